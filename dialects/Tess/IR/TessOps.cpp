@@ -1,0 +1,79 @@
+//===- TessOps.cpp - verifiers of tess ops -------------------------------===//
+//
+// Rules that are not about result shapes live here; shape rules are checked
+// by inference (TessShapeInference.cpp). Messages start with the rule's
+// number from TessOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tess/IR/TessOps.h"
+
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace tessera::tess;
+
+LogicalResult ConstantOp::verify() {
+  if (!llvm::isa<RankedTensorType>(getValue().getType()))
+    return emitOpError("C1: value must be a ranked tensor");
+  return success();
+}
+
+LogicalResult ParameterOp::verify() {
+  if (getName().empty())
+    return emitOpError("C1: a parameter needs a name");
+  if (std::optional<ElementsAttr> value = getValue();
+      value && value->getType() != getType())
+    return emitOpError("C2: value of type ")
+           << value->getType() << " does not match the result " << getType();
+  return success();
+}
+
+static LogicalResult verifyEpsilon(Operation *op, double epsilon) {
+  if (epsilon < 0)
+    return op->emitOpError("C3: epsilon must be >= 0, got ") << epsilon;
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  return verifyEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+LogicalResult SoftmaxOp::verify() {
+  int64_t rank = getInput().getType().getRank();
+  if (!normalizeAxis(getAxis(), rank))
+    return emitOpError("C1: axis ")
+           << getAxis() << " is out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult ReshapeOp::verify() {
+  auto input = getInput().getType();
+  auto result = getResult().getType();
+  if (input.getNumElements() != result.getNumElements() ||
+      input.getElementType() != result.getElementType())
+    return emitOpError("C1: cannot reshape ") << input << " to " << result;
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  auto input = getInput().getType();
+  auto result = getResult().getType();
+  if (input.getElementType() != result.getElementType())
+    return emitOpError("C1: element types differ");
+  int64_t offset = result.getRank() - input.getRank();
+  bool stretches = offset >= 0;
+  for (int64_t i = 0; stretches && i < input.getRank(); ++i)
+    stretches = input.getDimSize(i) == 1 ||
+                input.getDimSize(i) == result.getDimSize(i + offset);
+  if (!stretches)
+    return emitOpError("C2: ") << input << " does not broadcast to " << result;
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "Tess/IR/TessOps.cpp.inc"

@@ -1,0 +1,35 @@
+//===- TessOps.h - operations and attributes of tess -----------*- C++ -*-===//
+#ifndef TESSERA_DIALECT_TESS_TESSOPS_H
+#define TESSERA_DIALECT_TESS_TESSOPS_H
+
+#include "Tess/IR/TessDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "Tess/IR/TessEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "Tess/IR/TessAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "Tess/IR/TessOps.h.inc"
+
+namespace tessera::tess {
+
+/// Numpy/ONNX multidirectional broadcast of two static shapes; std::nullopt
+/// when a pair of dims is neither equal nor 1.
+std::optional<llvm::SmallVector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
+
+/// Maps `axis` in [-rank, rank) to [0, rank); std::nullopt when out of range.
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+} // namespace tessera::tess
+
+#endif // TESSERA_DIALECT_TESS_TESSOPS_H

@@ -1,0 +1,490 @@
+//===- TessShapeInference.cpp - result types of tess ops -----------------===//
+//
+// Every op whose result shape follows from its operands and attributes infers
+// it here (InferTypeOpInterface). Inference doubles as the verifier for those
+// rules: MLIR checks the declared result type against the inferred one, and a
+// rule that fails is reported here with its number from TessOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tess/IR/TessOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace tessera::tess;
+
+std::optional<llvm::SmallVector<int64_t>>
+tessera::tess::broadcastShapes(llvm::ArrayRef<int64_t> lhs,
+                               llvm::ArrayRef<int64_t> rhs) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  llvm::SmallVector<int64_t> result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t l = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
+    int64_t r = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
+    if (l != r && l != 1 && r != 1)
+      return std::nullopt;
+    result[i] = l == 1 ? r : l;
+  }
+  return result;
+}
+
+std::optional<int64_t> tessera::tess::normalizeAxis(int64_t axis,
+                                                    int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+namespace {
+
+RankedTensorType rankedType(Value value) {
+  return llvm::cast<RankedTensorType>(value.getType());
+}
+
+std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  llvm::raw_string_ostream os(text);
+  llvm::interleaveComma(shape, os);
+  os << "]";
+  return text;
+}
+
+/// Result of an elementwise op over broadcast operands. `resultElement` is
+/// null when the result keeps the operands' element type.
+LogicalResult inferBroadcast(std::optional<Location> location,
+                             ArrayRef<Value> operands, Type resultElement,
+                             SmallVectorImpl<Type> &inferred) {
+  Type element = rankedType(operands.front()).getElementType();
+  SmallVector<int64_t> shape(rankedType(operands.front()).getShape());
+  for (Value operand : operands.drop_front()) {
+    RankedTensorType type = rankedType(operand);
+    if (type.getElementType() != element)
+      return emitOptionalError(location, "C1: operands have different element "
+                                         "types: ",
+                               element, " and ", type.getElementType());
+    auto broadcast = broadcastShapes(shape, type.getShape());
+    if (!broadcast)
+      return emitOptionalError(location, "C2: shapes ", shapeString(shape),
+                               " and ", shapeString(type.getShape()),
+                               " do not broadcast");
+    shape = *broadcast;
+  }
+  inferred.push_back(
+      RankedTensorType::get(shape, resultElement ? resultElement : element));
+  return success();
+}
+
+/// Reduces over a list of dims, checking each is valid and distinct.
+FailureOr<SmallVector<int64_t>>
+normalizeDims(std::optional<Location> location, ArrayRef<int64_t> dims,
+              int64_t rank, StringRef rule) {
+  SmallVector<int64_t> normalized;
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t dim : dims) {
+    auto axis = normalizeAxis(dim, rank);
+    if (!axis || !seen.insert(*axis).second) {
+      (void)emitOptionalError(location, rule, ": dim ", dim,
+                              " is out of range or repeated for rank ", rank);
+      return failure();
+    }
+    normalized.push_back(*axis);
+  }
+  return normalized;
+}
+
+LogicalResult inferReduction(std::optional<Location> location, Value input,
+                             ArrayRef<int64_t> dims, bool keepDims,
+                             SmallVectorImpl<Type> &inferred) {
+  RankedTensorType type = rankedType(input);
+  auto normalized = normalizeDims(location, dims, type.getRank(), "C1");
+  if (failed(normalized))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (auto [index, size] : llvm::enumerate(type.getShape())) {
+    if (!llvm::is_contained(*normalized, static_cast<int64_t>(index)))
+      shape.push_back(size);
+    else if (keepDims)
+      shape.push_back(1);
+  }
+  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+/// Checks a norm's scale/bias against the normalized trailing shape.
+LogicalResult checkNormParameter(std::optional<Location> location,
+                                 RankedTensorType input, int64_t axis,
+                                 Value parameter, StringRef what) {
+  if (!parameter)
+    return success();
+  RankedTensorType type = rankedType(parameter);
+  ArrayRef<int64_t> normalized = input.getShape().drop_front(axis);
+  if (type.getShape() != normalized ||
+      type.getElementType() != input.getElementType())
+    return emitOptionalError(location, "C2: ", what, " must be ",
+                             RankedTensorType::get(normalized,
+                                                   input.getElementType()),
+                             ", got ", type);
+  return success();
+}
+
+LogicalResult inferNorm(std::optional<Location> location, Value input,
+                        int64_t axis, Value scale, Value bias,
+                        SmallVectorImpl<Type> &inferred) {
+  RankedTensorType type = rankedType(input);
+  auto normalizedAxis = normalizeAxis(axis, type.getRank());
+  if (!normalizedAxis)
+    return emitOptionalError(location, "C1: axis ", axis,
+                             " is out of range for rank ", type.getRank());
+  if (failed(checkNormParameter(location, type, *normalizedAxis, scale,
+                                "scale")) ||
+      failed(checkNormParameter(location, type, *normalizedAxis, bias, "bias")))
+    return failure();
+  inferred.push_back(type);
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+#define TESS_INFER_BROADCAST(OP, RESULT_ELEMENT)                               \
+  LogicalResult OP::inferReturnTypes(MLIRContext *context,                     \
+                                     std::optional<Location> location,         \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &inferred) {        \
+    (void)context;                                                             \
+    return inferBroadcast(location, {adaptor.getLhs(), adaptor.getRhs()},      \
+                          RESULT_ELEMENT, inferred);                           \
+  }
+
+TESS_INFER_BROADCAST(AddOp, Type())
+TESS_INFER_BROADCAST(SubOp, Type())
+TESS_INFER_BROADCAST(MulOp, Type())
+TESS_INFER_BROADCAST(DivOp, Type())
+TESS_INFER_BROADCAST(PowOp, Type())
+TESS_INFER_BROADCAST(MaximumOp, Type())
+TESS_INFER_BROADCAST(MinimumOp, Type())
+TESS_INFER_BROADCAST(LogicalAndOp, Type())
+TESS_INFER_BROADCAST(LogicalOrOp, Type())
+TESS_INFER_BROADCAST(CompareOp, IntegerType::get(context, 1))
+#undef TESS_INFER_BROADCAST
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  SmallVector<Type, 1> branches;
+  if (failed(inferBroadcast(location,
+                            {adaptor.getOnTrue(), adaptor.getOnFalse()},
+                            Type(), branches)))
+    return failure();
+  auto branchType = llvm::cast<RankedTensorType>(branches.front());
+  auto shape = broadcastShapes(branchType.getShape(),
+                               rankedType(adaptor.getCondition()).getShape());
+  if (!shape)
+    return emitOptionalError(location, "C2: the condition's shape does not "
+                                       "broadcast with the branches'");
+  inferred.push_back(
+      RankedTensorType::get(*shape, branchType.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Values
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location>,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  RankedTensorType lhs = rankedType(adaptor.getLhs());
+  RankedTensorType rhs = rankedType(adaptor.getRhs());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(location, "C1: operands must have rank >= 2");
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(location, "C2: operands have different element "
+                                       "types");
+  ArrayRef<int64_t> l = lhs.getShape(), r = rhs.getShape();
+  int64_t m = adaptor.getTransposeLhs() ? l.back() : l[l.size() - 2];
+  int64_t lk = adaptor.getTransposeLhs() ? l[l.size() - 2] : l.back();
+  int64_t rk = adaptor.getTransposeRhs() ? r.back() : r[r.size() - 2];
+  int64_t n = adaptor.getTransposeRhs() ? r[r.size() - 2] : r.back();
+  if (lk != rk)
+    return emitOptionalError(location, "C3: contracted dims differ: ", lk,
+                             " vs ", rk);
+  auto batch = broadcastShapes(l.drop_back(2), r.drop_back(2));
+  if (!batch)
+    return emitOptionalError(location, "C4: batch dims do not broadcast");
+  batch->push_back(m);
+  batch->push_back(n);
+  inferred.push_back(RankedTensorType::get(*batch, lhs.getElementType()));
+  return success();
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(adaptor.getInput());
+  RankedTensorType weight = rankedType(adaptor.getWeight());
+  if (input.getRank() < 1 || weight.getRank() != 2)
+    return emitOptionalError(location, "C1: input must have rank >= 1 and "
+                                       "weight rank 2");
+  if (input.getElementType() != weight.getElementType())
+    return emitOptionalError(location, "C2: input and weight have different "
+                                       "element types");
+  bool transposed = adaptor.getTransposeWeight();
+  int64_t in = weight.getDimSize(transposed ? 1 : 0);
+  int64_t out = weight.getDimSize(transposed ? 0 : 1);
+  if (input.getShape().back() != in)
+    return emitOptionalError(location, "C3: input features ",
+                             input.getShape().back(), " != weight's ", in);
+  if (Value bias = adaptor.getBias()) {
+    RankedTensorType biasType = rankedType(bias);
+    if (biasType.getShape() != ArrayRef<int64_t>{out} ||
+        biasType.getElementType() != input.getElementType())
+      return emitOptionalError(location, "C4: bias must be [", out, "] of ",
+                               input.getElementType());
+  }
+  SmallVector<int64_t> shape(input.getShape().drop_back());
+  shape.push_back(out);
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Transformer layers
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferNorm(location, adaptor.getInput(), adaptor.getAxis(),
+                   adaptor.getScale(), adaptor.getBias(), inferred);
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  return inferNorm(location, adaptor.getInput(), adaptor.getAxis(),
+                   adaptor.getScale(), Value(), inferred);
+}
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  RankedTensorType table = rankedType(adaptor.getTable());
+  if (table.getRank() != 2)
+    return emitOptionalError(location, "C1: the table must have rank 2");
+  SmallVector<int64_t> shape(rankedType(adaptor.getIndices()).getShape());
+  shape.push_back(table.getDimSize(1));
+  inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  RankedTensorType q = rankedType(adaptor.getQuery());
+  RankedTensorType k = rankedType(adaptor.getKey());
+  RankedTensorType v = rankedType(adaptor.getValue());
+  if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4 ||
+      q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return emitOptionalError(location, "C1: query, key and value must be "
+                                       "rank-4 tensors of one element type");
+  if (k.getDimSize(0) != v.getDimSize(0) ||
+      k.getDimSize(1) != v.getDimSize(1) ||
+      k.getDimSize(2) != v.getDimSize(2) ||
+      q.getDimSize(0) != k.getDimSize(0) || q.getDimSize(3) != k.getDimSize(3))
+    return emitOptionalError(location, "C2: query ", q, ", key ", k,
+                             " and value ", v, " do not agree");
+  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+    return emitOptionalError(location, "C3: ", q.getDimSize(1),
+                             " query heads are not a multiple of ",
+                             k.getDimSize(1), " key/value heads");
+  if (Value mask = adaptor.getMask()) {
+    RankedTensorType maskType = rankedType(mask);
+    SmallVector<int64_t> scores = {q.getDimSize(0), q.getDimSize(1),
+                                   q.getDimSize(2), k.getDimSize(2)};
+    auto broadcast = broadcastShapes(maskType.getShape(), scores);
+    if (maskType.getElementType() != q.getElementType() || !broadcast ||
+        ArrayRef<int64_t>(*broadcast) != ArrayRef<int64_t>(scores))
+      return emitOptionalError(location, "C4: mask ", maskType,
+                               " does not broadcast to the scores ",
+                               shapeString(scores));
+  }
+  if (adaptor.getScale().convertToDouble() <= 0)
+    return emitOptionalError(location, "C5: scale must be positive");
+  if (adaptor.getCausal() && q.getDimSize(2) > k.getDimSize(2))
+    return emitOptionalError(location, "C6: a causal attention needs no more "
+                                       "queries than keys");
+  inferred.push_back(RankedTensorType::get(
+      {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+      q.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  RankedTensorType type = rankedType(adaptor.getInput());
+  ArrayRef<int64_t> permutation = adaptor.getPermutation();
+  SmallVector<bool> used(type.getRank(), false);
+  if (static_cast<int64_t>(permutation.size()) != type.getRank())
+    return emitOptionalError(location, "C1: permutation has ",
+                             permutation.size(), " entries for rank ",
+                             type.getRank());
+  SmallVector<int64_t> shape;
+  for (int64_t dim : permutation) {
+    if (dim < 0 || dim >= type.getRank() || used[dim])
+      return emitOptionalError(location, "C1: ", shapeString(permutation),
+                               " is not a permutation of [0, ",
+                               type.getRank(), ")");
+    used[dim] = true;
+    shape.push_back(type.getDimSize(dim));
+  }
+  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  RankedTensorType type = rankedType(adaptor.getInput());
+  ArrayRef<int64_t> starts = adaptor.getStarts(), limits = adaptor.getLimits(),
+                    strides = adaptor.getStrides();
+  int64_t rank = type.getRank();
+  if (static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(limits.size()) != rank ||
+      static_cast<int64_t>(strides.size()) != rank)
+    return emitOptionalError(location, "C1: starts, limits and strides need ",
+                             rank, " entries each");
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (starts[i] < 0 || starts[i] > limits[i] ||
+        limits[i] > type.getDimSize(i))
+      return emitOptionalError(location, "C2: dim ", i, " window [", starts[i],
+                               ", ", limits[i], ") is not inside [0, ",
+                               type.getDimSize(i), "]");
+    if (strides[i] < 1)
+      return emitOptionalError(location, "C3: stride of dim ", i,
+                               " must be >= 1");
+    shape.push_back((limits[i] - starts[i] + strides[i] - 1) / strides[i]);
+  }
+  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  RankedTensorType type = rankedType(adaptor.getInput());
+  auto axis = normalizeAxis(adaptor.getAxis(), type.getRank());
+  if (!axis)
+    return emitOptionalError(location, "C1: axis ", adaptor.getAxis(),
+                             " is out of range for rank ", type.getRank());
+  int64_t total = 0;
+  for (int64_t size : adaptor.getSizes()) {
+    if (size <= 0)
+      return emitOptionalError(location, "C2: split sizes must be positive");
+    total += size;
+    SmallVector<int64_t> shape(type.getShape());
+    shape[*axis] = size;
+    inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  }
+  if (total != type.getDimSize(*axis))
+    return emitOptionalError(location, "C2: split sizes sum to ", total,
+                             ", the dim is ", type.getDimSize(*axis));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (adaptor.getInputs().empty())
+    return emitOptionalError(location, "C1: concat needs at least one input");
+  RankedTensorType first = rankedType(adaptor.getInputs().front());
+  auto axis = normalizeAxis(adaptor.getAxis(), first.getRank());
+  if (!axis)
+    return emitOptionalError(location, "C3: axis ", adaptor.getAxis(),
+                             " is out of range for rank ", first.getRank());
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*axis] = 0;
+  for (Value input : adaptor.getInputs()) {
+    RankedTensorType type = rankedType(input);
+    if (type.getRank() != first.getRank() ||
+        type.getElementType() != first.getElementType())
+      return emitOptionalError(location, "C2: inputs differ in rank or "
+                                         "element type");
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      if (i != *axis && type.getDimSize(i) != first.getDimSize(i))
+        return emitOptionalError(location, "C4: inputs differ in dim ", i);
+    shape[*axis] += type.getDimSize(*axis);
+  }
+  inferred.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  RankedTensorType type = rankedType(adaptor.getInput());
+  auto axis = normalizeAxis(adaptor.getAxis(), type.getRank());
+  if (!axis)
+    return emitOptionalError(location, "C1: axis ", adaptor.getAxis(),
+                             " is out of range for rank ", type.getRank());
+  SmallVector<int64_t> shape(type.getShape().take_front(*axis));
+  llvm::append_range(shape, rankedType(adaptor.getIndices()).getShape());
+  llvm::append_range(shape, type.getShape().drop_front(*axis + 1));
+  inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+#define TESS_INFER_REDUCTION(OP)                                               \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                            \
+                                     std::optional<Location> location,         \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &inferred) {        \
+    return inferReduction(location, adaptor.getInput(), adaptor.getDims(),     \
+                          adaptor.getKeepDims(), inferred);                    \
+  }
+
+TESS_INFER_REDUCTION(ReduceSumOp)
+TESS_INFER_REDUCTION(ReduceMeanOp)
+TESS_INFER_REDUCTION(ReduceMaxOp)
+TESS_INFER_REDUCTION(ReduceMinOp)
+#undef TESS_INFER_REDUCTION

@@ -1,0 +1,29 @@
+//===- tessera-opt.cpp - run any Tessera pass on .mlir -------------------===//
+//
+// Like mlir-opt, with the tess dialect and every Tessera pass registered,
+// plus the upstream passes a pipeline of ours uses (canonicalize, cse, ...).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::registerTransformsPasses();
+  tessera::registerTesseraPasses();
+  mlir::PassPipelineRegistration<>(
+      "tess-import-cleanup",
+      "Canonicalize and fuse a freshly imported forward graph",
+      tessera::buildImportCleanupPipeline);
+
+  mlir::DialectRegistry registry;
+  registry.insert<tessera::tess::TessDialect, mlir::func::FuncDialect>();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Tessera optimizer driver\n", registry));
+}
