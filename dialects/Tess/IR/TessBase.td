@@ -93,6 +93,18 @@ def Tess_IndexTensor : RankedTensorOf<[I32, I64]>;
 def Tess_BoolTensor : RankedTensorOf<[I1]>;
 def Tess_Tensor : RankedTensorOf<[AnyType]>;
 
+//===----------------------------------------------------------------------===//
+// Traits
+//===----------------------------------------------------------------------===//
+
+// Runs the op's `verifyBeforeInference()` ahead of the check that the declared
+// result types match the inferred ones. A rule that inference cannot express
+// (how many results there are) then fails with its own number instead of the
+// generic "inferred type(s) ... are incompatible" message.
+def Tess_VerifiesBeforeInference : NativeOpTrait<"VerifiesBeforeInference"> {
+  let cppNamespace = "::tessera::tess";
+}
+
 class Tess_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tess_Dialect, mnemonic, traits>;
 

@@ -45,6 +45,22 @@ struct ComposeTransposes : OpRewritePattern<TransposeOp> {
   }
 };
 
+/// broadcast(broadcast(x)) -> broadcast(x): numpy broadcasting is
+/// transitive, since a dim that is not 1 after the first broadcast is kept by
+/// the second.
+struct CollapseBroadcastChain : OpRewritePattern<BroadcastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(BroadcastOp op,
+                                PatternRewriter &rewriter) const override {
+    auto inner = op.getInput().getDefiningOp<BroadcastOp>();
+    if (!inner)
+      return failure();
+    rewriter.replaceOpWithNewOp<BroadcastOp>(op, op.getType(),
+                                             inner.getInput());
+    return success();
+  }
+};
+
 /// True when `permutation` swaps the last two dims and keeps the rest.
 bool swapsInnerDims(ArrayRef<int64_t> permutation) {
   int64_t rank = permutation.size();
@@ -90,11 +106,19 @@ struct RemoveLosslessCastRoundTrip : OpRewritePattern<CastOp> {
     Type original = op.getType().getElementType();
     Type middle = inner.getType().getElementType();
     bool lossless = false;
+    // Precision alone is not enough: f16 has bf16's 8 bits of precision and
+    // more, but not its exponent range, so bf16 -> f16 -> bf16 turns 1e30
+    // into infinity. A format without infinity or NaN cannot hold them.
     if (auto originalFloat = llvm::dyn_cast<FloatType>(original))
-      if (auto middleFloat = llvm::dyn_cast<FloatType>(middle))
-        lossless = middleFloat.getWidth() >= originalFloat.getWidth() &&
-                   middleFloat.getFPMantissaWidth() >=
-                       originalFloat.getFPMantissaWidth();
+      if (auto middleFloat = llvm::dyn_cast<FloatType>(middle)) {
+        const llvm::fltSemantics &from = originalFloat.getFloatSemantics();
+        const llvm::fltSemantics &to = middleFloat.getFloatSemantics();
+        lossless = APFloat::isRepresentableBy(from, to) &&
+                   (!APFloat::semanticsHasInf(from) ||
+                    APFloat::semanticsHasInf(to)) &&
+                   (!APFloat::semanticsHasNaN(from) ||
+                    APFloat::semanticsHasNaN(to));
+      }
     if (original.isSignlessInteger() && middle.isSignlessInteger())
       lossless = middle.getIntOrFloatBitWidth() >=
                  original.getIntOrFloatBitWidth();
@@ -115,6 +139,11 @@ void ReshapeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
 void TransposeOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
                                               MLIRContext *context) {
   patterns.add<ComposeTransposes>(context);
+}
+
+void BroadcastOp::getCanonicalizationPatterns(RewritePatternSet &patterns,
+                                              MLIRContext *context) {
+  patterns.add<CollapseBroadcastChain>(context);
 }
 
 void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &patterns,

@@ -13,9 +13,13 @@
 using namespace mlir;
 using namespace tessera::tess;
 
-LogicalResult ConstantOp::verify() {
-  if (!llvm::isa<RankedTensorType>(getValue().getType()))
-    return emitOpError("C1: value must be a ranked tensor");
+LogicalResult ConstantOp::verifyBeforeInference() {
+  Type valueType = getValue().getType();
+  if (!llvm::isa<RankedTensorType>(valueType))
+    return emitOpError("C1: value must be a ranked tensor, got ") << valueType;
+  if (valueType != getType())
+    return emitOpError("C1: value of type ")
+           << valueType << " does not match the result " << getType();
   return success();
 }
 
@@ -30,7 +34,8 @@ LogicalResult ParameterOp::verify() {
 }
 
 static LogicalResult verifyEpsilon(Operation *op, double epsilon) {
-  if (epsilon < 0)
+  // Written so that NaN fails too.
+  if (!(epsilon >= 0))
     return op->emitOpError("C3: epsilon must be >= 0, got ") << epsilon;
   return success();
 }
@@ -41,6 +46,13 @@ LogicalResult LayerNormOp::verify() {
 
 LogicalResult RmsNormOp::verify() {
   return verifyEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+LogicalResult CastOp::verify() {
+  if (getInput().getType().getShape() != getType().getShape())
+    return emitOpError("C1: cannot change the shape: ")
+           << getInput().getType() << " to " << getType();
+  return success();
 }
 
 LogicalResult SoftmaxOp::verify() {
@@ -72,6 +84,14 @@ LogicalResult BroadcastOp::verify() {
                 input.getDimSize(i) == result.getDimSize(i + offset);
   if (!stretches)
     return emitOpError("C2: ") << input << " does not broadcast to " << result;
+  return success();
+}
+
+LogicalResult SplitOp::verifyBeforeInference() {
+  size_t sizes = getSizes().size();
+  if (getNumResults() != sizes)
+    return emitOpError("C3: ")
+           << sizes << " sizes need as many results, got " << getNumResults();
   return success();
 }
 

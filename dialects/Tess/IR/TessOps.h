@@ -14,6 +14,21 @@
 
 #include "Tess/IR/TessEnums.h.inc"
 
+namespace tessera::tess {
+
+/// See Tess_VerifiesBeforeInference in TessBase.td. Listed before
+/// InferTypeOpAdaptor, so MLIR runs this trait's check first.
+template <typename ConcreteType>
+class VerifiesBeforeInference
+    : public mlir::OpTrait::TraitBase<ConcreteType, VerifiesBeforeInference> {
+public:
+  static mlir::LogicalResult verifyTrait(mlir::Operation *op) {
+    return llvm::cast<ConcreteType>(op).verifyBeforeInference();
+  }
+};
+
+} // namespace tessera::tess
+
 #define GET_ATTRDEF_CLASSES
 #include "Tess/IR/TessAttrs.h.inc"
 

@@ -19,12 +19,14 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 //===----------------------------------------------------------------------===//
 
 def Tess_ConstantOp : Tess_Op<"constant",
-    [ConstantLike, Pure, InferTypeOpAdaptor]> {
+    [ConstantLike, Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor]> {
   let summary = "a tensor known at compile time";
   let description = [{
     A constant tensor. The importer leaves these only where a value is truly
     data (a folded attention mask, a scale); shape arithmetic never survives
-    as constants.
+    as constants. Rule: (C1) `value` is a ranked tensor (a
+    `DenseElementsAttr`, a `dense_resource`, ...), and its type is the
+    result's.
 
     ```mlir
     %half = tess.constant dense<5.000000e-01> : tensor<f32>
@@ -34,7 +36,10 @@ def Tess_ConstantOp : Tess_Op<"constant",
   let results = (outs Tess_Tensor:$result);
   let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
-  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// C1, checked before the result type is compared with inference.
+    ::mlir::LogicalResult verifyBeforeInference();
+  }];
 }
 
 def Tess_ParameterOp : Tess_Op<"parameter", [Pure]> {
@@ -139,6 +144,7 @@ def Tess_SiluOp : Tess_UnaryOp<"silu", Tess_FloatTensor> {
 def Tess_LogicalNotOp : Tess_UnaryOp<"logical_not", Tess_BoolTensor> {
   let summary = "elementwise boolean negation";
   let description = "`%y = tess.logical_not %m : tensor<4xi1>`";
+  let hasFolder = 1;
 }
 
 def Tess_GeluOp : Tess_UnaryOp<"gelu", Tess_FloatTensor> {
@@ -225,6 +231,7 @@ def Tess_MaximumOp : Tess_BinaryOp<"maximum", Tess_Tensor, Tess_Tensor, [Commuta
     %y = tess.maximum %x, %zero : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
     ```
   }]);
+  let hasFolder = 1;
 }
 def Tess_MinimumOp : Tess_BinaryOp<"minimum", Tess_Tensor, Tess_Tensor, [Commutative]> {
   let summary = "elementwise minimum with broadcasting";
@@ -233,6 +240,7 @@ def Tess_MinimumOp : Tess_BinaryOp<"minimum", Tess_Tensor, Tess_Tensor, [Commuta
     %y = tess.minimum %x, %cap : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
     ```
   }]);
+  let hasFolder = 1;
 }
 def Tess_LogicalAndOp : Tess_BinaryOp<"logical_and", Tess_BoolTensor, Tess_BoolTensor, [Commutative]> {
   let summary = "elementwise boolean and with broadcasting";
@@ -241,6 +249,7 @@ def Tess_LogicalAndOp : Tess_BinaryOp<"logical_and", Tess_BoolTensor, Tess_BoolT
     %m = tess.logical_and %a, %b : (tensor<1x1x8x8xi1>, tensor<2x1x8x8xi1>) -> tensor<2x1x8x8xi1>
     ```
   }]);
+  let hasFolder = 1;
 }
 def Tess_LogicalOrOp : Tess_BinaryOp<"logical_or", Tess_BoolTensor, Tess_BoolTensor, [Commutative]> {
   let summary = "elementwise boolean or with broadcasting";
@@ -249,6 +258,7 @@ def Tess_LogicalOrOp : Tess_BinaryOp<"logical_or", Tess_BoolTensor, Tess_BoolTen
     %m = tess.logical_or %a, %b : (tensor<8x8xi1>, tensor<8x8xi1>) -> tensor<8x8xi1>
     ```
   }]);
+  let hasFolder = 1;
 }
 
 def Tess_CompareOp : Tess_BinaryOp<"compare", Tess_Tensor, Tess_BoolTensor> {
@@ -263,6 +273,7 @@ def Tess_CompareOp : Tess_BinaryOp<"compare", Tess_Tensor, Tess_BoolTensor> {
   let assemblyFormat = [{
     $predicate `,` $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
   }];
+  let hasFolder = 1;
 }
 
 def Tess_WhereOp : Tess_Op<"where", [Pure, InferTypeOpAdaptor]> {
@@ -286,12 +297,14 @@ def Tess_WhereOp : Tess_Op<"where", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape]> {
+def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise]> {
   let summary = "elementwise change of element type";
   let description = [{
     Converts every element to the result's element type (float rounding is
     round-to-nearest-even; float to integer truncates toward zero; to `i1`
-    means "not zero"). Shapes are equal (C1).
+    means "not zero"). Integers are signed, except `i1`, whose values are 0
+    and 1: a wider integer is sign-extended (`i1` zero-extended) or
+    truncated to its low bits. Rule: (C1) the shapes are equal.
 
     ```mlir
     %h = tess.cast %x : tensor<2x8xf32> to tensor<2x8xbf16>
@@ -302,6 +315,7 @@ def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise, SameOperandsAndResultShape
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasFolder = 1;
   let hasCanonicalizer = 1;
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -436,8 +450,10 @@ def Tess_EmbeddingOp : Tess_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
   let summary = "row lookup in an embedding table";
   let description = [{
     `result[i..., :] = table[indices[i...], :]`: the token (or position)
-    embedding. Rules: (C1) the table has rank 2; (C2) indices are integers.
-    Out-of-range ids are a runtime error of the executable, not UB.
+    embedding. Rules: (C1) the table has rank 2; (C2) indices are `i32` or
+    `i64` (the operand's type constraint); (C3) indices have rank >= 1 (one
+    id alone is looked up with `tess.gather`, so that every embedding reads
+    a batch of tokens, as the sharding search assumes). Out-of-range ids are a runtime error of the executable, not UB.
 
     ```mlir
     %e = tess.embedding %wte, %ids
@@ -460,10 +476,11 @@ def Tess_AttentionOp : Tess_Op<"attention", [Pure, InferTypeOpAdaptor]> {
     `[batch, heads, seq, head_dim]`.
 
     Rules: (C1) q, k, v have rank 4 and one element type; (C2) k and v agree
-    on batch, heads and sequence; q's batch and head_dim equal k's; (C3) the
-    query head count is a multiple of the K/V head count; (C4) the mask has
-    q's element type and broadcasts to `[batch, q_heads, q_seq, kv_seq]`;
-    (C5) `scale > 0`; (C6) causal needs q_seq <= kv_seq.
+    on batch, heads and sequence; q's batch and head_dim equal k's; (C3) K/V
+    have at least one head and the query head count is a multiple of it;
+    (C4) the mask has q's element type and broadcasts to
+    `[batch, q_heads, q_seq, kv_seq]`; (C5) `scale` is positive and finite;
+    (C6) causal needs q_seq <= kv_seq.
 
     ```mlir
     %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
@@ -536,6 +553,7 @@ def Tess_BroadcastOp : Tess_Op<"broadcast", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Tess_SliceOp : Tess_Op<"slice", [Pure, InferTypeOpAdaptor]> {
@@ -559,7 +577,8 @@ def Tess_SliceOp : Tess_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tess_SplitOp : Tess_Op<"split", [Pure, InferTypeOpAdaptor]> {
+def Tess_SplitOp : Tess_Op<"split",
+    [Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor]> {
   let summary = "cut a tensor into consecutive pieces along one dim";
   let description = [{
     GPT-2 splits its fused QKV projection this way. Rules: (C1) `axis` is in
@@ -575,6 +594,10 @@ def Tess_SplitOp : Tess_Op<"split", [Pure, InferTypeOpAdaptor]> {
   let results = (outs Variadic<Tess_Tensor>:$results);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    /// C3, checked before the result types are compared with inference.
+    ::mlir::LogicalResult verifyBeforeInference();
+  }];
 }
 
 def Tess_ConcatOp : Tess_Op<"concat", [Pure, InferTypeOpAdaptor]> {
@@ -626,6 +649,7 @@ class Tess_ReductionOp<string mnemonic, string what>
   let arguments = (ins Tess_Tensor:$input, DenseI64ArrayAttr:$dims, UnitAttr:$keep_dims);
   let results = (outs Tess_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasFolder = 1;
 }
 
 def Tess_ReduceSumOp : Tess_ReductionOp<"reduce_sum", "sum">;

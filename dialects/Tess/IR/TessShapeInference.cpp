@@ -12,6 +12,8 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace tessera::tess;
 
@@ -198,10 +200,15 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
 //===----------------------------------------------------------------------===//
 
 LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
-                                           std::optional<Location>,
+                                           std::optional<Location> location,
                                            Adaptor adaptor,
                                            SmallVectorImpl<Type> &inferred) {
-  inferred.push_back(adaptor.getValue().getType());
+  Type valueType = adaptor.getValue().getType();
+  if (!llvm::isa<RankedTensorType>(valueType))
+    return emitOptionalError(location, "C1: value must be a ranked tensor, "
+                                       "got ",
+                             valueType);
+  inferred.push_back(valueType);
   return success();
 }
 
@@ -295,7 +302,11 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   RankedTensorType table = rankedType(adaptor.getTable());
   if (table.getRank() != 2)
     return emitOptionalError(location, "C1: the table must have rank 2");
-  SmallVector<int64_t> shape(rankedType(adaptor.getIndices()).getShape());
+  RankedTensorType indices = rankedType(adaptor.getIndices());
+  if (indices.getRank() < 1)
+    return emitOptionalError(location, "C3: indices must have rank >= 1; "
+                                       "look one id up with tess.gather");
+  SmallVector<int64_t> shape(indices.getShape());
   shape.push_back(table.getDimSize(1));
   inferred.push_back(RankedTensorType::get(shape, table.getElementType()));
   return success();
@@ -319,23 +330,32 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
       q.getDimSize(0) != k.getDimSize(0) || q.getDimSize(3) != k.getDimSize(3))
     return emitOptionalError(location, "C2: query ", q, ", key ", k,
                              " and value ", v, " do not agree");
-  if (q.getDimSize(1) % k.getDimSize(1) != 0)
+  if (k.getDimSize(1) < 1 || q.getDimSize(1) % k.getDimSize(1) != 0)
     return emitOptionalError(location, "C3: ", q.getDimSize(1),
                              " query heads are not a multiple of ",
-                             k.getDimSize(1), " key/value heads");
+                             k.getDimSize(1),
+                             " key/value heads (at least one)");
   if (Value mask = adaptor.getMask()) {
     RankedTensorType maskType = rankedType(mask);
     SmallVector<int64_t> scores = {q.getDimSize(0), q.getDimSize(1),
                                    q.getDimSize(2), k.getDimSize(2)};
+    if (maskType.getElementType() != q.getElementType())
+      return emitOptionalError(location, "C4: mask element type ",
+                               maskType.getElementType(),
+                               " differs from the query's ",
+                               q.getElementType());
     auto broadcast = broadcastShapes(maskType.getShape(), scores);
-    if (maskType.getElementType() != q.getElementType() || !broadcast ||
-        ArrayRef<int64_t>(*broadcast) != ArrayRef<int64_t>(scores))
+    if (!broadcast || ArrayRef<int64_t>(*broadcast) != ArrayRef<int64_t>(scores))
       return emitOptionalError(location, "C4: mask ", maskType,
                                " does not broadcast to the scores ",
                                shapeString(scores));
   }
-  if (adaptor.getScale().convertToDouble() <= 0)
-    return emitOptionalError(location, "C5: scale must be positive");
+  // Written so that NaN fails too.
+  double scale = adaptor.getScale().convertToDouble();
+  if (!(scale > 0) || std::isinf(scale))
+    return emitOptionalError(location, "C5: scale must be positive and "
+                                       "finite, got ",
+                             scale);
   if (adaptor.getCausal() && q.getDimSize(2) > k.getDimSize(2))
     return emitOptionalError(location, "C6: a causal attention needs no more "
                                        "queries than keys");
@@ -396,7 +416,9 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
     if (strides[i] < 1)
       return emitOptionalError(location, "C3: stride of dim ", i,
                                " must be >= 1");
-    shape.push_back((limits[i] - starts[i] + strides[i] - 1) / strides[i]);
+    // ceil((limit - start) / stride), without overflow for huge strides.
+    int64_t extent = limits[i] - starts[i];
+    shape.push_back(extent == 0 ? 0 : (extent - 1) / strides[i] + 1);
   }
   inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
   return success();
@@ -411,18 +433,24 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
   if (!axis)
     return emitOptionalError(location, "C1: axis ", adaptor.getAxis(),
                              " is out of range for rank ", type.getRank());
+  int64_t dim = type.getDimSize(*axis);
   int64_t total = 0;
   for (int64_t size : adaptor.getSizes()) {
     if (size <= 0)
       return emitOptionalError(location, "C2: split sizes must be positive");
+    // Compared before adding, so that huge sizes cannot overflow the sum.
+    if (size > dim - total)
+      return emitOptionalError(location, "C2: split sizes sum to more than "
+                                         "the dim, ",
+                               dim);
     total += size;
     SmallVector<int64_t> shape(type.getShape());
     shape[*axis] = size;
     inferred.push_back(RankedTensorType::get(shape, type.getElementType()));
   }
-  if (total != type.getDimSize(*axis))
+  if (total != dim)
     return emitOptionalError(location, "C2: split sizes sum to ", total,
-                             ", the dim is ", type.getDimSize(*axis));
+                             ", the dim is ", dim);
   return success();
 }
 

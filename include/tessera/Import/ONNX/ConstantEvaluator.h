@@ -55,8 +55,8 @@ evaluateNode(const onnx::NodeProto &node,
 
 /// Numpy-style multidirectional broadcast of two shapes. Fails when a pair of
 /// aligned dimensions differs and neither is 1.
-llvm::Expected<std::vector<int64_t>> broadcastShapes(llvm::ArrayRef<int64_t> lhs,
-                                                     llvm::ArrayRef<int64_t> rhs);
+llvm::Expected<std::vector<int64_t>>
+broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 
 } // namespace tessera::onnx_import
 

@@ -69,14 +69,12 @@ public:
   static HostTensor fromInts(int32_t elementType, std::vector<int64_t> shape,
                              std::vector<int64_t> values);
   /// Floating tensor; `values` are rounded to the element type.
-  static HostTensor fromDoubles(int32_t elementType,
-                                std::vector<int64_t> shape,
+  static HostTensor fromDoubles(int32_t elementType, std::vector<int64_t> shape,
                                 std::vector<double> values);
   /// A tensor of the given type and shape filled with zeros (false).
   static HostTensor zeros(int32_t elementType, std::vector<int64_t> shape);
   /// Rank-0 tensors.
-  static HostTensor scalarInt(int64_t value,
-                              int32_t elementType = /*INT64*/ 7);
+  static HostTensor scalarInt(int64_t value, int32_t elementType = /*INT64*/ 7);
   static HostTensor scalarDouble(double value,
                                  int32_t elementType = /*FLOAT*/ 1);
   /// Rank-1 INT64 (or other integer type) tensor, as produced by Shape.

@@ -1,0 +1,46 @@
+//===- Importer.h - ONNX model -> tess forward function --------*- C++ -*-===//
+//
+// Reads an ONNX Transformer (as torch.onnx.export(dynamo=True) writes it),
+// binds its symbolic dims, folds all shape arithmetic on the host and emits
+// one `func.func @forward` of `tess` ops with static shapes. Weights are not
+// read unless asked: parameters carry their name and location only.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_IMPORT_ONNX_IMPORTER_H
+#define TESSERA_IMPORT_ONNX_IMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace tessera::onnx_import {
+
+struct ImportOptions {
+  /// Values of the model's symbolic input dims (`--dim batch=8`).
+  std::map<std::string, int64_t> dims;
+  /// Parameters whose name matches are not trained (`--freeze`).
+  std::optional<std::string> freezePattern;
+  /// When set, only parameters whose name matches are trained (`--train`).
+  std::optional<std::string> trainPattern;
+  /// Attach every weight's bytes to its `tess.parameter` (`value`).
+  bool loadWeights = false;
+};
+
+/// Imports the model at `path`. Every failure (unreadable or non-ONNX file,
+/// unsupported op, unbound dim, contradicting shapes, missing weights when
+/// they are needed) is an llvm::Error whose message names the file and the
+/// node, op or flag concerned.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxModel(llvm::StringRef path, const ImportOptions &options,
+                mlir::MLIRContext &context);
+
+} // namespace tessera::onnx_import
+
+#endif // TESSERA_IMPORT_ONNX_IMPORTER_H

@@ -1,0 +1,228 @@
+//===- ElementwiseHandlers.cpp - ONNX elementwise ops -> tess ------------===//
+//
+// Arithmetic, comparisons, activations and casts on run-time tensors. Their
+// decomposed patterns (GELU chains, x * sigmoid(x)) are imported as written
+// and fused later by tess-fuse-activations, where they can be tested alone.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GraphImporter.h"
+
+using namespace mlir;
+using namespace tessera::onnx_import;
+namespace tess = tessera::tess;
+
+namespace {
+
+template <typename OpTy>
+llvm::Error importUnary(GraphImporter &importer) {
+  llvm::Expected<Value> input = importer.tensorInput(0);
+  if (!input)
+    return input.takeError();
+  auto op = importer.create<OpTy>({*input}, {}, {input->getType()});
+  if (!op)
+    return op.takeError();
+  importer.setResult(0, op->getResult());
+  return llvm::Error::success();
+}
+
+/// Binary ops, and ONNX's variadic Max/Min/Sum folded left to right.
+template <typename OpTy>
+llvm::Error importBinary(GraphImporter &importer) {
+  llvm::Expected<Value> accumulated = importer.tensorInput(0);
+  if (!accumulated)
+    return accumulated.takeError();
+  for (unsigned i = 1; i < importer.numInputs(); ++i) {
+    llvm::Expected<Value> rhs = importer.tensorInput(i);
+    if (!rhs)
+      return rhs.takeError();
+    auto op = importer.create<OpTy>({*accumulated, *rhs});
+    if (!op)
+      return op.takeError();
+    *accumulated = op->getResult();
+  }
+  importer.setResult(0, *accumulated);
+  return llvm::Error::success();
+}
+
+llvm::Error importCastTo(GraphImporter &importer, Value input, Type element) {
+  auto inputType = llvm::cast<RankedTensorType>(input.getType());
+  auto op = importer.create<tess::CastOp>(
+      {input}, {}, {RankedTensorType::get(inputType.getShape(), element)});
+  if (!op)
+    return op.takeError();
+  importer.setResult(0, op->getResult());
+  return llvm::Error::success();
+}
+
+/// ONNX Pow allows an exponent of another type; tess.pow does not, so the
+/// exponent is cast to the base's type first.
+llvm::Error importPow(GraphImporter &importer) {
+  llvm::Expected<Value> base = importer.tensorInput(0);
+  llvm::Expected<Value> exponent =
+      base ? importer.tensorInput(1) : llvm::Expected<Value>(Value());
+  if (!base)
+    return base.takeError();
+  if (!exponent)
+    return exponent.takeError();
+  auto baseType = llvm::cast<RankedTensorType>(base->getType());
+  auto exponentType = llvm::cast<RankedTensorType>(exponent->getType());
+  if (exponentType.getElementType() != baseType.getElementType()) {
+    auto cast = importer.create<tess::CastOp>(
+        {*exponent}, {},
+        {RankedTensorType::get(exponentType.getShape(),
+                               baseType.getElementType())});
+    if (!cast)
+      return cast.takeError();
+    *exponent = cast->getResult();
+  }
+  auto op = importer.create<tess::PowOp>({*base, *exponent});
+  if (!op)
+    return op.takeError();
+  importer.setResult(0, op->getResult());
+  return llvm::Error::success();
+}
+
+template <tess::ComparisonPredicate predicate>
+llvm::Error importComparison(GraphImporter &importer) {
+  llvm::Expected<Value> lhs = importer.tensorInput(0);
+  if (!lhs)
+    return lhs.takeError();
+  llvm::Expected<Value> rhs = importer.tensorInput(1);
+  if (!rhs)
+    return rhs.takeError();
+  auto op = importer.create<tess::CompareOp>(
+      {*lhs, *rhs},
+      {importer.builder().getNamedAttr(
+          "predicate", tess::ComparisonPredicateAttr::get(importer.context(),
+                                                          predicate))});
+  if (!op)
+    return op.takeError();
+  importer.setResult(0, op->getResult());
+  return llvm::Error::success();
+}
+
+llvm::Error importWhere(GraphImporter &importer) {
+  SmallVector<Value, 3> operands;
+  for (unsigned i = 0; i < 3; ++i) {
+    llvm::Expected<Value> operand = importer.tensorInput(i);
+    if (!operand)
+      return operand.takeError();
+    operands.push_back(*operand);
+  }
+  auto op = importer.create<tess::WhereOp>(operands);
+  if (!op)
+    return op.takeError();
+  importer.setResult(0, op->getResult());
+  return llvm::Error::success();
+}
+
+llvm::Error importGelu(GraphImporter &importer) {
+  llvm::Expected<Value> input = importer.tensorInput(0);
+  if (!input)
+    return input.takeError();
+  std::string approximate = importer.stringAttr("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return importer.nodeError("unknown GELU approximation '" + approximate +
+                              "'");
+  auto approximation = tess::GeluApproximationAttr::get(
+      importer.context(), approximate == "tanh"
+                              ? tess::GeluApproximation::tanh
+                              : tess::GeluApproximation::none);
+  auto op = importer.create<tess::GeluOp>(
+      {*input}, {importer.builder().getNamedAttr("approximation", approximation)},
+      {input->getType()});
+  if (!op)
+    return op.takeError();
+  importer.setResult(0, op->getResult());
+  return llvm::Error::success();
+}
+
+llvm::Error importIdentity(GraphImporter &importer) {
+  llvm::Expected<Value> input = importer.tensorInput(0);
+  if (!input)
+    return input.takeError();
+  importer.setResult(0, *input);
+  return llvm::Error::success();
+}
+
+/// The models are exported for inference, where Dropout is the identity;
+/// training-time dropout is the training builder's business, not the
+/// forward graph's.
+llvm::Error importDropout(GraphImporter &importer) {
+  if (const HostTensor *training = importer.constantInput(2);
+      training && training->getScalarInt() != 0)
+    return importer.nodeError("Dropout in training mode is not supported; "
+                              "export the model in eval() mode");
+  if (importer.hasInput(2) && !importer.constantInput(2))
+    return importer.nodeError("Dropout's training_mode must be known at "
+                              "compile time");
+  if (importer.node().output_size() > 1 && !importer.node().output(1).empty())
+    return importer.nodeError("Dropout's mask output is not supported");
+  return importIdentity(importer);
+}
+
+llvm::Error importCast(GraphImporter &importer) {
+  llvm::Expected<Value> input = importer.tensorInput(0);
+  if (!input)
+    return input.takeError();
+  int64_t to = importer.intAttr("to", 0);
+  Type element = convertElementType(to, importer.context());
+  if (!element)
+    return importer.nodeError("cannot cast to ONNX type " +
+                              elementTypeName(to));
+  return importCastTo(importer, *input, element);
+}
+
+llvm::Error importCastLike(GraphImporter &importer) {
+  llvm::Expected<Value> input = importer.tensorInput(0);
+  if (!input)
+    return input.takeError();
+  Type element;
+  if (const HostTensor *like = importer.constantInput(1))
+    element = convertElementType(like->getElementType(), importer.context());
+  else if (llvm::Expected<Value> like = importer.tensorInput(1))
+    element = llvm::cast<RankedTensorType>(like->getType()).getElementType();
+  else
+    return like.takeError();
+  if (!element)
+    return importer.nodeError("unsupported target type");
+  return importCastTo(importer, *input, element);
+}
+
+} // namespace
+
+void tessera::onnx_import::registerElementwiseHandlers(HandlerTable &table) {
+  table["Add"] = importBinary<tess::AddOp>;
+  table["Sum"] = importBinary<tess::AddOp>;
+  table["Sub"] = importBinary<tess::SubOp>;
+  table["Mul"] = importBinary<tess::MulOp>;
+  table["Div"] = importBinary<tess::DivOp>;
+  table["Max"] = importBinary<tess::MaximumOp>;
+  table["Min"] = importBinary<tess::MinimumOp>;
+  table["And"] = importBinary<tess::LogicalAndOp>;
+  table["Or"] = importBinary<tess::LogicalOrOp>;
+  table["Pow"] = importPow;
+  table["Equal"] = importComparison<tess::ComparisonPredicate::eq>;
+  table["Less"] = importComparison<tess::ComparisonPredicate::lt>;
+  table["LessOrEqual"] = importComparison<tess::ComparisonPredicate::le>;
+  table["Greater"] = importComparison<tess::ComparisonPredicate::gt>;
+  table["GreaterOrEqual"] = importComparison<tess::ComparisonPredicate::ge>;
+  table["Not"] = importUnary<tess::LogicalNotOp>;
+  table["Where"] = importWhere;
+  table["Neg"] = importUnary<tess::NegOp>;
+  table["Abs"] = importUnary<tess::AbsOp>;
+  table["Exp"] = importUnary<tess::ExpOp>;
+  table["Log"] = importUnary<tess::LogOp>;
+  table["Sqrt"] = importUnary<tess::SqrtOp>;
+  table["Reciprocal"] = importUnary<tess::ReciprocalOp>;
+  table["Tanh"] = importUnary<tess::TanhOp>;
+  table["Erf"] = importUnary<tess::ErfOp>;
+  table["Sigmoid"] = importUnary<tess::SigmoidOp>;
+  table["Relu"] = importUnary<tess::ReluOp>;
+  table["Gelu"] = importGelu;
+  table["Identity"] = importIdentity;
+  table["Dropout"] = importDropout;
+  table["Cast"] = importCast;
+  table["CastLike"] = importCastLike;
+}

@@ -1,0 +1,597 @@
+//===- GraphImporter.cpp - walk an ONNX graph, fold or emit each node ----===//
+
+#include "GraphImporter.h"
+#include "InitializerClassification.h"
+
+#include "tessera/Import/ONNX/ConstantEvaluator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace tessera::onnx_import;
+
+namespace {
+
+/// Constants up to this many elements are materialized by value; larger
+/// ones stay ops so the IR (and its printed form) stays small.
+constexpr int64_t kLargeMaskElements = int64_t(1) << 16;
+
+std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [index, dim] : llvm::enumerate(shape))
+    text += (index ? "," : "") + std::to_string(dim);
+  return text + "]";
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Types and attributes
+//===----------------------------------------------------------------------===//
+
+Type tessera::onnx_import::convertElementType(int32_t onnxType,
+                                              MLIRContext *context) {
+  Builder builder(context);
+  switch (onnxType) {
+  case onnx::TensorProto::FLOAT:
+    return builder.getF32Type();
+  case onnx::TensorProto::FLOAT16:
+    return builder.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return builder.getBF16Type();
+  case onnx::TensorProto::DOUBLE:
+    return builder.getF64Type();
+  case onnx::TensorProto::INT64:
+  case onnx::TensorProto::UINT64:
+    return builder.getI64Type();
+  case onnx::TensorProto::INT32:
+  case onnx::TensorProto::UINT32:
+    return builder.getI32Type();
+  case onnx::TensorProto::INT16:
+  case onnx::TensorProto::UINT16:
+    return builder.getIntegerType(16);
+  case onnx::TensorProto::INT8:
+  case onnx::TensorProto::UINT8:
+    return builder.getIntegerType(8);
+  case onnx::TensorProto::BOOL:
+    return builder.getI1Type();
+  default:
+    return {};
+  }
+}
+
+int32_t tessera::onnx_import::onnxElementType(Type type) {
+  if (type.isF32())
+    return onnx::TensorProto::FLOAT;
+  if (type.isF16())
+    return onnx::TensorProto::FLOAT16;
+  if (type.isBF16())
+    return onnx::TensorProto::BFLOAT16;
+  if (type.isF64())
+    return onnx::TensorProto::DOUBLE;
+  if (type.isInteger(64))
+    return onnx::TensorProto::INT64;
+  if (type.isInteger(32))
+    return onnx::TensorProto::INT32;
+  if (type.isInteger(16))
+    return onnx::TensorProto::INT16;
+  if (type.isInteger(8))
+    return onnx::TensorProto::INT8;
+  if (type.isInteger(1))
+    return onnx::TensorProto::BOOL;
+  return onnx::TensorProto::UNDEFINED;
+}
+
+DenseElementsAttr tessera::onnx_import::toElementsAttr(const HostTensor &tensor,
+                                                      MLIRContext *context) {
+  Type element = convertElementType(tensor.getElementType(), context);
+  auto type = RankedTensorType::get(tensor.getShape(), element);
+  int64_t count = tensor.numElements();
+  if (tensor.isFloat()) {
+    llvm::ArrayRef<double> data = tensor.getFloatData();
+    bool splat = count > 0 && llvm::all_equal(data);
+    auto &semantics = llvm::cast<FloatType>(element).getFloatSemantics();
+    auto convert = [&](double value) {
+      APFloat result(value);
+      bool lost;
+      result.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
+      return result;
+    };
+    if (splat)
+      return DenseElementsAttr::get(type, convert(data.front()));
+    if (element.isF32()) {
+      std::vector<float> floats(data.begin(), data.end());
+      return DenseElementsAttr::get(type, llvm::ArrayRef<float>(floats));
+    }
+    llvm::SmallVector<APFloat> values;
+    values.reserve(count);
+    for (double value : data)
+      values.push_back(convert(value));
+    return DenseElementsAttr::get(type, values);
+  }
+  llvm::ArrayRef<int64_t> data = tensor.getIntData();
+  unsigned width = element.getIntOrFloatBitWidth();
+  if (count > 0 && llvm::all_equal(data))
+    return DenseElementsAttr::get(type, APInt(width, data.front(), true, true));
+  if (width == 1) {
+    llvm::SmallVector<bool> bools(data.begin(), data.end());
+    return DenseElementsAttr::get(type, llvm::ArrayRef<bool>(bools));
+  }
+  if (width == 64)
+    return DenseElementsAttr::get(type, data);
+  llvm::SmallVector<APInt> values;
+  values.reserve(count);
+  for (int64_t value : data)
+    values.push_back(APInt(width, value, true, true));
+  return DenseElementsAttr::get(type, values);
+}
+
+DiagnosticCapture::DiagnosticCapture(MLIRContext &context, std::string &text)
+    : context(context) {
+  handler = context.getDiagEngine().registerHandler([&text](Diagnostic &diag) {
+    if (!text.empty())
+      text += "; ";
+    text += diag.str();
+    return success();
+  });
+}
+
+DiagnosticCapture::~DiagnosticCapture() {
+  context.getDiagEngine().eraseHandler(handler);
+}
+
+//===----------------------------------------------------------------------===//
+// GraphImporter
+//===----------------------------------------------------------------------===//
+
+GraphImporter::GraphImporter(const onnx::ModelProto &model,
+                             llvm::StringRef modelPath,
+                             const ImportOptions &options,
+                             MLIRContext &context)
+    : model(model), modelPath(modelPath.str()),
+      modelDirectory(llvm::sys::path::parent_path(modelPath).str()),
+      options(options), mlirContext(context), opBuilder(&context),
+      currentLoc(UnknownLoc::get(&context)) {
+  registerElementwiseHandlers(handlers);
+  registerContractionHandlers(handlers);
+  registerNormalizationHandlers(handlers);
+  registerShapeHandlers(handlers);
+  registerReductionHandlers(handlers);
+}
+
+llvm::Error GraphImporter::nodeError(const llvm::Twine &message) const {
+  std::string where =
+      currentNode ? "node '" + currentNode->name() + "' (" +
+                        currentNode->op_type() + ", opset " +
+                        std::to_string(opsetVersion) + ")"
+                  : std::string("graph");
+  return llvm::createStringError(modelPath + ": " + where + ": " + message);
+}
+
+bool GraphImporter::hasInput(unsigned index) const {
+  return index < numInputs() && !currentNode->input(index).empty();
+}
+
+const HostTensor *GraphImporter::constantInput(unsigned index) const {
+  if (!hasInput(index))
+    return nullptr;
+  auto it = values.find(currentNode->input(index));
+  return it == values.end() ? nullptr : it->second.constant.get();
+}
+
+llvm::Expected<const HostTensor *>
+GraphImporter::requireConstantInput(unsigned index, llvm::StringRef what) {
+  if (const HostTensor *constant = constantInput(index))
+    return constant;
+  return nodeError("input " + std::to_string(index) + " (" + what +
+                   ") must be known at compile time; Tessera compiles "
+                   "static shapes");
+}
+
+llvm::Expected<Value> GraphImporter::tensorInput(unsigned index) {
+  if (!hasInput(index))
+    return nodeError("missing required input " + std::to_string(index));
+  auto it = values.find(currentNode->input(index));
+  if (it == values.end())
+    return nodeError("input '" + currentNode->input(index) +
+                     "' is not defined before its use");
+  ImportedValue &imported = it->second;
+  if (imported.isSequence)
+    return nodeError("input '" + currentNode->input(index) +
+                     "' is a sequence where a tensor is expected");
+  if (!imported.value) {
+    if (convertElementType(imported.constant->getElementType(), context()) ==
+        nullptr)
+      return nodeError("input '" + currentNode->input(index) + "' has type " +
+                       elementTypeName(imported.constant->getElementType()) +
+                       ", which Tessera does not compute with");
+    // Constants are materialized at the top of the function so that every
+    // later use, in any node, is dominated by the definition.
+    OpBuilder::InsertionGuard guard(opBuilder);
+    opBuilder.setInsertionPointToStart(opBuilder.getInsertionBlock());
+    imported.value = tess::ConstantOp::create(
+        opBuilder, NameLoc::get(StringAttr::get(context(), it->first())),
+        toElementsAttr(*imported.constant, context()));
+  }
+  return imported.value;
+}
+
+llvm::Expected<const ImportedValue *>
+GraphImporter::sequenceInput(unsigned index) {
+  auto it = hasInput(index) ? values.find(currentNode->input(index))
+                            : values.end();
+  if (it == values.end() || !it->second.isSequence)
+    return nodeError("input " + std::to_string(index) + " must be a sequence");
+  return &it->second;
+}
+
+void GraphImporter::setResult(unsigned index, Value value) {
+  if (index < static_cast<unsigned>(currentNode->output_size()) &&
+      !currentNode->output(index).empty())
+    values[currentNode->output(index)] = ImportedValue{nullptr, value, {}};
+}
+
+void GraphImporter::setConstantResult(unsigned index, HostTensor tensor) {
+  if (index < static_cast<unsigned>(currentNode->output_size()) &&
+      !currentNode->output(index).empty())
+    values[currentNode->output(index)] = ImportedValue{
+        std::make_shared<const HostTensor>(std::move(tensor)), Value(), {}};
+}
+
+void GraphImporter::setSequenceResult(unsigned index,
+                                      std::vector<ImportedValue> elements) {
+  ImportedValue sequence;
+  sequence.isSequence = true;
+  sequence.sequence = std::move(elements);
+  if (index < static_cast<unsigned>(currentNode->output_size()))
+    values[currentNode->output(index)] = std::move(sequence);
+}
+
+const onnx::AttributeProto *
+GraphImporter::findAttr(llvm::StringRef name) const {
+  for (const onnx::AttributeProto &attr : currentNode->attribute())
+    if (attr.name() == name)
+      return &attr;
+  return nullptr;
+}
+
+int64_t GraphImporter::intAttr(llvm::StringRef name,
+                               int64_t defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->i() : defaultValue;
+}
+
+double GraphImporter::floatAttr(llvm::StringRef name,
+                                double defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->f() : defaultValue;
+}
+
+std::string GraphImporter::stringAttr(llvm::StringRef name,
+                                      llvm::StringRef defaultValue) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  return attr ? attr->s() : defaultValue.str();
+}
+
+std::optional<std::vector<int64_t>>
+GraphImporter::intsAttr(llvm::StringRef name) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr)
+    return std::nullopt;
+  return std::vector<int64_t>(attr->ints().begin(), attr->ints().end());
+}
+
+//===----------------------------------------------------------------------===//
+// Graph inputs, initializers, outputs
+//===----------------------------------------------------------------------===//
+
+llvm::Expected<RankedTensorType>
+GraphImporter::declaredType(const onnx::ValueInfoProto &info) {
+  if (!info.type().has_tensor_type())
+    return llvm::createStringError(modelPath + ": input '" + info.name() +
+                                   "' is not a tensor");
+  const onnx::TypeProto::Tensor &tensor = info.type().tensor_type();
+  Type element = convertElementType(tensor.elem_type(), context());
+  if (!element)
+    return llvm::createStringError(
+        modelPath + ": input '" + info.name() + "' has element type " +
+        elementTypeName(tensor.elem_type()) +
+        ", which Tessera does not support");
+  if (!tensor.has_shape())
+    return llvm::createStringError(modelPath + ": input '" + info.name() +
+                                   "' has no shape");
+  llvm::SmallVector<int64_t> shape;
+  for (const onnx::TensorShapeProto::Dimension &dim : tensor.shape().dim()) {
+    if (dim.has_dim_value()) {
+      shape.push_back(dim.dim_value());
+      continue;
+    }
+    auto bound = options.dims.find(dim.dim_param());
+    if (dim.dim_param().empty() || bound == options.dims.end())
+      return llvm::createStringError(
+          modelPath + ": symbolic dim '" + dim.dim_param() + "' of input '" +
+          info.name() + "' is not bound; pass --dim " + dim.dim_param() +
+          "=N");
+    shape.push_back(bound->second);
+  }
+  return RankedTensorType::get(shape, element);
+}
+
+llvm::Error
+GraphImporter::importInputs(Block &body,
+                            llvm::SmallVectorImpl<Type> &inputTypes) {
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &tensor : model.graph().initializer())
+    initializers.insert(tensor.name());
+  // Every --dim must name a symbolic dim of some input: a misspelt name would
+  // otherwise be ignored silently.
+  llvm::StringSet<> symbols;
+  for (const onnx::ValueInfoProto &input : model.graph().input())
+    for (const auto &dim : input.type().tensor_type().shape().dim())
+      if (!dim.dim_param().empty())
+        symbols.insert(dim.dim_param());
+  for (const auto &[name, value] : options.dims) {
+    if (!symbols.contains(name)) {
+      std::string known;
+      for (const auto &symbol : symbols)
+        known += (known.empty() ? "" : ", ") + symbol.getKey().str();
+      return llvm::createStringError(
+          "--dim " + name + ": " + modelPath + " has no symbolic dim '" +
+          name + "' (its symbolic dims: " +
+          (known.empty() ? std::string("none") : known) + ")");
+    }
+    if (value <= 0)
+      return llvm::createStringError("--dim " + name + "=" +
+                                     std::to_string(value) +
+                                     ": a dim must be positive");
+  }
+  for (const onnx::ValueInfoProto &input : model.graph().input()) {
+    if (initializers.contains(input.name()))
+      continue;
+    llvm::Expected<RankedTensorType> type = declaredType(input);
+    if (!type)
+      return type.takeError();
+    inputTypes.push_back(*type);
+    values[input.name()] = ImportedValue{
+        nullptr, body.addArgument(*type, NameLoc::get(StringAttr::get(
+                                             context(), input.name()))),
+        {}};
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::importInitializers() {
+  llvm::Expected<InitializerClassifier> classifier =
+      InitializerClassifier::create(model.graph(), options);
+  if (!classifier)
+    return classifier.takeError();
+  for (const onnx::TensorProto &tensor : model.graph().initializer()) {
+    InitializerRole role = classifier->classify(tensor);
+    Type element = convertElementType(tensor.data_type(), context());
+    if (!element)
+      return llvm::createStringError(
+          modelPath + ": initializer '" + tensor.name() + "' has element type " +
+          elementTypeName(tensor.data_type()) +
+          ", which Tessera does not support");
+    llvm::SmallVector<int64_t> shape(tensor.dims().begin(),
+                                     tensor.dims().end());
+    auto type = RankedTensorType::get(shape, element);
+    bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
+
+    // Constants and small buffers are read now, so that the graph that
+    // computes with them (masks, positions) folds away. Weights are not.
+    bool readNow = role == InitializerRole::Constant ||
+                   (role == InitializerRole::Buffer &&
+                    type.getNumElements() <= kLargeMaskElements);
+    if (readNow || options.loadWeights) {
+      llvm::Expected<HostTensor> decoded =
+          decodeTensorProto(tensor, modelDirectory);
+      if (decoded && readNow) {
+        values[tensor.name()] = ImportedValue{
+            std::make_shared<const HostTensor>(std::move(*decoded)), Value(),
+            {}};
+        continue;
+      }
+      // A graph-only (meta) export has no data for its weights; such a
+      // value stays a named run-time tensor unless weights were asked for.
+      if (!decoded && options.loadWeights)
+        return decoded.takeError();
+      if (decoded && options.loadWeights) {
+        auto parameter = tess::ParameterOp::create(
+            opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
+            type, tensor.name(), role == InitializerRole::TrainableParameter,
+            nullptr, toElementsAttr(*decoded, context()));
+        values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
+        continue;
+      }
+      llvm::consumeError(decoded.takeError());
+    }
+
+    tess::WeightLocationAttr location;
+    if (external) {
+      std::string file;
+      std::optional<int64_t> offset, length;
+      for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+        if (entry.key() == "location")
+          file = entry.value();
+        else if (entry.key() == "offset")
+          offset = std::stoll(entry.value());
+        else if (entry.key() == "length")
+          length = std::stoll(entry.value());
+      }
+      location = tess::WeightLocationAttr::get(context(), file,
+                                               offset.value_or(0), length);
+    } else {
+      location = tess::WeightLocationAttr::get(
+          context(), llvm::sys::path::filename(modelPath), std::nullopt,
+          std::nullopt);
+    }
+    auto parameter = tess::ParameterOp::create(
+        opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
+        type, tensor.name(), role == InitializerRole::TrainableParameter,
+        location, nullptr);
+    values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::checkDeclaredShape(const onnx::ValueInfoProto &info,
+                                              const ImportedValue &value,
+                                              llvm::StringRef what) {
+  if (value.isSequence || !info.type().has_tensor_type() ||
+      !info.type().tensor_type().has_shape())
+    return llvm::Error::success();
+  llvm::ArrayRef<int64_t> actual =
+      value.constant ? value.constant->getShape()
+                     : llvm::cast<RankedTensorType>(value.value.getType())
+                           .getShape();
+  const auto &dims = info.type().tensor_type().shape().dim();
+  auto mismatch = [&](const std::string &declared) {
+    return llvm::createStringError(modelPath + ": " + what.str() + " '" +
+                                   info.name() + "' is declared " + declared +
+                                   " but the graph computes " +
+                                   shapeString(actual));
+  };
+  if (dims.size() != static_cast<int>(actual.size()))
+    return mismatch("with rank " + std::to_string(dims.size()));
+  std::string declared = "[";
+  bool contradicts = false;
+  for (int i = 0; i < dims.size(); ++i) {
+    std::optional<int64_t> expected;
+    if (dims[i].has_dim_value()) {
+      expected = dims[i].dim_value();
+      declared += std::to_string(*expected);
+    } else {
+      auto bound = options.dims.find(dims[i].dim_param());
+      if (bound != options.dims.end())
+        expected = bound->second;
+      declared += dims[i].dim_param();
+      if (expected)
+        declared += "=" + std::to_string(*expected);
+    }
+    declared += i + 1 < dims.size() ? "," : "]";
+    contradicts |= expected && *expected != actual[i];
+  }
+  if (contradicts)
+    return mismatch(declared);
+  return llvm::Error::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Nodes
+//===----------------------------------------------------------------------===//
+
+llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
+  currentNode = &node;
+  currentLoc = NameLoc::get(StringAttr::get(
+      context(), node.name().empty() ? node.op_type() : node.name()));
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return nodeError("op '" + node.op_type() + "' of domain '" +
+                     node.domain() + "' is not supported (Tessera imports "
+                     "the default ONNX domain)");
+
+  // Fold when everything the node reads is known. A huge boolean mask
+  // selecting between two scalars is the exception: it stays a `tess.where`
+  // on a compact i1 constant, which the attention fusion reads as causal.
+  bool allConstant = true;
+  std::vector<const HostTensor *> inputs;
+  for (int i = 0; i < node.input_size(); ++i) {
+    if (node.input(i).empty()) {
+      inputs.push_back(nullptr);
+      continue;
+    }
+    auto it = values.find(node.input(i));
+    if (it == values.end())
+      return nodeError("input '" + node.input(i) +
+                       "' is not defined before its use");
+    inputs.push_back(it->second.constant.get());
+    allConstant &= it->second.isConstant();
+  }
+  bool keepLargeSelect =
+      node.op_type() == "Where" && allConstant && inputs.size() == 3 &&
+      inputs[0]->numElements() > kLargeMaskElements &&
+      inputs[1]->numElements() == 1 && inputs[2]->numElements() == 1;
+  if (allConstant && !keepLargeSelect) {
+    llvm::Expected<std::optional<std::vector<HostTensor>>> folded =
+        evaluateNode(node, inputs, opsetVersion, modelDirectory);
+    if (!folded)
+      return nodeError(llvm::toString(folded.takeError()));
+    if (*folded) {
+      for (auto [index, tensor] : llvm::enumerate(**folded))
+        setConstantResult(index, std::move(tensor));
+      return llvm::Error::success();
+    }
+  }
+
+  auto handler = handlers.find(node.op_type());
+  if (handler == handlers.end())
+    return nodeError("unsupported ONNX op '" + node.op_type() + "'");
+  return handler->second(*this);
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
+  for (const onnx::OperatorSetIdProto &opset : model.opset_import())
+    if (opset.domain().empty() || opset.domain() == "ai.onnx")
+      opsetVersion = opset.version();
+  constexpr int64_t kMinOpset = 13, kMaxOpset = 22;
+  if (opsetVersion < kMinOpset || opsetVersion > kMaxOpset)
+    return llvm::createStringError(
+        modelPath + ": ONNX opset " + std::to_string(opsetVersion) +
+        " is not supported (Tessera imports opsets " +
+        std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+        "; re-export with torch.onnx.export(..., opset_version=20))");
+
+  Location fileLoc = FileLineColLoc::get(context(), modelPath, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  auto function = func::FuncOp::create(fileLoc, "forward",
+                                       FunctionType::get(context(), {}, {}));
+  module->push_back(function);
+  Block *body = function.addEntryBlock();
+  opBuilder.setInsertionPointToStart(body);
+
+  llvm::SmallVector<Type> inputTypes;
+  if (llvm::Error error = importInputs(*body, inputTypes))
+    return std::move(error);
+  if (llvm::Error error = importInitializers())
+    return std::move(error);
+  for (const onnx::NodeProto &node : model.graph().node())
+    if (llvm::Error error = importNode(node))
+      return std::move(error);
+  currentNode = nullptr;
+
+  // The exporter's declared shapes must agree with what the graph computes
+  // for the bound dims: a contradiction means the --dim values are wrong
+  // for this model (or the model is broken).
+  for (const onnx::ValueInfoProto &info : model.graph().value_info()) {
+    auto it = values.find(info.name());
+    if (it != values.end())
+      if (llvm::Error error =
+              checkDeclaredShape(info, it->second, "value"))
+        return std::move(error);
+  }
+
+  llvm::SmallVector<Value> results;
+  llvm::SmallVector<Type> resultTypes;
+  for (const onnx::ValueInfoProto &output : model.graph().output()) {
+    auto it = values.find(output.name());
+    if (it == values.end() || it->second.isSequence)
+      return llvm::createStringError(modelPath + ": graph output '" +
+                                     output.name() +
+                                     "' is not a computed tensor");
+    if (llvm::Error error = checkDeclaredShape(output, it->second, "output"))
+      return std::move(error);
+    opBuilder.setInsertionPointToEnd(body);
+    if (!it->second.value)
+      it->second.value = tess::ConstantOp::create(
+          opBuilder, fileLoc, toElementsAttr(*it->second.constant, context()));
+    results.push_back(it->second.value);
+    resultTypes.push_back(it->second.value.getType());
+  }
+  opBuilder.setInsertionPointToEnd(body);
+  func::ReturnOp::create(opBuilder, fileLoc, results);
+  function.setType(FunctionType::get(context(), inputTypes, resultTypes));
+  return std::move(module);
+}

@@ -1,0 +1,198 @@
+//===- GraphImporter.h - state of one ONNX graph import --------*- C++ -*-===//
+//
+// The importer walks the graph's nodes in order (ONNX requires topological
+// order). Each ONNX value is either known on the host (a HostTensor: shapes,
+// indices, masks), a run-time tensor (an mlir::Value), or a sequence of
+// those (SplitToSequence). A node whose inputs are all known is folded by
+// the ConstantEvaluator; any other node goes to the handler registered for
+// its op type, which emits `tess` ops. Handlers are grouped by op family in
+// their own files and registered in one table.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_LIB_IMPORT_ONNX_GRAPHIMPORTER_H
+#define TESSERA_LIB_IMPORT_ONNX_GRAPHIMPORTER_H
+
+#include "tessera/Import/ONNX/HostTensor.h"
+#include "tessera/Import/ONNX/Importer.h"
+
+#include "Tess/IR/TessOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <memory>
+#include <vector>
+
+namespace tessera::onnx_import {
+
+/// One ONNX value during import.
+struct ImportedValue {
+  /// Known at compile time (shared: many nodes read one shape tensor).
+  std::shared_ptr<const HostTensor> constant;
+  /// Computed at run time, or a constant already materialized as an op.
+  mlir::Value value;
+  /// The elements of an ONNX sequence.
+  std::vector<ImportedValue> sequence;
+  bool isSequence = false;
+
+  bool isConstant() const { return constant != nullptr; }
+};
+
+/// Collects the diagnostics MLIR emits while alive into `text`.
+class DiagnosticCapture {
+public:
+  DiagnosticCapture(mlir::MLIRContext &context, std::string &text);
+  ~DiagnosticCapture();
+
+private:
+  mlir::MLIRContext &context;
+  mlir::DiagnosticEngine::HandlerID handler;
+};
+
+class GraphImporter;
+/// Emits the `tess` ops of the current node; errors go through
+/// GraphImporter::nodeError so they name the node.
+using NodeHandler = llvm::Error (*)(GraphImporter &);
+
+/// Op type -> handler, filled by the per-family register functions.
+using HandlerTable = llvm::StringMap<NodeHandler>;
+void registerElementwiseHandlers(HandlerTable &table);
+void registerContractionHandlers(HandlerTable &table);
+void registerNormalizationHandlers(HandlerTable &table);
+void registerShapeHandlers(HandlerTable &table);
+void registerReductionHandlers(HandlerTable &table);
+
+/// Maps an ONNX element type to the MLIR element type (signless integers);
+/// null for types Tessera does not compute with.
+mlir::Type convertElementType(int32_t onnxType, mlir::MLIRContext *context);
+/// The ONNX element type of an MLIR element type (inverse of the above).
+int32_t onnxElementType(mlir::Type type);
+/// A host tensor as an MLIR attribute of the matching tensor type.
+mlir::DenseElementsAttr toElementsAttr(const HostTensor &tensor,
+                                       mlir::MLIRContext *context);
+
+class GraphImporter {
+public:
+  GraphImporter(const onnx::ModelProto &model, llvm::StringRef modelPath,
+                const ImportOptions &options, mlir::MLIRContext &context);
+
+  /// Imports the whole graph into a new module.
+  llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> run();
+
+  //===--------------------------------------------------------------------===//
+  // For node handlers
+  //===--------------------------------------------------------------------===//
+
+  const onnx::NodeProto &node() const { return *currentNode; }
+  int64_t opset() const { return opsetVersion; }
+  mlir::OpBuilder &builder() { return opBuilder; }
+  mlir::MLIRContext *context() { return &mlirContext; }
+  /// The location of the current node: its name (and the model file).
+  mlir::Location loc() const { return currentLoc; }
+
+  /// An error naming the model file, the node, its op type and opset.
+  llvm::Error nodeError(const llvm::Twine &message) const;
+
+  unsigned numInputs() const { return currentNode->input_size(); }
+  /// True when input `index` is given (not past the end, not empty).
+  bool hasInput(unsigned index) const;
+  /// The host value of an input known at compile time, else null.
+  const HostTensor *constantInput(unsigned index) const;
+  /// The host value of an input that must be known at compile time (axes,
+  /// shapes, split sizes): an error naming the input otherwise.
+  llvm::Expected<const HostTensor *> requireConstantInput(unsigned index,
+                                                          llvm::StringRef what);
+  /// An input as a tensor value; a host constant becomes a `tess.constant`
+  /// (once per ONNX value).
+  llvm::Expected<mlir::Value> tensorInput(unsigned index);
+  /// A sequence input's elements.
+  llvm::Expected<const ImportedValue *> sequenceInput(unsigned index);
+
+  void setResult(unsigned index, mlir::Value value);
+  void setConstantResult(unsigned index, HostTensor tensor);
+  void setSequenceResult(unsigned index, std::vector<ImportedValue> elements);
+
+  /// Builds a `tess` op for the current node, inferring its result types
+  /// unless given. Invalid operands (shapes that do not broadcast, a rule of
+  /// the op broken by the ONNX node) become an error naming the node, never
+  /// an abort: inference runs before the op exists.
+  template <typename OpTy>
+  llvm::Expected<OpTy> create(mlir::ValueRange operands,
+                              llvm::ArrayRef<mlir::NamedAttribute> attributes = {},
+                              mlir::TypeRange resultTypes = {}) {
+    mlir::OperationState state(loc(), OpTy::getOperationName());
+    state.addOperands(operands);
+    state.addAttributes(attributes);
+    llvm::SmallVector<mlir::Type> types(resultTypes.begin(), resultTypes.end());
+    std::string diagnostics;
+    {
+      DiagnosticCapture capture(mlirContext, diagnostics);
+      if constexpr (std::is_base_of_v<
+                        mlir::InferTypeOpInterface::Trait<OpTy>, OpTy>) {
+        if (types.empty()) {
+          typename OpTy::Properties properties;
+          mlir::DictionaryAttr dictionary =
+              state.attributes.getDictionary(context());
+          if (mlir::failed(OpTy::setPropertiesFromAttr(
+                  properties, dictionary,
+                  [&] { return mlir::emitError(loc()); })) ||
+              mlir::failed(OpTy::inferReturnTypes(
+                  context(), loc(), state.operands, dictionary,
+                  mlir::OpaqueProperties(&properties), state.regions, types)))
+            return nodeError("cannot build " +
+                             OpTy::getOperationName().str() + ": " +
+                             diagnostics);
+        }
+      }
+      state.addTypes(types);
+      mlir::Operation *op = opBuilder.create(state);
+      if (mlir::failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+        op->erase();
+        return nodeError("cannot build " + OpTy::getOperationName().str() +
+                         ": " + diagnostics);
+      }
+      return llvm::cast<OpTy>(op);
+    }
+  }
+
+  /// Node attributes, with defaults when absent.
+  int64_t intAttr(llvm::StringRef name, int64_t defaultValue) const;
+  double floatAttr(llvm::StringRef name, double defaultValue) const;
+  std::string stringAttr(llvm::StringRef name,
+                         llvm::StringRef defaultValue) const;
+  std::optional<std::vector<int64_t>> intsAttr(llvm::StringRef name) const;
+
+private:
+  llvm::Error importInputs(mlir::Block &body,
+                           llvm::SmallVectorImpl<mlir::Type> &inputTypes);
+  llvm::Error importInitializers();
+  llvm::Error importNode(const onnx::NodeProto &node);
+  llvm::Error checkDeclaredShape(const onnx::ValueInfoProto &info,
+                                 const ImportedValue &value,
+                                 llvm::StringRef what);
+  llvm::Expected<mlir::RankedTensorType>
+  declaredType(const onnx::ValueInfoProto &info);
+  const onnx::AttributeProto *findAttr(llvm::StringRef name) const;
+
+  const onnx::ModelProto &model;
+  std::string modelPath;
+  std::string modelDirectory;
+  const ImportOptions &options;
+  mlir::MLIRContext &mlirContext;
+  mlir::OpBuilder opBuilder;
+  int64_t opsetVersion = 0;
+
+  HandlerTable handlers;
+  llvm::StringMap<ImportedValue> values;
+  const onnx::NodeProto *currentNode = nullptr;
+  mlir::Location currentLoc;
+};
+
+} // namespace tessera::onnx_import
+
+#endif // TESSERA_LIB_IMPORT_ONNX_GRAPHIMPORTER_H

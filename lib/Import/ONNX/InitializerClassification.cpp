@@ -1,0 +1,125 @@
+//===- InitializerClassification.cpp - parameter, buffer or constant -----===//
+//
+// torch.export records, for every lifted tensor, what it was in the module:
+// the dynamo ONNX exporter (IR 10) keeps that as the metadata property
+// `pkg.torch.export.graph_signature.InputSpec.kind` on the initializer's
+// value_info. That is the ground truth and is used when present. The
+// fallback, for models from other exporters, is the convention those
+// graphs follow: a learned tensor is a floating tensor with at least one
+// element beyond a scalar, and well-known buffer names are not learned.
+//
+//===----------------------------------------------------------------------===//
+
+#include "InitializerClassification.h"
+
+#include "llvm/Support/Regex.h"
+
+#include <google/protobuf/unknown_field_set.h>
+
+using namespace tessera::onnx_import;
+
+namespace {
+
+constexpr const char *kExportKindKey =
+    "pkg.torch.export.graph_signature.InputSpec.kind";
+
+/// ValueInfoProto.metadata_props is field 4 since ONNX IR 10; libonnx 1.12
+/// predates it, so protobuf keeps it among the unknown fields. Each entry is
+/// a StringStringEntryProto, which 1.12 does know.
+std::optional<std::string> exportKindOf(const onnx::ValueInfoProto &info) {
+  constexpr int kMetadataPropsField = 4;
+  const google::protobuf::UnknownFieldSet &unknown =
+      info.GetReflection()->GetUnknownFields(info);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField &field = unknown.field(i);
+    if (field.number() != kMetadataPropsField ||
+        field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto entry;
+    if (entry.ParseFromString(field.length_delimited()) &&
+        entry.key() == kExportKindKey)
+      return entry.value();
+  }
+  return std::nullopt;
+}
+
+bool isFloatingType(int32_t type) {
+  return type == onnx::TensorProto::FLOAT ||
+         type == onnx::TensorProto::FLOAT16 ||
+         type == onnx::TensorProto::BFLOAT16 ||
+         type == onnx::TensorProto::DOUBLE;
+}
+
+/// Buffers that Transformer implementations register under these names.
+bool hasBufferName(llvm::StringRef name) {
+  return name.ends_with("position_ids") || name.ends_with("inv_freq") ||
+         name.ends_with("token_type_ids") || name.ends_with("masked_bias") ||
+         name.contains("lifted_tensor");
+}
+
+llvm::Error checkPattern(const std::optional<std::string> &pattern,
+                         llvm::StringRef flag) {
+  if (!pattern)
+    return llvm::Error::success();
+  std::string message;
+  if (!llvm::Regex(*pattern).isValid(message))
+    return llvm::createStringError("%s '%s' is not a valid regular expression: "
+                                   "%s",
+                                   flag.str().c_str(), pattern->c_str(),
+                                   message.c_str());
+  return llvm::Error::success();
+}
+
+bool matches(const std::optional<std::string> &pattern, llvm::StringRef name) {
+  return pattern && llvm::Regex(*pattern).match(name);
+}
+
+} // namespace
+
+llvm::Expected<InitializerClassifier>
+InitializerClassifier::create(const onnx::GraphProto &graph,
+                              const ImportOptions &options) {
+  if (llvm::Error error = checkPattern(options.freezePattern, "--freeze"))
+    return std::move(error);
+  if (llvm::Error error = checkPattern(options.trainPattern, "--train"))
+    return std::move(error);
+  InitializerClassifier classifier;
+  classifier.freezePattern = options.freezePattern;
+  classifier.trainPattern = options.trainPattern;
+  for (const onnx::ValueInfoProto &info : graph.value_info())
+    if (std::optional<std::string> kind = exportKindOf(info))
+      classifier.exportKinds[info.name()] = *kind;
+  return classifier;
+}
+
+InitializerRole
+InitializerClassifier::classify(const onnx::TensorProto &initializer) const {
+  llvm::StringRef name = initializer.name();
+  InitializerRole role;
+  auto kind = exportKinds.find(name);
+  if (kind != exportKinds.end()) {
+    if (kind->second == "PARAMETER")
+      role = InitializerRole::TrainableParameter;
+    else if (kind->second == "BUFFER")
+      role = InitializerRole::Buffer;
+    else
+      role = InitializerRole::Constant;
+  } else {
+    int64_t elements = 1;
+    for (int64_t dim : initializer.dims())
+      elements *= dim;
+    if (!isFloatingType(initializer.data_type()) || elements <= 1)
+      role = InitializerRole::Constant;
+    else if (hasBufferName(name))
+      role = InitializerRole::Buffer;
+    else
+      role = InitializerRole::TrainableParameter;
+  }
+  if (role != InitializerRole::TrainableParameter)
+    return role;
+  // The user's patterns only ever narrow the trained set.
+  if (matches(freezePattern, name) ||
+      (trainPattern && !matches(trainPattern, name)))
+    return InitializerRole::Buffer;
+  return role;
+}

@@ -1,0 +1,310 @@
+// RUN: tessera-opt %s -split-input-file | FileCheck %s
+
+// Every ```mlir example in the descriptions of TessBase.td and TessOps.td,
+// copied verbatim between its function's arguments and return, so that an
+// example which stops parsing or verifying fails here. When an example
+// changes, change it here too.
+
+// CHECK-LABEL: func.func @weight_location
+func.func @weight_location() {
+  %a = tess.parameter "a" {location = #tess.weight_location<file = "gpt2-124m.raw.dyn.onnx.data", offset = 0, length = 3072>} : tensor<768xf32>
+  %b = tess.parameter "b" {location = #tess.weight_location<file = "gpt2-tiny.raw.dyn.onnx">} : tensor<768xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @constant
+func.func @constant() -> tensor<f32> {
+  %half = tess.constant dense<5.000000e-01> : tensor<f32>
+  return %half : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @parameter
+func.func @parameter() -> tensor<64x192xf32> {
+  %w = tess.parameter "transformer.h.0.attn.c_attn.weight" trainable
+         {location = #tess.weight_location<file = "gpt2.onnx.data", offset = 0, length = 49152>}
+         : tensor<64x192xf32>
+  return %w : tensor<64x192xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @neg
+func.func @neg(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = tess.neg %x : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @unary
+func.func @unary(%x: tensor<4xf32>, %m: tensor<4xi1>) {
+  %y0 = tess.abs %x : tensor<4xf32>
+  %y1 = tess.exp %x : tensor<4xf32>
+  %y2 = tess.log %x : tensor<4xf32>
+  %y3 = tess.sqrt %x : tensor<4xf32>
+  %y4 = tess.rsqrt %x : tensor<4xf32>
+  %y5 = tess.reciprocal %x : tensor<4xf32>
+  %y6 = tess.tanh %x : tensor<4xf32>
+  %y7 = tess.erf %x : tensor<4xf32>
+  %y8 = tess.sigmoid %x : tensor<4xf32>
+  %y9 = tess.relu %x : tensor<4xf32>
+  %y10 = tess.logical_not %m : tensor<4xi1>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @silu
+func.func @silu(%x: tensor<2x16x128xf32>) -> tensor<2x16x128xf32> {
+  %y = tess.silu %x : tensor<2x16x128xf32>
+  return %y : tensor<2x16x128xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @gelu
+func.func @gelu(%x: tensor<2x32x256xf32>) -> tensor<2x32x256xf32> {
+  %y = tess.gelu %x {approximation = #tess<gelu_approximation tanh>} : tensor<2x32x256xf32>
+  return %y : tensor<2x32x256xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @add
+func.func @add(%x: tensor<2x8x64xf32>, %b: tensor<64xf32>) -> tensor<2x8x64xf32> {
+  %y = tess.add %x, %b : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @sub
+func.func @sub(%x: tensor<2x8x64xf32>, %mean: tensor<2x8x1xf32>) -> tensor<2x8x64xf32> {
+  %y = tess.sub %x, %mean : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @mul
+func.func @mul(%x: tensor<2x8x64xf32>, %half: tensor<f32>) -> tensor<2x8x64xf32> {
+  %y = tess.mul %x, %half : (tensor<2x8x64xf32>, tensor<f32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @div
+func.func @div(%x: tensor<2x8x64xf32>, %d: tensor<2x8x1xf32>) -> tensor<2x8x64xf32> {
+  %y = tess.div %x, %d : (tensor<2x8x64xf32>, tensor<2x8x1xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @pow
+func.func @pow(%x: tensor<2x8xf32>, %three: tensor<f32>) -> tensor<2x8xf32> {
+  %y = tess.pow %x, %three : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @maximum
+func.func @maximum(%x: tensor<4xf32>, %zero: tensor<f32>) -> tensor<4xf32> {
+  %y = tess.maximum %x, %zero : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @minimum
+func.func @minimum(%x: tensor<4xf32>, %cap: tensor<f32>) -> tensor<4xf32> {
+  %y = tess.minimum %x, %cap : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @logical_and
+func.func @logical_and(%a: tensor<1x1x8x8xi1>, %b: tensor<2x1x8x8xi1>) -> tensor<2x1x8x8xi1> {
+  %m = tess.logical_and %a, %b : (tensor<1x1x8x8xi1>, tensor<2x1x8x8xi1>) -> tensor<2x1x8x8xi1>
+  return %m : tensor<2x1x8x8xi1>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @logical_or
+func.func @logical_or(%a: tensor<8x8xi1>, %b: tensor<8x8xi1>) -> tensor<8x8xi1> {
+  %m = tess.logical_or %a, %b : (tensor<8x8xi1>, tensor<8x8xi1>) -> tensor<8x8xi1>
+  return %m : tensor<8x8xi1>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @compare
+func.func @compare(%i: tensor<8x1xi64>, %j: tensor<1x8xi64>) -> tensor<8x8xi1> {
+  %m = tess.compare le, %i, %j : (tensor<8x1xi64>, tensor<1x8xi64>) -> tensor<8x8xi1>
+  return %m : tensor<8x8xi1>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @where
+func.func @where(%m: tensor<8x8xi1>, %x: tensor<2x4x8x8xf32>, %neg_inf: tensor<f32>) -> tensor<2x4x8x8xf32> {
+  %y = tess.where %m, %x, %neg_inf
+    : (tensor<8x8xi1>, tensor<2x4x8x8xf32>, tensor<f32>) -> tensor<2x4x8x8xf32>
+  return %y : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @cast
+func.func @cast(%x: tensor<2x8xf32>) -> tensor<2x8xbf16> {
+  %h = tess.cast %x : tensor<2x8xf32> to tensor<2x8xbf16>
+  return %h : tensor<2x8xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @matmul
+func.func @matmul(%q: tensor<2x4x32x16xf32>, %k: tensor<2x4x32x16xf32>) -> tensor<2x4x32x32xf32> {
+  // scores = q @ k^T per head
+  %s = tess.matmul %q, %k {transpose_rhs}
+    : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>) -> tensor<2x4x32x32xf32>
+  return %s : tensor<2x4x32x32xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @linear
+func.func @linear(%x: tensor<2x32x64xf32>, %w: tensor<64x192xf32>, %b: tensor<192xf32>,
+                  %w_torch: tensor<512x64xf32>) {
+  %h = tess.linear %x, %w, %b
+    : (tensor<2x32x64xf32>, tensor<64x192xf32>, tensor<192xf32>) -> tensor<2x32x192xf32>
+  %y = tess.linear %x, %w_torch {transpose_weight}
+    : (tensor<2x32x64xf32>, tensor<512x64xf32>) -> tensor<2x32x512xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @layer_norm
+func.func @layer_norm(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<2x32x64xf32> {
+  %y = tess.layer_norm %x scale %g bias %b {epsilon = 1.0e-05 : f64}
+    : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<2x32x64xf32>
+  return %y : tensor<2x32x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @rms_norm
+func.func @rms_norm(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>) -> tensor<2x32x64xf32> {
+  %y = tess.rms_norm %x scale %g {epsilon = 1.0e-06 : f64}
+    : (tensor<2x32x64xf32>, tensor<64xf32>) -> tensor<2x32x64xf32>
+  return %y : tensor<2x32x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @softmax
+func.func @softmax(%s: tensor<2x4x32x32xf32>) -> tensor<2x4x32x32xf32> {
+  %p = tess.softmax %s {axis = -1 : i64} : tensor<2x4x32x32xf32>
+  return %p : tensor<2x4x32x32xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @embedding
+func.func @embedding(%wte: tensor<512x64xf32>, %ids: tensor<2x32xi64>) -> tensor<2x32x64xf32> {
+  %e = tess.embedding %wte, %ids
+    : (tensor<512x64xf32>, tensor<2x32xi64>) -> tensor<2x32x64xf32>
+  return %e : tensor<2x32x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention
+func.func @attention(%q: tensor<2x4x32x16xf32>, %k: tensor<2x4x32x16xf32>, %v: tensor<2x4x32x16xf32>) -> tensor<2x4x32x16xf32> {
+  %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
+    : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
+    -> tensor<2x4x32x16xf32>
+  return %o : tensor<2x4x32x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reshape
+func.func @reshape(%x: tensor<2x32x192xf32>) -> tensor<64x192xf32> {
+  %y = tess.reshape %x : (tensor<2x32x192xf32>) -> tensor<64x192xf32>
+  return %y : tensor<64x192xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @transpose
+func.func @transpose(%x: tensor<2x32x4x16xf32>) -> tensor<2x4x32x16xf32> {
+  %y = tess.transpose %x {permutation = array<i64: 0, 2, 1, 3>}
+    : (tensor<2x32x4x16xf32>) -> tensor<2x4x32x16xf32>
+  return %y : tensor<2x4x32x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @broadcast
+func.func @broadcast(%x: tensor<2x1x32x16xf32>) -> tensor<2x4x32x16xf32> {
+  %y = tess.broadcast %x : (tensor<2x1x32x16xf32>) -> tensor<2x4x32x16xf32>
+  return %y : tensor<2x4x32x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @slice
+func.func @slice(%x: tensor<2x32x192xf32>) -> tensor<2x32x64xf32> {
+  %y = tess.slice %x {starts = array<i64: 0, 0, 64>, limits = array<i64: 2, 32, 128>,
+                      strides = array<i64: 1, 1, 1>}
+    : (tensor<2x32x192xf32>) -> tensor<2x32x64xf32>
+  return %y : tensor<2x32x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @split
+func.func @split(%qkv: tensor<2x32x192xf32>) {
+  %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 64, 64, 64>}
+    : (tensor<2x32x192xf32>) -> (tensor<2x32x64xf32>, tensor<2x32x64xf32>, tensor<2x32x64xf32>)
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @concat
+func.func @concat(%a: tensor<2x4x32x8xf32>, %b: tensor<2x4x32x8xf32>) -> tensor<2x4x32x16xf32> {
+  %y = tess.concat %a, %b {axis = -1 : i64}
+    : (tensor<2x4x32x8xf32>, tensor<2x4x32x8xf32>) -> tensor<2x4x32x16xf32>
+  return %y : tensor<2x4x32x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @gather
+func.func @gather(%x: tensor<4x10x8xf32>, %i: tensor<3xi64>) -> tensor<4x3x8xf32> {
+  %y = tess.gather %x, %i {axis = 1 : i64}
+    : (tensor<4x10x8xf32>, tensor<3xi64>) -> tensor<4x3x8xf32>
+  return %y : tensor<4x3x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @reductions
+func.func @reductions(%x: tensor<2x8x64xf32>) {
+  %s0 = tess.reduce_sum %x {dims = array<i64: -1>, keep_dims} : (tensor<2x8x64xf32>) -> tensor<2x8x1xf32>
+  %s1 = tess.reduce_mean %x {dims = array<i64: -1>, keep_dims} : (tensor<2x8x64xf32>) -> tensor<2x8x1xf32>
+  %s2 = tess.reduce_max %x {dims = array<i64: -1>, keep_dims} : (tensor<2x8x64xf32>) -> tensor<2x8x1xf32>
+  %s3 = tess.reduce_min %x {dims = array<i64: -1>, keep_dims} : (tensor<2x8x64xf32>) -> tensor<2x8x1xf32>
+  return
+}

@@ -1,0 +1,616 @@
+#!/usr/bin/env python3
+"""Builds the small ONNX models that the importer's lit tests read, and writes them beside this file.
+
+Each model isolates one pattern the importer must recognize (or one way an input can be wrong) and
+is named after it; README.md beside this file lists them. The graphs are written the way PyTorch's
+dynamo exporter writes them (IR 10, opset 20, scalars as Constant nodes, parameters as named
+initializers, the same op chains and constants as in the real exports in test/models), so that a
+pattern matched here is matched in a real model too.
+
+Run from anywhere, with onnx 1.23 (scripts/install-deps.sh --python puts it in .venv):
+
+  .venv/bin/python test/Import/ONNX/Inputs/make_test_models.py [--no-verify]
+
+The output is deterministic: rerunning it rewrites byte-identical files. Unless --no-verify is
+given, every well-formed model is also checked with onnx.checker and, when onnxruntime is
+installed, run and compared with a NumPy statement of what it computes.
+"""
+import argparse
+import math
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+IR_VERSION = 10
+OPSET = 20
+FLOAT = TensorProto.FLOAT
+INT64 = TensorProto.INT64
+# The additive-mask value both GPT-2 and Llama exports use: the lowest finite float32.
+MASK_MIN = -3.4028234663852886e38
+INT64_MAX = 9223372036854775807
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class GraphBuilder:
+    """A small helper that names values the way the exporter does (val_N for constants)."""
+
+    def __init__(self, name):
+        self.name = name
+        self.nodes, self.inputs, self.outputs, self.initializers = [], [], [], []
+        self.counter = 0
+
+    def fresh(self, prefix="val"):
+        self.counter += 1
+        return f"{prefix}_{self.counter}"
+
+    def input(self, name, shape, elem_type=FLOAT):
+        self.inputs.append(helper.make_tensor_value_info(name, elem_type, shape))
+        return name
+
+    def output(self, name, shape, elem_type=FLOAT):
+        self.outputs.append(helper.make_tensor_value_info(name, elem_type, shape))
+        return name
+
+    def initializer(self, name, array):
+        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def constant(self, value, dtype=np.float32):
+        """A Constant node holding a tensor (a 0-d tensor for a Python scalar), as the exporter emits."""
+        out = self.fresh()
+        tensor = numpy_helper.from_array(np.array(value, dtype=dtype), out)
+        self.nodes.append(helper.make_node("Constant", [], [out], name=f"node_{out}", value=tensor))
+        return out
+
+    def constant_ints(self, values):
+        """A 1-D int64 Constant written with value_ints, the exporter's form for shapes and axes."""
+        out = self.fresh()
+        self.nodes.append(helper.make_node("Constant", [], [out], name=f"node_{out}", value_ints=list(values)))
+        return out
+
+    def op(self, op_type, inputs, out=None, domain="", name=None, **attrs):
+        out = out or self.fresh()
+        self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=name or f"node_{out}",
+                                           domain=domain, **attrs))
+        return out
+
+    def model(self, opsets=None):
+        graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.initializers)
+        opsets = opsets or [("", OPSET)]
+        model = helper.make_model(graph, ir_version=IR_VERSION,
+                                  opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],
+                                  producer_name="tessera make_test_models.py")
+        return model
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def weights(seed, shape, scale=0.1):
+    return (rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Activations
+# ---------------------------------------------------------------------------------------------
+
+def gelu_tanh():
+    """GPT-2's NewGELU as the exporter writes it: 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))."""
+    g = GraphBuilder("gelu_tanh")
+    x = g.input("x", [2, 8, 16])
+    half = g.op("Mul", [x, g.constant(0.5)], out="mul")
+    cube = g.op("Pow", [x, g.constant(3.0)], out="pow_1")
+    scaled_cube = g.op("Mul", [cube, g.constant(0.044715)], out="mul_1")
+    inner = g.op("Add", [x, scaled_cube], out="add")
+    one = g.constant(1.0)
+    scaled = g.op("Mul", [inner, g.constant(math.sqrt(2.0 / math.pi))], out="mul_2")
+    tanh = g.op("Tanh", [scaled], out="tanh")
+    shifted = g.op("Add", [tanh, one], out="add_1")
+    g.op("Mul", [half, shifted], out="y")
+    g.output("y", [2, 8, 16])
+    return g.model()
+
+
+def gelu_erf(divide):
+    """The exact GELU written out: x*0.5*(1+erf(x/sqrt(2))), dividing by sqrt(2) or multiplying by 1/sqrt(2)."""
+    g = GraphBuilder("gelu_erf" if divide else "gelu_erf_mul")
+    x = g.input("x", [2, 8, 16])
+    if divide:
+        scaled = g.op("Div", [x, g.constant(1.4142135)], out="div")
+    else:
+        scaled = g.op("Mul", [x, g.constant(0.70710678)], out="mul_1")
+    erf = g.op("Erf", [scaled], out="erf")
+    shifted = g.op("Add", [erf, g.constant(1.0)], out="add")
+    half = g.op("Mul", [x, g.constant(0.5)], out="mul")
+    g.op("Mul", [half, shifted], out="y")
+    g.output("y", [2, 8, 16])
+    return g.model()
+
+
+def gelu_native():
+    """ONNX's own Gelu (opset 20), exact and tanh-approximated, as BERT's export uses."""
+    g = GraphBuilder("gelu_native")
+    x = g.input("x", [2, 8, 16])
+    g.op("Gelu", [x], out="y_exact", approximate="none")
+    g.op("Gelu", [x], out="y_tanh", approximate="tanh")
+    g.output("y_exact", [2, 8, 16])
+    g.output("y_tanh", [2, 8, 16])
+    return g.model()
+
+
+def swiglu():
+    """Llama's MLP gate: silu(x W1^T) * (x W3^T), silu written as x*Sigmoid(x), weights in torch layout."""
+    g = GraphBuilder("swiglu")
+    x = g.input("x", [2, 8, 16])
+    gate_w = g.initializer("mlp.gate_proj.weight", weights(11, [32, 16]))
+    up_w = g.initializer("mlp.up_proj.weight", weights(12, [32, 16]))
+    gate = g.op("MatMul", [x, g.op("Transpose", [gate_w], perm=[1, 0])], out="linear")
+    sigmoid = g.op("Sigmoid", [gate])
+    silu = g.op("Mul", [gate, sigmoid], out="silu")
+    up = g.op("MatMul", [x, g.op("Transpose", [up_w], perm=[1, 0])], out="linear_1")
+    g.op("Mul", [silu, up], out="y")
+    g.output("y", [2, 8, 32])
+    return g.model()
+
+
+# ---------------------------------------------------------------------------------------------
+# Normalizations
+# ---------------------------------------------------------------------------------------------
+
+def layer_norm_decomposed():
+    """LayerNorm written out: (x - mean) / sqrt(var + eps) * gamma + beta, over the last axis."""
+    g = GraphBuilder("layer_norm_decomposed")
+    x = g.input("x", [2, 8, 16])
+    gamma = g.initializer("ln.weight", 1.0 + weights(21, [16]))
+    beta = g.initializer("ln.bias", weights(22, [16]))
+    last_axis = g.constant_ints([-1])
+    mean = g.op("ReduceMean", [x, last_axis], out="mean", keepdims=1)
+    centered = g.op("Sub", [x, mean], out="sub")
+    squared = g.op("Pow", [centered, g.constant(2.0)], out="pow_1")
+    variance = g.op("ReduceMean", [squared, last_axis], out="mean_1", keepdims=1)
+    shifted = g.op("Add", [variance, g.constant(1e-5)], out="add")
+    std = g.op("Sqrt", [shifted], out="sqrt")
+    normalized = g.op("Div", [centered, std], out="div")
+    scaled = g.op("Mul", [normalized, gamma], out="mul")
+    g.op("Add", [scaled, beta], out="y")
+    g.output("y", [2, 8, 16])
+    return g.model()
+
+
+def layer_norm_native():
+    """ONNX's LayerNormalization with scale and bias, exactly as the GPT-2 and BERT exports write it."""
+    g = GraphBuilder("layer_norm_native")
+    x = g.input("x", [2, 8, 16])
+    gamma = g.initializer("ln.weight", 1.0 + weights(21, [16]))
+    beta = g.initializer("ln.bias", weights(22, [16]))
+    g.op("LayerNormalization", [x, gamma, beta], out="y", axis=-1, epsilon=1e-5, stash_type=1)
+    g.output("y", [2, 8, 16])
+    return g.model()
+
+
+def rms_norm(reciprocal):
+    """Llama's RMSNorm: weight * x * 1/sqrt(mean(x^2) + eps), via Reciprocal or via Div(1, Sqrt)."""
+    g = GraphBuilder("rms_norm_decomposed" if reciprocal else "rms_norm_rsqrt")
+    x = g.input("x", [2, 8, 16])
+    weight = g.initializer("norm.weight", 1.0 + weights(31, [16]))
+    as_float = g.op("Cast", [x], out="_to_copy", to=FLOAT)
+    squared = g.op("Pow", [as_float, g.constant(2.0)], out="pow_1")
+    mean = g.op("ReduceMean", [squared, g.constant_ints([-1])], out="mean", keepdims=1)
+    shifted = g.op("Add", [mean, g.constant(1e-6)], out="add")
+    root = g.op("Sqrt", [shifted])
+    if reciprocal:
+        inverse = g.op("Reciprocal", [root], out="rsqrt")
+    else:
+        inverse = g.op("Div", [g.constant(1.0), root], out="rsqrt")
+    normalized = g.op("Mul", [as_float, inverse], out="mul")
+    # The exporter writes `self.weight * hidden_states`: the weight is the first operand.
+    g.op("Mul", [weight, normalized], out="y")
+    g.output("y", [2, 8, 16])
+    return g.model()
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention
+# ---------------------------------------------------------------------------------------------
+
+def causal_additive_mask(g, seq):
+    """The [1, 1, seq, seq] additive causal mask, built like the GPT-2 export builds it: positions from
+    Range, key <= query as a bool matrix, And with an all-true scalar, and Where(allowed, 0, MASK_MIN)
+    with the 0 coming from a lifted scalar initializer. Here the sequence length is a constant."""
+    zero_i, seq_i, one_i = g.constant(0, np.int64), g.constant(seq, np.int64), g.constant(1, np.int64)
+    query_positions = g.op("Range", [zero_i, seq_i, one_i], out="arange")
+    key_positions = g.op("Range", [zero_i, seq_i, one_i], out="arange_1")
+    query_column = g.op("Unsqueeze", [query_positions, g.constant_ints([1])], out="unsqueeze")
+    key_row = g.op("Unsqueeze", [key_positions, g.constant_ints([0])], out="unsqueeze_1")
+    key_not_after_query = g.op("LessOrEqual", [key_row, query_column], out="le")
+    all_true = g.op("Cast", [g.op("Expand", [g.constant(1.0), g.constant([], np.int64)])], out="new_ones",
+                    to=TensorProto.BOOL)
+    allowed = g.op("And", [all_true, key_not_after_query], out="bitwise_and")
+    allowed_4d = g.op("Unsqueeze", [allowed, g.constant_ints([0, 1])], out="unsqueeze_2")
+    zero = g.op("Identity", [g.initializer("lifted_tensor_0", np.array(0.0, np.float32))], out="clone")
+    return g.op("Where", [allowed_4d, zero, g.constant(MASK_MIN)], out="where")
+
+
+def scaled_scores(g, q, k, head_dim):
+    """q @ k^T scaled by 1/sqrt(head_dim) after the MatMul, as the eager attention exports do."""
+    key_transposed = g.op("Transpose", [k], out="transpose", perm=[0, 1, 3, 2])
+    scores = g.op("MatMul", [q, key_transposed], out="matmul")
+    return g.op("Mul", [scores, g.constant(1.0 / math.sqrt(head_dim))], out="mul")
+
+
+def attention_from_scores(g, scores, mask, v):
+    masked = g.op("Add", [scores, mask], out="add")
+    probabilities = g.op("Softmax", [masked], out="softmax", axis=-1)
+    return g.op("MatMul", [probabilities, v], out="y")
+
+
+def attention_causal():
+    g = GraphBuilder("attention_causal")
+    q, k, v = (g.input(n, [2, 4, 16, 8]) for n in ("q", "k", "v"))
+    scores = scaled_scores(g, q, k, 8)
+    attention_from_scores(g, scores, causal_additive_mask(g, 16), v)
+    g.output("y", [2, 4, 16, 8])
+    return g.model()
+
+
+def attention_causal_tril():
+    """The causal mask as a precomputed bool lower-triangular buffer (the form of older GPT-2 code,
+    which registered `attn.bias`), selected with Where like the export does."""
+    g = GraphBuilder("attention_causal_tril")
+    q, k, v = (g.input(n, [2, 4, 16, 8]) for n in ("q", "k", "v"))
+    scores = scaled_scores(g, q, k, 8)
+    tril = g.initializer("attn.bias", np.tril(np.ones((1, 1, 16, 16), dtype=bool)))
+    zero = g.constant(0.0)
+    mask = g.op("Where", [tril, zero, g.constant(MASK_MIN)], out="where")
+    attention_from_scores(g, scores, mask, v)
+    g.output("y", [2, 4, 16, 8])
+    return g.model()
+
+
+def attention_mask_input():
+    """The additive mask is a graph input: any mask may arrive, so this must not be taken as causal."""
+    g = GraphBuilder("attention_mask_input")
+    q, k, v = (g.input(n, [2, 4, 16, 8]) for n in ("q", "k", "v"))
+    mask = g.input("attention_mask", [2, 1, 16, 16])
+    scores = scaled_scores(g, q, k, 8)
+    attention_from_scores(g, scores, mask, v)
+    g.output("y", [2, 4, 16, 8])
+    return g.model()
+
+
+def repeat_key_value_heads(g, x, batch, kv_heads, repeats, seq, head_dim, tag):
+    """transformers' repeat_kv as exported: Unsqueeze a heads-group axis, Expand it, clone, Reshape."""
+    grouped = g.op("Unsqueeze", [x, g.constant_ints([2])], out=f"unsqueeze_{tag}")
+    expanded = g.op("Expand", [grouped, g.constant_ints([batch, kv_heads, repeats, seq, head_dim])],
+                    out=f"expand_{tag}")
+    cloned = g.op("Identity", [expanded], out=f"clone_{tag}")
+    return g.op("Reshape", [cloned, g.constant_ints([batch, kv_heads * repeats, seq, head_dim])],
+                out=f"_unsafe_view_{tag}", allowzero=1)
+
+
+def attention_gqa():
+    """Llama grouped-query attention: 4 query heads share 2 key/value heads, causal."""
+    g = GraphBuilder("attention_gqa")
+    q = g.input("q", [2, 4, 16, 8])
+    k = g.input("k", [2, 2, 16, 8])
+    v = g.input("v", [2, 2, 16, 8])
+    k_repeated = repeat_key_value_heads(g, k, 2, 2, 2, 16, 8, "k")
+    v_repeated = repeat_key_value_heads(g, v, 2, 2, 2, 16, 8, "v")
+    scores = scaled_scores(g, q, k_repeated, 8)
+    attention_from_scores(g, scores, causal_additive_mask(g, 16), v_repeated)
+    g.output("y", [2, 4, 16, 8])
+    return g.model()
+
+
+def rotary():
+    """Llama's rotary embedding on [batch, heads, seq, head_dim] = [2, 4, 16, 8]: the inv_freq buffer
+    times positions from Range, cos and sin of the doubled frequencies, and rotate_half built from
+    Slice, Neg and Concat."""
+    g = GraphBuilder("rotary")
+    x = g.input("x", [2, 4, 16, 8])
+    head_dim, seq = 8, 16
+    inv_freq = 1.0 / (10000.0 ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))
+    inv_freq = g.initializer("rotary_emb.inv_freq", inv_freq.astype(np.float32))
+    positions = g.op("Range", [g.constant(0, np.int64), g.constant(seq, np.int64), g.constant(1, np.int64)],
+                     out="arange")
+    position_ids = g.op("Unsqueeze", [positions, g.constant_ints([0])], out="unsqueeze")
+    position_column = g.op("Unsqueeze", [position_ids, g.constant_ints([2])], out="unsqueeze_1")
+    position_float = g.op("Cast", [position_column], out="_to_copy", to=FLOAT)
+    frequencies = g.op("Mul", [position_float, inv_freq], out="mul")
+    angles = g.op("Concat", [frequencies, frequencies], out="cat", axis=-1)
+    attention_scaling = g.constant(1.0)
+    cos = g.op("Mul", [g.op("Cos", [angles], out="cos"), attention_scaling], out="mul_1")
+    sin = g.op("Mul", [g.op("Sin", [angles], out="sin"), attention_scaling], out="mul_2")
+    cos_4d = g.op("Unsqueeze", [cos, g.constant_ints([1])], out="unsqueeze_2")
+    sin_4d = g.op("Unsqueeze", [sin, g.constant_ints([1])], out="unsqueeze_3")
+    half = head_dim // 2
+    last, step = g.constant_ints([3]), g.constant_ints([1])
+    first_half = g.op("Slice", [x, g.constant_ints([0]), g.constant_ints([half]), last, step], out="slice_1")
+    second_half = g.op("Slice", [x, g.constant_ints([half]), g.constant_ints([INT64_MAX]), last, step],
+                       out="slice_2")
+    rotated = g.op("Concat", [g.op("Neg", [second_half], out="neg"), first_half], out="cat_1", axis=-1)
+    g.op("Add", [g.op("Mul", [x, cos_4d], out="mul_3"), g.op("Mul", [rotated, sin_4d], out="mul_4")], out="y")
+    g.output("y", [2, 4, 16, 8])
+    return g.model()
+
+
+# ---------------------------------------------------------------------------------------------
+# Linear layers
+# ---------------------------------------------------------------------------------------------
+
+def linear_gemm():
+    """Gemm with bias, once with W as [in, out] (GPT-2's Conv1D, transB=0) and once as [out, in] (transB=1)."""
+    g = GraphBuilder("linear_gemm")
+    x = g.input("x", [8, 16])
+    w_in_out = g.initializer("conv1d.weight", weights(41, [16, 32]))
+    b_in_out = g.initializer("conv1d.bias", weights(42, [32]))
+    w_out_in = g.initializer("linear.weight", weights(43, [32, 16]))
+    b_out_in = g.initializer("linear.bias", weights(44, [32]))
+    g.op("Gemm", [x, w_in_out, b_in_out], out="y_conv1d", alpha=1.0, beta=1.0, transA=0, transB=0)
+    g.op("Gemm", [x, w_out_in, b_out_in], out="y_linear", alpha=1.0, beta=1.0, transA=0, transB=1)
+    g.output("y_conv1d", [8, 32])
+    g.output("y_linear", [8, 32])
+    return g.model()
+
+
+def linear_matmul_add():
+    """nn.Linear on a rank-3 input as exported: MatMul by the transposed [out, in] weight, then Add bias."""
+    g = GraphBuilder("linear_matmul_add")
+    x = g.input("x", [2, 8, 16])
+    weight = g.initializer("linear.weight", weights(51, [32, 16]))
+    bias = g.initializer("linear.bias", weights(52, [32]))
+    product = g.op("MatMul", [x, g.op("Transpose", [weight], perm=[1, 0])], out="matmul")
+    g.op("Add", [product, bias], out="y")
+    g.output("y", [2, 8, 32])
+    return g.model()
+
+
+def matmul_batched():
+    """Batched MatMul of two rank-4 inputs, and of a rank-4 input by a rank-2 weight (broadcast)."""
+    g = GraphBuilder("matmul_batched")
+    a = g.input("a", [2, 4, 16, 8])
+    b = g.input("b", [2, 4, 8, 16])
+    w = g.initializer("proj.weight", weights(61, [8, 12]))
+    g.op("MatMul", [a, b], out="y_batched")
+    g.op("MatMul", [a, w], out="y_broadcast")
+    g.output("y_batched", [2, 4, 16, 16])
+    g.output("y_broadcast", [2, 4, 16, 12])
+    return g.model()
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs the importer must reject with a clear diagnostic
+# ---------------------------------------------------------------------------------------------
+
+def unsupported_op():
+    g = GraphBuilder("unsupported_op")
+    x = g.input("x", [2, 4, 4])
+    g.op("Det", [x], out="y", name="my_det")
+    g.output("y", [2])
+    return g.model()
+
+
+def bad_opset():
+    g = GraphBuilder("bad_opset")
+    x = g.input("x", [2, 8])
+    g.op("Relu", [x], out="y")
+    g.output("y", [2, 8])
+    return g.model(opsets=[("", 6)])
+
+
+def bad_domain():
+    g = GraphBuilder("bad_domain")
+    x = g.input("x", [2, 8])
+    g.op("Frobnicate", [x], out="y", domain="com.example", name="my_frobnicate")
+    g.output("y", [2, 8])
+    return g.model(opsets=[("", OPSET), ("com.example", 1)])
+
+
+def unbound_dim():
+    g = GraphBuilder("unbound_dim")
+    x = g.input("x", ["tokens", 16])
+    g.op("Relu", [x], out="y")
+    g.output("y", ["tokens", 16])
+    return g.model()
+
+
+def dims_contradict():
+    g = GraphBuilder("dims_contradict")
+    x = g.input("x", [2, 8, 16])
+    g.op("Relu", [x], out="y")
+    g.output("y", [2, 8, 99])
+    return g.model()
+
+
+def missing_external():
+    g = GraphBuilder("missing_external")
+    x = g.input("x", [2, 16])
+    # The weight's bytes live in an external file that does not exist.
+    tensor = TensorProto(name="linear.weight", data_type=FLOAT, dims=[16, 16],
+                         data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "missing.bin"), ("offset", "0"), ("length", str(16 * 16 * 4))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    g.initializers.append(tensor)
+    g.op("MatMul", [x, "linear.weight"], out="y")
+    g.output("y", [2, 16])
+    return g.model()
+
+
+WELL_FORMED = {
+    "gelu_tanh": gelu_tanh,
+    "gelu_erf": lambda: gelu_erf(divide=True),
+    "gelu_erf_mul": lambda: gelu_erf(divide=False),
+    "gelu_native": gelu_native,
+    "swiglu": swiglu,
+    "layer_norm_decomposed": layer_norm_decomposed,
+    "layer_norm_native": layer_norm_native,
+    "rms_norm_decomposed": lambda: rms_norm(reciprocal=True),
+    "rms_norm_rsqrt": lambda: rms_norm(reciprocal=False),
+    "attention_causal": attention_causal,
+    "attention_causal_tril": attention_causal_tril,
+    "attention_mask_input": attention_mask_input,
+    "attention_gqa": attention_gqa,
+    "rotary": rotary,
+    "linear_gemm": linear_gemm,
+    "linear_matmul_add": linear_matmul_add,
+    "matmul_batched": matmul_batched,
+}
+
+# Well-formed protobuf, wrong content: onnx.checker is not run on these.
+MALFORMED = {
+    "unsupported_op": unsupported_op,
+    "bad_opset": bad_opset,
+    "bad_domain": bad_domain,
+    "unbound_dim": unbound_dim,
+    "dims_contradict": dims_contradict,
+    "missing_external": missing_external,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Verification: what each well-formed model computes, in NumPy
+# ---------------------------------------------------------------------------------------------
+
+def initializer(model, name):
+    return next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == name)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def attention(q, k, v, mask):
+    return softmax(q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1]) + mask) @ v
+
+
+def causal_mask(seq):
+    return np.where(np.tril(np.ones((seq, seq), dtype=bool)), 0.0, MASK_MIN).astype(np.float32)
+
+
+def rotate(x, inv_freq):
+    angles = np.arange(x.shape[2], dtype=np.float32)[:, None] * inv_freq[None, :]
+    angles = np.concatenate([angles, angles], axis=-1)
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * np.cos(angles) + rotated * np.sin(angles)
+
+
+def layer_norm(x, gamma, beta):
+    return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * gamma + beta
+
+
+def expected_outputs(name, model, feeds):
+    """The NumPy statement of each model, written independently of the graph that builds it."""
+    erf = np.vectorize(math.erf)
+    x = feeds.get("x")
+    if name == "gelu_tanh":
+        return [0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))]
+    if name in ("gelu_erf", "gelu_erf_mul"):
+        return [0.5 * x * (1 + erf(x / math.sqrt(2)))]
+    if name == "gelu_native":
+        return [0.5 * x * (1 + erf(x / math.sqrt(2))),
+                0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))]
+    if name == "swiglu":
+        gate = x @ initializer(model, "mlp.gate_proj.weight").T
+        return [gate / (1 + np.exp(-gate)) * (x @ initializer(model, "mlp.up_proj.weight").T)]
+    if name in ("layer_norm_decomposed", "layer_norm_native"):
+        return [layer_norm(x, initializer(model, "ln.weight"), initializer(model, "ln.bias"))]
+    if name in ("rms_norm_decomposed", "rms_norm_rsqrt"):
+        return [initializer(model, "norm.weight") * x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6)]
+    if name in ("attention_causal", "attention_causal_tril"):
+        return [attention(feeds["q"], feeds["k"], feeds["v"], causal_mask(16))]
+    if name == "attention_mask_input":
+        return [attention(feeds["q"], feeds["k"], feeds["v"], feeds["attention_mask"])]
+    if name == "attention_gqa":
+        k, v = (np.repeat(feeds[n], 2, axis=1) for n in ("k", "v"))
+        return [attention(feeds["q"], k, v, causal_mask(16))]
+    if name == "rotary":
+        return [rotate(x, initializer(model, "rotary_emb.inv_freq"))]
+    if name == "linear_gemm":
+        return [x @ initializer(model, "conv1d.weight") + initializer(model, "conv1d.bias"),
+                x @ initializer(model, "linear.weight").T + initializer(model, "linear.bias")]
+    if name == "linear_matmul_add":
+        return [x @ initializer(model, "linear.weight").T + initializer(model, "linear.bias")]
+    if name == "matmul_batched":
+        return [feeds["a"] @ feeds["b"], feeds["a"] @ initializer(model, "proj.weight")]
+    raise KeyError(name)
+
+
+def random_feeds(model):
+    feeds = {}
+    for index, value in enumerate(model.graph.input):
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        feeds[value.name] = rng(1000 + index).standard_normal(shape).astype(np.float32)
+    if "attention_mask" in feeds:
+        # A padding mask (the last 5 keys of batch row 1 hidden) plus noise: anything but causal.
+        mask = rng(7).standard_normal([2, 1, 16, 16]).astype(np.float32)
+        mask[1, :, :, 11:] = MASK_MIN
+        feeds["attention_mask"] = mask
+    return feeds
+
+
+def verify(name, model, session_factory):
+    onnx.checker.check_model(model, full_check=True)
+    if session_factory is None:
+        return "checked"
+    feeds = random_feeds(model)
+    actual = session_factory(model).run(None, feeds)
+    expected = expected_outputs(name, model, feeds)
+    worst = 0.0
+    for got, want in zip(actual, expected, strict=True):
+        if got.shape != want.shape:
+            raise AssertionError(f"{name}: shape {got.shape}, expected {want.shape}")
+        worst = max(worst, float(np.abs(got - want).max()))
+    if worst > 1e-4:
+        raise AssertionError(f"{name}: onnxruntime differs from NumPy by {worst}")
+    return f"checked, onnxruntime matches NumPy (max abs diff {worst:.1e})"
+
+
+def save(model, name):
+    path = os.path.join(HERE, name + ".onnx")
+    onnx.save(model, path)
+    return path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--no-verify", action="store_true", help="write the models without checking them")
+    args = parser.parse_args()
+
+    session_factory = None
+    if not args.no_verify:
+        try:
+            import onnxruntime
+
+            def session_factory(model):
+                return onnxruntime.InferenceSession(model.SerializeToString(),
+                                                    providers=["CPUExecutionProvider"])
+        except ImportError:
+            print("onnxruntime is not installed: models are checked but not run")
+
+    for name, build in WELL_FORMED.items():
+        model = build()
+        status = "written" if args.no_verify else verify(name, model, session_factory)
+        save(model, name)
+        print(f"{name}.onnx: {status}")
+    for name, build in MALFORMED.items():
+        save(build(), name)
+        print(f"{name}.onnx: written")
+
+    with open(os.path.join(HERE, "gelu_tanh.onnx"), "rb") as complete:
+        head = complete.read(100)
+    with open(os.path.join(HERE, "truncated.onnx"), "wb") as truncated:
+        truncated.write(head)
+    print("truncated.onnx: written (the first 100 bytes of gelu_tanh.onnx)")
+    with open(os.path.join(HERE, "not_onnx.onnx"), "w") as text:
+        text.write("This is a text file, not an ONNX model: the importer must say so and exit non-zero.\n")
+    print("not_onnx.onnx: written")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+// RUN: tessera-opt %s -tess-fuse-attention -split-input-file | FileCheck %s
+
+// Tests that GPT-2's attention (k transposed by a transpose op, scale as a
+// mul, mask where(lower-triangular bool, lifted scalar parameter, -3.4e38))
+// becomes one causal tess.attention: the kept value is an unknown scalar but
+// the same for every kept entry, so it does not change the softmax.
+// CHECK-LABEL: func.func @causal_where_unknown_kept_value
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x8xf32>, %[[K:.*]]: tensor<2x2x4x8xf32>, %[[V:.*]]: tensor<2x2x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 0.35355337{{[0-9]*}} : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @causal_where_unknown_kept_value(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %tril = tess.constant dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]], [[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<2x1x4x4xi1>
+  %kept = tess.parameter "lifted_tensor_0" : tensor<f32>
+  %lowest = tess.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = tess.where %tril, %kept, %lowest : (tensor<2x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x4x4xf32>
+  %scale = tess.constant dense<0.353553385> : tensor<f32>
+  %kt = tess.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %s = tess.matmul %q, %kt : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %t = tess.mul %s, %scale : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %u = tess.add %t, %mask : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<2x2x4x4xf32>
+  %o = tess.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Tests that a constant f32 mask (0 keeps, -inf hides) is causal when fewer
+// queries than keys see the keys up to their own position plus the offset,
+// with the scale written as a division and K^T folded into transpose_rhs.
+// CHECK-LABEL: func.func @causal_constant_mask_with_offset
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x2x8xf32>, %[[K:.*]]: tensor<1x2x4x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 2.500000e-01 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @causal_constant_mask_with_offset(%q: tensor<1x2x2x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x2x8xf32> {
+  %mask = tess.constant dense<[[0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<2x4xf32>
+  %four = tess.constant dense<4.000000e+00> : tensor<f32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x2x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x2x4xf32>
+  %t = tess.div %s, %four : (tensor<1x2x2x4xf32>, tensor<f32>) -> tensor<1x2x2x4xf32>
+  %u = tess.add %mask, %t : (tensor<2x4xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  %p = tess.softmax %u {axis = 3 : i64} : tensor<1x2x2x4xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x2x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x2x8xf32>
+  return %o : tensor<1x2x2x8xf32>
+}
+
+// -----
+
+// Tests that BERT's mask, where(all true, lifted scalar, lowest), hides
+// nothing and is dropped; with no scale op the scale is 1.
+// CHECK-LABEL: func.func @mask_hides_nothing
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x8xf32>, %[[K:.*]]: tensor<2x2x4x8xf32>, %[[V:.*]]: tensor<2x2x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {scale = 1.000000e+00 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @mask_hides_nothing(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %all = tess.constant dense<true> : tensor<2x1x1x4xi1>
+  %kept = tess.parameter "bert.lifted_tensor_0" : tensor<f32>
+  %lowest = tess.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = tess.where %all, %kept, %lowest : (tensor<2x1x1x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x1x1x4xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %u = tess.add %s, %mask : (tensor<2x2x4x4xf32>, tensor<2x1x1x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<2x2x4x4xf32>
+  %o = tess.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Tests that Llama's repeated K/V heads (reshape, broadcast, reshape) are
+// folded back to the 1 K/V head of x, and that a scale applied to q and k
+// separately (8^-1/4 each) multiplies into one scale.
+// CHECK-LABEL: func.func @grouped_query_scaled_operands
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[K:.*]]: tensor<1x1x4x8xf32>, %[[V:.*]]: tensor<1x1x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 0.353553{{[0-9]*}} : f64}
+// CHECK-SAME: (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @grouped_query_scaled_operands(%q: tensor<1x2x4x8xf32>, %k: tensor<1x1x4x8xf32>, %v: tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %k5 = tess.reshape %k : (tensor<1x1x4x8xf32>) -> tensor<1x1x1x4x8xf32>
+  %kb = tess.broadcast %k5 : (tensor<1x1x1x4x8xf32>) -> tensor<1x1x2x4x8xf32>
+  %kr = tess.reshape %kb : (tensor<1x1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %v5 = tess.reshape %v : (tensor<1x1x4x8xf32>) -> tensor<1x1x1x4x8xf32>
+  %vb = tess.broadcast %v5 : (tensor<1x1x1x4x8xf32>) -> tensor<1x1x2x4x8xf32>
+  %vr = tess.reshape %vb : (tensor<1x1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %quarter_root = tess.constant dense<0.594603539> : tensor<f32>
+  %qs = tess.mul %q, %quarter_root : (tensor<1x2x4x8xf32>, tensor<f32>) -> tensor<1x2x4x8xf32>
+  %ks = tess.mul %quarter_root, %kr : (tensor<f32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %mask = tess.constant dense<[[0.0, -1.0e+09, -1.0e+09, -1.0e+09], [0.0, 0.0, -1.0e+09, -1.0e+09], [0.0, 0.0, 0.0, -1.0e+09], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %s = tess.matmul %qs, %ks {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %u = tess.add %s, %mask : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x2x4x4xf32>
+  %o = tess.matmul %p, %vr : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that K^T written as one transpose of the [B, S, H, D] projection
+// (GPT-2's two transposes composed by canonicalization) gives K as the
+// transpose [0, 2, 1, 3] of that projection.
+// CHECK-LABEL: func.func @key_through_composed_transpose
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[X:.*]]: tensor<1x4x2x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK-NEXT: %[[K:.*]] = tess.transpose %[[X]] {permutation = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x8xf32>) -> tensor<1x2x4x8xf32>
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {scale = 1.250000e-01 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @key_through_composed_transpose(%q: tensor<1x2x4x8xf32>, %x: tensor<1x4x2x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %kt = tess.transpose %x {permutation = array<i64: 0, 2, 3, 1>} : (tensor<1x4x2x8xf32>) -> tensor<1x2x8x4xf32>
+  %eighth = tess.constant dense<1.250000e-01> : tensor<1xf32>
+  %s = tess.matmul %q, %kt : (tensor<1x2x4x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x4x4xf32>
+  %t = tess.mul %eighth, %s : (tensor<1xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = tess.softmax %t {axis = -1 : i64} : tensor<1x2x4x4xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that a constant mask that hides the keys before each query (not
+// after) is not taken for causal: it stays an operand.
+// CHECK-LABEL: func.func @anti_causal_mask_stays
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x1x2x8xf32>, %[[K:.*]]: tensor<1x1x2x8xf32>, %[[V:.*]]: tensor<1x1x2x8xf32>)
+// CHECK: %[[M:.*]] = tess.constant
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] {scale = 1.000000e+00 : f64}
+// CHECK-NOT: causal
+// CHECK-NEXT: return %[[O]]
+func.func @anti_causal_mask_stays(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8xf32>, %v: tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32> {
+  %mask = tess.constant dense<[[0.0, 0.0], [0xFF800000, 0.0]]> : tensor<2x2xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x2xf32>
+  %u = tess.add %s, %mask : (tensor<1x1x2x2xf32>, tensor<2x2xf32>) -> tensor<1x1x2x2xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %o = tess.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  return %o : tensor<1x1x2x8xf32>
+}
+
+// -----
+
+// Tests that a causal pattern in one batch and not in the other is not
+// causal: every batch slice of the constant is checked.
+// CHECK-LABEL: func.func @causal_in_one_batch_only
+// CHECK: tess.attention {{.*}} mask
+// CHECK-NOT: causal
+// CHECK: return
+func.func @causal_in_one_batch_only(%q: tensor<2x1x2x8xf32>, %k: tensor<2x1x2x8xf32>, %v: tensor<2x1x2x8xf32>) -> tensor<2x1x2x8xf32> {
+  %mask = tess.constant dense<[[[[0.0, 0xFF800000], [0.0, 0.0]]], [[[0.0, 0.0], [0.0, 0.0]]]]> : tensor<2x1x2x2xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<2x1x2x8xf32>, tensor<2x1x2x8xf32>) -> tensor<2x1x2x2xf32>
+  %u = tess.add %s, %mask : (tensor<2x1x2x2xf32>, tensor<2x1x2x2xf32>) -> tensor<2x1x2x2xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<2x1x2x2xf32>
+  %o = tess.matmul %p, %v : (tensor<2x1x2x2xf32>, tensor<2x1x2x8xf32>) -> tensor<2x1x2x8xf32>
+  return %o : tensor<2x1x2x8xf32>
+}
+
+// -----
+
+// Tests that a mask given as a function argument (padding mask), and a
+// where on a condition not known at compile time, stay operands.
+// CHECK-LABEL: func.func @runtime_masks_stay
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x1x2x8xf32>, %[[K:.*]]: tensor<1x1x2x8xf32>, %[[V:.*]]: tensor<1x1x2x8xf32>, %[[M:.*]]: tensor<1x1x2x2xf32>, %[[C:.*]]: tensor<1x1x2x2xi1>)
+// CHECK: tess.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] {scale
+// CHECK: %[[W:.*]] = tess.where %[[C]]
+// CHECK: tess.attention %[[Q]], %[[K]], %[[V]] mask %[[W]] {scale
+func.func @runtime_masks_stay(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8xf32>, %v: tensor<1x1x2x8xf32>, %m: tensor<1x1x2x2xf32>, %c: tensor<1x1x2x2xi1>) -> (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) {
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x2xf32>
+  %u = tess.add %s, %m : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %o = tess.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  %zero = tess.constant dense<0.000000e+00> : tensor<f32>
+  %lowest = tess.constant dense<-3.40282347E+38> : tensor<f32>
+  %w = tess.where %c, %zero, %lowest : (tensor<1x1x2x2xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x2x2xf32>
+  %s2 = tess.matmul %q, %k {transpose_rhs} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x2xf32>
+  %u2 = tess.add %s2, %w : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %p2 = tess.softmax %u2 {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %o2 = tess.matmul %p2, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  return %o, %o2 : tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>
+}
+
+// -----
+
+// Tests that kept entries of different values (0 and 1) make the mask more
+// than causal: it stays an operand.
+// CHECK-LABEL: func.func @kept_values_differ
+// CHECK: tess.attention {{.*}} mask
+// CHECK-NOT: causal
+// CHECK: return
+func.func @kept_values_differ(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8xf32>, %v: tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32> {
+  %mask = tess.constant dense<[[0.0, 0xFF800000], [1.0, 0.0]]> : tensor<2x2xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x2xf32>
+  %u = tess.add %s, %mask : (tensor<1x1x2x2xf32>, tensor<2x2xf32>) -> tensor<1x1x2x2xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %o = tess.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  return %o : tensor<1x1x2x8xf32>
+}
+
+// -----
+
+// Tests that a softmax outside attention stays: one returned directly, one
+// whose input is not a Q K^T product, and one whose probabilities are also
+// returned (output_attentions).
+// CHECK-LABEL: func.func @softmax_outside_attention
+// CHECK-NOT: tess.attention
+// CHECK-COUNT-3: tess.softmax
+// CHECK-NOT: tess.attention
+func.func @softmax_outside_attention(%x: tensor<1x1x2x2xf32>, %q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8xf32>, %v: tensor<1x1x2x8xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x2xf32>) {
+  %a = tess.softmax %x {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %b = tess.softmax %x {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %o = tess.matmul %b, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x2xf32>
+  %p = tess.softmax %s {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %o2 = tess.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  return %a, %o, %o2, %p : tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>, tensor<1x1x2x2xf32>
+}
+
+// -----
+
+// Tests that a softmax over the query axis is not attention.
+// CHECK-LABEL: func.func @softmax_wrong_axis
+// CHECK-NOT: tess.attention
+// CHECK: tess.softmax
+func.func @softmax_wrong_axis(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8xf32>, %v: tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32> {
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x2xf32>
+  %p = tess.softmax %s {axis = 2 : i64} : tensor<1x1x2x2xf32>
+  %o = tess.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  return %o : tensor<1x1x2x8xf32>
+}
