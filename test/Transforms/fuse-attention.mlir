@@ -219,3 +219,19 @@ func.func @softmax_wrong_axis(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8xf32>, 
   %o = tess.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
   return %o : tensor<1x1x2x8xf32>
 }
+
+// -----
+
+// Tests that dropout of the attention probabilities (a training graph)
+// becomes the attention's dropout rate.
+// CHECK-LABEL: func.func @dropout_on_probabilities
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x1x2x8xf32>, %[[K:.*]]: tensor<1x1x2x8xf32>, %[[V:.*]]: tensor<1x1x2x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {dropout = 1.000000e-01 : f64, scale = 1.000000e+00 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @dropout_on_probabilities(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8xf32>, %v: tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32> {
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x1x2x8xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x2xf32>
+  %p = tess.softmax %s {axis = -1 : i64} : tensor<1x1x2x2xf32>
+  %d = tess.dropout %p {rate = 1.000000e-01 : f64} : tensor<1x1x2x2xf32>
+  %o = tess.matmul %d, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
+  return %o : tensor<1x1x2x8xf32>
+}

@@ -111,3 +111,22 @@ func.func @reshape_moves_last_dim(%x: tensor<2x32x64xf32>) -> tensor<2x32x64xf32
   %y = tess.reshape %l : (tensor<32x128xf32>) -> tensor<2x32x64xf32>
   return %y : tensor<2x32x64xf32>
 }
+
+// -----
+
+// Tests that GPT-2's c_proj after attention ([B, S, H, D] viewed as
+// [B * S, H * D], linear, viewed back as [B, S, N]) becomes one reshape to
+// [B, S, H * D] and a linear on it.
+// CHECK-LABEL: func.func @gpt2_attention_output_projection
+// CHECK-SAME: (%[[X:.*]]: tensor<2x4x2x8xf32>)
+// CHECK: %[[R:.*]] = tess.reshape %[[X]] : (tensor<2x4x2x8xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: %[[Y:.*]] = tess.linear %[[R]], %{{.*}}, %{{.*}} : (tensor<2x4x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<2x4x16xf32>
+// CHECK-NEXT: return %[[Y]]
+func.func @gpt2_attention_output_projection(%x: tensor<2x4x2x8xf32>) -> tensor<2x4x16xf32> {
+  %w = tess.parameter "c_proj.weight" trainable : tensor<16x16xf32>
+  %b = tess.parameter "c_proj.bias" trainable : tensor<16xf32>
+  %flat = tess.reshape %x : (tensor<2x4x2x8xf32>) -> tensor<8x16xf32>
+  %l = tess.linear %flat, %w, %b : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+  %y = tess.reshape %l : (tensor<8x16xf32>) -> tensor<2x4x16xf32>
+  return %y : tensor<2x4x16xf32>
+}

@@ -68,7 +68,7 @@ func.func @rms_norm_reciprocal(%x: tensor<2x8x16xf32>) -> tensor<2x8x16xf32> {
 
 // -----
 
-// Tests the other RMSNorm spellings: 1 / sqrt, rsqrt, division by sqrt, the
+// Tests that the other RMSNorm spellings fuse: 1 / sqrt, rsqrt, division by sqrt, the
 // square as x * x, and no weight.
 // CHECK-LABEL: func.func @rms_norm_spellings
 // CHECK-SAME: (%[[X:.*]]: tensor<4x16xf32>)

@@ -830,6 +830,13 @@ TEST(ConstantEvaluatorTest, UnaryMathMatchesOnnxruntime) {
        {-0x1.eea556p-1, -0x1.50838ap-2, 0, 0x1.50838ap-2, 0x1.eea556p-1}},
       {"Tanh", {-2, 0.25, 1}, {-0x1.ed9506p-1, 0x1.f597eap-3, 0x1.85efacp-1}},
       {"Exp", {-1, 0.5, 2}, {0x1.78b564p-2, 0x1.a61298p+0, 0x1.d8e64cp+2}},
+      // Cos and Sin (rotary embedding tables): numpy's float32 results.
+      {"Cos",
+       {-2, 0.25, 1, 100},
+       {-0x1.aa2264p-2, 0x1.f0154ap-1, 0x1.14a28p-1, 0x1.b981dcp-1}},
+      {"Sin",
+       {-2, 0.25, 1, 100},
+       {-0x1.d18f6ep-1, 0x1.faaeeep-3, 0x1.aed54ap-1, -0x1.03425cp-1}},
   };
   for (const Case &c : cases) {
     HostTensor x = floats({static_cast<int64_t>(c.input.size())}, c.input);

@@ -48,18 +48,13 @@ LogicalResult RmsNormOp::verify() {
   return verifyEpsilon(*this, getEpsilon().convertToDouble());
 }
 
-LogicalResult CastOp::verify() {
-  if (getInput().getType().getShape() != getType().getShape())
-    return emitOpError("C1: cannot change the shape: ")
-           << getInput().getType() << " to " << getType();
-  return success();
-}
-
 LogicalResult SoftmaxOp::verify() {
   int64_t rank = getInput().getType().getRank();
-  if (!normalizeAxis(getAxis(), rank))
+  // I64Attr's getter returns the bits unsigned; the axis is signed.
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (!normalizeAxis(axis, rank))
     return emitOpError("C1: axis ")
-           << getAxis() << " is out of range for rank " << rank;
+           << axis << " is out of range for rank " << rank;
   return success();
 }
 
@@ -92,6 +87,13 @@ LogicalResult SplitOp::verifyBeforeInference() {
   if (getNumResults() != sizes)
     return emitOpError("C3: ")
            << sizes << " sizes need as many results, got " << getNumResults();
+  return success();
+}
+
+LogicalResult DropoutOp::verify() {
+  double rate = getRate().convertToDouble();
+  if (!(rate >= 0 && rate < 1))
+    return emitOpError("C1: rate must be in [0, 1), got ") << rate;
   return success();
 }
 

@@ -131,6 +131,14 @@ def Tess_ReluOp : Tess_UnaryOp<"relu", Tess_FloatTensor> {
   let summary = "elementwise max(x, 0)";
   let description = "`%y = tess.relu %x : tensor<4xf32>`";
 }
+def Tess_CosOp : Tess_UnaryOp<"cos", Tess_FloatTensor> {
+  let summary = "elementwise cosine (rotary embedding tables)";
+  let description = "`%y = tess.cos %x : tensor<32x8xf32>`";
+}
+def Tess_SinOp : Tess_UnaryOp<"sin", Tess_FloatTensor> {
+  let summary = "elementwise sine (rotary embedding tables)";
+  let description = "`%y = tess.sin %x : tensor<32x8xf32>`";
+}
 def Tess_SiluOp : Tess_UnaryOp<"silu", Tess_FloatTensor> {
   let summary = "elementwise x * sigmoid(x) (SwiGLU's gate)";
   let description = [{
@@ -304,7 +312,8 @@ def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise]> {
     round-to-nearest-even; float to integer truncates toward zero; to `i1`
     means "not zero"). Integers are signed, except `i1`, whose values are 0
     and 1: a wider integer is sign-extended (`i1` zero-extended) or
-    truncated to its low bits. Rule: (C1) the shapes are equal.
+    truncated to its low bits. Rule: (C1) the shapes are equal (checked by
+    the `Elementwise` trait).
 
     ```mlir
     %h = tess.cast %x : tensor<2x8xf32> to tensor<2x8xbf16>
@@ -315,6 +324,24 @@ def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasFolder = 1;
   let hasCanonicalizer = 1;
+}
+
+def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "training-time dropout";
+  let description = [{
+    Zeroes each element with probability `rate` and scales the rest by
+    `1 / (1 - rate)`, as `torch.nn.functional.dropout` does in training. It
+    draws random numbers, so it is not `Pure`: two dropouts of one value are
+    different and neither may be merged or hoisted. Rule: (C1) `rate` is in
+    `[0, 1)`.
+
+    ```mlir
+    %y = tess.dropout %x {rate = 1.000000e-01 : f64} : tensor<2x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$input, F64Attr:$rate);
+  let results = (outs Tess_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
 
@@ -480,7 +507,9 @@ def Tess_AttentionOp : Tess_Op<"attention", [Pure, InferTypeOpAdaptor]> {
     have at least one head and the query head count is a multiple of it;
     (C4) the mask has q's element type and broadcasts to
     `[batch, q_heads, q_seq, kv_seq]`; (C5) `scale` is positive and finite;
-    (C6) causal needs q_seq <= kv_seq.
+    (C6) causal needs q_seq <= kv_seq; (C7) `dropout`, the probability with
+    which training drops each attention weight (after the softmax), is in
+    `[0, 1)`.
 
     ```mlir
     %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
@@ -490,7 +519,8 @@ def Tess_AttentionOp : Tess_Op<"attention", [Pure, InferTypeOpAdaptor]> {
   }];
   let arguments = (ins Tess_FloatTensor:$query, Tess_FloatTensor:$key,
                    Tess_FloatTensor:$value, Optional<Tess_FloatTensor>:$mask,
-                   UnitAttr:$causal, F64Attr:$scale);
+                   UnitAttr:$causal, F64Attr:$scale,
+                   DefaultValuedAttr<F64Attr, "0.0">:$dropout);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)

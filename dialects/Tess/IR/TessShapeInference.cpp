@@ -356,6 +356,10 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
     return emitOptionalError(location, "C5: scale must be positive and "
                                        "finite, got ",
                              scale);
+  double dropout = adaptor.getDropout().convertToDouble();
+  if (!(dropout >= 0 && dropout < 1))
+    return emitOptionalError(location, "C7: dropout must be in [0, 1), got ",
+                             dropout);
   if (adaptor.getCausal() && q.getDimSize(2) > k.getDimSize(2))
     return emitOptionalError(location, "C6: a causal attention needs no more "
                                        "queries than keys");
@@ -431,7 +435,8 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
   RankedTensorType type = rankedType(adaptor.getInput());
   auto axis = normalizeAxis(adaptor.getAxis(), type.getRank());
   if (!axis)
-    return emitOptionalError(location, "C1: axis ", adaptor.getAxis(),
+    return emitOptionalError(location, "C1: axis ",
+                             static_cast<int64_t>(adaptor.getAxis()),
                              " is out of range for rank ", type.getRank());
   int64_t dim = type.getDimSize(*axis);
   int64_t total = 0;
@@ -463,7 +468,8 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
   RankedTensorType first = rankedType(adaptor.getInputs().front());
   auto axis = normalizeAxis(adaptor.getAxis(), first.getRank());
   if (!axis)
-    return emitOptionalError(location, "C3: axis ", adaptor.getAxis(),
+    return emitOptionalError(location, "C3: axis ",
+                             static_cast<int64_t>(adaptor.getAxis()),
                              " is out of range for rank ", first.getRank());
   SmallVector<int64_t> shape(first.getShape());
   shape[*axis] = 0;
@@ -489,7 +495,8 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   RankedTensorType type = rankedType(adaptor.getInput());
   auto axis = normalizeAxis(adaptor.getAxis(), type.getRank());
   if (!axis)
-    return emitOptionalError(location, "C1: axis ", adaptor.getAxis(),
+    return emitOptionalError(location, "C1: axis ",
+                             static_cast<int64_t>(adaptor.getAxis()),
                              " is out of range for rank ", type.getRank());
   SmallVector<int64_t> shape(type.getShape().take_front(*axis));
   llvm::append_range(shape, rankedType(adaptor.getIndices()).getShape());

@@ -702,7 +702,8 @@ FoldResult NodeEvaluator::evaluate() {
   if (opType == "Neg" || opType == "Abs" || opType == "Sqrt" ||
       opType == "Reciprocal" || opType == "Exp" || opType == "Log" ||
       opType == "Tanh" || opType == "Erf" || opType == "Sigmoid" ||
-      opType == "Floor" || opType == "Ceil")
+      opType == "Floor" || opType == "Ceil" || opType == "Cos" ||
+      opType == "Sin")
     return evaluateUnary();
   if (opType == "ReduceSum" || opType == "ReduceMean" ||
       opType == "ReduceMax" || opType == "ReduceMin" || opType == "ReduceProd")
@@ -1928,6 +1929,10 @@ FoldResult NodeEvaluator::evaluateUnary() {
     return one(applyFloatUnary(data, [](auto x) { return std::tanh(x); }));
   if (opType == "Erf")
     return one(applyFloatUnary(data, [](auto x) { return std::erf(x); }));
+  if (opType == "Cos")
+    return one(applyFloatUnary(data, [](auto x) { return std::cos(x); }));
+  if (opType == "Sin")
+    return one(applyFloatUnary(data, [](auto x) { return std::sin(x); }));
   if (opType == "Sigmoid")
     return one(applyFloatUnary(data, [](auto x) {
       using T = decltype(x);

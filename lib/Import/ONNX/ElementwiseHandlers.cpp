@@ -146,20 +146,42 @@ llvm::Error importIdentity(GraphImporter &importer) {
   return llvm::Error::success();
 }
 
-/// The models are exported for inference, where Dropout is the identity;
-/// training-time dropout is the training builder's business, not the
-/// forward graph's.
+/// Dropout is the identity unless the graph was exported in training mode
+/// (training_mode = true): then it is real training-time dropout with the
+/// exported ratio, which the training program must reproduce.
 llvm::Error importDropout(GraphImporter &importer) {
-  if (const HostTensor *training = importer.constantInput(2);
-      training && training->getScalarInt() != 0)
-    return importer.nodeError("Dropout in training mode is not supported; "
-                              "export the model in eval() mode");
-  if (importer.hasInput(2) && !importer.constantInput(2))
-    return importer.nodeError("Dropout's training_mode must be known at "
-                              "compile time");
   if (importer.node().output_size() > 1 && !importer.node().output(1).empty())
     return importer.nodeError("Dropout's mask output is not supported");
-  return importIdentity(importer);
+  bool training = false;
+  if (importer.hasInput(2)) {
+    llvm::Expected<const HostTensor *> mode =
+        importer.requireConstantInput(2, "training_mode");
+    if (!mode)
+      return mode.takeError();
+    training = (*mode)->getScalarInt() != 0;
+  }
+  double ratio = 0.5;
+  if (importer.hasInput(1)) {
+    llvm::Expected<const HostTensor *> given =
+        importer.requireConstantInput(1, "ratio");
+    if (!given)
+      return given.takeError();
+    ratio = (*given)->getScalarDouble();
+  }
+  if (!training || ratio == 0.0)
+    return importIdentity(importer);
+  llvm::Expected<Value> input = importer.tensorInput(0);
+  if (!input)
+    return input.takeError();
+  auto op = importer.create<tess::DropoutOp>(
+      {*input},
+      {importer.builder().getNamedAttr(
+          "rate", importer.builder().getF64FloatAttr(ratio))},
+      {input->getType()});
+  if (!op)
+    return op.takeError();
+  importer.setResult(0, op->getResult());
+  return llvm::Error::success();
 }
 
 llvm::Error importCast(GraphImporter &importer) {
@@ -220,6 +242,8 @@ void tessera::onnx_import::registerElementwiseHandlers(HandlerTable &table) {
   table["Erf"] = importUnary<tess::ErfOp>;
   table["Sigmoid"] = importUnary<tess::SigmoidOp>;
   table["Relu"] = importUnary<tess::ReluOp>;
+  table["Cos"] = importUnary<tess::CosOp>;
+  table["Sin"] = importUnary<tess::SinOp>;
   table["Gelu"] = importGelu;
   table["Identity"] = importIdentity;
   table["Dropout"] = importDropout;

@@ -517,8 +517,10 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
   if (allConstant && !keepLargeSelect) {
     llvm::Expected<std::optional<std::vector<HostTensor>>> folded =
         evaluateNode(node, inputs, opsetVersion, modelDirectory);
+    // The evaluator's message already names the node and op.
     if (!folded)
-      return nodeError(llvm::toString(folded.takeError()));
+      return llvm::createStringError(modelPath + ": " +
+                                     llvm::toString(folded.takeError()));
     if (*folded) {
       for (auto [index, tensor] : llvm::enumerate(**folded))
         setConstantResult(index, std::move(tensor));

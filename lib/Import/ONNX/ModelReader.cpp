@@ -13,23 +13,26 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <limits>
+
 using namespace tessera::onnx_import;
 
 namespace {
 
-llvm::Expected<onnx::ModelProto> readModel(llvm::StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return llvm::createStringError(path + ": cannot read: " +
-                                   buffer.getError().message());
-  if ((*buffer)->getBufferSize() == 0)
+/// Parses the bytes of an .onnx file; `path` names it in messages.
+llvm::Expected<onnx::ModelProto> parseModel(llvm::StringRef bytes,
+                                            llvm::StringRef path) {
+  if (bytes.empty())
     return llvm::createStringError(path + ": the file is empty");
+  // CodedInputStream counts bytes in an int; protobuf cannot parse more.
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+    return llvm::createStringError(
+        path + ": the file is larger than 2 GiB, which protobuf cannot parse "
+               "(store the weights as external data)");
   onnx::ModelProto model;
   google::protobuf::io::CodedInputStream stream(
-      reinterpret_cast<const uint8_t *>((*buffer)->getBufferStart()),
-      static_cast<int>((*buffer)->getBufferSize()));
+      reinterpret_cast<const uint8_t *>(bytes.data()),
+      static_cast<int>(bytes.size()));
   // Graph-only exports of large models are tens of MB of protobuf.
   stream.SetTotalBytesLimit(std::numeric_limits<int>::max());
   if (!model.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
@@ -46,6 +49,16 @@ llvm::Expected<onnx::ModelProto> readModel(llvm::StringRef path) {
   return model;
 }
 
+llvm::Expected<onnx::ModelProto> readModel(llvm::StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return llvm::createStringError(path + ": cannot read: " +
+                                   buffer.getError().message());
+  return parseModel((*buffer)->getBuffer(), path);
+}
+
 } // namespace
 
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
@@ -57,5 +70,17 @@ tessera::onnx_import::importOnnxModel(llvm::StringRef path,
   if (!model)
     return model.takeError();
   GraphImporter importer(*model, path, options, context);
+  return importer.run();
+}
+
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+tessera::onnx_import::importOnnxModelFromBuffer(
+    llvm::StringRef bytes, llvm::StringRef nameForMessages,
+    const ImportOptions &options, mlir::MLIRContext &context) {
+  context.loadDialect<tess::TessDialect, mlir::func::FuncDialect>();
+  llvm::Expected<onnx::ModelProto> model = parseModel(bytes, nameForMessages);
+  if (!model)
+    return model.takeError();
+  GraphImporter importer(*model, nameForMessages, options, context);
   return importer.run();
 }

@@ -14,6 +14,8 @@
 #include "FusionMatchers.h"
 #include "tessera/Transforms/Passes.h"
 
+#include <array>
+
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -191,8 +193,7 @@ MaskEffect classifyMask(Value mask, ArrayRef<int64_t> scoresShape) {
   auto varies = [&](int dim) {
     for (MaskLeaf *leaf : {condition ? &*condition : nullptr, &*onTrue,
                            onFalse ? &*onFalse : nullptr})
-      if (leaf && !leaf->values.empty() && leaf->values.size() > 1 &&
-          leaf->strides[dim] != 0)
+      if (leaf && leaf->values.size() > 1 && leaf->strides[dim] != 0)
         return true;
     return false;
   };
@@ -250,6 +251,69 @@ MaskEffect classifyMask(Value mask, ArrayRef<int64_t> scoresShape) {
     return MaskEffect::Causal;
   return MaskEffect::Other;
 }
+
+/// What a mask leaf is, cheaply: its constant attribute (uniqued by the
+/// context, so equal masks share one) or, for a run-time scalar, its value.
+const void *leafIdentity(Value value) {
+  while (true) {
+    value = stripLeadingUnitReshapes(value);
+    auto broadcast = value.getDefiningOp<tess::BroadcastOp>();
+    if (!broadcast)
+      break;
+    value = broadcast.getInput();
+  }
+  Attribute attribute;
+  if (matchPattern(value, m_Constant(&attribute)))
+    return attribute.getAsOpaquePointer();
+  if (auto parameter = value.getDefiningOp<tess::ParameterOp>();
+      parameter && !parameter.getTrainable() && parameter.getValue())
+    return parameter.getValue()->getAsOpaquePointer();
+  return value.getAsOpaquePointer();
+}
+
+/// Every layer of a Transformer adds the same mask, and reading an
+/// [8, 1, 1024, 1024] constant takes a tenth of a second: classify each
+/// distinct mask once per pass run. The key is the mask's leaves (condition
+/// and branches of its `where`, or the constant itself) and the scores'
+/// shape, not the mask Value, whose op may be erased mid-pass.
+class MaskClassificationCache {
+public:
+  MaskEffect classify(Value mask, ArrayRef<int64_t> scoresShape) {
+    Value stripped = mask;
+    while (true) {
+      stripped = stripLeadingUnitReshapes(stripped);
+      auto broadcast = stripped.getDefiningOp<tess::BroadcastOp>();
+      if (!broadcast)
+        break;
+      stripped = broadcast.getInput();
+    }
+    Key key;
+    if (auto where = stripped.getDefiningOp<tess::WhereOp>())
+      key.leaves = {leafIdentity(where.getCondition()),
+                    leafIdentity(where.getOnTrue()),
+                    leafIdentity(where.getOnFalse())};
+    else
+      key.leaves = {leafIdentity(stripped), nullptr, nullptr};
+    key.scoresShape.assign(scoresShape.begin(), scoresShape.end());
+    for (const auto &[known, effect] : entries)
+      if (known == key)
+        return effect;
+    MaskEffect effect = classifyMask(mask, scoresShape);
+    entries.emplace_back(std::move(key), effect);
+    return effect;
+  }
+
+private:
+  struct Key {
+    std::array<const void *, 3> leaves;
+    SmallVector<int64_t, 4> scoresShape;
+    bool operator==(const Key &other) const {
+      return leaves == other.leaves && scoresShape == other.scoresShape;
+    }
+  };
+  /// A model has one or two masks: a list beats a hash map here.
+  std::vector<std::pair<Key, MaskEffect>> entries;
+};
 
 //===----------------------------------------------------------------------===//
 // Operand matching
@@ -378,13 +442,23 @@ bool isLastDimSoftmax(tess::SoftmaxOp softmax) {
 /// `softmax(scale * Q K^T + M) V` -> `tess.attention Q, K, V`, rooted at the
 /// matmul by V.
 struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
-  using OpRewritePattern::OpRewritePattern;
+  FuseScaledDotProductAttention(MLIRContext *context,
+                                MaskClassificationCache &masks)
+      : OpRewritePattern(context), masks(masks) {}
 
   LogicalResult matchAndRewrite(tess::MatmulOp output,
                                 PatternRewriter &rewriter) const override {
     if (output.getTransposeLhs())
       return rewriter.notifyMatchFailure(output, "probabilities transposed");
-    auto softmax = output.getLhs().getDefiningOp<tess::SoftmaxOp>();
+    // Training graphs drop out attention probabilities between softmax and
+    // the matmul by V; the op applies that dropout itself.
+    Value probabilities = output.getLhs();
+    auto dropout = probabilities.getDefiningOp<tess::DropoutOp>();
+    if (dropout && probabilities.hasOneUse())
+      probabilities = dropout.getInput();
+    else
+      dropout = nullptr;
+    auto softmax = probabilities.getDefiningOp<tess::SoftmaxOp>();
     if (!softmax || !softmax.getResult().hasOneUse() ||
         !isLastDimSoftmax(softmax) || softmax.getType().getRank() != 4)
       return rewriter.notifyMatchFailure(output, "lhs is not a softmax");
@@ -428,7 +502,7 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
         llvm::cast<RankedTensorType>(value.getType()).getRank() != 4)
       return rewriter.notifyMatchFailure(output, "operands are not rank 4");
 
-    MaskEffect effect = mask ? classifyMask(mask, scoresType.getShape())
+    MaskEffect effect = mask ? masks.classify(mask, scoresType.getShape())
                              : MaskEffect::HidesNothing;
 
     SwappedValue key = product.getTransposeRhs() ? asIs(keyOperand)
@@ -477,17 +551,25 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
     Value maskOperand = effect == MaskEffect::Other ? mask : Value();
     auto attention = tess::AttentionOp::create(
         rewriter, output.getLoc(), output.getType(), query, keyValue,
-        valueValue, maskOperand, causal, APFloat(scale));
+        valueValue, maskOperand, causal, APFloat(scale),
+        dropout ? dropout.getRate() : APFloat(0.0));
     rewriter.replaceOp(output, attention.getResult());
+    // Dropout draws random numbers, so it is not erased as dead on its own.
+    if (dropout)
+      rewriter.eraseOp(dropout);
     return success();
   }
+
+private:
+  MaskClassificationCache &masks;
 };
 
 struct FuseAttentionPass
     : tessera::impl::FuseAttentionBase<FuseAttentionPass> {
   void runOnOperation() override {
+    MaskClassificationCache masks;
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseScaledDotProductAttention>(&getContext());
+    patterns.add<FuseScaledDotProductAttention>(&getContext(), masks);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

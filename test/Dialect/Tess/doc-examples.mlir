@@ -74,6 +74,14 @@ func.func @gelu(%x: tensor<2x32x256xf32>) -> tensor<2x32x256xf32> {
 
 // -----
 
+// CHECK-LABEL: func.func @dropout
+func.func @dropout(%x: tensor<2x32x64xf32>) -> tensor<2x32x64xf32> {
+  %y = tess.dropout %x {rate = 1.000000e-01 : f64} : tensor<2x32x64xf32>
+  return %y : tensor<2x32x64xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @add
 func.func @add(%x: tensor<2x8x64xf32>, %b: tensor<64xf32>) -> tensor<2x8x64xf32> {
   %y = tess.add %x, %b : (tensor<2x8x64xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>

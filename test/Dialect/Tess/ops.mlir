@@ -54,6 +54,8 @@ func.func @unary(%x: tensor<4xf32>, %m: tensor<4xi1>, %i: tensor<4xi32>) {
   // The default is not printed.
   // CHECK: tess.gelu %[[X]] : tensor<4xf32>
   %16 = tess.gelu %x {approximation = #tess<gelu_approximation none>} : tensor<4xf32>
+  // CHECK: tess.dropout %[[X]] {rate = 2.500000e-01 : f64} : tensor<4xf32>
+  %17 = tess.dropout %x {rate = 0.25 : f64} : tensor<4xf32>
   return
 }
 
@@ -140,6 +142,9 @@ func.func @attention(%q: tensor<2x8x16x32xf16>, %k: tensor<2x2x24x32xf16>, %v: t
     : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>, tensor<16x24xf16>) -> tensor<2x8x16x8xf16>
   // CHECK: tess.attention %[[Q]], %[[K]], %[[V]] {scale = 1.000000e+00 : f64} : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
   %1 = tess.attention %q, %k, %v {scale = 1.0 : f64}
+    : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
+  // CHECK: tess.attention %[[Q]], %[[K]], %[[V]] {dropout = 1.000000e-01 : f64, scale = 1.000000e+00 : f64} : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
+  %2 = tess.attention %q, %k, %v {dropout = 0.1 : f64, scale = 1.0 : f64}
     : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
   return
 }

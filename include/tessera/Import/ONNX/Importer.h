@@ -41,6 +41,16 @@ llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 importOnnxModel(llvm::StringRef path, const ImportOptions &options,
                 mlir::MLIRContext &context);
 
+/// Imports a model held in memory (the bytes of an .onnx file), e.g. from a
+/// fuzzer. `nameForMessages` stands for the file in diagnostics and
+/// locations; external-data paths are resolved relative to its directory.
+/// Fails exactly as importOnnxModel does, never by crashing.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+importOnnxModelFromBuffer(llvm::StringRef bytes,
+                          llvm::StringRef nameForMessages,
+                          const ImportOptions &options,
+                          mlir::MLIRContext &context);
+
 } // namespace tessera::onnx_import
 
 #endif // TESSERA_IMPORT_ONNX_IMPORTER_H

@@ -1,0 +1,870 @@
+// RUN: tessera-opt %s -split-input-file -verify-diagnostics
+
+// One case per numbered rule (C1, C2, ...) of every op in TessOps.td, named
+// after the rule it breaks; a suffix tells apart several ways of breaking one
+// rule. Rules checked by shape inference also report "failed to infer
+// returned types". Ops without numbered rules (the unary elementwise ops)
+// are checked by their type constraints alone.
+
+// -----
+
+func.func @constant_c1() {
+  // expected-error@+1 {{C1: value must be a ranked tensor, got 'vector<4xf32>'}}
+  %0 = "tess.constant"() <{value = dense<1.0> : vector<4xf32>}> : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @constant_c1_custom_form() {
+  // expected-error@+1 {{C1: value must be a ranked tensor, got 'vector<4xf32>'}}
+  %0 = tess.constant dense<1.0> : vector<4xf32>
+  return
+}
+
+// -----
+
+func.func @constant_c1_type() {
+  // expected-error@+1 {{C1: value of type 'tensor<4xf32>' does not match the result 'tensor<2x2xf32>'}}
+  %0 = "tess.constant"() <{value = dense<1.0> : tensor<4xf32>}> : () -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @parameter_c1() {
+  // expected-error@+1 {{C1: a parameter needs a name}}
+  %0 = tess.parameter "" : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @parameter_c2() {
+  // expected-error@+1 {{C2: value of type 'tensor<3xf32>' does not match the result 'tensor<4xf32>'}}
+  %0 = tess.parameter "w" {value = dense<1.0> : tensor<3xf32>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @add_c1(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.add %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @add_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.add %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @sub_c1(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.sub %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sub_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.sub %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @mul_c1(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.mul %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @mul_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.mul %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @div_c1(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.div %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @div_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.div %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @pow_c1(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.pow %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @pow_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.pow %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @maximum_c1(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.maximum %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @maximum_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.maximum %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @minimum_c1(%a: tensor<4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.minimum %a, %b : (tensor<4xf32>, tensor<4xf16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @minimum_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.minimum %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @logical_and_c1(%a: tensor<4xi1>, %b: tensor<4xi8>) {
+  // Both operands are i1 by type, so the operand constraint catches C1 first.
+  // expected-error@+1 {{operand #1 must be ranked tensor of 1-bit signless integer values}}
+  %0 = tess.logical_and %a, %b : (tensor<4xi1>, tensor<4xi8>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @logical_and_c2(%a: tensor<2x4xi1>, %b: tensor<3xi1>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.logical_and %a, %b : (tensor<2x4xi1>, tensor<3xi1>) -> tensor<2x4xi1>
+  return
+}
+
+// -----
+
+func.func @logical_or_c1(%a: tensor<4xi1>, %b: tensor<4xi8>) {
+  // Both operands are i1 by type, so the operand constraint catches C1 first.
+  // expected-error@+1 {{operand #1 must be ranked tensor of 1-bit signless integer values}}
+  %0 = tess.logical_or %a, %b : (tensor<4xi1>, tensor<4xi8>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @logical_or_c2(%a: tensor<2x4xi1>, %b: tensor<3xi1>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.logical_or %a, %b : (tensor<2x4xi1>, tensor<3xi1>) -> tensor<2x4xi1>
+  return
+}
+
+// -----
+
+func.func @compare_c1(%a: tensor<4xi64>, %b: tensor<4xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'i64' and 'i32'}}
+  %0 = tess.compare eq, %a, %b : (tensor<4xi64>, tensor<4xi32>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @compare_c2(%a: tensor<2x4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [2, 4] and [3] do not broadcast}}
+  %0 = tess.compare lt, %a, %b : (tensor<2x4xf32>, tensor<3xf32>) -> tensor<2x4xi1>
+  return
+}
+
+// -----
+
+func.func @where_c1(%m: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<f16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands have different element types: 'f32' and 'f16'}}
+  %0 = tess.where %m, %a, %b : (tensor<4xi1>, tensor<4xf32>, tensor<f16>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @where_c2(%m: tensor<4xi1>, %a: tensor<4xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: shapes [4] and [3] do not broadcast}}
+  %0 = tess.where %m, %a, %b : (tensor<4xi1>, tensor<4xf32>, tensor<3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @where_c2_condition(%m: tensor<3xi1>, %a: tensor<4xf32>, %b: tensor<4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: the condition's shape does not broadcast with the branches'}}
+  %0 = tess.where %m, %a, %b : (tensor<3xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @cast_c1(%x: tensor<2x8xf32>) {
+  // expected-error@+1 {{all non-scalar operands/results must have the same shape and base type}}
+  %0 = tess.cast %x : tensor<2x8xf32> to tensor<16xbf16>
+  return
+}
+
+// -----
+
+func.func @matmul_c1(%a: tensor<8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands must have rank >= 2}}
+  %0 = tess.matmul %a, %b : (tensor<8xf32>, tensor<8x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_c2(%a: tensor<2x8xf32>, %b: tensor<8x4xbf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: operands have different element types}}
+  %0 = tess.matmul %a, %b : (tensor<2x8xf32>, tensor<8x4xbf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_c3(%a: tensor<2x8xf32>, %b: tensor<8x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: contracted dims differ: 8 vs 4}}
+  %0 = tess.matmul %a, %b {transpose_rhs} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_c4(%a: tensor<3x2x8xf32>, %b: tensor<2x8x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: batch dims do not broadcast}}
+  %0 = tess.matmul %a, %b : (tensor<3x2x8xf32>, tensor<2x8x4xf32>) -> tensor<3x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_c1(%x: tensor<2x8xf32>, %w: tensor<8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: input must have rank >= 1 and weight rank 2}}
+  %0 = tess.linear %x, %w : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @linear_c2(%x: tensor<2x8xf32>, %w: tensor<8x4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: input and weight have different element types}}
+  %0 = tess.linear %x, %w : (tensor<2x8xf32>, tensor<8x4xf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_c3(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: input features 8 != weight's 4}}
+  %0 = tess.linear %x, %w {transpose_weight} : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_c4(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: bias must be [4] of 'f32'}}
+  %0 = tess.linear %x, %w, %b : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_c4_element_type(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: bias must be [4] of 'f32'}}
+  %0 = tess.linear %x, %w, %b : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<4xf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_c1(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
+  %0 = tess.layer_norm %x scale %g {axis = 2 : i64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_c2(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: scale must be 'tensor<2x4xf32>', got 'tensor<4xf32>'}}
+  %0 = tess.layer_norm %x scale %g {axis = 0 : i64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_c2_element_type(%x: tensor<2x4xf32>, %g: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: scale must be 'tensor<4xf32>', got 'tensor<4xf16>'}}
+  %0 = tess.layer_norm %x scale %g : (tensor<2x4xf32>, tensor<4xf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_c3(%x: tensor<2x4xf32>) {
+  // expected-error@+1 {{C3: epsilon must be >= 0, got -1.000000e-05}}
+  %0 = tess.layer_norm %x {epsilon = -1.0e-05 : f64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_c3_nan(%x: tensor<2x4xf32>) {
+  // expected-error@+1 {{C3: epsilon must be >= 0, got nan}}
+  %0 = tess.layer_norm %x {epsilon = 0x7FF8000000000000 : f64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_c1(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
+  %0 = tess.rms_norm %x scale %g {axis = 2 : i64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_c2(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: scale must be 'tensor<2x4xf32>', got 'tensor<4xf32>'}}
+  %0 = tess.rms_norm %x scale %g {axis = 0 : i64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_c2_element_type(%x: tensor<2x4xf32>, %g: tensor<4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: scale must be 'tensor<4xf32>', got 'tensor<4xf16>'}}
+  %0 = tess.rms_norm %x scale %g : (tensor<2x4xf32>, tensor<4xf16>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_c3(%x: tensor<2x4xf32>) {
+  // expected-error@+1 {{C3: epsilon must be >= 0, got -1.000000e-05}}
+  %0 = tess.rms_norm %x {epsilon = -1.0e-05 : f64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_c3_nan(%x: tensor<2x4xf32>) {
+  // expected-error@+1 {{C3: epsilon must be >= 0, got nan}}
+  %0 = tess.rms_norm %x {epsilon = 0x7FF8000000000000 : f64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_c2_bias(%x: tensor<2x4xf32>, %b: tensor<2xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: bias must be 'tensor<4xf32>', got 'tensor<2xf32>'}}
+  %0 = tess.layer_norm %x bias %b : (tensor<2x4xf32>, tensor<2xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_c1(%x: tensor<2x4xf32>) {
+  // expected-error@+1 {{C1: axis -3 is out of range for rank 2}}
+  %0 = tess.softmax %x {axis = -3 : i64} : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_c1(%t: tensor<4x8x2xf32>, %i: tensor<3xi64>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: the table must have rank 2}}
+  %0 = tess.embedding %t, %i : (tensor<4x8x2xf32>, tensor<3xi64>) -> tensor<3x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_c2(%t: tensor<4x8xf32>, %i: tensor<3xf32>) {
+  // Integer indices are the operand's type constraint.
+  // expected-error@+1 {{operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values, but got 'tensor<3xf32>'}}
+  %0 = tess.embedding %t, %i : (tensor<4x8xf32>, tensor<3xf32>) -> tensor<3x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_c3(%t: tensor<4x8xf32>, %i: tensor<i64>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: indices must have rank >= 1; look one id up with tess.gather}}
+  %0 = tess.embedding %t, %i : (tensor<4x8xf32>, tensor<i64>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c1(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: query, key and value must be rank-4 tensors of one element type}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf16>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c1_rank(%q: tensor<4x8x16xf32>, %k: tensor<4x8x16xf32>, %v: tensor<4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: query, key and value must be rank-4 tensors of one element type}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<4x8x16xf32>, tensor<4x8x16xf32>, tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c2(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x6x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: query 'tensor<2x4x8x16xf32>', key 'tensor<2x4x8x16xf32>' and value 'tensor<2x4x6x16xf32>' do not agree}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c2_head_dim(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x32xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: query 'tensor<2x4x8x16xf32>', key 'tensor<2x4x8x32xf32>' and value 'tensor<2x4x8x16xf32>' do not agree}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x32xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c3(%q: tensor<2x4x8x16xf32>, %k: tensor<2x3x8x16xf32>, %v: tensor<2x3x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: 4 query heads are not a multiple of 3 key/value heads (at least one)}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x3x8x16xf32>, tensor<2x3x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c3_no_heads(%q: tensor<2x4x8x16xf32>, %k: tensor<2x0x8x16xf32>, %v: tensor<2x0x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: 4 query heads are not a multiple of 0 key/value heads (at least one)}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x0x8x16xf32>, tensor<2x0x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c4(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>, %m: tensor<8x7xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: mask 'tensor<8x7xf32>' does not broadcast to the scores [2, 4, 8, 8]}}
+  %0 = tess.attention %q, %k, %v mask %m {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<8x7xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c4_rank(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>, %m: tensor<1x2x4x8x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: mask 'tensor<1x2x4x8x8xf32>' does not broadcast to the scores [2, 4, 8, 8]}}
+  %0 = tess.attention %q, %k, %v mask %m {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<1x2x4x8x8xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c4_element_type(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>, %m: tensor<8x8xbf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: mask element type 'bf16' differs from the query's 'f32'}}
+  %0 = tess.attention %q, %k, %v mask %m {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<8x8xbf16>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c5(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C5: scale must be positive and finite, got 0.000000e+00}}
+  %0 = tess.attention %q, %k, %v {scale = 0.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c5_infinite(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C5: scale must be positive and finite, got INF}}
+  %0 = tess.attention %q, %k, %v {scale = 0x7FF0000000000000 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c6(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x4x16xf32>, %v: tensor<2x4x4x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C6: a causal attention needs no more queries than keys}}
+  %0 = tess.attention %q, %k, %v {causal, scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x4x16xf32>, tensor<2x4x4x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c7(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C7: dropout must be in [0, 1), got 1.000000e+00}}
+  %0 = tess.attention %q, %k, %v {dropout = 1.0 : f64, scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_c1(%x: tensor<4xf32>) {
+  // expected-error@+1 {{C1: rate must be in [0, 1), got -1.000000e-01}}
+  %0 = tess.dropout %x {rate = -0.1 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_c1_one(%x: tensor<4xf32>) {
+  // expected-error@+1 {{C1: rate must be in [0, 1), got 1.000000e+00}}
+  %0 = tess.dropout %x {rate = 1.0 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{C1: cannot reshape 'tensor<2x3xf32>' to 'tensor<7xf32>'}}
+  %0 = tess.reshape %x : (tensor<2x3xf32>) -> tensor<7xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_c1_element_type(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{C1: cannot reshape 'tensor<2x3xf32>' to 'tensor<6xf16>'}}
+  %0 = tess.reshape %x : (tensor<2x3xf32>) -> tensor<6xf16>
+  return
+}
+
+// -----
+
+func.func @transpose_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: [0, 0] is not a permutation of [0, 2)}}
+  %0 = tess.transpose %x {permutation = array<i64: 0, 0>} : (tensor<2x3xf32>) -> tensor<2x2xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_c1_size(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: permutation has 3 entries for rank 2}}
+  %0 = tess.transpose %x {permutation = array<i64: 0, 1, 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_c1(%x: tensor<1x3xf32>) {
+  // expected-error@+1 {{C1: element types differ}}
+  %0 = tess.broadcast %x : (tensor<1x3xf32>) -> tensor<2x3xf16>
+  return
+}
+
+// -----
+
+func.func @broadcast_c2(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{C2: 'tensor<2x3xf32>' does not broadcast to 'tensor<4x3xf32>'}}
+  %0 = tess.broadcast %x : (tensor<2x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_c2_rank(%x: tensor<1x2x3xf32>) {
+  // expected-error@+1 {{C2: 'tensor<1x2x3xf32>' does not broadcast to 'tensor<2x3xf32>'}}
+  %0 = tess.broadcast %x : (tensor<1x2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: starts, limits and strides need 2 entries each}}
+  %0 = tess.slice %x {starts = array<i64: 0>, limits = array<i64: 2>, strides = array<i64: 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_c2(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: dim 1 window [1, 4) is not inside [0, 3]}}
+  %0 = tess.slice %x {starts = array<i64: 0, 1>, limits = array<i64: 2, 4>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_c2_reversed(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: dim 0 window [2, 1) is not inside [0, 2]}}
+  %0 = tess.slice %x {starts = array<i64: 2, 0>, limits = array<i64: 1, 3>, strides = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<0x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_c3(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: stride of dim 1 must be >= 1}}
+  %0 = tess.slice %x {starts = array<i64: 0, 0>, limits = array<i64: 2, 3>, strides = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @split_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
+  %0:2 = tess.split %x {axis = 2 : i64, sizes = array<i64: 1, 1>} : (tensor<2x3xf32>) -> (tensor<1x3xf32>, tensor<1x3xf32>)
+  return
+}
+
+// -----
+
+func.func @split_c2(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: split sizes must be positive}}
+  %0:2 = tess.split %x {axis = 1 : i64, sizes = array<i64: 3, 0>} : (tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x0xf32>)
+  return
+}
+
+// -----
+
+func.func @split_c2_sum(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: split sizes sum to 2, the dim is 3}}
+  %0:2 = tess.split %x {axis = 1 : i64, sizes = array<i64: 1, 1>} : (tensor<2x3xf32>) -> (tensor<2x1xf32>, tensor<2x1xf32>)
+  return
+}
+
+// -----
+
+func.func @split_c2_overflow(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: split sizes sum to more than the dim, 3}}
+  %0:2 = tess.split %x {axis = 1 : i64, sizes = array<i64: 9223372036854775807, 2>} : (tensor<2x3xf32>) -> (tensor<2x1xf32>, tensor<2x2xf32>)
+  return
+}
+
+// -----
+
+func.func @split_c3(%x: tensor<2x3xf32>) {
+  // expected-error@+1 {{C3: 3 sizes need as many results, got 2}}
+  %0:2 = tess.split %x {axis = 1 : i64, sizes = array<i64: 1, 1, 1>} : (tensor<2x3xf32>) -> (tensor<2x1xf32>, tensor<2x1xf32>)
+  return
+}
+
+// -----
+
+func.func @concat_c1() {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: concat needs at least one input}}
+  %0 = "tess.concat"() <{axis = 0 : i64}> : () -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @concat_c2(%a: tensor<2x3xf32>, %b: tensor<2x3xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: inputs differ in rank or element type}}
+  %0 = tess.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf16>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_c2_rank(%a: tensor<2x3xf32>, %b: tensor<3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: inputs differ in rank or element type}}
+  %0 = tess.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_c3(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: axis -3 is out of range for rank 2}}
+  %0 = tess.concat %a, %b {axis = -3 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @concat_c4(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: inputs differ in dim 1}}
+  %0 = tess.concat %a, %b {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @gather_c1(%x: tensor<2x3xf32>, %i: tensor<4xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
+  %0 = tess.gather %x, %i {axis = 2 : i64} : (tensor<2x3xf32>, tensor<4xi32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_sum_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim 2 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_sum %x {dims = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_sum_c1_repeated(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim -1 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_sum %x {dims = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_mean_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim 2 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_mean %x {dims = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_mean_c1_repeated(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim -1 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_mean %x {dims = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_max_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim 2 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_max %x {dims = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_max_c1_repeated(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim -1 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_max %x {dims = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_min_c1(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim 2 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_min %x {dims = array<i64: 2>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_min_c1_repeated(%x: tensor<2x3xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: dim -1 is out of range or repeated for rank 2}}
+  %0 = tess.reduce_min %x {dims = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  return
+}
