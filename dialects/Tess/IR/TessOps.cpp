@@ -97,5 +97,27 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+void DropoutOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  effects.emplace_back(MemoryEffects::Write::get(),
+                       RandomNumbersResource::get());
+}
+
+/// Attention is pure unless it drops out attention weights, which draws
+/// random numbers like tess.dropout.
+void AttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  if (getDropout().convertToDouble() > 0)
+    effects.emplace_back(MemoryEffects::Write::get(),
+                         RandomNumbersResource::get());
+}
+
+Speculation::Speculatability AttentionOp::getSpeculatability() {
+  return getDropout().convertToDouble() > 0 ? Speculation::NotSpeculatable
+                                            : Speculation::Speculatable;
+}
+
 #define GET_OP_CLASSES
 #include "Tess/IR/TessOps.cpp.inc"

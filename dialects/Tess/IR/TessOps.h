@@ -37,6 +37,14 @@ public:
 
 namespace tessera::tess {
 
+/// The random number stream that dropout draws from. Ops that draw from it
+/// report a write to it, so no pass merges, hoists or drops them as if
+/// they were pure.
+struct RandomNumbersResource
+    : mlir::SideEffects::Resource::Base<RandomNumbersResource> {
+  llvm::StringRef getName() final { return "tess::RandomNumbers"; }
+};
+
 /// Numpy/ONNX multidirectional broadcast of two static shapes; std::nullopt
 /// when a pair of dims is neither equal nor 1.
 std::optional<llvm::SmallVector<int64_t>>

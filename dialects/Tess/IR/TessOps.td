@@ -326,13 +326,15 @@ def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise]> {
   let hasCanonicalizer = 1;
 }
 
-def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType]> {
+def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
   let summary = "training-time dropout";
   let description = [{
     Zeroes each element with probability `rate` and scales the rest by
     `1 / (1 - rate)`, as `torch.nn.functional.dropout` does in training. It
     draws random numbers, so it is not `Pure`: two dropouts of one value are
-    different and neither may be merged or hoisted. Rule: (C1) `rate` is in
+    different and neither may be merged or hoisted: it writes the
+    `tess::RandomNumbers` resource. Rule: (C1) `rate` is in
     `[0, 1)`.
 
     ```mlir
@@ -492,7 +494,9 @@ def Tess_EmbeddingOp : Tess_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$table `,` $indices attr-dict `:` functional-type(operands, results)";
 }
 
-def Tess_AttentionOp : Tess_Op<"attention", [Pure, InferTypeOpAdaptor]> {
+def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<ConditionallySpeculatable>]> {
   let summary = "scaled dot-product attention (causal, masked, grouped K/V)";
   let description = [{
     Per batch and query head h:
