@@ -15,13 +15,9 @@ namespace tess = tessera::tess;
 
 namespace {
 
-RankedTensorType typeOf(Value value) {
-  return llvm::cast<RankedTensorType>(value.getType());
-}
-
 llvm::Expected<Value> reshapeTo(GraphImporter &importer, Value input,
                                 ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, typeOf(input).getElementType());
+  auto type = RankedTensorType::get(shape, tensorType(input).getElementType());
   if (type == input.getType())
     return input;
   auto op = importer.create<tess::ReshapeOp>({input}, {}, {type});
@@ -39,15 +35,15 @@ llvm::Error importMatMul(GraphImporter &importer) {
   llvm::Expected<Value> rhs = importer.tensorInput(1);
   if (!rhs)
     return rhs.takeError();
-  int64_t lhsRank = typeOf(*lhs).getRank(), rhsRank = typeOf(*rhs).getRank();
+  int64_t lhsRank = tensorType(*lhs).getRank(), rhsRank = tensorType(*rhs).getRank();
   if (lhsRank == 0 || rhsRank == 0)
     return importer.nodeError("MatMul operands must have rank >= 1");
   if (lhsRank == 1)
-    lhs = reshapeTo(importer, *lhs, {1, typeOf(*lhs).getDimSize(0)});
+    lhs = reshapeTo(importer, *lhs, {1, tensorType(*lhs).getDimSize(0)});
   if (!lhs)
     return lhs.takeError();
   if (rhsRank == 1)
-    rhs = reshapeTo(importer, *rhs, {typeOf(*rhs).getDimSize(0), 1});
+    rhs = reshapeTo(importer, *rhs, {tensorType(*rhs).getDimSize(0), 1});
   if (!rhs)
     return rhs.takeError();
   auto product = importer.create<tess::MatmulOp>({*lhs, *rhs});
@@ -55,7 +51,7 @@ llvm::Error importMatMul(GraphImporter &importer) {
     return product.takeError();
   Value result = product->getResult();
   if (lhsRank == 1 || rhsRank == 1) {
-    SmallVector<int64_t> shape(typeOf(result).getShape());
+    SmallVector<int64_t> shape(tensorType(result).getShape());
     if (rhsRank == 1)
       shape.pop_back();
     if (lhsRank == 1)
@@ -73,7 +69,7 @@ llvm::Expected<Value> scaleBy(GraphImporter &importer, Value value,
                               double factor) {
   if (factor == 1.0)
     return value;
-  Type element = typeOf(value).getElementType();
+  Type element = tensorType(value).getElementType();
   auto scalarType = RankedTensorType::get({}, element);
   auto constant = importer.create<tess::ConstantOp>(
       {}, {importer.builder().getNamedAttr(
@@ -96,7 +92,7 @@ llvm::Error importGemm(GraphImporter &importer) {
   llvm::Expected<Value> b = importer.tensorInput(1);
   if (!b)
     return b.takeError();
-  if (typeOf(*a).getRank() != 2 || typeOf(*b).getRank() != 2)
+  if (tensorType(*a).getRank() != 2 || tensorType(*b).getRank() != 2)
     return importer.nodeError("Gemm operands must be matrices");
   if (importer.intAttr("transA", 0)) {
     auto transposed = importer.create<tess::TransposeOp>(
@@ -120,9 +116,9 @@ llvm::Error importGemm(GraphImporter &importer) {
       return c.takeError();
     bias = *c;
   }
-  int64_t outFeatures = typeOf(*b).getDimSize(transposeWeight ? 0 : 1);
+  int64_t outFeatures = tensorType(*b).getDimSize(transposeWeight ? 0 : 1);
   bool biasInLinear = bias && alpha == 1.0 && beta == 1.0 &&
-                      typeOf(bias).getShape() == ArrayRef<int64_t>{outFeatures};
+                      tensorType(bias).getShape() == ArrayRef<int64_t>{outFeatures};
   SmallVector<Value, 3> operands = {*a, *b};
   if (biasInLinear)
     operands.push_back(bias);

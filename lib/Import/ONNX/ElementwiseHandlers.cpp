@@ -19,11 +19,7 @@ llvm::Error importUnary(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  auto op = importer.create<OpTy>({*input}, {}, {input->getType()});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
+  return importer.createResult<OpTy>({*input}, {}, {input->getType()});
 }
 
 /// Binary ops, and ONNX's variadic Max/Min/Sum folded left to right.
@@ -47,12 +43,8 @@ llvm::Error importBinary(GraphImporter &importer) {
 
 llvm::Error importCastTo(GraphImporter &importer, Value input, Type element) {
   auto inputType = llvm::cast<RankedTensorType>(input.getType());
-  auto op = importer.create<tess::CastOp>(
+  return importer.createResult<tess::CastOp>(
       {input}, {}, {RankedTensorType::get(inputType.getShape(), element)});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 /// ONNX Pow allows an exponent of another type; tess.pow does not, so the
@@ -76,11 +68,7 @@ llvm::Error importPow(GraphImporter &importer) {
       return cast.takeError();
     *exponent = cast->getResult();
   }
-  auto op = importer.create<tess::PowOp>({*base, *exponent});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
+  return importer.createResult<tess::PowOp>({*base, *exponent});
 }
 
 template <tess::ComparisonPredicate predicate>
@@ -91,15 +79,11 @@ llvm::Error importComparison(GraphImporter &importer) {
   llvm::Expected<Value> rhs = importer.tensorInput(1);
   if (!rhs)
     return rhs.takeError();
-  auto op = importer.create<tess::CompareOp>(
+  return importer.createResult<tess::CompareOp>(
       {*lhs, *rhs},
       {importer.builder().getNamedAttr(
           "predicate", tess::ComparisonPredicateAttr::get(importer.context(),
                                                           predicate))});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 llvm::Error importWhere(GraphImporter &importer) {
@@ -110,11 +94,7 @@ llvm::Error importWhere(GraphImporter &importer) {
       return operand.takeError();
     operands.push_back(*operand);
   }
-  auto op = importer.create<tess::WhereOp>(operands);
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
+  return importer.createResult<tess::WhereOp>(operands);
 }
 
 llvm::Error importGelu(GraphImporter &importer) {
@@ -129,13 +109,9 @@ llvm::Error importGelu(GraphImporter &importer) {
       importer.context(), approximate == "tanh"
                               ? tess::GeluApproximation::tanh
                               : tess::GeluApproximation::none);
-  auto op = importer.create<tess::GeluOp>(
+  return importer.createResult<tess::GeluOp>(
       {*input}, {importer.builder().getNamedAttr("approximation", approximation)},
       {input->getType()});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 llvm::Error importIdentity(GraphImporter &importer) {
@@ -173,15 +149,11 @@ llvm::Error importDropout(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  auto op = importer.create<tess::DropoutOp>(
+  return importer.createResult<tess::DropoutOp>(
       {*input},
       {importer.builder().getNamedAttr(
           "rate", importer.builder().getF64FloatAttr(ratio))},
       {input->getType()});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 llvm::Error importCast(GraphImporter &importer) {

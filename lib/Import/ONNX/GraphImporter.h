@@ -54,6 +54,11 @@ private:
   mlir::DiagnosticEngine::HandlerID handler;
 };
 
+/// Every run-time value the importer builds is a ranked tensor.
+inline mlir::RankedTensorType tensorType(mlir::Value value) {
+  return llvm::cast<mlir::RankedTensorType>(value.getType());
+}
+
 class GraphImporter;
 /// Emits the `tess` ops of the current node; errors go through
 /// GraphImporter::nodeError so they name the node.
@@ -158,6 +163,18 @@ public:
       }
       return llvm::cast<OpTy>(op);
     }
+  }
+
+  /// create<OpTy>, then the op's single result becomes the node's output 0.
+  template <typename OpTy>
+  llvm::Error createResult(mlir::ValueRange operands,
+                           llvm::ArrayRef<mlir::NamedAttribute> attributes = {},
+                           mlir::TypeRange resultTypes = {}) {
+    llvm::Expected<OpTy> op = create<OpTy>(operands, attributes, resultTypes);
+    if (!op)
+      return op.takeError();
+    setResult(0, op->getResult());
+    return llvm::Error::success();
   }
 
   /// Node attributes, with defaults when absent.

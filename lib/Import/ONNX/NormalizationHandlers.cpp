@@ -41,7 +41,7 @@ llvm::Error importLayerNormalization(GraphImporter &importer) {
     biasCount = 1;
   }
   Builder &builder = importer.builder();
-  auto op = importer.create<tess::LayerNormOp>(
+  return importer.createResult<tess::LayerNormOp>(
       operands,
       {builder.getNamedAttr("epsilon", builder.getF64FloatAttr(importer.floatAttr(
                                            "epsilon", 1e-5))),
@@ -50,10 +50,6 @@ llvm::Error importLayerNormalization(GraphImporter &importer) {
        builder.getNamedAttr("operandSegmentSizes",
                             builder.getDenseI32ArrayAttr(
                                 {1, scaleCount, biasCount}))});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 llvm::Error importSoftmax(GraphImporter &importer) {
@@ -64,15 +60,11 @@ llvm::Error importSoftmax(GraphImporter &importer) {
     return importer.nodeError("Softmax before opset 13 flattens its input; "
                               "re-export with opset >= 13");
   Builder &builder = importer.builder();
-  auto op = importer.create<tess::SoftmaxOp>(
+  return importer.createResult<tess::SoftmaxOp>(
       {*input},
       {builder.getNamedAttr("axis", builder.getI64IntegerAttr(
                                         importer.intAttr("axis", -1)))},
       {input->getType()});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 } // namespace

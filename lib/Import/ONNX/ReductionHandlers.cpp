@@ -40,11 +40,7 @@ llvm::Error importReduction(GraphImporter &importer, int64_t axesInputOpset) {
   if (importer.intAttr("keepdims", 1))
     attributes.push_back(importer.builder().getNamedAttr(
         "keep_dims", importer.builder().getUnitAttr()));
-  auto op = importer.create<OpTy>({*input}, attributes);
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
+  return importer.createResult<OpTy>({*input}, attributes);
 }
 
 } // namespace

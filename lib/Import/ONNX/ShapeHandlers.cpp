@@ -16,22 +16,14 @@ namespace tess = tessera::tess;
 
 namespace {
 
-RankedTensorType typeOf(Value value) {
-  return llvm::cast<RankedTensorType>(value.getType());
-}
-
 llvm::Error setReshaped(GraphImporter &importer, Value input,
                         ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, typeOf(input).getElementType());
+  auto type = RankedTensorType::get(shape, tensorType(input).getElementType());
   if (type == input.getType()) {
     importer.setResult(0, input);
     return llvm::Error::success();
   }
-  auto op = importer.create<tess::ReshapeOp>({input}, {}, {type});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
+  return importer.createResult<tess::ReshapeOp>({input}, {}, {type});
 }
 
 /// Normalized, sorted, distinct axes for a tensor of `rank`.
@@ -68,7 +60,7 @@ llvm::Error importShape(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  ArrayRef<int64_t> shape = typeOf(*input).getShape();
+  ArrayRef<int64_t> shape = tensorType(*input).getShape();
   int64_t rank = shape.size();
   auto clamp = [&](int64_t index) {
     if (index < 0)
@@ -89,7 +81,7 @@ llvm::Error importSize(GraphImporter &importer) {
   if (!input)
     return input.takeError();
   importer.setConstantResult(
-      0, HostTensor::scalarInt(typeOf(*input).getNumElements()));
+      0, HostTensor::scalarInt(tensorType(*input).getNumElements()));
   return llvm::Error::success();
 }
 
@@ -101,7 +93,7 @@ llvm::Error importReshape(GraphImporter &importer) {
       importer.requireConstantInput(1, "shape");
   if (!target)
     return target.takeError();
-  ArrayRef<int64_t> inputShape = typeOf(*input).getShape();
+  ArrayRef<int64_t> inputShape = tensorType(*input).getShape();
   bool allowZero = importer.intAttr("allowzero", 0) != 0;
   std::vector<int64_t> shape = (*target)->toIntVector();
   int64_t known = 1, inferredIndex = -1;
@@ -124,7 +116,7 @@ llvm::Error importReshape(GraphImporter &importer) {
                                 " in target shape");
     known *= dim;
   }
-  int64_t total = typeOf(*input).getNumElements();
+  int64_t total = tensorType(*input).getNumElements();
   if (inferredIndex >= 0) {
     if (known == 0 || total % known != 0)
       return importer.nodeError("cannot infer the -1 dim: " +
@@ -148,7 +140,7 @@ llvm::Error importUnsqueeze(GraphImporter &importer) {
     return axes.takeError();
   if (!*axes)
     return importer.nodeError("Unsqueeze needs axes");
-  ArrayRef<int64_t> inputShape = typeOf(*input).getShape();
+  ArrayRef<int64_t> inputShape = tensorType(*input).getShape();
   int64_t rank = inputShape.size() + (*axes)->size();
   auto normalized = normalizeAxes(importer, **axes, rank);
   if (!normalized)
@@ -167,7 +159,7 @@ llvm::Error importSqueeze(GraphImporter &importer) {
   auto axes = axesOperand(importer, 1);
   if (!axes)
     return axes.takeError();
-  ArrayRef<int64_t> inputShape = typeOf(*input).getShape();
+  ArrayRef<int64_t> inputShape = tensorType(*input).getShape();
   SmallVector<int64_t> squeezed;
   if (*axes) {
     auto normalized = normalizeAxes(importer, **axes, inputShape.size());
@@ -195,7 +187,7 @@ llvm::Error importFlatten(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  ArrayRef<int64_t> inputShape = typeOf(*input).getShape();
+  ArrayRef<int64_t> inputShape = tensorType(*input).getShape();
   int64_t rank = inputShape.size();
   int64_t axis = importer.intAttr("axis", 1);
   if (axis < 0)
@@ -212,7 +204,7 @@ llvm::Error importTranspose(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  int64_t rank = typeOf(*input).getRank();
+  int64_t rank = tensorType(*input).getRank();
   std::vector<int64_t> permutation;
   if (auto perm = importer.intsAttr("perm"))
     permutation = *perm;
@@ -223,14 +215,10 @@ llvm::Error importTranspose(GraphImporter &importer) {
     importer.setResult(0, *input);
     return llvm::Error::success();
   }
-  auto op = importer.create<tess::TransposeOp>(
+  return importer.createResult<tess::TransposeOp>(
       {*input}, {importer.builder().getNamedAttr(
                     "permutation",
                     importer.builder().getDenseI64ArrayAttr(permutation))});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 llvm::Error importConcat(GraphImporter &importer) {
@@ -240,17 +228,13 @@ llvm::Error importConcat(GraphImporter &importer) {
     if (!input)
       return input.takeError();
     // Zero-sized pieces are legal in ONNX and contribute nothing.
-    if (typeOf(*input).getNumElements() != 0 || importer.numInputs() == 1)
+    if (tensorType(*input).getNumElements() != 0 || importer.numInputs() == 1)
       inputs.push_back(*input);
   }
-  auto op = importer.create<tess::ConcatOp>(
+  return importer.createResult<tess::ConcatOp>(
       inputs, {importer.builder().getNamedAttr(
                   "axis", importer.builder().getI64IntegerAttr(
                               importer.intAttr("axis", 0)))});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 /// Emits tess.split of `input` along `axis` into `sizes`.
@@ -278,11 +262,11 @@ llvm::Error importSplit(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  int64_t rank = typeOf(*input).getRank();
+  int64_t rank = tensorType(*input).getRank();
   auto axis = tess::normalizeAxis(importer.intAttr("axis", 0), rank);
   if (!axis)
     return importer.nodeError("axis out of range");
-  int64_t dim = typeOf(*input).getDimSize(*axis);
+  int64_t dim = tensorType(*input).getDimSize(*axis);
   std::vector<int64_t> sizes;
   if (importer.hasInput(1)) {
     llvm::Expected<const HostTensor *> split =
@@ -315,11 +299,11 @@ llvm::Error importSplitToSequence(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  int64_t rank = typeOf(*input).getRank();
+  int64_t rank = tensorType(*input).getRank();
   auto axis = tess::normalizeAxis(importer.intAttr("axis", 0), rank);
   if (!axis)
     return importer.nodeError("axis out of range");
-  int64_t dim = typeOf(*input).getDimSize(*axis);
+  int64_t dim = tensorType(*input).getDimSize(*axis);
   bool keepDims = importer.intAttr("keepdims", 1) != 0;
   std::vector<int64_t> sizes;
   if (importer.hasInput(1)) {
@@ -346,11 +330,11 @@ llvm::Error importSplitToSequence(GraphImporter &importer) {
     ImportedValue element;
     element.value = piece;
     if (!keepDims) {
-      SmallVector<int64_t> shape(typeOf(piece).getShape());
+      SmallVector<int64_t> shape(tensorType(piece).getShape());
       shape.erase(shape.begin() + *axis);
       auto reshaped = importer.create<tess::ReshapeOp>(
           {piece}, {},
-          {RankedTensorType::get(shape, typeOf(piece).getElementType())});
+          {RankedTensorType::get(shape, tensorType(piece).getElementType())});
       if (!reshaped)
         return reshaped.takeError();
       element.value = reshaped->getResult();
@@ -390,7 +374,7 @@ llvm::Error importSlice(GraphImporter &importer) {
   llvm::Expected<Value> input = importer.tensorInput(0);
   if (!input)
     return input.takeError();
-  ArrayRef<int64_t> shape = typeOf(*input).getShape();
+  ArrayRef<int64_t> shape = tensorType(*input).getShape();
   int64_t rank = shape.size();
   auto operand = [&](unsigned index,
                      llvm::StringRef what) -> llvm::Expected<std::vector<int64_t>> {
@@ -445,15 +429,11 @@ llvm::Error importSlice(GraphImporter &importer) {
     stride[*axis] = steps[i];
   }
   auto &builder = importer.builder();
-  auto op = importer.create<tess::SliceOp>(
+  return importer.createResult<tess::SliceOp>(
       {*input}, {builder.getNamedAttr("starts", builder.getDenseI64ArrayAttr(lower)),
                  builder.getNamedAttr("limits", builder.getDenseI64ArrayAttr(upper)),
                  builder.getNamedAttr("strides",
                                       builder.getDenseI64ArrayAttr(stride))});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 llvm::Error importExpand(GraphImporter &importer) {
@@ -464,20 +444,16 @@ llvm::Error importExpand(GraphImporter &importer) {
       importer.requireConstantInput(1, "shape");
   if (!target)
     return target.takeError();
-  auto shape = tess::broadcastShapes(typeOf(*input).getShape(),
+  auto shape = tess::broadcastShapes(tensorType(*input).getShape(),
                                      (*target)->toIntVector());
   if (!shape)
     return importer.nodeError("input does not broadcast to the target shape");
-  auto type = RankedTensorType::get(*shape, typeOf(*input).getElementType());
+  auto type = RankedTensorType::get(*shape, tensorType(*input).getElementType());
   if (type == input->getType()) {
     importer.setResult(0, *input);
     return llvm::Error::success();
   }
-  auto op = importer.create<tess::BroadcastOp>({*input}, {}, {type});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
+  return importer.createResult<tess::BroadcastOp>({*input}, {}, {type});
 }
 
 /// Gather of rows of a rank-2 table is an embedding lookup; any other
@@ -489,14 +465,28 @@ llvm::Error importGather(GraphImporter &importer) {
   llvm::Expected<Value> indices = importer.tensorInput(1);
   if (!indices)
     return indices.takeError();
-  RankedTensorType dataType = typeOf(*data);
+  RankedTensorType dataType = tensorType(*data);
   auto axis = tess::normalizeAxis(importer.intAttr("axis", 0),
                                   dataType.getRank());
   if (!axis)
     return importer.nodeError("axis out of range");
-  Type indexElement = typeOf(*indices).getElementType();
+  Type indexElement = tensorType(*indices).getElementType();
   if (!indexElement.isInteger(64) && !indexElement.isInteger(32))
     return importer.nodeError("indices must be int32 or int64");
+  // Indices known now (position ids) are checked now: out of range, they
+  // would read past the table at run time (e.g. --dim seq beyond GPT-2's
+  // position table).
+  if (const HostTensor *known = importer.constantInput(1)) {
+    int64_t extent = dataType.getDimSize(*axis);
+    for (int64_t i = 0, e = known->numElements(); i < e; ++i) {
+      int64_t index = known->getInt(i);
+      if (index < -extent || index >= extent)
+        return importer.nodeError(
+            "index " + std::to_string(index) + " is out of range for axis " +
+            std::to_string(*axis) + " of size " + std::to_string(extent) +
+            " of input '" + importer.node().input(0) + "'");
+    }
+  }
   if (dataType.getRank() == 2 && *axis == 0 &&
       llvm::isa<FloatType>(dataType.getElementType())) {
     auto op = importer.create<tess::EmbeddingOp>({*data, *indices});
@@ -505,13 +495,9 @@ llvm::Error importGather(GraphImporter &importer) {
     importer.setResult(0, op->getResult());
     return llvm::Error::success();
   }
-  auto op = importer.create<tess::GatherOp>(
+  return importer.createResult<tess::GatherOp>(
       {*data, *indices}, {importer.builder().getNamedAttr(
                              "axis", importer.builder().getI64IntegerAttr(*axis))});
-  if (!op)
-    return op.takeError();
-  importer.setResult(0, op->getResult());
-  return llvm::Error::success();
 }
 
 } // namespace

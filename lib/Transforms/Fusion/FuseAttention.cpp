@@ -66,6 +66,18 @@ struct MaskLeaf {
   SmallVector<int64_t> strides;
 };
 
+/// A mask or mask leaf without the broadcasts and leading-unit reshapes
+/// that only stretch it to the scores' shape.
+Value stripMaskBroadcasts(Value value) {
+  while (true) {
+    value = stripLeadingUnitReshapes(value);
+    auto broadcast = value.getDefiningOp<tess::BroadcastOp>();
+    if (!broadcast)
+      return value;
+    value = broadcast.getInput();
+  }
+}
+
 /// The constant data of `value` as doubles (i1 as 0/1), when `value` is a
 /// `tess.constant` or a buffer (a non-trainable `tess.parameter` carrying its
 /// bytes: the optimizer never changes it, so its imported value is the one
@@ -102,13 +114,7 @@ std::optional<std::vector<double>> readConstant(Value value) {
 /// Reads `value` as a mask leaf, looking through broadcasts and
 /// leading-unit reshapes (the leaf broadcasts against the scores anyway).
 std::optional<MaskLeaf> readLeaf(Value value) {
-  while (true) {
-    value = stripLeadingUnitReshapes(value);
-    auto broadcast = value.getDefiningOp<tess::BroadcastOp>();
-    if (!broadcast)
-      break;
-    value = broadcast.getInput();
-  }
+  value = stripMaskBroadcasts(value);
   MaskLeaf leaf;
   auto type = llvm::cast<RankedTensorType>(value.getType());
   if (std::optional<std::vector<double>> values = readConstant(value)) {
@@ -160,14 +166,7 @@ struct MaskEntry {
 MaskEffect classifyMask(Value mask, ArrayRef<int64_t> scoresShape) {
   // Decompose the mask into condition and branches (no condition: the mask
   // is its own single leaf, read as the "true" branch).
-  Value stripped = mask;
-  while (true) {
-    stripped = stripLeadingUnitReshapes(stripped);
-    auto broadcast = stripped.getDefiningOp<tess::BroadcastOp>();
-    if (!broadcast)
-      break;
-    stripped = broadcast.getInput();
-  }
+  Value stripped = stripMaskBroadcasts(mask);
   std::optional<MaskLeaf> condition, onTrue, onFalse;
   if (auto where = stripped.getDefiningOp<tess::WhereOp>()) {
     condition = readLeaf(where.getCondition());
@@ -255,13 +254,7 @@ MaskEffect classifyMask(Value mask, ArrayRef<int64_t> scoresShape) {
 /// What a mask leaf is, cheaply: its constant attribute (uniqued by the
 /// context, so equal masks share one) or, for a run-time scalar, its value.
 const void *leafIdentity(Value value) {
-  while (true) {
-    value = stripLeadingUnitReshapes(value);
-    auto broadcast = value.getDefiningOp<tess::BroadcastOp>();
-    if (!broadcast)
-      break;
-    value = broadcast.getInput();
-  }
+  value = stripMaskBroadcasts(value);
   Attribute attribute;
   if (matchPattern(value, m_Constant(&attribute)))
     return attribute.getAsOpaquePointer();
@@ -279,14 +272,7 @@ const void *leafIdentity(Value value) {
 class MaskClassificationCache {
 public:
   MaskEffect classify(Value mask, ArrayRef<int64_t> scoresShape) {
-    Value stripped = mask;
-    while (true) {
-      stripped = stripLeadingUnitReshapes(stripped);
-      auto broadcast = stripped.getDefiningOp<tess::BroadcastOp>();
-      if (!broadcast)
-        break;
-      stripped = broadcast.getInput();
-    }
+    Value stripped = stripMaskBroadcasts(mask);
     Key key;
     if (auto where = stripped.getDefiningOp<tess::WhereOp>())
       key.leaves = {leafIdentity(where.getCondition()),
