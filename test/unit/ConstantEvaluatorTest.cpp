@@ -1021,3 +1021,18 @@ TEST(ConstantEvaluatorTest, FoldsLargeCausalMaskQuickly) {
 }
 
 } // namespace
+
+// A required input given as an empty name ahead of a present one used to be
+// dereferenced as null (found by fuzzing).
+TEST(ConstantEvaluatorTest, EmptyRequiredInputIsAnError) {
+  onnx::NodeProto node = makeNode("Add", 2);
+  node.set_input(0, "");
+  HostTensor x = floats({2}, {1, 2});
+  EXPECT_EQ(foldError(node, {nullptr, &x}),
+            "node 'node' (Add): required input 0 is missing");
+  onnx::NodeProto gather = makeNode("Gather", 2);
+  gather.set_input(0, "");
+  HostTensor indices = ints({1}, {0});
+  EXPECT_EQ(foldError(gather, {nullptr, &indices}),
+            "node 'node' (Gather): required input 0 is missing");
+}
