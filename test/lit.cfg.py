@@ -21,7 +21,7 @@ config.test_exec_root = os.path.join(config.tessera_obj_root, "test")
 
 # Inputs/ folders hold the files that tests read, models/ and fixtures/ shared test data, unit/
 # the GoogleTest sources: none of them are tests.
-config.excludes = ["Inputs", "models", "fixtures", "unit", "CMakeLists.txt", "README.md"]
+config.excludes = ["Inputs", "models", "fixtures", "unit", "integration", "CMakeLists.txt", "README.md"]
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 
@@ -32,6 +32,15 @@ llvm_config.use_default_substitutions()
 # in terms of %S so that lit's own substitution of %S (applied after these) resolves it per test.
 config.substitutions.append(("%models", os.path.join(config.test_source_root, "models")))
 config.substitutions.append(("%inputs", "%S/Inputs"))
+
+# %shared: the large real models in shared/models, which every developer and CI has beside the
+# repository (<repo>/../shared) but which are not part of it; TESSERA_SHARED names another shared/
+# folder. Tests that read them say `REQUIRES: shared-models` and are skipped where it is absent.
+shared_root = os.environ.get("TESSERA_SHARED") or os.path.join(config.tessera_src_root, "..", "shared")
+shared_models = os.path.normpath(os.path.join(shared_root, "models"))
+if os.path.isdir(shared_models):
+    config.available_features.add("shared-models")
+config.substitutions.append(("%shared", shared_models))
 
 # Put our tools, then LLVM's, in front of PATH, so that `not` and `count` at the start of a RUN
 # line (where the substitutions above do not apply) come from LLVM 22 too.

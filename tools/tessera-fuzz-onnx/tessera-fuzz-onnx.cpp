@@ -1,7 +1,9 @@
 //===- tessera-fuzz-onnx.cpp - libFuzzer target for the ONNX importer ----===//
 //
 // Feeds arbitrary bytes to the ONNX importer as if they were an .onnx file,
-// with the symbolic dims that the test models use bound (batch=2, seq=8).
+// with the symbolic dims that the test models use bound (batch=2, seq=8)
+// when the input declares them (tesserac rejects a --dim naming a dim the
+// model does not have, which would stop every static-shape input early).
 // The importer must turn every input into either a module that verifies or
 // an llvm::Error; a crash, an ASan report, a hang or an invalid module is a
 // bug. Built only with TESSERA_BUILD_FUZZERS=ON (see CMakeLists.txt).
@@ -14,12 +16,40 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <onnx/onnx_pb.h>
+
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
+#include <set>
+#include <string>
+
+namespace {
+
+/// The symbolic dims of the graph inputs, when the bytes parse as a model.
+std::set<std::string> symbolicInputDims(llvm::StringRef bytes) {
+  std::set<std::string> symbols;
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return symbols;
+  for (const onnx::ValueInfoProto &input : model.graph().input())
+    for (const auto &dim : input.type().tensor_type().shape().dim())
+      if (!dim.dim_param().empty())
+        symbols.insert(dim.dim_param());
+  return symbols;
+}
+
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   tessera::onnx_import::ImportOptions options;
-  options.dims = {{"batch", 2}, {"seq", 8}};
+  std::set<std::string> symbols = symbolicInputDims(bytes);
+  for (auto [name, value] : {std::pair<const char *, int64_t>{"batch", 2},
+                             std::pair<const char *, int64_t>{"seq", 8}})
+    if (symbols.count(name))
+      options.dims[name] = value;
 
   // A fresh context per input: types and attributes uniqued for one input
   // must not accumulate over millions of runs, and no state may leak from
@@ -31,7 +61,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   context.getDiagEngine().registerHandler(
       [](mlir::Diagnostic &) { return mlir::success(); });
 
-  llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   auto module = tessera::onnx_import::importOnnxModelFromBuffer(
       bytes, "fuzz-input.onnx", options, context);
   if (!module) {

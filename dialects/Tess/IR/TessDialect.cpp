@@ -10,6 +10,7 @@ using namespace tessera::tess;
 
 #include "Tess/IR/TessDialect.cpp.inc"
 #include "Tess/IR/TessEnums.cpp.inc"
+#include "Tess/IR/TessInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "Tess/IR/TessAttrs.cpp.inc"

@@ -32,6 +32,8 @@ public:
 #define GET_ATTRDEF_CLASSES
 #include "Tess/IR/TessAttrs.h.inc"
 
+#include "Tess/IR/TessInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "Tess/IR/TessOps.h.inc"
 

@@ -10,6 +10,7 @@
 #define TESS_OPS_TD
 
 include "Tess/IR/TessBase.td"
+include "Tess/IR/TessInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -82,7 +83,7 @@ class Tess_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
   let assemblyFormat = "$input attr-dict `:` type($input)";
 }
 
-def Tess_NegOp : Tess_UnaryOp<"neg", Tess_Tensor> {
+def Tess_NegOp : Tess_UnaryOp<"neg", Tess_Tensor, [Tess_Differentiable]> {
   let summary = "elementwise negation";
   let description = [{
     ```mlir
@@ -91,55 +92,55 @@ def Tess_NegOp : Tess_UnaryOp<"neg", Tess_Tensor> {
   }];
   let hasFolder = 1;
 }
-def Tess_AbsOp : Tess_UnaryOp<"abs", Tess_Tensor> {
+def Tess_AbsOp : Tess_UnaryOp<"abs", Tess_Tensor, [Tess_Differentiable]> {
   let summary = "elementwise absolute value";
   let description = "`%y = tess.abs %x : tensor<4xf32>`";
 }
-def Tess_ExpOp : Tess_UnaryOp<"exp", Tess_FloatTensor> {
+def Tess_ExpOp : Tess_UnaryOp<"exp", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise e^x";
   let description = "`%y = tess.exp %x : tensor<4xf32>`";
 }
-def Tess_LogOp : Tess_UnaryOp<"log", Tess_FloatTensor> {
+def Tess_LogOp : Tess_UnaryOp<"log", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise natural logarithm";
   let description = "`%y = tess.log %x : tensor<4xf32>`";
 }
-def Tess_SqrtOp : Tess_UnaryOp<"sqrt", Tess_FloatTensor> {
+def Tess_SqrtOp : Tess_UnaryOp<"sqrt", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise square root";
   let description = "`%y = tess.sqrt %x : tensor<4xf32>`";
 }
-def Tess_RsqrtOp : Tess_UnaryOp<"rsqrt", Tess_FloatTensor> {
+def Tess_RsqrtOp : Tess_UnaryOp<"rsqrt", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise 1/sqrt(x)";
   let description = "`%y = tess.rsqrt %x : tensor<4xf32>`";
 }
-def Tess_ReciprocalOp : Tess_UnaryOp<"reciprocal", Tess_FloatTensor> {
+def Tess_ReciprocalOp : Tess_UnaryOp<"reciprocal", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise 1/x";
   let description = "`%y = tess.reciprocal %x : tensor<4xf32>`";
 }
-def Tess_TanhOp : Tess_UnaryOp<"tanh", Tess_FloatTensor> {
+def Tess_TanhOp : Tess_UnaryOp<"tanh", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise hyperbolic tangent";
   let description = "`%y = tess.tanh %x : tensor<4xf32>`";
 }
-def Tess_ErfOp : Tess_UnaryOp<"erf", Tess_FloatTensor> {
+def Tess_ErfOp : Tess_UnaryOp<"erf", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise Gauss error function";
   let description = "`%y = tess.erf %x : tensor<4xf32>`";
 }
-def Tess_SigmoidOp : Tess_UnaryOp<"sigmoid", Tess_FloatTensor> {
+def Tess_SigmoidOp : Tess_UnaryOp<"sigmoid", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise logistic function 1/(1+e^-x)";
   let description = "`%y = tess.sigmoid %x : tensor<4xf32>`";
 }
-def Tess_ReluOp : Tess_UnaryOp<"relu", Tess_FloatTensor> {
+def Tess_ReluOp : Tess_UnaryOp<"relu", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise max(x, 0)";
   let description = "`%y = tess.relu %x : tensor<4xf32>`";
 }
-def Tess_CosOp : Tess_UnaryOp<"cos", Tess_FloatTensor> {
+def Tess_CosOp : Tess_UnaryOp<"cos", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise cosine (rotary embedding tables)";
   let description = "`%y = tess.cos %x : tensor<32x8xf32>`";
 }
-def Tess_SinOp : Tess_UnaryOp<"sin", Tess_FloatTensor> {
+def Tess_SinOp : Tess_UnaryOp<"sin", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise sine (rotary embedding tables)";
   let description = "`%y = tess.sin %x : tensor<32x8xf32>`";
 }
-def Tess_SiluOp : Tess_UnaryOp<"silu", Tess_FloatTensor> {
+def Tess_SiluOp : Tess_UnaryOp<"silu", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise x * sigmoid(x) (SwiGLU's gate)";
   let description = [{
     The importer fuses `x * Sigmoid(x)` into this op.
@@ -155,7 +156,7 @@ def Tess_LogicalNotOp : Tess_UnaryOp<"logical_not", Tess_BoolTensor> {
   let hasFolder = 1;
 }
 
-def Tess_GeluOp : Tess_UnaryOp<"gelu", Tess_FloatTensor> {
+def Tess_GeluOp : Tess_UnaryOp<"gelu", Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `x * Phi(x)` where Phi is the standard normal CDF, computed exactly
@@ -188,7 +189,7 @@ class Tess_BinaryOp<string mnemonic, Type operandType, Type resultType,
   }];
 }
 
-def Tess_AddOp : Tess_BinaryOp<"add", Tess_Tensor, Tess_Tensor, [Commutative]> {
+def Tess_AddOp : Tess_BinaryOp<"add", Tess_Tensor, Tess_Tensor, [Commutative, Tess_Differentiable]> {
   let summary = "elementwise sum with broadcasting";
   let description = !strconcat(broadcastRule, [{
     ```mlir
@@ -197,7 +198,7 @@ def Tess_AddOp : Tess_BinaryOp<"add", Tess_Tensor, Tess_Tensor, [Commutative]> {
   }]);
   let hasFolder = 1;
 }
-def Tess_SubOp : Tess_BinaryOp<"sub", Tess_Tensor, Tess_Tensor> {
+def Tess_SubOp : Tess_BinaryOp<"sub", Tess_Tensor, Tess_Tensor, [Tess_Differentiable]> {
   let summary = "elementwise difference with broadcasting";
   let description = !strconcat(broadcastRule, [{
     ```mlir
@@ -206,7 +207,7 @@ def Tess_SubOp : Tess_BinaryOp<"sub", Tess_Tensor, Tess_Tensor> {
   }]);
   let hasFolder = 1;
 }
-def Tess_MulOp : Tess_BinaryOp<"mul", Tess_Tensor, Tess_Tensor, [Commutative]> {
+def Tess_MulOp : Tess_BinaryOp<"mul", Tess_Tensor, Tess_Tensor, [Commutative, Tess_Differentiable]> {
   let summary = "elementwise product with broadcasting";
   let description = !strconcat(broadcastRule, [{
     ```mlir
@@ -215,7 +216,7 @@ def Tess_MulOp : Tess_BinaryOp<"mul", Tess_Tensor, Tess_Tensor, [Commutative]> {
   }]);
   let hasFolder = 1;
 }
-def Tess_DivOp : Tess_BinaryOp<"div", Tess_Tensor, Tess_Tensor> {
+def Tess_DivOp : Tess_BinaryOp<"div", Tess_Tensor, Tess_Tensor, [Tess_Differentiable]> {
   let summary = "elementwise quotient with broadcasting";
   let description = !strconcat(broadcastRule, [{
     ```mlir
@@ -224,7 +225,7 @@ def Tess_DivOp : Tess_BinaryOp<"div", Tess_Tensor, Tess_Tensor> {
   }]);
   let hasFolder = 1;
 }
-def Tess_PowOp : Tess_BinaryOp<"pow", Tess_FloatTensor, Tess_FloatTensor> {
+def Tess_PowOp : Tess_BinaryOp<"pow", Tess_FloatTensor, Tess_FloatTensor, [Tess_Differentiable]> {
   let summary = "elementwise power with broadcasting";
   let description = !strconcat(broadcastRule, [{
     ```mlir
@@ -232,7 +233,7 @@ def Tess_PowOp : Tess_BinaryOp<"pow", Tess_FloatTensor, Tess_FloatTensor> {
     ```
   }]);
 }
-def Tess_MaximumOp : Tess_BinaryOp<"maximum", Tess_Tensor, Tess_Tensor, [Commutative]> {
+def Tess_MaximumOp : Tess_BinaryOp<"maximum", Tess_Tensor, Tess_Tensor, [Commutative, Tess_Differentiable]> {
   let summary = "elementwise maximum with broadcasting";
   let description = !strconcat(broadcastRule, [{
     ```mlir
@@ -241,7 +242,7 @@ def Tess_MaximumOp : Tess_BinaryOp<"maximum", Tess_Tensor, Tess_Tensor, [Commuta
   }]);
   let hasFolder = 1;
 }
-def Tess_MinimumOp : Tess_BinaryOp<"minimum", Tess_Tensor, Tess_Tensor, [Commutative]> {
+def Tess_MinimumOp : Tess_BinaryOp<"minimum", Tess_Tensor, Tess_Tensor, [Commutative, Tess_Differentiable]> {
   let summary = "elementwise minimum with broadcasting";
   let description = !strconcat(broadcastRule, [{
     ```mlir
@@ -284,7 +285,8 @@ def Tess_CompareOp : Tess_BinaryOp<"compare", Tess_Tensor, Tess_BoolTensor> {
   let hasFolder = 1;
 }
 
-def Tess_WhereOp : Tess_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def Tess_WhereOp : Tess_Op<"where",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "elementwise select with broadcasting";
   let description = [{
     `condition ? on_true : on_false`, all three broadcast together.
@@ -305,7 +307,7 @@ def Tess_WhereOp : Tess_Op<"where", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise]> {
+def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise, Tess_Differentiable]> {
   let summary = "elementwise change of element type";
   let description = [{
     Converts every element to the result's element type (float rounding is
@@ -327,7 +329,7 @@ def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise]> {
 }
 
 def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>, Tess_Differentiable]> {
   let summary = "training-time dropout";
   let description = [{
     Zeroes each element with probability `rate` and scales the rest by
@@ -337,11 +339,17 @@ def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType,
     `tess::RandomNumbers` resource. Rule: (C1) `rate` is in
     `[0, 1)`.
 
+    `seed` names the op's random stream: whether element `i` is kept is a
+    pure function of `(seed, i)`, so the gradient is `tess.dropout` of the
+    result's cotangent with the same `seed` and `rate`, and no mask is
+    stored. `tess-build-training` gives every dropout its own seed.
+
     ```mlir
     %y = tess.dropout %x {rate = 1.000000e-01 : f64} : tensor<2x32x64xf32>
     ```
   }];
-  let arguments = (ins Tess_FloatTensor:$input, F64Attr:$rate);
+  let arguments = (ins Tess_FloatTensor:$input, F64Attr:$rate,
+                   DefaultValuedAttr<I64Attr, "0">:$seed);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -351,7 +359,8 @@ def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType,
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def Tess_MatmulOp : Tess_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+def Tess_MatmulOp : Tess_Op<"matmul",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     `op(lhs) @ op(rhs)` over the last two dims, where `op` transposes those
@@ -374,7 +383,8 @@ def Tess_MatmulOp : Tess_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
-def Tess_LinearOp : Tess_Op<"linear", [Pure, InferTypeOpAdaptor]> {
+def Tess_LinearOp : Tess_Op<"linear",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "a dense layer: input @ weight (+ bias)";
   let description = [{
     `y[..., n] = sum_k x[..., k] * W[k, n] + b[n]`. The weight is stored as
@@ -406,7 +416,7 @@ def Tess_LinearOp : Tess_Op<"linear", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 def Tess_LayerNormOp : Tess_Op<"layer_norm",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "layer normalization over the trailing dims";
   let description = [{
     Normalizes over dims `[axis, rank)`: `(x - mean) / sqrt(var + epsilon)`,
@@ -433,7 +443,8 @@ def Tess_LayerNormOp : Tess_Op<"layer_norm",
   let hasVerifier = 1;
 }
 
-def Tess_RmsNormOp : Tess_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
+def Tess_RmsNormOp : Tess_Op<"rms_norm",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "root-mean-square normalization over the trailing dims";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * scale` over dims `[axis, rank)`
@@ -458,7 +469,8 @@ def Tess_RmsNormOp : Tess_Op<"rms_norm", [Pure, InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
-def Tess_SoftmaxOp : Tess_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Tess_SoftmaxOp : Tess_Op<"softmax",
+    [Pure, SameOperandsAndResultType, Tess_Differentiable]> {
   let summary = "softmax along one dim";
   let description = [{
     `exp(x - max) / sum(exp(x - max))` along `axis`. Rule: (C1) `axis` is in
@@ -475,7 +487,8 @@ def Tess_SoftmaxOp : Tess_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Tess_EmbeddingOp : Tess_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
+def Tess_EmbeddingOp : Tess_Op<"embedding",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "row lookup in an embedding table";
   let description = [{
     `result[i..., :] = table[indices[i...], :]`: the token (or position)
@@ -496,7 +509,7 @@ def Tess_EmbeddingOp : Tess_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
 
 def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
-    DeclareOpInterfaceMethods<ConditionallySpeculatable>]> {
+    DeclareOpInterfaceMethods<ConditionallySpeculatable>, Tess_Differentiable]> {
   let summary = "scaled dot-product attention (causal, masked, grouped K/V)";
   let description = [{
     Per batch and query head h:
@@ -513,7 +526,8 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     `[batch, q_heads, q_seq, kv_seq]`; (C5) `scale` is positive and finite;
     (C6) causal needs q_seq <= kv_seq; (C7) `dropout`, the probability with
     which training drops each attention weight (after the softmax), is in
-    `[0, 1)`.
+    `[0, 1)`. `seed` names the random stream of that dropout, as for
+    `tess.dropout`.
 
     ```mlir
     %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
@@ -524,7 +538,8 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
   let arguments = (ins Tess_FloatTensor:$query, Tess_FloatTensor:$key,
                    Tess_FloatTensor:$value, Optional<Tess_FloatTensor>:$mask,
                    UnitAttr:$causal, F64Attr:$scale,
-                   DefaultValuedAttr<F64Attr, "0.0">:$dropout);
+                   DefaultValuedAttr<F64Attr, "0.0">:$dropout,
+                   DefaultValuedAttr<I64Attr, "0">:$seed);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
@@ -535,7 +550,7 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Tess_ReshapeOp : Tess_Op<"reshape", [Pure]> {
+def Tess_ReshapeOp : Tess_Op<"reshape", [Pure, Tess_Differentiable]> {
   let summary = "same elements, another static shape";
   let description = [{
     Row-major reinterpretation. Rule: (C1) element counts and element types
@@ -553,7 +568,8 @@ def Tess_ReshapeOp : Tess_Op<"reshape", [Pure]> {
   let hasCanonicalizer = 1;
 }
 
-def Tess_TransposeOp : Tess_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Tess_TransposeOp : Tess_Op<"transpose",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "permute dims";
   let description = [{
     `result.dim(i) = input.dim(permutation[i])`. Rule: (C1) `permutation` is
@@ -571,7 +587,7 @@ def Tess_TransposeOp : Tess_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let hasCanonicalizer = 1;
 }
 
-def Tess_BroadcastOp : Tess_Op<"broadcast", [Pure]> {
+def Tess_BroadcastOp : Tess_Op<"broadcast", [Pure, Tess_Differentiable]> {
   let summary = "stretch size-1 dims (numpy rules) to the result shape";
   let description = [{
     ONNX Expand: the input's shape, right-aligned, broadcasts to the result
@@ -590,7 +606,8 @@ def Tess_BroadcastOp : Tess_Op<"broadcast", [Pure]> {
   let hasCanonicalizer = 1;
 }
 
-def Tess_SliceOp : Tess_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Tess_SliceOp : Tess_Op<"slice",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "a strided window of a tensor";
   let description = [{
     `result[i] = input[start + i * stride]` per dim, `limit` exclusive, with
@@ -612,7 +629,8 @@ def Tess_SliceOp : Tess_Op<"slice", [Pure, InferTypeOpAdaptor]> {
 }
 
 def Tess_SplitOp : Tess_Op<"split",
-    [Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor]> {
+    [Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor,
+     Tess_Differentiable]> {
   let summary = "cut a tensor into consecutive pieces along one dim";
   let description = [{
     GPT-2 splits its fused QKV projection this way. Rules: (C1) `axis` is in
@@ -634,7 +652,8 @@ def Tess_SplitOp : Tess_Op<"split",
   }];
 }
 
-def Tess_ConcatOp : Tess_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Tess_ConcatOp : Tess_Op<"concat",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "join tensors along one dim";
   let description = [{
     Rules: (C1) at least one input; (C2) equal ranks and element types;
@@ -651,7 +670,8 @@ def Tess_ConcatOp : Tess_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let hasFolder = 1;
 }
 
-def Tess_GatherOp : Tess_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Tess_GatherOp : Tess_Op<"gather",
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = "ONNX Gather along any axis";
   let description = [{
     `result = input[:, ..., indices, ...]` at `axis`: the result's shape is
@@ -674,7 +694,7 @@ def Tess_GatherOp : Tess_Op<"gather", [Pure, InferTypeOpAdaptor]> {
 //===----------------------------------------------------------------------===//
 
 class Tess_ReductionOp<string mnemonic, string what>
-    : Tess_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Tess_Op<mnemonic, [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
   let summary = what # " over the given dims";
   let description = "Reduces `dims` (each in `[-rank, rank)`, no repeats: "
     # "C1), keeping them as size 1 with `keep_dims`.\n\n"
@@ -690,5 +710,7 @@ def Tess_ReduceSumOp : Tess_ReductionOp<"reduce_sum", "sum">;
 def Tess_ReduceMeanOp : Tess_ReductionOp<"reduce_mean", "arithmetic mean">;
 def Tess_ReduceMaxOp : Tess_ReductionOp<"reduce_max", "maximum">;
 def Tess_ReduceMinOp : Tess_ReductionOp<"reduce_min", "minimum">;
+
+include "Tess/IR/TessTrainingOps.td"
 
 #endif // TESS_OPS_TD

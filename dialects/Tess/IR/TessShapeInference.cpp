@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Tess/IR/TessOps.h"
+#include "TessInference.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
@@ -39,18 +40,20 @@ std::optional<int64_t> tessera::tess::normalizeAxis(int64_t axis,
   return axis < 0 ? axis + rank : axis;
 }
 
-namespace {
-
-RankedTensorType rankedType(Value value) {
-  return llvm::cast<RankedTensorType>(value.getType());
-}
-
-std::string shapeString(ArrayRef<int64_t> shape) {
+std::string tessera::tess::detail::shapeString(ArrayRef<int64_t> shape) {
   std::string text = "[";
   llvm::raw_string_ostream os(text);
   llvm::interleaveComma(shape, os);
   os << "]";
   return text;
+}
+
+namespace {
+
+using tessera::tess::detail::shapeString;
+
+RankedTensorType rankedType(Value value) {
+  return llvm::cast<RankedTensorType>(value.getType());
 }
 
 /// Result of an elementwise op over broadcast operands. `resultElement` is
@@ -131,9 +134,12 @@ LogicalResult checkNormParameter(std::optional<Location> location,
   return success();
 }
 
-LogicalResult inferNorm(std::optional<Location> location, Value input,
-                        int64_t axis, Value scale, Value bias,
-                        SmallVectorImpl<Type> &inferred) {
+} // namespace
+
+LogicalResult tessera::tess::detail::inferNorm(std::optional<Location> location,
+                                               Value input, int64_t axis,
+                                               Value scale, Value bias,
+                                               SmallVectorImpl<Type> &inferred) {
   RankedTensorType type = rankedType(input);
   auto normalizedAxis = normalizeAxis(axis, type.getRank());
   if (!normalizedAxis)
@@ -147,7 +153,7 @@ LogicalResult inferNorm(std::optional<Location> location, Value input,
   return success();
 }
 
-} // namespace
+using tessera::tess::detail::inferNorm;
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -316,9 +322,20 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> location,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &inferred) {
-  RankedTensorType q = rankedType(adaptor.getQuery());
-  RankedTensorType k = rankedType(adaptor.getKey());
-  RankedTensorType v = rankedType(adaptor.getValue());
+  return detail::inferAttention(
+      location, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+      adaptor.getMask(), adaptor.getCausal(),
+      adaptor.getScale().convertToDouble(),
+      adaptor.getDropout().convertToDouble(), inferred);
+}
+
+LogicalResult tessera::tess::detail::inferAttention(
+    std::optional<Location> location, Value query, Value key, Value value,
+    Value mask, bool causal, double scale, double dropout,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType q = rankedType(query);
+  RankedTensorType k = rankedType(key);
+  RankedTensorType v = rankedType(value);
   if (q.getRank() != 4 || k.getRank() != 4 || v.getRank() != 4 ||
       q.getElementType() != k.getElementType() ||
       q.getElementType() != v.getElementType())
@@ -335,7 +352,7 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                              " query heads are not a multiple of ",
                              k.getDimSize(1),
                              " key/value heads (at least one)");
-  if (Value mask = adaptor.getMask()) {
+  if (mask) {
     RankedTensorType maskType = rankedType(mask);
     SmallVector<int64_t> scores = {q.getDimSize(0), q.getDimSize(1),
                                    q.getDimSize(2), k.getDimSize(2)};
@@ -351,16 +368,14 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                shapeString(scores));
   }
   // Written so that NaN fails too.
-  double scale = adaptor.getScale().convertToDouble();
   if (!(scale > 0) || std::isinf(scale))
     return emitOptionalError(location, "C5: scale must be positive and "
                                        "finite, got ",
                              scale);
-  double dropout = adaptor.getDropout().convertToDouble();
   if (!(dropout >= 0 && dropout < 1))
     return emitOptionalError(location, "C7: dropout must be in [0, 1), got ",
                              dropout);
-  if (adaptor.getCausal() && q.getDimSize(2) > k.getDimSize(2))
+  if (causal && q.getDimSize(2) > k.getDimSize(2))
     return emitOptionalError(location, "C6: a causal attention needs no more "
                                        "queries than keys");
   inferred.push_back(RankedTensorType::get(

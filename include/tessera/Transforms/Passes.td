@@ -124,4 +124,101 @@ def FuseNorms : Pass<"tess-fuse-norms", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Training: the forward graph -> a training step
+//===----------------------------------------------------------------------===//
+
+def BuildTraining : Pass<"tess-build-training", "::mlir::ModuleOp"> {
+  let summary = "Build @forward_backward and @optimizer_step from @forward";
+  let description = [{
+    Turns the forward graph that `tesserac --emit=mlir` prints,
+    `func.func @forward(%input_ids) -> logits` with `tess.parameter` ops, into
+    a training step by reverse-mode automatic differentiation. `@forward`
+    is kept as it is; the module gains two functions:
+
+    `@forward_backward` takes one `f32` master weight per trainable
+    parameter (argument attribute `tess.parameter = "<name>"`), one argument
+    per buffer (a `tess.parameter` without `trainable`; `tess.buffer`), the
+    token ids, the targets (`[B, T]` integers: for `causal-lm` the ids
+    shifted by one, for `mlm` the labels; `ignore-index` marks positions
+    without a loss; the runtime provides them) and the loss scale
+    (`tensor<f32>`). It returns the unscaled mean cross-entropy and one
+    gradient per trainable parameter (`tess.gradient = "<name>"`) of the
+    loss times the loss scale.
+
+    With `precision=bf16` or `fp16`, every `f32` tensor of the forward
+    becomes that type: the master weights are cast down on entry and the
+    gradients are returned in the compute type. The logits are cast to
+    `f32` before the loss.
+
+    The backward walks the ops in reverse, asking each for its
+    vector-Jacobian product (`DifferentiableOpInterface`) and summing the
+    cotangents of values used several times with `tess.add`. An op without
+    the interface between a parameter and the loss is an error. Dropout ops
+    (and attentions with dropout) get distinct `seed`s, 0, 1, 2, ... in
+    program order; their gradients reuse them, so masks are regenerated,
+    not stored.
+
+    `@optimizer_step` takes the master weights, the gradients, AdamW's first
+    and second moments (`f32`), the learning rate, the step (from 1) and the
+    gradient scale (the runtime's clipping factor over the loss scale) and
+    returns the updated weights and moments, one `tess.adamw` per parameter.
+
+    Before:
+    ```mlir
+    func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
+      %w = tess.parameter "wte" trainable : tensor<16x4xf32>
+      %e = tess.embedding %w, %ids : (tensor<16x4xf32>, tensor<2x8xi64>) -> tensor<2x8x4xf32>
+      %y = tess.linear %e, %w {transpose_weight} : (tensor<2x8x4xf32>, tensor<16x4xf32>) -> tensor<2x8x16xf32>
+      return %y : tensor<2x8x16xf32>
+    }
+    ```
+    After (`@forward` unchanged):
+    ```mlir
+    func.func @forward_backward(%wte: tensor<16x4xf32> {tess.parameter = "wte"},
+        %ids: tensor<2x8xi64> {tess.input = "input_ids"}, %targets: tensor<2x8xi64> {tess.input = "targets"},
+        %loss_scale: tensor<f32> {tess.input = "loss_scale"})
+        -> (tensor<f32>, tensor<16x4xf32> {tess.gradient = "wte"})
+        attributes {tess.loss = "causal-lm", tess.precision = "fp32"} {
+      %e = tess.embedding %wte, %ids ...
+      %y = tess.linear %e, %wte {transpose_weight} ...
+      %loss = tess.cross_entropy %y, %targets {ignore_index = -100 : i64} ...
+      %dy = tess.cross_entropy_grad %y, %targets, %loss_scale ...
+      %de = tess.linear %dy, %wte ...
+      %dw1 = tess.matmul %dy2, %e2 {transpose_lhs} ...
+      %dw2 = tess.embedding_grad %ids, %de ...
+      %dw = tess.add %dw1, %dw2 ...
+      return %loss, %dw : tensor<f32>, tensor<16x4xf32>
+    }
+    func.func @optimizer_step(%wte: tensor<16x4xf32>, %g: tensor<16x4xf32>,
+        %m: tensor<16x4xf32>, %v: tensor<16x4xf32>, %lr: tensor<f32>,
+        %step: tensor<i64>, %grad_scale: tensor<f32>)
+        -> (tensor<16x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>) {
+      %p2, %m2, %v2 = tess.adamw %wte, %g, %m, %v, %lr, %step, %grad_scale ...
+      return %p2, %m2, %v2 : ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
+           "The training objective, which says how the runtime builds the "
+           "targets: causal-lm (next token) or mlm (masked labels)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "The compute type of the forward and backward: fp32, bf16 or "
+           "fp16 (master weights and optimizer state stay fp32)">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "The target value that marks a position without a loss">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9",
+           "AdamW's first-moment decay">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999",
+           "AdamW's second-moment decay">,
+    Option<"adamEpsilon", "adam-epsilon", "double", /*default=*/"1.0e-8",
+           "AdamW's denominator epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.01",
+           "AdamW's decoupled weight decay">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // TESSERA_TRANSFORMS_PASSES_TD

@@ -26,6 +26,24 @@ std::string shapeString(llvm::ArrayRef<int64_t> shape) {
   return text + "]";
 }
 
+/// Why `shape` cannot be the static shape of a tensor, or nothing when it
+/// can: a dim is negative, or the element count overflows int64 (which
+/// every later size computation would then get wrong).
+std::optional<std::string> invalidShapeReason(llvm::ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  bool overflows = false;
+  for (int64_t dim : shape) {
+    if (dim < 0)
+      return "shape " + shapeString(shape) + " has a negative dim";
+    overflows |= __builtin_mul_overflow(count, dim, &count);
+  }
+  // A zero dim makes the count 0 whatever the other dims are.
+  if (overflows && !llvm::is_contained(shape, 0))
+    return "shape " + shapeString(shape) +
+           " has more elements than a 64-bit count holds";
+  return std::nullopt;
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -317,6 +335,9 @@ GraphImporter::declaredType(const onnx::ValueInfoProto &info) {
           "=N");
     shape.push_back(bound->second);
   }
+  if (std::optional<std::string> reason = invalidShapeReason(shape))
+    return llvm::createStringError(modelPath + ": input '" + info.name() +
+                                   "': " + *reason);
   return RankedTensorType::get(shape, element);
 }
 
@@ -351,6 +372,9 @@ GraphImporter::importInputs(Block &body,
   for (const onnx::ValueInfoProto &input : model.graph().input()) {
     if (initializers.contains(input.name()))
       continue;
+    if (values.count(input.name()))
+      return llvm::createStringError(modelPath + ": graph input '" +
+                                     input.name() + "' is declared twice");
     llvm::Expected<RankedTensorType> type = declaredType(input);
     if (!type)
       return type.takeError();
@@ -368,8 +392,29 @@ llvm::Error GraphImporter::importInitializers() {
       InitializerClassifier::create(model.graph(), options);
   if (!classifier)
     return classifier.takeError();
+  // The same classification without --freeze/--train: a weight the user
+  // froze is still a weight (a named, untrained parameter), not a buffer to
+  // fold into the graph.
+  ImportOptions withoutPatterns = options;
+  withoutPatterns.freezePattern.reset();
+  withoutPatterns.trainPattern.reset();
+  llvm::Expected<InitializerClassifier> modelClassifier =
+      InitializerClassifier::create(model.graph(), withoutPatterns);
+  if (!modelClassifier)
+    return modelClassifier.takeError();
   for (const onnx::TensorProto &tensor : model.graph().initializer()) {
+    // A parameter is known by its name (checkpoints, --freeze, the runtime).
+    if (tensor.name().empty())
+      return llvm::createStringError(modelPath +
+                                     ": an initializer has no name");
+    if (values.count(tensor.name()))
+      return llvm::createStringError(modelPath + ": initializer '" +
+                                     tensor.name() + "' is defined twice");
     InitializerRole role = classifier->classify(tensor);
+    bool frozenWeight =
+        role != InitializerRole::TrainableParameter &&
+        modelClassifier->classify(tensor) ==
+            InitializerRole::TrainableParameter;
     Type element = convertElementType(tensor.data_type(), context());
     if (!element)
       return llvm::createStringError(
@@ -378,13 +423,16 @@ llvm::Error GraphImporter::importInitializers() {
           ", which Tessera does not support");
     llvm::SmallVector<int64_t> shape(tensor.dims().begin(),
                                      tensor.dims().end());
+    if (std::optional<std::string> reason = invalidShapeReason(shape))
+      return llvm::createStringError(modelPath + ": initializer '" +
+                                     tensor.name() + "': " + *reason);
     auto type = RankedTensorType::get(shape, element);
     bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
 
     // Constants and small buffers are read now, so that the graph that
     // computes with them (masks, positions) folds away. Weights are not.
     bool readNow = role == InitializerRole::Constant ||
-                   (role == InitializerRole::Buffer &&
+                   (role == InitializerRole::Buffer && !frozenWeight &&
                     type.getNumElements() <= kLargeMaskElements);
     if (readNow || options.loadWeights) {
       llvm::Expected<HostTensor> decoded =
@@ -398,7 +446,8 @@ llvm::Error GraphImporter::importInitializers() {
       // A graph-only (meta) export has no data for its weights; such a
       // value stays a named run-time tensor unless weights were asked for.
       if (!decoded && options.loadWeights)
-        return decoded.takeError();
+        return llvm::createStringError(modelPath + ": " +
+                                       llvm::toString(decoded.takeError()));
       if (decoded && options.loadWeights) {
         auto parameter = tess::ParameterOp::create(
             opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
@@ -415,12 +464,20 @@ llvm::Error GraphImporter::importInitializers() {
       std::string file;
       std::optional<int64_t> offset, length;
       for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
-        if (entry.key() == "location")
+        if (entry.key() == "location") {
           file = entry.value();
-        else if (entry.key() == "offset")
-          offset = std::stoll(entry.value());
-        else if (entry.key() == "length")
-          length = std::stoll(entry.value());
+          continue;
+        }
+        if (entry.key() != "offset" && entry.key() != "length")
+          continue;
+        int64_t number;
+        if (llvm::StringRef(entry.value()).getAsInteger(10, number) ||
+            number < 0)
+          return llvm::createStringError(
+              modelPath + ": initializer '" + tensor.name() +
+              "': external data " + entry.key() + " '" + entry.value() +
+              "' is not a non-negative integer");
+        (entry.key() == "offset" ? offset : length) = number;
       }
       location = tess::WeightLocationAttr::get(context(), file,
                                                offset.value_or(0), length);
@@ -492,6 +549,13 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
     return nodeError("op '" + node.op_type() + "' of domain '" +
                      node.domain() + "' is not supported (Tessera imports "
                      "the default ONNX domain)");
+  // ONNX graphs are in SSA form: a second definition would silently replace
+  // the first for every later reader.
+  for (const std::string &output : node.output())
+    if (!output.empty() && values.count(output))
+      return nodeError("output '" + output +
+                       "' is already defined (by an input, an initializer "
+                       "or an earlier node)");
 
   // Fold when everything the node reads is known. A huge boolean mask
   // selecting between two scalars is the exception: it stays a `tess.where`
@@ -512,6 +576,7 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
   }
   bool keepLargeSelect =
       node.op_type() == "Where" && allConstant && inputs.size() == 3 &&
+      llvm::all_of(inputs, [](const HostTensor *input) { return input; }) &&
       inputs[0]->numElements() > kLargeMaskElements &&
       inputs[1]->numElements() == 1 && inputs[2]->numElements() == 1;
   if (allConstant && !keepLargeSelect) {
@@ -529,9 +594,33 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
   }
 
   auto handler = handlers.find(node.op_type());
+  // Ops such as Range exist only on the host; when the evaluator declines
+  // one (most often because its result is too large), say so rather than
+  // calling a familiar op unsupported.
+  if (handler == handlers.end() && allConstant && !keepLargeSelect)
+    return nodeError("unsupported ONNX op '" + node.op_type() +
+                     "': its inputs are all known at compile time, but it "
+                     "could not be folded (Tessera folds results of up to " +
+                     std::to_string(kMaxFoldedElements) +
+                     " elements) and has no run-time form");
   if (handler == handlers.end())
     return nodeError("unsupported ONNX op '" + node.op_type() + "'");
-  return handler->second(*this);
+  if (llvm::Error error = handler->second(*this))
+    return error;
+  // Shapes come from the model (Reshape targets, Expand shapes, ...): one
+  // that no tensor can have must stop the import here, not in a later pass.
+  for (const std::string &output : node.output()) {
+    auto it = values.find(output);
+    if (output.empty() || it == values.end() || !it->second.value)
+      continue;
+    auto type = llvm::dyn_cast<RankedTensorType>(it->second.value.getType());
+    if (!type)
+      continue;
+    if (std::optional<std::string> reason =
+            invalidShapeReason(type.getShape()))
+      return nodeError("output '" + output + "': " + *reason);
+  }
+  return llvm::Error::success();
 }
 
 llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {

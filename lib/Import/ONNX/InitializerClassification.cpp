@@ -3,8 +3,10 @@
 // torch.export records, for every lifted tensor, what it was in the module:
 // the dynamo ONNX exporter (IR 10) keeps that as the metadata property
 // `pkg.torch.export.graph_signature.InputSpec.kind` on the initializer's
-// value_info. That is the ground truth and is used when present. The
-// fallback, for models from other exporters, is the convention those
+// value_info. That is the ground truth and is used when present; in a graph
+// that has it, an initializer without it was made by the exporter's
+// optimizer and is a constant. The fallback, for models from other
+// exporters, is the convention those
 // graphs follow: a learned tensor is a floating tensor with at least one
 // element beyond a scalar, and well-known buffer names are not learned.
 //
@@ -104,6 +106,11 @@ InitializerClassifier::classify(const onnx::TensorProto &initializer) const {
       role = InitializerRole::Buffer;
     else
       role = InitializerRole::Constant;
+  } else if (!exportKinds.empty()) {
+    // The exporter recorded the module's signature, and this tensor is not
+    // in it: its graph optimizer made it (a folded mask, a parameter gathered
+    // at fixed positions, merged constants). Such a tensor is data.
+    role = InitializerRole::Constant;
   } else {
     int64_t elements = 1;
     for (int64_t dim : initializer.dims())

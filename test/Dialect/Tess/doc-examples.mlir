@@ -1,9 +1,9 @@
 // RUN: tessera-opt %s -split-input-file | FileCheck %s
 
-// Every ```mlir example in the descriptions of TessBase.td and TessOps.td,
-// copied verbatim between its function's arguments and return, so that an
-// example which stops parsing or verifying fails here. When an example
-// changes, change it here too.
+// Every ```mlir example in the descriptions of TessBase.td, TessOps.td and
+// TessTrainingOps.td, copied verbatim between its function's arguments and
+// return, so that an example which stops parsing or verifying fails here.
+// When an example changes, change it here too.
 
 // CHECK-LABEL: func.func @weight_location
 func.func @weight_location() {
@@ -314,5 +314,85 @@ func.func @reductions(%x: tensor<2x8x64xf32>) {
   %s1 = tess.reduce_mean %x {dims = array<i64: -1>, keep_dims} : (tensor<2x8x64xf32>) -> tensor<2x8x1xf32>
   %s2 = tess.reduce_max %x {dims = array<i64: -1>, keep_dims} : (tensor<2x8x64xf32>) -> tensor<2x8x1xf32>
   %s3 = tess.reduce_min %x {dims = array<i64: -1>, keep_dims} : (tensor<2x8x64xf32>) -> tensor<2x8x1xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @cross_entropy
+func.func @cross_entropy(%logits: tensor<2x31x512xf32>, %targets: tensor<2x31xi64>, %dloss: tensor<f32>) {
+  %loss = tess.cross_entropy %logits, %targets {ignore_index = -100 : i64}
+    : (tensor<2x31x512xf32>, tensor<2x31xi64>) -> tensor<f32>
+  %dlogits = tess.cross_entropy_grad %logits, %targets, %dloss {ignore_index = -100 : i64}
+    : (tensor<2x31x512xf32>, tensor<2x31xi64>, tensor<f32>) -> tensor<2x31x512xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @activation_grads
+func.func @activation_grads(%x: tensor<2x31x256xf32>, %dy: tensor<2x31x256xf32>) {
+  %dx = tess.gelu_grad %x, %dy {approximation = #tess<gelu_approximation tanh>} : tensor<2x31x256xf32>
+  %dx2 = tess.silu_grad %x, %dy : tensor<2x31x256xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @norm_grads
+func.func @norm_grads(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %dy: tensor<2x32x64xf32>) {
+  %dx, %dscale, %dbias = tess.layer_norm_grad %x scale %g, %dy {bias_grad, epsilon = 1.0e-05 : f64}
+    : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<2x32x64xf32>)
+    -> (tensor<2x32x64xf32>, tensor<64xf32>, tensor<64xf32>)
+  %dx2, %dscale2 = tess.rms_norm_grad %x scale %g, %dy {epsilon = 1.0e-06 : f64}
+    : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<2x32x64xf32>)
+    -> (tensor<2x32x64xf32>, tensor<64xf32>)
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @softmax_grad
+func.func @softmax_grad(%y: tensor<2x4x32x32xf32>, %dy: tensor<2x4x32x32xf32>) {
+  %dx = tess.softmax_grad %y, %dy {axis = -1 : i64} : tensor<2x4x32x32xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention_grad
+func.func @attention_grad(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: tensor<2x2x32x16xf32>,
+                          %dy: tensor<2x4x32x16xf32>) {
+  %dq, %dk, %dv = tess.attention_grad %q, %k, %v, %dy {causal, scale = 2.500000e-01 : f64}
+    : (tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x4x32x16xf32>)
+    -> (tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>)
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @data_movement_grads
+func.func @data_movement_grads(%ids: tensor<2x32xi64>, %dy: tensor<2x32x64xf32>, %i: tensor<3xi64>,
+                               %dg: tensor<4x3x8xf32>) {
+  %dwte = tess.embedding_grad %ids, %dy
+    : (tensor<2x32xi64>, tensor<2x32x64xf32>) -> tensor<512x64xf32>
+  %dx = tess.gather_grad %i, %dg {axis = 1 : i64}
+    : (tensor<3xi64>, tensor<4x3x8xf32>) -> tensor<4x10x8xf32>
+  %dx2 = tess.slice_grad %dy {starts = array<i64: 0, 0, 64>, strides = array<i64: 1, 1, 1>}
+    : (tensor<2x32x64xf32>) -> tensor<2x32x192xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @adamw
+func.func @adamw(%p: tensor<64x192xf32>, %g: tensor<64x192xbf16>, %m: tensor<64x192xf32>, %v: tensor<64x192xf32>,
+                 %lr: tensor<f32>, %step: tensor<i64>, %gscale: tensor<f32>) {
+  %p2, %m2, %v2 = tess.adamw %p, %g, %m, %v, %lr, %step, %gscale
+      {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64,
+       epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-02 : f64}
+    : (tensor<64x192xf32>, tensor<64x192xbf16>, tensor<64x192xf32>, tensor<64x192xf32>,
+       tensor<f32>, tensor<i64>, tensor<f32>)
+    -> (tensor<64x192xf32>, tensor<64x192xf32>, tensor<64x192xf32>)
   return
 }

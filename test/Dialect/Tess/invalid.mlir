@@ -868,3 +868,249 @@ func.func @reduce_min_c1_repeated(%x: tensor<2x3xf32>) {
   %0 = tess.reduce_min %x {dims = array<i64: 1, -1>} : (tensor<2x3xf32>) -> tensor<2xf32>
   return
 }
+
+// -----
+// Training ops (TessTrainingOps.td)
+// -----
+
+func.func @cross_entropy_c1(%l: tensor<f32>, %t: tensor<i64>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: logits must have rank >= 1}}
+  %0 = tess.cross_entropy %l, %t : (tensor<f32>, tensor<i64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_c2(%l: tensor<2x8x16xf32>, %t: tensor<2x16xi64>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: targets of shape [2, 16] do not match the logits' rows [2, 8]}}
+  %0 = tess.cross_entropy %l, %t : (tensor<2x8x16xf32>, tensor<2x16xi64>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_c1(%l: tensor<f32>, %t: tensor<i64>, %d: tensor<f32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: logits must have rank >= 1}}
+  %0 = tess.cross_entropy_grad %l, %t, %d : (tensor<f32>, tensor<i64>, tensor<f32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_c2(%l: tensor<8x16xf32>, %t: tensor<16xi64>, %d: tensor<f32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: targets of shape [16] do not match the logits' rows [8]}}
+  %0 = tess.cross_entropy_grad %l, %t, %d : (tensor<8x16xf32>, tensor<16xi64>, tensor<f32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_c3(%l: tensor<8x16xf32>, %t: tensor<8xi64>, %d: tensor<1xf32>) {
+  // expected-error@+1 {{operand #2 must be 0D tensor of 32-bit float values}}
+  %0 = tess.cross_entropy_grad %l, %t, %d : (tensor<8x16xf32>, tensor<8xi64>, tensor<1xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_c1(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
+  %0 = tess.layer_norm_grad %x, %dy {axis = 2 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_c2(%x: tensor<2x8xf32>, %g: tensor<4xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: scale must be 'tensor<8xf32>', got 'tensor<4xf32>'}}
+  %0:2 = tess.layer_norm_grad %x scale %g, %dy : (tensor<2x8xf32>, tensor<4xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_c3(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+1 {{C3: epsilon must be >= 0, got -1.000000e+00}}
+  %0 = tess.layer_norm_grad %x, %dy {epsilon = -1.0 : f64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_c4(%x: tensor<2x8xf32>, %dy: tensor<2x8xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: dy 'tensor<2x8xf16>' must have the input's type 'tensor<2x8xf32>'}}
+  %0 = tess.layer_norm_grad %x, %dy : (tensor<2x8xf32>, tensor<2x8xf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_c5(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+1 {{C5: expected 3 results (dx, then dscale with a scale, then dbias with bias_grad), got 2}}
+  %0:2 = tess.layer_norm_grad %x scale %g, %dy {bias_grad} : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_c1(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: axis -3 is out of range for rank 2}}
+  %0 = tess.rms_norm_grad %x, %dy {axis = -3 : i64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_c2(%x: tensor<2x8xf32>, %g: tensor<8xf16>, %dy: tensor<2x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: scale must be 'tensor<8xf32>', got 'tensor<8xf16>'}}
+  %0:2 = tess.rms_norm_grad %x scale %g, %dy : (tensor<2x8xf32>, tensor<8xf16>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf16>)
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_c3(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+1 {{C3: epsilon must be >= 0, got -1.000000e+00}}
+  %0 = tess.rms_norm_grad %x, %dy {epsilon = -1.0 : f64} : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_c4(%x: tensor<2x8xf32>, %dy: tensor<4x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: dy 'tensor<4x8xf32>' must have the input's type 'tensor<2x8xf32>'}}
+  %0 = tess.rms_norm_grad %x, %dy : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_c5(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+1 {{C5: expected 2 results (dx, then dscale with a scale), got 1}}
+  %0 = tess.rms_norm_grad %x scale %g, %dy : (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_c1(%y: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
+  %0 = tess.softmax_grad %y, %dy {axis = 2 : i64} : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_c3(%q: tensor<2x3x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x3x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: 3 query heads are not a multiple of 2 key/value heads (at least one)}}
+  %0:3 = tess.attention_grad %q, %k, %v, %dy {scale = 1.0 : f64} : (tensor<2x3x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x3x8x16xf32>) -> (tensor<2x3x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_c8(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C8: dy 'tensor<2x4x8x8xf32>' must have the attention's result type 'tensor<2x4x8x16xf32>'}}
+  %0:3 = tess.attention_grad %q, %k, %v, %dy {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @embedding_grad_c1(%ids: tensor<2x8xi64>, %dy: tensor<2x8x16xf32>) {
+  // expected-error@+1 {{C1: the result must be a rank-2 table of 'f32', got 'tensor<100x16xf16>'}}
+  %0 = tess.embedding_grad %ids, %dy : (tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<100x16xf16>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_c2(%ids: tensor<2x8xi64>, %dy: tensor<2x8x16xf32>) {
+  // expected-error@+1 {{C2: dy must have shape [2, 8, 32] (ids, then the row width), got [2, 8, 16]}}
+  %0 = tess.embedding_grad %ids, %dy : (tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<100x32xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_c1(%i: tensor<3xi64>, %dy: tensor<4x3x8xf32>) {
+  // expected-error@+1 {{C1: axis 3 is out of range for rank 3}}
+  %0 = tess.gather_grad %i, %dy {axis = 3 : i64} : (tensor<3xi64>, tensor<4x3x8xf32>) -> tensor<4x10x8xf32>
+  return
+}
+
+// -----
+
+func.func @gather_grad_c2(%i: tensor<3xi64>, %dy: tensor<4x3x8xf32>) {
+  // expected-error@+1 {{C2: dy must be 'tensor<3x10x8xf32>', got 'tensor<4x3x8xf32>'}}
+  %0 = tess.gather_grad %i, %dy {axis = 0 : i64} : (tensor<3xi64>, tensor<4x3x8xf32>) -> tensor<4x10x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_c1(%dy: tensor<2x4xf32>) {
+  // expected-error@+1 {{C1: dy, starts and strides need the result's rank 2 and dy its element type}}
+  %0 = tess.slice_grad %dy {starts = array<i64: 0>, strides = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<3x12xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_c2(%dy: tensor<2x4xf32>) {
+  // expected-error@+1 {{C2: dim 1 needs start >= 0 and stride >= 1}}
+  %0 = tess.slice_grad %dy {starts = array<i64: 0, 0>, strides = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<3x12xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_c3(%dy: tensor<2x4xf32>) {
+  // expected-error@+1 {{C3: dim 1: 4 elements from 3 by 3 do not fit in 12}}
+  %0 = tess.slice_grad %dy {starts = array<i64: 0, 3>, strides = array<i64: 1, 3>} : (tensor<2x4xf32>) -> tensor<3x12xf32>
+  return
+}
+
+// -----
+
+func.func @adamw_c1(%p: tensor<4x8xf32>, %g: tensor<8x4xf32>, %m: tensor<4x8xf32>, %v: tensor<4x8xf32>, %lr: tensor<f32>, %step: tensor<i64>, %s: tensor<f32>) {
+  // expected-error@+1 {{C1: grad, m and v must have the parameter's shape [4, 8], got [8, 4]}}
+  %0:3 = tess.adamw %p, %g, %m, %v, %lr, %step, %s : (tensor<4x8xf32>, tensor<8x4xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_c2(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor<4x8xf32>, %v: tensor<4x8xf32>, %lr: tensor<f32>, %step: tensor<f32>, %s: tensor<f32>) {
+  // expected-error@+1 {{operand #5 must be 0D tensor of 64-bit signless integer values}}
+  %0:3 = tess.adamw %p, %g, %m, %v, %lr, %step, %s : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<f32>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_c3(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor<4x8xf32>, %v: tensor<4x8xf32>, %lr: tensor<f32>, %step: tensor<i64>, %s: tensor<f32>) {
+  // expected-error@+1 {{C3: beta1 and beta2 must be in [0, 1), got 1.000000e+00}}
+  %0:3 = tess.adamw %p, %g, %m, %v, %lr, %step, %s {beta2 = 1.0 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_c4(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor<4x8xf32>, %v: tensor<4x8xf32>, %lr: tensor<f32>, %step: tensor<i64>, %s: tensor<f32>) {
+  // expected-error@+1 {{C4: epsilon must be positive and weight_decay >= 0, got 0.000000e+00 and 1.000000e-02}}
+  %0:3 = tess.adamw %p, %g, %m, %v, %lr, %step, %s {epsilon = 0.0 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}

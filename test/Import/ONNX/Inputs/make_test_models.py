@@ -440,6 +440,102 @@ def missing_external():
     return g.model()
 
 
+# Inputs found by fuzzing the importer (tools/tessera-fuzz-onnx) or written to probe the same code;
+# each once crashed tesserac or was accepted into invalid IR. Named fuzz-<what>.onnx.
+
+def fuzz_external_offset():
+    """External data whose offset is not a number: std::stoll threw and tesserac aborted."""
+    g = GraphBuilder("fuzz_external_offset")
+    x = g.input("x", [2, 16])
+    tensor = TensorProto(name="linear.weight", data_type=FLOAT, dims=[16, 16],
+                         data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "weights.bin"), ("offset", "abc"), ("length", "1024")):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    g.initializers.append(tensor)
+    g.op("MatMul", [x, "linear.weight"], out="y")
+    g.output("y", [2, 16])
+    return g.model()
+
+
+def fuzz_empty_required_input():
+    """Where whose condition (a required input) is the empty name, the values constants: the
+    constant evaluator dereferenced the absent input and tesserac crashed (SIGSEGV)."""
+    g = GraphBuilder("fuzz_empty_required_input")
+    g.input("x", [2])
+    g.op("Where", ["", g.constant([1.0]), g.constant([2.0])], out="y", name="my_where")
+    g.output("y", [1])
+    return g.model()
+
+
+def fuzz_negative_dim():
+    """A graph input declared [2, -3]: imported as tensor<2x-3xf32>, which is not a valid type."""
+    g = GraphBuilder("fuzz_negative_dim")
+    x = g.input("x", [2, -3])
+    g.op("Relu", [x], out="y")
+    g.output("y", [2, -3])
+    return g.model()
+
+
+def fuzz_huge_shape():
+    """Expand to [2^40, 2^40]: accepted, with an element count that overflows int64."""
+    g = GraphBuilder("fuzz_huge_shape")
+    x = g.input("x", [1, 1])
+    g.op("Expand", [x, g.constant_ints([1 << 40, 1 << 40])], out="y", name="my_expand")
+    g.output("y", [1 << 40, 1 << 40])
+    return g.model()
+
+
+def fuzz_duplicate_output():
+    """Two nodes define `y`: the second silently replaced the first."""
+    g = GraphBuilder("fuzz_duplicate_output")
+    x = g.input("x", [2, 16])
+    g.op("Relu", [x], out="y", name="first")
+    g.op("Neg", [x], out="y", name="second")
+    g.output("y", [2, 16])
+    return g.model()
+
+
+def fuzz_gather_out_of_range():
+    """An embedding lookup with a constant index past the table's 4 rows: accepted, and would
+    read out of bounds at run time (what `--dim seq` beyond GPT-2's positions does)."""
+    g = GraphBuilder("fuzz_gather_out_of_range")
+    ids = g.input("x", [2, 3], elem_type=INT64)
+    table = g.initializer("wte.weight", weights(31, [4, 8]))
+    g.op("Gather", [table, ids], out="tokens")
+    g.op("Gather", [table, g.constant_ints([0, 4])], out="y", name="my_gather")
+    g.output("tokens", [2, 3, 8])
+    g.output("y", [2, 8])
+    return g.model()
+
+
+def fuzz_initializer_no_name():
+    """An initializer without a name: imported as `tess.parameter ""`, a module that does not
+    verify, which tesserac then printed in generic form with exit code 0."""
+    g = GraphBuilder("fuzz_initializer_no_name")
+    x = g.input("x", [2, 16])
+    g.initializer("", weights(37, [16]))
+    g.op("Relu", [x], out="y")
+    g.output("y", [2, 16])
+    return g.model()
+
+
+def fuzz_fold_memory():
+    """Range(0, 2^27) + 1, reduced to one number: every step is folded on the host, so a model of
+    a few hundred bytes made tesserac allocate gigabytes (the fuzzer's out-of-memory, found as a
+    GPT-2 whose arange end was mutated)."""
+    g = GraphBuilder("fuzz_fold_memory")
+    x = g.input("x", [2, 16])
+    one = g.constant(1, dtype=np.int64)
+    positions = g.op("Range", [g.constant(0, dtype=np.int64), g.constant(1 << 27, dtype=np.int64), one],
+                     out="positions", name="my_range")
+    shifted = g.op("Add", [positions, one], out="shifted", name="my_add")
+    top = g.op("ReduceMax", [shifted], out="top", keepdims=1)
+    g.op("Add", [x, g.op("Cast", [top], to=FLOAT)], out="y")
+    g.output("y", [2, 16])
+    return g.model()
+
+
 WELL_FORMED = {
     "gelu_tanh": gelu_tanh,
     "gelu_erf": lambda: gelu_erf(divide=True),
@@ -468,6 +564,14 @@ MALFORMED = {
     "unbound_dim": unbound_dim,
     "dims_contradict": dims_contradict,
     "missing_external": missing_external,
+    "fuzz-external-offset": fuzz_external_offset,
+    "fuzz-empty-required-input": fuzz_empty_required_input,
+    "fuzz-negative-dim": fuzz_negative_dim,
+    "fuzz-huge-shape": fuzz_huge_shape,
+    "fuzz-duplicate-output": fuzz_duplicate_output,
+    "fuzz-gather-out-of-range": fuzz_gather_out_of_range,
+    "fuzz-initializer-no-name": fuzz_initializer_no_name,
+    "fuzz-fold-memory": fuzz_fold_memory,
 }
 
 

@@ -1,0 +1,40 @@
+//===- TessInference.h - shape rules shared by forward and gradient ops ---===//
+//
+// A gradient op checks the rules of its forward op (a layer_norm_grad is only
+// valid where the layer_norm was), so the two share these checks. Private to
+// the dialect's implementation.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_DIALECT_TESS_TESSINFERENCE_H
+#define TESSERA_DIALECT_TESS_TESSINFERENCE_H
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Value.h"
+
+#include <optional>
+#include <string>
+
+namespace tessera::tess::detail {
+
+/// "[2, 4, 8]", as the rule messages print shapes.
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+
+/// Rules C1 and C2 of tess.layer_norm / tess.rms_norm; pushes the input's
+/// type. `scale` and `bias` may be null.
+mlir::LogicalResult inferNorm(std::optional<mlir::Location> location,
+                              mlir::Value input, int64_t axis,
+                              mlir::Value scale, mlir::Value bias,
+                              llvm::SmallVectorImpl<mlir::Type> &inferred);
+
+/// Rules C1 to C7 of tess.attention; pushes its result type. `mask` may be
+/// null.
+mlir::LogicalResult inferAttention(std::optional<mlir::Location> location,
+                                   mlir::Value query, mlir::Value key,
+                                   mlir::Value value, mlir::Value mask,
+                                   bool causal, double scale, double dropout,
+                                   llvm::SmallVectorImpl<mlir::Type> &inferred);
+
+} // namespace tessera::tess::detail
+
+#endif // TESSERA_DIALECT_TESS_TESSINFERENCE_H

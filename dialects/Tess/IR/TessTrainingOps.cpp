@@ -1,0 +1,283 @@
+//===- TessTrainingOps.cpp - rules of the loss, gradient, optimizer ops ---===//
+//
+// Verifiers and result types of the ops in TessTrainingOps.td. A gradient op
+// repeats its forward op's rules (through TessInference.h) so that it cannot
+// describe a gradient of something the forward op could not compute.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tess/IR/TessOps.h"
+#include "TessInference.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace tessera::tess;
+using tessera::tess::detail::shapeString;
+
+namespace {
+
+RankedTensorType rankedType(Value value) {
+  return llvm::cast<RankedTensorType>(value.getType());
+}
+
+/// C1 and C2 of the cross-entropy ops: targets index the logits' rows.
+LogicalResult checkLogitsAndTargets(std::optional<Location> location,
+                                    Value logits, Value targets) {
+  RankedTensorType logitsType = rankedType(logits);
+  if (logitsType.getRank() < 1)
+    return emitOptionalError(location, "C1: logits must have rank >= 1");
+  ArrayRef<int64_t> rows = logitsType.getShape().drop_back();
+  ArrayRef<int64_t> targetShape = rankedType(targets).getShape();
+  if (targetShape != rows)
+    return emitOptionalError(location, "C2: targets of shape ",
+                             shapeString(targetShape),
+                             " do not match the logits' rows ",
+                             shapeString(rows));
+  return success();
+}
+
+/// C4 of the norm gradients: the cotangent has the input's type.
+LogicalResult checkCotangent(std::optional<Location> location, Value input,
+                             Value dy) {
+  if (input.getType() != dy.getType())
+    return emitOptionalError(location, "C4: dy ", dy.getType(),
+                             " must have the input's type ", input.getType());
+  return success();
+}
+
+/// The normalized (trailing) part of a norm's input type, the type of its
+/// scale and bias gradients. The axis has been checked.
+RankedTensorType normalizedType(Value input, int64_t axis) {
+  RankedTensorType type = rankedType(input);
+  int64_t start = *normalizeAxis(axis, type.getRank());
+  return RankedTensorType::get(type.getShape().drop_front(start),
+                               type.getElementType());
+}
+
+LogicalResult checkEpsilon(Operation *op, double epsilon) {
+  // Written so that NaN fails too.
+  if (!(epsilon >= 0))
+    return op->emitOpError("C3: epsilon must be >= 0, got ") << epsilon;
+  return success();
+}
+
+LogicalResult checkGradientCount(Operation *op, size_t expected,
+                                 StringRef which) {
+  if (op->getNumResults() != expected)
+    return op->emitOpError("C5: expected ")
+           << expected << " results (" << which << "), got "
+           << op->getNumResults();
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Loss
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  if (failed(checkLogitsAndTargets(location, adaptor.getLogits(),
+                                   adaptor.getTargets())))
+    return failure();
+  inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  if (failed(checkLogitsAndTargets(location, adaptor.getLogits(),
+                                   adaptor.getTargets())))
+    return failure();
+  inferred.push_back(adaptor.getLogits().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormGradOp::verifyBeforeInference() {
+  size_t expected = 1 + (getScale() ? 1 : 0) + (getBiasGrad() ? 1 : 0);
+  return checkGradientCount(*this, expected,
+                            "dx, then dscale with a scale, then dbias with "
+                            "bias_grad");
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return checkEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  Value input = adaptor.getInput();
+  int64_t axis = adaptor.getAxis();
+  if (failed(detail::inferNorm(location, input, axis, adaptor.getScale(),
+                               Value(), inferred)) ||
+      failed(checkCotangent(location, input, adaptor.getDy())))
+    return failure();
+  if (adaptor.getScale())
+    inferred.push_back(normalizedType(input, axis));
+  if (adaptor.getBiasGrad())
+    inferred.push_back(normalizedType(input, axis));
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verifyBeforeInference() {
+  return checkGradientCount(*this, getScale() ? 2 : 1,
+                            "dx, then dscale with a scale");
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return checkEpsilon(*this, getEpsilon().convertToDouble());
+}
+
+LogicalResult RmsNormGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  Value input = adaptor.getInput();
+  int64_t axis = adaptor.getAxis();
+  if (failed(detail::inferNorm(location, input, axis, adaptor.getScale(),
+                               Value(), inferred)) ||
+      failed(checkCotangent(location, input, adaptor.getDy())))
+    return failure();
+  if (adaptor.getScale())
+    inferred.push_back(normalizedType(input, axis));
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  int64_t rank = getOutput().getType().getRank();
+  // I64Attr's getter returns the bits unsigned; the axis is signed.
+  int64_t axis = static_cast<int64_t>(getAxis());
+  if (!normalizeAxis(axis, rank))
+    return emitOpError("C1: axis ")
+           << axis << " is out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  SmallVector<Type, 1> output;
+  if (failed(detail::inferAttention(
+          location, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+          adaptor.getMask(), adaptor.getCausal(),
+          adaptor.getScale().convertToDouble(),
+          adaptor.getDropout().convertToDouble(), output)))
+    return failure();
+  if (adaptor.getDy().getType() != output.front())
+    return emitOptionalError(location, "C8: dy ", adaptor.getDy().getType(),
+                             " must have the attention's result type ",
+                             output.front());
+  inferred.push_back(adaptor.getQuery().getType());
+  inferred.push_back(adaptor.getKey().getType());
+  inferred.push_back(adaptor.getValue().getType());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType table = getDtable().getType();
+  RankedTensorType dy = getDy().getType();
+  if (table.getRank() != 2 || table.getElementType() != dy.getElementType())
+    return emitOpError("C1: the result must be a rank-2 table of ")
+           << dy.getElementType() << ", got " << table;
+  SmallVector<int64_t> expected(getIndices().getType().getShape());
+  expected.push_back(table.getDimSize(1));
+  if (dy.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("C2: dy must have shape ")
+           << shapeString(expected) << " (ids, then the row width), got "
+           << shapeString(dy.getShape());
+  return success();
+}
+
+LogicalResult GatherGradOp::verify() {
+  RankedTensorType result = getDx().getType();
+  RankedTensorType dy = getDy().getType();
+  int64_t rawAxis = static_cast<int64_t>(getAxis());
+  auto axis = normalizeAxis(rawAxis, result.getRank());
+  if (!axis)
+    return emitOpError("C1: axis ")
+           << rawAxis << " is out of range for rank " << result.getRank();
+  SmallVector<int64_t> expected(result.getShape().take_front(*axis));
+  llvm::append_range(expected, getIndices().getType().getShape());
+  llvm::append_range(expected, result.getShape().drop_front(*axis + 1));
+  if (dy.getElementType() != result.getElementType() ||
+      dy.getShape() != ArrayRef<int64_t>(expected))
+    return emitOpError("C2: dy must be ")
+           << RankedTensorType::get(expected, result.getElementType())
+           << ", got " << dy;
+  return success();
+}
+
+LogicalResult SliceGradOp::verify() {
+  RankedTensorType result = getDx().getType();
+  RankedTensorType dy = getDy().getType();
+  ArrayRef<int64_t> starts = getStarts(), strides = getStrides();
+  int64_t rank = result.getRank();
+  if (dy.getRank() != rank || dy.getElementType() != result.getElementType() ||
+      static_cast<int64_t>(starts.size()) != rank ||
+      static_cast<int64_t>(strides.size()) != rank)
+    return emitOpError("C1: dy, starts and strides need the result's rank ")
+           << rank << " and dy its element type";
+  for (int64_t i = 0; i < rank; ++i) {
+    if (starts[i] < 0 || strides[i] < 1)
+      return emitOpError("C2: dim ")
+             << i << " needs start >= 0 and stride >= 1";
+    int64_t count = dy.getDimSize(i), dim = result.getDimSize(i);
+    // Division instead of start + (count - 1) * stride, which can overflow.
+    bool inside = count == 0
+                      ? starts[i] <= dim
+                      : starts[i] < dim &&
+                            (count - 1) <= (dim - 1 - starts[i]) / strides[i];
+    if (!inside)
+      return emitOpError("C3: dim ")
+             << i << ": " << count << " elements from " << starts[i]
+             << " by " << strides[i] << " do not fit in " << dim;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+LogicalResult AdamWOp::verify() {
+  ArrayRef<int64_t> shape = getParam().getType().getShape();
+  for (Value operand : {getGrad(), getM(), getV()})
+    if (rankedType(operand).getShape() != shape)
+      return emitOpError("C1: grad, m and v must have the parameter's shape ")
+             << shapeString(shape) << ", got "
+             << shapeString(rankedType(operand).getShape());
+  for (double beta : {getBeta1().convertToDouble(),
+                      getBeta2().convertToDouble()})
+    if (!(beta >= 0 && beta < 1))
+      return emitOpError("C3: beta1 and beta2 must be in [0, 1), got ")
+             << beta;
+  double epsilon = getEpsilon().convertToDouble();
+  double weightDecay = getWeightDecay().convertToDouble();
+  if (!(epsilon > 0) || std::isinf(epsilon) || !(weightDecay >= 0))
+    return emitOpError("C4: epsilon must be positive and weight_decay >= 0, "
+                       "got ")
+           << epsilon << " and " << weightDecay;
+  return success();
+}
+
+LogicalResult AdamWOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location>,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  inferred.push_back(adaptor.getParam().getType());
+  inferred.push_back(adaptor.getM().getType());
+  inferred.push_back(adaptor.getV().getType());
+  return success();
+}

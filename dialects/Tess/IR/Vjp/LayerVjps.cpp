@@ -1,0 +1,176 @@
+//===- LayerVjps.cpp - VJPs of contractions, layers and the loss ---------===//
+//
+// Contractions differentiate into contractions (with the transposes folded
+// into the ops' flags, so no tess.transpose is materialized); norms,
+// softmax, attention, embedding and the loss into their gradient ops, which
+// recompute what they need from the forward's operands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "VjpBuilder.h"
+
+using namespace mlir;
+using namespace tessera::tess;
+using namespace tessera::tess::vjp;
+
+LogicalResult MatmulOp::buildVjp(OpBuilder &builder,
+                                 ArrayRef<Value> resultCotangents,
+                                 SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(2, Value());
+  Value dy = resultCotangents[0];
+  if (!dy)
+    return success();
+  if (!llvm::isa<FloatType>(getType().getElementType()))
+    return notDifferentiable(*this, "its operands are not float tensors");
+  VjpBuilder b(builder, getLoc());
+  Location loc = getLoc();
+  Value lhs = getLhs(), rhs = getRhs();
+  bool transposeLhs = getTransposeLhs(), transposeRhs = getTransposeRhs();
+  // With A = op(lhs), B = op(rhs): dA = dy B^T and dB = A^T dy. Each is
+  // written in terms of the stored lhs/rhs, moving the transposes into the
+  // flags; a transposed operand receives the transposed product.
+  Value dlhs =
+      transposeLhs
+          ? MatmulOp::create(builder, loc, rhs, dy, transposeRhs, true)
+          : MatmulOp::create(builder, loc, dy, rhs, false, !transposeRhs);
+  Value drhs =
+      transposeRhs
+          ? MatmulOp::create(builder, loc, dy, lhs, true, transposeLhs)
+          : MatmulOp::create(builder, loc, lhs, dy, !transposeLhs, false);
+  // Batch dims broadcast like elementwise operands.
+  operandCotangents[0] = b.sumToShape(dlhs, getLhs().getType());
+  operandCotangents[1] = b.sumToShape(drhs, getRhs().getType());
+  return success();
+}
+
+LogicalResult LinearOp::buildVjp(OpBuilder &builder,
+                                 ArrayRef<Value> resultCotangents,
+                                 SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(getNumOperands(), Value());
+  Value dy = resultCotangents[0];
+  if (!dy)
+    return success();
+  if (!llvm::isa<FloatType>(getType().getElementType()))
+    return notDifferentiable(*this, "its operands are not float tensors");
+  VjpBuilder b(builder, getLoc());
+  Location loc = getLoc();
+  Value input = getInput(), weight = getWeight();
+  bool transposed = getTransposeWeight();
+
+  // dx = dy W^T: a linear by the same weight read the other way round.
+  operandCotangents[0] =
+      LinearOp::create(builder, loc, dy, weight, Value(), !transposed);
+
+  // dW sums the outer products of every row: flatten the leading dims.
+  RankedTensorType inputType = getInput().getType();
+  int64_t rows = 1;
+  for (int64_t size : inputType.getShape().drop_back())
+    rows *= size;
+  int64_t inFeatures = inputType.getShape().back();
+  int64_t outFeatures = getType().getShape().back();
+  Value inputRows = b.reshape(input, {rows, inFeatures});
+  Value dyRows = b.reshape(dy, {rows, outFeatures});
+  // [in, out] = x^T dy; [out, in] = dy^T x.
+  operandCotangents[1] =
+      transposed ? MatmulOp::create(builder, loc, dyRows, inputRows, true)
+                 : MatmulOp::create(builder, loc, inputRows, dyRows, true);
+
+  if (getBias()) {
+    int64_t rank = getType().getRank();
+    SmallVector<int64_t> leading;
+    for (int64_t i = 0; i + 1 < rank; ++i)
+      leading.push_back(i);
+    operandCotangents[2] =
+        leading.empty() ? dy
+                        : Value(ReduceSumOp::create(builder, loc, dy, leading));
+  }
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVjp(OpBuilder &builder,
+                                    ArrayRef<Value> resultCotangents,
+                                    SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(getNumOperands(), Value());
+  Value dy = resultCotangents[0];
+  if (!dy)
+    return success();
+  Value scale = getScale();
+  bool hasBias = static_cast<bool>(getBias());
+  auto gradient =
+      LayerNormGradOp::create(builder, getLoc(), getInput(), scale, dy,
+                              getEpsilon(), getAxis(), hasBias);
+  // Operands are [input, scale?, bias?].
+  unsigned next = 0;
+  operandCotangents[next++] = gradient.getDx();
+  if (scale)
+    operandCotangents[next++] = gradient.getDscale();
+  if (hasBias)
+    operandCotangents[next++] = gradient.getDbias();
+  return success();
+}
+
+LogicalResult RmsNormOp::buildVjp(OpBuilder &builder,
+                                  ArrayRef<Value> resultCotangents,
+                                  SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(getNumOperands(), Value());
+  Value dy = resultCotangents[0];
+  if (!dy)
+    return success();
+  auto gradient = RmsNormGradOp::create(builder, getLoc(), getInput(),
+                                        getScale(), dy, getEpsilon(),
+                                        getAxis());
+  operandCotangents[0] = gradient.getDx();
+  if (getScale())
+    operandCotangents[1] = gradient.getDscale();
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder,
+                                  ArrayRef<Value> resultCotangents,
+                                  SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(1, Value());
+  if (Value dy = resultCotangents[0])
+    operandCotangents[0] =
+        SoftmaxGradOp::create(builder, getLoc(), getResult(), dy, getAxis());
+  return success();
+}
+
+LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
+                                    ArrayRef<Value> resultCotangents,
+                                    SmallVectorImpl<Value> &operandCotangents) {
+  // Operands are [query, key, value, mask?]; the mask is a constant.
+  operandCotangents.assign(getNumOperands(), Value());
+  Value dy = resultCotangents[0];
+  if (!dy)
+    return success();
+  auto gradient = AttentionGradOp::create(
+      builder, getLoc(), getQuery(), getKey(), getValue(), getMask(), dy,
+      getCausal(), getScale(), getDropout(), getSeed());
+  operandCotangents[0] = gradient.getDq();
+  operandCotangents[1] = gradient.getDk();
+  operandCotangents[2] = gradient.getDv();
+  return success();
+}
+
+LogicalResult EmbeddingOp::buildVjp(OpBuilder &builder,
+                                    ArrayRef<Value> resultCotangents,
+                                    SmallVectorImpl<Value> &operandCotangents) {
+  // The ids carry no gradient.
+  operandCotangents.assign(2, Value());
+  if (Value dy = resultCotangents[0])
+    operandCotangents[0] = EmbeddingGradOp::create(
+        builder, getLoc(), getTable().getType(), getIndices(), dy);
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVjp(
+    OpBuilder &builder, ArrayRef<Value> resultCotangents,
+    SmallVectorImpl<Value> &operandCotangents) {
+  // The targets carry no gradient.
+  operandCotangents.assign(2, Value());
+  if (Value dloss = resultCotangents[0])
+    operandCotangents[0] =
+        CrossEntropyGradOp::create(builder, getLoc(), getLogits(),
+                                   getTargets(), dloss, getIgnoreIndex());
+  return success();
+}

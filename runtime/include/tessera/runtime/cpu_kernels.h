@@ -1,0 +1,240 @@
+/*===- cpu_kernels.h - Tessera's reference kernels (C ABI) ----------------===*
+ *
+ * The CPU backend: one function per `tess` op (forward) and per gradient op,
+ * written for clarity and checked against PyTorch. The lowered training
+ * program (and the tess interpreter that tests it) calls exactly these; the
+ * CUDA backend implements the same ABI with fast kernels.
+ *
+ * Conventions
+ * - Tensors are dense, row-major, described by tessera_tensor. The caller
+ *   owns all memory; kernels never allocate outputs (scratch is internal).
+ * - Shapes are static and already checked by the compiler; kernels still
+ *   check what user data can break (token ids out of range) and return
+ *   nonzero with a message in tessera_cpu_last_error().
+ * - Floating point: storage may be f32, bf16 or f16; arithmetic is f32
+ *   (f64 accumulation for reductions over long axes), rounded once to the
+ *   output's storage type.
+ * - Broadcasting (binary ops, where) is numpy's: shapes right-aligned, size-1
+ *   dims stretch. Gradients of broadcasting are the compiler's business
+ *   (reduce_sum in IR), not the kernels'.
+ * - Random numbers (dropout) are a pure function of (seed, element index):
+ *   a counter-based generator, so a backward kernel regenerates the forward
+ *   mask from the same seed instead of storing it. The generator is
+ *   SplitMix64 read at position i (every backend must reproduce it):
+ *     mix(z)  = z ^= z >> 30, z *= 0xBF58476D1CE4E5B9,
+ *               z ^= z >> 27, z *= 0x94D049BB133111EB, z ^ (z >> 31)
+ *     bits(i) = mix(mix(seed) + (i + 1) * 0x9E3779B97F4A7C15)   (mod 2^64)
+ *     element i is kept iff (bits(i) >> 40) >= floor(rate * 2^24)
+ *   where i is the row-major index in the dropped tensor (for attention, the
+ *   weights [B, Hq, Sq, Skv]).
+ * - Gradient outputs are overwritten, never accumulated into.
+ *===----------------------------------------------------------------------===*/
+
+#ifndef TESSERA_RUNTIME_CPU_KERNELS_H
+#define TESSERA_RUNTIME_CPU_KERNELS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TESSERA_MAX_RANK 8
+
+typedef enum tessera_dtype {
+  TESSERA_F32 = 0,
+  TESSERA_BF16 = 1,
+  TESSERA_F16 = 2,
+  TESSERA_F64 = 3,
+  TESSERA_I64 = 4,
+  TESSERA_I32 = 5,
+  TESSERA_I8 = 6,
+  TESSERA_I16 = 7,
+  TESSERA_BOOL = 8 /* one byte per element, 0 or 1 */
+} tessera_dtype;
+
+typedef struct tessera_tensor {
+  void *data;
+  int32_t dtype; /* tessera_dtype */
+  int32_t rank;
+  int64_t shape[TESSERA_MAX_RANK];
+} tessera_tensor;
+
+/* Message of the last failing call on this thread ("" if none); a successful
+ * call leaves it unchanged. Messages start with the kernel's name. */
+const char *tessera_cpu_last_error(void);
+
+/*--- Elementwise ---------------------------------------------------------*/
+
+typedef enum tessera_unary_op {
+  TESSERA_NEG, TESSERA_ABS, TESSERA_EXP, TESSERA_LOG, TESSERA_SQRT,
+  TESSERA_RSQRT, TESSERA_RECIPROCAL, TESSERA_TANH, TESSERA_ERF,
+  TESSERA_SIGMOID, TESSERA_RELU, TESSERA_SILU, TESSERA_GELU_ERF,
+  TESSERA_GELU_TANH, TESSERA_COS, TESSERA_SIN, TESSERA_LOGICAL_NOT
+} tessera_unary_op;
+
+typedef enum tessera_binary_op {
+  TESSERA_ADD, TESSERA_SUB, TESSERA_MUL, TESSERA_DIV, TESSERA_POW,
+  TESSERA_MAXIMUM, TESSERA_MINIMUM, TESSERA_LOGICAL_AND, TESSERA_LOGICAL_OR,
+  TESSERA_EQ, TESSERA_NE, TESSERA_LT, TESSERA_LE, TESSERA_GT, TESSERA_GE
+} tessera_binary_op;
+
+int tessera_cpu_unary(int32_t op, const tessera_tensor *x, tessera_tensor *y);
+/* dx = dy * d op(x)/dx, for the differentiable unary ops. */
+int tessera_cpu_unary_grad(int32_t op, const tessera_tensor *x,
+                           const tessera_tensor *dy, tessera_tensor *dx);
+/* a and b share one dtype. Comparisons and logical ops write BOOL; the others
+ * write a's dtype. Integer ops follow C semantics (div truncates; division by
+ * zero is an error); float maximum/minimum propagate NaN. */
+int tessera_cpu_binary(int32_t op, const tessera_tensor *a,
+                       const tessera_tensor *b, tessera_tensor *y);
+int tessera_cpu_where(const tessera_tensor *condition,
+                      const tessera_tensor *on_true,
+                      const tessera_tensor *on_false, tessera_tensor *y);
+/* Any dtype to any dtype: float->int truncates, ->BOOL is "not zero". */
+int tessera_cpu_cast(const tessera_tensor *x, tessera_tensor *y);
+/* y = dropout(x): zero with probability `rate`, else x / (1 - rate). The mask
+ * of element i is a function of (seed, i) only. */
+int tessera_cpu_dropout(const tessera_tensor *x, tessera_tensor *y,
+                        double rate, uint64_t seed);
+
+/*--- Contractions --------------------------------------------------------*/
+
+/* y = op(a) @ op(b) over the last two dims, batch dims broadcast. Float
+ * storage (f32, bf16, f16, f64); f32 accumulation. */
+int tessera_cpu_matmul(const tessera_tensor *a, const tessera_tensor *b,
+                       tessera_tensor *y, int32_t transpose_a,
+                       int32_t transpose_b);
+/* y[..., n] = x[..., k] W[k, n] (+ bias[n]); W is [n, k] when
+ * transpose_weight. bias may be NULL. */
+int tessera_cpu_linear(const tessera_tensor *x, const tessera_tensor *weight,
+                       const tessera_tensor *bias, tessera_tensor *y,
+                       int32_t transpose_weight);
+
+/*--- Transformer layers --------------------------------------------------*/
+
+/* Normalized over dims [axis, rank) (axis already non-negative). scale and
+ * bias may be NULL. */
+int tessera_cpu_layer_norm(const tessera_tensor *x, const tessera_tensor *scale,
+                           const tessera_tensor *bias, tessera_tensor *y,
+                           int64_t axis, double epsilon);
+/* dscale/dbias may be NULL (no scale/bias, or not needed); dscale needs
+ * scale. The statistics are recomputed from x. */
+int tessera_cpu_layer_norm_grad(const tessera_tensor *x,
+                                const tessera_tensor *scale,
+                                const tessera_tensor *dy, tessera_tensor *dx,
+                                tessera_tensor *dscale, tessera_tensor *dbias,
+                                int64_t axis, double epsilon);
+int tessera_cpu_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
+                         tessera_tensor *y, int64_t axis, double epsilon);
+int tessera_cpu_rms_norm_grad(const tessera_tensor *x,
+                              const tessera_tensor *scale,
+                              const tessera_tensor *dy, tessera_tensor *dx,
+                              tessera_tensor *dscale, int64_t axis,
+                              double epsilon);
+int tessera_cpu_softmax(const tessera_tensor *x, tessera_tensor *y,
+                        int64_t axis);
+/* From the softmax output y: dx = y * (dy - sum(dy * y)). */
+int tessera_cpu_softmax_grad(const tessera_tensor *y, const tessera_tensor *dy,
+                             tessera_tensor *dx, int64_t axis);
+/* q [B,Hq,Sq,D], k/v [B,Hkv,Skv,D(v)], mask (NULL or broadcastable to
+ * [B,Hq,Sq,Skv], added to the scores), causal hides j > i + Skv - Sq (and
+ * needs Sq <= Skv). Query head h reads K/V head h / (Hq / Hkv). A query
+ * whose scores are all -inf attends to nothing (output 0, as PyTorch's
+ * scaled_dot_product_attention). Dropout on the attention weights
+ * with (rate, seed); weight (b, h, i, j) has dropout index
+ * ((b * Hq + h) * Sq + i) * Skv + j. */
+int tessera_cpu_attention(const tessera_tensor *q, const tessera_tensor *k,
+                          const tessera_tensor *v, const tessera_tensor *mask,
+                          tessera_tensor *y, int32_t causal, double scale,
+                          double dropout, uint64_t seed);
+/* Recomputes the forward internally; dmask is not produced. dk and dv sum
+ * over the query heads that share a K/V head. */
+int tessera_cpu_attention_grad(const tessera_tensor *q, const tessera_tensor *k,
+                               const tessera_tensor *v,
+                               const tessera_tensor *mask,
+                               const tessera_tensor *dy, tessera_tensor *dq,
+                               tessera_tensor *dk, tessera_tensor *dv,
+                               int32_t causal, double scale, double dropout,
+                               uint64_t seed);
+/* y[i..., :] = table[ids[i...], :]; an id outside [0, rows) is an error
+ * naming the id, its position and the table size. */
+int tessera_cpu_embedding(const tessera_tensor *table, const tessera_tensor *ids,
+                          tessera_tensor *y);
+/* dtable = scatter-add of dy rows at ids (dtable is overwritten). */
+int tessera_cpu_embedding_grad(const tessera_tensor *ids,
+                               const tessera_tensor *dy, tessera_tensor *dtable);
+/* ONNX Gather along `axis` (non-negative); negative indices count back; an
+ * index outside [-size, size) is an error naming it and its position. */
+int tessera_cpu_gather(const tessera_tensor *x, const tessera_tensor *indices,
+                       tessera_tensor *y, int64_t axis);
+int tessera_cpu_gather_grad(const tessera_tensor *indices,
+                            const tessera_tensor *dy, tessera_tensor *dx,
+                            int64_t axis);
+/* logits [N, V], targets [N] (I64 or I32): loss (rank 0) = mean over the
+ * targets != ignore_index of -log softmax(logits)[target]. A target outside
+ * [0, V) that is not ignore_index is an error. With every target ignored the
+ * loss is NaN (0/0, as in PyTorch) and the gradient below is 0. */
+int tessera_cpu_cross_entropy(const tessera_tensor *logits,
+                              const tessera_tensor *targets,
+                              tessera_tensor *loss, int64_t ignore_index);
+/* dlogits = dloss * (softmax(logits) - onehot(target)) / count, 0 on ignored
+ * rows; dloss is rank 0. */
+int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
+                                   const tessera_tensor *targets,
+                                   const tessera_tensor *dloss,
+                                   tessera_tensor *dlogits,
+                                   int64_t ignore_index);
+
+/*--- Data movement -------------------------------------------------------*/
+
+/* Same elements, any shape (a copy; the lowering aliases when it can). */
+int tessera_cpu_copy(const tessera_tensor *x, tessera_tensor *y);
+int tessera_cpu_transpose(const tessera_tensor *x, tessera_tensor *y,
+                          const int64_t *permutation);
+/* numpy broadcast of x to y's shape. */
+int tessera_cpu_broadcast(const tessera_tensor *x, tessera_tensor *y);
+/* y[i] = x[starts + i * strides] per dim (y's shape gives the count). */
+int tessera_cpu_slice(const tessera_tensor *x, tessera_tensor *y,
+                      const int64_t *starts, const int64_t *strides);
+/* The adjoint of slice: dx = 0, then dx[starts + i * strides] = dy[i]. */
+int tessera_cpu_slice_grad(const tessera_tensor *dy, tessera_tensor *dx,
+                           const int64_t *starts, const int64_t *strides);
+int tessera_cpu_concat(const tessera_tensor *const *inputs, int32_t count,
+                       tessera_tensor *y, int64_t axis);
+int tessera_cpu_split(const tessera_tensor *x, tessera_tensor *const *outputs,
+                      int32_t count, int64_t axis);
+
+/*--- Reductions ----------------------------------------------------------*/
+
+typedef enum tessera_reduce_op {
+  TESSERA_REDUCE_SUM, TESSERA_REDUCE_MEAN, TESSERA_REDUCE_MAX,
+  TESSERA_REDUCE_MIN
+} tessera_reduce_op;
+
+/* dims non-negative and distinct; y's rank tells whether dims were kept.
+ * Floats accumulate in f64, integers in int64; max/min propagate NaN. */
+int tessera_cpu_reduce(int32_t op, const tessera_tensor *x, tessera_tensor *y,
+                       const int64_t *dims, int32_t dim_count);
+
+/*--- Optimizer -----------------------------------------------------------*/
+
+/* Sum of squares of every element, added into *accumulator (f64): the
+ * global gradient norm is sqrt of the total over all gradients. */
+int tessera_cpu_sum_squares(const tessera_tensor *x, double *accumulator);
+/* One AdamW step in place (PyTorch's torch.optim.AdamW semantics, step >= 1):
+ *   param *= 1 - lr * weight_decay
+ *   m = beta1 m + (1 - beta1) g * grad_scale; v = beta2 v + (1 - beta2) (g * grad_scale)^2
+ *   param -= lr * (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + eps)
+ * param may be f32, bf16 or f16 storage; m and v are f32. grad_scale folds in
+ * clipping and loss-scale division. */
+int tessera_cpu_adamw(tessera_tensor *param, const tessera_tensor *grad,
+                      tessera_tensor *m, tessera_tensor *v, int64_t step,
+                      double lr, double beta1, double beta2, double eps,
+                      double weight_decay, double grad_scale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_RUNTIME_CPU_KERNELS_H */

@@ -1,0 +1,192 @@
+//===- AttentionTest.cpp - tessera_cpu_attention and its gradient ---------===//
+
+#include "TestUtil.h"
+#include "reference/TorchReferences.h"
+
+#include <limits>
+
+using namespace tessera_test;
+
+namespace {
+
+template <size_t N>
+Tensor fromReference(const float (&values)[N], const int64_t *shape,
+                     size_t rank) {
+  return Tensor::floats(Shape(shape, shape + rank),
+                        std::vector<float>(values, values + N));
+}
+#define REFERENCE_TENSOR(name)                                                 \
+  fromReference(torch_reference::name, torch_reference::name##_shape,          \
+                std::size(torch_reference::name##_shape))
+
+TEST(Attention, CausalMatchesPyTorch) {
+  Tensor q = REFERENCE_TENSOR(attention_causal_q);
+  Tensor k = REFERENCE_TENSOR(attention_causal_k);
+  Tensor v = REFERENCE_TENSOR(attention_causal_v);
+  Tensor y(TESSERA_F32, {1, 2, 5, 4});
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
+                                         y.get(), 1, 0.5, 0.0, 0));
+  expectAllNear(y.values(), torch_reference::attention_causal_y,
+                std::size(torch_reference::attention_causal_y), 2e-6, "causal");
+}
+
+TEST(Attention, GroupedQueryWithBottomRightCausalMatchesPyTorch) {
+  Tensor q = REFERENCE_TENSOR(attention_gqa_q);
+  Tensor k = REFERENCE_TENSOR(attention_gqa_k);
+  Tensor v = REFERENCE_TENSOR(attention_gqa_v);
+  Tensor y(TESSERA_F32, {2, 4, 3, 6});
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
+                                         y.get(), 1, 0.3, 0.0, 0));
+  expectAllNear(y.values(), torch_reference::attention_gqa_y,
+                std::size(torch_reference::attention_gqa_y), 2e-6, "gqa");
+}
+
+TEST(Attention, AdditiveMaskMatchesPyTorch) {
+  Tensor q = REFERENCE_TENSOR(attention_mask_q);
+  Tensor k = REFERENCE_TENSOR(attention_mask_k);
+  Tensor v = REFERENCE_TENSOR(attention_mask_v);
+  Tensor mask = REFERENCE_TENSOR(attention_mask_mask);
+  Tensor y(TESSERA_F32, {2, 2, 4, 3});
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), mask.get(),
+                                         y.get(), 0, 1.0 / std::sqrt(3.0), 0.0,
+                                         0));
+  expectAllNear(y.values(), torch_reference::attention_mask_y,
+                std::size(torch_reference::attention_mask_y), 2e-6, "mask");
+}
+
+struct GradientCase {
+  const char *name;
+  int64_t batch, queryHeads, keyHeads, querySeq, keySeq, headDim, valueDim;
+  bool causal, withMask;
+  double dropout;
+};
+
+void checkAttentionGradient(const GradientCase &c) {
+  SCOPED_TRACE(c.name);
+  Shape qShape = {c.batch, c.queryHeads, c.querySeq, c.headDim};
+  Shape kShape = {c.batch, c.keyHeads, c.keySeq, c.headDim};
+  Shape vShape = {c.batch, c.keyHeads, c.keySeq, c.valueDim};
+  Shape yShape = {c.batch, c.queryHeads, c.querySeq, c.valueDim};
+  Tensor q = randomTensor(qShape, 1, -1.5f, 1.5f);
+  Tensor k = randomTensor(kShape, 2, -1.5f, 1.5f);
+  Tensor v = randomTensor(vShape, 3);
+  // A [Sq, Skv] additive mask broadcast over batch and heads.
+  Tensor mask = randomTensor({c.querySeq, c.keySeq}, 4, -1, 1);
+  const tessera_tensor *maskArgument = c.withMask ? mask.get() : nullptr;
+  std::vector<float> weights = randomFloats(countOf(yShape), 5);
+  Tensor dy = Tensor::floats(yShape, weights);
+  Tensor y(TESSERA_F32, yShape);
+  Tensor dq(TESSERA_F32, qShape), dk(TESSERA_F32, kShape),
+      dv(TESSERA_F32, vShape);
+  const double scale = 0.7;
+  const uint64_t seed = 99;
+  EXPECT_KERNEL_OK(tessera_cpu_attention_grad(
+      q.get(), k.get(), v.get(), maskArgument, dy.get(), dq.get(), dk.get(),
+      dv.get(), c.causal, scale, c.dropout, seed));
+  auto objective = [&] {
+    EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(),
+                                           maskArgument, y.get(), c.causal,
+                                           scale, c.dropout, seed));
+    return weightedSum(y, weights);
+  };
+  expectGradientNear(dq, numericGradient(q, objective), "dq");
+  expectGradientNear(dk, numericGradient(k, objective), "dk");
+  expectGradientNear(dv, numericGradient(v, objective), "dv");
+}
+
+TEST(AttentionGrad, CausalMatchesFiniteDifferences) {
+  checkAttentionGradient({"causal", 2, 2, 2, 4, 4, 3, 3, true, false, 0.0});
+}
+
+TEST(AttentionGrad, MaskedGroupedQueryMatchesFiniteDifferences) {
+  checkAttentionGradient(
+      {"mask, Hq 4, Hkv 2", 1, 4, 2, 3, 5, 4, 2, false, true, 0.0});
+}
+
+TEST(AttentionGrad, CausalGroupedQueryWithShorterQueries) {
+  checkAttentionGradient(
+      {"causal, Sq 3 < Skv 5, GQA", 2, 4, 2, 3, 5, 3, 4, true, false, 0.0});
+}
+
+TEST(AttentionGrad, DropoutMatchesFiniteDifferences) {
+  // With a fixed seed the mask is fixed, so the forward is a smooth function.
+  checkAttentionGradient(
+      {"dropout 0.3, causal, GQA", 1, 4, 2, 4, 4, 3, 3, true, true, 0.3});
+}
+
+TEST(Attention, DropoutUsesTheMaskOfTessera_cpu_dropout) {
+  // With v = identity, y[b, h, i, :] is row i of the dropped weights.
+  const int64_t batch = 2, heads = 2, seq = 6;
+  Tensor q = randomTensor({batch, heads, seq, seq}, 6);
+  Tensor k = randomTensor({batch, heads, seq, seq}, 7);
+  Tensor v(TESSERA_F32, {batch, heads, seq, seq});
+  for (int64_t head = 0; head < batch * heads; ++head)
+    for (int64_t j = 0; j < seq; ++j)
+      v.f32()[(head * seq + j) * seq + j] = 1.0f;
+  Tensor y(TESSERA_F32, {batch, heads, seq, seq});
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
+                                         y.get(), 0, 1.0, 0.5, 2024));
+  Tensor ones =
+      Tensor::floats({batch, heads, seq, seq},
+                     std::vector<float>(batch * heads * seq * seq, 1.0f));
+  Tensor mask(TESSERA_F32, {batch, heads, seq, seq});
+  EXPECT_KERNEL_OK(tessera_cpu_dropout(ones.get(), mask.get(), 0.5, 2024));
+  int64_t kept = 0;
+  for (int64_t i = 0; i < mask.count(); ++i) {
+    EXPECT_EQ(y.at(i) != 0.0f, mask.at(i) != 0.0f) << "weight " << i;
+    kept += mask.at(i) != 0.0f;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, mask.count());
+}
+
+TEST(Attention, AFullyMaskedQueryAttendsToNothing) {
+  Tensor q = randomTensor({1, 1, 2, 4}, 11), k = randomTensor({1, 1, 3, 4}, 12);
+  Tensor v = randomTensor({1, 1, 3, 4}, 13);
+  const float hidden = -std::numeric_limits<float>::infinity();
+  Tensor mask = Tensor::floats({2, 3}, {hidden, hidden, hidden, 0, 0, hidden});
+  Tensor y(TESSERA_F32, {1, 1, 2, 4});
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), mask.get(),
+                                         y.get(), 0, 0.5, 0.0, 0));
+  for (int64_t d = 0; d < 4; ++d)
+    EXPECT_EQ(y.at(d), 0.0f);
+  EXPECT_FALSE(std::isnan(y.at(4)));
+  Tensor dy = randomTensor({1, 1, 2, 4}, 14);
+  Tensor dq(TESSERA_F32, {1, 1, 2, 4}), dk(TESSERA_F32, {1, 1, 3, 4}),
+      dv(TESSERA_F32, {1, 1, 3, 4});
+  EXPECT_KERNEL_OK(tessera_cpu_attention_grad(
+      q.get(), k.get(), v.get(), mask.get(), dy.get(), dq.get(), dk.get(),
+      dv.get(), 0, 0.5, 0.0, 0));
+  for (int64_t d = 0; d < 4; ++d)
+    EXPECT_EQ(dq.at(d), 0.0f);
+}
+
+TEST(Attention, RejectsHeadCountsThatDoNotGroup) {
+  Tensor q(TESSERA_F32, {1, 3, 2, 4}), k(TESSERA_F32, {1, 2, 2, 4});
+  Tensor v(TESSERA_F32, {1, 2, 2, 4}), y(TESSERA_F32, {1, 3, 2, 4});
+  EXPECT_NE(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr, y.get(),
+                                  0, 1.0, 0.0, 0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("not a multiple"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
+TEST(Attention, Bf16IsTheF32ResultRounded) {
+  Tensor q = Tensor::floats({1, 2, 4, 8}, randomFloats(64, 8), TESSERA_BF16);
+  Tensor k = Tensor::floats({1, 1, 4, 8}, randomFloats(32, 9), TESSERA_BF16);
+  Tensor v = Tensor::floats({1, 1, 4, 8}, randomFloats(32, 10), TESSERA_BF16);
+  Tensor y(TESSERA_BF16, {1, 2, 4, 8}), yF32(TESSERA_F32, {1, 2, 4, 8});
+  Tensor qF32 = Tensor::floats({1, 2, 4, 8}, q.values());
+  Tensor kF32 = Tensor::floats({1, 1, 4, 8}, k.values());
+  Tensor vF32 = Tensor::floats({1, 1, 4, 8}, v.values());
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
+                                         y.get(), 1, 0.35, 0.0, 0));
+  EXPECT_KERNEL_OK(tessera_cpu_attention(qF32.get(), kF32.get(), vF32.get(),
+                                         nullptr, yF32.get(), 1, 0.35, 0.0, 0));
+  for (int64_t i = 0; i < 64; ++i)
+    EXPECT_EQ(y.at(i),
+              tessera::cpu::bf16ToFloat(tessera::cpu::floatToBf16(yF32.at(i))));
+}
+
+} // namespace

@@ -1,0 +1,114 @@
+//===- MatmulTest.cpp - tessera_cpu_matmul and tessera_cpu_linear ---------===//
+
+#include "TestUtil.h"
+
+using namespace tessera_test;
+
+namespace {
+
+/// op(a) @ op(b) for one [rows, inner] x [inner, columns] product, in f64,
+/// reading a possibly transposed operand by its storage layout.
+std::vector<double> referenceProduct(const float *a, const float *b,
+                                     int64_t rows, int64_t inner,
+                                     int64_t columns, bool transposeA,
+                                     bool transposeB) {
+  std::vector<double> y(rows * columns, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < columns; ++j)
+      for (int64_t k = 0; k < inner; ++k)
+        y[i * columns + j] +=
+            static_cast<double>(transposeA ? a[k * rows + i]
+                                           : a[i * inner + k]) *
+            (transposeB ? b[j * inner + k] : b[k * columns + j]);
+  return y;
+}
+
+TEST(Matmul, AllTransposeCombinationsWithBatchBroadcast) {
+  const int64_t rows = 3, inner = 4, columns = 5;
+  for (int transposeA = 0; transposeA < 2; ++transposeA) {
+    for (int transposeB = 0; transposeB < 2; ++transposeB) {
+      Shape aShape = {2, 1, transposeA ? inner : rows,
+                      transposeA ? rows : inner};
+      Shape bShape = {3, transposeB ? columns : inner,
+                      transposeB ? inner : columns};
+      Tensor a = randomTensor(aShape, 1), b = randomTensor(bShape, 2);
+      Tensor y(TESSERA_F32, {2, 3, rows, columns});
+      EXPECT_KERNEL_OK(tessera_cpu_matmul(a.get(), b.get(), y.get(), transposeA,
+                                          transposeB));
+      std::vector<float> aValues = a.values(), bValues = b.values();
+      for (int64_t outer = 0; outer < 2; ++outer) {
+        for (int64_t batch = 0; batch < 3; ++batch) {
+          std::vector<double> expected =
+              referenceProduct(aValues.data() + outer * rows * inner,
+                               bValues.data() + batch * inner * columns, rows,
+                               inner, columns, transposeA, transposeB);
+          for (int64_t i = 0; i < rows * columns; ++i)
+            EXPECT_NEAR(y.at((outer * 3 + batch) * rows * columns + i),
+                        expected[i], 1e-5)
+                << "transpose_a " << transposeA << " transpose_b "
+                << transposeB;
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, RejectsMismatchedInnerDims) {
+  Tensor a(TESSERA_F32, {2, 3}), b(TESSERA_F32, {4, 5}), y(TESSERA_F32, {2, 5});
+  EXPECT_NE(tessera_cpu_matmul(a.get(), b.get(), y.get(), 0, 0), 0);
+  EXPECT_NE(
+      std::string(tessera_cpu_last_error()).find("contracted dims differ"),
+      std::string::npos);
+}
+
+TEST(Linear, MatchesTheProductPlusBias) {
+  for (int transposeWeight = 0; transposeWeight < 2; ++transposeWeight) {
+    Tensor x = randomTensor({2, 3, 4}, 3);
+    Shape weightShape = transposeWeight ? Shape{6, 4} : Shape{4, 6};
+    Tensor weight = randomTensor(weightShape, 4);
+    Tensor bias = randomTensor({6}, 5);
+    Tensor y(TESSERA_F32, {2, 3, 6}), noBias(TESSERA_F32, {2, 3, 6});
+    EXPECT_KERNEL_OK(tessera_cpu_linear(x.get(), weight.get(), bias.get(),
+                                        y.get(), transposeWeight));
+    EXPECT_KERNEL_OK(tessera_cpu_linear(x.get(), weight.get(), nullptr,
+                                        noBias.get(), transposeWeight));
+    std::vector<float> xValues = x.values(), wValues = weight.values();
+    std::vector<double> expected = referenceProduct(
+        xValues.data(), wValues.data(), 6, 4, 6, false, transposeWeight);
+    for (int64_t row = 0; row < 6; ++row) {
+      for (int64_t j = 0; j < 6; ++j) {
+        EXPECT_NEAR(noBias.at(row * 6 + j), expected[row * 6 + j], 1e-5);
+        EXPECT_NEAR(y.at(row * 6 + j), expected[row * 6 + j] + bias.at(j),
+                    1e-5);
+      }
+    }
+  }
+}
+
+TEST(Linear, Bf16IsTheF32ResultRounded) {
+  Tensor x = Tensor::floats({8, 16}, randomFloats(128, 6), TESSERA_BF16);
+  Tensor weight = Tensor::floats({16, 12}, randomFloats(192, 7), TESSERA_BF16);
+  Tensor bias = Tensor::floats({12}, randomFloats(12, 8), TESSERA_BF16);
+  Tensor y(TESSERA_BF16, {8, 12});
+  EXPECT_KERNEL_OK(
+      tessera_cpu_linear(x.get(), weight.get(), bias.get(), y.get(), 0));
+  Tensor xF32 = Tensor::floats({8, 16}, x.values());
+  Tensor weightF32 = Tensor::floats({16, 12}, weight.values());
+  Tensor biasF32 = Tensor::floats({12}, bias.values());
+  Tensor yF32(TESSERA_F32, {8, 12});
+  EXPECT_KERNEL_OK(tessera_cpu_linear(xF32.get(), weightF32.get(),
+                                      biasF32.get(), yF32.get(), 0));
+  for (int64_t i = 0; i < 96; ++i)
+    EXPECT_EQ(y.at(i),
+              tessera::cpu::bf16ToFloat(tessera::cpu::floatToBf16(yF32.at(i))));
+}
+
+TEST(Linear, RejectsAWeightOfTheWrongShape) {
+  Tensor x(TESSERA_F32, {2, 4}), weight(TESSERA_F32, {5, 6}),
+      y(TESSERA_F32, {2, 6});
+  EXPECT_NE(tessera_cpu_linear(x.get(), weight.get(), nullptr, y.get(), 0), 0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("does not match weight"),
+            std::string::npos);
+}
+
+} // namespace

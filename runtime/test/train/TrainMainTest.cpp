@@ -1,0 +1,551 @@
+//===- TrainMainTest.cpp - tessera_train_main end to end ------------------===//
+//
+// The driver is tested on a program written here by hand instead of one
+// compiled by tesserac: softmax regression over one-hot tokens, logits[n] =
+// W[token[n], :] + b (W [V, V], b [V]), mean cross-entropy against the
+// targets, gradients by plain loops. It is small enough to run dozens of
+// steps in milliseconds and learns the data's next-token rule, and hooks let
+// a test make a call fail or return infinite gradients at a chosen call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Json.h"
+#include "Safetensors.h"
+#include "TrainTestSupport.h"
+#include "tessera/runtime/program.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace tessera::train;
+using namespace tessera_train_test;
+
+namespace {
+
+constexpr int64_t kVocabulary = 8;
+
+/// What the hand-written program does besides computing: counts its calls,
+/// records the dropout seeds it receives, and fails or overflows on request.
+struct ProgramHooks {
+  int calls = 0;
+  int failAtCall = -1;
+  int overflowAtCall = -1;
+  std::vector<uint64_t> seeds;
+};
+ProgramHooks hooks;
+
+int softmaxRegression(const tessera_tensor *parameters,
+                      const tessera_tensor * /*buffers*/,
+                      const tessera_tensor *tokens,
+                      const tessera_tensor *targets, float lossScale,
+                      uint64_t seed, float *loss, tessera_tensor *gradients) {
+  ++hooks.calls;
+  hooks.seeds.push_back(seed);
+  if (hooks.calls == hooks.failAtCall) {
+    // Fail the way a lowered program does: a kernel rejects its input and
+    // leaves its message in tessera_cpu_last_error().
+    float table[2] = {0, 0};
+    int64_t id = 5;
+    tessera_tensor tableTensor{table, TESSERA_F32, 2, {2, 1}};
+    tessera_tensor ids{&id, TESSERA_I64, 1, {1}};
+    tessera_tensor out{table, TESSERA_F32, 2, {1, 1}};
+    return tessera_cpu_embedding(&tableTensor, &ids, &out);
+  }
+  const int64_t v = kVocabulary;
+  const auto *weight = static_cast<const float *>(parameters[0].data);
+  const auto *bias = static_cast<const float *>(parameters[1].data);
+  const auto *ids = static_cast<const int64_t *>(tokens->data);
+  const auto *labels = static_cast<const int64_t *>(targets->data);
+  const int64_t count = tokens->shape[0] * tokens->shape[1];
+  std::vector<float> dWeight(static_cast<size_t>(v * v), 0.0f);
+  std::vector<float> dBias(static_cast<size_t>(v), 0.0f);
+  double total = 0;
+  for (int64_t n = 0; n < count; ++n) {
+    std::vector<double> logits(static_cast<size_t>(v));
+    double largest = -1e30;
+    for (int64_t j = 0; j < v; ++j) {
+      logits[static_cast<size_t>(j)] = weight[ids[n] * v + j] + bias[j];
+      largest = std::max(largest, logits[static_cast<size_t>(j)]);
+    }
+    double sum = 0;
+    for (double &logit : logits)
+      sum += std::exp(logit - largest);
+    total += largest + std::log(sum) - logits[static_cast<size_t>(labels[n])];
+    for (int64_t j = 0; j < v; ++j) {
+      double probability =
+          std::exp(logits[static_cast<size_t>(j)] - largest) / sum;
+      auto d = static_cast<float>((probability - (j == labels[n] ? 1.0 : 0.0)) /
+                                  count * lossScale);
+      dWeight[static_cast<size_t>(ids[n] * v + j)] += d;
+      dBias[static_cast<size_t>(j)] += d;
+    }
+  }
+  *loss = static_cast<float>(total / count);
+  if (hooks.calls == hooks.overflowAtCall)
+    dWeight[3] = std::numeric_limits<float>::infinity();
+  std::vector<float> *sources[] = {&dWeight, &dBias};
+  for (int i = 0; i < 2; ++i) {
+    tessera_tensor source = gradients[i];
+    source.data = sources[i]->data();
+    source.dtype = TESSERA_F32;
+    if (tessera_cpu_cast(&source, &gradients[i]) != 0)
+      return 1;
+  }
+  return 0;
+}
+
+/// Another model: the same computation with one more parameter (whose
+/// gradient is zero), to check that checkpoints do not cross models.
+int widerModel(const tessera_tensor *parameters, const tessera_tensor *buffers,
+               const tessera_tensor *tokens, const tessera_tensor *targets,
+               float lossScale, uint64_t seed, float *loss,
+               tessera_tensor *gradients) {
+  float *extra = static_cast<float *>(gradients[2].data);
+  extra[0] = extra[1] = 0;
+  return softmaxRegression(parameters, buffers, tokens, targets, lossScale,
+                           seed, loss, gradients);
+}
+
+const tessera_tensor_info kParameters[] = {
+    {"linear.weight", TESSERA_F32, 2, {kVocabulary, kVocabulary}},
+    {"linear.bias", TESSERA_F32, 1, {kVocabulary}},
+    {"linear.extra", TESSERA_F32, 1, {2}},
+};
+
+/// The data's rule: the token after x is (3x + 1) mod 8, a permutation the
+/// model can learn exactly.
+int64_t successor(int64_t token) { return (3 * token + 1) % kVocabulary; }
+
+struct TrainRun {
+  int exitCode;
+  std::string out;
+  std::string err;
+};
+
+class TrainMainTest : public ::testing::Test {
+protected:
+  TemporaryDirectory temporary;
+  std::string directory;
+  std::string weightsPath;
+  std::string dataPath;
+
+  void SetUp() override {
+    hooks = ProgramHooks();
+    directory = temporary.getPath();
+    weightsPath = directory + "/tiny.safetensors";
+    std::vector<float> weight(kVocabulary * kVocabulary), bias(kVocabulary, 0);
+    for (size_t i = 0; i < weight.size(); ++i)
+      weight[i] = 0.01f * static_cast<float>(static_cast<int>(i * 7 % 5) - 2);
+    writeSafetensors(weightsPath,
+                     {{"linear.weight",
+                       TESSERA_F32,
+                       {kVocabulary, kVocabulary},
+                       weight.data()},
+                      {"linear.bias", TESSERA_F32, {kVocabulary}, bias.data()}},
+                     {});
+    // 24 rows of 5 tokens following the rule, each from its own start.
+    dataPath = directory + "/rows.npy";
+    std::vector<int64_t> rows;
+    for (int row = 0; row < 24; ++row) {
+      int64_t token = (row * 5) % kVocabulary;
+      for (int column = 0; column < 5; ++column) {
+        rows.push_back(token);
+        token = successor(token);
+      }
+    }
+    writeNpy(dataPath, "<i8", {24, 5}, rows);
+  }
+
+  tessera_program program(int64_t batch = 4,
+                          int32_t precision = TESSERA_PRECISION_FP32) const {
+    tessera_program p{};
+    p.model_name = "softmax-regression.onnx";
+    p.weights_file = weightsPath.c_str();
+    p.loss_kind = TESSERA_LOSS_CAUSAL_LM;
+    p.precision = precision;
+    p.batch = batch;
+    p.sequence = 4;
+    p.vocabulary = kVocabulary;
+    p.ignore_index = -100;
+    p.parameter_count = 2;
+    p.parameters = kParameters;
+    p.forward_backward = softmaxRegression;
+    return p;
+  }
+
+  TrainRun train(std::vector<std::string> words, const tessera_program &which) {
+    Arguments arguments(std::move(words));
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    int code = tessera_train_main(arguments.argc(), arguments.argv(), &which);
+    TrainRun run{code, ::testing::internal::GetCapturedStdout(),
+                 ::testing::internal::GetCapturedStderr()};
+    return run;
+  }
+
+  /// The objects of a metrics file, one per line.
+  static std::vector<JsonValue> readMetrics(const std::string &path) {
+    std::vector<JsonValue> records;
+    std::istringstream lines(readBytes(path));
+    for (std::string line; std::getline(lines, line);)
+      records.push_back(parseJson(line, path));
+    return records;
+  }
+
+  static std::vector<float> floats(const SafetensorsFile &file,
+                                   const std::string &name) {
+    const LoadedTensor *tensor = file.find(name);
+    EXPECT_TRUE(tensor) << name;
+    if (!tensor)
+      return {};
+    std::vector<float> values(tensor->bytes.size() / 4);
+    std::memcpy(values.data(), tensor->bytes.data(), tensor->bytes.size());
+    return values;
+  }
+};
+
+// Tests that a few steps learn the data's rule: the loss falls, every step
+// prints a line, and the metrics file has one object a step with its keys.
+TEST_F(TrainMainTest, LossFalls) {
+  std::string metrics = directory + "/metrics.jsonl";
+  TrainRun run =
+      train({"--data", dataPath, "--steps", "30", "--lr", "0.1", "--metrics",
+             metrics, "--schedule", "cosine", "--warmup", "3"},
+            program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.err, "");
+  EXPECT_NE(run.out.find("step     1/30 | loss "), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("step    30/30 | loss "), std::string::npos);
+  EXPECT_NE(run.out.find("tokens/s"), std::string::npos);
+  std::vector<JsonValue> records = readMetrics(metrics);
+  ASSERT_EQ(records.size(), 30u);
+  for (const char *key : {"step", "loss", "lr", "grad_norm", "tokens_per_s",
+                          "step_ms", "loss_scale", "skipped"})
+    EXPECT_TRUE(records[0].find(key)) << key;
+  double first = records.front().find("loss")->number;
+  double last = records.back().find("loss")->number;
+  EXPECT_NEAR(first, std::log(8.0), 0.05) << "near-uniform start";
+  EXPECT_LT(last, 0.5 * first);
+  EXPECT_NEAR(records[0].find("lr")->number, 0.1 / 3, 1e-12);
+  EXPECT_EQ(records[0].find("skipped")->boolean, false);
+  EXPECT_EQ(records[0].find("loss_scale")->number, 1);
+  EXPECT_EQ(hooks.calls, 30);
+}
+
+// Tests that killing a run (here: the program fails in step 5) and resuming
+// from its last checkpoint gives exactly the bits of an uninterrupted run:
+// parameters, moments, the data read and the dropout seeds.
+TEST_F(TrainMainTest, ResumeIsBitForBit) {
+  std::vector<std::string> common = {"--data",
+                                     dataPath,
+                                     "--steps",
+                                     "8",
+                                     "--lr",
+                                     "0.05",
+                                     "--warmup",
+                                     "2",
+                                     "--schedule",
+                                     "cosine",
+                                     "--grad-clip",
+                                     "0.5",
+                                     "--weight-decay",
+                                     "0.1",
+                                     "--seed",
+                                     "99",
+                                     "--checkpoint-every",
+                                     "2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> words = common;
+    words.insert(words.end(), extra.begin(), extra.end());
+    return words;
+  };
+  TrainRun whole = train(
+      with({"--checkpoint-dir", directory + "/whole", "--dump-params",
+            directory + "/whole.st", "--metrics", directory + "/whole.jsonl"}),
+      program());
+  ASSERT_EQ(whole.exitCode, 0) << whole.err;
+  std::vector<uint64_t> wholeSeeds = hooks.seeds;
+
+  hooks = ProgramHooks();
+  hooks.failAtCall = 5;
+  TrainRun killed = train(
+      with({"--checkpoint-dir", directory + "/parts", "--dump-params",
+            directory + "/parts.st", "--metrics", directory + "/parts.jsonl"}),
+      program());
+  EXPECT_EQ(killed.exitCode, 1);
+  EXPECT_NE(killed.err.find("train: error: step 5, micro-batch 1: "
+                            "tessera_cpu_embedding"),
+            std::string::npos)
+      << killed.err;
+  EXPECT_TRUE(fileExists(directory + "/parts/checkpoint_00000004.safetensors"));
+  EXPECT_FALSE(fileExists(directory + "/parts.st"));
+
+  hooks = ProgramHooks();
+  TrainRun resumed =
+      train(with({"--checkpoint-dir", directory + "/parts", "--dump-params",
+                  directory + "/parts.st", "--metrics",
+                  directory + "/parts.jsonl", "--resume"}),
+            program());
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resuming from " + directory +
+                             "/parts/checkpoint_00000004.safetensors (step 4)"),
+            std::string::npos)
+      << resumed.out;
+  EXPECT_EQ(hooks.seeds,
+            std::vector<uint64_t>(wholeSeeds.begin() + 4, wholeSeeds.end()));
+  EXPECT_EQ(readBytes(directory + "/parts.st"),
+            readBytes(directory + "/whole.st"));
+  EXPECT_EQ(readBytes(directory + "/parts/checkpoint_00000008.safetensors"),
+            readBytes(directory + "/whole/checkpoint_00000008.safetensors"));
+
+  // The resumed metrics continue the killed run's file: together they are the
+  // uninterrupted run's, apart from the timings.
+  std::vector<JsonValue> a = readMetrics(directory + "/whole.jsonl");
+  std::vector<JsonValue> b = readMetrics(directory + "/parts.jsonl");
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(b[i].find("step")->number, static_cast<double>(i + 1));
+    for (const char *key : {"loss", "lr", "grad_norm"})
+      EXPECT_EQ(a[i].find(key)->numberText, b[i].find(key)->numberText) << key;
+  }
+
+  SafetensorsFile checkpoint =
+      readSafetensors(directory + "/whole/checkpoint_00000008.safetensors");
+  EXPECT_EQ(checkpoint.metadata.at("step"), "8");
+  EXPECT_EQ(checkpoint.metadata.at("optimizer_step"), "8");
+  EXPECT_EQ(checkpoint.metadata.at("seed"), "99");
+  EXPECT_EQ(checkpoint.metadata.at("data_position"), "32");
+  EXPECT_EQ(checkpoint.metadata.at("model"), "softmax-regression.onnx");
+  EXPECT_TRUE(checkpoint.find("optimizer.m.linear.weight"));
+  EXPECT_TRUE(checkpoint.find("optimizer.v.linear.bias"));
+  EXPECT_EQ(checkpoint.tensors.size(), 6u);
+}
+
+// Tests fp16 dynamic loss scaling: infinite gradients in step 3 skip that
+// step's update and halve the scale; clean windows double it again.
+TEST_F(TrainMainTest, Fp16OverflowSkipsStepAndHalvesScale) {
+  hooks.overflowAtCall = 3;
+  std::string metrics = directory + "/fp16.jsonl";
+  TrainRun run = train({"--data", dataPath, "--steps", "6", "--lr", "0.05",
+                        "--loss-scale-init", "1024", "--loss-scale-window", "2",
+                        "--metrics", metrics, "--checkpoint-dir",
+                        directory + "/ckpt", "--checkpoint-every", "1"},
+                       program(4, TESSERA_PRECISION_FP16));
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("skipped: gradients overflowed at loss scale 2048"),
+            std::string::npos)
+      << run.out;
+  std::vector<JsonValue> records = readMetrics(metrics);
+  ASSERT_EQ(records.size(), 6u);
+  const double scales[] = {1024, 1024, 2048, 1024, 1024, 2048};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(records[i].find("loss_scale")->number, scales[i]) << i;
+    EXPECT_EQ(records[i].find("skipped")->boolean, i == 2) << i;
+  }
+  EXPECT_EQ(records[2].find("grad_norm")->kind, JsonValue::Kind::Null);
+
+  auto at = [&](int step) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "/ckpt/checkpoint_%08d.safetensors",
+                  step);
+    return readSafetensors(directory + name);
+  };
+  SafetensorsFile two = at(2), three = at(3), six = at(6);
+  for (const char *name : {"linear.weight", "optimizer.m.linear.weight",
+                           "optimizer.v.linear.bias"})
+    EXPECT_EQ(floats(two, name), floats(three, name)) << name;
+  EXPECT_NE(floats(three, "linear.weight"), floats(at(4), "linear.weight"));
+  EXPECT_EQ(three.metadata.at("optimizer_step"), "2");
+  EXPECT_EQ(six.metadata.at("optimizer_step"), "5");
+  EXPECT_EQ(six.metadata.at("step"), "6");
+  EXPECT_EQ(std::strtod(six.metadata.at("loss_scale").c_str(), nullptr), 2048);
+}
+
+// Tests that K micro-batches of B/K rows give the parameters of one batch of
+// B rows (gradients averaged in f32; the data order does not depend on B).
+TEST_F(TrainMainTest, GradientAccumulationMatchesOneBigBatch) {
+  std::vector<std::string> common = {"--data", dataPath, "--steps",     "5",
+                                     "--lr",   "0.05",   "--grad-clip", "0.3"};
+  auto run = [&](int64_t batch, const char *accumulation, const char *dump) {
+    std::vector<std::string> words = common;
+    words.insert(words.end(), {"--grad-accum", accumulation, "--dump-params",
+                               directory + dump});
+    TrainRun result = train(words, program(batch));
+    EXPECT_EQ(result.exitCode, 0) << result.err;
+    return readSafetensors(directory + dump);
+  };
+  SafetensorsFile one = run(4, "1", "/one.st");
+  SafetensorsFile two = run(2, "2", "/two.st");
+  for (const char *name : {"linear.weight", "linear.bias"}) {
+    std::vector<float> a = floats(one, name), b = floats(two, name);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_NEAR(a[i], b[i], 1e-6) << name << "[" << i << "]";
+  }
+  std::vector<float> initial =
+      floats(readSafetensors(weightsPath), "linear.weight");
+  EXPECT_NE(floats(one, "linear.weight"), initial) << "the run must train";
+}
+
+// Tests a bf16 program: its bf16 gradients are widened to f32 before AdamW,
+// and the run stays close to the f32 one.
+TEST_F(TrainMainTest, Bf16TracksFp32) {
+  auto run = [&](int32_t precision, const char *dump) {
+    TrainRun result = train({"--data", dataPath, "--steps", "10", "--lr",
+                             "0.05", "--dump-params", directory + dump},
+                            program(4, precision));
+    EXPECT_EQ(result.exitCode, 0) << result.err;
+    return floats(readSafetensors(directory + dump), "linear.weight");
+  };
+  std::vector<float> f32 = run(TESSERA_PRECISION_FP32, "/f32.st");
+  std::vector<float> bf16 = run(TESSERA_PRECISION_BF16, "/bf16.st");
+  ASSERT_EQ(f32.size(), bf16.size());
+  for (size_t i = 0; i < f32.size(); ++i)
+    EXPECT_NEAR(f32[i], bf16[i], 2e-2) << i;
+  EXPECT_NE(f32, bf16) << "bf16 rounding should be visible";
+}
+
+// Tests training from an llm.c token shard end to end.
+TEST_F(TrainMainTest, TrainsOnTokenShards) {
+  std::vector<uint16_t> tokens;
+  int64_t token = 0;
+  for (int i = 0; i < 4 * 16 * 4 + 1; ++i) {
+    tokens.push_back(static_cast<uint16_t>(token));
+    token = successor(token);
+  }
+  writeShard(directory + "/shard_000.bin", tokens);
+  std::string metrics = directory + "/m.jsonl";
+  TrainRun run = train({"--data", directory + "/shard_*.bin", "--steps", "20",
+                        "--lr", "0.1", "--metrics", metrics},
+                       program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<JsonValue> records = readMetrics(metrics);
+  EXPECT_LT(records.back().find("loss")->number,
+            0.5 * records.front().find("loss")->number);
+}
+
+// Tests --init random: N(0, 0.02) matrices and zero biases, and --steps 0
+// (no data needed) just exporting the initial parameters.
+TEST_F(TrainMainTest, RandomInitialization) {
+  std::string dump = directory + "/init.st";
+  TrainRun run = train({"--init", "random", "--steps", "0", "--seed", "3",
+                        "--dump-params", dump},
+                       program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  SafetensorsFile file = readSafetensors(dump);
+  EXPECT_EQ(file.tensors.size(), 2u);
+  std::vector<float> weight = floats(file, "linear.weight");
+  double sum = 0, squares = 0;
+  for (float value : weight) {
+    sum += value;
+    squares += value * value;
+  }
+  double mean = sum / weight.size();
+  double deviation = std::sqrt(squares / weight.size() - mean * mean);
+  EXPECT_NEAR(mean, 0, 0.01);
+  EXPECT_NEAR(deviation, 0.02, 0.007);
+  EXPECT_EQ(floats(file, "linear.bias"), std::vector<float>(kVocabulary, 0.0f));
+  EXPECT_EQ(file.metadata.at("format"), "pt");
+}
+
+// Tests the user errors a run can meet, each a message and a non-zero exit.
+TEST_F(TrainMainTest, Errors) {
+  TrainRun run = train({"--bogus"}, program());
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("train: error: unknown flag '--bogus'"),
+            std::string::npos);
+
+  run = train({"--steps", "3"}, program());
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("--data: required to train (3 steps to run)"),
+            std::string::npos)
+      << run.err;
+
+  run = train({"--help"}, program());
+  EXPECT_EQ(run.exitCode, 0);
+  EXPECT_NE(run.out.find("usage: train --data PATTERN"), std::string::npos);
+
+  run = train({"--data", directory + "/nothing_*.npy"}, program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("no file matches"), std::string::npos);
+
+  run = train({"--data", dataPath, "--weights", directory + "/absent.st"},
+              program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("absent.st: No such file or directory"),
+            std::string::npos)
+      << run.err;
+
+  // Weights of another model.
+  std::vector<float> wrong(kVocabulary * 4, 0);
+  writeSafetensors(
+      directory + "/wrong.st",
+      {{"linear.weight", TESSERA_F32, {kVocabulary, 4}, wrong.data()},
+       {"linear.bias", TESSERA_F32, {kVocabulary}, wrong.data()}},
+      {});
+  run = train({"--data", dataPath, "--weights", directory + "/wrong.st"},
+              program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("tensor 'linear.weight' has shape [8, 4] but model "
+                         "softmax-regression.onnx needs [8, 8]"),
+            std::string::npos)
+      << run.err;
+
+  // A token outside the vocabulary.
+  writeNpy(directory + "/bad.npy", "<i4", {4, 5},
+           {1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 1, 2, 8, 4, 5});
+  run = train({"--data", directory + "/bad.npy"}, program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("bad.npy: token id 8 at row 3, column 2 is outside "
+                         "the vocabulary of 8 ids"),
+            std::string::npos)
+      << run.err;
+
+  // Resuming with nothing to resume from, then from another model's
+  // checkpoint.
+  run = train({"--data", dataPath, "--checkpoint-dir", directory + "/empty",
+               "--resume"},
+              program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("--resume: no checkpoint_*.safetensors in"),
+            std::string::npos)
+      << run.err;
+  run = train({"--data", dataPath, "--steps", "2", "--checkpoint-dir",
+               directory + "/other"},
+              program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  tessera_program wider = program();
+  wider.parameter_count = 3;
+  wider.forward_backward = widerModel;
+  run = train({"--data", dataPath, "--steps", "4", "--checkpoint-dir",
+               directory + "/other", "--resume"},
+              wider);
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("tensor 'linear.extra' of model "
+                         "softmax-regression.onnx is missing"),
+            std::string::npos)
+      << run.err;
+
+  // fp32 gradients that are not finite mean divergence, not a skipped step.
+  hooks = ProgramHooks();
+  hooks.overflowAtCall = 2;
+  run = train({"--data", dataPath, "--steps", "3"}, program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("step 2: the loss or the gradients are not finite"),
+            std::string::npos)
+      << run.err;
+
+  // A malformed program is reported as a compiler bug, not a crash.
+  tessera_program broken = program();
+  broken.batch = 0;
+  run = train({"--data", dataPath}, broken);
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("malformed program (a compiler bug)"),
+            std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,268 @@
+//===- Checkpoint.cpp - Checkpoints as safetensors -----------------------===//
+//
+// Design: a checkpoint is one safetensors file that any safetensors reader
+// can open: the parameters under their ONNX initializer names (f32 master
+// copies), the program's buffers under theirs, AdamW's moments as
+// "optimizer.m.<name>" and "optimizer.v.<name>" (f32), and in __metadata__
+// everything else TrainingState holds (step, optimizer_step, seed,
+// data_position, loss_scale, clean_steps), plus the model name and a format
+// tag. Numbers are decimal strings; the loss scale is printed with "%a" (hex
+// float) so that it round-trips exactly.
+//
+// Files are named checkpoint_<step>.safetensors with the step zero-padded to
+// eight digits, written atomically (Safetensors.cpp), and all are kept;
+// --resume picks the highest step. Loading insists on exactly the program's
+// tensor set and shapes, so a checkpoint of another model fails with the
+// name of the first tensor that differs rather than training garbage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+
+#include "TrainError.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <set>
+#include <sys/stat.h>
+
+namespace tessera::train {
+namespace {
+
+constexpr const char *kFormatKey = "format";
+constexpr const char *kFormatValue = "tessera-checkpoint-1";
+constexpr const char *kFirstMomentPrefix = "optimizer.m.";
+constexpr const char *kSecondMomentPrefix = "optimizer.v.";
+constexpr const char *kPrefix = "checkpoint_";
+constexpr const char *kSuffix = ".safetensors";
+
+const char *modelNameOf(const tessera_program &program) {
+  return program.model_name ? program.model_name : "(unnamed)";
+}
+
+std::string requireMetadata(const std::string &path,
+                            const SafetensorsFile &file, const char *key) {
+  auto found = file.metadata.find(key);
+  if (found == file.metadata.end())
+    fail(path + ": not a Tessera checkpoint (no '" + key +
+         "' in __metadata__)");
+  return found->second;
+}
+
+int64_t metadataInteger(const std::string &path, const SafetensorsFile &file,
+                        const char *key) {
+  std::string text = requireMetadata(path, file, key);
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < 0)
+    fail(path + ": __metadata__ '" + key + "' = '" + text +
+         "' is not a non-negative integer");
+  return value;
+}
+
+} // namespace
+
+std::string checkpointPath(const std::string &directory, int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s%08lld%s", kPrefix,
+                static_cast<long long>(step), kSuffix);
+  return directory + "/" + name;
+}
+
+std::string findLatestCheckpoint(const std::string &directory) {
+  DIR *listing = ::opendir(directory.c_str());
+  if (!listing)
+    fail("--checkpoint-dir: cannot read " + describeSystemError(directory));
+  std::string best;
+  long long bestStep = -1;
+  while (dirent *entry = ::readdir(listing)) {
+    std::string name = entry->d_name;
+    size_t prefix = std::strlen(kPrefix), suffix = std::strlen(kSuffix);
+    if (name.size() <= prefix + suffix || name.rfind(kPrefix, 0) != 0 ||
+        name.compare(name.size() - suffix, suffix, kSuffix) != 0)
+      continue;
+    std::string digits = name.substr(prefix, name.size() - prefix - suffix);
+    if (digits.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    long long step = std::strtoll(digits.c_str(), nullptr, 10);
+    if (step > bestStep) {
+      bestStep = step;
+      best = directory + "/" + name;
+    }
+  }
+  ::closedir(listing);
+  return best;
+}
+
+void ensureDirectory(const std::string &directory) {
+  std::string partial;
+  size_t start = 0;
+  while (start <= directory.size()) {
+    size_t slash = directory.find('/', start);
+    partial = directory.substr(0, slash);
+    if (!partial.empty() && ::mkdir(partial.c_str(), 0755) != 0 &&
+        errno != EEXIST)
+      fail("--checkpoint-dir: cannot create " + describeSystemError(partial));
+    if (slash == std::string::npos)
+      break;
+    start = slash + 1;
+  }
+  struct stat info;
+  if (::stat(directory.c_str(), &info) != 0 || !S_ISDIR(info.st_mode))
+    fail("--checkpoint-dir: " + directory + " is not a directory");
+}
+
+void checkTensorSet(const std::string &path, const SafetensorsFile &file,
+                    const std::vector<ExpectedTensor> &expected,
+                    const char *modelName) {
+  std::set<std::string> names;
+  for (const ExpectedTensor &tensor : expected) {
+    names.insert(tensor.name);
+    const LoadedTensor *found = file.find(tensor.name);
+    if (!found)
+      fail(path + ": tensor '" + tensor.name + "' of model " + modelName +
+           " is missing (is the file from another model?)");
+    if (found->shape != tensor.shape)
+      fail(path + ": tensor '" + tensor.name + "' has shape " +
+           shapeText(found->shape) + " but model " + modelName + " needs " +
+           shapeText(tensor.shape) + " (is the file from another model?)");
+  }
+  for (const LoadedTensor &tensor : file.tensors)
+    if (!names.count(tensor.name))
+      fail(path + ": tensor '" + tensor.name + "' is not part of model " +
+           modelName + " (is the file from another model?)");
+}
+
+void convertTensor(const std::string &path, const LoadedTensor &tensor,
+                   int32_t dtype, void *destination) {
+  if (tensor.dtype == dtype) {
+    if (!tensor.bytes.empty())
+      std::memcpy(destination, tensor.bytes.data(), tensor.bytes.size());
+    return;
+  }
+  tessera_tensor source{};
+  source.data = const_cast<unsigned char *>(tensor.bytes.data());
+  source.dtype = tensor.dtype;
+  source.rank = static_cast<int32_t>(tensor.shape.size());
+  for (size_t i = 0; i < tensor.shape.size(); ++i)
+    source.shape[i] = tensor.shape[i];
+  tessera_tensor target = source;
+  target.data = destination;
+  target.dtype = dtype;
+  if (tessera_cpu_cast(&source, &target) != 0)
+    fail(path + ": tensor '" + tensor.name + "': cannot convert " +
+         safetensorsDtypeName(tensor.dtype) + " to " +
+         safetensorsDtypeName(dtype) + ": " + tessera_cpu_last_error());
+}
+
+void saveCheckpoint(const std::string &path, const tessera_program &program,
+                    const TrainingState &state) {
+  std::vector<TensorView> views;
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    const tessera_tensor_info &info = program.parameters[i];
+    views.push_back({info.name, TESSERA_F32, shapeOf(info),
+                     state.parameters[static_cast<size_t>(i)].data()});
+  }
+  for (int32_t i = 0; i < program.buffer_count; ++i) {
+    const tessera_tensor_info &info = program.buffers[i];
+    views.push_back({info.name, info.dtype, shapeOf(info),
+                     state.buffers[static_cast<size_t>(i)].data()});
+  }
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    const tessera_tensor_info &info = program.parameters[i];
+    views.push_back({std::string(kFirstMomentPrefix) + info.name, TESSERA_F32,
+                     shapeOf(info),
+                     state.firstMoments[static_cast<size_t>(i)].data()});
+    views.push_back({std::string(kSecondMomentPrefix) + info.name, TESSERA_F32,
+                     shapeOf(info),
+                     state.secondMoments[static_cast<size_t>(i)].data()});
+  }
+  char lossScale[64];
+  std::snprintf(lossScale, sizeof(lossScale), "%a", state.lossScale);
+  std::map<std::string, std::string> metadata = {
+      {kFormatKey, kFormatValue},
+      {"model", modelNameOf(program)},
+      {"step", std::to_string(state.step)},
+      {"optimizer_step", std::to_string(state.optimizerStep)},
+      {"seed", std::to_string(state.seed)},
+      {"data_position", std::to_string(state.dataPosition)},
+      {"loss_scale", lossScale},
+      {"clean_steps", std::to_string(state.cleanSteps)},
+  };
+  writeSafetensors(path, views, metadata);
+}
+
+void loadCheckpoint(const std::string &path, const tessera_program &program,
+                    TrainingState &state) {
+  SafetensorsFile file = readSafetensors(path);
+  if (requireMetadata(path, file, kFormatKey) != kFormatValue)
+    fail(path + ": unsupported checkpoint format '" +
+         file.metadata[kFormatKey] + "' (expected " + kFormatValue + ")");
+  std::vector<ExpectedTensor> expected;
+  for (int32_t i = 0; i < program.parameter_count; ++i)
+    expected.push_back(
+        {program.parameters[i].name, shapeOf(program.parameters[i])});
+  for (int32_t i = 0; i < program.buffer_count; ++i)
+    expected.push_back({program.buffers[i].name, shapeOf(program.buffers[i])});
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    expected.push_back(
+        {std::string(kFirstMomentPrefix) + program.parameters[i].name,
+         shapeOf(program.parameters[i])});
+    expected.push_back(
+        {std::string(kSecondMomentPrefix) + program.parameters[i].name,
+         shapeOf(program.parameters[i])});
+  }
+  checkTensorSet(path, file, expected, modelNameOf(program));
+
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    std::string name = program.parameters[i].name;
+    auto index = static_cast<size_t>(i);
+    convertTensor(path, *file.find(name), TESSERA_F32,
+                  state.parameters[index].data());
+    convertTensor(path, *file.find(kFirstMomentPrefix + name), TESSERA_F32,
+                  state.firstMoments[index].data());
+    convertTensor(path, *file.find(kSecondMomentPrefix + name), TESSERA_F32,
+                  state.secondMoments[index].data());
+  }
+  for (int32_t i = 0; i < program.buffer_count; ++i)
+    convertTensor(path, *file.find(program.buffers[i].name),
+                  program.buffers[i].dtype,
+                  state.buffers[static_cast<size_t>(i)].data());
+
+  state.step = metadataInteger(path, file, "step");
+  state.optimizerStep = metadataInteger(path, file, "optimizer_step");
+  state.dataPosition = metadataInteger(path, file, "data_position");
+  state.cleanSteps = metadataInteger(path, file, "clean_steps");
+  std::string seed = requireMetadata(path, file, "seed");
+  char *end = nullptr;
+  state.seed = std::strtoull(seed.c_str(), &end, 10);
+  if (seed.empty() || *end != '\0')
+    fail(path + ": __metadata__ 'seed' = '" + seed + "' is not an integer");
+  std::string scale = requireMetadata(path, file, "loss_scale");
+  state.lossScale = std::strtod(scale.c_str(), &end);
+  if (scale.empty() || *end != '\0' || !(state.lossScale > 0))
+    fail(path + ": __metadata__ 'loss_scale' = '" + scale +
+         "' is not a positive number");
+}
+
+void dumpParameters(const std::string &path, const tessera_program &program,
+                    const TrainingState &state) {
+  std::vector<TensorView> views;
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    const tessera_tensor_info &info = program.parameters[i];
+    views.push_back({info.name, TESSERA_F32, shapeOf(info),
+                     state.parameters[static_cast<size_t>(i)].data()});
+  }
+  // safetensors.torch.save_file tags its files "pt"; doing the same keeps
+  // tools that look at the tag happy.
+  writeSafetensors(path, views,
+                   {{"format", "pt"},
+                    {"model", modelNameOf(program)},
+                    {"step", std::to_string(state.step)}});
+}
+
+} // namespace tessera::train

@@ -1,0 +1,346 @@
+//===- Flags.cpp - Parsing the training executable's flags ----------------===//
+//
+// Design: one table lists every flag with its value kind, help line and a
+// setter, so the parser, --help and the error messages cannot drift apart.
+// Values are parsed strictly (the whole string must be the number; "1e-3x",
+// "", "nan" are errors) because a silently misread learning rate wastes a
+// whole run. Both `--flag value` and `--flag=value` are accepted. After
+// parsing, the checks that involve two flags run once (e.g. --resume needs
+// --checkpoint-dir). Every problem throws TrainError with exit code 2 and a
+// sentence that names the flag.
+//
+// Defaults follow torch.optim.AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8,
+// weight decay 0.01) and common LM practice (gradient clipping at 1.0).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Flags.h"
+
+#include "TrainError.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+namespace tessera::train {
+namespace {
+
+[[noreturn]] void usageError(const std::string &message) {
+  throw TrainError(message + " (run with --help for the flags)",
+                   kUsageExitCode);
+}
+
+double parseReal(const std::string &flag, const std::string &text) {
+  const char *begin = text.c_str();
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(begin, &end);
+  if (text.empty() || end != begin + text.size() || errno == ERANGE ||
+      !std::isfinite(value))
+    usageError(flag + ": '" + text + "' is not a finite number");
+  return value;
+}
+
+int64_t parseInteger(const std::string &flag, const std::string &text) {
+  const char *begin = text.c_str();
+  char *end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(begin, &end, 10);
+  if (text.empty() || end != begin + text.size() || errno == ERANGE)
+    usageError(flag + ": '" + text + "' is not an integer");
+  return static_cast<int64_t>(value);
+}
+
+uint64_t parseUnsigned(const std::string &flag, const std::string &text) {
+  const char *begin = text.c_str();
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(begin, &end, 10);
+  if (text.empty() || text[0] == '-' || end != begin + text.size() ||
+      errno == ERANGE)
+    usageError(flag + ": '" + text + "' is not a non-negative integer");
+  return static_cast<uint64_t>(value);
+}
+
+void requireAtLeast(const std::string &flag, double value, double minimum) {
+  if (value < minimum) {
+    std::ostringstream message;
+    message << flag << ": " << value << " is below the minimum " << minimum;
+    usageError(message.str());
+  }
+}
+
+void requireBelow(const std::string &flag, double value, double bound) {
+  if (!(value < bound)) {
+    std::ostringstream message;
+    message << flag << ": " << value << " must be below " << bound;
+    usageError(message.str());
+  }
+}
+
+struct FlagSpec {
+  const char *name;
+  const char *valueName; // nullptr for switches such as --resume
+  const char *help;
+  std::function<void(TrainOptions &, const std::string &flag,
+                     const std::string &value)>
+      set;
+};
+
+const std::vector<FlagSpec> &flagTable() {
+  static const std::vector<FlagSpec> table = {
+      {"--data", "PATTERN",
+       "training data: llm.c token shards (.bin) or .npy arrays; a glob "
+       "pattern, files taken in sorted order",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v.empty())
+           usageError(flag + ": the pattern is empty");
+         o.dataPattern = v;
+       }},
+      {"--steps", "N", "optimizer steps to run in total (default 10)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.steps = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.steps), 0);
+       }},
+      {"--lr", "X", "peak learning rate (default 1e-3)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.learningRate = parseReal(flag, v);
+         requireAtLeast(flag, o.learningRate, 0);
+       }},
+      {"--warmup", "N", "steps of linear warmup from lr/N to lr (default 0)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.warmupSteps = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.warmupSteps), 0);
+       }},
+      {"--schedule", "constant|cosine|linear",
+       "learning rate after warmup (default constant)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v == "constant")
+           o.schedule = ScheduleKind::Constant;
+         else if (v == "cosine")
+           o.schedule = ScheduleKind::Cosine;
+         else if (v == "linear")
+           o.schedule = ScheduleKind::Linear;
+         else
+           usageError(flag + ": '" + v +
+                      "' is not one of constant, cosine, linear");
+       }},
+      {"--min-lr-ratio", "X",
+       "floor of the cosine/linear decay as a fraction of lr (default 0)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.minLearningRateRatio = parseReal(flag, v);
+         requireAtLeast(flag, o.minLearningRateRatio, 0);
+         if (o.minLearningRateRatio > 1)
+           usageError(flag + ": " + v + " is above 1");
+       }},
+      {"--beta1", "X", "AdamW first-moment decay, in [0, 1) (default 0.9)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.beta1 = parseReal(flag, v);
+         requireAtLeast(flag, o.beta1, 0);
+         requireBelow(flag, o.beta1, 1);
+       }},
+      {"--beta2", "X", "AdamW second-moment decay, in [0, 1) (default 0.999)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.beta2 = parseReal(flag, v);
+         requireAtLeast(flag, o.beta2, 0);
+         requireBelow(flag, o.beta2, 1);
+       }},
+      {"--eps", "X", "AdamW epsilon, > 0 (default 1e-8)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.epsilon = parseReal(flag, v);
+         if (!(o.epsilon > 0))
+           usageError(flag + ": " + v + " must be positive");
+       }},
+      {"--weight-decay", "X",
+       "decoupled weight decay, applied to every parameter (default 0.01)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.weightDecay = parseReal(flag, v);
+         requireAtLeast(flag, o.weightDecay, 0);
+       }},
+      {"--grad-clip", "X",
+       "clip the global gradient norm to X; 0 turns clipping off "
+       "(default 1.0)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.gradientClip = parseReal(flag, v);
+         requireAtLeast(flag, o.gradientClip, 0);
+       }},
+      {"--grad-accum", "K",
+       "micro-batches per optimizer step; gradients are averaged (default 1)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.gradientAccumulation = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.gradientAccumulation), 1);
+       }},
+      {"--seed", "S",
+       "seed of the data order, --init random and dropout (default 1337)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.seed = parseUnsigned(flag, v);
+       }},
+      {"--no-shuffle", nullptr,
+       "read the data in file order instead of a seeded shuffle",
+       [](TrainOptions &o, const std::string &, const std::string &) {
+         o.shuffle = false;
+       }},
+      {"--init", "onnx|random",
+       "initial parameters: the ONNX initializers (default) or random "
+       "(N(0, 0.02) for rank >= 2, ones for rank-1 names ending in "
+       "'weight', zeros otherwise)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v == "onnx")
+           o.init = InitKind::Onnx;
+         else if (v == "random")
+           o.init = InitKind::Random;
+         else
+           usageError(flag + ": '" + v + "' is not one of onnx, random");
+       }},
+      {"--weights", "FILE",
+       "safetensors with the initial weights, instead of the file tesserac "
+       "wrote next to the executable",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v.empty())
+           usageError(flag + ": the file name is empty");
+         o.weightsFile = v;
+       }},
+      {"--checkpoint-dir", "D",
+       "directory for checkpoint_<step>.safetensors (created if missing)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v.empty())
+           usageError(flag + ": the directory name is empty");
+         o.checkpointDirectory = v;
+       }},
+      {"--checkpoint-every", "N",
+       "write a checkpoint every N steps (0: only at the end; default 0)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.checkpointEvery = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.checkpointEvery), 0);
+       }},
+      {"--resume", nullptr,
+       "continue from the newest checkpoint in --checkpoint-dir",
+       [](TrainOptions &o, const std::string &, const std::string &) {
+         o.resume = true;
+       }},
+      {"--metrics", "FILE.jsonl",
+       "also write one JSON object per step to FILE (appended to on "
+       "--resume)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v.empty())
+           usageError(flag + ": the file name is empty");
+         o.metricsFile = v;
+       }},
+      {"--dump-params", "FILE.safetensors",
+       "write the trained parameters (ONNX names, f32) at the end",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v.empty())
+           usageError(flag + ": the file name is empty");
+         o.dumpParametersFile = v;
+       }},
+      {"--loss-scale-init", "X",
+       "fp16 programs: initial dynamic loss scale (default 65536)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.lossScaleInit = parseReal(flag, v);
+         if (!(o.lossScaleInit > 0))
+           usageError(flag + ": " + v + " must be positive");
+       }},
+      {"--loss-scale-window", "N",
+       "fp16 programs: double the loss scale after N clean steps "
+       "(default 2000)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.lossScaleWindow = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.lossScaleWindow), 1);
+       }},
+      {"--help", nullptr, "print this text and exit",
+       [](TrainOptions &o, const std::string &, const std::string &) {
+         o.help = true;
+       }},
+  };
+  return table;
+}
+
+const FlagSpec *findFlag(const std::string &name) {
+  for (const FlagSpec &spec : flagTable())
+    if (name == spec.name)
+      return &spec;
+  return nullptr;
+}
+
+void checkCombinations(const TrainOptions &options) {
+  if (options.resume && options.checkpointDirectory.empty())
+    usageError("--resume: needs --checkpoint-dir to find the checkpoint");
+  if (options.checkpointEvery > 0 && options.checkpointDirectory.empty())
+    usageError("--checkpoint-every: needs --checkpoint-dir");
+  if (options.warmupSteps > options.steps)
+    usageError("--warmup: " + std::to_string(options.warmupSteps) +
+               " warmup steps exceed --steps " + std::to_string(options.steps));
+}
+
+} // namespace
+
+TrainOptions parseFlags(int argc, const char *const *argv) {
+  TrainOptions options;
+  for (int index = 1; index < argc; ++index) {
+    std::string argument = argv[index];
+    std::string name = argument;
+    std::string value;
+    bool hasInlineValue = false;
+    if (size_t equals = argument.find('=');
+        argument.rfind("--", 0) == 0 && equals != std::string::npos) {
+      name = argument.substr(0, equals);
+      value = argument.substr(equals + 1);
+      hasInlineValue = true;
+    }
+    const FlagSpec *spec = findFlag(name);
+    if (!spec) {
+      if (argument.rfind("-", 0) != 0)
+        usageError("unexpected argument '" + argument +
+                   "' (every input is given by a flag, e.g. --data)");
+      usageError("unknown flag '" + name + "'");
+    }
+    if (!spec->valueName) {
+      if (hasInlineValue)
+        usageError(name + ": takes no value");
+    } else if (!hasInlineValue) {
+      if (index + 1 >= argc)
+        usageError(name + ": missing value " + spec->valueName);
+      value = argv[++index];
+    }
+    spec->set(options, name, value);
+    if (options.help)
+      return options;
+  }
+  checkCombinations(options);
+  return options;
+}
+
+std::string usageText(const char *programName) {
+  std::ostringstream text;
+  text << "usage: " << programName << " --data PATTERN [flags]\n\n"
+       << "Trains the model compiled into this executable.\n\nflags:\n";
+  for (const FlagSpec &spec : flagTable()) {
+    std::string left = std::string("  ") + spec.name;
+    if (spec.valueName)
+      left += std::string(" ") + spec.valueName;
+    text << left;
+    if (left.size() < 34)
+      text << std::string(34 - left.size(), ' ');
+    else
+      text << "\n" << std::string(34, ' ');
+    text << spec.help << "\n";
+  }
+  return text.str();
+}
+
+const char *scheduleName(ScheduleKind schedule) {
+  switch (schedule) {
+  case ScheduleKind::Constant:
+    return "constant";
+  case ScheduleKind::Cosine:
+    return "cosine";
+  case ScheduleKind::Linear:
+    return "linear";
+  }
+  return "constant";
+}
+
+} // namespace tessera::train

@@ -1,0 +1,59 @@
+//===- Flags.h - The training executable's command line ---------*- C++ -*-===//
+//
+// Every knob of a run, parsed once into TrainOptions. See Flags.cpp for the
+// flag list, defaults and the rules each value must satisfy.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_FLAGS_H
+#define TESSERA_RUNTIME_TRAIN_FLAGS_H
+
+#include <cstdint>
+#include <string>
+
+namespace tessera::train {
+
+enum class ScheduleKind { Constant, Cosine, Linear };
+
+enum class InitKind { Onnx, Random };
+
+struct TrainOptions {
+  std::string dataPattern;
+  int64_t steps = 10;
+  double learningRate = 1e-3;
+  int64_t warmupSteps = 0;
+  ScheduleKind schedule = ScheduleKind::Constant;
+  double minLearningRateRatio = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  double weightDecay = 0.01;
+  double gradientClip = 1.0;
+  int64_t gradientAccumulation = 1;
+  uint64_t seed = 1337;
+  bool shuffle = true;
+  InitKind init = InitKind::Onnx;
+  std::string weightsFile;
+  std::string checkpointDirectory;
+  int64_t checkpointEvery = 0;
+  bool resume = false;
+  std::string metricsFile;
+  std::string dumpParametersFile;
+  double lossScaleInit = 65536.0;
+  int64_t lossScaleWindow = 2000;
+  bool help = false;
+};
+
+/// Parses argv[1..argc). Throws TrainError (exit code 2) naming the flag on
+/// an unknown flag, a missing or malformed value, or an inconsistent
+/// combination. Sets `help` and stops early on --help.
+TrainOptions parseFlags(int argc, const char *const *argv);
+
+/// The --help text, with the defaults above.
+std::string usageText(const char *programName);
+
+const char *scheduleName(ScheduleKind schedule);
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_FLAGS_H

@@ -1,0 +1,60 @@
+//===- TrainingState.h - Everything a checkpoint must capture ---*- C++ -*-===//
+//
+// The complete state of a run between two steps. A resumed run that starts
+// from an equal TrainingState (and the same flags and data) computes the same
+// bits as one that never stopped, because nothing else carries over: the data
+// order is a function of (seed, dataPosition), the learning rate of the step,
+// and dropout seeds of (seed, step, micro-batch).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_TRAININGSTATE_H
+#define TESSERA_RUNTIME_TRAIN_TRAININGSTATE_H
+
+#include "tessera/runtime/program.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::train {
+
+struct TrainingState {
+  /// Per program parameter, in program order: the fp32 master weights and
+  /// AdamW's fp32 first and second moments.
+  std::vector<std::vector<float>> parameters;
+  std::vector<std::vector<float>> firstMoments;
+  std::vector<std::vector<float>> secondMoments;
+  /// Per program buffer: its bytes in the buffer's own dtype.
+  std::vector<std::vector<unsigned char>> buffers;
+  /// Training steps completed (the metrics' step of the last one).
+  int64_t step = 0;
+  /// AdamW updates applied: the step of AdamW's bias correction. It lags
+  /// `step` by the fp16 steps skipped for overflowing gradients.
+  int64_t optimizerStep = 0;
+  /// The seed of the run (a resumed run keeps its checkpoint's).
+  uint64_t seed = 0;
+  /// Data samples consumed (DataLoader::getPosition).
+  int64_t dataPosition = 0;
+  /// fp16 dynamic loss scaling: the current scale, and the clean steps since
+  /// it last changed.
+  double lossScale = 1;
+  int64_t cleanSteps = 0;
+};
+
+/// Elements of a tensor of this shape.
+int64_t elementCount(const tessera_tensor_info &info);
+std::vector<int64_t> shapeOf(const tessera_tensor_info &info);
+std::string shapeText(const std::vector<int64_t> &shape);
+/// A tessera_tensor over `data` with the shape of `info` and `dtype`.
+tessera_tensor makeTensor(void *data, int32_t dtype,
+                          const tessera_tensor_info &info);
+/// Bytes per element of a tessera_dtype.
+int64_t dtypeSize(int32_t dtype);
+
+/// Sizes the vectors of `state` for `program` (zero-filled).
+void allocateState(const tessera_program &program, TrainingState &state);
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_TRAININGSTATE_H

@@ -1,0 +1,75 @@
+//===- FixtureSupport.cpp - PyTorch reference numbers for the tests ------===//
+
+#include "FixtureSupport.h"
+
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera;
+
+std::string fixtures::testDirectory() { return TESSERA_TEST_DIRECTORY; }
+
+llvm::json::Object fixtures::loadFixture(const std::string &model) {
+  std::string path =
+      testDirectory() + "/fixtures/" + model + ".reference.json";
+  auto file = llvm::MemoryBuffer::getFile(path);
+  if (!file) {
+    ADD_FAILURE() << "cannot read " << path;
+    return {};
+  }
+  llvm::Expected<llvm::json::Value> parsed =
+      llvm::json::parse((*file)->getBuffer());
+  if (!parsed) {
+    ADD_FAILURE() << path << ": " << llvm::toString(parsed.takeError());
+    return {};
+  }
+  return std::move(*parsed->getAsObject());
+}
+
+std::vector<double> fixtures::numbers(const llvm::json::Value *array) {
+  std::vector<double> values;
+  if (!array || !array->getAsArray())
+    return values;
+  for (const llvm::json::Value &value : *array->getAsArray())
+    values.push_back(value.getAsNumber().value_or(NAN));
+  return values;
+}
+
+execution::HostTensorBuffer
+fixtures::fixtureTokens(const llvm::json::Object &fixture, int64_t firstColumn,
+                       int64_t columns) {
+  const llvm::json::Array *rows = fixture.getArray("input_ids");
+  std::vector<int64_t> ids;
+  int64_t rowCount = rows ? rows->size() : 0;
+  for (int64_t row = 0; row < rowCount; ++row) {
+    const llvm::json::Array *values = (*rows)[row].getAsArray();
+    for (int64_t column = firstColumn; column < firstColumn + columns; ++column)
+      ids.push_back((*values)[column].getAsInteger().value_or(-1));
+  }
+  return execution::HostTensorBuffer::fromInts({rowCount, columns}, ids);
+}
+
+mlir::OwningOpRef<mlir::ModuleOp>
+fixtures::importWithWeights(mlir::MLIRContext &context, const std::string &file,
+                           const std::map<std::string, int64_t> &dims) {
+  onnx_import::ImportOptions options;
+  options.loadWeights = true;
+  options.dims = dims;
+  auto module = onnx_import::importOnnxModel(testDirectory() + "/models/" + file,
+                                             options, context);
+  if (!module) {
+    ADD_FAILURE() << llvm::toString(module.takeError());
+    return {};
+  }
+  mlir::PassManager pm(&context);
+  buildImportCleanupPipeline(pm);
+  if (mlir::failed(pm.run(**module))) {
+    ADD_FAILURE() << "import cleanup failed on " << file;
+    return {};
+  }
+  return std::move(*module);
+}

@@ -1,0 +1,46 @@
+//===- FixtureSupport.h - PyTorch reference numbers for the tests -*- C++ -*-===//
+//
+// test/fixtures/<model>.reference.json holds PyTorch's fp32 numbers for a
+// bundled model (shared/README.md describes the format): the input ids, the
+// loss, logits checksums, and per parameter its gradient and one AdamW step.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_TEST_INTEGRATION_FIXTURESUPPORT_H
+#define TESSERA_TEST_INTEGRATION_FIXTURESUPPORT_H
+
+#include "tessera/Execution/HostTensorBuffer.h"
+#include "tessera/Import/ONNX/Importer.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tessera::fixtures {
+
+/// The source tree's test/ folder (set by CMake).
+std::string testDirectory();
+
+/// Parses test/fixtures/<model>.reference.json; fails the test on error.
+llvm::json::Object loadFixture(const std::string &model);
+
+/// The fixture's input ids [rows, columns] as I64, keeping `columns` of them
+/// starting at `firstColumn`.
+execution::HostTensorBuffer fixtureTokens(const llvm::json::Object &fixture,
+                                          int64_t firstColumn,
+                                          int64_t columns);
+
+std::vector<double> numbers(const llvm::json::Value *array);
+
+/// Imports test/models/<file> with its weights and the fusion pipeline,
+/// binding `dims` (empty for a static export).
+mlir::OwningOpRef<mlir::ModuleOp>
+importWithWeights(mlir::MLIRContext &context, const std::string &file,
+                  const std::map<std::string, int64_t> &dims);
+
+} // namespace tessera::fixtures
+
+#endif // TESSERA_TEST_INTEGRATION_FIXTURESUPPORT_H
