@@ -26,7 +26,7 @@ public:
       : weights(weights), stepSeed(stepSeed) {}
 
   llvm::Error bind(Value value, HostTensorBuffer buffer) {
-    values[value] = std::move(buffer);
+    slot(value) = std::move(buffer);
     return llvm::Error::success();
   }
 
@@ -36,7 +36,7 @@ public:
     auto it = values.find(value);
     if (it == values.end())
       return llvm::createStringError("value used before it was computed");
-    return &it->second;
+    return it->second.get();
   }
 
 private:
@@ -51,13 +51,35 @@ private:
   llvm::Error reduce(Operation &op, int32_t kind, ArrayRef<int64_t> dims);
   llvm::Error parameter(tess::ParameterOp op);
 
+  /// Descriptors of several operands (null entries for absent ones).
+  llvm::Expected<SmallVector<const tessera_tensor *>>
+  operands(ArrayRef<Value> list) {
+    SmallVector<const tessera_tensor *> descriptors;
+    for (Value value : list) {
+      llvm::Expected<const tessera_tensor *> descriptor = operand(value);
+      if (!descriptor)
+        return descriptor.takeError();
+      descriptors.push_back(*descriptor);
+    }
+    return descriptors;
+  }
+  llvm::Error unaryGrad(Operation &op, int32_t kind);
+
   /// The descriptor of an operand's buffer, or null for an absent optional
   /// operand.
   llvm::Expected<const tessera_tensor *> operand(Value value);
 
   const WeightLookup &weights;
   uint64_t stepSeed;
-  llvm::DenseMap<Value, HostTensorBuffer> values;
+  /// Buffers live behind pointers: kernels get descriptors into them while
+  /// results are being added to the map, which may rehash it.
+  llvm::DenseMap<Value, std::unique_ptr<HostTensorBuffer>> values;
+  HostTensorBuffer &slot(Value value) {
+    std::unique_ptr<HostTensorBuffer> &buffer = values[value];
+    if (!buffer)
+      buffer = std::make_unique<HostTensorBuffer>();
+    return *buffer;
+  }
 };
 
 llvm::Error FunctionRun::opError(Operation &op, const Twine &message) {
@@ -91,10 +113,10 @@ FunctionRun::allocateResults(Operation &op) {
         HostTensorBuffer::zeros(llvm::cast<RankedTensorType>(result.getType()));
     if (!buffer)
       return opError(op, llvm::toString(buffer.takeError()));
-    values[result] = std::move(*buffer);
+    slot(result) = std::move(*buffer);
   }
   for (Value result : op.getResults())
-    results.push_back(&values[result]);
+    results.push_back(&slot(result));
   return results;
 }
 
@@ -108,6 +130,44 @@ llvm::Error FunctionRun::unary(Operation &op, int32_t kind, Kernel kernel) {
     return results.takeError();
   tessera_tensor output = (*results)[0]->descriptor();
   return kernelError(op, kernel(kind, *input, &output));
+}
+
+llvm::Error FunctionRun::unaryGrad(Operation &op, int32_t kind) {
+  auto inputs = operands({op.getOperand(0), op.getOperand(1)});
+  if (!inputs)
+    return inputs.takeError();
+  auto results = allocateResults(op);
+  if (!results)
+    return results.takeError();
+  tessera_tensor dx = (*results)[0]->descriptor();
+  return kernelError(op, tessera_cpu_unary_grad(kind, (*inputs)[0],
+                                                (*inputs)[1], &dx));
+}
+
+/// Views [..., V] as [N, V]: the cross-entropy kernels take rows.
+tessera_tensor flattenRows(tessera_tensor tensor) {
+  int64_t rows = 1;
+  for (int32_t i = 0; i + 1 < tensor.rank; ++i)
+    rows *= tensor.shape[i];
+  int64_t width = tensor.rank ? tensor.shape[tensor.rank - 1] : 1;
+  tensor.rank = 2;
+  tensor.shape[0] = rows;
+  tensor.shape[1] = width;
+  return tensor;
+}
+tessera_tensor flattenRows(const tessera_tensor *tensor) {
+  return flattenRows(*tensor);
+}
+
+/// Views any tensor as rank 1.
+tessera_tensor flattenAll(const tessera_tensor *tensor) {
+  tessera_tensor flat = *tensor;
+  int64_t count = 1;
+  for (int32_t i = 0; i < flat.rank; ++i)
+    count *= flat.shape[i];
+  flat.rank = 1;
+  flat.shape[0] = count;
+  return flat;
 }
 
 llvm::Error FunctionRun::binary(Operation &op, int32_t kind) {
@@ -151,7 +211,7 @@ llvm::Error FunctionRun::parameter(tess::ParameterOp op) {
         HostTensorBuffer::fromAttribute(*value);
     if (!buffer)
       return opError(*op, llvm::toString(buffer.takeError()));
-    values[op.getResult()] = std::move(*buffer);
+    slot(op.getResult()) = std::move(*buffer);
     return llvm::Error::success();
   }
   if (!weights)
@@ -160,7 +220,7 @@ llvm::Error FunctionRun::parameter(tess::ParameterOp op) {
   llvm::Expected<HostTensorBuffer> buffer = weights(op.getName(), type);
   if (!buffer)
     return opError(*op, llvm::toString(buffer.takeError()));
-  values[op.getResult()] = std::move(*buffer);
+  slot(op.getResult()) = std::move(*buffer);
   return llvm::Error::success();
 }
 
@@ -201,7 +261,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
             HostTensorBuffer::fromAttribute(constant.getValue());
         if (!buffer)
           return opError(op, llvm::toString(buffer.takeError()));
-        values[constant.getResult()] = std::move(*buffer);
+        slot(constant.getResult()) = std::move(*buffer);
         return llvm::Error::success();
       })
       .Case([&](tess::ParameterOp parameterOp) { return parameter(parameterOp); })
@@ -265,7 +325,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
       })
       .Case([&](tess::DropoutOp dropout) {
         double rate = dropout.getRate().convertToDouble();
-        uint64_t seed = mixSeed(stepSeed, 0);
+        uint64_t seed = mixSeed(stepSeed, dropout.getSeed());
         return unary(op, 0, [&](int32_t, const tessera_tensor *x,
                                 tessera_tensor *y) {
           return tessera_cpu_dropout(x, y, rate, seed);
@@ -429,7 +489,178 @@ llvm::Error FunctionRun::execute(Operation &op) {
                     *query, *key, *value, *mask, &output,
                     attention.getCausal(), attention.getScale().convertToDouble(),
                     attention.getDropout().convertToDouble(),
-                    mixSeed(stepSeed, 0)));
+                    mixSeed(stepSeed, attention.getSeed())));
+      })
+      .Case([&](tess::CrossEntropyOp loss) -> llvm::Error {
+        auto inputs = operands({loss.getLogits(), loss.getTargets()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor logits = flattenRows((*inputs)[0]);
+        tessera_tensor targets = flattenAll((*inputs)[1]);
+        tessera_tensor output = (*results)[0]->descriptor();
+        return kernelError(op, tessera_cpu_cross_entropy(
+                                   &logits, &targets, &output,
+                                   loss.getIgnoreIndex()));
+      })
+      .Case([&](tess::CrossEntropyGradOp grad) -> llvm::Error {
+        auto inputs = operands(
+            {grad.getLogits(), grad.getTargets(), grad.getDloss()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor logits = flattenRows((*inputs)[0]);
+        tessera_tensor targets = flattenAll((*inputs)[1]);
+        tessera_tensor output = flattenRows((*results)[0]->descriptor());
+        return kernelError(op, tessera_cpu_cross_entropy_grad(
+                                   &logits, &targets, (*inputs)[2], &output,
+                                   grad.getIgnoreIndex()));
+      })
+      .Case([&](tess::GeluGradOp grad) {
+        return unaryGrad(op, grad.getApproximation() ==
+                                     tess::GeluApproximation::tanh
+                                 ? TESSERA_GELU_TANH
+                                 : TESSERA_GELU_ERF);
+      })
+      .Case([&](tess::SiluGradOp) { return unaryGrad(op, TESSERA_SILU); })
+      .Case([&](tess::LayerNormGradOp grad) -> llvm::Error {
+        auto inputs = operands({grad.getInput(), grad.getScale(), grad.getDy()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor dx = (*results)[0]->descriptor();
+        std::optional<tessera_tensor> dscale, dbias;
+        if (grad.getDscale())
+          dscale = slot(grad.getDscale()).descriptor();
+        if (grad.getDbias())
+          dbias = slot(grad.getDbias()).descriptor();
+        int64_t axis = *tess::normalizeAxis(
+            grad.getAxis(),
+            llvm::cast<RankedTensorType>(grad.getInput().getType()).getRank());
+        return kernelError(op, tessera_cpu_layer_norm_grad(
+                                   (*inputs)[0], (*inputs)[1], (*inputs)[2],
+                                   &dx, dscale ? &*dscale : nullptr,
+                                   dbias ? &*dbias : nullptr, axis,
+                                   grad.getEpsilon().convertToDouble()));
+      })
+      .Case([&](tess::RmsNormGradOp grad) -> llvm::Error {
+        auto inputs = operands({grad.getInput(), grad.getScale(), grad.getDy()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor dx = (*results)[0]->descriptor();
+        std::optional<tessera_tensor> dscale;
+        if (grad.getScale())
+          dscale = (*results)[1]->descriptor();
+        int64_t axis = *tess::normalizeAxis(
+            grad.getAxis(),
+            llvm::cast<RankedTensorType>(grad.getInput().getType()).getRank());
+        return kernelError(op, tessera_cpu_rms_norm_grad(
+                                   (*inputs)[0], (*inputs)[1], (*inputs)[2],
+                                   &dx, dscale ? &*dscale : nullptr, axis,
+                                   grad.getEpsilon().convertToDouble()));
+      })
+      .Case([&](tess::SoftmaxGradOp grad) -> llvm::Error {
+        auto inputs = operands({grad.getOutput(), grad.getDy()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor dx = (*results)[0]->descriptor();
+        int64_t axis = *tess::normalizeAxis(
+            grad.getAxis(),
+            llvm::cast<RankedTensorType>(grad.getOutput().getType()).getRank());
+        return kernelError(op, tessera_cpu_softmax_grad(
+                                   (*inputs)[0], (*inputs)[1], &dx, axis));
+      })
+      .Case([&](tess::AttentionGradOp grad) -> llvm::Error {
+        auto inputs = operands({grad.getQuery(), grad.getKey(), grad.getValue(),
+                                grad.getMask(), grad.getDy()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor dq = (*results)[0]->descriptor();
+        tessera_tensor dk = (*results)[1]->descriptor();
+        tessera_tensor dv = (*results)[2]->descriptor();
+        return kernelError(
+            op, tessera_cpu_attention_grad(
+                    (*inputs)[0], (*inputs)[1], (*inputs)[2], (*inputs)[3],
+                    (*inputs)[4], &dq, &dk, &dv, grad.getCausal(),
+                    grad.getScale().convertToDouble(),
+                    grad.getDropout().convertToDouble(),
+                    mixSeed(stepSeed, grad.getSeed())));
+      })
+      .Case([&](tess::EmbeddingGradOp grad) -> llvm::Error {
+        auto inputs = operands({grad.getIndices(), grad.getDy()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor dtable = (*results)[0]->descriptor();
+        return kernelError(op, tessera_cpu_embedding_grad(
+                                   (*inputs)[0], (*inputs)[1], &dtable));
+      })
+      .Case([&](tess::GatherGradOp grad) -> llvm::Error {
+        auto inputs = operands({grad.getIndices(), grad.getDy()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        tessera_tensor dx = (*results)[0]->descriptor();
+        int64_t axis = *tess::normalizeAxis(
+            grad.getAxis(), llvm::cast<RankedTensorType>(grad.getType()).getRank());
+        return kernelError(op, tessera_cpu_gather_grad(
+                                   (*inputs)[0], (*inputs)[1], &dx, axis));
+      })
+      .Case([&](tess::SliceGradOp grad) {
+        ArrayRef<int64_t> starts = grad.getStarts(), strides = grad.getStrides();
+        return unary(op, 0, [&](int32_t, const tessera_tensor *dy,
+                                tessera_tensor *dx) {
+          return tessera_cpu_slice_grad(dy, dx, starts.data(), strides.data());
+        });
+      })
+      .Case([&](tess::AdamWOp adamw) -> llvm::Error {
+        auto inputs = operands({adamw.getParam(), adamw.getGrad(), adamw.getM(),
+                                adamw.getV(), adamw.getLr(), adamw.getStep(),
+                                adamw.getGradScale()});
+        if (!inputs)
+          return inputs.takeError();
+        auto results = allocateResults(op);
+        if (!results)
+          return results.takeError();
+        // The kernel updates in place: start the results from the inputs.
+        for (int i = 0; i < 3; ++i) {
+          tessera_tensor target = (*results)[i]->descriptor();
+          if (int status = tessera_cpu_copy((*inputs)[i == 0 ? 0 : i + 1], &target))
+            return kernelError(op, status);
+        }
+        tessera_tensor param = (*results)[0]->descriptor();
+        tessera_tensor m = (*results)[1]->descriptor();
+        tessera_tensor v = (*results)[2]->descriptor();
+        auto scalar = [&](int index) {
+          return slot(op.getOperand(index)).getDouble(0);
+        };
+        return kernelError(
+            op, tessera_cpu_adamw(&param, (*inputs)[1], &m, &v,
+                                  slot(adamw.getStep()).getInt(0), scalar(4),
+                                  adamw.getBeta1().convertToDouble(),
+                                  adamw.getBeta2().convertToDouble(),
+                                  adamw.getEpsilon().convertToDouble(),
+                                  adamw.getWeightDecay().convertToDouble(),
+                                  scalar(6)));
       })
       .Case([&](tess::ConcatOp concat) -> llvm::Error {
         std::vector<const tessera_tensor *> inputs;
