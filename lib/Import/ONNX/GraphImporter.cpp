@@ -254,9 +254,30 @@ void GraphImporter::setResult(unsigned index, Value value) {
 
 void GraphImporter::setConstantResult(unsigned index, HostTensor tensor) {
   if (index < static_cast<unsigned>(currentNode->output_size()) &&
-      !currentNode->output(index).empty())
+      !currentNode->output(index).empty()) {
+    foldedBytes += hostBytes(tensor);
     values[currentNode->output(index)] = ImportedValue{
         std::make_shared<const HostTensor>(std::move(tensor)), Value(), {}};
+  }
+}
+
+int64_t GraphImporter::hostBytes(const HostTensor &tensor) {
+  // HostTensor keeps one int64 or one double per element.
+  return tensor.numElements() * 8;
+}
+
+void GraphImporter::releaseDeadInputs(const onnx::NodeProto &node) {
+  for (const std::string &input : node.input()) {
+    auto uses = remainingUses.find(input);
+    if (input.empty() || uses == remainingUses.end() || --uses->second > 0)
+      continue;
+    auto it = values.find(input);
+    if (it == values.end())
+      continue;
+    if (it->second.constant && it->second.constant.use_count() == 1)
+      foldedBytes -= hostBytes(*it->second.constant);
+    values.erase(it);
+  }
 }
 
 void GraphImporter::setSequenceResult(unsigned index,
@@ -276,27 +297,47 @@ GraphImporter::findAttr(llvm::StringRef name) const {
   return nullptr;
 }
 
+const onnx::AttributeProto *
+GraphImporter::typedAttr(llvm::StringRef name,
+                         onnx::AttributeProto::AttributeType type,
+                         llvm::StringRef typeName) const {
+  const onnx::AttributeProto *attr = findAttr(name);
+  if (!attr || attr->type() == type)
+    return attr;
+  // Handlers read attributes as plain values; a mistyped one is recorded
+  // and reported once the handler returns (see importNode).
+  if (!attributeError)
+    attributeError = "attribute '" + name.str() + "' must be " +
+                     typeName.str() + " (ONNX type " +
+                     std::to_string(static_cast<int>(attr->type())) + ")";
+  return nullptr;
+}
+
 int64_t GraphImporter::intAttr(llvm::StringRef name,
                                int64_t defaultValue) const {
-  const onnx::AttributeProto *attr = findAttr(name);
+  const onnx::AttributeProto *attr =
+      typedAttr(name, onnx::AttributeProto::INT, "an integer");
   return attr ? attr->i() : defaultValue;
 }
 
 double GraphImporter::floatAttr(llvm::StringRef name,
                                 double defaultValue) const {
-  const onnx::AttributeProto *attr = findAttr(name);
+  const onnx::AttributeProto *attr =
+      typedAttr(name, onnx::AttributeProto::FLOAT, "a float");
   return attr ? attr->f() : defaultValue;
 }
 
 std::string GraphImporter::stringAttr(llvm::StringRef name,
                                       llvm::StringRef defaultValue) const {
-  const onnx::AttributeProto *attr = findAttr(name);
+  const onnx::AttributeProto *attr =
+      typedAttr(name, onnx::AttributeProto::STRING, "a string");
   return attr ? attr->s() : defaultValue.str();
 }
 
 std::optional<std::vector<int64_t>>
 GraphImporter::intsAttr(llvm::StringRef name) const {
-  const onnx::AttributeProto *attr = findAttr(name);
+  const onnx::AttributeProto *attr =
+      typedAttr(name, onnx::AttributeProto::INTS, "a list of integers");
   if (!attr)
     return std::nullopt;
   return std::vector<int64_t>(attr->ints().begin(), attr->ints().end());
@@ -605,8 +646,11 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
                      " elements) and has no run-time form");
   if (handler == handlers.end())
     return nodeError("unsupported ONNX op '" + node.op_type() + "'");
+  attributeError.reset();
   if (llvm::Error error = handler->second(*this))
     return error;
+  if (attributeError)
+    return nodeError(*attributeError);
   // Shapes come from the model (Reshape targets, Expand shapes, ...): one
   // that no tensor can have must stop the import here, not in a later pass.
   for (const std::string &output : node.output()) {
@@ -648,21 +692,45 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
     return std::move(error);
   if (llvm::Error error = importInitializers())
     return std::move(error);
+  // Folded constants are dropped after their last reader, and the live ones
+  // must fit a host-memory budget: a small model can ask for gigabytes of
+  // folding (Range(0, 2^27) + 1 ...), which must end in an error, not OOM.
   for (const onnx::NodeProto &node : model.graph().node())
-    if (llvm::Error error = importNode(node))
-      return std::move(error);
-  currentNode = nullptr;
-
+    for (const std::string &input : node.input())
+      ++remainingUses[input];
+  for (const onnx::ValueInfoProto &output : model.graph().output())
+    ++remainingUses[output.name()];
   // The exporter's declared shapes must agree with what the graph computes
   // for the bound dims: a contradiction means the --dim values are wrong
-  // for this model (or the model is broken).
-  for (const onnx::ValueInfoProto &info : model.graph().value_info()) {
-    auto it = values.find(info.name());
-    if (it != values.end())
-      if (llvm::Error error =
-              checkDeclaredShape(info, it->second, "value"))
-        return std::move(error);
+  // for this model (or the model is broken). Checked as each value is made,
+  // before it can be released.
+  llvm::StringMap<const onnx::ValueInfoProto *> declared;
+  for (const onnx::ValueInfoProto &info : model.graph().value_info())
+    declared[info.name()] = &info;
+  for (const onnx::NodeProto &node : model.graph().node()) {
+    if (llvm::Error error = importNode(node))
+      return std::move(error);
+    for (const std::string &output : node.output()) {
+      auto info = declared.find(output);
+      auto it = values.find(output);
+      if (info != declared.end() && it != values.end())
+        if (llvm::Error error =
+                checkDeclaredShape(*info->second, it->second, "value"))
+          return std::move(error);
+    }
+    if (foldedBytes > kFoldedBytesBudget)
+      return nodeError(
+          "folding this graph on the host needs more than " +
+          std::to_string(kFoldedBytesBudget >> 20) +
+          " MiB of compile-time constants at once: the bound dims are too "
+          "large for the shape and mask arithmetic it folds (compile one "
+          "micro-batch: a smaller --dim batch), or the model computes "
+          "something unreasonably large from its shapes");
+    releaseDeadInputs(node);
   }
+  currentNode = nullptr;
+
+
 
   llvm::SmallVector<Value> results;
   llvm::SmallVector<Type> resultTypes;
@@ -684,5 +752,16 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
   opBuilder.setInsertionPointToEnd(body);
   func::ReturnOp::create(opBuilder, fileLoc, results);
   function.setType(FunctionType::get(context(), inputTypes, resultTypes));
+  // Every op was verified when it was built; this catches what only the
+  // whole module can show (a symbol clash, a broken terminator), so that no
+  // invalid IR ever leaves the importer.
+  std::string diagnostics;
+  {
+    DiagnosticCapture capture(mlirContext, diagnostics);
+    if (failed(verify(*module)))
+      return llvm::createStringError(modelPath +
+                                     ": the imported module is invalid: " +
+                                     diagnostics);
+  }
   return std::move(module);
 }

@@ -195,6 +195,19 @@ private:
   llvm::Expected<mlir::RankedTensorType>
   declaredType(const onnx::ValueInfoProto &info);
   const onnx::AttributeProto *findAttr(llvm::StringRef name) const;
+  /// The attribute when it has `type`; otherwise records attributeError.
+  const onnx::AttributeProto *
+  typedAttr(llvm::StringRef name, onnx::AttributeProto::AttributeType type,
+            llvm::StringRef typeName) const;
+  static int64_t hostBytes(const HostTensor &tensor);
+  /// Drops the values `node` read for the last time.
+  void releaseDeadInputs(const onnx::NodeProto &node);
+
+  /// Live folded constants may hold at most this much host memory. GPT-2's
+  /// exported causal mask folds through [batch, 1, seq, seq] tensors, so this
+  /// bounds batch * seq^2 (about 48 x 1024^2); planning compiles one
+  /// micro-batch, which stays far below.
+  static constexpr int64_t kFoldedBytesBudget = int64_t(3) << 29;
 
   const onnx::ModelProto &model;
   std::string modelPath;
@@ -206,6 +219,11 @@ private:
 
   HandlerTable handlers;
   llvm::StringMap<ImportedValue> values;
+  /// Readers left for each value name (nodes, graph outputs, value_info).
+  llvm::StringMap<int64_t> remainingUses;
+  int64_t foldedBytes = 0;
+  /// A mistyped attribute met by the current node's handler.
+  mutable std::optional<std::string> attributeError;
   const onnx::NodeProto *currentNode = nullptr;
   mlir::Location currentLoc;
 };

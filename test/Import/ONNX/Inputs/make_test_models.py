@@ -281,6 +281,29 @@ def attention_mask_input():
     return g.model()
 
 
+def attention_sdpa():
+    """torch's decomposed scaled_dot_product_attention, as exports with transformers' default "sdpa"
+    attention write it: sqrt(scale) (a Sqrt of a CastLike against a run-time tensor, so not folded at
+    import) multiplies q and kᵀ each, the bool causal mask becomes Where(mask, 0, -inf), and the
+    probabilities are guarded by Where(IsNaN(p), 0, p) (rows with every key hidden)."""
+    g = GraphBuilder("attention_sdpa")
+    q, k, v = (g.input(n, [2, 4, 16, 8]) for n in ("q", "k", "v"))
+    scale = g.op("CastLike", [g.constant(1.0 / math.sqrt(8)), q], out="val_scale")
+    root = g.op("Sqrt", [scale], out="val_root")
+    key_transposed = g.op("Transpose", [k], out="transpose", perm=[0, 1, 3, 2])
+    scaled_query = g.op("Mul", [q, root], out="val_query")
+    scaled_key = g.op("Mul", [key_transposed, root], out="val_key")
+    tril = g.initializer("causal_mask", np.tril(np.ones((16, 16), dtype=bool)))
+    mask = g.op("Where", [tril, g.constant(0.0), g.constant(-np.inf)], out="val_mask")
+    scores = g.op("Add", [g.op("MatMul", [scaled_query, scaled_key], out="val_scores"), mask], out="val_masked")
+    probabilities = g.op("Softmax", [scores], out="val_softmax", axis=-1)
+    is_nan = g.op("IsNaN", [probabilities], out="val_isnan")
+    guarded = g.op("Where", [is_nan, g.constant(0.0), probabilities], out="val_guarded")
+    g.op("MatMul", [guarded, v], out="y")
+    g.output("y", [2, 4, 16, 8])
+    return g.model()
+
+
 def repeat_key_value_heads(g, x, batch, kv_heads, repeats, seq, head_dim, tag):
     """transformers' repeat_kv as exported: Unsqueeze a heads-group axis, Expand it, clone, Reshape."""
     grouped = g.op("Unsqueeze", [x, g.constant_ints([2])], out=f"unsqueeze_{tag}")
@@ -391,6 +414,19 @@ def unsupported_op():
     g.op("Det", [x], out="y", name="my_det")
     g.output("y", [2])
     return g.model()
+
+
+def mistyped_attribute():
+    # Softmax's axis given as a string: read as an integer it would be 0.
+    g = GraphBuilder("mistyped_attribute")
+    x = g.input("x", [2, 3])
+    node = g.op("Softmax", [x], out="y", name="bad_softmax")
+    g.output("y", [2, 3])
+    model = g.model()
+    for n in model.graph.node:
+        if n.name == "bad_softmax":
+            n.attribute.append(helper.make_attribute("axis", "foo"))
+    return model
 
 
 def bad_opset():
@@ -550,6 +586,7 @@ WELL_FORMED = {
     "attention_causal_tril": attention_causal_tril,
     "attention_mask_input": attention_mask_input,
     "attention_gqa": attention_gqa,
+    "attention_sdpa": attention_sdpa,
     "rotary": rotary,
     "linear_gemm": linear_gemm,
     "linear_matmul_add": linear_matmul_add,
@@ -559,6 +596,7 @@ WELL_FORMED = {
 # Well-formed protobuf, wrong content: onnx.checker is not run on these.
 MALFORMED = {
     "unsupported_op": unsupported_op,
+    "mistyped_attribute": mistyped_attribute,
     "bad_opset": bad_opset,
     "bad_domain": bad_domain,
     "unbound_dim": unbound_dim,
@@ -626,7 +664,7 @@ def expected_outputs(name, model, feeds):
         return [layer_norm(x, initializer(model, "ln.weight"), initializer(model, "ln.bias"))]
     if name in ("rms_norm_decomposed", "rms_norm_rsqrt"):
         return [initializer(model, "norm.weight") * x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-6)]
-    if name in ("attention_causal", "attention_causal_tril"):
+    if name in ("attention_causal", "attention_causal_tril", "attention_sdpa"):
         return [attention(feeds["q"], feeds["k"], feeds["v"], causal_mask(16))]
     if name == "attention_mask_input":
         return [attention(feeds["q"], feeds["k"], feeds["v"], feeds["attention_mask"])]
