@@ -9,7 +9,9 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 build=build
 
-bash scripts/install-deps.sh
+# --python: the venv with onnx, onnxruntime and numpy that the onnxruntime parity test (ctest label
+# `python`) runs with; without it CMake leaves that test out.
+bash scripts/install-deps.sh --python
 
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -G Ninja -S . -B "$build" \

@@ -235,3 +235,51 @@ func.func @dropout_on_probabilities(%q: tensor<1x1x2x8xf32>, %k: tensor<1x1x2x8x
   %o = tess.matmul %d, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x8xf32>) -> tensor<1x1x2x8xf32>
   return %o : tensor<1x1x2x8xf32>
 }
+
+// -----
+
+// Tests that PyTorch's decomposed scaled_dot_product_attention fuses: the
+// scale's square root (a tess.sqrt of the constant scale, as imported)
+// multiplies Q and K^T each, and the probabilities are
+// guarded by where(isnan(p), 0, p) (isnan as compare ne, p, p), which
+// tess.attention's weight 0 for fully hidden rows already gives.
+// CHECK-LABEL: func.func @sdpa_nan_guard
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x2x4x8xf32>, %[[K:.*]]: tensor<2x2x4x8xf32>, %[[V:.*]]: tensor<2x2x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 0.35355{{[0-9]*}} : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @sdpa_nan_guard(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %tril = tess.constant dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>
+  %zero = tess.constant dense<0.000000e+00> : tensor<f32>
+  %hidden = tess.constant dense<0xFF800000> : tensor<f32>
+  %mask = tess.where %tril, %zero, %hidden : (tensor<4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<4x4xf32>
+  %scale = tess.constant dense<0.353553385> : tensor<f32>
+  %root = tess.sqrt %scale : tensor<f32>
+  %kt = tess.transpose %k {permutation = array<i64: 0, 1, 3, 2>} : (tensor<2x2x4x8xf32>) -> tensor<2x2x8x4xf32>
+  %qs = tess.mul %q, %root : (tensor<2x2x4x8xf32>, tensor<f32>) -> tensor<2x2x4x8xf32>
+  %kts = tess.mul %kt, %root : (tensor<2x2x8x4xf32>, tensor<f32>) -> tensor<2x2x8x4xf32>
+  %s = tess.matmul %qs, %kts : (tensor<2x2x4x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x4x4xf32>
+  %u = tess.add %s, %mask : (tensor<2x2x4x4xf32>, tensor<4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<2x2x4x4xf32>
+  %nan = tess.compare ne, %p, %p : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xi1>
+  %g = tess.where %nan, %zero, %p : (tensor<2x2x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = tess.matmul %g, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}
+
+// -----
+
+// Tests that a select on isnan(p) that does not put 0 in place of NaN is not
+// taken for the guard: it changes the probabilities, so nothing fuses.
+// CHECK-LABEL: func.func @nan_select_not_zero
+// CHECK-NOT: tess.attention
+// CHECK: tess.softmax
+// CHECK: return
+func.func @nan_select_not_zero(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, %v: tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32> {
+  %one = tess.constant dense<1.000000e+00> : tensor<f32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<2x2x4x8xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x4xf32>
+  %p = tess.softmax %s {axis = -1 : i64} : tensor<2x2x4x4xf32>
+  %nan = tess.compare ne, %p, %p : (tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xi1>
+  %g = tess.where %nan, %one, %p : (tensor<2x2x4x4xi1>, tensor<f32>, tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = tess.matmul %g, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
+  return %o : tensor<2x2x4x8xf32>
+}

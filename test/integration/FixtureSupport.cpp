@@ -14,8 +14,11 @@ using namespace tessera;
 std::string fixtures::testDirectory() { return TESSERA_TEST_DIRECTORY; }
 
 llvm::json::Object fixtures::loadFixture(const std::string &model) {
-  std::string path =
-      testDirectory() + "/fixtures/" + model + ".reference.json";
+  return loadFixtureFile(testDirectory() + "/fixtures/" + model +
+                         ".reference.json");
+}
+
+llvm::json::Object fixtures::loadFixtureFile(const std::string &path) {
   auto file = llvm::MemoryBuffer::getFile(path);
   if (!file) {
     ADD_FAILURE() << "cannot read " << path;

@@ -27,6 +27,9 @@ std::string testDirectory();
 /// Parses test/fixtures/<model>.reference.json; fails the test on error.
 llvm::json::Object loadFixture(const std::string &model);
 
+/// Parses the fixture at `path`; fails the test on error.
+llvm::json::Object loadFixtureFile(const std::string &path);
+
 /// The fixture's input ids [rows, columns] as I64, keeping `columns` of them
 /// starting at `firstColumn`.
 execution::HostTensorBuffer fixtureTokens(const llvm::json::Object &fixture,

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Tess/IR/TessOps.h"
+#include "tessera/Lowering/Passes.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,13 +18,15 @@
 int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   tessera::registerTesseraPasses();
+  tessera::registerTesseraLoweringPasses();
   mlir::PassPipelineRegistration<>(
       "tess-import-cleanup",
       "Canonicalize and fuse a freshly imported forward graph",
       tessera::buildImportCleanupPipeline);
 
   mlir::DialectRegistry registry;
-  registry.insert<tessera::tess::TessDialect, mlir::func::FuncDialect>();
+  registry.insert<tessera::tess::TessDialect, mlir::func::FuncDialect,
+                  mlir::emitc::EmitCDialect>();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tessera optimizer driver\n", registry));
 }

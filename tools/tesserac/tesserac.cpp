@@ -1,21 +1,40 @@
 //===- tesserac.cpp - the Tessera compiler driver ------------------------===//
 //
 //   tesserac MODEL.onnx [--dim NAME=N]... [--freeze RE] [--train RE]
-//            [--emit=tess-import|mlir] [--summary] [-o FILE]
+//            [--emit=tess-import|mlir|cpp] [--summary] [-o FILE]
+//            [--target cpu --loss causal-lm|mlm --precision fp32|bf16|fp16
+//             [--cxx CXX] [--runtime-dir DIR] -o train]
+//            [--explain [--loss ...] [--precision ...] [--mesh 2x4|dp=2,tp=4]
+//             [--cluster h200|h200-multinode|a100-megatron|FILE.json]]
 //
 // Stages, like toyc's -emit: `tess-import` is the graph as the importer
 // wrote it (one op per ONNX node, shapes folded); `mlir` is the forward
-// function after canonicalization and fusion, the input of every later pass.
+// function after canonicalization and fusion, the input of every later pass;
+// `cpp` is the training program lowered to C++ (tess-build-training,
+// tess-lower-to-emitc, EmitC's C++ emitter). `--target cpu -o train` goes
+// one stage further: it writes the initial weights as
+// train.weights.safetensors and compiles and links the C++ with the runtime
+// into the training executable `train`. `--explain` builds the training
+// step and prints lib/CostModel's prediction of its memory and time.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Analysis/ModelSummary.h"
+#include "tessera/CostModel/TrainingStepEstimate.h"
 #include "tessera/Import/ONNX/Importer.h"
+#include "tessera/Lowering/HostCompiler.h"
+#include "tessera/Lowering/Passes.h"
+#include "tessera/Lowering/WeightsFile.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -40,13 +59,15 @@ cl::opt<std::string>
     train("train", cl::desc("Train only the parameters whose name matches"),
           cl::value_desc("REGEX"), cl::cat(category));
 
-enum class EmitStage { None, TessImport, Mlir };
+enum class EmitStage { None, TessImport, Mlir, Cpp };
 cl::opt<EmitStage> emit(
     "emit", cl::desc("What to write"), cl::init(EmitStage::None),
     cl::values(clEnumValN(EmitStage::TessImport, "tess-import",
                           "the imported graph, one op per ONNX node"),
                clEnumValN(EmitStage::Mlir, "mlir",
-                          "the forward function in fused tess ops")),
+                          "the forward function in fused tess ops"),
+               clEnumValN(EmitStage::Cpp, "cpp",
+                          "the training program as C++ over the runtime")),
     cl::cat(category));
 cl::opt<bool> summary("summary",
                       cl::desc("Print ops, parameters, buffers, inputs, "
@@ -59,9 +80,235 @@ cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("FILE"), cl::init("-"),
                                 cl::cat(category));
 
+// The training executable (and --emit=cpp).
+enum class Target { None, Cpu, Cuda };
+cl::opt<Target> target(
+    "target", cl::desc("Build the training executable for this backend"),
+    cl::init(Target::None),
+    cl::values(clEnumValN(Target::Cpu, "cpu", "the CPU reference kernels"),
+               clEnumValN(Target::Cuda, "cuda", "CUDA (not available yet)")),
+    cl::cat(category));
+cl::opt<std::string> loss("loss",
+                          cl::desc("Training objective: causal-lm or mlm"),
+                          cl::init("causal-lm"), cl::cat(category));
+cl::opt<std::string>
+    precision("precision",
+              cl::desc("Compute precision of the step: fp32, bf16 or fp16"),
+              cl::init("fp32"), cl::cat(category));
+cl::opt<std::string>
+    cxx("cxx", cl::desc("The host C++ compiler (default: $CXX, else c++)"),
+        cl::value_desc("PATH"), cl::cat(category));
+cl::opt<std::string>
+    runtimeDir("runtime-dir",
+               cl::desc("Where libtessera_runtime_train.a and "
+                        "libtessera_runtime_cpu.a are (default: this build's)"),
+               cl::value_desc("DIR"), cl::cat(category));
+
+// --explain: the cost model's prediction for one training step.
+cl::opt<bool> explain(
+    "explain",
+    cl::desc("Print the predicted memory per device, time by op kind, "
+             "FLOPs, tokens/s and MFU of one training step (uses --loss, "
+             "--precision, --mesh, --cluster)"),
+    cl::cat(category));
+cl::opt<std::string>
+    meshSpec("mesh",
+             cl::desc("Device mesh: 2x4 (axes dp, tp) or dp=2,tp=4 "
+                      "(default: 1 device)"),
+             cl::value_desc("SHAPE"), cl::cat(category));
+cl::opt<std::string> clusterName(
+    "cluster",
+    cl::desc("Cluster: h200, h200-multinode, a100-megatron or a cluster "
+             "JSON file (lib/CostModel/README.md)"),
+    cl::value_desc("NAME|FILE"), cl::init("h200"), cl::cat(category));
+
 int fail(const Twine &message) {
   WithColor::error(errs(), "tesserac") << message << "\n";
   return 1;
+}
+
+/// Where this build's runtime is; --runtime-dir points elsewhere (a
+/// standalone `cmake -S runtime` build keeps the driver in train/).
+tessera::lowering::HostCompileOptions runtimeLocation() {
+  tessera::lowering::HostCompileOptions options;
+  options.runtimeIncludeDirectory = TESSERA_RUNTIME_INCLUDE_DIR;
+  if (runtimeDir.empty()) {
+    options.libraries = {TESSERA_RUNTIME_TRAIN_LIBRARY,
+                         TESSERA_RUNTIME_CPU_LIBRARY};
+    return options;
+  }
+  for (StringRef name : {"libtessera_runtime_train.a", "libtessera_runtime_cpu.a"}) {
+    std::string found;
+    for (StringRef folder : {"", "train", "lib"}) {
+      SmallString<256> candidate(runtimeDir);
+      sys::path::append(candidate, folder, name);
+      if (sys::fs::exists(candidate)) {
+        found = candidate.str().str();
+        break;
+      }
+    }
+    SmallString<256> fallback(runtimeDir);
+    sys::path::append(fallback, name);
+    options.libraries.push_back(found.empty() ? fallback.str().str() : found);
+  }
+  SmallString<256> headers(runtimeDir);
+  sys::path::append(headers, "include", "tessera", "runtime", "program.h");
+  if (sys::fs::exists(headers))
+    options.runtimeIncludeDirectory = runtimeDir + "/include";
+  return options;
+}
+
+/// Writes the program's parameters and buffers, in its argument order, from
+/// the values the importer attached to @forward's tess.parameter ops.
+/// Returns 0, or 1 after printing the error.
+int writeInitialWeights(mlir::ModuleOp module,
+                                  mlir::func::FuncOp forwardBackward,
+                                  StringRef path) {
+  std::map<std::string, tessera::execution::HostTensorBuffer> values;
+  std::string error;
+  module.walk([&](tessera::tess::ParameterOp parameter) {
+    std::optional<mlir::ElementsAttr> value = parameter.getValue();
+    if (!value || values.count(parameter.getName().str()))
+      return;
+    auto buffer = tessera::execution::HostTensorBuffer::fromAttribute(*value);
+    if (!buffer) {
+      error = "parameter '" + parameter.getName().str() +
+              "': " + toString(buffer.takeError());
+      return;
+    }
+    values[parameter.getName().str()] = std::move(*buffer);
+  });
+  if (!error.empty())
+    return fail(error);
+  std::vector<tessera::lowering::NamedTensor> tensors;
+  for (unsigned i = 0; i < forwardBackward.getNumArguments(); ++i) {
+    mlir::DictionaryAttr attributes = forwardBackward.getArgAttrDict(i);
+    if (!attributes)
+      continue;
+    auto name = attributes.getAs<mlir::StringAttr>("tess.parameter");
+    if (!name)
+      name = attributes.getAs<mlir::StringAttr>("tess.buffer");
+    if (!name)
+      continue;
+    auto it = values.find(name.str());
+    if (it == values.end())
+      return fail("no initial value for '" + name.str() + "' in " +
+                  inputPath);
+    tensors.push_back({name.str(), &it->second});
+  }
+  if (Error written = tessera::lowering::writeSafetensors(path, tensors))
+    return fail(toString(std::move(written)));
+  return 0;
+}
+
+/// --emit=cpp and --target cpu -o FILE: the training program, lowered to
+/// C++, and (for an executable) its weights and the compiled binary.
+int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
+                           bool buildExecutable) {
+  mlir::PassManager training(&context);
+  tessera::BuildTrainingOptions trainingOptions;
+  trainingOptions.loss = loss;
+  trainingOptions.precision = precision;
+  training.addPass(tessera::createBuildTraining(trainingOptions));
+  training.addPass(mlir::createCanonicalizerPass());
+  training.addPass(mlir::createCSEPass());
+  if (mlir::failed(training.run(module)))
+    return fail(inputPath + ": building the training step failed");
+
+  std::string weightsPath;
+  if (buildExecutable) {
+    SmallString<256> absolute(outputPath + ".weights.safetensors");
+    if (std::error_code code = sys::fs::make_absolute(absolute))
+      return fail("cannot resolve " + absolute.str() + ": " + code.message());
+    weightsPath = absolute.str().str();
+    auto forwardBackward =
+        module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
+    if (!forwardBackward)
+      return fail(inputPath + ": the training step has no @forward_backward");
+    if (int status = writeInitialWeights(module, forwardBackward, weightsPath))
+      return status;
+  }
+
+  mlir::PassManager lowering(&context);
+  tessera::LowerToEmitCOptions lowerOptions;
+  lowerOptions.modelName = sys::path::filename(inputPath).str();
+  lowerOptions.weightsFile = weightsPath;
+  lowering.addPass(tessera::createLowerToEmitC(lowerOptions));
+  if (mlir::failed(lowering.run(module)))
+    return fail(inputPath + ": lowering the training step to C++ failed");
+
+  std::string cpp;
+  raw_string_ostream cppStream(cpp);
+  if (mlir::failed(mlir::emitc::translateToCpp(module, cppStream)))
+    return fail(inputPath + ": translating the step to C++ failed");
+
+  if (!buildExecutable) {
+    std::string error;
+    auto output = mlir::openOutputFile(outputPath, &error);
+    if (!output)
+      return fail(error);
+    output->os() << cpp;
+    output->keep();
+    return 0;
+  }
+
+  // <temp>/<name>.cpp -> the executable.
+  SmallString<256> directory;
+  if (std::error_code code =
+          sys::fs::createUniqueDirectory("tesserac", directory))
+    return fail("cannot create a temporary directory: " + code.message());
+  SmallString<256> sourcePath(directory);
+  sys::path::append(sourcePath,
+                    Twine(sys::path::filename(outputPath)) + ".cpp");
+  {
+    std::error_code code;
+    raw_fd_ostream source(sourcePath, code);
+    if (code)
+      return fail("cannot write " + sourcePath.str() + ": " + code.message());
+    source << cpp;
+  }
+  tessera::lowering::HostCompileOptions compile = runtimeLocation();
+  compile.compiler = "c++";
+  if (std::optional<std::string> environment = sys::Process::GetEnv("CXX");
+      environment && !environment->empty())
+    compile.compiler = *environment;
+  if (!cxx.empty())
+    compile.compiler = cxx;
+  compile.sourcePath = sourcePath.str().str();
+  compile.outputPath = outputPath;
+  Error compiled = tessera::lowering::compileExecutable(compile);
+  sys::fs::remove(sourcePath);
+  sys::fs::remove(directory);
+  if (compiled)
+    return fail(toString(std::move(compiled)));
+  return 0;
+}
+
+/// --explain: builds the training step as --target does, then prints the
+/// cost model's estimate of it on one device of `mesh`.
+int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                        const tessera::cost::Cluster &cluster,
+                        const tessera::cost::DeviceMesh &mesh,
+                        StringRef title) {
+  mlir::PassManager training(&context);
+  tessera::BuildTrainingOptions trainingOptions;
+  trainingOptions.loss = loss;
+  trainingOptions.precision = precision;
+  training.addPass(tessera::createBuildTraining(trainingOptions));
+  training.addPass(mlir::createCanonicalizerPass());
+  training.addPass(mlir::createCSEPass());
+  if (mlir::failed(training.run(module)))
+    return fail(inputPath + ": building the training step failed");
+  auto estimate = tessera::cost::estimateTrainingStep(module, cluster, mesh);
+  if (!estimate)
+    return fail(inputPath + ": " + toString(estimate.takeError()));
+  std::string error;
+  auto output = mlir::openOutputFile(outputPath, &error);
+  if (!output)
+    return fail(error);
+  tessera::cost::printTrainingStepEstimate(*estimate, title, output->os());
+  output->keep();
+  return 0;
 }
 
 } // namespace
@@ -87,16 +334,72 @@ int main(int argc, char **argv) {
     options.freezePattern = freeze;
   if (train.getNumOccurrences())
     options.trainPattern = train;
-  options.loadWeights = loadWeights;
-  if (emit == EmitStage::None && !summary)
-    return fail("nothing to do: pass --emit=mlir, --emit=tess-import or "
-                "--summary");
+  bool buildExecutable = target != Target::None && emit == EmitStage::None;
+  if (target == Target::Cuda)
+    return fail("--target cuda: the CUDA backend is not available yet; use "
+                "--target cpu");
+  if (buildExecutable && (outputPath.empty() || outputPath == "-"))
+    return fail("--target cpu: name the executable with -o, e.g. -o train");
+  if (buildExecutable && summary)
+    return fail("--summary cannot be combined with building an executable");
+  if (loss != "causal-lm" && loss != "mlm")
+    return fail("--loss " + loss + ": expected causal-lm or mlm");
+  if (precision != "fp32" && precision != "bf16" && precision != "fp16")
+    return fail("--precision " + precision + ": expected fp32, bf16 or fp16");
+  // --explain: read the cluster and mesh first; without a sharding plan a
+  // mesh means data parallelism, so each device's program gets batch / N.
+  std::optional<tessera::cost::Cluster> cluster;
+  tessera::cost::DeviceMesh mesh;
+  std::string explainTitle = sys::path::filename(inputPath).str();
+  if (explain) {
+    if (emit != EmitStage::None || buildExecutable || summary)
+      return fail("--explain cannot be combined with --emit, --summary or "
+                  "--target");
+    auto loaded = tessera::cost::loadCluster(clusterName);
+    if (!loaded)
+      return fail(toString(loaded.takeError()));
+    cluster = std::move(*loaded);
+    auto parsed = tessera::cost::parseMesh(meshSpec);
+    if (!parsed)
+      return fail(toString(parsed.takeError()));
+    mesh = std::move(*parsed);
+    if (Error placed = tessera::cost::placeOnCluster(mesh, *cluster))
+      return fail(toString(std::move(placed)));
+    int64_t devices = mesh.deviceCount();
+    if (devices > 1) {
+      auto batch = options.dims.find("batch");
+      if (batch == options.dims.end() || batch->second % devices != 0)
+        return fail("--explain --mesh " + mesh.describe() +
+                    ": without a sharding plan the mesh is priced as data "
+                    "parallelism, which needs --dim batch=B with B a "
+                    "multiple of " + Twine(devices));
+      batch->second /= devices;
+    }
+    std::string bound;
+    for (const auto &[name, value] : options.dims)
+      bound += (bound.empty() ? "" : ", ") + name + "=" + std::to_string(value);
+    if (!bound.empty())
+      explainTitle += " (per device: " + bound + ")";
+  }
+  // The executable starts from the ONNX initializers, written beside it.
+  options.loadWeights = loadWeights || buildExecutable;
+  if (emit == EmitStage::None && !summary && !buildExecutable && !explain)
+    return fail("nothing to do: pass --emit=mlir, --emit=tess-import, "
+                "--emit=cpp, --summary, --explain or --target cpu -o FILE");
 
   mlir::MLIRContext context;
   auto module =
       tessera::onnx_import::importOnnxModel(inputPath, options, context);
-  if (!module)
-    return fail(toString(module.takeError()));
+  if (!module) {
+    std::string message = toString(module.takeError());
+    if (buildExecutable && StringRef(message).contains("external data"))
+      message += "\n  the executable starts from the model's weights; "
+                 "regenerate the model with its data file (python3 "
+                 "../shared/tools/export_hf.py --model NAME --out DIR, see "
+                 "shared/README.md), or write the C++ alone with --emit=cpp "
+                 "and train with --init random";
+    return fail(message);
+  }
 
   if (emit != EmitStage::TessImport) {
     mlir::PassManager pm(&context);
@@ -104,6 +407,13 @@ int main(int argc, char **argv) {
     if (mlir::failed(pm.run(**module)))
       return fail(inputPath + ": the import cleanup pipeline failed");
   }
+
+  if (explain)
+    return explainTrainingStep(context, **module, *cluster, mesh,
+                               explainTitle);
+
+  if (emit == EmitStage::Cpp || buildExecutable)
+    return compileTrainingProgram(context, **module, buildExecutable);
 
   std::string error;
   auto output = mlir::openOutputFile(outputPath, &error);

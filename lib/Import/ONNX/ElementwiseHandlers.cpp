@@ -86,6 +86,23 @@ llvm::Error importComparison(GraphImporter &importer) {
                                                           predicate))});
 }
 
+/// IsNaN(x) is `x != x`: under IEEE comparison only NaN differs from itself.
+/// PyTorch's decomposed scaled_dot_product_attention uses it to zero the
+/// probabilities of fully masked rows.
+llvm::Error importIsNaN(GraphImporter &importer) {
+  llvm::Expected<Value> input = importer.tensorInput(0);
+  if (!input)
+    return input.takeError();
+  if (!llvm::isa<FloatType>(
+          llvm::cast<RankedTensorType>(input->getType()).getElementType()))
+    return importer.nodeError("IsNaN needs a floating-point input");
+  return importer.createResult<tess::CompareOp>(
+      {*input, *input},
+      {importer.builder().getNamedAttr(
+          "predicate", tess::ComparisonPredicateAttr::get(
+                           importer.context(), tess::ComparisonPredicate::ne))});
+}
+
 llvm::Error importWhere(GraphImporter &importer) {
   SmallVector<Value, 3> operands;
   for (unsigned i = 0; i < 3; ++i) {
@@ -202,6 +219,7 @@ void tessera::onnx_import::registerElementwiseHandlers(HandlerTable &table) {
   table["LessOrEqual"] = importComparison<tess::ComparisonPredicate::le>;
   table["Greater"] = importComparison<tess::ComparisonPredicate::gt>;
   table["GreaterOrEqual"] = importComparison<tess::ComparisonPredicate::ge>;
+  table["IsNaN"] = importIsNaN;
   table["Not"] = importUnary<tess::LogicalNotOp>;
   table["Where"] = importWhere;
   table["Neg"] = importUnary<tess::NegOp>;

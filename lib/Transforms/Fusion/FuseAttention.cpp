@@ -19,6 +19,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
+#include <cmath>
 #include <numeric>
 #include <variant>
 
@@ -305,16 +306,30 @@ private:
 // Operand matching
 //===----------------------------------------------------------------------===//
 
+/// The splat value of a scale factor: a constant, or the square root of one.
+/// PyTorch's decomposed scaled_dot_product_attention multiplies Q and K^T by
+/// sqrt(scale) each, and its Sqrt reaches the pattern unfolded when the
+/// scale came from a CastLike of a run-time tensor.
+std::optional<double> getSplatFactor(Value factor) {
+  if (std::optional<double> splat = getSplatFloatAsWritten(factor))
+    return splat;
+  if (auto root = factor.getDefiningOp<tess::SqrtOp>())
+    if (std::optional<double> splat = getSplatFloatAsWritten(root.getInput());
+        splat && *splat >= 0)
+      return std::sqrt(*splat);
+  return std::nullopt;
+}
+
 /// When `value` is `input * s` or `s * input` or `input / d` with a positive
-/// scalar constant and no broadcast of `input`, returns `input` and
-/// multiplies `scale` by s (or 1/d).
+/// scalar constant (or the square root of one) and no broadcast of `input`,
+/// returns `input` and multiplies `scale` by s (or 1/d).
 Value peelScale(Value value, double &scale) {
   auto sameType = [&](Value input) { return input.getType() == value.getType(); };
   if (auto mul = value.getDefiningOp<tess::MulOp>()) {
     Value input;
     double factor = 0;
     if (matchEitherOrder(mul.getLhs(), mul.getRhs(), [&](Value x, Value c) {
-          std::optional<double> splat = getSplatFloatAsWritten(c);
+          std::optional<double> splat = getSplatFactor(c);
           if (!splat || *splat <= 0 || !sameType(x))
             return false;
           input = x;
@@ -414,6 +429,33 @@ Value matchRepeatedHeads(Value value, int64_t &groups) {
   return x;
 }
 
+/// PyTorch's decomposed scaled_dot_product_attention guards its
+/// probabilities with `where(isnan(p), 0, p)`, isnan imported as
+/// `compare ne, p, p`: a row whose keys are all hidden has softmax 0/0 = NaN
+/// and gets weight 0 instead. tess.attention gives such a row weight 0
+/// itself (as PyTorch does; see runtime/cpu/Attention.cpp), so the guard is
+/// part of the attention. Returns p when `value` is that guard and p feeds
+/// nothing else; null otherwise.
+Value matchNanGuardedProbabilities(Value value) {
+  auto guard = value.getDefiningOp<tess::WhereOp>();
+  if (!guard || !value.hasOneUse())
+    return nullptr;
+  Value probabilities = guard.getOnFalse();
+  auto isNan = guard.getCondition().getDefiningOp<tess::CompareOp>();
+  if (!isNan || !isNan->hasOneUse() ||
+      isNan.getPredicate() != tess::ComparisonPredicate::ne ||
+      isNan.getLhs() != probabilities || isNan.getRhs() != probabilities ||
+      probabilities.getType() != value.getType())
+    return nullptr;
+  std::optional<double> zero = getSplatFloatAsWritten(guard.getOnTrue());
+  if (!zero || *zero != 0.0)
+    return nullptr;
+  for (Operation *user : probabilities.getUsers())
+    if (user != isNan.getOperation() && user != guard.getOperation())
+      return nullptr;
+  return probabilities;
+}
+
 /// True when `value` is a softmax over its last dim.
 bool isLastDimSoftmax(tess::SoftmaxOp softmax) {
   int64_t rank = softmax.getType().getRank();
@@ -444,8 +486,14 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
       probabilities = dropout.getInput();
     else
       dropout = nullptr;
+    // SDPA exports put a NaN guard between the softmax and the dropout.
+    bool guarded = false;
+    if (Value unguarded = matchNanGuardedProbabilities(probabilities)) {
+      probabilities = unguarded;
+      guarded = true;
+    }
     auto softmax = probabilities.getDefiningOp<tess::SoftmaxOp>();
-    if (!softmax || !softmax.getResult().hasOneUse() ||
+    if (!softmax || !(guarded || softmax.getResult().hasOneUse()) ||
         !isLastDimSoftmax(softmax) || softmax.getType().getRank() != 4)
       return rewriter.notifyMatchFailure(output, "lhs is not a softmax");
     RankedTensorType scoresType = softmax.getType();

@@ -1,0 +1,56 @@
+//===- Passes.td - Tessera's lowering passes ----------------*- tablegen -*-===//
+//
+// From the training program in `tess` ops to code the host compiler builds.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_LOWERING_PASSES_TD
+#define TESSERA_LOWERING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
+  let summary = "Lower @forward_backward to C++ (EmitC) over the runtime's "
+                "CPU kernels";
+  let description = [{
+    Turns the module that `tess-build-training` produced into one EmitC
+    translation unit: the training executable's program for
+    `tessera_train_main` (runtime/include/tessera/runtime/program.h).
+
+    - `@forward_backward` becomes `tessera_forward_backward`, an
+      `emitc.func` with exactly the `forward_backward` signature of
+      `tessera_program` (parameters, buffers, tokens, targets, loss scale,
+      seed, loss, gradients). Its body acquires the arena once
+      (`tessera_arena_acquire`) and calls `tessera_forward_backward_steps`:
+      one `emitc.call_opaque` per `tess` op to the `tessera_cpu_*` kernel
+      the interpreter (lib/Execution/Interpreter.cpp) calls for it, with the
+      same attributes, each under `if (status == 0)` so the first failing
+      kernel's status is returned and nothing after it runs.
+    - Tensors live in one static arena planned from liveness
+      (ArenaPlanning.h); the layout table `tessera_layouts` (offset, dtype,
+      rank, dims per descriptor) and the arena size are `emitc.global`s.
+      Reshapes alias their input; results returned once are written straight
+      into the caller's loss and gradient buffers; others are copied there.
+    - Constants are `emitc.global` byte tables copied into their block.
+    - The `tessera_program` table (names, dtypes and shapes of the
+      parameters and buffers in argument order; batch, sequence, vocabulary,
+      loss kind, precision, ignore index, weights file) and
+      `int main(argc, argv)` calling `tessera_train_main`.
+
+    Every other function (`@forward`, `@optimizer_step`) is removed: the
+    runtime applies AdamW itself. An op without a kernel is an error
+    naming it.
+  }];
+  let options = [
+    Option<"modelName", "model-name", "std::string", /*default=*/"\"\"",
+           "The model the program was compiled from (for messages)">,
+    Option<"weightsFile", "weights-file", "std::string", /*default=*/"\"\"",
+           "The safetensors file of the initial weights the executable "
+           "reads by default (none when empty)">,
+    Option<"printArenaPlan", "print-arena-plan", "bool", /*default=*/"false",
+           "Print the arena plan of @forward_backward to stderr">,
+  ];
+  let dependentDialects = ["::mlir::emitc::EmitCDialect"];
+}
+
+#endif // TESSERA_LOWERING_PASSES_TD

@@ -1,0 +1,309 @@
+//===- OpCost.cpp - the per-op cost table ---------------------------------===//
+//
+// FLOPs and bytes of each tess op as its kernel does the work. Conventions:
+//
+// - A multiply-add is 2 FLOPs. Contractions are exact: linear and matmul
+//   2mnk (+ mn for a bias), attention 4 b h s_q s_kv d forward (the two
+//   GEMMs, QK^T and PV; the softmax is not counted, and a causal mask is not
+//   credited with halving the work). Its backward, FlashAttention-2 style,
+//   recomputes the scores and does five GEMMs: 2.5x the forward executed,
+//   2x credited as model FLOPs.
+// - Other ops are memory-bound on every current accelerator, so their FLOP
+//   counts per element are rough (a transcendental counts 4) and matter only
+//   through the roofline's max.
+// - Bytes: every operand read once and every result written once, as a
+//   fused kernel does. A reshape is a view (0 bytes); gathers read the rows
+//   they copy, not the table; scatter-adds (embedding/gather gradients)
+//   zero their whole output and read-modify-write one row per index.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/CostModel/OpCost.h"
+
+#include "Tess/IR/TessOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+namespace tessera::cost {
+namespace {
+
+double elementsOf(Value value) {
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  return type ? static_cast<double>(type.getNumElements()) : 0;
+}
+
+double bytesOf(Value value) {
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.getElementType().isIntOrFloat())
+    return 0;
+  // i1 is stored as one byte.
+  return static_cast<double>(type.getNumElements()) *
+         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+double operandAndResultBytes(Operation *op) {
+  double bytes = 0;
+  for (Value operand : op->getOperands())
+    bytes += bytesOf(operand);
+  for (Value result : op->getResults())
+    bytes += bytesOf(result);
+  return bytes;
+}
+
+/// The precision of the first float tensor the op produces or reads.
+Precision precisionOfOp(Operation *op) {
+  for (Value value : llvm::concat<Value>(op->getResults(), op->getOperands()))
+    if (auto type = llvm::dyn_cast<RankedTensorType>(value.getType()))
+      if (llvm::isa<FloatType>(type.getElementType()))
+        return precisionOf(type.getElementType());
+  return Precision::FP32;
+}
+
+/// A memory-bound kernel: `flopsPerElement` of arithmetic per element of
+/// `elements`, moving the op's operands and results once.
+OpCost streaming(Operation *op, OpKind kind, double flopsPerElement,
+                 double elements) {
+  OpCost cost;
+  cost.kind = kind;
+  cost.flops = cost.modelFlops = flopsPerElement * elements;
+  cost.bytes = operandAndResultBytes(op);
+  cost.precision = precisionOfOp(op);
+  return cost;
+}
+
+/// FLOPs of the forward attention: the QK^T and PV GEMMs.
+double attentionForwardFlops(Value query, Value value) {
+  auto queryType = llvm::cast<RankedTensorType>(query.getType());
+  auto valueType = llvm::cast<RankedTensorType>(value.getType());
+  double batch = queryType.getDimSize(0), heads = queryType.getDimSize(1),
+         querySeq = queryType.getDimSize(2), keyDim = queryType.getDimSize(3);
+  double keySeq = valueType.getDimSize(2), valueDim = valueType.getDimSize(3);
+  return 2 * batch * heads * querySeq * keySeq * (keyDim + valueDim);
+}
+
+OpCost contraction(Operation *op, double flops, double modelFlops,
+                   OpKind kind) {
+  OpCost cost;
+  cost.kind = kind;
+  cost.flops = flops;
+  cost.modelFlops = modelFlops;
+  cost.bytes = operandAndResultBytes(op);
+  cost.usesMatrixUnits = true;
+  cost.precision = precisionOfOp(op);
+  return cost;
+}
+
+/// Gathers read the rows they copy (result-sized) and the indices.
+OpCost gatherCost(Operation *op, Value indices, Value result) {
+  OpCost cost;
+  cost.kind = OpKind::DataMovement;
+  cost.bytes = bytesOf(indices) + 2 * bytesOf(result);
+  cost.precision = precisionOfOp(op);
+  return cost;
+}
+
+/// Scatter-adds zero their output, then read-modify-write one slice of it
+/// and read one slice of `dy` per index.
+OpCost scatterAddCost(Operation *op, Value indices, Value dy, Value result) {
+  OpCost cost;
+  cost.kind = OpKind::DataMovement;
+  cost.flops = cost.modelFlops = elementsOf(dy);
+  cost.bytes = bytesOf(result) + bytesOf(indices) + 3 * bytesOf(dy);
+  cost.precision = precisionOfOp(op);
+  return cost;
+}
+
+} // namespace
+
+llvm::StringRef opKindName(OpKind kind) {
+  switch (kind) {
+  case OpKind::Linear:
+    return "linear";
+  case OpKind::Attention:
+    return "attention";
+  case OpKind::Norm:
+    return "norms";
+  case OpKind::Elementwise:
+    return "elementwise";
+  case OpKind::DataMovement:
+    return "data movement";
+  case OpKind::Loss:
+    return "loss";
+  case OpKind::Optimizer:
+    return "optimizer";
+  case OpKind::Free:
+    return "free";
+  }
+  return "unknown";
+}
+
+Precision precisionOf(Type elementType) {
+  if (elementType.isBF16())
+    return Precision::BF16;
+  if (elementType.isF16())
+    return Precision::FP16;
+  return Precision::FP32;
+}
+
+double OpCost::time(const DeviceModel &device) const {
+  if (kind == OpKind::Free)
+    return 0;
+  double rate = usesMatrixUnits ? device.matrixRate(precision)
+                                : device.vectorFlops;
+  return device.roofline(flops, rate, bytes);
+}
+
+OpCost estimateOpCost(Operation *op) {
+  if (!llvm::isa<tess::TessDialect>(op->getDialect()))
+    return OpCost();
+
+  auto resultElements = [&] { return elementsOf(op->getResult(0)); };
+  return llvm::TypeSwitch<Operation *, OpCost>(op)
+      // No kernel: compile-time data, arguments, views.
+      .Case<tess::ConstantOp, tess::ParameterOp, tess::ReshapeOp>(
+          [](Operation *) { return OpCost(); })
+
+      // Contractions.
+      .Case([&](tess::LinearOp linear) {
+        auto weight = llvm::cast<RankedTensorType>(linear.getWeight().getType());
+        double in = weight.getDimSize(linear.getTransposeWeight() ? 1 : 0);
+        double out = weight.getDimSize(linear.getTransposeWeight() ? 0 : 1);
+        double rows = elementsOf(linear.getInput()) / in;
+        double flops = 2 * rows * in * out + (linear.getBias() ? rows * out : 0);
+        return contraction(op, flops, flops, OpKind::Linear);
+      })
+      .Case([&](tess::MatmulOp matmul) {
+        auto lhs = llvm::cast<RankedTensorType>(matmul.getLhs().getType());
+        int64_t rank = lhs.getRank();
+        double contracted =
+            lhs.getDimSize(matmul.getTransposeLhs() ? rank - 2 : rank - 1);
+        // Every result element is a dot product of length `contracted`.
+        double flops = 2 * resultElements() * contracted;
+        return contraction(op, flops, flops, OpKind::Linear);
+      })
+      .Case([&](tess::AttentionOp attention) {
+        double flops =
+            attentionForwardFlops(attention.getQuery(), attention.getValue());
+        return contraction(op, flops, flops, OpKind::Attention);
+      })
+      .Case([&](tess::AttentionGradOp gradient) {
+        double forward =
+            attentionForwardFlops(gradient.getQuery(), gradient.getValue());
+        return contraction(op, 2.5 * forward, 2 * forward, OpKind::Attention);
+      })
+
+      // Norms and softmax: one fused pass each way.
+      .Case([&](tess::LayerNormOp norm) {
+        return streaming(op, OpKind::Norm, 8, elementsOf(norm.getInput()));
+      })
+      .Case([&](tess::LayerNormGradOp norm) {
+        return streaming(op, OpKind::Norm, 12, elementsOf(norm.getInput()));
+      })
+      .Case([&](tess::RmsNormOp norm) {
+        return streaming(op, OpKind::Norm, 5, elementsOf(norm.getInput()));
+      })
+      .Case([&](tess::RmsNormGradOp norm) {
+        return streaming(op, OpKind::Norm, 8, elementsOf(norm.getInput()));
+      })
+      .Case([&](tess::SoftmaxOp) {
+        return streaming(op, OpKind::Norm, 5, resultElements());
+      })
+      .Case([&](tess::SoftmaxGradOp) {
+        return streaming(op, OpKind::Norm, 4, resultElements());
+      })
+
+      // Loss.
+      .Case([&](tess::CrossEntropyOp loss) {
+        return streaming(op, OpKind::Loss, 4, elementsOf(loss.getLogits()));
+      })
+      .Case([&](tess::CrossEntropyGradOp loss) {
+        return streaming(op, OpKind::Loss, 5, elementsOf(loss.getLogits()));
+      })
+
+      // Optimizer: read param, grad, m, v; write param, m, v.
+      .Case([&](tess::AdamWOp adamw) {
+        return streaming(op, OpKind::Optimizer, 15,
+                         elementsOf(adamw.getParam()));
+      })
+
+      // Elementwise arithmetic.
+      .Case<tess::NegOp, tess::AbsOp, tess::ReluOp, tess::LogicalNotOp,
+            tess::SqrtOp, tess::ReciprocalOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 1, resultElements());
+      })
+      .Case<tess::ExpOp, tess::LogOp, tess::RsqrtOp, tess::TanhOp, tess::ErfOp,
+            tess::SigmoidOp, tess::CosOp, tess::SinOp, tess::PowOp>(
+          [&](Operation *) {
+            return streaming(op, OpKind::Elementwise, 4, resultElements());
+          })
+      .Case<tess::SiluOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 5, resultElements());
+      })
+      .Case<tess::GeluOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 8, resultElements());
+      })
+      .Case<tess::SiluGradOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 8, resultElements());
+      })
+      .Case<tess::GeluGradOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 12, resultElements());
+      })
+      .Case<tess::AddOp, tess::SubOp, tess::MulOp, tess::DivOp,
+            tess::MaximumOp, tess::MinimumOp, tess::LogicalAndOp,
+            tess::LogicalOrOp, tess::CompareOp, tess::WhereOp>(
+          [&](Operation *) {
+            return streaming(op, OpKind::Elementwise, 1, resultElements());
+          })
+      .Case<tess::CastOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 0, resultElements());
+      })
+      .Case<tess::DropoutOp>([&](Operation *) {
+        // Counter-based random number, compare, scale.
+        return streaming(op, OpKind::Elementwise, 4, resultElements());
+      })
+      .Case<tess::ReduceSumOp, tess::ReduceMeanOp, tess::ReduceMaxOp,
+            tess::ReduceMinOp>([&](Operation *reduction) {
+        return streaming(op, OpKind::Elementwise, 1,
+                         elementsOf(reduction->getOperand(0)));
+      })
+
+      // Copies.
+      .Case<tess::TransposeOp, tess::BroadcastOp, tess::SplitOp,
+            tess::ConcatOp>([&](Operation *) {
+        return streaming(op, OpKind::DataMovement, 0, 0);
+      })
+      .Case([&](tess::SliceOp slice) {
+        // Reads only the window it copies.
+        OpCost cost = streaming(op, OpKind::DataMovement, 0, 0);
+        cost.bytes = 2 * bytesOf(slice.getResult());
+        return cost;
+      })
+      .Case([&](tess::SliceGradOp slice) {
+        // Zero the result, write the window.
+        OpCost cost = streaming(op, OpKind::DataMovement, 0, 0);
+        cost.bytes = bytesOf(slice.getDx()) + 2 * bytesOf(slice.getDy());
+        return cost;
+      })
+      .Case([&](tess::EmbeddingOp embedding) {
+        return gatherCost(op, embedding.getIndices(), embedding.getResult());
+      })
+      .Case([&](tess::GatherOp gather) {
+        return gatherCost(op, gather.getIndices(), gather.getResult());
+      })
+      .Case([&](tess::EmbeddingGradOp gradient) {
+        return scatterAddCost(op, gradient.getIndices(), gradient.getDy(),
+                              gradient.getDtable());
+      })
+      .Case([&](tess::GatherGradOp gradient) {
+        return scatterAddCost(op, gradient.getIndices(), gradient.getDy(),
+                              gradient.getDx());
+      })
+      .Default([&](Operation *) {
+        OpCost cost = streaming(op, OpKind::DataMovement, 0, 0);
+        cost.modelled = false;
+        return cost;
+      });
+}
+
+} // namespace tessera::cost

@@ -1,0 +1,189 @@
+//===- ArenaPlanning.cpp - static arena for a step's intermediates -------===//
+//
+// Greedy-by-size placement (largest block first, each at the lowest gap
+// that fits among the blocks live at the same time) is the usual offline
+// heuristic for this interval-packing problem; on Transformer steps, where a
+// few activation sizes repeat, it lands close to the peak of live bytes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Lowering/ArenaPlanning.h"
+
+#include "Tess/IR/TessOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace mlir;
+
+namespace tessera::lowering {
+
+namespace {
+
+int64_t alignUp(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+bool overlapInTime(const ArenaRequest &a, const ArenaRequest &b) {
+  return a.first <= b.last && b.first <= a.last;
+}
+
+} // namespace
+
+ArenaLayout packArena(ArrayRef<ArenaRequest> requests, int64_t alignment) {
+  ArenaLayout layout;
+  layout.offsets.assign(requests.size(), 0);
+  std::vector<size_t> order(requests.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return requests[a].bytes > requests[b].bytes;
+  });
+
+  std::vector<size_t> placed;
+  for (size_t index : order) {
+    const ArenaRequest &request = requests[index];
+    if (request.bytes == 0)
+      continue;
+    // The blocks this one must avoid, by offset.
+    std::vector<size_t> conflicts;
+    for (size_t other : placed)
+      if (overlapInTime(request, requests[other]))
+        conflicts.push_back(other);
+    llvm::sort(conflicts, [&](size_t a, size_t b) {
+      return layout.offsets[a] < layout.offsets[b];
+    });
+    int64_t offset = 0;
+    for (size_t other : conflicts) {
+      if (offset + request.bytes <= layout.offsets[other])
+        break;
+      offset = std::max(
+          offset, alignUp(layout.offsets[other] + requests[other].bytes,
+                          alignment));
+    }
+    layout.offsets[index] = offset;
+    layout.totalBytes =
+        std::max(layout.totalBytes, alignUp(offset + request.bytes, alignment));
+    placed.push_back(index);
+  }
+  return layout;
+}
+
+FailureOr<int64_t> elementBytes(Type elementType) {
+  if (elementType.isInteger(1))
+    return 1;
+  if (elementType.isIntOrFloat() && elementType.getIntOrFloatBitWidth() % 8 == 0)
+    return elementType.getIntOrFloatBitWidth() / 8;
+  return failure();
+}
+
+Value FunctionArenaPlan::resolveAlias(Value value) const {
+  for (;;) {
+    auto it = storage.find(value);
+    if (it == storage.end() || it->second.kind != StorageKind::Alias)
+      return value;
+    value = it->second.aliasOf;
+  }
+}
+
+int64_t FunctionArenaPlan::bytesWithoutReuse() const {
+  int64_t sum = 0;
+  for (const ArenaRequest &request : buffers)
+    sum += alignUp(request.bytes, kArenaAlignment);
+  return sum;
+}
+
+FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
+  FunctionArenaPlan plan;
+  if (!function.getBody().hasOneBlock())
+    return function.emitError("arena planning needs a function of one block");
+  Block &body = function.getBody().front();
+  auto returnOp = dyn_cast<func::ReturnOp>(body.getTerminator());
+  if (!returnOp)
+    return function.emitError("arena planning needs a func.return terminator");
+
+  for (BlockArgument argument : function.getArguments())
+    plan.storage[argument] = {StorageKind::Argument, argument.getArgNumber(),
+                              {}};
+
+  // Results written straight into the caller's storage: op results that are
+  // returned exactly once (a value returned twice needs two copies).
+  llvm::DenseMap<Value, unsigned> returnCount;
+  for (Value value : returnOp.getOperands())
+    ++returnCount[value];
+  llvm::DenseMap<Value, unsigned> outputOf;
+  for (auto [index, value] : llvm::enumerate(returnOp.getOperands()))
+    if (returnCount[value] == 1 && llvm::isa<OpResult>(value) &&
+        !isa<tess::ReshapeOp>(value.getDefiningOp()))
+      outputOf[value] = index;
+
+  // Positions, then per storage root the last position it is needed at.
+  llvm::DenseMap<Operation *, int64_t> position;
+  int64_t next = 0;
+  for (Operation &op : body)
+    position[&op] = next++;
+
+  llvm::DenseMap<Value, int64_t> lastUse;
+  for (Operation &op : body) {
+    if (op.getNumRegions() != 0)
+      return op.emitError("arena planning does not support ops with regions");
+    for (Value result : op.getResults()) {
+      auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
+      if (!type || !type.hasStaticShape())
+        return op.emitError("arena planning needs statically shaped tensor "
+                            "results, got ")
+               << result.getType();
+      if (failed(elementBytes(type.getElementType())))
+        return op.emitError("arena planning: unsupported element type ")
+               << type.getElementType();
+      if (isa<tess::ReshapeOp>(op)) {
+        plan.storage[result] = {StorageKind::Alias, 0, op.getOperand(0)};
+      } else if (auto it = outputOf.find(result); it != outputOf.end()) {
+        plan.storage[result] = {StorageKind::Output, it->second, {}};
+      } else {
+        plan.storage[result] = {StorageKind::Arena, 0, {}};
+        lastUse[result] = position[&op];
+      }
+    }
+    // Every use keeps the storage its operand resolves to alive; the return
+    // is a use too (values not written in place are copied out there).
+    for (Value operand : op.getOperands()) {
+      Value root = plan.resolveAlias(operand);
+      auto it = lastUse.find(root);
+      if (it != lastUse.end())
+        it->second = std::max(it->second, position[&op]);
+    }
+  }
+
+  for (Operation &op : body)
+    for (Value result : op.getResults()) {
+      ValueStorage &storage = plan.storage[result];
+      if (storage.kind != StorageKind::Arena)
+        continue;
+      auto type = llvm::cast<RankedTensorType>(result.getType());
+      storage.index = plan.buffers.size();
+      plan.buffers.push_back({type.getNumElements() *
+                                  *elementBytes(type.getElementType()),
+                              position[&op], lastUse[result]});
+      plan.bufferValues.push_back(result);
+    }
+  plan.layout = packArena(plan.buffers);
+  return plan;
+}
+
+void printArenaPlan(const FunctionArenaPlan &plan, llvm::raw_ostream &os) {
+  os << "arena: " << plan.buffers.size() << " buffers, "
+     << plan.layout.totalBytes << " bytes (" << plan.bytesWithoutReuse()
+     << " without reuse)\n";
+  for (auto [index, request] : llvm::enumerate(plan.buffers)) {
+    os << llvm::formatv("  buffer {0,4}  offset {1,10}  bytes {2,10}  live "
+                        "[{3}, {4}]  ",
+                        index, plan.layout.offsets[index], request.bytes,
+                        request.first, request.last)
+       << plan.bufferValues[index].getType() << "\n";
+  }
+}
+
+} // namespace tessera::lowering

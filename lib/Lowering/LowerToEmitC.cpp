@@ -1,0 +1,1116 @@
+//===- LowerToEmitC.cpp - tess-lower-to-emitc ----------------------------===//
+//
+// @forward_backward -> one EmitC translation unit over the runtime's C ABI.
+// See the pass description in include/tessera/Lowering/Passes.td.
+//
+// The op -> kernel mapping is the interpreter's (lib/Execution/
+// Interpreter.cpp), call for call and attribute for attribute: the
+// interpreter is what the fixture tests check against PyTorch, and this is
+// what the executable runs.
+//
+// Shape of the generated step:
+//   static int32_t tessera_forward_backward_steps(arena, parameters, ...) {
+//     int32_t status = 0;
+//     tessera_tensor t3 = tessera_layout_tensor(arena, tessera_layouts, 3);
+//     ...                                    // descriptors, as ops define them
+//     if (status == 0) { status = tessera_cpu_linear(...); }
+//     ...
+//     return status;
+//   }
+// EmitC's `return` must be the function's terminator, so instead of
+// returning from the middle, every call after a failure is skipped by its
+// guard and the failing status reaches the single return.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Lowering/Passes.h"
+
+#include "ProgramDefinition.h"
+#include "tessera/Execution/HostTensorBuffer.h"
+#include "tessera/Lowering/ArenaPlanning.h"
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/runtime/program.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
+
+namespace tessera {
+#define GEN_PASS_DEF_LOWERTOEMITC
+#include "tessera/Lowering/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::lowering;
+namespace tess = tessera::tess;
+
+namespace {
+
+constexpr StringLiteral kStepsName = "tessera_forward_backward_steps";
+constexpr StringLiteral kForwardBackwardName = "tessera_forward_backward";
+constexpr StringLiteral kLayoutsName = "tessera_layouts";
+constexpr StringLiteral kArenaName = "tessera_arena";
+constexpr StringLiteral kArenaBytesName = "tessera_arena_bytes";
+constexpr int kLayoutRow = 3 + TESSERA_MAX_RANK;
+
+/// The EmitC types the generated code uses.
+struct CTypes {
+  explicit CTypes(MLIRContext *context) {
+    Builder b(context);
+    tensor = emitc::OpaqueType::get(context, "tessera_tensor");
+    constTensor = emitc::OpaqueType::get(context, "const tessera_tensor");
+    tensorPointer = emitc::PointerType::get(tensor);
+    constTensorPointer = emitc::PointerType::get(constTensor);
+    i32 = b.getI32Type();
+    i64 = b.getI64Type();
+    ui64 = b.getIntegerType(64, /*isSigned=*/false);
+    f32 = b.getF32Type();
+    f64 = b.getF64Type();
+    index = b.getIndexType();
+    bytePointer = emitc::PointerType::get(b.getIntegerType(8, false));
+    floatPointer = emitc::PointerType::get(f32);
+  }
+  Type tensor, constTensor, tensorPointer, constTensorPointer;
+  Type i32, i64, ui64, f32, f64, index, bytePointer, floatPointer;
+};
+
+/// The operands and literal arguments of one emitc.call_opaque, in order.
+class CallArguments {
+public:
+  explicit CallArguments(MLIRContext *context) : builder(context) {}
+  CallArguments &value(Value operand) {
+    args.push_back(builder.getIndexAttr(operands.size()));
+    operands.push_back(operand);
+    return *this;
+  }
+  /// `operand`, or NULL for an absent optional tensor.
+  CallArguments &optional(Value operand) {
+    return operand ? value(operand) : literal("NULL");
+  }
+  CallArguments &literal(StringRef text) {
+    args.push_back(emitc::OpaqueAttr::get(builder.getContext(), text));
+    return *this;
+  }
+  CallArguments &i32(int64_t number) {
+    args.push_back(builder.getI32IntegerAttr(static_cast<int32_t>(number)));
+    return *this;
+  }
+  CallArguments &i64(int64_t number) {
+    args.push_back(builder.getI64IntegerAttr(number));
+    return *this;
+  }
+  CallArguments &f64(double number) {
+    args.push_back(builder.getF64FloatAttr(number));
+    return *this;
+  }
+  SmallVector<Value> operands;
+  SmallVector<Attribute> args;
+
+private:
+  Builder builder;
+};
+
+const char *unaryKind(Operation *op) {
+  return llvm::TypeSwitch<Operation *, const char *>(op)
+      .Case([](tess::NegOp) { return "TESSERA_NEG"; })
+      .Case([](tess::AbsOp) { return "TESSERA_ABS"; })
+      .Case([](tess::ExpOp) { return "TESSERA_EXP"; })
+      .Case([](tess::LogOp) { return "TESSERA_LOG"; })
+      .Case([](tess::SqrtOp) { return "TESSERA_SQRT"; })
+      .Case([](tess::RsqrtOp) { return "TESSERA_RSQRT"; })
+      .Case([](tess::ReciprocalOp) { return "TESSERA_RECIPROCAL"; })
+      .Case([](tess::TanhOp) { return "TESSERA_TANH"; })
+      .Case([](tess::ErfOp) { return "TESSERA_ERF"; })
+      .Case([](tess::SigmoidOp) { return "TESSERA_SIGMOID"; })
+      .Case([](tess::ReluOp) { return "TESSERA_RELU"; })
+      .Case([](tess::SiluOp) { return "TESSERA_SILU"; })
+      .Case([](tess::CosOp) { return "TESSERA_COS"; })
+      .Case([](tess::SinOp) { return "TESSERA_SIN"; })
+      .Case([](tess::LogicalNotOp) { return "TESSERA_LOGICAL_NOT"; })
+      .Case([](tess::GeluOp gelu) {
+        return gelu.getApproximation() == tess::GeluApproximation::tanh
+                   ? "TESSERA_GELU_TANH"
+                   : "TESSERA_GELU_ERF";
+      })
+      .Default([](Operation *) { return nullptr; });
+}
+
+const char *comparisonKind(tess::ComparisonPredicate predicate) {
+  switch (predicate) {
+  case tess::ComparisonPredicate::eq:
+    return "TESSERA_EQ";
+  case tess::ComparisonPredicate::ne:
+    return "TESSERA_NE";
+  case tess::ComparisonPredicate::lt:
+    return "TESSERA_LT";
+  case tess::ComparisonPredicate::le:
+    return "TESSERA_LE";
+  case tess::ComparisonPredicate::gt:
+    return "TESSERA_GT";
+  case tess::ComparisonPredicate::ge:
+    return "TESSERA_GE";
+  }
+  return "TESSERA_EQ";
+}
+
+const char *binaryKind(Operation *op) {
+  return llvm::TypeSwitch<Operation *, const char *>(op)
+      .Case([](tess::AddOp) { return "TESSERA_ADD"; })
+      .Case([](tess::SubOp) { return "TESSERA_SUB"; })
+      .Case([](tess::MulOp) { return "TESSERA_MUL"; })
+      .Case([](tess::DivOp) { return "TESSERA_DIV"; })
+      .Case([](tess::PowOp) { return "TESSERA_POW"; })
+      .Case([](tess::MaximumOp) { return "TESSERA_MAXIMUM"; })
+      .Case([](tess::MinimumOp) { return "TESSERA_MINIMUM"; })
+      .Case([](tess::LogicalAndOp) { return "TESSERA_LOGICAL_AND"; })
+      .Case([](tess::LogicalOrOp) { return "TESSERA_LOGICAL_OR"; })
+      .Case([](tess::CompareOp compare) {
+        return comparisonKind(compare.getPredicate());
+      })
+      .Default([](Operation *) { return nullptr; });
+}
+
+RankedTensorType tensorTypeOf(Value value) {
+  return llvm::cast<RankedTensorType>(value.getType());
+}
+
+int64_t axisOf(int64_t axis, Value value) {
+  return *tess::normalizeAxis(axis, tensorTypeOf(value).getRank());
+}
+
+/// Builds the body of tessera_forward_backward_steps from @forward_backward.
+class StepBuilder {
+public:
+  StepBuilder(ModuleOp module, func::FuncOp source,
+              const FunctionArenaPlan &plan)
+      : module(module), source(source), plan(plan),
+        context(module.getContext()), types(context), builder(context),
+        loc(source.getLoc()) {}
+
+  /// Emits the step functions before `source`; fails with a diagnostic on
+  /// an op without a kernel.
+  LogicalResult build(unsigned parameterCount, unsigned bufferCount);
+
+private:
+  // Layout rows and descriptors.
+  int32_t addLayoutRow(int64_t offset, RankedTensorType type);
+  Value describe(StringRef helper, Value base, int64_t offset,
+                 RankedTensorType type);
+  Value elementPointer(Value array, unsigned index, Type pointerType);
+  Value int64Table(ArrayRef<int64_t> values);
+  /// `value` viewed as rows [N, V] / as one dim, as the cross-entropy
+  /// kernels take it (the interpreter's flattenRows / flattenAll).
+  Value rowsView(Value value);
+  Value flatView(Value value);
+  LogicalResult describeResults(Operation &op);
+
+  // Guarded calls.
+  void guardedCall(StringRef callee, CallArguments &arguments);
+  void guardedCall(StringRef callee,
+                   function_ref<void(CallArguments &)> buildArguments);
+  Value mixedSeed(int64_t opSeed);
+
+  LogicalResult lowerOp(Operation &op);
+  LogicalResult lowerConstant(tess::ConstantOp constant);
+  void copyResultsOut(func::ReturnOp returnOp);
+
+  ModuleOp module;
+  func::FuncOp source;
+  const FunctionArenaPlan &plan;
+  MLIRContext *context;
+  CTypes types;
+  OpBuilder builder;
+  Location loc;
+
+  // Values of the steps function.
+  Value arena, parameters, buffers, tokens, targets, lossScale, seed, loss,
+      gradients;
+  Value status, zero, layoutsPlaceholder;
+
+  std::vector<int64_t> layoutRows;
+  llvm::DenseMap<Value, Value> descriptors;
+  unsigned tableCount = 0;
+  std::map<std::vector<int64_t>, std::string> int64Tables;
+};
+
+int32_t StepBuilder::addLayoutRow(int64_t offset, RankedTensorType type) {
+  int32_t row = static_cast<int32_t>(layoutRows.size() / kLayoutRow);
+  layoutRows.push_back(offset);
+  layoutRows.push_back(*execution::dtypeOf(type.getElementType()));
+  layoutRows.push_back(type.getRank());
+  for (int d = 0; d < TESSERA_MAX_RANK; ++d)
+    layoutRows.push_back(d < type.getRank() ? type.getDimSize(d) : 0);
+  return row;
+}
+
+/// `tessera_tensor v = helper(base, tessera_layouts, row); &v`.
+Value StepBuilder::describe(StringRef helper, Value base, int64_t offset,
+                            RankedTensorType type) {
+  int32_t row = addLayoutRow(offset, type);
+  Value variable = emitc::VariableOp::create(
+      builder, loc, emitc::LValueType::get(types.tensor),
+      emitc::OpaqueAttr::get(context, ""));
+  CallArguments arguments(context);
+  arguments.value(base).value(layoutsPlaceholder).i32(row);
+  Value descriptor =
+      emitc::CallOpaqueOp::create(builder, loc, TypeRange{types.tensor}, helper,
+                                  arguments.operands,
+                                  builder.getArrayAttr(arguments.args))
+          .getResult(0);
+  emitc::AssignOp::create(builder, loc, variable, descriptor);
+  return emitc::AddressOfOp::create(builder, loc, types.tensorPointer,
+                                    variable);
+}
+
+/// `&array[index]`.
+Value StepBuilder::elementPointer(Value array, unsigned index,
+                                  Type pointerType) {
+  Value position = emitc::ConstantOp::create(
+      builder, loc, types.index, builder.getIndexAttr(index));
+  Type element = llvm::cast<emitc::PointerType>(pointerType).getPointee();
+  Value lvalue = emitc::SubscriptOp::create(
+      builder, loc, emitc::LValueType::get(element), array,
+      ValueRange{position});
+  return emitc::AddressOfOp::create(builder, loc, pointerType, lvalue);
+}
+
+/// A static const int64_t table (permutations, starts, dims, ...), or NULL
+/// for an empty list.
+Value StepBuilder::int64Table(ArrayRef<int64_t> values) {
+  if (values.empty())
+    return emitc::LiteralOp::create(builder, loc,
+                                    emitc::PointerType::get(types.i64), "NULL");
+  auto type = emitc::ArrayType::get({static_cast<int64_t>(values.size())},
+                                    types.i64);
+  // Equal lists (the same permutation in every layer) share one table.
+  std::string &name = int64Tables[std::vector<int64_t>(values.begin(),
+                                                       values.end())];
+  if (!name.empty())
+    return emitc::GetGlobalOp::create(builder, loc, type, name);
+  name = "tessera_table_" + std::to_string(tableCount++);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(builder.getInsertionBlock()->getParentOp());
+    emitc::GlobalOp::create(
+        builder, loc, name, type,
+        DenseIntElementsAttr::get(
+            RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                  types.i64),
+            values),
+        /*extern_specifier=*/false, /*static_specifier=*/true,
+        /*const_specifier=*/true);
+  }
+  return emitc::GetGlobalOp::create(builder, loc, type, name);
+}
+
+Value StepBuilder::rowsView(Value value) {
+  RankedTensorType type = tensorTypeOf(value);
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < type.getRank(); ++d)
+    rows *= type.getDimSize(d);
+  int64_t width = type.getRank() ? type.getShape().back() : 1;
+  return describe("tessera_view_tensor", descriptors.lookup(value), 0,
+                  RankedTensorType::get({rows, width}, type.getElementType()));
+}
+
+Value StepBuilder::flatView(Value value) {
+  RankedTensorType type = tensorTypeOf(value);
+  return describe("tessera_view_tensor", descriptors.lookup(value), 0,
+                  RankedTensorType::get({type.getNumElements()},
+                                        type.getElementType()));
+}
+
+/// Descriptors of `op`'s results, where the plan puts them.
+LogicalResult StepBuilder::describeResults(Operation &op) {
+  for (Value result : op.getResults()) {
+    const ValueStorage &storage = plan.storage.lookup(result);
+    RankedTensorType type = tensorTypeOf(result);
+    switch (storage.kind) {
+    case StorageKind::Arena:
+      descriptors[result] =
+          describe("tessera_layout_tensor", arena,
+                   plan.layout.offsets[storage.index], type);
+      break;
+    case StorageKind::Output:
+      descriptors[result] =
+          storage.index == 0
+              ? describe("tessera_layout_tensor", loss, 0, type)
+              : describe("tessera_view_tensor",
+                         elementPointer(gradients, storage.index - 1,
+                                        types.tensorPointer),
+                         0, type);
+      break;
+    case StorageKind::Alias:
+      descriptors[result] = describe("tessera_view_tensor",
+                                     descriptors.lookup(storage.aliasOf), 0,
+                                     type);
+      break;
+    case StorageKind::Argument:
+      return op.emitError("an op result planned as an argument");
+    }
+  }
+  return success();
+}
+
+/// `if (status == 0) { status = callee(arguments...); }`.
+void StepBuilder::guardedCall(StringRef callee, CallArguments &arguments) {
+  guardedCall(callee, [&](CallArguments &inner) { inner = arguments; });
+}
+
+void StepBuilder::guardedCall(
+    StringRef callee, function_ref<void(CallArguments &)> buildArguments) {
+  Value current = emitc::LoadOp::create(builder, loc, types.i32, status);
+  Value ok = emitc::CmpOp::create(builder, loc, builder.getI1Type(),
+                                  emitc::CmpPredicate::eq, current, zero);
+  emitc::IfOp::create(builder, loc, ok, [&](OpBuilder &inner, Location) {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(inner.getInsertionBlock(),
+                              inner.getInsertionPoint());
+    CallArguments arguments(context);
+    buildArguments(arguments);
+    Value result =
+        emitc::CallOpaqueOp::create(builder, loc, TypeRange{types.i32}, callee,
+                                    arguments.operands,
+                                    builder.getArrayAttr(arguments.args))
+            .getResult(0);
+    emitc::AssignOp::create(builder, loc, status, result);
+    emitc::YieldOp::create(builder, loc);
+  });
+}
+
+/// tessera_mix_seed(seed, opSeed): the interpreter's mixSeed.
+Value StepBuilder::mixedSeed(int64_t opSeed) {
+  CallArguments arguments(context);
+  arguments.value(seed);
+  arguments.args.push_back(
+      builder.getIntegerAttr(types.ui64, static_cast<uint64_t>(opSeed)));
+  return emitc::CallOpaqueOp::create(builder, loc, TypeRange{types.ui64},
+                                     "tessera_mix_seed", arguments.operands,
+                                     builder.getArrayAttr(arguments.args))
+      .getResult(0);
+}
+
+/// A constant's bytes become a static table copied into its storage (a
+/// splat, such as a zero gradient, is one element written everywhere).
+LogicalResult StepBuilder::lowerConstant(tess::ConstantOp constant) {
+  ElementsAttr value = constant.getValue();
+  auto dense = llvm::dyn_cast<DenseElementsAttr>(value);
+  bool splat = dense && dense.isSplat();
+  if (splat)
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({}, dense.getElementType()),
+        dense.getSplatValue<Attribute>());
+  llvm::Expected<execution::HostTensorBuffer> buffer =
+      execution::HostTensorBuffer::fromAttribute(value);
+  if (!buffer)
+    return constant.emitError("cannot lower this constant: ")
+           << llvm::toString(buffer.takeError());
+  int64_t size = buffer->numElements() * execution::dtypeSize(buffer->dtype());
+  auto bytes = ArrayRef<uint8_t>(static_cast<const uint8_t *>(buffer->data()),
+                                 static_cast<size_t>(size));
+  std::string name = "tessera_constant_" + std::to_string(tableCount++);
+  Type byteType = builder.getIntegerType(8, /*isSigned=*/false);
+  auto type = emitc::ArrayType::get({size}, byteType);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(builder.getInsertionBlock()->getParentOp());
+    SmallVector<APInt> values;
+    for (uint8_t byte : bytes)
+      values.push_back(APInt(8, byte));
+    emitc::GlobalOp::create(
+        builder, loc, name, type,
+        DenseElementsAttr::get(RankedTensorType::get({size}, byteType), values),
+        /*extern_specifier=*/false, /*static_specifier=*/true,
+        /*const_specifier=*/true);
+  }
+  Value table = emitc::GetGlobalOp::create(builder, loc, type, name);
+  CallArguments arguments(context);
+  arguments.value(descriptors.lookup(constant.getResult())).value(table).i64(size);
+  guardedCall(splat ? "tessera_fill_splat" : "tessera_fill_bytes", arguments);
+  return success();
+}
+
+LogicalResult StepBuilder::lowerOp(Operation &op) {
+  auto in = [&](Value value) { return descriptors.lookup(value); };
+  auto out = [&](unsigned index = 0) {
+    return descriptors.lookup(op.getResult(index));
+  };
+  auto call = [&](StringRef callee,
+                  function_ref<void(CallArguments &)> buildArguments) {
+    guardedCall(callee, buildArguments);
+    return success();
+  };
+
+  if (const char *kind = unaryKind(&op))
+    return call("tessera_cpu_unary", [&](CallArguments &a) {
+      a.literal(kind).value(in(op.getOperand(0))).value(out());
+    });
+  if (const char *kind = binaryKind(&op))
+    return call("tessera_cpu_binary", [&](CallArguments &a) {
+      a.literal(kind)
+          .value(in(op.getOperand(0)))
+          .value(in(op.getOperand(1)))
+          .value(out());
+    });
+
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](tess::ConstantOp constant) { return lowerConstant(constant); })
+      // A reshape is a view: its descriptor was made by describeResults.
+      .Case([&](tess::ReshapeOp) { return success(); })
+      .Case([&](tess::WhereOp where) {
+        return call("tessera_cpu_where", [&](CallArguments &a) {
+          a.value(in(where.getCondition()))
+              .value(in(where.getOnTrue()))
+              .value(in(where.getOnFalse()))
+              .value(out());
+        });
+      })
+      .Case([&](tess::CastOp cast) {
+        return call("tessera_cpu_cast", [&](CallArguments &a) {
+          a.value(in(cast.getOperand())).value(out());
+        });
+      })
+      .Case([&](tess::DropoutOp dropout) {
+        Value opSeed = mixedSeed(dropout.getSeed());
+        return call("tessera_cpu_dropout", [&](CallArguments &a) {
+          a.value(in(dropout.getOperand()))
+              .value(out())
+              .f64(dropout.getRate().convertToDouble())
+              .value(opSeed);
+        });
+      })
+      .Case([&](tess::BroadcastOp broadcast) {
+        return call("tessera_cpu_broadcast", [&](CallArguments &a) {
+          a.value(in(broadcast.getOperand())).value(out());
+        });
+      })
+      .Case([&](tess::TransposeOp transpose) {
+        Value permutation = int64Table(transpose.getPermutation());
+        return call("tessera_cpu_transpose", [&](CallArguments &a) {
+          a.value(in(transpose.getOperand())).value(out()).value(permutation);
+        });
+      })
+      .Case([&](tess::SliceOp slice) {
+        Value starts = int64Table(slice.getStarts());
+        Value strides = int64Table(slice.getStrides());
+        return call("tessera_cpu_slice", [&](CallArguments &a) {
+          a.value(in(slice.getOperand())).value(out()).value(starts).value(
+              strides);
+        });
+      })
+      .Case([&](tess::SoftmaxOp softmax) {
+        return call("tessera_cpu_softmax", [&](CallArguments &a) {
+          a.value(in(softmax.getInput()))
+              .value(out())
+              .i64(axisOf(softmax.getAxis(), softmax.getInput()));
+        });
+      })
+      .Case([&](tess::MatmulOp matmul) {
+        return call("tessera_cpu_matmul", [&](CallArguments &a) {
+          a.value(in(matmul.getLhs()))
+              .value(in(matmul.getRhs()))
+              .value(out())
+              .i32(matmul.getTransposeLhs())
+              .i32(matmul.getTransposeRhs());
+        });
+      })
+      .Case([&](tess::LinearOp linear) {
+        return call("tessera_cpu_linear", [&](CallArguments &a) {
+          a.value(in(linear.getInput()))
+              .value(in(linear.getWeight()))
+              .optional(in(linear.getBias()))
+              .value(out())
+              .i32(linear.getTransposeWeight());
+        });
+      })
+      .Case([&](tess::LayerNormOp norm) {
+        return call("tessera_cpu_layer_norm", [&](CallArguments &a) {
+          a.value(in(norm.getInput()))
+              .optional(in(norm.getScale()))
+              .optional(in(norm.getBias()))
+              .value(out())
+              .i64(axisOf(norm.getAxis(), norm.getInput()))
+              .f64(norm.getEpsilon().convertToDouble());
+        });
+      })
+      .Case([&](tess::RmsNormOp norm) {
+        return call("tessera_cpu_rms_norm", [&](CallArguments &a) {
+          a.value(in(norm.getInput()))
+              .optional(in(norm.getScale()))
+              .value(out())
+              .i64(axisOf(norm.getAxis(), norm.getInput()))
+              .f64(norm.getEpsilon().convertToDouble());
+        });
+      })
+      .Case([&](tess::EmbeddingOp embedding) {
+        return call("tessera_cpu_embedding", [&](CallArguments &a) {
+          a.value(in(embedding.getTable()))
+              .value(in(embedding.getIndices()))
+              .value(out());
+        });
+      })
+      .Case([&](tess::GatherOp gather) {
+        return call("tessera_cpu_gather", [&](CallArguments &a) {
+          a.value(in(gather.getInput()))
+              .value(in(gather.getIndices()))
+              .value(out())
+              .i64(axisOf(gather.getAxis(), gather.getInput()));
+        });
+      })
+      .Case([&](tess::AttentionOp attention) {
+        Value opSeed = mixedSeed(attention.getSeed());
+        return call("tessera_cpu_attention", [&](CallArguments &a) {
+          a.value(in(attention.getQuery()))
+              .value(in(attention.getKey()))
+              .value(in(attention.getValue()))
+              .optional(in(attention.getMask()))
+              .value(out())
+              .i32(attention.getCausal())
+              .f64(attention.getScale().convertToDouble())
+              .f64(attention.getDropout().convertToDouble())
+              .value(opSeed);
+        });
+      })
+      .Case([&](tess::CrossEntropyOp crossEntropy) {
+        // The kernels take rows: logits [N, V], targets [N].
+        Value logits = rowsView(crossEntropy.getLogits());
+        Value targets = flatView(crossEntropy.getTargets());
+        return call("tessera_cpu_cross_entropy", [&](CallArguments &a) {
+          a.value(logits).value(targets).value(out()).i64(
+              crossEntropy.getIgnoreIndex());
+        });
+      })
+      .Case([&](tess::CrossEntropyGradOp grad) {
+        Value logits = rowsView(grad.getLogits());
+        Value targets = flatView(grad.getTargets());
+        Value dlogits = rowsView(grad.getResult());
+        return call("tessera_cpu_cross_entropy_grad", [&](CallArguments &a) {
+          a.value(logits)
+              .value(targets)
+              .value(in(grad.getDloss()))
+              .value(dlogits)
+              .i64(grad.getIgnoreIndex());
+        });
+      })
+      .Case([&](tess::GeluGradOp grad) {
+        const char *kind =
+            grad.getApproximation() == tess::GeluApproximation::tanh
+                ? "TESSERA_GELU_TANH"
+                : "TESSERA_GELU_ERF";
+        return call("tessera_cpu_unary_grad", [&](CallArguments &a) {
+          a.literal(kind)
+              .value(in(op.getOperand(0)))
+              .value(in(op.getOperand(1)))
+              .value(out());
+        });
+      })
+      .Case([&](tess::SiluGradOp) {
+        return call("tessera_cpu_unary_grad", [&](CallArguments &a) {
+          a.literal("TESSERA_SILU")
+              .value(in(op.getOperand(0)))
+              .value(in(op.getOperand(1)))
+              .value(out());
+        });
+      })
+      .Case([&](tess::LayerNormGradOp grad) {
+        return call("tessera_cpu_layer_norm_grad", [&](CallArguments &a) {
+          a.value(in(grad.getInput()))
+              .optional(in(grad.getScale()))
+              .value(in(grad.getDy()))
+              .value(out(0))
+              .optional(grad.getDscale() ? in(grad.getDscale()) : Value())
+              .optional(grad.getDbias() ? in(grad.getDbias()) : Value())
+              .i64(axisOf(grad.getAxis(), grad.getInput()))
+              .f64(grad.getEpsilon().convertToDouble());
+        });
+      })
+      .Case([&](tess::RmsNormGradOp grad) {
+        return call("tessera_cpu_rms_norm_grad", [&](CallArguments &a) {
+          a.value(in(grad.getInput()))
+              .optional(in(grad.getScale()))
+              .value(in(grad.getDy()))
+              .value(out(0))
+              .optional(grad.getScale() ? out(1) : Value())
+              .i64(axisOf(grad.getAxis(), grad.getInput()))
+              .f64(grad.getEpsilon().convertToDouble());
+        });
+      })
+      .Case([&](tess::SoftmaxGradOp grad) {
+        return call("tessera_cpu_softmax_grad", [&](CallArguments &a) {
+          a.value(in(grad.getOutput()))
+              .value(in(grad.getDy()))
+              .value(out())
+              .i64(axisOf(grad.getAxis(), grad.getOutput()));
+        });
+      })
+      .Case([&](tess::AttentionGradOp grad) {
+        Value opSeed = mixedSeed(grad.getSeed());
+        return call("tessera_cpu_attention_grad", [&](CallArguments &a) {
+          a.value(in(grad.getQuery()))
+              .value(in(grad.getKey()))
+              .value(in(grad.getValue()))
+              .optional(in(grad.getMask()))
+              .value(in(grad.getDy()))
+              .value(out(0))
+              .value(out(1))
+              .value(out(2))
+              .i32(grad.getCausal())
+              .f64(grad.getScale().convertToDouble())
+              .f64(grad.getDropout().convertToDouble())
+              .value(opSeed);
+        });
+      })
+      .Case([&](tess::EmbeddingGradOp grad) {
+        return call("tessera_cpu_embedding_grad", [&](CallArguments &a) {
+          a.value(in(grad.getIndices())).value(in(grad.getDy())).value(out());
+        });
+      })
+      .Case([&](tess::GatherGradOp grad) {
+        return call("tessera_cpu_gather_grad", [&](CallArguments &a) {
+          a.value(in(grad.getIndices()))
+              .value(in(grad.getDy()))
+              .value(out())
+              .i64(axisOf(grad.getAxis(), grad.getResult()));
+        });
+      })
+      .Case([&](tess::SliceGradOp grad) {
+        Value starts = int64Table(grad.getStarts());
+        Value strides = int64Table(grad.getStrides());
+        return call("tessera_cpu_slice_grad", [&](CallArguments &a) {
+          a.value(in(grad.getDy())).value(out()).value(starts).value(strides);
+        });
+      })
+      .Case([&](tess::ConcatOp concat) {
+        unsigned count = concat.getInputs().size();
+        return call("tessera_cpu_concat", [&](CallArguments &a) {
+          // const tessera_tensor *inputs[count] = {...};
+          auto arrayType = emitc::ArrayType::get({count}, types.constTensorPointer);
+          Value inputs = emitc::VariableOp::create(
+              builder, loc, arrayType, emitc::OpaqueAttr::get(context, ""));
+          for (auto [index, input] : llvm::enumerate(concat.getInputs())) {
+            Value position = emitc::ConstantOp::create(
+                builder, loc, types.index, builder.getIndexAttr(index));
+            Value slot = emitc::SubscriptOp::create(
+                builder, loc, emitc::LValueType::get(types.constTensorPointer),
+                inputs, ValueRange{position});
+            Value pointer = in(input);
+            if (pointer.getType() != types.constTensorPointer)
+              pointer = emitc::CastOp::create(builder, loc,
+                                              types.constTensorPointer, pointer);
+            emitc::AssignOp::create(builder, loc, slot, pointer);
+          }
+          a.value(inputs).i32(count).value(out()).i64(
+              axisOf(concat.getAxis(), concat.getResult()));
+        });
+      })
+      .Case([&](tess::SplitOp split) {
+        unsigned count = split.getNumResults();
+        return call("tessera_cpu_split", [&](CallArguments &a) {
+          auto arrayType = emitc::ArrayType::get({count}, types.tensorPointer);
+          Value outputs = emitc::VariableOp::create(
+              builder, loc, arrayType, emitc::OpaqueAttr::get(context, ""));
+          for (unsigned index = 0; index < count; ++index) {
+            Value position = emitc::ConstantOp::create(
+                builder, loc, types.index, builder.getIndexAttr(index));
+            Value slot = emitc::SubscriptOp::create(
+                builder, loc, emitc::LValueType::get(types.tensorPointer),
+                outputs, ValueRange{position});
+            emitc::AssignOp::create(builder, loc, slot, out(index));
+          }
+          a.value(in(split.getInput()))
+              .value(outputs)
+              .i32(count)
+              .i64(axisOf(split.getAxis(), split.getInput()));
+        });
+      })
+      .Case<tess::ReduceSumOp, tess::ReduceMeanOp, tess::ReduceMaxOp,
+            tess::ReduceMinOp>([&](auto reduction) {
+        const char *kind =
+            isa<tess::ReduceSumOp>(op)    ? "TESSERA_REDUCE_SUM"
+            : isa<tess::ReduceMeanOp>(op) ? "TESSERA_REDUCE_MEAN"
+            : isa<tess::ReduceMaxOp>(op)  ? "TESSERA_REDUCE_MAX"
+                                          : "TESSERA_REDUCE_MIN";
+        SmallVector<int64_t> dims;
+        for (int64_t dim : reduction.getDims())
+          dims.push_back(axisOf(dim, op.getOperand(0)));
+        llvm::sort(dims);
+        Value table = int64Table(dims);
+        return call("tessera_cpu_reduce", [&](CallArguments &a) {
+          a.literal(kind)
+              .value(in(op.getOperand(0)))
+              .value(out())
+              .value(table)
+              .i32(dims.size());
+        });
+      })
+      .Default([&](Operation *unknown) {
+        return unknown->emitError("tess-lower-to-emitc: no CPU kernel for '")
+               << unknown->getName() << "' in @forward_backward";
+      });
+}
+
+/// Results not written in place are copied into the caller's storage.
+void StepBuilder::copyResultsOut(func::ReturnOp returnOp) {
+  for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
+    const ValueStorage &storage = plan.storage.lookup(value);
+    if (storage.kind == StorageKind::Output && storage.index == index)
+      continue;
+    Value source = descriptors.lookup(value);
+    if (index == 0) {
+      CallArguments arguments(context);
+      arguments.value(source).value(loss);
+      guardedCall("tessera_read_scalar_f32", arguments);
+      continue;
+    }
+    Value target = describe(
+        "tessera_view_tensor",
+        elementPointer(gradients, index - 1, types.tensorPointer), 0,
+        tensorTypeOf(value));
+    CallArguments arguments(context);
+    arguments.value(source).value(target);
+    guardedCall("tessera_cpu_copy", arguments);
+  }
+}
+
+LogicalResult StepBuilder::build(unsigned parameterCount,
+                                 unsigned bufferCount) {
+  // static int32_t tessera_forward_backward_steps(uint8_t *arena,
+  //     const tessera_tensor *parameters, const tessera_tensor *buffers,
+  //     const tessera_tensor *tokens, const tessera_tensor *targets,
+  //     float loss_scale, uint64_t seed, float *loss,
+  //     tessera_tensor *gradients)
+  SmallVector<Type> programArguments = {
+      types.constTensorPointer, types.constTensorPointer,
+      types.constTensorPointer, types.constTensorPointer,
+      types.f32,                types.ui64,
+      types.floatPointer,       types.tensorPointer};
+  SmallVector<Type> stepArguments = {types.bytePointer};
+  stepArguments.append(programArguments);
+  builder.setInsertionPoint(source);
+  auto steps = emitc::FuncOp::create(
+      builder, loc, kStepsName,
+      builder.getFunctionType(stepArguments, {types.i32}));
+  steps.setSpecifiersAttr(builder.getStrArrayAttr({"static"}));
+  Block *body = steps.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  arena = body->getArgument(0);
+  parameters = body->getArgument(1);
+  buffers = body->getArgument(2);
+  tokens = body->getArgument(3);
+  targets = body->getArgument(4);
+  lossScale = body->getArgument(5);
+  seed = body->getArgument(6);
+  loss = body->getArgument(7);
+  gradients = body->getArgument(8);
+
+  status = emitc::VariableOp::create(builder, loc,
+                                     emitc::LValueType::get(types.i32),
+                                     builder.getI32IntegerAttr(0));
+  zero = emitc::ConstantOp::create(builder, loc, types.i32,
+                                   builder.getI32IntegerAttr(0));
+  // Replaced by the layout table once every row is known.
+  layoutsPlaceholder = emitc::LiteralOp::create(
+      builder, loc, emitc::PointerType::get(types.i64), "tessera_layouts");
+
+  // The arguments, by index into the caller's arrays.
+  for (BlockArgument argument : source.getArguments()) {
+    unsigned number = argument.getArgNumber();
+    if (number < parameterCount) {
+      descriptors[argument] =
+          elementPointer(parameters, number, types.constTensorPointer);
+    } else if (number < parameterCount + bufferCount) {
+      descriptors[argument] = elementPointer(
+          buffers, number - parameterCount, types.constTensorPointer);
+    } else if (number == parameterCount + bufferCount) {
+      descriptors[argument] = tokens;
+    } else if (number == parameterCount + bufferCount + 1) {
+      descriptors[argument] = targets;
+    } else {
+      // The loss scale: a float argument, described as a rank-0 tensor.
+      Value scale = emitc::VariableOp::create(
+          builder, loc, emitc::LValueType::get(types.f32),
+          builder.getF32FloatAttr(0));
+      emitc::AssignOp::create(builder, loc, scale, lossScale);
+      Value address =
+          emitc::AddressOfOp::create(builder, loc, types.floatPointer, scale);
+      descriptors[argument] = describe("tessera_layout_tensor", address, 0,
+                                       tensorTypeOf(argument));
+    }
+  }
+
+  Block &sourceBody = source.getBody().front();
+  for (Operation &op : sourceBody) {
+    if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
+      copyResultsOut(returnOp);
+      continue;
+    }
+    if (failed(describeResults(op)) || failed(lowerOp(op)))
+      return failure();
+  }
+  Value result = emitc::LoadOp::create(builder, loc, types.i32, status);
+  emitc::ReturnOp::create(builder, loc, result);
+
+  // The layout table, now complete.
+  auto layoutType = emitc::ArrayType::get(
+      {static_cast<int64_t>(layoutRows.size())}, types.i64);
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPoint(steps);
+    emitc::GlobalOp::create(
+        builder, loc, kLayoutsName, layoutType,
+        DenseIntElementsAttr::get(
+            RankedTensorType::get({static_cast<int64_t>(layoutRows.size())},
+                                  types.i64),
+            layoutRows),
+        /*extern_specifier=*/false, /*static_specifier=*/true,
+        /*const_specifier=*/true);
+    builder.setInsertionPointAfter(layoutsPlaceholder.getDefiningOp());
+    Value layouts =
+        emitc::GetGlobalOp::create(builder, loc, layoutType, kLayoutsName);
+    layoutsPlaceholder.replaceAllUsesWith(layouts);
+    layoutsPlaceholder.getDefiningOp()->erase();
+  }
+
+  // int32_t tessera_forward_backward(<program.h's forward_backward>): the
+  // arena once, then the steps.
+  builder.setInsertionPoint(source);
+  auto wrapper = emitc::FuncOp::create(
+      builder, loc, kForwardBackwardName,
+      builder.getFunctionType(programArguments, {types.i32}));
+  wrapper.setSpecifiersAttr(builder.getStrArrayAttr({"static"}));
+  Block *wrapperBody = wrapper.addEntryBlock();
+  builder.setInsertionPointToStart(wrapperBody);
+  status = emitc::VariableOp::create(builder, loc,
+                                     emitc::LValueType::get(types.i32),
+                                     builder.getI32IntegerAttr(0));
+  zero = emitc::ConstantOp::create(builder, loc, types.i32,
+                                   builder.getI32IntegerAttr(0));
+  auto arenaLvalue = emitc::LValueType::get(types.bytePointer);
+  Value arenaGlobal =
+      emitc::GetGlobalOp::create(builder, loc, arenaLvalue, kArenaName);
+  Value arenaAddress = emitc::AddressOfOp::create(
+      builder, loc, emitc::PointerType::get(types.bytePointer), arenaGlobal);
+  Value arenaBytes = emitc::GetGlobalOp::create(
+      builder, loc, emitc::LValueType::get(types.i64), kArenaBytesName);
+  Value bytes = emitc::LoadOp::create(builder, loc, types.i64, arenaBytes);
+  CallArguments acquire(context);
+  acquire.value(arenaAddress).value(bytes);
+  guardedCall("tessera_arena_acquire", acquire);
+  Value current = emitc::LoadOp::create(builder, loc, types.i32, status);
+  Value ok = emitc::CmpOp::create(builder, loc, builder.getI1Type(),
+                                  emitc::CmpPredicate::eq, current, zero);
+  emitc::IfOp::create(builder, loc, ok, [&](OpBuilder &inner, Location) {
+    Value arenaPointer =
+        emitc::LoadOp::create(inner, loc, types.bytePointer, arenaGlobal);
+    SmallVector<Value> operands = {arenaPointer};
+    operands.append(wrapperBody->getArguments().begin(),
+                    wrapperBody->getArguments().end());
+    Value result = emitc::CallOp::create(inner, loc, steps, operands)
+                       .getResult(0);
+    emitc::AssignOp::create(inner, loc, status, result);
+    emitc::YieldOp::create(inner, loc);
+  });
+  Value finalStatus = emitc::LoadOp::create(builder, loc, types.i32, status);
+  emitc::ReturnOp::create(builder, loc, finalStatus);
+
+  // The arena: its size and the pointer acquired on the first step.
+  builder.setInsertionPoint(steps);
+  emitc::GlobalOp::create(builder, loc, kArenaBytesName, types.i64,
+                          builder.getI64IntegerAttr(plan.layout.totalBytes),
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true,
+                          /*const_specifier=*/true);
+  emitc::GlobalOp::create(builder, loc, kArenaName, types.bytePointer,
+                          emitc::OpaqueAttr::get(context, "NULL"),
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true,
+                          /*const_specifier=*/false);
+  return success();
+}
+
+/// The name in a tess.* argument or result attribute, or "".
+StringRef roleName(DictionaryAttr attributes, StringRef role) {
+  if (!attributes)
+    return {};
+  if (auto name = attributes.getAs<StringAttr>(role))
+    return name.getValue();
+  return {};
+}
+
+struct LowerToEmitCPass
+    : tessera::impl::LowerToEmitCBase<LowerToEmitCPass> {
+  using LowerToEmitCBase::LowerToEmitCBase;
+
+  void runOnOperation() override;
+
+private:
+  /// Checks @forward_backward's signature against program.h and collects
+  /// the program's description.
+  FailureOr<ProgramInfo> describeProgram(func::FuncOp function,
+                                         unsigned &parameterCount,
+                                         unsigned &bufferCount);
+};
+
+FailureOr<ProgramInfo>
+LowerToEmitCPass::describeProgram(func::FuncOp function,
+                                  unsigned &parameterCount,
+                                  unsigned &bufferCount) {
+  ProgramInfo info;
+  info.modelName = modelName;
+  info.weightsFile = weightsFile;
+  parameterCount = bufferCount = 0;
+  unsigned argumentCount = function.getNumArguments();
+  for (unsigned i = 0; i < argumentCount; ++i) {
+    DictionaryAttr attributes = function.getArgAttrDict(i);
+    auto type = llvm::dyn_cast<RankedTensorType>(function.getArgument(i).getType());
+    if (!type || !type.hasStaticShape() || type.getRank() > TESSERA_MAX_RANK)
+      return function.emitError("tess-lower-to-emitc: argument ")
+             << i << " must be a static tensor of rank <= "
+             << TESSERA_MAX_RANK << ", got " << function.getArgument(i).getType();
+    llvm::Expected<tessera_dtype> dtype =
+        execution::dtypeOf(type.getElementType());
+    if (!dtype)
+      return function.emitError("tess-lower-to-emitc: argument ")
+             << i << ": " << llvm::toString(dtype.takeError());
+    ProgramTensor tensor{"", *dtype, std::vector<int64_t>(
+                                         type.getShape().begin(),
+                                         type.getShape().end())};
+    if (StringRef name = roleName(attributes, "tess.parameter"); !name.empty()) {
+      if (bufferCount != 0 || !type.getElementType().isF32())
+        return function.emitError("tess-lower-to-emitc: trainable parameters "
+                                  "must come first and be f32 master weights");
+      tensor.name = name.str();
+      info.parameters.push_back(tensor);
+      ++parameterCount;
+    } else if (StringRef name = roleName(attributes, "tess.buffer");
+               !name.empty()) {
+      tensor.name = name.str();
+      info.buffers.push_back(tensor);
+      ++bufferCount;
+    } else {
+      break;
+    }
+  }
+  unsigned inputs = parameterCount + bufferCount;
+  static const char *const inputNames[] = {"input_ids", "targets",
+                                           "loss_scale"};
+  if (argumentCount != inputs + 3)
+    return function.emitError("tess-lower-to-emitc: @forward_backward must "
+                              "take the parameters, the buffers, then "
+                              "input_ids, targets and loss_scale");
+  for (unsigned i = 0; i < 3; ++i)
+    if (roleName(function.getArgAttrDict(inputs + i), "tess.input") !=
+        inputNames[i])
+      return function.emitError("tess-lower-to-emitc: argument ")
+             << inputs + i << " must be tess.input = \"" << inputNames[i]
+             << "\"";
+  auto ids = tensorTypeOf(function.getArgument(inputs));
+  auto targetsType = tensorTypeOf(function.getArgument(inputs + 1));
+  auto scale = tensorTypeOf(function.getArgument(inputs + 2));
+  if (ids.getRank() != 2 || !ids.getElementType().isInteger(64) ||
+      targetsType != ids || scale.getRank() != 0 ||
+      !scale.getElementType().isF32())
+    return function.emitError("tess-lower-to-emitc: the runtime passes "
+                              "input_ids and targets as [B, T] i64 and the "
+                              "loss scale as f32");
+  info.batch = ids.getDimSize(0);
+  info.sequence = ids.getDimSize(1);
+
+  // Results: the loss, then one gradient per parameter in the same order.
+  if (function.getNumResults() != parameterCount + 1 ||
+      tensorTypeOf(function.getBody().front().getTerminator()->getOperand(0))
+              .getRank() != 0)
+    return function.emitError("tess-lower-to-emitc: @forward_backward must "
+                              "return the loss, then one gradient per "
+                              "parameter");
+  for (unsigned i = 0; i < parameterCount; ++i)
+    if (roleName(function.getResultAttrDict(i + 1), "tess.gradient") !=
+        info.parameters[i].name)
+      return function.emitError("tess-lower-to-emitc: result ")
+             << i + 1 << " must be the gradient of '"
+             << info.parameters[i].name << "'";
+
+  StringRef loss = "causal-lm", precision = "fp32";
+  if (auto attribute = function->getAttrOfType<StringAttr>("tess.loss"))
+    loss = attribute.getValue();
+  if (auto attribute = function->getAttrOfType<StringAttr>("tess.precision"))
+    precision = attribute.getValue();
+  if (loss == "causal-lm")
+    info.lossKind = TESSERA_LOSS_CAUSAL_LM;
+  else if (loss == "mlm")
+    info.lossKind = TESSERA_LOSS_MLM;
+  else
+    return function.emitError("tess-lower-to-emitc: unknown tess.loss '")
+           << loss << "'";
+  if (precision == "fp32")
+    info.precision = TESSERA_PRECISION_FP32;
+  else if (precision == "bf16")
+    info.precision = TESSERA_PRECISION_BF16;
+  else if (precision == "fp16")
+    info.precision = TESSERA_PRECISION_FP16;
+  else
+    return function.emitError("tess-lower-to-emitc: unknown tess.precision '")
+           << precision << "'";
+
+  // The vocabulary and ignore index come from the loss.
+  SmallVector<tess::CrossEntropyOp> losses;
+  function.walk([&](tess::CrossEntropyOp op) { losses.push_back(op); });
+  if (losses.size() != 1)
+    return function.emitError("tess-lower-to-emitc: expected one "
+                              "tess.cross_entropy in @forward_backward, found ")
+           << losses.size();
+  info.vocabulary = tensorTypeOf(losses[0].getLogits()).getShape().back();
+  info.ignoreIndex = losses[0].getIgnoreIndex();
+  return info;
+}
+
+void LowerToEmitCPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto function = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (!function) {
+    module.emitError("tess-lower-to-emitc: no @forward_backward (run "
+                     "tess-build-training first)");
+    return signalPassFailure();
+  }
+  unsigned parameterCount = 0, bufferCount = 0;
+  FailureOr<ProgramInfo> info =
+      describeProgram(function, parameterCount, bufferCount);
+  if (failed(info))
+    return signalPassFailure();
+  FailureOr<FunctionArenaPlan> plan = planFunctionArena(function);
+  if (failed(plan))
+    return signalPassFailure();
+  if (printArenaPlan)
+    lowering::printArenaPlan(*plan, llvm::errs());
+  for (Operation &op : function.getBody().front())
+    for (Value result : op.getResults()) {
+      llvm::Expected<tessera_dtype> dtype =
+          execution::dtypeOf(tensorTypeOf(result).getElementType());
+      if (!dtype) {
+        op.emitError("tess-lower-to-emitc: ")
+            << llvm::toString(dtype.takeError());
+        return signalPassFailure();
+      }
+    }
+
+  OpBuilder builder(module.getContext());
+  builder.setInsertionPointToStart(module.getBody());
+  Location loc = module.getLoc();
+  emitc::IncludeOp::create(builder, loc, "tessera/runtime/program.h");
+  emitc::IncludeOp::create(builder, loc, "tessera/runtime/lowering_support.h");
+
+  StepBuilder steps(module, function, *plan);
+  if (failed(steps.build(parameterCount, bufferCount)))
+    return signalPassFailure();
+
+  builder.setInsertionPointToEnd(module.getBody());
+  emitProgramDefinition(builder, loc, *info, kForwardBackwardName);
+
+  // The runtime runs the optimizer itself; @forward is for inference.
+  for (auto function : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    function.erase();
+}
+
+} // namespace

@@ -1,0 +1,150 @@
+//===- ProgramDefinition.cpp - the tessera_program table and main --------===//
+//
+// The tables are aggregate initializers, which EmitC has no typed attribute
+// for: they are `emitc.global`s of the runtime's struct types with an opaque
+// initializer written here (names escaped as C strings).
+//
+//===----------------------------------------------------------------------===//
+
+#include "ProgramDefinition.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace tessera::lowering {
+
+const char *dtypeName(int32_t dtype) {
+  static const char *const names[] = {
+      "TESSERA_F32", "TESSERA_BF16", "TESSERA_F16", "TESSERA_F64",
+      "TESSERA_I64", "TESSERA_I32",  "TESSERA_I8",  "TESSERA_I16",
+      "TESSERA_BOOL"};
+  if (dtype < 0 || dtype >= static_cast<int32_t>(std::size(names)))
+    return "TESSERA_F32";
+  return names[dtype];
+}
+
+std::string cStringLiteral(llvm::StringRef text) {
+  std::string literal = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      literal += '\\';
+      literal += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      // Octal escapes end after three digits, unlike \x, so the next
+      // character can never be read as part of the escape.
+      char escape[5];
+      std::snprintf(escape, sizeof(escape), "\\%03o", c);
+      literal += escape;
+    } else {
+      literal += static_cast<char>(c);
+    }
+  }
+  return literal + "\"";
+}
+
+namespace {
+
+/// `{{"name", TESSERA_F32, 2, {64, 64}}, ...}`.
+std::string tensorInfoInitializer(const std::vector<ProgramTensor> &tensors) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "{";
+  for (auto [index, tensor] : llvm::enumerate(tensors)) {
+    os << (index ? ",\n    " : "\n    ") << "{" << cStringLiteral(tensor.name)
+       << ", " << dtypeName(tensor.dtype) << ", " << tensor.shape.size()
+       << ", {";
+    for (auto [d, dim] : llvm::enumerate(tensor.shape))
+      os << (d ? ", " : "") << dim;
+    if (tensor.shape.empty())
+      os << "0";
+    os << "}}";
+  }
+  os << "}";
+  return text;
+}
+
+/// A global table of tensor infos, or NULL when there are none (a C array
+/// cannot be empty).
+std::string emitTensorTable(OpBuilder &builder, Location loc, StringRef name,
+                            const std::vector<ProgramTensor> &tensors) {
+  if (tensors.empty())
+    return "NULL";
+  MLIRContext *context = builder.getContext();
+  auto type = emitc::ArrayType::get(
+      {static_cast<int64_t>(tensors.size())},
+      emitc::OpaqueType::get(context, "tessera_tensor_info"));
+  emitc::GlobalOp::create(
+      builder, loc, name, type,
+      emitc::OpaqueAttr::get(context, tensorInfoInitializer(tensors)),
+      /*extern_specifier=*/false, /*static_specifier=*/true,
+      /*const_specifier=*/true);
+  return name.str();
+}
+
+} // namespace
+
+void emitProgramDefinition(OpBuilder &builder, Location loc,
+                           const ProgramInfo &info,
+                           StringRef forwardBackwardName) {
+  MLIRContext *context = builder.getContext();
+  std::string parameters = emitTensorTable(builder, loc, "tessera_parameters",
+                                           info.parameters);
+  std::string buffers =
+      emitTensorTable(builder, loc, "tessera_buffers", info.buffers);
+
+  static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
+                                          "TESSERA_LOSS_MLM"};
+  static const char *const precisions[] = {"TESSERA_PRECISION_FP32",
+                                           "TESSERA_PRECISION_BF16",
+                                           "TESSERA_PRECISION_FP16"};
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "{\n    /*model_name=*/" << cStringLiteral(info.modelName)
+     << ",\n    /*weights_file=*/"
+     << (info.weightsFile.empty() ? std::string("NULL")
+                                  : cStringLiteral(info.weightsFile))
+     << ",\n    /*loss_kind=*/" << lossKinds[info.lossKind]
+     << ",\n    /*precision=*/" << precisions[info.precision]
+     << ",\n    /*batch=*/" << info.batch << ",\n    /*sequence=*/"
+     << info.sequence << ",\n    /*vocabulary=*/" << info.vocabulary
+     << ",\n    /*ignore_index=*/" << info.ignoreIndex
+     << ",\n    /*parameter_count=*/" << info.parameters.size()
+     << ",\n    /*parameters=*/" << parameters
+     << ",\n    /*buffer_count=*/" << info.buffers.size()
+     << ",\n    /*buffers=*/" << buffers << ",\n    /*forward_backward=*/"
+     << forwardBackwardName << "}";
+
+  auto programType = emitc::OpaqueType::get(context, "tessera_program");
+  emitc::GlobalOp::create(builder, loc, "tessera_program_definition",
+                          programType, emitc::OpaqueAttr::get(context, text),
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true,
+                          /*const_specifier=*/false);
+
+  // int main(int argc, char **argv) {
+  //   return tessera_train_main(argc, argv, &tessera_program_definition);
+  // }
+  Type i32 = builder.getI32Type();
+  Type argv = emitc::PointerType::get(
+      emitc::PointerType::get(emitc::OpaqueType::get(context, "char")));
+  auto main = emitc::FuncOp::create(builder, loc, "main",
+                                    builder.getFunctionType({i32, argv}, {i32}));
+  Block *body = main.addEntryBlock();
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(body);
+  Value program = emitc::GetGlobalOp::create(
+      builder, loc, emitc::LValueType::get(programType),
+      "tessera_program_definition");
+  Value address = emitc::AddressOfOp::create(
+      builder, loc, emitc::PointerType::get(programType), program);
+  Value status =
+      emitc::CallOpaqueOp::create(
+          builder, loc, TypeRange{i32}, "tessera_train_main",
+          ValueRange{body->getArgument(0), body->getArgument(1), address})
+          .getResult(0);
+  emitc::ReturnOp::create(builder, loc, status);
+}
+
+} // namespace tessera::lowering

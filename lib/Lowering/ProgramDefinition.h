@@ -1,0 +1,51 @@
+//===- ProgramDefinition.h - the tessera_program table and main -*- C++ -*-===//
+//
+// Internal to lib/Lowering: what tess-lower-to-emitc knows about the program
+// besides its step function, and the EmitC that defines it for the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_LIB_LOWERING_PROGRAMDEFINITION_H
+#define TESSERA_LIB_LOWERING_PROGRAMDEFINITION_H
+
+#include "mlir/IR/Builders.h"
+
+#include <string>
+#include <vector>
+
+namespace tessera::lowering {
+
+/// One parameter or buffer, in @forward_backward's argument order.
+struct ProgramTensor {
+  std::string name;
+  int32_t dtype = 0; // tessera_dtype
+  std::vector<int64_t> shape;
+};
+
+struct ProgramInfo {
+  std::string modelName;
+  std::string weightsFile; // empty: compiled without weights
+  int32_t lossKind = 0;    // tessera_loss_kind
+  int32_t precision = 0;   // tessera_precision
+  int64_t batch = 0, sequence = 0, vocabulary = 0, ignoreIndex = -100;
+  std::vector<ProgramTensor> parameters, buffers;
+};
+
+/// The C name of a tessera_dtype ("TESSERA_F32", ...).
+const char *dtypeName(int32_t dtype);
+
+/// A C string literal of `text` (quoted, escaped).
+std::string cStringLiteral(llvm::StringRef text);
+
+/// Appends, at the builder's insertion point in the module body, the
+/// parameter and buffer tables, `static tessera_program tessera_program_
+/// definition` (its forward_backward = `forwardBackwardName`, a function
+/// defined before this point) and `int main(argc, argv)` calling
+/// tessera_train_main.
+void emitProgramDefinition(mlir::OpBuilder &builder, mlir::Location loc,
+                           const ProgramInfo &info,
+                           llvm::StringRef forwardBackwardName);
+
+} // namespace tessera::lowering
+
+#endif // TESSERA_LIB_LOWERING_PROGRAMDEFINITION_H

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Feeds a compiled training executable the fixture batch and checks its first
+step against PyTorch's numbers (test/fixtures/<model>.reference.json).
+
+  training_step.py write-batch FIXTURE OUT.npy [--mlm]
+      The fixture's input_ids as an int64 .npy in the layout the runtime's data
+      loader reads (runtime/train/DataLoader.cpp): causal LM [N, T + 1], one
+      sample a row (the driver takes inputs = row[:T], targets = row[1:]);
+      MLM [N, 2, T], the ids then the labels (here the ids themselves: the
+      fixture scores every position).
+  training_step.py check FIXTURE METRICS.jsonl PARAMS.safetensors
+      The first step's loss within 1e-5 relative, and the first eight values of
+      every parameter after one AdamW step within 1e-5 absolute.
+
+Standard library only: the .npy header and safetensors are parsed by hand.
+"""
+import json
+import struct
+import sys
+
+
+def write_npy(path, values, shape):
+    header = "{'descr': '<i8', 'fortran_order': False, 'shape': (%s), }" % (
+        ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else ""))
+    # Magic, version, header length, header: padded to a multiple of 64.
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as out:
+        out.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)))
+        out.write(header.encode("latin1"))
+        out.write(struct.pack("<%dq" % len(values), *values))
+
+
+def write_batch(fixture_path, out_path, mlm):
+    ids = json.load(open(fixture_path))["input_ids"]
+    if mlm:
+        values = [v for row in ids for v in row + row]
+        write_npy(out_path, values, [len(ids), 2, len(ids[0])])
+    else:
+        values = [v for row in ids for v in row]
+        write_npy(out_path, values, [len(ids), len(ids[0])])
+
+
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + size])
+    body = data[8 + size:]
+    tensors = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            raise SystemExit("%s: expected F32, got %s" % (name, info["dtype"]))
+        begin, end = info["data_offsets"]
+        tensors[name] = struct.unpack("<%df" % ((end - begin) // 4),
+                                      body[begin:end])
+    return tensors
+
+
+def check(fixture_path, metrics_path, params_path):
+    fixture = json.load(open(fixture_path))
+    failures = []
+    lines = [json.loads(line) for line in open(metrics_path) if line.strip()]
+    if not lines:
+        raise SystemExit("%s: no steps recorded" % metrics_path)
+    loss, expected = lines[0]["loss"], fixture["loss"]
+    if abs(loss - expected) > 1e-5 * abs(expected):
+        failures.append("loss %.9g, PyTorch %.9g" % (loss, expected))
+    print("loss %.9g, PyTorch %.9g (relative difference %.2g)"
+          % (loss, expected, abs(loss - expected) / abs(expected)))
+
+    params = read_safetensors(params_path)
+    worst = 0.0
+    for name, info in fixture["params"].items():
+        stored = info.get("onnx_initializer", name)
+        if stored not in params:
+            failures.append("no parameter '%s' in %s" % (stored, params_path))
+            continue
+        for i, want in enumerate(info["after_step_first8"]):
+            got = params[stored][i]
+            worst = max(worst, abs(got - want))
+            if abs(got - want) > 1e-5:
+                failures.append("%s[%d] after one step: %.9g, PyTorch %.9g"
+                                % (name, i, got, want))
+    print("parameters after one AdamW step: largest difference %.2g over %d "
+          "parameters" % (worst, len(fixture["params"])))
+    if failures:
+        print("\n".join("FAIL: " + f for f in failures))
+        return 1
+    print("OK")
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 4 and argv[1] == "write-batch":
+        write_batch(argv[2], argv[3], "--mlm" in argv[4:])
+        return 0
+    if len(argv) == 5 and argv[1] == "check":
+        return check(argv[2], argv[3], argv[4])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,226 @@
+//===- FixtureChecks.cpp - a model's numbers against its fixture ---------===//
+
+#include "FixtureChecks.h"
+#include "FixtureSupport.h"
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/Execution/Interpreter.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace tessera;
+using execution::HostTensorBuffer;
+
+void fixtures::checkForward(const llvm::json::Object &fixture,
+                            const std::string &file,
+                            const std::map<std::string, int64_t> &dims) {
+  mlir::MLIRContext context;
+  auto module = fixtures::importWithWeights(context, file, dims);
+  ASSERT_TRUE(module);
+  auto forward = module->lookupSymbol<mlir::func::FuncOp>("forward");
+  ASSERT_TRUE(forward);
+
+  execution::Interpreter interpreter;
+  std::vector<execution::HostTensorBuffer> arguments;
+  arguments.push_back(fixtures::fixtureTokens(fixture, 0, 32));
+  auto results = interpreter.run(forward, std::move(arguments));
+  ASSERT_TRUE(static_cast<bool>(results)) << llvm::toString(results.takeError());
+  const execution::HostTensorBuffer &logits = results->front();
+
+  std::vector<double> first8 = fixtures::numbers(fixture.get("logits_first8"));
+  ASSERT_EQ(first8.size(), 8u);
+  for (int i = 0; i < 8; ++i)
+    EXPECT_NEAR(logits.getDouble(i), first8[i], 1e-5 + 1e-4 * std::abs(first8[i]))
+        << "logit " << i;
+  double sum = 0;
+  for (int64_t i = 0; i < logits.numElements(); ++i)
+    sum += logits.getDouble(i);
+  double expected = fixture.getNumber("logits_sum").value_or(NAN);
+  // The sum of 32k logits cancels to a few hundred: compare against the
+  // magnitude of what was summed, not the small result.
+  EXPECT_NEAR(sum, expected, 1e-5 * logits.numElements());
+}
+
+namespace {
+
+/// The `value` of every tess.parameter, by name, before the training
+/// builder turns parameters into arguments.
+std::map<std::string, HostTensorBuffer> collectWeights(mlir::ModuleOp module) {
+  std::map<std::string, HostTensorBuffer> weights;
+  module.walk([&](tess::ParameterOp parameter) {
+    auto value = parameter.getValue();
+    ASSERT_TRUE(value.has_value()) << parameter.getName().str();
+    auto buffer = HostTensorBuffer::fromAttribute(*value);
+    ASSERT_TRUE(static_cast<bool>(buffer));
+    weights[parameter.getName().str()] = std::move(*buffer);
+  });
+  return weights;
+}
+
+/// The name in the argument's (or result's) tess.* attribute `kind`.
+std::string nameOf(mlir::DictionaryAttr attributes, llvm::StringRef kind) {
+  if (!attributes)
+    return "";
+  if (auto name = attributes.getAs<mlir::StringAttr>(kind))
+    return name.str();
+  return "";
+}
+
+/// Builds the arguments of `function` from its tess.* argument attributes.
+std::vector<HostTensorBuffer>
+bindArguments(mlir::func::FuncOp function,
+              const std::map<std::string, HostTensorBuffer> &parameters,
+              const std::map<std::string, HostTensorBuffer> &gradients,
+              const std::map<std::string, HostTensorBuffer> &inputs) {
+  std::vector<HostTensorBuffer> arguments;
+  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+    mlir::DictionaryAttr attributes = function.getArgAttrDict(i);
+    auto type = llvm::cast<mlir::RankedTensorType>(
+        function.getArgument(i).getType());
+    std::string name;
+    const std::map<std::string, HostTensorBuffer> *source = nullptr;
+    if (!(name = nameOf(attributes, "tess.parameter")).empty() ||
+        !(name = nameOf(attributes, "tess.buffer")).empty())
+      source = &parameters;
+    else if (!(name = nameOf(attributes, "tess.gradient")).empty())
+      source = &gradients;
+    else if (!(name = nameOf(attributes, "tess.input")).empty())
+      source = &inputs;
+    if (!source) {
+      // Optimizer moments start at zero.
+      arguments.push_back(std::move(*HostTensorBuffer::zeros(type)));
+      continue;
+    }
+    auto it = source->find(name);
+    if (it == source->end()) {
+      ADD_FAILURE() << "no value for argument " << i << " '" << name << "'";
+      arguments.push_back(std::move(*HostTensorBuffer::zeros(type)));
+      continue;
+    }
+    arguments.push_back(it->second);
+  }
+  return arguments;
+}
+
+/// The ONNX initializer that holds a PyTorch parameter: named in the
+/// fixture where they differ (tied weights), else the same name.
+std::string initializerOf(llvm::StringRef pytorchName,
+                          const llvm::json::Object &info) {
+  if (std::optional<llvm::StringRef> name = info.getString("onnx_initializer"))
+    return name->str();
+  return pytorchName.str();
+}
+
+double norm(const HostTensorBuffer &tensor) {
+  double sum = 0;
+  for (int64_t i = 0; i < tensor.numElements(); ++i)
+    sum += tensor.getDouble(i) * tensor.getDouble(i);
+  return std::sqrt(sum);
+}
+
+} // namespace
+
+void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
+                                 const TrainingStepSetup &setup) {
+  mlir::MLIRContext context;
+  auto module = fixtures::importWithWeights(
+      context, setup.file, {{"batch", 2}, {"seq", setup.sequence}});
+  ASSERT_TRUE(module);
+  std::map<std::string, HostTensorBuffer> weights = collectWeights(*module);
+
+  const llvm::json::Object *adamw = fixture.getObject("adamw");
+  ASSERT_TRUE(adamw);
+  auto exact = [](double value) { return llvm::formatv("{0:e16}", value).str(); };
+  std::string pipeline =
+      "tess-build-training{loss=" + setup.loss +
+      " precision=fp32 beta1=" + exact(*adamw->getNumber("beta1")) +
+      " beta2=" + exact(*adamw->getNumber("beta2")) +
+      " adam-epsilon=" + exact(*adamw->getNumber("eps")) +
+      " weight-decay=" + exact(*adamw->getNumber("weight_decay")) + "}";
+  registerTesseraPasses();
+  mlir::PassManager pm(&context);
+  ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(pipeline, pm)))
+      << pipeline;
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+
+  std::map<std::string, HostTensorBuffer> inputs;
+  inputs["input_ids"] = fixtures::fixtureTokens(fixture, 0, setup.sequence);
+  inputs["targets"] = fixtures::fixtureTokens(
+      fixture, setup.shiftTargets ? 1 : 0, setup.sequence);
+  inputs["loss_scale"] = HostTensorBuffer::fromFloats({}, {1.0f});
+
+  execution::Interpreter interpreter;
+  auto forwardBackward =
+      module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  ASSERT_TRUE(forwardBackward);
+  auto results = interpreter.run(
+      forwardBackward, bindArguments(forwardBackward, weights, {}, inputs));
+  ASSERT_TRUE(static_cast<bool>(results)) << llvm::toString(results.takeError());
+
+  double expectedLoss = *fixture.getNumber("loss");
+  EXPECT_NEAR((*results)[0].getDouble(0), expectedLoss,
+              1e-5 * std::abs(expectedLoss));
+
+  // Gradients by ONNX initializer name.
+  std::map<std::string, HostTensorBuffer> gradients;
+  for (unsigned i = 1; i < forwardBackward.getNumResults(); ++i)
+    gradients[nameOf(forwardBackward.getResultAttrDict(i), "tess.gradient")] =
+        (*results)[i];
+  const llvm::json::Object *parameters = fixture.getObject("params");
+  ASSERT_TRUE(parameters);
+  EXPECT_EQ(gradients.size(), parameters->size());
+  for (const auto &[pytorchName, entry] : *parameters) {
+    const llvm::json::Object *info = entry.getAsObject();
+    std::string name = initializerOf(pytorchName, *info);
+    auto gradient = gradients.find(name);
+    ASSERT_NE(gradient, gradients.end()) << "no gradient for " << name;
+    double expectedNorm = *info->getNumber("grad_norm");
+    // Gradients that are zero in exact arithmetic (BERT's key bias) are
+    // PyTorch's rounding noise: compare those absolutely.
+    EXPECT_NEAR(norm(gradient->second), expectedNorm,
+                std::max(1e-4 * expectedNorm, 1e-8))
+        << "gradient norm of " << pytorchName.str();
+  }
+
+  // One AdamW step.
+  inputs["lr"] = HostTensorBuffer::fromFloats(
+      {}, {static_cast<float>(*adamw->getNumber("lr"))});
+  inputs["step"] = HostTensorBuffer::fromInts({}, {1});
+  inputs["grad_scale"] = HostTensorBuffer::fromFloats({}, {1.0f});
+  auto optimizerStep =
+      module->lookupSymbol<mlir::func::FuncOp>("optimizer_step");
+  ASSERT_TRUE(optimizerStep);
+  auto updated = interpreter.run(
+      optimizerStep, bindArguments(optimizerStep, weights, gradients, inputs));
+  ASSERT_TRUE(static_cast<bool>(updated)) << llvm::toString(updated.takeError());
+  for (const auto &[pytorchName, entry] : *parameters) {
+    const llvm::json::Object *info = entry.getAsObject();
+    std::string name = initializerOf(pytorchName, *info);
+    // Results are (params..., m..., v...), parameters in argument order.
+    int64_t index = -1;
+    for (unsigned i = 0; i < optimizerStep.getNumResults(); ++i)
+      if (nameOf(optimizerStep.getResultAttrDict(i), "tess.parameter") == name)
+        index = i;
+    if (index < 0)
+      for (unsigned i = 0; i < optimizerStep.getNumArguments(); ++i)
+        if (nameOf(optimizerStep.getArgAttrDict(i), "tess.parameter") == name)
+          index = i;
+    ASSERT_GE(index, 0) << name;
+    const HostTensorBuffer &after = (*updated)[index];
+    std::vector<double> first8 =
+        fixtures::numbers(info->get("after_step_first8"));
+    for (size_t i = 0; i < first8.size(); ++i)
+      EXPECT_NEAR(after.getDouble(i), first8[i], 1e-5)
+          << pytorchName.str() << "[" << i << "] after one AdamW step";
+  }
+}

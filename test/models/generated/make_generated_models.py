@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Export the family of small Transformers the integration tests run (test/models/generated/*.onnx)
+and PyTorch's reference numbers for each (test/models/generated/<name>.reference.json).
+
+Each model varies one thing that matters to the importer, the fusion patterns or the training
+builder (depth, width and head count, vocabulary and position-table sizes, grouped-query and
+multi-query attention, rotary base, tied embeddings, MLP width, q/k/v biases, sliding-window masks,
+parallel residual with partial rotary, transformers' default SDPA attention) against the bundled
+tiny models. The settings are exactly those of the shared models: random init from a config
+(nothing is downloaded), every parameter perturbed with N(0, 0.02) noise by
+../shared/tools/export_hf.py's perturb(), the dynamo exporter with optimize=False, opset 20,
+symbolic `batch` and `seq`, weights inline; only the per-node debugging provenance (stack traces,
+FX node text, module class chains) is dropped to keep the files small. The fixture is
+export_hf.py's reference() on the fixed [2, 32] batch (causal-LM loss, or MLM loss against the
+input ids for BERT), plus, like the shared fixtures, `onnx_initializer`: the initializer that holds
+each parameter (a tied weight appears once in ONNX, under one of its names), and `loss_kind`: the
+training builder's loss (`causal-lm` or `mlm`) that computes the fixture's loss.
+
+Needs torch, transformers and onnxscript (PyPI's CPU wheels are enough), run from the repository root:
+
+  python3 test/models/generated/make_generated_models.py [--shared ../shared] [--only NAME ...]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+from torch.export import Dim
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEED = 0
+
+
+def configs():
+    """name -> (what it varies, builder of the model, causal LM?, vocabulary, max positions)."""
+    import export_hf
+    import export_llama_tiny
+    from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
+                              GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                              MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+
+    # The bundled tiny models' configurations are the baselines each variant departs from.
+    gpt2 = export_hf.MODELS["gpt2-tiny"][0]().config.to_dict()
+    bert = export_hf.MODELS["bert-tiny"][0]().config.to_dict()
+    llama = export_llama_tiny.make_model().config.to_dict()
+    # The decoder shape shared by the Llama-like families (Qwen2, Mistral, GPT-NeoX).
+    decoder = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                   num_attention_heads=4, max_position_embeddings=64, use_cache=False, attention_dropout=0.0)
+
+    def variant(config_class, model_class, base, attention="eager", **changes):
+        # to_dict() leaves out the attention implementation: name it, or transformers picks "sdpa",
+        # whose export differs from the bundled models' eager one.
+        return lambda: model_class(config_class(**{**base, **changes}, attn_implementation=attention))
+
+    def gpt2_variant(**changes):
+        return variant(GPT2Config, GPT2LMHeadModel, gpt2, **changes)
+
+    def llama_variant(**changes):
+        return variant(LlamaConfig, LlamaForCausalLM, llama, **changes)
+
+    return {
+        "gpt2-layers1": ("GPT-2, 1 layer", gpt2_variant(n_layer=1), True, 512, 64),
+        "gpt2-layers3": ("GPT-2, 3 layers", gpt2_variant(n_layer=3), True, 512, 64),
+        "gpt2-width48-heads6": ("GPT-2, d=48 with 6 heads (head size 8)",
+                                gpt2_variant(n_embd=48, n_head=6), True, 512, 64),
+        "gpt2-width32-heads2": ("GPT-2, d=32 with 2 heads (head size 16)",
+                                gpt2_variant(n_embd=32, n_head=2), True, 512, 64),
+        "gpt2-vocab300": ("GPT-2, vocabulary 300 (not a power of two)", gpt2_variant(vocab_size=300),
+                          True, 300, 64),
+        "gpt2-positions40": ("GPT-2, 40 positions (position table barely longer than seq 32)",
+                             gpt2_variant(n_positions=40), True, 512, 40),
+        "llama-mqa": ("Llama, multi-query attention (1 key/value head for 4 query heads)",
+                      llama_variant(num_key_value_heads=1), True, 512, 64),
+        "llama-mha": ("Llama, key/value heads = heads (no GQA)", llama_variant(num_key_value_heads=4),
+                      True, 512, 64),
+        "llama-rope500k": ("Llama, rope_theta 500000",
+                           llama_variant(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}),
+                           True, 512, 64),
+        "llama-tied": ("Llama, tied input and output embeddings", llama_variant(tie_word_embeddings=True),
+                       True, 512, 64),
+        "llama-intermediate96": ("Llama, SwiGLU intermediate 96 (1.5 x d)", llama_variant(intermediate_size=96),
+                                 True, 512, 64),
+        "llama-sdpa": ("Llama with transformers' default attention, SDPA: torch's decomposition (sqrt(scale) on "
+                       "q and k, NaN guard on the probabilities, k transposed through 3-D reshapes)",
+                       llama_variant(attention="sdpa"), True, 512, 64),
+        "bert-layers3-heads8": ("BERT (masked LM), 3 layers, 8 heads (head size 8)",
+                                variant(BertConfig, BertForMaskedLM, bert, num_hidden_layers=3,
+                                        num_attention_heads=8), False, 512, 64),
+        "qwen2-tiny": ("Qwen2: Llama-like with q/k/v biases, GQA 4/2",
+                       variant(Qwen2Config, Qwen2ForCausalLM, decoder, num_key_value_heads=2), True, 512, 64),
+        "mistral-tiny": ("Mistral: Llama-like with a sliding-window causal mask (window 16 < seq 32), GQA 4/2",
+                         variant(MistralConfig, MistralForCausalLM, decoder, num_key_value_heads=2,
+                                 sliding_window=16), True, 512, 64),
+        "gpt-neox-tiny": ("GPT-NeoX: parallel residual, partial rotary (25% of each head), biases, untied",
+                          variant(GPTNeoXConfig, GPTNeoXForCausalLM, decoder, hidden_dropout=0.0,
+                                  classifier_dropout=0.0), True, 512, 64),
+    }
+
+
+# Per-node provenance the exporter records for debugging: Python stack traces (with the exporting
+# machine's paths), FX node text and module class chains. Over half of each file and read by nothing
+# downstream; the graph, initializers and value_info metadata (which the importer reads) are untouched.
+DEBUG_NODE_METADATA = ("pkg.torch.onnx.stack_trace", "pkg.torch.onnx.fx_node", "pkg.torch.onnx.class_hierarchy")
+
+
+def drop_node_provenance(program):
+    for node in program.model.graph.all_nodes():
+        for key in DEBUG_NODE_METADATA:
+            node.metadata_props.pop(key, None)
+
+
+def initializer_names(program, model):
+    """PyTorch parameter name -> the ONNX initializer that holds it. A tied weight is exported once,
+    under one of its names, so a parameter missing by name is found by its (perturbed, hence
+    unique) value."""
+    initializers = {name: value.const_value.numpy() for name, value in program.model.graph.initializers.items()}
+    names = {}
+    for name, parameter in model.named_parameters():
+        if name in initializers:
+            names[name] = name
+            continue
+        data = parameter.detach().numpy()
+        matches = [other for other, array in initializers.items()
+                   if array.shape == data.shape and np.array_equal(array, data)]
+        if len(matches) != 1:
+            raise SystemExit(f"parameter {name}: {len(matches)} initializers hold its value")
+        names[name] = matches[0]
+    return names
+
+
+def export(name, make, causal, vocab, max_positions, out):
+    import export_hf
+    torch.manual_seed(SEED)
+    model = make()
+    export_hf.perturb(model, SEED + 100)
+    ids = torch.randint(0, vocab, (2, 32), generator=torch.Generator().manual_seed(SEED + 1))
+    model.eval()
+    program = torch.onnx.export(
+        model, (ids,), dynamo=True, optimize=False, opset_version=20, input_names=["input_ids"],
+        output_names=["logits"],
+        dynamic_shapes={"input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("seq", min=2, max=max_positions)}})
+    path = os.path.join(out, name + ".raw.dyn.onnx")
+    drop_node_provenance(program)
+    program.save(path, external_data=False)
+    holders = initializer_names(program, model)
+
+    reference = export_hf.reference(model, ids, causal)
+    reference["model"] = name
+    # What tess-build-training's `loss` must be to compute this loss; the integration tests read it.
+    reference["loss_kind"] = "causal-lm" if causal else "mlm"
+    reference["loss_definition"] = (
+        "mean cross-entropy of logits[:, t] against input_ids[:, t+1] (causal LM)" if causal else
+        "mean cross-entropy of logits[:, t] against input_ids[:, t] (all positions)")
+    reference["note"] = (
+        f"Produced by PyTorch {torch.__version__.split('+')[0]} / transformers {__import__('transformers').__version__} "
+        f"(fp32, CPU) by make_generated_models.py from the same model that was exported to {name}.raw.dyn.onnx. "
+        "'onnx_initializer' names the ONNX initializer that holds each parameter.")
+    for parameter, info in reference["params"].items():
+        info["onnx_initializer"] = holders[parameter]
+    with open(os.path.join(out, name + ".reference.json"), "w") as f:
+        json.dump(reference, f, indent=1)
+    print(f"{name}: {os.path.getsize(path)} bytes, {reference['num_parameters']} parameters, "
+          f"loss {reference['loss']:.6f}")
+    return reference["num_parameters"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shared", default="../shared", help="the shared/ folder holding tools/export_hf.py")
+    ap.add_argument("--out", default=HERE)
+    ap.add_argument("--only", nargs="*", help="export only these models")
+    ap.add_argument("--list", action="store_true", help="print each model and what it varies, then stop")
+    a = ap.parse_args()
+    sys.path.insert(0, os.path.join(a.shared, "tools"))
+    sys.path.insert(0, os.path.dirname(HERE))  # export_llama_tiny.py
+    models = configs()
+    if a.list:
+        for name, (what, *_ ) in models.items():
+            print(f"{name}: {what}")
+        return
+    unknown = set(a.only or ()) - set(models)
+    if unknown:
+        ap.error(f"unknown models: {', '.join(sorted(unknown))}")
+    os.makedirs(a.out, exist_ok=True)
+    for name, (_, make, causal, vocab, max_positions) in models.items():
+        if a.only and name not in a.only:
+            continue
+        export(name, make, causal, vocab, max_positions, a.out)
+
+
+if __name__ == "__main__":
+    main()

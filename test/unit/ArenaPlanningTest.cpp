@@ -1,0 +1,90 @@
+//===- ArenaPlanningTest.cpp - the static arena's interval packing -------===//
+
+#include "tessera/Lowering/ArenaPlanning.h"
+
+#include <gtest/gtest.h>
+
+using tessera::lowering::ArenaLayout;
+using tessera::lowering::ArenaRequest;
+using tessera::lowering::packArena;
+
+namespace {
+
+/// No two blocks live at the same time may share a byte.
+void expectNoOverlap(const std::vector<ArenaRequest> &requests,
+                     const ArenaLayout &layout) {
+  for (size_t a = 0; a < requests.size(); ++a)
+    for (size_t b = a + 1; b < requests.size(); ++b) {
+      bool liveTogether = requests[a].first <= requests[b].last &&
+                          requests[b].first <= requests[a].last;
+      bool shareBytes =
+          layout.offsets[a] < layout.offsets[b] + requests[b].bytes &&
+          layout.offsets[b] < layout.offsets[a] + requests[a].bytes;
+      EXPECT_FALSE(liveTogether && shareBytes && requests[a].bytes &&
+                   requests[b].bytes)
+          << "blocks " << a << " and " << b;
+    }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(layout.offsets[i] % 64, 0) << "block " << i;
+    EXPECT_LE(layout.offsets[i] + requests[i].bytes, layout.totalBytes);
+  }
+}
+
+TEST(ArenaPlanningTest, DisjointLifetimesShareBytes) {
+  // A chain: each value dies where the next is defined + 1.
+  std::vector<ArenaRequest> requests = {
+      {1000, 0, 1}, {1000, 2, 3}, {1000, 4, 5}};
+  ArenaLayout layout = packArena(requests);
+  expectNoOverlap(requests, layout);
+  EXPECT_EQ(layout.totalBytes, 1024);
+  EXPECT_EQ(layout.offsets, (std::vector<int64_t>{0, 0, 0}));
+}
+
+TEST(ArenaPlanningTest, AnOutputNeverOverlapsItsInput) {
+  // The input's last use is the op that defines the output: both live there.
+  std::vector<ArenaRequest> requests = {{256, 0, 1}, {256, 1, 2}};
+  ArenaLayout layout = packArena(requests);
+  expectNoOverlap(requests, layout);
+  EXPECT_NE(layout.offsets[0], layout.offsets[1]);
+  EXPECT_EQ(layout.totalBytes, 512);
+}
+
+TEST(ArenaPlanningTest, OffsetsAreAlignedAndGapsReused) {
+  // A long-lived small block, two short big ones one after the other, and a
+  // late small one that fits in the gap they leave.
+  std::vector<ArenaRequest> requests = {
+      {10, 0, 9}, {500, 1, 2}, {700, 3, 4}, {100, 5, 6}};
+  ArenaLayout layout = packArena(requests);
+  expectNoOverlap(requests, layout);
+  // Largest first: 700 at 0, 500 at 0 (disjoint in time), then 100 and 10.
+  EXPECT_EQ(layout.offsets[2], 0);
+  EXPECT_EQ(layout.offsets[1], 0);
+  EXPECT_EQ(layout.totalBytes, 768);
+}
+
+TEST(ArenaPlanningTest, EmptyBlocksTakeNoSpace) {
+  std::vector<ArenaRequest> requests = {{0, 0, 5}, {64, 0, 5}};
+  ArenaLayout layout = packArena(requests);
+  EXPECT_EQ(layout.totalBytes, 64);
+}
+
+TEST(ArenaPlanningTest, ManyRandomIntervalsNeverCollide) {
+  std::vector<ArenaRequest> requests;
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>(state >> 33);
+  };
+  for (int i = 0; i < 200; ++i) {
+    int64_t first = next() % 100;
+    requests.push_back({1 + next() % 5000, first, first + next() % 20});
+  }
+  ArenaLayout layout = packArena(requests);
+  expectNoOverlap(requests, layout);
+  int64_t sum = 0;
+  for (const ArenaRequest &request : requests)
+    sum += (request.bytes + 63) / 64 * 64;
+  EXPECT_LT(layout.totalBytes, sum);
+}
+
+} // namespace
