@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Compares runs of compiled training executables (standard library only).
+
+  training_runs.py curves FP32.jsonl OTHER.jsonl MAX_RELATIVE_GAP
+      Both runs' per-step losses (the --metrics files) over the same steps:
+      prints the largest and the final relative gap of OTHER to FP32 and the
+      loss fall of each; fails when the largest gap exceeds MAX_RELATIVE_GAP
+      or OTHER does not learn.
+  training_runs.py overflow FP16.jsonl
+      An fp16 run started with a loss scale that overflows: its first step is
+      skipped with a lower scale afterwards, and it then trains.
+  training_runs.py same-params A.safetensors B.safetensors
+      Every tensor bit-for-bit equal (a resumed run against an uninterrupted one).
+"""
+import json
+import sys
+
+
+def losses(path):
+    steps = [json.loads(line) for line in open(path) if line.strip()]
+    return steps
+
+
+def curves(fp32_path, other_path, max_gap):
+    reference, other = losses(fp32_path), losses(other_path)
+    if len(reference) != len(other):
+        sys.exit("runs have %d and %d steps" % (len(reference), len(other)))
+    gaps = [abs(b["loss"] - a["loss"]) / a["loss"] for a, b in zip(reference, other)]
+    print("steps %d" % len(reference))
+    print("fp32 loss %.4f -> %.4f" % (reference[0]["loss"], reference[-1]["loss"]))
+    print("other loss %.4f -> %.4f" % (other[0]["loss"], other[-1]["loss"]))
+    print("largest relative gap %.4f at step %d, final gap %.4f" %
+          (max(gaps), gaps.index(max(gaps)) + 1, gaps[-1]))
+    if other[-1]["loss"] > 0.5 * other[0]["loss"]:
+        sys.exit("FAIL: the run does not learn")
+    if max(gaps) > max_gap:
+        sys.exit("FAIL: gap %.4f exceeds %.4f" % (max(gaps), max_gap))
+    print("OK")
+
+
+def overflow(path):
+    steps = losses(path)
+    first = steps[0]
+    print("step 1 skipped %s, loss scale %g -> %g" %
+          (first.get("skipped"), first["loss_scale"], steps[1]["loss_scale"]))
+    if not first.get("skipped"):
+        sys.exit("FAIL: the overflowing step was applied")
+    if not steps[1]["loss_scale"] < first["loss_scale"]:
+        sys.exit("FAIL: the loss scale did not go down")
+    applied = [s for s in steps if not s.get("skipped")]
+    if not applied or applied[-1]["loss"] >= steps[0]["loss"]:
+        sys.exit("FAIL: no step was applied after the overflow, or no learning")
+    print("skipped %d of %d steps, final loss %.4f" %
+          (len(steps) - len(applied), len(steps), steps[-1]["loss"]))
+    print("OK")
+
+
+def same_params(a_path, b_path):
+    def tensors(path):
+        data = open(path, "rb").read()
+        size = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + size])
+        body = data[8 + size:]
+        return {name: body[info["data_offsets"][0]:info["data_offsets"][1]]
+                for name, info in header.items() if name != "__metadata__"}
+    a, b = tensors(a_path), tensors(b_path)
+    if a.keys() != b.keys():
+        sys.exit("FAIL: different tensors")
+    different = [name for name in a if a[name] != b[name]]
+    if different:
+        sys.exit("FAIL: %d tensors differ, e.g. %s" % (len(different), different[0]))
+    print("%d tensors bit-for-bit equal" % len(a))
+    print("OK")
+
+
+if __name__ == "__main__":
+    command = sys.argv[1]
+    if command == "curves":
+        curves(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    elif command == "overflow":
+        overflow(sys.argv[2])
+    elif command == "same-params":
+        same_params(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("unknown command " + command)
