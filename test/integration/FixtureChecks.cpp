@@ -32,13 +32,15 @@ void fixtures::checkForward(const llvm::json::Object &fixture,
   std::vector<execution::HostTensorBuffer> arguments;
   arguments.push_back(fixtures::fixtureTokens(fixture, 0, 32));
   auto results = interpreter.run(forward, std::move(arguments));
-  ASSERT_TRUE(static_cast<bool>(results)) << llvm::toString(results.takeError());
+  ASSERT_TRUE(static_cast<bool>(results))
+      << llvm::toString(results.takeError());
   const execution::HostTensorBuffer &logits = results->front();
 
   std::vector<double> first8 = fixtures::numbers(fixture.get("logits_first8"));
   ASSERT_EQ(first8.size(), 8u);
   for (int i = 0; i < 8; ++i)
-    EXPECT_NEAR(logits.getDouble(i), first8[i], 1e-5 + 1e-4 * std::abs(first8[i]))
+    EXPECT_NEAR(logits.getDouble(i), first8[i],
+                1e-5 + 1e-4 * std::abs(first8[i]))
         << "logit " << i;
   double sum = 0;
   for (int64_t i = 0; i < logits.numElements(); ++i)
@@ -83,8 +85,8 @@ bindArguments(mlir::func::FuncOp function,
   std::vector<HostTensorBuffer> arguments;
   for (unsigned i = 0; i < function.getNumArguments(); ++i) {
     mlir::DictionaryAttr attributes = function.getArgAttrDict(i);
-    auto type = llvm::cast<mlir::RankedTensorType>(
-        function.getArgument(i).getType());
+    auto type =
+        llvm::cast<mlir::RankedTensorType>(function.getArgument(i).getType());
     std::string name;
     const std::map<std::string, HostTensorBuffer> *source = nullptr;
     if (!(name = nameOf(attributes, "tess.parameter")).empty() ||
@@ -138,7 +140,9 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
 
   const llvm::json::Object *adamw = fixture.getObject("adamw");
   ASSERT_TRUE(adamw);
-  auto exact = [](double value) { return llvm::formatv("{0:e16}", value).str(); };
+  auto exact = [](double value) {
+    return llvm::formatv("{0:e16}", value).str();
+  };
   std::string pipeline =
       "tess-build-training{loss=" + setup.loss +
       " precision=fp32 beta1=" + exact(*adamw->getNumber("beta1")) +
@@ -165,7 +169,8 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   ASSERT_TRUE(forwardBackward);
   auto results = interpreter.run(
       forwardBackward, bindArguments(forwardBackward, weights, {}, inputs));
-  ASSERT_TRUE(static_cast<bool>(results)) << llvm::toString(results.takeError());
+  ASSERT_TRUE(static_cast<bool>(results))
+      << llvm::toString(results.takeError());
 
   double expectedLoss = *fixture.getNumber("loss");
   EXPECT_NEAR((*results)[0].getDouble(0), expectedLoss,
@@ -202,7 +207,8 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   ASSERT_TRUE(optimizerStep);
   auto updated = interpreter.run(
       optimizerStep, bindArguments(optimizerStep, weights, gradients, inputs));
-  ASSERT_TRUE(static_cast<bool>(updated)) << llvm::toString(updated.takeError());
+  ASSERT_TRUE(static_cast<bool>(updated))
+      << llvm::toString(updated.takeError());
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
     std::string name = initializerOf(pytorchName, *info);

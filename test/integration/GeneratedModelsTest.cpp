@@ -75,8 +75,8 @@ TEST_P(GeneratedModelTest, TrainingStep) {
       << GetParam() << ": the fixture's loss_kind is not causal-lm or mlm";
   // Causal LM: 31 tokens predict the next ones; MLM: 32 tokens, themselves.
   bool causal = *loss == "causal-lm";
-  fixtures::checkTrainingStep(
-      fixture, {file(), loss->str(), causal ? 31 : 32, /*shiftTargets=*/causal});
+  fixtures::checkTrainingStep(fixture, {file(), loss->str(), causal ? 31 : 32,
+                                        /*shiftTargets=*/causal});
 }
 
 INSTANTIATE_TEST_SUITE_P(

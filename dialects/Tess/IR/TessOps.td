@@ -516,8 +516,11 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     `softmax(scale * Q[h] K[g]^T + mask) V[g]` with `g = h / (Hq / Hkv)`,
     i.e. grouped-query attention when K/V have fewer heads. `causal` hides
     key positions after the query's; `mask`, when present, is added to the
-    scores (0 keeps, a large negative value hides). Layout is
-    `[batch, heads, seq, head_dim]`.
+    scores (0 keeps, a large negative value hides). A query whose every key
+    is hidden (all scores -inf) gets weights 0 and an output of 0, as
+    PyTorch's scaled_dot_product_attention defines it, not NaN: every backend
+    must do the same (tess-fuse-attention relies on it when it drops the
+    exporter's NaN guard). Layout is `[batch, heads, seq, head_dim]`.
 
     Rules: (C1) q, k, v have rank 4 and one element type; (C2) k and v agree
     on batch, heads and sequence; q's batch and head_dim equal k's; (C3) K/V

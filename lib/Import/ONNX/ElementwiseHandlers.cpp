@@ -96,11 +96,11 @@ llvm::Error importIsNaN(GraphImporter &importer) {
   if (!llvm::isa<FloatType>(
           llvm::cast<RankedTensorType>(input->getType()).getElementType()))
     return importer.nodeError("IsNaN needs a floating-point input");
+  auto notEqual = tess::ComparisonPredicateAttr::get(
+      importer.context(), tess::ComparisonPredicate::ne);
   return importer.createResult<tess::CompareOp>(
       {*input, *input},
-      {importer.builder().getNamedAttr(
-          "predicate", tess::ComparisonPredicateAttr::get(
-                           importer.context(), tess::ComparisonPredicate::ne))});
+      {importer.builder().getNamedAttr("predicate", notEqual)});
 }
 
 llvm::Error importWhere(GraphImporter &importer) {

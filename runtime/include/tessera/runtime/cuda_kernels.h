@@ -1,0 +1,166 @@
+/*===- cuda_kernels.h - Tessera's CUDA kernels (C ABI) ---------------------===*
+ *
+ * The GPU backend: the same operations as cpu_kernels.h, with the same
+ * argument lists and the same semantics, plus a `cudaStream_t stream` last
+ * argument. Everything in cpu_kernels.h's "Conventions" holds, with these
+ * differences:
+ * - Tensors' `data` are device pointers; descriptors (tessera_tensor, the
+ *   int64_t arrays of permutations, starts, dims) live in host memory.
+ * - Kernels are asynchronous: a call checks shapes and dtypes on the host,
+ *   launches on `stream` and returns. A nonzero return means nothing was
+ *   launched (or a launch failed); the message is in tessera_cuda_last_error().
+ * - Errors that only the data can reveal (a token id out of range, an integer
+ *   division by zero) are recorded on the device by the kernel that meets
+ *   them (the first one wins; the output holds zeros there) and reported by
+ *   tessera_cuda_check_device_errors(stream), which synchronizes the stream:
+ *   call it once a step, not after each kernel.
+ * - tessera_cuda_sum_squares adds into a device f64 (`accumulator` is a
+ *   device pointer), so a global gradient norm needs no host round trip.
+ * - Supported storage: float kernels take f32, bf16 and f16 (matmul and
+ *   linear f64 too); data movement, cast, binary ops and reductions take
+ *   every tessera_dtype.
+ * - Scratch (the cuBLASLt workspace, f32 accumulators of gradients stored in
+ *   bf16/f16, loss sums) is allocated the first time a (device, stream) needs
+ *   it and kept: after the first step no kernel allocates.
+ *===----------------------------------------------------------------------===*/
+
+#ifndef TESSERA_RUNTIME_CUDA_KERNELS_H
+#define TESSERA_RUNTIME_CUDA_KERNELS_H
+
+#include "tessera/runtime/cpu_kernels.h"
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Message of the last failing call on this thread ("" if none). */
+const char *tessera_cuda_last_error(void);
+/* Synchronizes `stream`; returns 1 (message in tessera_cuda_last_error) if a
+ * kernel on the current device recorded a data error since the last check,
+ * and clears the record; 0 otherwise. Also reports asynchronous CUDA errors. */
+int tessera_cuda_check_device_errors(cudaStream_t stream);
+/* Frees the scratch, cuBLASLt handles and error records of every device. */
+void tessera_cuda_release_resources(void);
+
+/*--- Elementwise ---------------------------------------------------------*/
+int tessera_cuda_unary(int32_t op, const tessera_tensor *x, tessera_tensor *y,
+                       cudaStream_t stream);
+int tessera_cuda_unary_grad(int32_t op, const tessera_tensor *x,
+                            const tessera_tensor *dy, tessera_tensor *dx,
+                            cudaStream_t stream);
+int tessera_cuda_binary(int32_t op, const tessera_tensor *a,
+                        const tessera_tensor *b, tessera_tensor *y,
+                        cudaStream_t stream);
+int tessera_cuda_where(const tessera_tensor *condition,
+                       const tessera_tensor *on_true,
+                       const tessera_tensor *on_false, tessera_tensor *y,
+                       cudaStream_t stream);
+int tessera_cuda_cast(const tessera_tensor *x, tessera_tensor *y,
+                      cudaStream_t stream);
+int tessera_cuda_dropout(const tessera_tensor *x, tessera_tensor *y,
+                         double rate, uint64_t seed, cudaStream_t stream);
+
+/*--- Contractions --------------------------------------------------------*/
+int tessera_cuda_matmul(const tessera_tensor *a, const tessera_tensor *b,
+                        tessera_tensor *y, int32_t transpose_a,
+                        int32_t transpose_b, cudaStream_t stream);
+int tessera_cuda_linear(const tessera_tensor *x, const tessera_tensor *weight,
+                        const tessera_tensor *bias, tessera_tensor *y,
+                        int32_t transpose_weight, cudaStream_t stream);
+
+/*--- Transformer layers --------------------------------------------------*/
+int tessera_cuda_layer_norm(const tessera_tensor *x, const tessera_tensor *scale,
+                            const tessera_tensor *bias, tessera_tensor *y,
+                            int64_t axis, double epsilon, cudaStream_t stream);
+int tessera_cuda_layer_norm_grad(const tessera_tensor *x,
+                                 const tessera_tensor *scale,
+                                 const tessera_tensor *dy, tessera_tensor *dx,
+                                 tessera_tensor *dscale, tessera_tensor *dbias,
+                                 int64_t axis, double epsilon,
+                                 cudaStream_t stream);
+int tessera_cuda_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
+                          tessera_tensor *y, int64_t axis, double epsilon,
+                          cudaStream_t stream);
+int tessera_cuda_rms_norm_grad(const tessera_tensor *x,
+                               const tessera_tensor *scale,
+                               const tessera_tensor *dy, tessera_tensor *dx,
+                               tessera_tensor *dscale, int64_t axis,
+                               double epsilon, cudaStream_t stream);
+int tessera_cuda_softmax(const tessera_tensor *x, tessera_tensor *y,
+                         int64_t axis, cudaStream_t stream);
+int tessera_cuda_softmax_grad(const tessera_tensor *y, const tessera_tensor *dy,
+                              tessera_tensor *dx, int64_t axis,
+                              cudaStream_t stream);
+int tessera_cuda_attention(const tessera_tensor *q, const tessera_tensor *k,
+                           const tessera_tensor *v, const tessera_tensor *mask,
+                           tessera_tensor *y, int32_t causal, double scale,
+                           double dropout, uint64_t seed, cudaStream_t stream);
+int tessera_cuda_attention_grad(const tessera_tensor *q, const tessera_tensor *k,
+                                const tessera_tensor *v,
+                                const tessera_tensor *mask,
+                                const tessera_tensor *dy, tessera_tensor *dq,
+                                tessera_tensor *dk, tessera_tensor *dv,
+                                int32_t causal, double scale, double dropout,
+                                uint64_t seed, cudaStream_t stream);
+int tessera_cuda_embedding(const tessera_tensor *table,
+                           const tessera_tensor *ids, tessera_tensor *y,
+                           cudaStream_t stream);
+int tessera_cuda_embedding_grad(const tessera_tensor *ids,
+                                const tessera_tensor *dy, tessera_tensor *dtable,
+                                cudaStream_t stream);
+int tessera_cuda_gather(const tessera_tensor *x, const tessera_tensor *indices,
+                        tessera_tensor *y, int64_t axis, cudaStream_t stream);
+int tessera_cuda_gather_grad(const tessera_tensor *indices,
+                             const tessera_tensor *dy, tessera_tensor *dx,
+                             int64_t axis, cudaStream_t stream);
+int tessera_cuda_cross_entropy(const tessera_tensor *logits,
+                               const tessera_tensor *targets,
+                               tessera_tensor *loss, int64_t ignore_index,
+                               cudaStream_t stream);
+int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
+                                    const tessera_tensor *targets,
+                                    const tessera_tensor *dloss,
+                                    tessera_tensor *dlogits,
+                                    int64_t ignore_index, cudaStream_t stream);
+
+/*--- Data movement -------------------------------------------------------*/
+int tessera_cuda_copy(const tessera_tensor *x, tessera_tensor *y,
+                      cudaStream_t stream);
+int tessera_cuda_transpose(const tessera_tensor *x, tessera_tensor *y,
+                           const int64_t *permutation, cudaStream_t stream);
+int tessera_cuda_broadcast(const tessera_tensor *x, tessera_tensor *y,
+                           cudaStream_t stream);
+int tessera_cuda_slice(const tessera_tensor *x, tessera_tensor *y,
+                       const int64_t *starts, const int64_t *strides,
+                       cudaStream_t stream);
+int tessera_cuda_slice_grad(const tessera_tensor *dy, tessera_tensor *dx,
+                            const int64_t *starts, const int64_t *strides,
+                            cudaStream_t stream);
+int tessera_cuda_concat(const tessera_tensor *const *inputs, int32_t count,
+                        tessera_tensor *y, int64_t axis, cudaStream_t stream);
+int tessera_cuda_split(const tessera_tensor *x, tessera_tensor *const *outputs,
+                       int32_t count, int64_t axis, cudaStream_t stream);
+
+/*--- Reductions ----------------------------------------------------------*/
+int tessera_cuda_reduce(int32_t op, const tessera_tensor *x, tessera_tensor *y,
+                        const int64_t *dims, int32_t dim_count,
+                        cudaStream_t stream);
+
+/*--- Optimizer -----------------------------------------------------------*/
+/* `accumulator` is a device pointer to one f64. */
+int tessera_cuda_sum_squares(const tessera_tensor *x, double *accumulator,
+                             cudaStream_t stream);
+int tessera_cuda_adamw(tessera_tensor *param, const tessera_tensor *grad,
+                       tessera_tensor *m, tessera_tensor *v, int64_t step,
+                       double lr, double beta1, double beta2, double eps,
+                       double weight_decay, double grad_scale,
+                       cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_RUNTIME_CUDA_KERNELS_H */
