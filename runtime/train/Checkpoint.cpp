@@ -249,20 +249,41 @@ void loadCheckpoint(const std::string &path, const tessera_program &program,
          "' is not a positive number");
 }
 
-void dumpParameters(const std::string &path, const tessera_program &program,
-                    const TrainingState &state) {
+/// Parameter-shaped f32 tensors under the parameters' names, in a file
+/// PyTorch loads with safetensors.torch.load_file.
+static void writeParameterShaped(const std::string &path,
+                                 const tessera_program &program,
+                                 const std::vector<const float *> &tensors,
+                                 int64_t step) {
   std::vector<TensorView> views;
   for (int32_t i = 0; i < program.parameter_count; ++i) {
     const tessera_tensor_info &info = program.parameters[i];
     views.push_back({info.name, TESSERA_F32, shapeOf(info),
-                     state.parameters[static_cast<size_t>(i)].data()});
+                     tensors[static_cast<size_t>(i)]});
   }
   // safetensors.torch.save_file tags its files "pt"; doing the same keeps
   // tools that look at the tag happy.
   writeSafetensors(path, views,
                    {{"format", "pt"},
                     {"model", modelNameOf(program)},
-                    {"step", std::to_string(state.step)}});
+                    {"step", std::to_string(step)}});
+}
+
+void dumpParameters(const std::string &path, const tessera_program &program,
+                    const TrainingState &state) {
+  std::vector<const float *> tensors;
+  for (const std::vector<float> &parameter : state.parameters)
+    tensors.push_back(parameter.data());
+  writeParameterShaped(path, program, tensors, state.step);
+}
+
+void dumpGradients(const std::string &path, const tessera_program &program,
+                   const std::vector<std::vector<float>> &gradients,
+                   int64_t step) {
+  std::vector<const float *> tensors;
+  for (const std::vector<float> &gradient : gradients)
+    tensors.push_back(gradient.data());
+  writeParameterShaped(path, program, tensors, step);
 }
 
 } // namespace tessera::train

@@ -34,6 +34,11 @@ void loadCheckpoint(const std::string &path, const tessera_program &program,
 void dumpParameters(const std::string &path, const tessera_program &program,
                     const TrainingState &state);
 
+/// The gradients of a step (f32, parameter names and shapes), --dump-grads.
+void dumpGradients(const std::string &path, const tessera_program &program,
+                   const std::vector<std::vector<float>> &gradients,
+                   int64_t step);
+
 /// Checks that `file` (read from `path`) holds exactly the tensors named in
 /// `expected`, with those shapes; throws naming the first offender.
 struct ExpectedTensor {

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -160,6 +161,18 @@ const std::vector<FlagSpec> &flagTable() {
          o.weightDecay = parseReal(flag, v);
          requireAtLeast(flag, o.weightDecay, 0);
        }},
+      {"--no-decay", "REGEX",
+       "parameters whose name matches get no weight decay (e.g. "
+       "'bias|norm|ln_'; default: all decay)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         try {
+           std::regex check(v);
+         } catch (const std::regex_error &error) {
+           usageError(flag + ": '" + v + "' is not a valid regular expression: " +
+                      error.what());
+         }
+         o.noDecayPattern = v;
+       }},
       {"--grad-clip", "X",
        "clip the global gradient norm to X; 0 turns clipping off "
        "(default 1.0)",
@@ -235,6 +248,14 @@ const std::vector<FlagSpec> &flagTable() {
          if (v.empty())
            usageError(flag + ": the file name is empty");
          o.dumpParametersFile = v;
+       }},
+      {"--dump-grads", "FILE.safetensors",
+       "write the last step's gradients (averaged, unscaled, before "
+       "clipping; ONNX names, f32)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v.empty())
+           usageError(flag + ": the file name is empty");
+         o.dumpGradientsFile = v;
        }},
       {"--loss-scale-init", "X",
        "fp16 programs: initial dynamic loss scale (default 65536)",

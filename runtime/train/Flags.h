@@ -28,6 +28,9 @@ struct TrainOptions {
   double beta2 = 0.999;
   double epsilon = 1e-8;
   double weightDecay = 0.01;
+  /// Parameters whose name matches (ECMAScript regex, searched) get no
+  /// weight decay; empty: every parameter decays.
+  std::string noDecayPattern;
   double gradientClip = 1.0;
   int64_t gradientAccumulation = 1;
   uint64_t seed = 1337;
@@ -39,6 +42,9 @@ struct TrainOptions {
   bool resume = false;
   std::string metricsFile;
   std::string dumpParametersFile;
+  /// The last step's gradients (averaged over micro-batches, unscaled, before
+  /// clipping), for checking them against another framework.
+  std::string dumpGradientsFile;
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;
   bool help = false;

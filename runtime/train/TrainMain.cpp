@@ -54,6 +54,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <regex>
 #include <set>
 
 namespace tessera::train {
@@ -159,8 +160,11 @@ private:
   std::vector<std::vector<float>> accumulated;
   std::vector<std::vector<unsigned char>> computeGradients;
   std::vector<std::vector<float>> scratch;
+  /// Per parameter: does weight decay apply (not matched by --no-decay)?
+  std::vector<bool> decays;
 
   void start();
+  void dumpGradients(const std::string &path, double divisor);
   void allocateGradients();
   double accumulateMicroBatches(int64_t step);
   double globalNormSquared();
@@ -169,6 +173,11 @@ private:
 
 void Trainer::start() {
   allocateState(program, state);
+  std::regex noDecay(options.noDecayPattern.empty() ? "$^"
+                                                    : options.noDecayPattern);
+  for (int32_t i = 0; i < program.parameter_count; ++i)
+    decays.push_back(options.noDecayPattern.empty() ||
+                     !std::regex_search(program.parameters[i].name, noDecay));
   state.seed = options.seed;
   state.lossScale =
       program.precision == TESSERA_PRECISION_FP16 ? options.lossScaleInit : 1.0;
@@ -301,6 +310,16 @@ double Trainer::globalNormSquared() {
   return sum;
 }
 
+void Trainer::dumpGradients(const std::string &path, double divisor) {
+  std::vector<std::vector<float>> gradients;
+  for (const std::vector<float> &sum : accumulated) {
+    gradients.emplace_back();
+    for (float value : sum)
+      gradients.back().push_back(static_cast<float>(value / divisor));
+  }
+  tessera::train::dumpGradients(path, program, gradients, state.step + 1);
+}
+
 void Trainer::writeCheckpoint() {
   saveCheckpoint(checkpointPath(options.checkpointDirectory, state.step),
                  program, state);
@@ -346,6 +365,8 @@ int Trainer::run() {
         clip = options.gradientClip / norm;
       double gradScale = clip / divisor;
       ++state.optimizerStep;
+      if (!options.dumpGradientsFile.empty() && step == options.steps)
+        dumpGradients(options.dumpGradientsFile, divisor);
       for (int32_t i = 0; i < program.parameter_count; ++i) {
         auto index = static_cast<size_t>(i);
         const tessera_tensor_info &info = program.parameters[i];
@@ -357,10 +378,11 @@ int Trainer::run() {
             makeTensor(state.firstMoments[index].data(), TESSERA_F32, info);
         tessera_tensor v =
             makeTensor(state.secondMoments[index].data(), TESSERA_F32, info);
+        double weightDecay = decays[index] ? options.weightDecay : 0.0;
         checkKernel(
             tessera_cpu_adamw(&param, &gradient, &m, &v, state.optimizerStep,
                               learningRate, options.beta1, options.beta2,
-                              options.epsilon, options.weightDecay, gradScale),
+                              options.epsilon, weightDecay, gradScale),
             "AdamW");
       }
       if (fp16 && ++state.cleanSteps >= options.lossScaleWindow) {

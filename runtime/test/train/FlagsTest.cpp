@@ -189,3 +189,21 @@ TEST(Flags, Errors) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Flags, NoDecayAndDumpGrads) {
+  TrainOptions options = parse({"--no-decay", "bias|ln_", "--dump-grads",
+                                "g.safetensors"});
+  EXPECT_EQ(options.noDecayPattern, "bias|ln_");
+  EXPECT_EQ(options.dumpGradientsFile, "g.safetensors");
+  EXPECT_TRUE(parse({}).noDecayPattern.empty());
+  std::string error = parseError({"--no-decay", "("});
+  EXPECT_NE(error.find("--no-decay: '(' is not a valid regular expression"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(parseError({"--dump-grads", ""}).find("--dump-grads: the file name is empty"),
+            std::string::npos);
+}
+
+} // namespace

@@ -8,9 +8,12 @@ step against PyTorch's numbers (test/fixtures/<model>.reference.json).
       sample a row (the driver takes inputs = row[:T], targets = row[1:]);
       MLM [N, 2, T], the ids then the labels (here the ids themselves: the
       fixture scores every position).
-  training_step.py check FIXTURE METRICS.jsonl PARAMS.safetensors
-      The first step's loss within 1e-5 relative, and the first eight values of
-      every parameter after one AdamW step within 1e-5 absolute.
+  training_step.py check FIXTURE METRICS.jsonl PARAMS.safetensors [GRADS.safetensors]
+      The first step's loss within 1e-5 relative, the first eight values of
+      every parameter after one AdamW step within 1e-5 absolute and, with the
+      executable's --dump-grads file, every gradient norm within 1e-4
+      relative (1e-8 absolute for gradients that are zero in exact
+      arithmetic, such as BERT's key bias).
 
 Standard library only: the .npy header and safetensors are parsed by hand.
 """
@@ -57,7 +60,7 @@ def read_safetensors(path):
     return tensors
 
 
-def check(fixture_path, metrics_path, params_path):
+def check(fixture_path, metrics_path, params_path, grads_path=None):
     fixture = json.load(open(fixture_path))
     failures = []
     lines = [json.loads(line) for line in open(metrics_path) if line.strip()]
@@ -84,6 +87,21 @@ def check(fixture_path, metrics_path, params_path):
                                 % (name, i, got, want))
     print("parameters after one AdamW step: largest difference %.2g over %d "
           "parameters" % (worst, len(fixture["params"])))
+
+    if grads_path:
+        grads = read_safetensors(grads_path)
+        worst = 0.0
+        for name, info in fixture["params"].items():
+            stored = info.get("onnx_initializer", name)
+            norm = sum(v * v for v in grads.get(stored, ())) ** 0.5
+            want = info["grad_norm"]
+            error = abs(norm - want)
+            worst = max(worst, error / max(want, 1e-30))
+            if error > max(1e-4 * want, 1e-8):
+                failures.append("gradient norm of %s: %.9g, PyTorch %.9g"
+                                % (name, norm, want))
+        print("gradient norms: largest relative difference %.2g over %d "
+              "parameters" % (worst, len(fixture["params"])))
     if failures:
         print("\n".join("FAIL: " + f for f in failures))
         return 1
@@ -95,8 +113,8 @@ def main(argv):
     if len(argv) >= 4 and argv[1] == "write-batch":
         write_batch(argv[2], argv[3], "--mlm" in argv[4:])
         return 0
-    if len(argv) == 5 and argv[1] == "check":
-        return check(argv[2], argv[3], argv[4])
+    if len(argv) in (5, 6) and argv[1] == "check":
+        return check(*argv[2:])
     print(__doc__, file=sys.stderr)
     return 2
 
