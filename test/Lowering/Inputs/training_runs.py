@@ -9,11 +9,18 @@
   training_runs.py overflow FP16.jsonl
       An fp16 run started with a loss scale that overflows: its first step is
       skipped with a lower scale afterwards, and it then trains.
+  training_runs.py kill-after N METRICS.jsonl -- COMMAND...
+      Starts COMMAND, waits until METRICS.jsonl holds N steps, kills it with
+      SIGKILL (no chance to clean up), and reports how far it got.
   training_runs.py same-params A.safetensors B.safetensors
       Every tensor bit-for-bit equal (a resumed run against an uninterrupted one).
 """
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 
 
 def losses(path):
@@ -73,12 +80,32 @@ def same_params(a_path, b_path):
     print("OK")
 
 
+def kill_after(count, metrics_path, command):
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if os.path.exists(metrics_path):
+            with open(metrics_path) as metrics:
+                if sum(1 for line in metrics if line.strip()) >= count:
+                    break
+        time.sleep(0.005)
+    if process.poll() is not None:
+        sys.exit("FAIL: the run ended before it could be killed")
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    with open(metrics_path) as metrics:
+        steps = sum(1 for line in metrics if line.strip())
+    print("killed after %d steps" % steps)
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "curves":
         curves(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     elif command == "overflow":
         overflow(sys.argv[2])
+    elif command == "kill-after":
+        kill_after(int(sys.argv[2]), sys.argv[3], sys.argv[sys.argv.index("--") + 1:])
     elif command == "same-params":
         same_params(sys.argv[2], sys.argv[3])
     else:
