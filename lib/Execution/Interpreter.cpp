@@ -1,9 +1,10 @@
 //===- Interpreter.cpp - run tess IR on the CPU kernels ------------------===//
 //
-// One case per op: fetch operand buffers, allocate zeroed results of the
-// op's static types, call the kernel with the op's attributes. The mapping
-// from op to kernel is the same one the lowering to runtime calls uses, so
-// what is tested here is what the executable runs.
+// One case per op: FunctionRun::callKernel fetches the operand buffers and
+// allocates zeroed results of the op's static types, and the case calls the
+// kernel with the op's attributes. The mapping from op to kernel is the same
+// one the lowering to runtime calls uses, so what is tested here is what the
+// executable runs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +20,11 @@ using namespace tessera::execution;
 namespace tess = tessera::tess;
 
 namespace {
+
+/// What a kernel call receives: the operands' descriptors (null for an absent
+/// optional operand) and the results' descriptors, in the op's order.
+using KernelInputs = ArrayRef<const tessera_tensor *>;
+using KernelOutputs = MutableArrayRef<tessera_tensor>;
 
 class FunctionRun {
 public:
@@ -45,10 +51,11 @@ private:
   llvm::Error kernelError(Operation &op, int status);
   llvm::Error opError(Operation &op, const Twine &message);
 
+  /// Runs `op` on a kernel: looks up the descriptors of `inputs`, allocates
+  /// zeroed results of the op's types, and calls `kernel(in, out)`, whose
+  /// nonzero status becomes an error naming the op.
   template <typename Kernel>
-  llvm::Error unary(Operation &op, int32_t kind, Kernel kernel);
-  llvm::Error binary(Operation &op, int32_t kind);
-  llvm::Error reduce(Operation &op, int32_t kind, ArrayRef<int64_t> dims);
+  llvm::Error callKernel(Operation &op, ArrayRef<Value> inputs, Kernel kernel);
   llvm::Error parameter(tess::ParameterOp op);
 
   /// Descriptors of several operands (null entries for absent ones).
@@ -63,7 +70,6 @@ private:
     }
     return descriptors;
   }
-  llvm::Error unaryGrad(Operation &op, int32_t kind);
 
   /// The descriptor of an operand's buffer, or null for an absent optional
   /// operand.
@@ -121,27 +127,18 @@ FunctionRun::allocateResults(Operation &op) {
 }
 
 template <typename Kernel>
-llvm::Error FunctionRun::unary(Operation &op, int32_t kind, Kernel kernel) {
-  auto input = operand(op.getOperand(0));
-  if (!input)
-    return input.takeError();
-  auto results = allocateResults(op);
+llvm::Error FunctionRun::callKernel(Operation &op, ArrayRef<Value> inputs,
+                                    Kernel kernel) {
+  llvm::Expected<SmallVector<const tessera_tensor *>> in = operands(inputs);
+  if (!in)
+    return in.takeError();
+  llvm::Expected<SmallVector<HostTensorBuffer *>> results = allocateResults(op);
   if (!results)
     return results.takeError();
-  tessera_tensor output = (*results)[0]->descriptor();
-  return kernelError(op, kernel(kind, *input, &output));
-}
-
-llvm::Error FunctionRun::unaryGrad(Operation &op, int32_t kind) {
-  auto inputs = operands({op.getOperand(0), op.getOperand(1)});
-  if (!inputs)
-    return inputs.takeError();
-  auto results = allocateResults(op);
-  if (!results)
-    return results.takeError();
-  tessera_tensor dx = (*results)[0]->descriptor();
-  return kernelError(op, tessera_cpu_unary_grad(kind, (*inputs)[0],
-                                                (*inputs)[1], &dx));
+  SmallVector<tessera_tensor> out;
+  for (HostTensorBuffer *result : *results)
+    out.push_back(result->descriptor());
+  return kernelError(op, kernel(KernelInputs(*in), KernelOutputs(out)));
 }
 
 /// Views [..., V] as [N, V]: the cross-entropy kernels take rows.
@@ -170,38 +167,10 @@ tessera_tensor flattenAll(const tessera_tensor *tensor) {
   return flat;
 }
 
-llvm::Error FunctionRun::binary(Operation &op, int32_t kind) {
-  auto lhs = operand(op.getOperand(0));
-  if (!lhs)
-    return lhs.takeError();
-  auto rhs = operand(op.getOperand(1));
-  if (!rhs)
-    return rhs.takeError();
-  auto results = allocateResults(op);
-  if (!results)
-    return results.takeError();
-  tessera_tensor output = (*results)[0]->descriptor();
-  return kernelError(op, tessera_cpu_binary(kind, *lhs, *rhs, &output));
-}
-
-llvm::Error FunctionRun::reduce(Operation &op, int32_t kind,
-                                ArrayRef<int64_t> dims) {
-  auto input = operand(op.getOperand(0));
-  if (!input)
-    return input.takeError();
-  int64_t rank = llvm::cast<RankedTensorType>(op.getOperand(0).getType())
-                     .getRank();
-  SmallVector<int64_t> normalized;
-  for (int64_t dim : dims)
-    normalized.push_back(*tess::normalizeAxis(dim, rank));
-  llvm::sort(normalized);
-  auto results = allocateResults(op);
-  if (!results)
-    return results.takeError();
-  tessera_tensor output = (*results)[0]->descriptor();
-  return kernelError(op, tessera_cpu_reduce(kind, *input, &output,
-                                            normalized.data(),
-                                            normalized.size()));
+/// `axis` of `value`'s type, made non-negative.
+int64_t normalizedAxis(int64_t axis, Value value) {
+  return *tess::normalizeAxis(
+      axis, llvm::cast<RankedTensorType>(value.getType()).getRank());
 }
 
 llvm::Error FunctionRun::parameter(tess::ParameterOp op) {
@@ -242,6 +211,11 @@ int32_t comparisonKind(tess::ComparisonPredicate predicate) {
   return TESSERA_EQ;
 }
 
+int32_t geluKind(tess::GeluApproximation approximation) {
+  return approximation == tess::GeluApproximation::tanh ? TESSERA_GELU_TANH
+                                                        : TESSERA_GELU_ERF;
+}
+
 /// Mixes an op's seed attribute with the step's seed (SplitMix64 finalizer),
 /// so that each step and each random op draws its own stream.
 uint64_t mixSeed(uint64_t stepSeed, uint64_t opSeed) {
@@ -252,8 +226,37 @@ uint64_t mixSeed(uint64_t stepSeed, uint64_t opSeed) {
 }
 
 llvm::Error FunctionRun::execute(Operation &op) {
-  auto runUnary = [&](int32_t kind) {
-    return unary(op, kind, tessera_cpu_unary);
+  // The op families whose kernel takes the op as a code.
+  auto unary = [&](int32_t kind) {
+    return callKernel(op, {op.getOperand(0)},
+                      [&](KernelInputs in, KernelOutputs out) {
+                        return tessera_cpu_unary(kind, in[0], &out[0]);
+                      });
+  };
+  auto unaryGrad = [&](int32_t kind) {
+    return callKernel(op, {op.getOperand(0), op.getOperand(1)},
+                      [&](KernelInputs in, KernelOutputs out) {
+                        return tessera_cpu_unary_grad(kind, in[0], in[1],
+                                                      &out[0]);
+                      });
+  };
+  auto binary = [&](int32_t kind) {
+    return callKernel(op, {op.getOperand(0), op.getOperand(1)},
+                      [&](KernelInputs in, KernelOutputs out) {
+                        return tessera_cpu_binary(kind, in[0], in[1], &out[0]);
+                      });
+  };
+  auto reduce = [&](int32_t kind, ArrayRef<int64_t> dims) {
+    SmallVector<int64_t> normalized;
+    for (int64_t dim : dims)
+      normalized.push_back(normalizedAxis(dim, op.getOperand(0)));
+    llvm::sort(normalized);
+    return callKernel(op, {op.getOperand(0)},
+                      [&](KernelInputs in, KernelOutputs out) {
+                        return tessera_cpu_reduce(kind, in[0], &out[0],
+                                                  normalized.data(),
+                                                  normalized.size());
+                      });
   };
   return llvm::TypeSwitch<Operation *, llvm::Error>(&op)
       .Case([&](tess::ConstantOp constant) -> llvm::Error {
@@ -265,402 +268,277 @@ llvm::Error FunctionRun::execute(Operation &op) {
         return llvm::Error::success();
       })
       .Case([&](tess::ParameterOp parameterOp) { return parameter(parameterOp); })
-      .Case([&](tess::NegOp) { return runUnary(TESSERA_NEG); })
-      .Case([&](tess::AbsOp) { return runUnary(TESSERA_ABS); })
-      .Case([&](tess::ExpOp) { return runUnary(TESSERA_EXP); })
-      .Case([&](tess::LogOp) { return runUnary(TESSERA_LOG); })
-      .Case([&](tess::SqrtOp) { return runUnary(TESSERA_SQRT); })
-      .Case([&](tess::RsqrtOp) { return runUnary(TESSERA_RSQRT); })
-      .Case([&](tess::ReciprocalOp) { return runUnary(TESSERA_RECIPROCAL); })
-      .Case([&](tess::TanhOp) { return runUnary(TESSERA_TANH); })
-      .Case([&](tess::ErfOp) { return runUnary(TESSERA_ERF); })
-      .Case([&](tess::SigmoidOp) { return runUnary(TESSERA_SIGMOID); })
-      .Case([&](tess::ReluOp) { return runUnary(TESSERA_RELU); })
-      .Case([&](tess::SiluOp) { return runUnary(TESSERA_SILU); })
-      .Case([&](tess::CosOp) { return runUnary(TESSERA_COS); })
-      .Case([&](tess::SinOp) { return runUnary(TESSERA_SIN); })
-      .Case([&](tess::LogicalNotOp) { return runUnary(TESSERA_LOGICAL_NOT); })
+      .Case([&](tess::NegOp) { return unary(TESSERA_NEG); })
+      .Case([&](tess::AbsOp) { return unary(TESSERA_ABS); })
+      .Case([&](tess::ExpOp) { return unary(TESSERA_EXP); })
+      .Case([&](tess::LogOp) { return unary(TESSERA_LOG); })
+      .Case([&](tess::SqrtOp) { return unary(TESSERA_SQRT); })
+      .Case([&](tess::RsqrtOp) { return unary(TESSERA_RSQRT); })
+      .Case([&](tess::ReciprocalOp) { return unary(TESSERA_RECIPROCAL); })
+      .Case([&](tess::TanhOp) { return unary(TESSERA_TANH); })
+      .Case([&](tess::ErfOp) { return unary(TESSERA_ERF); })
+      .Case([&](tess::SigmoidOp) { return unary(TESSERA_SIGMOID); })
+      .Case([&](tess::ReluOp) { return unary(TESSERA_RELU); })
+      .Case([&](tess::SiluOp) { return unary(TESSERA_SILU); })
+      .Case([&](tess::CosOp) { return unary(TESSERA_COS); })
+      .Case([&](tess::SinOp) { return unary(TESSERA_SIN); })
+      .Case([&](tess::LogicalNotOp) { return unary(TESSERA_LOGICAL_NOT); })
       .Case([&](tess::GeluOp gelu) {
-        return runUnary(gelu.getApproximation() ==
-                                tess::GeluApproximation::tanh
-                            ? TESSERA_GELU_TANH
-                            : TESSERA_GELU_ERF);
+        return unary(geluKind(gelu.getApproximation()));
       })
-      .Case([&](tess::AddOp) { return binary(op, TESSERA_ADD); })
-      .Case([&](tess::SubOp) { return binary(op, TESSERA_SUB); })
-      .Case([&](tess::MulOp) { return binary(op, TESSERA_MUL); })
-      .Case([&](tess::DivOp) { return binary(op, TESSERA_DIV); })
-      .Case([&](tess::PowOp) { return binary(op, TESSERA_POW); })
-      .Case([&](tess::MaximumOp) { return binary(op, TESSERA_MAXIMUM); })
-      .Case([&](tess::MinimumOp) { return binary(op, TESSERA_MINIMUM); })
-      .Case([&](tess::LogicalAndOp) { return binary(op, TESSERA_LOGICAL_AND); })
-      .Case([&](tess::LogicalOrOp) { return binary(op, TESSERA_LOGICAL_OR); })
+      .Case([&](tess::AddOp) { return binary(TESSERA_ADD); })
+      .Case([&](tess::SubOp) { return binary(TESSERA_SUB); })
+      .Case([&](tess::MulOp) { return binary(TESSERA_MUL); })
+      .Case([&](tess::DivOp) { return binary(TESSERA_DIV); })
+      .Case([&](tess::PowOp) { return binary(TESSERA_POW); })
+      .Case([&](tess::MaximumOp) { return binary(TESSERA_MAXIMUM); })
+      .Case([&](tess::MinimumOp) { return binary(TESSERA_MINIMUM); })
+      .Case([&](tess::LogicalAndOp) { return binary(TESSERA_LOGICAL_AND); })
+      .Case([&](tess::LogicalOrOp) { return binary(TESSERA_LOGICAL_OR); })
       .Case([&](tess::CompareOp compare) {
-        return binary(op, comparisonKind(compare.getPredicate()));
+        return binary(comparisonKind(compare.getPredicate()));
       })
-      .Case([&](tess::WhereOp where) -> llvm::Error {
-        auto condition = operand(where.getCondition());
-        auto onTrue = condition ? operand(where.getOnTrue())
-                                : llvm::Expected<const tessera_tensor *>(nullptr);
-        auto onFalse = onTrue ? operand(where.getOnFalse())
-                              : llvm::Expected<const tessera_tensor *>(nullptr);
-        if (!condition)
-          return condition.takeError();
-        if (!onTrue)
-          return onTrue.takeError();
-        if (!onFalse)
-          return onFalse.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        return kernelError(
-            op, tessera_cpu_where(*condition, *onTrue, *onFalse, &output));
+      .Case([&](tess::WhereOp where) {
+        return callKernel(
+            op, {where.getCondition(), where.getOnTrue(), where.getOnFalse()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_where(in[0], in[1], in[2], &out[0]);
+            });
       })
       .Case([&](tess::CastOp) {
-        return unary(op, 0, [](int32_t, const tessera_tensor *x,
-                               tessera_tensor *y) {
-          return tessera_cpu_cast(x, y);
-        });
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_cast(in[0], &out[0]);
+                          });
       })
       .Case([&](tess::DropoutOp dropout) {
         double rate = dropout.getRate().convertToDouble();
         uint64_t seed = mixSeed(stepSeed, dropout.getSeed());
-        return unary(op, 0, [&](int32_t, const tessera_tensor *x,
-                                tessera_tensor *y) {
-          return tessera_cpu_dropout(x, y, rate, seed);
-        });
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_dropout(in[0], &out[0], rate,
+                                                       seed);
+                          });
       })
       .Case([&](tess::ReshapeOp) {
-        return unary(op, 0, [](int32_t, const tessera_tensor *x,
-                               tessera_tensor *y) {
-          return tessera_cpu_copy(x, y);
-        });
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_copy(in[0], &out[0]);
+                          });
       })
       .Case([&](tess::BroadcastOp) {
-        return unary(op, 0, [](int32_t, const tessera_tensor *x,
-                               tessera_tensor *y) {
-          return tessera_cpu_broadcast(x, y);
-        });
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_broadcast(in[0], &out[0]);
+                          });
       })
       .Case([&](tess::TransposeOp transpose) {
         ArrayRef<int64_t> permutation = transpose.getPermutation();
-        return unary(op, 0, [&](int32_t, const tessera_tensor *x,
-                                tessera_tensor *y) {
-          return tessera_cpu_transpose(x, y, permutation.data());
-        });
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_transpose(in[0], &out[0],
+                                                         permutation.data());
+                          });
       })
       .Case([&](tess::SliceOp slice) {
         ArrayRef<int64_t> starts = slice.getStarts(),
                           strides = slice.getStrides();
-        return unary(op, 0, [&](int32_t, const tessera_tensor *x,
-                                tessera_tensor *y) {
-          return tessera_cpu_slice(x, y, starts.data(), strides.data());
-        });
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_slice(in[0], &out[0],
+                                                     starts.data(),
+                                                     strides.data());
+                          });
       })
       .Case([&](tess::SoftmaxOp softmax) {
-        int64_t axis = *tess::normalizeAxis(
-            softmax.getAxis(), softmax.getInput().getType().getRank());
-        return unary(op, 0, [&](int32_t, const tessera_tensor *x,
-                                tessera_tensor *y) {
-          return tessera_cpu_softmax(x, y, axis);
-        });
+        int64_t axis = normalizedAxis(softmax.getAxis(), softmax.getInput());
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_softmax(in[0], &out[0], axis);
+                          });
       })
-      .Case([&](tess::MatmulOp matmul) -> llvm::Error {
-        auto lhs = operand(matmul.getLhs());
-        if (!lhs)
-          return lhs.takeError();
-        auto rhs = operand(matmul.getRhs());
-        if (!rhs)
-          return rhs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        return kernelError(op, tessera_cpu_matmul(*lhs, *rhs, &output,
-                                                  matmul.getTransposeLhs(),
-                                                  matmul.getTransposeRhs()));
+      .Case([&](tess::MatmulOp matmul) {
+        return callKernel(op, {matmul.getLhs(), matmul.getRhs()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_matmul(
+                                in[0], in[1], &out[0], matmul.getTransposeLhs(),
+                                matmul.getTransposeRhs());
+                          });
       })
-      .Case([&](tess::LinearOp linear) -> llvm::Error {
-        auto input = operand(linear.getInput());
-        if (!input)
-          return input.takeError();
-        auto weight = operand(linear.getWeight());
-        if (!weight)
-          return weight.takeError();
-        auto bias = operand(linear.getBias());
-        if (!bias)
-          return bias.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        return kernelError(op, tessera_cpu_linear(*input, *weight, *bias,
-                                                  &output,
-                                                  linear.getTransposeWeight()));
+      .Case([&](tess::LinearOp linear) {
+        return callKernel(
+            op, {linear.getInput(), linear.getWeight(), linear.getBias()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_linear(in[0], in[1], in[2], &out[0],
+                                        linear.getTransposeWeight());
+            });
       })
-      .Case([&](tess::LayerNormOp norm) -> llvm::Error {
-        auto input = operand(norm.getInput());
-        if (!input)
-          return input.takeError();
-        auto scale = operand(norm.getScale());
-        if (!scale)
-          return scale.takeError();
-        auto bias = operand(norm.getBias());
-        if (!bias)
-          return bias.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            norm.getAxis(), norm.getInput().getType().getRank());
-        return kernelError(op, tessera_cpu_layer_norm(
-                                   *input, *scale, *bias, &output, axis,
-                                   norm.getEpsilon().convertToDouble()));
+      .Case([&](tess::LayerNormOp norm) {
+        int64_t axis = normalizedAxis(norm.getAxis(), norm.getInput());
+        return callKernel(
+            op, {norm.getInput(), norm.getScale(), norm.getBias()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_layer_norm(
+                  in[0], in[1], in[2], &out[0], axis,
+                  norm.getEpsilon().convertToDouble());
+            });
       })
-      .Case([&](tess::RmsNormOp norm) -> llvm::Error {
-        auto input = operand(norm.getInput());
-        if (!input)
-          return input.takeError();
-        auto scale = operand(norm.getScale());
-        if (!scale)
-          return scale.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            norm.getAxis(), norm.getInput().getType().getRank());
-        return kernelError(op, tessera_cpu_rms_norm(
-                                   *input, *scale, &output, axis,
-                                   norm.getEpsilon().convertToDouble()));
+      .Case([&](tess::RmsNormOp norm) {
+        int64_t axis = normalizedAxis(norm.getAxis(), norm.getInput());
+        return callKernel(op, {norm.getInput(), norm.getScale()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_rms_norm(
+                                in[0], in[1], &out[0], axis,
+                                norm.getEpsilon().convertToDouble());
+                          });
       })
-      .Case([&](tess::EmbeddingOp embedding) -> llvm::Error {
-        auto table = operand(embedding.getTable());
-        if (!table)
-          return table.takeError();
-        auto ids = operand(embedding.getIndices());
-        if (!ids)
-          return ids.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        return kernelError(op, tessera_cpu_embedding(*table, *ids, &output));
+      .Case([&](tess::EmbeddingOp embedding) {
+        return callKernel(op, {embedding.getTable(), embedding.getIndices()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_embedding(in[0], in[1],
+                                                         &out[0]);
+                          });
       })
-      .Case([&](tess::GatherOp gather) -> llvm::Error {
-        auto input = operand(gather.getInput());
-        if (!input)
-          return input.takeError();
-        auto indices = operand(gather.getIndices());
-        if (!indices)
-          return indices.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            gather.getAxis(),
-            llvm::cast<RankedTensorType>(gather.getInput().getType())
-                .getRank());
-        return kernelError(op,
-                           tessera_cpu_gather(*input, *indices, &output, axis));
+      .Case([&](tess::GatherOp gather) {
+        int64_t axis = normalizedAxis(gather.getAxis(), gather.getInput());
+        return callKernel(op, {gather.getInput(), gather.getIndices()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_gather(in[0], in[1], &out[0],
+                                                      axis);
+                          });
       })
-      .Case([&](tess::AttentionOp attention) -> llvm::Error {
-        auto query = operand(attention.getQuery());
-        if (!query)
-          return query.takeError();
-        auto key = operand(attention.getKey());
-        if (!key)
-          return key.takeError();
-        auto value = operand(attention.getValue());
-        if (!value)
-          return value.takeError();
-        auto mask = operand(attention.getMask());
-        if (!mask)
-          return mask.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        return kernelError(
-            op, tessera_cpu_attention(
-                    *query, *key, *value, *mask, &output,
-                    attention.getCausal(), attention.getScale().convertToDouble(),
-                    attention.getDropout().convertToDouble(),
-                    mixSeed(stepSeed, attention.getSeed())));
+      .Case([&](tess::AttentionOp attention) {
+        return callKernel(
+            op,
+            {attention.getQuery(), attention.getKey(), attention.getValue(),
+             attention.getMask()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_attention(
+                  in[0], in[1], in[2], in[3], &out[0], attention.getCausal(),
+                  attention.getScale().convertToDouble(),
+                  attention.getDropout().convertToDouble(),
+                  mixSeed(stepSeed, attention.getSeed()));
+            });
       })
-      .Case([&](tess::CrossEntropyOp loss) -> llvm::Error {
-        auto inputs = operands({loss.getLogits(), loss.getTargets()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor logits = flattenRows((*inputs)[0]);
-        tessera_tensor targets = flattenAll((*inputs)[1]);
-        tessera_tensor output = (*results)[0]->descriptor();
-        return kernelError(op, tessera_cpu_cross_entropy(
-                                   &logits, &targets, &output,
-                                   loss.getIgnoreIndex()));
+      .Case([&](tess::CrossEntropyOp loss) {
+        return callKernel(op, {loss.getLogits(), loss.getTargets()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            tessera_tensor logits = flattenRows(in[0]);
+                            tessera_tensor targets = flattenAll(in[1]);
+                            return tessera_cpu_cross_entropy(
+                                &logits, &targets, &out[0],
+                                loss.getIgnoreIndex());
+                          });
       })
-      .Case([&](tess::CrossEntropyGradOp grad) -> llvm::Error {
-        auto inputs = operands(
-            {grad.getLogits(), grad.getTargets(), grad.getDloss()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor logits = flattenRows((*inputs)[0]);
-        tessera_tensor targets = flattenAll((*inputs)[1]);
-        tessera_tensor output = flattenRows((*results)[0]->descriptor());
-        return kernelError(op, tessera_cpu_cross_entropy_grad(
-                                   &logits, &targets, (*inputs)[2], &output,
-                                   grad.getIgnoreIndex()));
+      .Case([&](tess::CrossEntropyGradOp grad) {
+        return callKernel(
+            op, {grad.getLogits(), grad.getTargets(), grad.getDloss()},
+            [&](KernelInputs in, KernelOutputs out) {
+              tessera_tensor logits = flattenRows(in[0]);
+              tessera_tensor targets = flattenAll(in[1]);
+              tessera_tensor output = flattenRows(out[0]);
+              return tessera_cpu_cross_entropy_grad(
+                  &logits, &targets, in[2], &output, grad.getIgnoreIndex());
+            });
       })
       .Case([&](tess::GeluGradOp grad) {
-        return unaryGrad(op, grad.getApproximation() ==
-                                     tess::GeluApproximation::tanh
-                                 ? TESSERA_GELU_TANH
-                                 : TESSERA_GELU_ERF);
+        return unaryGrad(geluKind(grad.getApproximation()));
       })
-      .Case([&](tess::SiluGradOp) { return unaryGrad(op, TESSERA_SILU); })
-      .Case([&](tess::LayerNormGradOp grad) -> llvm::Error {
-        auto inputs = operands({grad.getInput(), grad.getScale(), grad.getDy()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor dx = (*results)[0]->descriptor();
-        std::optional<tessera_tensor> dscale, dbias;
-        if (grad.getDscale())
-          dscale = slot(grad.getDscale()).descriptor();
-        if (grad.getDbias())
-          dbias = slot(grad.getDbias()).descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            grad.getAxis(),
-            llvm::cast<RankedTensorType>(grad.getInput().getType()).getRank());
-        return kernelError(op, tessera_cpu_layer_norm_grad(
-                                   (*inputs)[0], (*inputs)[1], (*inputs)[2],
-                                   &dx, dscale ? &*dscale : nullptr,
-                                   dbias ? &*dbias : nullptr, axis,
-                                   grad.getEpsilon().convertToDouble()));
+      .Case([&](tess::SiluGradOp) { return unaryGrad(TESSERA_SILU); })
+      .Case([&](tess::LayerNormGradOp grad) {
+        int64_t axis = normalizedAxis(grad.getAxis(), grad.getInput());
+        return callKernel(
+            op, {grad.getInput(), grad.getScale(), grad.getDy()},
+            [&](KernelInputs in, KernelOutputs out) {
+              // Results are [dx, dscale?, dbias?].
+              return tessera_cpu_layer_norm_grad(
+                  in[0], in[1], in[2], &out[0],
+                  grad.getDscale() ? &out[1] : nullptr,
+                  grad.getDbias() ? &out.back() : nullptr, axis,
+                  grad.getEpsilon().convertToDouble());
+            });
       })
-      .Case([&](tess::RmsNormGradOp grad) -> llvm::Error {
-        auto inputs = operands({grad.getInput(), grad.getScale(), grad.getDy()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor dx = (*results)[0]->descriptor();
-        std::optional<tessera_tensor> dscale;
-        if (grad.getScale())
-          dscale = (*results)[1]->descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            grad.getAxis(),
-            llvm::cast<RankedTensorType>(grad.getInput().getType()).getRank());
-        return kernelError(op, tessera_cpu_rms_norm_grad(
-                                   (*inputs)[0], (*inputs)[1], (*inputs)[2],
-                                   &dx, dscale ? &*dscale : nullptr, axis,
-                                   grad.getEpsilon().convertToDouble()));
+      .Case([&](tess::RmsNormGradOp grad) {
+        int64_t axis = normalizedAxis(grad.getAxis(), grad.getInput());
+        return callKernel(
+            op, {grad.getInput(), grad.getScale(), grad.getDy()},
+            [&](KernelInputs in, KernelOutputs out) {
+              // Results are [dx, dscale?].
+              return tessera_cpu_rms_norm_grad(
+                  in[0], in[1], in[2], &out[0],
+                  grad.getScale() ? &out[1] : nullptr, axis,
+                  grad.getEpsilon().convertToDouble());
+            });
       })
-      .Case([&](tess::SoftmaxGradOp grad) -> llvm::Error {
-        auto inputs = operands({grad.getOutput(), grad.getDy()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor dx = (*results)[0]->descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            grad.getAxis(),
-            llvm::cast<RankedTensorType>(grad.getOutput().getType()).getRank());
-        return kernelError(op, tessera_cpu_softmax_grad(
-                                   (*inputs)[0], (*inputs)[1], &dx, axis));
+      .Case([&](tess::SoftmaxGradOp grad) {
+        int64_t axis = normalizedAxis(grad.getAxis(), grad.getOutput());
+        return callKernel(op, {grad.getOutput(), grad.getDy()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_softmax_grad(in[0], in[1],
+                                                            &out[0], axis);
+                          });
       })
-      .Case([&](tess::AttentionGradOp grad) -> llvm::Error {
-        auto inputs = operands({grad.getQuery(), grad.getKey(), grad.getValue(),
-                                grad.getMask(), grad.getDy()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor dq = (*results)[0]->descriptor();
-        tessera_tensor dk = (*results)[1]->descriptor();
-        tessera_tensor dv = (*results)[2]->descriptor();
-        return kernelError(
-            op, tessera_cpu_attention_grad(
-                    (*inputs)[0], (*inputs)[1], (*inputs)[2], (*inputs)[3],
-                    (*inputs)[4], &dq, &dk, &dv, grad.getCausal(),
-                    grad.getScale().convertToDouble(),
-                    grad.getDropout().convertToDouble(),
-                    mixSeed(stepSeed, grad.getSeed())));
+      .Case([&](tess::AttentionGradOp grad) {
+        return callKernel(
+            op,
+            {grad.getQuery(), grad.getKey(), grad.getValue(), grad.getMask(),
+             grad.getDy()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_attention_grad(
+                  in[0], in[1], in[2], in[3], in[4], &out[0], &out[1],
+                  &out[2], grad.getCausal(), grad.getScale().convertToDouble(),
+                  grad.getDropout().convertToDouble(),
+                  mixSeed(stepSeed, grad.getSeed()));
+            });
       })
-      .Case([&](tess::EmbeddingGradOp grad) -> llvm::Error {
-        auto inputs = operands({grad.getIndices(), grad.getDy()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor dtable = (*results)[0]->descriptor();
-        return kernelError(op, tessera_cpu_embedding_grad(
-                                   (*inputs)[0], (*inputs)[1], &dtable));
+      .Case([&](tess::EmbeddingGradOp grad) {
+        return callKernel(op, {grad.getIndices(), grad.getDy()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_embedding_grad(in[0], in[1],
+                                                              &out[0]);
+                          });
       })
-      .Case([&](tess::GatherGradOp grad) -> llvm::Error {
-        auto inputs = operands({grad.getIndices(), grad.getDy()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor dx = (*results)[0]->descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            grad.getAxis(), llvm::cast<RankedTensorType>(grad.getType()).getRank());
-        return kernelError(op, tessera_cpu_gather_grad(
-                                   (*inputs)[0], (*inputs)[1], &dx, axis));
+      .Case([&](tess::GatherGradOp grad) {
+        int64_t axis = normalizedAxis(grad.getAxis(), op.getResult(0));
+        return callKernel(op, {grad.getIndices(), grad.getDy()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_gather_grad(in[0], in[1],
+                                                           &out[0], axis);
+                          });
       })
       .Case([&](tess::SliceGradOp grad) {
-        ArrayRef<int64_t> starts = grad.getStarts(), strides = grad.getStrides();
-        return unary(op, 0, [&](int32_t, const tessera_tensor *dy,
-                                tessera_tensor *dx) {
-          return tessera_cpu_slice_grad(dy, dx, starts.data(), strides.data());
-        });
+        ArrayRef<int64_t> starts = grad.getStarts(),
+                          strides = grad.getStrides();
+        return callKernel(op, {op.getOperand(0)},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_slice_grad(in[0], &out[0],
+                                                          starts.data(),
+                                                          strides.data());
+                          });
       })
-      .Case([&](tess::AdamWOp adamw) -> llvm::Error {
-        auto inputs = operands({adamw.getParam(), adamw.getGrad(), adamw.getM(),
-                                adamw.getV(), adamw.getLr(), adamw.getStep(),
-                                adamw.getGradScale()});
-        if (!inputs)
-          return inputs.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        // The kernel updates in place: start the results from the inputs.
-        for (int i = 0; i < 3; ++i) {
-          tessera_tensor target = (*results)[i]->descriptor();
-          if (int status = tessera_cpu_copy((*inputs)[i == 0 ? 0 : i + 1], &target))
-            return kernelError(op, status);
-        }
-        tessera_tensor param = (*results)[0]->descriptor();
-        tessera_tensor m = (*results)[1]->descriptor();
-        tessera_tensor v = (*results)[2]->descriptor();
-        auto scalar = [&](int index) {
-          return slot(op.getOperand(index)).getDouble(0);
-        };
-        return kernelError(
-            op, tessera_cpu_adamw(&param, (*inputs)[1], &m, &v,
-                                  slot(adamw.getStep()).getInt(0), scalar(4),
-                                  adamw.getBeta1().convertToDouble(),
-                                  adamw.getBeta2().convertToDouble(),
-                                  adamw.getEpsilon().convertToDouble(),
-                                  adamw.getWeightDecay().convertToDouble(),
-                                  scalar(6)));
+      .Case([&](tess::AdamWOp adamw) {
+        return callKernel(
+            op,
+            {adamw.getParam(), adamw.getGrad(), adamw.getM(), adamw.getV(),
+             adamw.getLr(), adamw.getStep(), adamw.getGradScale()},
+            [&](KernelInputs in, KernelOutputs out) {
+              // The kernel updates in place: start the results [param, m, v]
+              // from the inputs.
+              for (int i = 0; i < 3; ++i)
+                if (int status = tessera_cpu_copy(in[i == 0 ? 0 : i + 1],
+                                                  &out[i]))
+                  return status;
+              auto scalar = [&](int index) {
+                return slot(op.getOperand(index)).getDouble(0);
+              };
+              return tessera_cpu_adamw(
+                  &out[0], in[1], &out[1], &out[2],
+                  slot(adamw.getStep()).getInt(0), scalar(4),
+                  adamw.getBeta1().convertToDouble(),
+                  adamw.getBeta2().convertToDouble(),
+                  adamw.getEpsilon().convertToDouble(),
+                  adamw.getWeightDecay().convertToDouble(), scalar(6));
+            });
       })
       .Case([&](tess::ConcatOp concat) -> llvm::Error {
         std::vector<const tessera_tensor *> inputs;
@@ -673,48 +551,34 @@ llvm::Error FunctionRun::execute(Operation &op) {
           storage.push_back((*buffer)->descriptor());
           inputs.push_back(&storage.back());
         }
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        tessera_tensor output = (*results)[0]->descriptor();
-        int64_t axis = *tess::normalizeAxis(
-            concat.getAxis(),
-            llvm::cast<RankedTensorType>(concat.getType()).getRank());
-        return kernelError(op, tessera_cpu_concat(inputs.data(), inputs.size(),
-                                                  &output, axis));
+        int64_t axis = normalizedAxis(concat.getAxis(), op.getResult(0));
+        return callKernel(op, {}, [&](KernelInputs, KernelOutputs out) {
+          return tessera_cpu_concat(inputs.data(), inputs.size(), &out[0],
+                                    axis);
+        });
       })
-      .Case([&](tess::SplitOp split) -> llvm::Error {
-        auto input = operand(split.getInput());
-        if (!input)
-          return input.takeError();
-        auto results = allocateResults(op);
-        if (!results)
-          return results.takeError();
-        std::vector<tessera_tensor> storage;
-        std::vector<tessera_tensor *> outputs;
-        storage.reserve(results->size());
-        for (HostTensorBuffer *result : *results) {
-          storage.push_back(result->descriptor());
-          outputs.push_back(&storage.back());
-        }
-        int64_t axis = *tess::normalizeAxis(
-            split.getAxis(),
-            llvm::cast<RankedTensorType>(split.getInput().getType())
-                .getRank());
-        return kernelError(op, tessera_cpu_split(*input, outputs.data(),
-                                                 outputs.size(), axis));
+      .Case([&](tess::SplitOp split) {
+        int64_t axis = normalizedAxis(split.getAxis(), split.getInput());
+        return callKernel(op, {split.getInput()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            std::vector<tessera_tensor *> outputs;
+                            for (tessera_tensor &output : out)
+                              outputs.push_back(&output);
+                            return tessera_cpu_split(in[0], outputs.data(),
+                                                     outputs.size(), axis);
+                          });
       })
       .Case([&](tess::ReduceSumOp reduction) {
-        return reduce(op, TESSERA_REDUCE_SUM, reduction.getDims());
+        return reduce(TESSERA_REDUCE_SUM, reduction.getDims());
       })
       .Case([&](tess::ReduceMeanOp reduction) {
-        return reduce(op, TESSERA_REDUCE_MEAN, reduction.getDims());
+        return reduce(TESSERA_REDUCE_MEAN, reduction.getDims());
       })
       .Case([&](tess::ReduceMaxOp reduction) {
-        return reduce(op, TESSERA_REDUCE_MAX, reduction.getDims());
+        return reduce(TESSERA_REDUCE_MAX, reduction.getDims());
       })
       .Case([&](tess::ReduceMinOp reduction) {
-        return reduce(op, TESSERA_REDUCE_MIN, reduction.getDims());
+        return reduce(TESSERA_REDUCE_MIN, reduction.getDims());
       })
       .Default([&](Operation *unknown) {
         return opError(*unknown, "the CPU interpreter cannot run this op");

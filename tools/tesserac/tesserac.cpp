@@ -127,6 +127,18 @@ int fail(const Twine &message) {
   return 1;
 }
 
+/// Writes what `print` prints to -o (stdout by default). Returns 0, or 1
+/// after printing the error.
+int writeOutput(function_ref<void(raw_ostream &)> print) {
+  std::string error;
+  auto output = mlir::openOutputFile(outputPath, &error);
+  if (!output)
+    return fail(error);
+  print(output->os());
+  output->keep();
+  return 0;
+}
+
 /// Where this build's runtime is; --runtime-dir points elsewhere (a
 /// standalone `cmake -S runtime` build keeps the driver in train/).
 tessera::lowering::HostCompileOptions runtimeLocation() {
@@ -201,10 +213,10 @@ int writeInitialWeights(mlir::ModuleOp module,
   return 0;
 }
 
-/// --emit=cpp and --target cpu -o FILE: the training program, lowered to
-/// C++, and (for an executable) its weights and the compiled binary.
-int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
-                           bool buildExecutable) {
+/// Turns the forward function into the training step (--loss,
+/// --precision), as --target, --emit=cpp and --explain all start from it.
+/// Returns 0, or 1 after printing the error.
+int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
   mlir::PassManager training(&context);
   tessera::BuildTrainingOptions trainingOptions;
   trainingOptions.loss = loss;
@@ -214,6 +226,15 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
   training.addPass(mlir::createCSEPass());
   if (mlir::failed(training.run(module)))
     return fail(inputPath + ": building the training step failed");
+  return 0;
+}
+
+/// --emit=cpp and --target cpu -o FILE: the training program, lowered to
+/// C++, and (for an executable) its weights and the compiled binary.
+int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
+                           bool buildExecutable) {
+  if (int status = buildTrainingStep(context, module))
+    return status;
 
   std::string weightsPath;
   if (buildExecutable) {
@@ -242,15 +263,8 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (mlir::failed(mlir::emitc::translateToCpp(module, cppStream)))
     return fail(inputPath + ": translating the step to C++ failed");
 
-  if (!buildExecutable) {
-    std::string error;
-    auto output = mlir::openOutputFile(outputPath, &error);
-    if (!output)
-      return fail(error);
-    output->os() << cpp;
-    output->keep();
-    return 0;
-  }
+  if (!buildExecutable)
+    return writeOutput([&](raw_ostream &os) { os << cpp; });
 
   // <temp>/<name>.cpp -> the executable.
   SmallString<256> directory;
@@ -290,25 +304,14 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                         const tessera::cost::Cluster &cluster,
                         const tessera::cost::DeviceMesh &mesh,
                         StringRef title) {
-  mlir::PassManager training(&context);
-  tessera::BuildTrainingOptions trainingOptions;
-  trainingOptions.loss = loss;
-  trainingOptions.precision = precision;
-  training.addPass(tessera::createBuildTraining(trainingOptions));
-  training.addPass(mlir::createCanonicalizerPass());
-  training.addPass(mlir::createCSEPass());
-  if (mlir::failed(training.run(module)))
-    return fail(inputPath + ": building the training step failed");
+  if (int status = buildTrainingStep(context, module))
+    return status;
   auto estimate = tessera::cost::estimateTrainingStep(module, cluster, mesh);
   if (!estimate)
     return fail(inputPath + ": " + toString(estimate.takeError()));
-  std::string error;
-  auto output = mlir::openOutputFile(outputPath, &error);
-  if (!output)
-    return fail(error);
-  tessera::cost::printTrainingStepEstimate(*estimate, title, output->os());
-  output->keep();
-  return 0;
+  return writeOutput([&](raw_ostream &os) {
+    tessera::cost::printTrainingStepEstimate(*estimate, title, os);
+  });
 }
 
 } // namespace
@@ -415,15 +418,11 @@ int main(int argc, char **argv) {
   if (emit == EmitStage::Cpp || buildExecutable)
     return compileTrainingProgram(context, **module, buildExecutable);
 
-  std::string error;
-  auto output = mlir::openOutputFile(outputPath, &error);
-  if (!output)
-    return fail(error);
-  if (summary)
-    tessera::printModelSummary(tessera::summarizeModel(**module), inputPath,
-                               output->os());
-  if (emit != EmitStage::None)
-    (*module)->print(output->os());
-  output->keep();
-  return 0;
+  return writeOutput([&](raw_ostream &os) {
+    if (summary)
+      tessera::printModelSummary(tessera::summarizeModel(**module), inputPath,
+                                 os);
+    if (emit != EmitStage::None)
+      (*module)->print(os);
+  });
 }

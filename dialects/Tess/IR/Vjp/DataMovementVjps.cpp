@@ -16,8 +16,7 @@ using namespace tessera::tess::vjp;
 LogicalResult ReshapeOp::buildVjp(OpBuilder &builder,
                                   ArrayRef<Value> resultCotangents,
                                   SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(1, Value());
-  if (Value dy = resultCotangents[0])
+  if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] = VjpBuilder(builder, getLoc())
                                .reshape(dy, getInput().getType().getShape());
   return success();
@@ -26,8 +25,7 @@ LogicalResult ReshapeOp::buildVjp(OpBuilder &builder,
 LogicalResult TransposeOp::buildVjp(OpBuilder &builder,
                                     ArrayRef<Value> resultCotangents,
                                     SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(1, Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   ArrayRef<int64_t> permutation = getPermutation();
@@ -41,8 +39,7 @@ LogicalResult TransposeOp::buildVjp(OpBuilder &builder,
 LogicalResult BroadcastOp::buildVjp(OpBuilder &builder,
                                     ArrayRef<Value> resultCotangents,
                                     SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(1, Value());
-  if (Value dy = resultCotangents[0])
+  if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] = VjpBuilder(builder, getLoc())
                                .sumToShape(dy, getInput().getType());
   return success();
@@ -51,8 +48,7 @@ LogicalResult BroadcastOp::buildVjp(OpBuilder &builder,
 LogicalResult SliceOp::buildVjp(OpBuilder &builder,
                                 ArrayRef<Value> resultCotangents,
                                 SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(1, Value());
-  if (Value dy = resultCotangents[0])
+  if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] =
         SliceGradOp::create(builder, getLoc(), getInput().getType(), dy,
                             getStarts(), getStrides());
@@ -77,8 +73,7 @@ LogicalResult SplitOp::buildVjp(OpBuilder &builder,
 LogicalResult ConcatOp::buildVjp(OpBuilder &builder,
                                  ArrayRef<Value> resultCotangents,
                                  SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(getNumOperands(), Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   RankedTensorType type = getType();
@@ -102,8 +97,7 @@ LogicalResult GatherOp::buildVjp(OpBuilder &builder,
                                  ArrayRef<Value> resultCotangents,
                                  SmallVectorImpl<Value> &operandCotangents) {
   // The indices carry no gradient.
-  operandCotangents.assign(2, Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   if (!llvm::isa<FloatType>(getType().getElementType()))
@@ -143,8 +137,7 @@ LogicalResult spreadVjp(ReductionOp op, OpBuilder &builder,
                         ArrayRef<Value> resultCotangents,
                         SmallVectorImpl<Value> &operandCotangents,
                         bool mean) {
-  operandCotangents.assign(1, Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(op, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   RankedTensorType input = op.getInput().getType();
@@ -165,8 +158,7 @@ template <typename ReductionOp>
 LogicalResult extremumVjp(ReductionOp op, OpBuilder &builder,
                           ArrayRef<Value> resultCotangents,
                           SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(1, Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(op, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   RankedTensorType input = op.getInput().getType();

@@ -16,27 +16,21 @@ using namespace tessera::tess::vjp;
 LogicalResult MatmulOp::buildVjp(OpBuilder &builder,
                                  ArrayRef<Value> resultCotangents,
                                  SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(2, Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   if (!llvm::isa<FloatType>(getType().getElementType()))
     return notDifferentiable(*this, "its operands are not float tensors");
   VjpBuilder b(builder, getLoc());
-  Location loc = getLoc();
   Value lhs = getLhs(), rhs = getRhs();
   bool transposeLhs = getTransposeLhs(), transposeRhs = getTransposeRhs();
   // With A = op(lhs), B = op(rhs): dA = dy B^T and dB = A^T dy. Each is
   // written in terms of the stored lhs/rhs, moving the transposes into the
   // flags; a transposed operand receives the transposed product.
-  Value dlhs =
-      transposeLhs
-          ? MatmulOp::create(builder, loc, rhs, dy, transposeRhs, true)
-          : MatmulOp::create(builder, loc, dy, rhs, false, !transposeRhs);
-  Value drhs =
-      transposeRhs
-          ? MatmulOp::create(builder, loc, dy, lhs, true, transposeLhs)
-          : MatmulOp::create(builder, loc, lhs, dy, !transposeLhs, false);
+  Value dlhs = transposeLhs ? b.matmul(rhs, dy, transposeRhs, true)
+                            : b.matmul(dy, rhs, false, !transposeRhs);
+  Value drhs = transposeRhs ? b.matmul(dy, lhs, true, transposeLhs)
+                            : b.matmul(lhs, dy, !transposeLhs, false);
   // Batch dims broadcast like elementwise operands.
   operandCotangents[0] = b.sumToShape(dlhs, getLhs().getType());
   operandCotangents[1] = b.sumToShape(drhs, getRhs().getType());
@@ -46,8 +40,7 @@ LogicalResult MatmulOp::buildVjp(OpBuilder &builder,
 LogicalResult LinearOp::buildVjp(OpBuilder &builder,
                                  ArrayRef<Value> resultCotangents,
                                  SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(getNumOperands(), Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   if (!llvm::isa<FloatType>(getType().getElementType()))
@@ -71,9 +64,8 @@ LogicalResult LinearOp::buildVjp(OpBuilder &builder,
   Value inputRows = b.reshape(input, {rows, inFeatures});
   Value dyRows = b.reshape(dy, {rows, outFeatures});
   // [in, out] = x^T dy; [out, in] = dy^T x.
-  operandCotangents[1] =
-      transposed ? MatmulOp::create(builder, loc, dyRows, inputRows, true)
-                 : MatmulOp::create(builder, loc, inputRows, dyRows, true);
+  operandCotangents[1] = transposed ? b.matmul(dyRows, inputRows, true)
+                                    : b.matmul(inputRows, dyRows, true);
 
   if (getBias()) {
     int64_t rank = getType().getRank();
@@ -90,8 +82,7 @@ LogicalResult LinearOp::buildVjp(OpBuilder &builder,
 LogicalResult LayerNormOp::buildVjp(OpBuilder &builder,
                                     ArrayRef<Value> resultCotangents,
                                     SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(getNumOperands(), Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   Value scale = getScale();
@@ -112,8 +103,7 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder,
 LogicalResult RmsNormOp::buildVjp(OpBuilder &builder,
                                   ArrayRef<Value> resultCotangents,
                                   SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(getNumOperands(), Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   auto gradient = RmsNormGradOp::create(builder, getLoc(), getInput(),
@@ -128,8 +118,7 @@ LogicalResult RmsNormOp::buildVjp(OpBuilder &builder,
 LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder,
                                   ArrayRef<Value> resultCotangents,
                                   SmallVectorImpl<Value> &operandCotangents) {
-  operandCotangents.assign(1, Value());
-  if (Value dy = resultCotangents[0])
+  if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] =
         SoftmaxGradOp::create(builder, getLoc(), getResult(), dy, getAxis());
   return success();
@@ -139,8 +128,7 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
                                     ArrayRef<Value> resultCotangents,
                                     SmallVectorImpl<Value> &operandCotangents) {
   // Operands are [query, key, value, mask?]; the mask is a constant.
-  operandCotangents.assign(getNumOperands(), Value());
-  Value dy = resultCotangents[0];
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
   if (!dy)
     return success();
   auto gradient = AttentionGradOp::create(
@@ -156,8 +144,7 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &builder,
                                     ArrayRef<Value> resultCotangents,
                                     SmallVectorImpl<Value> &operandCotangents) {
   // The ids carry no gradient.
-  operandCotangents.assign(2, Value());
-  if (Value dy = resultCotangents[0])
+  if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] = EmbeddingGradOp::create(
         builder, getLoc(), getTable().getType(), getIndices(), dy);
   return success();
@@ -167,8 +154,7 @@ LogicalResult CrossEntropyOp::buildVjp(
     OpBuilder &builder, ArrayRef<Value> resultCotangents,
     SmallVectorImpl<Value> &operandCotangents) {
   // The targets carry no gradient.
-  operandCotangents.assign(2, Value());
-  if (Value dloss = resultCotangents[0])
+  if (Value dloss = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] =
         CrossEntropyGradOp::create(builder, getLoc(), getLogits(),
                                    getTargets(), dloss, getIgnoreIndex());

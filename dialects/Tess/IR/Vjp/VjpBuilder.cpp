@@ -74,6 +74,12 @@ Value VjpBuilder::reshape(Value value, ArrayRef<int64_t> shape) {
                            value);
 }
 
+Value VjpBuilder::matmul(Value lhs, Value rhs, bool transposeLhs,
+                         bool transposeRhs) {
+  return MatmulOp::create(builder, location, lhs, rhs, transposeLhs,
+                          transposeRhs);
+}
+
 Value VjpBuilder::sumToShape(Value gradient, RankedTensorType target) {
   RankedTensorType type = tensorType(gradient);
   if (type.getShape() == target.getShape())
@@ -91,6 +97,13 @@ Value VjpBuilder::sumToShape(Value gradient, RankedTensorType target) {
     summed = ReduceSumOp::create(builder, location, gradient, dims,
                                  /*keep_dims=*/true);
   return reshape(summed, target.getShape());
+}
+
+Value tessera::tess::vjp::beginVjp(Operation *op,
+                                   ArrayRef<Value> resultCotangents,
+                                   SmallVectorImpl<Value> &operandCotangents) {
+  operandCotangents.assign(op->getNumOperands(), Value());
+  return resultCotangents[0];
 }
 
 LogicalResult tessera::tess::vjp::notDifferentiable(Operation *op,

@@ -41,6 +41,9 @@ public:
   mlir::Value compare(ComparisonPredicate predicate, mlir::Value lhs,
                       mlir::Value rhs);
   mlir::Value reshape(mlir::Value value, llvm::ArrayRef<int64_t> shape);
+  /// `op(lhs) @ op(rhs)`, op transposing the last two dims where asked.
+  mlir::Value matmul(mlir::Value lhs, mlir::Value rhs,
+                     bool transposeLhs = false, bool transposeRhs = false);
 
   /// The adjoint of numpy broadcasting: sums `gradient` (of the broadcast
   /// shape) over the dims that broadcasting added or stretched so that it
@@ -57,6 +60,14 @@ private:
 inline mlir::RankedTensorType tensorType(mlir::Value value) {
   return llvm::cast<mlir::RankedTensorType>(value.getType());
 }
+
+/// Starts the VJP of an op with one result: one null cotangent per operand
+/// (those the VJP does not set, such as indices or a mask, stay null), and
+/// the result's cotangent is returned. When that is null, nothing flows back
+/// and the VJP has nothing to build.
+mlir::Value beginVjp(mlir::Operation *op,
+                     llvm::ArrayRef<mlir::Value> resultCotangents,
+                     llvm::SmallVectorImpl<mlir::Value> &operandCotangents);
 
 /// Emits the error of a VJP asked for an op whose types it cannot
 /// differentiate (integer tensors).
