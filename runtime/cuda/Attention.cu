@@ -1,0 +1,401 @@
+//===- Attention.cu - Scaled dot-product attention, forward and backward --===//
+//
+// The correct-first version: one warp per query row (b, h, i). The warp
+// holds q_i and the output accumulator in registers (head dims up to 256,
+// eight values per lane), walks the visible keys, and computes each score
+// as a warp-reduced dot product. The forward is FlashAttention's online
+// softmax: a running max m and sum l, the accumulator rescaled by
+// exp(m_old - m_new) when the max grows, so no [Sq, Skv] matrix exists and
+// K/V are streamed once per query row (from L2: heads share them).
+// Causal rows stop at their last visible key (the "causal skip"); grouped-
+// query heads read K/V head h / (Hq / Hkv); the additive mask is read
+// through broadcast strides; dropout multiplies the weight by the shared
+// generator's keep factor at index ((b Hq + h) Sq + i) Skv + j, so masks
+// match runtime/cpu/Attention.cpp bit for bit.
+//
+// The backward recomputes the probabilities (two passes over the keys: the
+// row's max and sum, then per key p_j, dp_j = keep_j (dy_i . v_j), and the
+// row's sum of p dp; a third pass forms ds_j = scale p_j (dp_j - sum) and
+// accumulates dq_i in registers while adding ds_j q_i into dk_j and
+// p_j keep_j dy_i into dv_j with f32 atomics (K/V heads are shared by every
+// query row and by grouped heads). dk/dv accumulate in f32 (scratch when
+// their storage is bf16/f16) and are rounded once.
+//
+// What makes it fast later (a tiled kernel: Q and K/V tiles in shared
+// memory, tensor-core MMAs for QK^T and PV, one block per (b, h, query
+// tile), a KV-major backward without atomics) changes none of this math.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+using namespace tessera::cuda;
+using tessera::cpu::elementCount;
+using tessera::cpu::formatShape;
+using tessera::cpu::requireShape;
+using tessera::cpu::requireTensor;
+using tessera::cpu::shapeOf;
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kValuesPerLane = 8; // head dims up to 8 * 32 = 256
+constexpr int kMaxHeadDim = kValuesPerLane * 32;
+
+struct AttentionParams {
+  const void *q, *k, *v, *mask;
+  int qType, kType, vType, maskType;
+  int64_t batch, queryHeads, keyHeads, querySeq, keySeq, headDim, valueDim;
+  int64_t maskStrides[4];
+  bool causal;
+  float scale;
+  bool dropout;
+  float keptScale;
+  DropoutMask dropoutMask;
+};
+
+struct RowPosition {
+  int64_t b, h, i, row, keyHeadRow, visible;
+};
+
+__device__ RowPosition rowPosition(const AttentionParams &p, int64_t row) {
+  RowPosition r;
+  r.row = row;
+  r.i = row % p.querySeq;
+  r.h = (row / p.querySeq) % p.queryHeads;
+  r.b = row / (p.querySeq * p.queryHeads);
+  r.keyHeadRow =
+      (r.b * p.keyHeads + r.h / (p.queryHeads / p.keyHeads)) * p.keySeq;
+  r.visible = p.causal ? min(p.keySeq, r.i + p.keySeq - p.querySeq + 1)
+                       : p.keySeq;
+  return r;
+}
+
+/// Loads values [0, dim) of row `start` of `data`: lane l holds l + 32 t.
+__device__ void loadRow(const void *data, int dtype, int64_t start, int64_t dim,
+                        float (&values)[kValuesPerLane]) {
+  int lane = threadIdx.x % 32;
+  for (int t = 0; t < kValuesPerLane; ++t) {
+    int64_t d = lane + 32 * t;
+    values[t] = d < dim ? loadFloat(data, dtype, start + d) : 0.0f;
+  }
+}
+
+/// The warp-reduced dot product of lane-held `values` with row `start`.
+__device__ float dotRow(const float (&values)[kValuesPerLane], const void *data,
+                        int dtype, int64_t start, int64_t dim) {
+  int lane = threadIdx.x % 32;
+  float sum = 0.0f;
+  for (int t = 0; t < kValuesPerLane; ++t) {
+    int64_t d = lane + 32 * t;
+    if (d < dim)
+      sum += values[t] * loadFloat(data, dtype, start + d);
+  }
+  return warpSum(sum);
+}
+
+__device__ float scoreOf(const AttentionParams &p, const RowPosition &r,
+                         const float (&q)[kValuesPerLane], int64_t j) {
+  float score =
+      p.scale * dotRow(q, p.k, p.kType, (r.keyHeadRow + j) * p.headDim, p.headDim);
+  if (p.mask)
+    score += loadFloat(p.mask, p.maskType,
+                       r.b * p.maskStrides[0] + r.h * p.maskStrides[1] +
+                           r.i * p.maskStrides[2] + j * p.maskStrides[3]);
+  return score;
+}
+
+__device__ float dropoutFactor(const AttentionParams &p, const RowPosition &r,
+                               int64_t j) {
+  if (!p.dropout)
+    return 1.0f;
+  uint64_t index = static_cast<uint64_t>(r.row * p.keySeq + j);
+  return p.dropoutMask.keeps(index) ? p.keptScale : 0.0f;
+}
+
+/// The row's softmax max and sum of exp(s - max) (sum 0: all masked).
+__device__ void rowNormalizer(const AttentionParams &p, const RowPosition &r,
+                              const float (&q)[kValuesPerLane], float &maximum,
+                              float &sum) {
+  maximum = -INFINITY;
+  sum = 0.0f;
+  for (int64_t j = 0; j < r.visible; ++j) {
+    float score = scoreOf(p, r, q, j);
+    if (score == -INFINITY)
+      continue;
+    if (score > maximum) {
+      sum = sum * expf(maximum - score) + 1.0f;
+      maximum = score;
+    } else {
+      sum += expf(score - maximum);
+    }
+  }
+}
+
+__global__ void attentionForwardKernel(AttentionParams p, void *y, int yType) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
+                threadIdx.x / 32;
+  if (row >= p.batch * p.queryHeads * p.querySeq)
+    return;
+  RowPosition r = rowPosition(p, row);
+  float q[kValuesPerLane], accumulator[kValuesPerLane] = {};
+  loadRow(p.q, p.qType, row * p.headDim, p.headDim, q);
+  float maximum = -INFINITY, sum = 0.0f;
+  for (int64_t j = 0; j < r.visible; ++j) {
+    float score = scoreOf(p, r, q, j);
+    if (score == -INFINITY)
+      continue;
+    float weight;
+    if (score > maximum) {
+      float rescale = expf(maximum - score);
+      sum *= rescale;
+      for (int t = 0; t < kValuesPerLane; ++t)
+        accumulator[t] *= rescale;
+      maximum = score;
+      weight = 1.0f;
+    } else {
+      weight = expf(score - maximum);
+    }
+    sum += weight;
+    float dropped = weight * dropoutFactor(p, r, j);
+    if (dropped == 0.0f)
+      continue;
+    float vRow[kValuesPerLane];
+    loadRow(p.v, p.vType, (r.keyHeadRow + j) * p.valueDim, p.valueDim, vRow);
+    for (int t = 0; t < kValuesPerLane; ++t)
+      accumulator[t] += dropped * vRow[t];
+  }
+  float reciprocal = sum > 0.0f ? 1.0f / sum : 0.0f;
+  int lane = threadIdx.x % 32;
+  for (int t = 0; t < kValuesPerLane; ++t) {
+    int64_t d = lane + 32 * t;
+    if (d < p.valueDim)
+      storeFloat(y, yType, row * p.valueDim + d, accumulator[t] * reciprocal);
+  }
+}
+
+__global__ void attentionBackwardKernel(AttentionParams p, const void *dy,
+                                        int dyType, void *dq, int dqType,
+                                        float *dk, float *dv) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
+                threadIdx.x / 32;
+  if (row >= p.batch * p.queryHeads * p.querySeq)
+    return;
+  int lane = threadIdx.x % 32;
+  RowPosition r = rowPosition(p, row);
+  float q[kValuesPerLane], upstream[kValuesPerLane];
+  float queryGradient[kValuesPerLane] = {};
+  loadRow(p.q, p.qType, row * p.headDim, p.headDim, q);
+  loadRow(dy, dyType, row * p.valueDim, p.valueDim, upstream);
+  float maximum, sum;
+  rowNormalizer(p, r, q, maximum, sum);
+  if (sum > 0.0f) {
+    float reciprocal = 1.0f / sum;
+    // Pass 2: sum_j p_j dp_j, and dv_j += p_j keep_j dy_i.
+    double weightedSum = 0.0;
+    for (int64_t j = 0; j < r.visible; ++j) {
+      float score = scoreOf(p, r, q, j);
+      if (score == -INFINITY)
+        continue;
+      float probability = expf(score - maximum) * reciprocal;
+      float factor = dropoutFactor(p, r, j);
+      int64_t valueStart = (r.keyHeadRow + j) * p.valueDim;
+      float dWeight = dotRow(upstream, p.v, p.vType, valueStart, p.valueDim);
+      weightedSum += static_cast<double>(probability) * (dWeight * factor);
+      float weight = probability * factor;
+      if (weight != 0.0f)
+        for (int t = 0; t < kValuesPerLane; ++t) {
+          int64_t d = lane + 32 * t;
+          if (d < p.valueDim)
+            atomicAdd(&dv[valueStart + d], weight * upstream[t]);
+        }
+    }
+    float correction = static_cast<float>(weightedSum);
+    // Pass 3: ds_j, dq_i and dk_j.
+    for (int64_t j = 0; j < r.visible; ++j) {
+      float score = scoreOf(p, r, q, j);
+      if (score == -INFINITY)
+        continue;
+      float probability = expf(score - maximum) * reciprocal;
+      float factor = dropoutFactor(p, r, j);
+      float dWeight = dotRow(upstream, p.v, p.vType,
+                             (r.keyHeadRow + j) * p.valueDim, p.valueDim);
+      float dScore = p.scale * probability * (dWeight * factor - correction);
+      if (dScore == 0.0f)
+        continue;
+      int64_t keyStart = (r.keyHeadRow + j) * p.headDim;
+      for (int t = 0; t < kValuesPerLane; ++t) {
+        int64_t d = lane + 32 * t;
+        if (d < p.headDim) {
+          queryGradient[t] += dScore * loadFloat(p.k, p.kType, keyStart + d);
+          atomicAdd(&dk[keyStart + d], dScore * q[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < kValuesPerLane; ++t) {
+    int64_t d = lane + 32 * t;
+    if (d < p.headDim)
+      storeFloat(dq, dqType, row * p.headDim + d, queryGradient[t]);
+  }
+}
+
+__global__ void roundKernel(const float *source, void *destination,
+                            int destinationType, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(i, count) {
+    storeFloat(destination, destinationType, i, source[i]);
+  }
+}
+
+AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
+                             const tessera_tensor *v,
+                             const tessera_tensor *mask, int32_t causal,
+                             double scale, double dropout, uint64_t seed) {
+  const tessera_tensor &query = requireTensor(q, "q");
+  const tessera_tensor &key = requireTensor(k, "k");
+  const tessera_tensor &value = requireTensor(v, "v");
+  if (query.rank != 4 || key.rank != 4 || value.rank != 4)
+    fail("q, k and v need rank 4 ([batch, heads, seq, head_dim]), got q " +
+         formatShape(shapeOf(query)) + ", k " + formatShape(shapeOf(key)) +
+         ", v " + formatShape(shapeOf(value)));
+  requireKernelFloat(query, "q");
+  requireKernelFloat(key, "k");
+  requireKernelFloat(value, "v");
+  AttentionParams p{};
+  p.q = query.data;
+  p.k = key.data;
+  p.v = value.data;
+  p.qType = query.dtype;
+  p.kType = key.dtype;
+  p.vType = value.dtype;
+  p.batch = query.shape[0];
+  p.queryHeads = query.shape[1];
+  p.querySeq = query.shape[2];
+  p.headDim = query.shape[3];
+  p.keyHeads = key.shape[1];
+  p.keySeq = key.shape[2];
+  p.valueDim = value.shape[3];
+  requireShape(key, {p.batch, p.keyHeads, p.keySeq, p.headDim}, "k");
+  requireShape(value, {p.batch, p.keyHeads, p.keySeq, p.valueDim}, "v");
+  if (p.keyHeads < 1 || p.queryHeads % p.keyHeads != 0)
+    fail("q's " + std::to_string(p.queryHeads) +
+         " heads are not a multiple of k/v's " + std::to_string(p.keyHeads));
+  if (causal && p.querySeq > p.keySeq)
+    fail("causal attention needs q_seq (" + std::to_string(p.querySeq) +
+         ") <= kv_seq (" + std::to_string(p.keySeq) + ")");
+  if (p.headDim > kMaxHeadDim || p.valueDim > kMaxHeadDim)
+    fail("head dims above " + std::to_string(kMaxHeadDim) +
+         " are not supported on the GPU yet (q " + formatShape(shapeOf(query)) +
+         ", v " + formatShape(shapeOf(value)) + ")");
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    fail("scale " + std::to_string(scale) + " must be positive and finite");
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    fail("dropout " + std::to_string(dropout) + " is outside [0, 1)");
+  p.causal = causal != 0;
+  p.scale = static_cast<float>(scale);
+  p.dropout = dropout != 0.0;
+  p.keptScale = static_cast<float>(1.0 / (1.0 - dropout));
+  p.dropoutMask = DropoutMask(seed, dropout);
+  if (mask) {
+    const tessera_tensor &maskTensor = requireTensor(mask, "mask");
+    requireKernelFloat(maskTensor, "mask");
+    Shape strides = tessera::cpu::broadcastStrides(
+        maskTensor, "mask", {p.batch, p.queryHeads, p.querySeq, p.keySeq});
+    for (int dim = 0; dim < 4; ++dim)
+      p.maskStrides[dim] = strides[dim];
+    p.mask = maskTensor.data;
+    p.maskType = maskTensor.dtype;
+  }
+  return p;
+}
+
+unsigned attentionGrid(const AttentionParams &p) {
+  int64_t rows = p.batch * p.queryHeads * p.querySeq;
+  int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  if (blocks > INT32_MAX)
+    fail("too many query rows");
+  return static_cast<unsigned>(blocks);
+}
+
+/// An f32 accumulator for a gradient: the tensor itself when f32, else
+/// scratch in `slot`; zeroed.
+float *gradientAccumulator(tessera_tensor &gradient, int slot,
+                           cudaStream_t stream) {
+  size_t bytes = elementCount(gradient) * sizeof(float);
+  float *accumulator =
+      gradient.dtype == TESSERA_F32
+          ? static_cast<float *>(gradient.data)
+          : static_cast<float *>(streamScratch(stream, bytes, slot));
+  if (bytes > 0)
+    cudaCheck(cudaMemsetAsync(accumulator, 0, bytes, stream));
+  return accumulator;
+}
+
+void roundInto(const float *accumulator, tessera_tensor &gradient,
+               cudaStream_t stream) {
+  int64_t count = elementCount(gradient);
+  if (gradient.dtype == TESSERA_F32 || count == 0)
+    return;
+  roundKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+      accumulator, gradient.data, gradient.dtype, count);
+  cudaCheckLaunch();
+}
+
+} // namespace
+
+extern "C" int tessera_cuda_attention(const tessera_tensor *q,
+                                      const tessera_tensor *k,
+                                      const tessera_tensor *v,
+                                      const tessera_tensor *mask,
+                                      tessera_tensor *y, int32_t causal,
+                                      double scale, double dropout,
+                                      uint64_t seed, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_attention", [&] {
+    AttentionParams p =
+        checkProblem(q, k, v, mask, causal, scale, dropout, seed);
+    tessera_tensor &output = requireTensor(y, "y");
+    requireShape(output, {p.batch, p.queryHeads, p.querySeq, p.valueDim}, "y");
+    requireKernelFloat(output, "y");
+    if (elementCount(output) == 0)
+      return;
+    attentionForwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
+                             stream>>>(p, output.data, output.dtype);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int32_t causal, double scale,
+    double dropout, uint64_t seed, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_attention_grad", [&] {
+    AttentionParams p =
+        checkProblem(q, k, v, mask, causal, scale, dropout, seed);
+    const tessera_tensor &upstream = requireTensor(dy, "dy");
+    requireShape(upstream, {p.batch, p.queryHeads, p.querySeq, p.valueDim},
+                 "dy");
+    tessera_tensor &queryGradient = requireTensor(dq, "dq");
+    tessera_tensor &keyGradient = requireTensor(dk, "dk");
+    tessera_tensor &valueGradient = requireTensor(dv, "dv");
+    requireShape(queryGradient, shapeOf(*q), "dq");
+    requireShape(keyGradient, shapeOf(*k), "dk");
+    requireShape(valueGradient, shapeOf(*v), "dv");
+    requireKernelFloat(upstream, "dy");
+    requireKernelFloat(queryGradient, "dq");
+    requireKernelFloat(keyGradient, "dk");
+    requireKernelFloat(valueGradient, "dv");
+    float *keyAccumulator = gradientAccumulator(keyGradient, 0, stream);
+    float *valueAccumulator = gradientAccumulator(valueGradient, 1, stream);
+    if (elementCount(queryGradient) > 0) {
+      attentionBackwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
+                                stream>>>(p, upstream.data, upstream.dtype,
+                                          queryGradient.data,
+                                          queryGradient.dtype, keyAccumulator,
+                                          valueAccumulator);
+      cudaCheckLaunch();
+    }
+    roundInto(keyAccumulator, keyGradient, stream);
+    roundInto(valueAccumulator, valueGradient, stream);
+  });
+}

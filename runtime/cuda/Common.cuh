@@ -22,6 +22,7 @@
 #ifndef TESSERA_RUNTIME_CUDA_COMMON_CUH
 #define TESSERA_RUNTIME_CUDA_COMMON_CUH
 
+#include "DataTypes.h"
 #include "Errors.h"
 #include "TensorAccess.h"
 #include "tessera/runtime/cuda_kernels.h"
@@ -368,8 +369,9 @@ __host__ __device__ __forceinline__ uint64_t mixBits(uint64_t z) {
 }
 
 struct DropoutMask {
-  uint64_t start;
-  uint64_t dropBelow;
+  uint64_t start = 0;
+  uint64_t dropBelow = 0;
+  DropoutMask() = default;
   DropoutMask(uint64_t seed, double rate)
       : start(mixBits(seed)),
         dropBelow(static_cast<uint64_t>(rate * 16777216.0)) {}
@@ -378,6 +380,9 @@ struct DropoutMask {
     return (bits >> 40) >= dropBelow;
   }
 };
+
+/// Destroys the cuBLASLt handles (Matmul.cu).
+void releaseMatmulHandles();
 
 /// The device-side float storage types the float kernels accept.
 void requireKernelFloat(const tessera_tensor &tensor, const char *name);

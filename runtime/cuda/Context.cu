@@ -126,6 +126,7 @@ extern "C" int tessera_cuda_check_device_errors(cudaStream_t stream) {
 }
 
 extern "C" void tessera_cuda_release_resources(void) {
+  releaseMatmulHandles();
   std::lock_guard<std::mutex> lock(stateMutex);
   for (auto &entry : scratchBuffers)
     cudaFree(entry.second.data);

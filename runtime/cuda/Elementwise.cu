@@ -1,0 +1,529 @@
+//===- Elementwise.cu - Unary, binary, where, cast and dropout ------------===//
+//
+// Elementwise ops are memory-bound: one grid-stride kernel per op family,
+// the op code and dtypes passed as arguments (uniform branches cost little
+// next to a DRAM access). Broadcasting uses StridedLayout, the device twin of
+// the CPU's StridedWalker: each output index is decomposed once into per-
+// operand offsets with stride 0 on stretched dims, so every broadcast
+// pattern is the same kernel.
+//
+// The math mirrors runtime/cpu/Unary.cpp and Binary.cpp line for line: f32
+// arithmetic for f32/bf16/f16 storage, f64 for f64, int64 with C semantics for
+// integers (division by zero and 0^negative are recorded as device errors
+// and write 0). Dropout draws from the shared SplitMix64 generator
+// (Common.cuh), so its masks are bit-identical to the CPU's.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+using namespace tessera::cuda;
+using tessera::cpu::dtypeSize;
+using tessera::cpu::elementCount;
+using tessera::cpu::isFloatType;
+using tessera::cpu::isIntegerType;
+using tessera::cpu::requireSameDtype;
+using tessera::cpu::requireShape;
+using tessera::cpu::requireTensor;
+using tessera::cpu::shapeOf;
+
+namespace {
+
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
+constexpr double kGeluTanhCubic = 0.044715;
+
+template <typename T> __device__ T sigmoidOf(T x) {
+  return T(1) / (T(1) + exp(-x));
+}
+template <typename T> __device__ T normalCdf(T x) {
+  return T(0.5) * (T(1) + erf(x * T(kSqrtHalf)));
+}
+template <typename T> __device__ T normalPdf(T x) {
+  return exp(T(-0.5) * x * x) * T(0.5 * kSqrtTwoOverPi);
+}
+
+template <typename T> __device__ T applyUnary(int op, T x) {
+  switch (op) {
+  case TESSERA_NEG:
+    return -x;
+  case TESSERA_ABS:
+    return fabs(x);
+  case TESSERA_EXP:
+    return exp(x);
+  case TESSERA_LOG:
+    return log(x);
+  case TESSERA_SQRT:
+    return sqrt(x);
+  case TESSERA_RSQRT:
+    return T(1) / sqrt(x);
+  case TESSERA_RECIPROCAL:
+    return T(1) / x;
+  case TESSERA_TANH:
+    return tanh(x);
+  case TESSERA_ERF:
+    return erf(x);
+  case TESSERA_SIGMOID:
+    return sigmoidOf(x);
+  case TESSERA_RELU:
+    return x > T(0) ? x : T(0);
+  case TESSERA_SILU:
+    return x * sigmoidOf(x);
+  case TESSERA_GELU_ERF:
+    return x * normalCdf(x);
+  case TESSERA_GELU_TANH: {
+    T inner = T(kSqrtTwoOverPi) * (x + T(kGeluTanhCubic) * x * x * x);
+    return T(0.5) * x * (T(1) + tanh(inner));
+  }
+  case TESSERA_COS:
+    return cos(x);
+  default: // TESSERA_SIN (the host rejects everything else)
+    return sin(x);
+  }
+}
+
+template <typename T> __device__ T applyUnaryDerivative(int op, T x) {
+  switch (op) {
+  case TESSERA_NEG:
+    return T(-1);
+  case TESSERA_ABS:
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  case TESSERA_EXP:
+    return exp(x);
+  case TESSERA_LOG:
+    return T(1) / x;
+  case TESSERA_SQRT:
+    return T(0.5) / sqrt(x);
+  case TESSERA_RSQRT:
+    return T(-0.5) / (x * sqrt(x));
+  case TESSERA_RECIPROCAL:
+    return T(-1) / (x * x);
+  case TESSERA_TANH: {
+    T t = tanh(x);
+    return T(1) - t * t;
+  }
+  case TESSERA_ERF:
+    return T(kTwoOverSqrtPi) * exp(-x * x);
+  case TESSERA_SIGMOID: {
+    T s = sigmoidOf(x);
+    return s * (T(1) - s);
+  }
+  case TESSERA_RELU:
+    return x > T(0) ? T(1) : T(0);
+  case TESSERA_SILU: {
+    T s = sigmoidOf(x);
+    return s * (T(1) + x * (T(1) - s));
+  }
+  case TESSERA_GELU_ERF:
+    return normalCdf(x) + x * normalPdf(x);
+  case TESSERA_GELU_TANH: {
+    T inner = T(kSqrtTwoOverPi) * (x + T(kGeluTanhCubic) * x * x * x);
+    T t = tanh(inner);
+    T innerDerivative = T(kSqrtTwoOverPi) * (T(1) + T(3 * kGeluTanhCubic) * x * x);
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * innerDerivative;
+  }
+  case TESSERA_COS:
+    return -sin(x);
+  default: // TESSERA_SIN
+    return cos(x);
+  }
+}
+
+template <typename T>
+__global__ void unaryKernel(int op, const void *x, int xType, void *y,
+                            int yType, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(i, count) {
+    if (op == TESSERA_LOGICAL_NOT) {
+      storeInteger(y, yType, i, loadNumber(x, xType, i) == 0.0);
+    } else if (isIntegerDtype(xType)) {
+      int64_t value = loadInteger(x, xType, i);
+      // Unsigned negation wraps instead of overflowing on INT64_MIN.
+      uint64_t magnitude = static_cast<uint64_t>(value);
+      int64_t negated = static_cast<int64_t>(0 - magnitude);
+      storeInteger(y, yType, i,
+                   op == TESSERA_NEG ? negated : (value < 0 ? negated : value));
+    } else if (sizeof(T) == 8) {
+      storeNumber(y, yType, i, applyUnary<T>(op, T(loadNumber(x, xType, i))));
+    } else {
+      storeFloat(y, yType, i,
+                 static_cast<float>(applyUnary<T>(op, T(loadFloat(x, xType, i)))));
+    }
+  }
+}
+
+template <typename T>
+__global__ void unaryGradKernel(int op, const void *x, int xType,
+                                const void *dy, int dyType, void *dx,
+                                int dxType, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(i, count) {
+    T value = T(loadNumber(x, xType, i));
+    T upstream = T(loadNumber(dy, dyType, i));
+    storeNumber(dx, dxType, i, upstream * applyUnaryDerivative<T>(op, value));
+  }
+}
+
+__device__ bool applyPredicate(int op, double a, double b) {
+  switch (op) {
+  case TESSERA_LOGICAL_AND:
+    return a != 0.0 && b != 0.0;
+  case TESSERA_LOGICAL_OR:
+    return a != 0.0 || b != 0.0;
+  case TESSERA_EQ:
+    return a == b;
+  case TESSERA_NE:
+    return a != b;
+  case TESSERA_LT:
+    return a < b;
+  case TESSERA_LE:
+    return a <= b;
+  case TESSERA_GT:
+    return a > b;
+  default:
+    return a >= b;
+  }
+}
+
+__device__ bool applyIntegerPredicate(int op, int64_t a, int64_t b) {
+  switch (op) {
+  case TESSERA_LOGICAL_AND:
+    return a != 0 && b != 0;
+  case TESSERA_LOGICAL_OR:
+    return a != 0 || b != 0;
+  case TESSERA_EQ:
+    return a == b;
+  case TESSERA_NE:
+    return a != b;
+  case TESSERA_LT:
+    return a < b;
+  case TESSERA_LE:
+    return a <= b;
+  case TESSERA_GT:
+    return a > b;
+  default:
+    return a >= b;
+  }
+}
+
+template <typename T> __device__ T applyFloat(int op, T a, T b) {
+  switch (op) {
+  case TESSERA_ADD:
+    return a + b;
+  case TESSERA_SUB:
+    return a - b;
+  case TESSERA_MUL:
+    return a * b;
+  case TESSERA_DIV:
+    return a / b;
+  case TESSERA_POW:
+    return pow(a, b);
+  case TESSERA_MAXIMUM:
+    return isnan(a) || isnan(b) ? a + b : (a > b ? a : b);
+  default:
+    return isnan(a) || isnan(b) ? a + b : (a < b ? a : b);
+  }
+}
+
+__device__ int64_t applyInteger(int op, int64_t a, int64_t b, int64_t position,
+                                DeviceErrorRecord *errors) {
+  uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+  switch (op) {
+  case TESSERA_ADD:
+    return static_cast<int64_t>(ua + ub);
+  case TESSERA_SUB:
+    return static_cast<int64_t>(ua - ub);
+  case TESSERA_MUL:
+    return static_cast<int64_t>(ua * ub);
+  case TESSERA_DIV:
+    if (b == 0) {
+      reportDeviceError(errors, kIntegerDivisionByZero, 0, position, 0, 0,
+                        "tessera_cuda_binary");
+      return 0;
+    }
+    if (b == -1)
+      return static_cast<int64_t>(0 - ua);
+    return a / b;
+  case TESSERA_POW: {
+    if (b < 0) {
+      if (a == 1)
+        return 1;
+      if (a == -1)
+        return b % 2 == 0 ? 1 : -1;
+      if (a == 0)
+        reportDeviceError(errors, kIntegerPowerOfZero, 0, position, 0, 0,
+                          "tessera_cuda_binary");
+      return 0;
+    }
+    uint64_t result = 1, factor = ua;
+    for (uint64_t remaining = ub; remaining; remaining >>= 1) {
+      if (remaining & 1)
+        result *= factor;
+      factor *= factor;
+    }
+    return static_cast<int64_t>(result);
+  }
+  case TESSERA_MAXIMUM:
+    return a > b ? a : b;
+  default:
+    return a < b ? a : b;
+  }
+}
+
+__global__ void binaryKernel(int op, StridedLayout<2> layout, const void *a,
+                             const void *b, int inType, void *y, int yType,
+                             int64_t count, DeviceErrorRecord *errors) {
+  bool writesBool = op >= TESSERA_LOGICAL_AND;
+  TESSERA_GRID_STRIDE_LOOP(i, count) {
+    int64_t offsets[2];
+    layout.offsets(i, offsets);
+    if (isIntegerDtype(inType)) {
+      int64_t va = loadInteger(a, inType, offsets[0]);
+      int64_t vb = loadInteger(b, inType, offsets[1]);
+      if (writesBool)
+        storeInteger(y, yType, i, applyIntegerPredicate(op, va, vb));
+      else
+        storeInteger(y, yType, i, applyInteger(op, va, vb, i, errors));
+    } else if (inType == TESSERA_F64) {
+      double va = loadNumber(a, inType, offsets[0]);
+      double vb = loadNumber(b, inType, offsets[1]);
+      if (writesBool)
+        storeInteger(y, yType, i, applyPredicate(op, va, vb));
+      else
+        storeNumber(y, yType, i, applyFloat<double>(op, va, vb));
+    } else {
+      float va = loadFloat(a, inType, offsets[0]);
+      float vb = loadFloat(b, inType, offsets[1]);
+      if (writesBool)
+        storeInteger(y, yType, i, applyPredicate(op, va, vb));
+      else
+        storeFloat(y, yType, i, applyFloat<float>(op, va, vb));
+    }
+  }
+}
+
+template <typename Element>
+__global__ void whereKernel(StridedLayout<3> layout, const void *condition,
+                            int conditionType, const Element *onTrue,
+                            const Element *onFalse, Element *y, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(i, count) {
+    int64_t offsets[3];
+    layout.offsets(i, offsets);
+    bool chosen = loadNumber(condition, conditionType, offsets[0]) != 0.0;
+    y[i] = chosen ? onTrue[offsets[1]] : onFalse[offsets[2]];
+  }
+}
+
+__global__ void castKernel(const void *x, int xType, void *y, int yType,
+                           int64_t count, bool integerToInteger) {
+  TESSERA_GRID_STRIDE_LOOP(i, count) {
+    if (integerToInteger)
+      storeInteger(y, yType, i, loadInteger(x, xType, i));
+    else
+      storeNumber(y, yType, i, loadNumber(x, xType, i));
+  }
+}
+
+__global__ void dropoutKernel(const void *x, int xType, void *y, int yType,
+                              int64_t count, DropoutMask mask,
+                              float keptScale) {
+  TESSERA_GRID_STRIDE_LOOP(i, count) {
+    float value = mask.keeps(static_cast<uint64_t>(i))
+                      ? loadFloat(x, xType, i) * keptScale
+                      : 0.0f;
+    storeFloat(y, yType, i, value);
+  }
+}
+
+/// Strides of `operand` read at the positions of `outputShape` (numpy).
+Shape operandStrides(const tessera_tensor &operand, const char *name,
+                     const Shape &outputShape) {
+  return tessera::cpu::broadcastStrides(operand, name, outputShape);
+}
+
+} // namespace
+
+extern "C" int tessera_cuda_unary(int32_t op, const tessera_tensor *x,
+                                  tessera_tensor *y, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_unary", [&] {
+    const tessera_tensor &input = requireTensor(x, "x");
+    tessera_tensor &output = requireTensor(y, "y");
+    requireShape(output, shapeOf(input), "y");
+    if (op < 0 || op > TESSERA_LOGICAL_NOT)
+      fail("unknown unary op " + std::to_string(op));
+    if (op == TESSERA_LOGICAL_NOT) {
+      if (output.dtype != TESSERA_BOOL)
+        fail(std::string("logical_not writes bool, not ") +
+             tessera::cpu::dtypeName(output.dtype));
+    } else {
+      requireSameDtype(input, "x", output, "y");
+      if (isIntegerType(input.dtype) && op != TESSERA_NEG && op != TESSERA_ABS)
+        fail(std::string("op ") + std::to_string(op) +
+             " needs a float tensor, not " +
+             tessera::cpu::dtypeName(input.dtype));
+    }
+    int64_t count = elementCount(input);
+    if (count == 0)
+      return;
+    if (input.dtype == TESSERA_F64)
+      unaryKernel<double><<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+          op, input.data, input.dtype, output.data, output.dtype, count);
+    else
+      unaryKernel<float><<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+          op, input.data, input.dtype, output.data, output.dtype, count);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_unary_grad(int32_t op, const tessera_tensor *x,
+                                       const tessera_tensor *dy,
+                                       tessera_tensor *dx,
+                                       cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_unary_grad", [&] {
+    const tessera_tensor &input = requireTensor(x, "x");
+    const tessera_tensor &upstream = requireTensor(dy, "dy");
+    tessera_tensor &result = requireTensor(dx, "dx");
+    tessera::cpu::requireFloatType(input, "x");
+    tessera::cpu::requireFloatType(upstream, "dy");
+    tessera::cpu::requireFloatType(result, "dx");
+    requireShape(upstream, shapeOf(input), "dy");
+    requireShape(result, shapeOf(input), "dx");
+    if (op < 0 || op >= TESSERA_LOGICAL_NOT)
+      fail("op " + std::to_string(op) + " has no gradient");
+    int64_t count = elementCount(input);
+    if (count == 0)
+      return;
+    if (input.dtype == TESSERA_F64)
+      unaryGradKernel<double><<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+          op, input.data, input.dtype, upstream.data, upstream.dtype,
+          result.data, result.dtype, count);
+    else
+      unaryGradKernel<float><<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+          op, input.data, input.dtype, upstream.data, upstream.dtype,
+          result.data, result.dtype, count);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_binary(int32_t op, const tessera_tensor *a,
+                                   const tessera_tensor *b, tessera_tensor *y,
+                                   cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_binary", [&] {
+    const tessera_tensor &lhs = requireTensor(a, "a");
+    const tessera_tensor &rhs = requireTensor(b, "b");
+    tessera_tensor &output = requireTensor(y, "y");
+    if (op < TESSERA_ADD || op > TESSERA_GE)
+      fail("unknown binary op " + std::to_string(op));
+    requireSameDtype(lhs, "a", rhs, "b");
+    if (op >= TESSERA_LOGICAL_AND) {
+      if (output.dtype != TESSERA_BOOL)
+        fail(std::string("comparisons and logical ops write bool, not ") +
+             tessera::cpu::dtypeName(output.dtype));
+    } else {
+      requireSameDtype(lhs, "a", output, "y");
+    }
+    Shape shape = shapeOf(output);
+    Shape strides[2] = {operandStrides(lhs, "a", shape),
+                        operandStrides(rhs, "b", shape)};
+    int64_t count = elementCount(output);
+    if (count == 0)
+      return;
+    DeviceErrorRecord *errors = deviceErrorRecord();
+    binaryKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+        op, makeLayout(shape, strides), lhs.data, rhs.data, lhs.dtype,
+        output.data, output.dtype, count, errors);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_where(const tessera_tensor *condition,
+                                  const tessera_tensor *on_true,
+                                  const tessera_tensor *on_false,
+                                  tessera_tensor *y, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_where", [&] {
+    const tessera_tensor &choice = requireTensor(condition, "condition");
+    const tessera_tensor &whenTrue = requireTensor(on_true, "on_true");
+    const tessera_tensor &whenFalse = requireTensor(on_false, "on_false");
+    tessera_tensor &output = requireTensor(y, "y");
+    requireSameDtype(whenTrue, "on_true", output, "y");
+    requireSameDtype(whenFalse, "on_false", output, "y");
+    Shape shape = shapeOf(output);
+    Shape strides[3] = {operandStrides(choice, "condition", shape),
+                        operandStrides(whenTrue, "on_true", shape),
+                        operandStrides(whenFalse, "on_false", shape)};
+    int64_t count = elementCount(output);
+    if (count == 0)
+      return;
+    StridedLayout<3> layout = makeLayout(shape, strides);
+    unsigned grid = gridFor(count);
+    switch (dtypeSize(output.dtype)) {
+    case 1:
+      whereKernel<uint8_t><<<grid, kThreadsPerBlock, 0, stream>>>(
+          layout, choice.data, choice.dtype,
+          static_cast<const uint8_t *>(whenTrue.data),
+          static_cast<const uint8_t *>(whenFalse.data),
+          static_cast<uint8_t *>(output.data), count);
+      break;
+    case 2:
+      whereKernel<uint16_t><<<grid, kThreadsPerBlock, 0, stream>>>(
+          layout, choice.data, choice.dtype,
+          static_cast<const uint16_t *>(whenTrue.data),
+          static_cast<const uint16_t *>(whenFalse.data),
+          static_cast<uint16_t *>(output.data), count);
+      break;
+    case 4:
+      whereKernel<uint32_t><<<grid, kThreadsPerBlock, 0, stream>>>(
+          layout, choice.data, choice.dtype,
+          static_cast<const uint32_t *>(whenTrue.data),
+          static_cast<const uint32_t *>(whenFalse.data),
+          static_cast<uint32_t *>(output.data), count);
+      break;
+    default:
+      whereKernel<uint64_t><<<grid, kThreadsPerBlock, 0, stream>>>(
+          layout, choice.data, choice.dtype,
+          static_cast<const uint64_t *>(whenTrue.data),
+          static_cast<const uint64_t *>(whenFalse.data),
+          static_cast<uint64_t *>(output.data), count);
+      break;
+    }
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_cast(const tessera_tensor *x, tessera_tensor *y,
+                                 cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_cast", [&] {
+    const tessera_tensor &input = requireTensor(x, "x");
+    tessera_tensor &output = requireTensor(y, "y");
+    requireShape(output, shapeOf(input), "y");
+    int64_t count = elementCount(input);
+    if (count == 0)
+      return;
+    bool integerToInteger =
+        isIntegerType(input.dtype) && isIntegerType(output.dtype);
+    castKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+        input.data, input.dtype, output.data, output.dtype, count,
+        integerToInteger);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_dropout(const tessera_tensor *x, tessera_tensor *y,
+                                    double rate, uint64_t seed,
+                                    cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_dropout", [&] {
+    const tessera_tensor &input = requireTensor(x, "x");
+    tessera_tensor &output = requireTensor(y, "y");
+    requireShape(output, shapeOf(input), "y");
+    requireKernelFloat(input, "x");
+    requireKernelFloat(output, "y");
+    if (!(rate >= 0.0 && rate < 1.0))
+      fail("rate " + std::to_string(rate) + " is outside [0, 1)");
+    int64_t count = elementCount(input);
+    if (count == 0)
+      return;
+    dropoutKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+        input.data, input.dtype, output.data, output.dtype, count,
+        DropoutMask(seed, rate), static_cast<float>(1.0 / (1.0 - rate)));
+    cudaCheckLaunch();
+  });
+}

@@ -1,0 +1,96 @@
+//===- AttentionCudaTest.cpp - Fused attention forward and backward -------===//
+
+#include "CudaTestUtil.h"
+
+using namespace tessera_test;
+
+namespace {
+
+struct AttentionCase {
+  const char *name;
+  int64_t batch, queryHeads, keyHeads, querySeq, keySeq, headDim, valueDim;
+  bool causal;
+  bool mask;
+  double dropout;
+  int32_t dtype;
+};
+
+void checkAttention(const AttentionCase &c) {
+  SCOPED_TRACE(c.name);
+  Shape qShape = {c.batch, c.queryHeads, c.querySeq, c.headDim};
+  Shape kShape = {c.batch, c.keyHeads, c.keySeq, c.headDim};
+  Shape vShape = {c.batch, c.keyHeads, c.keySeq, c.valueDim};
+  Shape yShape = {c.batch, c.queryHeads, c.querySeq, c.valueDim};
+  Shape maskShape = {c.batch, 1, c.querySeq, c.keySeq};
+  Tensor q = randomTensor(c.dtype, qShape, 1);
+  Tensor k = randomTensor(c.dtype, kShape, 2);
+  Tensor v = randomTensor(c.dtype, vShape, 3);
+  Tensor dy = randomTensor(c.dtype, yShape, 4);
+  std::vector<float> maskValues = randomFloats(countOf(maskShape), 5, -2, 1);
+  // Hide some keys entirely, and one whole query row of batch 0.
+  for (size_t i = 0; i < maskValues.size(); ++i)
+    if (i % 7 == 2 || i < static_cast<size_t>(c.keySeq))
+      maskValues[i] = -INFINITY;
+  Tensor mask = Tensor::floats(maskShape, maskValues, c.dtype);
+  double scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+  uint64_t seed = 99;
+  const tessera_tensor *maskArg = c.mask ? mask.get() : nullptr;
+  Tensor y(c.dtype, yShape), dq(c.dtype, qShape), dk(c.dtype, kShape),
+      dv(c.dtype, vShape);
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), maskArg,
+                                             y.get(), c.causal, scale,
+                                             c.dropout, seed));
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_attention_grad(
+      q.get(), k.get(), v.get(), maskArg, dy.get(), dq.get(), dk.get(),
+      dv.get(), c.causal, scale, c.dropout, seed));
+  DeviceTensor gq(q), gk(k), gv(v), gmask(mask), gdy(dy), gy(c.dtype, yShape),
+      gdq(c.dtype, qShape), gdk(c.dtype, kShape), gdv(c.dtype, vShape);
+  const tessera_tensor *gmaskArg = c.mask ? gmask.get() : nullptr;
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_attention(gq.get(), gk.get(), gv.get(),
+                                               gmaskArg, gy.get(), c.causal,
+                                               scale, c.dropout, seed, nullptr));
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_attention_grad(
+      gq.get(), gk.get(), gv.get(), gmaskArg, gdy.get(), gdq.get(), gdk.get(),
+      gdv.get(), c.causal, scale, c.dropout, seed, nullptr));
+  expectDeviceClean();
+  double rtol = c.dtype == TESSERA_F32 ? 1e-4 : toleranceFor(c.dtype);
+  double atol = c.dtype == TESSERA_F32 ? 1e-5 : 2e-3;
+  expectTensorsNear(gy.download(), y, rtol, atol, "attention y");
+  expectTensorsNear(gdq.download(), dq, rtol, atol, "attention dq");
+  expectTensorsNear(gdk.download(), dk, rtol, atol, "attention dk");
+  expectTensorsNear(gdv.download(), dv, rtol, atol, "attention dv");
+}
+
+TEST(AttentionCuda, MatchesTheCpuReference) {
+  REQUIRE_GPU();
+  const AttentionCase cases[] = {
+      {"plain", 2, 3, 3, 17, 17, 16, 16, false, false, 0.0, TESSERA_F32},
+      {"causal", 2, 2, 2, 33, 33, 64, 64, true, false, 0.0, TESSERA_F32},
+      {"causal shorter queries", 1, 2, 2, 9, 20, 32, 24, true, false, 0.0,
+       TESSERA_F32},
+      {"grouped-query", 2, 6, 2, 12, 15, 40, 40, false, false, 0.0,
+       TESSERA_F32},
+      {"mask with hidden rows", 2, 2, 2, 10, 14, 16, 16, false, true, 0.0,
+       TESSERA_F32},
+      {"dropout", 1, 2, 1, 16, 16, 32, 32, true, false, 0.2, TESSERA_F32},
+      {"head dim 128", 1, 2, 2, 20, 20, 128, 128, true, false, 0.0,
+       TESSERA_F32},
+      {"bf16 causal", 2, 4, 4, 64, 64, 64, 64, true, false, 0.0, TESSERA_BF16},
+  };
+  for (const AttentionCase &c : cases)
+    checkAttention(c);
+}
+
+TEST(AttentionCuda, OversizedHeadDimIsAnError) {
+  REQUIRE_GPU();
+  DeviceTensor q(TESSERA_F32, {1, 1, 2, 300}), k(TESSERA_F32, {1, 1, 2, 300}),
+      v(TESSERA_F32, {1, 1, 2, 300}), y(TESSERA_F32, {1, 1, 2, 300});
+  EXPECT_NE(tessera_cuda_attention(q.get(), k.get(), v.get(), nullptr, y.get(),
+                                   0, 0.1, 0.0, 0, nullptr),
+            0);
+  EXPECT_NE(std::string(tessera_cuda_last_error()).find("head dims above 256"),
+            std::string::npos)
+      << tessera_cuda_last_error();
+}
+
+} // namespace

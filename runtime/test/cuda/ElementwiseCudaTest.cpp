@@ -1,0 +1,181 @@
+//===- ElementwiseCudaTest.cpp - Unary, binary, where, cast, dropout ------===//
+
+#include "CudaTestUtil.h"
+
+using namespace tessera_test;
+
+namespace {
+
+/// Inputs where every unary op is defined (log, sqrt, rsqrt need x > 0).
+float lowFor(int32_t op) {
+  return op == TESSERA_LOG || op == TESSERA_SQRT || op == TESSERA_RSQRT
+             ? 0.1f
+             : -3.0f;
+}
+
+TEST(ElementwiseCuda, UnaryOpsAndGradients) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F64}) {
+    for (int32_t op = TESSERA_NEG; op < TESSERA_LOGICAL_NOT; ++op) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " op " +
+                   std::to_string(op));
+      Shape shape = {7, 129};
+      Tensor x = randomTensor(dtype, shape, 100 + op, lowFor(op), 3.0f);
+      Tensor dy = randomTensor(dtype, shape, 200 + op);
+      Tensor expected(dtype, shape), expectedGrad(dtype, shape);
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_unary(op, x.get(), expected.get()));
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_unary_grad(op, x.get(), dy.get(), expectedGrad.get()));
+      DeviceTensor dx(x), ddy(dy), y(dtype, shape), grad(dtype, shape);
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_unary(op, dx.get(), y.get(), nullptr));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_unary_grad(op, dx.get(), ddy.get(),
+                                                    grad.get(), nullptr));
+      expectDeviceClean();
+      double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
+      if (dtype == TESSERA_F64)
+        rtol = 1e-12;
+      expectTensorsNear(y.download(), expected, rtol, rtol, "unary");
+      expectTensorsNear(grad.download(), expectedGrad, rtol, rtol,
+                        "unary_grad");
+    }
+  }
+}
+
+TEST(ElementwiseCuda, IntegerUnaryAndLogicalNot) {
+  REQUIRE_GPU();
+  Tensor x = Tensor::integers({5}, {-3, 0, 7, -9, 2}, TESSERA_I32);
+  for (int32_t op : {TESSERA_NEG, TESSERA_ABS}) {
+    Tensor expected(TESSERA_I32, {5});
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_unary(op, x.get(), expected.get()));
+    DeviceTensor dx(x), y(TESSERA_I32, {5});
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_unary(op, dx.get(), y.get(), nullptr));
+    expectDeviceClean();
+    expectTensorsEqual(y.download(), expected, "integer unary");
+  }
+  Tensor expected(TESSERA_BOOL, {5});
+  EXPECT_CPU_KERNEL_OK(
+      tessera_cpu_unary(TESSERA_LOGICAL_NOT, x.get(), expected.get()));
+  DeviceTensor dx(x), y(TESSERA_BOOL, {5});
+  EXPECT_CUDA_KERNEL_OK(
+      tessera_cuda_unary(TESSERA_LOGICAL_NOT, dx.get(), y.get(), nullptr));
+  expectDeviceClean();
+  expectTensorsEqual(y.download(), expected, "logical_not");
+}
+
+TEST(ElementwiseCuda, BinaryFloatOpsBroadcast) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16}) {
+    for (int32_t op = TESSERA_ADD; op <= TESSERA_GE; ++op) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " op " +
+                   std::to_string(op));
+      float low = op == TESSERA_POW ? 0.1f : -2.0f;
+      Tensor a = randomTensor(dtype, {3, 1, 40}, 300 + op, low, 2.0f);
+      Tensor b = randomTensor(dtype, {5, 1}, 400 + op, 0.1f, 2.0f);
+      bool writesBool = op >= TESSERA_LOGICAL_AND;
+      int32_t yType = writesBool ? TESSERA_BOOL : dtype;
+      Tensor expected(yType, {3, 5, 40});
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_binary(op, a.get(), b.get(), expected.get()));
+      DeviceTensor da(a), db(b), y(yType, {3, 5, 40});
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_binary(op, da.get(), db.get(), y.get(), nullptr));
+      expectDeviceClean();
+      double rtol = writesBool ? 0.0 : toleranceFor(dtype);
+      expectTensorsNear(y.download(), expected, rtol, rtol, "binary");
+    }
+  }
+}
+
+TEST(ElementwiseCuda, BinaryIntegerOps) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_I64, TESSERA_I32, TESSERA_I8}) {
+    for (int32_t op = TESSERA_ADD; op <= TESSERA_GE; ++op) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " op " +
+                   std::to_string(op));
+      Tensor a = Tensor::integers({2, 4}, {-7, 5, 0, 9, 3, -2, 8, 1}, dtype);
+      Tensor b = Tensor::integers({4}, {2, -3, 1, 4}, dtype);
+      int32_t yType = op >= TESSERA_LOGICAL_AND ? TESSERA_BOOL : dtype;
+      Tensor expected(yType, {2, 4});
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_binary(op, a.get(), b.get(), expected.get()));
+      DeviceTensor da(a), db(b), y(yType, {2, 4});
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_binary(op, da.get(), db.get(), y.get(), nullptr));
+      expectDeviceClean();
+      expectTensorsEqual(y.download(), expected, "integer binary");
+    }
+  }
+}
+
+TEST(ElementwiseCuda, IntegerDivisionByZeroIsADeviceError) {
+  REQUIRE_GPU();
+  Tensor a = Tensor::integers({3}, {1, 2, 3});
+  Tensor b = Tensor::integers({3}, {1, 0, 1});
+  DeviceTensor da(a), db(b), y(TESSERA_I64, {3});
+  EXPECT_CUDA_KERNEL_OK(
+      tessera_cuda_binary(TESSERA_DIV, da.get(), db.get(), y.get(), nullptr));
+  EXPECT_EQ(tessera_cuda_check_device_errors(nullptr), 1);
+  EXPECT_NE(std::string(tessera_cuda_last_error()).find("division by zero"),
+            std::string::npos)
+      << tessera_cuda_last_error();
+  // The record is cleared once reported.
+  EXPECT_EQ(tessera_cuda_check_device_errors(nullptr), 0);
+}
+
+TEST(ElementwiseCuda, WhereBroadcasts) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_I64, TESSERA_BOOL}) {
+    Tensor condition =
+        Tensor::integers({4, 1}, {1, 0, 0, 1}, TESSERA_BOOL);
+    Tensor onTrue = Tensor::integers({1, 6}, {1, 2, 3, 4, 5, 6}, dtype);
+    Tensor onFalse = Tensor::integers({4, 6}, std::vector<int64_t>(24, 0), dtype);
+    Tensor expected(dtype, {4, 6});
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_where(condition.get(), onTrue.get(),
+                                           onFalse.get(), expected.get()));
+    DeviceTensor dc(condition), dt(onTrue), df(onFalse), y(dtype, {4, 6});
+    EXPECT_CUDA_KERNEL_OK(
+        tessera_cuda_where(dc.get(), dt.get(), df.get(), y.get(), nullptr));
+    expectDeviceClean();
+    expectTensorsEqual(y.download(), expected, "where");
+  }
+}
+
+TEST(ElementwiseCuda, CastBetweenEveryPairOfTypes) {
+  REQUIRE_GPU();
+  std::vector<float> values = {-300.7f, -2.5f, -1.0f, -0.4f, 0.0f,  0.6f,
+                               1.0f,    2.5f,  3.49f, 127.9f, 1e5f, 70000.0f};
+  Tensor source = Tensor::floats({12}, values, TESSERA_F32);
+  for (int32_t from = TESSERA_F32; from <= TESSERA_BOOL; ++from) {
+    Tensor x(from, {12});
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_cast(source.get(), x.get()));
+    for (int32_t to = TESSERA_F32; to <= TESSERA_BOOL; ++to) {
+      SCOPED_TRACE("cast " + std::to_string(from) + " -> " +
+                   std::to_string(to));
+      Tensor expected(to, {12});
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_cast(x.get(), expected.get()));
+      DeviceTensor dx(x), y(to, {12});
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_cast(dx.get(), y.get(), nullptr));
+      expectDeviceClean();
+      expectTensorsEqual(y.download(), expected, "cast");
+    }
+  }
+}
+
+TEST(ElementwiseCuda, DropoutMasksAreBitIdentical) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    for (double rate : {0.0, 0.1, 0.5}) {
+      Tensor x = randomTensor(dtype, {3, 1000}, 7);
+      Tensor expected(dtype, {3, 1000});
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_dropout(x.get(), expected.get(), rate, 1234));
+      DeviceTensor dx(x), y(dtype, {3, 1000});
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_dropout(dx.get(), y.get(), rate, 1234, nullptr));
+      expectDeviceClean();
+      expectTensorsEqual(y.download(), expected, "dropout");
+    }
+  }
+}
+
+} // namespace

@@ -1,0 +1,225 @@
+//===- LayersCudaTest.cpp - Norms, softmax, cross-entropy, embedding ------===//
+
+#include "CudaTestUtil.h"
+
+using namespace tessera_test;
+
+namespace {
+
+void checkLayerNorm(int32_t dtype, bool withParameters, bool rms) {
+  SCOPED_TRACE("dtype " + std::to_string(dtype) + " parameters " +
+               std::to_string(withParameters) + " rms " + std::to_string(rms));
+  Shape shape = {3, 70, 200}, rowShape = {200};
+  Tensor x = randomTensor(dtype, shape, 1, -2.0f, 3.0f);
+  Tensor scale = randomTensor(dtype, rowShape, 2, 0.5f, 1.5f);
+  Tensor bias = randomTensor(dtype, rowShape, 3);
+  Tensor dy = randomTensor(dtype, shape, 4);
+  Tensor y(dtype, shape), dx(dtype, shape), dscale(dtype, rowShape),
+      dbias(dtype, rowShape);
+  const tessera_tensor *scaleArg = withParameters ? scale.get() : nullptr;
+  DeviceTensor gx(x), gscale(scale), gbias(bias), gdy(dy), gy(dtype, shape),
+      gdx(dtype, shape), gdscale(dtype, rowShape), gdbias(dtype, rowShape);
+  const tessera_tensor *gscaleArg = withParameters ? gscale.get() : nullptr;
+  if (rms) {
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_rms_norm(x.get(), scaleArg, y.get(), 2, 1e-5));
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_rms_norm_grad(
+        x.get(), scaleArg, dy.get(), dx.get(),
+        withParameters ? dscale.get() : nullptr, 2, 1e-5));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_rms_norm(gx.get(), gscaleArg, gy.get(),
+                                                2, 1e-5, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_rms_norm_grad(
+        gx.get(), gscaleArg, gdy.get(), gdx.get(),
+        withParameters ? gdscale.get() : nullptr, 2, 1e-5, nullptr));
+  } else {
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_layer_norm(
+        x.get(), scaleArg, withParameters ? bias.get() : nullptr, y.get(), 2,
+        1e-5));
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_layer_norm_grad(
+        x.get(), scaleArg, dy.get(), dx.get(),
+        withParameters ? dscale.get() : nullptr, dbias.get(), 2, 1e-5));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_layer_norm(
+        gx.get(), gscaleArg, withParameters ? gbias.get() : nullptr, gy.get(),
+        2, 1e-5, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_layer_norm_grad(
+        gx.get(), gscaleArg, gdy.get(), gdx.get(),
+        withParameters ? gdscale.get() : nullptr, gdbias.get(), 2, 1e-5,
+        nullptr));
+  }
+  expectDeviceClean();
+  double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
+  expectTensorsNear(gy.download(), y, rtol, rtol, "norm y");
+  expectTensorsNear(gdx.download(), dx, rtol, rtol, "norm dx");
+  if (withParameters)
+    expectTensorsNear(gdscale.download(), dscale, rtol, rtol, "norm dscale");
+  if (!rms)
+    expectTensorsNear(gdbias.download(), dbias, rtol, rtol, "norm dbias");
+}
+
+TEST(LayersCuda, LayerNormForwardBackward) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
+    for (bool parameters : {true, false})
+      checkLayerNorm(dtype, parameters, false);
+}
+
+TEST(LayersCuda, RmsNormForwardBackward) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
+    for (bool parameters : {true, false})
+      checkLayerNorm(dtype, parameters, true);
+}
+
+TEST(LayersCuda, SoftmaxAlongAnyAxis) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    for (int64_t axis : {0, 1, 2}) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " axis " +
+                   std::to_string(axis));
+      Shape shape = {4, 37, 300};
+      Tensor x = randomTensor(dtype, shape, 5, -8.0f, 8.0f);
+      Tensor dy = randomTensor(dtype, shape, 6);
+      Tensor y(dtype, shape), dx(dtype, shape);
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_softmax(x.get(), y.get(), axis));
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_softmax_grad(y.get(), dy.get(), dx.get(), axis));
+      DeviceTensor gx(x), gy(dtype, shape), gdy(dy), gdx(dtype, shape);
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_softmax(gx.get(), gy.get(), axis, nullptr));
+      DeviceTensor gyReference(y); // the grad from the CPU's y, as the ABI says
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_softmax_grad(
+          gyReference.get(), gdy.get(), gdx.get(), axis, nullptr));
+      expectDeviceClean();
+      double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
+      expectTensorsNear(gy.download(), y, rtol, 1e-7, "softmax");
+      expectTensorsNear(gdx.download(), dx, rtol * 10, 1e-6, "softmax_grad");
+    }
+  }
+}
+
+void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes) {
+  SCOPED_TRACE("dtype " + std::to_string(dtype) + " targets " +
+               std::to_string(targetType) + " classes " +
+               std::to_string(classes));
+  int64_t rows = 37;
+  Tensor logits = randomTensor(dtype, {rows, classes}, 7, -6.0f, 6.0f);
+  std::vector<int64_t> targetValues(rows);
+  for (int64_t row = 0; row < rows; ++row)
+    targetValues[row] = row % 5 == 3 ? -100 : (row * 7919) % classes;
+  Tensor targets = Tensor::integers({rows}, targetValues, targetType);
+  Tensor dloss = Tensor::floats({}, {0.75f}, dtype);
+  Tensor loss(dtype, {}), dlogits(dtype, {rows, classes});
+  EXPECT_CPU_KERNEL_OK(
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), -100));
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_cross_entropy_grad(
+      logits.get(), targets.get(), dloss.get(), dlogits.get(), -100));
+  DeviceTensor glogits(logits), gtargets(targets), gdloss(dloss),
+      gloss(dtype, {}), gdlogits(dtype, {rows, classes});
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy(
+      glogits.get(), gtargets.get(), gloss.get(), -100, nullptr));
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_grad(
+      glogits.get(), gtargets.get(), gdloss.get(), gdlogits.get(), -100,
+      nullptr));
+  expectDeviceClean();
+  double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
+  expectTensorsNear(gloss.download(), loss, rtol, 0.0, "cross_entropy");
+  expectTensorsNear(gdlogits.download(), dlogits, rtol, 1e-9,
+                    "cross_entropy_grad");
+}
+
+TEST(LayersCuda, CrossEntropyAndGradient) {
+  REQUIRE_GPU();
+  checkCrossEntropy(TESSERA_F32, TESSERA_I64, 50);
+  checkCrossEntropy(TESSERA_F32, TESSERA_I32, 5000);
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 50257);
+}
+
+TEST(LayersCuda, CrossEntropyWithEveryTargetIgnoredIsNaN) {
+  REQUIRE_GPU();
+  Tensor logits = randomTensor(TESSERA_F32, {3, 10}, 8);
+  Tensor targets = Tensor::integers({3}, {-100, -100, -100});
+  DeviceTensor glogits(logits), gtargets(targets), gloss(TESSERA_F32, {});
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy(
+      glogits.get(), gtargets.get(), gloss.get(), -100, nullptr));
+  expectDeviceClean();
+  EXPECT_TRUE(std::isnan(gloss.download().at(0)));
+}
+
+TEST(LayersCuda, CrossEntropyBadTargetIsADeviceError) {
+  REQUIRE_GPU();
+  Tensor logits = randomTensor(TESSERA_F32, {3, 10}, 8);
+  Tensor targets = Tensor::integers({3}, {1, 10, 2});
+  DeviceTensor glogits(logits), gtargets(targets), gloss(TESSERA_F32, {});
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy(
+      glogits.get(), gtargets.get(), gloss.get(), -100, nullptr));
+  EXPECT_EQ(tessera_cuda_check_device_errors(nullptr), 1);
+  std::string message = tessera_cuda_last_error();
+  EXPECT_NE(message.find("index 10 at flat position 1 is outside [0, 10)"),
+            std::string::npos)
+      << message;
+}
+
+TEST(LayersCuda, EmbeddingAndGradient) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Tensor table = randomTensor(dtype, {50, 24}, 9);
+    // Repeated ids: the gradient must sum their rows.
+    Tensor ids = Tensor::integers({2, 6}, {3, 7, 3, 0, 49, 3, 7, 7, 1, 2, 3, 4},
+                                  TESSERA_I32);
+    Tensor dy = randomTensor(dtype, {2, 6, 24}, 10);
+    Tensor y(dtype, {2, 6, 24}), dtable(dtype, {50, 24});
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_embedding(table.get(), ids.get(), y.get()));
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_embedding_grad(ids.get(), dy.get(), dtable.get()));
+    DeviceTensor gtable(table), gids(ids), gdy(dy), gy(dtype, {2, 6, 24}),
+        gdtable(dtype, {50, 24});
+    EXPECT_CUDA_KERNEL_OK(
+        tessera_cuda_embedding(gtable.get(), gids.get(), gy.get(), nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_embedding_grad(gids.get(), gdy.get(),
+                                                      gdtable.get(), nullptr));
+    expectDeviceClean();
+    expectTensorsEqual(gy.download(), y, "embedding");
+    expectTensorsNear(gdtable.download(), dtable, toleranceFor(dtype), 1e-6,
+                      "embedding_grad");
+  }
+}
+
+TEST(LayersCuda, EmbeddingBadIdIsADeviceError) {
+  REQUIRE_GPU();
+  Tensor table = randomTensor(TESSERA_F32, {5, 4}, 9);
+  Tensor ids = Tensor::integers({3}, {0, 5, 1});
+  DeviceTensor gtable(table), gids(ids), gy(TESSERA_F32, {3, 4});
+  EXPECT_CUDA_KERNEL_OK(
+      tessera_cuda_embedding(gtable.get(), gids.get(), gy.get(), nullptr));
+  EXPECT_EQ(tessera_cuda_check_device_errors(nullptr), 1);
+  std::string message = tessera_cuda_last_error();
+  EXPECT_NE(message.find("tessera_cuda_embedding: index 5 at flat position 1 "
+                         "is outside [0, 5)"),
+            std::string::npos)
+      << message;
+}
+
+TEST(LayersCuda, GatherWithNegativeIndicesAndGradient) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_F16}) {
+    Tensor x = randomTensor(dtype, {3, 8, 5}, 11);
+    Tensor indices = Tensor::integers({2, 2}, {-1, 0, 7, -8});
+    Tensor dy = randomTensor(dtype, {3, 2, 2, 5}, 12);
+    Tensor y(dtype, {3, 2, 2, 5}), dx(dtype, {3, 8, 5});
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_gather(x.get(), indices.get(), y.get(), 1));
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_gather_grad(indices.get(), dy.get(), dx.get(), 1));
+    DeviceTensor gx(x), gindices(indices), gdy(dy), gy(dtype, {3, 2, 2, 5}),
+        gdx(dtype, {3, 8, 5});
+    EXPECT_CUDA_KERNEL_OK(
+        tessera_cuda_gather(gx.get(), gindices.get(), gy.get(), 1, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_gather_grad(gindices.get(), gdy.get(),
+                                                   gdx.get(), 1, nullptr));
+    expectDeviceClean();
+    expectTensorsEqual(gy.download(), y, "gather");
+    expectTensorsNear(gdx.download(), dx, toleranceFor(dtype), 1e-6,
+                      "gather_grad");
+  }
+}
+
+} // namespace

@@ -1,0 +1,105 @@
+//===- OptimizerCudaTest.cpp - AdamW, sum of squares, reductions ----------===//
+
+#include "CudaTestUtil.h"
+
+using namespace tessera_test;
+
+namespace {
+
+TEST(OptimizerCuda, AdamWMatchesTheCpuStep) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Shape shape = {1000, 3};
+    Tensor param = randomTensor(dtype, shape, 1);
+    Tensor grad = randomTensor(dtype, shape, 2);
+    Tensor m = randomTensor(TESSERA_F32, shape, 3, -0.1f, 0.1f);
+    Tensor v = randomTensor(TESSERA_F32, shape, 4, 0.0f, 0.01f);
+    DeviceTensor gparam(param), ggrad(grad), gm(m), gv(v);
+    for (int64_t step = 1; step <= 3; ++step) {
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_adamw(param.get(), grad.get(), m.get(),
+                                             v.get(), step, 1e-3, 0.9, 0.95,
+                                             1e-8, 0.1, 0.5));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_adamw(
+          gparam.get(), ggrad.get(), gm.get(), gv.get(), step, 1e-3, 0.9, 0.95,
+          1e-8, 0.1, 0.5, nullptr));
+    }
+    expectDeviceClean();
+    double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
+    expectTensorsNear(gparam.download(), param, rtol, 1e-7, "param");
+    expectTensorsNear(gm.download(), m, 1e-5, 1e-8, "m");
+    expectTensorsNear(gv.download(), v, 1e-5, 1e-10, "v");
+  }
+}
+
+TEST(OptimizerCuda, SumSquaresAddsIntoADeviceAccumulator) {
+  REQUIRE_GPU();
+  Tensor a = randomTensor(TESSERA_F32, {100000}, 5);
+  Tensor b = randomTensor(TESSERA_BF16, {333}, 6);
+  double expected = 1.5;
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_sum_squares(a.get(), &expected));
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_sum_squares(b.get(), &expected));
+  DeviceTensor ga(a), gb(b);
+  double *accumulator = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&accumulator), sizeof(double)),
+            cudaSuccess);
+  double start = 1.5;
+  cudaMemcpy(accumulator, &start, sizeof(double), cudaMemcpyHostToDevice);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_sum_squares(ga.get(), accumulator, nullptr));
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_sum_squares(gb.get(), accumulator, nullptr));
+  expectDeviceClean();
+  double actual = 0.0;
+  cudaMemcpy(&actual, accumulator, sizeof(double), cudaMemcpyDeviceToHost);
+  cudaFree(accumulator);
+  EXPECT_NEAR(actual, expected, 1e-9 * expected);
+}
+
+void checkReduce(int32_t op, int32_t dtype, const Shape &shape,
+                 const std::vector<int64_t> &dims, bool keep) {
+  SCOPED_TRACE("op " + std::to_string(op) + " dtype " + std::to_string(dtype) +
+               " dims " + std::to_string(dims.size()) + " keep " +
+               std::to_string(keep));
+  Tensor x = dtype == TESSERA_I32 || dtype == TESSERA_I64
+                 ? Tensor::integers(shape, [&] {
+                     std::vector<int64_t> values(countOf(shape));
+                     for (size_t i = 0; i < values.size(); ++i)
+                       values[i] = static_cast<int64_t>((i * 37) % 19) - 9;
+                     return values;
+                   }(), dtype)
+                 : randomTensor(dtype, shape, 7, -4.0f, 4.0f);
+  Shape yShape;
+  for (size_t dim = 0; dim < shape.size(); ++dim) {
+    bool reduced =
+        std::find(dims.begin(), dims.end(), static_cast<int64_t>(dim)) !=
+        dims.end();
+    if (!reduced)
+      yShape.push_back(shape[dim]);
+    else if (keep)
+      yShape.push_back(1);
+  }
+  Tensor expected(dtype, yShape);
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_reduce(op, x.get(), expected.get(),
+                                          dims.data(),
+                                          static_cast<int32_t>(dims.size())));
+  DeviceTensor gx(x), gy(dtype, yShape);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_reduce(op, gx.get(), gy.get(),
+                                            dims.data(),
+                                            static_cast<int32_t>(dims.size()),
+                                            nullptr));
+  expectDeviceClean();
+  double rtol = dtype == TESSERA_F32 ? 1e-6 : dtype == TESSERA_BF16 ? 1e-2 : 0;
+  expectTensorsNear(gy.download(), expected, rtol, rtol, "reduce");
+}
+
+TEST(OptimizerCuda, ReduceOverAnyDims) {
+  REQUIRE_GPU();
+  for (int32_t op = TESSERA_REDUCE_SUM; op <= TESSERA_REDUCE_MIN; ++op)
+    for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_I64, TESSERA_I32}) {
+      checkReduce(op, dtype, {4, 50, 6}, {1}, false);
+      checkReduce(op, dtype, {4, 50, 6}, {0, 2}, true);
+      checkReduce(op, dtype, {4, 50, 6}, {0, 1, 2}, false);
+      checkReduce(op, dtype, {3, 2000}, {1}, true);
+    }
+}
+
+} // namespace
