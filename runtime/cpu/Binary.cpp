@@ -15,6 +15,7 @@
 
 #include "DataTypes.h"
 #include "Errors.h"
+#include "OperandChecks.h"
 #include "TensorAccess.h"
 
 #include <cmath>
@@ -123,16 +124,7 @@ extern "C" int tessera_cpu_binary(int32_t op, const tessera_tensor *a,
     const tessera_tensor &lhs = requireTensor(a, "a");
     const tessera_tensor &rhs = requireTensor(b, "b");
     tessera_tensor &output = requireTensor(y, "y");
-    if (op < TESSERA_ADD || op > TESSERA_GE)
-      fail("unknown binary op " + std::to_string(op));
-    requireSameDtype(lhs, "a", rhs, "b");
-    if (writesBool(op)) {
-      if (output.dtype != TESSERA_BOOL)
-        fail(std::string("comparisons and logical ops write bool, not ") +
-             dtypeName(output.dtype));
-    } else {
-      requireSameDtype(lhs, "a", output, "y");
-    }
+    requireBinaryOperands(op, lhs, rhs, output);
     Shape shape = shapeOf(output);
     StridedWalker walker(shape, {broadcastStrides(lhs, "a", shape),
                                  broadcastStrides(rhs, "b", shape)});

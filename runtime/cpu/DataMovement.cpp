@@ -14,6 +14,7 @@
 
 #include "DataTypes.h"
 #include "Errors.h"
+#include "OperandChecks.h"
 #include "TensorAccess.h"
 
 #include <cstring>
@@ -44,54 +45,13 @@ void gatherStrided(const tessera_tensor &from, tessera_tensor &to,
                  elementSize);
 }
 
-/// The offset of `starts` in x, and x's strides scaled by the slice steps,
-/// after checking that every selected position lies inside x.
-Shape sliceStrides(const tessera_tensor &x, const Shape &sliceShape,
-                   const int64_t *starts, const int64_t *strides,
-                   int64_t &baseOffset) {
-  if (x.rank > 0 && (!starts || !strides))
-    fail("starts and strides must not be null");
-  Shape xShape = shapeOf(x);
-  Shape xStrides = rowMajorStrides(xShape);
-  Shape steps(xShape.size());
-  baseOffset = 0;
-  for (size_t dim = 0; dim < xShape.size(); ++dim) {
-    int64_t last = starts[dim] + (sliceShape[dim] - 1) * strides[dim];
-    if (strides[dim] < 1 || starts[dim] < 0 || starts[dim] > xShape[dim] ||
-        (sliceShape[dim] > 0 && last >= xShape[dim]))
-      fail("dim " + std::to_string(dim) + ": " +
-           std::to_string(sliceShape[dim]) + " elements from " +
-           std::to_string(starts[dim]) + " in steps of " +
-           std::to_string(strides[dim]) + " do not fit in size " +
-           std::to_string(xShape[dim]) + " (full shape " + formatShape(xShape) +
-           ")");
-    baseOffset += starts[dim] * xStrides[dim];
-    steps[dim] = strides[dim] * xStrides[dim];
-  }
-  return steps;
-}
-
-/// Checks that `piece` matches `whole` in rank, dtype and every dim but
-/// `axis`.
-void requireJoinable(const tessera_tensor &piece, const std::string &name,
-                     const tessera_tensor &whole, int64_t axis) {
-  Shape expected = shapeOf(whole);
-  if (piece.rank == whole.rank)
-    expected[axis] = piece.shape[axis];
-  requireShape(piece, expected, name.c_str());
-  requireSameDtype(piece, name.c_str(), whole, "the joined tensor");
-}
-
 } // namespace
 
 extern "C" int tessera_cpu_copy(const tessera_tensor *x, tessera_tensor *y) {
   return runKernel("tessera_cpu_copy", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    requireSameDtype(input, "x", output, "y");
-    if (elementCount(input) != elementCount(output))
-      fail("x " + formatShape(shapeOf(input)) + " and y " +
-           formatShape(shapeOf(output)) + " have different element counts");
+    requireCopyOperands(input, output);
     if (input.data != output.data)
       copyElements(output.data, 0, input.data, 0, elementCount(input),
                    dtypeSize(input.dtype));
@@ -103,25 +63,9 @@ extern "C" int tessera_cpu_transpose(const tessera_tensor *x, tessera_tensor *y,
   return runKernel("tessera_cpu_transpose", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    requireSameDtype(input, "x", output, "y");
-    if (input.rank != output.rank)
-      fail("x and y have different ranks");
-    if (input.rank > 0 && !permutation)
-      fail("permutation must not be null");
-    Shape inputStrides = rowMajorStrides(shapeOf(input));
-    Shape expected(input.rank), permutedStrides(input.rank);
-    std::vector<bool> used(input.rank, false);
-    for (int32_t dim = 0; dim < input.rank; ++dim) {
-      int64_t source = permutation[dim];
-      if (source < 0 || source >= input.rank || used[source])
-        fail("permutation is not a permutation of [0, " +
-             std::to_string(input.rank) + ")");
-      used[source] = true;
-      expected[dim] = input.shape[source];
-      permutedStrides[dim] = inputStrides[source];
-    }
-    requireShape(output, expected, "y");
-    gatherStrided(input, output, StridedWalker(expected, {permutedStrides}), 0);
+    Shape permutedStrides = transposeStrides(input, output, permutation);
+    gatherStrided(input, output,
+                  StridedWalker(shapeOf(output), {permutedStrides}), 0);
   });
 }
 
@@ -185,24 +129,9 @@ extern "C" int tessera_cpu_concat(const tessera_tensor *const *inputs,
                                   int64_t axis) {
   return runKernel("tessera_cpu_concat", [&] {
     tessera_tensor &output = requireTensor(y, "y");
-    requireAxis(axis, output.rank, "axis");
-    if (count < 1 || !inputs)
-      fail("concat needs at least one input");
-    int64_t joinedLength = 0;
-    for (int32_t k = 0; k < count; ++k) {
-      std::string name = "input " + std::to_string(k);
-      requireJoinable(requireTensor(inputs[k], name.c_str()), name, output,
-                      axis);
-      joinedLength += inputs[k]->shape[axis];
-    }
-    if (joinedLength != output.shape[axis])
-      fail("the inputs' sizes along axis " + std::to_string(axis) + " sum to " +
-           std::to_string(joinedLength) + ", but y " +
-           formatShape(shapeOf(output)) + " has " +
-           std::to_string(output.shape[axis]));
-    Shape shape = shapeOf(output);
-    int64_t outer = product(shape, 0, static_cast<size_t>(axis));
-    int64_t inner = product(shape, static_cast<size_t>(axis) + 1, shape.size());
+    JoinLayout layout =
+        requireJoin("concat", "input", inputs, count, output, "y", axis);
+    int64_t outer = layout.outer, inner = layout.inner;
     size_t elementSize = dtypeSize(output.dtype);
     for (int64_t o = 0; o < outer; ++o) {
       int64_t destination = o * output.shape[axis] * inner;
@@ -221,24 +150,9 @@ extern "C" int tessera_cpu_split(const tessera_tensor *x,
                                  int64_t axis) {
   return runKernel("tessera_cpu_split", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
-    requireAxis(axis, input.rank, "axis");
-    if (count < 1 || !outputs)
-      fail("split needs at least one output");
-    int64_t splitLength = 0;
-    for (int32_t k = 0; k < count; ++k) {
-      std::string name = "output " + std::to_string(k);
-      requireJoinable(requireTensor(outputs[k], name.c_str()), name, input,
-                      axis);
-      splitLength += outputs[k]->shape[axis];
-    }
-    if (splitLength != input.shape[axis])
-      fail("the outputs' sizes along axis " + std::to_string(axis) +
-           " sum to " + std::to_string(splitLength) + ", but x " +
-           formatShape(shapeOf(input)) + " has " +
-           std::to_string(input.shape[axis]));
-    Shape shape = shapeOf(input);
-    int64_t outer = product(shape, 0, static_cast<size_t>(axis));
-    int64_t inner = product(shape, static_cast<size_t>(axis) + 1, shape.size());
+    JoinLayout layout =
+        requireJoin("split", "output", outputs, count, input, "x", axis);
+    int64_t outer = layout.outer, inner = layout.inner;
     size_t elementSize = dtypeSize(input.dtype);
     for (int64_t o = 0; o < outer; ++o) {
       int64_t source = o * input.shape[axis] * inner;

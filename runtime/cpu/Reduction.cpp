@@ -16,6 +16,7 @@
 
 #include "DataTypes.h"
 #include "Errors.h"
+#include "OperandChecks.h"
 #include "TensorAccess.h"
 
 #include <cmath>
@@ -88,30 +89,10 @@ extern "C" int tessera_cpu_reduce(int32_t op, const tessera_tensor *x,
   return runKernel("tessera_cpu_reduce", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    if (op < TESSERA_REDUCE_SUM || op > TESSERA_REDUCE_MIN)
-      fail("unknown reduce op " + std::to_string(op));
-    requireSameDtype(input, "x", output, "y");
-    if (dim_count < 0 || (dim_count > 0 && !dims))
-      fail("dims must list dim_count dims");
-    std::vector<bool> reduced(static_cast<size_t>(input.rank), false);
-    for (int32_t k = 0; k < dim_count; ++k) {
-      requireAxis(dims[k], input.rank, "reduced dim");
-      if (reduced[dims[k]])
-        fail("dim " + std::to_string(dims[k]) + " is listed twice");
-      reduced[dims[k]] = true;
-    }
-    bool keepDims = output.rank == input.rank;
-    if (!keepDims && output.rank != input.rank - dim_count)
-      fail("y's rank " + std::to_string(output.rank) + " is neither " +
-           std::to_string(input.rank) + " (dims kept) nor " +
-           std::to_string(input.rank - dim_count) + " (dims dropped)");
-    // y's expected shape, and the stride in y of each x dim.
-    Shape expected;
-    for (int32_t dim = 0; dim < input.rank; ++dim)
-      if (!reduced[dim] || keepDims)
-        expected.push_back(reduced[dim] ? 1 : input.shape[dim]);
-    requireShape(output, expected, "y");
-    Shape yStrides = rowMajorStrides(expected);
+    ReducedDims reduction = requireReduction(op, input, output, dims, dim_count);
+    const std::vector<bool> &reduced = reduction.reduced;
+    // The stride in y of each x dim (0 on reduced dims).
+    Shape yStrides = rowMajorStrides(shapeOf(output));
     Shape xToYStrides(static_cast<size_t>(input.rank), 0);
     int64_t reducedCount = 1;
     for (int32_t dim = 0, yDim = 0; dim < input.rank; ++dim) {
@@ -119,7 +100,7 @@ extern "C" int tessera_cpu_reduce(int32_t op, const tessera_tensor *x,
         reducedCount *= input.shape[dim];
       else
         xToYStrides[dim] = yStrides[yDim];
-      if (!reduced[dim] || keepDims)
+      if (!reduced[dim] || reduction.keepDims)
         ++yDim;
     }
 

@@ -14,7 +14,9 @@
 
 #include "DataTypes.h"
 #include "Errors.h"
+#include "OperandChecks.h"
 #include "TensorAccess.h"
+#include "UnaryConstants.h"
 
 #include <cmath>
 
@@ -31,11 +33,6 @@ const char *unaryOpName(int32_t op) {
     return "unknown";
   return names[op];
 }
-
-constexpr double kSqrtHalf = 0.70710678118654752440;      // 1 / sqrt(2)
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390; // 2 / sqrt(pi)
-constexpr double kSqrtTwoOverPi = 0.79788456080286535588; // sqrt(2 / pi)
-constexpr double kGeluTanhCubic = 0.044715;
 
 template <typename T> T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 
@@ -169,20 +166,14 @@ extern "C" int tessera_cpu_unary(int32_t op, const tessera_tensor *x,
   return runKernel("tessera_cpu_unary", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    requireShape(output, shapeOf(input), "y");
-    if (op < 0 || op > TESSERA_LOGICAL_NOT)
-      fail("unknown unary op " + std::to_string(op));
+    requireUnaryOperands(op, input, output);
     int64_t count = elementCount(input);
     if (op == TESSERA_LOGICAL_NOT) {
-      if (output.dtype != TESSERA_BOOL)
-        fail(std::string("logical_not writes bool, not ") +
-             dtypeName(output.dtype));
       for (int64_t i = 0; i < count; ++i)
         storeInteger(output.data, output.dtype, i,
                      loadNumber(input.data, input.dtype, i) == 0.0);
       return;
     }
-    requireSameDtype(input, "x", output, "y");
     if (isIntegerType(input.dtype)) {
       if (op != TESSERA_NEG && op != TESSERA_ABS)
         fail(std::string("op ") + unaryOpName(op) + " needs a float tensor, " +
@@ -209,11 +200,7 @@ extern "C" int tessera_cpu_unary_grad(int32_t op, const tessera_tensor *x,
     const tessera_tensor &input = requireTensor(x, "x");
     const tessera_tensor &upstream = requireTensor(dy, "dy");
     tessera_tensor &result = requireTensor(dx, "dx");
-    requireFloatType(input, "x");
-    requireFloatType(upstream, "dy");
-    requireFloatType(result, "dx");
-    requireShape(upstream, shapeOf(input), "dy");
-    requireShape(result, shapeOf(input), "dx");
+    requireUnaryGradOperands(input, upstream, result);
     if (op < 0 || op >= TESSERA_LOGICAL_NOT)
       fail(std::string("op ") + unaryOpName(op) + " (" + std::to_string(op) +
            ") has no gradient");

@@ -19,18 +19,20 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+#include "OperandChecks.h"
 
 using namespace tessera::cuda;
 using tessera::cpu::dtypeSize;
 using tessera::cpu::elementCount;
-using tessera::cpu::formatShape;
+using tessera::cpu::JoinLayout;
 using tessera::cpu::product;
-using tessera::cpu::requireAxis;
+using tessera::cpu::requireCopyOperands;
+using tessera::cpu::requireJoin;
 using tessera::cpu::requireSameDtype;
-using tessera::cpu::requireShape;
 using tessera::cpu::requireTensor;
-using tessera::cpu::rowMajorStrides;
 using tessera::cpu::shapeOf;
+using tessera::cpu::sliceStrides;
+using tessera::cpu::transposeStrides;
 
 namespace {
 
@@ -84,42 +86,6 @@ void stridedCopy(const void *x, void *y, int32_t dtype, const Shape &shape,
   cudaCheckLaunch();
 }
 
-/// As runtime/cpu/DataMovement.cpp: the offset of `starts` in x and x's
-/// strides scaled by the steps, after checking the slice fits.
-Shape sliceStrides(const tessera_tensor &x, const Shape &sliceShape,
-                   const int64_t *starts, const int64_t *strides,
-                   int64_t &baseOffset) {
-  if (x.rank > 0 && (!starts || !strides))
-    fail("starts and strides must not be null");
-  Shape xShape = shapeOf(x);
-  Shape xStrides = rowMajorStrides(xShape);
-  Shape steps(xShape.size());
-  baseOffset = 0;
-  for (size_t dim = 0; dim < xShape.size(); ++dim) {
-    int64_t last = starts[dim] + (sliceShape[dim] - 1) * strides[dim];
-    if (strides[dim] < 1 || starts[dim] < 0 || starts[dim] > xShape[dim] ||
-        (sliceShape[dim] > 0 && last >= xShape[dim]))
-      fail("dim " + std::to_string(dim) + ": " +
-           std::to_string(sliceShape[dim]) + " elements from " +
-           std::to_string(starts[dim]) + " in steps of " +
-           std::to_string(strides[dim]) + " do not fit in size " +
-           std::to_string(xShape[dim]) + " (full shape " + formatShape(xShape) +
-           ")");
-    baseOffset += starts[dim] * xStrides[dim];
-    steps[dim] = strides[dim] * xStrides[dim];
-  }
-  return steps;
-}
-
-void requireJoinable(const tessera_tensor &piece, const std::string &name,
-                     const tessera_tensor &whole, int64_t axis) {
-  Shape expected = shapeOf(whole);
-  if (piece.rank == whole.rank)
-    expected[axis] = piece.shape[axis];
-  requireShape(piece, expected, name.c_str());
-  requireSameDtype(piece, name.c_str(), whole, "the joined tensor");
-}
-
 /// Copies `outer` runs of `run` elements between a piece and the joined
 /// tensor, whose runs are `joinedRun` apart, starting at `joinedOffset`.
 void copyRuns(void *destination, size_t destinationPitch, const void *source,
@@ -140,10 +106,7 @@ extern "C" int tessera_cuda_copy(const tessera_tensor *x, tessera_tensor *y,
   return runCudaKernel("tessera_cuda_copy", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    requireSameDtype(input, "x", output, "y");
-    if (elementCount(input) != elementCount(output))
-      fail("x " + formatShape(shapeOf(input)) + " and y " +
-           formatShape(shapeOf(output)) + " have different element counts");
+    requireCopyOperands(input, output);
     size_t bytes = elementCount(input) * dtypeSize(input.dtype);
     if (input.data != output.data && bytes > 0)
       cudaCheck(cudaMemcpyAsync(output.data, input.data, bytes,
@@ -158,26 +121,9 @@ extern "C" int tessera_cuda_transpose(const tessera_tensor *x,
   return runCudaKernel("tessera_cuda_transpose", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    requireSameDtype(input, "x", output, "y");
-    if (input.rank != output.rank)
-      fail("x and y have different ranks");
-    if (input.rank > 0 && !permutation)
-      fail("permutation must not be null");
-    Shape inputStrides = rowMajorStrides(shapeOf(input));
-    Shape expected(input.rank), strides(input.rank);
-    std::vector<bool> seen(input.rank, false);
-    for (int32_t dim = 0; dim < input.rank; ++dim) {
-      int64_t source = permutation[dim];
-      if (source < 0 || source >= input.rank || seen[source])
-        fail("permutation is not a permutation of [0, " +
-             std::to_string(input.rank) + ")");
-      seen[source] = true;
-      expected[dim] = input.shape[source];
-      strides[dim] = inputStrides[source];
-    }
-    requireShape(output, expected, "y");
-    stridedCopy<false>(input.data, output.data, input.dtype, expected, strides,
-                       0, stream);
+    Shape strides = transposeStrides(input, output, permutation);
+    stridedCopy<false>(input.data, output.data, input.dtype, shapeOf(output),
+                       strides, 0, stream);
   });
 }
 
@@ -238,24 +184,9 @@ extern "C" int tessera_cuda_concat(const tessera_tensor *const *inputs,
                                    int64_t axis, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_concat", [&] {
     tessera_tensor &output = requireTensor(y, "y");
-    requireAxis(axis, output.rank, "axis");
-    if (count < 1 || !inputs)
-      fail("concat needs at least one input");
-    int64_t joinedLength = 0;
-    for (int32_t k = 0; k < count; ++k) {
-      std::string name = "input " + std::to_string(k);
-      requireJoinable(requireTensor(inputs[k], name.c_str()), name, output,
-                      axis);
-      joinedLength += inputs[k]->shape[axis];
-    }
-    if (joinedLength != output.shape[axis])
-      fail("the inputs' sizes along axis " + std::to_string(axis) + " sum to " +
-           std::to_string(joinedLength) + ", but y " +
-           formatShape(shapeOf(output)) + " has " +
-           std::to_string(output.shape[axis]));
-    Shape shape = shapeOf(output);
-    int64_t outer = product(shape, 0, static_cast<size_t>(axis));
-    int64_t inner = product(shape, static_cast<size_t>(axis) + 1, shape.size());
+    JoinLayout layout =
+        requireJoin("concat", "input", inputs, count, output, "y", axis);
+    int64_t outer = layout.outer, inner = layout.inner;
     size_t elementSize = dtypeSize(output.dtype);
     size_t joinedPitch = output.shape[axis] * inner * elementSize;
     size_t offset = 0;
@@ -274,24 +205,9 @@ extern "C" int tessera_cuda_split(const tessera_tensor *x,
                                   cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_split", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
-    requireAxis(axis, input.rank, "axis");
-    if (count < 1 || !outputs)
-      fail("split needs at least one output");
-    int64_t splitLength = 0;
-    for (int32_t k = 0; k < count; ++k) {
-      std::string name = "output " + std::to_string(k);
-      requireJoinable(requireTensor(outputs[k], name.c_str()), name, input,
-                      axis);
-      splitLength += outputs[k]->shape[axis];
-    }
-    if (splitLength != input.shape[axis])
-      fail("the outputs' sizes along axis " + std::to_string(axis) +
-           " sum to " + std::to_string(splitLength) + ", but x " +
-           formatShape(shapeOf(input)) + " has " +
-           std::to_string(input.shape[axis]));
-    Shape shape = shapeOf(input);
-    int64_t outer = product(shape, 0, static_cast<size_t>(axis));
-    int64_t inner = product(shape, static_cast<size_t>(axis) + 1, shape.size());
+    JoinLayout layout =
+        requireJoin("split", "output", outputs, count, input, "x", axis);
+    int64_t outer = layout.outer, inner = layout.inner;
     size_t elementSize = dtypeSize(input.dtype);
     size_t joinedPitch = input.shape[axis] * inner * elementSize;
     size_t offset = 0;

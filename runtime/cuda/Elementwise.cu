@@ -16,23 +16,28 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+#include "OperandChecks.h"
+#include "UnaryConstants.h"
 
 using namespace tessera::cuda;
+using tessera::cpu::broadcastStrides;
 using tessera::cpu::dtypeSize;
 using tessera::cpu::elementCount;
 using tessera::cpu::isFloatType;
 using tessera::cpu::isIntegerType;
+using tessera::cpu::kGeluTanhCubic;
+using tessera::cpu::kSqrtHalf;
+using tessera::cpu::kSqrtTwoOverPi;
+using tessera::cpu::kTwoOverSqrtPi;
+using tessera::cpu::requireBinaryOperands;
 using tessera::cpu::requireSameDtype;
 using tessera::cpu::requireShape;
 using tessera::cpu::requireTensor;
+using tessera::cpu::requireUnaryGradOperands;
+using tessera::cpu::requireUnaryOperands;
 using tessera::cpu::shapeOf;
 
 namespace {
-
-constexpr double kSqrtHalf = 0.70710678118654752440;
-constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-constexpr double kSqrtTwoOverPi = 0.79788456080286535588;
-constexpr double kGeluTanhCubic = 0.044715;
 
 template <typename T> __device__ T sigmoidOf(T x) {
   return T(1) / (T(1) + exp(-x));
@@ -163,33 +168,13 @@ __global__ void unaryGradKernel(int op, const void *x, int xType,
   }
 }
 
-__device__ bool applyPredicate(int op, double a, double b) {
+/// The value of a comparison or logical op, for any arithmetic type.
+template <typename T> __device__ bool applyPredicate(int op, T a, T b) {
   switch (op) {
   case TESSERA_LOGICAL_AND:
-    return a != 0.0 && b != 0.0;
+    return a != T(0) && b != T(0);
   case TESSERA_LOGICAL_OR:
-    return a != 0.0 || b != 0.0;
-  case TESSERA_EQ:
-    return a == b;
-  case TESSERA_NE:
-    return a != b;
-  case TESSERA_LT:
-    return a < b;
-  case TESSERA_LE:
-    return a <= b;
-  case TESSERA_GT:
-    return a > b;
-  default:
-    return a >= b;
-  }
-}
-
-__device__ bool applyIntegerPredicate(int op, int64_t a, int64_t b) {
-  switch (op) {
-  case TESSERA_LOGICAL_AND:
-    return a != 0 && b != 0;
-  case TESSERA_LOGICAL_OR:
-    return a != 0 || b != 0;
+    return a != T(0) || b != T(0);
   case TESSERA_EQ:
     return a == b;
   case TESSERA_NE:
@@ -280,21 +265,21 @@ __global__ void binaryKernel(int op, StridedLayout<2> layout, const void *a,
       int64_t va = loadInteger(a, inType, offsets[0]);
       int64_t vb = loadInteger(b, inType, offsets[1]);
       if (writesBool)
-        storeInteger(y, yType, i, applyIntegerPredicate(op, va, vb));
+        storeInteger(y, yType, i, applyPredicate<int64_t>(op, va, vb));
       else
         storeInteger(y, yType, i, applyInteger(op, va, vb, i, errors));
     } else if (inType == TESSERA_F64) {
       double va = loadNumber(a, inType, offsets[0]);
       double vb = loadNumber(b, inType, offsets[1]);
       if (writesBool)
-        storeInteger(y, yType, i, applyPredicate(op, va, vb));
+        storeInteger(y, yType, i, applyPredicate<double>(op, va, vb));
       else
         storeNumber(y, yType, i, applyFloat<double>(op, va, vb));
     } else {
       float va = loadFloat(a, inType, offsets[0]);
       float vb = loadFloat(b, inType, offsets[1]);
       if (writesBool)
-        storeInteger(y, yType, i, applyPredicate(op, va, vb));
+        storeInteger(y, yType, i, applyPredicate<double>(op, va, vb));
       else
         storeFloat(y, yType, i, applyFloat<float>(op, va, vb));
     }
@@ -334,12 +319,6 @@ __global__ void dropoutKernel(const void *x, int xType, void *y, int yType,
   }
 }
 
-/// Strides of `operand` read at the positions of `outputShape` (numpy).
-Shape operandStrides(const tessera_tensor &operand, const char *name,
-                     const Shape &outputShape) {
-  return tessera::cpu::broadcastStrides(operand, name, outputShape);
-}
-
 } // namespace
 
 extern "C" int tessera_cuda_unary(int32_t op, const tessera_tensor *x,
@@ -347,20 +326,12 @@ extern "C" int tessera_cuda_unary(int32_t op, const tessera_tensor *x,
   return runCudaKernel("tessera_cuda_unary", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    requireShape(output, shapeOf(input), "y");
-    if (op < 0 || op > TESSERA_LOGICAL_NOT)
-      fail("unknown unary op " + std::to_string(op));
-    if (op == TESSERA_LOGICAL_NOT) {
-      if (output.dtype != TESSERA_BOOL)
-        fail(std::string("logical_not writes bool, not ") +
-             tessera::cpu::dtypeName(output.dtype));
-    } else {
-      requireSameDtype(input, "x", output, "y");
-      if (isIntegerType(input.dtype) && op != TESSERA_NEG && op != TESSERA_ABS)
-        fail(std::string("op ") + std::to_string(op) +
-             " needs a float tensor, not " +
-             tessera::cpu::dtypeName(input.dtype));
-    }
+    requireUnaryOperands(op, input, output);
+    if (op != TESSERA_LOGICAL_NOT && isIntegerType(input.dtype) &&
+        op != TESSERA_NEG && op != TESSERA_ABS)
+      fail(std::string("op ") + std::to_string(op) +
+           " needs a float tensor, not " +
+           tessera::cpu::dtypeName(input.dtype));
     int64_t count = elementCount(input);
     if (count == 0)
       return;
@@ -382,11 +353,7 @@ extern "C" int tessera_cuda_unary_grad(int32_t op, const tessera_tensor *x,
     const tessera_tensor &input = requireTensor(x, "x");
     const tessera_tensor &upstream = requireTensor(dy, "dy");
     tessera_tensor &result = requireTensor(dx, "dx");
-    tessera::cpu::requireFloatType(input, "x");
-    tessera::cpu::requireFloatType(upstream, "dy");
-    tessera::cpu::requireFloatType(result, "dx");
-    requireShape(upstream, shapeOf(input), "dy");
-    requireShape(result, shapeOf(input), "dx");
+    requireUnaryGradOperands(input, upstream, result);
     if (op < 0 || op >= TESSERA_LOGICAL_NOT)
       fail("op " + std::to_string(op) + " has no gradient");
     int64_t count = elementCount(input);
@@ -411,19 +378,10 @@ extern "C" int tessera_cuda_binary(int32_t op, const tessera_tensor *a,
     const tessera_tensor &lhs = requireTensor(a, "a");
     const tessera_tensor &rhs = requireTensor(b, "b");
     tessera_tensor &output = requireTensor(y, "y");
-    if (op < TESSERA_ADD || op > TESSERA_GE)
-      fail("unknown binary op " + std::to_string(op));
-    requireSameDtype(lhs, "a", rhs, "b");
-    if (op >= TESSERA_LOGICAL_AND) {
-      if (output.dtype != TESSERA_BOOL)
-        fail(std::string("comparisons and logical ops write bool, not ") +
-             tessera::cpu::dtypeName(output.dtype));
-    } else {
-      requireSameDtype(lhs, "a", output, "y");
-    }
+    requireBinaryOperands(op, lhs, rhs, output);
     Shape shape = shapeOf(output);
-    Shape strides[2] = {operandStrides(lhs, "a", shape),
-                        operandStrides(rhs, "b", shape)};
+    Shape strides[2] = {broadcastStrides(lhs, "a", shape),
+                        broadcastStrides(rhs, "b", shape)};
     int64_t count = elementCount(output);
     if (count == 0)
       return;
@@ -447,9 +405,9 @@ extern "C" int tessera_cuda_where(const tessera_tensor *condition,
     requireSameDtype(whenTrue, "on_true", output, "y");
     requireSameDtype(whenFalse, "on_false", output, "y");
     Shape shape = shapeOf(output);
-    Shape strides[3] = {operandStrides(choice, "condition", shape),
-                        operandStrides(whenTrue, "on_true", shape),
-                        operandStrides(whenFalse, "on_false", shape)};
+    Shape strides[3] = {broadcastStrides(choice, "condition", shape),
+                        broadcastStrides(whenTrue, "on_true", shape),
+                        broadcastStrides(whenFalse, "on_false", shape)};
     int64_t count = elementCount(output);
     if (count == 0)
       return;

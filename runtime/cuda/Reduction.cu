@@ -11,13 +11,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+#include "OperandChecks.h"
 
 using namespace tessera::cuda;
 using tessera::cpu::elementCount;
 using tessera::cpu::isFloatType;
-using tessera::cpu::requireAxis;
-using tessera::cpu::requireSameDtype;
-using tessera::cpu::requireShape;
+using tessera::cpu::requireReduction;
 using tessera::cpu::requireTensor;
 using tessera::cpu::rowMajorStrides;
 using tessera::cpu::shapeOf;
@@ -107,29 +106,8 @@ extern "C" int tessera_cuda_reduce(int32_t op, const tessera_tensor *x,
   return runCudaKernel("tessera_cuda_reduce", [&] {
     const tessera_tensor &input = requireTensor(x, "x");
     tessera_tensor &output = requireTensor(y, "y");
-    if (op < TESSERA_REDUCE_SUM || op > TESSERA_REDUCE_MIN)
-      fail("unknown reduce op " + std::to_string(op));
-    requireSameDtype(input, "x", output, "y");
-    if (dim_count < 0 || (dim_count > 0 && !dims))
-      fail("dims must list dim_count dims");
-    std::vector<bool> reduced(static_cast<size_t>(input.rank), false);
-    for (int32_t k = 0; k < dim_count; ++k) {
-      requireAxis(dims[k], input.rank, "reduced dim");
-      if (reduced[dims[k]])
-        fail("dim " + std::to_string(dims[k]) + " is listed twice");
-      reduced[dims[k]] = true;
-    }
-    bool keepDims = output.rank == input.rank;
-    if (!keepDims && output.rank != input.rank - dim_count)
-      fail("y's rank " + std::to_string(output.rank) + " is neither " +
-           std::to_string(input.rank) + " (dims kept) nor " +
-           std::to_string(input.rank - dim_count) + " (dims dropped)");
-    Shape expected;
-    for (int32_t dim = 0; dim < input.rank; ++dim)
-      if (!reduced[dim] || keepDims)
-        expected.push_back(reduced[dim] ? 1 : input.shape[dim]);
-    requireShape(output, expected, "y");
-
+    std::vector<bool> reduced =
+        requireReduction(op, input, output, dims, dim_count).reduced;
     Shape xStrides = rowMajorStrides(shapeOf(input));
     Shape keptShape, keptStrides, reducedShape, reducedStrides;
     int64_t reducedCount = 1;

@@ -1,0 +1,175 @@
+//===- OperandChecks.cpp - Op argument checks shared by CPU and CUDA ------===//
+//
+// See OperandChecks.h. Every message here is the one both backends report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "OperandChecks.h"
+
+#include "DataTypes.h"
+#include "Errors.h"
+
+#include <string>
+#include <utility>
+
+namespace tessera::cpu {
+
+void requireCopyOperands(const tessera_tensor &x, const tessera_tensor &y) {
+  requireSameDtype(x, "x", y, "y");
+  if (elementCount(x) != elementCount(y))
+    fail("x " + formatShape(shapeOf(x)) + " and y " + formatShape(shapeOf(y)) +
+         " have different element counts");
+}
+
+Shape transposeStrides(const tessera_tensor &x, const tessera_tensor &y,
+                       const int64_t *permutation) {
+  requireSameDtype(x, "x", y, "y");
+  if (x.rank != y.rank)
+    fail("x and y have different ranks");
+  if (x.rank > 0 && !permutation)
+    fail("permutation must not be null");
+  Shape xStrides = rowMajorStrides(shapeOf(x));
+  Shape expected(x.rank), permutedStrides(x.rank);
+  std::vector<bool> used(x.rank, false);
+  for (int32_t dim = 0; dim < x.rank; ++dim) {
+    int64_t source = permutation[dim];
+    if (source < 0 || source >= x.rank || used[source])
+      fail("permutation is not a permutation of [0, " +
+           std::to_string(x.rank) + ")");
+    used[source] = true;
+    expected[dim] = x.shape[source];
+    permutedStrides[dim] = xStrides[source];
+  }
+  requireShape(y, expected, "y");
+  return permutedStrides;
+}
+
+Shape sliceStrides(const tessera_tensor &x, const Shape &sliceShape,
+                   const int64_t *starts, const int64_t *strides,
+                   int64_t &baseOffset) {
+  if (x.rank > 0 && (!starts || !strides))
+    fail("starts and strides must not be null");
+  Shape xShape = shapeOf(x);
+  Shape xStrides = rowMajorStrides(xShape);
+  Shape steps(xShape.size());
+  baseOffset = 0;
+  for (size_t dim = 0; dim < xShape.size(); ++dim) {
+    int64_t last = starts[dim] + (sliceShape[dim] - 1) * strides[dim];
+    if (strides[dim] < 1 || starts[dim] < 0 || starts[dim] > xShape[dim] ||
+        (sliceShape[dim] > 0 && last >= xShape[dim]))
+      fail("dim " + std::to_string(dim) + ": " +
+           std::to_string(sliceShape[dim]) + " elements from " +
+           std::to_string(starts[dim]) + " in steps of " +
+           std::to_string(strides[dim]) + " do not fit in size " +
+           std::to_string(xShape[dim]) + " (full shape " + formatShape(xShape) +
+           ")");
+    baseOffset += starts[dim] * xStrides[dim];
+    steps[dim] = strides[dim] * xStrides[dim];
+  }
+  return steps;
+}
+
+namespace {
+
+/// Checks that `piece` matches `whole` in rank, dtype and every dim but
+/// `axis`.
+void requireJoinable(const tessera_tensor &piece, const std::string &name,
+                     const tessera_tensor &whole, int64_t axis) {
+  Shape expected = shapeOf(whole);
+  if (piece.rank == whole.rank)
+    expected[axis] = piece.shape[axis];
+  requireShape(piece, expected, name.c_str());
+  requireSameDtype(piece, name.c_str(), whole, "the joined tensor");
+}
+
+} // namespace
+
+JoinLayout requireJoin(const char *op, const char *pieceKind,
+                       const tessera_tensor *const *pieces, int32_t count,
+                       const tessera_tensor &whole, const char *wholeName,
+                       int64_t axis) {
+  requireAxis(axis, whole.rank, "axis");
+  if (count < 1 || !pieces)
+    fail(std::string(op) + " needs at least one " + pieceKind);
+  int64_t joinedLength = 0;
+  for (int32_t k = 0; k < count; ++k) {
+    std::string name = std::string(pieceKind) + " " + std::to_string(k);
+    requireJoinable(requireTensor(pieces[k], name.c_str()), name, whole, axis);
+    joinedLength += pieces[k]->shape[axis];
+  }
+  if (joinedLength != whole.shape[axis])
+    fail(std::string("the ") + pieceKind + "s' sizes along axis " +
+         std::to_string(axis) + " sum to " + std::to_string(joinedLength) +
+         ", but " + wholeName + " " + formatShape(shapeOf(whole)) + " has " +
+         std::to_string(whole.shape[axis]));
+  Shape shape = shapeOf(whole);
+  return {product(shape, 0, static_cast<size_t>(axis)),
+          product(shape, static_cast<size_t>(axis) + 1, shape.size())};
+}
+
+ReducedDims requireReduction(int32_t op, const tessera_tensor &x,
+                             const tessera_tensor &y, const int64_t *dims,
+                             int32_t dimCount) {
+  if (op < TESSERA_REDUCE_SUM || op > TESSERA_REDUCE_MIN)
+    fail("unknown reduce op " + std::to_string(op));
+  requireSameDtype(x, "x", y, "y");
+  if (dimCount < 0 || (dimCount > 0 && !dims))
+    fail("dims must list dim_count dims");
+  std::vector<bool> reduced(static_cast<size_t>(x.rank), false);
+  for (int32_t k = 0; k < dimCount; ++k) {
+    requireAxis(dims[k], x.rank, "reduced dim");
+    if (reduced[dims[k]])
+      fail("dim " + std::to_string(dims[k]) + " is listed twice");
+    reduced[dims[k]] = true;
+  }
+  bool keepDims = y.rank == x.rank;
+  if (!keepDims && y.rank != x.rank - dimCount)
+    fail("y's rank " + std::to_string(y.rank) + " is neither " +
+         std::to_string(x.rank) + " (dims kept) nor " +
+         std::to_string(x.rank - dimCount) + " (dims dropped)");
+  Shape expected;
+  for (int32_t dim = 0; dim < x.rank; ++dim)
+    if (!reduced[dim] || keepDims)
+      expected.push_back(reduced[dim] ? 1 : x.shape[dim]);
+  requireShape(y, expected, "y");
+  return {std::move(reduced), keepDims};
+}
+
+void requireBinaryOperands(int32_t op, const tessera_tensor &a,
+                           const tessera_tensor &b, const tessera_tensor &y) {
+  if (op < TESSERA_ADD || op > TESSERA_GE)
+    fail("unknown binary op " + std::to_string(op));
+  requireSameDtype(a, "a", b, "b");
+  if (op >= TESSERA_LOGICAL_AND) {
+    if (y.dtype != TESSERA_BOOL)
+      fail(std::string("comparisons and logical ops write bool, not ") +
+           dtypeName(y.dtype));
+  } else {
+    requireSameDtype(a, "a", y, "y");
+  }
+}
+
+void requireUnaryOperands(int32_t op, const tessera_tensor &x,
+                          const tessera_tensor &y) {
+  requireShape(y, shapeOf(x), "y");
+  if (op < 0 || op > TESSERA_LOGICAL_NOT)
+    fail("unknown unary op " + std::to_string(op));
+  if (op == TESSERA_LOGICAL_NOT) {
+    if (y.dtype != TESSERA_BOOL)
+      fail(std::string("logical_not writes bool, not ") + dtypeName(y.dtype));
+    return;
+  }
+  requireSameDtype(x, "x", y, "y");
+}
+
+void requireUnaryGradOperands(const tessera_tensor &x,
+                              const tessera_tensor &dy,
+                              const tessera_tensor &dx) {
+  requireFloatType(x, "x");
+  requireFloatType(dy, "dy");
+  requireFloatType(dx, "dx");
+  requireShape(dy, shapeOf(x), "dy");
+  requireShape(dx, shapeOf(x), "dx");
+}
+
+} // namespace tessera::cpu

@@ -1,0 +1,79 @@
+//===- OperandChecks.h - Argument checks of CPU and CUDA ops --*- C++ -*-===//
+//
+// The host-side half of an op that does not depend on where the op runs: its
+// argument checks (with their messages) and the index layouts they derive.
+// runtime/cpu and runtime/cuda both call these, so the two backends reject
+// the same calls with the same words and agree on every offset; only the
+// loops that move or compute elements differ.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_CPU_OPERANDCHECKS_H
+#define TESSERA_RUNTIME_CPU_OPERANDCHECKS_H
+
+#include "TensorAccess.h"
+
+#include <vector>
+
+namespace tessera::cpu {
+
+/// copy: x and y share a dtype and an element count (shapes may differ).
+void requireCopyOperands(const tessera_tensor &x, const tessera_tensor &y);
+
+/// transpose: y is x with dims permuted (y dim d is x dim permutation[d]).
+/// Returns x's strides permuted, which read x at y's positions.
+Shape transposeStrides(const tessera_tensor &x, const tessera_tensor &y,
+                       const int64_t *permutation);
+
+/// slice: the offset of `starts` in x, and x's strides scaled by the slice
+/// steps, after checking that every selected position lies inside x.
+Shape sliceStrides(const tessera_tensor &x, const Shape &sliceShape,
+                   const int64_t *starts, const int64_t *strides,
+                   int64_t &baseOffset);
+
+/// Around `axis`, a joined tensor is [outer, length * inner]: each piece owns
+/// a run of length_k * inner elements in every outer row.
+struct JoinLayout {
+  int64_t outer;
+  int64_t inner;
+};
+
+/// concat and split: checks that `count` pieces (named "<pieceKind> k") have
+/// `whole`'s rank and dtype and its dims except along `axis`, where their
+/// sizes add up to whole's. `op` and `wholeName` name the op and `whole` in
+/// the messages.
+JoinLayout requireJoin(const char *op, const char *pieceKind,
+                       const tessera_tensor *const *pieces, int32_t count,
+                       const tessera_tensor &whole, const char *wholeName,
+                       int64_t axis);
+
+/// Which dims of x a reduction folds, and whether y keeps them as size 1.
+struct ReducedDims {
+  std::vector<bool> reduced;
+  bool keepDims;
+};
+
+/// reduce: checks the op code, the dtypes, `dims` (each a dim of x, listed
+/// once) and y's shape (x's with the reduced dims kept as 1 or dropped).
+ReducedDims requireReduction(int32_t op, const tessera_tensor &x,
+                             const tessera_tensor &y, const int64_t *dims,
+                             int32_t dimCount);
+
+/// binary: checks the op code and the dtypes (a's and b's agree; comparisons
+/// and logical ops write bool, the others a's dtype).
+void requireBinaryOperands(int32_t op, const tessera_tensor &a,
+                           const tessera_tensor &b, const tessera_tensor &y);
+
+/// unary: checks the op code, y's shape (x's) and y's dtype (bool for
+/// logical_not, x's otherwise). Which ops accept integers is the caller's.
+void requireUnaryOperands(int32_t op, const tessera_tensor &x,
+                          const tessera_tensor &y);
+
+/// unary_grad: checks that x, dy and dx are float tensors of one shape.
+void requireUnaryGradOperands(const tessera_tensor &x,
+                              const tessera_tensor &dy,
+                              const tessera_tensor &dx);
+
+} // namespace tessera::cpu
+
+#endif // TESSERA_RUNTIME_CPU_OPERANDCHECKS_H
