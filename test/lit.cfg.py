@@ -63,3 +63,9 @@ def has_cuda_device():
 
 if has_cuda_device():
     config.available_features.add("cuda")
+
+# tesserac was built with the CUDA runtime (-DTESSERA_RUNTIME_CUDA=ON), so `--target cuda -o FILE`
+# links; tests that only build a CUDA executable say `REQUIRES: cuda-runtime`, tests that run one
+# `REQUIRES: cuda, cuda-runtime`.
+if getattr(config, "tessera_runtime_cuda", "").upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("cuda-runtime")

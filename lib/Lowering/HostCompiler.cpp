@@ -27,15 +27,20 @@ llvm::Error compileExecutable(const HostCompileOptions &options) {
       return llvm::createStringError(
           "the runtime library '" + library +
           "' does not exist (build tessera_runtime_train and "
-          "tessera_runtime_cpu, or pass --runtime-dir)");
+          "tessera_runtime_cpu, and tessera_runtime_cuda for --target cuda, "
+          "or pass --runtime-dir)");
 
   // -O2: the kernels are in the prebuilt libraries; the generated code is
   // straight-line calls, so this mostly keeps the object small.
   std::vector<std::string> arguments = {
       compiler, "-O2", "-std=c++17", "-I" + options.runtimeIncludeDirectory,
       options.sourcePath, "-o", options.outputPath};
+  for (const std::string &directory : options.includeDirectories)
+    arguments.insert(arguments.begin() + 4, "-I" + directory);
   arguments.insert(arguments.end(), options.libraries.begin(),
                    options.libraries.end());
+  arguments.insert(arguments.end(), options.linkArguments.begin(),
+                   options.linkArguments.end());
   arguments.push_back("-lpthread");
   arguments.push_back("-lm");
 

@@ -21,6 +21,16 @@
 // returning from the middle, every call after a failure is skipped by its
 // guard and the failing status reaches the single return.
 //
+// Targets: one op -> kernel mapping serves both. `cpu` calls
+// tessera_cpu_<kernel>(...) over a host arena; `cuda` calls
+// tessera_cuda_<kernel>(..., stream) over a device arena (TargetConventions).
+// program.h's ABI is host-side, so for cuda the step first uploads the
+// parameters, buffers, tokens, targets and loss scale into the arena and
+// ends by downloading the loss and gradients and calling
+// tessera_cuda_finish_step (one device error check and synchronization per
+// call). The driver and AdamW stay on the host in this first GPU version:
+// the per-step copies are its known slow part.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Lowering/Passes.h"
@@ -33,6 +43,7 @@
 #include "tessera/runtime/program.h"
 
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <map>
 
@@ -53,7 +64,32 @@ constexpr StringLiteral kForwardBackwardName = "tessera_forward_backward";
 constexpr StringLiteral kLayoutsName = "tessera_layouts";
 constexpr StringLiteral kArenaName = "tessera_arena";
 constexpr StringLiteral kArenaBytesName = "tessera_arena_bytes";
+constexpr StringLiteral kStreamName = "tessera_stream";
 constexpr int kLayoutRow = 3 + TESSERA_MAX_RANK;
+
+/// What differs between the targets; everything else is shared.
+struct TargetConventions {
+  bool cuda = false;
+  /// Kernels: tessera_cpu_linear / tessera_cuda_linear.
+  StringRef kernelPrefix = "tessera_cpu_";
+  /// Lowering helpers with a device twin: tessera_fill_bytes /
+  /// tessera_cuda_fill_bytes.
+  StringRef supportPrefix = "tessera_";
+  StringRef supportHeader = "tessera/runtime/lowering_support.h";
+
+  static FailureOr<TargetConventions> forName(StringRef name) {
+    TargetConventions conventions;
+    if (name == "cpu")
+      return conventions;
+    if (name != "cuda")
+      return failure();
+    conventions.cuda = true;
+    conventions.kernelPrefix = "tessera_cuda_";
+    conventions.supportPrefix = "tessera_cuda_";
+    conventions.supportHeader = "tessera/runtime/cuda_lowering_support.h";
+    return conventions;
+  }
+};
 
 /// The EmitC types the generated code uses.
 struct CTypes {
@@ -71,9 +107,12 @@ struct CTypes {
     index = b.getIndexType();
     bytePointer = emitc::PointerType::get(b.getIntegerType(8, false));
     floatPointer = emitc::PointerType::get(f32);
+    stream = emitc::OpaqueType::get(context, "cudaStream_t");
   }
   Type tensor, constTensor, tensorPointer, constTensorPointer;
   Type i32, i64, ui64, f32, f64, index, bytePointer, floatPointer;
+  /// The CUDA stream the cuda target's calls take last.
+  Type stream;
 };
 
 /// The operands and literal arguments of one emitc.call_opaque, in order.
@@ -184,8 +223,8 @@ int64_t axisOf(int64_t axis, Value value) {
 class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
-              const FunctionArenaPlan &plan)
-      : module(module), source(source), plan(plan),
+              const FunctionArenaPlan &plan, const TargetConventions &target)
+      : module(module), source(source), plan(plan), target(target),
         context(module.getContext()), types(context), builder(context),
         loc(source.getLoc()) {}
 
@@ -210,7 +249,22 @@ private:
   void guardedCall(StringRef callee, CallArguments &arguments);
   void guardedCall(StringRef callee,
                    function_ref<void(CallArguments &)> buildArguments);
+  /// The target's kernel `name` (tessera_cpu_name / tessera_cuda_name with
+  /// the stream last).
+  void kernelCall(StringRef name,
+                  function_ref<void(CallArguments &)> buildArguments);
+  /// The target's lowering helper `name` (tessera_name / tessera_cuda_name
+  /// with the stream last).
+  void supportCall(StringRef name, CallArguments &arguments);
   Value mixedSeed(int64_t opSeed);
+
+  // The cuda target's device storage for what program.h passes in host
+  // memory: a block of the arena after the planned tensors.
+  Value deviceSlot(RankedTensorType type);
+  Value uploaded(Value hostDescriptor, RankedTensorType type);
+  /// The device copy of output `index` (0: the loss, i: gradient i - 1),
+  /// made on first use.
+  Value outputShadow(unsigned index, RankedTensorType type);
 
   LogicalResult lowerOp(Operation &op);
   LogicalResult lowerConstant(tess::ConstantOp constant);
@@ -219,20 +273,24 @@ private:
   ModuleOp module;
   func::FuncOp source;
   const FunctionArenaPlan &plan;
+  const TargetConventions &target;
   MLIRContext *context;
   CTypes types;
   OpBuilder builder;
   Location loc;
 
   // Values of the steps function.
-  Value arena, parameters, buffers, tokens, targets, lossScale, seed, loss,
-      gradients;
+  Value arena, stream, parameters, buffers, tokens, targets, lossScale, seed,
+      loss, gradients;
   Value status, zero, layoutsPlaceholder;
 
   std::vector<int64_t> layoutRows;
   llvm::DenseMap<Value, Value> descriptors;
   unsigned tableCount = 0;
   std::map<std::vector<int64_t>, std::string> int64Tables;
+  /// The arena's size: the plan's tensors, then (cuda) the device slots.
+  int64_t arenaBytes = 0;
+  llvm::DenseMap<unsigned, Value> outputShadows;
 };
 
 int32_t StepBuilder::addLayoutRow(int64_t offset, RankedTensorType type) {
@@ -335,7 +393,8 @@ LogicalResult StepBuilder::describeResults(Operation &op) {
       break;
     case StorageKind::Output:
       descriptors[result] =
-          storage.index == 0
+          target.cuda ? outputShadow(storage.index, type)
+          : storage.index == 0
               ? describe("tessera_layout_tensor", loss, 0, type)
               : describe("tessera_view_tensor",
                          elementPointer(gradients, storage.index - 1,
@@ -378,6 +437,48 @@ void StepBuilder::guardedCall(
     emitc::AssignOp::create(builder, loc, status, result);
     emitc::YieldOp::create(builder, loc);
   });
+}
+
+void StepBuilder::kernelCall(
+    StringRef name, function_ref<void(CallArguments &)> buildArguments) {
+  guardedCall((target.kernelPrefix + name).str(), [&](CallArguments &a) {
+    buildArguments(a);
+    if (target.cuda)
+      a.value(stream);
+  });
+}
+
+void StepBuilder::supportCall(StringRef name, CallArguments &arguments) {
+  if (target.cuda)
+    arguments.value(stream);
+  guardedCall((target.supportPrefix + name).str(), arguments);
+}
+
+/// A descriptor of `type` in the next free block of the arena.
+Value StepBuilder::deviceSlot(RankedTensorType type) {
+  int64_t offset = llvm::alignTo(arenaBytes, kArenaAlignment);
+  int64_t bytes =
+      type.getNumElements() *
+      static_cast<int64_t>(execution::dtypeSize(*execution::dtypeOf(
+          type.getElementType())));
+  arenaBytes = offset + bytes;
+  return describe("tessera_layout_tensor", arena, offset, type);
+}
+
+/// `hostDescriptor` copied into a device slot of `type`.
+Value StepBuilder::uploaded(Value hostDescriptor, RankedTensorType type) {
+  Value device = deviceSlot(type);
+  CallArguments arguments(context);
+  arguments.value(hostDescriptor).value(device);
+  supportCall("upload", arguments);
+  return device;
+}
+
+Value StepBuilder::outputShadow(unsigned index, RankedTensorType type) {
+  Value &shadow = outputShadows[index];
+  if (!shadow)
+    shadow = deviceSlot(type);
+  return shadow;
 }
 
 /// tessera_mix_seed(seed, opSeed): the interpreter's mixSeed.
@@ -428,7 +529,7 @@ LogicalResult StepBuilder::lowerConstant(tess::ConstantOp constant) {
   Value table = emitc::GetGlobalOp::create(builder, loc, type, name);
   CallArguments arguments(context);
   arguments.value(descriptors.lookup(constant.getResult())).value(table).i64(size);
-  guardedCall(splat ? "tessera_fill_splat" : "tessera_fill_bytes", arguments);
+  supportCall(splat ? "fill_splat" : "fill_bytes", arguments);
   return success();
 }
 
@@ -437,18 +538,18 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
   auto out = [&](unsigned index = 0) {
     return descriptors.lookup(op.getResult(index));
   };
-  auto call = [&](StringRef callee,
+  auto call = [&](StringRef kernel,
                   function_ref<void(CallArguments &)> buildArguments) {
-    guardedCall(callee, buildArguments);
+    kernelCall(kernel, buildArguments);
     return success();
   };
 
   if (const char *kind = unaryKind(&op))
-    return call("tessera_cpu_unary", [&](CallArguments &a) {
+    return call("unary", [&](CallArguments &a) {
       a.literal(kind).value(in(op.getOperand(0))).value(out());
     });
   if (const char *kind = binaryKind(&op))
-    return call("tessera_cpu_binary", [&](CallArguments &a) {
+    return call("binary", [&](CallArguments &a) {
       a.literal(kind)
           .value(in(op.getOperand(0)))
           .value(in(op.getOperand(1)))
@@ -460,7 +561,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       // A reshape is a view: its descriptor was made by describeResults.
       .Case([&](tess::ReshapeOp) { return success(); })
       .Case([&](tess::WhereOp where) {
-        return call("tessera_cpu_where", [&](CallArguments &a) {
+        return call("where", [&](CallArguments &a) {
           a.value(in(where.getCondition()))
               .value(in(where.getOnTrue()))
               .value(in(where.getOnFalse()))
@@ -468,13 +569,13 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::CastOp cast) {
-        return call("tessera_cpu_cast", [&](CallArguments &a) {
+        return call("cast", [&](CallArguments &a) {
           a.value(in(cast.getOperand())).value(out());
         });
       })
       .Case([&](tess::DropoutOp dropout) {
         Value opSeed = mixedSeed(dropout.getSeed());
-        return call("tessera_cpu_dropout", [&](CallArguments &a) {
+        return call("dropout", [&](CallArguments &a) {
           a.value(in(dropout.getOperand()))
               .value(out())
               .f64(dropout.getRate().convertToDouble())
@@ -482,33 +583,33 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::BroadcastOp broadcast) {
-        return call("tessera_cpu_broadcast", [&](CallArguments &a) {
+        return call("broadcast", [&](CallArguments &a) {
           a.value(in(broadcast.getOperand())).value(out());
         });
       })
       .Case([&](tess::TransposeOp transpose) {
         Value permutation = int64Table(transpose.getPermutation());
-        return call("tessera_cpu_transpose", [&](CallArguments &a) {
+        return call("transpose", [&](CallArguments &a) {
           a.value(in(transpose.getOperand())).value(out()).value(permutation);
         });
       })
       .Case([&](tess::SliceOp slice) {
         Value starts = int64Table(slice.getStarts());
         Value strides = int64Table(slice.getStrides());
-        return call("tessera_cpu_slice", [&](CallArguments &a) {
+        return call("slice", [&](CallArguments &a) {
           a.value(in(slice.getOperand())).value(out()).value(starts).value(
               strides);
         });
       })
       .Case([&](tess::SoftmaxOp softmax) {
-        return call("tessera_cpu_softmax", [&](CallArguments &a) {
+        return call("softmax", [&](CallArguments &a) {
           a.value(in(softmax.getInput()))
               .value(out())
               .i64(axisOf(softmax.getAxis(), softmax.getInput()));
         });
       })
       .Case([&](tess::MatmulOp matmul) {
-        return call("tessera_cpu_matmul", [&](CallArguments &a) {
+        return call("matmul", [&](CallArguments &a) {
           a.value(in(matmul.getLhs()))
               .value(in(matmul.getRhs()))
               .value(out())
@@ -517,7 +618,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::LinearOp linear) {
-        return call("tessera_cpu_linear", [&](CallArguments &a) {
+        return call("linear", [&](CallArguments &a) {
           a.value(in(linear.getInput()))
               .value(in(linear.getWeight()))
               .optional(in(linear.getBias()))
@@ -526,7 +627,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::LayerNormOp norm) {
-        return call("tessera_cpu_layer_norm", [&](CallArguments &a) {
+        return call("layer_norm", [&](CallArguments &a) {
           a.value(in(norm.getInput()))
               .optional(in(norm.getScale()))
               .optional(in(norm.getBias()))
@@ -536,7 +637,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::RmsNormOp norm) {
-        return call("tessera_cpu_rms_norm", [&](CallArguments &a) {
+        return call("rms_norm", [&](CallArguments &a) {
           a.value(in(norm.getInput()))
               .optional(in(norm.getScale()))
               .value(out())
@@ -545,14 +646,14 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::EmbeddingOp embedding) {
-        return call("tessera_cpu_embedding", [&](CallArguments &a) {
+        return call("embedding", [&](CallArguments &a) {
           a.value(in(embedding.getTable()))
               .value(in(embedding.getIndices()))
               .value(out());
         });
       })
       .Case([&](tess::GatherOp gather) {
-        return call("tessera_cpu_gather", [&](CallArguments &a) {
+        return call("gather", [&](CallArguments &a) {
           a.value(in(gather.getInput()))
               .value(in(gather.getIndices()))
               .value(out())
@@ -561,7 +662,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       })
       .Case([&](tess::AttentionOp attention) {
         Value opSeed = mixedSeed(attention.getSeed());
-        return call("tessera_cpu_attention", [&](CallArguments &a) {
+        return call("attention", [&](CallArguments &a) {
           a.value(in(attention.getQuery()))
               .value(in(attention.getKey()))
               .value(in(attention.getValue()))
@@ -577,7 +678,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         // The kernels take rows: logits [N, V], targets [N].
         Value logits = rowsView(crossEntropy.getLogits());
         Value targets = flatView(crossEntropy.getTargets());
-        return call("tessera_cpu_cross_entropy", [&](CallArguments &a) {
+        return call("cross_entropy", [&](CallArguments &a) {
           a.value(logits).value(targets).value(out()).i64(
               crossEntropy.getIgnoreIndex());
         });
@@ -586,7 +687,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         Value logits = rowsView(grad.getLogits());
         Value targets = flatView(grad.getTargets());
         Value dlogits = rowsView(grad.getResult());
-        return call("tessera_cpu_cross_entropy_grad", [&](CallArguments &a) {
+        return call("cross_entropy_grad", [&](CallArguments &a) {
           a.value(logits)
               .value(targets)
               .value(in(grad.getDloss()))
@@ -599,7 +700,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
             grad.getApproximation() == tess::GeluApproximation::tanh
                 ? "TESSERA_GELU_TANH"
                 : "TESSERA_GELU_ERF";
-        return call("tessera_cpu_unary_grad", [&](CallArguments &a) {
+        return call("unary_grad", [&](CallArguments &a) {
           a.literal(kind)
               .value(in(op.getOperand(0)))
               .value(in(op.getOperand(1)))
@@ -607,7 +708,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::SiluGradOp) {
-        return call("tessera_cpu_unary_grad", [&](CallArguments &a) {
+        return call("unary_grad", [&](CallArguments &a) {
           a.literal("TESSERA_SILU")
               .value(in(op.getOperand(0)))
               .value(in(op.getOperand(1)))
@@ -615,7 +716,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::LayerNormGradOp grad) {
-        return call("tessera_cpu_layer_norm_grad", [&](CallArguments &a) {
+        return call("layer_norm_grad", [&](CallArguments &a) {
           a.value(in(grad.getInput()))
               .optional(in(grad.getScale()))
               .value(in(grad.getDy()))
@@ -627,7 +728,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::RmsNormGradOp grad) {
-        return call("tessera_cpu_rms_norm_grad", [&](CallArguments &a) {
+        return call("rms_norm_grad", [&](CallArguments &a) {
           a.value(in(grad.getInput()))
               .optional(in(grad.getScale()))
               .value(in(grad.getDy()))
@@ -638,7 +739,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::SoftmaxGradOp grad) {
-        return call("tessera_cpu_softmax_grad", [&](CallArguments &a) {
+        return call("softmax_grad", [&](CallArguments &a) {
           a.value(in(grad.getOutput()))
               .value(in(grad.getDy()))
               .value(out())
@@ -647,7 +748,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       })
       .Case([&](tess::AttentionGradOp grad) {
         Value opSeed = mixedSeed(grad.getSeed());
-        return call("tessera_cpu_attention_grad", [&](CallArguments &a) {
+        return call("attention_grad", [&](CallArguments &a) {
           a.value(in(grad.getQuery()))
               .value(in(grad.getKey()))
               .value(in(grad.getValue()))
@@ -663,12 +764,12 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::EmbeddingGradOp grad) {
-        return call("tessera_cpu_embedding_grad", [&](CallArguments &a) {
+        return call("embedding_grad", [&](CallArguments &a) {
           a.value(in(grad.getIndices())).value(in(grad.getDy())).value(out());
         });
       })
       .Case([&](tess::GatherGradOp grad) {
-        return call("tessera_cpu_gather_grad", [&](CallArguments &a) {
+        return call("gather_grad", [&](CallArguments &a) {
           a.value(in(grad.getIndices()))
               .value(in(grad.getDy()))
               .value(out())
@@ -678,13 +779,13 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       .Case([&](tess::SliceGradOp grad) {
         Value starts = int64Table(grad.getStarts());
         Value strides = int64Table(grad.getStrides());
-        return call("tessera_cpu_slice_grad", [&](CallArguments &a) {
+        return call("slice_grad", [&](CallArguments &a) {
           a.value(in(grad.getDy())).value(out()).value(starts).value(strides);
         });
       })
       .Case([&](tess::ConcatOp concat) {
         unsigned count = concat.getInputs().size();
-        return call("tessera_cpu_concat", [&](CallArguments &a) {
+        return call("concat", [&](CallArguments &a) {
           // const tessera_tensor *inputs[count] = {...};
           auto arrayType = emitc::ArrayType::get({count}, types.constTensorPointer);
           Value inputs = emitc::VariableOp::create(
@@ -707,7 +808,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       })
       .Case([&](tess::SplitOp split) {
         unsigned count = split.getNumResults();
-        return call("tessera_cpu_split", [&](CallArguments &a) {
+        return call("split", [&](CallArguments &a) {
           auto arrayType = emitc::ArrayType::get({count}, types.tensorPointer);
           Value outputs = emitc::VariableOp::create(
               builder, loc, arrayType, emitc::OpaqueAttr::get(context, ""));
@@ -737,7 +838,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
           dims.push_back(axisOf(dim, op.getOperand(0)));
         llvm::sort(dims);
         Value table = int64Table(dims);
-        return call("tessera_cpu_reduce", [&](CallArguments &a) {
+        return call("reduce", [&](CallArguments &a) {
           a.literal(kind)
               .value(in(op.getOperand(0)))
               .value(out())
@@ -746,31 +847,38 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Default([&](Operation *unknown) {
-        return unknown->emitError("tess-lower-to-emitc: no CPU kernel for '")
+        return unknown->emitError("tess-lower-to-emitc: no kernel for '")
                << unknown->getName() << "' in @forward_backward";
       });
 }
 
-/// Results not written in place are copied into the caller's storage.
+/// Results not written in place are copied into the caller's storage; on
+/// the GPU every result is downloaded into it.
 void StepBuilder::copyResultsOut(func::ReturnOp returnOp) {
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
     const ValueStorage &storage = plan.storage.lookup(value);
-    if (storage.kind == StorageKind::Output && storage.index == index)
+    if (!target.cuda && storage.kind == StorageKind::Output &&
+        storage.index == index)
       continue;
     Value source = descriptors.lookup(value);
     if (index == 0) {
       CallArguments arguments(context);
       arguments.value(source).value(loss);
-      guardedCall("tessera_read_scalar_f32", arguments);
+      supportCall("read_scalar_f32", arguments);
       continue;
     }
-    Value target = describe(
+    if (target.cuda) {
+      CallArguments arguments(context);
+      arguments.value(source).value(
+          elementPointer(gradients, index - 1, types.tensorPointer));
+      supportCall("download", arguments);
+      continue;
+    }
+    Value copy = describe(
         "tessera_view_tensor",
         elementPointer(gradients, index - 1, types.tensorPointer), 0,
         tensorTypeOf(value));
-    CallArguments arguments(context);
-    arguments.value(source).value(target);
-    guardedCall("tessera_cpu_copy", arguments);
+    kernelCall("copy", [&](CallArguments &a) { a.value(source).value(copy); });
   }
 }
 
@@ -781,12 +889,15 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   //     const tessera_tensor *tokens, const tessera_tensor *targets,
   //     float loss_scale, uint64_t seed, float *loss,
   //     tessera_tensor *gradients)
+  // The cuda target's takes the stream after the arena.
   SmallVector<Type> programArguments = {
       types.constTensorPointer, types.constTensorPointer,
       types.constTensorPointer, types.constTensorPointer,
       types.f32,                types.ui64,
       types.floatPointer,       types.tensorPointer};
   SmallVector<Type> stepArguments = {types.bytePointer};
+  if (target.cuda)
+    stepArguments.push_back(types.stream);
   stepArguments.append(programArguments);
   builder.setInsertionPoint(source);
   auto steps = emitc::FuncOp::create(
@@ -796,14 +907,19 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   Block *body = steps.addEntryBlock();
   builder.setInsertionPointToStart(body);
   arena = body->getArgument(0);
-  parameters = body->getArgument(1);
-  buffers = body->getArgument(2);
-  tokens = body->getArgument(3);
-  targets = body->getArgument(4);
-  lossScale = body->getArgument(5);
-  seed = body->getArgument(6);
-  loss = body->getArgument(7);
-  gradients = body->getArgument(8);
+  unsigned first = target.cuda ? 2 : 1;
+  if (target.cuda)
+    stream = body->getArgument(1);
+  parameters = body->getArgument(first);
+  buffers = body->getArgument(first + 1);
+  tokens = body->getArgument(first + 2);
+  targets = body->getArgument(first + 3);
+  lossScale = body->getArgument(first + 4);
+  seed = body->getArgument(first + 5);
+  loss = body->getArgument(first + 6);
+  gradients = body->getArgument(first + 7);
+  // The device slots (cuda) follow the planned tensors.
+  arenaBytes = plan.layout.totalBytes;
 
   status = emitc::VariableOp::create(builder, loc,
                                      emitc::LValueType::get(types.i32),
@@ -814,19 +930,26 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   layoutsPlaceholder = emitc::LiteralOp::create(
       builder, loc, emitc::PointerType::get(types.i64), "tessera_layouts");
 
-  // The arguments, by index into the caller's arrays.
+  // The arguments, by index into the caller's arrays; on the GPU, their
+  // copies in the arena.
+  auto onTarget = [&](Value host, BlockArgument argument) {
+    return target.cuda ? uploaded(host, tensorTypeOf(argument)) : host;
+  };
   for (BlockArgument argument : source.getArguments()) {
     unsigned number = argument.getArgNumber();
     if (number < parameterCount) {
-      descriptors[argument] =
-          elementPointer(parameters, number, types.constTensorPointer);
+      descriptors[argument] = onTarget(
+          elementPointer(parameters, number, types.constTensorPointer),
+          argument);
     } else if (number < parameterCount + bufferCount) {
-      descriptors[argument] = elementPointer(
-          buffers, number - parameterCount, types.constTensorPointer);
+      descriptors[argument] =
+          onTarget(elementPointer(buffers, number - parameterCount,
+                                  types.constTensorPointer),
+                   argument);
     } else if (number == parameterCount + bufferCount) {
-      descriptors[argument] = tokens;
+      descriptors[argument] = onTarget(tokens, argument);
     } else if (number == parameterCount + bufferCount + 1) {
-      descriptors[argument] = targets;
+      descriptors[argument] = onTarget(targets, argument);
     } else {
       // The loss scale: a float argument, described as a rank-0 tensor.
       Value scale = emitc::VariableOp::create(
@@ -835,8 +958,9 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
       emitc::AssignOp::create(builder, loc, scale, lossScale);
       Value address =
           emitc::AddressOfOp::create(builder, loc, types.floatPointer, scale);
-      descriptors[argument] = describe("tessera_layout_tensor", address, 0,
-                                       tensorTypeOf(argument));
+      descriptors[argument] = onTarget(
+          describe("tessera_layout_tensor", address, 0, tensorTypeOf(argument)),
+          argument);
     }
   }
 
@@ -874,7 +998,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   }
 
   // int32_t tessera_forward_backward(<program.h's forward_backward>): the
-  // arena once, then the steps.
+  // arena once, then the steps (cuda: then the step's one device check).
   builder.setInsertionPoint(source);
   auto wrapper = emitc::FuncOp::create(
       builder, loc, kForwardBackwardName,
@@ -892,12 +1016,19 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
       emitc::GetGlobalOp::create(builder, loc, arenaLvalue, kArenaName);
   Value arenaAddress = emitc::AddressOfOp::create(
       builder, loc, emitc::PointerType::get(types.bytePointer), arenaGlobal);
-  Value arenaBytes = emitc::GetGlobalOp::create(
+  Value arenaBytesGlobal = emitc::GetGlobalOp::create(
       builder, loc, emitc::LValueType::get(types.i64), kArenaBytesName);
-  Value bytes = emitc::LoadOp::create(builder, loc, types.i64, arenaBytes);
+  Value bytes = emitc::LoadOp::create(builder, loc, types.i64, arenaBytesGlobal);
+  Value streamGlobal;
   CallArguments acquire(context);
   acquire.value(arenaAddress).value(bytes);
-  guardedCall("tessera_arena_acquire", acquire);
+  if (target.cuda) {
+    streamGlobal = emitc::GetGlobalOp::create(
+        builder, loc, emitc::LValueType::get(types.stream), kStreamName);
+    acquire.value(emitc::AddressOfOp::create(
+        builder, loc, emitc::PointerType::get(types.stream), streamGlobal));
+  }
+  guardedCall((target.supportPrefix + "arena_acquire").str(), acquire);
   Value current = emitc::LoadOp::create(builder, loc, types.i32, status);
   Value ok = emitc::CmpOp::create(builder, loc, builder.getI1Type(),
                                   emitc::CmpPredicate::eq, current, zero);
@@ -905,6 +1036,9 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
     Value arenaPointer =
         emitc::LoadOp::create(inner, loc, types.bytePointer, arenaGlobal);
     SmallVector<Value> operands = {arenaPointer};
+    if (target.cuda)
+      operands.push_back(
+          emitc::LoadOp::create(inner, loc, types.stream, streamGlobal));
     operands.append(wrapperBody->getArguments().begin(),
                     wrapperBody->getArguments().end());
     Value result = emitc::CallOp::create(inner, loc, steps, operands)
@@ -912,13 +1046,28 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
     emitc::AssignOp::create(inner, loc, status, result);
     emitc::YieldOp::create(inner, loc);
   });
+  if (target.cuda) {
+    // Unguarded: it also waits for what a failed step had launched, and
+    // hands the first failure's message to tessera_cpu_last_error().
+    Value stepStatus = emitc::LoadOp::create(builder, loc, types.i32, status);
+    Value currentStream =
+        emitc::LoadOp::create(builder, loc, types.stream, streamGlobal);
+    Value finished =
+        emitc::CallOpaqueOp::create(builder, loc, TypeRange{types.i32},
+                                    "tessera_cuda_finish_step",
+                                    ValueRange{stepStatus, currentStream})
+            .getResult(0);
+    emitc::AssignOp::create(builder, loc, status, finished);
+  }
   Value finalStatus = emitc::LoadOp::create(builder, loc, types.i32, status);
   emitc::ReturnOp::create(builder, loc, finalStatus);
 
-  // The arena: its size and the pointer acquired on the first step.
+  // The arena: its size and the pointer acquired on the first step (cuda:
+  // in device memory, with the stream every call runs on).
   builder.setInsertionPoint(steps);
+  arenaBytes = llvm::alignTo(arenaBytes, kArenaAlignment);
   emitc::GlobalOp::create(builder, loc, kArenaBytesName, types.i64,
-                          builder.getI64IntegerAttr(plan.layout.totalBytes),
+                          builder.getI64IntegerAttr(arenaBytes),
                           /*extern_specifier=*/false,
                           /*static_specifier=*/true,
                           /*const_specifier=*/true);
@@ -927,6 +1076,12 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
                           /*extern_specifier=*/false,
                           /*static_specifier=*/true,
                           /*const_specifier=*/false);
+  if (target.cuda)
+    emitc::GlobalOp::create(builder, loc, kStreamName, types.stream,
+                            emitc::OpaqueAttr::get(context, "NULL"),
+                            /*extern_specifier=*/false,
+                            /*static_specifier=*/true,
+                            /*const_specifier=*/false);
   return success();
 }
 
@@ -1068,6 +1223,13 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
 
 void LowerToEmitCPass::runOnOperation() {
   ModuleOp module = getOperation();
+  FailureOr<TargetConventions> conventions =
+      TargetConventions::forName(targetName);
+  if (failed(conventions)) {
+    module.emitError("tess-lower-to-emitc: unknown target '")
+        << targetName << "' (expected cpu or cuda)";
+    return signalPassFailure();
+  }
   auto function = module.lookupSymbol<func::FuncOp>("forward_backward");
   if (!function) {
     module.emitError("tess-lower-to-emitc: no @forward_backward (run "
@@ -1099,9 +1261,9 @@ void LowerToEmitCPass::runOnOperation() {
   builder.setInsertionPointToStart(module.getBody());
   Location loc = module.getLoc();
   emitc::IncludeOp::create(builder, loc, "tessera/runtime/program.h");
-  emitc::IncludeOp::create(builder, loc, "tessera/runtime/lowering_support.h");
+  emitc::IncludeOp::create(builder, loc, conventions->supportHeader);
 
-  StepBuilder steps(module, function, *plan);
+  StepBuilder steps(module, function, *plan, *conventions);
   if (failed(steps.build(parameterCount, bufferCount)))
     return signalPassFailure();
 

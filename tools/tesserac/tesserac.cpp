@@ -2,7 +2,7 @@
 //
 //   tesserac MODEL.onnx [--dim NAME=N]... [--freeze RE] [--train RE]
 //            [--emit=tess-import|mlir|cpp] [--summary] [-o FILE]
-//            [--target cpu --loss causal-lm|mlm --precision fp32|bf16|fp16
+//            [--target cpu|cuda --loss causal-lm|mlm --precision fp32|bf16|fp16
 //             [--cxx CXX] [--runtime-dir DIR] -o train]
 //            [--explain [--loss ...] [--precision ...] [--mesh 2x4|dp=2,tp=4]
 //             [--cluster h200|h200-multinode|a100-megatron|FILE.json]]
@@ -14,7 +14,9 @@
 // tess-lower-to-emitc, EmitC's C++ emitter). `--target cpu -o train` goes
 // one stage further: it writes the initial weights as
 // train.weights.safetensors and compiles and links the C++ with the runtime
-// into the training executable `train`. `--explain` builds the training
+// into the training executable `train`; `--target cuda` does the same with
+// the CUDA kernels (the step on the GPU, the driver and AdamW on the host),
+// when this tesserac was built with the CUDA runtime. `--explain` builds the training
 // step and prints lib/CostModel's prediction of its memory and time.
 //
 //===----------------------------------------------------------------------===//
@@ -86,7 +88,9 @@ cl::opt<Target> target(
     "target", cl::desc("Build the training executable for this backend"),
     cl::init(Target::None),
     cl::values(clEnumValN(Target::Cpu, "cpu", "the CPU reference kernels"),
-               clEnumValN(Target::Cuda, "cuda", "CUDA (not available yet)")),
+               clEnumValN(Target::Cuda, "cuda",
+                          "the CUDA kernels (needs a tesserac built with "
+                          "-DTESSERA_RUNTIME_CUDA=ON)")),
     cl::cat(category));
 cl::opt<std::string> loss("loss",
                           cl::desc("Training objective: causal-lm or mlm"),
@@ -100,8 +104,10 @@ cl::opt<std::string>
         cl::value_desc("PATH"), cl::cat(category));
 cl::opt<std::string>
     runtimeDir("runtime-dir",
-               cl::desc("Where libtessera_runtime_train.a and "
-                        "libtessera_runtime_cpu.a are (default: this build's)"),
+               cl::desc("Where libtessera_runtime_train.a, "
+                        "libtessera_runtime_cpu.a (and for --target cuda "
+                        "libtessera_runtime_cuda.a) are (default: this "
+                        "build's)"),
                cl::value_desc("DIR"), cl::cat(category));
 
 // --explain: the cost model's prediction for one training step.
@@ -139,19 +145,54 @@ int writeOutput(function_ref<void(raw_ostream &)> print) {
   return 0;
 }
 
+#ifdef TESSERA_RUNTIME_CUDA_LIBRARY
+constexpr bool kHasCudaRuntime = true;
+#else
+constexpr bool kHasCudaRuntime = false;
+#endif
+
+/// The CUDA toolkit's part of the link of --target cuda, found when this
+/// tesserac was built: its headers (cuda_kernels.h includes
+/// cuda_runtime_api.h), the CUDA runtime linked statically and cuBLASLt (the
+/// one shared library the GPU machine must have), and what they need.
+void addCudaToolkit(tessera::lowering::HostCompileOptions &options) {
+#ifdef TESSERA_RUNTIME_CUDA_LIBRARY
+  options.includeDirectories.push_back(TESSERA_CUDA_INCLUDE_DIR);
+  std::string cublasLt = TESSERA_CUBLASLT_LIBRARY;
+  options.linkArguments = {
+      TESSERA_CUDART_STATIC_LIBRARY, cublasLt,
+      // Where cuBLASLt was here; elsewhere the loader's own search applies.
+      "-Wl,-rpath," + sys::path::parent_path(cublasLt).str(), "-ldl", "-lrt"};
+#else
+  (void)options;
+#endif
+}
+
 /// Where this build's runtime is; --runtime-dir points elsewhere (a
-/// standalone `cmake -S runtime` build keeps the driver in train/).
-tessera::lowering::HostCompileOptions runtimeLocation() {
+/// standalone `cmake -S runtime` build keeps the driver in train/ and the
+/// CUDA kernels in cuda/).
+tessera::lowering::HostCompileOptions runtimeLocation(bool cuda) {
   tessera::lowering::HostCompileOptions options;
   options.runtimeIncludeDirectory = TESSERA_RUNTIME_INCLUDE_DIR;
+  if (cuda)
+    addCudaToolkit(options);
   if (runtimeDir.empty()) {
-    options.libraries = {TESSERA_RUNTIME_TRAIN_LIBRARY,
-                         TESSERA_RUNTIME_CPU_LIBRARY};
+    options.libraries = {TESSERA_RUNTIME_TRAIN_LIBRARY};
+#ifdef TESSERA_RUNTIME_CUDA_LIBRARY
+    if (cuda)
+      options.libraries.push_back(TESSERA_RUNTIME_CUDA_LIBRARY);
+#endif
+    options.libraries.push_back(TESSERA_RUNTIME_CPU_LIBRARY);
     return options;
   }
-  for (StringRef name : {"libtessera_runtime_train.a", "libtessera_runtime_cpu.a"}) {
+  // Link order: the driver, the CUDA kernels, then the CPU kernels both use.
+  SmallVector<StringRef, 3> names = {"libtessera_runtime_train.a"};
+  if (cuda)
+    names.push_back("libtessera_runtime_cuda.a");
+  names.push_back("libtessera_runtime_cpu.a");
+  for (StringRef name : names) {
     std::string found;
-    for (StringRef folder : {"", "train", "lib"}) {
+    for (StringRef folder : {"", "train", "cuda", "lib"}) {
       SmallString<256> candidate(runtimeDir);
       sys::path::append(candidate, folder, name);
       if (sys::fs::exists(candidate)) {
@@ -254,6 +295,7 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
   tessera::LowerToEmitCOptions lowerOptions;
   lowerOptions.modelName = sys::path::filename(inputPath).str();
   lowerOptions.weightsFile = weightsPath;
+  lowerOptions.targetName = target == Target::Cuda ? "cuda" : "cpu";
   lowering.addPass(tessera::createLowerToEmitC(lowerOptions));
   if (mlir::failed(lowering.run(module)))
     return fail(inputPath + ": lowering the training step to C++ failed");
@@ -281,7 +323,8 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
       return fail("cannot write " + sourcePath.str() + ": " + code.message());
     source << cpp;
   }
-  tessera::lowering::HostCompileOptions compile = runtimeLocation();
+  tessera::lowering::HostCompileOptions compile =
+      runtimeLocation(target == Target::Cuda);
   compile.compiler = "c++";
   if (std::optional<std::string> environment = sys::Process::GetEnv("CXX");
       environment && !environment->empty())
@@ -338,11 +381,14 @@ int main(int argc, char **argv) {
   if (train.getNumOccurrences())
     options.trainPattern = train;
   bool buildExecutable = target != Target::None && emit == EmitStage::None;
-  if (target == Target::Cuda)
-    return fail("--target cuda: the CUDA backend is not available yet; use "
-                "--target cpu");
+  StringRef targetName = target == Target::Cuda ? "cuda" : "cpu";
+  // --emit=cpp --target cuda only writes C++; linking needs the runtime.
+  if (buildExecutable && target == Target::Cuda && !kHasCudaRuntime)
+    return fail("--target cuda: this tesserac was built without the CUDA "
+                "runtime (configure with -DTESSERA_RUNTIME_CUDA=ON)");
   if (buildExecutable && (outputPath.empty() || outputPath == "-"))
-    return fail("--target cpu: name the executable with -o, e.g. -o train");
+    return fail("--target " + targetName +
+                ": name the executable with -o, e.g. -o train");
   if (buildExecutable && summary)
     return fail("--summary cannot be combined with building an executable");
   if (loss != "causal-lm" && loss != "mlm")
@@ -388,7 +434,8 @@ int main(int argc, char **argv) {
   options.loadWeights = loadWeights || buildExecutable;
   if (emit == EmitStage::None && !summary && !buildExecutable && !explain)
     return fail("nothing to do: pass --emit=mlir, --emit=tess-import, "
-                "--emit=cpp, --summary, --explain or --target cpu -o FILE");
+                "--emit=cpp, --summary, --explain or --target cpu|cuda -o "
+                "FILE");
 
   mlir::MLIRContext context;
   auto module =

@@ -1,8 +1,9 @@
 //===- HostCompiler.h - C++ of the step -> training executable ---*- C++ -*-===//
 //
-// The link step of `tesserac --target cpu -o train`: the translation unit
-// that tess-lower-to-emitc produced is compiled by the host C++ compiler and
-// linked with the runtime's static libraries.
+// The link step of `tesserac --target cpu|cuda -o train`: the translation
+// unit that tess-lower-to-emitc produced is compiled by the host C++ compiler
+// and linked with the runtime's static libraries (for cuda also the CUDA
+// runtime, statically, and cuBLASLt: no nvcc is needed to link).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,11 @@ struct HostCompileOptions {
   std::string runtimeIncludeDirectory;
   /// The runtime's static libraries, in link order (driver, then kernels).
   std::vector<std::string> libraries;
+  /// More header folders (the CUDA toolkit's, for cuda_runtime_api.h).
+  std::vector<std::string> includeDirectories;
+  /// Arguments after the libraries, before -lpthread -lm (the CUDA
+  /// libraries, -ldl, -lrt, an rpath).
+  std::vector<std::string> linkArguments;
 };
 
 /// Compiles and links. A failure is an error carrying the command and the

@@ -11,7 +11,7 @@ include "mlir/Pass/PassBase.td"
 
 def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
   let summary = "Lower @forward_backward to C++ (EmitC) over the runtime's "
-                "CPU kernels";
+                "CPU or CUDA kernels";
   let description = [{
     Turns the module that `tess-build-training` produced into one EmitC
     translation unit: the training executable's program for
@@ -40,6 +40,17 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
     Every other function (`@forward`, `@optimizer_step`) is removed: the
     runtime applies AdamW itself. An op without a kernel is an error
     naming it.
+
+    `target=cuda` keeps the same op -> kernel mapping and calls
+    `tessera_cuda_*` (cuda_kernels.h) with the program's stream last, over
+    an arena in device memory (`tessera_cuda_arena_acquire`, with the
+    stream). program.h's ABI stays host-side (the driver and AdamW run on
+    the host in this first version, the known slow part): the step uploads
+    the parameters, buffers, tokens, targets and loss scale into device
+    slots after the planned tensors, downloads the loss and every gradient
+    at the end, and `tessera_cuda_finish_step` checks the kernels' device
+    errors once per call and makes the first failure the returned status
+    and `tessera_cpu_last_error()` (cuda_lowering_support.h).
   }];
   let options = [
     Option<"modelName", "model-name", "std::string", /*default=*/"\"\"",
@@ -47,6 +58,9 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
     Option<"weightsFile", "weights-file", "std::string", /*default=*/"\"\"",
            "The safetensors file of the initial weights the executable "
            "reads by default (none when empty)">,
+    Option<"targetName", "target", "std::string", /*default=*/"\"cpu\"",
+           "The kernels the step calls: cpu (tessera_cpu_*, host arena) or "
+           "cuda (tessera_cuda_*, device arena)">,
     Option<"printArenaPlan", "print-arena-plan", "bool", /*default=*/"false",
            "Print the arena plan of @forward_backward to stderr">,
   ];

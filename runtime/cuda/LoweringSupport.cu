@@ -1,0 +1,174 @@
+//===- LoweringSupport.cu - helpers of the lowered step on the GPU --------===//
+//
+// See cuda_lowering_support.h. The program's ABI (program.h) is host-side in
+// this first GPU backend, so these helpers are the boundary: uploads of the
+// step's inputs into the device arena, downloads of its results, constants,
+// and the one synchronization per step (tessera_cuda_finish_step), which is
+// also where a device-side error becomes the message the driver prints.
+// Copies are asynchronous on the program's stream; from pageable host memory
+// the CUDA runtime stages them, so the host storage may be reused as soon as
+// an upload returns, and a download is complete after finish_step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+#include "tessera/runtime/cuda_lowering_support.h"
+
+#include <cstring>
+
+using namespace tessera::cuda;
+using tessera::cpu::dtypeName;
+using tessera::cpu::dtypeSize;
+using tessera::cpu::elementCount;
+using tessera::cpu::requireTensor;
+
+namespace {
+
+int64_t byteCount(const tessera_tensor &tensor) {
+  return elementCount(tensor) * static_cast<int64_t>(dtypeSize(tensor.dtype));
+}
+
+/// Checks that a host tensor and its device copy agree on dtype and size.
+void requireSameStorage(const tessera_tensor &from, const tessera_tensor &to) {
+  if (from.dtype != to.dtype)
+    fail(std::string("dtype ") + dtypeName(from.dtype) + " copied into " +
+         dtypeName(to.dtype));
+  if (elementCount(from) != elementCount(to))
+    fail(std::to_string(elementCount(from)) + " elements copied into " +
+         std::to_string(elementCount(to)));
+}
+
+/// One element of 1, 2, 4 or 8 bytes, written everywhere.
+template <typename Element>
+__global__ void splatKernel(Element *y, Element value, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(i, count) { y[i] = value; }
+}
+
+template <typename Element>
+void launchSplat(tessera_tensor &y, const uint8_t *element,
+                 cudaStream_t stream) {
+  Element value;
+  std::memcpy(&value, element, sizeof(Element));
+  int64_t count = elementCount(y);
+  splatKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+      static_cast<Element *>(y.data), value, count);
+  cudaCheckLaunch();
+}
+
+} // namespace
+
+extern "C" int tessera_cuda_arena_acquire(uint8_t **arena, int64_t bytes,
+                                          cudaStream_t *stream) {
+  return runCudaKernel("tessera_cuda_arena_acquire", [&] {
+    if (*arena)
+      return;
+    if (!*stream)
+      cudaCheck(cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
+    // cudaMalloc aligns to at least 256 bytes, more than the plan's
+    // TESSERA_ARENA_ALIGNMENT; an empty arena still gets one block so the
+    // pointer is never NULL.
+    size_t rounded = bytes > 0 ? static_cast<size_t>(bytes)
+                               : static_cast<size_t>(TESSERA_ARENA_ALIGNMENT);
+    void *memory = nullptr;
+    cudaError_t error = cudaMalloc(&memory, rounded);
+    if (error != cudaSuccess)
+      fail("cannot allocate the step's device arena of " +
+           std::to_string(bytes) + " bytes: " + cudaGetErrorString(error));
+    cudaCheck(cudaMemsetAsync(memory, 0, rounded, *stream));
+    *arena = static_cast<uint8_t *>(memory);
+  });
+}
+
+extern "C" int tessera_cuda_upload(const tessera_tensor *host,
+                                   tessera_tensor *device,
+                                   cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_upload", [&] {
+    const tessera_tensor &from = requireTensor(host, "host");
+    tessera_tensor &to = requireTensor(device, "device");
+    requireSameStorage(from, to);
+    if (int64_t bytes = byteCount(from))
+      cudaCheck(cudaMemcpyAsync(to.data, from.data, static_cast<size_t>(bytes),
+                                cudaMemcpyHostToDevice, stream));
+  });
+}
+
+extern "C" int tessera_cuda_download(const tessera_tensor *device,
+                                     tessera_tensor *host,
+                                     cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_download", [&] {
+    const tessera_tensor &from = requireTensor(device, "device");
+    tessera_tensor &to = requireTensor(host, "host");
+    requireSameStorage(from, to);
+    if (int64_t bytes = byteCount(from))
+      cudaCheck(cudaMemcpyAsync(to.data, from.data, static_cast<size_t>(bytes),
+                                cudaMemcpyDeviceToHost, stream));
+  });
+}
+
+extern "C" int tessera_cuda_fill_bytes(tessera_tensor *y, const uint8_t *bytes,
+                                       int64_t size, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_fill_bytes", [&] {
+    tessera_tensor &out = requireTensor(y, "y");
+    int64_t expected = byteCount(out);
+    if (size != expected)
+      fail("constant of " + std::to_string(size) + " bytes for a tensor of " +
+           std::to_string(expected));
+    if (size)
+      cudaCheck(cudaMemcpyAsync(out.data, bytes, static_cast<size_t>(size),
+                                cudaMemcpyHostToDevice, stream));
+  });
+}
+
+extern "C" int tessera_cuda_fill_splat(tessera_tensor *y,
+                                       const uint8_t *element,
+                                       int64_t element_size,
+                                       cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_fill_splat", [&] {
+    tessera_tensor &out = requireTensor(y, "y");
+    if (element_size != static_cast<int64_t>(dtypeSize(out.dtype)))
+      fail("splat element of " + std::to_string(element_size) +
+           " bytes for dtype " + dtypeName(out.dtype));
+    if (elementCount(out) == 0)
+      return;
+    switch (element_size) {
+    case 1:
+      return launchSplat<uint8_t>(out, element, stream);
+    case 2:
+      return launchSplat<uint16_t>(out, element, stream);
+    case 4:
+      return launchSplat<uint32_t>(out, element, stream);
+    case 8:
+      return launchSplat<uint64_t>(out, element, stream);
+    default:
+      fail("no splat for elements of " + std::to_string(element_size) +
+           " bytes");
+    }
+  });
+}
+
+extern "C" int tessera_cuda_read_scalar_f32(const tessera_tensor *x,
+                                            float *value,
+                                            cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_read_scalar_f32", [&] {
+    const tessera_tensor &scalar = requireTensor(x, "x");
+    if (scalar.dtype != TESSERA_F32 || elementCount(scalar) != 1)
+      fail("expected one F32 element");
+    cudaCheck(cudaMemcpyAsync(value, scalar.data, sizeof(float),
+                              cudaMemcpyDeviceToHost, stream));
+  });
+}
+
+extern "C" int tessera_cuda_finish_step(int status, cudaStream_t stream) {
+  // The first failure's message: a failed call's, kept before the check can
+  // overwrite tessera_cuda_last_error with its own.
+  std::string message = status ? tessera_cuda_last_error() : "";
+  int deviceStatus = tessera_cuda_check_device_errors(stream);
+  if (status == 0 && deviceStatus != 0) {
+    status = deviceStatus;
+    message = tessera_cuda_last_error();
+  }
+  if (status != 0)
+    tessera::cpu::setLastError(message);
+  return status;
+}
