@@ -1,0 +1,104 @@
+//===- ShardingStrategy.h - the ways one op can run on a mesh axis -*- C++
+//-*-===//
+//
+// For one op and one mesh axis, the strategies the intra-op search chooses
+// among (Alpa's per-op strategy list): the layout each operand must arrive in,
+// the layout each result leaves in, the op's compute time per device and the
+// communication the strategy itself causes. Moving a value between the
+// layout its producer leaves and the one its consumer needs is priced on the
+// edge (Resharding.h), not here.
+//
+// The strategies, on an axis of n devices:
+//   linear     replicated; column-parallel (weight split on `out`, result
+//              split on its last dim); row-parallel (input and weight split
+//              on `in`, result a partial sum; the bias is added on one
+//              device, i.e. needed as a partial sum); data-parallel (input
+//              and result split on dim 0, weight replicated)
+//   matmul     replicated; split on M, on N, on a batch dim both operands
+//              have, or on K (result a partial sum)
+//   elementwise, broadcast
+//              replicated; split on any result dim, operands following it
+//              (a broadcast operand dim stays whole)
+//   layer_norm, rms_norm, softmax
+//              replicated; split on a dim that is not normalized
+//   attention  replicated; split on batch; split on heads (with grouped K/V,
+//              the K/V head count must divide by n too, so every device
+//              holds whole groups)
+//   embedding  replicated; vocabulary-parallel (table split on rows, result a
+//              partial sum: rows a device lacks contribute zeros); split on
+//              the hidden dim; split on the token batch (dim 0)
+//   reshape, transpose
+//              replicated; a split dim that maps to one result dim (for a
+//              reshape: it starts at the same flat offset and both sizes
+//              divide by n); a partial sum passes through (both are linear)
+//   others     replicated (a conservative fallback: always valid)
+// A split strategy needs every split dim divisible by n.
+//
+// Times: the op's roofline time from lib/CostModel divided by n when the work
+// is divided. For training, forward plus backward is 3x the forward (a
+// backward does the two products of a forward one), and an operand that the
+// strategy reads replicated while dividing the work gets a partial gradient
+// on every device, which the backward all-reduces: for a weight that is data
+// parallelism's gradient all-reduce, for a column-parallel input Megatron's
+// `f` all-reduce. Only operands that need a gradient (computed from a
+// trainable tess.parameter) count.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_SHARDING_SHARDINGSTRATEGY_H
+#define TESSERA_SHARDING_SHARDINGSTRATEGY_H
+
+#include "tessera/CostModel/Cluster.h"
+#include "tessera/CostModel/DeviceMesh.h"
+#include "tessera/Sharding/TensorLayout.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <string>
+#include <vector>
+
+namespace tessera::sharding {
+
+struct ShardingStrategy {
+  /// What reports print: "replicated", "column-parallel", "split dim 0", ...
+  std::string name;
+  /// One per operand of the op, one per result.
+  llvm::SmallVector<TensorLayout, 3> operandLayouts;
+  llvm::SmallVector<TensorLayout, 1> resultLayouts;
+  /// Seconds per device.
+  double computeTime = 0;
+  /// Seconds of collectives the strategy itself causes (training only: the
+  /// all-reduce of partial gradients).
+  double communicationTime = 0;
+
+  double time() const { return computeTime + communicationTime; }
+};
+
+struct StrategyContext {
+  const cost::DeviceMesh *mesh = nullptr;
+  const cost::Cluster *cluster = nullptr;
+  /// The mesh axis the strategies split over.
+  unsigned axis = 0;
+  /// Price forward plus backward (see the file comment) rather than the
+  /// forward alone.
+  bool training = false;
+  /// Values that need a gradient; may be null (then none do).
+  const llvm::DenseSet<mlir::Value> *needsGradient = nullptr;
+};
+
+/// The strategies of `op`; never empty (the replicated one is always first).
+/// An op with an operand or result that is not a statically shaped tensor
+/// gets only the replicated strategy.
+std::vector<ShardingStrategy>
+enumerateStrategies(mlir::Operation *op, const StrategyContext &context);
+
+/// The bytes of a statically shaped tensor value (0 for anything else).
+double tensorBytes(mlir::Value value);
+
+/// The size of one element of a tensor value, in bytes (i1 takes one).
+double elementBytes(mlir::Value value);
+
+} // namespace tessera::sharding
+
+#endif // TESSERA_SHARDING_SHARDINGSTRATEGY_H
