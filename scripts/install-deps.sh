@@ -31,7 +31,7 @@ system_packages=(
   cmake ninja-build g++
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  coinor-libcbc-dev libgtest-dev
+  coinor-libcbc-dev pkg-config libgtest-dev
   python3 python3-venv
 )
 # onnx is pinned to the minor version whose IR (10) and opset (20) the test models use.
