@@ -21,13 +21,29 @@
 // query row and by grouped heads). dk/dv accumulate in f32 (scratch when
 // their storage is bf16/f16) and are rounded once.
 //
-// What makes it fast later (a tiled kernel: Q and K/V tiles in shared
-// memory, tensor-core MMAs for QK^T and PV, one block per (b, h, query
-// tile), a KV-major backward without atomics) changes none of this math.
+// The fast path is FlashAttention.cu (tiled, tensor cores, a KV-major
+// backward): both entry points try it first, and these kernels run every
+// call outside its limits (f32, an additive mask, dropout, head dims other
+// than 64 and 128).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+
+namespace tessera::cuda {
+// FlashAttention.cu: false when the call is outside the flash kernels'
+// limits (nothing launched).
+bool flashAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
+                           const tessera_tensor &v, bool hasMask,
+                           double dropout, tessera_tensor &y, bool causal,
+                           double scale, cudaStream_t stream);
+bool flashAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
+                            const tessera_tensor &v, bool hasMask,
+                            double dropout, const tessera_tensor &dy,
+                            tessera_tensor &dq, tessera_tensor &dk,
+                            tessera_tensor &dv, bool causal, double scale,
+                            cudaStream_t stream);
+} // namespace tessera::cuda
 
 using namespace tessera::cuda;
 using tessera::cpu::elementCount;
@@ -358,6 +374,9 @@ extern "C" int tessera_cuda_attention(const tessera_tensor *q,
     requireKernelFloat(output, "y");
     if (elementCount(output) == 0)
       return;
+    if (flashAttentionForward(*q, *k, *v, mask != nullptr, dropout, output,
+                              p.causal, scale, stream))
+      return;
     attentionForwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
                              stream>>>(p, output.data, output.dtype);
     cudaCheckLaunch();
@@ -385,6 +404,11 @@ extern "C" int tessera_cuda_attention_grad(
     requireKernelFloat(queryGradient, "dq");
     requireKernelFloat(keyGradient, "dk");
     requireKernelFloat(valueGradient, "dv");
+    if (elementCount(queryGradient) > 0 && elementCount(keyGradient) > 0 &&
+        flashAttentionBackward(*q, *k, *v, mask != nullptr, dropout, upstream,
+                               queryGradient, keyGradient, valueGradient,
+                               p.causal, scale, stream))
+      return;
     float *keyAccumulator = gradientAccumulator(keyGradient, 0, stream);
     float *valueAccumulator = gradientAccumulator(valueGradient, 1, stream);
     if (elementCount(queryGradient) > 0) {

@@ -13,7 +13,27 @@ struct AttentionCase {
   bool mask;
   double dropout;
   int32_t dtype;
+  float querySpread = 1.0f; // q in [-spread, spread]: larger, peakier scores
 };
+
+/// The largest |value| of a tensor.
+double largestMagnitude(const Tensor &tensor) {
+  double largest = 0.0;
+  for (int64_t i = 0; i < tensor.count(); ++i)
+    largest = std::max(largest, std::fabs(static_cast<double>(tensor.at(i))));
+  return largest;
+}
+
+/// 16-bit tensor-core attention rounds the probabilities and dS to the
+/// storage type before multiplying (as every FlashAttention does), so an
+/// element's error scales with the tensor's largest terms rather than with
+/// the element: the absolute tolerance is an ulp of the largest value.
+double absoluteTolerance(int32_t dtype, const Tensor &expected) {
+  if (dtype == TESSERA_F32)
+    return 1e-5;
+  double ulp = dtype == TESSERA_BF16 ? 1.0 / 256 : 1.0 / 1024;
+  return std::max(2e-3, ulp * largestMagnitude(expected));
+}
 
 void checkAttention(const AttentionCase &c) {
   SCOPED_TRACE(c.name);
@@ -22,7 +42,8 @@ void checkAttention(const AttentionCase &c) {
   Shape vShape = {c.batch, c.keyHeads, c.keySeq, c.valueDim};
   Shape yShape = {c.batch, c.queryHeads, c.querySeq, c.valueDim};
   Shape maskShape = {c.batch, 1, c.querySeq, c.keySeq};
-  Tensor q = randomTensor(c.dtype, qShape, 1);
+  Tensor q =
+      randomTensor(c.dtype, qShape, 1, -c.querySpread, c.querySpread);
   Tensor k = randomTensor(c.dtype, kShape, 2);
   Tensor v = randomTensor(c.dtype, vShape, 3);
   Tensor dy = randomTensor(c.dtype, yShape, 4);
@@ -54,11 +75,14 @@ void checkAttention(const AttentionCase &c) {
       gdv.get(), c.causal, scale, c.dropout, seed, nullptr));
   expectDeviceClean();
   double rtol = c.dtype == TESSERA_F32 ? 1e-4 : toleranceFor(c.dtype);
-  double atol = c.dtype == TESSERA_F32 ? 1e-5 : 2e-3;
-  expectTensorsNear(gy.download(), y, rtol, atol, "attention y");
-  expectTensorsNear(gdq.download(), dq, rtol, atol, "attention dq");
-  expectTensorsNear(gdk.download(), dk, rtol, atol, "attention dk");
-  expectTensorsNear(gdv.download(), dv, rtol, atol, "attention dv");
+  expectTensorsNear(gy.download(), y, rtol, absoluteTolerance(c.dtype, y),
+                    "attention y");
+  expectTensorsNear(gdq.download(), dq, rtol, absoluteTolerance(c.dtype, dq),
+                    "attention dq");
+  expectTensorsNear(gdk.download(), dk, rtol, absoluteTolerance(c.dtype, dk),
+                    "attention dk");
+  expectTensorsNear(gdv.download(), dv, rtol, absoluteTolerance(c.dtype, dv),
+                    "attention dv");
 }
 
 TEST(AttentionCuda, MatchesTheCpuReference) {
@@ -76,6 +100,41 @@ TEST(AttentionCuda, MatchesTheCpuReference) {
       {"head dim 128", 1, 2, 2, 20, 20, 128, 128, true, false, 0.0,
        TESSERA_F32},
       {"bf16 causal", 2, 4, 4, 64, 64, 64, 64, true, false, 0.0, TESSERA_BF16},
+  };
+  for (const AttentionCase &c : cases)
+    checkAttention(c);
+}
+
+// bf16/f16 with head dim 64 or 128 and neither mask nor dropout take the
+// tiled tensor-core kernels (FlashAttention.cu): sequence lengths that are
+// not multiples of the 64-row tiles, causal with fewer queries than keys,
+// grouped-query heads, and scores spread enough to exercise the online
+// softmax's rescaling. The last cases keep 16-bit calls that fall back.
+TEST(AttentionCuda, FlashPathMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  const AttentionCase cases[] = {
+      {"flash bf16 causal 77", 2, 3, 3, 77, 77, 64, 64, true, false, 0.0,
+       TESSERA_BF16, 4.0f},
+      {"flash f16 plain 77", 1, 2, 2, 77, 77, 64, 64, false, false, 0.0,
+       TESSERA_F16},
+      {"flash bf16 grouped causal 1000", 1, 4, 2, 1000, 1000, 64, 64, true,
+       false, 0.0, TESSERA_BF16, 2.0f},
+      {"flash f16 grouped plain 1000 keys", 2, 4, 1, 50, 1000, 64, 64, false,
+       false, 0.0, TESSERA_F16, 4.0f},
+      {"flash f16 causal head dim 128", 1, 2, 2, 200, 200, 128, 128, true,
+       false, 0.0, TESSERA_F16, 2.0f},
+      {"flash bf16 grouped causal shorter queries 128", 1, 6, 2, 77, 130, 128,
+       128, true, false, 0.0, TESSERA_BF16, 4.0f},
+      {"flash bf16 causal 1000 head dim 128", 1, 2, 1, 1000, 1000, 128, 128,
+       true, false, 0.0, TESSERA_BF16},
+      {"flash bf16 plain 128 one row", 1, 1, 1, 1, 65, 128, 128, false, false,
+       0.0, TESSERA_BF16},
+      {"bf16 mask falls back", 1, 2, 2, 33, 33, 64, 64, false, true, 0.0,
+       TESSERA_BF16},
+      {"f16 dropout falls back", 1, 2, 2, 33, 33, 64, 64, true, false, 0.1,
+       TESSERA_F16},
+      {"bf16 head dim 32 falls back", 1, 2, 2, 33, 33, 32, 32, true, false,
+       0.0, TESSERA_BF16},
   };
   for (const AttentionCase &c : cases)
     checkAttention(c);

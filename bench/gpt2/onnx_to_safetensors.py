@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Writes every initializer of an ONNX model (external data included) into one
+safetensors file keyed by the initializer name: the --weights file of a
+training executable compiled from that model with `tesserac --without-weights`.
+
+  python3 onnx_to_safetensors.py MODEL.onnx OUT.safetensors
+
+Needs only `onnx` and `numpy` (both on the GPU machine); the safetensors format
+(an 8-byte little-endian header length, a JSON header, raw little-endian data)
+is written directly so no other package is needed.
+"""
+import json, struct, sys
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+DTYPES = {np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("int64"): "I64",
+          np.dtype("int32"): "I32", np.dtype("bool"): "BOOL", np.dtype("float64"): "F64",
+          np.dtype("int8"): "I8", np.dtype("int16"): "I16"}
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    model = onnx.load(sys.argv[1], load_external_data=True)
+    header, blobs, offset = {}, [], 0
+    for init in model.graph.initializer:
+        array = np.ascontiguousarray(numpy_helper.to_array(init))
+        if array.dtype not in DTYPES:
+            sys.exit(f"{sys.argv[1]}: initializer {init.name} has unsupported dtype {array.dtype}")
+        data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[init.name] = {"dtype": DTYPES[array.dtype], "shape": list(array.shape),
+                             "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(sys.argv[2], "wb") as out:
+        out.write(struct.pack("<Q", len(text)))
+        out.write(text)
+        for blob in blobs:
+            out.write(blob)
+    print(f"{sys.argv[2]}: {len(header)} tensors, {offset / 2**20:.1f} MiB")
+
+if __name__ == "__main__":
+    main()
