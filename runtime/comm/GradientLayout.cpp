@@ -1,0 +1,136 @@
+//===- GradientLayout.cpp - Parameters and buckets in one gradient buffer -===//
+//
+// Buckets are cut walking the parameters backwards (the backward pass
+// finishes the last layers first), closing a bucket as soon as it holds
+// bucketElements: the first bucket can start reducing while the early
+// layers are still being differentiated. In memory the parameters stay in
+// parameter order, so a bucket is one contiguous range and its collective
+// is one call. Sharded layouts pad each bucket so it splits into equal,
+// aligned blocks, one per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/gradient_reducer.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tessera::comm {
+namespace {
+
+[[noreturn]] void fail(const std::string &message) {
+  throw CommError("gradient layout: " + message);
+}
+
+/// Parameter ranges [first, last] of the buckets, last parameters first.
+std::vector<std::pair<int32_t, int32_t>>
+cutBuckets(const std::vector<int64_t> &elements, int64_t bucketElements) {
+  if (bucketElements < 1)
+    fail("the bucket size must be at least one element (--bucket-mb)");
+  std::vector<std::pair<int32_t, int32_t>> buckets;
+  int64_t filled = 0;
+  for (auto p = static_cast<int32_t>(elements.size()); p-- > 0;) {
+    if (filled == 0)
+      buckets.emplace_back(p, p);
+    buckets.back().first = p;
+    filled += elements[static_cast<size_t>(p)];
+    if (filled >= bucketElements)
+      filled = 0;
+  }
+  return buckets;
+}
+
+} // namespace
+
+GradientLayout
+GradientLayout::plan(const std::vector<int64_t> &parameterElements,
+                     int64_t bucketElements, int32_t shardCount,
+                     int64_t sliceAlignment) {
+  if (shardCount < 1)
+    fail("the shard count must be positive");
+  if (sliceAlignment < 1)
+    fail("the slice alignment must be positive");
+  for (size_t p = 0; p < parameterElements.size(); ++p)
+    if (parameterElements[p] < 0)
+      fail("parameter " + std::to_string(p) + " has a negative size");
+  GradientLayout layout;
+  layout.shards = shardCount;
+  layout.slots.resize(parameterElements.size());
+  std::vector<std::pair<int32_t, int32_t>> ranges =
+      cutBuckets(parameterElements, bucketElements);
+  auto roundUp = [](int64_t value, int64_t multiple) {
+    return (value + multiple - 1) / multiple * multiple;
+  };
+  int64_t granule = shardCount > 1
+                        ? shardCount * std::max(sliceAlignment, kShardAlignment)
+                        : sliceAlignment;
+  int64_t cursor = 0;
+  // Place the buckets in memory order (first parameters first).
+  for (auto range = ranges.rbegin(); range != ranges.rend(); ++range) {
+    GradientBucket bucket;
+    bucket.firstParameter = range->first;
+    bucket.lastParameter = range->second;
+    bucket.offset = cursor;
+    for (int32_t p = range->first; p <= range->second; ++p) {
+      cursor = roundUp(cursor, sliceAlignment);
+      layout.slots[static_cast<size_t>(p)] = {
+          cursor, parameterElements[static_cast<size_t>(p)]};
+      cursor += parameterElements[static_cast<size_t>(p)];
+    }
+    bucket.elements = roundUp(cursor - bucket.offset, granule);
+    cursor = bucket.offset + bucket.elements;
+    layout.bucketList.insert(layout.bucketList.begin(), bucket);
+  }
+  layout.total = cursor;
+  return layout;
+}
+
+GradientLayout GradientLayout::fromSlots(std::vector<GradientSlot> slots,
+                                         int64_t bucketElements) {
+  std::vector<int64_t> elements;
+  int64_t end = 0;
+  for (size_t p = 0; p < slots.size(); ++p) {
+    if (slots[p].offset < end || slots[p].elements < 0)
+      fail("parameter " + std::to_string(p) + " at element " +
+           std::to_string(slots[p].offset) +
+           " overlaps the previous one or is out of parameter order");
+    end = slots[p].offset + slots[p].elements;
+    elements.push_back(slots[p].elements);
+  }
+  GradientLayout layout;
+  for (const auto &range : cutBuckets(elements, bucketElements)) {
+    GradientBucket bucket;
+    bucket.firstParameter = range.first;
+    bucket.lastParameter = range.second;
+    bucket.offset = slots[static_cast<size_t>(range.first)].offset;
+    const GradientSlot &last = slots[static_cast<size_t>(range.second)];
+    bucket.elements = last.offset + last.elements - bucket.offset;
+    layout.bucketList.push_back(bucket);
+  }
+  layout.slots = std::move(slots);
+  layout.total = end;
+  return layout;
+}
+
+std::vector<ShardSegment> GradientLayout::shardSegments(int32_t rank) const {
+  if (rank < 0 || rank >= shards)
+    fail("rank " + std::to_string(rank) + " has no shard in a layout of " +
+         std::to_string(shards) + " shards");
+  std::vector<ShardSegment> segments;
+  for (auto bucket = bucketList.rbegin(); bucket != bucketList.rend();
+       ++bucket) {
+    int64_t block = bucket->elements / shards;
+    int64_t begin = bucket->offset + rank * block;
+    int64_t end = begin + block;
+    for (int32_t p = bucket->firstParameter; p <= bucket->lastParameter; ++p) {
+      const GradientSlot &slot = slots[static_cast<size_t>(p)];
+      int64_t from = std::max(begin, slot.offset);
+      int64_t to = std::min(end, slot.offset + slot.elements);
+      if (from < to)
+        segments.push_back({p, from - slot.offset, from, to - from});
+    }
+  }
+  return segments;
+}
+
+} // namespace tessera::comm

@@ -1,0 +1,185 @@
+//===- GradientReducer.cpp - Bucketed, overlapped gradient reduction ------===//
+//
+// See gradient_reducer.h for the design. Two events suffice: the compute
+// stream is in order, so one event recorded when a bucket completes covers
+// every gradient of that bucket (and of earlier ones); cudaStreamWaitEvent
+// captures the event as it is at the call, so the event can be re-recorded
+// for the next bucket at once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/gradient_reducer.h"
+
+#include "CommBase.h"
+#include "TensorBlocks.h"
+
+namespace tessera::comm {
+namespace {
+
+void check(int status) {
+  if (status != 0)
+    throw CommError(tessera_comm_last_error());
+}
+
+tessera_tensor flatView(void *buffer, int32_t dtype, int64_t offset,
+                        int64_t elements) {
+  tessera_tensor view{};
+  view.data = static_cast<unsigned char *>(buffer) +
+              static_cast<size_t>(offset) * dtypeBytes(dtype);
+  view.dtype = dtype;
+  view.rank = 1;
+  view.shape[0] = elements;
+  return view;
+}
+
+} // namespace
+
+GradientReducer::GradientReducer(tessera_comm *comm, GradientLayout layout,
+                                 void *gradients, int32_t dtype,
+                                 ReduceMode mode, void *computeStream,
+                                 void *commStream)
+    : comm(comm), bucketLayout(std::move(layout)), gradients(gradients),
+      dtype(dtype), mode(mode), computeStream(computeStream),
+      commStream(commStream) {
+  if (!comm)
+    throw CommError("gradient reducer: no communicator");
+  if (dtypeBytes(dtype) == 0)
+    throw CommError("gradient reducer: unknown dtype " + std::to_string(dtype));
+  if (mode == ReduceMode::ReduceScatter &&
+      bucketLayout.shardCount() != comm->size())
+    throw CommError("gradient reducer: ZeRO needs a layout planned for " +
+                    std::to_string(comm->size()) + " shards, not " +
+                    std::to_string(bucketLayout.shardCount()));
+  size_t parameters = bucketLayout.parameters().size();
+  bucketOfParameter.assign(parameters, -1);
+  const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
+  for (size_t b = 0; b < buckets.size(); ++b)
+    for (int32_t p = buckets[b].firstParameter; p <= buckets[b].lastParameter;
+         ++p)
+      bucketOfParameter[static_cast<size_t>(p)] = static_cast<int32_t>(b);
+  StreamOps &ops = comm->streamOps();
+  bucketEvent = ops.createEvent();
+  doneEvent = ops.createEvent();
+  resetStep();
+}
+
+GradientReducer::~GradientReducer() {
+  StreamOps &ops = comm->streamOps();
+  ops.destroyEvent(bucketEvent);
+  ops.destroyEvent(doneEvent);
+}
+
+void GradientReducer::resetStep() {
+  const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
+  pendingInBucket.clear();
+  for (const GradientBucket &bucket : buckets)
+    pendingInBucket.push_back(bucket.lastParameter - bucket.firstParameter + 1);
+  parameterReady.assign(bucketOfParameter.size(), false);
+  launchedBuckets = 0;
+}
+
+void GradientReducer::gradientReady(void *user, int32_t parameter) {
+  static_cast<GradientReducer *>(user)->onGradientReady(parameter);
+}
+
+void GradientReducer::onGradientReady(int32_t parameter) {
+  if (parameter < 0 ||
+      static_cast<size_t>(parameter) >= bucketOfParameter.size())
+    throw CommError("gradient reducer: gradient " + std::to_string(parameter) +
+                    " is not a parameter (there are " +
+                    std::to_string(bucketOfParameter.size()) + ")");
+  auto index = static_cast<size_t>(parameter);
+  if (parameterReady[index])
+    throw CommError("gradient reducer: gradient " + std::to_string(parameter) +
+                    " was reported ready twice in one step");
+  parameterReady[index] = true;
+  --pendingInBucket[static_cast<size_t>(bucketOfParameter[index])];
+  launchReadyBuckets();
+}
+
+void GradientReducer::launchReadyBuckets() {
+  // In bucket order only, so every rank issues the same collectives in the
+  // same order even if gradients arrive in a different order.
+  const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
+  while (launchedBuckets < buckets.size() &&
+         pendingInBucket[launchedBuckets] == 0)
+    launchBucket(buckets[launchedBuckets++]);
+}
+
+void GradientReducer::launchBucket(const GradientBucket &bucket) {
+  StreamOps &ops = comm->streamOps();
+  ops.recordEvent(bucketEvent, computeStream);
+  ops.waitEvent(commStream, bucketEvent);
+  tessera_tensor whole =
+      flatView(gradients, dtype, bucket.offset, bucket.elements);
+  if (mode == ReduceMode::AllReduce) {
+    check(
+        tessera_comm_all_reduce(comm, &whole, TESSERA_REDUCE_SUM, commStream));
+    return;
+  }
+  int64_t block = bucket.elements / comm->size();
+  tessera_tensor shard =
+      flatView(gradients, dtype, bucket.offset + comm->rank() * block, block);
+  check(tessera_comm_reduce_scatter(comm, &whole, &shard, 0, commStream));
+}
+
+void GradientReducer::finish() {
+  // Gradients that never reported ready (a step without the callback) are
+  // written by now on the compute stream; the bucket event covers them.
+  const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
+  while (launchedBuckets < buckets.size())
+    launchBucket(buckets[launchedBuckets++]);
+  StreamOps &ops = comm->streamOps();
+  ops.recordEvent(doneEvent, commStream);
+  ops.waitEvent(computeStream, doneEvent);
+  resetStep();
+}
+
+void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {
+  if (bucketLayout.shardCount() != comm->size())
+    throw CommError("gradient reducer: all-gathering shards needs a layout "
+                    "planned for " +
+                    std::to_string(comm->size()) + " shards");
+  StreamOps &ops = comm->streamOps();
+  ops.recordEvent(bucketEvent, computeStream);
+  ops.waitEvent(commStream, bucketEvent);
+  for (const GradientBucket &bucket : bucketLayout.buckets()) {
+    int64_t block = bucket.elements / comm->size();
+    tessera_tensor whole =
+        flatView(buffer, bufferDtype, bucket.offset, bucket.elements);
+    tessera_tensor shard = flatView(
+        buffer, bufferDtype, bucket.offset + comm->rank() * block, block);
+    check(tessera_comm_all_gather(comm, &shard, &whole, 0, commStream));
+  }
+  ops.recordEvent(doneEvent, commStream);
+  ops.waitEvent(computeStream, doneEvent);
+}
+
+ScalarAgreement::ScalarAgreement(tessera_comm *comm, void *stream)
+    : comm(comm), stream(stream) {
+  if (!comm)
+    throw CommError("scalar agreement: no communicator");
+  deviceScalar = comm->streamOps().allocate(sizeof(double));
+}
+
+ScalarAgreement::~ScalarAgreement() { comm->streamOps().release(deviceScalar); }
+
+double ScalarAgreement::reduce(double value, int32_t op) {
+  StreamOps &ops = comm->streamOps();
+  ops.copyToComm(deviceScalar, &value, sizeof(value), stream);
+  tessera_tensor scalar = flatView(deviceScalar, TESSERA_F64, 0, 1);
+  check(tessera_comm_all_reduce(comm, &scalar, op, stream));
+  double result = 0;
+  ops.copyToHost(&result, deviceScalar, sizeof(result), stream);
+  return result;
+}
+
+double ScalarAgreement::sum(double value) {
+  return reduce(value, TESSERA_REDUCE_SUM);
+}
+
+double ScalarAgreement::max(double value) {
+  return reduce(value, TESSERA_REDUCE_MAX);
+}
+
+} // namespace tessera::comm

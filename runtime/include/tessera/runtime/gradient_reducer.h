@@ -1,0 +1,194 @@
+//===- gradient_reducer.h - Data-parallel gradient reduction ----*- C++ -*-===//
+//
+// Data parallelism reduces every gradient over the data-parallel ranks. The
+// GradientReducer does it the way PyTorch's DDP does, so that the reduction
+// hides behind the backward pass:
+//
+// - The gradients live in ONE contiguous buffer (a GradientLayout gives
+//   each parameter its element range). Parameters are grouped into buckets
+//   of about --bucket-mb in REVERSE parameter order, the order in which the
+//   backward pass finishes them.
+// - The step calls onGradientReady(i) (tessera_step_context's
+//   gradient_ready) right after enqueuing the last kernel that writes
+//   gradient i. When every gradient of the next bucket is ready, the reducer
+//   records an event on the compute stream, makes the communication stream
+//   wait for it and enqueues the bucket's collective there; the compute
+//   stream runs on with the rest of the backward. Buckets are launched in
+//   bucket order on every rank, whatever order the gradients arrive in, so
+//   the ranks' collectives always match.
+// - finish() launches what is left and makes the compute stream wait for
+//   all of it: after finish(), kernels on the compute stream see reduced
+//   gradients.
+//
+// The reduction is a SUM: the driver folds 1/world-size into AdamW's
+// grad_scale (clip / (micro_batches * loss_scale * world_size)) and into the
+// norm it reports, instead of spending a pass over the buffer on a divide.
+//
+// ZeRO-1 (ReduceMode::ReduceScatter): each bucket is reduce-scattered
+// instead, so rank r ends with the reduced sum of its shard of every bucket
+// (GradientLayout::shardSegments(r)); it updates only those elements of the
+// master weights, then allGatherShards() gives every rank every updated
+// element. This needs a layout planned with shardCount = world size, where
+// every bucket is padded to a multiple of shardCount * kShardAlignment
+// elements.
+//
+// On a host comm (the CPU backend's thread ranks) the same class runs
+// synchronously: streams are ignored and a bucket is reduced inside the
+// onGradientReady call that completes it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_GRADIENT_REDUCER_H
+#define TESSERA_RUNTIME_GRADIENT_REDUCER_H
+
+#include "tessera/runtime/comm.h"
+#include "tessera/runtime/comm_error.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tessera::comm {
+
+/// One parameter's gradient: elements [offset, offset + elements) of the
+/// buffer.
+struct GradientSlot {
+  int64_t offset = 0;
+  int64_t elements = 0;
+};
+
+/// Parameters [firstParameter, lastParameter] and the buffer range
+/// [offset, offset + elements) that holds them (with padding when sharded).
+struct GradientBucket {
+  int32_t firstParameter = 0;
+  int32_t lastParameter = 0;
+  int64_t offset = 0;
+  int64_t elements = 0;
+};
+
+/// A piece of parameter `parameter` inside one rank's shard: its elements
+/// [parameterOffset, parameterOffset + elements) are buffer elements
+/// [bufferOffset, bufferOffset + elements).
+struct ShardSegment {
+  int32_t parameter = 0;
+  int64_t parameterOffset = 0;
+  int64_t bufferOffset = 0;
+  int64_t elements = 0;
+};
+
+/// Blocks of a sharded bucket start at multiples of this many elements (256
+/// bytes of f32), which keeps every rank's block aligned for NCCL and vector
+/// loads.
+constexpr int64_t kShardAlignment = 64;
+
+/// Where each parameter's gradient sits in the contiguous buffer, and the
+/// buckets. Counted in elements, so one layout serves buffers of different
+/// dtypes (bf16 gradients, f32 accumulators, f32 master weights).
+class GradientLayout {
+public:
+  /// Parameters in order, each starting at a multiple of sliceAlignment
+  /// (the driver's ParameterLayout uses 128); buckets of at least
+  /// `bucketElements` (the last one may be smaller), built from the last
+  /// parameter backwards, each padded to a multiple of sliceAlignment. With
+  /// shardCount N > 1 each bucket is padded to a multiple of N * max(
+  /// sliceAlignment, kShardAlignment), so it splits into N aligned blocks.
+  static GradientLayout plan(const std::vector<int64_t> &parameterElements,
+                             int64_t bucketElements, int32_t shardCount = 1,
+                             int64_t sliceAlignment = 1);
+  /// The driver's own placement (slots in parameter order, increasing,
+  /// non-overlapping); buckets as in plan, unsharded.
+  static GradientLayout fromSlots(std::vector<GradientSlot> slots,
+                                  int64_t bucketElements);
+
+  const std::vector<GradientSlot> &parameters() const { return slots; }
+  /// In launch order: buckets[0] holds the last parameters.
+  const std::vector<GradientBucket> &buckets() const { return bucketList; }
+  /// Elements the buffer must have (padding included).
+  int64_t totalElements() const { return total; }
+  int32_t shardCount() const { return shards; }
+  /// What rank `rank` owns after a reduce-scatter, in buffer order, split
+  /// at parameter boundaries (padding left out).
+  std::vector<ShardSegment> shardSegments(int32_t rank) const;
+
+private:
+  std::vector<GradientSlot> slots;
+  std::vector<GradientBucket> bucketList;
+  int64_t total = 0;
+  int32_t shards = 1;
+};
+
+enum class ReduceMode { AllReduce, ReduceScatter };
+
+class GradientReducer {
+public:
+  /// `gradients` (device or host memory, matching the comm) has
+  /// layout.totalElements() elements of `dtype`. Streams are cudaStream_t
+  /// (NULL: the default stream) and ignored on a host comm.
+  GradientReducer(tessera_comm *comm, GradientLayout layout, void *gradients,
+                  int32_t dtype, ReduceMode mode, void *computeStream,
+                  void *commStream);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer &) = delete;
+  GradientReducer &operator=(const GradientReducer &) = delete;
+
+  /// Gradient `parameter`'s kernels are enqueued on the compute stream.
+  void onGradientReady(int32_t parameter);
+  /// For tessera_step_context::gradient_ready (user = the reducer).
+  static void gradientReady(void *user, int32_t parameter);
+  /// Launches the buckets not launched yet; the compute stream then waits
+  /// for every bucket. Resets the readiness for the next step.
+  void finish();
+
+  /// ZeRO-1, after the sharded update: each rank's shard of every bucket of
+  /// `buffer` (same layout, `dtype`, e.g. the f32 master weights or the
+  /// compute copies) goes to every rank; the compute stream waits for it.
+  void allGatherShards(void *buffer, int32_t dtype);
+
+  const GradientLayout &layout() const { return bucketLayout; }
+
+private:
+  tessera_comm *comm;
+  GradientLayout bucketLayout;
+  void *gradients;
+  int32_t dtype;
+  ReduceMode mode;
+  void *computeStream;
+  void *commStream;
+  std::vector<int32_t> bucketOfParameter;
+  std::vector<int32_t> pendingInBucket;
+  std::vector<bool> parameterReady;
+  size_t launchedBuckets = 0;
+  void *bucketEvent = nullptr;
+  void *doneEvent = nullptr;
+
+  void launchReadyBuckets();
+  void launchBucket(const GradientBucket &bucket);
+  void resetStep();
+};
+
+/// Agreement on a host scalar across the ranks of `comm` (the global
+/// gradient norm from per-shard sums of squares, an fp16 overflow flag).
+/// On a device comm the value travels through a small device buffer on
+/// `stream` and the call waits for it.
+class ScalarAgreement {
+public:
+  ScalarAgreement(tessera_comm *comm, void *stream);
+  ~ScalarAgreement();
+  ScalarAgreement(const ScalarAgreement &) = delete;
+  ScalarAgreement &operator=(const ScalarAgreement &) = delete;
+
+  /// The sum over ranks, added in rank order on a host comm.
+  double sum(double value);
+  /// The largest value over ranks (an overflow flag: 0 or 1).
+  double max(double value);
+
+private:
+  tessera_comm *comm;
+  void *stream;
+  void *deviceScalar = nullptr;
+
+  double reduce(double value, int32_t op);
+};
+
+} // namespace tessera::comm
+
+#endif // TESSERA_RUNTIME_GRADIENT_REDUCER_H

@@ -1,0 +1,187 @@
+//===- GradientReducerTest.cpp - Buckets, ZeRO shards, agreement ----------===//
+//
+// The reducer on thread ranks (host memory, synchronous): bucketed
+// reduction equals one plain all-reduce whatever order the gradients
+// arrive in; ZeRO-1's reduce-scatter leaves each rank the sums of its
+// shard, and the all-gather restores every element everywhere.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/gradient_reducer.h"
+#include "tessera/runtime/thread_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+using namespace tessera::comm;
+
+namespace {
+
+const std::vector<int64_t> kParameters = {5, 300, 7, 64, 1, 129};
+
+float gradientValue(int32_t rank, int64_t element) {
+  return static_cast<float>(rank + 1) * 0.25f + static_cast<float>(element);
+}
+
+} // namespace
+
+// Tests that buckets are cut from the last parameter backwards and the
+// parameters stay in order in memory.
+TEST(GradientLayoutTest, BucketsInReverseOrder) {
+  GradientLayout layout = GradientLayout::plan(kParameters, 100);
+  ASSERT_EQ(layout.buckets().size(), 3u);
+  EXPECT_EQ(layout.buckets()[0].firstParameter, 5); // 129 >= 100
+  EXPECT_EQ(layout.buckets()[1].firstParameter, 1); // 300 + 7 + 64 + 1
+  EXPECT_EQ(layout.buckets()[1].lastParameter, 4);
+  EXPECT_EQ(layout.buckets()[2].firstParameter, 0);
+  EXPECT_EQ(layout.buckets()[2].lastParameter, 0);
+  int64_t offset = 0;
+  for (size_t p = 0; p < kParameters.size(); ++p) {
+    EXPECT_EQ(layout.parameters()[p].offset, offset);
+    offset += kParameters[p];
+  }
+  EXPECT_EQ(layout.totalElements(), offset);
+}
+
+// Tests that a sharded layout pads each bucket to aligned equal blocks and
+// that the shards cover every parameter element exactly once.
+TEST(GradientLayoutTest, ShardsCoverEveryElementOnce) {
+  GradientLayout layout = GradientLayout::plan(kParameters, 100, 3);
+  for (const GradientBucket &bucket : layout.buckets()) {
+    EXPECT_EQ(bucket.elements % (3 * kShardAlignment), 0);
+    EXPECT_EQ(bucket.offset % (3 * kShardAlignment), 0);
+  }
+  std::vector<int> covered(static_cast<size_t>(layout.totalElements()), 0);
+  for (int32_t rank = 0; rank < 3; ++rank)
+    for (const ShardSegment &segment : layout.shardSegments(rank)) {
+      const GradientSlot &slot =
+          layout.parameters()[static_cast<size_t>(segment.parameter)];
+      EXPECT_EQ(segment.bufferOffset, slot.offset + segment.parameterOffset);
+      for (int64_t e = 0; e < segment.elements; ++e)
+        ++covered[static_cast<size_t>(segment.bufferOffset + e)];
+    }
+  for (size_t p = 0; p < kParameters.size(); ++p)
+    for (int64_t e = 0; e < kParameters[p]; ++e)
+      EXPECT_EQ(covered[static_cast<size_t>(layout.parameters()[p].offset + e)],
+                1);
+}
+
+// Tests the driver's placement (slices at multiples of 128 elements): the
+// same offsets as ParameterLayout, and sharded blocks on 128 boundaries.
+TEST(GradientLayoutTest, SliceAlignment) {
+  GradientLayout layout = GradientLayout::plan(kParameters, 100, 1, 128);
+  int64_t offset = 0;
+  for (size_t p = 0; p < kParameters.size(); ++p) {
+    EXPECT_EQ(layout.parameters()[p].offset, offset);
+    offset = (offset + kParameters[p] + 127) / 128 * 128;
+  }
+  EXPECT_EQ(layout.totalElements(), offset);
+  GradientLayout sharded = GradientLayout::plan(kParameters, 100, 2, 128);
+  for (const GradientBucket &bucket : sharded.buckets())
+    EXPECT_EQ(bucket.elements % 256, 0);
+  for (const GradientSlot &slot : sharded.parameters())
+    EXPECT_EQ(slot.offset % 128, 0);
+}
+
+TEST(GradientLayoutTest, RejectsOverlappingSlots) {
+  EXPECT_THROW(GradientLayout::fromSlots({{0, 10}, {5, 10}}, 4), CommError);
+  GradientLayout layout = GradientLayout::fromSlots({{0, 10}, {16, 10}}, 1);
+  EXPECT_EQ(layout.buckets().size(), 2u);
+  EXPECT_EQ(layout.totalElements(), 26);
+}
+
+// Tests that bucketed reduction, gradients arriving in a scrambled order,
+// gives exactly what one all-reduce of the whole buffer gives.
+TEST(GradientReducerTest, BucketsEqualOnePlainAllReduce) {
+  ThreadWorld world({3});
+  GradientLayout layout = GradientLayout::plan(kParameters, 100);
+  runThreadRanks(world, [&](const RankComms &comms) {
+    std::vector<float> buffer(static_cast<size_t>(layout.totalElements()));
+    for (size_t e = 0; e < buffer.size(); ++e)
+      buffer[e] = gradientValue(comms.rank, static_cast<int64_t>(e));
+    std::vector<float> plain = buffer;
+    tessera_tensor whole{};
+    whole.data = plain.data();
+    whole.dtype = TESSERA_F32;
+    whole.rank = 1;
+    whole.shape[0] = static_cast<int64_t>(plain.size());
+    if (tessera_comm_all_reduce(comms.world, &whole, TESSERA_REDUCE_SUM,
+                                nullptr))
+      throw CommError(tessera_comm_last_error());
+
+    GradientReducer reducer(comms.world, layout, buffer.data(), TESSERA_F32,
+                            ReduceMode::AllReduce, nullptr, nullptr);
+    for (int step = 0; step < 2; ++step) {
+      for (size_t e = 0; e < buffer.size(); ++e)
+        buffer[e] = gradientValue(comms.rank, static_cast<int64_t>(e));
+      for (int32_t p : {5, 2, 4, 3, 1, 0})
+        GradientReducer::gradientReady(&reducer, p);
+      reducer.finish();
+      EXPECT_EQ(buffer, plain);
+    }
+    return 0;
+  });
+}
+
+// Tests ZeRO-1's pieces: reduce-scatter leaves each rank the sums of its
+// shard; after an update of the shard only, the all-gather gives every rank
+// the same updated buffer.
+TEST(GradientReducerTest, ZeroOneShardsAndAllGather) {
+  ThreadWorld world({2});
+  GradientLayout layout = GradientLayout::plan(kParameters, 100, 2);
+  std::vector<std::vector<float>> finalWeights(2);
+  runThreadRanks(world, [&](const RankComms &comms) {
+    std::vector<float> gradients(static_cast<size_t>(layout.totalElements()));
+    for (size_t e = 0; e < gradients.size(); ++e)
+      gradients[e] = gradientValue(comms.rank, static_cast<int64_t>(e));
+    GradientReducer reducer(comms.world, layout, gradients.data(), TESSERA_F32,
+                            ReduceMode::ReduceScatter, nullptr, nullptr);
+    for (int32_t p = 5; p >= 0; --p)
+      reducer.onGradientReady(p);
+    reducer.finish();
+    std::vector<float> weights(gradients.size(), 0.0f);
+    for (const ShardSegment &segment : layout.shardSegments(comms.rank))
+      for (int64_t e = 0; e < segment.elements; ++e) {
+        int64_t at = segment.bufferOffset + e;
+        float expected = gradientValue(0, at) + gradientValue(1, at);
+        EXPECT_EQ(gradients[static_cast<size_t>(at)], expected);
+        weights[static_cast<size_t>(at)] = -expected; // the "update"
+      }
+    reducer.allGatherShards(weights.data(), TESSERA_F32);
+    finalWeights[static_cast<size_t>(comms.rank)] = weights;
+    return 0;
+  });
+  EXPECT_EQ(finalWeights[0], finalWeights[1]);
+  for (size_t p = 0; p < kParameters.size(); ++p) {
+    int64_t at = layout.parameters()[p].offset;
+    EXPECT_EQ(finalWeights[0][static_cast<size_t>(at)],
+              -(gradientValue(0, at) + gradientValue(1, at)));
+  }
+}
+
+// Tests the agreement helpers: a global sum of squares and an overflow flag.
+TEST(GradientReducerTest, ScalarAgreement) {
+  ThreadWorld world({4});
+  runThreadRanks(world, [&](const RankComms &comms) {
+    ScalarAgreement agree(comms.world, nullptr);
+    EXPECT_EQ(agree.sum(static_cast<double>(comms.rank) + 0.5), 8.0);
+    EXPECT_EQ(agree.max(comms.rank == 2 ? 1.0 : 0.0), 1.0);
+    return 0;
+  });
+}
+
+TEST(GradientReducerTest, RejectsRepeatedGradient) {
+  ThreadWorld world({1});
+  runThreadRanks(world, [&](const RankComms &comms) {
+    GradientLayout layout = GradientLayout::plan({4, 4}, 1000);
+    std::vector<float> buffer(8, 1.0f);
+    GradientReducer reducer(comms.world, layout, buffer.data(), TESSERA_F32,
+                            ReduceMode::AllReduce, nullptr, nullptr);
+    reducer.onGradientReady(1);
+    EXPECT_THROW(reducer.onGradientReady(1), CommError);
+    EXPECT_THROW(reducer.onGradientReady(7), CommError);
+    return 0;
+  });
+}
