@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# First-step check of the --target cuda executables of gpt2-tiny (causal-lm)
-# and bert-tiny (mlm), fp32, against PyTorch's fixtures, on the GPU machine:
-#   run(command="bash build/gpu-check/run.sh", carry=["build/gpu-check"])
+# The GPU checks of the --target cuda executables, on the GPU machine:
+#   run(command="bash build-gpu/gpu-check/run.sh", carry=["build-gpu/gpu-check"])
 # after scripts/make-gpu-check.sh made that directory (copied there as run.sh).
-# Each executable trains one step on the fixture batch with the fixture's
-# AdamW settings (as test/Lowering/train-{gpt2,bert}-tiny.test do on the CPU),
-# writing metrics, parameters and gradients into $OUT, then training_step.py
-# compares the loss, the parameters after the step and every gradient norm.
+# 1. gpt2-tiny (causal-lm) and bert-tiny (mlm), fp32: each executable trains
+#    one step on the fixture batch with the fixture's AdamW settings (as
+#    test/Lowering/train-{gpt2,bert}-tiny.test do on the CPU), writing
+#    metrics, parameters and gradients into $OUT; training_step.py compares
+#    the loss, the parameters after the step and every gradient norm.
+# 2. gpt2-tiny bf16, two micro-batches a step: 4 steps straight, and 2 steps
+#    to a checkpoint then --resume to 4; the losses must fall and the resumed
+#    parameters equal the straight run's bit for bit.
+# 3. The driver's GPU kernels against the CPU (tessera_runtime_cuda_tests).
+# 4. If present, GPT-2 124M bf16 (16 x 1024): a few steps for the speed.
 # The weights path baked into each executable is the compiling machine's, so
 # --weights names the copy here.
 set -u
@@ -60,5 +65,44 @@ for model in gpt2-tiny bert-tiny; do
   # The check's verdict is its last line (OK or the mismatches).
   grep -q '^OK' "$out/$model.check.txt" || status=1
 done
-if [[ $status -eq 0 ]]; then echo "run.sh: both models match the fixtures"; else echo "run.sh: FAILED"; fi
+
+echo "=== gpt2-tiny bf16, 2 micro-batches a step, checkpoint and resume ==="
+bf16="$here/gpt2-tiny-bf16-train"
+common=(--data "$here/gpt2-tiny.batch.npy" --weights "$here/gpt2-tiny-train.weights.safetensors"
+        --grad-accum 2 --lr 1e-2 --grad-clip 1 --no-shuffle)
+rm -rf "$out/bf16-straight" "$out/bf16-resumed"
+if "$bf16" "${common[@]}" --steps 4 --checkpoint-dir "$out/bf16-straight" \
+       --metrics "$out/bf16-straight.jsonl" --dump-params "$out/bf16-straight.safetensors" \
+     && "$bf16" "${common[@]}" --steps 2 --checkpoint-dir "$out/bf16-resumed" \
+       --metrics "$out/bf16-resumed.jsonl" \
+     && "$bf16" "${common[@]}" --steps 4 --checkpoint-dir "$out/bf16-resumed" --resume \
+       --metrics "$out/bf16-resumed.jsonl" --dump-params "$out/bf16-resumed.safetensors"; then
+  python3 - "$out/bf16-straight.jsonl" <<'PY' || status=1
+import json, sys
+losses = [json.loads(line)["loss"] for line in open(sys.argv[1]) if line.strip()]
+print("bf16 losses:", " ".join("%.4f" % loss for loss in losses))
+sys.exit(0 if losses[-1] < 0.8 * losses[0] else "the bf16 run does not learn")
+PY
+  # The GPU backend's norm is reproducible (no atomics), so a resumed run
+  # repeats the straight one bit for bit.
+  python3 "$here/training_runs.py" same-params "$out/bf16-straight.safetensors" \
+      "$out/bf16-resumed.safetensors" || status=1
+else
+  echo "gpt2-tiny bf16: the executable failed"
+  status=1
+fi
+
+if [[ -x "$here/tessera_runtime_cuda_tests" ]]; then
+  echo "=== the driver's GPU kernels ==="
+  "$here/tessera_runtime_cuda_tests" --gtest_filter='DriverKernelsCuda.*:OptimizerCuda.*' \
+      2>&1 | tail -n 25 || status=1
+fi
+
+if [[ -x "$here/gpt2-124m-train" ]]; then
+  echo "=== GPT-2 124M, bf16, 16 x 1024, random initial weights ==="
+  "$here/gpt2-124m-train" --data "$here/gpt2-124m.tokens.bin" --init random --steps 8 \
+      --lr 6e-4 --warmup 2 --no-shuffle --metrics "$out/gpt2-124m.jsonl" 2>&1 | tail -n 9 || status=1
+fi
+
+if [[ $status -eq 0 ]]; then echo "run.sh: all checks passed"; else echo "run.sh: FAILED"; fi
 exit $status

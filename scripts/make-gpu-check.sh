@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Prepares the GPU first-step check (issue 4): compiles gpt2-tiny (causal LM)
-# and bert-tiny (MLM) with --target cuda, fp32, and gathers everything the GPU
-# machine needs (it has no MLIR) into one directory:
+# Prepares the GPU checks of the --target cuda executables (issue 4) and
+# gathers everything the GPU machine needs (it has no MLIR) into one directory:
 #   scripts/make-gpu-check.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, BUILD_DIR/gpu-check)
 # then, through the device tool:
 #   run(command="bash <OUT_DIR>/run.sh", carry=["<OUT_DIR>"])
 # BUILD_DIR must have been configured with the CUDA runtime (the default where
-# nvcc is found).
+# nvcc is found). What it holds:
+# - gpt2-tiny (causal LM) and bert-tiny (MLM), fp32: the first-step check
+#   against PyTorch's fixtures;
+# - gpt2-tiny in bf16: a short run with two micro-batches a step, once
+#   straight and once stopped at a checkpoint and resumed (the GPU backend's
+#   accumulation, checkpoint download and --resume upload);
+# - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered), when
+#   BUILD_DIR has them;
+# - with SPEED=1, GPT-2 124M (bf16, 16 x 1024, random initial weights) and a
+#   synthetic token shard: a few steps for ms/step, tokens/s and MFU.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$repo/build}"
@@ -18,11 +26,32 @@ rm -rf "$out" && mkdir -p "$out"
     --loss causal-lm --precision fp32 --target cuda -o "$out/gpt2-tiny-train"
 "$tesserac" "$repo/test/models/bert-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=32 \
     --loss mlm --precision fp32 --target cuda -o "$out/bert-tiny-train"
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision bf16 --target cuda -o "$out/gpt2-tiny-bf16-train"
 
 step="$repo/test/Lowering/Inputs/training_step.py"
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/fixtures/bert-tiny.reference.json" "$out/bert-tiny.batch.npy" --mlm
-cp "$step" "$out/training_step.py"
+cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" "$out/"
 cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" "$out/"
 cp "$repo/scripts/gpu-check-run.sh" "$out/run.sh"
+
+# The top-level build puts executables in bin/, a runtime-only one in cuda/.
+for tests in "$build/bin/tessera_runtime_cuda_tests" "$build/cuda/tessera_runtime_cuda_tests"; do
+  if [[ -x "$tests" ]]; then cp "$tests" "$out/"; break; fi
+done
+
+if [[ "${SPEED:-0}" == 1 ]]; then
+  "$tesserac" "$repo/../shared/models/gpt2-124m.raw.dyn.onnx" --dim batch=16 --dim seq=1024 \
+      --loss causal-lm --precision bf16 --target cuda --without-weights -o "$out/gpt2-124m-train"
+  # An llm.c token shard of uniformly random GPT-2 ids: enough for 12 steps.
+  python3 - "$out/gpt2-124m.tokens.bin" <<'PY'
+import random, struct, sys
+count = 12 * (16 * 1024 + 1)
+random.seed(0)
+header = struct.pack("<256i", 20240520, 1, count, *([0] * 253))
+tokens = struct.pack("<%dH" % count, *(random.randrange(50257) for _ in range(count)))
+open(sys.argv[1], "wb").write(header + tokens)
+PY
+fi
 du -sh "$out"

@@ -13,6 +13,15 @@
 namespace tessera::cost {
 namespace {
 
+// ANCHORS.md's NCCL all-reduce bus bandwidths between 2 H200s by message size,
+// the measured table of every NVLink collective the built-ins list (spliced
+// into their JSON text).
+#define H200_NVLINK_BUS_BANDWIDTHS                                             \
+  "[{\"bytes\": 1048576, \"bus_bandwidth\": 1.6e10},"                          \
+  " {\"bytes\": 16777216, \"bus_bandwidth\": 2.06e11},"                        \
+  " {\"bytes\": 268435456, \"bus_bandwidth\": 3.01e11},"                       \
+  " {\"bytes\": 1073741824, \"bus_bandwidth\": 3.26e11}]"
+
 // One node of 8 NVLink-connected H200s. The all-reduce table is ANCHORS.md's
 // NCCL bus bandwidth between 2 GPUs; latency and bandwidth are the fit of
 // bench/measure_cluster.py (least squares on relative time error) to those
@@ -35,7 +44,7 @@ constexpr const char *h200Json = R"json({
   "links": {
     "intra_node": {
       "name": "NVLink 4 (NV18)",
-      "comment": "collectives other than all_reduce are not measured yet: they use the all_reduce fit",
+      "comment": "only all_reduce is measured: reduce_scatter and all_gather assume its bus bandwidths, all_to_all and send_recv its fit",
       "latency": 5.1e-5,
       "bandwidth": 3.5e11,
       "collectives": {
@@ -43,12 +52,19 @@ constexpr const char *h200Json = R"json({
           "latency": 5.1e-5,
           "bandwidth": 3.5e11,
           "measured_group_size": 2,
-          "measured": [
-            {"bytes": 1048576, "bus_bandwidth": 1.6e10},
-            {"bytes": 16777216, "bus_bandwidth": 2.06e11},
-            {"bytes": 268435456, "bus_bandwidth": 3.01e11},
-            {"bytes": 1073741824, "bus_bandwidth": 3.26e11}
-          ]
+          "measured": )json" H200_NVLINK_BUS_BANDWIDTHS R"json(
+        },
+        "reduce_scatter": {
+          "comment": "assumed: all_reduce's bus bandwidths (NCCL's ring all-reduce is a reduce-scatter then an all-gather at one bus bandwidth)",
+          "latency": 5.1e-5,
+          "bandwidth": 3.5e11,
+          "measured": )json" H200_NVLINK_BUS_BANDWIDTHS R"json(
+        },
+        "all_gather": {
+          "comment": "assumed: as reduce_scatter",
+          "latency": 5.1e-5,
+          "bandwidth": 3.5e11,
+          "measured": )json" H200_NVLINK_BUS_BANDWIDTHS R"json(
         }
       }
     }
@@ -83,12 +99,19 @@ constexpr const char *h200MultinodeJson = R"json({
           "latency": 5.1e-5,
           "bandwidth": 3.5e11,
           "measured_group_size": 2,
-          "measured": [
-            {"bytes": 1048576, "bus_bandwidth": 1.6e10},
-            {"bytes": 16777216, "bus_bandwidth": 2.06e11},
-            {"bytes": 268435456, "bus_bandwidth": 3.01e11},
-            {"bytes": 1073741824, "bus_bandwidth": 3.26e11}
-          ]
+          "measured": )json" H200_NVLINK_BUS_BANDWIDTHS R"json(
+        },
+        "reduce_scatter": {
+          "comment": "assumed: all_reduce's bus bandwidths (NCCL's ring all-reduce is a reduce-scatter then an all-gather at one bus bandwidth)",
+          "latency": 5.1e-5,
+          "bandwidth": 3.5e11,
+          "measured": )json" H200_NVLINK_BUS_BANDWIDTHS R"json(
+        },
+        "all_gather": {
+          "comment": "assumed: as reduce_scatter",
+          "latency": 5.1e-5,
+          "bandwidth": 3.5e11,
+          "measured": )json" H200_NVLINK_BUS_BANDWIDTHS R"json(
         }
       }
     },

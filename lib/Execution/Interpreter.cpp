@@ -28,8 +28,9 @@ using KernelOutputs = MutableArrayRef<tessera_tensor>;
 
 class FunctionRun {
 public:
-  FunctionRun(const WeightLookup &weights, uint64_t stepSeed)
-      : weights(weights), stepSeed(stepSeed) {}
+  FunctionRun(const WeightLookup &weights, uint64_t stepSeed,
+              const std::optional<MeshRank> &meshRank)
+      : weights(weights), stepSeed(stepSeed), meshRank(meshRank) {}
 
   llvm::Error bind(Value value, HostTensorBuffer buffer) {
     slot(value) = std::move(buffer);
@@ -57,6 +58,8 @@ private:
   template <typename Kernel>
   llvm::Error callKernel(Operation &op, ArrayRef<Value> inputs, Kernel kernel);
   llvm::Error parameter(tess::ParameterOp op);
+  /// The collectives of a partitioned program (MeshRank).
+  llvm::Error collective(Operation &op);
 
   /// Descriptors of several operands (null entries for absent ones).
   llvm::Expected<SmallVector<const tessera_tensor *>>
@@ -77,6 +80,9 @@ private:
 
   const WeightLookup &weights;
   uint64_t stepSeed;
+  const std::optional<MeshRank> &meshRank;
+  /// The message of the last failed collective (comm.h keeps its own).
+  std::string communicationError;
   /// Buffers live behind pointers: kernels get descriptors into them while
   /// results are being added to the map, which may rehash it.
   llvm::DenseMap<Value, std::unique_ptr<HostTensorBuffer>> values;
@@ -580,9 +586,90 @@ llvm::Error FunctionRun::execute(Operation &op) {
       .Case([&](tess::ReduceMinOp reduction) {
         return reduce(TESSERA_REDUCE_MIN, reduction.getDims());
       })
+      .Case<tess::AllReduceOp, tess::AllGatherOp, tess::ReduceScatterOp,
+            tess::AllToAllOp, tess::ShardSliceOp>(
+          [&](Operation *) { return collective(op); })
       .Default([&](Operation *unknown) {
         return opError(*unknown, "the CPU interpreter cannot run this op");
       });
+}
+
+llvm::Error FunctionRun::collective(Operation &op) {
+  auto axis = op.getAttrOfType<StringAttr>("axis").getValue();
+  if (!meshRank)
+    return opError(op, "a collective needs a mesh rank (Interpreter::"
+                       "setMeshRank)");
+  auto position = llvm::find(meshRank->axisNames, axis);
+  if (position == meshRank->axisNames.end())
+    return opError(op, "the mesh rank has no axis '" + axis + "'");
+  size_t index = position - meshRank->axisNames.begin();
+  tessera_comm *comm = meshRank->comms[index];
+  int32_t coordinate = meshRank->coordinates[index];
+  // The communicator reports its own errors.
+  auto communicate = [&](int status) -> int {
+    if (status != 0)
+      communicationError = tessera_comm_last_error();
+    return status;
+  };
+  communicationError.clear();
+  llvm::Error error = llvm::TypeSwitch<Operation *, llvm::Error>(&op)
+      .Case([&](tess::AllReduceOp reduce) {
+        int32_t kind = reduce.getReduction() == tess::CollectiveReduction::max
+                           ? TESSERA_REDUCE_MAX
+                           : TESSERA_REDUCE_SUM;
+        return callKernel(op, {reduce.getInput()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            if (int status = tessera_cpu_copy(in[0], &out[0]))
+                              return status;
+                            return communicate(tessera_comm_all_reduce(
+                                comm, &out[0], kind, nullptr));
+                          });
+      })
+      .Case([&](tess::AllGatherOp gather) {
+        return callKernel(op, {gather.getInput()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return communicate(tessera_comm_all_gather(
+                                comm, in[0], &out[0], gather.getDim(),
+                                nullptr));
+                          });
+      })
+      .Case([&](tess::ReduceScatterOp scatter) {
+        return callKernel(op, {scatter.getInput()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return communicate(tessera_comm_reduce_scatter(
+                                comm, in[0], &out[0], scatter.getDim(),
+                                nullptr));
+                          });
+      })
+      .Case([&](tess::AllToAllOp exchange) {
+        return callKernel(op, {exchange.getInput()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return communicate(tessera_comm_all_to_all(
+                                comm, in[0], &out[0], exchange.getSplitDim(),
+                                exchange.getConcatDim(), nullptr));
+                          });
+      })
+      .Case([&](tess::ShardSliceOp slice) {
+        int64_t dim = slice.getDim();
+        auto type = llvm::cast<RankedTensorType>(slice.getType());
+        SmallVector<int64_t> starts(type.getRank(), 0),
+            strides(type.getRank(), 1);
+        starts[dim] = coordinate * type.getDimSize(dim);
+        return callKernel(op, {slice.getInput()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_slice(in[0], &out[0],
+                                                     starts.data(),
+                                                     strides.data());
+                          });
+      })
+      .Default([&](Operation *) {
+        return opError(op, "not a collective");
+      });
+  if (error && !communicationError.empty()) {
+    llvm::consumeError(std::move(error));
+    return opError(op, communicationError);
+  }
+  return error;
 }
 
 } // namespace
@@ -595,7 +682,7 @@ Interpreter::run(func::FuncOp function,
         "@" + function.getName().str() + " takes " +
         std::to_string(function.getNumArguments()) + " arguments, " +
         std::to_string(arguments.size()) + " given");
-  FunctionRun run(weights, stepSeed);
+  FunctionRun run(weights, stepSeed, meshRank);
   for (auto [argument, buffer] :
        llvm::zip(function.getArguments(), arguments)) {
     auto type = llvm::cast<RankedTensorType>(argument.getType());

@@ -23,19 +23,29 @@
 //
 // Targets: one op -> kernel mapping serves both. `cpu` calls
 // tessera_cpu_<kernel>(...) over a host arena; `cuda` calls
-// tessera_cuda_<kernel>(..., stream) over a device arena (TargetConventions).
-// program.h's ABI is host-side, so for cuda the step first uploads the
-// parameters, buffers, tokens, targets and loss scale into the arena and
-// ends by downloading the loss and gradients and calling
-// tessera_cuda_finish_step (one device error check and synchronization per
-// call). The driver and AdamW stay on the host in this first GPU version:
-// the per-step copies are its known slow part.
+// tessera_cuda_<kernel>(..., stream) over a device arena (TargetConventions),
+// on the driver's stream (tessera_step_context) or the program's own. The
+// tensors program.h passes are in the target's memory (the cuda program's
+// parameters, buffers, tokens, targets and gradients stay on the GPU for the
+// whole run), so the two targets differ only in two places: the loss scale
+// (a float argument) is splatted into a device scalar, and the loss is
+// computed into a device scalar and read back to the host's *loss at the
+// end, where tessera_cuda_finish_step makes the one device error check and
+// synchronization of the call.
+//
+// Gradients: every gradient the plan writes in place (StorageKind::Output)
+// is final once the one op that defines it is enqueued (SSA: nothing writes
+// it again); the others are final once copied out at the end. Right after
+// that point the step calls tessera_gradient_ready(context, i), so a
+// data-parallel driver can start reducing gradient i while the rest of the
+// backward pass runs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Lowering/Passes.h"
 
 #include "ProgramDefinition.h"
+#include "tessera/CostModel/OpCost.h"
 #include "tessera/Execution/HostTensorBuffer.h"
 #include "tessera/Lowering/ArenaPlanning.h"
 
@@ -108,11 +118,15 @@ struct CTypes {
     bytePointer = emitc::PointerType::get(b.getIntegerType(8, false));
     floatPointer = emitc::PointerType::get(f32);
     stream = emitc::OpaqueType::get(context, "cudaStream_t");
+    contextPointer = emitc::PointerType::get(
+        emitc::OpaqueType::get(context, "const tessera_step_context"));
   }
   Type tensor, constTensor, tensorPointer, constTensorPointer;
   Type i32, i64, ui64, f32, f64, index, bytePointer, floatPointer;
   /// The CUDA stream the cuda target's calls take last.
   Type stream;
+  /// program.h's `const tessera_step_context *`.
+  Type contextPointer;
 };
 
 /// The operands and literal arguments of one emitc.call_opaque, in order.
@@ -258,13 +272,15 @@ private:
   void supportCall(StringRef name, CallArguments &arguments);
   Value mixedSeed(int64_t opSeed);
 
-  // The cuda target's device storage for what program.h passes in host
-  // memory: a block of the arena after the planned tensors.
+  // The cuda target's device scalars for what program.h passes through host
+  // memory (the loss scale, the loss): blocks of the arena after the
+  // planned tensors.
   Value deviceSlot(RankedTensorType type);
-  Value uploaded(Value hostDescriptor, RankedTensorType type);
-  /// The device copy of output `index` (0: the loss, i: gradient i - 1),
-  /// made on first use.
-  Value outputShadow(unsigned index, RankedTensorType type);
+  /// The descriptor of the loss (result 0) written in place: the caller's
+  /// *loss on the host, a device scalar read back at the end on the GPU.
+  Value lossOutput(RankedTensorType type);
+  /// `if (status == 0) status = tessera_gradient_ready(context, index);`.
+  void announceGradient(unsigned parameterIndex);
 
   LogicalResult lowerOp(Operation &op);
   LogicalResult lowerConstant(tess::ConstantOp constant);
@@ -280,8 +296,8 @@ private:
   Location loc;
 
   // Values of the steps function.
-  Value arena, stream, parameters, buffers, tokens, targets, lossScale, seed,
-      loss, gradients;
+  Value arena, stream, stepContext, parameters, buffers, tokens, targets,
+      lossScale, seed, loss, gradients;
   Value status, zero, layoutsPlaceholder;
 
   std::vector<int64_t> layoutRows;
@@ -290,7 +306,7 @@ private:
   std::map<std::vector<int64_t>, std::string> int64Tables;
   /// The arena's size: the plan's tensors, then (cuda) the device slots.
   int64_t arenaBytes = 0;
-  llvm::DenseMap<unsigned, Value> outputShadows;
+  Value deviceLoss;
 };
 
 int32_t StepBuilder::addLayoutRow(int64_t offset, RankedTensorType type) {
@@ -393,9 +409,8 @@ LogicalResult StepBuilder::describeResults(Operation &op) {
       break;
     case StorageKind::Output:
       descriptors[result] =
-          target.cuda ? outputShadow(storage.index, type)
-          : storage.index == 0
-              ? describe("tessera_layout_tensor", loss, 0, type)
+          storage.index == 0
+              ? lossOutput(type)
               : describe("tessera_view_tensor",
                          elementPointer(gradients, storage.index - 1,
                                         types.tensorPointer),
@@ -465,20 +480,18 @@ Value StepBuilder::deviceSlot(RankedTensorType type) {
   return describe("tessera_layout_tensor", arena, offset, type);
 }
 
-/// `hostDescriptor` copied into a device slot of `type`.
-Value StepBuilder::uploaded(Value hostDescriptor, RankedTensorType type) {
-  Value device = deviceSlot(type);
-  CallArguments arguments(context);
-  arguments.value(hostDescriptor).value(device);
-  supportCall("upload", arguments);
-  return device;
+Value StepBuilder::lossOutput(RankedTensorType type) {
+  if (!target.cuda)
+    return describe("tessera_layout_tensor", loss, 0, type);
+  if (!deviceLoss)
+    deviceLoss = deviceSlot(type);
+  return deviceLoss;
 }
 
-Value StepBuilder::outputShadow(unsigned index, RankedTensorType type) {
-  Value &shadow = outputShadows[index];
-  if (!shadow)
-    shadow = deviceSlot(type);
-  return shadow;
+void StepBuilder::announceGradient(unsigned parameterIndex) {
+  CallArguments arguments(context);
+  arguments.value(stepContext).i32(parameterIndex);
+  guardedCall("tessera_gradient_ready", arguments);
 }
 
 /// tessera_mix_seed(seed, opSeed): the interpreter's mixSeed.
@@ -852,49 +865,48 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       });
 }
 
-/// Results not written in place are copied into the caller's storage; on
-/// the GPU every result is downloaded into it.
+/// Results not written in place are copied into the caller's storage (and
+/// announced); the GPU's loss is always read back from its device scalar.
 void StepBuilder::copyResultsOut(func::ReturnOp returnOp) {
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
     const ValueStorage &storage = plan.storage.lookup(value);
-    if (!target.cuda && storage.kind == StorageKind::Output &&
-        storage.index == index)
-      continue;
+    bool inPlace =
+        storage.kind == StorageKind::Output && storage.index == index;
     Value source = descriptors.lookup(value);
     if (index == 0) {
+      if (inPlace && !target.cuda)
+        continue;
       CallArguments arguments(context);
       arguments.value(source).value(loss);
       supportCall("read_scalar_f32", arguments);
       continue;
     }
-    if (target.cuda) {
-      CallArguments arguments(context);
-      arguments.value(source).value(
-          elementPointer(gradients, index - 1, types.tensorPointer));
-      supportCall("download", arguments);
+    if (inPlace)
       continue;
-    }
     Value copy = describe(
         "tessera_view_tensor",
         elementPointer(gradients, index - 1, types.tensorPointer), 0,
         tensorTypeOf(value));
     kernelCall("copy", [&](CallArguments &a) { a.value(source).value(copy); });
+    announceGradient(index - 1);
   }
 }
 
 LogicalResult StepBuilder::build(unsigned parameterCount,
                                  unsigned bufferCount) {
   // static int32_t tessera_forward_backward_steps(uint8_t *arena,
+  //     const tessera_step_context *context,
   //     const tessera_tensor *parameters, const tessera_tensor *buffers,
   //     const tessera_tensor *tokens, const tessera_tensor *targets,
   //     float loss_scale, uint64_t seed, float *loss,
   //     tessera_tensor *gradients)
   // The cuda target's takes the stream after the arena.
   SmallVector<Type> programArguments = {
+      types.contextPointer,     types.constTensorPointer,
       types.constTensorPointer, types.constTensorPointer,
-      types.constTensorPointer, types.constTensorPointer,
-      types.f32,                types.ui64,
-      types.floatPointer,       types.tensorPointer};
+      types.constTensorPointer, types.f32,
+      types.ui64,               types.floatPointer,
+      types.tensorPointer};
   SmallVector<Type> stepArguments = {types.bytePointer};
   if (target.cuda)
     stepArguments.push_back(types.stream);
@@ -910,14 +922,15 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   unsigned first = target.cuda ? 2 : 1;
   if (target.cuda)
     stream = body->getArgument(1);
-  parameters = body->getArgument(first);
-  buffers = body->getArgument(first + 1);
-  tokens = body->getArgument(first + 2);
-  targets = body->getArgument(first + 3);
-  lossScale = body->getArgument(first + 4);
-  seed = body->getArgument(first + 5);
-  loss = body->getArgument(first + 6);
-  gradients = body->getArgument(first + 7);
+  stepContext = body->getArgument(first);
+  parameters = body->getArgument(first + 1);
+  buffers = body->getArgument(first + 2);
+  tokens = body->getArgument(first + 3);
+  targets = body->getArgument(first + 4);
+  lossScale = body->getArgument(first + 5);
+  seed = body->getArgument(first + 6);
+  loss = body->getArgument(first + 7);
+  gradients = body->getArgument(first + 8);
   // The device slots (cuda) follow the planned tensors.
   arenaBytes = plan.layout.totalBytes;
 
@@ -930,26 +943,27 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   layoutsPlaceholder = emitc::LiteralOp::create(
       builder, loc, emitc::PointerType::get(types.i64), "tessera_layouts");
 
-  // The arguments, by index into the caller's arrays; on the GPU, their
-  // copies in the arena.
-  auto onTarget = [&](Value host, BlockArgument argument) {
-    return target.cuda ? uploaded(host, tensorTypeOf(argument)) : host;
-  };
+  // The arguments, by index into the caller's arrays (in the target's
+  // memory).
   for (BlockArgument argument : source.getArguments()) {
     unsigned number = argument.getArgNumber();
     if (number < parameterCount) {
-      descriptors[argument] = onTarget(
-          elementPointer(parameters, number, types.constTensorPointer),
-          argument);
-    } else if (number < parameterCount + bufferCount) {
       descriptors[argument] =
-          onTarget(elementPointer(buffers, number - parameterCount,
-                                  types.constTensorPointer),
-                   argument);
+          elementPointer(parameters, number, types.constTensorPointer);
+    } else if (number < parameterCount + bufferCount) {
+      descriptors[argument] = elementPointer(
+          buffers, number - parameterCount, types.constTensorPointer);
     } else if (number == parameterCount + bufferCount) {
-      descriptors[argument] = onTarget(tokens, argument);
+      descriptors[argument] = tokens;
     } else if (number == parameterCount + bufferCount + 1) {
-      descriptors[argument] = onTarget(targets, argument);
+      descriptors[argument] = targets;
+    } else if (target.cuda) {
+      // The loss scale: a float argument, splatted into a device scalar.
+      Value scale = deviceSlot(tensorTypeOf(argument));
+      CallArguments arguments(context);
+      arguments.value(scale).value(lossScale).value(stream);
+      guardedCall("tessera_cuda_fill_f32", arguments);
+      descriptors[argument] = scale;
     } else {
       // The loss scale: a float argument, described as a rank-0 tensor.
       Value scale = emitc::VariableOp::create(
@@ -958,9 +972,8 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
       emitc::AssignOp::create(builder, loc, scale, lossScale);
       Value address =
           emitc::AddressOfOp::create(builder, loc, types.floatPointer, scale);
-      descriptors[argument] = onTarget(
-          describe("tessera_layout_tensor", address, 0, tensorTypeOf(argument)),
-          argument);
+      descriptors[argument] =
+          describe("tessera_layout_tensor", address, 0, tensorTypeOf(argument));
     }
   }
 
@@ -972,6 +985,11 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
     }
     if (failed(describeResults(op)) || failed(lowerOp(op)))
       return failure();
+    for (Value result : op.getResults()) {
+      const ValueStorage &storage = plan.storage.lookup(result);
+      if (storage.kind == StorageKind::Output && storage.index > 0)
+        announceGradient(storage.index - 1);
+    }
   }
   Value result = emitc::LoadOp::create(builder, loc, types.i32, status);
   emitc::ReturnOp::create(builder, loc, result);
@@ -998,7 +1016,8 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   }
 
   // int32_t tessera_forward_backward(<program.h's forward_backward>): the
-  // arena once, then the steps (cuda: then the step's one device check).
+  // arena once, then the steps (cuda: on the context's stream or the
+  // program's own, then the step's one device check).
   builder.setInsertionPoint(source);
   auto wrapper = emitc::FuncOp::create(
       builder, loc, kForwardBackwardName,
@@ -1029,6 +1048,16 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
         builder, loc, emitc::PointerType::get(types.stream), streamGlobal));
   }
   guardedCall((target.supportPrefix + "arena_acquire").str(), acquire);
+  Value stepStream;
+  if (target.cuda) {
+    Value ownStream =
+        emitc::LoadOp::create(builder, loc, types.stream, streamGlobal);
+    stepStream = emitc::CallOpaqueOp::create(
+                     builder, loc, TypeRange{types.stream},
+                     "tessera_cuda_step_stream",
+                     ValueRange{wrapperBody->getArgument(0), ownStream})
+                     .getResult(0);
+  }
   Value current = emitc::LoadOp::create(builder, loc, types.i32, status);
   Value ok = emitc::CmpOp::create(builder, loc, builder.getI1Type(),
                                   emitc::CmpPredicate::eq, current, zero);
@@ -1037,8 +1066,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
         emitc::LoadOp::create(inner, loc, types.bytePointer, arenaGlobal);
     SmallVector<Value> operands = {arenaPointer};
     if (target.cuda)
-      operands.push_back(
-          emitc::LoadOp::create(inner, loc, types.stream, streamGlobal));
+      operands.push_back(stepStream);
     operands.append(wrapperBody->getArguments().begin(),
                     wrapperBody->getArguments().end());
     Value result = emitc::CallOp::create(inner, loc, steps, operands)
@@ -1050,12 +1078,10 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
     // Unguarded: it also waits for what a failed step had launched, and
     // hands the first failure's message to tessera_cpu_last_error().
     Value stepStatus = emitc::LoadOp::create(builder, loc, types.i32, status);
-    Value currentStream =
-        emitc::LoadOp::create(builder, loc, types.stream, streamGlobal);
     Value finished =
         emitc::CallOpaqueOp::create(builder, loc, TypeRange{types.i32},
                                     "tessera_cuda_finish_step",
-                                    ValueRange{stepStatus, currentStream})
+                                    ValueRange{stepStatus, stepStream})
             .getResult(0);
     emitc::AssignOp::create(builder, loc, status, finished);
   }
@@ -1063,7 +1089,8 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   emitc::ReturnOp::create(builder, loc, finalStatus);
 
   // The arena: its size and the pointer acquired on the first step (cuda:
-  // in device memory, with the stream every call runs on).
+  // in device memory, with the stream a call runs on when the driver names
+  // none).
   builder.setInsertionPoint(steps);
   arenaBytes = llvm::alignTo(arenaBytes, kArenaAlignment);
   emitc::GlobalOp::create(builder, loc, kArenaBytesName, types.i64,
@@ -1092,6 +1119,21 @@ StringRef roleName(DictionaryAttr attributes, StringRef role) {
   if (auto name = attributes.getAs<StringAttr>(role))
     return name.getValue();
   return {};
+}
+
+/// The model FLOPs of one call of @forward_backward, for the driver's MFU:
+/// its contractions (linear and matmul, forward and backward, and fused
+/// attention) as the cost model credits them: a multiply-add is 2, and
+/// attention's backward is not charged for recomputing its scores.
+double modelFlops(func::FuncOp function) {
+  double flops = 0;
+  function.walk([&](Operation *op) {
+    cost::OpCost opCost = cost::estimateOpCost(op);
+    if (opCost.kind == cost::OpKind::Linear ||
+        opCost.kind == cost::OpKind::Attention)
+      flops += opCost.modelFlops;
+  });
+  return flops;
 }
 
 struct LowerToEmitCPass
@@ -1241,6 +1283,8 @@ void LowerToEmitCPass::runOnOperation() {
       describeProgram(function, parameterCount, bufferCount);
   if (failed(info))
     return signalPassFailure();
+  info->device = conventions->cuda ? TESSERA_DEVICE_CUDA : TESSERA_DEVICE_HOST;
+  info->flopsPerMicroBatch = modelFlops(function);
   FailureOr<FunctionArenaPlan> plan = planFunctionArena(function);
   if (failed(plan))
     return signalPassFailure();

@@ -8,7 +8,10 @@
 
 #include "ProgramDefinition.h"
 
+#include "tessera/runtime/program.h"
+
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -99,6 +102,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
   static const char *const precisions[] = {"TESSERA_PRECISION_FP32",
                                            "TESSERA_PRECISION_BF16",
                                            "TESSERA_PRECISION_FP16"};
+  static const char *const devices[] = {"TESSERA_DEVICE_HOST",
+                                        "TESSERA_DEVICE_CUDA"};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "{\n    /*model_name=*/" << cStringLiteral(info.modelName)
@@ -114,7 +119,12 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*parameters=*/" << parameters
      << ",\n    /*buffer_count=*/" << info.buffers.size()
      << ",\n    /*buffers=*/" << buffers << ",\n    /*forward_backward=*/"
-     << forwardBackwardName << "}";
+     << forwardBackwardName << ",\n    /*device=*/" << devices[info.device]
+     // One device, no partitioning: the mesh fields belong to issue 5.
+     << ",\n    /*mesh_axis_count=*/0,\n    /*mesh_shape=*/NULL"
+     << ",\n    /*mesh_axis_names=*/NULL,\n    /*zero_stage=*/0"
+     << ",\n    /*flops_per_micro_batch=*/"
+     << llvm::format("%.17g", info.flopsPerMicroBatch) << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",
@@ -141,7 +151,9 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
       builder, loc, emitc::PointerType::get(programType), program);
   Value status =
       emitc::CallOpaqueOp::create(
-          builder, loc, TypeRange{i32}, "tessera_train_main",
+          builder, loc, TypeRange{i32},
+          info.device == TESSERA_DEVICE_CUDA ? "tessera_cuda_train_main"
+                                             : "tessera_train_main",
           ValueRange{body->getArgument(0), body->getArgument(1), address})
           .getResult(0);
   emitc::ReturnOp::create(builder, loc, status);

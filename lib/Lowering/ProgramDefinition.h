@@ -27,7 +27,10 @@ struct ProgramInfo {
   std::string weightsFile; // empty: compiled without weights
   int32_t lossKind = 0;    // tessera_loss_kind
   int32_t precision = 0;   // tessera_precision
+  int32_t device = 0;      // tessera_device_kind of forward_backward's tensors
   int64_t batch = 0, sequence = 0, vocabulary = 0, ignoreIndex = -100;
+  /// Model FLOPs of one forward_backward call (program.h).
+  double flopsPerMicroBatch = 0;
   std::vector<ProgramTensor> parameters, buffers;
 };
 
@@ -41,7 +44,9 @@ std::string cStringLiteral(llvm::StringRef text);
 /// parameter and buffer tables, `static tessera_program tessera_program_
 /// definition` (its forward_backward = `forwardBackwardName`, a function
 /// defined before this point) and `int main(argc, argv)` calling
-/// tessera_train_main.
+/// tessera_train_main, or tessera_cuda_train_main for a CUDA program (the
+/// driver's GPU backend, which lives in its own library so that a CPU
+/// executable never links the CUDA runtime).
 void emitProgramDefinition(mlir::OpBuilder &builder, mlir::Location loc,
                            const ProgramInfo &info,
                            llvm::StringRef forwardBackwardName);

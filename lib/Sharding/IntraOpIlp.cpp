@@ -28,7 +28,7 @@ public:
     std::vector<std::vector<double>> nodeCost(problem.nodes.size());
     for (auto [node, current] : llvm::enumerate(problem.nodes))
       for (const ShardingStrategy &strategy : current.strategies)
-        nodeCost[node].push_back(strategy.time());
+        nodeCost[node].push_back(current.count * strategy.time());
     auto hasChoice = [&](std::optional<unsigned> node) {
       return node && problem.nodes[*node].strategies.size() > 1;
     };
@@ -41,10 +41,11 @@ public:
       }
       if (producerFree) {
         for (size_t from = 0; from < edge.reshardTime.size(); ++from)
-          nodeCost[*edge.producer][from] += edge.reshardTime[from][0];
+          nodeCost[*edge.producer][from] +=
+              edge.count * edge.reshardTime[from][0];
       } else if (consumerFree) {
         for (size_t to = 0; to < edge.reshardTime[0].size(); ++to)
-          nodeCost[*edge.consumer][to] += edge.reshardTime[0][to];
+          nodeCost[*edge.consumer][to] += edge.count * edge.reshardTime[0][to];
       }
       // Both ends fixed: the same time in every plan, not a choice.
     }
@@ -59,7 +60,7 @@ public:
       edgeFirstColumn.push_back(columnCount);
       for (const std::vector<double> &row : problem.edges[index].reshardTime)
         for (double cost : row)
-          addColumn(cost, /*isInteger=*/false);
+          addColumn(problem.edges[index].count * cost, /*isInteger=*/false);
     }
 
     // One strategy per node.
@@ -69,6 +70,17 @@ public:
            ++strategy)
         columns.push_back(firstStrategyColumn[node] + strategy);
       addRow(columns, std::vector<double>(columns.size(), 1.0), 1.0);
+    }
+    // Alpa's memory bound: the chosen strategies' bytes fit the device.
+    if (problem.memoryLimit) {
+      std::vector<int> columns;
+      std::vector<double> bytes;
+      for (auto [node, current] : llvm::enumerate(problem.nodes))
+        for (auto [strategy, choice] : llvm::enumerate(current.strategies)) {
+          columns.push_back(firstStrategyColumn[node] + strategy);
+          bytes.push_back(current.count * choice.memoryBytes);
+        }
+      addRow(columns, bytes, *problem.memoryLimit, 'L');
     }
     // e's rows sum to the producer's s, its columns to the consumer's.
     for (auto [pair, index] : llvm::enumerate(pairedEdges)) {
@@ -124,6 +136,9 @@ public:
         return std::nullopt;
       plan.choice.push_back(static_cast<unsigned>(chosen));
     }
+    if (problem.memoryLimit &&
+        problem.totalMemory(plan.choice) > *problem.memoryLimit * (1 + 1e-9))
+      return std::nullopt;
     plan.time = problem.totalTime(plan.choice);
     plan.provenOptimal = Cbc_isProvenOptimal(model.get()) != 0;
     return plan;
@@ -137,9 +152,10 @@ private:
   }
 
   void addRow(const std::vector<int> &columns,
-              const std::vector<double> &coefficients, double rhs) {
+              const std::vector<double> &coefficients, double rhs,
+              char sense = 'E') {
     Cbc_addRow(model.get(), "", static_cast<int>(columns.size()),
-               columns.data(), coefficients.data(), 'E', rhs);
+               columns.data(), coefficients.data(), sense, rhs);
   }
 
   const ShardingProblem &problem;

@@ -37,7 +37,9 @@ ShardingPlan sharding::searchIntraOp(const ShardingProblem &problem,
                                      double timeLimitSeconds) {
   ShardingPlan greedy = solveGreedy(problem);
   std::optional<ShardingPlan> ilp = solveIlp(problem, timeLimitSeconds);
-  if (ilp && ilp->time <= greedy.time)
+  bool greedyFits = !problem.memoryLimit ||
+                    problem.totalMemory(greedy.choice) <= *problem.memoryLimit;
+  if (ilp && (ilp->time <= greedy.time || !greedyFits))
     return *ilp;
   return greedy;
 }

@@ -113,7 +113,8 @@ private:
 
 } // namespace
 
-ReshardPlan sharding::planReshard(const TensorLayout &from,
+/// The axis by axis plan (the file comment).
+static ReshardPlan planAxisByAxis(const TensorLayout &from,
                                   const TensorLayout &to,
                                   llvm::ArrayRef<int64_t> shape,
                                   double elementBytes,
@@ -131,4 +132,65 @@ ReshardPlan sharding::planReshard(const TensorLayout &from,
     if (acquiresDim(axis))
       planner.moveAxis(axis, to);
   return planner.plan;
+}
+
+/// Seconds per byte of a large all-reduce on `axis`: how slow its link is.
+static double allReduceSecondsPerByte(const cost::DeviceMesh &mesh,
+                                      const cost::Cluster &cluster,
+                                      unsigned axis) {
+  constexpr double kProbeBytes = 1024.0 * 1024.0 * 1024.0;
+  return cost::axisCollectiveTime(mesh, cluster, axis,
+                                  cost::Collective::AllReduce, kProbeBytes) /
+         kProbeBytes;
+}
+
+ReshardPlan sharding::planReshard(const TensorLayout &from,
+                                  const TensorLayout &to,
+                                  llvm::ArrayRef<int64_t> shape,
+                                  double elementBytes,
+                                  const cost::DeviceMesh &mesh,
+                                  const cost::Cluster &cluster) {
+  ReshardPlan direct =
+      planAxisByAxis(from, to, shape, elementBytes, mesh, cluster);
+  // A sum over several axes that ends whole can be reduced hierarchically
+  // (as NCCL does across nodes): reduce-scatter over the faster axes, all-
+  // reduce the shard over the slowest, all-gather over the faster ones.
+  llvm::SmallVector<unsigned, 2> reduced;
+  for (unsigned axis : from.partialAxes)
+    if (!to.isPartialOver(axis) && to.dimSplitOver(axis) == kUnsplit &&
+        from.dimSplitOver(axis) == kUnsplit)
+      reduced.push_back(axis);
+  if (reduced.size() < 2)
+    return direct;
+  unsigned slowest = *llvm::max_element(reduced, [&](unsigned a, unsigned b) {
+    return allReduceSecondsPerByte(mesh, cluster, a) <
+           allReduceSecondsPerByte(mesh, cluster, b);
+  });
+  TensorLayout middle = from;
+  for (unsigned axis : reduced) {
+    if (axis == slowest)
+      continue;
+    for (unsigned dim = 0; dim < middle.rank(); ++dim) {
+      if (middle.dimAxes[dim] != kUnsplit || to.dimAxes[dim] != kUnsplit)
+        continue;
+      TensorLayout candidate = middle;
+      candidate.dimAxes[dim] = static_cast<int>(axis);
+      llvm::erase(candidate.partialAxes, axis);
+      if (fitsShape(candidate, shape, mesh)) {
+        middle = candidate;
+        break;
+      }
+    }
+  }
+  if (middle.partialAxes.size() != 1)
+    return direct;
+  ReshardPlan hierarchical =
+      planAxisByAxis(from, middle, shape, elementBytes, mesh, cluster);
+  ReshardPlan rest =
+      planAxisByAxis(middle, to, shape, elementBytes, mesh, cluster);
+  for (const ReshardStep &step : rest.steps) {
+    hierarchical.steps.push_back(step);
+    hierarchical.time += step.time;
+  }
+  return hierarchical.time < direct.time ? hierarchical : direct;
 }

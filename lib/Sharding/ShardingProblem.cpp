@@ -3,8 +3,12 @@
 
 #include "tessera/Sharding/ShardingProblem.h"
 
+#include "tessera/CostModel/Collective.h"
+
 #include "Tess/IR/TessOps.h"
 #include "llvm/ADT/DenseMap.h"
+
+#include <iterator>
 
 using namespace mlir;
 using namespace tessera;
@@ -25,11 +29,31 @@ ShardingProblem::producedLayout(const ShardingEdge &edge,
       .resultLayouts[edge.resultIndex];
 }
 
+TensorLayout sharding::lossLayout(const TensorLayout &produced) {
+  TensorLayout layout = produced;
+  layout.partialAxes.clear();
+  return layout;
+}
+
+double sharding::bucketedCollectiveTime(const cost::DeviceMesh &mesh,
+                                        const cost::Cluster &cluster,
+                                        unsigned axis,
+                                        cost::Collective collective,
+                                        double bytes, double bucketBytes) {
+  if (bucketBytes <= 0 || bytes >= bucketBytes)
+    return cost::axisCollectiveTime(mesh, cluster, axis, collective, bytes);
+  return bytes / bucketBytes *
+         cost::axisCollectiveTime(mesh, cluster, axis, collective,
+                                  bucketBytes);
+}
+
 TensorLayout
 ShardingProblem::requiredLayout(const ShardingEdge &edge,
                                 llvm::ArrayRef<unsigned> choice) const {
   if (!edge.consumer)
-    return replicatedLayoutOf(edge.value);
+    return resultsFeedLoss && edge.producer
+               ? lossLayout(producedLayout(edge, choice))
+               : replicatedLayoutOf(edge.value);
   return nodes[*edge.consumer]
       .strategies[choice[*edge.consumer]]
       .operandLayouts[edge.operandIndex];
@@ -42,29 +66,180 @@ double ShardingProblem::edgeTime(const ShardingEdge &edge,
   return edge.reshardTime[from][to];
 }
 
+namespace {
+
+void append(ReshardPlan &plan, const ReshardPlan &more) {
+  for (const ReshardStep &step : more.steps) {
+    plan.steps.push_back(step);
+    plan.time += step.time;
+  }
+}
+
+/// Adds an all-reduce of `bytes` over `axis`.
+void addAllReduce(ReshardPlan &plan, unsigned axis, double bytes,
+                  const cost::DeviceMesh &mesh, const cost::Cluster &cluster) {
+  ReshardStep step;
+  step.axis = axis;
+  step.collective = cost::Collective::AllReduce;
+  step.bytes = bytes;
+  step.time = cost::axisCollectiveTime(mesh, cluster, axis, step.collective,
+                                       bytes);
+  plan.steps.push_back(step);
+  plan.time += step.time;
+}
+
+/// The loss's own collectives on logits of `shape` in `layout` (the file
+/// comment of ShardingProblem.h): per axis splitting the class (last) dim,
+/// three fp32 all-reduces of one value per local token; per axis splitting
+/// only token dims, the scalar loss's all-reduce.
+ReshardPlan lossCollectives(const TensorLayout &layout,
+                            llvm::ArrayRef<int64_t> shape,
+                            const cost::DeviceMesh &mesh,
+                            const cost::Cluster &cluster) {
+  ReshardPlan plan;
+  if (shape.empty())
+    return plan;
+  unsigned classDim = shape.size() - 1;
+  double localTokens = layout.localElements(shape, mesh) /
+                       (layout.dimAxes[classDim] == kUnsplit
+                            ? shape[classDim]
+                            : shape[classDim] /
+                                  mesh.axes[layout.dimAxes[classDim]].size);
+  for (unsigned axis = 0; axis < mesh.axes.size(); ++axis) {
+    int dim = layout.dimSplitOver(axis);
+    if (dim == kUnsplit)
+      continue;
+    if (static_cast<unsigned>(dim) == classDim) {
+      for (int statistic = 0; statistic < 3; ++statistic)
+        addAllReduce(plan, axis, 4 * localTokens, mesh, cluster);
+    } else {
+      addAllReduce(plan, axis, 4, mesh, cluster);
+    }
+  }
+  return plan;
+}
+
+/// The number of ops reading `value` (the terminator included).
+double useCount(mlir::Value value) {
+  return static_cast<double>(
+      std::distance(value.use_begin(), value.use_end()));
+}
+
+} // namespace
+
 ReshardPlan
 ShardingProblem::edgeReshard(const ShardingEdge &edge,
                              llvm::ArrayRef<unsigned> choice) const {
   auto type = llvm::dyn_cast<RankedTensorType>(edge.value.getType());
   if (!type || !type.hasStaticShape())
     return ReshardPlan();
-  return planReshard(producedLayout(edge, choice), requiredLayout(edge, choice),
-                     type.getShape(), elementBytes(edge.value), *mesh,
-                     *cluster);
+  TensorLayout produced = producedLayout(edge, choice);
+  TensorLayout required = requiredLayout(edge, choice);
+  double bytesPerElement = elementBytes(edge.value);
+  ReshardPlan plan = planReshard(produced, required, type.getShape(),
+                                 bytesPerElement, *mesh, *cluster);
+  if (!edge.consumer && resultsFeedLoss && edge.producer)
+    append(plan, lossCollectives(required, type.getShape(), *mesh, *cluster));
+  if (!training || !edge.producer)
+    return plan;
+  const ShardingStrategy &producer =
+      nodes[*edge.producer].strategies[choice[*edge.producer]];
+  if (!producer.gradientLayout || !edge.consumer) {
+    // An activation: its gradient's way back, the forward move mirrored. (A
+    // parameter without an optimizer layout keeps its gradient where its
+    // reader computes it: the strategies price its reduction.)
+    if (needsGradient.contains(edge.value) &&
+        !edge.value.getDefiningOp<tess::ParameterOp>())
+      append(plan, planReshard(lossLayout(required), lossLayout(produced),
+                               type.getShape(), bytesPerElement, *mesh,
+                               *cluster));
+    return plan;
+  }
+
+  // A parameter: ZeRO-3 gathers it again in the backward, and the gradient
+  // travels back into the optimizer's layout. Both are coalesced
+  // parameter-state collectives, and the gradient's synchronization is
+  // shared by the parameter's uses.
+  ReshardPlan state;
+  if (producer.zeroStage == 3) {
+    append(state, plan);
+    append(state, plan);
+    plan = ReshardPlan();
+  }
+  const ShardingStrategy &consumer =
+      nodes[*edge.consumer].strategies[choice[*edge.consumer]];
+  TensorLayout gradient = required;
+  unsigned partialMask = consumer.gradientPartialAxes.empty()
+                             ? 0
+                             : consumer.gradientPartialAxes[edge.operandIndex];
+  for (unsigned axis = 0; axis < mesh->axes.size(); ++axis)
+    if ((partialMask >> axis) & 1u)
+      gradient.partialAxes.push_back(axis);
+  llvm::sort(gradient.partialAxes);
+  ReshardPlan backward =
+      planReshard(gradient, *producer.gradientLayout, type.getShape(),
+                  bytesPerElement, *mesh, *cluster);
+  double share = 1.0 / std::max(1.0, useCount(edge.value));
+  for (ReshardStep &step : backward.steps)
+    step.bytes *= share;
+  append(state, backward);
+  for (ReshardStep step : state.steps) {
+    step.time = bucketedCollectiveTime(*mesh, *cluster, step.axis,
+                                       step.collective, step.bytes,
+                                       gradientBucketBytes);
+    plan.steps.push_back(step);
+    plan.time += step.time;
+  }
+  return plan;
 }
 
 double ShardingProblem::totalTime(llvm::ArrayRef<unsigned> choice) const {
   double total = 0;
   for (auto [node, strategy] : llvm::zip_equal(nodes, choice))
-    total += node.strategies[strategy].time();
+    total += node.count * node.strategies[strategy].time();
   for (const ShardingEdge &edge : edges)
-    total += edgeTime(edge, choice);
+    total += edge.count * edgeTime(edge, choice);
   return total;
+}
+
+double ShardingProblem::totalMemory(llvm::ArrayRef<unsigned> choice) const {
+  double total = 0;
+  for (auto [node, strategy] : llvm::zip_equal(nodes, choice))
+    total += node.count * node.strategies[strategy].memoryBytes;
+  return total;
+}
+
+double ShardingProblem::minimumMemory() const {
+  double total = 0;
+  for (const ShardingNode &node : nodes) {
+    double least = node.strategies.front().memoryBytes;
+    for (const ShardingStrategy &strategy : node.strategies)
+      least = std::min(least, strategy.memoryBytes);
+    total += node.count * least;
+  }
+  return total;
+}
+
+void sharding::priceEdge(const ShardingProblem &problem, ShardingEdge &edge) {
+  unsigned fromCount =
+      edge.producer ? problem.nodes[*edge.producer].strategies.size() : 1;
+  unsigned toCount =
+      edge.consumer ? problem.nodes[*edge.consumer].strategies.size() : 1;
+  edge.reshardTime.assign(fromCount, std::vector<double>(toCount, 0.0));
+  llvm::SmallVector<unsigned> choice(problem.nodes.size(), 0);
+  for (unsigned from = 0; from < fromCount; ++from)
+    for (unsigned to = 0; to < toCount; ++to) {
+      if (edge.producer)
+        choice[*edge.producer] = from;
+      if (edge.consumer)
+        choice[*edge.consumer] = to;
+      edge.reshardTime[from][to] = problem.edgeReshard(edge, choice).time;
+    }
 }
 
 /// Values computed from a trainable parameter: the ones whose gradient the
 /// backward computes.
-static llvm::DenseSet<Value> valuesNeedingGradient(Block &body) {
+static llvm::DenseSet<Value> gradientValues(Block &body) {
   llvm::DenseSet<Value> needs;
   for (Operation &op : body) {
     bool fromTrainable = false;
@@ -84,6 +259,10 @@ static llvm::DenseSet<Value> valuesNeedingGradient(Block &body) {
   return needs;
 }
 
+llvm::DenseSet<Value> sharding::valuesNeedingGradient(Block &body) {
+  return gradientValues(body);
+}
+
 llvm::Expected<ShardingProblem> sharding::buildShardingProblem(
     func::FuncOp function, const cost::DeviceMesh &mesh,
     const cost::Cluster &cluster, unsigned axis, bool training) {
@@ -101,7 +280,7 @@ llvm::Expected<ShardingProblem> sharding::buildShardingProblem(
   Block &body = function.getBody().front();
   llvm::DenseSet<Value> needsGradient;
   if (training)
-    needsGradient = valuesNeedingGradient(body);
+    needsGradient = gradientValues(body);
 
   StrategyContext context;
   context.mesh = &mesh;
@@ -114,6 +293,8 @@ llvm::Expected<ShardingProblem> sharding::buildShardingProblem(
   problem.mesh = &mesh;
   problem.cluster = &cluster;
   problem.axis = axis;
+  problem.training = training;
+  problem.needsGradient = needsGradient;
   llvm::DenseMap<Operation *, unsigned> nodeOf;
   for (Operation &op : body) {
     if (op.getNumRegions() != 0)
@@ -144,16 +325,10 @@ llvm::Expected<ShardingProblem> sharding::buildShardingProblem(
         edge.producer ? problem.nodes[*edge.producer].strategies.size() : 1;
     unsigned toCount =
         edge.consumer ? problem.nodes[*edge.consumer].strategies.size() : 1;
-    edge.reshardTime.assign(fromCount, std::vector<double>(toCount, 0.0));
-    llvm::SmallVector<unsigned> choice(problem.nodes.size(), 0);
-    for (unsigned from = 0; from < fromCount && priced; ++from)
-      for (unsigned to = 0; to < toCount; ++to) {
-        if (edge.producer)
-          choice[*edge.producer] = from;
-        if (edge.consumer)
-          choice[*edge.consumer] = to;
-        edge.reshardTime[from][to] = problem.edgeReshard(edge, choice).time;
-      }
+    if (priced)
+      priceEdge(problem, edge);
+    else
+      edge.reshardTime.assign(fromCount, std::vector<double>(toCount, 0.0));
     problem.edges.push_back(std::move(edge));
   };
 

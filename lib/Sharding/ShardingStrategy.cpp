@@ -92,17 +92,24 @@ public:
     double divisor = dividesWork ? static_cast<double>(axisSize) : 1.0;
     strategy.computeTime =
         forwardTime * (context.training ? 3.0 : 1.0) / divisor;
+    strategy.gradientPartialAxes.assign(op->getNumOperands(), 0);
+    strategy.parameterGradientTime.assign(op->getNumOperands(), 0.0);
     if (context.training && dividesWork && context.needsGradient)
-      for (auto [operand, layout] :
-           llvm::zip_equal(op->getOperands(), operandLayouts)) {
+      for (auto [index, operand, layout] :
+           llvm::enumerate(op->getOperands(), operandLayouts)) {
         bool wholeOnAxis = layout.dimSplitOver(context.axis) == kUnsplit &&
                            !layout.isPartialOver(context.axis);
-        if (wholeOnAxis && context.needsGradient->contains(operand))
-          strategy.communicationTime += cost::axisCollectiveTime(
-              *context.mesh, *context.cluster, context.axis,
-              cost::Collective::AllReduce,
-              layout.localElements(shapeOf(operand), *context.mesh) *
-                  elementBytes(operand));
+        if (!wholeOnAxis || !context.needsGradient->contains(operand))
+          continue;
+        double time = cost::axisCollectiveTime(
+            *context.mesh, *context.cluster, context.axis,
+            cost::Collective::AllReduce,
+            layout.localElements(shapeOf(operand), *context.mesh) *
+                elementBytes(operand));
+        strategy.communicationTime += time;
+        strategy.gradientPartialAxes[index] |= 1u << context.axis;
+        if (operand.getDefiningOp<tess::ParameterOp>())
+          strategy.parameterGradientTime[index] = time;
       }
     strategy.operandLayouts = std::move(operandLayouts);
     strategy.resultLayouts = std::move(resultLayouts);
@@ -295,6 +302,23 @@ public:
         {partial(transpose.getResult())}, false);
   }
 
+  /// Splits a dim of the input and the same dim of every piece. On the
+  /// split axis itself each device holds its 1/n of every piece: the
+  /// input's block layout is read piece by piece (a column-parallel
+  /// producer orders its weight columns that way when partitioned, as
+  /// Megatron-LM does for the fused QKV projection).
+  void addSplit(tess::SplitOp split) {
+    Value input = split.getInput();
+    unsigned rank = rankOf(input);
+    for (unsigned dim = 0; dim < rank; ++dim) {
+      llvm::SmallVector<TensorLayout, 1> results;
+      for (Value result : split.getResults())
+        results.push_back(this->split(result, dim));
+      add("split dim " + std::to_string(dim), {this->split(input, dim)},
+          std::move(results), true);
+    }
+  }
+
   std::vector<ShardingStrategy> strategies;
 
 private:
@@ -324,12 +348,20 @@ sharding::enumerateStrategies(Operation *op, const StrategyContext &context) {
     strategy.computeTime =
         cost::estimateOpCost(op).time(context.cluster->device) *
         (context.training ? 3.0 : 1.0);
+    strategy.gradientPartialAxes.assign(op->getNumOperands(), 0);
+    strategy.parameterGradientTime.assign(op->getNumOperands(), 0.0);
     return {strategy};
   }
 
   StrategyList list(op, context);
   list.addReplicated();
-  if (context.mesh->axes[context.axis].size <= 1 || op->getNumResults() != 1)
+  if (context.mesh->axes[context.axis].size <= 1)
+    return std::move(list.strategies);
+  if (auto split = llvm::dyn_cast<tess::SplitOp>(op)) {
+    list.addSplit(split);
+    return std::move(list.strategies);
+  }
+  if (op->getNumResults() != 1)
     return std::move(list.strategies);
 
   unsigned resultRank = rankOf(op->getResult(0));

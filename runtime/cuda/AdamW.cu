@@ -1,19 +1,30 @@
-//===- AdamW.cu - The AdamW step and the gradient's sum of squares --------===//
+//===- AdamW.cu - AdamW and the gradient's sum of squares -----------------===//
 //
 // AdamW is one elementwise pass over (param, grad, m, v): read 4 tensors,
 // write 3, arithmetic identical to runtime/cpu/AdamW.cpp (step-dependent
 // factors computed once in f64 on the host, per-element math in f32, the
-// parameter rounded once into its storage). It is launched once per tensor;
-// a multi-tensor launch (a table of tensors walked by one grid, as
-// PyTorch's foreach kernels do) is the next step once launch overhead shows.
+// parameter rounded once into its storage). Two launch shapes share the
+// per-element update (adamwElement):
+// - tessera_cuda_adamw: one tensor, a grid-stride loop;
+// - tessera_cuda_multi_tensor_adamw: every parameter of a run in ONE launch,
+//   the driver's flat buffers walked through a device table of chunks
+//   (tensor_chunks.h) with one block per chunk, as PyTorch's foreach
+//   kernels do. Its per-chunk weight-decay flag picks the decay factor; a
+//   parameter without decay gets 1 - lr * 0 = 1, exactly what the
+//   per-tensor call with weight_decay 0 computes.
 //
-// sum_squares feeds the global gradient norm without a host round trip:
-// per-thread f64 partial sums, a block reduction, and one f64 atomicAdd per
-// block into the caller's device accumulator.
+// The sum of squares feeds the global gradient norm without a host round
+// trip per tensor: tessera_cuda_sum_squares adds f64 block partials into a
+// device accumulator with atomics (order-dependent in the last bits);
+// tessera_cuda_chunk_sum_squares writes one f64 per chunk instead, so the
+// driver's norm is reproducible run to run (a resumed run takes the same
+// clipping decisions).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+
+#include "tessera/runtime/cuda_optimizer.h"
 
 #include <cmath>
 
@@ -30,18 +41,58 @@ struct AdamWFactors {
       oneMinusBeta2, epsilon, gradScale;
 };
 
+AdamWFactors adamwFactors(int64_t step, double lr, double beta1, double beta2,
+                          double eps, double weightDecay, double gradScale) {
+  if (step < 1)
+    fail("step " + std::to_string(step) + " must be >= 1");
+  double stepD = static_cast<double>(step);
+  return AdamWFactors{
+      static_cast<float>(1.0 - lr * weightDecay),
+      static_cast<float>(lr / (1.0 - std::pow(beta1, stepD))),
+      static_cast<float>(std::sqrt(1.0 - std::pow(beta2, stepD))),
+      static_cast<float>(beta1),
+      static_cast<float>(beta2),
+      static_cast<float>(1.0 - beta1),
+      static_cast<float>(1.0 - beta2),
+      static_cast<float>(eps),
+      static_cast<float>(gradScale)};
+}
+
+/// Updates m[i], v[i] and returns the new parameter value.
+__device__ __forceinline__ float adamwElement(float p, float grad, float *m,
+                                              float *v, int64_t i,
+                                              const AdamWFactors &f,
+                                              float decay) {
+  float g = grad * f.gradScale;
+  float mi = f.beta1 * m[i] + f.oneMinusBeta1 * g;
+  float vi = f.beta2 * v[i] + f.oneMinusBeta2 * g * g;
+  m[i] = mi;
+  v[i] = vi;
+  float denominator = sqrtf(vi) / f.sqrtCorrection2 + f.epsilon;
+  return p * decay - f.stepSize * mi / denominator;
+}
+
 __global__ void adamwKernel(void *param, int paramType, const void *grad,
                             int gradType, float *m, float *v, int64_t count,
                             AdamWFactors f) {
   TESSERA_GRID_STRIDE_LOOP(i, count) {
-    float g = loadFloat(grad, gradType, i) * f.gradScale;
-    float mi = f.beta1 * m[i] + f.oneMinusBeta1 * g;
-    float vi = f.beta2 * v[i] + f.oneMinusBeta2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float denominator = sqrtf(vi) / f.sqrtCorrection2 + f.epsilon;
     float p = loadFloat(param, paramType, i);
-    storeFloat(param, paramType, i, p * f.decay - f.stepSize * mi / denominator);
+    storeFloat(param, paramType, i,
+               adamwElement(p, loadFloat(grad, gradType, i), m, v, i, f,
+                            f.decay));
+  }
+}
+
+__global__ void multiTensorAdamWKernel(float *param, const void *grad,
+                                       int gradType, float *m, float *v,
+                                       const tessera_tensor_chunk *chunks,
+                                       AdamWFactors f) {
+  const tessera_tensor_chunk chunk = chunks[blockIdx.x];
+  const float decay = chunk.weight_decay ? f.decay : 1.0f;
+  for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x) {
+    int64_t i = chunk.offset + k;
+    param[i] =
+        adamwElement(param[i], loadFloat(grad, gradType, i), m, v, i, f, decay);
   }
 }
 
@@ -56,6 +107,38 @@ __global__ void sumSquaresKernel(const void *x, int xType, int64_t count,
   sum = blockSum(sum, shared);
   if (threadIdx.x == 0)
     atomicAdd(accumulator, sum);
+}
+
+__global__ void chunkSumSquaresKernel(const void *x, int xType,
+                                      const tessera_tensor_chunk *chunks,
+                                      double *partialSums) {
+  __shared__ double shared[32];
+  const tessera_tensor_chunk chunk = chunks[blockIdx.x];
+  double sum = 0.0;
+  for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x) {
+    double value = loadFloat(x, xType, chunk.offset + k);
+    sum += value * value;
+  }
+  sum = blockSum(sum, shared);
+  if (threadIdx.x == 0)
+    partialSums[blockIdx.x] = sum;
+}
+
+/// Threads per block of the chunked kernels: a 2^16-element chunk is 128
+/// elements a thread.
+constexpr int kChunkThreads = 512;
+
+void requireChunks(const tessera_tensor_chunk *chunks, int32_t chunkCount) {
+  if (chunkCount < 0)
+    fail("chunk_count " + std::to_string(chunkCount) + " is negative");
+  if (chunkCount > 0 && !chunks)
+    fail("chunks is null");
+}
+
+void requireFloatDtype(int32_t dtype, const char *name) {
+  if (dtype != TESSERA_F32 && dtype != TESSERA_BF16 && dtype != TESSERA_F16)
+    fail(std::string(name) + " must be f32, bf16 or f16, not " +
+         tessera::cpu::dtypeName(dtype));
 }
 
 } // namespace
@@ -79,19 +162,8 @@ extern "C" int tessera_cuda_adamw(tessera_tensor *param,
     requireKernelFloat(gradient, "grad");
     if (firstMoment.dtype != TESSERA_F32 || secondMoment.dtype != TESSERA_F32)
       fail("the moments m and v must be f32");
-    if (step < 1)
-      fail("step " + std::to_string(step) + " must be >= 1");
-    double stepD = static_cast<double>(step);
-    AdamWFactors factors{
-        static_cast<float>(1.0 - lr * weight_decay),
-        static_cast<float>(lr / (1.0 - std::pow(beta1, stepD))),
-        static_cast<float>(std::sqrt(1.0 - std::pow(beta2, stepD))),
-        static_cast<float>(beta1),
-        static_cast<float>(beta2),
-        static_cast<float>(1.0 - beta1),
-        static_cast<float>(1.0 - beta2),
-        static_cast<float>(eps),
-        static_cast<float>(grad_scale)};
+    AdamWFactors factors = adamwFactors(step, lr, beta1, beta2, eps,
+                                        weight_decay, grad_scale);
     int64_t count = elementCount(parameter);
     if (count == 0)
       return;
@@ -99,6 +171,27 @@ extern "C" int tessera_cuda_adamw(tessera_tensor *param,
         parameter.data, parameter.dtype, gradient.data, gradient.dtype,
         static_cast<float *>(firstMoment.data),
         static_cast<float *>(secondMoment.data), count, factors);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_multi_tensor_adamw(
+    float *params, const void *grad, int32_t grad_dtype, float *m, float *v,
+    const tessera_tensor_chunk *chunks, int32_t chunk_count, int64_t step,
+    double lr, double beta1, double beta2, double eps, double weight_decay,
+    double grad_scale, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_multi_tensor_adamw", [&] {
+    requireChunks(chunks, chunk_count);
+    requireFloatDtype(grad_dtype, "grad");
+    if (chunk_count > 0 && (!params || !grad || !m || !v))
+      fail("params, grad, m and v must not be null");
+    AdamWFactors factors = adamwFactors(step, lr, beta1, beta2, eps,
+                                        weight_decay, grad_scale);
+    if (chunk_count == 0)
+      return;
+    multiTensorAdamWKernel<<<static_cast<unsigned>(chunk_count), kChunkThreads,
+                             0, stream>>>(params, grad, grad_dtype, m, v,
+                                          chunks, factors);
     cudaCheckLaunch();
   });
 }
@@ -117,6 +210,24 @@ extern "C" int tessera_cuda_sum_squares(const tessera_tensor *x,
     unsigned grid = std::min<unsigned>(gridFor(count), 1024);
     sumSquaresKernel<<<grid, kThreadsPerBlock, 0, stream>>>(
         input.data, input.dtype, count, accumulator);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_chunk_sum_squares(const void *x, int32_t dtype,
+                                              const tessera_tensor_chunk *chunks,
+                                              int32_t chunk_count,
+                                              double *partial_sums,
+                                              cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_chunk_sum_squares", [&] {
+    requireChunks(chunks, chunk_count);
+    requireFloatDtype(dtype, "x");
+    if (chunk_count == 0)
+      return;
+    if (!x || !partial_sums)
+      fail("x and partial_sums must not be null");
+    chunkSumSquaresKernel<<<static_cast<unsigned>(chunk_count), kChunkThreads,
+                            0, stream>>>(x, dtype, chunks, partial_sums);
     cudaCheckLaunch();
   });
 }

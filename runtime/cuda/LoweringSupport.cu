@@ -1,13 +1,12 @@
 //===- LoweringSupport.cu - helpers of the lowered step on the GPU --------===//
 //
-// See cuda_lowering_support.h. The program's ABI (program.h) is host-side in
-// this first GPU backend, so these helpers are the boundary: uploads of the
-// step's inputs into the device arena, downloads of its results, constants,
-// and the one synchronization per step (tessera_cuda_finish_step), which is
-// also where a device-side error becomes the message the driver prints.
-// Copies are asynchronous on the program's stream; from pageable host memory
-// the CUDA runtime stages them, so the host storage may be reused as soon as
-// an upload returns, and a download is complete after finish_step.
+// See cuda_lowering_support.h. The step's tensors are device memory, so the
+// only host<->device traffic of a call is here: constants (static host
+// tables copied on the step's stream; the CUDA runtime stages pageable
+// memory, so nothing host-side is read after a copy returns), the loss scale
+// (a kernel argument), the loss (read back), and the one synchronization per
+// call (tessera_cuda_finish_step), which is also where a device-side error
+// becomes the message the driver prints.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,16 +26,6 @@ namespace {
 
 int64_t byteCount(const tessera_tensor &tensor) {
   return elementCount(tensor) * static_cast<int64_t>(dtypeSize(tensor.dtype));
-}
-
-/// Checks that a host tensor and its device copy agree on dtype and size.
-void requireSameStorage(const tessera_tensor &from, const tessera_tensor &to) {
-  if (from.dtype != to.dtype)
-    fail(std::string("dtype ") + dtypeName(from.dtype) + " copied into " +
-         dtypeName(to.dtype));
-  if (elementCount(from) != elementCount(to))
-    fail(std::to_string(elementCount(from)) + " elements copied into " +
-         std::to_string(elementCount(to)));
 }
 
 /// One element of 1, 2, 4 or 8 bytes, written everywhere.
@@ -75,34 +64,23 @@ extern "C" int tessera_cuda_arena_acquire(uint8_t **arena, int64_t bytes,
     if (error != cudaSuccess)
       fail("cannot allocate the step's device arena of " +
            std::to_string(bytes) + " bytes: " + cudaGetErrorString(error));
+    // Zeroed before returning: the step may run on the driver's stream,
+    // which is not ordered after this one.
     cudaCheck(cudaMemsetAsync(memory, 0, rounded, *stream));
+    cudaCheck(cudaStreamSynchronize(*stream));
     *arena = static_cast<uint8_t *>(memory);
   });
 }
 
-extern "C" int tessera_cuda_upload(const tessera_tensor *host,
-                                   tessera_tensor *device,
-                                   cudaStream_t stream) {
-  return runCudaKernel("tessera_cuda_upload", [&] {
-    const tessera_tensor &from = requireTensor(host, "host");
-    tessera_tensor &to = requireTensor(device, "device");
-    requireSameStorage(from, to);
-    if (int64_t bytes = byteCount(from))
-      cudaCheck(cudaMemcpyAsync(to.data, from.data, static_cast<size_t>(bytes),
-                                cudaMemcpyHostToDevice, stream));
-  });
-}
-
-extern "C" int tessera_cuda_download(const tessera_tensor *device,
-                                     tessera_tensor *host,
+extern "C" int tessera_cuda_fill_f32(tessera_tensor *y, float value,
                                      cudaStream_t stream) {
-  return runCudaKernel("tessera_cuda_download", [&] {
-    const tessera_tensor &from = requireTensor(device, "device");
-    tessera_tensor &to = requireTensor(host, "host");
-    requireSameStorage(from, to);
-    if (int64_t bytes = byteCount(from))
-      cudaCheck(cudaMemcpyAsync(to.data, from.data, static_cast<size_t>(bytes),
-                                cudaMemcpyDeviceToHost, stream));
+  return runCudaKernel("tessera_cuda_fill_f32", [&] {
+    tessera_tensor &out = requireTensor(y, "y");
+    if (out.dtype != TESSERA_F32 || elementCount(out) != 1)
+      fail("expected one F32 element");
+    uint8_t element[sizeof(float)];
+    std::memcpy(element, &value, sizeof(float));
+    launchSplat<uint32_t>(out, element, stream);
   });
 }
 

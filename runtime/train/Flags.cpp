@@ -16,6 +16,7 @@
 
 #include "Flags.h"
 
+#include "Trace.h"
 #include "TrainError.h"
 
 #include <cerrno>
@@ -270,6 +271,43 @@ const std::vector<FlagSpec> &flagTable() {
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          o.lossScaleWindow = parseInteger(flag, v);
          requireAtLeast(flag, static_cast<double>(o.lossScaleWindow), 1);
+       }},
+      {"--peak-tflops", "X",
+       "peak TFLOP/s of the device, the denominator of MFU (default 989: "
+       "bf16 dense on an H100/H200)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.peakTeraflops = parseReal(flag, v);
+         if (!(o.peakTeraflops > 0))
+           usageError(flag + ": " + v + " must be positive");
+       }},
+      {"--trace", "FILE.json",
+       "write a Chrome/Perfetto trace (host phases; GPU kernels, copies and "
+       "collectives through CUPTI) of --trace-steps; with several ranks "
+       "each writes FILE.rankN.json, or FILE with %r replaced by the rank",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v.empty())
+           usageError(flag + ": the file name is empty");
+         o.traceFile = v;
+       }},
+      {"--trace-steps", "A:B",
+       "the steps --trace records, A..B inclusive; 'A:' to the end, 'all' "
+       "(default 2:4: skips the first step's warm-up)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         size_t colon = v.find(':');
+         if (v == "all") {
+           o.traceFirstStep = 1;
+           o.traceLastStep = kTraceToLastStep;
+           return;
+         }
+         if (colon == std::string::npos)
+           usageError(flag + ": '" + v + "' is not A:B, A: or all");
+         o.traceFirstStep = parseInteger(flag, v.substr(0, colon));
+         requireAtLeast(flag, static_cast<double>(o.traceFirstStep), 1);
+         o.traceLastStep = colon + 1 == v.size()
+                               ? kTraceToLastStep
+                               : parseInteger(flag, v.substr(colon + 1));
+         if (o.traceLastStep < o.traceFirstStep)
+           usageError(flag + ": '" + v + "' ends before it starts");
        }},
       {"--help", nullptr, "print this text and exit",
        [](TrainOptions &o, const std::string &, const std::string &) {

@@ -47,6 +47,15 @@ struct TrainOptions {
   std::string dumpGradientsFile;
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;
+  /// The device's peak dense throughput in TFLOP/s that MFU is measured
+  /// against (989: bf16 dense on an H100/H200).
+  double peakTeraflops = 989.0;
+  /// --trace: the Chrome/Perfetto trace file of each rank ("" = off) and
+  /// the steps it covers, first..last inclusive (Trace.h; last is
+  /// kTraceToLastStep for "A:").
+  std::string traceFile;
+  int64_t traceFirstStep = 2;
+  int64_t traceLastStep = 4;
   bool help = false;
 };
 

@@ -6,7 +6,8 @@
 // and a non-finite value (a diverged loss) becomes null, since JSON has no
 // NaN. Both are flushed after every step: the metrics of a killed run must
 // survive it. Keys: step, loss, lr, grad_norm, tokens_per_s, step_ms,
-// loss_scale, skipped.
+// loss_scale, skipped, mfu (a fraction; null when the program does not say
+// its FLOPs), peak_memory_gib (GiB = 2^30 bytes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,10 @@ std::string formatNumber(const char *format, double value) {
   return buffer;
 }
 
+double gibibytes(int64_t bytes) {
+  return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+}
+
 } // namespace
 
 std::string formatMetricsJson(const StepMetrics &metrics) {
@@ -37,7 +42,13 @@ std::string formatMetricsJson(const StepMetrics &metrics) {
          ",\"tokens_per_s\":" + formatNumber("%.1f", metrics.tokensPerSecond) +
          ",\"step_ms\":" + formatNumber("%.3f", metrics.stepMilliseconds) +
          ",\"loss_scale\":" + formatNumber("%.17g", metrics.lossScale) +
-         ",\"skipped\":" + (metrics.skipped ? "true" : "false") + "}";
+         ",\"skipped\":" + (metrics.skipped ? "true" : "false") +
+         ",\"mfu\":" +
+         (metrics.modelFlopsUtilization < 0
+              ? std::string("null")
+              : formatNumber("%.6g", metrics.modelFlopsUtilization)) +
+         ",\"peak_memory_gib\":" +
+         formatNumber("%.4f", gibibytes(metrics.peakMemoryBytes)) + "}";
 }
 
 std::string formatMetricsLine(const StepMetrics &metrics) {
@@ -50,6 +61,14 @@ std::string formatMetricsLine(const StepMetrics &metrics) {
                 metrics.learningRate, metrics.gradientNorm,
                 metrics.tokensPerSecond, metrics.stepMilliseconds);
   std::string line = buffer;
+  if (metrics.modelFlopsUtilization >= 0) {
+    std::snprintf(buffer, sizeof(buffer), " | MFU %.1f%%",
+                  100.0 * metrics.modelFlopsUtilization);
+    line += buffer;
+  }
+  std::snprintf(buffer, sizeof(buffer), " | peak mem %.2f GiB",
+                gibibytes(metrics.peakMemoryBytes));
+  line += buffer;
   if (metrics.skipped) {
     std::snprintf(buffer, sizeof(buffer),
                   " | skipped: gradients overflowed at loss scale %g",

@@ -26,6 +26,13 @@ struct StepMetrics {
   double lossScale = 1;
   /// True when an fp16 step overflowed and AdamW did not run.
   bool skipped = false;
+  /// Model FLOPs utilization: the program's model FLOPs of the step over
+  /// the step's time and --peak-tflops, a fraction; negative when the
+  /// program does not say its FLOPs.
+  double modelFlopsUtilization = -1;
+  /// The most memory the run has held on its device so far (the host's
+  /// peak resident set for a CPU program), in bytes.
+  int64_t peakMemoryBytes = 0;
 };
 
 class MetricsWriter {

@@ -7,17 +7,25 @@
 //   for each step s = 1..N:
 //     for each of K micro-batches: read B x T tokens, call forward_backward
 //       with the current loss scale, add the gradients into f32 accumulators
-//       (cast from the compute precision with tessera_cpu_cast);
+//       (cast from the compute precision);
 //     global norm = sqrt(sum over gradients of sum_squares) / (K * scale);
 //     fp16 only: a non-finite norm means the scaled gradients overflowed:
 //       skip AdamW, halve the scale; after --loss-scale-window clean steps in
 //       a row, double it (the GradScaler recipe). For fp32/bf16 a
 //       non-finite norm means the run diverged and is an error;
 //     clip = min(1, --grad-clip / norm) (1 when clipping is off);
-//     AdamW (tessera_cpu_adamw) on the f32 master weights and moments, with
+//     AdamW on the f32 master weights and moments, with
 //       grad_scale = clip / (K * scale): averaging over micro-batches, loss
 //       scale removal and clipping folded into one multiply;
 //     report metrics; checkpoint every --checkpoint-every steps.
+//
+// Where the tensors live and which kernels do the arithmetic is the
+// TrainingBackend's (TrainingBackend.h): host memory and the CPU kernels for
+// a CPU program, device memory and the CUDA kernels for a CUDA one
+// (tessera_cuda_train_main). Either way the state is allocated once before
+// the first step, and the loop below touches only scalars: the loss of each
+// micro-batch and the gradient's sum of squares come back to the host, the
+// tensors stay where they are until a checkpoint copies them out.
 //
 // Skipped steps still count as steps (they consume data and a slot of the
 // learning-rate schedule), but not as AdamW steps: the bias correction uses
@@ -31,7 +39,7 @@
 // then) for the same reason.
 //
 // Errors: everything the user can get wrong throws TrainError deep down;
-// tessera_train_main turns it into "<program>: error: ..." on stderr and
+// runTrainMain (tessera_train_main, tessera_cuda_train_main) turns it into "<program>: error: ..." on stderr and
 // exit code 2 (flags) or 1 (everything else).
 //
 //===----------------------------------------------------------------------===//
@@ -41,11 +49,14 @@
 #include "Checkpoint.h"
 #include "DataLoader.h"
 #include "Flags.h"
+#include "HostBackend.h"
 #include "InitialWeights.h"
 #include "LearningRateSchedule.h"
 #include "Metrics.h"
 #include "Random.h"
+#include "Trace.h"
 #include "TrainError.h"
+#include "TrainMain.h"
 #include "TrainingState.h"
 
 #include <chrono>
@@ -54,7 +65,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <regex>
 #include <set>
 
 namespace tessera::train {
@@ -115,29 +125,21 @@ void checkProgram(const tessera_program *program) {
                    "' is not declared F32 (parameters are f32 master copies)");
   for (int32_t i = 0; i < program->buffer_count; ++i)
     (void)dtypeSize(program->buffers[i].dtype);
-}
-
-int32_t computeDtype(const tessera_program &program) {
-  switch (program.precision) {
-  case TESSERA_PRECISION_BF16:
-    return TESSERA_BF16;
-  case TESSERA_PRECISION_FP16:
-    return TESSERA_F16;
-  default:
-    return TESSERA_F32;
-  }
-}
-
-void checkKernel(int status, const char *what) {
-  if (status != 0)
-    fail(std::string(what) + ": " + tessera_cpu_last_error());
+  if (program->device != TESSERA_DEVICE_HOST &&
+      program->device != TESSERA_DEVICE_CUDA)
+    programError("unknown device kind " + std::to_string(program->device));
+  if (!(program->flops_per_micro_batch >= 0) ||
+      !std::isfinite(program->flops_per_micro_batch))
+    programError("flops_per_micro_batch is negative or not finite");
 }
 
 /// Runs the steps of one invocation; returns the exit code.
 class Trainer {
 public:
-  Trainer(const tessera_program &program, const TrainOptions &options)
-      : program(program), options(options),
+  Trainer(const tessera_program &program, const TrainOptions &options,
+          const BackendFactory &makeBackend, Trace &trace)
+      : program(program), options(options), makeBackend(makeBackend),
+        trace(trace),
         schedule(options.schedule, options.learningRate, options.warmupSteps,
                  options.steps, options.minLearningRateRatio) {}
 
@@ -146,38 +148,21 @@ public:
 private:
   const tessera_program &program;
   const TrainOptions &options;
+  const BackendFactory &makeBackend;
+  Trace &trace;
   LearningRateSchedule schedule;
   TrainingState state;
+  std::unique_ptr<TrainingBackend> backend;
   std::unique_ptr<DataLoader> data;
   int64_t lastCheckpointStep = -1;
 
-  // Per micro-batch inputs, and per parameter the f32 accumulators, the
-  // compute-precision gradients forward_backward writes (unused for f32,
-  // which writes straight into the accumulators or the f32 scratch), and f32
-  // scratch for micro-batches after the first.
-  std::vector<int64_t> tokens;
-  std::vector<int64_t> targets;
-  std::vector<std::vector<float>> accumulated;
-  std::vector<std::vector<unsigned char>> computeGradients;
-  std::vector<std::vector<float>> scratch;
-  /// Per parameter: does weight decay apply (not matched by --no-decay)?
-  std::vector<bool> decays;
-
   void start();
-  void dumpGradients(const std::string &path, double divisor);
-  void allocateGradients();
   double accumulateMicroBatches(int64_t step);
-  double globalNormSquared();
   void writeCheckpoint();
 };
 
 void Trainer::start() {
   allocateState(program, state);
-  std::regex noDecay(options.noDecayPattern.empty() ? "$^"
-                                                    : options.noDecayPattern);
-  for (int32_t i = 0; i < program.parameter_count; ++i)
-    decays.push_back(options.noDecayPattern.empty() ||
-                     !std::regex_search(program.parameters[i].name, noDecay));
   state.seed = options.seed;
   state.lossScale =
       program.precision == TESSERA_PRECISION_FP16 ? options.lossScaleInit : 1.0;
@@ -211,116 +196,38 @@ void Trainer::start() {
                                         options.shuffle);
     data->seek(state.dataPosition);
   }
-}
-
-void Trainer::allocateGradients() {
-  size_t count = static_cast<size_t>(program.parameter_count);
-  int32_t dtype = computeDtype(program);
-  accumulated.assign(count, {});
-  computeGradients.assign(count, {});
-  scratch.assign(count, {});
-  for (size_t i = 0; i < count; ++i) {
-    auto elements = static_cast<size_t>(elementCount(program.parameters[i]));
-    accumulated[i].assign(elements, 0.0f);
-    if (dtype != TESSERA_F32)
-      computeGradients[i].assign(
-          elements * static_cast<size_t>(dtypeSize(dtype)), 0);
-    if (options.gradientAccumulation > 1)
-      scratch[i].assign(elements, 0.0f);
-  }
-  size_t tokenCount = static_cast<size_t>(program.batch * program.sequence);
-  tokens.assign(tokenCount, 0);
-  targets.assign(tokenCount, 0);
+  // Everything the steps need, allocated once; the host copy of the
+  // tensors is only the checkpoints' from here on.
+  backend = makeBackend(program, options);
+  backend->loadState(state);
 }
 
 double Trainer::accumulateMicroBatches(int64_t step) {
-  const int32_t dtype = computeDtype(program);
   const float lossScale = static_cast<float>(state.lossScale);
-  std::vector<tessera_tensor> parameters, buffers, gradients;
-  for (int32_t i = 0; i < program.parameter_count; ++i)
-    parameters.push_back(
-        makeTensor(state.parameters[static_cast<size_t>(i)].data(), TESSERA_F32,
-                   program.parameters[i]));
-  for (int32_t i = 0; i < program.buffer_count; ++i)
-    buffers.push_back(makeTensor(state.buffers[static_cast<size_t>(i)].data(),
-                                 program.buffers[i].dtype, program.buffers[i]));
-  tessera_tensor_info tokenInfo{};
-  tokenInfo.rank = 2;
-  tokenInfo.shape[0] = program.batch;
-  tokenInfo.shape[1] = program.sequence;
-  tessera_tensor tokenTensor =
-      makeTensor(tokens.data(), TESSERA_I64, tokenInfo);
-  tessera_tensor targetTensor =
-      makeTensor(targets.data(), TESSERA_I64, tokenInfo);
-
   double lossSum = 0;
   for (int64_t micro = 0; micro < options.gradientAccumulation; ++micro) {
-    data->nextBatch(tokens.data(), targets.data());
-    // Where forward_backward writes: the accumulators themselves for the
-    // first f32 micro-batch, the f32 scratch for later f32 ones, the
-    // compute-precision buffers otherwise.
-    gradients.clear();
-    for (int32_t i = 0; i < program.parameter_count; ++i) {
-      auto index = static_cast<size_t>(i);
-      void *target = dtype != TESSERA_F32 ? computeGradients[index].data()
-                     : micro == 0
-                         ? static_cast<void *>(accumulated[index].data())
-                         : static_cast<void *>(scratch[index].data());
-      gradients.push_back(makeTensor(target, dtype, program.parameters[i]));
+    {
+      TraceRange range(trace, "data");
+      data->nextBatch(backend->tokens(), backend->targets());
     }
     uint64_t seed = deriveSeed(state.seed, kDropoutPurpose,
                                mixBits(static_cast<uint64_t>(step)) ^
                                    static_cast<uint64_t>(micro));
-    float loss = 0;
-    if (program.forward_backward(parameters.data(), buffers.data(),
-                                 &tokenTensor, &targetTensor, lossScale, seed,
-                                 &loss, gradients.data()) != 0)
+    try {
+      TraceRange range(trace, "forward_backward");
+      range.addInteger("micro_batch", micro);
+      lossSum += backend->runMicroBatch(micro, lossScale, seed);
+    } catch (const TrainError &error) {
       fail("step " + std::to_string(step) + ", micro-batch " +
-           std::to_string(micro + 1) + ": " + tessera_cpu_last_error());
-    lossSum += loss;
-
-    for (int32_t i = 0; i < program.parameter_count; ++i) {
-      auto index = static_cast<size_t>(i);
-      if (dtype != TESSERA_F32) {
-        tessera_tensor f32 = makeTensor(micro == 0 ? accumulated[index].data()
-                                                   : scratch[index].data(),
-                                        TESSERA_F32, program.parameters[i]);
-        checkKernel(tessera_cpu_cast(&gradients[index], &f32),
-                    "converting gradients to f32");
-      }
-      if (micro > 0) {
-        float *sum = accumulated[index].data();
-        const float *add = scratch[index].data();
-        for (size_t e = 0, n = accumulated[index].size(); e < n; ++e)
-          sum[e] += add[e];
-      }
+           std::to_string(micro + 1) + ": " + error.what());
     }
   }
   return lossSum / static_cast<double>(options.gradientAccumulation);
 }
 
-double Trainer::globalNormSquared() {
-  double sum = 0;
-  for (int32_t i = 0; i < program.parameter_count; ++i) {
-    tessera_tensor gradient =
-        makeTensor(accumulated[static_cast<size_t>(i)].data(), TESSERA_F32,
-                   program.parameters[i]);
-    checkKernel(tessera_cpu_sum_squares(&gradient, &sum), "gradient norm");
-  }
-  return sum;
-}
-
-void Trainer::dumpGradients(const std::string &path, double divisor) {
-  std::vector<std::vector<float>> gradients;
-  for (const std::vector<float> &sum : accumulated) {
-    gradients.emplace_back();
-    for (float value : sum)
-      gradients.back().push_back(static_cast<float>(value / divisor));
-  }
-  tessera::train::dumpGradients(path, program, gradients, state.step + 1);
-}
-
 void Trainer::writeCheckpoint() {
+  TraceRange range(trace, "checkpoint");
+  backend->storeState(state);
   saveCheckpoint(checkpointPath(options.checkpointDirectory, state.step),
                  program, state);
   lastCheckpointStep = state.step;
@@ -328,17 +235,24 @@ void Trainer::writeCheckpoint() {
 
 int Trainer::run() {
   start();
-  allocateGradients();
   MetricsWriter metrics(stdout, options.metricsFile, options.resume);
   const bool fp16 = program.precision == TESSERA_PRECISION_FP16;
   const double tokensPerStep = static_cast<double>(
       program.batch * program.sequence * options.gradientAccumulation);
+  const double flopsPerStep =
+      program.flops_per_micro_batch *
+      static_cast<double>(options.gradientAccumulation);
 
   for (int64_t step = state.step + 1; step <= options.steps; ++step) {
+    TraceStep traced(trace, step);
     auto begin = std::chrono::steady_clock::now();
     double usedScale = state.lossScale;
     double loss = accumulateMicroBatches(step);
-    double scaledNorm = std::sqrt(globalNormSquared());
+    double scaledNorm;
+    {
+      TraceRange range(trace, "gradient_norm");
+      scaledNorm = std::sqrt(backend->gradientSumOfSquares());
+    }
     double divisor =
         static_cast<double>(options.gradientAccumulation) * usedScale;
     double norm = scaledNorm / divisor;
@@ -363,32 +277,36 @@ int Trainer::run() {
       double clip = 1.0;
       if (options.gradientClip > 0 && norm > options.gradientClip)
         clip = options.gradientClip / norm;
-      double gradScale = clip / divisor;
       ++state.optimizerStep;
-      if (!options.dumpGradientsFile.empty() && step == options.steps)
-        dumpGradients(options.dumpGradientsFile, divisor);
-      for (int32_t i = 0; i < program.parameter_count; ++i) {
-        auto index = static_cast<size_t>(i);
-        const tessera_tensor_info &info = program.parameters[i];
-        tessera_tensor param =
-            makeTensor(state.parameters[index].data(), TESSERA_F32, info);
-        tessera_tensor gradient =
-            makeTensor(accumulated[index].data(), TESSERA_F32, info);
-        tessera_tensor m =
-            makeTensor(state.firstMoments[index].data(), TESSERA_F32, info);
-        tessera_tensor v =
-            makeTensor(state.secondMoments[index].data(), TESSERA_F32, info);
-        double weightDecay = decays[index] ? options.weightDecay : 0.0;
-        checkKernel(
-            tessera_cpu_adamw(&param, &gradient, &m, &v, state.optimizerStep,
-                              learningRate, options.beta1, options.beta2,
-                              options.epsilon, weightDecay, gradScale),
-            "AdamW");
+      if (!options.dumpGradientsFile.empty() && step == options.steps) {
+        std::vector<std::vector<float>> gradients =
+            backend->copyOptimizerGradients();
+        for (std::vector<float> &gradient : gradients)
+          for (float &value : gradient)
+            value = static_cast<float>(value / divisor);
+        dumpGradients(options.dumpGradientsFile, program, gradients,
+                      state.step + 1);
+      }
+      AdamWUpdate update;
+      update.step = state.optimizerStep;
+      update.learningRate = learningRate;
+      update.beta1 = options.beta1;
+      update.beta2 = options.beta2;
+      update.epsilon = options.epsilon;
+      update.weightDecay = options.weightDecay;
+      update.gradientScale = clip / divisor;
+      {
+        TraceRange range(trace, "optimizer");
+        backend->applyAdamW(update);
       }
       if (fp16 && ++state.cleanSteps >= options.lossScaleWindow) {
         state.lossScale *= 2;
         state.cleanSteps = 0;
       }
+    }
+    {
+      TraceRange range(trace, "wait_for_device");
+      backend->finishStep();
     }
     state.step = step;
     state.dataPosition = data->getPosition();
@@ -406,7 +324,15 @@ int Trainer::run() {
     record.stepMilliseconds = seconds * 1000;
     record.lossScale = usedScale;
     record.skipped = overflow;
+    if (flopsPerStep > 0 && seconds > 0)
+      record.modelFlopsUtilization =
+          flopsPerStep / seconds / (options.peakTeraflops * 1e12);
+    record.peakMemoryBytes = backend->peakMemoryBytes();
     metrics.record(record);
+    trace.counter("loss", loss);
+    trace.counter("loss scale", usedScale);
+    if (overflow)
+      trace.instant("fp16 overflow: step skipped");
 
     if (options.checkpointEvery > 0 && step % options.checkpointEvery == 0)
       writeCheckpoint();
@@ -414,8 +340,10 @@ int Trainer::run() {
 
   if (!options.checkpointDirectory.empty() && lastCheckpointStep != state.step)
     writeCheckpoint();
-  if (!options.dumpParametersFile.empty())
+  if (!options.dumpParametersFile.empty()) {
+    backend->storeState(state);
     dumpParameters(options.dumpParametersFile, program, state);
+  }
   return 0;
 }
 
@@ -427,11 +355,9 @@ std::string programName(int argc, char **argv) {
 }
 
 } // namespace
-} // namespace tessera::train
 
-extern "C" int tessera_train_main(int argc, char **argv,
-                                  const tessera_program *program) {
-  using namespace tessera::train;
+int runTrainMain(int argc, char **argv, const tessera_program *program,
+                 const BackendFactory &makeBackend) {
   std::string name = programName(argc, argv);
   try {
     TrainOptions options = parseFlags(argc, argv);
@@ -440,8 +366,15 @@ extern "C" int tessera_train_main(int argc, char **argv,
       return 0;
     }
     checkProgram(program);
-    Trainer trainer(*program, options);
-    return trainer.run();
+    // Made before the backend and destroyed after it, so that a failing
+    // run's trace is still written (Trace.h). Rank 0 of 1 until the
+    // data-parallel driver passes its launch's rank and world size.
+    Trace trace(traceOptionsFromFlags(
+        options, name, program->device == TESSERA_DEVICE_CUDA));
+    Trainer trainer(*program, options, makeBackend, trace);
+    int exitCode = trainer.run();
+    trace.finish();
+    return exitCode;
   } catch (const TrainError &error) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s: error: %s\n", name.c_str(), error.what());
@@ -456,4 +389,12 @@ extern "C" int tessera_train_main(int argc, char **argv,
                  error.what());
     return kFailureExitCode;
   }
+}
+
+} // namespace tessera::train
+
+extern "C" int tessera_train_main(int argc, char **argv,
+                                  const tessera_program *program) {
+  return tessera::train::runTrainMain(argc, argv, program,
+                                      tessera::train::makeHostBackend);
 }

@@ -18,7 +18,7 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK: emitc.global static @tessera_arena : !emitc.ptr<ui8> = #emitc.opaque<"NULL">
 
 // CHECK-LABEL: emitc.func @tessera_forward_backward_steps(
-// CHECK-SAME: %[[ARENA:[a-z0-9]+]]: !emitc.ptr<ui8>, %[[PARAMS:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"const tessera_tensor">>,
+// CHECK-SAME: %[[ARENA:[a-z0-9]+]]: !emitc.ptr<ui8>, %[[CONTEXT:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"const tessera_step_context">>, %[[PARAMS:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"const tessera_tensor">>,
 // CHECK-SAME: %{{[a-z0-9]+}}: !emitc.ptr<!emitc.opaque<"const tessera_tensor">>, %[[TOKENS:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"const tessera_tensor">>,
 // CHECK-SAME: %[[TARGETS:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"const tessera_tensor">>, %{{[a-z0-9]+}}: f32, %[[SEED:[a-z0-9]+]]: ui64,
 // CHECK-SAME: %[[LOSS:[a-z0-9]+]]: !emitc.ptr<f32>, %[[GRADS:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"tessera_tensor">>) -> i32
@@ -49,6 +49,8 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK: subscript %[[GRADS]]
 // CHECK: call_opaque "tessera_view_tensor"
 // CHECK: call_opaque "tessera_cpu_binary"({{.*}}) {args = [#emitc.opaque<"TESSERA_ADD">, 0 : index, 1 : index, 2 : index]}
+// ...and is announced to the driver right away (parameter 0).
+// CHECK: call_opaque "tessera_gradient_ready"(%[[CONTEXT]]) {args = [0 : index, 0 : i32]}
 // CHECK: %[[RESULT:.*]] = load %[[STATUS]]
 // CHECK: return %[[RESULT]] : i32
 
@@ -66,7 +68,10 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK-SAME: /*batch=*/2,
 // CHECK-SAME: /*sequence=*/8,
 // CHECK-SAME: /*vocabulary=*/16,
-// CHECK-SAME: /*forward_backward=*/tessera_forward_backward}">
+// CHECK-SAME: /*forward_backward=*/tessera_forward_backward,
+// CHECK-SAME: /*device=*/TESSERA_DEVICE_HOST,
+// One linear forward (2 x 2*8*4*16) and its two gradient matmuls.
+// CHECK-SAME: /*flops_per_micro_batch=*/6144}">
 // CHECK-LABEL: emitc.func @main(
 // CHECK: call_opaque "tessera_train_main"
 // The training builder's functions are gone: the runtime runs AdamW.

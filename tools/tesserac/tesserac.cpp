@@ -15,18 +15,21 @@
 // one stage further: it writes the initial weights as
 // train.weights.safetensors and compiles and links the C++ with the runtime
 // into the training executable `train`; `--target cuda` does the same with
-// the CUDA kernels (the step on the GPU, the driver and AdamW on the host),
-// when this tesserac was built with the CUDA runtime. `--explain` builds the training
+// the CUDA kernels and the driver's GPU backend (the step, the optimizer and
+// the training state on the GPU), when this tesserac was built with the CUDA
+// runtime. `--explain` builds the training
 // step and prints lib/CostModel's prediction of its memory and time.
 //
 //===----------------------------------------------------------------------===//
 
+#include "PipelineExplain.h"
 #include "tessera/Analysis/ModelSummary.h"
 #include "tessera/CostModel/TrainingStepEstimate.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Lowering/HostCompiler.h"
 #include "tessera/Lowering/Passes.h"
 #include "tessera/Lowering/WeightsFile.h"
+#include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -78,6 +81,12 @@ cl::opt<bool> summary("summary",
 cl::opt<bool> loadWeights("load-weights",
                           cl::desc("Attach weight bytes to the parameters"),
                           cl::cat(category));
+cl::opt<bool> withoutWeights(
+    "without-weights",
+    cl::desc("With --target: build the executable without its initial "
+             "weights file (the model's external data may be absent); it "
+             "then starts from --weights FILE.safetensors or --init random"),
+    cl::cat(category));
 cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
                                 cl::value_desc("FILE"), cl::init("-"),
                                 cl::cat(category));
@@ -106,6 +115,7 @@ cl::opt<std::string>
     runtimeDir("runtime-dir",
                cl::desc("Where libtessera_runtime_train.a, "
                         "libtessera_runtime_cpu.a (and for --target cuda "
+                        "libtessera_runtime_train_cuda.a and "
                         "libtessera_runtime_cuda.a) are (default: this "
                         "build's)"),
                cl::value_desc("DIR"), cl::cat(category));
@@ -127,6 +137,27 @@ cl::opt<std::string> clusterName(
     cl::desc("Cluster: h200, h200-multinode, a100-megatron or a cluster "
              "JSON file (lib/CostModel/README.md)"),
     cl::value_desc("NAME|FILE"), cl::init("h200"), cl::cat(category));
+// --explain's sharding search (lib/Sharding/README.md).
+cl::opt<std::string> memoryLimit(
+    "memory-limit",
+    cl::desc("Per-device memory the plan must fit: 40GiB, 512MiB, 80GB or "
+             "bytes (default: the cluster's device memory)"),
+    cl::value_desc("SIZE"), cl::cat(category));
+cl::opt<int> zeroStage("zero",
+                       cl::desc("Force ZeRO stage N (0-3) for every "
+                                "parameter (default: the search picks)"),
+                       cl::value_desc("N"), cl::init(-1), cl::cat(category));
+cl::list<std::string> shardPins(
+    "shard",
+    cl::desc("Pin the parameters matching REGEX and the ops reading them: "
+             "SPEC is tp-column, tp-row, dp, replicated, zero=N or a layout "
+             "like [-, tp], comma separated"),
+    cl::value_desc("REGEX=SPEC"), cl::cat(category));
+cl::opt<double> searchTimeout(
+    "search-timeout",
+    cl::desc("Seconds CBC may spend on the sharding ILP; beyond it the "
+             "greedy plan answers (default: 10)"),
+    cl::value_desc("SECONDS"), cl::init(10.0), cl::cat(category));
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "tesserac") << message << "\n";
@@ -176,8 +207,15 @@ tessera::lowering::HostCompileOptions runtimeLocation(bool cuda) {
   options.runtimeIncludeDirectory = TESSERA_RUNTIME_INCLUDE_DIR;
   if (cuda)
     addCudaToolkit(options);
+  // Link order: the driver's GPU backend (cuda: tessera_cuda_train_main,
+  // what the program's main calls), the driver, the CUDA kernels, then the
+  // CPU kernels all of them use.
   if (runtimeDir.empty()) {
-    options.libraries = {TESSERA_RUNTIME_TRAIN_LIBRARY};
+#ifdef TESSERA_RUNTIME_CUDA_LIBRARY
+    if (cuda)
+      options.libraries.push_back(TESSERA_RUNTIME_TRAIN_CUDA_LIBRARY);
+#endif
+    options.libraries.push_back(TESSERA_RUNTIME_TRAIN_LIBRARY);
 #ifdef TESSERA_RUNTIME_CUDA_LIBRARY
     if (cuda)
       options.libraries.push_back(TESSERA_RUNTIME_CUDA_LIBRARY);
@@ -185,8 +223,10 @@ tessera::lowering::HostCompileOptions runtimeLocation(bool cuda) {
     options.libraries.push_back(TESSERA_RUNTIME_CPU_LIBRARY);
     return options;
   }
-  // Link order: the driver, the CUDA kernels, then the CPU kernels both use.
-  SmallVector<StringRef, 3> names = {"libtessera_runtime_train.a"};
+  SmallVector<StringRef, 4> names;
+  if (cuda)
+    names.push_back("libtessera_runtime_train_cuda.a");
+  names.push_back("libtessera_runtime_train.a");
   if (cuda)
     names.push_back("libtessera_runtime_cuda.a");
   names.push_back("libtessera_runtime_cpu.a");
@@ -278,7 +318,7 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
     return status;
 
   std::string weightsPath;
-  if (buildExecutable) {
+  if (buildExecutable && !withoutWeights) {
     SmallString<256> absolute(outputPath + ".weights.safetensors");
     if (std::error_code code = sys::fs::make_absolute(absolute))
       return fail("cannot resolve " + absolute.str() + ": " + code.message());
@@ -341,19 +381,76 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
   return 0;
 }
 
-/// --explain: builds the training step as --target does, then prints the
-/// cost model's estimate of it on one device of `mesh`.
+/// Parses --memory-limit: a number with an optional unit (B, KiB, MiB, GiB,
+/// TiB, KB, MB, GB, TB).
+std::optional<double> parseMemorySize(StringRef text) {
+  StringRef number = text.trim();
+  double scale = 1;
+  for (auto [suffix, factor] :
+       {std::pair<StringRef, double>{"KiB", 1024.0}, {"MiB", 1048576.0},
+        {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}, {"KB", 1e3},
+        {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1.0}})
+    if (number.consume_back(suffix)) {
+      scale = factor;
+      break;
+    }
+  double value;
+  if (number.trim().getAsDouble(value) || !(value > 0))
+    return std::nullopt;
+  return value * scale;
+}
+
+/// --explain: builds the training step as --target does and prints the cost
+/// model's estimate of the unsharded step on one device; then searches the
+/// sharding plan of the forward function on `mesh` (calibrated by that
+/// estimate) and prints it.
 int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                         const tessera::cost::Cluster &cluster,
                         const tessera::cost::DeviceMesh &mesh,
+                        tessera::sharding::MeshSearchOptions searchOptions,
                         StringRef title) {
+  // The search plans the forward function; the training step replaces it.
+  mlir::OwningOpRef<mlir::ModuleOp> planned = module.clone();
+  auto forward = planned->lookupSymbol<mlir::func::FuncOp>("forward");
+  if (!forward)
+    return fail(inputPath + ": the imported module has no @forward");
   if (int status = buildTrainingStep(context, module))
     return status;
-  auto estimate = tessera::cost::estimateTrainingStep(module, cluster, mesh);
+  auto estimate = tessera::cost::estimateTrainingStep(
+      module, cluster, tessera::cost::DeviceMesh());
   if (!estimate)
     return fail(inputPath + ": " + toString(estimate.takeError()));
+
+  using tessera::cost::OpKind;
+  double optimizerSeconds =
+      estimate->secondsByKind[static_cast<size_t>(OpKind::Optimizer)];
+  searchOptions.trainingComputeSeconds =
+      estimate->computeSeconds() - optimizerSeconds;
+  searchOptions.activationPeakBytes =
+      static_cast<double>(estimate->memory.activations);
+  searchOptions.fixedMemoryBytes =
+      static_cast<double>(estimate->memory.inputsAndBuffers);
+  if (estimate->memory.trainableElements > 0)
+    searchOptions.optimizerSecondsPerElement =
+        optimizerSeconds / estimate->memory.trainableElements;
+  bool mixed = precision != "fp32";
+  searchOptions.computeWeightBytes = mixed ? 2 : 0;
+  searchOptions.gradientBytes = mixed ? 2 : 4;
+  if (!searchOptions.memoryLimitBytes)
+    searchOptions.memoryLimitBytes = cluster.device.memoryBytes;
+  if (mixed) {
+    mlir::Type computeType = precision == "bf16"
+                                 ? mlir::Type(mlir::BFloat16Type::get(&context))
+                                 : mlir::Type(mlir::Float16Type::get(&context));
+    tessera::sharding::setPlanningPrecision(forward, computeType);
+  }
+  auto plan = tessera::sharding::searchTrainingSharding(forward, mesh, cluster,
+                                                        searchOptions);
+  if (!plan)
+    return fail(inputPath + ": " + toString(plan.takeError()));
   return writeOutput([&](raw_ostream &os) {
     tessera::cost::printTrainingStepEstimate(*estimate, title, os);
+    tessera::sharding::printTrainingShardingPlan(*plan, cluster, os);
   });
 }
 
@@ -395,10 +492,11 @@ int main(int argc, char **argv) {
     return fail("--loss " + loss + ": expected causal-lm or mlm");
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")
     return fail("--precision " + precision + ": expected fp32, bf16 or fp16");
-  // --explain: read the cluster and mesh first; without a sharding plan a
-  // mesh means data parallelism, so each device's program gets batch / N.
+  // --explain: read the cluster, the mesh and the search's flags first; the
+  // program keeps the whole batch (the plan divides it).
   std::optional<tessera::cost::Cluster> cluster;
   tessera::cost::DeviceMesh mesh;
+  tessera::sharding::MeshSearchOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
   if (explain) {
     if (emit != EmitStage::None || buildExecutable || summary)
@@ -408,30 +506,52 @@ int main(int argc, char **argv) {
     if (!loaded)
       return fail(toString(loaded.takeError()));
     cluster = std::move(*loaded);
+    if (std::optional<int> status = tessera::tesserac::explainPipeline(
+            inputPath, options, *cluster, loss, precision, outputPath))
+      return *status;
     auto parsed = tessera::cost::parseMesh(meshSpec);
     if (!parsed)
       return fail(toString(parsed.takeError()));
     mesh = std::move(*parsed);
     if (Error placed = tessera::cost::placeOnCluster(mesh, *cluster))
       return fail(toString(std::move(placed)));
-    int64_t devices = mesh.deviceCount();
-    if (devices > 1) {
-      auto batch = options.dims.find("batch");
-      if (batch == options.dims.end() || batch->second % devices != 0)
-        return fail("--explain --mesh " + mesh.describe() +
-                    ": without a sharding plan the mesh is priced as data "
-                    "parallelism, which needs --dim batch=B with B a "
-                    "multiple of " + Twine(devices));
-      batch->second /= devices;
+    if (memoryLimit.getNumOccurrences()) {
+      std::optional<double> bytes = parseMemorySize(memoryLimit);
+      if (!bytes)
+        return fail("--memory-limit " + memoryLimit +
+                    ": expected a positive size such as 40GiB, 512MiB or "
+                    "80GB");
+      searchOptions.memoryLimitBytes = *bytes;
+    }
+    if (zeroStage.getNumOccurrences()) {
+      if (zeroStage < 0 || zeroStage > 3)
+        return fail("--zero " + Twine(zeroStage.getValue()) +
+                    ": expected a ZeRO stage 0, 1, 2 or 3");
+      searchOptions.zeroStage = zeroStage.getValue();
+    }
+    if (!(searchTimeout > 0))
+      return fail("--search-timeout " + std::to_string(searchTimeout) +
+                  ": expected a positive number of seconds");
+    searchOptions.timeLimitSeconds = searchTimeout;
+    for (const std::string &text : shardPins) {
+      auto pin = tessera::sharding::parseShardPin(text, mesh);
+      if (!pin)
+        return fail(toString(pin.takeError()));
+      searchOptions.pins.push_back(std::move(*pin));
     }
     std::string bound;
     for (const auto &[name, value] : options.dims)
       bound += (bound.empty() ? "" : ", ") + name + "=" + std::to_string(value);
     if (!bound.empty())
-      explainTitle += " (per device: " + bound + ")";
+      explainTitle += " (" + bound + ")";
+  } else if (memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
+             shardPins.getNumOccurrences() ||
+             searchTimeout.getNumOccurrences()) {
+    return fail("--memory-limit, --zero, --shard and --search-timeout "
+                "configure --explain's sharding search; add --explain");
   }
   // The executable starts from the ONNX initializers, written beside it.
-  options.loadWeights = loadWeights || buildExecutable;
+  options.loadWeights = loadWeights || (buildExecutable && !withoutWeights);
   if (emit == EmitStage::None && !summary && !buildExecutable && !explain)
     return fail("nothing to do: pass --emit=mlir, --emit=tess-import, "
                 "--emit=cpp, --summary, --explain or --target cpu|cuda -o "
@@ -447,7 +567,8 @@ int main(int argc, char **argv) {
                  "regenerate the model with its data file (python3 "
                  "../shared/tools/export_hf.py --model NAME --out DIR, see "
                  "shared/README.md), or write the C++ alone with --emit=cpp "
-                 "and train with --init random";
+                 "and train with --init random, or build with --without-weights and "
+                 "start it with --weights FILE.safetensors";
     return fail(message);
   }
 
@@ -460,7 +581,7 @@ int main(int argc, char **argv) {
 
   if (explain)
     return explainTrainingStep(context, **module, *cluster, mesh,
-                               explainTitle);
+                               searchOptions, explainTitle);
 
   if (emit == EmitStage::Cpp || buildExecutable)
     return compileTrainingProgram(context, **module, buildExecutable);

@@ -715,5 +715,6 @@ def Tess_ReduceMaxOp : Tess_ReductionOp<"reduce_max", "maximum">;
 def Tess_ReduceMinOp : Tess_ReductionOp<"reduce_min", "minimum">;
 
 include "Tess/IR/TessTrainingOps.td"
+include "Tess/IR/TessCollectiveOps.td"
 
 #endif // TESS_OPS_TD

@@ -12,11 +12,14 @@
 #define TESSERA_EXECUTION_INTERPRETER_H
 
 #include "tessera/Execution/HostTensorBuffer.h"
+#include "tessera/runtime/comm.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Error.h"
 
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace tessera::execution {
@@ -25,9 +28,25 @@ namespace tessera::execution {
 using WeightLookup = std::function<llvm::Expected<HostTensorBuffer>(
     llvm::StringRef name, mlir::RankedTensorType type)>;
 
+/// One rank of a program partitioned for a device mesh (tess-partition-spmd):
+/// per mesh axis, in the order of the module's `tess.mesh`, its name, the
+/// communicator of this rank's group along it (comm.h, e.g. the in-process
+/// backend's, with one thread per rank) and this rank's coordinate. The
+/// interpreter runs the collectives on these communicators, the same calls
+/// the lowered program makes.
+struct MeshRank {
+  std::vector<std::string> axisNames;
+  std::vector<tessera_comm *> comms;
+  std::vector<int32_t> coordinates;
+};
+
 class Interpreter {
 public:
   explicit Interpreter(WeightLookup weights = {}) : weights(std::move(weights)) {}
+
+  /// Runs collectives as this rank of a mesh; without it, a collective is
+  /// an error.
+  void setMeshRank(MeshRank rank) { meshRank = std::move(rank); }
 
   /// Seeds every random op (dropout): op seed attributes are mixed with it.
   void setSeed(uint64_t seed) { stepSeed = seed; }
@@ -42,6 +61,7 @@ public:
 private:
   WeightLookup weights;
   uint64_t stepSeed = 0;
+  std::optional<MeshRank> meshRank;
 };
 
 } // namespace tessera::execution

@@ -19,8 +19,8 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
 
     - `@forward_backward` becomes `tessera_forward_backward`, an
       `emitc.func` with exactly the `forward_backward` signature of
-      `tessera_program` (parameters, buffers, tokens, targets, loss scale,
-      seed, loss, gradients). Its body acquires the arena once
+      `tessera_program` (step context, parameters, buffers, tokens, targets,
+      loss scale, seed, loss, gradients). Its body acquires the arena once
       (`tessera_arena_acquire`) and calls `tessera_forward_backward_steps`:
       one `emitc.call_opaque` per `tess` op to the `tessera_cpu_*` kernel
       the interpreter (lib/Execution/Interpreter.cpp) calls for it, with the
@@ -31,25 +31,30 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
       rank, dims per descriptor) and the arena size are `emitc.global`s.
       Reshapes alias their input; results returned once are written straight
       into the caller's loss and gradient buffers; others are copied there.
+      Right after the last kernel writing gradient i, the step calls
+      `tessera_gradient_ready(context, i)` (the driver's hook for reducing
+      gradients while the backward pass goes on).
     - Constants are `emitc.global` byte tables copied into their block.
     - The `tessera_program` table (names, dtypes and shapes of the
       parameters and buffers in argument order; batch, sequence, vocabulary,
-      loss kind, precision, ignore index, weights file) and
-      `int main(argc, argv)` calling `tessera_train_main`.
+      loss kind, precision, ignore index, weights file, device, the model
+      FLOPs of one call counted from the step's contractions) and
+      `int main(argc, argv)` calling `tessera_train_main`
+      (`tessera_cuda_train_main` for `target=cuda`).
 
     Every other function (`@forward`, `@optimizer_step`) is removed: the
     runtime applies AdamW itself. An op without a kernel is an error
     naming it.
 
     `target=cuda` keeps the same op -> kernel mapping and calls
-    `tessera_cuda_*` (cuda_kernels.h) with the program's stream last, over
-    an arena in device memory (`tessera_cuda_arena_acquire`, with the
-    stream). program.h's ABI stays host-side (the driver and AdamW run on
-    the host in this first version, the known slow part): the step uploads
-    the parameters, buffers, tokens, targets and loss scale into device
-    slots after the planned tensors, downloads the loss and every gradient
-    at the end, and `tessera_cuda_finish_step` checks the kernels' device
-    errors once per call and makes the first failure the returned status
+    `tessera_cuda_*` (cuda_kernels.h) with a stream last (the context's, or
+    the program's own), over an arena in device memory
+    (`tessera_cuda_arena_acquire`). The program's tensors are device memory
+    (`TESSERA_DEVICE_CUDA`): parameters, buffers, tokens and targets are read
+    in place and gradients written into the driver's device tensors; the
+    loss scale is splatted into a device scalar and the loss read back at
+    the end, where `tessera_cuda_finish_step` synchronizes once, checks the
+    kernels' device errors and makes the first failure the returned status
     and `tessera_cpu_last_error()` (cuda_lowering_support.h).
   }];
   let options = [

@@ -17,7 +17,9 @@
 // Times come from the α-β model of the axis's link (lib/CostModel). Axes are
 // handled in index order and each step sees the tensor as the earlier steps
 // left it, so a gather on one axis is priced at the size the other axes'
-// splits leave.
+// splits leave. A sum over several axes that ends whole takes the cheaper of
+// that and the hierarchical all-reduce (reduce-scatter over the faster axes,
+// all-reduce of the shard over the slowest, all-gather back).
 //
 //===----------------------------------------------------------------------===//
 

@@ -50,11 +50,13 @@
 
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/CostModel/DeviceMesh.h"
+#include "tessera/Sharding/Resharding.h"
 #include "tessera/Sharding/TensorLayout.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +73,38 @@ struct ShardingStrategy {
   /// Seconds of collectives the strategy itself causes (training only: the
   /// all-reduce of partial gradients).
   double communicationTime = 0;
+
+  /// Training only, one per operand: a bit per mesh axis over which the
+  /// operand's gradient comes out of the backward as a partial sum (the
+  /// strategy divides the work on that axis while reading the operand
+  /// whole). `communicationTime` includes the all-reduce of each such
+  /// operand; a whole-mesh search prices a parameter's instead with its
+  /// ZeRO stage (MeshSharding.h) and uses these bits.
+  llvm::SmallVector<unsigned, 3> gradientPartialAxes;
+  /// The part of `communicationTime` spent on the gradients of operands
+  /// that are tess.parameter results, by operand (0 for the others).
+  llvm::SmallVector<double, 3> parameterGradientTime;
+  /// Per device bytes this choice keeps for the step, and the ZeRO stage,
+  /// set by the whole-mesh search (MeshSharding.h): activations kept for
+  /// the backward for an op, the training state for a parameter.
+  double memoryBytes = 0;
+  /// Parameters only: the ZeRO stage (0-3) over the axes the parameter is
+  /// replicated on; -1 for ops.
+  int zeroStage = -1;
+  /// Parameters only: the layout the optimizer step reads the gradient in
+  /// (the master weights' and moments' layout); the gradient's move into it
+  /// is priced on the parameter's edges (ShardingProblem.h).
+  std::optional<TensorLayout> gradientLayout;
+  /// Parameters only: the mesh axes ZeRO shards the state over.
+  llvm::SmallVector<unsigned, 2> zeroAxes;
+  /// The collectives behind `communicationTime` when a whole-mesh search
+  /// built the strategy (for reports); empty otherwise.
+  llvm::SmallVector<ReshardStep, 2> collectives;
+  /// Parameters only: the ZeRO stage's byte split, per device.
+  struct ParameterBytes {
+    double masterWeights = 0, computeWeights = 0, gradients = 0,
+           optimizerState = 0;
+  } parameterBytes;
 
   double time() const { return computeTime + communicationTime; }
 };

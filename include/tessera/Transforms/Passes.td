@@ -221,4 +221,114 @@ def BuildTraining : Pass<"tess-build-training", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Partitioning: a training step -> the per-rank program of a device mesh
+//===----------------------------------------------------------------------===//
+
+def AnnotateSharding : Pass<"tess-annotate-sharding", "::mlir::ModuleOp"> {
+  let summary = "Write a forced sharding plan (DP, TP, DP x TP) on @forward_backward";
+  let description = [{
+    Writes a complete plan (lib/Sharding's PlanAnnotation.h: `tess.mesh` on
+    the module, `tess.layout` on arguments and results, `tess.layouts` on
+    ops) for the training step that `tess-build-training` built, for one of
+    the classic layouts, so that `tess-partition-spmd` can be tested against
+    single-device numbers without the search:
+
+    - `dp`: the token ids and targets split on the batch dim over `dp`;
+      every parameter replicated; gradients all-reduced over `dp`.
+    - `tp`: Megatron-LM tensor parallelism over `tp`. A linear layer whose
+      input comes from other linear layers through activations, products
+      (SwiGLU), reshapes, transposes, rotary arithmetic or an attention is
+      *row-parallel* (weight split on `in`, result a partial sum completed
+      by one all-reduce); the linear layers it comes from are
+      *column-parallel* (weight and bias split on `out`). Attention is split
+      on heads (Q and K/V head counts must divide by the axis size). In
+      GPT-2's fused QKV the three projections are cut apart by a
+      `tess.split`; that linear stays replicated and each rank slices its
+      heads before the attention (no communication). Embeddings, the LM
+      head, norms and the loss are replicated.
+    - `dp-tp`: both, on a 2-D mesh.
+
+    Only the ops before the loss are classified; the backward's layouts
+    follow by propagation (each op runs in the layouts its operands arrive
+    in, see lib/Transforms/Partition/LayoutChoice.h), and so does every op
+    the rules do not name. The loss is replicated. A gradient leaves in its
+    parameter's layout, completed over `dp` in the program; with
+    `defer-gradient-reduction` it leaves as the pending partial sum over
+    `dp` (`tess.layout = "[-, tp] partial(dp)"`) for the driver's bucketed
+    reducer.
+
+    ```mlir
+    // tess-annotate-sharding{mesh=2x2 strategy=dp-tp}, an MLP block:
+    func.func @forward_backward(
+        %w1: tensor<64x256xf32> {tess.layout = "[-, tp]", tess.parameter = "fc.weight"}, ...
+        %ids: tensor<4x32xi64> {tess.input = "input_ids", tess.layout = "[dp, -]"}, ...
+      %h = tess.linear %x, %w1 {tess.layouts = ["[dp, -, tp]"]} ...
+      %y = tess.linear %g, %w2 {tess.layouts = ["[dp, -, -] partial(tp)"]} ...
+    ```
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "The device mesh: 2x2 (axes dp, tp), 4 (axis dp) or dp=2,tp=2">,
+    ListOption<"axes", "axes", "std::string",
+               "Names of the mesh axes, outermost first (default: the "
+               "mesh's own, dp for one axis, dp,tp for two)">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"dp\"",
+           "The plan: dp, tp or dp-tp">,
+    Option<"deferGradientReduction", "defer-gradient-reduction", "bool",
+           /*default=*/"false",
+           "Leave gradients as partial sums over dp for the driver's reducer">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
+def PartitionSpmd : Pass<"tess-partition-spmd", "::mlir::ModuleOp"> {
+  let summary = "Rewrite an annotated training step into the per-rank program";
+  let description = [{
+    Reads the plan of `@forward_backward` (PlanAnnotation.h: every value's
+    layout on the module's `tess.mesh`) and rewrites the function into what
+    one rank runs: every tensor becomes its local block (a dim split over
+    an axis of size n is n times smaller), and wherever the layout a value
+    has differs from the one its consumer runs in, the collectives that
+    convert it are inserted (lib/Transforms/Partition/Reshard.h): a pending
+    partial sum is all-reduced (or reduce-scattered into a split), a split
+    is all-gathered (or moved to another dim by an all-to-all), a
+    replicated value is sliced to the rank's block (`tess.shard_slice`), and
+    a replicated addend of a partial sum (a row-parallel layer's bias) is
+    divided by n.
+
+    Each op runs in the layouts LayoutChoice.h picks for its result layouts
+    and arriving operands; a result that comes out other than the plan says
+    is resharded right after the op. The loss is the mean over the global
+    batch: a cross-entropy whose rows are split combines the ranks' means
+    weighted by their counted targets (two scalar all-reduces), and its
+    gradient is scaled by the rank's share of the targets.
+
+    The arguments keep their `tess.layout` (the driver gives each rank the
+    block of every parameter and of the tokens it names), as do the results.
+    The function gets `tess.partitioned`.
+
+    Before (mesh `tp = 2`), a row-parallel layer:
+    ```mlir
+    %y = tess.linear %h, %w, %b {tess.layouts = ["[-, -] partial(tp)"]}
+      : (tensor<8x256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %z = tess.gelu %y : tensor<8x64xf32>
+    ```
+    After (`%h` split as `[-, tp]`, `%w` as `[tp, -]`):
+    ```mlir
+    %c = tess.constant dense<5.000000e-01> : tensor<f32>
+    %b2 = tess.mul %b, %c : (tensor<64xf32>, tensor<f32>) -> tensor<64xf32>
+    %y = tess.linear %h, %w, %b2 : (tensor<8x128xf32>, tensor<128x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %r = tess.all_reduce %y {axis = "tp"} : tensor<8x64xf32>
+    %z = tess.gelu %r : tensor<8x64xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string",
+           /*default=*/"\"forward_backward\"",
+           "The function to partition">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 #endif // TESSERA_TRANSFORMS_PASSES_TD

@@ -36,7 +36,8 @@ struct ProgramHooks {
 };
 ProgramHooks hooks;
 
-int softmaxRegression(const tessera_tensor *parameters,
+int softmaxRegression(const tessera_step_context * /*context*/,
+                      const tessera_tensor *parameters,
                       const tessera_tensor * /*buffers*/,
                       const tessera_tensor *tokens,
                       const tessera_tensor *targets, float lossScale,
@@ -98,14 +99,15 @@ int softmaxRegression(const tessera_tensor *parameters,
 
 /// Another model: the same computation with one more parameter (whose
 /// gradient is zero), to check that checkpoints do not cross models.
-int widerModel(const tessera_tensor *parameters, const tessera_tensor *buffers,
+int widerModel(const tessera_step_context *context,
+               const tessera_tensor *parameters, const tessera_tensor *buffers,
                const tessera_tensor *tokens, const tessera_tensor *targets,
                float lossScale, uint64_t seed, float *loss,
                tessera_tensor *gradients) {
   float *extra = static_cast<float *>(gradients[2].data);
   extra[0] = extra[1] = 0;
-  return softmaxRegression(parameters, buffers, tokens, targets, lossScale,
-                           seed, loss, gradients);
+  return softmaxRegression(context, parameters, buffers, tokens, targets,
+                           lossScale, seed, loss, gradients);
 }
 
 const tessera_tensor_info kParameters[] = {
@@ -223,7 +225,8 @@ TEST_F(TrainMainTest, LossFalls) {
   std::vector<JsonValue> records = readMetrics(metrics);
   ASSERT_EQ(records.size(), 30u);
   for (const char *key : {"step", "loss", "lr", "grad_norm", "tokens_per_s",
-                          "step_ms", "loss_scale", "skipped"})
+                          "step_ms", "loss_scale", "skipped", "mfu",
+                          "peak_memory_gib"})
     EXPECT_TRUE(records[0].find(key)) << key;
   double first = records.front().find("loss")->number;
   double last = records.back().find("loss")->number;
@@ -453,6 +456,32 @@ TEST_F(TrainMainTest, RandomInitialization) {
 }
 
 // Tests the user errors a run can meet, each a message and a non-zero exit.
+TEST_F(TrainMainTest, MfuComesFromTheProgramsFlopsAndThePeak) {
+  std::string metrics = directory + "/mfu.jsonl";
+  tessera_program counted = program();
+  counted.flops_per_micro_batch = 2e9;
+  TrainRun run = train({"--data", dataPath, "--steps", "2", "--grad-accum",
+                        "2", "--peak-tflops", "0.5", "--metrics", metrics},
+                       counted);
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("| MFU "), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("| peak mem "), std::string::npos) << run.out;
+  for (const JsonValue &record : readMetrics(metrics)) {
+    // Two micro-batches of 2e9 FLOPs against 0.5 TFLOP/s: mfu * step_ms =
+    // 8 ms, up to the rounding of step_ms (3 decimals) and mfu (6 digits).
+    double milliseconds = record.find("step_ms")->number;
+    double mfu = record.find("mfu")->number;
+    EXPECT_GT(mfu, 0);
+    EXPECT_NEAR(mfu * milliseconds, 8.0, mfu * 0.0006 + 1e-4);
+    EXPECT_GT(record.find("peak_memory_gib")->number, 0);
+  }
+  // A program that does not count its FLOPs has no MFU.
+  run = train({"--data", dataPath, "--steps", "1", "--metrics", metrics},
+              program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_EQ(run.out.find("| MFU "), std::string::npos) << run.out;
+}
+
 TEST_F(TrainMainTest, Errors) {
   TrainRun run = train({"--bogus"}, program());
   EXPECT_EQ(run.exitCode, 2);

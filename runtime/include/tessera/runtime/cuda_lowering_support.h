@@ -5,21 +5,24 @@
  * kernels of cuda_kernels.h, a stream argument, and these helpers in place of
  * the host-only ones:
  * - the arena lives in device memory, allocated (and zeroed) on the first step
- *   together with the program's stream, and reused by every later step;
- * - program.h's ABI stays host-side in this first version: the driver
- *   (tessera_train_main) and AdamW run on the host, so every step uploads the
- *   parameters, buffers, tokens, targets and loss scale into the arena and
- *   downloads the loss and gradients at the end. That round trip is the known
- *   slow part of this backend, to be removed when the optimizer moves to the
- *   GPU;
+ *   together with the program's own stream, and reused by every later step;
+ * - every call runs on the driver's stream (tessera_step_context.stream), or
+ *   the program's own when the driver passes none;
+ * - the tensors of program.h's ABI are device memory (TESSERA_DEVICE_CUDA):
+ *   parameters, buffers, tokens and targets are read where the driver keeps
+ *   them and gradients written straight into the driver's device tensors,
+ *   so nothing is copied between host and device but the loss scale (a
+ *   kernel argument) and the loss (read back at the end);
  * - constants are copied (or splatted) into their device storage;
- * - tessera_cuda_finish_step ends every step: it checks the data errors the
- *   kernels recorded on the device and makes the first failure's message
- *   tessera_cpu_last_error(), which is what the driver prints.
+ * - tessera_cuda_finish_step ends every step: it waits for the stream, checks
+ *   the data errors the kernels recorded on the device and makes the first
+ *   failure's message tessera_cpu_last_error(), which is what the driver
+ *   prints. That is the one synchronization of a call.
  *
- * Layout rows, descriptors (tessera_layout_tensor, tessera_view_tensor) and
- * dropout seeds are the host helpers of lowering_support.h: descriptors live
- * in host memory whatever their `data` points to.
+ * Layout rows, descriptors (tessera_layout_tensor, tessera_view_tensor),
+ * dropout seeds and tessera_gradient_ready are the host helpers of
+ * lowering_support.h: descriptors live in host memory whatever their `data`
+ * points to.
  *
  * Every function returns 0, or nonzero with tessera_cuda_last_error() set.
  *===----------------------------------------------------------------------===*/
@@ -34,21 +37,24 @@
 extern "C" {
 #endif
 
-/* Allocates *arena in device memory (`bytes`, zeroed) and creates *stream when
- * *arena is still NULL; a later call with the same pointers does nothing. The
- * arena and the stream are owned by the program for the life of the process. */
+/* Allocates *arena in device memory (`bytes`, zeroed before it returns) and
+ * creates *stream when *arena is still NULL; a later call with the same
+ * pointers does nothing. The arena and the stream are owned by the program
+ * for the life of the process. */
 int tessera_cuda_arena_acquire(uint8_t **arena, int64_t bytes,
                                cudaStream_t *stream);
 
-/* Copies a host tensor into device storage of the same dtype and element
- * count (a parameter, buffer, the tokens, the targets, the loss scale). */
-int tessera_cuda_upload(const tessera_tensor *host, tessera_tensor *device,
-                        cudaStream_t stream);
+/* The stream a call of the step runs on: the driver's, else the program's
+ * own (made by tessera_cuda_arena_acquire). */
+static inline cudaStream_t
+tessera_cuda_step_stream(const tessera_step_context *context,
+                         cudaStream_t own) {
+  return context && context->stream ? (cudaStream_t)context->stream : own;
+}
 
-/* Copies device storage into a host tensor of the same dtype and element count
- * (a gradient). Complete once tessera_cuda_finish_step has returned. */
-int tessera_cuda_download(const tessera_tensor *device, tessera_tensor *host,
-                          cudaStream_t stream);
+/* Writes `value` into the one element of an F32 device tensor (the loss
+ * scale), as a kernel argument: no host memory is read asynchronously. */
+int tessera_cuda_fill_f32(tessera_tensor *y, float value, cudaStream_t stream);
 
 /* tessera_fill_bytes and tessera_fill_splat into device storage; `bytes` and
  * `element` are host memory. */
@@ -61,6 +67,13 @@ int tessera_cuda_fill_splat(tessera_tensor *y, const uint8_t *element,
  * value is there once tessera_cuda_finish_step has returned. */
 int tessera_cuda_read_scalar_f32(const tessera_tensor *x, float *value,
                                  cudaStream_t stream);
+
+/* The training executable's main for a CUDA program (device
+ * TESSERA_DEVICE_CUDA): tessera_train_main with the driver's GPU backend
+ * (master weights, moments, accumulators and AdamW on the device). Defined in
+ * libtessera_runtime_train_cuda.a. */
+int tessera_cuda_train_main(int argc, char **argv,
+                            const tessera_program *program);
 
 /* Ends one call of the lowered step: calls tessera_cuda_check_device_errors
  * (stream) once, which waits for the step's kernels and copies. Returns

@@ -4,7 +4,8 @@
  * only calls are the kernels of cpu_kernels.h and the few helpers below:
  * the arena (one block, acquired on the first step and reused by every
  * later one, so the step loop never allocates), tensor descriptors built
- * from the compiler's layout table, constants, and dropout seeds.
+ * from the compiler's layout table, constants, dropout seeds, and the
+ * announcement of each finished gradient to the driver.
  *
  * The layout table: one row of TESSERA_LAYOUT_ROW int64 values per tensor
  * descriptor the step builds, emitted as a static array:
@@ -19,6 +20,7 @@
 #define TESSERA_RUNTIME_LOWERING_SUPPORT_H
 
 #include "tessera/runtime/cpu_kernels.h"
+#include "tessera/runtime/program.h"
 
 /* The generated code uses NULL and size_t (EmitC's index type). */
 #include <stddef.h>
@@ -62,6 +64,18 @@ uint64_t tessera_mix_seed(uint64_t step_seed, uint64_t op_seed);
 
 /* Reads a rank-0 F32 tensor (the loss) into *value. */
 int tessera_read_scalar_f32(const tessera_tensor *x, float *value);
+
+/* Tells the driver that gradient `parameter_index` is final (its last
+ * kernel has run on the host, or is enqueued on the step's stream on the
+ * GPU): calls context->gradient_ready when there is one. Always returns 0, so
+ * the generated code can guard it like a kernel call (a failed step
+ * announces nothing after its failure). */
+static inline int tessera_gradient_ready(const tessera_step_context *context,
+                                         int32_t parameter_index) {
+  if (context && context->gradient_ready)
+    context->gradient_ready(context->gradient_ready_user, parameter_index);
+  return 0;
+}
 
 #ifdef __cplusplus
 }

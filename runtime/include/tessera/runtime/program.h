@@ -17,6 +17,11 @@
 extern "C" {
 #endif
 
+/* A rank's handle on a group of ranks (comm.h). Declared here rather than
+ * included, so that the step's ABI does not depend on the collectives' header
+ * (a repeated typedef of the same struct is valid C11 and C++). */
+typedef struct tessera_comm tessera_comm;
+
 typedef enum tessera_loss_kind {
   TESSERA_LOSS_CAUSAL_LM = 0, /* targets[b, t] = tokens[b, t + 1] */
   TESSERA_LOSS_MLM = 1        /* labels given, ignore_index skipped */
@@ -27,6 +32,37 @@ typedef enum tessera_precision {
   TESSERA_PRECISION_BF16 = 1, /* bf16 compute, fp32 master weights/moments */
   TESSERA_PRECISION_FP16 = 2  /* fp16 compute with dynamic loss scaling */
 } tessera_precision;
+
+/* Where the tensors given to forward_backward live. A host program reads
+ * host memory; a CUDA program reads and writes device memory only (the
+ * parameters, buffers, tokens, targets and gradients stay on the GPU for the
+ * whole run: the driver keeps master weights, moments and accumulators there
+ * and runs AdamW there). */
+typedef enum tessera_device_kind {
+  TESSERA_DEVICE_HOST = 0,
+  TESSERA_DEVICE_CUDA = 1
+} tessera_device_kind;
+
+/* What one call of forward_backward runs on and talks to, owned by the
+ * driver. A zero-initialized context means: the default stream, no peers,
+ * nobody to tell. */
+typedef struct tessera_step_context {
+  /* cudaStream_t of a CUDA program's kernels (NULL: the program's own);
+   * unused on the host. */
+  void *stream;
+  /* Called by the step as soon as gradient `parameter_index` is final (its
+   * last kernel is enqueued on `stream`), so the driver can start reducing
+   * it on another stream while the backward pass goes on (data parallelism,
+   * `--bucket-mb`). May be NULL. */
+  void (*gradient_ready)(void *user, int32_t parameter_index);
+  void *gradient_ready_user;
+  /* The mesh this rank is part of (issue 5): per mesh axis, the group of
+   * ranks that differ from this one only along that axis, and this rank's
+   * coordinate on it. mesh_axis_count is 0 for a single device. */
+  int32_t mesh_axis_count;
+  tessera_comm *const *axis_comms;
+  const int32_t *mesh_coordinates;
+} tessera_step_context;
 
 /* A named tensor the program reads: a trainable parameter (fp32 master
  * copy, updated by AdamW) or a buffer (read-only). Names are the ONNX
@@ -54,22 +90,48 @@ typedef struct tessera_program {
   int32_t buffer_count;
   const tessera_tensor_info *buffers;
 
-  /* One micro-batch: loss (unscaled, f32) and the gradient of loss *
-   * loss_scale for every parameter, in the compute precision. parameters and
-   * buffers are in the order above (parameters in fp32 master precision);
-   * tokens are [batch, sequence] I64, targets [batch, sequence] I64. `seed`
-   * drives dropout. Returns 0, or nonzero with tessera_cpu_last_error() set
-   * (e.g. a token id out of range). */
-  int (*forward_backward)(const tessera_tensor *parameters,
+  /* One micro-batch: loss (unscaled, f32, always written to host memory)
+   * and the gradient of loss * loss_scale for every parameter, in the
+   * compute precision. parameters and buffers are in the order above
+   * (parameters in fp32 master precision); tokens are [batch, sequence] I64,
+   * targets [batch, sequence] I64, all in the memory `device` names. `seed`
+   * drives dropout. A CUDA program enqueues its kernels on context->stream
+   * and has finished them when it returns (it reads the loss back). Returns
+   * 0, or nonzero with tessera_cpu_last_error() set (e.g. a token id out of
+   * range). */
+  int (*forward_backward)(const tessera_step_context *context,
+                          const tessera_tensor *parameters,
                           const tessera_tensor *buffers,
                           const tessera_tensor *tokens,
                           const tessera_tensor *targets, float loss_scale,
                           uint64_t seed, float *loss,
                           tessera_tensor *gradients);
+
+  int32_t device; /* tessera_device_kind */
+
+  /* The mesh the program was partitioned for (issue 5), or 0 axes for one
+   * device. Ranks = product of mesh_shape. */
+  int32_t mesh_axis_count;
+  const int64_t *mesh_shape;
+  const char *const *mesh_axis_names;
+  /* ZeRO stage the driver applies over the data-parallel axis (0-3). */
+  int32_t zero_stage;
+
+  /* Model FLOPs of one forward_backward call, counted by tesserac from the
+   * step as compiled: every linear and matmul (forward and backward) at 2
+   * FLOPs per multiply-add, and fused attention as its QK^T and PV GEMMs
+   * (the backward at twice the forward, not charged for recomputing the
+   * scores; a causal mask is not credited with halving them). Elementwise
+   * ops, norms and the loss are not counted. The driver's MFU is
+   * flops_per_micro_batch * micro-batches per step / step time / peak. */
+  double flops_per_micro_batch;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),
- * loads data and weights, runs the steps. Returns the process exit code. */
+ * loads data and weights, runs the steps. Returns the process exit code.
+ * It runs programs whose device is TESSERA_DEVICE_HOST; a CUDA program's
+ * main calls tessera_cuda_train_main (cuda_lowering_support.h) instead, the
+ * same driver with its GPU backend. */
 int tessera_train_main(int argc, char **argv, const tessera_program *program);
 
 #ifdef __cplusplus

@@ -1,0 +1,64 @@
+//===- Schedule.h - GPipe, 1F1B and interleaved 1F1B: time and memory -*- C++ -*-===//
+//
+// With p stages whose per-micro-batch times (forward + backward) are t_s,
+// and m micro-batches:
+//
+//   GPipe, 1F1B      T = sum_s t_s + (m - 1) max_s t_s
+//   interleaved (v)  T = sum_s t_s / v + (m - 1/v) max_s t_s
+//
+// The first term is the pipeline filling and draining; with equal stages it
+// is the bubble (p - 1) t for 1F1B and (p - 1) t / v interleaved, i.e.
+// (p - 1) / m and (p - 1) / (v m) of the ideal m t (Narayanan et al.,
+// SC'21). Interleaving splits each device's layers into v chunks placed
+// round-robin, so each micro-batch crosses v times as many stage
+// boundaries: the caller prices v times the point-to-point traffic.
+//
+// Activations in flight on stage s (0-based), in micro-batches of the whole
+// stage: GPipe m (every forward before any backward); 1F1B min(m, p - s);
+// interleaved, Megatron-LM's warm-up count in chunks, 2 (p - s - 1) +
+// (v - 1) p, plus the one in its steady state, each chunk 1/v of the stage.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_PIPELINE_SCHEDULE_H
+#define TESSERA_PIPELINE_SCHEDULE_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tessera::pipeline {
+
+enum class ScheduleKind { GPipe, OneForwardOneBackward, Interleaved };
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::OneForwardOneBackward;
+  /// Chunks per device (interleaved only; 1 otherwise).
+  int64_t virtualStages = 1;
+
+  /// "gpipe", "1f1b", "interleaved:2".
+  std::string name() const;
+};
+
+/// Parses `gpipe`, `1f1b`, `interleaved` (2 chunks) or `interleaved:V`.
+llvm::Expected<Schedule> parseSchedule(llvm::StringRef text);
+
+/// Activations in flight on stage `stage` of `stages`, in micro-batches.
+double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
+                            int64_t stage, int64_t microBatches);
+
+/// T above, from the per-micro-batch stage times.
+double pipelinedSeconds(const Schedule &schedule,
+                        llvm::ArrayRef<double> stageSeconds,
+                        int64_t microBatches);
+
+/// The bubble as a fraction of the ideal time with equal stages:
+/// (p - 1) / (v m).
+double bubbleFraction(const Schedule &schedule, int64_t stages,
+                      int64_t microBatches);
+
+} // namespace tessera::pipeline
+
+#endif // TESSERA_PIPELINE_SCHEDULE_H

@@ -1,0 +1,174 @@
+//===- UnitProfile.h - what one layer costs, at any micro-batch and TP -*- C++ -*-===//
+//
+// The inter-op search prices thousands of (layer range, micro-batch size,
+// tensor-parallel degree, remat) combinations; it must not walk the IR for
+// each. So every unit of the program (ProgramUnits.h) is reduced once to a
+// profile: its forward and backward ops as FLOPs and bytes, the activations
+// it keeps for the backward, the collectives Megatron-style tensor
+// parallelism adds, its parameters and its optimizer work.
+//
+// Micro-batch. The program is built twice, at batches b0 and b0 + 1 (b0 = 2:
+// at batch 1 canonicalization folds the batch dim away in places, so the
+// two programs would differ op by op); every op's FLOPs and bytes, and every
+// value's bytes, are affine in the batch (a weight is read once whatever the
+// batch, activations grow with it), so the two give the exact value at any
+// batch b, 1 included.
+//
+// Repeated layers. Units whose ops have the same names and result types in
+// the same order (a "structure") share one profile: a 96-layer GPT-3 has
+// three structures, the embedding, a layer and the head.
+//
+// Tensor parallelism (Megatron-LM's partition of a Transformer layer). The
+// forward is walked from the unit's replicated input: a linear reading a
+// replicated value is column-parallel (weight split on its output features,
+// result split, its input's gradient all-reduced in the backward); one
+// reading a split value is row-parallel (result a partial sum, all-reduced
+// in the forward); the embedding of the token ids is vocabulary-parallel
+// (all-reduced); any other op's result is split when an operand is. A
+// forward op's work divides by the TP degree t when it is a linear or when
+// one of its operands or results is split. A backward op's work divides by t
+// when it is a contraction or touches a tensor whose shape only split
+// forward values of the unit have (the 4h-wide MLP activations, the
+// per-head tensors): the gradients of split values are split. Parameters of
+// rank >= 2 are split, vectors (norm scales, biases) counted whole. No
+// sequence parallelism: the norms and residual adds run replicated, as in
+// the Megatron-LM GPT-3 run.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_PIPELINE_UNITPROFILE_H
+#define TESSERA_PIPELINE_UNITPROFILE_H
+
+#include "tessera/CostModel/DeviceModel.h"
+#include "tessera/CostModel/OpCost.h"
+#include "tessera/Pipeline/ProgramUnits.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace tessera::pipeline {
+
+/// A quantity linear in the micro-batch: its value at one sample, plus
+/// `perSample` for each further sample.
+struct Affine {
+  double atOne = 0;
+  double perSample = 0;
+
+  double at(double batch) const { return atOne + (batch - 1) * perSample; }
+  Affine &operator+=(const Affine &other) {
+    atOne += other.atOne;
+    perSample += other.perSample;
+    return *this;
+  }
+};
+
+/// Bytes of which tensor parallelism divides the `split` part by t.
+struct TensorBytes {
+  Affine replicated;
+  Affine split;
+
+  double at(double batch, int64_t tensorParallel) const {
+    return replicated.at(batch) + split.at(batch) / tensorParallel;
+  }
+  TensorBytes &operator+=(const TensorBytes &other) {
+    replicated += other.replicated;
+    split += other.split;
+    return *this;
+  }
+};
+
+/// One kernel of the unit.
+struct OpRecord {
+  cost::OpKind kind = cost::OpKind::Free;
+  bool usesMatrixUnits = false;
+  cost::Precision precision = cost::Precision::FP32;
+  Affine flops;
+  Affine modelFlops;
+  Affine bytes;
+  /// Its work divides by the tensor-parallel degree.
+  bool tensorParallel = false;
+
+  /// Roofline seconds on `device` at micro-batch `batch`, TP degree `tp`.
+  double time(const cost::DeviceModel &device, double batch,
+              int64_t tensorParallel) const;
+};
+
+struct UnitProfile {
+  /// Op names and result types, in order: equal for repeated layers.
+  std::string signature;
+  std::vector<OpRecord> forward;
+  std::vector<OpRecord> backward;
+  /// The forward ops selective recomputation runs again: the attention core
+  /// (the attention and the copies between the QKV projection and the
+  /// output projection).
+  std::vector<OpRecord> attentionCore;
+
+  /// Activations kept for the backward, per micro-batch: everything the
+  /// backward reads (no remat), that less the attention core's values plus
+  /// its input (selective), the unit's input alone (full).
+  TensorBytes savedAll;
+  TensorBytes savedSelective;
+  TensorBytes savedInput;
+  /// The largest working set of one op beyond the saved values: what the
+  /// backward needs on top of them.
+  TensorBytes working;
+
+  /// Bytes of each tensor-parallel all-reduce, forward and backward.
+  std::vector<Affine> forwardAllReduces;
+  std::vector<Affine> backwardAllReduces;
+  /// Sizes that the TP degree must divide (attention heads, the output
+  /// features of column-parallel linears).
+  std::vector<int64_t> tensorParallelDivisors;
+
+  /// Trainable elements, split by TP (rank >= 2) or replicated.
+  double splitParameters = 0;
+  double replicatedParameters = 0;
+  /// AdamW and the cast of master weights to the compute precision: once
+  /// per step, not per micro-batch (`tensorParallel` marks the split
+  /// parameters'). ZeRO-1 divides them by the data-parallel degree.
+  std::vector<OpRecord> stepOnce;
+};
+
+struct ProgramProfile {
+  std::vector<ProgramUnit> units;
+  /// Per unit, its index into `structures`.
+  std::vector<unsigned> structureOf;
+  std::vector<UnitProfile> structures;
+  /// boundary[u]: bytes of the activations crossing a cut just before unit
+  /// u (u >= 1), per micro-batch: what a stage starting at u receives.
+  std::vector<Affine> boundary;
+
+  /// Resident bytes per trainable element (cost::MemoryEstimate's rule).
+  double masterBytesPerParameter = 0;
+  double computeBytesPerParameter = 0;
+  double gradientBytesPerParameter = 0;
+  double optimizerBytesPerParameter = 0;
+  /// Gradient bytes of parameters read by more than one unit (a tied
+  /// embedding), all-reduced between the stages holding a copy.
+  double tiedGradientBytes = 0;
+
+  cost::Precision precision = cost::Precision::FP32;
+  /// Model shape, for the Megatron FLOPs formula and the report.
+  int64_t sequence = 0;
+  int64_t width = 0;
+  int64_t vocabulary = 0;
+  int64_t trainableParameters = 0;
+
+  const UnitProfile &unit(size_t index) const {
+    return structures[structureOf[index]];
+  }
+  size_t layerCount() const { return units.size() - 2; }
+};
+
+/// Profiles the training program built at batch `firstBatch` (`first`) and
+/// at `firstBatch + 1` (`second`), the same model otherwise. Errors: the
+/// programs differ in structure, or ProgramUnits' errors.
+llvm::Expected<ProgramProfile> profileProgram(mlir::ModuleOp first,
+                                              mlir::ModuleOp second,
+                                              int64_t firstBatch);
+
+} // namespace tessera::pipeline
+
+#endif // TESSERA_PIPELINE_UNITPROFILE_H

@@ -1,0 +1,59 @@
+//===- PlanAnnotation.h - a sharding plan written into the IR ---*- C++ -*-===//
+//
+// The plan the partitioner (`tess-partition-spmd`) reads, as discardable
+// attributes in the text form of TensorLayout.h:
+//   module     tess.mesh = #tess.mesh<dp = 2, tp = 2>
+//   argument   tess.layout = "[dp, -]"            (the shard a rank is given)
+//   op         tess.layouts = ["[dp, -, tp]"]     (one per result, as the op
+//                                                  leaves it)
+//   result     tess.layout = "[-, tp] partial(dp)" (what a rank returns)
+// A value without an attribute is replicated. The layouts are complete: the
+// partitioner needs no propagation, only each op's local rule
+// (lib/Transforms/Partition/OpDimLabels.h) to see what its operands must
+// be.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_SHARDING_PLANANNOTATION_H
+#define TESSERA_SHARDING_PLANANNOTATION_H
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/Sharding/TensorLayout.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace tessera::sharding {
+
+inline constexpr llvm::StringLiteral kMeshAttrName = "tess.mesh";
+inline constexpr llvm::StringLiteral kLayoutAttrName = "tess.layout";
+inline constexpr llvm::StringLiteral kLayoutsAttrName = "tess.layouts";
+
+/// The attribute form of `mesh`, and back.
+tess::MeshAttr meshAttr(mlir::MLIRContext *context,
+                        const cost::DeviceMesh &mesh);
+cost::DeviceMesh deviceMesh(tess::MeshAttr mesh);
+
+/// Writes `mesh` on `function`'s module and, for every value of `function`
+/// (arguments and op results) a layout in `layouts`, and for result i of
+/// the function `resultLayouts[i]` (replicated where `resultLayouts` is
+/// shorter). Values missing from `layouts` are replicated; ops whose
+/// results are all replicated get no attribute. Errors: a layout that does
+/// not fit its value's shape (TensorLayout.h's fitsShape).
+llvm::Error annotateShardingPlan(
+    mlir::func::FuncOp function, const cost::DeviceMesh &mesh,
+    const llvm::DenseMap<mlir::Value, TensorLayout> &layouts,
+    llvm::ArrayRef<TensorLayout> resultLayouts);
+
+/// The layout the plan gives `value` (replicated without an attribute).
+/// Errors: malformed text or a layout of the wrong rank.
+llvm::Expected<TensorLayout> readLayout(mlir::Value value,
+                                        const cost::DeviceMesh &mesh);
+/// The layout the plan gives result `index` of `function`.
+llvm::Expected<TensorLayout> readResultLayout(mlir::func::FuncOp function,
+                                              unsigned index,
+                                              const cost::DeviceMesh &mesh);
+
+} // namespace tessera::sharding
+
+#endif // TESSERA_SHARDING_PLANANNOTATION_H

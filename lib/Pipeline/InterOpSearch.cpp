@@ -1,0 +1,360 @@
+//===- InterOpSearch.cpp - Alpa's inter-op dynamic program ----------------===//
+
+#include "tessera/Pipeline/InterOpSearch.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace tessera::pipeline {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+llvm::Error searchError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// Whether `devices` is a submesh shape: whole nodes, or a power-of-two
+/// part of one node dividing it.
+std::optional<Submesh> submeshOf(int64_t devices,
+                                 const cost::Cluster &cluster) {
+  int64_t perNode = cluster.devicesPerNode;
+  if (devices <= 0)
+    return std::nullopt;
+  if (devices >= perNode) {
+    if (devices % perNode != 0)
+      return std::nullopt;
+    return Submesh{devices / perNode, perNode};
+  }
+  if (perNode % devices != 0 || (devices & (devices - 1)) != 0)
+    return std::nullopt;
+  return Submesh{1, devices};
+}
+
+size_t layersIn(const ProgramProfile &profile, size_t first, size_t end) {
+  size_t layers = 0;
+  for (size_t unit = first; unit < end; ++unit)
+    layers += profile.units[unit].kind == UnitKind::Layer;
+  return layers;
+}
+
+/// One (p, m, schedule): the stage-cost table and the DP over it.
+class StageTable {
+public:
+  StageTable(const ProgramProfile &profile, const cost::Cluster &cluster,
+             const StageCostOracle &oracle, const SearchOptions &options,
+             int64_t stages, int64_t microBatches, Schedule schedule,
+             Submesh submesh)
+      : profile(profile), cluster(cluster), oracle(oracle), options(options),
+        stages(stages), microBatches(microBatches), schedule(schedule),
+        submesh(submesh), units(profile.units.size()),
+        cost(stages * units * (units + 1), kInfinity),
+        choice(stages * units * (units + 1)) {}
+
+  /// Fills c(r, i, k) and returns its distinct finite values, ascending.
+  std::vector<double> build();
+  /// The DP with every stage bounded by `bound`: the ranges, first to last,
+  /// or nothing if no partition fits.
+  std::optional<std::vector<std::pair<size_t, size_t>>>
+  partition(double bound) const;
+  /// The stage plans of a partition (the oracle asked again for the chosen
+  /// plan of each range).
+  PipelinePlan planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
+                      int64_t devices) const;
+
+private:
+  struct Chosen {
+    RematMode remat = RematMode::None;
+    unsigned plan = 0;
+  };
+  size_t index(int64_t remaining, size_t first, size_t end) const {
+    return ((remaining - 1) * units + first) * (units + 1) + end;
+  }
+  StageQuery query(size_t first, size_t end, RematMode remat) const {
+    StageQuery stageQuery;
+    stageQuery.firstUnit = first;
+    stageQuery.endUnit = end;
+    stageQuery.submesh = submesh;
+    stageQuery.microBatchSamples = options.globalBatch / microBatches;
+    stageQuery.microBatches = microBatches;
+    stageQuery.remat = remat;
+    stageQuery.boundaryCrossings =
+        schedule.kind == ScheduleKind::Interleaved ? schedule.virtualStages
+                                                   : 1;
+    return stageQuery;
+  }
+
+  const ProgramProfile &profile;
+  const cost::Cluster &cluster;
+  const StageCostOracle &oracle;
+  const SearchOptions &options;
+  int64_t stages, microBatches;
+  Schedule schedule;
+  Submesh submesh;
+  size_t units;
+  std::vector<double> cost;
+  std::vector<Chosen> choice;
+};
+
+std::vector<double> StageTable::build() {
+  std::vector<double> values;
+  double memory = cluster.device.memoryBytes;
+  size_t longest = units - stages + 1;
+  struct Candidate {
+    double time;
+    double fixedBytes;
+    double bytesPerMicroBatch;
+    RematMode remat;
+    unsigned plan;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t first = 0; first < units; ++first) {
+    for (size_t end = first + 1; end <= std::min(units, first + longest);
+         ++end) {
+      size_t layers = layersIn(profile, first, end);
+      if (schedule.kind == ScheduleKind::Interleaved &&
+          layers % schedule.virtualStages != 0)
+        continue;
+      candidates.clear();
+      for (RematMode remat :
+           {RematMode::None, RematMode::Selective, RematMode::Full}) {
+        if (options.remat && remat != *options.remat && layers > 0)
+          continue;
+        if (layers == 0 && remat != RematMode::None)
+          continue;
+        std::vector<StageCost> plans = oracle.plans(query(first, end, remat));
+        for (auto [planIndex, plan] : llvm::enumerate(plans))
+          candidates.push_back(
+              {plan.perMicroBatch() + plan.perStep() / microBatches,
+               plan.memory.resident() + plan.memory.working,
+               plan.memory.activationsPerMicroBatch, remat,
+               static_cast<unsigned>(planIndex)});
+      }
+      std::sort(candidates.begin(), candidates.end(),
+                [](const Candidate &a, const Candidate &b) {
+                  return a.time < b.time;
+                });
+      for (int64_t remaining = 1; remaining <= stages; ++remaining) {
+        double inFlight = inFlightMicroBatches(
+            schedule, stages, stages - remaining, microBatches);
+        for (const Candidate &candidate : candidates)
+          if (candidate.fixedBytes + inFlight * candidate.bytesPerMicroBatch <=
+              memory) {
+            cost[index(remaining, first, end)] = candidate.time;
+            choice[index(remaining, first, end)] = {candidate.remat,
+                                                    candidate.plan};
+            values.push_back(candidate.time);
+            break;
+          }
+      }
+    }
+  }
+  std::sort(values.begin(), values.end());
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+std::optional<std::vector<std::pair<size_t, size_t>>>
+StageTable::partition(double bound) const {
+  // best[r][i]: the least sum of stage times placing units [i, U) on the
+  // last r stages; next[r][i] the end of the first of them.
+  std::vector<std::vector<double>> best(
+      stages + 1, std::vector<double>(units + 1, kInfinity));
+  std::vector<std::vector<size_t>> next(stages + 1,
+                                        std::vector<size_t>(units + 1, 0));
+  best[0][units] = 0;
+  for (int64_t remaining = 1; remaining <= stages; ++remaining)
+    for (size_t first = 0; first < units; ++first)
+      for (size_t end = first + 1; end <= units; ++end) {
+        double stage = cost[index(remaining, first, end)];
+        if (stage > bound || best[remaining - 1][end] == kInfinity)
+          continue;
+        double total = stage + best[remaining - 1][end];
+        if (total < best[remaining][first]) {
+          best[remaining][first] = total;
+          next[remaining][first] = end;
+        }
+      }
+  if (best[stages][0] == kInfinity)
+    return std::nullopt;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t first = 0;
+  for (int64_t remaining = stages; remaining >= 1; --remaining) {
+    size_t end = next[remaining][first];
+    ranges.push_back({first, end});
+    first = end;
+  }
+  return ranges;
+}
+
+PipelinePlan
+StageTable::planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
+                   int64_t devices) const {
+  PipelinePlan plan;
+  plan.schedule = schedule;
+  plan.microBatches = microBatches;
+  plan.microBatchSamples = options.globalBatch / microBatches;
+  plan.devices = devices;
+  for (auto [position, range] : llvm::enumerate(ranges)) {
+    int64_t remaining = stages - static_cast<int64_t>(position);
+    const Chosen &chosen = choice[index(remaining, range.first, range.second)];
+    StagePlan stage;
+    stage.firstUnit = range.first;
+    stage.endUnit = range.second;
+    stage.firstDevice = static_cast<int64_t>(position) * submesh.devices();
+    stage.submesh = submesh;
+    stage.remat = chosen.remat;
+    stage.inFlight = inFlightMicroBatches(
+        schedule, stages, static_cast<int64_t>(position), microBatches);
+    stage.cost = oracle.plans(query(range.first, range.second,
+                                    chosen.remat))[chosen.plan];
+    plan.stages.push_back(stage);
+  }
+  evaluatePlan(plan, profile, cluster);
+  return plan;
+}
+
+} // namespace
+
+void evaluatePlan(PipelinePlan &plan, const ProgramProfile &profile,
+                  const cost::Cluster &cluster) {
+  std::vector<double> perMicroBatch;
+  plan.perStepSeconds = 0;
+  for (const StagePlan &stage : plan.stages) {
+    perMicroBatch.push_back(stage.cost.perMicroBatch());
+    plan.perStepSeconds = std::max(plan.perStepSeconds, stage.cost.perStep());
+  }
+  plan.pipelineSeconds =
+      pipelinedSeconds(plan.schedule, perMicroBatch, plan.microBatches);
+  // A tied embedding on two stages: its gradient is summed between the
+  // first and last stage (each TP rank exchanges its 1/t slice).
+  plan.tiedGradientSeconds = 0;
+  if (plan.stages.size() > 1 && profile.tiedGradientBytes > 0) {
+    const StagePlan &first = plan.stages.front();
+    const cost::LinkModel &link =
+        first.submesh.devices() >= cluster.devicesPerNode && cluster.interNode
+            ? *cluster.interNode
+            : cluster.intraNode;
+    plan.tiedGradientSeconds =
+        link.time(cost::Collective::AllReduce,
+                  profile.tiedGradientBytes / first.cost.tensorParallel, 2);
+  }
+  plan.stepSeconds =
+      plan.pipelineSeconds + plan.perStepSeconds + plan.tiedGradientSeconds;
+}
+
+llvm::Expected<PipelinePlan> searchPipeline(const ProgramProfile &profile,
+                                            const cost::Cluster &cluster,
+                                            const StageCostOracle &oracle,
+                                            const SearchOptions &options) {
+  auto started = std::chrono::steady_clock::now();
+  int64_t devices = options.devices.value_or(cluster.deviceCount());
+  int64_t units = static_cast<int64_t>(profile.units.size());
+  int64_t batch = options.globalBatch;
+
+  std::vector<int64_t> stageCounts;
+  if (options.stages) {
+    int64_t stages = *options.stages;
+    if (stages < 1 || stages > units)
+      return searchError(llvm::formatv("--stages {0}: the program has {1} "
+                                       "units (embedding, {2} layers, head); "
+                                       "expected 1 to {1}",
+                                       stages, units, profile.layerCount()));
+    if (devices % stages != 0 || !submeshOf(devices / stages, cluster))
+      return searchError(llvm::formatv(
+          "--stages {0}: {1} devices do not split into {0} equal submeshes "
+          "of whole nodes or a power-of-two part of a node of {2}",
+          stages, devices, cluster.devicesPerNode));
+    stageCounts.push_back(stages);
+  } else {
+    for (int64_t stages = 1; stages <= std::min(units, devices); ++stages)
+      if (devices % stages == 0 && submeshOf(devices / stages, cluster))
+        stageCounts.push_back(stages);
+  }
+  std::vector<int64_t> microBatchCounts;
+  if (options.microBatches) {
+    if (*options.microBatches < 1 || batch % *options.microBatches != 0)
+      return searchError(llvm::formatv("--microbatches {0}: must divide the "
+                                       "global batch {1}",
+                                       *options.microBatches, batch));
+    microBatchCounts.push_back(*options.microBatches);
+  } else {
+    for (int64_t count = 1; count <= batch; ++count)
+      if (batch % count == 0)
+        microBatchCounts.push_back(count);
+  }
+  std::vector<Schedule> schedules;
+  if (options.schedule)
+    schedules.push_back(*options.schedule);
+  else
+    for (int64_t chunks : {1, 2, 4})
+      schedules.push_back(
+          {chunks == 1 ? ScheduleKind::OneForwardOneBackward
+                       : ScheduleKind::Interleaved,
+           chunks});
+
+  std::optional<PipelinePlan> best;
+  int64_t layouts = 0, programs = 0;
+  for (int64_t stages : stageCounts) {
+    Submesh submesh = *submeshOf(devices / stages, cluster);
+    for (const Schedule &schedule : schedules) {
+      if (schedule.kind == ScheduleKind::Interleaved && stages == 1)
+        continue;
+      for (int64_t microBatches : microBatchCounts) {
+        // Megatron's interleaved schedule runs micro-batches in groups of p.
+        if (schedule.kind == ScheduleKind::Interleaved &&
+            microBatches % stages != 0)
+          continue;
+        StageTable table(profile, cluster, oracle, options, stages,
+                         microBatches, schedule, submesh);
+        std::vector<double> bounds = table.build();
+        ++layouts;
+        if (bounds.empty())
+          continue;
+        // The smallest bound with a partition (feasibility grows with it).
+        size_t low = 0, high = bounds.size();
+        while (low < high) {
+          size_t middle = (low + high) / 2;
+          ++programs;
+          if (table.partition(bounds[middle]))
+            high = middle;
+          else
+            low = middle + 1;
+        }
+        // With one micro-batch only the sum counts: no bound.
+        if (microBatches == 1)
+          low = bounds.size() - 1;
+        for (size_t at = low; at < bounds.size(); ++at) {
+          double bound = bounds[at];
+          if (best && (microBatches - 1) * bound >= best->stepSeconds)
+            break;
+          ++programs;
+          auto ranges = table.partition(bound);
+          if (!ranges)
+            continue;
+          PipelinePlan plan = table.planOf(*ranges, devices);
+          if (!best || plan.stepSeconds < best->stepSeconds)
+            best = std::move(plan);
+        }
+      }
+    }
+  }
+  if (!best)
+    return searchError(llvm::formatv(
+        "no pipeline plan fits in {0:F1} GiB per device on {1} devices with "
+        "the forced choices (try more devices, more micro-batches or "
+        "--remat full)",
+        cluster.device.memoryBytes / (1024.0 * 1024 * 1024), devices));
+  best->layoutsConsidered = layouts;
+  best->dynamicPrograms = programs;
+  best->searchSeconds = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - started)
+                            .count();
+  return *best;
+}
+
+} // namespace tessera::pipeline

@@ -1,0 +1,256 @@
+//===- MegatronStageOracle.cpp - DP x TP (+ ZeRO-1) stages, priced --------===//
+//
+// For a stage of units on a submesh of D devices, each tensor-parallel
+// degree t that divides D, fits in a node and divides every layer's heads
+// and column widths, with d = D / t replicas each taking microBatch / d
+// samples:
+//
+// - per micro-batch: the units' forward and backward kernels at that batch
+//   with Megatron's partition (UnitProfile.h); the recomputed forward of the
+//   remat choice; the TP all-reduces on the node's link (forward ones again
+//   when the whole layer is recomputed); receiving the input activation and
+//   sending the output one (and the gradients back) on the link between
+//   neighbouring stages, 1/t of it per device (Megatron's scatter-gather of
+//   the boundary tensor over the TP group);
+// - per step: the gradient all-reduce over the d replicas (hierarchical:
+//   inside the node, then across nodes), which ZeRO-1 turns into a
+//   reduce-scatter of gradients and an all-gather of the updated weights of
+//   the same volume; and AdamW plus the weight casts, on 1/d of the weights
+//   with ZeRO-1;
+// - memory: weights, gradients and AdamW state of the stage's parameters
+//   (rank >= 2 ones split by t; master weights and moments by d with
+//   ZeRO-1), the kept activations per micro-batch, the largest backward
+//   working set of a unit.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Pipeline/StageCostOracle.h"
+
+#include "tessera/CostModel/DeviceMesh.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+namespace tessera::pipeline {
+namespace {
+
+double seconds(const std::vector<OpRecord> &ops,
+               const cost::DeviceModel &device, double batch,
+               int64_t tensorParallel) {
+  double total = 0;
+  for (const OpRecord &op : ops)
+    total += op.time(device, batch, tensorParallel);
+  return total;
+}
+
+double modelFlops(const std::vector<OpRecord> &ops, double batch,
+                  int64_t tensorParallel) {
+  double total = 0;
+  for (const OpRecord &op : ops)
+    total += op.modelFlops.at(batch) / (op.tensorParallel ? tensorParallel : 1);
+  return total;
+}
+
+double allReduces(const std::vector<Affine> &buffers,
+                  const cost::LinkModel &link, double batch,
+                  int64_t tensorParallel) {
+  double total = 0;
+  for (const Affine &bytes : buffers)
+    total += link.time(cost::Collective::AllReduce, bytes.at(batch),
+                       tensorParallel);
+  return total;
+}
+
+/// The data-parallel groups of a stage: `replicas` devices `stride` apart.
+/// Replicas inside one node talk over NVLink, the rest over the network.
+cost::DeviceMesh dataParallelMesh(const cost::Cluster &cluster,
+                                  int64_t replicas, int64_t stride) {
+  cost::DeviceMesh mesh;
+  int64_t perNode =
+      std::max<int64_t>(1, std::min(replicas, cluster.devicesPerNode / stride));
+  int64_t acrossNodes = replicas / perNode;
+  if (acrossNodes > 1)
+    mesh.axes.push_back({"dp_nodes", acrossNodes, stride * perNode,
+                         cost::LinkLevel::InterNode});
+  if (perNode > 1)
+    mesh.axes.push_back(
+        {"dp_node", perNode, stride, cost::LinkLevel::IntraNode});
+  return mesh;
+}
+
+} // namespace
+
+StageCostOracle::~StageCostOracle() = default;
+
+std::string StageCost::intraOpPlan() const {
+  return llvm::formatv("DP {0} x TP {1}{2}", dataParallel, tensorParallel,
+                       zero ? ", ZeRO-1" : "")
+      .str();
+}
+
+std::string MegatronStageOracle::describe() const {
+  return "Megatron-style DP x TP (column/row, TP inside a node), ZeRO-1 "
+         "over DP or not, priced by lib/CostModel";
+}
+
+const MegatronStageOracle::UnitSums &
+MegatronStageOracle::sums(int64_t batch, int64_t tensorParallel,
+                          RematMode remat) const {
+  auto key = std::make_tuple(batch, tensorParallel, static_cast<int>(remat));
+  auto found = cache.find(key);
+  if (found != cache.end())
+    return found->second;
+
+  const cost::DeviceModel &device = cluster.device;
+  double samples = static_cast<double>(batch);
+  // Each distinct structure once; units then add up their structure's.
+  std::vector<UnitSums::Additive> ofStructure(profile.structures.size() * 2);
+  std::vector<double> workingOfStructure(profile.structures.size() * 2);
+  for (auto [index, unit] : llvm::enumerate(profile.structures)) {
+    // Slot 0: as the embedding and head run (never recomputed); slot 1: as
+    // a layer runs under `remat`.
+    for (size_t variant = 0; variant < 2; ++variant) {
+      RematMode mode = variant == 0 ? RematMode::None : remat;
+      size_t slot = index * 2 + variant;
+      UnitSums::Additive &sum = ofStructure[slot];
+      sum.forward = seconds(unit.forward, device, samples, tensorParallel);
+      sum.backward = seconds(unit.backward, device, samples, tensorParallel);
+      sum.recompute = seconds(recomputedOps(unit, mode), device, samples,
+                              tensorParallel);
+      double forwardAllReduce = allReduces(
+          unit.forwardAllReduces, cluster.intraNode, samples, tensorParallel);
+      sum.tensorParallelCommunication =
+          forwardAllReduce * (mode == RematMode::Full ? 2 : 1) +
+          allReduces(unit.backwardAllReduces, cluster.intraNode, samples,
+                     tensorParallel);
+      sum.modelFlops = modelFlops(unit.forward, samples, tensorParallel) +
+                       modelFlops(unit.backward, samples, tensorParallel);
+      sum.kept = keptActivations(unit, mode).at(samples, tensorParallel);
+      sum.splitParameters = unit.splitParameters;
+      sum.replicatedParameters = unit.replicatedParameters;
+      sum.stepOnce = seconds(unit.stepOnce, device, 1, tensorParallel);
+      workingOfStructure[slot] =
+          backwardWorkingBytes(unit, mode).at(samples, tensorParallel);
+    }
+  }
+
+  UnitSums result;
+  size_t unitCount = profile.units.size();
+  result.prefix.assign(unitCount + 1, UnitSums::Additive());
+  result.working.assign(unitCount, 0);
+  for (size_t unit = 0; unit < unitCount; ++unit) {
+    bool layer = profile.units[unit].kind == UnitKind::Layer;
+    size_t slot = profile.structureOf[unit] * 2 + (layer ? 1 : 0);
+    result.prefix[unit + 1] = result.prefix[unit];
+    result.prefix[unit + 1].accumulate(ofStructure[slot], 1);
+    result.working[unit] = workingOfStructure[slot];
+  }
+  return cache.emplace(key, std::move(result)).first->second;
+}
+
+std::vector<StageCost>
+MegatronStageOracle::plans(const StageQuery &query) const {
+  std::vector<StageCost> result;
+  int64_t devices = query.submesh.devices();
+  bool interNodeNeighbours = devices >= cluster.devicesPerNode &&
+                             cluster.nodes > 1 && cluster.interNode;
+  const cost::LinkModel &neighbourLink = interNodeNeighbours
+                                             ? *cluster.interNode
+                                             : cluster.intraNode;
+
+  for (int64_t tensorParallel = 1;
+       tensorParallel <= std::min(devices, cluster.devicesPerNode);
+       tensorParallel *= 2) {
+    if (devices % tensorParallel != 0)
+      continue;
+    int64_t replicas = devices / tensorParallel;
+    if (query.microBatchSamples % replicas != 0)
+      continue;
+    int64_t batch = query.microBatchSamples / replicas;
+    if (!layersDivide(query.firstUnit, query.endUnit, tensorParallel))
+      continue;
+
+    const UnitSums &unitSums = sums(batch, tensorParallel, query.remat);
+    UnitSums::Additive range = unitSums.prefix[query.endUnit];
+    range.accumulate(unitSums.prefix[query.firstUnit], -1);
+    StageCost base;
+    base.tensorParallel = tensorParallel;
+    base.dataParallel = replicas;
+    base.replicaBatch = batch;
+    base.forward = range.forward;
+    base.backward = range.backward;
+    base.recompute = range.recompute;
+    base.tensorParallelCommunication = range.tensorParallelCommunication;
+    base.modelFlops = range.modelFlops;
+    base.memory.activationsPerMicroBatch = range.kept;
+    base.memory.working = unitSums.workingOver(query.firstUnit, query.endUnit,
+                                               profile.structureOf);
+
+    // Receive the input and send the output, activations forward and
+    // gradients backward, 1/t per device.
+    double samples = static_cast<double>(batch);
+    double boundaryBytes = 0;
+    if (query.firstUnit > 0)
+      boundaryBytes += profile.boundary[query.firstUnit].at(samples);
+    if (query.endUnit < profile.units.size())
+      boundaryBytes += profile.boundary[query.endUnit].at(samples);
+    if (boundaryBytes > 0)
+      base.pointToPoint = 2 * query.boundaryCrossings *
+                          neighbourLink.time(cost::Collective::SendRecv,
+                                             boundaryBytes / tensorParallel, 2);
+
+    double parametersPerDevice =
+        range.splitParameters / tensorParallel + range.replicatedParameters;
+    double gradientBytes =
+        parametersPerDevice * profile.gradientBytesPerParameter;
+    cost::DeviceMesh replicasMesh =
+        dataParallelMesh(cluster, replicas, tensorParallel);
+    double gradientSync =
+        cost::meshAllReduceTime(replicasMesh, cluster, gradientBytes);
+
+    for (bool zero : {false, true}) {
+      if (zero && replicas == 1)
+        continue;
+      StageCost plan = base;
+      plan.zero = zero;
+      double shard = zero ? static_cast<double>(replicas) : 1.0;
+      plan.gradientSync = gradientSync;
+      plan.optimizer = range.stepOnce / shard;
+      plan.memory.weights =
+          parametersPerDevice * (profile.masterBytesPerParameter / shard +
+                                 profile.computeBytesPerParameter);
+      plan.memory.gradients = gradientBytes;
+      plan.memory.optimizerState =
+          parametersPerDevice * profile.optimizerBytesPerParameter / shard;
+      result.push_back(std::move(plan));
+    }
+  }
+  return result;
+}
+
+bool MegatronStageOracle::layersDivide(size_t firstUnit, size_t endUnit,
+                                       int64_t tensorParallel) const {
+  for (size_t unit = firstUnit; unit < endUnit; ++unit)
+    if (profile.units[unit].kind == UnitKind::Layer)
+      for (int64_t size : profile.unit(unit).tensorParallelDivisors)
+        if (size % tensorParallel != 0)
+          return false;
+  return true;
+}
+
+double MegatronStageOracle::UnitSums::workingOver(
+    size_t firstUnit, size_t endUnit,
+    const std::vector<unsigned> &structureOf) const {
+  // Repeated layers share a structure: the first and last units and one
+  // unit of each run of a structure are enough.
+  double largest = 0;
+  for (size_t unit = firstUnit; unit < endUnit; ++unit) {
+    largest = std::max(largest, working[unit]);
+    while (unit + 1 < endUnit && structureOf[unit + 1] == structureOf[unit])
+      ++unit;
+  }
+  return largest;
+}
+
+} // namespace tessera::pipeline

@@ -1,0 +1,93 @@
+//===- Schedule.cpp - bubble, in-flight activations, pipelined time -------===//
+
+#include "tessera/Pipeline/Schedule.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+namespace tessera::pipeline {
+
+std::string Schedule::name() const {
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  case ScheduleKind::OneForwardOneBackward:
+    return "1f1b";
+  case ScheduleKind::Interleaved:
+    return llvm::formatv("interleaved:{0}", virtualStages).str();
+  }
+  return "unknown";
+}
+
+llvm::Expected<Schedule> parseSchedule(llvm::StringRef text) {
+  Schedule schedule;
+  if (text == "gpipe") {
+    schedule.kind = ScheduleKind::GPipe;
+    return schedule;
+  }
+  if (text == "1f1b")
+    return schedule;
+  auto [name, chunks] = text.split(':');
+  if (name == "interleaved") {
+    schedule.kind = ScheduleKind::Interleaved;
+    schedule.virtualStages = 2;
+    if (text.contains(':') &&
+        (chunks.getAsInteger(10, schedule.virtualStages) ||
+         schedule.virtualStages < 2))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--schedule " + text +
+              ": the chunks per device must be an integer >= 2, e.g. "
+              "interleaved:2");
+    return schedule;
+  }
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--schedule " + text +
+                                     ": expected gpipe, 1f1b or "
+                                     "interleaved[:V]");
+}
+
+double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
+                            int64_t stage, int64_t microBatches) {
+  switch (schedule.kind) {
+  case ScheduleKind::GPipe:
+    return static_cast<double>(microBatches);
+  case ScheduleKind::OneForwardOneBackward:
+    return static_cast<double>(std::min(microBatches, stages - stage));
+  case ScheduleKind::Interleaved: {
+    int64_t chunks = schedule.virtualStages;
+    int64_t inFlight = 2 * (stages - stage - 1) + (chunks - 1) * stages + 1;
+    return static_cast<double>(std::min(inFlight, microBatches * chunks)) /
+           chunks;
+  }
+  }
+  return static_cast<double>(microBatches);
+}
+
+double pipelinedSeconds(const Schedule &schedule,
+                        llvm::ArrayRef<double> stageSeconds,
+                        int64_t microBatches) {
+  double sum = 0, slowest = 0;
+  for (double seconds : stageSeconds) {
+    sum += seconds;
+    slowest = std::max(slowest, seconds);
+  }
+  double chunks = schedule.kind == ScheduleKind::Interleaved
+                      ? static_cast<double>(schedule.virtualStages)
+                      : 1.0;
+  // Every device runs m micro-batches at its own pace; the slowest paces
+  // the steady state, and filling/draining adds the other stages' chunks:
+  // with equal stages m t + (p - 1) t / v.
+  return sum / chunks + (microBatches - 1.0 / chunks) * slowest;
+}
+
+double bubbleFraction(const Schedule &schedule, int64_t stages,
+                      int64_t microBatches) {
+  double chunks = schedule.kind == ScheduleKind::Interleaved
+                      ? static_cast<double>(schedule.virtualStages)
+                      : 1.0;
+  return (stages - 1) / (chunks * microBatches);
+}
+
+} // namespace tessera::pipeline

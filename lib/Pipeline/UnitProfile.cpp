@@ -1,0 +1,489 @@
+//===- UnitProfile.cpp - profiling each distinct layer once ---------------===//
+
+#include "tessera/Pipeline/UnitProfile.h"
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/CostModel/MemoryEstimate.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+#include <set>
+
+using namespace mlir;
+
+namespace tessera::pipeline {
+namespace {
+
+llvm::Error profileError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "pipeline: " + message);
+}
+
+double bytesOf(Value value) {
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  if (!type || !type.getElementType().isIntOrFloat())
+    return 0;
+  return static_cast<double>(type.getNumElements()) *
+         ((type.getElementType().getIntOrFloatBitWidth() + 7) / 8);
+}
+
+std::vector<int64_t> shapeOf(Value value) {
+  auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+  return type ? std::vector<int64_t>(type.getShape().begin(),
+                                     type.getShape().end())
+              : std::vector<int64_t>();
+}
+
+/// The two programs side by side: an op of the batch-1 program and its twin
+/// at batch 2, and the per-unit op lists.
+struct Twins {
+  mutable func::FuncOp one, two;
+  llvm::DenseMap<Operation *, Operation *> twinOf;
+
+  Value twin(Value value) const {
+    if (auto argument = llvm::dyn_cast<BlockArgument>(value))
+      return two.getArgument(argument.getArgNumber());
+    auto result = llvm::cast<OpResult>(value);
+    return twinOf.lookup(result.getOwner())->getResult(result.getResultNumber());
+  }
+  /// The batch of the first program; the second has one sample more.
+  double firstBatch = 1;
+
+  /// The line through (firstBatch, first) and (firstBatch + 1, second).
+  Affine line(double first, double second) const {
+    double perSample = second - first;
+    return {first - (firstBatch - 1) * perSample, perSample};
+  }
+  Affine bytes(Value value) const {
+    return line(bytesOf(value), bytesOf(twin(value)));
+  }
+};
+
+bool isParameterArgument(Value value, func::FuncOp function) {
+  auto argument = llvm::dyn_cast<BlockArgument>(value);
+  return argument &&
+         function.getArgAttr(argument.getArgNumber(), "tess.parameter");
+}
+
+/// A master weight or its cast to the compute precision: resident state,
+/// not an activation.
+bool isWeight(Value value, func::FuncOp function) {
+  if (auto cast = value.getDefiningOp<tess::CastOp>())
+    value = cast.getInput();
+  return isParameterArgument(value, function);
+}
+
+/// A value the memory model counts as an activation buffer (reshapes are
+/// views of their input: the caller passes roots).
+bool isActivation(Value value, func::FuncOp function) {
+  if (isWeight(value, function) || llvm::isa<BlockArgument>(value))
+    return false;
+  return !value.getDefiningOp<tess::ConstantOp>();
+}
+
+Value rootOf(Value value) {
+  while (auto reshape = value.getDefiningOp<tess::ReshapeOp>())
+    value = reshape.getInput();
+  return value;
+}
+
+bool isContraction(Operation *op) {
+  return llvm::isa<tess::LinearOp, tess::MatmulOp, tess::AttentionOp,
+                   tess::AttentionGradOp>(op);
+}
+
+OpRecord recordOf(Operation *op, const Twins &twins, bool tensorParallel) {
+  cost::OpCost one = cost::estimateOpCost(op);
+  cost::OpCost two = cost::estimateOpCost(twins.twinOf.lookup(op));
+  OpRecord record;
+  record.kind = one.kind;
+  record.usesMatrixUnits = one.usesMatrixUnits;
+  record.precision = one.precision;
+  record.flops = twins.line(one.flops, two.flops);
+  record.modelFlops = twins.line(one.modelFlops, two.modelFlops);
+  record.bytes = twins.line(one.bytes, two.bytes);
+  record.tensorParallel = tensorParallel;
+  return record;
+}
+
+void addBytes(TensorBytes &total, const Affine &bytes, bool split) {
+  (split ? total.split : total.replicated) += bytes;
+}
+
+} // namespace
+
+double OpRecord::time(const cost::DeviceModel &device, double batch,
+                      int64_t tensorParallelDegree) const {
+  if (kind == cost::OpKind::Free)
+    return 0;
+  double divisor = tensorParallel ? tensorParallelDegree : 1;
+  double rate =
+      usesMatrixUnits ? device.matrixRate(precision) : device.vectorFlops;
+  return device.roofline(flops.at(batch) / divisor, rate,
+                         bytes.at(batch) / divisor);
+}
+
+llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
+                                              ModuleOp second,
+                                              int64_t firstBatch) {
+  llvm::Expected<ProgramUnits> unitsOne = partitionIntoUnits(first);
+  if (!unitsOne)
+    return unitsOne.takeError();
+  llvm::Expected<ProgramUnits> unitsTwo = partitionIntoUnits(second);
+  if (!unitsTwo)
+    return unitsTwo.takeError();
+  llvm::Expected<cost::MemoryEstimate> memory =
+      cost::estimateTrainingMemory(first);
+  if (!memory)
+    return memory.takeError();
+
+  Twins twins;
+  twins.one = unitsOne->forwardBackward;
+  twins.two = unitsTwo->forwardBackward;
+  twins.firstBatch = static_cast<double>(firstBatch);
+  func::FuncOp function = twins.one;
+  Block &bodyOne = twins.one.getBody().front();
+  Block &bodyTwo = twins.two.getBody().front();
+  if (bodyOne.getOperations().size() != bodyTwo.getOperations().size() ||
+      unitsOne->units.size() != unitsTwo->units.size())
+    return profileError("the programs at two batch sizes differ in structure");
+  for (auto [opOne, opTwo] : llvm::zip(bodyOne, bodyTwo)) {
+    if (opOne.getName() != opTwo.getName())
+      return profileError("the programs at two batch sizes differ at " +
+                          opOne.getName().getStringRef());
+    twins.twinOf[&opOne] = &opTwo;
+  }
+
+  ProgramProfile profile;
+  profile.units = unitsOne->units;
+  size_t unitCount = profile.units.size();
+  Operation *terminator = bodyOne.getTerminator();
+  auto unitOf = [&](Operation *op) { return unitsOne->unitOf.lookup(op); };
+  auto isBackward = [&](Operation *op) {
+    return unitsOne->isBackward.lookup(op);
+  };
+  std::vector<std::vector<Operation *>> opsOfUnit(unitCount);
+  for (Operation &op : bodyOne)
+    if (&op != terminator)
+      opsOfUnit[unitOf(&op)].push_back(&op);
+
+  // Megatron's tensor-parallel partition of the forward (file comment).
+  llvm::DenseSet<Value> split;
+  llvm::DenseMap<Operation *, std::vector<Affine>> forwardAllReduce,
+      backwardAllReduce;
+  llvm::DenseMap<Operation *, std::vector<int64_t>> divisors;
+  for (Operation &op : bodyOne) {
+    if (&op == terminator || isBackward(&op))
+      continue;
+    auto splitOperand = [&](Value value) { return split.contains(value); };
+    if (auto linear = llvm::dyn_cast<tess::LinearOp>(op)) {
+      auto weight = llvm::cast<RankedTensorType>(linear.getWeight().getType());
+      int64_t in = weight.getDimSize(linear.getTransposeWeight() ? 1 : 0);
+      int64_t out = weight.getDimSize(linear.getTransposeWeight() ? 0 : 1);
+      if (split.contains(linear.getInput())) {
+        forwardAllReduce[&op].push_back(twins.bytes(linear.getResult()));
+        divisors[&op].push_back(in);
+      } else {
+        split.insert(linear.getResult());
+        backwardAllReduce[&op].push_back(twins.bytes(linear.getInput()));
+        divisors[&op].push_back(out);
+      }
+      continue;
+    }
+    if (auto embedding = llvm::dyn_cast<tess::EmbeddingOp>(op)) {
+      auto argument = llvm::dyn_cast<BlockArgument>(embedding.getIndices());
+      auto role = argument ? function.getArgAttrOfType<StringAttr>(
+                                 argument.getArgNumber(), "tess.input")
+                           : StringAttr();
+      if (role && role.getValue() == "input_ids") {
+        forwardAllReduce[&op].push_back(twins.bytes(embedding.getResult()));
+        auto table = llvm::cast<RankedTensorType>(embedding.getTable().getType());
+        profile.vocabulary = table.getDimSize(0);
+        profile.width = table.getDimSize(1);
+        profile.sequence = llvm::cast<RankedTensorType>(argument.getType())
+                               .getShape()
+                               .back();
+      }
+      continue;
+    }
+    if (auto attention = llvm::dyn_cast<tess::AttentionOp>(op)) {
+      for (Value operand : {attention.getQuery(), attention.getKey()})
+        divisors[&op].push_back(
+            llvm::cast<RankedTensorType>(operand.getType()).getDimSize(1));
+    }
+    if (llvm::any_of(op.getOperands(), splitOperand))
+      for (Value result : op.getResults())
+        if (auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
+            type && type.getRank() > 0)
+          split.insert(result);
+  }
+
+  // Activations the backward reads: roots of the forward values it uses.
+  llvm::DenseSet<Value> saved;
+  for (Operation &op : bodyOne)
+    if (&op != terminator && isBackward(&op))
+      for (Value operand : op.getOperands()) {
+        Value root = rootOf(operand);
+        Operation *producer = root.getDefiningOp();
+        if (producer && !isBackward(producer) && isActivation(root, function))
+          saved.insert(root);
+      }
+
+  // The activations crossing each cut between units.
+  profile.boundary.assign(unitCount, Affine());
+  for (Operation &op : bodyOne) {
+    if (&op == terminator || isBackward(&op) ||
+        llvm::isa<tess::ReshapeOp, tess::ConstantOp>(op))
+      continue;
+    unsigned defined = unitOf(&op);
+    for (Value result : op.getResults()) {
+      if (!isActivation(result, function))
+        continue;
+      unsigned lastUse = defined;
+      llvm::SmallVector<Value> views = {result};
+      while (!views.empty()) {
+        Value view = views.pop_back_val();
+        for (Operation *user : view.getUsers()) {
+          if (user == terminator || isBackward(user))
+            continue;
+          if (auto reshape = llvm::dyn_cast<tess::ReshapeOp>(user))
+            views.push_back(reshape.getResult());
+          lastUse = std::max(lastUse, unitOf(user));
+        }
+      }
+      for (unsigned unit = defined + 1; unit <= lastUse; ++unit)
+        profile.boundary[unit] += twins.bytes(result);
+    }
+  }
+
+  // AdamW and the weight casts of each parameter, by argument number.
+  llvm::StringMap<unsigned> argumentOfName;
+  for (BlockArgument argument : function.getArguments())
+    if (auto name = function.getArgAttrOfType<StringAttr>(
+            argument.getArgNumber(), "tess.parameter"))
+      argumentOfName[name.getValue()] = argument.getArgNumber();
+  llvm::DenseMap<unsigned, std::vector<Operation *>> stepOpsOfArgument;
+  unitsOne->optimizerStep.walk([&](tess::AdamWOp adamw) {
+    auto argument = llvm::dyn_cast<BlockArgument>(adamw.getParam());
+    if (!argument)
+      return;
+    if (auto name = unitsOne->optimizerStep.getArgAttrOfType<StringAttr>(
+            argument.getArgNumber(), "tess.parameter"))
+      if (auto found = argumentOfName.find(name.getValue());
+          found != argumentOfName.end())
+        stepOpsOfArgument[found->second].push_back(adamw);
+  });
+  for (Operation &op : bodyOne)
+    if (auto cast = llvm::dyn_cast<tess::CastOp>(op))
+      if (isParameterArgument(cast.getInput(), function))
+        stepOpsOfArgument[llvm::cast<BlockArgument>(cast.getInput())
+                              .getArgNumber()]
+            .push_back(cast);
+
+  // One profile per distinct structure.
+  std::map<std::string, unsigned> structureOfSignature;
+  for (size_t unit = 0; unit < unitCount; ++unit) {
+    std::string signature;
+    llvm::raw_string_ostream stream(signature);
+    for (Operation *op : opsOfUnit[unit]) {
+      stream << op->getName() << (isBackward(op) ? "'" : "") << "(";
+      for (Type type : op->getResultTypes())
+        stream << type << ",";
+      stream << ")";
+    }
+    for (unsigned parameter : profile.units[unit].parameters)
+      stream << ";" << function.getArgument(parameter).getType();
+    auto [found, inserted] =
+        structureOfSignature.try_emplace(signature, profile.structures.size());
+    profile.structureOf.push_back(found->second);
+    if (!inserted)
+      continue;
+
+    UnitProfile unitProfile;
+    unitProfile.signature = signature;
+    const std::vector<Operation *> &ops = opsOfUnit[unit];
+    llvm::DenseSet<Operation *> inUnit(ops.begin(), ops.end());
+
+    // Shapes only split forward values of the unit have.
+    std::set<std::vector<int64_t>> splitShapes, wholeShapes;
+    for (Operation *op : ops)
+      if (!isBackward(op))
+        for (Value result : op->getResults())
+          if (isActivation(result, function) && !shapeOf(result).empty())
+            (split.contains(result) ? splitShapes : wholeShapes)
+                .insert(shapeOf(result));
+    for (const std::vector<int64_t> &shape : wholeShapes)
+      splitShapes.erase(shape);
+    auto isSplitValue = [&](Value value) {
+      return split.contains(value) || splitShapes.count(shapeOf(value));
+    };
+
+    // The attention core: the attention and the copies around it, up to
+    // the contractions on either side.
+    llvm::DenseSet<Operation *> core;
+    auto isCopy = [](Operation *op) {
+      return llvm::isa<tess::TransposeOp, tess::ReshapeOp, tess::SplitOp,
+                       tess::ConcatOp>(op);
+    };
+    for (Operation *op : ops) {
+      if (isBackward(op) || !llvm::isa<tess::AttentionOp>(op))
+        continue;
+      core.insert(op);
+      llvm::SmallVector<Operation *> work;
+      for (Value operand : op->getOperands())
+        if (Operation *producer = operand.getDefiningOp())
+          work.push_back(producer);
+      while (!work.empty()) {
+        Operation *producer = work.pop_back_val();
+        if (!inUnit.contains(producer) || !isCopy(producer) ||
+            !core.insert(producer).second)
+          continue;
+        for (Value operand : producer->getOperands())
+          if (Operation *next = operand.getDefiningOp())
+            work.push_back(next);
+      }
+      llvm::SmallVector<Value> outputs(op->getResults());
+      while (!outputs.empty()) {
+        Value value = outputs.pop_back_val();
+        for (Operation *user : value.getUsers())
+          if (inUnit.contains(user) && !isBackward(user) && isCopy(user) &&
+              core.insert(user).second)
+            outputs.append(user->result_begin(), user->result_end());
+      }
+    }
+
+    llvm::DenseSet<Value> coreInputs, unitInputs;
+    for (Operation *op : ops) {
+      if (isBackward(op)) {
+        bool tensorParallel =
+            isContraction(op) ||
+            llvm::any_of(op->getResults(), isSplitValue) ||
+            llvm::any_of(op->getOperands(), [&](Value operand) {
+              return isActivation(operand, function) && isSplitValue(operand);
+            });
+        OpRecord record = recordOf(op, twins, tensorParallel);
+        if (record.kind != cost::OpKind::Free)
+          unitProfile.backward.push_back(record);
+        continue;
+      }
+      if (auto cast = llvm::dyn_cast<tess::CastOp>(op);
+          cast && isParameterArgument(cast.getInput(), function))
+        continue;
+      bool tensorParallel =
+          llvm::isa<tess::LinearOp>(op) ||
+          llvm::any_of(op->getResults(),
+                       [&](Value value) { return split.contains(value); }) ||
+          llvm::any_of(op->getOperands(),
+                       [&](Value value) { return split.contains(value); });
+      OpRecord record = recordOf(op, twins, tensorParallel);
+      if (record.kind != cost::OpKind::Free)
+        unitProfile.forward.push_back(record);
+      if (core.contains(op) && record.kind != cost::OpKind::Free)
+        unitProfile.attentionCore.push_back(record);
+      for (const Affine &bytes : forwardAllReduce.lookup(op))
+        unitProfile.forwardAllReduces.push_back(bytes);
+      for (const Affine &bytes : backwardAllReduce.lookup(op))
+        unitProfile.backwardAllReduces.push_back(bytes);
+      for (int64_t divisor : divisors.lookup(op))
+        unitProfile.tensorParallelDivisors.push_back(divisor);
+      for (Value operand : op->getOperands()) {
+        Value root = rootOf(operand);
+        Operation *producer = root.getDefiningOp();
+        if (!producer || !isActivation(root, function))
+          continue;
+        if (!inUnit.contains(producer))
+          unitInputs.insert(root);
+        else if (core.contains(op) && !core.contains(producer))
+          coreInputs.insert(root);
+      }
+    }
+
+    // Saved activations by remat choice, and the largest op working set.
+    for (Value value : saved) {
+      Operation *producer = value.getDefiningOp();
+      if (!inUnit.contains(producer))
+        continue;
+      Affine bytes = twins.bytes(value);
+      addBytes(unitProfile.savedAll, bytes, split.contains(value));
+      if (!core.contains(producer))
+        addBytes(unitProfile.savedSelective, bytes, split.contains(value));
+    }
+    for (Value value : coreInputs)
+      if (!saved.contains(value))
+        addBytes(unitProfile.savedSelective, twins.bytes(value),
+                 split.contains(value));
+    for (Value value : unitInputs)
+      addBytes(unitProfile.savedInput, twins.bytes(value),
+               split.contains(value));
+    double largest = -1;
+    for (Operation *op : ops) {
+      TensorBytes working;
+      llvm::DenseSet<Value> counted;
+      for (Value value : llvm::concat<Value>(op->getOperands(),
+                                             op->getResults())) {
+        Value root = rootOf(value);
+        if (!isActivation(root, function) || saved.contains(root) ||
+            !counted.insert(root).second)
+          continue;
+        addBytes(working, twins.bytes(root), isSplitValue(root));
+      }
+      if (working.at(1, 1) > largest) {
+        largest = working.at(1, 1);
+        unitProfile.working = working;
+      }
+    }
+
+    // Parameters and their once-per-step work.
+    for (unsigned parameter : profile.units[unit].parameters) {
+      auto type =
+          llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
+      bool splitParameter = type.getRank() >= 2;
+      (splitParameter ? unitProfile.splitParameters
+                      : unitProfile.replicatedParameters) +=
+          static_cast<double>(type.getNumElements());
+      for (Operation *op : stepOpsOfArgument.lookup(parameter)) {
+        cost::OpCost cost = cost::estimateOpCost(op);
+        OpRecord record;
+        record.kind = cost.kind;
+        record.usesMatrixUnits = cost.usesMatrixUnits;
+        record.precision = cost.precision;
+        record.flops = {cost.flops, 0};
+        record.bytes = {cost.bytes, 0};
+        record.tensorParallel = splitParameter;
+        unitProfile.stepOnce.push_back(record);
+      }
+    }
+    profile.structures.push_back(std::move(unitProfile));
+  }
+
+  // Resident state per parameter, and the tied parameters.
+  double elements = static_cast<double>(memory->trainableElements);
+  profile.trainableParameters = memory->trainableElements;
+  if (elements > 0) {
+    profile.masterBytesPerParameter = memory->masterWeights / elements;
+    profile.computeBytesPerParameter = memory->computeWeights / elements;
+    profile.gradientBytesPerParameter = memory->gradients / elements;
+    profile.optimizerBytesPerParameter = memory->optimizerState / elements;
+  }
+  llvm::DenseMap<unsigned, unsigned> unitsReading;
+  for (const ProgramUnit &unit : profile.units)
+    for (unsigned parameter : unit.parameters)
+      ++unitsReading[parameter];
+  for (auto [parameter, readers] : unitsReading)
+    if (readers > 1)
+      profile.tiedGradientBytes +=
+          llvm::cast<RankedTensorType>(function.getArgument(parameter).getType())
+              .getNumElements() *
+          profile.gradientBytesPerParameter;
+
+  if (auto precision = function->getAttrOfType<StringAttr>("tess.precision"))
+    if (std::optional<cost::Precision> parsed =
+            cost::parsePrecisionName(precision.getValue()))
+      profile.precision = *parsed;
+  return profile;
+}
+
+} // namespace tessera::pipeline

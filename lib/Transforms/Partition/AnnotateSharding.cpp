@@ -1,0 +1,280 @@
+//===- AnnotateSharding.cpp - tess-annotate-sharding ---------------------===//
+//
+// Forced plans (DP, Megatron TP, DP x TP) for @forward_backward, written as
+// PlanAnnotation.h's attributes. The plan seeds the layouts of the
+// arguments (tokens over dp, Megatron's weights over tp), forces attention
+// heads over tp, and propagates everything else op by op with
+// LayoutChoice.h, the rule the partitioner applies. See the pass's
+// description in Passes.td for the rules.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LayoutChoice.h"
+
+#include "tessera/Sharding/PlanAnnotation.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "llvm/ADT/SetVector.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_ANNOTATESHARDING
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::partition;
+using sharding::kUnsplit;
+using sharding::TensorLayout;
+
+namespace {
+
+/// The `tess.parameter` argument `value` is (through casts to the compute
+/// type), or null.
+BlockArgument parameterArgument(Value value) {
+  while (auto cast = value.getDefiningOp<tess::CastOp>())
+    value = cast.getInput();
+  auto argument = llvm::dyn_cast<BlockArgument>(value);
+  if (!argument)
+    return {};
+  auto function =
+      llvm::dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
+  if (!function || !function.getArgAttr(argument.getArgNumber(),
+                                        "tess.parameter"))
+    return {};
+  return argument;
+}
+
+/// What a linear layer's input is made of, traced back through the ops of
+/// a Transformer block that keep Megatron's split (activations, products,
+/// reshapes, transposes, rotary arithmetic, attention).
+struct BlockTrace {
+  SmallVector<tess::LinearOp> linears;
+  bool throughAttention = false;
+  bool onlyLinears = true;
+};
+
+BlockTrace traceBlock(Value input) {
+  BlockTrace trace;
+  SmallVector<Value> work = {input};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    Operation *producer = value.getDefiningOp();
+    if (auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(producer);
+        linear && parameterArgument(linear.getWeight())) {
+      trace.linears.push_back(linear);
+      continue;
+    }
+    if (producer && isa<tess::AttentionOp>(producer))
+      trace.throughAttention = true;
+    if (producer &&
+        isa<tess::ReshapeOp, tess::TransposeOp, tess::CastOp, tess::GeluOp,
+            tess::SiluOp, tess::ReluOp, tess::MulOp, tess::AddOp, tess::SubOp,
+            tess::NegOp, tess::SliceOp, tess::ConcatOp, tess::AttentionOp>(
+            producer)) {
+      for (Value operand : producer->getOperands())
+        if (llvm::isa<FloatType>(
+                llvm::cast<ShapedType>(operand.getType()).getElementType()))
+          work.push_back(operand);
+      continue;
+    }
+    // A leaf. Constants and weights (rotary tables) do not matter; anything
+    // else means the input is not made of linear layers alone.
+    bool weight = false;
+    if (auto argument = llvm::dyn_cast<BlockArgument>(value))
+      if (auto function = llvm::dyn_cast<func::FuncOp>(
+              argument.getOwner()->getParentOp()))
+        weight = function.getArgAttr(argument.getArgNumber(),
+                                     "tess.parameter") ||
+                 function.getArgAttr(argument.getArgNumber(), "tess.buffer");
+    if (producer ? !isa<tess::ConstantOp>(producer) : !weight)
+      trace.onlyLinears = false;
+  }
+  return trace;
+}
+
+struct AnnotateShardingPass
+    : tessera::impl::AnnotateShardingBase<AnnotateShardingPass> {
+  using AnnotateShardingBase::AnnotateShardingBase;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult parseOptions();
+  /// Megatron's weight layouts, by argument.
+  void seedTensorParallel(func::FuncOp function,
+                          llvm::DenseMap<Value, TensorLayout> &layouts);
+
+  cost::DeviceMesh deviceMesh;
+  /// Axis indices, or -1 when the strategy does not use the axis (or it
+  /// has one device).
+  int dataAxis = -1, tensorAxis = -1;
+};
+
+LogicalResult AnnotateShardingPass::parseOptions() {
+  ModuleOp module = getOperation();
+  auto fail = [&](const Twine &message) {
+    module.emitError("tess-annotate-sharding: ") << message;
+    return failure();
+  };
+  llvm::Expected<cost::DeviceMesh> parsed = cost::parseMesh(mesh);
+  if (!parsed)
+    return fail(llvm::toString(parsed.takeError()));
+  deviceMesh = std::move(*parsed);
+  if (deviceMesh.axes.empty())
+    return fail("needs a mesh, e.g. mesh=2x2");
+  if (!axes.empty()) {
+    if (axes.size() != deviceMesh.axes.size())
+      return fail("axes names " + std::to_string(axes.size()) +
+                  " axes of a mesh of " +
+                  std::to_string(deviceMesh.axes.size()));
+    for (auto [axis, name] : llvm::zip(deviceMesh.axes, axes))
+      axis.name = name;
+  }
+  bool wantsData = strategy == "dp" || strategy == "dp-tp";
+  bool wantsTensor = strategy == "tp" || strategy == "dp-tp";
+  if (!wantsData && !wantsTensor)
+    return fail("strategy must be dp, tp or dp-tp, got '" + strategy + "'");
+  auto findAxis = [&](StringRef name, bool wanted, int &index) {
+    index = deviceMesh.axisIndex(name);
+    if (wanted && index < 0)
+      return fail("strategy " + strategy + " needs a mesh axis named '" +
+                  name + "' (mesh " + deviceMesh.describe() + ")");
+    if (!wanted || deviceMesh.axes[index].size == 1)
+      index = -1;
+    return success();
+  };
+  if (failed(findAxis("dp", wantsData, dataAxis)) ||
+      failed(findAxis("tp", wantsTensor, tensorAxis)))
+    return failure();
+  return success();
+}
+
+void AnnotateShardingPass::seedTensorParallel(
+    func::FuncOp function, llvm::DenseMap<Value, TensorLayout> &layouts) {
+  int64_t size = deviceMesh.axes[tensorAxis].size;
+  auto splitArgument = [&](Value weight, unsigned dim) {
+    BlockArgument argument = parameterArgument(weight);
+    if (!argument || layouts.count(argument))
+      return;
+    auto type = llvm::cast<RankedTensorType>(argument.getType());
+    if (type.getDimSize(dim) % size != 0)
+      return;
+    layouts[argument] =
+        TensorLayout::splitDim(type.getRank(), dim, tensorAxis);
+  };
+  for (Operation &op : function.getBody().front()) {
+    if (isa<tess::CrossEntropyOp>(op))
+      break; // the backward follows; it is propagated, not classified
+    auto row = dyn_cast<tess::LinearOp>(op);
+    if (!row || !parameterArgument(row.getWeight()))
+      continue;
+    BlockTrace trace = traceBlock(row.getInput());
+    if (!trace.throughAttention &&
+        (trace.linears.empty() || !trace.onlyLinears))
+      continue;
+    bool transposed = row.getTransposeWeight();
+    splitArgument(row.getWeight(), transposed ? 1 : 0);
+    for (tess::LinearOp column : trace.linears) {
+      bool columnTransposed = column.getTransposeWeight();
+      splitArgument(column.getWeight(), columnTransposed ? 0 : 1);
+      if (column.getBias())
+        splitArgument(column.getBias(), 0);
+    }
+  }
+}
+
+void AnnotateShardingPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (failed(parseOptions()))
+    return signalPassFailure();
+  auto function = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (!function || function.isExternal()) {
+    module.emitError("tess-annotate-sharding needs the @forward_backward of "
+                     "tess-build-training");
+    return signalPassFailure();
+  }
+
+  llvm::DenseMap<Value, TensorLayout> layouts;
+  if (dataAxis >= 0) {
+    int64_t size = deviceMesh.axes[dataAxis].size;
+    for (BlockArgument argument : function.getArguments()) {
+      auto role = function.getArgAttrOfType<StringAttr>(
+          argument.getArgNumber(), "tess.input");
+      if (!role || (role.getValue() != "input_ids" &&
+                    role.getValue() != "targets"))
+        continue;
+      auto type = llvm::cast<RankedTensorType>(argument.getType());
+      if (type.getRank() < 1 || type.getDimSize(0) % size != 0) {
+        function.emitError("tess-annotate-sharding: the batch of ")
+            << role << " " << type << " does not divide by dp = " << size;
+        return signalPassFailure();
+      }
+      layouts[argument] = TensorLayout::splitDim(type.getRank(), 0, dataAxis);
+    }
+  }
+  if (tensorAxis >= 0)
+    seedTensorParallel(function, layouts);
+
+  auto layoutOf = [&](Value value) {
+    auto it = layouts.find(value);
+    if (it != layouts.end())
+      return it->second;
+    auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
+    return TensorLayout::replicated(type ? type.getRank() : 0);
+  };
+  for (Operation &op : function.getBody().front()) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    SmallVector<TensorLayout> operandLayouts;
+    for (Value operand : op.getOperands())
+      operandLayouts.push_back(layoutOf(operand));
+    OpDimLabels labels = dimLabels(&op);
+    llvm::DenseMap<int, unsigned> forced;
+    if (tensorAxis >= 0 && isa<tess::AttentionOp, tess::AttentionGradOp>(op) &&
+        labels.operands[0][1] != kWhole)
+      forced[labels.operands[0][1]] = tensorAxis;
+    LayoutChoice choice = chooseLayouts(&op, labels, operandLayouts,
+                                        deviceMesh, {}, &forced);
+    for (auto [result, layout] : llvm::zip(op.getResults(), choice.results))
+      layouts[result] = layout;
+  }
+
+  // The loss leaves replicated; a gradient in its parameter's layout.
+  llvm::StringMap<TensorLayout> parameterLayouts;
+  for (BlockArgument argument : function.getArguments())
+    if (auto name = function.getArgAttrOfType<StringAttr>(
+            argument.getArgNumber(), "tess.parameter"))
+      parameterLayouts[name.getValue()] = layoutOf(argument);
+  Operation *terminator = function.getBody().front().getTerminator();
+  SmallVector<TensorLayout> resultLayouts;
+  for (unsigned index = 0; index < function.getNumResults(); ++index) {
+    Value returned = terminator->getOperand(index);
+    TensorLayout layout = TensorLayout::replicated(
+        llvm::cast<RankedTensorType>(returned.getType()).getRank());
+    if (auto name =
+            function.getResultAttrOfType<StringAttr>(index, "tess.gradient")) {
+      auto it = parameterLayouts.find(name.getValue());
+      if (it != parameterLayouts.end())
+        layout = it->second;
+      if (deferGradientReduction && dataAxis >= 0 &&
+          layoutOf(returned).isPartialOver(dataAxis) &&
+          layout.dimSplitOver(dataAxis) == kUnsplit) {
+        layout.partialAxes.push_back(dataAxis);
+        llvm::sort(layout.partialAxes);
+      }
+    }
+    resultLayouts.push_back(layout);
+  }
+  if (llvm::Error error = sharding::annotateShardingPlan(
+          function, deviceMesh, layouts, resultLayouts)) {
+    function.emitError("tess-annotate-sharding: ")
+        << llvm::toString(std::move(error));
+    return signalPassFailure();
+  }
+}
+
+} // namespace

@@ -1,0 +1,293 @@
+//===- PartitionSpmd.cpp - tess-partition-spmd ---------------------------===//
+//
+// The annotated training step -> the program one rank runs. Op by op, in
+// program order: the layouts the op runs in (LayoutChoice.h, given the
+// layouts the plan wants for its results and those its operands have), the
+// collectives that bring each operand there (Reshard.h), the op itself on
+// local types, and a reshard of any result that comes out other than the
+// plan says. See the pass's description in Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LayoutChoice.h"
+#include "Reshard.h"
+
+#include "tessera/Sharding/PlanAnnotation.h"
+#include "tessera/Transforms/Passes.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_PARTITIONSPMD
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera;
+using namespace tessera::partition;
+using sharding::kUnsplit;
+using sharding::TensorLayout;
+
+namespace {
+
+RankedTensorType tensorType(Value value) {
+  return llvm::dyn_cast<RankedTensorType>(value.getType());
+}
+
+TensorLayout replicatedFor(Value value) {
+  RankedTensorType type = tensorType(value);
+  return TensorLayout::replicated(type ? type.getRank() : 0);
+}
+
+/// A scalar f32 constant.
+Value scalar(OpBuilder &builder, Location location, double value) {
+  auto type = RankedTensorType::get({}, builder.getF32Type());
+  return tess::ConstantOp::create(
+      builder, location, type,
+      DenseElementsAttr::get(type, builder.getF32FloatAttr(value)));
+}
+
+/// The cross-entropy's weights when its rows are split over `axes`: this
+/// rank's count of targets that are not `ignoreIndex`, and the count over
+/// the whole batch (at least 1, as the single-device loss of no targets is
+/// 0).
+std::pair<Value, Value> targetCounts(OpBuilder &builder, Location location,
+                                     Value targets, int64_t ignoreIndex,
+                                     ArrayRef<unsigned> axes,
+                                     const cost::DeviceMesh &mesh) {
+  RankedTensorType type = tensorType(targets);
+  auto indexScalar = RankedTensorType::get({}, type.getElementType());
+  Value ignored = tess::ConstantOp::create(
+      builder, location, indexScalar,
+      DenseElementsAttr::get(
+          indexScalar, builder.getIntegerAttr(type.getElementType(),
+                                              ignoreIndex)));
+  Value counted = tess::CompareOp::create(
+      builder, location, tess::ComparisonPredicate::ne, targets, ignored);
+  Value ones = tess::CastOp::create(
+      builder, location,
+      RankedTensorType::get(type.getShape(), builder.getF32Type()), counted);
+  Value local = tess::ReduceSumOp::create(
+      builder, location, ones,
+      builder.getDenseI64ArrayAttr(
+          llvm::to_vector(llvm::seq<int64_t>(0, type.getRank()))),
+      /*keep_dims=*/false);
+  Value total = local;
+  for (unsigned axis : axes)
+    total = tess::AllReduceOp::create(
+        builder, location, total, builder.getStringAttr(mesh.axes[axis].name),
+        tess::CollectiveReduction::sum);
+  total = tess::MaximumOp::create(builder, location, total,
+                                  scalar(builder, location, 1.0));
+  return {local, total};
+}
+
+struct PartitionSpmdPass
+    : tessera::impl::PartitionSpmdBase<PartitionSpmdPass> {
+  using PartitionSpmdBase::PartitionSpmdBase;
+
+  void runOnOperation() override;
+
+private:
+  LogicalResult partitionOp(Operation &op);
+  LogicalResult partitionArguments();
+  LogicalResult partitionReturn();
+  /// `value`'s layout, as the plan says it arrives here.
+  const TensorLayout &layoutOf(Value value) {
+    auto it = layouts.find(value);
+    if (it == layouts.end())
+      it = layouts.insert({value, replicatedFor(value)}).first;
+    return it->second;
+  }
+  FailureOr<Value> reshardTo(OpBuilder &builder, Location location,
+                             Value value, const TensorLayout &to) {
+    FailureOr<Value> moved =
+        reshard(builder, location, value, layoutOf(value), to, mesh);
+    if (succeeded(moved))
+      layouts[*moved] = to;
+    return moved;
+  }
+  /// The plan's layout of `value`, or failure with a diagnostic.
+  FailureOr<TensorLayout> planned(Value value, Operation *where) {
+    llvm::Expected<TensorLayout> layout = sharding::readLayout(value, mesh);
+    if (!layout) {
+      where->emitError("tess-partition-spmd: ")
+          << llvm::toString(layout.takeError());
+      return failure();
+    }
+    return *layout;
+  }
+
+  func::FuncOp step;
+  cost::DeviceMesh mesh;
+  llvm::DenseMap<Value, TensorLayout> layouts;
+  /// Every op's labels, taken while all types are global (broadcasting
+  /// compares sizes).
+  llvm::DenseMap<Operation *, OpDimLabels> labels;
+};
+
+LogicalResult PartitionSpmdPass::partitionArguments() {
+  SmallVector<Type> inputs;
+  for (BlockArgument argument : step.getArguments()) {
+    FailureOr<TensorLayout> layout = planned(argument, step);
+    if (failed(layout))
+      return failure();
+    if (!layout->partialAxes.empty())
+      return step.emitError("tess-partition-spmd: argument ")
+             << argument.getArgNumber()
+             << " cannot arrive as a partial sum";
+    if (RankedTensorType type = tensorType(argument))
+      argument.setType(localType(type, *layout, mesh));
+    layouts[argument] = *layout;
+    inputs.push_back(argument.getType());
+  }
+  step.setFunctionType(FunctionType::get(
+      step.getContext(), inputs, step.getResultTypes()));
+  return success();
+}
+
+LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
+  OpBuilder builder(&op);
+  Location location = op.getLoc();
+  SmallVector<TensorLayout> operandLayouts, desired;
+  for (Value operand : op.getOperands())
+    operandLayouts.push_back(layoutOf(operand));
+  for (Value result : op.getResults()) {
+    FailureOr<TensorLayout> layout = planned(result, &op);
+    if (failed(layout))
+      return failure();
+    desired.push_back(*layout);
+  }
+  op.removeAttr(sharding::kLayoutsAttrName);
+  LayoutChoice choice =
+      chooseLayouts(&op, labels.lookup(&op), operandLayouts, mesh, desired,
+                    /*forced=*/nullptr, /*operandsAreLocal=*/true);
+
+  for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
+    if (!tensorType(operand))
+      continue;
+    FailureOr<Value> moved =
+        reshardTo(builder, location, operand, choice.operands[index]);
+    if (failed(moved))
+      return failure();
+    op.setOperand(index, *moved);
+  }
+
+  // The loss of a split batch: the mean over every rank's targets.
+  if (!choice.averagedAxes.empty()) {
+    if (auto gradient = dyn_cast<tess::CrossEntropyGradOp>(op)) {
+      auto [local, total] =
+          targetCounts(builder, location, gradient.getTargets(),
+                       gradient.getIgnoreIndex(), choice.averagedAxes, mesh);
+      Value share = tess::DivOp::create(builder, location, local, total);
+      gradient.getDlossMutable().assign(tess::MulOp::create(
+          builder, location, gradient.getDloss(), share));
+    }
+  }
+
+  for (auto [result, layout] : llvm::zip(op.getResults(), choice.results))
+    if (RankedTensorType type = tensorType(result))
+      result.setType(localType(type, layout, mesh));
+  if (auto slice = dyn_cast<tess::SliceOp>(op)) {
+    // Whole dims (the only ones split) end at their local size.
+    SmallVector<int64_t> limits(slice.getLimits());
+    for (auto [dim, axis] : llvm::enumerate(choice.results[0].dimAxes))
+      if (axis != kUnsplit)
+        limits[dim] = tensorType(slice.getResult()).getDimSize(dim);
+    slice.setLimits(limits);
+  }
+
+  builder.setInsertionPointAfter(&op);
+  if (auto loss = dyn_cast<tess::CrossEntropyOp>(op);
+      loss && !choice.averagedAxes.empty()) {
+    Value localLoss = loss.getResult();
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : localLoss.getUses())
+      uses.push_back(&use);
+    auto [local, total] =
+        targetCounts(builder, location, loss.getTargets(),
+                     loss.getIgnoreIndex(), choice.averagedAxes, mesh);
+    Value sum = tess::MulOp::create(builder, location, localLoss, local);
+    for (unsigned axis : choice.averagedAxes)
+      sum = tess::AllReduceOp::create(
+          builder, location, sum, builder.getStringAttr(mesh.axes[axis].name),
+          tess::CollectiveReduction::sum);
+    Value mean = tess::DivOp::create(builder, location, sum, total);
+    for (OpOperand *use : uses)
+      use->set(mean);
+    layouts[mean] = choice.results[0];
+    layouts[localLoss] = choice.results[0];
+    return success();
+  }
+
+  for (auto [index, result] : llvm::enumerate(op.getResults())) {
+    layouts[result] = choice.results[index];
+    if (!tensorType(result) || choice.results[index] == desired[index])
+      continue;
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : result.getUses())
+      uses.push_back(&use);
+    FailureOr<Value> moved =
+        reshardTo(builder, location, result, desired[index]);
+    if (failed(moved))
+      return failure();
+    for (OpOperand *use : uses)
+      use->set(*moved);
+  }
+  return success();
+}
+
+LogicalResult PartitionSpmdPass::partitionReturn() {
+  Operation *terminator = step.getBody().front().getTerminator();
+  OpBuilder builder(terminator);
+  SmallVector<Type> results;
+  for (auto [index, returned] : llvm::enumerate(terminator->getOperands())) {
+    llvm::Expected<TensorLayout> layout =
+        sharding::readResultLayout(step, index, mesh);
+    if (!layout)
+      return step.emitError("tess-partition-spmd: result ")
+             << index << ": " << llvm::toString(layout.takeError());
+    FailureOr<Value> moved =
+        reshardTo(builder, terminator->getLoc(), returned, *layout);
+    if (failed(moved))
+      return failure();
+    terminator->setOperand(index, *moved);
+    results.push_back(moved->getType());
+  }
+  step.setFunctionType(FunctionType::get(
+      step.getContext(), step.getArgumentTypes(), results));
+  return success();
+}
+
+void PartitionSpmdPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto meshAttribute =
+      module->getAttrOfType<tess::MeshAttr>(sharding::kMeshAttrName);
+  if (!meshAttribute) {
+    module.emitError("tess-partition-spmd needs a module with a tess.mesh "
+                     "(run tess-annotate-sharding or the search first)");
+    return signalPassFailure();
+  }
+  mesh = sharding::deviceMesh(meshAttribute);
+  step = module.lookupSymbol<func::FuncOp>(this->function);
+  if (!step || step.isExternal() ||
+      !step.getBody().hasOneBlock()) {
+    module.emitError("tess-partition-spmd: no function @")
+        << this->function << " with a body of one block";
+    return signalPassFailure();
+  }
+  // The ops of the plan; those inserted on the way are already local.
+  SmallVector<Operation *> original;
+  for (Operation &op : step.getBody().front().without_terminator()) {
+    original.push_back(&op);
+    labels[&op] = dimLabels(&op);
+  }
+  if (failed(partitionArguments()))
+    return signalPassFailure();
+  for (Operation *op : original)
+    if (failed(partitionOp(*op)))
+      return signalPassFailure();
+  if (failed(partitionReturn()))
+    return signalPassFailure();
+  step->setAttr("tess.partitioned", UnitAttr::get(&getContext()));
+}
+
+} // namespace

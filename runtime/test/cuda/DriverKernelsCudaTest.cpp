@@ -1,0 +1,187 @@
+//===- DriverKernelsCudaTest.cpp - The driver's GPU kernels vs the CPU ----===//
+//
+// cuda_optimizer.h's kernels over a flat buffer of three parameters (one of
+// them two chunks long, with zero gaps between the slices as the driver lays
+// them out), against the CPU reference kernels run per parameter.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+
+#include "tessera/runtime/cuda_optimizer.h"
+
+using namespace tessera_test;
+
+namespace {
+
+constexpr int64_t kChunk = 65536;
+
+/// Three parameters at 128-element aligned offsets: 1000, 70000 (two
+/// chunks) and 5 elements.
+struct FlatLayout {
+  std::vector<int64_t> offsets = {0, 1024, 71040};
+  std::vector<int64_t> counts = {1000, 70000, 5};
+  int64_t total = 71168;
+  std::vector<bool> decays = {true, false, true};
+
+  std::vector<tessera_tensor_chunk> chunks() const {
+    std::vector<tessera_tensor_chunk> table;
+    for (size_t t = 0; t < counts.size(); ++t)
+      for (int64_t start = 0; start < counts[t]; start += kChunk) {
+        tessera_tensor_chunk chunk{};
+        chunk.offset = offsets[t] + start;
+        chunk.count = std::min(kChunk, counts[t] - start);
+        chunk.tensor = static_cast<int32_t>(t);
+        chunk.weight_decay = decays[t] ? 1 : 0;
+        table.push_back(chunk);
+      }
+    return table;
+  }
+};
+
+/// A view of `count` elements of `flat` from element `offset`.
+tessera_tensor slice(Tensor &flat, int64_t offset, int64_t count) {
+  tessera_tensor view = *flat.get();
+  view.data = static_cast<unsigned char *>(flat.data()) +
+              offset * tessera::cpu::dtypeSize(flat.dtype());
+  view.rank = 1;
+  view.shape[0] = count;
+  return view;
+}
+
+/// `values` with the gaps between the layout's slices zeroed.
+Tensor withZeroGaps(const FlatLayout &layout, const Tensor &values) {
+  std::vector<float> data = values.values();
+  std::vector<bool> inSlice(data.size(), false);
+  for (size_t t = 0; t < layout.counts.size(); ++t)
+    for (int64_t e = 0; e < layout.counts[t]; ++e)
+      inSlice[static_cast<size_t>(layout.offsets[t] + e)] = true;
+  for (size_t i = 0; i < data.size(); ++i)
+    if (!inSlice[i])
+      data[i] = 0.0f;
+  return Tensor::floats(values.dims(), data, values.dtype());
+}
+
+/// The chunk table in device memory.
+class DeviceChunks {
+public:
+  explicit DeviceChunks(const std::vector<tessera_tensor_chunk> &table)
+      : count(static_cast<int32_t>(table.size())) {
+    size_t bytes = table.size() * sizeof(tessera_tensor_chunk);
+    cudaMalloc(reinterpret_cast<void **>(&data), bytes);
+    cudaMemcpy(data, table.data(), bytes, cudaMemcpyHostToDevice);
+  }
+  DeviceChunks(const DeviceChunks &) = delete;
+  DeviceChunks &operator=(const DeviceChunks &) = delete;
+  ~DeviceChunks() { cudaFree(data); }
+  const tessera_tensor_chunk *get() const { return data; }
+  int32_t size() const { return count; }
+
+private:
+  tessera_tensor_chunk *data = nullptr;
+  int32_t count;
+};
+
+TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
+  REQUIRE_GPU();
+  FlatLayout layout;
+  DeviceChunks chunks(layout.chunks());
+  ASSERT_EQ(chunks.size(), 4);
+  for (int32_t gradDtype : {TESSERA_F32, TESSERA_BF16}) {
+    SCOPED_TRACE("grad dtype " + std::to_string(gradDtype));
+    Shape shape = {layout.total};
+    Tensor param = withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 11));
+    Tensor grad = withZeroGaps(layout, randomTensor(gradDtype, shape, 12));
+    Tensor m = withZeroGaps(
+        layout, randomTensor(TESSERA_F32, shape, 13, -0.1f, 0.1f));
+    Tensor v = withZeroGaps(
+        layout, randomTensor(TESSERA_F32, shape, 14, 0.0f, 0.01f));
+    DeviceTensor gparam(param), ggrad(grad), gm(m), gv(v);
+    for (int64_t step = 1; step <= 3; ++step) {
+      for (size_t t = 0; t < layout.counts.size(); ++t) {
+        tessera_tensor p = slice(param, layout.offsets[t], layout.counts[t]);
+        tessera_tensor g = slice(grad, layout.offsets[t], layout.counts[t]);
+        tessera_tensor mt = slice(m, layout.offsets[t], layout.counts[t]);
+        tessera_tensor vt = slice(v, layout.offsets[t], layout.counts[t]);
+        EXPECT_CPU_KERNEL_OK(tessera_cpu_adamw(
+            &p, &g, &mt, &vt, step, 1e-3, 0.9, 0.95, 1e-8,
+            layout.decays[t] ? 0.1 : 0.0, 0.5));
+      }
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
+          static_cast<float *>(gparam.get()->data), ggrad.get()->data,
+          gradDtype, static_cast<float *>(gm.get()->data),
+          static_cast<float *>(gv.get()->data), chunks.get(), chunks.size(),
+          step, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, nullptr));
+    }
+    expectDeviceClean();
+    // The gaps are zero on both sides: nothing writes them.
+    expectTensorsNear(gparam.download(), param, 1e-5, 1e-7, "param");
+    expectTensorsNear(gm.download(), m, 1e-5, 1e-8, "m");
+    expectTensorsNear(gv.download(), v, 1e-5, 1e-10, "v");
+  }
+}
+
+TEST(DriverKernelsCuda, MultiTensorAdamWRejectsBadArguments) {
+  REQUIRE_GPU();
+  float *none = nullptr;
+  EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_I32, none,
+                                            none, nullptr, 0, 1, 1e-3, 0.9,
+                                            0.95, 1e-8, 0, 1, nullptr),
+            0);
+  EXPECT_NE(std::string(tessera_cuda_last_error()).find("grad must be f32"),
+            std::string::npos)
+      << tessera_cuda_last_error();
+  EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_F32, none,
+                                            none, nullptr, 0, 0, 1e-3, 0.9,
+                                            0.95, 1e-8, 0, 1, nullptr),
+            0);
+}
+
+TEST(DriverKernelsCuda, AccumulationCastsAndAddsInF32) {
+  REQUIRE_GPU();
+  const int64_t count = 100003;
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Tensor first = randomTensor(dtype, {count}, 21);
+    Tensor second = randomTensor(dtype, {count}, 22);
+    Tensor expected(TESSERA_F32, {count});
+    for (int64_t i = 0; i < count; ++i)
+      expected.f32()[i] = first.at(i) + second.at(i);
+    DeviceTensor gfirst(first), gsecond(second);
+    DeviceTensor accumulator(TESSERA_F32, {count}); // NaN-filled
+    float *sums = static_cast<float *>(accumulator.get()->data);
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_accumulate_gradients(
+        sums, gfirst.get()->data, dtype, count, 1, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_accumulate_gradients(
+        sums, gsecond.get()->data, dtype, count, 0, nullptr));
+    expectDeviceClean();
+    expectTensorsEqual(accumulator.download(), expected, "accumulator");
+  }
+}
+
+TEST(DriverKernelsCuda, ChunkSumsOfSquaresMatchTheCpu) {
+  REQUIRE_GPU();
+  FlatLayout layout;
+  std::vector<tessera_tensor_chunk> table = layout.chunks();
+  DeviceChunks chunks(table);
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Tensor x = randomTensor(dtype, {layout.total}, 31, -2.0f, 2.0f);
+    DeviceTensor gx(x);
+    DeviceTensor partial(TESSERA_F64, {static_cast<int64_t>(table.size())});
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_chunk_sum_squares(
+        gx.get()->data, dtype, chunks.get(), chunks.size(),
+        static_cast<double *>(partial.get()->data), nullptr));
+    expectDeviceClean();
+    Tensor sums = partial.download();
+    for (size_t c = 0; c < table.size(); ++c) {
+      tessera_tensor view = slice(x, table[c].offset, table[c].count);
+      double expected = 0;
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_sum_squares(&view, &expected));
+      double actual = static_cast<const double *>(sums.data())[c];
+      EXPECT_NEAR(actual, expected, 1e-12 * expected) << "chunk " << c;
+    }
+  }
+}
+
+} // namespace

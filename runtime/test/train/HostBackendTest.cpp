@@ -1,0 +1,231 @@
+//===- HostBackendTest.cpp - The driver's host backend on its own ---------===//
+//
+// A hand-written program whose gradients are known numbers (micro-batch call
+// c writes (c + 1) * (e + 1) / 8 * loss_scale into element e of every
+// gradient), so the flat buffers, the accumulation over micro-batches, the
+// norm and AdamW can be checked exactly against the CPU kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostBackend.h"
+#include "TrainError.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace tessera::train;
+
+namespace {
+
+const tessera_tensor_info kParameters[] = {
+    {"layer.weight", TESSERA_F32, 2, {3, 4}},
+    {"layer.bias", TESSERA_F32, 1, {5}},
+};
+
+struct Calls {
+  int count = 0;
+  const tessera_step_context *lastContext = nullptr;
+};
+Calls calls;
+
+float knownGradient(int call, int64_t element, float lossScale) {
+  return static_cast<float>(call + 1) * static_cast<float>(element + 1) /
+         8.0f * lossScale;
+}
+
+int knownProgram(const tessera_step_context *context,
+                 const tessera_tensor * /*parameters*/,
+                 const tessera_tensor * /*buffers*/,
+                 const tessera_tensor * /*tokens*/,
+                 const tessera_tensor * /*targets*/, float lossScale,
+                 uint64_t /*seed*/, float *loss, tessera_tensor *gradients) {
+  calls.lastContext = context;
+  for (int i = 0; i < 2; ++i) {
+    tessera_tensor &gradient = gradients[i];
+    int64_t count = 1;
+    for (int32_t d = 0; d < gradient.rank; ++d)
+      count *= gradient.shape[d];
+    std::vector<float> values(static_cast<size_t>(count));
+    for (int64_t e = 0; e < count; ++e)
+      values[static_cast<size_t>(e)] = knownGradient(calls.count, e, lossScale);
+    tessera_tensor source = gradient;
+    source.data = values.data();
+    source.dtype = TESSERA_F32;
+    if (tessera_cpu_cast(&source, &gradient) != 0)
+      return 1;
+  }
+  *loss = static_cast<float>(calls.count + 1);
+  ++calls.count;
+  return 0;
+}
+
+tessera_program programOf(int32_t precision) {
+  tessera_program program{};
+  program.model_name = "known.onnx";
+  program.precision = precision;
+  program.batch = 2;
+  program.sequence = 3;
+  program.vocabulary = 8;
+  program.parameter_count = 2;
+  program.parameters = kParameters;
+  program.forward_backward = knownProgram;
+  program.device = TESSERA_DEVICE_HOST;
+  return program;
+}
+
+TrainingState stateOf(const tessera_program &program) {
+  TrainingState state;
+  allocateState(program, state);
+  for (size_t i = 0; i < state.parameters.size(); ++i)
+    for (size_t e = 0; e < state.parameters[i].size(); ++e) {
+      state.parameters[i][e] = 0.1f * static_cast<float>(e + 1 + 10 * i);
+      state.firstMoments[i][e] = 0.01f * static_cast<float>(e);
+      state.secondMoments[i][e] = 0.001f * static_cast<float>(e + i);
+    }
+  return state;
+}
+
+class HostBackendTest : public ::testing::Test {
+protected:
+  void SetUp() override { calls = Calls(); }
+};
+
+TEST_F(HostBackendTest, StateRoundTripsThroughTheFlatBuffers) {
+  tessera_program program = programOf(TESSERA_PRECISION_FP32);
+  TrainOptions options;
+  std::unique_ptr<TrainingBackend> backend = makeHostBackend(program, options);
+  EXPECT_EQ(backend->device(), TESSERA_DEVICE_HOST);
+  TrainingState state = stateOf(program);
+  backend->loadState(state);
+
+  FlatBuffer master = backend->masterWeights();
+  const ParameterLayout &layout = backend->getLayout();
+  ASSERT_EQ(master.elements, layout.totalElements());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(master.data) % 256, 0u);
+  const auto *flat = static_cast<const float *>(master.data);
+  EXPECT_EQ(flat[layout.offset(1) + 4], state.parameters[1][4]);
+  for (int64_t gap = layout.count(0); gap < layout.offset(1); ++gap)
+    EXPECT_EQ(flat[gap], 0.0f);
+
+  TrainingState copy = stateOf(program);
+  for (auto &tensor : copy.parameters)
+    for (float &value : tensor)
+      value = -1;
+  backend->storeState(copy);
+  EXPECT_EQ(copy.parameters, state.parameters);
+  EXPECT_EQ(copy.firstMoments, state.firstMoments);
+  EXPECT_EQ(copy.secondMoments, state.secondMoments);
+}
+
+TEST_F(HostBackendTest, MicroBatchesAccumulateInF32) {
+  for (int32_t precision : {TESSERA_PRECISION_FP32, TESSERA_PRECISION_BF16}) {
+    SCOPED_TRACE("precision " + std::to_string(precision));
+    calls = Calls();
+    tessera_program program = programOf(precision);
+    TrainOptions options;
+    options.gradientAccumulation = 3;
+    std::unique_ptr<TrainingBackend> backend =
+        makeHostBackend(program, options);
+    backend->loadState(stateOf(program));
+    double losses = 0;
+    for (int64_t micro = 0; micro < 3; ++micro)
+      losses += backend->runMicroBatch(micro, 2.0f, 0);
+    EXPECT_EQ(losses, 1 + 2 + 3);
+    FlatBuffer sums = backend->optimizerGradients();
+    EXPECT_EQ(sums.dtype, TESSERA_F32);
+    EXPECT_NE(sums.data, backend->computeGradients().data);
+    EXPECT_EQ(backend->computeGradients().dtype,
+              precision == TESSERA_PRECISION_FP32 ? TESSERA_F32 : TESSERA_BF16);
+    std::vector<std::vector<float>> gradients =
+        backend->copyOptimizerGradients();
+    double squares = 0;
+    for (size_t i = 0; i < 2; ++i)
+      for (size_t e = 0; e < gradients[i].size(); ++e) {
+        // Every value here is exact in bf16: (e + 1) / 4 * (1 + 2 + 3).
+        float expected = knownGradient(0, static_cast<int64_t>(e), 2.0f) +
+                         knownGradient(1, static_cast<int64_t>(e), 2.0f) +
+                         knownGradient(2, static_cast<int64_t>(e), 2.0f);
+        EXPECT_EQ(gradients[i][e], expected) << i << ", " << e;
+        squares += static_cast<double>(expected) * expected;
+      }
+    EXPECT_DOUBLE_EQ(backend->gradientSumOfSquares(), squares);
+    // The next step's first micro-batch overwrites the sums.
+    backend->runMicroBatch(0, 1.0f, 0);
+    EXPECT_EQ(backend->copyOptimizerGradients()[1][2],
+              knownGradient(3, 2, 1.0f));
+  }
+}
+
+TEST_F(HostBackendTest, OneMicroBatchNeedsNoAccumulator) {
+  tessera_program program = programOf(TESSERA_PRECISION_BF16);
+  TrainOptions options;
+  std::unique_ptr<TrainingBackend> backend = makeHostBackend(program, options);
+  EXPECT_EQ(backend->optimizerGradients().data,
+            backend->computeGradients().data);
+  EXPECT_EQ(backend->optimizerGradients().dtype, TESSERA_BF16);
+}
+
+TEST_F(HostBackendTest, AdamWMatchesTheKernelPerParameterWithNoDecay) {
+  tessera_program program = programOf(TESSERA_PRECISION_FP32);
+  TrainOptions options;
+  options.noDecayPattern = "bias$";
+  std::unique_ptr<TrainingBackend> backend = makeHostBackend(program, options);
+  TrainingState expected = stateOf(program);
+  backend->loadState(expected);
+  backend->runMicroBatch(0, 4.0f, 0);
+  AdamWUpdate update;
+  update.step = 2;
+  update.learningRate = 1e-2;
+  update.beta1 = 0.9;
+  update.beta2 = 0.95;
+  update.epsilon = 1e-8;
+  update.weightDecay = 0.1;
+  update.gradientScale = 0.25;
+  backend->applyAdamW(update);
+  TrainingState actual = stateOf(program);
+  backend->storeState(actual);
+
+  for (int32_t i = 0; i < 2; ++i) {
+    auto index = static_cast<size_t>(i);
+    std::vector<float> gradient(expected.parameters[index].size());
+    for (size_t e = 0; e < gradient.size(); ++e)
+      gradient[e] = knownGradient(0, static_cast<int64_t>(e), 4.0f);
+    const tessera_tensor_info &info = kParameters[i];
+    tessera_tensor p =
+        makeTensor(expected.parameters[index].data(), TESSERA_F32, info);
+    tessera_tensor g = makeTensor(gradient.data(), TESSERA_F32, info);
+    tessera_tensor m =
+        makeTensor(expected.firstMoments[index].data(), TESSERA_F32, info);
+    tessera_tensor v =
+        makeTensor(expected.secondMoments[index].data(), TESSERA_F32, info);
+    ASSERT_EQ(tessera_cpu_adamw(&p, &g, &m, &v, 2, 1e-2, 0.9, 0.95, 1e-8,
+                                i == 0 ? 0.1 : 0.0, 0.25),
+              0);
+  }
+  EXPECT_EQ(actual.parameters, expected.parameters);
+  EXPECT_EQ(actual.firstMoments, expected.firstMoments);
+  EXPECT_EQ(actual.secondMoments, expected.secondMoments);
+}
+
+TEST_F(HostBackendTest, TheProgramGetsTheBackendsStepContext) {
+  tessera_program program = programOf(TESSERA_PRECISION_FP32);
+  TrainOptions options;
+  std::unique_ptr<TrainingBackend> backend = makeHostBackend(program, options);
+  int marker = 0;
+  backend->stepContext().gradient_ready_user = &marker;
+  backend->runMicroBatch(0, 1.0f, 0);
+  ASSERT_EQ(calls.lastContext, &backend->stepContext());
+  EXPECT_EQ(calls.lastContext->gradient_ready_user, &marker);
+  EXPECT_EQ(calls.lastContext->stream, nullptr);
+  EXPECT_EQ(backend->stream(), nullptr);
+}
+
+TEST_F(HostBackendTest, ACudaProgramIsRefused) {
+  tessera_program program = programOf(TESSERA_PRECISION_FP32);
+  program.device = TESSERA_DEVICE_CUDA;
+  TrainOptions options;
+  EXPECT_THROW(makeHostBackend(program, options), TrainError);
+}
+
+} // namespace

@@ -1,0 +1,81 @@
+//===- ParameterLayoutTest.cpp - Flat buffers and their chunks ------------===//
+
+#include "ParameterLayout.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera::train;
+
+namespace {
+
+const tessera_tensor_info kParameters[] = {
+    {"a", TESSERA_F32, 2, {3, 5}},      // 15 elements
+    {"b", TESSERA_F32, 1, {128}},       // exactly one alignment unit
+    {"c", TESSERA_F32, 2, {300, 500}},  // 150000: three chunks of 2^16
+    {"d", TESSERA_F32, 0, {0}},         // a scalar
+};
+
+tessera_program programOf(int32_t count) {
+  tessera_program program{};
+  program.parameter_count = count;
+  program.parameters = kParameters;
+  return program;
+}
+
+TEST(ParameterLayout, SlicesAreAlignedAndInParameterOrder) {
+  ParameterLayout layout(programOf(4));
+  ASSERT_EQ(layout.size(), 4);
+  EXPECT_EQ(layout.offset(0), 0);
+  EXPECT_EQ(layout.count(0), 15);
+  EXPECT_EQ(layout.offset(1), 128);
+  EXPECT_EQ(layout.offset(2), 256);
+  EXPECT_EQ(layout.count(2), 150000);
+  EXPECT_EQ(layout.offset(3), 256 + 150016);
+  EXPECT_EQ(layout.count(3), 1);
+  EXPECT_EQ(layout.totalElements(), 256 + 150016 + 128);
+  for (int32_t i = 0; i < layout.size(); ++i) {
+    // 256-byte aligned in every dtype the driver stores.
+    EXPECT_EQ(layout.offset(i) * 2 % 256, 0);
+    EXPECT_EQ(layout.offset(i) * 4 % 256, 0);
+    if (i + 1 < layout.size()) {
+      EXPECT_LE(layout.offset(i) + layout.count(i), layout.offset(i + 1));
+    }
+  }
+  EXPECT_EQ(layout.totalBytes(TESSERA_F32), layout.totalElements() * 4);
+  EXPECT_EQ(layout.totalBytes(TESSERA_BF16), layout.totalElements() * 2);
+}
+
+TEST(ParameterLayout, ChunksCoverEverySliceOnceWithItsDecayFlag) {
+  ParameterLayout layout(programOf(4));
+  std::vector<tessera_tensor_chunk> chunks =
+      layout.chunks({true, false, true, false});
+  ASSERT_EQ(chunks.size(), 6u); // 1 + 1 + 3 + 1
+  int64_t covered[4] = {0, 0, 0, 0};
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const tessera_tensor_chunk &chunk = chunks[c];
+    ASSERT_GE(chunk.tensor, 0);
+    ASSERT_LT(chunk.tensor, 4);
+    EXPECT_LE(chunk.count, ParameterLayout::kChunkElements);
+    EXPECT_GT(chunk.count, 0);
+    EXPECT_EQ(chunk.offset, layout.offset(chunk.tensor) + covered[chunk.tensor])
+        << "chunk " << c;
+    covered[chunk.tensor] += chunk.count;
+    EXPECT_EQ(chunk.weight_decay, chunk.tensor % 2 == 0 ? 1 : 0);
+    if (c > 0) {
+      EXPECT_GE(chunk.tensor, chunks[c - 1].tensor);
+    }
+  }
+  for (int32_t i = 0; i < 4; ++i)
+    EXPECT_EQ(covered[i], layout.count(i));
+  EXPECT_EQ(chunks[2].count, 65536);
+  EXPECT_EQ(chunks[4].count, 150000 - 2 * 65536);
+}
+
+TEST(ParameterLayout, NoParametersIsAnEmptyLayout) {
+  ParameterLayout layout(programOf(0));
+  EXPECT_EQ(layout.size(), 0);
+  EXPECT_EQ(layout.totalElements(), 0);
+  EXPECT_TRUE(layout.chunks({}).empty());
+}
+
+} // namespace

@@ -1,0 +1,369 @@
+//===- CudaBackend.cpp - Flat device buffers and the driver's GPU kernels -===//
+//
+// Made once before the first step, the backend allocates in device memory:
+// the fp32 master weights, the AdamW moments, the compute-precision
+// gradients (one flat buffer each, ParameterLayout), the f32 accumulators
+// when K > 1, the buffers, the micro-batch's tokens and targets, the chunk
+// table and the per-chunk sums of squares; in pinned host memory the
+// micro-batch the data loader fills and the sums' readback. The step loop
+// then only enqueues work on one stream:
+//
+//   per micro-batch: tokens and targets host -> device (async, pinned);
+//     forward_backward on the stream (it reads the loss back: the one
+//     synchronization of a micro-batch); K > 1: accumulate in f32;
+//   per step: sums of squares per chunk -> host (one small readback);
+//     multi-tensor AdamW; finishStep waits for it.
+//
+// Memory is reported as what this process holds on the device beyond what
+// it held when the backend started (after the CUDA context was made), read
+// from cudaMemGetInfo: our buffers, the program's arena, the kernels'
+// scratch and cuBLASLt workspaces. Nothing is freed during a run, so the
+// latest reading is the peak.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaBackend.h"
+
+#include "TrainError.h"
+#include "tessera/runtime/cuda_optimizer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+namespace tessera::train {
+namespace {
+
+void checkCuda(cudaError_t error, const std::string &what) {
+  if (error != cudaSuccess)
+    fail(what + ": CUDA error " + cudaGetErrorName(error) + " (" +
+         cudaGetErrorString(error) + ")");
+}
+
+void checkKernel(int status, const char *what) {
+  if (status != 0)
+    fail(std::string(what) + ": " + tessera_cuda_last_error());
+}
+
+std::string gibibytesText(int64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB",
+                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+/// A zeroed device allocation, freed with the backend.
+class DeviceBuffer {
+public:
+  DeviceBuffer() = default;
+  DeviceBuffer(int64_t bytes, const char *what) {
+    size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 256;
+    cudaError_t error = cudaMalloc(&memory, size);
+    if (error != cudaSuccess) {
+      memory = nullptr;
+      fail(std::string("cannot allocate ") + gibibytesText(bytes) +
+           " of GPU memory for " + what + ": " + cudaGetErrorString(error));
+    }
+    checkCuda(cudaMemset(memory, 0, size), "clearing device memory");
+  }
+  DeviceBuffer(DeviceBuffer &&other) noexcept : memory(other.memory) {
+    other.memory = nullptr;
+  }
+  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept {
+    std::swap(memory, other.memory);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() {
+    if (memory)
+      cudaFree(memory);
+  }
+  void *get() const { return memory; }
+
+private:
+  void *memory = nullptr;
+};
+
+/// Page-locked host memory, so copies from it are truly asynchronous.
+class PinnedBuffer {
+public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(int64_t bytes) {
+    size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 64;
+    checkCuda(cudaMallocHost(&memory, size), "allocating pinned host memory");
+    std::memset(memory, 0, size);
+  }
+  PinnedBuffer(PinnedBuffer &&other) noexcept : memory(other.memory) {
+    other.memory = nullptr;
+  }
+  PinnedBuffer &operator=(PinnedBuffer &&other) noexcept {
+    std::swap(memory, other.memory);
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer &) = delete;
+  PinnedBuffer &operator=(const PinnedBuffer &) = delete;
+  ~PinnedBuffer() {
+    if (memory)
+      cudaFreeHost(memory);
+  }
+  void *get() const { return memory; }
+
+private:
+  void *memory = nullptr;
+};
+
+int64_t deviceBytesInUse() {
+  size_t free = 0, total = 0;
+  checkCuda(cudaMemGetInfo(&free, &total), "reading the GPU's memory use");
+  return static_cast<int64_t>(total - free);
+}
+
+class CudaBackend final : public TrainingBackend {
+public:
+  CudaBackend(const tessera_program &program, const TrainOptions &options);
+  ~CudaBackend() override {
+    if (streamHandle)
+      cudaStreamDestroy(streamHandle);
+  }
+
+  tessera_device_kind device() const override { return TESSERA_DEVICE_CUDA; }
+  FlatBuffer masterWeights() override {
+    return {master.get(), TESSERA_F32, layout.totalElements()};
+  }
+  FlatBuffer computeGradients() override {
+    return {gradients.get(), computeDtype, layout.totalElements()};
+  }
+  FlatBuffer optimizerGradients() override {
+    return accumulating()
+               ? FlatBuffer{accumulators.get(), TESSERA_F32,
+                            layout.totalElements()}
+               : computeGradients();
+  }
+  void *stream() override { return streamHandle; }
+
+  void loadState(const TrainingState &state) override;
+  void storeState(TrainingState &state) override;
+  int64_t *tokens() override { return static_cast<int64_t *>(hostTokens.get()); }
+  int64_t *targets() override {
+    return static_cast<int64_t *>(hostTargets.get());
+  }
+  double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
+  double gradientSumOfSquares() override;
+  void applyAdamW(const AdamWUpdate &update) override;
+  void finishStep() override {
+    checkCuda(cudaStreamSynchronize(streamHandle), "finishing the step");
+  }
+  std::vector<std::vector<float>> copyOptimizerGradients() override;
+  int64_t peakMemoryBytes() override {
+    return deviceBytesInUse() - baselineBytes;
+  }
+
+private:
+  bool accumulating() const { return options.gradientAccumulation > 1; }
+  /// A host copy of a whole flat device buffer.
+  std::vector<unsigned char> download(const FlatBuffer &buffer);
+
+  cudaStream_t streamHandle = nullptr;
+  int64_t baselineBytes = 0;
+  int64_t microBatchBytes = 0;
+  int32_t chunkCount = 0;
+  DeviceBuffer master, firstMoments, secondMoments, gradients, accumulators;
+  DeviceBuffer deviceTokens, deviceTargets, chunks, partialSums;
+  std::vector<DeviceBuffer> bufferStorage;
+  PinnedBuffer hostTokens, hostTargets, hostPartialSums;
+  std::vector<int32_t> chunkTensors;
+  std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
+};
+
+CudaBackend::CudaBackend(const tessera_program &program,
+                         const TrainOptions &options)
+    : TrainingBackend(program, options) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    fail("this executable trains on a GPU, and the CUDA driver sees none");
+  // Makes the CUDA context first, so that the baseline excludes it.
+  checkCuda(cudaFree(nullptr), "starting CUDA");
+  baselineBytes = deviceBytesInUse();
+  checkCuda(cudaStreamCreateWithFlags(&streamHandle, cudaStreamNonBlocking),
+            "creating the training stream");
+  context.stream = streamHandle;
+
+  const int64_t f32Bytes = layout.totalBytes(TESSERA_F32);
+  master = DeviceBuffer(f32Bytes, "the fp32 master weights");
+  firstMoments = DeviceBuffer(f32Bytes, "AdamW's first moments");
+  secondMoments = DeviceBuffer(f32Bytes, "AdamW's second moments");
+  gradients = DeviceBuffer(layout.totalBytes(computeDtype), "the gradients");
+  if (accumulating())
+    accumulators = DeviceBuffer(f32Bytes, "the gradient accumulators");
+  for (int32_t i = 0; i < program.buffer_count; ++i) {
+    const tessera_tensor_info &info = program.buffers[i];
+    bufferStorage.emplace_back(elementCount(info) * dtypeSize(info.dtype),
+                               info.name);
+    bufferTensors.push_back(
+        makeTensor(bufferStorage.back().get(), info.dtype, info));
+  }
+  microBatchBytes =
+      program.batch * program.sequence * static_cast<int64_t>(sizeof(int64_t));
+  deviceTokens = DeviceBuffer(microBatchBytes, "the tokens");
+  deviceTargets = DeviceBuffer(microBatchBytes, "the targets");
+  hostTokens = PinnedBuffer(microBatchBytes);
+  hostTargets = PinnedBuffer(microBatchBytes);
+
+  std::vector<tessera_tensor_chunk> table = layout.chunks(getDecays());
+  chunkCount = static_cast<int32_t>(table.size());
+  for (const tessera_tensor_chunk &chunk : table)
+    chunkTensors.push_back(chunk.tensor);
+  const int64_t tableBytes =
+      static_cast<int64_t>(table.size() * sizeof(tessera_tensor_chunk));
+  chunks = DeviceBuffer(tableBytes, "the parameter chunk table");
+  if (!table.empty())
+    checkCuda(cudaMemcpy(chunks.get(), table.data(),
+                         static_cast<size_t>(tableBytes),
+                         cudaMemcpyHostToDevice),
+              "uploading the parameter chunk table");
+  const int64_t sumBytes = chunkCount * static_cast<int64_t>(sizeof(double));
+  partialSums = DeviceBuffer(sumBytes, "the gradient's sums of squares");
+  hostPartialSums = PinnedBuffer(sumBytes);
+
+  parameterTensors = sliceTensors(master.get(), TESSERA_F32);
+  gradientTensors = sliceTensors(gradients.get(), computeDtype);
+  // The clearing and the table's copy ran on the legacy default stream,
+  // which the non-blocking training stream does not wait for.
+  checkCuda(cudaDeviceSynchronize(), "preparing the training state");
+}
+
+void CudaBackend::loadState(const TrainingState &state) {
+  std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
+  const std::vector<std::vector<float>> *sources[] = {
+      &state.parameters, &state.firstMoments, &state.secondMoments};
+  DeviceBuffer *targets[] = {&master, &firstMoments, &secondMoments};
+  for (int k = 0; k < 3; ++k) {
+    flattenF32(layout, *sources[k], flat.data());
+    checkCuda(cudaMemcpy(targets[k]->get(), flat.data(),
+                         flat.size() * sizeof(float), cudaMemcpyHostToDevice),
+              "uploading the training state");
+  }
+  for (size_t i = 0; i < bufferStorage.size(); ++i)
+    checkCuda(cudaMemcpy(bufferStorage[i].get(), state.buffers[i].data(),
+                         state.buffers[i].size(), cudaMemcpyHostToDevice),
+              "uploading the buffers");
+  // A copy from pageable memory may still be in flight when it returns.
+  checkCuda(cudaDeviceSynchronize(), "uploading the training state");
+}
+
+std::vector<unsigned char> CudaBackend::download(const FlatBuffer &buffer) {
+  std::vector<unsigned char> bytes(
+      static_cast<size_t>(buffer.elements * dtypeSize(buffer.dtype)));
+  checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
+  checkCuda(cudaMemcpy(bytes.data(), buffer.data, bytes.size(),
+                       cudaMemcpyDeviceToHost),
+            "downloading the training state");
+  return bytes;
+}
+
+void CudaBackend::storeState(TrainingState &state) {
+  FlatBuffer kinds[] = {masterWeights(),
+                        {firstMoments.get(), TESSERA_F32,
+                         layout.totalElements()},
+                        {secondMoments.get(), TESSERA_F32,
+                         layout.totalElements()}};
+  std::vector<std::vector<float>> *targets[] = {
+      &state.parameters, &state.firstMoments, &state.secondMoments};
+  for (int k = 0; k < 3; ++k)
+    *targets[k] = unflattenToF32(program, layout, download(kinds[k]).data(),
+                                 TESSERA_F32);
+  for (size_t i = 0; i < bufferStorage.size(); ++i)
+    checkCuda(cudaMemcpy(state.buffers[i].data(), bufferStorage[i].get(),
+                         state.buffers[i].size(), cudaMemcpyDeviceToHost),
+              "downloading the buffers");
+}
+
+double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
+                                  uint64_t seed) {
+  // The pinned batch may be refilled as soon as this call returns:
+  // forward_backward waits for its stream, and with it for these copies.
+  checkCuda(cudaMemcpyAsync(deviceTokens.get(), hostTokens.get(),
+                            static_cast<size_t>(microBatchBytes),
+                            cudaMemcpyHostToDevice, streamHandle),
+            "uploading the tokens");
+  checkCuda(cudaMemcpyAsync(deviceTargets.get(), hostTargets.get(),
+                            static_cast<size_t>(microBatchBytes),
+                            cudaMemcpyHostToDevice, streamHandle),
+            "uploading the targets");
+  tessera_tensor_info info = microBatchInfo(program);
+  tessera_tensor tokenTensor = makeTensor(deviceTokens.get(), TESSERA_I64, info);
+  tessera_tensor targetTensor =
+      makeTensor(deviceTargets.get(), TESSERA_I64, info);
+  double loss =
+      callProgram(parameterTensors.data(), bufferTensors.data(), &tokenTensor,
+                  &targetTensor, lossScale, seed, gradientTensors.data());
+  if (accumulating())
+    checkKernel(tessera_cuda_accumulate_gradients(
+                    static_cast<float *>(accumulators.get()), gradients.get(),
+                    computeDtype, layout.totalElements(), micro == 0,
+                    streamHandle),
+                "accumulating gradients");
+  return loss;
+}
+
+double CudaBackend::gradientSumOfSquares() {
+  FlatBuffer source = optimizerGradients();
+  checkKernel(tessera_cuda_chunk_sum_squares(
+                  source.data, source.dtype,
+                  static_cast<const tessera_tensor_chunk *>(chunks.get()),
+                  chunkCount, static_cast<double *>(partialSums.get()),
+                  streamHandle),
+              "gradient norm");
+  const size_t bytes = static_cast<size_t>(chunkCount) * sizeof(double);
+  if (bytes)
+    checkCuda(cudaMemcpyAsync(hostPartialSums.get(), partialSums.get(), bytes,
+                              cudaMemcpyDeviceToHost, streamHandle),
+              "reading the gradient norm");
+  checkCuda(cudaStreamSynchronize(streamHandle), "computing the gradient norm");
+  // Per parameter, then over parameters, in order: the host backend's
+  // grouping of the same sums.
+  const auto *partial = static_cast<const double *>(hostPartialSums.get());
+  double total = 0, tensorSum = 0;
+  for (int32_t c = 0; c < chunkCount; ++c) {
+    tensorSum += partial[c];
+    if (c + 1 == chunkCount || chunkTensors[static_cast<size_t>(c) + 1] !=
+                                   chunkTensors[static_cast<size_t>(c)]) {
+      total += tensorSum;
+      tensorSum = 0;
+    }
+  }
+  return total;
+}
+
+void CudaBackend::applyAdamW(const AdamWUpdate &update) {
+  FlatBuffer source = optimizerGradients();
+  checkKernel(tessera_cuda_multi_tensor_adamw(
+                  static_cast<float *>(master.get()), source.data,
+                  source.dtype, static_cast<float *>(firstMoments.get()),
+                  static_cast<float *>(secondMoments.get()),
+                  static_cast<const tessera_tensor_chunk *>(chunks.get()),
+                  chunkCount, update.step, update.learningRate, update.beta1,
+                  update.beta2, update.epsilon, update.weightDecay,
+                  update.gradientScale, streamHandle),
+              "AdamW");
+}
+
+std::vector<std::vector<float>> CudaBackend::copyOptimizerGradients() {
+  FlatBuffer source = optimizerGradients();
+  return unflattenToF32(program, layout, download(source).data(),
+                        source.dtype);
+}
+
+} // namespace
+
+std::unique_ptr<TrainingBackend> makeCudaBackend(const tessera_program &program,
+                                                 const TrainOptions &options) {
+  if (program.device != TESSERA_DEVICE_CUDA)
+    fail("tessera_cuda_train_main runs CUDA programs; this one's tensors are "
+         "in host memory (device kind " +
+         std::to_string(program.device) + ")");
+  return std::make_unique<CudaBackend>(program, options);
+}
+
+} // namespace tessera::train

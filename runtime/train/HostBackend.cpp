@@ -1,0 +1,226 @@
+//===- HostBackend.cpp - Flat host buffers and the CPU kernels ------------===//
+//
+// The flat buffers are 256-byte aligned allocations (as cudaMalloc's are),
+// zeroed, so the gaps between slices read as zeros. Gradient accumulation
+// over K micro-batches: the program writes computeGradients; the first
+// micro-batch's are cast into the f32 accumulators, each later one's cast
+// into an f32 scratch and added (for f32 programs the scratch is the
+// program's own output). The norm and AdamW then walk the parameters in
+// order with tessera_cpu_sum_squares (one running f64 sum) and
+// tessera_cpu_adamw.
+//
+//===----------------------------------------------------------------------===//
+
+#include "HostBackend.h"
+
+#include "TrainError.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sys/resource.h>
+
+namespace tessera::train {
+namespace {
+
+/// A zeroed, 256-byte aligned host allocation.
+class AlignedBuffer {
+public:
+  static constexpr size_t kAlignment = 256;
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(int64_t bytes) {
+    size_t rounded =
+        (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded == 0)
+      rounded = kAlignment;
+    memory.reset(std::aligned_alloc(kAlignment, rounded));
+    if (!memory)
+      throw std::bad_alloc();
+    std::memset(memory.get(), 0, rounded);
+  }
+  void *get() const { return memory.get(); }
+
+private:
+  struct Free {
+    void operator()(void *pointer) const { std::free(pointer); }
+  };
+  std::unique_ptr<void, Free> memory;
+};
+
+/// A flat 1-D view of `elements` elements of `dtype` at `data`.
+tessera_tensor flatTensor(void *data, int32_t dtype, int64_t elements) {
+  tessera_tensor tensor{};
+  tensor.data = data;
+  tensor.dtype = dtype;
+  tensor.rank = 1;
+  tensor.shape[0] = elements;
+  return tensor;
+}
+
+void checkKernel(int status, const char *what) {
+  if (status != 0)
+    fail(std::string(what) + ": " + tessera_cpu_last_error());
+}
+
+class HostBackend final : public TrainingBackend {
+public:
+  HostBackend(const tessera_program &program, const TrainOptions &options);
+
+  tessera_device_kind device() const override { return TESSERA_DEVICE_HOST; }
+  FlatBuffer masterWeights() override {
+    return {master.get(), TESSERA_F32, layout.totalElements()};
+  }
+  FlatBuffer computeGradients() override {
+    return {gradients.get(), computeDtype, layout.totalElements()};
+  }
+  FlatBuffer optimizerGradients() override {
+    return accumulating()
+               ? FlatBuffer{accumulators.get(), TESSERA_F32,
+                            layout.totalElements()}
+               : computeGradients();
+  }
+  void *stream() override { return nullptr; }
+
+  void loadState(const TrainingState &state) override;
+  void storeState(TrainingState &state) override;
+  int64_t *tokens() override { return tokenValues.data(); }
+  int64_t *targets() override { return targetValues.data(); }
+  double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
+  double gradientSumOfSquares() override;
+  void applyAdamW(const AdamWUpdate &update) override;
+  void finishStep() override {}
+  std::vector<std::vector<float>> copyOptimizerGradients() override {
+    FlatBuffer source = optimizerGradients();
+    return unflattenToF32(program, layout, source.data, source.dtype);
+  }
+  int64_t peakMemoryBytes() override {
+    struct rusage usage {};
+    getrusage(RUSAGE_SELF, &usage);
+    return static_cast<int64_t>(usage.ru_maxrss) * 1024; // kilobytes on Linux
+  }
+
+private:
+  bool accumulating() const { return options.gradientAccumulation > 1; }
+
+  AlignedBuffer master, firstMoments, secondMoments, gradients, accumulators,
+      scratch;
+  std::vector<std::vector<unsigned char>> bufferValues;
+  std::vector<int64_t> tokenValues, targetValues;
+  std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
+};
+
+HostBackend::HostBackend(const tessera_program &program,
+                         const TrainOptions &options)
+    : TrainingBackend(program, options) {
+  master = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  firstMoments = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  secondMoments = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  gradients = AlignedBuffer(layout.totalBytes(computeDtype));
+  if (accumulating()) {
+    accumulators = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+    if (computeDtype != TESSERA_F32)
+      scratch = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  }
+  for (int32_t i = 0; i < program.buffer_count; ++i)
+    bufferValues.emplace_back(
+        static_cast<size_t>(elementCount(program.buffers[i]) *
+                            dtypeSize(program.buffers[i].dtype)));
+  for (int32_t i = 0; i < program.buffer_count; ++i)
+    bufferTensors.push_back(makeTensor(bufferValues[static_cast<size_t>(i)].data(),
+                                       program.buffers[i].dtype,
+                                       program.buffers[i]));
+  size_t tokenCount = static_cast<size_t>(program.batch * program.sequence);
+  tokenValues.assign(tokenCount, 0);
+  targetValues.assign(tokenCount, 0);
+  parameterTensors = sliceTensors(master.get(), TESSERA_F32);
+  gradientTensors = sliceTensors(gradients.get(), computeDtype);
+}
+
+void HostBackend::loadState(const TrainingState &state) {
+  flattenF32(layout, state.parameters, static_cast<float *>(master.get()));
+  flattenF32(layout, state.firstMoments,
+             static_cast<float *>(firstMoments.get()));
+  flattenF32(layout, state.secondMoments,
+             static_cast<float *>(secondMoments.get()));
+  bufferValues = state.buffers;
+  for (size_t i = 0; i < bufferTensors.size(); ++i)
+    bufferTensors[i].data = bufferValues[i].data();
+}
+
+void HostBackend::storeState(TrainingState &state) {
+  state.parameters =
+      unflattenToF32(program, layout, master.get(), TESSERA_F32);
+  state.firstMoments =
+      unflattenToF32(program, layout, firstMoments.get(), TESSERA_F32);
+  state.secondMoments =
+      unflattenToF32(program, layout, secondMoments.get(), TESSERA_F32);
+  state.buffers = bufferValues;
+}
+
+double HostBackend::runMicroBatch(int64_t micro, float lossScale,
+                                  uint64_t seed) {
+  tessera_tensor_info info = microBatchInfo(program);
+  tessera_tensor tokenTensor = makeTensor(tokenValues.data(), TESSERA_I64, info);
+  tessera_tensor targetTensor =
+      makeTensor(targetValues.data(), TESSERA_I64, info);
+  double loss =
+      callProgram(parameterTensors.data(), bufferTensors.data(), &tokenTensor,
+                  &targetTensor, lossScale, seed, gradientTensors.data());
+  if (!accumulating())
+    return loss;
+  const int64_t elements = layout.totalElements();
+  tessera_tensor computed = flatTensor(gradients.get(), computeDtype, elements);
+  void *addend = computeDtype == TESSERA_F32 ? gradients.get() : scratch.get();
+  tessera_tensor widened =
+      flatTensor(micro == 0 ? accumulators.get() : addend, TESSERA_F32,
+                 elements);
+  if (computeDtype != TESSERA_F32 || micro == 0)
+    checkKernel(tessera_cpu_cast(&computed, &widened),
+                "converting gradients to f32");
+  if (micro > 0) {
+    auto *sum = static_cast<float *>(accumulators.get());
+    const auto *add = static_cast<const float *>(addend);
+    for (int64_t e = 0; e < elements; ++e)
+      sum[e] += add[e];
+  }
+  return loss;
+}
+
+double HostBackend::gradientSumOfSquares() {
+  FlatBuffer source = optimizerGradients();
+  std::vector<tessera_tensor> slices = sliceTensors(source.data, source.dtype);
+  double sum = 0;
+  for (tessera_tensor &slice : slices)
+    checkKernel(tessera_cpu_sum_squares(&slice, &sum), "gradient norm");
+  return sum;
+}
+
+void HostBackend::applyAdamW(const AdamWUpdate &update) {
+  FlatBuffer source = optimizerGradients();
+  std::vector<tessera_tensor> grads = sliceTensors(source.data, source.dtype);
+  std::vector<tessera_tensor> m = sliceTensors(firstMoments.get(), TESSERA_F32);
+  std::vector<tessera_tensor> v =
+      sliceTensors(secondMoments.get(), TESSERA_F32);
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    auto index = static_cast<size_t>(i);
+    double weightDecay = getDecays()[index] ? update.weightDecay : 0.0;
+    checkKernel(tessera_cpu_adamw(&parameterTensors[index], &grads[index],
+                                  &m[index], &v[index], update.step,
+                                  update.learningRate, update.beta1,
+                                  update.beta2, update.epsilon, weightDecay,
+                                  update.gradientScale),
+                "AdamW");
+  }
+}
+
+} // namespace
+
+std::unique_ptr<TrainingBackend> makeHostBackend(const tessera_program &program,
+                                                 const TrainOptions &options) {
+  if (program.device != TESSERA_DEVICE_HOST)
+    fail("this program runs on device kind " + std::to_string(program.device) +
+         ", which this executable's driver cannot run (a CUDA program calls "
+         "tessera_cuda_train_main)");
+  return std::make_unique<HostBackend>(program, options);
+}
+
+} // namespace tessera::train

@@ -1,0 +1,73 @@
+//===- ParameterLayout.h - Every parameter as a slice of one buffer -*- C++ -*-===//
+//
+// The driver stores each kind of per-parameter tensor (fp32 master weights,
+// AdamW's moments, compute-precision gradients, fp32 accumulators) as ONE
+// contiguous buffer holding a slice per parameter, in program order. The
+// slices of every kind share one element layout:
+//
+//   slice i starts at offset(i) elements, a multiple of kSliceAlignment
+//   (128 elements: 256 bytes of a 2-byte dtype, 512 of f32), and the gaps
+//   between slices are zero and stay zero.
+//
+// Why flat: a data-parallel reducer (runtime/comm) reduces or
+// reduce-scatters contiguous ranges of the gradient buffer in a few large
+// collectives instead of one per tensor, ZeRO-1 shards contiguous ranges of
+// the master weights and moments, and whole-buffer kernels (casting and
+// adding gradients) run as one launch. Why one element layout for every
+// dtype: range i of the bf16 gradients and range i of the fp32 weights name
+// the same parameters, so a shard is one [begin, end) of elements.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_PARAMETERLAYOUT_H
+#define TESSERA_RUNTIME_TRAIN_PARAMETERLAYOUT_H
+
+#include "tessera/runtime/program.h"
+#include "tessera/runtime/tensor_chunks.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tessera::train {
+
+class ParameterLayout {
+public:
+  /// Slice starts are multiples of this many elements.
+  static constexpr int64_t kSliceAlignment = 128;
+  /// The largest chunk chunks() cuts (2^16 elements: a few hundred
+  /// thousand bytes of work per GPU block).
+  static constexpr int64_t kChunkElements = int64_t(1) << 16;
+
+  explicit ParameterLayout(const tessera_program &program);
+
+  int32_t size() const { return static_cast<int32_t>(offsets.size()); }
+  /// First element of parameter `index`'s slice.
+  int64_t offset(int32_t index) const {
+    return offsets[static_cast<size_t>(index)];
+  }
+  /// Elements of parameter `index`.
+  int64_t count(int32_t index) const {
+    return counts[static_cast<size_t>(index)];
+  }
+  /// Elements of a flat buffer, gaps included (the end of the last slice,
+  /// rounded up to kSliceAlignment).
+  int64_t totalElements() const { return total; }
+  /// Bytes of a flat buffer of `dtype`.
+  int64_t totalBytes(int32_t dtype) const;
+
+  /// The slices cut into chunks of at most `chunkElements`, in order;
+  /// `decays[i]` is whether weight decay applies to parameter i.
+  std::vector<tessera_tensor_chunk>
+  chunks(const std::vector<bool> &decays,
+         int64_t chunkElements = kChunkElements) const;
+
+private:
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+};
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_PARAMETERLAYOUT_H

@@ -1,0 +1,25 @@
+//===- TrainMain.h - The driver, with its backend chosen by the caller -*- C++ -*-===//
+//
+// tessera_train_main (program.h) is runTrainMain with the host backend;
+// tessera_cuda_train_main (cuda_lowering_support.h, CudaTrainMain.cpp) is
+// runTrainMain with the CUDA backend, in its own library so that only CUDA
+// executables link CUDA.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_TRAINMAIN_H
+#define TESSERA_RUNTIME_TRAIN_TRAINMAIN_H
+
+#include "TrainingBackend.h"
+
+namespace tessera::train {
+
+/// Parses the flags, checks the program, runs the steps on the backend
+/// `makeBackend` makes; returns the exit code (every error printed as
+/// "<program>: error: ..." on stderr).
+int runTrainMain(int argc, char **argv, const tessera_program *program,
+                 const BackendFactory &makeBackend);
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_TRAINMAIN_H

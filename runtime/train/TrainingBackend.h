@@ -1,0 +1,164 @@
+//===- TrainingBackend.h - Where a run's tensors live and AdamW runs -*- C++ -*-===//
+//
+// The driver's loop (TrainMain.cpp) is written once; what depends on the
+// memory the program's tensors live in (program.h's `device`) is behind this
+// interface, with one implementation per device: HostBackend (host memory,
+// the CPU kernels) and CudaBackend (device memory, the CUDA kernels; in
+// libtessera_runtime_train_cuda.a so that CPU executables never link CUDA).
+//
+// A backend allocates everything a step needs ONCE, when it is made: the
+// fp32 master weights, AdamW's moments, the compute-precision gradients the
+// program writes, fp32 accumulators when micro-batches are accumulated, the
+// buffers, the micro-batch's tokens and targets. Nothing is allocated in the
+// step loop (the program allocates its own arena on its first call).
+//
+// The per-parameter tensors are flat buffers laid out by ParameterLayout
+// (one contiguous buffer per kind, 256-byte aligned slices in parameter
+// order, the same element offsets for every kind). They are exposed below
+// for the data-parallel layer: it reduces (or reduce-scatters, ZeRO-1)
+// ranges of computeGradients() on stream(), hooking
+// stepContext().gradient_ready to start while the backward pass runs, and
+// shards ranges of masterWeights() and the moments.
+//
+// Arithmetic is the same on both devices, so a CUDA run matches a CPU run
+// to rounding: gradients of K micro-batches are summed in fp32 (the first
+// micro-batch's cast, then each later one's added), the norm is the sum of
+// per-parameter sums of squares in f64, and AdamW is tessera_cpu_adamw's
+// arithmetic with grad_scale = clip / (K * loss scale).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_TRAININGBACKEND_H
+#define TESSERA_RUNTIME_TRAIN_TRAININGBACKEND_H
+
+#include "Flags.h"
+#include "ParameterLayout.h"
+#include "TrainingState.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace tessera::train {
+
+/// One flat buffer of per-parameter slices (ParameterLayout), in the
+/// backend's memory (host or device).
+struct FlatBuffer {
+  void *data = nullptr;
+  int32_t dtype = TESSERA_F32;
+  /// ParameterLayout::totalElements(): the slices and the zero gaps.
+  int64_t elements = 0;
+};
+
+/// The arguments of one AdamW update of every parameter.
+struct AdamWUpdate {
+  /// AdamW updates applied so far, this one included (bias correction).
+  int64_t step = 1;
+  double learningRate = 0;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;
+  /// Applied to the parameters whose decay flag is set (--no-decay).
+  double weightDecay = 0;
+  /// Multiplies every gradient: clip / (K * loss scale).
+  double gradientScale = 1;
+};
+
+class TrainingBackend {
+public:
+  virtual ~TrainingBackend() = default;
+
+  virtual tessera_device_kind device() const = 0;
+  const ParameterLayout &getLayout() const { return layout; }
+
+  /// The flat buffers. masterWeights: f32. computeGradients: the compute
+  /// precision, written by forward_backward (scaled by the loss scale).
+  /// optimizerGradients: what the norm and AdamW read, the f32 sums over
+  /// the step's micro-batches when there are several, else
+  /// computeGradients itself (a bf16/fp16 gradient widens exactly to f32,
+  /// so a copy would change nothing).
+  virtual FlatBuffer masterWeights() = 0;
+  virtual FlatBuffer computeGradients() = 0;
+  virtual FlatBuffer optimizerGradients() = 0;
+  /// The cudaStream_t every step's work is enqueued on (nullptr: host).
+  virtual void *stream() = 0;
+  /// What forward_backward is called with: the stream, and the hook of a
+  /// data-parallel driver (gradient_ready, mesh comms; left empty here).
+  tessera_step_context &stepContext() { return context; }
+
+  /// Copies the parameters, moments and buffers of `state` into the
+  /// backend (start, --resume); the reverse (checkpoints, --dump-params).
+  virtual void loadState(const TrainingState &state) = 0;
+  virtual void storeState(TrainingState &state) = 0;
+
+  /// Host memory the data loader writes the next micro-batch into ([batch,
+  /// sequence] each; pinned on the GPU, so the upload is asynchronous).
+  virtual int64_t *tokens() = 0;
+  virtual int64_t *targets() = 0;
+
+  /// Runs forward_backward on the micro-batch in tokens()/targets() (micro
+  /// = 0 .. K-1 within the step) and accumulates its gradients. Returns the
+  /// loss; throws TrainError with the program's message when it fails.
+  virtual double runMicroBatch(int64_t micro, float lossScale,
+                               uint64_t seed) = 0;
+  /// The sum over parameters of the sum of squares of optimizerGradients
+  /// (one small readback on the GPU). Not finite when a gradient is not.
+  virtual double gradientSumOfSquares() = 0;
+  /// Updates master weights and moments in place.
+  virtual void applyAdamW(const AdamWUpdate &update) = 0;
+  /// Waits until the step's work is done (the step's time is honest).
+  virtual void finishStep() = 0;
+
+  /// optimizerGradients in f32 per parameter, on the host (--dump-grads).
+  virtual std::vector<std::vector<float>> copyOptimizerGradients() = 0;
+  /// The most memory the run has held so far on its device, in bytes: on
+  /// the GPU what this process allocated there (state, the program's arena,
+  /// kernel scratch, cuBLASLt workspaces; the CUDA context excluded), on
+  /// the host the process's peak resident set.
+  virtual int64_t peakMemoryBytes() = 0;
+
+protected:
+  TrainingBackend(const tessera_program &program, const TrainOptions &options);
+
+  /// Program-order descriptors of the slices of a flat buffer at `base`.
+  std::vector<tessera_tensor> sliceTensors(void *base, int32_t dtype) const;
+  /// Per parameter weight decay applies (not matched by --no-decay).
+  const std::vector<bool> &getDecays() const { return decays; }
+  /// forward_backward over the backend's tensors; throws TrainError with
+  /// the program's message (tessera_cpu_last_error) on failure.
+  double callProgram(const tessera_tensor *parameters,
+                     const tessera_tensor *buffers,
+                     const tessera_tensor *tokenTensor,
+                     const tessera_tensor *targetTensor, float lossScale,
+                     uint64_t seed, tessera_tensor *gradients);
+
+  const tessera_program &program;
+  const TrainOptions &options;
+  ParameterLayout layout;
+  tessera_step_context context{};
+  /// The compute precision's dtype (f32, bf16, f16).
+  int32_t computeDtype;
+
+private:
+  std::vector<bool> decays;
+};
+
+/// Makes the backend of `program` (its device must be the one the factory
+/// serves; it checks).
+using BackendFactory = std::function<std::unique_ptr<TrainingBackend>(
+    const tessera_program &program, const TrainOptions &options)>;
+
+/// The tensor_info of one micro-batch's tokens or targets: [batch, sequence].
+tessera_tensor_info microBatchInfo(const tessera_program &program);
+
+/// Gathers the slices of a flat host buffer (dtype `dtype`) into per-parameter
+/// f32 vectors, and the reverse for f32.
+std::vector<std::vector<float>> unflattenToF32(const tessera_program &program,
+                                               const ParameterLayout &layout,
+                                               const void *flat,
+                                               int32_t dtype);
+void flattenF32(const ParameterLayout &layout,
+                const std::vector<std::vector<float>> &tensors, float *flat);
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_TRAININGBACKEND_H

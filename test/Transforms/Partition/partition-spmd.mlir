@@ -1,0 +1,104 @@
+// RUN: tessera-opt %s -split-input-file -tess-partition-spmd | FileCheck %s
+
+// One case per kind of collective the partitioner inserts, on hand-written
+// plans (PlanAnnotation.h's attributes), plus the local form of the ops.
+
+// A row-parallel linear layer: the bias becomes an equal addend of the
+// partial sum (times 1/2), the plan's replicated result an all-reduce.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: (%[[H:.*]]: tensor<8x128xf32> {tess.layout = "[-, tp]"}, %[[W:.*]]: tensor<128x64xf32> {tess.layout = "[tp, -]"}, %[[B:.*]]: tensor<64xf32>)
+// CHECK-SAME: attributes {tess.partitioned}
+// CHECK: %[[HALF:.*]] = tess.constant dense<5.000000e-01> : tensor<f32>
+// CHECK: %[[SHARE:.*]] = tess.mul %[[B]], %[[HALF]]
+// CHECK: %[[Y:.*]] = tess.linear %[[H]], %[[W]], %[[SHARE]] : (tensor<8x128xf32>, tensor<128x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+// CHECK: %[[R:.*]] = tess.all_reduce %[[Y]] {axis = "tp"} : tensor<8x64xf32>
+// CHECK: tess.gelu %[[R]] : tensor<8x64xf32>
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @forward_backward(%h: tensor<8x256xf32> {tess.layout = "[-, tp]"},
+                              %w: tensor<256x64xf32> {tess.layout = "[tp, -]"},
+                              %b: tensor<64xf32>) -> tensor<8x64xf32> {
+    %y = tess.linear %h, %w, %b {tess.layouts = ["[-, -] partial(tp)"]}
+      : (tensor<8x256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %z = tess.gelu %y : tensor<8x64xf32>
+    return %z : tensor<8x64xf32>
+  }
+}
+
+// -----
+
+// A data-parallel weight gradient (partial over dp) that the plan wants
+// split over dp (ZeRO-2's gradient shard): a reduce-scatter.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[G:.*]] = tess.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<4x16xf32>, tensor<4x32xf32>) -> tensor<16x32xf32>
+// CHECK: %[[S:.*]] = tess.reduce_scatter %[[G]] {axis = "dp", dim = 0 : i64} : (tensor<16x32xf32>) -> tensor<8x32xf32>
+// CHECK: return %[[S]] : tensor<8x32xf32>
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @forward_backward(%x: tensor<8x16xf32> {tess.layout = "[dp, -]"},
+                              %dy: tensor<8x32xf32> {tess.layout = "[dp, -]"})
+      -> (tensor<16x32xf32> {tess.layout = "[dp, -]"}) {
+    %g = tess.matmul %x, %dy {transpose_lhs, tess.layouts = ["[-, -] partial(dp)"]}
+      : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    return %g : tensor<16x32xf32>
+  }
+}
+
+// -----
+
+// A split value returned whole: an all-gather; split on another dim: an
+// all-to-all.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: -> (tensor<16x64xf32>, tensor<16x32xf32> {tess.layout = "[-, tp]"})
+// CHECK: %[[E:.*]] = tess.exp %{{.*}} : tensor<8x64xf32>
+// CHECK: %[[A:.*]] = tess.all_gather %[[E]] {axis = "tp", dim = 0 : i64} : (tensor<8x64xf32>) -> tensor<16x64xf32>
+// CHECK: %[[T:.*]] = tess.all_to_all %[[E]] {axis = "tp", concat_dim = 0 : i64, split_dim = 1 : i64} : (tensor<8x64xf32>) -> tensor<16x32xf32>
+// CHECK: return %[[A]], %[[T]]
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @forward_backward(%x: tensor<16x64xf32> {tess.layout = "[tp, -]"})
+      -> (tensor<16x64xf32>, tensor<16x64xf32> {tess.layout = "[-, tp]"}) {
+    %e = tess.exp %x {tess.layouts = ["[tp, -]"]} : tensor<16x64xf32>
+    return %e, %e : tensor<16x64xf32>, tensor<16x64xf32>
+  }
+}
+
+// -----
+
+// Attention split on heads while Q/K/V arrive replicated: each rank slices
+// its heads (no communication).
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[Q:.*]] = tess.shard_slice %{{.*}} {axis = "tp", dim = 1 : i64} : (tensor<2x4x8x16xf32>) -> tensor<2x2x8x16xf32>
+// CHECK: %[[O:.*]] = tess.attention %[[Q]], %{{.*}}, %{{.*}} {causal, scale = 2.500000e-01 : f64} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x8x16xf32>
+// CHECK: tess.all_gather %[[O]] {axis = "tp", dim = 1 : i64}
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @forward_backward(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>,
+                              %v: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
+    %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, tess.layouts = ["[-, tp, -, -]"]}
+      : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+    return %o : tensor<2x4x8x16xf32>
+  }
+}
+
+// -----
+
+// The loss of a batch split over dp: the ranks' means weighted by their
+// counted targets; the gradient scaled by the rank's share.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[L:.*]] = tess.cross_entropy %{{.*}}, %[[T:.*]] : (tensor<1x8x16xf32>, tensor<1x8xi64>) -> tensor<f32>
+// CHECK: %[[NE:.*]] = tess.compare ne, %[[T]], %{{.*}} : (tensor<1x8xi64>, tensor<i64>) -> tensor<1x8xi1>
+// CHECK: %[[COUNT:.*]] = tess.reduce_sum %{{.*}} {dims = array<i64: 0, 1>}
+// CHECK: %[[TOTAL:.*]] = tess.all_reduce %[[COUNT]] {axis = "dp"} : tensor<f32>
+// CHECK: %[[WEIGHTED:.*]] = tess.mul %[[L]], %[[COUNT]]
+// CHECK: %[[SUM:.*]] = tess.all_reduce %[[WEIGHTED]] {axis = "dp"} : tensor<f32>
+// CHECK: %[[MEAN:.*]] = tess.div %[[SUM]], %{{.*}}
+// CHECK: tess.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1x8x16xf32>, tensor<1x8xi64>, tensor<f32>) -> tensor<1x8x16xf32>
+// CHECK: return %[[MEAN]]
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @forward_backward(%logits: tensor<2x8x16xf32> {tess.layout = "[dp, -, -]"},
+                              %targets: tensor<2x8xi64> {tess.layout = "[dp, -]"},
+                              %scale: tensor<f32>)
+      -> (tensor<f32>, tensor<2x8x16xf32> {tess.layout = "[dp, -, -]"}) {
+    %loss = tess.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
+    %d = tess.cross_entropy_grad %logits, %targets, %scale {tess.layouts = ["[dp, -, -]"]}
+      : (tensor<2x8x16xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x16xf32>
+    return %loss, %d : tensor<f32>, tensor<2x8x16xf32>
+  }
+}

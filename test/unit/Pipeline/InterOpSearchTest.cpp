@@ -1,0 +1,231 @@
+//===- InterOpSearchTest.cpp - the inter-op DP against enumeration --------===//
+//
+// A synthetic chain of units priced by a stand-in oracle (time proportional
+// to a per-unit weight, memory per unit), so that every partition can be
+// enumerated and the DP's answer compared with the true optimum.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Pipeline/InterOpSearch.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+using namespace tessera;
+using namespace tessera::pipeline;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+/// Units with a compute weight (seconds per sample), resident bytes and
+/// activation bytes per sample.
+struct SyntheticUnit {
+  double secondsPerSample;
+  double residentBytes;
+  double activationBytesPerSample;
+};
+
+class SyntheticOracle : public StageCostOracle {
+public:
+  explicit SyntheticOracle(std::vector<SyntheticUnit> units)
+      : units(std::move(units)) {}
+
+  std::vector<StageCost> plans(const StageQuery &query) const override {
+    StageCost cost;
+    int64_t devices = query.submesh.devices();
+    if (query.microBatchSamples % devices != 0)
+      return {};
+    cost.dataParallel = devices;
+    cost.replicaBatch = query.microBatchSamples / devices;
+    for (size_t unit = query.firstUnit; unit < query.endUnit; ++unit) {
+      cost.forward += units[unit].secondsPerSample * cost.replicaBatch;
+      cost.memory.weights += units[unit].residentBytes;
+      cost.memory.activationsPerMicroBatch +=
+          units[unit].activationBytesPerSample * cost.replicaBatch;
+    }
+    cost.backward = 2 * cost.forward;
+    // A fixed cost per boundary, as the send/receive of activations.
+    cost.pointToPoint = 0.001 * ((query.firstUnit > 0) +
+                                 (query.endUnit < units.size()));
+    return {cost};
+  }
+  std::string describe() const override { return "synthetic"; }
+
+private:
+  std::vector<SyntheticUnit> units;
+};
+
+ProgramProfile profileOf(size_t unitCount) {
+  ProgramProfile profile;
+  for (size_t unit = 0; unit < unitCount; ++unit) {
+    UnitKind kind = unit == 0               ? UnitKind::Embedding
+                    : unit + 1 == unitCount ? UnitKind::Head
+                                            : UnitKind::Layer;
+    profile.units.push_back({kind, "unit", {}});
+    profile.structureOf.push_back(0);
+  }
+  profile.structures.resize(1);
+  profile.boundary.resize(unitCount);
+  return profile;
+}
+
+/// The best 1F1B step time over every contiguous partition into `stages`.
+double enumerate(const ProgramProfile &profile, const cost::Cluster &cluster,
+                 const StageCostOracle &oracle, int64_t stages,
+                 int64_t microBatches, int64_t globalBatch) {
+  size_t units = profile.units.size();
+  int64_t devices = cluster.deviceCount() / stages;
+  Schedule schedule{ScheduleKind::OneForwardOneBackward, 1};
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<size_t> ends;
+  std::function<void(size_t)> extend = [&](size_t first) {
+    if (static_cast<int64_t>(ends.size()) == stages) {
+      if (first != units)
+        return;
+      std::vector<double> times;
+      size_t start = 0;
+      for (auto [position, end] : llvm::enumerate(ends)) {
+        StageQuery query;
+        query.firstUnit = start;
+        query.endUnit = end;
+        query.submesh = {1, devices};
+        query.microBatchSamples = globalBatch / microBatches;
+        query.microBatches = microBatches;
+        std::vector<StageCost> plans = oracle.plans(query);
+        if (plans.empty())
+          return;
+        double inFlight = inFlightMicroBatches(
+            schedule, stages, static_cast<int64_t>(position), microBatches);
+        if (plans[0].memory.total(inFlight) > cluster.device.memoryBytes)
+          return;
+        times.push_back(plans[0].perMicroBatch());
+        start = end;
+      }
+      best = std::min(best, pipelinedSeconds(schedule, times, microBatches));
+      return;
+    }
+    for (size_t end = first + 1; end <= units; ++end) {
+      ends.push_back(end);
+      extend(end);
+      ends.pop_back();
+    }
+  };
+  extend(0);
+  return best;
+}
+
+cost::Cluster eightDevices() {
+  auto cluster = cost::loadCluster("h200");
+  EXPECT_TRUE(static_cast<bool>(cluster));
+  return *cluster;
+}
+
+std::vector<SyntheticUnit> unevenUnits() {
+  // Unequal layers so that the balanced cut is not the even one.
+  std::vector<SyntheticUnit> units;
+  double weights[] = {0.5, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 0.7};
+  for (double weight : weights)
+    units.push_back({weight * 1e-3, 4 * kGiB, 0.5 * kGiB});
+  return units;
+}
+
+// Tests the DP against enumeration for every stage count and several
+// micro-batch counts: same optimum (with 1F1B, nothing per step).
+TEST(InterOpSearch, MatchesEnumeration) {
+  cost::Cluster cluster = eightDevices();
+  std::vector<SyntheticUnit> units = unevenUnits();
+  ProgramProfile profile = profileOf(units.size());
+  SyntheticOracle oracle(units);
+  for (int64_t stages : {1, 2, 4, 8})
+    for (int64_t microBatches : {1, 2, 8, 16}) {
+      SearchOptions options;
+      options.globalBatch = 64;
+      options.stages = stages;
+      options.microBatches = microBatches;
+      options.schedule = Schedule{ScheduleKind::OneForwardOneBackward, 1};
+      auto plan = searchPipeline(profile, cluster, oracle, options);
+      double expected =
+          enumerate(profile, cluster, oracle, stages, microBatches, 64);
+      if (std::isinf(expected)) {
+        // No partition runs (a micro-batch smaller than the submesh).
+        EXPECT_FALSE(static_cast<bool>(plan));
+        llvm::consumeError(plan.takeError());
+        continue;
+      }
+      ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+      EXPECT_NEAR(plan->stepSeconds, expected, 1e-12 * expected)
+          << stages << " stages, " << microBatches << " micro-batches";
+      EXPECT_EQ(plan->stages.size(), static_cast<size_t>(stages));
+    }
+}
+
+// Tests that the memory bound binds by position: with 1F1B the first stage
+// holds p micro-batches, so a too-large activation footprint there moves
+// units to later stages (or makes the cut infeasible), as enumeration says.
+TEST(InterOpSearch, MemoryBoundByPosition) {
+  cost::Cluster cluster = eightDevices();
+  std::vector<SyntheticUnit> units = unevenUnits();
+  for (SyntheticUnit &unit : units)
+    unit.activationBytesPerSample = 3 * kGiB;
+  ProgramProfile profile = profileOf(units.size());
+  SyntheticOracle oracle(units);
+  SearchOptions options;
+  options.globalBatch = 16;
+  options.stages = 4;
+  options.microBatches = 8;
+  options.schedule = Schedule{ScheduleKind::OneForwardOneBackward, 1};
+  auto plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  double expected = enumerate(profile, cluster, oracle, 4, 8, 16);
+  EXPECT_NEAR(plan->stepSeconds, expected, 1e-12 * expected);
+  for (const StagePlan &stage : plan->stages)
+    EXPECT_LE(stage.cost.memory.total(stage.inFlight),
+              cluster.device.memoryBytes);
+}
+
+// Tests the unforced search: the best over stage and micro-batch counts is
+// the best of the enumerations.
+TEST(InterOpSearch, SearchesStagesAndMicroBatches) {
+  cost::Cluster cluster = eightDevices();
+  std::vector<SyntheticUnit> units = unevenUnits();
+  ProgramProfile profile = profileOf(units.size());
+  SyntheticOracle oracle(units);
+  SearchOptions options;
+  options.globalBatch = 32;
+  options.schedule = Schedule{ScheduleKind::OneForwardOneBackward, 1};
+  auto plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  double expected = std::numeric_limits<double>::infinity();
+  for (int64_t stages : {1, 2, 4, 8})
+    for (int64_t microBatches : {1, 2, 4, 8, 16, 32})
+      expected = std::min(expected, enumerate(profile, cluster, oracle, stages,
+                                              microBatches, 32));
+  EXPECT_NEAR(plan->stepSeconds, expected, 1e-12 * expected);
+}
+
+// Tests the errors of impossible forced choices.
+TEST(InterOpSearch, ForcedChoiceErrors) {
+  cost::Cluster cluster = eightDevices();
+  std::vector<SyntheticUnit> units = unevenUnits();
+  ProgramProfile profile = profileOf(units.size());
+  SyntheticOracle oracle(units);
+  SearchOptions options;
+  options.globalBatch = 32;
+  options.stages = 3;
+  auto plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_FALSE(static_cast<bool>(plan));
+  EXPECT_NE(llvm::toString(plan.takeError()).find("equal submeshes"),
+            std::string::npos);
+  options.stages = 2;
+  options.microBatches = 5;
+  plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_FALSE(static_cast<bool>(plan));
+  EXPECT_NE(llvm::toString(plan.takeError()).find("must divide"),
+            std::string::npos);
+}
+
+} // namespace

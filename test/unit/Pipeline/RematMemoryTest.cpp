@@ -1,0 +1,130 @@
+//===- RematMemoryTest.cpp - activation memory per remat vs Megatron ------===//
+//
+// Korthikanti et al. (2022) count the activations a GPT layer keeps for its
+// backward, in 16-bit precision, as s b h (34 + 5 a s / h) bytes: 34 s b h
+// for the tensors of size s b h (with 2 s b h of dropout masks, one byte per
+// element each) plus 5 a s^2 b for the attention scores, their softmax and
+// its dropout. The liveness model of UnitProfile counts what the backward
+// of tess-build-training's program actually reads, on the GPT-2 program
+// tesserac imports: no dropout (the exports run without it) and fused
+// FlashAttention-style attention whose backward recomputes the scores from
+// Q, K, V. So it should find Megatron's 34 s b h less the 2 s b h of masks,
+// 32 s b h, and no s^2 term: exactly Megatron's "selective recomputation"
+// figure less the masks. Full recomputation keeps the layer input, 2 s b h,
+// as Megatron's full recompute does.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../CostModel/GptTrainingProgram.h"
+
+#include "tessera/Pipeline/Remat.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+using namespace tessera;
+using namespace tessera::pipeline;
+using tessera::cost::test_programs::GptShape;
+
+namespace {
+
+struct Profiled {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> one, two;
+  std::optional<ProgramProfile> profile;
+};
+
+void profileGpt(Profiled &result, GptShape shape) {
+  shape.batch = 2;
+  result.one = cost::test_programs::buildGptTrainingProgram(result.context,
+                                                            shape, "bf16");
+  shape.batch = 3;
+  result.two = cost::test_programs::buildGptTrainingProgram(result.context,
+                                                            shape, "bf16");
+  ASSERT_TRUE(result.one && result.two);
+  auto profile = profileProgram(*result.one, *result.two, 2);
+  ASSERT_TRUE(static_cast<bool>(profile)) << llvm::toString(profile.takeError());
+  result.profile = std::move(*profile);
+}
+
+// Tests the units: an embedding, one unit per layer, a head. The layers after
+// the first share one structure (costed once); the first differs by the
+// gradient sums of the residual stream that its backward hands to the
+// embedding.
+TEST(RematMemory, LayersShareOneStructure) {
+  GptShape shape;
+  shape.layers = 4;
+  shape.width = 256;
+  shape.heads = 4;
+  shape.vocabulary = 1024;
+  shape.sequence = 128;
+  Profiled profiled;
+  profileGpt(profiled, shape);
+  ASSERT_TRUE(profiled.profile);
+  const ProgramProfile &profile = *profiled.profile;
+  ASSERT_EQ(profile.units.size(), 6u);
+  EXPECT_EQ(profile.units[0].kind, UnitKind::Embedding);
+  EXPECT_EQ(profile.units[1].name, "transformer.h.0");
+  EXPECT_EQ(profile.units[5].kind, UnitKind::Head);
+  EXPECT_EQ(profile.structures.size(), 4u);
+  for (size_t layer = 3; layer <= 4; ++layer)
+    EXPECT_EQ(profile.structureOf[layer], profile.structureOf[2]);
+  // The residual stream crosses every cut between layers: s h bf16 bytes
+  // per sample.
+  EXPECT_DOUBLE_EQ(profile.boundary[2].atOne, 2.0 * 128 * 256);
+  EXPECT_DOUBLE_EQ(profile.boundary[2].perSample, 2.0 * 128 * 256);
+  // Each layer: 12 h^2 + 13 h parameters (its weights split by TP, its
+  // vectors not).
+  const UnitProfile &layer = profile.unit(1);
+  EXPECT_DOUBLE_EQ(layer.splitParameters + layer.replicatedParameters,
+                   12.0 * 256 * 256 + 13 * 256);
+  // Megatron's layer all-reduces: two forward, two backward.
+  EXPECT_EQ(layer.forwardAllReduces.size(), 2u);
+  EXPECT_EQ(layer.backwardAllReduces.size(), 2u);
+}
+
+// Tests the kept activations of a GPT-3-shaped layer against
+// s b h (34 + 5 a s / h), per remat mode.
+TEST(RematMemory, AgainstMegatronFormula) {
+  GptShape shape;
+  shape.layers = 2;
+  shape.width = 1024;
+  shape.heads = 16;
+  shape.vocabulary = 2048;
+  shape.sequence = 1024;
+  Profiled profiled;
+  profileGpt(profiled, shape);
+  ASSERT_TRUE(profiled.profile);
+  const UnitProfile &layer = profiled.profile->unit(1);
+  double s = 1024, h = 1024, a = 16;
+  for (double b : {1.0, 4.0}) {
+    double sbh = s * b * h;
+    double megatron = sbh * (34 + 5 * a * s / h);
+    double megatronSelective = 34 * sbh;
+    double none = keptActivations(layer, RematMode::None).at(b, 1);
+    double selective = keptActivations(layer, RematMode::Selective).at(b, 1);
+    double full = keptActivations(layer, RematMode::Full).at(b, 1);
+    std::printf("b=%.0f: kept %.1f sbh (Megatron %.1f sbh, %.1f without "
+                "scores), selective %.1f sbh, full %.1f sbh\n",
+                b, none / sbh, megatron / sbh, megatronSelective / sbh,
+                selective / sbh, full / sbh);
+    // 32 s b h: Megatron's 34 less its two dropout masks; no s^2 term.
+    EXPECT_DOUBLE_EQ(none, 32 * sbh);
+    EXPECT_NEAR(none / megatronSelective, 32.0 / 34, 1e-12);
+    // Selective drops the attention output (2 s b h), recomputed from the
+    // kept Q, K, V.
+    EXPECT_DOUBLE_EQ(selective, 30 * sbh);
+    EXPECT_DOUBLE_EQ(full, 2 * sbh);
+    // Tensor parallelism divides all but the replicated [s, b, h] tensors:
+    // layer input, the two norm outputs and the mid residual (Megatron's
+    // 10 s b h without sequence parallelism, less its mask).
+    EXPECT_DOUBLE_EQ(keptActivations(layer, RematMode::None).at(b, 8),
+                     8 * sbh + 24 * sbh / 8);
+  }
+  EXPECT_FALSE(layer.attentionCore.empty());
+}
+
+} // namespace

@@ -1,0 +1,77 @@
+//===- ScheduleTest.cpp - bubble, in-flight activations, pipelined time ---===//
+
+#include "tessera/Pipeline/Schedule.h"
+
+#include <gtest/gtest.h>
+
+using namespace tessera::pipeline;
+
+namespace {
+
+Schedule interleaved(int64_t chunks) {
+  return {ScheduleKind::Interleaved, chunks};
+}
+
+// Tests the bubble fractions of Narayanan et al.: (p - 1) / m for 1F1B and
+// GPipe, (p - 1) / (v m) interleaved.
+TEST(Schedule, BubbleFractions) {
+  EXPECT_DOUBLE_EQ(bubbleFraction({ScheduleKind::OneForwardOneBackward, 1}, 8,
+                                  32),
+                   7.0 / 32);
+  EXPECT_DOUBLE_EQ(bubbleFraction({ScheduleKind::GPipe, 1}, 4, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bubbleFraction(interleaved(4), 8, 32), 7.0 / 128);
+  EXPECT_DOUBLE_EQ(bubbleFraction({ScheduleKind::OneForwardOneBackward, 1}, 1,
+                                  5),
+                   0.0);
+}
+
+// Tests that with equal stages the pipelined time is the ideal m t plus the
+// bubble of the formula, and that the slowest stage paces the steady state.
+TEST(Schedule, PipelinedTime) {
+  Schedule oneF{ScheduleKind::OneForwardOneBackward, 1};
+  std::vector<double> equal(8, 2.0);
+  EXPECT_DOUBLE_EQ(pipelinedSeconds(oneF, equal, 32),
+                   32 * 2.0 * (1 + bubbleFraction(oneF, 8, 32)));
+  EXPECT_DOUBLE_EQ(pipelinedSeconds(interleaved(2), equal, 32),
+                   32 * 2.0 * (1 + bubbleFraction(interleaved(2), 8, 32)));
+  // Stages 1, 3, 2: fill and drain 6, then 3 per further micro-batch.
+  EXPECT_DOUBLE_EQ(pipelinedSeconds(oneF, {1.0, 3.0, 2.0}, 4), 6 + 3 * 3);
+  EXPECT_DOUBLE_EQ(pipelinedSeconds({ScheduleKind::GPipe, 1}, {1.0, 3.0, 2.0},
+                                    4),
+                   6 + 3 * 3);
+}
+
+// Tests the activations in flight: GPipe keeps all m; 1F1B stage i of p keeps
+// p - i (fewer when m is smaller); interleaved keeps Megatron's warm-up
+// chunks plus one, 1/v of a stage each.
+TEST(Schedule, InFlightMicroBatches) {
+  Schedule gpipe{ScheduleKind::GPipe, 1};
+  Schedule oneF{ScheduleKind::OneForwardOneBackward, 1};
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(gpipe, 4, 0, 16), 16);
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(gpipe, 4, 3, 16), 16);
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 0, 16), 4);
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 3, 16), 1);
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 0, 2), 2);
+  // p = 4, v = 2, first stage: 2 (4 - 0 - 1) + (2 - 1) 4 + 1 = 11 chunks.
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 0, 16), 11.0 / 2);
+  // Last stage: 0 + 4 + 1 = 5 chunks.
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 3, 16), 5.0 / 2);
+}
+
+TEST(Schedule, Parse) {
+  auto parsed = parseSchedule("interleaved:4");
+  ASSERT_TRUE(static_cast<bool>(parsed));
+  EXPECT_EQ(parsed->kind, ScheduleKind::Interleaved);
+  EXPECT_EQ(parsed->virtualStages, 4);
+  EXPECT_EQ(parsed->name(), "interleaved:4");
+  auto plain = parseSchedule("interleaved");
+  ASSERT_TRUE(static_cast<bool>(plain));
+  EXPECT_EQ(plain->virtualStages, 2);
+  for (const char *bad : {"interleaved:1", "interleaved:x", "zb", ""}) {
+    auto error = parseSchedule(bad);
+    EXPECT_FALSE(static_cast<bool>(error)) << bad;
+    llvm::consumeError(error.takeError());
+  }
+}
+
+} // namespace

@@ -1,0 +1,179 @@
+//===- PipelineExplain.cpp - the pipeline planner's flags and report ------===//
+
+#include "PipelineExplain.h"
+
+#include "tessera/Pipeline/InterOpSearch.h"
+#include "tessera/Pipeline/PipelineReport.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace llvm;
+
+namespace tessera::tesserac {
+namespace {
+
+// The pipeline planner's flags (tesserac's --help lists only its own
+// category; these are documented in PipelineExplain.h and lib/Pipeline).
+cl::opt<bool> pipeline("pipeline",
+                       cl::desc("--explain: plan pipeline stages, DP x TP, "
+                                "ZeRO-1, micro-batches, schedule and remat "
+                                "over the cluster for the global --dim batch"));
+cl::opt<int64_t> stages("stages",
+                        cl::desc("--pipeline: force the number of stages"),
+                        cl::value_desc("N"));
+cl::opt<int64_t>
+    microBatches("microbatches",
+                 cl::desc("--pipeline: force the micro-batches per step"),
+                 cl::value_desc("M"));
+cl::opt<std::string>
+    schedule("schedule",
+             cl::desc("--pipeline: force gpipe, 1f1b or interleaved[:V]"),
+             cl::value_desc("NAME"));
+cl::opt<std::string>
+    remat("remat",
+          cl::desc("--pipeline: none, selective, full, or auto (the search "
+                   "chooses per stage; default)"),
+          cl::value_desc("MODE"));
+cl::opt<int64_t> pipelineDevices(
+    "pipeline-devices",
+    cl::desc("--pipeline: plan for the first N devices of the cluster "
+             "(default: all)"),
+    cl::value_desc("N"));
+cl::opt<std::string>
+    tracePath("trace",
+              cl::desc("--pipeline: write the predicted schedule of one step "
+                       "as a Chrome/Perfetto trace"),
+              cl::value_desc("FILE.json"));
+
+int fail(const Twine &message) {
+  WithColor::error(errs(), "tesserac") << message << "\n";
+  return 1;
+}
+
+bool requested() {
+  return pipeline || stages.getNumOccurrences() ||
+         microBatches.getNumOccurrences() || schedule.getNumOccurrences() ||
+         remat.getNumOccurrences() || pipelineDevices.getNumOccurrences() ||
+         tracePath.getNumOccurrences();
+}
+
+/// The training program of the model at `batch` samples.
+Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
+             int64_t batch, StringRef loss, StringRef precision,
+             mlir::MLIRContext &context) {
+  options.dims["batch"] = batch;
+  auto module = onnx_import::importOnnxModel(inputPath, options, context);
+  if (!module)
+    return module.takeError();
+  mlir::PassManager passes(&context);
+  buildImportCleanupPipeline(passes);
+  BuildTrainingOptions training;
+  training.loss = loss.str();
+  training.precision = precision.str();
+  passes.addPass(createBuildTraining(training));
+  passes.addPass(mlir::createCanonicalizerPass());
+  passes.addPass(mlir::createCSEPass());
+  if (mlir::failed(passes.run(**module)))
+    return createStringError(inconvertibleErrorCode(),
+                             inputPath + ": building the training step failed");
+  return std::move(*module);
+}
+
+} // namespace
+
+std::optional<int> explainPipeline(StringRef inputPath,
+                                   const onnx_import::ImportOptions &options,
+                                   const cost::Cluster &cluster,
+                                   StringRef loss, StringRef precision,
+                                   StringRef outputPath) {
+  if (!requested())
+    return std::nullopt;
+
+  pipeline::SearchOptions search;
+  auto batch = options.dims.find("batch");
+  if (batch == options.dims.end())
+    return fail("--pipeline: bind the global batch with --dim batch=B (the "
+                "samples of one step over all devices)");
+  search.globalBatch = batch->second;
+  if (stages.getNumOccurrences()) {
+    if (stages < 1)
+      return fail("--stages " + Twine(stages) + ": must be positive");
+    search.stages = stages;
+  }
+  if (microBatches.getNumOccurrences()) {
+    if (microBatches < 1)
+      return fail("--microbatches " + Twine(microBatches) +
+                  ": must be positive");
+    search.microBatches = microBatches;
+  }
+  if (schedule.getNumOccurrences()) {
+    auto parsed = pipeline::parseSchedule(schedule);
+    if (!parsed)
+      return fail(toString(parsed.takeError()));
+    search.schedule = *parsed;
+  }
+  if (remat.getNumOccurrences() && remat != "auto") {
+    std::optional<pipeline::RematMode> mode = pipeline::parseRematName(remat);
+    if (!mode)
+      return fail("--remat " + remat +
+                  ": expected none, selective, full or auto");
+    search.remat = *mode;
+  }
+  if (pipelineDevices.getNumOccurrences()) {
+    if (pipelineDevices < 1 || pipelineDevices > cluster.deviceCount())
+      return fail("--pipeline-devices " + Twine(pipelineDevices) +
+                  ": cluster '" + cluster.name + "' has " +
+                  Twine(cluster.deviceCount()) + " devices");
+    search.devices = pipelineDevices;
+  }
+
+  // The program at two batch sizes gives every cost at any micro-batch
+  // (UnitProfile.h says why not batch 1).
+  mlir::MLIRContext context;
+  constexpr int64_t firstBatch = 2;
+  auto first =
+      buildProgram(inputPath, options, firstBatch, loss, precision, context);
+  if (!first)
+    return fail(toString(first.takeError()));
+  auto second = buildProgram(inputPath, options, firstBatch + 1, loss,
+                             precision, context);
+  if (!second)
+    return fail(toString(second.takeError()));
+  auto profile = pipeline::profileProgram(**first, **second, firstBatch);
+  if (!profile)
+    return fail(inputPath + ": " + toString(profile.takeError()));
+  pipeline::MegatronStageOracle oracle(*profile, cluster);
+  auto plan = pipeline::searchPipeline(*profile, cluster, oracle, search);
+  if (!plan)
+    return fail(inputPath + ": " + toString(plan.takeError()));
+
+  std::string error;
+  auto output = mlir::openOutputFile(outputPath, &error);
+  if (!output)
+    return fail(error);
+  std::string title = sys::path::filename(inputPath).str();
+  pipeline::printPipelinePlan(*plan, *profile, cluster, oracle,
+                              search.globalBatch, title, output->os());
+  output->keep();
+
+  if (!tracePath.empty()) {
+    auto trace = mlir::openOutputFile(tracePath, &error);
+    if (!trace)
+      return fail(error);
+    pipeline::writeChromeTrace(*plan, pipeline::simulateSchedule(*plan),
+                               trace->os());
+    trace->keep();
+  }
+  return 0;
+}
+
+} // namespace tessera::tesserac

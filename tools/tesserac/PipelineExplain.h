@@ -1,0 +1,36 @@
+//===- PipelineExplain.h - tesserac --explain for a pipeline plan -*- C++ -*-===//
+//
+// `tesserac MODEL --dim batch=B --dim seq=S --explain --pipeline [--stages N]
+// [--microbatches M] [--schedule gpipe|1f1b|interleaved[:V]]
+// [--remat none|selective|full|auto] [--pipeline-devices N]
+// [--trace FILE.json] --cluster NAME|FILE`: plans data, tensor and pipeline
+// parallelism, ZeRO-1, micro-batches, schedule and remat over the cluster's
+// devices for the global batch B (lib/Pipeline) and prints the plan. The
+// flags live in PipelineExplain.cpp; any of them asks for the plan.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
+#define TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
+
+#include "tessera/CostModel/Cluster.h"
+#include "tessera/Import/ONNX/Importer.h"
+
+#include <optional>
+
+namespace tessera::tesserac {
+
+/// Nothing when no pipeline flag was given (the ordinary --explain runs);
+/// otherwise imports the model at two batch sizes, plans it on `cluster`,
+/// prints the plan to `outputPath` ("-": stdout) and returns the exit
+/// status (1 after printing "tesserac: error: ...").
+std::optional<int> explainPipeline(llvm::StringRef inputPath,
+                                   const onnx_import::ImportOptions &options,
+                                   const cost::Cluster &cluster,
+                                   llvm::StringRef loss,
+                                   llvm::StringRef precision,
+                                   llvm::StringRef outputPath);
+
+} // namespace tessera::tesserac
+
+#endif // TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
