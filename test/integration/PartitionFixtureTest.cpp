@@ -15,12 +15,23 @@
 // ranks runs the two rows twice (batch 4), which leaves the mean loss and
 // every gradient unchanged.
 //
+// Searched plans: the whole-mesh search (MeshSharding.h) on the forward
+// function, on the h200 cluster, uncalibrated (tesserac's --partition
+// calibrates compute times by the cost model's step estimate; the choice
+// may differ, the bridge is the same), written into the step by
+// annotateFromSearchPlan: as found (on these tiny steps mostly
+// replicated), with Megatron pins (--shard ...=tp-column/tp-row), under a
+// tight memory limit (ZeRO stages that differ by parameter) and with a
+// forced ZeRO stage.
+//
 //===----------------------------------------------------------------------===//
 
 #include "FixtureSupport.h"
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/Execution/Interpreter.h"
+#include "tessera/CostModel/Cluster.h"
+#include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
 #include "tessera/runtime/thread_comm.h"
@@ -49,10 +60,58 @@ struct PartitionCase {
   std::string mesh, axes, strategy;
   /// How often the fixture's two rows are repeated in the batch.
   int64_t batchRepeat = 1;
+  /// The searched plan instead of tess-annotate-sharding (`strategy` names
+  /// the case), with these --shard pins, memory limit and ZeRO stage.
+  bool searched = false;
+  std::vector<std::string> pins;
+  std::optional<double> memoryLimitBytes;
+  std::optional<int> zeroStage;
 };
 
 std::string describe(const PartitionCase &test) {
-  return test.model + " mesh " + test.mesh + " " + test.strategy;
+  return test.model + " mesh " + test.mesh + " " +
+         (test.searched ? "searched " : "") + test.strategy;
+}
+
+/// The search's plan of `forward` on `meshSpec`, written into `step`.
+/// Returns the deviations' count, or -1 after a failed assertion.
+int annotateSearched(const PartitionCase &test, mlir::func::FuncOp forward,
+                     mlir::func::FuncOp step) {
+  auto cluster = cost::loadCluster("h200");
+  EXPECT_TRUE(static_cast<bool>(cluster)) << llvm::toString(cluster.takeError());
+  auto mesh = cost::parseMesh(test.mesh);
+  EXPECT_TRUE(static_cast<bool>(mesh)) << llvm::toString(mesh.takeError());
+  if (!cluster || !mesh)
+    return -1;
+  if (llvm::Error error = cost::placeOnCluster(*mesh, *cluster)) {
+    ADD_FAILURE() << llvm::toString(std::move(error));
+    return -1;
+  }
+  sharding::MeshSearchOptions options;
+  options.computeWeightBytes = 0; // fp32: the master is the compute weight
+  options.gradientBytes = 4;
+  options.memoryLimitBytes = test.memoryLimitBytes;
+  options.zeroStage = test.zeroStage;
+  for (const std::string &text : test.pins) {
+    auto pin = sharding::parseShardPin(text, *mesh);
+    EXPECT_TRUE(static_cast<bool>(pin)) << llvm::toString(pin.takeError());
+    if (!pin)
+      return -1;
+    options.pins.push_back(std::move(*pin));
+  }
+  auto plan =
+      sharding::searchTrainingSharding(forward, *mesh, *cluster, options);
+  EXPECT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  if (!plan)
+    return -1;
+  auto report = sharding::annotateFromSearchPlan(step, *plan);
+  EXPECT_TRUE(static_cast<bool>(report)) << llvm::toString(report.takeError());
+  if (!report)
+    return -1;
+  for (const std::string &line : report->deviations)
+    std::printf("[partition]   %s: %s\n", describe(test).c_str(),
+                line.c_str());
+  return report->deviations.size();
 }
 
 void PrintTo(const PartitionCase &test, std::ostream *os) {
@@ -184,6 +243,9 @@ void runPartitioned(const PartitionCase &test) {
         std::move(*HostTensorBuffer::fromAttribute(*parameter.getValue()));
   });
 
+  // The search plans the forward function, which the training step copies.
+  mlir::OwningOpRef<mlir::ModuleOp> planned = module->clone();
+
   registerTesseraPasses();
   mlir::PassManager build(&context);
   ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(
@@ -207,12 +269,21 @@ void runPartitioned(const PartitionCase &test) {
       << llvm::toString(reference.takeError());
 
   mlir::PassManager partition(&context);
-  std::string annotate = "tess-annotate-sharding{mesh=" + test.mesh +
-                         " strategy=" + test.strategy;
-  if (!test.axes.empty())
-    annotate += " axes=" + test.axes;
-  ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(
-      annotate + "},tess-partition-spmd", partition)));
+  int deviations = 0;
+  if (test.searched) {
+    deviations = annotateSearched(
+        test, planned->lookupSymbol<mlir::func::FuncOp>("forward"), step);
+    ASSERT_GE(deviations, 0);
+    ASSERT_TRUE(mlir::succeeded(
+        mlir::parsePassPipeline("tess-partition-spmd", partition)));
+  } else {
+    std::string annotate = "tess-annotate-sharding{mesh=" + test.mesh +
+                           " strategy=" + test.strategy;
+    if (!test.axes.empty())
+      annotate += " axes=" + test.axes;
+    ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(
+        annotate + "},tess-partition-spmd", partition)));
+  }
   ASSERT_TRUE(mlir::succeeded(partition.run(*module)));
   step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   auto meshAttr = (*module)->getAttrOfType<tess::MeshAttr>("tess.mesh");
@@ -308,9 +379,15 @@ void runPartitioned(const PartitionCase &test) {
     EXPECT_NEAR(actual, expected, std::max(1e-5 * expected, 1e-8))
         << "gradient norm of " << pytorchName.str();
   }
-  std::printf("[partition] %-34s loss rel err %.2e, grad-norm rel err %.2e, "
-              "grad vs 1 device %.2e\n",
-              describe(test).c_str(), lossError, normError, elementError);
+  int collectives = 0;
+  step.walk([&](mlir::Operation *op) {
+    collectives += mlir::isa<tess::AllReduceOp, tess::AllGatherOp,
+                             tess::ReduceScatterOp, tess::AllToAllOp>(op);
+  });
+  std::printf("[partition] %-44s loss rel err %.2e, grad-norm rel err %.2e, "
+              "grad vs 1 device %.2e (%d collectives, %d deviations)\n",
+              describe(test).c_str(), lossError, normError, elementError,
+              collectives, deviations);
 }
 
 const PartitionCase gpt2{"gpt2-tiny", "gpt2-tiny.raw.dyn.onnx", "causal-lm",
@@ -333,6 +410,28 @@ TEST_P(PartitionFixtureTest, FirstStepMatchesPyTorch) {
   runPartitioned(GetParam());
 }
 
+PartitionCase searched(PartitionCase test, std::string mesh, std::string name,
+                       int64_t repeat = 1, std::vector<std::string> pins = {},
+                       std::optional<double> memoryLimitBytes = std::nullopt,
+                       std::optional<int> zeroStage = std::nullopt) {
+  test = on(std::move(test), std::move(mesh), "", std::move(name), repeat);
+  test.searched = true;
+  test.pins = std::move(pins);
+  test.memoryLimitBytes = memoryLimitBytes;
+  test.zeroStage = zeroStage;
+  return test;
+}
+
+/// Megatron's layout pinned on each model's parameter names.
+const std::vector<std::string> gpt2Megatron = {
+    "c_attn=tp-column", "attn\\.c_proj\\.weight=tp-row", "c_fc=tp-column",
+    "mlp\\.c_proj\\.weight=tp-row"};
+const std::vector<std::string> bertMegatron = {
+    "self\\.(query|key|value)=tp-column",
+    "attention\\.output\\.dense\\.weight=tp-row",
+    "intermediate\\.dense=tp-column",
+    "layer\\.[0-9]+\\.output\\.dense\\.weight=tp-row"};
+
 std::vector<PartitionCase> cases() {
   std::vector<PartitionCase> all;
   for (const PartitionCase &model : {gpt2, bert}) {
@@ -341,6 +440,19 @@ std::vector<PartitionCase> cases() {
     all.push_back(on(model, "2", "tp", "tp"));
     all.push_back(on(model, "1x4", "", "tp"));
     all.push_back(on(model, "2x2", "", "dp-tp"));
+  }
+  for (const PartitionCase &model : {gpt2, bert}) {
+    const auto &megatron = model.model == gpt2.model ? gpt2Megatron : bertMegatron;
+    for (const char *mesh : {"2", "2x2", "1x4"})
+      all.push_back(searched(model, mesh, "plan"));
+    all.push_back(searched(model, "4", "plan", /*repeat=*/2));
+    all.push_back(searched(model, "1x4", "megatron", 1, megatron));
+    all.push_back(searched(model, "2x2", "megatron", 1, megatron));
+    all.push_back(searched(model, "2", "tight-memory", 1, {}, 2.5 * 1048576));
+    all.push_back(searched(model, "4", "tight-memory", 2, {}, 1.6 * 1048576));
+    for (int stage : {1, 2, 3})
+      all.push_back(searched(model, "2", "zero" + std::to_string(stage), 1, {},
+                             std::nullopt, stage));
   }
   return all;
 }

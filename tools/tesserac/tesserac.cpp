@@ -6,6 +6,7 @@
 //             [--cxx CXX] [--runtime-dir DIR] -o train]
 //            [--explain [--loss ...] [--precision ...] [--mesh 2x4|dp=2,tp=4]
 //             [--cluster h200|h200-multinode|a100-megatron|FILE.json]]
+//            [--partition --mesh SHAPE --emit=mlir [--strategy dp|tp|dp-tp]]
 //
 // Stages, like toyc's -emit: `tess-import` is the graph as the importer
 // wrote it (one op per ONNX node, shapes folded); `mlir` is the forward
@@ -19,6 +20,14 @@
 // the training state on the GPU), when this tesserac was built with the CUDA
 // runtime. `--explain` builds the training
 // step and prints lib/CostModel's prediction of its memory and time.
+// `--partition --mesh SHAPE --emit=mlir` writes the training step as one rank
+// runs it (tess-partition-spmd): for the plan the search picks (the flags of
+// --explain's search apply: --memory-limit, --zero, --shard,
+// --search-timeout, --cluster), written into the step by
+// lib/Transforms/Partition/AnnotateFromPlan.cpp, which prints a remark for
+// each place where the partitioner cannot run the plan as the search priced
+// it; or, with `--strategy dp|tp|dp-tp`, for a forced plan
+// (tess-annotate-sharding; the mesh needs axes named dp and/or tp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +39,7 @@
 #include "tessera/Lowering/Passes.h"
 #include "tessera/Lowering/WeightsFile.h"
 #include "tessera/Sharding/MeshSharding.h"
+#include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -153,6 +163,18 @@ cl::list<std::string> shardPins(
              "SPEC is tp-column, tp-row, dp, replicated, zero=N or a layout "
              "like [-, tp], comma separated"),
     cl::value_desc("REGEX=SPEC"), cl::cat(category));
+// --partition: the per-rank training step.
+cl::opt<bool> partition(
+    "partition",
+    cl::desc("With --mesh and --emit=mlir: write the training step as one "
+             "rank runs it, for the searched plan (--explain's search flags "
+             "apply) or a forced --strategy"),
+    cl::cat(category));
+cl::opt<std::string> forcedStrategy(
+    "strategy",
+    cl::desc("With --partition: a forced plan instead of the search: dp, tp "
+             "or dp-tp (mesh axes named dp, tp)"),
+    cl::value_desc("dp|tp|dp-tp"), cl::cat(category));
 cl::opt<double> searchTimeout(
     "search-timeout",
     cl::desc("Seconds CBC may spend on the sharding ILP; beyond it the "
@@ -400,22 +422,32 @@ std::optional<double> parseMemorySize(StringRef text) {
   return value * scale;
 }
 
-/// --explain: builds the training step as --target does and prints the cost
-/// model's estimate of the unsharded step on one device; then searches the
-/// sharding plan of the forward function on `mesh` (calibrated by that
-/// estimate) and prints it.
-int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                        const tessera::cost::Cluster &cluster,
-                        const tessera::cost::DeviceMesh &mesh,
-                        tessera::sharding::MeshSearchOptions searchOptions,
-                        StringRef title) {
+/// The search's plan of the forward function and what it was calibrated by.
+/// `planned` holds the forward function the plan's ops belong to.
+struct SearchedPlan {
+  mlir::OwningOpRef<mlir::ModuleOp> planned;
+  std::optional<tessera::cost::TrainingStepEstimate> estimate;
+  std::optional<tessera::sharding::TrainingShardingPlan> plan;
+};
+
+/// Builds the training step in `module` (as --target does) and, unless
+/// `search` is false, searches the sharding plan of the forward function on
+/// `mesh`, calibrated by the cost model's estimate of the unsharded step on
+/// one device. Returns 0, or 1 after printing the error.
+int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
+                   const tessera::cost::Cluster &cluster,
+                   const tessera::cost::DeviceMesh &mesh,
+                   tessera::sharding::MeshSearchOptions searchOptions,
+                   bool search, SearchedPlan &result) {
   // The search plans the forward function; the training step replaces it.
-  mlir::OwningOpRef<mlir::ModuleOp> planned = module.clone();
-  auto forward = planned->lookupSymbol<mlir::func::FuncOp>("forward");
+  result.planned = module.clone();
+  auto forward = result.planned->lookupSymbol<mlir::func::FuncOp>("forward");
   if (!forward)
     return fail(inputPath + ": the imported module has no @forward");
   if (int status = buildTrainingStep(context, module))
     return status;
+  if (!search)
+    return 0;
   auto estimate = tessera::cost::estimateTrainingStep(
       module, cluster, tessera::cost::DeviceMesh());
   if (!estimate)
@@ -448,10 +480,61 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                                                         searchOptions);
   if (!plan)
     return fail(inputPath + ": " + toString(plan.takeError()));
+  result.estimate = std::move(*estimate);
+  result.plan = std::move(*plan);
+  return 0;
+}
+
+/// --explain: the cost model's estimate of the unsharded step on one device,
+/// then the searched sharding plan on `mesh`.
+int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                        const tessera::cost::Cluster &cluster,
+                        const tessera::cost::DeviceMesh &mesh,
+                        const tessera::sharding::MeshSearchOptions &options,
+                        StringRef title) {
+  SearchedPlan searched;
+  if (int status = buildAndSearch(context, module, cluster, mesh, options,
+                                  /*search=*/true, searched))
+    return status;
   return writeOutput([&](raw_ostream &os) {
-    tessera::cost::printTrainingStepEstimate(*estimate, title, os);
-    tessera::sharding::printTrainingShardingPlan(*plan, cluster, os);
+    tessera::cost::printTrainingStepEstimate(*searched.estimate, title, os);
+    tessera::sharding::printTrainingShardingPlan(*searched.plan, cluster, os);
   });
+}
+
+/// --partition: the training step as one rank of `mesh` runs it, for the
+/// searched plan (written into the step by annotateFromSearchPlan, each
+/// place it cannot follow the plan a remark) or the forced --strategy.
+int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                          const tessera::cost::Cluster &cluster,
+                          const tessera::cost::DeviceMesh &mesh,
+                          const tessera::sharding::MeshSearchOptions &options) {
+  SearchedPlan searched;
+  bool forced = !forcedStrategy.empty();
+  if (int status = buildAndSearch(context, module, cluster, mesh, options,
+                                  /*search=*/!forced, searched))
+    return status;
+  mlir::PassManager partitioning(&context);
+  if (forced) {
+    tessera::AnnotateShardingOptions annotate;
+    annotate.mesh = meshSpec;
+    annotate.strategy = forcedStrategy;
+    partitioning.addPass(tessera::createAnnotateSharding(annotate));
+  } else {
+    auto step = module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
+    if (!step)
+      return fail(inputPath + ": the training step has no @forward_backward");
+    auto report = tessera::sharding::annotateFromSearchPlan(step,
+                                                            *searched.plan);
+    if (!report)
+      return fail(inputPath + ": " + toString(report.takeError()));
+    for (const std::string &line : report->deviations)
+      WithColor::remark(errs(), "tesserac") << "partition: " << line << "\n";
+  }
+  partitioning.addPass(tessera::createPartitionSpmd());
+  if (mlir::failed(partitioning.run(module)))
+    return fail(inputPath + ": partitioning the training step failed");
+  return writeOutput([&](raw_ostream &os) { module->print(os); });
 }
 
 } // namespace
@@ -498,17 +581,35 @@ int main(int argc, char **argv) {
   tessera::cost::DeviceMesh mesh;
   tessera::sharding::MeshSearchOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
-  if (explain) {
-    if (emit != EmitStage::None || buildExecutable || summary)
+  if (partition) {
+    if (explain || emit != EmitStage::Mlir || summary)
+      return fail("--partition writes the per-rank training step: use it "
+                  "with --emit=mlir alone (not --explain, --summary or "
+                  "another --emit)");
+    if (!meshSpec.getNumOccurrences())
+      return fail("--partition needs a --mesh, e.g. --mesh 2x2");
+    if (!forcedStrategy.empty() &&
+        (memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
+         shardPins.getNumOccurrences() || searchTimeout.getNumOccurrences()))
+      return fail("--strategy forces the plan; --memory-limit, --zero, "
+                  "--shard and --search-timeout configure the search it "
+                  "replaces");
+  } else if (forcedStrategy.getNumOccurrences()) {
+    return fail("--strategy chooses the plan --partition writes; add "
+                "--partition --emit=mlir");
+  }
+  if (explain || partition) {
+    if (explain && (emit != EmitStage::None || buildExecutable || summary))
       return fail("--explain cannot be combined with --emit, --summary or "
                   "--target");
     auto loaded = tessera::cost::loadCluster(clusterName);
     if (!loaded)
       return fail(toString(loaded.takeError()));
     cluster = std::move(*loaded);
-    if (std::optional<int> status = tessera::tesserac::explainPipeline(
-            inputPath, options, *cluster, loss, precision, outputPath))
-      return *status;
+    if (explain)
+      if (std::optional<int> status = tessera::tesserac::explainPipeline(
+              inputPath, options, *cluster, loss, precision, outputPath))
+        return *status;
     auto parsed = tessera::cost::parseMesh(meshSpec);
     if (!parsed)
       return fail(toString(parsed.takeError()));
@@ -582,6 +683,9 @@ int main(int argc, char **argv) {
   if (explain)
     return explainTrainingStep(context, **module, *cluster, mesh,
                                searchOptions, explainTitle);
+  if (partition)
+    return partitionTrainingStep(context, **module, *cluster, mesh,
+                                 searchOptions);
 
   if (emit == EmitStage::Cpp || buildExecutable)
     return compileTrainingProgram(context, **module, buildExecutable);

@@ -19,6 +19,7 @@
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/Sharding/TensorLayout.h"
+#include "tessera/Sharding/TrainingShardingPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -53,6 +54,28 @@ llvm::Expected<TensorLayout> readLayout(mlir::Value value,
 llvm::Expected<TensorLayout> readResultLayout(mlir::func::FuncOp function,
                                               unsigned index,
                                               const cost::DeviceMesh &mesh);
+
+/// What `annotateFromSearchPlan` wrote where it could not follow the
+/// search's plan: one line per deviation, naming the op (or parameter), what
+/// the plan asked and what the annotation does instead. Empty when the
+/// partitioner runs the plan as the search priced it.
+struct PlanAnnotationReport {
+  std::vector<std::string> deviations;
+  /// Ops of the planned forward function (tess.parameter, constants and the
+  /// terminator aside) and how many of them were found in the step.
+  size_t plannedOps = 0, matchedOps = 0;
+};
+
+/// The bridge from the search (MeshSharding.h, which plans @forward) to the
+/// partitioner: writes a complete, consistent annotation of `step` (the
+/// @forward_backward of tess-build-training built from that @forward) for
+/// `plan`'s mesh. Defined in lib/Transforms/Partition/AnnotateFromPlan.cpp
+/// (TesseraTransforms), since it decides with the partitioner's own layout
+/// rule; see that file for the mapping. Errors: a step without the roles
+/// tess-build-training gives its arguments.
+llvm::Expected<PlanAnnotationReport>
+annotateFromSearchPlan(mlir::func::FuncOp step,
+                       const TrainingShardingPlan &plan);
 
 } // namespace tessera::sharding
 
