@@ -164,7 +164,7 @@ cl::list<std::string> shardPins(
              "like [-, tp], comma separated"),
     cl::value_desc("REGEX=SPEC"), cl::cat(category));
 // --partition: the per-rank training step.
-cl::opt<bool> partition(
+cl::opt<bool> partitionStep(
     "partition",
     cl::desc("With --mesh and --emit=mlir: write the training step as one "
              "rank runs it, for the searched plan (--explain's search flags "
@@ -581,7 +581,7 @@ int main(int argc, char **argv) {
   tessera::cost::DeviceMesh mesh;
   tessera::sharding::MeshSearchOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
-  if (partition) {
+  if (partitionStep) {
     if (explain || emit != EmitStage::Mlir || summary)
       return fail("--partition writes the per-rank training step: use it "
                   "with --emit=mlir alone (not --explain, --summary or "
@@ -598,7 +598,7 @@ int main(int argc, char **argv) {
     return fail("--strategy chooses the plan --partition writes; add "
                 "--partition --emit=mlir");
   }
-  if (explain || partition) {
+  if (explain || partitionStep) {
     if (explain && (emit != EmitStage::None || buildExecutable || summary))
       return fail("--explain cannot be combined with --emit, --summary or "
                   "--target");
@@ -683,7 +683,7 @@ int main(int argc, char **argv) {
   if (explain)
     return explainTrainingStep(context, **module, *cluster, mesh,
                                searchOptions, explainTitle);
-  if (partition)
+  if (partitionStep)
     return partitionTrainingStep(context, **module, *cluster, mesh,
                                  searchOptions);
 

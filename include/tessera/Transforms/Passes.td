@@ -331,4 +331,57 @@ def PartitionSpmd : Pass<"tess-partition-spmd", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Pipeline: a training step -> per-stage forward and backward functions
+//===----------------------------------------------------------------------===//
+
+def SplitPipelineStages : Pass<"tess-split-pipeline-stages", "::mlir::ModuleOp"> {
+  let summary = "Cut @forward_backward into per-stage forward and backward functions";
+  let description = [{
+    Cuts the training step along layer boundaries (lib/Pipeline's
+    ProgramUnits: embedding, one unit per layer, head) into `stages x
+    virtual` contiguous pipeline stages of as equal a unit count as
+    possible, stage c running on device `c mod stages` (with `virtual` > 1,
+    device s owns the interleaved schedule's chunks s, s + stages, ...).
+    Each stage c becomes two functions that a schedule calls per
+    micro-batch, independently:
+
+    ```mlir
+    func.func @stage1_forward(
+        %act: tensor<...> {tess.activation},       // from stage 0's forward
+        %w: tensor<...> {tess.parameter = "..."},  // and tess.buffer / tess.input
+        ...) -> (tensor<...> {tess.activation},    // to stage 2's forward
+                 tensor<...> {tess.saved},         // to this stage's backward
+                 tensor<f32> {tess.loss})          // the stage holding the loss
+    func.func @stage1_backward(
+        %saved: tensor<...> {tess.saved},
+        %dact: tensor<...> {tess.activation_gradient}, // from stage 2's backward
+        %w: tensor<...> {tess.parameter = "..."}, ...)
+        -> (tensor<...> {tess.activation_gradient}, // to stage 0's backward
+            tensor<...> {tess.gradient = "..."})
+    ```
+
+    The activations crossing a boundary are every forward value of an
+    earlier stage that a later stage reads (usually the residual stream
+    alone; a value read further down is passed on stage by stage), and
+    likewise for the activation gradients; the saved values are the forward
+    values the stage's backward reads. The loss' stage returns it; each
+    parameter gradient is returned by the stage that completes it (a tied
+    embedding's by the first). Each function carries `tess.pipeline_stage`
+    (c) and `tess.pipeline_device` (c mod stages); the module gets
+    `tess.pipeline = {stages, virtual}`. @forward_backward and
+    @optimizer_step stay. The cross-entropy's `loss_scale` input scales
+    the gradients: a schedule of m micro-batches passes 1/m to get the
+    global batch's mean.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Pipeline stages (devices)">,
+    Option<"virtualStages", "virtual", "int64_t", /*default=*/"1",
+           "Stages per device (chunks of the interleaved schedule)">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // TESSERA_TRANSFORMS_PASSES_TD
