@@ -28,7 +28,7 @@ compile() { # name batch
       --dim batch="$batch" --dim seq=1024 --loss causal-lm --precision bf16 \
       --target cuda --without-weights -o "$out/$name-train"
   "$tesserac" "$shared/models/$name.raw.dyn.onnx" --dim batch="$batch" --dim seq=1024 \
-      --summary > "$out/$name.summary.txt"
+      --loss causal-lm --precision bf16 --summary > "$out/$name.summary.txt"
 }
 compile gpt2-124m 16
 compile gpt2-350m 8

@@ -37,6 +37,7 @@
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Lowering/HostCompiler.h"
 #include "tessera/Lowering/Passes.h"
+#include "tessera/Lowering/StepMemory.h"
 #include "tessera/Lowering/WeightsFile.h"
 #include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Sharding/PlanAnnotation.h"
@@ -54,6 +55,8 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+
+#include <optional>
 
 using namespace llvm;
 
@@ -212,10 +215,19 @@ void addCudaToolkit(tessera::lowering::HostCompileOptions &options) {
 #ifdef TESSERA_RUNTIME_CUDA_LIBRARY
   options.includeDirectories.push_back(TESSERA_CUDA_INCLUDE_DIR);
   std::string cublasLt = TESSERA_CUBLASLT_LIBRARY;
-  options.linkArguments = {
-      TESSERA_CUDART_STATIC_LIBRARY, cublasLt,
-      // Where cuBLASLt was here; elsewhere the loader's own search applies.
-      "-Wl,-rpath," + sys::path::parent_path(cublasLt).str(), "-ldl", "-lrt"};
+  options.linkArguments = {TESSERA_CUDART_STATIC_LIBRARY, cublasLt};
+#ifdef TESSERA_NCCL_LIBRARY
+  // NCCL (data parallelism), shared like cuBLASLt.
+  std::string nccl = TESSERA_NCCL_LIBRARY;
+  options.linkArguments.push_back(nccl);
+  options.linkArguments.push_back("-Wl,-rpath," +
+                                  sys::path::parent_path(nccl).str());
+#endif
+  // Where cuBLASLt was here; elsewhere the loader's own search applies.
+  options.linkArguments.push_back("-Wl,-rpath," +
+                                  sys::path::parent_path(cublasLt).str());
+  options.linkArguments.push_back("-ldl");
+  options.linkArguments.push_back("-lrt");
 #else
   (void)options;
 #endif
@@ -230,14 +242,20 @@ tessera::lowering::HostCompileOptions runtimeLocation(bool cuda) {
   if (cuda)
     addCudaToolkit(options);
   // Link order: the driver's GPU backend (cuda: tessera_cuda_train_main,
-  // what the program's main calls), the driver, the CUDA kernels, then the
-  // CPU kernels all of them use.
+  // what the program's main calls), the driver, the collectives (NCCL's,
+  // then the common part), the CUDA kernels, then the CPU kernels all of
+  // them use.
   if (runtimeDir.empty()) {
 #ifdef TESSERA_RUNTIME_CUDA_LIBRARY
     if (cuda)
       options.libraries.push_back(TESSERA_RUNTIME_TRAIN_CUDA_LIBRARY);
 #endif
     options.libraries.push_back(TESSERA_RUNTIME_TRAIN_LIBRARY);
+#ifdef TESSERA_RUNTIME_NCCL_LIBRARY
+    if (cuda)
+      options.libraries.push_back(TESSERA_RUNTIME_NCCL_LIBRARY);
+#endif
+    options.libraries.push_back(TESSERA_RUNTIME_COMM_LIBRARY);
 #ifdef TESSERA_RUNTIME_CUDA_LIBRARY
     if (cuda)
       options.libraries.push_back(TESSERA_RUNTIME_CUDA_LIBRARY);
@@ -249,12 +267,17 @@ tessera::lowering::HostCompileOptions runtimeLocation(bool cuda) {
   if (cuda)
     names.push_back("libtessera_runtime_train_cuda.a");
   names.push_back("libtessera_runtime_train.a");
+#ifdef TESSERA_RUNTIME_NCCL_LIBRARY
+  if (cuda)
+    names.push_back("libtessera_runtime_nccl.a");
+#endif
+  names.push_back("libtessera_runtime_comm.a");
   if (cuda)
     names.push_back("libtessera_runtime_cuda.a");
   names.push_back("libtessera_runtime_cpu.a");
   for (StringRef name : names) {
     std::string found;
-    for (StringRef folder : {"", "train", "cuda", "lib"}) {
+    for (StringRef folder : {"", "train", "cuda", "comm", "lib"}) {
       SmallString<256> candidate(runtimeDir);
       sys::path::append(candidate, folder, name);
       if (sys::fs::exists(candidate)) {
@@ -690,10 +713,31 @@ int main(int argc, char **argv) {
   if (emit == EmitStage::Cpp || buildExecutable)
     return compileTrainingProgram(context, **module, buildExecutable);
 
+  // --summary with --loss or --precision: also the device memory of the
+  // compiled training step (its planned arena and the driver's state).
+  std::optional<tessera::lowering::StepMemory> stepMemory;
+  if (summary && (loss.getNumOccurrences() || precision.getNumOccurrences())) {
+    mlir::OwningOpRef<mlir::ModuleOp> step((**module).clone());
+    if (int status = buildTrainingStep(context, *step))
+      return status;
+    auto forwardBackward =
+        step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+    if (!forwardBackward)
+      return fail(inputPath + ": the training step has no @forward_backward");
+    FailureOr<tessera::lowering::StepMemory> memory =
+        tessera::lowering::estimateStepMemory(forwardBackward,
+                                              /*microBatches=*/1);
+    if (failed(memory))
+      return fail(inputPath + ": cannot plan the training step's memory");
+    stepMemory = *memory;
+  }
+
   return writeOutput([&](raw_ostream &os) {
     if (summary)
       tessera::printModelSummary(tessera::summarizeModel(**module), inputPath,
                                  os);
+    if (stepMemory)
+      tessera::lowering::printStepMemory(*stepMemory, os);
     if (emit != EmitStage::None)
       (*module)->print(os);
   });
