@@ -1,12 +1,15 @@
 //===- CrossEntropy.cu - Fused softmax cross-entropy over the vocabulary ---===//
 //
 // The language-model loss over logits [N, V] (V = 50257 for GPT-2). Logits
-// stay in their storage type (bf16 in mixed precision): one block per row
-// reads the row for its max and again for the f64 sum of exp(x - max) (the
-// second read mostly hits L2: a bf16 row is 100 KB), and nothing of size
-// [N, V] is written in the forward. The backward reads the row for the same
-// log-normalizer and writes dlogits = dloss/count * (softmax - onehot) in one
-// pass, so fp32 logits are never materialized at all.
+// stay in their storage type (bf16 in mixed precision) and nothing of size
+// [N, V] is written in the forward. One block per row reads the row once
+// with 16-byte loads (a scalar head reaches 16-byte alignment: rows of an odd
+// length start anywhere; a scalar tail finishes) and keeps an online
+// max / sum of exp(x - max) per thread in f32, combined across the block in
+// f64. The backward keeps the vectors it loaded in registers (a bf16 row of
+// up to 53248 classes fits), so after the block agrees on the
+// log-normalizer it writes dlogits = dloss/count * (softmax - onehot) without
+// reading the row again; fp32 logits are never materialized.
 //
 // The mean needs a cross-row sum: each row writes its loss (and whether it
 // counts) into scratch and one block adds them in a fixed order, so the loss
@@ -29,12 +32,145 @@ using tessera::cpu::shapeOf;
 
 namespace {
 
+/// Threads per row and 16-byte vectors each thread keeps in registers: 512
+/// threads x 13 vectors x 8 bf16 = 53248 classes; one block per SM leaves
+/// each thread 128 registers, which the backward needs without spilling.
 constexpr int kRowThreads = 512;
+constexpr int kCachedVectors = 13;
 
 struct RowResult {
   double loss;
   double counted; // 1 or 0
 };
+
+__device__ __forceinline__ float toFloat(float value) { return value; }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 value) {
+  return __bfloat162float(value);
+}
+__device__ __forceinline__ float toFloat(__half value) {
+  return __half2float(value);
+}
+template <typename T> __device__ __forceinline__ T fromFloat(float value);
+template <> __device__ __forceinline__ float fromFloat<float>(float value) {
+  return value;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float value) {
+  return __float2bfloat16_rn(value);
+}
+template <> __device__ __forceinline__ __half fromFloat<__half>(float value) {
+  return __float2half_rn(value);
+}
+
+template <typename T> constexpr int kPerVector = 16 / sizeof(T);
+
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4 &vector,
+                                       float (&values)[kPerVector<T>]) {
+  const T *elements = reinterpret_cast<const T *>(&vector);
+#pragma unroll
+  for (int k = 0; k < kPerVector<T>; ++k)
+    values[k] = toFloat(elements[k]);
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 pack(const float (&values)[kPerVector<T>]) {
+  uint4 vector;
+  T *elements = reinterpret_cast<T *>(&vector);
+#pragma unroll
+  for (int k = 0; k < kPerVector<T>; ++k)
+    elements[k] = fromFloat<T>(values[k]);
+  return vector;
+}
+
+/// A row as a scalar head up to the first 16-byte boundary, whole vectors,
+/// and a scalar tail from `tailStart`.
+struct RowSplit {
+  int64_t head;
+  int64_t vectors;
+  int64_t tailStart;
+};
+
+template <typename T>
+__device__ RowSplit splitRow(const T *row, int64_t classes) {
+  uintptr_t misalignment = reinterpret_cast<uintptr_t>(row) % 16;
+  int64_t head = static_cast<int64_t>((16 - misalignment) % 16 / sizeof(T));
+  head = head < classes ? head : classes;
+  int64_t vectors = (classes - head) / kPerVector<T>;
+  return {head, vectors, head + vectors * kPerVector<T>};
+}
+
+/// A running max and sum of exp(x - max) over the values a thread has seen.
+struct OnlineSum {
+  float maximum = -INFINITY;
+  float sum = 0.0f;
+
+  template <int N> __device__ __forceinline__ void add(const float (&values)[N]) {
+    float largest = maximum;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      largest = fmaxf(largest, values[k]);
+    if (largest > maximum) {
+      sum *= expf(maximum - largest);
+      maximum = largest;
+    }
+    // Values of -inf add nothing (and must not make -inf - -inf).
+    if (maximum == -INFINITY)
+      return;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      sum += expf(values[k] - maximum);
+  }
+};
+
+/// log(sum(exp(row))) for every thread of the block; reads the row once and
+/// leaves this thread's first kCachedVectors vectors (index threadIdx.x +
+/// k * blockDim.x) in `cache`.
+template <typename T>
+__device__ double rowLogNormalizer(const T *row, int64_t classes,
+                                   const RowSplit &split,
+                                   uint4 (&cache)[kCachedVectors],
+                                   float *sharedMax, double *sharedSum) {
+  const uint4 *vectors = reinterpret_cast<const uint4 *>(row + split.head);
+  // All loads first, so each thread has several in flight.
+#pragma unroll
+  for (int k = 0; k < kCachedVectors; ++k) {
+    int64_t v = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (v < split.vectors)
+      cache[k] = vectors[v];
+  }
+  OnlineSum online;
+  float values[kPerVector<T>];
+#pragma unroll
+  for (int k = 0; k < kCachedVectors; ++k) {
+    int64_t v = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (v < split.vectors) {
+      unpack<T>(cache[k], values);
+      online.add(values);
+    }
+  }
+  for (int64_t v = threadIdx.x + static_cast<int64_t>(kCachedVectors) *
+                                     blockDim.x;
+       v < split.vectors; v += blockDim.x) {
+    unpack<T>(vectors[v], values);
+    online.add(values);
+  }
+  for (int64_t j = threadIdx.x; j < split.head; j += blockDim.x) {
+    float value[1] = {toFloat(row[j])};
+    online.add(value);
+  }
+  for (int64_t j = split.tailStart + threadIdx.x; j < classes;
+       j += blockDim.x) {
+    float value[1] = {toFloat(row[j])};
+    online.add(value);
+  }
+  float maximum = blockMax(online.maximum, sharedMax);
+  double scaled = online.sum == 0.0f
+                      ? 0.0
+                      : static_cast<double>(online.sum) *
+                            exp(static_cast<double>(online.maximum) - maximum);
+  return maximum + log(blockSum(scaled, sharedSum));
+}
 
 /// The target of `row`, or -1 when ignored or (recorded) out of range.
 __device__ int64_t targetOf(const void *targets, int targetType, int64_t row,
@@ -51,25 +187,11 @@ __device__ int64_t targetOf(const void *targets, int targetType, int64_t row,
   return target;
 }
 
-/// log(sum(exp(row))), max subtracted first; every thread gets it.
-__device__ double logSumExp(const void *logits, int logitType, int64_t start,
-                            int64_t classes, float *sharedMax,
-                            double *sharedSum) {
-  float maximum = -INFINITY;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    maximum = fmaxf(maximum, loadFloat(logits, logitType, start + j));
-  maximum = blockMax(maximum, sharedMax);
-  double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
-    sum += exp(static_cast<double>(loadFloat(logits, logitType, start + j)) -
-               maximum);
-  return maximum + log(blockSum(sum, sharedSum));
-}
-
-__global__ void rowLossKernel(const void *logits, int logitType,
-                              const void *targets, int targetType,
-                              int64_t classes, int64_t ignoreIndex,
-                              RowResult *results, DeviceErrorRecord *errors) {
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads, 1)
+    rowLossKernel(const T *logits, const void *targets, int targetType,
+                  int64_t classes, int64_t ignoreIndex, RowResult *results,
+                  DeviceErrorRecord *errors) {
   __shared__ float sharedMax[32];
   __shared__ double sharedSum[32];
   int64_t row = blockIdx.x;
@@ -80,12 +202,13 @@ __global__ void rowLossKernel(const void *logits, int logitType,
       results[row] = {0.0, 0.0};
     return;
   }
-  int64_t start = row * classes;
-  double normalizer = logSumExp(logits, logitType, start, classes, sharedMax,
-                                sharedSum);
+  const T *rowLogits = logits + row * classes;
+  uint4 cache[kCachedVectors];
+  double normalizer =
+      rowLogNormalizer(rowLogits, classes, splitRow(rowLogits, classes), cache,
+                       sharedMax, sharedSum);
   if (threadIdx.x == 0)
-    results[row] = {normalizer - loadFloat(logits, logitType, start + target),
-                    1.0};
+    results[row] = {normalizer - toFloat(rowLogits[target]), 1.0};
 }
 
 __global__ void meanLossKernel(const RowResult *results, int64_t rows,
@@ -116,36 +239,125 @@ __global__ void countTargetsKernel(const void *targets, int targetType,
     *count = counted;
 }
 
-__global__ void rowGradientKernel(const void *logits, int logitType,
-                                  const void *targets, int targetType,
-                                  const void *dloss, int dlossType,
-                                  const double *count, void *dlogits,
-                                  int dlogitType, int64_t classes,
-                                  int64_t ignoreIndex,
-                                  DeviceErrorRecord *errors) {
+/// Writes one vector's worth of gradients: as a vector when dlogits has the
+/// logits' type and alignment, else element by element.
+template <typename T, bool VectorStore>
+__device__ __forceinline__ void
+storeGradients(void *dlogits, int dlogitType, int64_t start, int64_t column,
+               const float (&values)[kPerVector<T>]) {
+  if (VectorStore) {
+    *reinterpret_cast<uint4 *>(static_cast<T *>(dlogits) + start + column) =
+        pack<T>(values);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPerVector<T>; ++k)
+      storeFloat(dlogits, dlogitType, start + column + k, values[k]);
+  }
+}
+
+/// The gradient of one logit: rowWeight * (softmax - onehot), as the CPU
+/// kernel (an f32 probability from the f64 log-normalizer).
+__device__ __forceinline__ float logitGradient(float logit, double normalizer,
+                                               float rowWeight, bool isTarget) {
+  float probability =
+      expf(static_cast<float>(static_cast<double>(logit) - normalizer));
+  return rowWeight * (probability - (isTarget ? 1.0f : 0.0f));
+}
+
+template <typename T, bool VectorStore>
+__global__ void __launch_bounds__(kRowThreads, 1)
+    rowGradientKernel(const T *logits, const void *targets, int targetType,
+                      const void *dloss, int dlossType, const double *count,
+                      void *dlogits, int dlogitType, int64_t classes,
+                      int64_t ignoreIndex, DeviceErrorRecord *errors) {
   __shared__ float sharedMax[32];
   __shared__ double sharedSum[32];
   int64_t row = blockIdx.x;
   int64_t start = row * classes;
+  const T *rowLogits = logits + start;
+  RowSplit split = splitRow(rowLogits, classes);
   int64_t target = targetOf(targets, targetType, row, classes, ignoreIndex,
                             errors, "tessera_cuda_cross_entropy_grad");
+  float values[kPerVector<T>];
   if (target < 0) {
-    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+    for (int k = 0; k < kPerVector<T>; ++k)
+      values[k] = 0.0f;
+    for (int64_t v = threadIdx.x; v < split.vectors; v += blockDim.x)
+      storeGradients<T, VectorStore>(dlogits, dlogitType, start,
+                                     split.head + v * kPerVector<T>, values);
+    for (int64_t j = threadIdx.x; j < split.head; j += blockDim.x)
+      storeFloat(dlogits, dlogitType, start + j, 0.0f);
+    for (int64_t j = split.tailStart + threadIdx.x; j < classes;
+         j += blockDim.x)
       storeFloat(dlogits, dlogitType, start + j, 0.0f);
     return;
   }
   // As the CPU kernel: an f32 upstream divided by the f32 count.
   float rowWeight =
       loadFloat(dloss, dlossType, 0) / static_cast<float>(*count);
-  double normalizer = logSumExp(logits, logitType, start, classes, sharedMax,
-                                sharedSum);
-  for (int64_t j = threadIdx.x; j < classes; j += blockDim.x) {
-    float probability = static_cast<float>(
-        exp(static_cast<double>(loadFloat(logits, logitType, start + j)) -
-            normalizer));
-    storeFloat(dlogits, dlogitType, start + j,
-               rowWeight * (probability - (j == target ? 1.0f : 0.0f)));
+  uint4 cache[kCachedVectors];
+  double normalizer = rowLogNormalizer(rowLogits, classes, split, cache,
+                                       sharedMax, sharedSum);
+  const uint4 *vectors = reinterpret_cast<const uint4 *>(rowLogits + split.head);
+  auto writeVector = [&](int64_t v, const uint4 &vector) {
+    unpack<T>(vector, values);
+    int64_t column = split.head + v * kPerVector<T>;
+#pragma unroll
+    for (int k = 0; k < kPerVector<T>; ++k)
+      values[k] = logitGradient(values[k], normalizer, rowWeight,
+                                column + k == target);
+    storeGradients<T, VectorStore>(dlogits, dlogitType, start, column, values);
+  };
+#pragma unroll
+  for (int k = 0; k < kCachedVectors; ++k) {
+    int64_t v = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    if (v < split.vectors)
+      writeVector(v, cache[k]);
   }
+  for (int64_t v = threadIdx.x + static_cast<int64_t>(kCachedVectors) *
+                                     blockDim.x;
+       v < split.vectors; v += blockDim.x)
+    writeVector(v, vectors[v]);
+  for (int64_t j = threadIdx.x; j < split.head; j += blockDim.x)
+    storeFloat(dlogits, dlogitType, start + j,
+               logitGradient(toFloat(rowLogits[j]), normalizer, rowWeight,
+                             j == target));
+  for (int64_t j = split.tailStart + threadIdx.x; j < classes;
+       j += blockDim.x)
+    storeFloat(dlogits, dlogitType, start + j,
+               logitGradient(toFloat(rowLogits[j]), normalizer, rowWeight,
+                             j == target));
+}
+
+template <typename T>
+void launchRowLoss(const tessera_tensor &logits, const tessera_tensor &targets,
+                   int64_t rows, int64_t classes, int64_t ignoreIndex,
+                   RowResult *results, DeviceErrorRecord *errors,
+                   cudaStream_t stream) {
+  rowLossKernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      static_cast<const T *>(logits.data), targets.data, targets.dtype,
+      classes, ignoreIndex, results, errors);
+}
+
+template <typename T>
+void launchRowGradient(const tessera_tensor &logits,
+                       const tessera_tensor &targets,
+                       const tessera_tensor &dloss, const double *count,
+                       tessera_tensor &dlogits, int64_t rows, int64_t classes,
+                       int64_t ignoreIndex, DeviceErrorRecord *errors,
+                       cudaStream_t stream) {
+  // Rows of dlogits start at the same offset from a 16-byte boundary as rows
+  // of logits when the two share a type and a base alignment.
+  bool vectorStore =
+      dlogits.dtype == logits.dtype &&
+      (reinterpret_cast<uintptr_t>(dlogits.data) -
+       reinterpret_cast<uintptr_t>(logits.data)) % 16 == 0;
+  auto launch = vectorStore ? rowGradientKernel<T, true>
+                            : rowGradientKernel<T, false>;
+  launch<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
+      static_cast<const T *>(logits.data), targets.data, targets.dtype,
+      dloss.data, dloss.dtype, count, dlogits.data, dlogits.dtype, classes,
+      ignoreIndex, errors);
 }
 
 struct ClassLayout {
@@ -184,10 +396,21 @@ extern "C" int tessera_cuda_cross_entropy(const tessera_tensor *logits,
     RowResult *results = static_cast<RowResult *>(streamScratch(
         stream, std::max<int64_t>(layout.rows, 1) * sizeof(RowResult)));
     if (layout.rows > 0) {
-      rowLossKernel<<<static_cast<unsigned>(layout.rows), kRowThreads, 0,
-                      stream>>>(scores.data, scores.dtype, labels.data,
-                                labels.dtype, layout.classes, ignore_index,
-                                results, errors);
+      switch (scores.dtype) {
+      case TESSERA_BF16:
+        launchRowLoss<__nv_bfloat16>(scores, labels, layout.rows,
+                                     layout.classes, ignore_index, results,
+                                     errors, stream);
+        break;
+      case TESSERA_F16:
+        launchRowLoss<__half>(scores, labels, layout.rows, layout.classes,
+                              ignore_index, results, errors, stream);
+        break;
+      default:
+        launchRowLoss<float>(scores, labels, layout.rows, layout.classes,
+                             ignore_index, results, errors, stream);
+        break;
+      }
       cudaCheckLaunch();
     }
     meanLossKernel<<<1, 1024, 0, stream>>>(results, layout.rows, output.data,
@@ -220,11 +443,23 @@ extern "C" int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
                                                layout.rows, layout.classes,
                                                ignore_index, count, errors);
     cudaCheckLaunch();
-    rowGradientKernel<<<static_cast<unsigned>(layout.rows), kRowThreads, 0,
-                        stream>>>(scores.data, scores.dtype, labels.data,
-                                  labels.dtype, upstream.data, upstream.dtype,
-                                  count, output.data, output.dtype,
-                                  layout.classes, ignore_index, errors);
+    switch (scores.dtype) {
+    case TESSERA_BF16:
+      launchRowGradient<__nv_bfloat16>(scores, labels, upstream, count, output,
+                                       layout.rows, layout.classes,
+                                       ignore_index, errors, stream);
+      break;
+    case TESSERA_F16:
+      launchRowGradient<__half>(scores, labels, upstream, count, output,
+                                layout.rows, layout.classes, ignore_index,
+                                errors, stream);
+      break;
+    default:
+      launchRowGradient<float>(scores, labels, upstream, count, output,
+                               layout.rows, layout.classes, ignore_index,
+                               errors, stream);
+      break;
+    }
     cudaCheckLaunch();
   });
 }

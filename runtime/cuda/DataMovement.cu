@@ -12,14 +12,25 @@
 //   kernel moves elements as 1/2/4/8-byte words, so every dtype works.
 // slice_grad zeroes dx and scatters dy through the same strides.
 //
-// The strided kernel is simple and reads or writes uncoalesced along
-// permuted dims; a tiled shared-memory transpose is the upgrade if traces
-// show transposes (the lowering avoids most of them by choosing layouts).
+// The strided copy first simplifies its walk (drops size-1 dims, merges
+// dims the source walks contiguously), then picks one of three kernels:
+// - rows: the innermost dim stays contiguous on both sides (the attention
+//   head transposes [B,T,H,D] <-> [B,H,T,D]); each row moves as the widest
+//   word (16, 8, 4 or 2 bytes) the row length, strides and pointers allow,
+//   with the row's offset computed once per word in 32-bit arithmetic when
+//   the tensor is small enough;
+// - tiles: the innermost dim moves (a matrix transpose); a 32x32 tile is read
+//   coalesced along the source's contiguous dim into shared memory and
+//   written coalesced along the output's;
+// - elements: anything else, one offset decomposition per element.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
 #include "OperandChecks.h"
+
+#include <algorithm>
+#include <cstdlib>
 
 using namespace tessera::cuda;
 using tessera::cpu::dtypeSize;
@@ -51,17 +62,125 @@ __global__ void stridedCopyKernel(const Element *x, Element *y,
   }
 }
 
-/// Walks `shape` (the smaller tensor's); `strides` index the larger one.
+/// The outer dims of a row copy, strides counted in words.
+template <typename Index> struct RowLayout {
+  int rank;
+  Index shape[TESSERA_MAX_RANK];
+  Index strides[TESSERA_MAX_RANK];
+};
+
+/// Copies rows of `rowWords` words: the walked side is dense, the other side
+/// puts each row at `base + sum(index * stride)` over the outer dims. Index
+/// is 32-bit when every offset fits, which makes the divisions cheap.
+template <typename Word, typename Index, bool Scatter>
+__global__ void rowCopyKernel(const Word *x, Word *y, RowLayout<Index> layout,
+                              Index base, Index rowWords, Index count) {
+  for (Index i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += blockDim.x * gridDim.x) {
+    Index row = i / rowWords;
+    Index offset = base + (i - row * rowWords);
+    for (int dim = layout.rank - 1; dim >= 0; --dim) {
+      Index index = row % layout.shape[dim];
+      row /= layout.shape[dim];
+      offset += index * layout.strides[dim];
+    }
+    if (Scatter)
+      y[offset] = x[i];
+    else
+      y[i] = x[offset];
+  }
+}
+
+constexpr int kTile = 32;
+constexpr int kTileRowsPerPass = 8;
+
+/// A gather whose source is contiguous along output dim `rows` while the
+/// output is contiguous along its last dim `columns`: the other dims are a
+/// batch of independent matrix transposes.
+struct TileLayout {
+  int64_t rows;
+  int64_t columns;
+  int64_t sourceColumnStride;
+  int64_t outputRowStride;
+  int64_t batches;
+  int batchRank;
+  int64_t batchShape[TESSERA_MAX_RANK];
+  int64_t batchSourceStrides[TESSERA_MAX_RANK];
+  int64_t batchOutputStrides[TESSERA_MAX_RANK];
+};
+
+/// Reads a tile coalesced along the source's contiguous dim into shared
+/// memory and writes it coalesced along the output's; blockDim is
+/// (kTile, kTileRowsPerPass).
+template <typename Element>
+__global__ void tileTransposeKernel(const Element *x, Element *y,
+                                    TileLayout layout, int64_t base) {
+  // One padding column keeps the column reads off a single bank.
+  __shared__ Element tile[kTile][kTile + 1];
+  int64_t rowStart = static_cast<int64_t>(blockIdx.y) * kTile;
+  int64_t columnStart = static_cast<int64_t>(blockIdx.x) * kTile;
+  for (int64_t batch = blockIdx.z; batch < layout.batches;
+       batch += gridDim.z) {
+    int64_t source = base, output = 0, rest = batch;
+    for (int dim = layout.batchRank - 1; dim >= 0; --dim) {
+      int64_t index = rest % layout.batchShape[dim];
+      rest /= layout.batchShape[dim];
+      source += index * layout.batchSourceStrides[dim];
+      output += index * layout.batchOutputStrides[dim];
+    }
+    for (int k = threadIdx.y; k < kTile; k += kTileRowsPerPass) {
+      int64_t row = rowStart + threadIdx.x, column = columnStart + k;
+      if (row < layout.rows && column < layout.columns)
+        tile[k][threadIdx.x] =
+            x[source + row + column * layout.sourceColumnStride];
+    }
+    __syncthreads();
+    for (int k = threadIdx.y; k < kTile; k += kTileRowsPerPass) {
+      int64_t row = rowStart + k, column = columnStart + threadIdx.x;
+      if (row < layout.rows && column < layout.columns)
+        y[output + row * layout.outputRowStride + column] = tile[threadIdx.x][k];
+    }
+    __syncthreads(); // the next batch overwrites the tile
+  }
+}
+
+/// A strided walk with size-1 dims dropped and neighbours merged where the
+/// strided side is walked contiguously too (fewer dims: less index math).
+struct Walk {
+  Shape shape;
+  Shape strides;
+};
+
+Walk simplifyWalk(const Shape &shape, const Shape &strides) {
+  Walk walk;
+  for (size_t dim = 0; dim < shape.size(); ++dim) {
+    if (shape[dim] == 1)
+      continue;
+    if (!walk.shape.empty() &&
+        walk.strides.back() == strides[dim] * shape[dim]) {
+      walk.shape.back() *= shape[dim];
+      walk.strides.back() = strides[dim];
+      continue;
+    }
+    walk.shape.push_back(shape[dim]);
+    walk.strides.push_back(strides[dim]);
+  }
+  if (walk.shape.empty()) { // a single element
+    walk.shape.push_back(1);
+    walk.strides.push_back(1);
+  }
+  return walk;
+}
+
+/// Launches the element kernel on words of `Element`'s size.
 template <bool Scatter>
-void stridedCopy(const void *x, void *y, int32_t dtype, const Shape &shape,
-                 const Shape &strides, int64_t base, cudaStream_t stream) {
-  int64_t count = product(shape, 0, shape.size());
-  if (count == 0)
-    return;
-  Shape operandStrides[1] = {strides};
-  StridedLayout<1> layout = makeLayout(shape, operandStrides);
+void launchElementCopy(const void *x, void *y, size_t elementSize,
+                       const Walk &walk, int64_t base, int64_t count,
+                       cudaStream_t stream) {
+  Shape operandStrides[1] = {walk.strides};
+  StridedLayout<1> layout = makeLayout(walk.shape, operandStrides);
   unsigned grid = gridFor(count);
-  switch (dtypeSize(dtype)) {
+  switch (elementSize) {
   case 1:
     stridedCopyKernel<uint8_t, Scatter><<<grid, kThreadsPerBlock, 0, stream>>>(
         static_cast<const uint8_t *>(x), static_cast<uint8_t *>(y), layout,
@@ -83,6 +202,163 @@ void stridedCopy(const void *x, void *y, int32_t dtype, const Shape &shape,
         base, count);
     break;
   }
+}
+
+template <typename Word, typename Index, bool Scatter>
+void launchRowCopyAs(const void *x, void *y, const RowLayout<Index> &layout,
+                     int64_t base, int64_t rowWords, int64_t count,
+                     cudaStream_t stream) {
+  rowCopyKernel<Word, Index, Scatter>
+      <<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+          static_cast<const Word *>(x), static_cast<Word *>(y), layout,
+          static_cast<Index>(base), static_cast<Index>(rowWords),
+          static_cast<Index>(count));
+}
+
+template <typename Index, bool Scatter>
+void launchRowCopy(const void *x, void *y, size_t word, const Walk &walk,
+                   int64_t base, int64_t rowWords, int64_t count,
+                   cudaStream_t stream) {
+  RowLayout<Index> layout{};
+  layout.rank = static_cast<int>(walk.shape.size()) - 1;
+  for (int dim = 0; dim < layout.rank; ++dim) {
+    layout.shape[dim] = static_cast<Index>(walk.shape[dim]);
+    layout.strides[dim] = static_cast<Index>(
+        walk.strides[dim] / static_cast<int64_t>(word));
+  }
+  switch (word) {
+  case 16:
+    launchRowCopyAs<uint4, Index, Scatter>(x, y, layout, base, rowWords, count,
+                                           stream);
+    break;
+  case 8:
+    launchRowCopyAs<uint2, Index, Scatter>(x, y, layout, base, rowWords, count,
+                                           stream);
+    break;
+  case 4:
+    launchRowCopyAs<uint32_t, Index, Scatter>(x, y, layout, base, rowWords,
+                                              count, stream);
+    break;
+  case 2:
+    launchRowCopyAs<uint16_t, Index, Scatter>(x, y, layout, base, rowWords,
+                                              count, stream);
+    break;
+  default:
+    launchRowCopyAs<uint8_t, Index, Scatter>(x, y, layout, base, rowWords,
+                                             count, stream);
+    break;
+  }
+}
+
+/// Copies with the innermost dim contiguous on both sides: `walk`'s strides
+/// are in elements and its last stride is 1.
+template <bool Scatter>
+void rowCopy(const void *x, void *y, size_t elementSize, Walk walk,
+             int64_t base, int64_t count, cudaStream_t stream) {
+  // The widest word that divides the row, every stride, the base offset and
+  // both pointers.
+  int64_t rowBytes = walk.shape.back() * static_cast<int64_t>(elementSize);
+  uintptr_t alignment = reinterpret_cast<uintptr_t>(x) |
+                        reinterpret_cast<uintptr_t>(y) |
+                        static_cast<uintptr_t>(rowBytes) |
+                        static_cast<uintptr_t>(base * elementSize);
+  for (size_t dim = 0; dim + 1 < walk.shape.size(); ++dim)
+    alignment |= static_cast<uintptr_t>(walk.strides[dim] * elementSize);
+  size_t word = 16;
+  while (word > 1 && (alignment % word) != 0)
+    word /= 2;
+  // Strides become byte strides, divided into words by launchRowCopy.
+  int64_t span = base * static_cast<int64_t>(elementSize) + rowBytes;
+  for (size_t dim = 0; dim + 1 < walk.shape.size(); ++dim) {
+    walk.strides[dim] *= static_cast<int64_t>(elementSize);
+    span += (walk.shape[dim] - 1) * std::abs(walk.strides[dim]);
+  }
+  int64_t wordSize = static_cast<int64_t>(word);
+  int64_t rowWords = rowBytes / wordSize;
+  int64_t words = count * static_cast<int64_t>(elementSize) / wordSize;
+  int64_t baseWords = base * static_cast<int64_t>(elementSize) / wordSize;
+  if (span / wordSize < INT32_MAX && words < INT32_MAX)
+    launchRowCopy<uint32_t, Scatter>(x, y, word, walk, baseWords, rowWords,
+                                     words, stream);
+  else
+    launchRowCopy<int64_t, Scatter>(x, y, word, walk, baseWords, rowWords,
+                                    words, stream);
+}
+
+template <typename Element>
+void launchTileTranspose(const void *x, void *y, const TileLayout &layout,
+                         int64_t base, cudaStream_t stream) {
+  dim3 block(kTile, kTileRowsPerPass);
+  dim3 grid(static_cast<unsigned>((layout.columns + kTile - 1) / kTile),
+            static_cast<unsigned>((layout.rows + kTile - 1) / kTile),
+            static_cast<unsigned>(std::min<int64_t>(layout.batches, 65535)));
+  tileTransposeKernel<Element><<<grid, block, 0, stream>>>(
+      static_cast<const Element *>(x), static_cast<Element *>(y), layout,
+      base);
+}
+
+/// A gather whose innermost output dim is strided in x but some other output
+/// dim is contiguous in x; false when the tiles do not apply.
+bool tileTranspose(const void *x, void *y, size_t elementSize,
+                   const Walk &walk, int64_t base, cudaStream_t stream) {
+  int rank = static_cast<int>(walk.shape.size());
+  int rowDim = -1;
+  for (int dim = 0; dim + 1 < rank; ++dim)
+    if (walk.strides[dim] == 1)
+      rowDim = dim;
+  if (rowDim < 0 || (walk.shape[rowDim] + kTile - 1) / kTile > 65535 ||
+      (walk.shape.back() + kTile - 1) / kTile > INT32_MAX)
+    return false;
+  TileLayout layout{};
+  layout.rows = walk.shape[rowDim];
+  layout.columns = walk.shape.back();
+  layout.sourceColumnStride = walk.strides.back();
+  layout.batches = 1;
+  int64_t outputStride = 1;
+  for (int dim = rank - 1; dim >= 0; --dim) {
+    if (dim == rowDim) {
+      layout.outputRowStride = outputStride;
+    } else if (dim != rank - 1) {
+      // Batch dims keep their order, listed from the outermost.
+      int slot = dim - (dim > rowDim ? 1 : 0);
+      layout.batchShape[slot] = walk.shape[dim];
+      layout.batchSourceStrides[slot] = walk.strides[dim];
+      layout.batchOutputStrides[slot] = outputStride;
+      layout.batches *= walk.shape[dim];
+    }
+    outputStride *= walk.shape[dim];
+  }
+  layout.batchRank = rank - 2;
+  switch (elementSize) {
+  case 1:
+    launchTileTranspose<uint8_t>(x, y, layout, base, stream);
+    break;
+  case 2:
+    launchTileTranspose<uint16_t>(x, y, layout, base, stream);
+    break;
+  case 4:
+    launchTileTranspose<uint32_t>(x, y, layout, base, stream);
+    break;
+  default:
+    launchTileTranspose<uint64_t>(x, y, layout, base, stream);
+    break;
+  }
+  return true;
+}
+
+/// Walks `shape` (the smaller tensor's); `strides` index the larger one.
+template <bool Scatter>
+void stridedCopy(const void *x, void *y, int32_t dtype, const Shape &shape,
+                 const Shape &strides, int64_t base, cudaStream_t stream) {
+  int64_t count = product(shape, 0, shape.size());
+  if (count == 0)
+    return;
+  size_t elementSize = dtypeSize(dtype);
+  Walk walk = simplifyWalk(shape, strides);
+  if (walk.strides.back() == 1)
+    rowCopy<Scatter>(x, y, elementSize, walk, base, count, stream);
+  else if (Scatter || !tileTranspose(x, y, elementSize, walk, base, stream))
+    launchElementCopy<Scatter>(x, y, elementSize, walk, base, count, stream);
   cudaCheckLaunch();
 }
 

@@ -319,6 +319,188 @@ __global__ void dropoutKernel(const void *x, int xType, void *y, int yType,
   }
 }
 
+//===--- Pack kernels: 8 elements per thread, 16-byte accesses -----------===//
+
+constexpr int kPack = 8;
+
+/// Elements [i, i + kPack) of a float storage type; the address is 16-byte
+/// aligned. Converts exactly as loadFloat.
+__device__ __forceinline__ void loadPack(const void *data, int dtype,
+                                         int64_t i, float (&values)[kPack]) {
+  if (dtype == TESSERA_F32) {
+    const float4 *vectors =
+        reinterpret_cast<const float4 *>(static_cast<const float *>(data) + i);
+    float4 low = vectors[0], high = vectors[1];
+    values[0] = low.x, values[1] = low.y, values[2] = low.z, values[3] = low.w;
+    values[4] = high.x, values[5] = high.y, values[6] = high.z,
+    values[7] = high.w;
+    return;
+  }
+  // bf16 and f16: eight 2-byte elements in one 16-byte vector.
+  uint4 vector = *reinterpret_cast<const uint4 *>(
+      static_cast<const uint16_t *>(data) + i);
+  if (dtype == TESSERA_BF16) {
+    const __nv_bfloat16 *elements =
+        reinterpret_cast<const __nv_bfloat16 *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      values[k] = __bfloat162float(elements[k]);
+  } else {
+    const __half *elements = reinterpret_cast<const __half *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      values[k] = __half2float(elements[k]);
+  }
+}
+
+/// Stores as storeFloat rounds, 16-byte aligned.
+__device__ __forceinline__ void storePack(void *data, int dtype, int64_t i,
+                                          const float (&values)[kPack]) {
+  if (dtype == TESSERA_F32) {
+    float4 *vectors =
+        reinterpret_cast<float4 *>(static_cast<float *>(data) + i);
+    vectors[0] = make_float4(values[0], values[1], values[2], values[3]);
+    vectors[1] = make_float4(values[4], values[5], values[6], values[7]);
+    return;
+  }
+  uint4 vector;
+  if (dtype == TESSERA_BF16) {
+    __nv_bfloat16 *elements = reinterpret_cast<__nv_bfloat16 *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      elements[k] = __float2bfloat16_rn(values[k]);
+  } else {
+    __half *elements = reinterpret_cast<__half *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      elements[k] = __float2half_rn(values[k]);
+  }
+  *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(data) + i) = vector;
+}
+
+/// An operand repeating every `period` elements of the output (the output's
+/// count when shapes match; 1 for a scalar).
+__device__ __forceinline__ void loadRepeated(const void *data, int dtype,
+                                             int64_t period, int64_t i,
+                                             float (&values)[kPack]) {
+  if (period == 1) {
+    float value = loadFloat(data, dtype, 0);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      values[k] = value;
+  } else {
+    loadPack(data, dtype, i % period, values);
+  }
+}
+
+/// The first element after the whole packs that this thread owns, if any:
+/// every thread takes at most one, so `count % kPack` threads finish the
+/// tail.
+__device__ __forceinline__ int64_t tailElement(int64_t count) {
+  return count / kPack * kPack + blockIdx.x * static_cast<int64_t>(blockDim.x) +
+         threadIdx.x;
+}
+
+__global__ void unaryPackKernel(int op, const void *x, int xType, void *y,
+                                int yType, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(pack, count / kPack) {
+    float values[kPack];
+    loadPack(x, xType, pack * kPack, values);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      values[k] = applyUnary<float>(op, values[k]);
+    storePack(y, yType, pack * kPack, values);
+  }
+  int64_t i = tailElement(count);
+  if (i < count)
+    storeFloat(y, yType, i, applyUnary<float>(op, loadFloat(x, xType, i)));
+}
+
+__global__ void unaryGradPackKernel(int op, const void *x, int xType,
+                                    const void *dy, int dyType, void *dx,
+                                    int dxType, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(pack, count / kPack) {
+    float values[kPack], upstream[kPack];
+    loadPack(x, xType, pack * kPack, values);
+    loadPack(dy, dyType, pack * kPack, upstream);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      values[k] = upstream[k] * applyUnaryDerivative<float>(op, values[k]);
+    storePack(dx, dxType, pack * kPack, values);
+  }
+  int64_t i = tailElement(count);
+  if (i < count)
+    storeFloat(dx, dxType, i,
+               loadFloat(dy, dyType, i) *
+                   applyUnaryDerivative<float>(op, loadFloat(x, xType, i)));
+}
+
+__global__ void binaryPackKernel(int op, const void *a, int64_t aPeriod,
+                                 const void *b, int64_t bPeriod, int inType,
+                                 void *y, int yType, int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(pack, count / kPack) {
+    float lhs[kPack], rhs[kPack];
+    loadRepeated(a, inType, aPeriod, pack * kPack, lhs);
+    loadRepeated(b, inType, bPeriod, pack * kPack, rhs);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      lhs[k] = applyFloat<float>(op, lhs[k], rhs[k]);
+    storePack(y, yType, pack * kPack, lhs);
+  }
+  int64_t i = tailElement(count);
+  if (i < count)
+    storeFloat(y, yType, i,
+               applyFloat<float>(op, loadFloat(a, inType, i % aPeriod),
+                                 loadFloat(b, inType, i % bPeriod)));
+}
+
+/// Between float storage types a cast is a load and a rounding store (what
+/// storeNumber(loadNumber) computes: one rounding of the exact value).
+__global__ void castPackKernel(const void *x, int xType, void *y, int yType,
+                               int64_t count) {
+  TESSERA_GRID_STRIDE_LOOP(pack, count / kPack) {
+    float values[kPack];
+    loadPack(x, xType, pack * kPack, values);
+    storePack(y, yType, pack * kPack, values);
+  }
+  int64_t i = tailElement(count);
+  if (i < count)
+    storeFloat(y, yType, i, loadFloat(x, xType, i));
+}
+
+/// Whether the pack kernels can read and write these tensors: float storage
+/// and 16-byte aligned data.
+bool packable(const tessera_tensor &tensor) {
+  return (tensor.dtype == TESSERA_F32 || tensor.dtype == TESSERA_BF16 ||
+          tensor.dtype == TESSERA_F16) &&
+         reinterpret_cast<uintptr_t>(tensor.data) % 16 == 0;
+}
+
+/// How often an operand repeats along the output's row-major order: its
+/// element count when it spans trailing dims of the output contiguously and
+/// broadcasts only along leading dims (1 for a scalar); 0 for any other
+/// broadcast.
+int64_t repeatPeriod(const Shape &shape, const Shape &strides) {
+  int64_t period = 1;
+  int dim = static_cast<int>(shape.size()) - 1;
+  for (; dim >= 0; --dim) {
+    if (shape[dim] == 1)
+      continue;
+    if (strides[dim] != period)
+      break;
+    period *= shape[dim];
+  }
+  for (; dim >= 0; --dim)
+    if (shape[dim] != 1 && strides[dim] != 0)
+      return 0;
+  return period;
+}
+
+/// A period the pack kernels handle: whole packs, or a scalar.
+bool packablePeriod(int64_t period) {
+  return period == 1 || (period > 0 && period % kPack == 0);
+}
+
 } // namespace
 
 extern "C" int tessera_cuda_unary(int32_t op, const tessera_tensor *x,
@@ -335,7 +517,11 @@ extern "C" int tessera_cuda_unary(int32_t op, const tessera_tensor *x,
     int64_t count = elementCount(input);
     if (count == 0)
       return;
-    if (input.dtype == TESSERA_F64)
+    if (op != TESSERA_LOGICAL_NOT && packable(input) && packable(output))
+      unaryPackKernel<<<gridFor(count / kPack), kThreadsPerBlock, 0,
+                        stream>>>(op, input.data, input.dtype, output.data,
+                                  output.dtype, count);
+    else if (input.dtype == TESSERA_F64)
       unaryKernel<double><<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
           op, input.data, input.dtype, output.data, output.dtype, count);
     else
@@ -359,7 +545,12 @@ extern "C" int tessera_cuda_unary_grad(int32_t op, const tessera_tensor *x,
     int64_t count = elementCount(input);
     if (count == 0)
       return;
-    if (input.dtype == TESSERA_F64)
+    if (packable(input) && packable(upstream) && packable(result))
+      unaryGradPackKernel<<<gridFor(count / kPack), kThreadsPerBlock, 0,
+                            stream>>>(op, input.data, input.dtype,
+                                      upstream.data, upstream.dtype,
+                                      result.data, result.dtype, count);
+    else if (input.dtype == TESSERA_F64)
       unaryGradKernel<double><<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
           op, input.data, input.dtype, upstream.data, upstream.dtype,
           result.data, result.dtype, count);
@@ -385,6 +576,18 @@ extern "C" int tessera_cuda_binary(int32_t op, const tessera_tensor *a,
     int64_t count = elementCount(output);
     if (count == 0)
       return;
+    int64_t periods[2] = {repeatPeriod(shape, strides[0]),
+                          repeatPeriod(shape, strides[1])};
+    if (op < TESSERA_LOGICAL_AND && packable(lhs) && packable(rhs) &&
+        packable(output) && packablePeriod(periods[0]) &&
+        packablePeriod(periods[1])) {
+      binaryPackKernel<<<gridFor(count / kPack), kThreadsPerBlock, 0,
+                         stream>>>(op, lhs.data, periods[0], rhs.data,
+                                   periods[1], lhs.dtype, output.data,
+                                   output.dtype, count);
+      cudaCheckLaunch();
+      return;
+    }
     DeviceErrorRecord *errors = deviceErrorRecord();
     binaryKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
         op, makeLayout(shape, strides), lhs.data, rhs.data, lhs.dtype,
@@ -456,6 +659,12 @@ extern "C" int tessera_cuda_cast(const tessera_tensor *x, tessera_tensor *y,
     int64_t count = elementCount(input);
     if (count == 0)
       return;
+    if (packable(input) && packable(output)) {
+      castPackKernel<<<gridFor(count / kPack), kThreadsPerBlock, 0, stream>>>(
+          input.data, input.dtype, output.data, output.dtype, count);
+      cudaCheckLaunch();
+      return;
+    }
     bool integerToInteger =
         isIntegerType(input.dtype) && isIntegerType(output.dtype);
     castKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(

@@ -58,24 +58,28 @@ inline void expectDeviceClean() {
 /// A device copy of a tensor (or an uninitialized output of a shape).
 class DeviceTensor {
 public:
-  explicit DeviceTensor(const Tensor &host)
-      : DeviceTensor(host.dtype(), host.dims()) {
+  /// `offsetBytes` (< 256) starts the data past the allocation's alignment,
+  /// as a tensor carved out of a larger buffer can be.
+  explicit DeviceTensor(const Tensor &host, size_t offsetBytes = 0)
+      : DeviceTensor(host.dtype(), host.dims(), offsetBytes) {
     cudaMemcpy(descriptor.data, host.get()->data, bytes,
                cudaMemcpyHostToDevice);
   }
-  DeviceTensor(int32_t dtype, const Shape &shape) : shape(shape) {
+  DeviceTensor(int32_t dtype, const Shape &shape, size_t offsetBytes = 0)
+      : shape(shape) {
     descriptor.dtype = dtype;
     descriptor.rank = static_cast<int32_t>(shape.size());
     for (size_t dim = 0; dim < shape.size(); ++dim)
       descriptor.shape[dim] = shape[dim];
     bytes = static_cast<size_t>(countOf(shape)) *
             tessera::cpu::dtypeSize(dtype);
-    cudaMalloc(&descriptor.data, bytes + 256);
-    cudaMemset(descriptor.data, 0xFF, bytes + 256);
+    cudaMalloc(&allocation, bytes + 256);
+    cudaMemset(allocation, 0xFF, bytes + 256);
+    descriptor.data = static_cast<char *>(allocation) + offsetBytes;
   }
   DeviceTensor(const DeviceTensor &) = delete;
   DeviceTensor &operator=(const DeviceTensor &) = delete;
-  ~DeviceTensor() { cudaFree(descriptor.data); }
+  ~DeviceTensor() { cudaFree(allocation); }
 
   tessera_tensor *get() { return &descriptor; }
   Tensor download() const {
@@ -88,6 +92,7 @@ public:
 private:
   Shape shape;
   size_t bytes = 0;
+  void *allocation = nullptr;
   tessera_tensor descriptor{};
 };
 

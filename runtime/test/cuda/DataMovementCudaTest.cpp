@@ -1,6 +1,7 @@
 //===- DataMovementCudaTest.cpp - Copies, transposes, slices, joins -------===//
 
 #include "CudaTestUtil.h"
+#include "TensorAccess.h"
 
 using namespace tessera_test;
 
@@ -47,31 +48,97 @@ TEST(DataMovementCuda, CopyTransposeBroadcast) {
   }
 }
 
-TEST(DataMovementCuda, SliceAndSliceGrad) {
+/// Transposes on the GPU (the data `offsetElements` past 16-byte alignment)
+/// and on the CPU and expects the same bytes.
+void checkTranspose(int32_t dtype, const Shape &shape,
+                    const std::vector<int64_t> &permutation,
+                    size_t offsetElements = 0) {
+  SCOPED_TRACE("dtype " + std::to_string(dtype) + " shape " +
+               tessera::cpu::formatShape(shape) + " offset " +
+               std::to_string(offsetElements));
+  size_t offsetBytes = offsetElements * tessera::cpu::dtypeSize(dtype);
+  Shape outputShape;
+  for (int64_t dim : permutation)
+    outputShape.push_back(shape[dim]);
+  Tensor x = sequence(dtype, shape);
+  Tensor expected(dtype, outputShape);
+  EXPECT_CPU_KERNEL_OK(
+      tessera_cpu_transpose(x.get(), expected.get(), permutation.data()));
+  DeviceTensor gx(x, offsetBytes), gy(dtype, outputShape, offsetBytes);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_transpose(gx.get(), gy.get(),
+                                               permutation.data(), nullptr));
+  expectDeviceClean();
+  expectTensorsEqual(gy.download(), expected, "transpose");
+}
+
+// Attention's head transposes keep the innermost dim: rows of 64 bf16 move
+// as 16-byte words; odd row lengths and shifted pointers take narrower words.
+TEST(DataMovementCuda, TransposeKeepingTheInnermostDim) {
   REQUIRE_GPU();
   for (int32_t dtype : kTypes) {
-    SCOPED_TRACE("dtype " + std::to_string(dtype));
-    Tensor x = sequence(dtype, {6, 7, 8});
-    int64_t starts[] = {1, 0, 2}, strides[] = {2, 3, 1};
-    Shape sliceShape = {3, 3, 5};
-    Tensor expected(dtype, sliceShape);
-    EXPECT_CPU_KERNEL_OK(
-        tessera_cpu_slice(x.get(), expected.get(), starts, strides));
-    DeviceTensor gx(x), sliced(dtype, sliceShape);
-    EXPECT_CUDA_KERNEL_OK(
-        tessera_cuda_slice(gx.get(), sliced.get(), starts, strides, nullptr));
-    expectTensorsEqual(sliced.download(), expected, "slice");
-
-    Tensor dy = sequence(dtype, sliceShape);
-    Tensor dxExpected(dtype, {6, 7, 8});
-    EXPECT_CPU_KERNEL_OK(
-        tessera_cpu_slice_grad(dy.get(), dxExpected.get(), starts, strides));
-    DeviceTensor gdy(dy), gdx(dtype, {6, 7, 8});
-    EXPECT_CUDA_KERNEL_OK(tessera_cuda_slice_grad(gdy.get(), gdx.get(), starts,
-                                                  strides, nullptr));
-    expectTensorsEqual(gdx.download(), dxExpected, "slice_grad");
-    expectDeviceClean();
+    checkTranspose(dtype, {2, 9, 3, 64}, {0, 2, 1, 3});
+    checkTranspose(dtype, {2, 3, 9, 64}, {0, 2, 1, 3});
+    checkTranspose(dtype, {2, 5, 3, 7}, {0, 2, 1, 3});
+    checkTranspose(dtype, {3, 4, 12}, {1, 0, 2});
+    checkTranspose(dtype, {2, 9, 3, 64}, {0, 2, 1, 3}, 1);
+    checkTranspose(dtype, {2, 9, 3, 64}, {0, 2, 1, 3}, 4);
+    checkTranspose(dtype, {1, 1, 1}, {2, 0, 1});
   }
+}
+
+// Transposes that move the innermost dim go through shared-memory tiles:
+// sizes that are not multiples of the 32-wide tile, and batches of them.
+TEST(DataMovementCuda, TransposeMovingTheInnermostDim) {
+  REQUIRE_GPU();
+  for (int32_t dtype : kTypes) {
+    checkTranspose(dtype, {37, 45}, {1, 0});
+    checkTranspose(dtype, {3, 33, 70}, {0, 2, 1});
+    checkTranspose(dtype, {5, 2, 31, 3}, {3, 1, 0, 2});
+    checkTranspose(dtype, {64, 1, 3}, {2, 1, 0}, 1);
+  }
+}
+
+/// slice and slice_grad of a `sequence` tensor on the GPU against the CPU.
+void checkSliceAndSliceGrad(int32_t dtype, const Shape &shape,
+                            const std::vector<int64_t> &starts,
+                            const std::vector<int64_t> &strides,
+                            const Shape &sliceShape) {
+  SCOPED_TRACE("dtype " + std::to_string(dtype) + " shape " +
+               tessera::cpu::formatShape(shape));
+  Tensor x = sequence(dtype, shape);
+  Tensor expected(dtype, sliceShape);
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_slice(x.get(), expected.get(),
+                                         starts.data(), strides.data()));
+  DeviceTensor gx(x), sliced(dtype, sliceShape);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_slice(gx.get(), sliced.get(),
+                                           starts.data(), strides.data(),
+                                           nullptr));
+  expectTensorsEqual(sliced.download(), expected, "slice");
+
+  Tensor dy = sequence(dtype, sliceShape);
+  Tensor dxExpected(dtype, shape);
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_slice_grad(dy.get(), dxExpected.get(),
+                                              starts.data(), strides.data()));
+  DeviceTensor gdy(dy), gdx(dtype, shape);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_slice_grad(gdy.get(), gdx.get(),
+                                                starts.data(), strides.data(),
+                                                nullptr));
+  expectTensorsEqual(gdx.download(), dxExpected, "slice_grad");
+  expectDeviceClean();
+}
+
+TEST(DataMovementCuda, SliceAndSliceGrad) {
+  REQUIRE_GPU();
+  for (int32_t dtype : kTypes)
+    checkSliceAndSliceGrad(dtype, {6, 7, 8}, {1, 0, 2}, {2, 3, 1}, {3, 3, 5});
+}
+
+// Row copies whose strided side starts at an odd element (a slice's base
+// offset), gathered by slice and scattered by slice_grad.
+TEST(DataMovementCuda, SliceRowsAtUnalignedOffsets) {
+  REQUIRE_GPU();
+  for (int32_t dtype : kTypes)
+    checkSliceAndSliceGrad(dtype, {5, 64}, {1, 1}, {1, 1}, {4, 56});
 }
 
 TEST(DataMovementCuda, SliceOutOfBoundsIsAnError) {

@@ -1,6 +1,7 @@
 //===- ElementwiseCudaTest.cpp - Unary, binary, where, cast, dropout ------===//
 
 #include "CudaTestUtil.h"
+#include "TensorAccess.h"
 
 using namespace tessera_test;
 
@@ -37,6 +38,93 @@ TEST(ElementwiseCuda, UnaryOpsAndGradients) {
       expectTensorsNear(y.download(), expected, rtol, rtol, "unary");
       expectTensorsNear(grad.download(), expectedGrad, rtol, rtol,
                         "unary_grad");
+    }
+  }
+}
+
+/// The pack kernels (16-byte aligned float tensors) against the general
+/// kernels (the same tensors one element past alignment): the arithmetic is
+/// the same, so the bytes must be too. Counts leave a tail of 1..7 elements.
+TEST(ElementwiseCuda, PackKernelsMatchTheGeneralKernelsBitForBit) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16}) {
+    size_t shift = tessera::cpu::dtypeSize(dtype);
+    for (const Shape &shape : std::vector<Shape>{{3, 1001}, {5}, {2, 8}}) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " shape " +
+                   tessera::cpu::formatShape(shape));
+      for (int32_t op = TESSERA_NEG; op < TESSERA_LOGICAL_NOT; ++op) {
+        SCOPED_TRACE("unary op " + std::to_string(op));
+        Tensor x = randomTensor(dtype, shape, 500 + op, lowFor(op), 3.0f);
+        Tensor dy = randomTensor(dtype, shape, 600 + op);
+        DeviceTensor px(x), pdy(dy), py(dtype, shape), pdx(dtype, shape);
+        DeviceTensor gx(x, shift), gdy(dy, shift), gy(dtype, shape, shift),
+            gdx(dtype, shape, shift);
+        EXPECT_CUDA_KERNEL_OK(
+            tessera_cuda_unary(op, px.get(), py.get(), nullptr));
+        EXPECT_CUDA_KERNEL_OK(
+            tessera_cuda_unary(op, gx.get(), gy.get(), nullptr));
+        EXPECT_CUDA_KERNEL_OK(tessera_cuda_unary_grad(
+            op, px.get(), pdy.get(), pdx.get(), nullptr));
+        EXPECT_CUDA_KERNEL_OK(tessera_cuda_unary_grad(
+            op, gx.get(), gdy.get(), gdx.get(), nullptr));
+        expectDeviceClean();
+        expectTensorsEqual(py.download(), gy.download(), "unary");
+        expectTensorsEqual(pdx.download(), gdx.download(), "unary_grad");
+      }
+      for (int32_t to : {TESSERA_F32, TESSERA_BF16, TESSERA_F16}) {
+        Tensor x = randomTensor(dtype, shape, 700, -70000.0f, 70000.0f);
+        Tensor expected(to, shape);
+        EXPECT_CPU_KERNEL_OK(tessera_cpu_cast(x.get(), expected.get()));
+        DeviceTensor px(x), py(to, shape);
+        DeviceTensor gx(x, shift), gy(to, shape, tessera::cpu::dtypeSize(to));
+        EXPECT_CUDA_KERNEL_OK(tessera_cuda_cast(px.get(), py.get(), nullptr));
+        EXPECT_CUDA_KERNEL_OK(tessera_cuda_cast(gx.get(), gy.get(), nullptr));
+        expectDeviceClean();
+        expectTensorsEqual(py.download(), expected, "cast (pack)");
+        expectTensorsEqual(gy.download(), expected, "cast (general)");
+      }
+    }
+  }
+}
+
+/// Binary ops whose operands repeat along leading dims (a bias row, a
+/// scalar) or match the output take the pack kernel; other broadcasts and
+/// unaligned data take the general one. Both match the CPU.
+TEST(ElementwiseCuda, BinaryPackKernelBroadcasts) {
+  REQUIRE_GPU();
+  struct Case {
+    Shape a, b, y;
+  };
+  const Case cases[] = {
+      {{37, 24}, {24}, {37, 24}},       // a bias row: period 24
+      {{5, 203}, {5, 203}, {5, 203}},   // same shape, a tail of 7
+      {{3, 4, 16}, {1}, {3, 4, 16}},    // a scalar
+      {{1}, {2, 3, 8}, {2, 3, 8}},      // a scalar on the left
+      {{7, 13}, {13}, {7, 13}},         // a period of 13: general kernel
+      {{4, 1, 16}, {3, 16}, {4, 3, 16}} // both broadcast
+  };
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16}) {
+    for (const Case &shapes : cases) {
+      for (int32_t op : {TESSERA_ADD, TESSERA_MUL, TESSERA_DIV,
+                         TESSERA_MAXIMUM}) {
+        for (size_t shift : {size_t(0), tessera::cpu::dtypeSize(dtype)}) {
+          SCOPED_TRACE("dtype " + std::to_string(dtype) + " op " +
+                       std::to_string(op) + " y " +
+                       tessera::cpu::formatShape(shapes.y) + " shift " +
+                       std::to_string(shift));
+          Tensor a = randomTensor(dtype, shapes.a, 800 + op, -2.0f, 2.0f);
+          Tensor b = randomTensor(dtype, shapes.b, 900 + op, 0.1f, 2.0f);
+          Tensor expected(dtype, shapes.y);
+          EXPECT_CPU_KERNEL_OK(
+              tessera_cpu_binary(op, a.get(), b.get(), expected.get()));
+          DeviceTensor da(a, shift), db(b, shift), y(dtype, shapes.y, shift);
+          EXPECT_CUDA_KERNEL_OK(
+              tessera_cuda_binary(op, da.get(), db.get(), y.get(), nullptr));
+          expectDeviceClean();
+          double rtol = toleranceFor(dtype);
+          expectTensorsNear(y.download(), expected, rtol, rtol, "binary");
+        }
+      }
     }
   }
 }

@@ -96,10 +96,14 @@ TEST(LayersCuda, SoftmaxAlongAnyAxis) {
   }
 }
 
-void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes) {
+/// `dlogitsOffset` elements shift dlogits off the logits' 16-byte alignment
+/// (the backward then stores element by element).
+void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes,
+                       size_t dlogitsOffset = 0) {
   SCOPED_TRACE("dtype " + std::to_string(dtype) + " targets " +
                std::to_string(targetType) + " classes " +
-               std::to_string(classes));
+               std::to_string(classes) + " dlogits offset " +
+               std::to_string(dlogitsOffset));
   int64_t rows = 37;
   Tensor logits = randomTensor(dtype, {rows, classes}, 7, -6.0f, 6.0f);
   std::vector<int64_t> targetValues(rows);
@@ -113,7 +117,9 @@ void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes) {
   EXPECT_CPU_KERNEL_OK(tessera_cpu_cross_entropy_grad(
       logits.get(), targets.get(), dloss.get(), dlogits.get(), -100));
   DeviceTensor glogits(logits), gtargets(targets), gdloss(dloss),
-      gloss(dtype, {}), gdlogits(dtype, {rows, classes});
+      gloss(dtype, {}),
+      gdlogits(dtype, {rows, classes},
+               dlogitsOffset * tessera::cpu::dtypeSize(dtype));
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy(
       glogits.get(), gtargets.get(), gloss.get(), -100, nullptr));
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_grad(
@@ -131,6 +137,13 @@ TEST(LayersCuda, CrossEntropyAndGradient) {
   checkCrossEntropy(TESSERA_F32, TESSERA_I64, 50);
   checkCrossEntropy(TESSERA_F32, TESSERA_I32, 5000);
   checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 50257);
+  // Rows shorter than the scalar head, rows past what the backward keeps in
+  // registers, f16, and dlogits at another alignment than the logits.
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 3);
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I32, 70001);
+  checkCrossEntropy(TESSERA_F16, TESSERA_I64, 1001);
+  checkCrossEntropy(TESSERA_F32, TESSERA_I64, 40003);
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 50257, 1);
 }
 
 TEST(LayersCuda, CrossEntropyWithEveryTargetIgnoredIsNaN) {

@@ -1,0 +1,187 @@
+//===- copy_ce_elementwise_bench.cu - Transposes, cross-entropy, pointwise -===//
+//
+// Times, at GPT-2 124M's training shapes (16 x 1024 tokens, d = 768, 12
+// heads of 64, vocabulary 50257, bf16), the memory-bound kernels the step
+// profile showed as slow: attention's head transposes, the cross-entropy
+// forward and backward over the logits, and the elementwise families
+// (binary with a bias row and same-shape, cast, GELU and its gradient).
+// Prints ms per call and the bytes moved per second. Run by hand on the GPU
+// machine; not a test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/cuda_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+namespace {
+
+void check(cudaError_t error, const char *what) {
+  if (error != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
+    std::exit(1);
+  }
+}
+
+void checkKernel(int status) {
+  if (status != 0) {
+    std::fprintf(stderr, "%s\n", tessera_cuda_last_error());
+    std::exit(1);
+  }
+}
+
+/// Values in [-2, 2) in any float storage type, from the element index.
+__global__ void fillKernel(void *data, int dtype, long long count) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) +
+                     threadIdx.x;
+       i < count; i += static_cast<long long>(blockDim.x) * gridDim.x) {
+    float value = static_cast<float>(i * 7919 % 4001) / 1000.0f - 2.0f;
+    if (dtype == TESSERA_F32) {
+      static_cast<float *>(data)[i] = value;
+    } else if (dtype == TESSERA_I64) {
+      static_cast<long long *>(data)[i] = i * 7919 % 50257;
+    } else {
+      // bf16: the top half of the f32 pattern.
+      unsigned bits = __float_as_uint(value);
+      static_cast<unsigned short *>(data)[i] =
+          static_cast<unsigned short>(bits >> 16);
+    }
+  }
+}
+
+int sizeOf(int dtype) {
+  return dtype == TESSERA_F32 ? 4 : dtype == TESSERA_I64 ? 8 : 2;
+}
+
+struct DeviceBuffer {
+  tessera_tensor tensor{};
+  long long bytes = 0;
+  DeviceBuffer(int dtype, std::vector<int64_t> shape) {
+    tensor.dtype = dtype;
+    tensor.rank = static_cast<int32_t>(shape.size());
+    long long count = 1;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      tensor.shape[i] = shape[i];
+      count *= shape[i];
+    }
+    bytes = count * sizeOf(dtype);
+    check(cudaMalloc(&tensor.data, bytes > 0 ? bytes : 16), "cudaMalloc");
+    fillKernel<<<4096, 256>>>(tensor.data, dtype, count);
+    check(cudaGetLastError(), "fill");
+  }
+  DeviceBuffer(const DeviceBuffer &) = delete;
+  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+  ~DeviceBuffer() { cudaFree(tensor.data); }
+  tessera_tensor *get() { return &tensor; }
+};
+
+/// Prints ms per call and GB/s for `bytes` moved per call.
+void time(const char *name, double bytes, const std::function<void()> &call) {
+  for (int i = 0; i < 2; ++i)
+    call();
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  const int iterations = 10;
+  check(cudaEventRecord(start), "record");
+  for (int i = 0; i < iterations; ++i)
+    call();
+  check(cudaEventRecord(stop), "record");
+  check(cudaEventSynchronize(stop), "sync");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  ms /= iterations;
+  std::printf("%-46s %9.3f ms  %7.0f GB/s\n", name, ms, bytes / ms / 1e6);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+}
+
+} // namespace
+
+int main() {
+  const int64_t batch = 16, tokens = 1024, heads = 12, headDim = 64,
+                width = 768, hidden = 3072, vocabulary = 50257;
+  const int64_t rows = batch * tokens;
+  {
+    DeviceBuffer bthd(TESSERA_BF16, {batch, tokens, heads, headDim});
+    DeviceBuffer bhtd(TESSERA_BF16, {batch, heads, tokens, headDim});
+    int64_t swap[] = {0, 2, 1, 3};
+    double bytes = 2.0 * bthd.bytes;
+    time("transpose bf16 [B,T,H,D] -> [B,H,T,D]", bytes, [&] {
+      checkKernel(tessera_cuda_transpose(bthd.get(), bhtd.get(), swap, nullptr));
+    });
+    time("transpose bf16 [B,H,T,D] -> [B,T,H,D]", bytes, [&] {
+      checkKernel(tessera_cuda_transpose(bhtd.get(), bthd.get(), swap, nullptr));
+    });
+    DeviceBuffer matrix(TESSERA_BF16, {rows, width});
+    DeviceBuffer transposed(TESSERA_BF16, {width, rows});
+    int64_t flip[] = {1, 0};
+    time("transpose bf16 [16384,768] -> [768,16384]", 2.0 * matrix.bytes, [&] {
+      checkKernel(
+          tessera_cuda_transpose(matrix.get(), transposed.get(), flip, nullptr));
+    });
+  }
+  {
+    DeviceBuffer logits(TESSERA_BF16, {rows, vocabulary});
+    DeviceBuffer targets(TESSERA_I64, {rows});
+    DeviceBuffer loss(TESSERA_F32, {});
+    DeviceBuffer dloss(TESSERA_F32, {});
+    DeviceBuffer dlogits(TESSERA_BF16, {rows, vocabulary});
+    time("cross_entropy bf16 [16384,50257]", logits.bytes, [&] {
+      checkKernel(tessera_cuda_cross_entropy(logits.get(), targets.get(),
+                                             loss.get(), -100, nullptr));
+    });
+    time("cross_entropy_grad bf16 [16384,50257]", 2.0 * logits.bytes, [&] {
+      checkKernel(tessera_cuda_cross_entropy_grad(
+          logits.get(), targets.get(), dloss.get(), dlogits.get(), -100,
+          nullptr));
+    });
+  }
+  for (int dtype : {TESSERA_BF16, TESSERA_F32}) {
+    const char *type = dtype == TESSERA_BF16 ? "bf16" : "f32";
+    char name[96];
+    DeviceBuffer a(dtype, {rows, hidden}), b(dtype, {rows, hidden}),
+        y(dtype, {rows, hidden}), bias(dtype, {hidden});
+    std::snprintf(name, sizeof name, "binary add %s [16384,3072]", type);
+    time(name, 3.0 * a.bytes, [&] {
+      checkKernel(
+          tessera_cuda_binary(TESSERA_ADD, a.get(), b.get(), y.get(), nullptr));
+    });
+    std::snprintf(name, sizeof name, "binary add %s [16384,3072] + [3072]",
+                  type);
+    time(name, 2.0 * a.bytes, [&] {
+      checkKernel(tessera_cuda_binary(TESSERA_ADD, a.get(), bias.get(), y.get(),
+                                      nullptr));
+    });
+    std::snprintf(name, sizeof name, "unary gelu_tanh %s [16384,3072]", type);
+    time(name, 2.0 * a.bytes, [&] {
+      checkKernel(
+          tessera_cuda_unary(TESSERA_GELU_TANH, a.get(), y.get(), nullptr));
+    });
+    std::snprintf(name, sizeof name, "unary_grad gelu_tanh %s [16384,3072]",
+                  type);
+    time(name, 3.0 * a.bytes, [&] {
+      checkKernel(tessera_cuda_unary_grad(TESSERA_GELU_TANH, a.get(), b.get(),
+                                          y.get(), nullptr));
+    });
+  }
+  {
+    DeviceBuffer wide(TESSERA_F32, {rows, width}), narrow(TESSERA_BF16,
+                                                          {rows, width});
+    double bytes = static_cast<double>(wide.bytes + narrow.bytes);
+    time("cast f32 -> bf16 [16384,768]", bytes, [&] {
+      checkKernel(tessera_cuda_cast(wide.get(), narrow.get(), nullptr));
+    });
+    time("cast bf16 -> f32 [16384,768]", bytes, [&] {
+      checkKernel(tessera_cuda_cast(narrow.get(), wide.get(), nullptr));
+    });
+  }
+  check(cudaDeviceSynchronize(), "sync");
+  std::printf("ok\n");
+  return 0;
+}
