@@ -16,8 +16,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out"
 OUT="${OUT:-$here/results}"; mkdir -p "$OUT"
 work=/tmp/tessera-bench; mkdir -p "$work"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-quick=0; [[ "${1:-}" == "--quick" ]] && quick=1
-steps=30; [[ $quick == 1 ]] && steps=15
+quick=0; [[ "${1:-}" == "--quick" ]] && { quick=1; shift; }
+# The models to run (default both); one device call may not hold both, so
+# `run.sh gpt2-124m` and `run.sh gpt2-350m` can be two calls.
+models=("$@"); [[ ${#models[@]} -eq 0 ]] && models=(gpt2-124m gpt2-350m)
+steps=25; [[ $quick == 1 ]] && steps=15
 gpus=$(nvidia-smi -L | wc -l)
 nvidia-smi -L
 # cuBLASLt and NCCL: the executables link them dynamically.
@@ -56,6 +59,7 @@ peer() { # name nproc compile L D H B
 
 for spec in "gpt2-124m 16 12 768 12" "gpt2-350m 8 24 1024 16"; do
   read -r name batch L D H <<< "$spec"
+  [[ " ${models[*]} " == *" $name "* ]] || continue
   [[ -x "$here/$name-train" ]] || { log "$name: no executable"; continue; }
   log "export $name with weights"
   python3 "$here/peer/export_hf.py" --model "$name" --out "$work" > "$OUT/export-$name.log" 2>&1 \
@@ -80,4 +84,4 @@ for spec in "gpt2-124m 16 12 768 12" "gpt2-350m 8 24 1024 16"; do
 done
 python3 "$here/report.py" "$OUT" "$here" | tee "$OUT/table.md"
 # $OUT returns at most 8 files: pack the logs.
-(cd "$OUT" && tar czf logs.tgz *.log *.jsonl 2>/dev/null && rm -f *.log *.jsonl)
+(cd "$OUT" && tar czf "logs-${models[*]// /-}.tgz" *.log *.jsonl 2>/dev/null && rm -f *.log *.jsonl)

@@ -18,6 +18,17 @@
 // 0) the product is a single strided-batched call; other broadcast patterns
 // fall back to one call per output batch.
 //
+// Misaligned operands: cuBLASLt's fast (TMA) kernels need every matrix's
+// base address and leading dimension to be 16-byte multiples; a vocabulary
+// of 50257 makes the logits' rows 100514 bytes, and cuBLASLt then falls back
+// to align-1 sm75 kernels at a sixth of the speed. A large single (unbatched)
+// product with such an operand runs on extents rounded up to 8 elements
+// instead: the operands that change move to zero-padded scratch (a padded y
+// is computed there and copied back; the bias is padded with it), and the
+// copies cost far less than the slow kernel. Padding only the leading
+// dimension is not enough: cuBLASLt still picks slow kernels when the extent
+// along it is odd.
+//
 // The workspace (32 MiB, what cuBLASLt's Hopper kernels like) is scratch of
 // the (device, stream), allocated once; the handle is created once per
 // device. Heuristic queries run per call: caching the chosen algorithm per
@@ -29,6 +40,7 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -46,6 +58,13 @@ namespace {
 
 constexpr size_t kWorkspaceBytes = 32u << 20;
 constexpr int kWorkspaceSlot = 1000;
+/// streamScratch slot of the padded copies of misaligned operands.
+constexpr int kPaddedOperandSlot = 1001;
+/// cuBLASLt's fast kernels want 16-byte aligned matrices and leading dims.
+constexpr int64_t kFastAlignmentBytes = 16;
+/// Below this many multiply-adds the copies cost more than the slow kernel
+/// saves.
+constexpr int64_t kPaddingMinimumWork = int64_t(1) << 24;
 
 std::mutex handleMutex;
 std::map<int, cublasLtHandle_t> handles;
@@ -129,6 +148,178 @@ void setBatch(cublasLtMatrixLayout_t layout, int64_t count, int64_t stride) {
       sizeof(stride)));
 }
 
+/// Calls `launch` with a value of the unsigned type of `elementSize` (2, 4
+/// or 8) bytes: kernels that only move elements move them as such words.
+template <typename Launch>
+void withWordOf(size_t elementSize, Launch &&launch) {
+  switch (elementSize) {
+  case 2:
+    launch(uint16_t{});
+    break;
+  case 4:
+    launch(uint32_t{});
+    break;
+  default:
+    launch(uint64_t{});
+    break;
+  }
+}
+
+/// One matrix as cuBLASLt sees it (column-major): `rows` x `columns`
+/// elements, `leadingDim` elements apart from one column to the next.
+struct MatrixView {
+  const void *data;
+  int64_t rows, columns;
+  int64_t leadingDim;
+  size_t elementSize;
+};
+
+bool isFastAligned(const MatrixView &view) {
+  return reinterpret_cast<uintptr_t>(view.data) % kFastAlignmentBytes == 0 &&
+         view.leadingDim * static_cast<int64_t>(view.elementSize) %
+                 kFastAlignmentBytes ==
+             0;
+}
+
+/// Writes the `rows` x `columns` Words of a destination (leading dim
+/// `destinationLeadingDim`) from a source of `sourceRows` x `sourceColumns`:
+/// zero where the destination reaches past the source. A block's threads run
+/// down one column, so reads and writes both coalesce whatever the leading
+/// dims are.
+template <typename Word>
+__global__ void copyColumnsKernel(const Word *source, int64_t sourceLeadingDim,
+                                  int64_t sourceRows, int64_t sourceColumns,
+                                  Word *destination,
+                                  int64_t destinationLeadingDim, int64_t rows,
+                                  int64_t columns) {
+  for (int64_t column = blockIdx.y; column < columns; column += gridDim.y) {
+    bool columnInside = column < sourceColumns;
+    for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) +
+                       threadIdx.x;
+         row < rows; row += static_cast<int64_t>(blockDim.x) * gridDim.x)
+      destination[column * destinationLeadingDim + row] =
+          columnInside && row < sourceRows
+              ? source[column * sourceLeadingDim + row]
+              : Word(0);
+  }
+}
+
+/// Fills the matrix `to` from `from` (same element size; zero beyond
+/// `from`'s extents).
+void copyMatrix(const MatrixView &from, const MatrixView &to,
+                cudaStream_t stream) {
+  dim3 grid(std::min<unsigned>(gridFor(to.rows), 64),
+            static_cast<unsigned>(std::min<int64_t>(to.columns, 65535)));
+  void *destination = const_cast<void *>(to.data);
+  withWordOf(from.elementSize, [&](auto word) {
+    using Word = decltype(word);
+    copyColumnsKernel<<<grid, kThreadsPerBlock, 0, stream>>>(
+        static_cast<const Word *>(from.data), from.leadingDim, from.rows,
+        from.columns, static_cast<Word *>(destination), to.leadingDim, to.rows,
+        to.columns);
+  });
+  cudaCheckLaunch();
+}
+
+/// Where cuBLASLt finds one product: the operands in its order (our b, our
+/// a, y; column-major D[m,n] = op(first)[m,k] op(second)[k,n]) and the bias,
+/// each in place or (`copied`) in scratch.
+struct Placement {
+  MatrixView operands[3];
+  bool copied[3] = {false, false, false};
+  MatrixView bias;
+  bool biasCopied = false;
+};
+
+/// The column-major extents (rows, columns) of operand `index` of a product
+/// of extents m, n, k.
+void operandExtents(const GemmProblem &problem, int index, int64_t m,
+                    int64_t n, int64_t k, int64_t &rows, int64_t &columns) {
+  bool transposed = index == 0 ? problem.transposeB : problem.transposeA;
+  int64_t outer = index == 0 ? m : n;
+  if (index == 2) {
+    rows = m;
+    columns = n;
+  } else if ((index == 0) != transposed) {
+    rows = outer;
+    columns = k;
+  } else {
+    rows = k;
+    columns = outer;
+  }
+}
+
+/// The product as the caller laid it out: every matrix in place.
+Placement placeInPlace(const GemmProblem &problem) {
+  size_t inputSize = tessera::cpu::dtypeSize(problem.inputType);
+  size_t outputSize = tessera::cpu::dtypeSize(problem.outputType);
+  Placement placement{};
+  const void *data[3] = {problem.b, problem.a, problem.y};
+  for (int i = 0; i < 3; ++i) {
+    MatrixView &view = placement.operands[i];
+    view.data = data[i];
+    view.elementSize = i == 2 ? outputSize : inputSize;
+    operandExtents(problem, i, problem.columns, problem.rows, problem.inner,
+                   view.rows, view.columns);
+    view.leadingDim = view.rows;
+  }
+  placement.bias = {problem.bias, problem.columns, 1, problem.columns,
+                    outputSize};
+  return placement;
+}
+
+/// Where `original` runs. A large unbatched product with a misaligned
+/// operand runs on extents rounded up to 8 elements, so that every operand
+/// is a 16-byte multiple in both shape and leading dim (with only the
+/// leading dim padded, cuBLASLt still picks slow kernels when the extent
+/// along it is odd); operands whose extents grow or that are misaligned move
+/// to scratch, zero padded, so the padding of the inner extent adds nothing.
+/// Nothing is copied yet.
+Placement placePadded(const GemmProblem &problem, const Placement &original,
+                      cudaStream_t stream) {
+  Placement placement = original;
+  bool misaligned = false;
+  for (const MatrixView &view : original.operands)
+    misaligned |= !isFastAligned(view);
+  if (!misaligned || problem.batchCount != 1 ||
+      problem.rows * problem.inner * problem.columns < kPaddingMinimumWork)
+    return placement;
+
+  auto roundUp = [](int64_t extent) { return (extent + 7) / 8 * 8; };
+  int64_t m = roundUp(problem.columns), n = roundUp(problem.rows),
+          k = roundUp(problem.inner);
+  size_t offsets[4] = {0, 0, 0, 0}, total = 0;
+  auto reserve = [&](size_t bytes) {
+    size_t offset = total;
+    total += (bytes + 255) / 256 * 256;
+    return offset;
+  };
+  for (int i = 0; i < 3; ++i) {
+    MatrixView &view = placement.operands[i];
+    int64_t rows = 0, columns = 0;
+    operandExtents(problem, i, m, n, k, rows, columns);
+    if (rows == view.rows && columns == view.columns && isFastAligned(view))
+      continue;
+    view.rows = view.leadingDim = rows;
+    view.columns = columns;
+    placement.copied[i] = true;
+    offsets[i] = reserve(rows * columns * view.elementSize);
+  }
+  if (problem.bias && m != problem.columns) {
+    placement.bias.rows = placement.bias.leadingDim = m;
+    placement.biasCopied = true;
+    offsets[3] = reserve(m * placement.bias.elementSize);
+  }
+  char *scratch = static_cast<char *>(
+      streamScratch(stream, total, kPaddedOperandSlot));
+  for (int i = 0; i < 3; ++i)
+    if (placement.copied[i])
+      placement.operands[i].data = scratch + offsets[i];
+  if (placement.biasCopied)
+    placement.bias.data = scratch + offsets[3];
+  return placement;
+}
+
 /// Runs `problem`; returns false (nothing launched) when cuBLASLt has no
 /// algorithm for it, e.g. a bias epilogue it does not offer for the types.
 bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
@@ -142,13 +333,13 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   cudaDataType_t scaleType = doublePrecision ? CUDA_R_64F : CUDA_R_32F;
 
   // Column-major view: D[N,M] = B'[N,K] A'[K,M] with B' = our b, A' = our a.
-  uint64_t m = problem.columns, n = problem.rows, k = problem.inner;
   cublasOperation_t opFirst = problem.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opSecond = problem.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  uint64_t firstRows = problem.transposeB ? k : m;
-  uint64_t firstColumns = problem.transposeB ? m : k;
-  uint64_t secondRows = problem.transposeA ? n : k;
-  uint64_t secondColumns = problem.transposeA ? k : n;
+  Placement original = placeInPlace(problem);
+  Placement placement = placePadded(problem, original, stream);
+  const MatrixView &first = placement.operands[0];
+  const MatrixView &second = placement.operands[1];
+  const MatrixView &result = placement.operands[2];
 
   Descriptors descriptors;
   cublasCheck(
@@ -165,17 +356,20 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
         descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
         sizeof(epilogue)));
     cublasCheck(cublasLtMatmulDescSetAttribute(
-        descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &problem.bias,
-        sizeof(problem.bias)));
+        descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+        &placement.bias.data, sizeof(placement.bias.data)));
     cublasCheck(cublasLtMatmulDescSetAttribute(
         descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &outputType,
         sizeof(outputType)));
   }
-  cublasCheck(cublasLtMatrixLayoutCreate(&descriptors.a, inputType, firstRows,
-                                         firstColumns, firstRows));
-  cublasCheck(cublasLtMatrixLayoutCreate(&descriptors.b, inputType, secondRows,
-                                         secondColumns, secondRows));
-  cublasCheck(cublasLtMatrixLayoutCreate(&descriptors.y, outputType, m, n, m));
+  cublasCheck(cublasLtMatrixLayoutCreate(&descriptors.a, inputType, first.rows,
+                                         first.columns, first.leadingDim));
+  cublasCheck(cublasLtMatrixLayoutCreate(&descriptors.b, inputType,
+                                         second.rows, second.columns,
+                                         second.leadingDim));
+  cublasCheck(cublasLtMatrixLayoutCreate(&descriptors.y, outputType,
+                                         result.rows, result.columns,
+                                         result.leadingDim));
   if (problem.batchCount > 1) {
     setBatch(descriptors.a, problem.batchCount, problem.batchStrideB);
     setBatch(descriptors.b, problem.batchCount, problem.batchStrideA);
@@ -189,8 +383,8 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
       &workspaceBytes, sizeof(workspaceBytes)));
   // Tell the heuristic the real alignment: batch loops and views can hand
   // cuBLASLt pointers that are not 256-byte aligned.
-  uint32_t alignments[4] = {alignmentOf(problem.b), alignmentOf(problem.a),
-                            alignmentOf(problem.y), alignmentOf(problem.y)};
+  uint32_t alignments[4] = {alignmentOf(first.data), alignmentOf(second.data),
+                            alignmentOf(result.data), alignmentOf(result.data)};
   const cublasLtMatmulPreferenceAttributes_t alignmentAttributes[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -210,17 +404,27 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   if (status != CUBLAS_STATUS_SUCCESS || found == 0)
     return false;
 
+  for (int i = 0; i < 2; ++i)
+    if (placement.copied[i])
+      copyMatrix(original.operands[i], placement.operands[i], stream);
+  if (placement.copied[2] && problem.accumulate)
+    copyMatrix(original.operands[2], result, stream);
+  if (placement.biasCopied)
+    copyMatrix(original.bias, placement.bias, stream);
   float alpha32 = 1.0f, beta32 = problem.accumulate ? 1.0f : 0.0f;
   double alpha64 = 1.0, beta64 = problem.accumulate ? 1.0 : 0.0;
   const void *alpha = doublePrecision ? static_cast<const void *>(&alpha64)
                                       : static_cast<const void *>(&alpha32);
   const void *beta = doublePrecision ? static_cast<const void *>(&beta64)
                                      : static_cast<const void *>(&beta32);
-  cublasCheck(cublasLtMatmul(handle, descriptors.operation, alpha, problem.b,
-                             descriptors.a, problem.a, descriptors.b, beta,
-                             problem.y, descriptors.y, problem.y,
-                             descriptors.y, &heuristic.algo, workspace,
-                             kWorkspaceBytes, stream));
+  void *output = const_cast<void *>(result.data);
+  cublasCheck(cublasLtMatmul(handle, descriptors.operation, alpha, first.data,
+                             descriptors.a, second.data, descriptors.b, beta,
+                             output, descriptors.y, output, descriptors.y,
+                             &heuristic.algo, workspace, kWorkspaceBytes,
+                             stream));
+  if (placement.copied[2])
+    copyMatrix(result, original.operands[2], stream);
   return true;
 }
 
@@ -245,23 +449,12 @@ void fillRows(const tessera_tensor &bias, void *y, int64_t rows,
               int64_t columns, cudaStream_t stream) {
   int64_t count = rows * columns;
   unsigned grid = gridFor(count);
-  switch (tessera::cpu::dtypeSize(bias.dtype)) {
-  case 2:
+  withWordOf(tessera::cpu::dtypeSize(bias.dtype), [&](auto word) {
+    using Word = decltype(word);
     fillRowsKernel<<<grid, kThreadsPerBlock, 0, stream>>>(
-        static_cast<const uint16_t *>(bias.data), static_cast<uint16_t *>(y),
-        rows, columns);
-    break;
-  case 4:
-    fillRowsKernel<<<grid, kThreadsPerBlock, 0, stream>>>(
-        static_cast<const uint32_t *>(bias.data), static_cast<uint32_t *>(y),
-        rows, columns);
-    break;
-  default:
-    fillRowsKernel<<<grid, kThreadsPerBlock, 0, stream>>>(
-        static_cast<const uint64_t *>(bias.data), static_cast<uint64_t *>(y),
-        rows, columns);
-    break;
-  }
+        static_cast<const Word *>(bias.data), static_cast<Word *>(y), rows,
+        columns);
+  });
   cudaCheckLaunch();
 }
 

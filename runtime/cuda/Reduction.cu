@@ -8,6 +8,16 @@
 // grid holds. Accumulators are f64 for floats and int64 for integers, and
 // max/min propagate NaN, as runtime/cpu/Reduction.cpp does.
 //
+// Column sums: a sum or mean of a float tensor over its leading dims (the
+// bias gradients: [tokens, C] summed over the tokens) reads x as [R, C]
+// rows. One block per output would walk a column C elements apart, so
+// instead each block sums a band of rows for a strip of columns, its warps
+// reading whole rows with 16-byte loads, and writes one partial per column;
+// a second kernel adds the partials of each column in band order. The sum
+// is deterministic (no atomics), and the accumulators stay f64 as above: the
+// kernel is bound by memory, so the wider adds are free and the result keeps
+// the CPU reference's accuracy over 16384-row columns.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
@@ -98,6 +108,171 @@ __global__ void reduceKernel(int op, const void *x, int xType, void *y,
   }
 }
 
+//===--- Column sums ------------------------------------------------------===//
+
+constexpr int kColumnLanes = 32; // threads across the columns of a strip
+constexpr int kRowLanes = 8;     // threads down the rows of a band
+constexpr int64_t kColumnSumTargetBlocks = 1024;
+constexpr int64_t kMinimumRowsPerBand = 128; // 16 loads per thread at least
+constexpr int kBandLanes = 16; // threads splitting the bands of a column
+constexpr int kColumnSumSlot = 3000; // streamScratch slot of the partials
+
+__device__ __forceinline__ double toDouble(float value) { return value; }
+__device__ __forceinline__ double toDouble(double value) { return value; }
+__device__ __forceinline__ double toDouble(__nv_bfloat16 value) {
+  return __bfloat162float(value);
+}
+__device__ __forceinline__ double toDouble(__half value) {
+  return __half2float(value);
+}
+
+/// Block (x, y) sums rows [y * rowsPerBand, ...) of the strip of
+/// kColumnLanes * Width columns from x * kColumnLanes * Width into
+/// partials[y][column]. Each thread loads Width adjacent columns at once.
+template <typename Element, int Width>
+__global__ void __launch_bounds__(kColumnLanes *kRowLanes)
+    columnPartialsKernel(const Element *x, int64_t rows, int64_t columns,
+                         int64_t rowsPerBand, double *partials) {
+  struct alignas(sizeof(Element) * Width) Pack {
+    Element values[Width];
+  };
+  __shared__ double bandSums[kRowLanes][kColumnLanes * Width];
+  int64_t firstColumn =
+      (static_cast<int64_t>(blockIdx.x) * kColumnLanes + threadIdx.x) * Width;
+  int64_t bandStart = static_cast<int64_t>(blockIdx.y) * rowsPerBand;
+  int64_t bandEnd = min(bandStart + rowsPerBand, rows);
+  double sums[Width];
+  for (int i = 0; i < Width; ++i)
+    sums[i] = 0.0;
+  if (firstColumn < columns) {
+#pragma unroll 4
+    for (int64_t row = bandStart + threadIdx.y; row < bandEnd;
+         row += kRowLanes) {
+      Pack pack =
+          *reinterpret_cast<const Pack *>(x + row * columns + firstColumn);
+      for (int i = 0; i < Width; ++i)
+        sums[i] += toDouble(pack.values[i]);
+    }
+  }
+  for (int i = 0; i < Width; ++i)
+    bandSums[threadIdx.y][threadIdx.x * Width + i] = sums[i];
+  __syncthreads();
+  // Fixed order over the row lanes: the same x gives the same bits.
+  for (int local = threadIdx.y * kColumnLanes + threadIdx.x;
+       local < kColumnLanes * Width; local += kColumnLanes * kRowLanes) {
+    int64_t column =
+        static_cast<int64_t>(blockIdx.x) * kColumnLanes * Width + local;
+    if (column >= columns)
+      continue;
+    double total = 0.0;
+    for (int lane = 0; lane < kRowLanes; ++lane)
+      total += bandSums[lane][local];
+    partials[static_cast<int64_t>(blockIdx.y) * columns + column] = total;
+  }
+}
+
+/// y[column] = the sum (or mean) of the `bands` partials of each column:
+/// kBandLanes threads per column take every kBandLanes-th band, then add
+/// their sums in lane order (deterministic, like the partials).
+__global__ void __launch_bounds__(kColumnLanes *kBandLanes)
+    columnTotalsKernel(const double *partials, int64_t bands, int64_t rows,
+                       int64_t columns, bool mean, void *y, int yType) {
+  __shared__ double laneSums[kBandLanes][kColumnLanes];
+  int64_t column =
+      static_cast<int64_t>(blockIdx.x) * kColumnLanes + threadIdx.x;
+  double sum = 0.0;
+  if (column < columns)
+    for (int64_t band = threadIdx.y; band < bands; band += kBandLanes)
+      sum += partials[band * columns + column];
+  laneSums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || column >= columns)
+    return;
+  double total = 0.0;
+  for (int lane = 0; lane < kBandLanes; ++lane)
+    total += laneSums[lane][threadIdx.x];
+  storeNumber(y, yType, column, mean ? total / rows : total);
+}
+
+template <typename Element>
+void launchColumnPartials(const void *x, int64_t rows, int64_t columns,
+                          int64_t rowsPerBand, dim3 grid, double *partials,
+                          bool vectorized, cudaStream_t stream) {
+  constexpr int kWidth = 16 / sizeof(Element);
+  dim3 block(kColumnLanes, kRowLanes);
+  const Element *data = static_cast<const Element *>(x);
+  if (vectorized)
+    columnPartialsKernel<Element, kWidth>
+        <<<grid, block, 0, stream>>>(data, rows, columns, rowsPerBand, partials);
+  else
+    columnPartialsKernel<Element, 1>
+        <<<grid, block, 0, stream>>>(data, rows, columns, rowsPerBand, partials);
+}
+
+/// Sums (or averages) the contiguous x, seen as [rows, columns], over its
+/// rows into y[columns].
+void sumColumns(bool mean, const tessera_tensor &x, tessera_tensor &y,
+                int64_t rows, int64_t columns, cudaStream_t stream) {
+  size_t elementSize = tessera::cpu::dtypeSize(x.dtype);
+  int64_t width = 16 / static_cast<int64_t>(elementSize);
+  bool vectorized = columns % width == 0 &&
+                    reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+  int64_t strip = kColumnLanes * (vectorized ? width : 1);
+  int64_t strips = (columns + strip - 1) / strip;
+  // Enough bands to put ~kColumnSumTargetBlocks blocks on the device, but
+  // bands long enough that each thread has a run of loads in flight.
+  int64_t maxBands = std::max<int64_t>(
+      1, (rows + kMinimumRowsPerBand - 1) / kMinimumRowsPerBand);
+  int64_t bands = std::min<int64_t>(
+      maxBands, std::max<int64_t>(1, kColumnSumTargetBlocks / strips));
+  int64_t rowsPerBand = (rows + bands - 1) / bands;
+  bands = (rows + rowsPerBand - 1) / rowsPerBand;
+  double *partials = static_cast<double *>(streamScratch(
+      stream, bands * columns * sizeof(double), kColumnSumSlot));
+  dim3 grid(static_cast<unsigned>(strips), static_cast<unsigned>(bands));
+  switch (x.dtype) {
+  case TESSERA_F32:
+    launchColumnPartials<float>(x.data, rows, columns, rowsPerBand, grid,
+                                partials, vectorized, stream);
+    break;
+  case TESSERA_BF16:
+    launchColumnPartials<__nv_bfloat16>(x.data, rows, columns, rowsPerBand,
+                                        grid, partials, vectorized, stream);
+    break;
+  case TESSERA_F16:
+    launchColumnPartials<__half>(x.data, rows, columns, rowsPerBand, grid,
+                                 partials, vectorized, stream);
+    break;
+  default:
+    launchColumnPartials<double>(x.data, rows, columns, rowsPerBand, grid,
+                                 partials, vectorized, stream);
+    break;
+  }
+  cudaCheckLaunch();
+  unsigned totalsGrid =
+      static_cast<unsigned>((columns + kColumnLanes - 1) / kColumnLanes);
+  columnTotalsKernel<<<totalsGrid, dim3(kColumnLanes, kBandLanes), 0,
+                       stream>>>(partials, bands, rows, columns, mean, y.data,
+                                 y.dtype);
+  cudaCheckLaunch();
+}
+
+/// Whether every reduced dim (of extent > 1) precedes every kept one, so
+/// that x is [reduced, kept] in memory.
+bool reducesLeadingDims(const tessera_tensor &x,
+                        const std::vector<bool> &reduced) {
+  bool keptSeen = false;
+  for (int32_t dim = 0; dim < x.rank; ++dim) {
+    if (x.shape[dim] == 1)
+      continue;
+    if (!reduced[dim])
+      keptSeen = true;
+    else if (keptSeen)
+      return false;
+  }
+  return true;
+}
+
 } // namespace
 
 extern "C" int tessera_cuda_reduce(int32_t op, const tessera_tensor *x,
@@ -124,6 +299,15 @@ extern "C" int tessera_cuda_reduce(int32_t op, const tessera_tensor *x,
     int64_t outputCount = elementCount(output);
     if (outputCount == 0)
       return;
+    // Below a warp of columns the strips would idle; the generic kernel's
+    // one block per output is the better shape there.
+    bool sum = op == TESSERA_REDUCE_SUM || op == TESSERA_REDUCE_MEAN;
+    if (sum && isFloatType(input.dtype) && outputCount >= kColumnLanes &&
+        reducedCount > 0 && reducesLeadingDims(input, reduced)) {
+      sumColumns(op == TESSERA_REDUCE_MEAN, input, output, reducedCount,
+                 outputCount, stream);
+      return;
+    }
     Shape keptOperand[1] = {keptStrides}, reducedOperand[1] = {reducedStrides};
     StridedLayout<1> keptLayout = makeLayout(keptShape, keptOperand);
     StridedLayout<1> reducedLayout = makeLayout(reducedShape, reducedOperand);

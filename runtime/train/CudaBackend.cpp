@@ -121,7 +121,8 @@ int64_t deviceBytesInUse() {
 
 class CudaBackend final : public TrainingBackend {
 public:
-  CudaBackend(const tessera_program &program, const TrainOptions &options);
+  CudaBackend(const tessera_program &program, const TrainOptions &options,
+              const ParameterLayout *plannedLayout);
   ~CudaBackend() override {
     if (streamHandle)
       cudaStreamDestroy(streamHandle);
@@ -140,6 +141,12 @@ public:
                             layout.totalElements()}
                : computeGradients();
   }
+  FlatBuffer firstMoments() override {
+    return {firstMomentValues.get(), TESSERA_F32, layout.totalElements()};
+  }
+  FlatBuffer secondMoments() override {
+    return {secondMomentValues.get(), TESSERA_F32, layout.totalElements()};
+  }
   void *stream() override { return streamHandle; }
 
   void loadState(const TrainingState &state) override;
@@ -151,6 +158,10 @@ public:
   double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
   double gradientSumOfSquares() override;
   void applyAdamW(const AdamWUpdate &update) override;
+  void restrictOptimizer(
+      const std::vector<ParameterLayout::Piece> &pieces) override {
+    useChunks(ParameterLayout::chunksOf(pieces, getDecays()));
+  }
   void finishStep() override {
     checkCuda(cudaStreamSynchronize(streamHandle), "finishing the step");
   }
@@ -163,12 +174,15 @@ private:
   bool accumulating() const { return options.gradientAccumulation > 1; }
   /// A host copy of a whole flat device buffer.
   std::vector<unsigned char> download(const FlatBuffer &buffer);
+  /// The chunks the norm and AdamW work on, and their sums' buffers.
+  void useChunks(const std::vector<tessera_tensor_chunk> &table);
 
   cudaStream_t streamHandle = nullptr;
   int64_t baselineBytes = 0;
   int64_t microBatchBytes = 0;
   int32_t chunkCount = 0;
-  DeviceBuffer master, firstMoments, secondMoments, gradients, accumulators;
+  DeviceBuffer master, firstMomentValues, secondMomentValues, gradients,
+      accumulators;
   DeviceBuffer deviceTokens, deviceTargets, chunks, partialSums;
   std::vector<DeviceBuffer> bufferStorage;
   PinnedBuffer hostTokens, hostTargets, hostPartialSums;
@@ -177,8 +191,9 @@ private:
 };
 
 CudaBackend::CudaBackend(const tessera_program &program,
-                         const TrainOptions &options)
-    : TrainingBackend(program, options) {
+                         const TrainOptions &options,
+                         const ParameterLayout *plannedLayout)
+    : TrainingBackend(program, options, plannedLayout) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     fail("this executable trains on a GPU, and the CUDA driver sees none");
@@ -191,8 +206,8 @@ CudaBackend::CudaBackend(const tessera_program &program,
 
   const int64_t f32Bytes = layout.totalBytes(TESSERA_F32);
   master = DeviceBuffer(f32Bytes, "the fp32 master weights");
-  firstMoments = DeviceBuffer(f32Bytes, "AdamW's first moments");
-  secondMoments = DeviceBuffer(f32Bytes, "AdamW's second moments");
+  firstMomentValues = DeviceBuffer(f32Bytes, "AdamW's first moments");
+  secondMomentValues = DeviceBuffer(f32Bytes, "AdamW's second moments");
   gradients = DeviceBuffer(layout.totalBytes(computeDtype), "the gradients");
   if (accumulating())
     accumulators = DeviceBuffer(f32Bytes, "the gradient accumulators");
@@ -210,8 +225,20 @@ CudaBackend::CudaBackend(const tessera_program &program,
   hostTokens = PinnedBuffer(microBatchBytes);
   hostTargets = PinnedBuffer(microBatchBytes);
 
-  std::vector<tessera_tensor_chunk> table = layout.chunks(getDecays());
+  useChunks(layout.chunks(getDecays()));
+
+  parameterTensors = sliceTensors(master.get(), TESSERA_F32);
+  gradientTensors = sliceTensors(gradients.get(), computeDtype);
+  // The clearing and the table's copy ran on the legacy default stream,
+  // which the non-blocking training stream does not wait for.
+  checkCuda(cudaDeviceSynchronize(), "preparing the training state");
+}
+
+void CudaBackend::useChunks(const std::vector<tessera_tensor_chunk> &table) {
+  // Not in the step loop: once at the start, and once more for ZeRO-1.
+  checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
   chunkCount = static_cast<int32_t>(table.size());
+  chunkTensors.clear();
   for (const tessera_tensor_chunk &chunk : table)
     chunkTensors.push_back(chunk.tensor);
   const int64_t tableBytes =
@@ -225,19 +252,15 @@ CudaBackend::CudaBackend(const tessera_program &program,
   const int64_t sumBytes = chunkCount * static_cast<int64_t>(sizeof(double));
   partialSums = DeviceBuffer(sumBytes, "the gradient's sums of squares");
   hostPartialSums = PinnedBuffer(sumBytes);
-
-  parameterTensors = sliceTensors(master.get(), TESSERA_F32);
-  gradientTensors = sliceTensors(gradients.get(), computeDtype);
-  // The clearing and the table's copy ran on the legacy default stream,
-  // which the non-blocking training stream does not wait for.
-  checkCuda(cudaDeviceSynchronize(), "preparing the training state");
+  // The clearing and the table's copy ran on the legacy default stream.
+  checkCuda(cudaDeviceSynchronize(), "preparing the parameter chunks");
 }
 
 void CudaBackend::loadState(const TrainingState &state) {
   std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
   const std::vector<std::vector<float>> *sources[] = {
       &state.parameters, &state.firstMoments, &state.secondMoments};
-  DeviceBuffer *targets[] = {&master, &firstMoments, &secondMoments};
+  DeviceBuffer *targets[] = {&master, &firstMomentValues, &secondMomentValues};
   for (int k = 0; k < 3; ++k) {
     flattenF32(layout, *sources[k], flat.data());
     checkCuda(cudaMemcpy(targets[k]->get(), flat.data(),
@@ -263,11 +286,7 @@ std::vector<unsigned char> CudaBackend::download(const FlatBuffer &buffer) {
 }
 
 void CudaBackend::storeState(TrainingState &state) {
-  FlatBuffer kinds[] = {masterWeights(),
-                        {firstMoments.get(), TESSERA_F32,
-                         layout.totalElements()},
-                        {secondMoments.get(), TESSERA_F32,
-                         layout.totalElements()}};
+  FlatBuffer kinds[] = {masterWeights(), firstMoments(), secondMoments()};
   std::vector<std::vector<float>> *targets[] = {
       &state.parameters, &state.firstMoments, &state.secondMoments};
   for (int k = 0; k < 3; ++k)
@@ -339,9 +358,9 @@ double CudaBackend::gradientSumOfSquares() {
 void CudaBackend::applyAdamW(const AdamWUpdate &update) {
   FlatBuffer source = optimizerGradients();
   checkKernel(tessera_cuda_multi_tensor_adamw(
-                  static_cast<float *>(master.get()), source.data,
-                  source.dtype, static_cast<float *>(firstMoments.get()),
-                  static_cast<float *>(secondMoments.get()),
+                  static_cast<float *>(master.get()), source.data, source.dtype,
+                  static_cast<float *>(firstMomentValues.get()),
+                  static_cast<float *>(secondMomentValues.get()),
                   static_cast<const tessera_tensor_chunk *>(chunks.get()),
                   chunkCount, update.step, update.learningRate, update.beta1,
                   update.beta2, update.epsilon, update.weightDecay,
@@ -357,13 +376,14 @@ std::vector<std::vector<float>> CudaBackend::copyOptimizerGradients() {
 
 } // namespace
 
-std::unique_ptr<TrainingBackend> makeCudaBackend(const tessera_program &program,
-                                                 const TrainOptions &options) {
+std::unique_ptr<TrainingBackend>
+makeCudaBackend(const tessera_program &program, const TrainOptions &options,
+                const ParameterLayout *layout) {
   if (program.device != TESSERA_DEVICE_CUDA)
     fail("tessera_cuda_train_main runs CUDA programs; this one's tensors are "
          "in host memory (device kind " +
          std::to_string(program.device) + ")");
-  return std::make_unique<CudaBackend>(program, options);
+  return std::make_unique<CudaBackend>(program, options, layout);
 }
 
 } // namespace tessera::train

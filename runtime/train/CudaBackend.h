@@ -15,8 +15,9 @@ namespace tessera::train {
 
 /// Throws TrainError when `program` is not a CUDA program, there is no GPU,
 /// or its memory cannot hold the run's state.
-std::unique_ptr<TrainingBackend> makeCudaBackend(const tessera_program &program,
-                                                 const TrainOptions &options);
+std::unique_ptr<TrainingBackend>
+makeCudaBackend(const tessera_program &program, const TrainOptions &options,
+                const ParameterLayout *layout = nullptr);
 
 } // namespace tessera::train
 

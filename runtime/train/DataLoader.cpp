@@ -32,6 +32,14 @@
 // data the order does not depend on B, so K micro-batches of B rows read the
 // same rows as one of K*B.
 //
+// Data parallelism (R ranks, each with the program's B rows): every rank
+// keeps the same global position; a global micro-batch is R consecutive
+// micro-batches and rank r reads the r-th (nextBatch's rank/ranks). So R
+// ranks with K micro-batches a step read exactly the samples of one rank
+// with R*K micro-batches (--grad-accum R*K), and, with .npy data, the rows
+// of one rank with batch R*B; checkpoints store the global position, which
+// resumes the same order for any rank count that divides it the same way.
+//
 // Files are validated when opened (magic, version, sizes, row length), but
 // token ids are checked when read: scanning gigabytes of shards up front
 // would delay every start. A bad id stops the run with the file, position,
@@ -461,13 +469,17 @@ void DataLoader::readSample(int64_t sample, int64_t *tokens, int64_t *targets) {
   }
 }
 
-void DataLoader::nextBatch(int64_t *tokens, int64_t *targets) {
+void DataLoader::nextBatch(int64_t *tokens, int64_t *targets, int32_t rank,
+                           int32_t ranks) {
+  if (ranks < 1 || rank < 0 || rank >= ranks)
+    fail("internal error: data of rank " + std::to_string(rank) + " of " +
+         std::to_string(ranks));
   int64_t rowsPerSample = files.front().isNpy ? 1 : layout.batch;
   int64_t stride = rowsPerSample * layout.sequence;
-  for (int64_t i = 0; i < samplesPerBatch; ++i) {
-    readSample(sampleAt(position), tokens + i * stride, targets + i * stride);
-    ++position;
-  }
+  int64_t first = position + rank * samplesPerBatch;
+  for (int64_t i = 0; i < samplesPerBatch; ++i)
+    readSample(sampleAt(first + i), tokens + i * stride, targets + i * stride);
+  position += ranks * samplesPerBatch;
 }
 
 } // namespace tessera::train

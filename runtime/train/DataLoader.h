@@ -40,9 +40,18 @@ public:
   /// Fills tokens and targets ([batch, sequence] each, row-major) with the
   /// next micro-batch. Throws TrainError naming the file, the position and
   /// the id when a token is outside the vocabulary.
-  void nextBatch(int64_t *tokens, int64_t *targets);
+  ///
+  /// Data parallelism: with `ranks` R > 1 the next GLOBAL micro-batch is R
+  /// micro-batches in a row (R x batch rows), this call fills rank `rank`'s
+  /// (the rank-th of them) and the position moves past all R, so every rank
+  /// stays at the same (global) position. Rank r's micro-batch k of a step
+  /// is therefore the (k * R + r)-th micro-batch of that step in a 1-rank
+  /// run with R times the micro-batches (--grad-accum R K).
+  void nextBatch(int64_t *tokens, int64_t *targets, int32_t rank = 0,
+                 int32_t ranks = 1);
 
-  /// Samples consumed so far (a checkpoint stores it; seek restores it).
+  /// Samples consumed so far by all ranks together (a checkpoint stores it;
+  /// seek restores it).
   int64_t getPosition() const { return position; }
   void seek(int64_t newPosition) { position = newPosition; }
 

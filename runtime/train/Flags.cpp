@@ -309,6 +309,26 @@ const std::vector<FlagSpec> &flagTable() {
          if (o.traceLastStep < o.traceFirstStep)
            usageError(flag + ": '" + v + "' ends before it starts");
        }},
+      {"--bucket-mb", "N",
+       "data parallelism: all-reduce gradients in buckets of about N MiB, "
+       "overlapped with the backward pass (default 25)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.bucketMegabytes = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.bucketMegabytes), 1);
+         if (o.bucketMegabytes > (int64_t(1) << 20))
+           usageError(flag + ": " + v + " MiB is more than any GPU holds");
+       }},
+      {"--zero", "0|1",
+       "data parallelism: ZeRO stage (1: each rank updates only its shard of "
+       "the optimizer state; default: the program's, else 0)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v == "0")
+           o.zeroStage = 0;
+         else if (v == "1")
+           o.zeroStage = 1;
+         else
+           usageError(flag + ": '" + v + "' is not one of 0, 1");
+       }},
       {"--help", nullptr, "print this text and exit",
        [](TrainOptions &o, const std::string &, const std::string &) {
          o.help = true;
@@ -387,6 +407,14 @@ std::string usageText(const char *programName) {
       text << "\n" << std::string(34, ' ');
     text << spec.help << "\n";
   }
+  // Taken out of the command line before the flags above are parsed
+  // (launch.h), so they are listed here rather than in the table.
+  text << "\nlaunching (one process per GPU; also under torchrun, mpirun or "
+          "srun):\n"
+       << "  --nproc N                       start N ranks on this node, one "
+          "per GPU (data parallel)\n"
+       << "  --comm-timeout S                longest wait for a peer or a "
+          "collective, in seconds (default 300)\n";
   return text.str();
 }
 

@@ -56,6 +56,12 @@ struct TrainOptions {
   std::string traceFile;
   int64_t traceFirstStep = 2;
   int64_t traceLastStep = 4;
+  /// Data parallelism (several ranks): gradients are reduced in buckets of
+  /// about this many MiB, overlapped with the backward pass.
+  int64_t bucketMegabytes = 25;
+  /// --zero: ZeRO stage over the data-parallel ranks (0, or 1: optimizer
+  /// state sharded); -1 when not given (the program's zero_stage applies).
+  int32_t zeroStage = -1;
   bool help = false;
 };
 

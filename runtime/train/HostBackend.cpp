@@ -63,7 +63,8 @@ void checkKernel(int status, const char *what) {
 
 class HostBackend final : public TrainingBackend {
 public:
-  HostBackend(const tessera_program &program, const TrainOptions &options);
+  HostBackend(const tessera_program &program, const TrainOptions &options,
+              const ParameterLayout *plannedLayout);
 
   tessera_device_kind device() const override { return TESSERA_DEVICE_HOST; }
   FlatBuffer masterWeights() override {
@@ -78,6 +79,12 @@ public:
                             layout.totalElements()}
                : computeGradients();
   }
+  FlatBuffer firstMoments() override {
+    return {firstMomentValues.get(), TESSERA_F32, layout.totalElements()};
+  }
+  FlatBuffer secondMoments() override {
+    return {secondMomentValues.get(), TESSERA_F32, layout.totalElements()};
+  }
   void *stream() override { return nullptr; }
 
   void loadState(const TrainingState &state) override;
@@ -87,6 +94,11 @@ public:
   double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
   double gradientSumOfSquares() override;
   void applyAdamW(const AdamWUpdate &update) override;
+  void restrictOptimizer(
+      const std::vector<ParameterLayout::Piece> &pieces) override {
+    restriction = pieces;
+    restricted = true;
+  }
   void finishStep() override {}
   std::vector<std::vector<float>> copyOptimizerGradients() override {
     FlatBuffer source = optimizerGradients();
@@ -101,19 +113,30 @@ public:
 private:
   bool accumulating() const { return options.gradientAccumulation > 1; }
 
-  AlignedBuffer master, firstMoments, secondMoments, gradients, accumulators,
-      scratch;
+  /// The per-parameter views of the optimizer's work: whole slices, or
+  /// 1-D views of the pieces restrictOptimizer named.
+  struct OptimizerViews {
+    std::vector<tessera_tensor> parameters, gradients, first, second;
+    std::vector<bool> decays;
+  };
+  OptimizerViews optimizerViews();
+
+  AlignedBuffer master, firstMomentValues, secondMomentValues, gradients,
+      accumulators, scratch;
+  bool restricted = false;
+  std::vector<ParameterLayout::Piece> restriction;
   std::vector<std::vector<unsigned char>> bufferValues;
   std::vector<int64_t> tokenValues, targetValues;
   std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
 };
 
 HostBackend::HostBackend(const tessera_program &program,
-                         const TrainOptions &options)
-    : TrainingBackend(program, options) {
+                         const TrainOptions &options,
+                         const ParameterLayout *plannedLayout)
+    : TrainingBackend(program, options, plannedLayout) {
   master = AlignedBuffer(layout.totalBytes(TESSERA_F32));
-  firstMoments = AlignedBuffer(layout.totalBytes(TESSERA_F32));
-  secondMoments = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  firstMomentValues = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  secondMomentValues = AlignedBuffer(layout.totalBytes(TESSERA_F32));
   gradients = AlignedBuffer(layout.totalBytes(computeDtype));
   if (accumulating()) {
     accumulators = AlignedBuffer(layout.totalBytes(TESSERA_F32));
@@ -138,9 +161,9 @@ HostBackend::HostBackend(const tessera_program &program,
 void HostBackend::loadState(const TrainingState &state) {
   flattenF32(layout, state.parameters, static_cast<float *>(master.get()));
   flattenF32(layout, state.firstMoments,
-             static_cast<float *>(firstMoments.get()));
+             static_cast<float *>(firstMomentValues.get()));
   flattenF32(layout, state.secondMoments,
-             static_cast<float *>(secondMoments.get()));
+             static_cast<float *>(secondMomentValues.get()));
   bufferValues = state.buffers;
   for (size_t i = 0; i < bufferTensors.size(); ++i)
     bufferTensors[i].data = bufferValues[i].data();
@@ -150,9 +173,9 @@ void HostBackend::storeState(TrainingState &state) {
   state.parameters =
       unflattenToF32(program, layout, master.get(), TESSERA_F32);
   state.firstMoments =
-      unflattenToF32(program, layout, firstMoments.get(), TESSERA_F32);
+      unflattenToF32(program, layout, firstMomentValues.get(), TESSERA_F32);
   state.secondMoments =
-      unflattenToF32(program, layout, secondMoments.get(), TESSERA_F32);
+      unflattenToF32(program, layout, secondMomentValues.get(), TESSERA_F32);
   state.buffers = bufferValues;
 }
 
@@ -185,42 +208,63 @@ double HostBackend::runMicroBatch(int64_t micro, float lossScale,
   return loss;
 }
 
-double HostBackend::gradientSumOfSquares() {
+HostBackend::OptimizerViews HostBackend::optimizerViews() {
   FlatBuffer source = optimizerGradients();
-  std::vector<tessera_tensor> slices = sliceTensors(source.data, source.dtype);
+  OptimizerViews views;
+  if (!restricted) {
+    views.parameters = parameterTensors;
+    views.gradients = sliceTensors(source.data, source.dtype);
+    views.first = sliceTensors(firstMomentValues.get(), TESSERA_F32);
+    views.second = sliceTensors(secondMomentValues.get(), TESSERA_F32);
+    views.decays = getDecays();
+    return views;
+  }
+  auto at = [](void *base, int32_t dtype, const ParameterLayout::Piece &piece) {
+    return flatTensor(static_cast<unsigned char *>(base) +
+                          piece.offset * dtypeSize(dtype),
+                      dtype, piece.count);
+  };
+  for (const ParameterLayout::Piece &piece : restriction) {
+    views.parameters.push_back(at(master.get(), TESSERA_F32, piece));
+    views.gradients.push_back(at(source.data, source.dtype, piece));
+    views.first.push_back(at(firstMomentValues.get(), TESSERA_F32, piece));
+    views.second.push_back(at(secondMomentValues.get(), TESSERA_F32, piece));
+    views.decays.push_back(getDecays()[static_cast<size_t>(piece.parameter)]);
+  }
+  return views;
+}
+
+double HostBackend::gradientSumOfSquares() {
+  OptimizerViews views = optimizerViews();
   double sum = 0;
-  for (tessera_tensor &slice : slices)
-    checkKernel(tessera_cpu_sum_squares(&slice, &sum), "gradient norm");
+  for (tessera_tensor &gradient : views.gradients)
+    checkKernel(tessera_cpu_sum_squares(&gradient, &sum), "gradient norm");
   return sum;
 }
 
 void HostBackend::applyAdamW(const AdamWUpdate &update) {
-  FlatBuffer source = optimizerGradients();
-  std::vector<tessera_tensor> grads = sliceTensors(source.data, source.dtype);
-  std::vector<tessera_tensor> m = sliceTensors(firstMoments.get(), TESSERA_F32);
-  std::vector<tessera_tensor> v =
-      sliceTensors(secondMoments.get(), TESSERA_F32);
-  for (int32_t i = 0; i < program.parameter_count; ++i) {
-    auto index = static_cast<size_t>(i);
-    double weightDecay = getDecays()[index] ? update.weightDecay : 0.0;
-    checkKernel(tessera_cpu_adamw(&parameterTensors[index], &grads[index],
-                                  &m[index], &v[index], update.step,
-                                  update.learningRate, update.beta1,
-                                  update.beta2, update.epsilon, weightDecay,
-                                  update.gradientScale),
+  OptimizerViews views = optimizerViews();
+  for (size_t i = 0; i < views.parameters.size(); ++i) {
+    double weightDecay = views.decays[i] ? update.weightDecay : 0.0;
+    checkKernel(tessera_cpu_adamw(&views.parameters[i], &views.gradients[i],
+                                  &views.first[i], &views.second[i],
+                                  update.step, update.learningRate,
+                                  update.beta1, update.beta2, update.epsilon,
+                                  weightDecay, update.gradientScale),
                 "AdamW");
   }
 }
 
 } // namespace
 
-std::unique_ptr<TrainingBackend> makeHostBackend(const tessera_program &program,
-                                                 const TrainOptions &options) {
+std::unique_ptr<TrainingBackend>
+makeHostBackend(const tessera_program &program, const TrainOptions &options,
+                const ParameterLayout *layout) {
   if (program.device != TESSERA_DEVICE_HOST)
     fail("this program runs on device kind " + std::to_string(program.device) +
          ", which this executable's driver cannot run (a CUDA program calls "
          "tessera_cuda_train_main)");
-  return std::make_unique<HostBackend>(program, options);
+  return std::make_unique<HostBackend>(program, options, layout);
 }
 
 } // namespace tessera::train

@@ -13,8 +13,9 @@
 namespace tessera::train {
 
 /// Throws TrainError when `program` is not a host program.
-std::unique_ptr<TrainingBackend> makeHostBackend(const tessera_program &program,
-                                                 const TrainOptions &options);
+std::unique_ptr<TrainingBackend>
+makeHostBackend(const tessera_program &program, const TrainOptions &options,
+                const ParameterLayout *layout = nullptr);
 
 } // namespace tessera::train
 

@@ -26,6 +26,28 @@ ParameterLayout::ParameterLayout(const tessera_program &program) {
   }
 }
 
+ParameterLayout::ParameterLayout(const tessera_program &program,
+                                 const std::vector<int64_t> &plannedOffsets,
+                                 int64_t totalElements)
+    : offsets(plannedOffsets), total(totalElements) {
+  if (plannedOffsets.size() != static_cast<size_t>(program.parameter_count))
+    fail("internal error: a layout of " +
+         std::to_string(plannedOffsets.size()) + " slices for " +
+         std::to_string(program.parameter_count) + " parameters");
+  int64_t end = 0;
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    int64_t offset = plannedOffsets[static_cast<size_t>(i)];
+    if (offset < end || offset % kSliceAlignment != 0)
+      fail("internal error: slice " + std::to_string(i) + " at element " +
+           std::to_string(offset) + " overlaps or is misaligned");
+    counts.push_back(elementCount(program.parameters[i]));
+    end = offset + counts.back();
+  }
+  if (end > total || total % kSliceAlignment != 0)
+    fail("internal error: the slices end at element " + std::to_string(end) +
+         ", beyond the layout's " + std::to_string(total));
+}
+
 int64_t ParameterLayout::totalBytes(int32_t dtype) const {
   return total * dtypeSize(dtype);
 }
@@ -33,20 +55,38 @@ int64_t ParameterLayout::totalBytes(int32_t dtype) const {
 std::vector<tessera_tensor_chunk>
 ParameterLayout::chunks(const std::vector<bool> &decays,
                         int64_t chunkElements) const {
-  if (decays.size() != offsets.size() || chunkElements <= 0)
+  if (decays.size() != offsets.size())
     fail("internal error: chunks of " + std::to_string(offsets.size()) +
-         " parameters with " + std::to_string(decays.size()) +
-         " decay flags");
-  std::vector<tessera_tensor_chunk> table;
+         " parameters with " + std::to_string(decays.size()) + " decay flags");
+  std::vector<Piece> slices;
   for (size_t i = 0; i < offsets.size(); ++i)
-    for (int64_t start = 0; start < counts[i]; start += chunkElements) {
+    slices.push_back({static_cast<int32_t>(i), offsets[i], counts[i]});
+  return chunksOf(slices, decays, chunkElements);
+}
+
+std::vector<tessera_tensor_chunk>
+ParameterLayout::chunksOf(const std::vector<Piece> &pieces,
+                          const std::vector<bool> &decays,
+                          int64_t chunkElements) {
+  if (chunkElements <= 0)
+    fail("internal error: chunks of " + std::to_string(chunkElements) +
+         " elements");
+  std::vector<tessera_tensor_chunk> table;
+  for (const Piece &piece : pieces) {
+    if (piece.parameter < 0 ||
+        static_cast<size_t>(piece.parameter) >= decays.size())
+      fail("internal error: a piece of parameter " +
+           std::to_string(piece.parameter) + " of " +
+           std::to_string(decays.size()));
+    for (int64_t start = 0; start < piece.count; start += chunkElements) {
       tessera_tensor_chunk chunk{};
-      chunk.offset = offsets[i] + start;
-      chunk.count = std::min(chunkElements, counts[i] - start);
-      chunk.tensor = static_cast<int32_t>(i);
-      chunk.weight_decay = decays[i] ? 1 : 0;
+      chunk.offset = piece.offset + start;
+      chunk.count = std::min(chunkElements, piece.count - start);
+      chunk.tensor = piece.parameter;
+      chunk.weight_decay = decays[static_cast<size_t>(piece.parameter)] ? 1 : 0;
       table.push_back(chunk);
     }
+  }
   return table;
 }
 

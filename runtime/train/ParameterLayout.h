@@ -40,6 +40,12 @@ public:
   static constexpr int64_t kChunkElements = int64_t(1) << 16;
 
   explicit ParameterLayout(const tessera_program &program);
+  /// A placement planned elsewhere (ZeRO-1's buckets pad between slices):
+  /// `offsets` in parameter order, increasing, each a multiple of
+  /// kSliceAlignment, the slices within `totalElements`. Throws TrainError
+  /// (an internal error) when they are not.
+  ParameterLayout(const tessera_program &program,
+                  const std::vector<int64_t> &offsets, int64_t totalElements);
 
   int32_t size() const { return static_cast<int32_t>(offsets.size()); }
   /// First element of parameter `index`'s slice.
@@ -61,6 +67,20 @@ public:
   std::vector<tessera_tensor_chunk>
   chunks(const std::vector<bool> &decays,
          int64_t chunkElements = kChunkElements) const;
+
+  /// One contiguous piece of a parameter's slice: elements [offset, offset +
+  /// count) of the flat buffers, of parameter `parameter`.
+  struct Piece {
+    int32_t parameter = 0;
+    int64_t offset = 0;
+    int64_t count = 0;
+  };
+  /// Pieces (in buffer order, within one parameter's slice each) cut into
+  /// chunks of at most `chunkElements`: what chunks() cuts from every whole
+  /// slice, for a part of the parameters (a ZeRO-1 shard).
+  static std::vector<tessera_tensor_chunk>
+  chunksOf(const std::vector<Piece> &pieces, const std::vector<bool> &decays,
+           int64_t chunkElements = kChunkElements);
 
 private:
   std::vector<int64_t> offsets;

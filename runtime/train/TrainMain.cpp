@@ -38,6 +38,17 @@
 // machine. The resumed run keeps the checkpoint's seed (--seed is ignored
 // then) for the same reason.
 //
+// Data parallelism (DataParallel.h, world size N > 1 from launch.h): every
+// rank runs this loop on its slice of each global micro-batch, micro-batch k
+// of rank r being the global micro-batch k * N + r (the data, the dropout
+// seed); gradients are summed over the ranks before the norm, and the
+// divisor becomes K x N x loss scale. So N ranks with --grad-accum K follow
+// one rank with --grad-accum N*K (the same tokens, the same arithmetic up to
+// the order of the sums). Only rank 0 prints steps and writes the metrics
+// file, checkpoints and dumps; the others print only their errors, as
+// "rank R: ...". A checkpoint holds the global data position, so it resumes
+// with any number of ranks.
+//
 // Errors: everything the user can get wrong throws TrainError deep down;
 // runTrainMain (tessera_train_main, tessera_cuda_train_main) turns it into "<program>: error: ..." on stderr and
 // exit code 2 (flags) or 1 (everything else).
@@ -48,6 +59,7 @@
 
 #include "Checkpoint.h"
 #include "DataLoader.h"
+#include "DataParallel.h"
 #include "Flags.h"
 #include "HostBackend.h"
 #include "InitialWeights.h"
@@ -66,6 +78,7 @@
 #include <memory>
 #include <new>
 #include <set>
+#include <vector>
 
 namespace tessera::train {
 namespace {
@@ -137,9 +150,10 @@ void checkProgram(const tessera_program *program) {
 class Trainer {
 public:
   Trainer(const tessera_program &program, const TrainOptions &options,
-          const BackendFactory &makeBackend, Trace &trace)
+          const BackendFactory &makeBackend, Trace &trace, RankWorld *world,
+          int32_t rank, int32_t ranks)
       : program(program), options(options), makeBackend(makeBackend),
-        trace(trace),
+        trace(trace), world(world), rank(rank), ranks(ranks),
         schedule(options.schedule, options.learningRate, options.warmupSteps,
                  options.steps, options.minLearningRateRatio) {}
 
@@ -150,11 +164,19 @@ private:
   const TrainOptions &options;
   const BackendFactory &makeBackend;
   Trace &trace;
+  /// The ranks' communicators; nullptr for one rank.
+  RankWorld *world;
+  int32_t rank;
+  int32_t ranks;
   LearningRateSchedule schedule;
   TrainingState state;
   std::unique_ptr<TrainingBackend> backend;
   std::unique_ptr<DataLoader> data;
+  std::unique_ptr<DataParallelGradients> dataParallel;
   int64_t lastCheckpointStep = -1;
+
+  /// Rank 0 speaks and writes files for the run.
+  bool isLeader() const { return rank == 0; }
 
   void start();
   double accumulateMicroBatches(int64_t step);
@@ -166,7 +188,7 @@ void Trainer::start() {
   state.seed = options.seed;
   state.lossScale =
       program.precision == TESSERA_PRECISION_FP16 ? options.lossScaleInit : 1.0;
-  if (!options.checkpointDirectory.empty())
+  if (!options.checkpointDirectory.empty() && isLeader())
     ensureDirectory(options.checkpointDirectory);
   if (options.resume) {
     std::string path = findLatestCheckpoint(options.checkpointDirectory);
@@ -175,8 +197,9 @@ void Trainer::start() {
            options.checkpointDirectory);
     loadCheckpoint(path, program, state);
     lastCheckpointStep = state.step;
-    std::fprintf(stdout, "resuming from %s (step %lld)\n", path.c_str(),
-                 static_cast<long long>(state.step));
+    if (isLeader())
+      std::fprintf(stdout, "resuming from %s (step %lld)\n", path.c_str(),
+                   static_cast<long long>(state.step));
   } else {
     loadInitialWeights(program, options, state);
   }
@@ -198,8 +221,23 @@ void Trainer::start() {
   }
   // Everything the steps need, allocated once; the host copy of the
   // tensors is only the checkpoints' from here on.
-  backend = makeBackend(program, options);
+  int32_t zeroStage =
+      options.zeroStage >= 0 ? options.zeroStage : program.zero_stage;
+  if (zeroStage < 0 || zeroStage > 1)
+    fail("the program asks for ZeRO stage " + std::to_string(zeroStage) +
+         "; the driver shards the optimizer state (stage 1) at most (run "
+         "with --zero 0 or --zero 1)");
+  if (!world) {
+    backend = makeBackend(program, options, nullptr);
+    backend->loadState(state);
+    return;
+  }
+  DataParallelPlan plan =
+      planDataParallel(program, options, ranks, zeroStage == 1);
+  backend = makeBackend(program, options, &plan.parameters);
   backend->loadState(state);
+  dataParallel =
+      std::make_unique<DataParallelGradients>(*world, *backend, plan, trace);
 }
 
 double Trainer::accumulateMicroBatches(int64_t step) {
@@ -208,11 +246,13 @@ double Trainer::accumulateMicroBatches(int64_t step) {
   for (int64_t micro = 0; micro < options.gradientAccumulation; ++micro) {
     {
       TraceRange range(trace, "data");
-      data->nextBatch(backend->tokens(), backend->targets());
+      data->nextBatch(backend->tokens(), backend->targets(), rank, ranks);
     }
+    // The global micro-batch's index: the seed one rank with N*K
+    // micro-batches would use for the same rows.
     uint64_t seed = deriveSeed(state.seed, kDropoutPurpose,
                                mixBits(static_cast<uint64_t>(step)) ^
-                                   static_cast<uint64_t>(micro));
+                                   static_cast<uint64_t>(micro * ranks + rank));
     try {
       TraceRange range(trace, "forward_backward");
       range.addInteger("micro_batch", micro);
@@ -222,23 +262,36 @@ double Trainer::accumulateMicroBatches(int64_t step) {
            std::to_string(micro + 1) + ": " + error.what());
     }
   }
-  return lossSum / static_cast<double>(options.gradientAccumulation);
+  double loss = lossSum / static_cast<double>(options.gradientAccumulation);
+  if (!dataParallel)
+    return loss;
+  dataParallel->finishStep();
+  return dataParallel->sum(loss) / ranks;
 }
 
 void Trainer::writeCheckpoint() {
   TraceRange range(trace, "checkpoint");
+  lastCheckpointStep = state.step;
+  // Every rank takes part in gathering the state; rank 0 writes it.
+  if (dataParallel)
+    dataParallel->gatherOptimizerState();
+  if (!isLeader())
+    return;
   backend->storeState(state);
   saveCheckpoint(checkpointPath(options.checkpointDirectory, state.step),
                  program, state);
-  lastCheckpointStep = state.step;
 }
 
 int Trainer::run() {
   start();
-  MetricsWriter metrics(stdout, options.metricsFile, options.resume);
+  MetricsWriter metrics(isLeader() ? stdout : nullptr,
+                        isLeader() ? options.metricsFile : std::string(),
+                        options.resume);
   const bool fp16 = program.precision == TESSERA_PRECISION_FP16;
+  // Tokens of all ranks; MFU stays per GPU (each rank's FLOPs over its
+  // own peak).
   const double tokensPerStep = static_cast<double>(
-      program.batch * program.sequence * options.gradientAccumulation);
+      program.batch * program.sequence * options.gradientAccumulation * ranks);
   const double flopsPerStep =
       program.flops_per_micro_batch *
       static_cast<double>(options.gradientAccumulation);
@@ -251,13 +304,22 @@ int Trainer::run() {
     double scaledNorm;
     {
       TraceRange range(trace, "gradient_norm");
-      scaledNorm = std::sqrt(backend->gradientSumOfSquares());
+      scaledNorm = std::sqrt(dataParallel
+                                 ? dataParallel->gradientSumOfSquares()
+                                 : backend->gradientSumOfSquares());
     }
-    double divisor =
-        static_cast<double>(options.gradientAccumulation) * usedScale;
+    // The reduction summed the ranks' gradients: their mean is a divide
+    // by the rank count more.
+    double divisor = static_cast<double>(options.gradientAccumulation) *
+                     static_cast<double>(ranks) * usedScale;
     double norm = scaledNorm / divisor;
     double learningRate = schedule.at(step);
     bool overflow = !std::isfinite(scaledNorm) || !std::isfinite(loss);
+    // Every rank holds the same reduced gradients and loss, so they agree
+    // already; the flag's max makes a skipped fp16 step everyone's even if
+    // a rank's arithmetic differed.
+    if (fp16 && dataParallel)
+      overflow = dataParallel->max(overflow ? 1.0 : 0.0) > 0;
 
     if (overflow && !fp16)
       fail("step " + std::to_string(step) +
@@ -278,7 +340,11 @@ int Trainer::run() {
       if (options.gradientClip > 0 && norm > options.gradientClip)
         clip = options.gradientClip / norm;
       ++state.optimizerStep;
-      if (!options.dumpGradientsFile.empty() && step == options.steps) {
+      if (!options.dumpGradientsFile.empty() && step == options.steps &&
+          dataParallel)
+        dataParallel->gatherGradients();
+      if (!options.dumpGradientsFile.empty() && step == options.steps &&
+          isLeader()) {
         std::vector<std::vector<float>> gradients =
             backend->copyOptimizerGradients();
         for (std::vector<float> &gradient : gradients)
@@ -298,6 +364,8 @@ int Trainer::run() {
       {
         TraceRange range(trace, "optimizer");
         backend->applyAdamW(update);
+        if (dataParallel)
+          dataParallel->afterOptimizer();
       }
       if (fp16 && ++state.cleanSteps >= options.lossScaleWindow) {
         state.lossScale *= 2;
@@ -340,7 +408,7 @@ int Trainer::run() {
 
   if (!options.checkpointDirectory.empty() && lastCheckpointStep != state.step)
     writeCheckpoint();
-  if (!options.dumpParametersFile.empty()) {
+  if (!options.dumpParametersFile.empty() && isLeader()) {
     backend->storeState(state);
     dumpParameters(options.dumpParametersFile, program, state);
   }
@@ -357,36 +425,73 @@ std::string programName(int argc, char **argv) {
 } // namespace
 
 int runTrainMain(int argc, char **argv, const tessera_program *program,
-                 const BackendFactory &makeBackend) {
+                 const BackendFactory &makeBackend,
+                 const RankWorldFactory &makeWorld) {
   std::string name = programName(argc, argv);
+  // "rank R: " before every error of a multi-rank run.
+  std::string rankPrefix;
   try {
-    TrainOptions options = parseFlags(argc, argv);
+    // First: a launcher (--nproc N) only starts the ranks and waits.
+    comm::Launch launch =
+        comm::launchFromCommandLine(argc, argv, comm::processEnvironment());
+    if (launch.launcherExitCode)
+      return *launch.launcherExitCode;
+    const comm::LaunchInfo &place = launch.info;
+    if (place.worldSize > 1)
+      rankPrefix = "rank " + std::to_string(place.rank) + ": ";
+    std::vector<const char *> arguments;
+    for (const std::string &argument : launch.remainingArguments)
+      arguments.push_back(argument.c_str());
+    TrainOptions options = parseFlags(static_cast<int>(arguments.size()),
+                                      arguments.data());
     if (options.help) {
-      std::fputs(usageText(name.c_str()).c_str(), stdout);
+      if (place.rank == 0)
+        std::fputs(usageText(name.c_str()).c_str(), stdout);
       return 0;
     }
     checkProgram(program);
+    // Before the backend: the NCCL world picks this rank's GPU.
+    std::unique_ptr<RankWorld> world;
+    if (place.worldSize > 1) {
+      if (!makeWorld)
+        fail("this executable trains on one rank (a CPU program), but " +
+             std::to_string(place.worldSize) + " ranks were launched (" +
+             place.source + "); compile with --target cuda for data "
+             "parallelism");
+      world = makeWorld(place, launch.commTimeoutSeconds);
+    }
     // Made before the backend and destroyed after it, so that a failing
-    // run's trace is still written (Trace.h). Rank 0 of 1 until the
-    // data-parallel driver passes its launch's rank and world size.
-    Trace trace(traceOptionsFromFlags(
-        options, name, program->device == TESSERA_DEVICE_CUDA));
-    Trainer trainer(*program, options, makeBackend, trace);
+    // run's trace is still written (Trace.h).
+    TraceOptions traceOptions = traceOptionsFromFlags(
+        options, name, program->device == TESSERA_DEVICE_CUDA, place.rank,
+        place.worldSize);
+    if (place.rank != 0)
+      traceOptions.messages = nullptr;
+    Trace trace(std::move(traceOptions));
+    Trainer trainer(*program, options, makeBackend, trace, world.get(),
+                    place.rank, place.worldSize);
     int exitCode = trainer.run();
     trace.finish();
     return exitCode;
   } catch (const TrainError &error) {
     std::fflush(stdout);
-    std::fprintf(stderr, "%s: error: %s\n", name.c_str(), error.what());
+    std::fprintf(stderr, "%s%s: error: %s\n", rankPrefix.c_str(), name.c_str(),
+                 error.what());
     return error.getExitCode();
+  } catch (const comm::CommError &error) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s%s: error: %s\n", rankPrefix.c_str(), name.c_str(),
+                 error.what());
+    return kFailureExitCode;
   } catch (const std::bad_alloc &) {
     std::fflush(stdout);
-    std::fprintf(stderr, "%s: error: out of memory\n", name.c_str());
+    std::fprintf(stderr, "%s%s: error: out of memory\n", rankPrefix.c_str(),
+                 name.c_str());
     return kFailureExitCode;
   } catch (const std::exception &error) {
     std::fflush(stdout);
-    std::fprintf(stderr, "%s: error: internal error: %s\n", name.c_str(),
-                 error.what());
+    std::fprintf(stderr, "%s%s: error: internal error: %s\n",
+                 rankPrefix.c_str(), name.c_str(), error.what());
     return kFailureExitCode;
   }
 }

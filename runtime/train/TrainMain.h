@@ -10,15 +10,20 @@
 #ifndef TESSERA_RUNTIME_TRAIN_TRAINMAIN_H
 #define TESSERA_RUNTIME_TRAIN_TRAINMAIN_H
 
+#include "DataParallel.h"
 #include "TrainingBackend.h"
 
 namespace tessera::train {
 
-/// Parses the flags, checks the program, runs the steps on the backend
+/// Takes the launch flags (launch.h: --nproc makes this process the
+/// launcher of N ranks), parses the rest, checks the program, makes the
+/// ranks' world with `makeWorld` when there are several (an empty factory:
+/// this executable runs one rank only), runs the steps on the backend
 /// `makeBackend` makes; returns the exit code (every error printed as
-/// "<program>: error: ..." on stderr).
+/// "[rank R: ]<program>: error: ..." on stderr).
 int runTrainMain(int argc, char **argv, const tessera_program *program,
-                 const BackendFactory &makeBackend);
+                 const BackendFactory &makeBackend,
+                 const RankWorldFactory &makeWorld = nullptr);
 
 } // namespace tessera::train
 

@@ -9,8 +9,6 @@
 
 namespace tessera::train {
 
-namespace {
-
 int32_t computeDtypeOf(const tessera_program &program) {
   switch (program.precision) {
   case TESSERA_PRECISION_BF16:
@@ -22,11 +20,11 @@ int32_t computeDtypeOf(const tessera_program &program) {
   }
 }
 
-} // namespace
-
 TrainingBackend::TrainingBackend(const tessera_program &program,
-                                 const TrainOptions &options)
-    : program(program), options(options), layout(program),
+                                 const TrainOptions &options,
+                                 const ParameterLayout *plannedLayout)
+    : program(program), options(options),
+      layout(plannedLayout ? *plannedLayout : ParameterLayout(program)),
       computeDtype(computeDtypeOf(program)) {
   std::regex noDecay(options.noDecayPattern.empty() ? "$^"
                                                     : options.noDecayPattern);

@@ -79,6 +79,9 @@ public:
   virtual FlatBuffer masterWeights() = 0;
   virtual FlatBuffer computeGradients() = 0;
   virtual FlatBuffer optimizerGradients() = 0;
+  /// AdamW's moments, f32 (ZeRO-1 gathers their shards for a checkpoint).
+  virtual FlatBuffer firstMoments() = 0;
+  virtual FlatBuffer secondMoments() = 0;
   /// The cudaStream_t every step's work is enqueued on (nullptr: host).
   virtual void *stream() = 0;
   /// What forward_backward is called with: the stream, and the hook of a
@@ -105,6 +108,10 @@ public:
   virtual double gradientSumOfSquares() = 0;
   /// Updates master weights and moments in place.
   virtual void applyAdamW(const AdamWUpdate &update) = 0;
+  /// From now on gradientSumOfSquares and applyAdamW cover only these
+  /// pieces of the slices (ZeRO-1: this rank's shard), not every element.
+  virtual void
+  restrictOptimizer(const std::vector<ParameterLayout::Piece> &pieces) = 0;
   /// Waits until the step's work is done (the step's time is honest).
   virtual void finishStep() = 0;
 
@@ -117,7 +124,10 @@ public:
   virtual int64_t peakMemoryBytes() = 0;
 
 protected:
-  TrainingBackend(const tessera_program &program, const TrainOptions &options);
+  /// `plannedLayout`: the flat buffers' placement (ZeRO-1 plans its own);
+  /// nullptr: ParameterLayout(program).
+  TrainingBackend(const tessera_program &program, const TrainOptions &options,
+                  const ParameterLayout *plannedLayout);
 
   /// Program-order descriptors of the slices of a flat buffer at `base`.
   std::vector<tessera_tensor> sliceTensors(void *base, int32_t dtype) const;
@@ -143,9 +153,14 @@ private:
 };
 
 /// Makes the backend of `program` (its device must be the one the factory
-/// serves; it checks).
+/// serves; it checks), its flat buffers placed by `layout` (nullptr: the
+/// program's ParameterLayout).
 using BackendFactory = std::function<std::unique_ptr<TrainingBackend>(
-    const tessera_program &program, const TrainOptions &options)>;
+    const tessera_program &program, const TrainOptions &options,
+    const ParameterLayout *layout)>;
+
+/// The compute precision's dtype of `program` (f32, bf16, f16).
+int32_t computeDtypeOf(const tessera_program &program);
 
 /// The tensor_info of one micro-batch's tokens or targets: [batch, sequence].
 tessera_tensor_info microBatchInfo(const tessera_program &program);

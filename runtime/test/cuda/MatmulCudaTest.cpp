@@ -74,19 +74,47 @@ TEST(MatmulCuda, F64) {
               false, false, 13);
 }
 
+TEST(MatmulCuda, MisalignedLeadingDimsGoThroughPaddedScratch) {
+  REQUIRE_GPU();
+  // 77 and 1003 elements are not 16-byte multiples in any dtype (the
+  // vocabulary-sized logits' case): misaligned operands and y are copied to
+  // padded scratch around the product, transposed or not.
+  uint32_t seed = 30;
+  for (auto [dtype, outputType] :
+       {std::pair{TESSERA_F32, TESSERA_F32}, {TESSERA_BF16, TESSERA_BF16},
+        {TESSERA_BF16, TESSERA_F32}})
+    for (bool transposeA : {false, true})
+      for (bool transposeB : {false, true}) {
+        SCOPED_TRACE(std::to_string(dtype) + " -> " +
+                     std::to_string(outputType) + " transposes " +
+                     std::to_string(transposeA) + std::to_string(transposeB));
+        Shape aShape = transposeA ? Shape{77, 1000} : Shape{1000, 77};
+        Shape bShape = transposeB ? Shape{1003, 77} : Shape{77, 1003};
+        checkMatmul(dtype, outputType, aShape, bShape, {1000, 1003},
+                    transposeA, transposeB, seed);
+        seed += 2;
+      }
+  // The same scratch slot serves a smaller product next.
+  checkMatmul(TESSERA_BF16, TESSERA_BF16, {1000, 1001}, {1001, 77}, {1000, 77},
+              false, false, seed);
+}
+
 void checkLinear(int32_t dtype, bool withBias, bool transposeWeight,
-                 uint32_t seed) {
-  Shape xShape = {2, 5, 48}, weightShape = {48, 40};
-  if (transposeWeight)
-    weightShape = {40, 48};
+                 uint32_t seed, const Shape &xShape = {2, 5, 48},
+                 int64_t columns = 40) {
+  int64_t inner = xShape.back();
+  Shape weightShape = transposeWeight ? Shape{columns, inner}
+                                      : Shape{inner, columns};
+  Shape yShape = xShape;
+  yShape.back() = columns;
   Tensor x = randomTensor(dtype, xShape, seed);
   Tensor weight = randomTensor(dtype, weightShape, seed + 1);
-  Tensor bias = randomTensor(dtype, {40}, seed + 2);
-  Tensor expected(dtype, {2, 5, 40});
+  Tensor bias = randomTensor(dtype, {columns}, seed + 2);
+  Tensor expected(dtype, yShape);
   EXPECT_CPU_KERNEL_OK(tessera_cpu_linear(x.get(), weight.get(),
                                           withBias ? bias.get() : nullptr,
                                           expected.get(), transposeWeight));
-  DeviceTensor dx(x), dw(weight), db(bias), dy(dtype, {2, 5, 40});
+  DeviceTensor dx(x), dw(weight), db(bias), dy(dtype, yShape);
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear(dx.get(), dw.get(),
                                             withBias ? db.get() : nullptr,
                                             dy.get(), transposeWeight,
@@ -105,6 +133,18 @@ TEST(MatmulCuda, LinearWithAndWithoutBias) {
                      " transpose " + std::to_string(transpose));
         checkLinear(dtype, bias, transpose, 20 + dtype);
       }
+}
+
+TEST(MatmulCuda, LinearWithMisalignedRowsKeepsTheBias) {
+  REQUIRE_GPU();
+  // A padded y keeps the fused bias epilogue (f32, bf16, f16) and the
+  // bias-rows-then-accumulate path (f64, copied into scratch before beta = 1).
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16, TESSERA_F64})
+    for (bool transpose : {false, true}) {
+      SCOPED_TRACE(std::to_string(dtype) + " transpose " +
+                   std::to_string(transpose));
+      checkLinear(dtype, true, transpose, 40 + dtype, {4, 250, 77}, 1003);
+    }
 }
 
 TEST(MatmulCuda, MismatchedShapesAreErrors) {

@@ -102,4 +102,19 @@ TEST(OptimizerCuda, ReduceOverAnyDims) {
     }
 }
 
+TEST(OptimizerCuda, ReduceOverLeadingDimsSumsColumns) {
+  REQUIRE_GPU();
+  // The bias-gradient shapes (16384 tokens): the column-sum kernels, with
+  // 16-byte loads when the row is a multiple of 16 bytes, element loads else
+  // (77 columns), and leading dims of extent 1 or several reduced dims.
+  for (int32_t op : {TESSERA_REDUCE_SUM, TESSERA_REDUCE_MEAN})
+    for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+      checkReduce(op, dtype, {16384, 768}, {0}, false);
+      checkReduce(op, dtype, {8, 2048, 2304}, {0, 1}, true);
+      checkReduce(op, dtype, {16384, 77}, {0}, false);
+      checkReduce(op, dtype, {1, 4096, 1, 64}, {1}, true);
+      checkReduce(op, dtype, {5, 3, 40}, {0, 1}, false);
+    }
+}
+
 } // namespace

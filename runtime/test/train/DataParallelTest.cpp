@@ -1,0 +1,322 @@
+//===- DataParallelTest.cpp - The driver's data parallelism on the host ---===//
+//
+// What can be checked without GPUs: each rank's slice of the data (the
+// ranks together read what one rank with --grad-accum N*K, or with .npy data
+// batch N*B, reads), the reducer's view of the flat buffers, and the
+// reduction and agreement of DataParallelGradients over thread ranks
+// (thread_comm.h) with a host backend whose gradients are known numbers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "DataParallel.h"
+#include "DataLoader.h"
+#include "Flags.h"
+#include "HostBackend.h"
+#include "Trace.h"
+#include "TrainError.h"
+#include "TrainMain.h"
+#include "TrainTestSupport.h"
+
+#include "tessera/runtime/thread_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+using namespace tessera::train;
+using namespace tessera_train_test;
+
+namespace {
+
+struct Batch {
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> targets;
+};
+
+DataLayout causal(int64_t batch, int64_t sequence) {
+  DataLayout layout;
+  layout.batch = batch;
+  layout.sequence = sequence;
+  layout.vocabulary = 1000;
+  return layout;
+}
+
+Batch next(DataLoader &loader, const DataLayout &layout, int32_t rank = 0,
+           int32_t ranks = 1) {
+  Batch batch;
+  batch.tokens.resize(static_cast<size_t>(layout.batch * layout.sequence));
+  batch.targets.resize(batch.tokens.size());
+  loader.nextBatch(batch.tokens.data(), batch.targets.data(), rank, ranks);
+  return batch;
+}
+
+// Tests that with token shards 2 ranks x K = 2 micro-batches read, in micro-
+// batch k on rank r, the (2k + r)-th micro-batch of one rank with
+// --grad-accum 4, shuffled and across the epoch boundary, and that every
+// rank's position is the global one (what a checkpoint stores).
+TEST(DataParallelData, ShardRanksSplitGradientAccumulation) {
+  TemporaryDirectory temporary;
+  std::vector<uint16_t> tokens(7 * 6 + 1);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<uint16_t>(i);
+  writeShard(temporary.getPath() + "/d.bin", tokens); // 7 chunks of 2 x 3
+  DataLayout layout = causal(2, 3);
+  std::string pattern = temporary.getPath() + "/d.bin";
+  DataLoader one(pattern, layout, 3, true);
+  DataLoader rank0(pattern, layout, 3, true), rank1(pattern, layout, 3, true);
+  for (int step = 0; step < 5; ++step)
+    for (int micro = 0; micro < 2; ++micro) {
+      Batch first = next(one, layout), second = next(one, layout);
+      Batch a = next(rank0, layout, 0, 2), b = next(rank1, layout, 1, 2);
+      EXPECT_EQ(a.tokens, first.tokens);
+      EXPECT_EQ(a.targets, first.targets);
+      EXPECT_EQ(b.tokens, second.tokens);
+      EXPECT_EQ(b.targets, second.targets);
+      EXPECT_EQ(rank0.getPosition(), one.getPosition());
+      EXPECT_EQ(rank1.getPosition(), one.getPosition());
+    }
+  // A resumed rank continues from the global position.
+  DataLoader resumed(pattern, layout, 3, true);
+  resumed.seek(rank1.getPosition());
+  next(one, layout);
+  EXPECT_EQ(next(resumed, layout, 1, 2).tokens, next(one, layout).tokens);
+}
+
+// Tests that with .npy rows the ranks' B rows, side by side, are the rows of
+// one rank's batch of 2B.
+TEST(DataParallelData, NpyRanksSplitTheGlobalBatch) {
+  TemporaryDirectory temporary;
+  std::vector<int64_t> values;
+  for (int i = 0; i < 9 * 4; ++i)
+    values.push_back(i % 91);
+  writeNpy(temporary.getPath() + "/d.npy", "<i8", {9, 4}, values);
+  std::string pattern = temporary.getPath() + "/d.npy";
+  DataLayout global = causal(4, 3), perRank = causal(2, 3);
+  DataLoader one(pattern, global, 8, true);
+  DataLoader rank0(pattern, perRank, 8, true), rank1(pattern, perRank, 8, true);
+  for (int step = 0; step < 6; ++step) {
+    Batch whole = next(one, global);
+    Batch a = next(rank0, perRank, 0, 2), b = next(rank1, perRank, 1, 2);
+    a.tokens.insert(a.tokens.end(), b.tokens.begin(), b.tokens.end());
+    a.targets.insert(a.targets.end(), b.targets.begin(), b.targets.end());
+    EXPECT_EQ(a.tokens, whole.tokens);
+    EXPECT_EQ(a.targets, whole.targets);
+    EXPECT_EQ(rank0.getPosition(), one.getPosition());
+  }
+}
+
+const tessera_tensor_info kParameters[] = {
+    {"embedding", TESSERA_F32, 2, {40, 30}},
+    {"norm.weight", TESSERA_F32, 1, {7}},
+    {"head", TESSERA_F32, 2, {30, 33}},
+};
+
+/// Gradient element e of every parameter: (e + 1) * (token[0] + 1) * scale,
+/// and the step reports each gradient ready, last first, as a backward pass
+/// does. The loss is token[0].
+int knownProgram(const tessera_step_context *context,
+                 const tessera_tensor * /*parameters*/,
+                 const tessera_tensor * /*buffers*/,
+                 const tessera_tensor *tokens,
+                 const tessera_tensor * /*targets*/, float lossScale,
+                 uint64_t /*seed*/, float *loss, tessera_tensor *gradients) {
+  const float first =
+      static_cast<float>(static_cast<const int64_t *>(tokens->data)[0]);
+  for (int i = 2; i >= 0; --i) {
+    tessera_tensor &gradient = gradients[i];
+    int64_t count = 1;
+    for (int32_t d = 0; d < gradient.rank; ++d)
+      count *= gradient.shape[d];
+    auto *values = static_cast<float *>(gradient.data);
+    for (int64_t e = 0; e < count; ++e)
+      values[e] = static_cast<float>(e + 1) * (first + 1) * lossScale;
+    if (context->gradient_ready)
+      context->gradient_ready(context->gradient_ready_user, i);
+  }
+  *loss = first;
+  return 0;
+}
+
+tessera_program knownProgramOf() {
+  tessera_program program{};
+  program.model_name = "known.onnx";
+  program.precision = TESSERA_PRECISION_FP32;
+  program.batch = 1;
+  program.sequence = 2;
+  program.vocabulary = 8;
+  program.parameter_count = 3;
+  program.parameters = kParameters;
+  program.forward_backward = knownProgram;
+  program.device = TESSERA_DEVICE_HOST;
+  return program;
+}
+
+/// A thread rank's comms as the driver's RankWorld.
+class ThreadRankWorld final : public RankWorld {
+public:
+  explicit ThreadRankWorld(tessera_comm *comm) : comm(comm) {}
+  tessera_comm *dataParallelComm() override { return comm; }
+  void *commStream() override { return nullptr; }
+
+private:
+  tessera_comm *comm;
+};
+
+TEST(DataParallel, GradientLayoutIsTheParameterLayout) {
+  tessera_program program = knownProgramOf();
+  ParameterLayout layout(program);
+  tessera::comm::GradientLayout gradients = gradientLayoutOf(layout, 1000);
+  ASSERT_EQ(gradients.parameters().size(), 3u);
+  for (int32_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(gradients.parameters()[static_cast<size_t>(i)].offset,
+              layout.offset(i));
+    EXPECT_EQ(gradients.parameters()[static_cast<size_t>(i)].elements,
+              layout.count(i));
+  }
+  EXPECT_LE(gradients.totalElements(), layout.totalElements());
+  // Buckets cover every parameter once, the last parameters first.
+  EXPECT_EQ(gradients.buckets().front().lastParameter, 2);
+  EXPECT_EQ(gradients.buckets().back().firstParameter, 0);
+}
+
+/// What one rank with the whole summed gradient would make of `state`:
+/// AdamW over gradient values (e + 1) * factor.
+TrainingState referenceUpdate(const tessera_program &program,
+                              const TrainingState &state, double factor,
+                              const AdamWUpdate &update) {
+  TrainOptions options;
+  std::unique_ptr<TrainingBackend> reference =
+      makeHostBackend(program, options);
+  reference->loadState(state);
+  const ParameterLayout &layout = reference->getLayout();
+  auto *flat = static_cast<float *>(reference->computeGradients().data);
+  for (int32_t i = 0; i < layout.size(); ++i)
+    for (int64_t e = 0; e < layout.count(i); ++e)
+      flat[layout.offset(i) + e] =
+          static_cast<float>(static_cast<double>(e + 1) * factor);
+  reference->applyAdamW(update);
+  TrainingState result = state;
+  reference->storeState(result);
+  return result;
+}
+
+// Tests that 2 thread ranks, with 1 and with 3 micro-batches, with and
+// without ZeRO-1, end a step holding the sum of both ranks' gradients
+// (overlapped through gradient_ready, or after the last micro-batch), agree
+// on the norm and the scalars, and after AdamW hold the weights and moments
+// one rank with the summed gradient computes.
+TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
+  tessera_program program = knownProgramOf();
+  for (bool sharded : {false, true})
+    for (int64_t microBatches : {1, 3}) {
+      SCOPED_TRACE(std::string(sharded ? "ZeRO-1, " : "") + "micro-batches " +
+                   std::to_string(microBatches));
+      TrainOptions options;
+      options.gradientAccumulation = microBatches;
+      // A tiny bucket: several buckets, launched mid-backward.
+      options.bucketMegabytes = 0;
+      DataParallelPlan plan = planDataParallel(program, options, 2, sharded);
+      EXPECT_GT(plan.gradients.buckets().size(), 1u);
+      // Sum over ranks and micro-batches of (global + 1), times 2.
+      double factor = 0, expectedLoss = 0, expectedSquares = 0;
+      for (int64_t g = 0; g < 2 * microBatches; ++g) {
+        factor += static_cast<double>(g + 1) * 2;
+        expectedLoss += static_cast<double>(g);
+      }
+      ParameterLayout unsharded(program);
+      for (int32_t i = 0; i < unsharded.size(); ++i)
+        for (int64_t e = 0; e < unsharded.count(i); ++e)
+          expectedSquares += (static_cast<double>(e + 1) * factor) *
+                             (static_cast<double>(e + 1) * factor);
+      TrainingState initial;
+      allocateState(program, initial);
+      for (std::vector<float> &tensor : initial.parameters)
+        for (size_t e = 0; e < tensor.size(); ++e)
+          tensor[e] = 0.01f * static_cast<float>(e);
+      AdamWUpdate update;
+      update.learningRate = 0.1;
+      update.weightDecay = 0.01;
+      update.gradientScale = 1.0 / factor;
+      TrainingState expected =
+          referenceUpdate(program, initial, factor, update);
+
+      tessera::comm::ThreadWorld world({2}, 30);
+      tessera::comm::runThreadRanks(
+          world, [&](const tessera::comm::RankComms &comms) {
+            std::unique_ptr<TrainingBackend> backend =
+                makeHostBackend(program, options, &plan.parameters);
+            backend->loadState(initial);
+            ThreadRankWorld rankWorld(comms.world);
+            Trace trace;
+            DataParallelGradients reducer(rankWorld, *backend, plan, trace);
+            double lossSum = 0;
+            for (int64_t micro = 0; micro < microBatches; ++micro) {
+              // Rank r's micro-batch k is global micro-batch 2k + r.
+              backend->tokens()[0] = 2 * micro + comms.rank;
+              lossSum += backend->runMicroBatch(micro, 2.0f, 0);
+            }
+            reducer.finishStep();
+            if (reducer.gradientSumOfSquares() != expectedSquares)
+              throw std::runtime_error("the norm is not the global one");
+            reducer.gatherGradients();
+            for (const std::vector<float> &gradient :
+                 backend->copyOptimizerGradients())
+              for (size_t e = 0; e < gradient.size(); ++e)
+                if (gradient[e] != static_cast<float>((e + 1) * factor))
+                  throw std::runtime_error("a gradient is not the sum");
+            if (reducer.sum(lossSum) != expectedLoss)
+              throw std::runtime_error("the loss sum differs");
+            if (reducer.max(comms.rank == 1 ? 1.0 : 0.0) != 1.0)
+              throw std::runtime_error("the flag's max differs");
+            backend->applyAdamW(update);
+            reducer.afterOptimizer();
+            reducer.gatherOptimizerState();
+            TrainingState after = initial;
+            backend->storeState(after);
+            if (after.parameters != expected.parameters ||
+                after.firstMoments != expected.firstMoments ||
+                after.secondMoments != expected.secondMoments)
+              throw std::runtime_error("the update differs from one rank's");
+            return 0;
+          });
+    }
+}
+
+// Tests that a CPU executable started as rank 1 of 2 (torchrun's variables)
+// says it runs one rank only, with the rank in front, and exits 1.
+TEST(DataParallelLaunch, ACpuProgramRefusesSeveralRanks) {
+  const char *variables[][2] = {{"RANK", "1"},
+                                {"WORLD_SIZE", "2"},
+                                {"LOCAL_RANK", "1"},
+                                {"MASTER_ADDR", "127.0.0.1"},
+                                {"MASTER_PORT", "29999"}};
+  for (auto &variable : variables)
+    setenv(variable[0], variable[1], 1);
+  tessera_program program = knownProgramOf();
+  Arguments arguments({"--steps", "1"});
+  ::testing::internal::CaptureStderr();
+  int code = runTrainMain(arguments.argc(), arguments.argv(), &program,
+                          makeHostBackend);
+  std::string error = ::testing::internal::GetCapturedStderr();
+  for (auto &variable : variables)
+    unsetenv(variable[0]);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(error.rfind("rank 1: train: error: ", 0), 0u) << error;
+  EXPECT_NE(error.find("compile with --target cuda"), std::string::npos)
+      << error;
+}
+
+TEST(DataParallelFlags, BucketAndZero) {
+  Arguments arguments({"--bucket-mb", "4", "--zero", "1"});
+  TrainOptions options = parseFlags(arguments.argc(), arguments.argv());
+  EXPECT_EQ(options.bucketMegabytes, 4);
+  EXPECT_EQ(options.zeroStage, 1);
+  EXPECT_EQ(parseFlags(1, Arguments({}).argv()).bucketMegabytes, 25);
+  Arguments zero({"--bucket-mb", "0"});
+  EXPECT_THROW(parseFlags(zero.argc(), zero.argv()), TrainError);
+  Arguments stage({"--zero", "3"});
+  EXPECT_THROW(parseFlags(stage.argc(), stage.argv()), TrainError);
+}
+
+} // namespace

@@ -1,0 +1,125 @@
+//===- DataParallel.cpp - Gradient reduction and agreement of a step ------===//
+
+#include "DataParallel.h"
+
+#include "Trace.h"
+#include "TrainError.h"
+
+#include <algorithm>
+
+namespace tessera::train {
+
+comm::GradientLayout gradientLayoutOf(const ParameterLayout &layout,
+                                      int64_t bucketElements) {
+  std::vector<comm::GradientSlot> slots;
+  for (int32_t i = 0; i < layout.size(); ++i)
+    slots.push_back({layout.offset(i), layout.count(i)});
+  comm::GradientLayout gradients =
+      comm::GradientLayout::fromSlots(std::move(slots), bucketElements);
+  if (gradients.totalElements() > layout.totalElements())
+    fail("internal error: the gradient buckets need " +
+         std::to_string(gradients.totalElements()) +
+         " elements, the flat buffers have " +
+         std::to_string(layout.totalElements()));
+  return gradients;
+}
+
+DataParallelPlan planDataParallel(const tessera_program &program,
+                                  const TrainOptions &options, int32_t ranks,
+                                  bool sharded) {
+  // One micro-batch: the compute-precision gradients are reduced, as the
+  // step writes them; several: the f32 sums the backend accumulates.
+  bool accumulators = options.gradientAccumulation > 1;
+  int32_t dtype = accumulators ? TESSERA_F32 : computeDtypeOf(program);
+  int64_t bucketElements =
+      std::max<int64_t>(1, (options.bucketMegabytes << 20) / dtypeSize(dtype));
+  ParameterLayout unsharded(program);
+  if (!sharded)
+    return {gradientLayoutOf(unsharded, bucketElements), unsharded, false,
+            accumulators};
+  std::vector<int64_t> counts, offsets;
+  for (int32_t i = 0; i < unsharded.size(); ++i)
+    counts.push_back(unsharded.count(i));
+  comm::GradientLayout gradients = comm::GradientLayout::plan(
+      counts, bucketElements, ranks, ParameterLayout::kSliceAlignment);
+  for (const comm::GradientSlot &slot : gradients.parameters())
+    offsets.push_back(slot.offset);
+  ParameterLayout placed(program, offsets, gradients.totalElements());
+  return {std::move(gradients), std::move(placed), true, accumulators};
+}
+
+DataParallelGradients::DataParallelGradients(RankWorld &world,
+                                             TrainingBackend &backend,
+                                             const DataParallelPlan &plan,
+                                             Trace &trace)
+    : backend(backend), trace(trace),
+      ranks(tessera_comm_size(world.dataParallelComm())),
+      reduceAfterLastMicroBatch(plan.reduceAccumulators), sharded(plan.sharded),
+      agreement(world.dataParallelComm(), backend.stream()) {
+  if (backend.getLayout().totalElements() != plan.parameters.totalElements())
+    fail("internal error: the backend's buffers are not the plan's");
+  FlatBuffer gradients = reduceAfterLastMicroBatch
+                             ? backend.optimizerGradients()
+                             : backend.computeGradients();
+  reducer = std::make_unique<comm::GradientReducer>(
+      world.dataParallelComm(), plan.gradients, gradients.data, gradients.dtype,
+      sharded ? comm::ReduceMode::ReduceScatter : comm::ReduceMode::AllReduce,
+      backend.stream(), world.commStream());
+  if (sharded) {
+    std::vector<ParameterLayout::Piece> pieces;
+    for (const comm::ShardSegment &segment : plan.gradients.shardSegments(
+             tessera_comm_rank(world.dataParallelComm())))
+      pieces.push_back(
+          {segment.parameter, segment.bufferOffset, segment.elements});
+    backend.restrictOptimizer(pieces);
+  }
+  if (!reduceAfterLastMicroBatch) {
+    tessera_step_context &context = backend.stepContext();
+    context.gradient_ready = comm::GradientReducer::gradientReady;
+    context.gradient_ready_user = reducer.get();
+  }
+}
+
+DataParallelGradients::~DataParallelGradients() {
+  tessera_step_context &context = backend.stepContext();
+  context.gradient_ready = nullptr;
+  context.gradient_ready_user = nullptr;
+}
+
+void DataParallelGradients::finishStep() {
+  // With accumulation every gradient is final now; launched from the last
+  // parameter back, as the backward pass would have.
+  if (reduceAfterLastMicroBatch)
+    for (int32_t i = backend.getLayout().size() - 1; i >= 0; --i)
+      reducer->onGradientReady(i);
+  TraceRange range(trace, "gradient_reduction_wait");
+  reducer->finish();
+}
+
+double DataParallelGradients::gradientSumOfSquares() {
+  // Unsharded, every rank holds the same reduced gradient (see the header);
+  // sharded, each holds a part.
+  double sum = backend.gradientSumOfSquares();
+  return sharded ? agreement.sum(sum) : sum;
+}
+
+void DataParallelGradients::afterOptimizer() {
+  if (sharded)
+    reducer->allGatherShards(backend.masterWeights().data, TESSERA_F32);
+}
+
+void DataParallelGradients::gatherOptimizerState() {
+  if (!sharded)
+    return;
+  reducer->allGatherShards(backend.firstMoments().data, TESSERA_F32);
+  reducer->allGatherShards(backend.secondMoments().data, TESSERA_F32);
+}
+
+void DataParallelGradients::gatherGradients() {
+  if (!sharded)
+    return;
+  FlatBuffer gradients = backend.optimizerGradients();
+  reducer->allGatherShards(gradients.data, gradients.dtype);
+}
+
+} // namespace tessera::train

@@ -1,0 +1,137 @@
+//===- DataParallel.h - The driver's side of data parallelism ---*- C++ -*-===//
+//
+// A data-parallel run is N ranks (one process per GPU, launch.h), each with
+// the whole model, each reading its own slice of every global micro-batch
+// (DataLoader::nextBatch's rank/ranks). What the driver adds to a step:
+//
+// - gradients: a GradientReducer (gradient_reducer.h) over the backend's
+//   flat gradient buffer. With one micro-batch a step it hangs on the step
+//   context's gradient_ready, so the buckets are all-reduced on the comm
+//   stream while the backward pass runs, and finish() (traced as
+//   gradient_reduction_wait) makes the compute stream wait for the rest.
+//   With K > 1 micro-batches the f32 accumulators are reduced once, after
+//   the last one (reducing every micro-batch would cost K times the
+//   traffic).
+// - the reduction is a SUM: the driver divides by K x N x loss scale where
+//   a one-rank run divides by K x loss scale (AdamW's grad_scale and the
+//   reported norm), so no pass over the buffer is spent on a divide.
+// - agreement: after the all-reduce every rank holds the same bits (NCCL's
+//   all-reduce ends with the same values everywhere), so each rank's sum of
+//   squares, and with it the norm and the clip, is already the global one.
+//   The loss printed is the mean over ranks (one scalar all-reduce a step)
+//   and an fp16 overflow flag is the max over ranks, so every rank skips
+//   the same steps.
+// - ZeRO-1 (--zero 1, or the program's zero_stage): the buckets are
+//   reduce-scattered instead, into a placement planned for N shards (the
+//   backend's flat buffers then use its offsets: padding between buckets),
+//   and the backend's norm and AdamW are restricted to this rank's shard
+//   (ParameterLayout::Piece); the norm is the sum over ranks of the shards'
+//   sums of squares, and the updated master weights are all-gathered after
+//   AdamW. Before a checkpoint the moments' shards are all-gathered too, so
+//   rank 0 writes the whole state, as without ZeRO, in one file that
+//   resumes with any number of ranks. The buffers stay whole on every rank:
+//   this saves AdamW's time, not (yet) its memory.
+//
+// World size 1 makes none of this: the driver runs exactly as before.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_DATAPARALLEL_H
+#define TESSERA_RUNTIME_TRAIN_DATAPARALLEL_H
+
+#include "TrainingBackend.h"
+
+#include "tessera/runtime/gradient_reducer.h"
+#include "tessera/runtime/launch.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace tessera::train {
+
+class Trace;
+
+/// One rank's communicators, made by the executable's main before the
+/// backend allocates anything (the NCCL world selects the GPU).
+class RankWorld {
+public:
+  virtual ~RankWorld() = default;
+  /// The data-parallel group: every rank.
+  virtual tessera_comm *dataParallelComm() = 0;
+  /// The cudaStream_t the gradient collectives run on (nullptr: host).
+  virtual void *commStream() = 0;
+};
+
+/// Makes the world of `launch` (world size > 1); throws TrainError or
+/// comm::CommError when it cannot.
+using RankWorldFactory = std::function<std::unique_ptr<RankWorld>(
+    const comm::LaunchInfo &launch, double timeoutSeconds)>;
+
+/// The reducer's view of the backend's flat buffers: ParameterLayout's
+/// slices, in buckets of about `bucketElements`.
+comm::GradientLayout gradientLayoutOf(const ParameterLayout &layout,
+                                      int64_t bucketElements);
+
+/// Where a data-parallel run's flat buffers put each parameter, and the
+/// buckets the reducer works in.
+struct DataParallelPlan {
+  comm::GradientLayout gradients;
+  /// The backend's placement (ParameterLayout(program) unless sharded).
+  ParameterLayout parameters;
+  bool sharded = false;
+  /// Several micro-batches a step: their f32 sums are reduced after the
+  /// last one, instead of the compute-precision gradients during the
+  /// backward pass.
+  bool reduceAccumulators = false;
+};
+
+/// The plan of `ranks` ranks with --bucket-mb and --grad-accum of
+/// `options`; `sharded`: ZeRO-1.
+DataParallelPlan planDataParallel(const tessera_program &program,
+                                  const TrainOptions &options, int32_t ranks,
+                                  bool sharded);
+
+/// Reduces one step's gradients over the ranks of `world` and agrees on the
+/// step's scalars.
+class DataParallelGradients {
+public:
+  /// Hooks the reducer into `backend`, which was made with
+  /// `plan.parameters` (see above).
+  DataParallelGradients(RankWorld &world, TrainingBackend &backend,
+                        const DataParallelPlan &plan, Trace &trace);
+  ~DataParallelGradients();
+  DataParallelGradients(const DataParallelGradients &) = delete;
+  DataParallelGradients &operator=(const DataParallelGradients &) = delete;
+
+  /// After the step's last micro-batch: launches what is not reduced yet
+  /// and makes the compute stream wait; the backend's optimizerGradients
+  /// then hold the sum over ranks.
+  void finishStep();
+  /// The sum of squares of the whole reduced gradient (after finishStep).
+  double gradientSumOfSquares();
+  /// After AdamW: ZeRO-1 gives every rank every shard's new weights.
+  void afterOptimizer();
+  /// ZeRO-1: every rank's shard of the moments (before a checkpoint) or of
+  /// the reduced gradients (before --dump-grads) to every rank. Collective:
+  /// every rank calls it.
+  void gatherOptimizerState();
+  void gatherGradients();
+  /// The sum and the largest value of a host scalar over the ranks.
+  double sum(double value) { return agreement.sum(value); }
+  double max(double value) { return agreement.max(value); }
+  int32_t size() const { return ranks; }
+
+private:
+  TrainingBackend &backend;
+  Trace &trace;
+  int32_t ranks;
+  bool reduceAfterLastMicroBatch;
+  bool sharded;
+  std::unique_ptr<comm::GradientReducer> reducer;
+  comm::ScalarAgreement agreement;
+};
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_DATAPARALLEL_H
