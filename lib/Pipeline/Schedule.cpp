@@ -90,4 +90,55 @@ double bubbleFraction(const Schedule &schedule, int64_t stages,
   return (stages - 1) / (chunks * microBatches);
 }
 
+llvm::Expected<std::vector<std::vector<ScheduledTask>>>
+scheduleTaskOrder(const Schedule &schedule, int64_t stages,
+                  int64_t microBatches) {
+  int64_t chunks = schedule.kind == ScheduleKind::Interleaved
+                       ? schedule.virtualStages
+                       : 1;
+  if (stages < 1 || microBatches < 1 || chunks < 1)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "schedule: stages, micro-batches and chunks must be at least 1");
+  if (chunks > 1 && microBatches % stages != 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "schedule: interleaved 1F1B runs micro-batches in groups of the "
+        "stage count; " +
+            std::to_string(microBatches) + " micro-batches do not divide by " +
+            std::to_string(stages) + " stages");
+  std::vector<std::vector<ScheduledTask>> order(stages);
+  for (int64_t device = 0; device < stages; ++device) {
+    std::vector<ScheduledTask> forwards, backwards;
+    // Megatron's order: micro-batches in groups of p, chunk by chunk; the
+    // backwards visit the chunks in reverse.
+    for (int64_t k = 0; k < microBatches * chunks; ++k) {
+      int64_t chunk = (k % (stages * chunks)) / stages;
+      int64_t microBatch =
+          chunks == 1 ? k : (k / (stages * chunks)) * stages + k % stages;
+      forwards.push_back({true, chunk * stages + device, microBatch});
+      backwards.push_back(
+          {false, (chunks - 1 - chunk) * stages + device, microBatch});
+    }
+    int64_t total = static_cast<int64_t>(forwards.size());
+    int64_t warmup = total;
+    if (schedule.kind == ScheduleKind::OneForwardOneBackward)
+      warmup = std::min(stages - device - 1, total);
+    else if (schedule.kind == ScheduleKind::Interleaved)
+      warmup = std::min((stages - device - 1) * 2 + (chunks - 1) * stages,
+                        total);
+    std::vector<ScheduledTask> &tasks = order[device];
+    int64_t nextForward = 0, nextBackward = 0;
+    for (; nextForward < warmup; ++nextForward)
+      tasks.push_back(forwards[nextForward]);
+    while (nextForward < total) {
+      tasks.push_back(forwards[nextForward++]);
+      tasks.push_back(backwards[nextBackward++]);
+    }
+    while (nextBackward < total)
+      tasks.push_back(backwards[nextBackward++]);
+  }
+  return order;
+}
+
 } // namespace tessera::pipeline

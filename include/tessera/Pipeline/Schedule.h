@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessera::pipeline {
 
@@ -58,6 +59,24 @@ double pipelinedSeconds(const Schedule &schedule,
 /// (p - 1) / (v m).
 double bubbleFraction(const Schedule &schedule, int64_t stages,
                       int64_t microBatches);
+
+/// One forward or backward of one pipeline stage (chunk) for one
+/// micro-batch. Chunk c runs on device c mod p.
+struct ScheduledTask {
+  bool forward = true;
+  int64_t chunk = 0;
+  int64_t microBatch = 0;
+};
+
+/// Each device's tasks in the schedule's order (Megatron-LM's): GPipe all
+/// forwards then all backwards; 1F1B p - s - 1 warm-up forwards on device s,
+/// then one forward and one backward alternately, then the remaining
+/// backwards; interleaved the same over chunks, micro-batches in groups of
+/// p chunk by chunk, with 2 (p - s - 1) + (v - 1) p warm-up forwards.
+/// Errors: interleaved needs a micro-batch count that divides by p.
+llvm::Expected<std::vector<std::vector<ScheduledTask>>>
+scheduleTaskOrder(const Schedule &schedule, int64_t stages,
+                  int64_t microBatches);
 
 } // namespace tessera::pipeline
 

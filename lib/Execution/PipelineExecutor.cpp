@@ -1,0 +1,345 @@
+//===- PipelineExecutor.cpp - one rank of a pipelined training step -------===//
+
+#include "tessera/Execution/PipelineExecutor.h"
+
+#include "tessera/Execution/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <deque>
+#include <tuple>
+
+using namespace mlir;
+
+namespace tessera::execution {
+namespace {
+
+llvm::Error pipelineError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "pipeline: " + message);
+}
+
+llvm::Error commError(llvm::StringRef what) {
+  return pipelineError(what + " failed: " + tessera_comm_last_error());
+}
+
+/// A message between stages: the activations entering `chunk`'s forward
+/// or the activation gradients entering its backward, of one micro-batch.
+using MessageKey = std::tuple<bool, int64_t, int64_t>;
+
+struct ExpectedMessage {
+  MessageKey key;
+  SmallVector<RankedTensorType> types;
+};
+
+SmallVector<RankedTensorType> resultTypesWith(func::FuncOp function,
+                                              llvm::StringRef role) {
+  SmallVector<RankedTensorType> types;
+  for (unsigned i = 0; i < function.getNumResults(); ++i)
+    if (function.getResultAttr(i, role))
+      types.push_back(llvm::cast<RankedTensorType>(function.getResultTypes()[i]));
+  return types;
+}
+
+class PipelineRank {
+public:
+  PipelineRank(const PipelineRankOptions &options,
+               const PipelineParameters &parameters,
+               const PipelineInputs &inputs)
+      : options(options), parameters(parameters), inputs(inputs) {}
+
+  llvm::Error prepare(ModuleOp module);
+  llvm::Error runTask(const pipeline::ScheduledTask &task);
+  llvm::Expected<PipelineRankResult> finish();
+
+  std::vector<std::vector<pipeline::ScheduledTask>> order;
+
+private:
+  int64_t deviceOf(int64_t chunk) const { return chunk % devices; }
+  llvm::Expected<std::vector<HostTensorBuffer>>
+  arguments(func::FuncOp function, int64_t microBatch,
+            std::vector<HostTensorBuffer> fromPipeline);
+  llvm::Error deliver(MessageKey key, std::vector<HostTensorBuffer> tensors);
+  llvm::Expected<std::vector<HostTensorBuffer>> obtain(MessageKey key);
+
+  const PipelineRankOptions &options;
+  const PipelineParameters &parameters;
+  const PipelineInputs &inputs;
+  int64_t devices = 1, chunks = 1, device = 0;
+  double lossScale = 1;
+  std::vector<func::FuncOp> forwards, backwards;
+  Interpreter interpreter;
+  std::map<std::string, HostTensorBuffer> parameterCache;
+  /// Per peer, the messages it sends this device, in its order.
+  std::vector<std::deque<ExpectedMessage>> incoming;
+  std::map<MessageKey, std::vector<HostTensorBuffer>> arrived;
+  std::map<std::pair<int64_t, int64_t>, std::vector<HostTensorBuffer>> saved;
+  double lossSum = 0;
+  int64_t peakInFlightChunks = 0;
+  std::map<std::string, std::vector<float>> gradientSums;
+  std::map<std::string, std::vector<int64_t>> gradientShapes;
+};
+
+llvm::Error PipelineRank::prepare(ModuleOp module) {
+  auto split = module->getAttrOfType<DictionaryAttr>("tess.pipeline");
+  if (!split)
+    return pipelineError("the module has no pipeline stages (run "
+                         "tess-split-pipeline-stages first)");
+  devices = llvm::cast<IntegerAttr>(split.get("stages")).getInt();
+  int64_t virtualStages = llvm::cast<IntegerAttr>(split.get("virtual")).getInt();
+  if (!options.pipelineComm ||
+      tessera_comm_size(options.pipelineComm) != devices)
+    return pipelineError("the module is split into " + llvm::Twine(devices) +
+                         " stages but the pipeline group has " +
+                         llvm::Twine(options.pipelineComm
+                                         ? tessera_comm_size(options.pipelineComm)
+                                         : 0) +
+                         " ranks");
+  int64_t scheduleChunks =
+      options.schedule.kind == pipeline::ScheduleKind::Interleaved
+          ? options.schedule.virtualStages
+          : 1;
+  if (scheduleChunks != virtualStages)
+    return pipelineError("schedule " + options.schedule.name() + " runs " +
+                         llvm::Twine(scheduleChunks) +
+                         " chunks per device, the module is split into " +
+                         llvm::Twine(virtualStages));
+  chunks = devices * virtualStages;
+  device = tessera_comm_rank(options.pipelineComm);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk)
+    for (auto [functions, kind] :
+         {std::pair(&forwards, "forward"), std::pair(&backwards, "backward")}) {
+      std::string name = "stage" + std::to_string(chunk) + "_" + kind;
+      auto function = module.lookupSymbol<func::FuncOp>(name);
+      if (!function)
+        return pipelineError("the module has no @" + name);
+      functions->push_back(function);
+    }
+  auto taskOrder = pipeline::scheduleTaskOrder(options.schedule, devices,
+                                               options.microBatches);
+  if (!taskOrder)
+    return taskOrder.takeError();
+  order = std::move(*taskOrder);
+  int64_t replicas = options.dataParallelComm
+                         ? tessera_comm_size(options.dataParallelComm)
+                         : 1;
+  lossScale = 1.0 / static_cast<double>(options.microBatches * replicas);
+
+  // What each peer sends here, in its task order.
+  incoming.resize(devices);
+  for (int64_t peer = 0; peer < devices; ++peer) {
+    if (peer == device)
+      continue;
+    for (const pipeline::ScheduledTask &task : order[peer]) {
+      int64_t target = task.forward ? task.chunk + 1 : task.chunk - 1;
+      if (target < 0 || target >= chunks || deviceOf(target) != device)
+        continue;
+      func::FuncOp sender =
+          task.forward ? forwards[task.chunk] : backwards[task.chunk];
+      incoming[peer].push_back(
+          {{task.forward, target, task.microBatch},
+           resultTypesWith(sender, task.forward ? "tess.activation"
+                                                : "tess.activation_gradient")});
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error PipelineRank::deliver(MessageKey key,
+                                  std::vector<HostTensorBuffer> tensors) {
+  int64_t target = deviceOf(std::get<1>(key));
+  if (target == device) {
+    arrived[key] = std::move(tensors);
+    return llvm::Error::success();
+  }
+  for (HostTensorBuffer &tensor : tensors) {
+    tessera_tensor descriptor = tensor.descriptor();
+    if (tessera_comm_send(options.pipelineComm, &descriptor,
+                          static_cast<int32_t>(target), nullptr) != 0)
+      return commError("send to rank " + std::to_string(target));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<HostTensorBuffer>>
+PipelineRank::obtain(MessageKey key) {
+  bool forward = std::get<0>(key);
+  int64_t chunk = std::get<1>(key);
+  int64_t peer = deviceOf(forward ? chunk - 1 : chunk + 1);
+  while (!arrived.count(key)) {
+    if (incoming[peer].empty())
+      return pipelineError("rank " + llvm::Twine(device) +
+                           " waits for a message that rank " +
+                           llvm::Twine(peer) + " never sends");
+    ExpectedMessage next = std::move(incoming[peer].front());
+    incoming[peer].pop_front();
+    std::vector<HostTensorBuffer> tensors;
+    for (RankedTensorType type : next.types) {
+      auto tensor = HostTensorBuffer::zeros(type);
+      if (!tensor)
+        return tensor.takeError();
+      tessera_tensor descriptor = tensor->descriptor();
+      if (tessera_comm_recv(options.pipelineComm, &descriptor,
+                            static_cast<int32_t>(peer), nullptr) != 0)
+        return commError("recv from rank " + std::to_string(peer));
+      tensors.push_back(std::move(*tensor));
+    }
+    arrived[next.key] = std::move(tensors);
+  }
+  std::vector<HostTensorBuffer> tensors = std::move(arrived[key]);
+  arrived.erase(key);
+  return tensors;
+}
+
+llvm::Expected<std::vector<HostTensorBuffer>>
+PipelineRank::arguments(func::FuncOp function, int64_t microBatch,
+                        std::vector<HostTensorBuffer> fromPipeline) {
+  std::vector<HostTensorBuffer> values;
+  size_t nextFromPipeline = 0;
+  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
+    auto nameOf = [&](llvm::StringRef role) {
+      auto name = function.getArgAttrOfType<StringAttr>(i, role);
+      return name ? name.getValue() : llvm::StringRef();
+    };
+    llvm::StringRef parameter = nameOf("tess.parameter");
+    if (parameter.empty())
+      parameter = nameOf("tess.buffer");
+    llvm::StringRef input = nameOf("tess.input");
+    if (!parameter.empty()) {
+      auto cached = parameterCache.find(parameter.str());
+      if (cached == parameterCache.end()) {
+        auto value = parameters(parameter);
+        if (!value)
+          return value.takeError();
+        cached = parameterCache.emplace(parameter.str(), std::move(*value)).first;
+      }
+      values.push_back(cached->second);
+    } else if (input == "loss_scale") {
+      values.push_back(HostTensorBuffer::fromFloats(
+          {}, {static_cast<float>(lossScale)}));
+    } else if (!input.empty()) {
+      auto value = inputs(input, microBatch);
+      if (!value)
+        return value.takeError();
+      values.push_back(std::move(*value));
+    } else if (nextFromPipeline < fromPipeline.size()) {
+      values.push_back(std::move(fromPipeline[nextFromPipeline++]));
+    } else {
+      return pipelineError("@" + function.getSymName() + " argument " +
+                           llvm::Twine(i) + " has no value");
+    }
+  }
+  return values;
+}
+
+llvm::Error PipelineRank::runTask(const pipeline::ScheduledTask &task) {
+  int64_t chunk = task.chunk, microBatch = task.microBatch;
+  func::FuncOp function = task.forward ? forwards[chunk] : backwards[chunk];
+  // Forward: the previous stage's activations; backward: this stage's saved
+  // values, then the next stage's activation gradients.
+  std::vector<HostTensorBuffer> fromPipeline;
+  if (!task.forward) {
+    auto found = saved.find({chunk, microBatch});
+    if (found != saved.end()) {
+      fromPipeline = std::move(found->second);
+      saved.erase(found);
+    }
+  }
+  bool receives = task.forward ? chunk > 0 : chunk + 1 < chunks;
+  if (receives) {
+    auto received = obtain({task.forward, chunk, microBatch});
+    if (!received)
+      return received.takeError();
+    for (HostTensorBuffer &tensor : *received)
+      fromPipeline.push_back(std::move(tensor));
+  }
+  auto values = arguments(function, microBatch, std::move(fromPipeline));
+  if (!values)
+    return values.takeError();
+  auto results = interpreter.run(function, std::move(*values));
+  if (!results)
+    return results.takeError();
+
+  std::vector<HostTensorBuffer> outgoing, kept;
+  for (unsigned i = 0; i < function.getNumResults(); ++i) {
+    HostTensorBuffer &result = (*results)[i];
+    if (function.getResultAttr(i, "tess.activation") ||
+        function.getResultAttr(i, "tess.activation_gradient")) {
+      outgoing.push_back(std::move(result));
+    } else if (function.getResultAttr(i, "tess.saved")) {
+      kept.push_back(std::move(result));
+    } else if (function.getResultAttr(i, "tess.loss")) {
+      lossSum += result.getDouble(0);
+    } else if (auto name =
+                   function.getResultAttrOfType<StringAttr>(i, "tess.gradient")) {
+      std::vector<float> values = result.toFloats();
+      std::vector<float> &sum = gradientSums[name.str()];
+      if (sum.empty()) {
+        sum.assign(values.size(), 0.0f);
+        gradientShapes[name.str()].assign(result.shape().begin(),
+                                          result.shape().end());
+      }
+      for (size_t e = 0; e < values.size(); ++e)
+        sum[e] += values[e];
+    }
+  }
+  if (task.forward) {
+    saved[{chunk, microBatch}] = std::move(kept);
+    peakInFlightChunks =
+        std::max(peakInFlightChunks, static_cast<int64_t>(saved.size()));
+  }
+  bool sends = task.forward ? chunk + 1 < chunks : chunk > 0;
+  if (sends)
+    return deliver({task.forward, task.forward ? chunk + 1 : chunk - 1,
+                    microBatch},
+                   std::move(outgoing));
+  return llvm::Error::success();
+}
+
+llvm::Expected<PipelineRankResult> PipelineRank::finish() {
+  PipelineRankResult result;
+  result.peakInFlightChunks = peakInFlightChunks;
+  // The loss lives on the last stage's device: the others add zero.
+  HostTensorBuffer loss =
+      HostTensorBuffer::fromFloats({}, {static_cast<float>(lossSum * lossScale)});
+  for (tessera_comm *comm : {options.pipelineComm, options.dataParallelComm}) {
+    if (!comm)
+      continue;
+    tessera_tensor descriptor = loss.descriptor();
+    if (tessera_comm_all_reduce(comm, &descriptor, TESSERA_REDUCE_SUM,
+                                nullptr) != 0)
+      return commError("loss all-reduce");
+  }
+  result.loss = loss.getDouble(0);
+  for (auto &[name, sum] : gradientSums) {
+    HostTensorBuffer gradient =
+        HostTensorBuffer::fromFloats(gradientShapes[name], sum);
+    if (options.dataParallelComm) {
+      tessera_tensor descriptor = gradient.descriptor();
+      if (tessera_comm_all_reduce(options.dataParallelComm, &descriptor,
+                                  TESSERA_REDUCE_SUM, nullptr) != 0)
+        return commError("gradient all-reduce of " + name);
+    }
+    result.gradients[name] = std::move(gradient);
+  }
+  return result;
+}
+
+} // namespace
+
+llvm::Expected<PipelineRankResult>
+runPipelineRank(ModuleOp module, const PipelineRankOptions &options,
+                const PipelineParameters &parameters,
+                const PipelineInputs &inputs) {
+  PipelineRank rank(options, parameters, inputs);
+  if (llvm::Error error = rank.prepare(module))
+    return std::move(error);
+  int64_t device = tessera_comm_rank(options.pipelineComm);
+  for (const pipeline::ScheduledTask &task : rank.order[device])
+    if (llvm::Error error = rank.runTask(task))
+      return std::move(error);
+  return rank.finish();
+}
+
+} // namespace tessera::execution

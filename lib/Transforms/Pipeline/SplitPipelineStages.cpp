@@ -1,0 +1,471 @@
+//===- SplitPipelineStages.cpp - tess-split-pipeline-stages ---------------===//
+//
+// @forward_backward -> @stage{c}_forward and @stage{c}_backward per pipeline
+// stage. lib/Pipeline's ProgramUnits says which unit (embedding, layer,
+// head) every op belongs to and whether it is forward or backward; units
+// are grouped into contiguous stages, and each op is copied into its
+// stage's forward or backward function. What one function reads from
+// another becomes an argument of the reader and a result of the writer:
+// activations and activation gradients between neighbouring stages, saved
+// values from a stage's forward to its backward. See the pass's
+// description in Passes.td.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Pipeline/ProgramUnits.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <limits>
+#include <set>
+
+namespace tessera {
+#define GEN_PASS_DEF_SPLITPIPELINESTAGES
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+/// Where the values of @forward_backward go once it is cut into stages.
+struct StageCut {
+  int64_t stageCount = 0;
+  /// The stage of every op but constants (copied wherever they are read).
+  llvm::DenseMap<Operation *, int64_t> stageOf;
+  /// Per stage, its forward and backward ops in program order.
+  std::vector<SmallVector<Operation *>> forwardOps, backwardOps;
+  /// activations[c]: forward values that stage c - 1 sends to stage c
+  /// (c >= 1); activationGradients[c]: backward values that stage c sends
+  /// to stage c - 1. Both in program order.
+  std::vector<llvm::SetVector<Value>> activations, activationGradients;
+  /// saved[c]: the forward values stage c's backward reads.
+  std::vector<llvm::SetVector<Value>> saved;
+};
+
+bool isConstant(Value value) {
+  return value.getDefiningOp<tess::ConstantOp>() != nullptr;
+}
+
+/// The first unit of each stage: `units` split into `stages` contiguous
+/// groups whose sizes differ by at most one.
+SmallVector<int64_t> firstUnitOfStage(int64_t units, int64_t stages) {
+  SmallVector<int64_t> first;
+  for (int64_t stage = 0; stage <= stages; ++stage)
+    first.push_back(stage * units / stages);
+  return first;
+}
+
+/// The parameter argument `value` is (through a cast to the compute type).
+std::optional<unsigned> parameterOf(Value value, func::FuncOp function) {
+  if (auto cast = value.getDefiningOp<tess::CastOp>())
+    value = cast.getInput();
+  auto argument = llvm::dyn_cast<BlockArgument>(value);
+  if (!argument || !function.getArgAttr(argument.getArgNumber(),
+                                        "tess.parameter"))
+    return std::nullopt;
+  return argument.getArgNumber();
+}
+
+/// ProgramUnits puts a backward op with the forward values it reads: the
+/// weight gradient of layer 3 (its input activation times the gradient of
+/// its output) reads layer 2's output, so it would be computed one stage
+/// early, from a gradient sent down for it, and returned by a stage that
+/// does not hold the weight. Moves every backward op that only feeds one
+/// parameter's gradient to the latest stage whose forward reads the
+/// parameter, as far as the gradients it reads allow (a backward op may only read
+/// gradients of its own or a later stage), and every backward op at least
+/// to the stage of its readers; then moves every forward op that
+/// only backward ops read (the VJP's reshapes of saved activations) to the
+/// earliest of its readers' stages, so that it is saved there.
+void keepGradientsWithParameters(const pipeline::ProgramUnits &units,
+                                 llvm::DenseMap<Operation *, int64_t> &stageOf) {
+  func::FuncOp function = units.forwardBackward;
+  Block &body = function.getBody().front();
+  Operation *terminator = body.getTerminator();
+  auto isBackward = [&](Operation *op) { return units.isBackward.lookup(op); };
+
+  // The stages whose forward reads each parameter (two for a tied
+  // embedding).
+  llvm::DenseMap<unsigned, std::set<int64_t>> holdersOf;
+  for (Operation &op : body.without_terminator())
+    if (!isBackward(&op) && !llvm::isa<tess::CastOp>(op) && stageOf.count(&op))
+      for (Value operand : op.getOperands())
+        if (std::optional<unsigned> parameter = parameterOf(operand, function))
+          holdersOf[*parameter].insert(stageOf.lookup(&op));
+
+  // A backward op reading gradients only (the sum of a residual stream's
+  // cotangents, a reshape) goes to the latest stage its operands allow
+  // (the earliest of their stages) rather than with the op before it: one
+  // value then crosses to the earlier stage, not all its operands.
+  for (Operation &op : body.without_terminator()) {
+    if (!isBackward(&op) || !stageOf.count(&op))
+      continue;
+    std::optional<int64_t> latest;
+    bool gradientsOnly = true;
+    for (Value operand : op.getOperands()) {
+      Operation *producer = operand.getDefiningOp();
+      if (producer && llvm::isa<tess::ConstantOp>(producer))
+        continue;
+      if (!producer || !isBackward(producer) || !stageOf.count(producer)) {
+        gradientsOnly = false;
+        break;
+      }
+      latest = std::min(latest.value_or(stageOf.lookup(producer)),
+                        stageOf.lookup(producer));
+    }
+    if (gradientsOnly && latest)
+      stageOf[&op] = std::max(stageOf.lookup(&op), *latest);
+  }
+
+  // The one parameter whose gradient is all an op's results feed, if any.
+  llvm::DenseMap<Operation *, unsigned> feedsOnly;
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (!isBackward(&op) || !stageOf.count(&op))
+      continue;
+    std::optional<unsigned> parameter;
+    bool single = true;
+    for (Value value : op.getResults())
+      for (OpOperand &use : value.getUses()) {
+        std::optional<unsigned> fed;
+        if (use.getOwner() == terminator) {
+          // Result i + 1 is the gradient of the i-th trainable parameter.
+          unsigned index = 0;
+          for (BlockArgument argument : body.getArguments())
+            if (function.getArgAttr(argument.getArgNumber(), "tess.parameter") &&
+                ++index == use.getOperandNumber())
+              fed = argument.getArgNumber();
+        } else if (auto found = feedsOnly.find(use.getOwner());
+                   found != feedsOnly.end()) {
+          fed = found->second;
+        }
+        single = single && fed && (!parameter || *parameter == *fed);
+        parameter = fed;
+      }
+    if (single && parameter)
+      feedsOnly[&op] = *parameter;
+  }
+  for (Operation &op : body.without_terminator()) {
+    auto found = feedsOnly.find(&op);
+    if (found == feedsOnly.end())
+      continue;
+    int64_t latest = std::numeric_limits<int64_t>::max();
+    for (Value operand : op.getOperands())
+      if (Operation *producer = operand.getDefiningOp();
+          producer && isBackward(producer) && stageOf.count(producer))
+        latest = std::min(latest, stageOf.lookup(producer));
+    // The latest holder of the parameter the gradients allow.
+    const std::set<int64_t> &holders = holdersOf[found->second];
+    auto after = holders.upper_bound(latest);
+    if (after == holders.begin())
+      continue;
+    int64_t &stage = stageOf[&op];
+    stage = std::max(stage, *std::prev(after));
+  }
+  // ProgramUnits puts a backward op reading no forward value with the op
+  // before it, which may be a stage earlier than its readers (BERT's
+  // reshape of the key gradient after the value's weight gradient): move
+  // every backward op up to its latest backward reader. Readers follow
+  // their producers, so one sweep in reverse settles every chain.
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (!isBackward(&op) || !stageOf.count(&op))
+      continue;
+    int64_t &stage = stageOf[&op];
+    for (Operation *reader : op.getUsers())
+      if (reader != terminator && isBackward(reader))
+        stage = std::max(stage, stageOf.lookup(reader));
+  }
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (isBackward(&op) || !stageOf.count(&op) || op.getNumResults() == 0)
+      continue;
+    std::optional<int64_t> earliest;
+    for (Value value : op.getResults())
+      for (Operation *reader : value.getUsers()) {
+        if (reader == terminator || !isBackward(reader))
+          earliest = std::optional<int64_t>(-1);
+        else if (!earliest || *earliest >= 0)
+          earliest = std::min(earliest.value_or(stageOf.lookup(reader)),
+                              stageOf.lookup(reader));
+      }
+    int64_t &stage = stageOf[&op];
+    if (earliest && *earliest > stage)
+      stage = *earliest;
+  }
+}
+
+struct SplitPipelineStagesPass
+    : tessera::impl::SplitPipelineStagesBase<SplitPipelineStagesPass> {
+  using SplitPipelineStagesBase::SplitPipelineStagesBase;
+
+  void runOnOperation() override;
+
+private:
+  /// Assigns ops to stages and finds what crosses between functions.
+  FailureOr<StageCut> cut(const pipeline::ProgramUnits &units);
+  /// Builds one stage function: `arguments` first (each with the unit
+  /// attribute `argumentRole`), then whatever program arguments `ops` read;
+  /// results are `results` with their attributes.
+  func::FuncOp
+  buildFunction(OpBuilder &builder, func::FuncOp source, StringRef name,
+                int64_t stage, ArrayRef<Value> arguments,
+                ArrayRef<StringRef> argumentRoles, ArrayRef<Operation *> ops,
+                ArrayRef<std::pair<Value, NamedAttribute>> results);
+};
+
+FailureOr<StageCut>
+SplitPipelineStagesPass::cut(const pipeline::ProgramUnits &units) {
+  func::FuncOp function = units.forwardBackward;
+  int64_t unitCount = static_cast<int64_t>(units.units.size());
+  StageCut result;
+  result.stageCount = stages * virtualStages;
+  if (result.stageCount > unitCount) {
+    function.emitError("tess-split-pipeline-stages: ")
+        << static_cast<int64_t>(stages) << " stages x "
+        << static_cast<int64_t>(virtualStages) << " virtual = "
+        << result.stageCount << " pipeline stages, but the program has only "
+        << unitCount << " units to cut (embedding, "
+        << units.layerCount() << " layers, head)";
+    return failure();
+  }
+  SmallVector<int64_t> firstUnit =
+      firstUnitOfStage(unitCount, result.stageCount);
+  auto stageOfUnit = [&](int64_t unit) {
+    int64_t stage = 0;
+    while (firstUnit[stage + 1] <= unit)
+      ++stage;
+    return stage;
+  };
+  size_t count = result.stageCount;
+  result.forwardOps.resize(count);
+  result.backwardOps.resize(count);
+  result.activations.resize(count);
+  result.activationGradients.resize(count);
+  result.saved.resize(count);
+
+  Block &body = function.getBody().front();
+  for (Operation &op : body.without_terminator())
+    if (!llvm::isa<tess::ConstantOp>(op))
+      result.stageOf[&op] = stageOfUnit(units.unitOf.lookup(&op));
+  keepGradientsWithParameters(units, result.stageOf);
+  for (Operation &op : body.without_terminator()) {
+    auto found = result.stageOf.find(&op);
+    if (found != result.stageOf.end())
+      (units.isBackward.lookup(&op) ? result.backwardOps
+                                    : result.forwardOps)[found->second]
+          .push_back(&op);
+  }
+
+  // Each value's readers: a forward value read by a later stage passes
+  // every boundary up to its last reader; a backward value read by an
+  // earlier stage passes every boundary down to its first reader.
+  for (Operation &op : body.without_terminator()) {
+    auto found = result.stageOf.find(&op);
+    if (found == result.stageOf.end())
+      continue;
+    int64_t stage = found->second;
+    bool backward = units.isBackward.lookup(&op);
+    for (Value value : op.getResults()) {
+      int64_t last = stage, first = stage;
+      for (OpOperand &use : value.getUses()) {
+        Operation *reader = use.getOwner();
+        if (reader == body.getTerminator())
+          continue;
+        int64_t readerStage = result.stageOf.lookup(reader);
+        bool readerBackward = units.isBackward.lookup(reader);
+        if ((!backward && readerStage < stage) ||
+            (backward && (!readerBackward || readerStage > stage))) {
+          InFlightDiagnostic diagnostic = reader->emitError(
+              "tess-split-pipeline-stages: this op of pipeline stage ");
+          diagnostic << readerStage << " reads a value of stage " << stage
+                     << " that a pipeline cannot deliver to it";
+          diagnostic.attachNote(op.getLoc()) << "the value is defined here";
+          return failure();
+        }
+        last = std::max(last, readerStage);
+        first = std::min(first, readerStage);
+        if (!backward && readerBackward)
+          result.saved[readerStage].insert(value);
+      }
+      for (int64_t boundary = stage + 1; !backward && boundary <= last;
+           ++boundary)
+        result.activations[boundary].insert(value);
+      for (int64_t boundary = stage; backward && boundary > first; --boundary)
+        result.activationGradients[boundary].insert(value);
+    }
+  }
+  return result;
+}
+
+func::FuncOp SplitPipelineStagesPass::buildFunction(
+    OpBuilder &builder, func::FuncOp source, StringRef name, int64_t stage,
+    ArrayRef<Value> arguments, ArrayRef<StringRef> argumentRoles,
+    ArrayRef<Operation *> ops,
+    ArrayRef<std::pair<Value, NamedAttribute>> results) {
+  MLIRContext *context = &getContext();
+  Location location = source.getLoc();
+  auto function = func::FuncOp::create(builder, location, name,
+                                       FunctionType::get(context, {}, {}));
+  Block *body = function.addEntryBlock();
+  OpBuilder inside = OpBuilder::atBlockBegin(body);
+  IRMapping mapping;
+  SmallVector<DictionaryAttr> argumentAttributes;
+  for (auto [value, role] : llvm::zip_equal(arguments, argumentRoles)) {
+    mapping.map(value, body->addArgument(value.getType(), location));
+    argumentAttributes.push_back(DictionaryAttr::get(
+        context, {NamedAttribute(role, UnitAttr::get(context))}));
+  }
+  // Program arguments (parameters, buffers, inputs) and constants are
+  // brought in where first read.
+  auto bring = [&](Value value) {
+    if (mapping.contains(value))
+      return;
+    if (auto argument = llvm::dyn_cast<BlockArgument>(value)) {
+      mapping.map(value, body->addArgument(value.getType(), location));
+      argumentAttributes.push_back(
+          source.getArgAttrDict(argument.getArgNumber()));
+    } else if (isConstant(value)) {
+      inside.clone(*value.getDefiningOp(), mapping);
+    }
+  };
+  for (Operation *op : ops) {
+    for (Value operand : op->getOperands())
+      bring(operand);
+    inside.clone(*op, mapping);
+  }
+  SmallVector<Value> returned;
+  SmallVector<Type> resultTypes;
+  for (const auto &[value, attribute] : results) {
+    bring(value);
+    returned.push_back(mapping.lookup(value));
+    resultTypes.push_back(value.getType());
+  }
+  func::ReturnOp::create(inside, location, returned);
+  function.setFunctionType(
+      FunctionType::get(context, body->getArgumentTypes(), resultTypes));
+  for (auto [index, attributes] : llvm::enumerate(argumentAttributes))
+    if (attributes)
+      function.setArgAttrs(index, attributes);
+  for (auto [index, result] : llvm::enumerate(results))
+    function.setResultAttrs(index, DictionaryAttr::get(context, {result.second}));
+  function->setAttr("tess.pipeline_stage", builder.getI64IntegerAttr(stage));
+  function->setAttr("tess.pipeline_device",
+                    builder.getI64IntegerAttr(stage % stages));
+  return function;
+}
+
+void SplitPipelineStagesPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *context = &getContext();
+  if (stages < 1 || virtualStages < 1) {
+    module.emitError("tess-split-pipeline-stages: stages and virtual must be "
+                     "at least 1, got stages=")
+        << static_cast<int64_t>(stages)
+        << " virtual=" << static_cast<int64_t>(virtualStages);
+    return signalPassFailure();
+  }
+  auto units = pipeline::partitionIntoUnits(module);
+  if (!units) {
+    module.emitError("tess-split-pipeline-stages: ")
+        << llvm::toString(units.takeError());
+    return signalPassFailure();
+  }
+  FailureOr<StageCut> stageCut = cut(*units);
+  if (failed(stageCut))
+    return signalPassFailure();
+  func::FuncOp source = units->forwardBackward;
+  for (int64_t stage = 0; stage < stageCut->stageCount; ++stage)
+    for (const char *kind : {"forward", "backward"})
+      if (module.lookupSymbol(("stage" + llvm::Twine(stage) + "_" + kind).str())) {
+        module.emitError("tess-split-pipeline-stages: the module already has "
+                         "@stage")
+            << stage << "_" << kind << " (was it split before?)";
+        return signalPassFailure();
+      }
+
+  // Which stage returns each gradient: the one computing it; a gradient
+  // that is a constant (a parameter not reaching the loss) is the first
+  // stage's.
+  auto terminator =
+      llvm::cast<func::ReturnOp>(source.getBody().front().getTerminator());
+  Value loss = terminator.getOperand(0);
+  auto stageOfValue = [&](Value value) -> int64_t {
+    Operation *producer = value.getDefiningOp();
+    return producer ? stageCut->stageOf.lookup(producer) : 0;
+  };
+
+  auto activationRole = StringAttr::get(context, "tess.activation");
+  auto gradientRole = StringAttr::get(context, "tess.activation_gradient");
+  auto savedRole = StringAttr::get(context, "tess.saved");
+  auto roles = [](size_t count, StringRef role) {
+    return SmallVector<StringRef>(count, role);
+  };
+  auto withRole = [&](const llvm::SetVector<Value> &values, StringAttr role,
+                      SmallVector<std::pair<Value, NamedAttribute>> &into) {
+    for (Value value : values)
+      into.push_back({value, NamedAttribute(role, UnitAttr::get(context))});
+  };
+
+  OpBuilder builder(context);
+  builder.setInsertionPointAfter(source);
+  int64_t last = stageCut->stageCount - 1;
+  for (int64_t stage = 0; stage <= last; ++stage) {
+    const llvm::SetVector<Value> &incoming = stageCut->activations[stage];
+    const llvm::SetVector<Value> &saved = stageCut->saved[stage];
+    SmallVector<std::pair<Value, NamedAttribute>> forwardResults;
+    if (stage < last)
+      withRole(stageCut->activations[stage + 1], activationRole,
+               forwardResults);
+    withRole(saved, savedRole, forwardResults);
+    if (loss.getDefiningOp() && stageOfValue(loss) == stage)
+      forwardResults.push_back(
+          {loss, NamedAttribute(StringAttr::get(context, "tess.loss"),
+                                UnitAttr::get(context))});
+    SmallVector<StringRef> forwardRoles =
+        roles(incoming.size(), activationRole.getValue());
+    buildFunction(builder, source,
+                  ("stage" + llvm::Twine(stage) + "_forward").str(), stage,
+                  incoming.getArrayRef(), forwardRoles,
+                  stageCut->forwardOps[stage], forwardResults);
+
+    SmallVector<Value> backwardArguments(saved.begin(), saved.end());
+    SmallVector<StringRef> backwardRoles =
+        roles(saved.size(), savedRole.getValue());
+    if (stage < last) {
+      const llvm::SetVector<Value> &gradients =
+          stageCut->activationGradients[stage + 1];
+      backwardArguments.append(gradients.begin(), gradients.end());
+      backwardRoles.append(roles(gradients.size(), gradientRole.getValue()));
+    }
+    SmallVector<std::pair<Value, NamedAttribute>> backwardResults;
+    if (stage > 0)
+      withRole(stageCut->activationGradients[stage], gradientRole,
+               backwardResults);
+    for (unsigned index = 1; index < terminator.getNumOperands(); ++index) {
+      Value gradient = terminator.getOperand(index);
+      if (stageOfValue(gradient) != stage)
+        continue;
+      auto name = source.getResultAttrOfType<StringAttr>(index, "tess.gradient");
+      backwardResults.push_back(
+          {gradient,
+           NamedAttribute(StringAttr::get(context, "tess.gradient"),
+                          name ? name : StringAttr::get(context, ""))});
+    }
+    buildFunction(builder, source,
+                  ("stage" + llvm::Twine(stage) + "_backward").str(), stage,
+                  backwardArguments, backwardRoles,
+                  stageCut->backwardOps[stage], backwardResults);
+  }
+  module->setAttr(
+      "tess.pipeline",
+      DictionaryAttr::get(
+          context,
+          {NamedAttribute(StringAttr::get(context, "stages"),
+                          builder.getI64IntegerAttr(stages)),
+           NamedAttribute(StringAttr::get(context, "virtual"),
+                          builder.getI64IntegerAttr(virtualStages))}));
+}
+
+} // namespace
