@@ -29,6 +29,13 @@ compile() { # name batch
       --target cuda --without-weights -o "$out/$name-train"
   "$tesserac" "$shared/models/$name.raw.dyn.onnx" --dim batch="$batch" --dim seq=1024 \
       --loss causal-lm --precision bf16 --summary > "$out/$name.summary.txt"
+  # The names of the program's parameters and buffers (its tensor tables):
+  # the exporter's initializers also hold constants the compiler folded
+  # (e.g. transformer.lifted_tensor_0), which the --weights file must not.
+  "$tesserac" "$shared/models/$name.raw.dyn.onnx" --dim batch="$batch" --dim seq=1024 \
+      --loss causal-lm --precision bf16 --emit=cpp \
+    | sed -n '/^static const tessera_tensor_info tessera_\(parameters\|buffers\)/,/^};/p' \
+    | grep -o '{"[^"]*"' | cut -c3- | tr -d '"' > "$out/$name.tensors.txt"
 }
 compile gpt2-124m 16
 compile gpt2-350m 8

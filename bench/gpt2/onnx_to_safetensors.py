@@ -3,7 +3,10 @@
 safetensors file keyed by the initializer name: the --weights file of a
 training executable compiled from that model with `tesserac --without-weights`.
 
-  python3 onnx_to_safetensors.py MODEL.onnx OUT.safetensors
+  python3 onnx_to_safetensors.py MODEL.onnx OUT.safetensors [NAMES.txt]
+
+NAMES.txt (one name a line: the program's parameters and buffers) keeps only
+those initializers, and every one of them must be present.
 
 Needs only `onnx` and `numpy` (both on the GPU machine); the safetensors format
 (an 8-byte little-endian header length, a JSON header, raw little-endian data)
@@ -19,11 +22,19 @@ DTYPES = {np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("int6
           np.dtype("int8"): "I8", np.dtype("int16"): "I16"}
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     model = onnx.load(sys.argv[1], load_external_data=True)
+    wanted = None
+    if len(sys.argv) == 4:
+        wanted = [line.strip() for line in open(sys.argv[3]) if line.strip()]
+        missing = sorted(set(wanted) - {i.name for i in model.graph.initializer})
+        if missing:
+            sys.exit(f"{sys.argv[1]}: no initializer for {', '.join(missing[:5])}")
     header, blobs, offset = {}, [], 0
     for init in model.graph.initializer:
+        if wanted is not None and init.name not in wanted:
+            continue
         array = np.ascontiguousarray(numpy_helper.to_array(init))
         if array.dtype not in DTYPES:
             sys.exit(f"{sys.argv[1]}: initializer {init.name} has unsupported dtype {array.dtype}")

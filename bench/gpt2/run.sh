@@ -63,7 +63,7 @@ for spec in "gpt2-124m 16 12 768 12" "gpt2-350m 8 24 1024 16"; do
   [[ -x "$here/$name-train" ]] || { log "$name: no executable"; continue; }
   log "export $name with weights"
   python3 "$here/peer/export_hf.py" --model "$name" --out "$work" > "$OUT/export-$name.log" 2>&1 \
-    && python3 "$here/onnx_to_safetensors.py" "$work/$name.raw.dyn.onnx" "$work/$name.safetensors" \
+    && python3 "$here/onnx_to_safetensors.py" "$work/$name.raw.dyn.onnx" "$work/$name.safetensors" "$here/$name.tensors.txt" \
     || { log "export of $name failed"; tail "$OUT/export-$name.log"; continue; }
   python3 "$here/make_tokens.py" "$work/$name.tokens.bin" $(( (steps + 60) * 2 * batch * 1024 + 1 )) 50257 1
   tessera "$name" "$batch" 1 "$steps" "tessera-$name-1gpu"

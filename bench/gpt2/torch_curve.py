@@ -46,6 +46,10 @@ cfg = GPT2Config(n_layer=a.n_layer, n_embd=a.n_embd, n_head=a.n_head, use_cache=
                  embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="sdpa")
 model = GPT2LMHeadModel(cfg)
 weights = load_safetensors(a.weights)
+# torch.export keeps one name of a tied pair: GPT-2's exports call the shared
+# embedding lm_head.weight.
+if "transformer.wte.weight" not in weights and "lm_head.weight" in weights:
+    weights["transformer.wte.weight"] = weights["lm_head.weight"]
 state = {k: v for k, v in weights.items() if k in model.state_dict()}
 missing, unexpected = model.load_state_dict(state, strict=False)
 missing = [m for m in missing if m != "lm_head.weight"]  # tied to transformer.wte.weight

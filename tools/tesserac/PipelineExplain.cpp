@@ -39,8 +39,10 @@ cl::opt<std::string>
              cl::value_desc("NAME"));
 cl::opt<std::string>
     remat("remat",
-          cl::desc("--pipeline: none, selective, full, or auto (the search "
-                   "chooses per stage; default)"),
+          cl::desc("none, selective or full: what each layer recomputes in "
+                   "the backward, forced for --pipeline's plan and applied "
+                   "to the step --target and --emit=cpp build; auto (the "
+                   "--pipeline search chooses per stage) is the default"),
           cl::value_desc("MODE"));
 cl::opt<int64_t> pipelineDevices(
     "pipeline-devices",
@@ -89,6 +91,20 @@ buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
 }
 
 } // namespace
+
+bool rematRequested() { return remat.getNumOccurrences() > 0; }
+
+Expected<pipeline::RematMode> stepRematMode() {
+  if (!rematRequested())
+    return pipeline::RematMode::None;
+  if (std::optional<pipeline::RematMode> mode =
+          pipeline::parseRematName(remat))
+    return *mode;
+  return createStringError(
+      inconvertibleErrorCode(),
+      "--remat " + remat + ": expected none, selective or full" +
+          (remat == "auto" ? " (auto is --explain --pipeline's search)" : ""));
+}
 
 std::optional<int> explainPipeline(StringRef inputPath,
                                    const onnx_import::ImportOptions &options,

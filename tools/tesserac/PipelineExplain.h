@@ -6,7 +6,9 @@
 // [--trace FILE.json] --cluster NAME|FILE`: plans data, tensor and pipeline
 // parallelism, ZeRO-1, micro-batches, schedule and remat over the cluster's
 // devices for the global batch B (lib/Pipeline) and prints the plan. The
-// flags live in PipelineExplain.cpp; any of them asks for the plan.
+// flags live in PipelineExplain.cpp; with --explain any of them asks for the
+// plan. --remat also means the same choice for the step that --target and
+// --emit=cpp build: tess-rematerialize applies it to every layer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +17,7 @@
 
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Import/ONNX/Importer.h"
+#include "tessera/Pipeline/Remat.h"
 
 #include <optional>
 
@@ -24,6 +27,15 @@ namespace tessera::tesserac {
 /// otherwise imports the model at two batch sizes, plans it on `cluster`,
 /// prints the plan to `outputPath` ("-": stdout) and returns the exit
 /// status (1 after printing "tesserac: error: ...").
+/// Whether --remat was given.
+bool rematRequested();
+
+/// --remat for the training step --target and --emit=cpp build: the mode
+/// tess-rematerialize applies to every layer (None when the flag is absent).
+/// Errors: "auto", which only --explain --pipeline's search resolves, or an
+/// unknown mode.
+llvm::Expected<pipeline::RematMode> stepRematMode();
+
 std::optional<int> explainPipeline(llvm::StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,

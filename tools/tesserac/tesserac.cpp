@@ -355,11 +355,32 @@ int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
   return 0;
 }
 
+/// --remat: recomputes the chosen activations of every layer in the
+/// backward (after buildTrainingStep's CSE, which would merge the clones
+/// back into the forward). Returns 0, or 1 after printing the error.
+int rematerializeStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
+  Expected<tessera::pipeline::RematMode> mode =
+      tessera::tesserac::stepRematMode();
+  if (!mode)
+    return fail(toString(mode.takeError()));
+  if (*mode == tessera::pipeline::RematMode::None)
+    return 0;
+  mlir::PassManager remat(&context);
+  tessera::RematerializeOptions options;
+  options.mode = tessera::pipeline::rematName(*mode).str();
+  remat.addPass(tessera::createRematerialize(options));
+  if (mlir::failed(remat.run(module)))
+    return fail(inputPath + ": --remat " + options.mode + " failed");
+  return 0;
+}
+
 /// --emit=cpp and --target cpu -o FILE: the training program, lowered to
 /// C++, and (for an executable) its weights and the compiled binary.
 int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
                            bool buildExecutable) {
   if (int status = buildTrainingStep(context, module))
+    return status;
+  if (int status = rematerializeStep(context, module))
     return status;
 
   std::string weightsPath;
@@ -594,6 +615,10 @@ int main(int argc, char **argv) {
                 ": name the executable with -o, e.g. -o train");
   if (buildExecutable && summary)
     return fail("--summary cannot be combined with building an executable");
+  if (tessera::tesserac::rematRequested() && !explain && !buildExecutable &&
+      emit != EmitStage::Cpp)
+    return fail("--remat applies to --target, --emit=cpp or --explain "
+                "--pipeline");
   if (loss != "causal-lm" && loss != "mlm")
     return fail("--loss " + loss + ": expected causal-lm or mlm");
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")

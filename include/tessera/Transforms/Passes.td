@@ -384,4 +384,55 @@ def SplitPipelineStages : Pass<"tess-split-pipeline-stages", "::mlir::ModuleOp">
                            "::mlir::func::FuncDialect"];
 }
 
+def Rematerialize : Pass<"tess-rematerialize", "::mlir::ModuleOp"> {
+  let summary = "Recompute a layer's activations in its backward instead of "
+                "keeping them";
+  let description = [{
+    Runs on tess-build-training's `@forward_backward` (after its
+    canonicalization and CSE; a later CSE would merge the clones back). For
+    each Transformer layer (lib/Pipeline's ProgramUnits: layers by parameter
+    name) whose key `layers` matches, the forward values of the layer that
+    the backward reads and `mode` says to recompute
+    (`tessera::pipeline::planLayerRecomputation`, Remat.h) are recomputed:
+    the forward ops producing them are cloned just before the first
+    backward op that reads one of them (so after the backward of the layer
+    above) and every use at or after the first backward op reads the clone.
+    The originals then die at their last forward use, and the liveness-based
+    arena (lib/Lowering) holds them for the forward only.
+
+    - `none`: nothing changes.
+    - `selective`: the layer norms', elementwise activations' (GELU) and
+      dropouts' outputs are recomputed from values the backward keeps
+      anyway; matmul and attention outputs stay kept.
+    - `full`: everything but the layer's input is recomputed from it.
+
+    Dropout draws its mask from its `seed` attribute and the element index,
+    so a clone reproduces the same mask and the numbers are unchanged.
+
+    Before (`full`, one layer, backward abridged):
+    ```mlir
+    %n = tess.layer_norm %x scale %g bias %b : ...
+    %h = tess.linear %n, %w, %c : ...
+    ... the layers above, the loss, their backward ...
+    %dw = tess.matmul %n, %dh {transpose_lhs} : ...
+    ```
+    After:
+    ```mlir
+    %n = tess.layer_norm %x scale %g bias %b : ...
+    %h = tess.linear %n, %w, %c : ...
+    ... the layers above, the loss, their backward ...
+    %n_again = tess.layer_norm %x scale %g bias %b : ...
+    %dw = tess.matmul %n_again, %dh {transpose_lhs} : ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"full\"",
+           "none, selective or full">,
+    Option<"layers", "layers", "std::string", /*default=*/"\".*\"",
+           "The layers to rematerialize: a regular expression that must "
+           "match a layer's whole key (e.g. transformer\\.h\\.[0-5])">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 #endif // TESSERA_TRANSFORMS_PASSES_TD
