@@ -12,6 +12,8 @@
 
 #include "tessera/Lowering/ArenaPlanning.h"
 
+#include "Tess/IR/TessOps.h"
+
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -24,6 +26,65 @@ namespace {
 int64_t elementsOf(Type type) {
   auto shaped = cast<ShapedType>(type);
   return shaped.getNumElements();
+}
+
+/// runtime/cuda/Matmul.cu's rule for one product: an unbatched GEMM of at
+/// least 2^24 multiply-adds with an operand whose extents are not multiples of
+/// 8 elements or whose rows are not a multiple of 16 bytes runs on extents
+/// rounded up to 8, every such operand copied into zero-padded scratch (256-
+/// byte aligned pieces). Returns the scratch bytes the product needs, 0 when
+/// it runs in place.
+int64_t paddedGemmScratch(ArrayRef<ShapedType> operands, int64_t work) {
+  constexpr int64_t kPaddingMinimumWork = int64_t(1) << 24;
+  if (work < kPaddingMinimumWork)
+    return 0;
+  auto roundUp = [](int64_t value, int64_t multiple) {
+    return (value + multiple - 1) / multiple * multiple;
+  };
+  bool misaligned = false;
+  int64_t total = 0;
+  for (ShapedType type : operands) {
+    FailureOr<int64_t> size = elementBytes(type.getElementType());
+    if (failed(size) || type.getRank() < 1)
+      return 0;
+    int64_t columns = type.getShape().back();
+    int64_t rows = type.getNumElements() / std::max<int64_t>(columns, 1);
+    bool aligned = rows % 8 == 0 && columns % 8 == 0 &&
+                   (columns * *size) % 16 == 0;
+    misaligned |= (columns * *size) % 16 != 0;
+    if (!aligned)
+      total += roundUp(roundUp(rows, 8) * roundUp(columns, 8) * *size, 256);
+  }
+  return misaligned ? total : 0;
+}
+
+/// The largest padded-GEMM scratch of any product of the step: the runtime
+/// keeps one such buffer per stream and grows it to the largest request.
+int64_t gemmScratchBytes(func::FuncOp function) {
+  int64_t largest = 0;
+  function.walk([&](Operation *op) {
+    SmallVector<ShapedType, 3> operands;
+    int64_t inner = 0;
+    if (auto linear = dyn_cast<tess::LinearOp>(op)) {
+      auto input = cast<ShapedType>(linear.getInput().getType());
+      inner = input.getShape().back();
+      operands = {input, cast<ShapedType>(linear.getWeight().getType()),
+                  cast<ShapedType>(linear.getResult().getType())};
+    } else if (auto matmul = dyn_cast<tess::MatmulOp>(op)) {
+      auto lhs = cast<ShapedType>(matmul.getLhs().getType());
+      auto result = cast<ShapedType>(matmul.getResult().getType());
+      // Batched products never take the padded path.
+      if (result.getRank() != 2 || lhs.getRank() != 2)
+        return;
+      inner = matmul.getTransposeLhs() ? lhs.getShape()[0] : lhs.getShape()[1];
+      operands = {lhs, cast<ShapedType>(matmul.getRhs().getType()), result};
+    } else {
+      return;
+    }
+    int64_t work = operands.back().getNumElements() * inner;
+    largest = std::max(largest, paddedGemmScratch(operands, work));
+  });
+  return largest;
 }
 
 } // namespace
@@ -72,6 +133,7 @@ FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,
   // exact), so no accumulator exists.
   if (microBatches > 1)
     memory.accumulatorBytes = 4 * parameterElements;
+  memory.gemmScratchBytes = gemmScratchBytes(forwardBackward);
   (void)computeIsF32;
   return memory;
 }
@@ -91,8 +153,10 @@ void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os) {
     line("fp32 gradient accumulators", memory.accumulatorBytes);
   if (memory.bufferBytes)
     line("buffers", memory.bufferBytes);
+  if (memory.gemmScratchBytes)
+    line("padded-GEMM scratch (CUDA)", memory.gemmScratchBytes);
   os << llvm::formatv("Peak device memory per GPU (predicted): {0:F3} GiB "
-                      "(plus the CUDA context and library workspaces)\n",
+                      "(plus the CUDA context and cuBLASLt's workspace)\n",
                       double(memory.totalBytes()) /
                           double(int64_t(1) << 30));
 }

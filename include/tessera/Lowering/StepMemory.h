@@ -9,10 +9,12 @@
 //   weights and two fp32 AdamW moments per parameter element, the gradients
 //   the step writes in the compute precision, and fp32 accumulators when
 //   they are needed (several micro-batches per step);
-// - the buffers (non-trained initializers) the step reads.
-// Not included: the CUDA context and library workspaces (cuBLASLt's
-// workspace, the kernels' scratch), which the runtime allocates itself and
-// which the measured peak (the driver's "peak mem") does include.
+// - the buffers (non-trained initializers) the step reads;
+// - on the GPU, the scratch of products that runtime/cuda/Matmul.cu pads
+//   (a vocabulary like GPT-2's 50257 makes the LM head's rows misaligned; the
+//   runtime copies such operands into one zero-padded buffer per stream).
+// Not included: the CUDA context and cuBLASLt's workspace, which the
+// measured peak (the driver's "peak mem") does include.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,9 +35,10 @@ struct StepMemory {
   int64_t gradientBytes = 0;
   int64_t accumulatorBytes = 0;
   int64_t bufferBytes = 0;
+  int64_t gemmScratchBytes = 0;
   int64_t totalBytes() const {
     return arenaBytes + masterWeightBytes + optimizerStateBytes +
-           gradientBytes + accumulatorBytes + bufferBytes;
+           gradientBytes + accumulatorBytes + bufferBytes + gemmScratchBytes;
   }
 };
 
