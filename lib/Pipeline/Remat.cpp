@@ -54,7 +54,7 @@ const std::vector<OpRecord> &recomputedOps(const UnitProfile &unit,
   static const std::vector<OpRecord> none;
   switch (mode) {
   case RematMode::Selective:
-    return unit.attentionCore;
+    return unit.selectiveRecompute;
   case RematMode::Full:
     return unit.forward;
   case RematMode::None:

@@ -1,6 +1,7 @@
 //===- ScheduleTrace.cpp - one step replayed chunk by chunk ---------------===//
 
 #include "tessera/Pipeline/PipelineReport.h"
+#include "tessera/Pipeline/Schedule.h"
 
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -9,66 +10,19 @@
 #include <map>
 
 namespace tessera::pipeline {
-namespace {
 
-struct Task {
-  bool forward = true;
-  int64_t chunk = 0;
-  int64_t microBatch = 0;
-};
-
-/// Each device's tasks in the schedule's order.
-std::vector<std::vector<Task>> taskOrder(const PipelinePlan &plan) {
-  int64_t stages = static_cast<int64_t>(plan.stages.size());
-  int64_t microBatches = plan.microBatches;
-  int64_t chunks = plan.schedule.kind == ScheduleKind::Interleaved
-                       ? plan.schedule.virtualStages
-                       : 1;
-  std::vector<std::vector<Task>> order(stages);
-  for (int64_t device = 0; device < stages; ++device) {
-    std::vector<Task> forwards, backwards;
-    // Megatron's order: micro-batches in groups of p, chunk by chunk.
-    for (int64_t k = 0; k < microBatches * chunks; ++k) {
-      int64_t inGroup = k % (stages * chunks);
-      int64_t chunk = inGroup / stages;
-      int64_t microBatch = (k / (stages * chunks)) * stages + k % stages;
-      if (chunks == 1)
-        microBatch = k;
-      forwards.push_back({true, chunk * stages + device, microBatch});
-      backwards.push_back(
-          {false, (chunks - 1 - chunk) * stages + device, microBatch});
-    }
-    int64_t total = static_cast<int64_t>(forwards.size());
-    int64_t warmup = total;
-    if (plan.schedule.kind == ScheduleKind::OneForwardOneBackward)
-      warmup = std::min(stages - device - 1, total);
-    else if (plan.schedule.kind == ScheduleKind::Interleaved)
-      warmup = std::min((stages - device - 1) * 2 + (chunks - 1) * stages,
-                        total);
-    std::vector<Task> &tasks = order[device];
-    int64_t nextForward = 0, nextBackward = 0;
-    for (; nextForward < warmup; ++nextForward)
-      tasks.push_back(forwards[nextForward]);
-    while (nextForward < total) {
-      tasks.push_back(forwards[nextForward++]);
-      tasks.push_back(backwards[nextBackward++]);
-    }
-    while (nextBackward < total)
-      tasks.push_back(backwards[nextBackward++]);
-  }
-  return order;
-}
-
-} // namespace
-
-std::vector<TraceSlice> simulateSchedule(const PipelinePlan &plan) {
+llvm::Expected<std::vector<TraceSlice>>
+simulateSchedule(const PipelinePlan &plan) {
   std::vector<TraceSlice> slices;
   int64_t stages = static_cast<int64_t>(plan.stages.size());
   int64_t chunks = plan.schedule.kind == ScheduleKind::Interleaved
                        ? plan.schedule.virtualStages
                        : 1;
   int64_t lastChunk = stages * chunks - 1;
-  std::vector<std::vector<Task>> order = taskOrder(plan);
+  llvm::Expected<std::vector<std::vector<ScheduledTask>>> order =
+      scheduleTaskOrder(plan.schedule, stages, plan.microBatches);
+  if (!order)
+    return order.takeError();
   std::vector<size_t> next(stages, 0);
   std::vector<double> free(stages, 0);
   // Finish times of (forward?, chunk, micro-batch).
@@ -78,8 +32,8 @@ std::vector<TraceSlice> simulateSchedule(const PipelinePlan &plan) {
   while (progress) {
     progress = false;
     for (int64_t device = 0; device < stages; ++device) {
-      while (next[device] < order[device].size()) {
-        const Task &task = order[device][next[device]];
+      while (next[device] < (*order)[device].size()) {
+        const ScheduledTask &task = (*order)[device][next[device]];
         std::optional<double> ready = 0.0;
         auto after = [&](bool forward, int64_t chunk) {
           auto found = done.find({forward, chunk, task.microBatch});

@@ -4,6 +4,7 @@
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/CostModel/MemoryEstimate.h"
+#include "tessera/Pipeline/Remat.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
@@ -321,41 +322,18 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       return split.contains(value) || splitShapes.count(shapeOf(value));
     };
 
-    // The attention core: the attention and the copies around it, up to
-    // the contractions on either side.
-    llvm::DenseSet<Operation *> core;
-    auto isCopy = [](Operation *op) {
-      return llvm::isa<tess::TransposeOp, tess::ReshapeOp, tess::SplitOp,
-                       tess::ConcatOp>(op);
-    };
-    for (Operation *op : ops) {
-      if (isBackward(op) || !llvm::isa<tess::AttentionOp>(op))
-        continue;
-      core.insert(op);
-      llvm::SmallVector<Operation *> work;
-      for (Value operand : op->getOperands())
-        if (Operation *producer = operand.getDefiningOp())
-          work.push_back(producer);
-      while (!work.empty()) {
-        Operation *producer = work.pop_back_val();
-        if (!inUnit.contains(producer) || !isCopy(producer) ||
-            !core.insert(producer).second)
-          continue;
-        for (Value operand : producer->getOperands())
-          if (Operation *next = operand.getDefiningOp())
-            work.push_back(next);
-      }
-      llvm::SmallVector<Value> outputs(op->getResults());
-      while (!outputs.empty()) {
-        Value value = outputs.pop_back_val();
-        for (Operation *user : value.getUsers())
-          if (inUnit.contains(user) && !isBackward(user) && isCopy(user) &&
-              core.insert(user).second)
-            outputs.append(user->result_begin(), user->result_end());
-      }
-    }
+    // What selective recomputation re-runs and stops keeping: the rule the
+    // program transformation applies (tess-rematerialize), so the planner
+    // prices the rewrite it gets. The embedding and the head keep all.
+    LayerRecomputation selective;
+    if (profile.units[unit].kind == UnitKind::Layer)
+      selective = planLayerRecomputation(*unitsOne, unit, RematMode::Selective);
+    llvm::DenseSet<Value> recomputedValues(selective.values.begin(),
+                                           selective.values.end());
+    llvm::DenseSet<Operation *> recomputedForward(selective.ops.begin(),
+                                                  selective.ops.end());
 
-    llvm::DenseSet<Value> coreInputs, unitInputs;
+    llvm::DenseSet<Value> unitInputs;
     for (Operation *op : ops) {
       if (isBackward(op)) {
         bool tensorParallel =
@@ -381,8 +359,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       OpRecord record = recordOf(op, twins, tensorParallel);
       if (record.kind != cost::OpKind::Free)
         unitProfile.forward.push_back(record);
-      if (core.contains(op) && record.kind != cost::OpKind::Free)
-        unitProfile.attentionCore.push_back(record);
+      if (recomputedForward.contains(op) && record.kind != cost::OpKind::Free)
+        unitProfile.selectiveRecompute.push_back(record);
       for (const Affine &bytes : forwardAllReduce.lookup(op))
         unitProfile.forwardAllReduces.push_back(bytes);
       for (const Affine &bytes : backwardAllReduce.lookup(op))
@@ -396,8 +374,6 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
           continue;
         if (!inUnit.contains(producer))
           unitInputs.insert(root);
-        else if (core.contains(op) && !core.contains(producer))
-          coreInputs.insert(root);
       }
     }
 
@@ -408,13 +384,10 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         continue;
       Affine bytes = twins.bytes(value);
       addBytes(unitProfile.savedAll, bytes, split.contains(value));
-      if (!core.contains(producer))
+      // savedAll less the values the backward gets from the clones.
+      if (!recomputedValues.contains(value))
         addBytes(unitProfile.savedSelective, bytes, split.contains(value));
     }
-    for (Value value : coreInputs)
-      if (!saved.contains(value))
-        addBytes(unitProfile.savedSelective, twins.bytes(value),
-                 split.contains(value));
     for (Value value : unitInputs)
       addBytes(unitProfile.savedInput, twins.bytes(value),
                split.contains(value));

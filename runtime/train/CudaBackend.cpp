@@ -119,7 +119,7 @@ int64_t deviceBytesInUse() {
   return static_cast<int64_t>(total - free);
 }
 
-class CudaBackend final : public TrainingBackend {
+class CudaBackend final : public FlatStateBackend<DeviceBuffer> {
 public:
   CudaBackend(const tessera_program &program, const TrainOptions &options,
               const ParameterLayout *plannedLayout);
@@ -129,24 +129,6 @@ public:
   }
 
   tessera_device_kind device() const override { return TESSERA_DEVICE_CUDA; }
-  FlatBuffer masterWeights() override {
-    return {master.get(), TESSERA_F32, layout.totalElements()};
-  }
-  FlatBuffer computeGradients() override {
-    return {gradients.get(), computeDtype, layout.totalElements()};
-  }
-  FlatBuffer optimizerGradients() override {
-    return accumulating()
-               ? FlatBuffer{accumulators.get(), TESSERA_F32,
-                            layout.totalElements()}
-               : computeGradients();
-  }
-  FlatBuffer firstMoments() override {
-    return {firstMomentValues.get(), TESSERA_F32, layout.totalElements()};
-  }
-  FlatBuffer secondMoments() override {
-    return {secondMomentValues.get(), TESSERA_F32, layout.totalElements()};
-  }
   void *stream() override { return streamHandle; }
 
   void loadState(const TrainingState &state) override;
@@ -171,7 +153,6 @@ public:
   }
 
 private:
-  bool accumulating() const { return options.gradientAccumulation > 1; }
   /// A host copy of a whole flat device buffer.
   std::vector<unsigned char> download(const FlatBuffer &buffer);
   /// The chunks the norm and AdamW work on, and their sums' buffers.
@@ -181,8 +162,6 @@ private:
   int64_t baselineBytes = 0;
   int64_t microBatchBytes = 0;
   int32_t chunkCount = 0;
-  DeviceBuffer master, firstMomentValues, secondMomentValues, gradients,
-      accumulators;
   DeviceBuffer deviceTokens, deviceTargets, chunks, partialSums;
   std::vector<DeviceBuffer> bufferStorage;
   PinnedBuffer hostTokens, hostTargets, hostPartialSums;
@@ -193,7 +172,7 @@ private:
 CudaBackend::CudaBackend(const tessera_program &program,
                          const TrainOptions &options,
                          const ParameterLayout *plannedLayout)
-    : TrainingBackend(program, options, plannedLayout) {
+    : FlatStateBackend(program, options, plannedLayout) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     fail("this executable trains on a GPU, and the CUDA driver sees none");

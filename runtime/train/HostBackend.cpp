@@ -61,30 +61,12 @@ void checkKernel(int status, const char *what) {
     fail(std::string(what) + ": " + tessera_cpu_last_error());
 }
 
-class HostBackend final : public TrainingBackend {
+class HostBackend final : public FlatStateBackend<AlignedBuffer> {
 public:
   HostBackend(const tessera_program &program, const TrainOptions &options,
               const ParameterLayout *plannedLayout);
 
   tessera_device_kind device() const override { return TESSERA_DEVICE_HOST; }
-  FlatBuffer masterWeights() override {
-    return {master.get(), TESSERA_F32, layout.totalElements()};
-  }
-  FlatBuffer computeGradients() override {
-    return {gradients.get(), computeDtype, layout.totalElements()};
-  }
-  FlatBuffer optimizerGradients() override {
-    return accumulating()
-               ? FlatBuffer{accumulators.get(), TESSERA_F32,
-                            layout.totalElements()}
-               : computeGradients();
-  }
-  FlatBuffer firstMoments() override {
-    return {firstMomentValues.get(), TESSERA_F32, layout.totalElements()};
-  }
-  FlatBuffer secondMoments() override {
-    return {secondMomentValues.get(), TESSERA_F32, layout.totalElements()};
-  }
   void *stream() override { return nullptr; }
 
   void loadState(const TrainingState &state) override;
@@ -111,7 +93,6 @@ public:
   }
 
 private:
-  bool accumulating() const { return options.gradientAccumulation > 1; }
 
   /// The per-parameter views of the optimizer's work: whole slices, or
   /// 1-D views of the pieces restrictOptimizer named.
@@ -121,8 +102,7 @@ private:
   };
   OptimizerViews optimizerViews();
 
-  AlignedBuffer master, firstMomentValues, secondMomentValues, gradients,
-      accumulators, scratch;
+  AlignedBuffer scratch;
   bool restricted = false;
   std::vector<ParameterLayout::Piece> restriction;
   std::vector<std::vector<unsigned char>> bufferValues;
@@ -133,7 +113,7 @@ private:
 HostBackend::HostBackend(const tessera_program &program,
                          const TrainOptions &options,
                          const ParameterLayout *plannedLayout)
-    : TrainingBackend(program, options, plannedLayout) {
+    : FlatStateBackend(program, options, plannedLayout) {
   master = AlignedBuffer(layout.totalBytes(TESSERA_F32));
   firstMomentValues = AlignedBuffer(layout.totalBytes(TESSERA_F32));
   secondMomentValues = AlignedBuffer(layout.totalBytes(TESSERA_F32));

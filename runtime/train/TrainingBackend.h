@@ -152,6 +152,36 @@ private:
   std::vector<bool> decays;
 };
 
+/// The training state both backends keep the same way: five flat buffers
+/// placed by the ParameterLayout (fp32 master weights and moments, the
+/// compute-precision gradients, fp32 accumulators when a step has several
+/// micro-batches), owned by `Buffer` (host or device memory; `get()` is the
+/// pointer).
+template <typename Buffer>
+class FlatStateBackend : public TrainingBackend {
+public:
+  using TrainingBackend::TrainingBackend;
+
+  FlatBuffer masterWeights() override { return f32(master); }
+  FlatBuffer computeGradients() override {
+    return {gradients.get(), computeDtype, layout.totalElements()};
+  }
+  FlatBuffer optimizerGradients() override {
+    return accumulating() ? f32(accumulators) : computeGradients();
+  }
+  FlatBuffer firstMoments() override { return f32(firstMomentValues); }
+  FlatBuffer secondMoments() override { return f32(secondMomentValues); }
+
+protected:
+  bool accumulating() const { return options.gradientAccumulation > 1; }
+  FlatBuffer f32(Buffer &buffer) {
+    return {buffer.get(), TESSERA_F32, layout.totalElements()};
+  }
+
+  Buffer master, firstMomentValues, secondMomentValues, gradients,
+      accumulators;
+};
+
 /// Makes the backend of `program` (its device must be the one the factory
 /// serves; it checks), its flat buffers placed by `layout` (nullptr: the
 /// program's ParameterLayout).

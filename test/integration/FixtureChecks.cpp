@@ -112,22 +112,6 @@ bindArguments(mlir::func::FuncOp function,
   return arguments;
 }
 
-/// The ONNX initializer that holds a PyTorch parameter: named in the
-/// fixture where they differ (tied weights), else the same name.
-std::string initializerOf(llvm::StringRef pytorchName,
-                          const llvm::json::Object &info) {
-  if (std::optional<llvm::StringRef> name = info.getString("onnx_initializer"))
-    return name->str();
-  return pytorchName.str();
-}
-
-double norm(const HostTensorBuffer &tensor) {
-  double sum = 0;
-  for (int64_t i = 0; i < tensor.numElements(); ++i)
-    sum += tensor.getDouble(i) * tensor.getDouble(i);
-  return std::sqrt(sum);
-}
-
 } // namespace
 
 void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
@@ -186,13 +170,13 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   EXPECT_EQ(gradients.size(), parameters->size());
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
-    std::string name = initializerOf(pytorchName, *info);
+    std::string name = fixtures::initializerOf(pytorchName, *info);
     auto gradient = gradients.find(name);
     ASSERT_NE(gradient, gradients.end()) << "no gradient for " << name;
     double expectedNorm = *info->getNumber("grad_norm");
     // Gradients that are zero in exact arithmetic (BERT's key bias) are
     // PyTorch's rounding noise: compare those absolutely.
-    EXPECT_NEAR(norm(gradient->second), expectedNorm,
+    EXPECT_NEAR(fixtures::norm(gradient->second), expectedNorm,
                 std::max(1e-4 * expectedNorm, 1e-8))
         << "gradient norm of " << pytorchName.str();
   }
@@ -211,7 +195,7 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
       << llvm::toString(updated.takeError());
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
-    std::string name = initializerOf(pytorchName, *info);
+    std::string name = fixtures::initializerOf(pytorchName, *info);
     // Results are (params..., m..., v...), parameters in argument order.
     int64_t index = -1;
     for (unsigned i = 0; i < optimizerStep.getNumResults(); ++i)

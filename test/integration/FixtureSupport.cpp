@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cmath>
+
 using namespace tessera;
 
 std::string fixtures::testDirectory() { return TESSERA_TEST_DIRECTORY; }
@@ -40,6 +43,28 @@ std::vector<double> fixtures::numbers(const llvm::json::Value *array) {
   for (const llvm::json::Value &value : *array->getAsArray())
     values.push_back(value.getAsNumber().value_or(NAN));
   return values;
+}
+
+std::string fixtures::initializerOf(llvm::StringRef pytorchName,
+                                   const llvm::json::Object &info) {
+  if (std::optional<llvm::StringRef> name = info.getString("onnx_initializer"))
+    return name->str();
+  return pytorchName.str();
+}
+
+double fixtures::norm(const execution::HostTensorBuffer &tensor) {
+  double sum = 0;
+  for (int64_t i = 0; i < tensor.numElements(); ++i)
+    sum += tensor.getDouble(i) * tensor.getDouble(i);
+  return std::sqrt(sum);
+}
+
+std::string fixtures::testName(llvm::StringRef description) {
+  std::string name = description.str();
+  for (char &c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)))
+      c = '_';
+  return name;
 }
 
 execution::HostTensorBuffer

@@ -38,6 +38,30 @@ execution::HostTensorBuffer fixtureTokens(const llvm::json::Object &fixture,
 
 std::vector<double> numbers(const llvm::json::Value *array);
 
+/// The ONNX initializer that holds the PyTorch parameter `pytorchName` of
+/// the fixture's "params": named in its entry `info` where the two differ
+/// (tied weights), else the same name.
+std::string initializerOf(llvm::StringRef pytorchName,
+                          const llvm::json::Object &info);
+
+/// The L2 norm of all the tensor's elements, summed in double: what the
+/// fixtures' grad_norm holds.
+double norm(const execution::HostTensorBuffer &tensor);
+
+/// `description` as a GoogleTest name, which allows only letters, digits
+/// and underscores: every other character becomes '_'.
+std::string testName(llvm::StringRef description);
+
+/// INSTANTIATE_TEST_SUITE_P's name generator for a parameter type with a
+/// `describe(const Case &)` next to it (found by argument-dependent lookup
+/// in the test's namespace): the test is named after its description.
+struct DescribedTestName {
+  template <typename ParamInfo>
+  std::string operator()(const ParamInfo &info) const {
+    return testName(describe(info.param));
+  }
+};
+
 /// Imports test/models/<file> with its weights and the fusion pipeline,
 /// binding `dims` (empty for a static export).
 mlir::OwningOpRef<mlir::ModuleOp>

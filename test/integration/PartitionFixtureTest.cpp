@@ -215,20 +215,6 @@ HostTensorBuffer assemble(std::vector<HostTensorBuffer> &blocks,
   return HostTensorBuffer::fromFloats(shape, total);
 }
 
-double norm(const HostTensorBuffer &tensor) {
-  double sum = 0;
-  for (int64_t i = 0; i < tensor.numElements(); ++i)
-    sum += tensor.getDouble(i) * tensor.getDouble(i);
-  return std::sqrt(sum);
-}
-
-std::string initializerOf(llvm::StringRef pytorchName,
-                          const llvm::json::Object &info) {
-  if (std::optional<llvm::StringRef> name = info.getString("onnx_initializer"))
-    return name->str();
-  return pytorchName.str();
-}
-
 void runPartitioned(const PartitionCase &test) {
   SCOPED_TRACE(describe(test));
   llvm::json::Object fixture = fixtures::loadFixture(test.model);
@@ -370,10 +356,10 @@ void runPartitioned(const PartitionCase &test) {
   ASSERT_TRUE(parameters);
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
-    auto gradient = gradients.find(initializerOf(pytorchName, *info));
+    auto gradient = gradients.find(fixtures::initializerOf(pytorchName, *info));
     ASSERT_NE(gradient, gradients.end()) << pytorchName.str();
     double expected = *info->getNumber("grad_norm");
-    double actual = norm(gradient->second);
+    double actual = fixtures::norm(gradient->second);
     if (expected > 1e-6)
       normError = std::max(normError, std::abs(actual - expected) / expected);
     EXPECT_NEAR(actual, expected, std::max(1e-5 * expected, 1e-8))
@@ -459,12 +445,6 @@ std::vector<PartitionCase> cases() {
 
 INSTANTIATE_TEST_SUITE_P(
     Meshes, PartitionFixtureTest, testing::ValuesIn(cases()),
-    [](const testing::TestParamInfo<PartitionCase> &info) {
-      std::string name = describe(info.param);
-      for (char &c : name)
-        if (!std::isalnum(static_cast<unsigned char>(c)))
-          c = '_';
-      return name;
-    });
+    fixtures::DescribedTestName());
 
 } // namespace

@@ -83,13 +83,6 @@ HostTensorBuffer row(const llvm::json::Object &fixture, int64_t firstColumn,
   return HostTensorBuffer::fromInts({1, sequence}, values);
 }
 
-double norm(const HostTensorBuffer &tensor) {
-  double sum = 0;
-  for (int64_t i = 0; i < tensor.numElements(); ++i)
-    sum += tensor.getDouble(i) * tensor.getDouble(i);
-  return std::sqrt(sum);
-}
-
 void runPipelined(const PipelineCase &test) {
   SCOPED_TRACE(describe(test));
   llvm::json::Object fixture =
@@ -203,14 +196,11 @@ void runPipelined(const PipelineCase &test) {
   ASSERT_TRUE(parameters);
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
-    std::string name = pytorchName.str();
-    if (std::optional<llvm::StringRef> initializer =
-            info->getString("onnx_initializer"))
-      name = initializer->str();
+    std::string name = fixtures::initializerOf(pytorchName, *info);
     auto gradient = gradients.find(name);
     ASSERT_NE(gradient, gradients.end()) << name;
     double expected = *info->getNumber("grad_norm");
-    double actual = norm(gradient->second);
+    double actual = fixtures::norm(gradient->second);
     if (expected > 1e-6)
       normError = std::max(normError, std::abs(actual - expected) / expected);
     EXPECT_NEAR(actual, expected, std::max(1e-5 * expected, 1e-8))
@@ -271,12 +261,6 @@ std::vector<PipelineCase> cases() {
 
 INSTANTIATE_TEST_SUITE_P(
     Schedules, PipelineFixtureTest, testing::ValuesIn(cases()),
-    [](const testing::TestParamInfo<PipelineCase> &info) {
-      std::string name = describe(info.param);
-      for (char &c : name)
-        if (!std::isalnum(static_cast<unsigned char>(c)))
-          c = '_';
-      return name;
-    });
+    fixtures::DescribedTestName());
 
 } // namespace

@@ -118,13 +118,6 @@ bool bitIdentical(const HostTensorBuffer &a, const HostTensorBuffer &b) {
              0;
 }
 
-double norm(const HostTensorBuffer &tensor) {
-  double sum = 0;
-  for (float value : tensor.toFloats())
-    sum += static_cast<double>(value) * value;
-  return std::sqrt(sum);
-}
-
 void checkEveryMode(const std::string &model, const std::string &file,
                     const std::string &loss, int64_t sequence,
                     bool shiftTargets) {
@@ -139,11 +132,8 @@ void checkEveryMode(const std::string &model, const std::string &file,
   std::map<std::string, double> expectedNorms;
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
-    std::string name = pytorchName.str();
-    if (std::optional<llvm::StringRef> initializer =
-            info->getString("onnx_initializer"))
-      name = initializer->str();
-    expectedNorms[name] = *info->getNumber("grad_norm");
+    expectedNorms[fixtures::initializerOf(pytorchName, *info)] =
+        *info->getNumber("grad_norm");
   }
 
   for (const std::string mode : {"selective", "full"}) {
@@ -163,7 +153,7 @@ void checkEveryMode(const std::string &model, const std::string &file,
     for (size_t i = 1; i < step.values.size(); ++i) {
       auto expected = expectedNorms.find(step.names[i]);
       ASSERT_NE(expected, expectedNorms.end()) << step.names[i];
-      EXPECT_NEAR(norm(step.values[i]), expected->second,
+      EXPECT_NEAR(fixtures::norm(step.values[i]), expected->second,
                   std::max(1e-4 * expected->second, 1e-8))
           << "gradient norm of " << step.names[i];
     }

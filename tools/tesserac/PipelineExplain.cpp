@@ -18,42 +18,51 @@
 using namespace llvm;
 
 namespace tessera::tesserac {
+
+cl::OptionCategory &pipelineOptionCategory() {
+  // Built on first use: the flags below register with it while this file's
+  // statics are initialized, in an order relative to others C++ leaves open.
+  static cl::OptionCategory category("tesserac pipeline planner options");
+  return category;
+}
+
 namespace {
 
-// The pipeline planner's flags (tesserac's --help lists only its own
-// category; these are documented in PipelineExplain.h and lib/Pipeline).
+// The pipeline planner's flags, in their own --help category (documented
+// in PipelineExplain.h and lib/Pipeline).
 cl::opt<bool> pipeline("pipeline",
                        cl::desc("--explain: plan pipeline stages, DP x TP, "
                                 "ZeRO-1, micro-batches, schedule and remat "
-                                "over the cluster for the global --dim batch"));
+                                "over the cluster for the global --dim batch"),
+                       cl::cat(pipelineOptionCategory()));
 cl::opt<int64_t> stages("stages",
                         cl::desc("--pipeline: force the number of stages"),
-                        cl::value_desc("N"));
+                        cl::value_desc("N"), cl::cat(pipelineOptionCategory()));
 cl::opt<int64_t>
     microBatches("microbatches",
                  cl::desc("--pipeline: force the micro-batches per step"),
-                 cl::value_desc("M"));
+                 cl::value_desc("M"), cl::cat(pipelineOptionCategory()));
 cl::opt<std::string>
     schedule("schedule",
              cl::desc("--pipeline: force gpipe, 1f1b or interleaved[:V]"),
-             cl::value_desc("NAME"));
+             cl::value_desc("NAME"), cl::cat(pipelineOptionCategory()));
 cl::opt<std::string>
     remat("remat",
           cl::desc("none, selective or full: what each layer recomputes in "
                    "the backward, forced for --pipeline's plan and applied "
                    "to the step --target and --emit=cpp build; auto (the "
                    "--pipeline search chooses per stage) is the default"),
-          cl::value_desc("MODE"));
+          cl::value_desc("MODE"), cl::cat(pipelineOptionCategory()));
 cl::opt<int64_t> pipelineDevices(
     "pipeline-devices",
     cl::desc("--pipeline: plan for the first N devices of the cluster "
              "(default: all)"),
-    cl::value_desc("N"));
+    cl::value_desc("N"), cl::cat(pipelineOptionCategory()));
 cl::opt<std::string>
     tracePath("trace",
               cl::desc("--pipeline: write the predicted schedule of one step "
                        "as a Chrome/Perfetto trace"),
-              cl::value_desc("FILE.json"));
+              cl::value_desc("FILE.json"), cl::cat(pipelineOptionCategory()));
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "tesserac") << message << "\n";
@@ -182,11 +191,13 @@ std::optional<int> explainPipeline(StringRef inputPath,
   output->keep();
 
   if (!tracePath.empty()) {
+    auto slices = pipeline::simulateSchedule(*plan);
+    if (!slices)
+      return fail(toString(slices.takeError()));
     auto trace = mlir::openOutputFile(tracePath, &error);
     if (!trace)
       return fail(error);
-    pipeline::writeChromeTrace(*plan, pipeline::simulateSchedule(*plan),
-                               trace->os());
+    pipeline::writeChromeTrace(*plan, *slices, trace->os());
     trace->keep();
   }
   return 0;

@@ -19,14 +19,16 @@
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Pipeline/Remat.h"
 
+#include "llvm/Support/CommandLine.h"
+
 #include <optional>
 
 namespace tessera::tesserac {
 
-/// Nothing when no pipeline flag was given (the ordinary --explain runs);
-/// otherwise imports the model at two batch sizes, plans it on `cluster`,
-/// prints the plan to `outputPath` ("-": stdout) and returns the exit
-/// status (1 after printing "tesserac: error: ...").
+/// The --help category of the flags above, for tesserac's
+/// cl::HideUnrelatedOptions.
+llvm::cl::OptionCategory &pipelineOptionCategory();
+
 /// Whether --remat was given.
 bool rematRequested();
 
@@ -36,6 +38,10 @@ bool rematRequested();
 /// unknown mode.
 llvm::Expected<pipeline::RematMode> stepRematMode();
 
+/// Nothing when no pipeline flag was given (the ordinary --explain runs);
+/// otherwise imports the model at two batch sizes, plans it on `cluster`,
+/// prints the plan to `outputPath` ("-": stdout) and returns the exit
+/// status (1 after printing "tesserac: error: ...").
 std::optional<int> explainPipeline(llvm::StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,

@@ -585,7 +585,8 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions(
+      {&category, &tessera::tesserac::pipelineOptionCategory()});
   cl::ParseCommandLineOptions(argc, argv, "Tessera: ONNX Transformer -> "
                                           "training program\n");
 

@@ -40,8 +40,10 @@ struct TraceSlice {
   double duration = 0;
 };
 
-/// The slices of one step; the makespan is the largest end.
-std::vector<TraceSlice> simulateSchedule(const PipelinePlan &plan);
+/// The slices of one step; the makespan is the largest end. Errors:
+/// scheduleTaskOrder's (a plan the search did not make).
+llvm::Expected<std::vector<TraceSlice>>
+simulateSchedule(const PipelinePlan &plan);
 
 /// Chrome/Perfetto trace-event JSON of `slices`, one row per stage.
 void writeChromeTrace(const PipelinePlan &plan,

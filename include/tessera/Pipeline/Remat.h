@@ -2,29 +2,27 @@
 //
 // Per layer, what its forward keeps for the backward:
 //   none       everything the backward reads (UnitProfile::savedAll)
-//   selective  all but the attention core, which the backward runs again
-//              from its input (Megatron-LM's selective recomputation; with a
-//              fused FlashAttention-style kernel there is no s^2 score
-//              tensor to drop, so the saving is the core's outputs)
+//   selective  all but the cheap outputs the backward reads (normalization,
+//              dropout and elementwise results), which the backward runs
+//              again from values it keeps anyway (planLayerRecomputation)
 //   full       only the layer's input; the backward runs the whole forward
 //              of the layer again (and its tensor-parallel all-reduces)
 // The embedding and the head are never recomputed.
 //
-// The program transformation (tess-rematerialize, lib/Transforms/Remat)
-// takes its choice of values from planLayerRecomputation below. Its
-// selective rule differs from the attention core above: with a fused
-// attention the core's outputs are 4 sbh elements of a GPT layer's 16 and
-// recomputing them re-runs the attention (the layer's costliest op after
-// the matmuls), whereas the normalization and elementwise outputs the
-// backward reads (both layer norms, the GELU output: 6 of the 16) are
-// memory-bound to recompute from values the backward keeps anyway. In
-// Megatron's 2-byte units a GPT layer keeps 32 sbh (none), 20 sbh
-// (selective, transformation) and 2 sbh (full); the arena of GPT-2 124M's
-// step at 16 x 1024 shrinks by exactly 12 layers x 12 and x 30 sbh
+// planLayerRecomputation below is the one rule for which values: the
+// program transformation (tess-rematerialize, lib/Transforms/Remat) clones
+// its ops, and UnitProfile prices the same ops and drops the same values
+// from the kept bytes. Its selective rule differs from Megatron-LM's
+// selective recomputation (the attention core): with a fused attention the
+// core's outputs are 4 sbh elements of a GPT layer's 16 and recomputing
+// them re-runs the attention (the layer's costliest op after the matmuls),
+// whereas the normalization and elementwise outputs the backward reads
+// (both layer norms, the GELU output: 6 of the 16) are memory-bound to
+// recompute from values the backward keeps anyway. In Megatron's 2-byte
+// units a GPT layer keeps 32 sbh (none), 20 sbh (selective) and 2 sbh
+// (full) (test/unit/Pipeline/RematMemoryTest.cpp); the arena of GPT-2
+// 124M's step at 16 x 1024 shrinks by exactly 12 layers x 12 and x 30 sbh
 // (test/Transforms/Remat/arena-remat.test checks gpt2-tiny).
-// UnitProfile's savedSelective (30 sbh) still models the attention core:
-// until it uses planLayerRecomputation, the planner's selective choice
-// prices a different rewrite than the one tess-rematerialize makes.
 //
 //===----------------------------------------------------------------------===//
 

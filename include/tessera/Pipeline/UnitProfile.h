@@ -100,14 +100,15 @@ struct UnitProfile {
   std::string signature;
   std::vector<OpRecord> forward;
   std::vector<OpRecord> backward;
-  /// The forward ops selective recomputation runs again: the attention core
-  /// (the attention and the copies between the QKV projection and the
-  /// output projection).
-  std::vector<OpRecord> attentionCore;
+  /// The forward ops selective recomputation runs again: the ops of
+  /// planLayerRecomputation(..., RematMode::Selective) (Remat.h), the ones
+  /// tess-rematerialize clones.
+  std::vector<OpRecord> selectiveRecompute;
 
   /// Activations kept for the backward, per micro-batch: everything the
-  /// backward reads (no remat), that less the attention core's values plus
-  /// its input (selective), the unit's input alone (full).
+  /// backward reads (no remat), that less the values selective
+  /// recomputation rebuilds (planLayerRecomputation's values), the unit's
+  /// input alone (full).
   TensorBytes savedAll;
   TensorBytes savedSelective;
   TensorBytes savedInput;

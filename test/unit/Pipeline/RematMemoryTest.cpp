@@ -114,17 +114,22 @@ TEST(RematMemory, AgainstMegatronFormula) {
     // 32 s b h: Megatron's 34 less its two dropout masks; no s^2 term.
     EXPECT_DOUBLE_EQ(none, 32 * sbh);
     EXPECT_NEAR(none / megatronSelective, 32.0 / 34, 1e-12);
-    // Selective drops the attention output (2 s b h), recomputed from the
-    // kept Q, K, V.
-    EXPECT_DOUBLE_EQ(selective, 30 * sbh);
+    // Selective (tess-rematerialize's rule) drops the two layer-norm
+    // outputs (2 s b h each) and the GELU output (8 s b h), re-run from the
+    // layer input, the mid residual and the kept fc1 output.
+    EXPECT_DOUBLE_EQ(selective, 20 * sbh);
     EXPECT_DOUBLE_EQ(full, 2 * sbh);
     // Tensor parallelism divides all but the replicated [s, b, h] tensors:
     // layer input, the two norm outputs and the mid residual (Megatron's
     // 10 s b h without sequence parallelism, less its mask).
     EXPECT_DOUBLE_EQ(keptActivations(layer, RematMode::None).at(b, 8),
                      8 * sbh + 24 * sbh / 8);
+    // Selective rebuilds the two replicated norm outputs and the split GELU
+    // output.
+    EXPECT_DOUBLE_EQ(keptActivations(layer, RematMode::Selective).at(b, 8),
+                     4 * sbh + 16 * sbh / 8);
   }
-  EXPECT_FALSE(layer.attentionCore.empty());
+  EXPECT_FALSE(layer.selectiveRecompute.empty());
 }
 
 } // namespace
