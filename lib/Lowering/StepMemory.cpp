@@ -114,7 +114,6 @@ FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,
       memory.bufferBytes += elementsOf(type) * *bytes;
     }
   }
-  bool computeIsF32 = true;
   for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
     if (!forwardBackward.getResultAttr(i, "tess.gradient"))
       continue;
@@ -124,7 +123,6 @@ FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,
       return forwardBackward.emitError("gradient ") << i << " has an element "
              "type the runtime cannot store";
     memory.gradientBytes += type.getNumElements() * *bytes;
-    computeIsF32 &= type.getElementType().isF32();
   }
   memory.masterWeightBytes = 4 * parameterElements;
   memory.optimizerStateBytes = 8 * parameterElements;
@@ -134,7 +132,6 @@ FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,
   if (microBatches > 1)
     memory.accumulatorBytes = 4 * parameterElements;
   memory.gemmScratchBytes = gemmScratchBytes(forwardBackward);
-  (void)computeIsF32;
   return memory;
 }
 

@@ -9,7 +9,6 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -90,9 +89,7 @@ buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
   BuildTrainingOptions training;
   training.loss = loss.str();
   training.precision = precision.str();
-  passes.addPass(createBuildTraining(training));
-  passes.addPass(mlir::createCanonicalizerPass());
-  passes.addPass(mlir::createCSEPass());
+  buildTrainingPipeline(passes, training);
   if (mlir::failed(passes.run(**module)))
     return createStringError(inconvertibleErrorCode(),
                              inputPath + ": building the training step failed");

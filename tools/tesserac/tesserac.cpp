@@ -47,7 +47,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
@@ -347,9 +346,7 @@ int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
   tessera::BuildTrainingOptions trainingOptions;
   trainingOptions.loss = loss;
   trainingOptions.precision = precision;
-  training.addPass(tessera::createBuildTraining(trainingOptions));
-  training.addPass(mlir::createCanonicalizerPass());
-  training.addPass(mlir::createCSEPass());
+  tessera::buildTrainingPipeline(training, trainingOptions);
   if (mlir::failed(training.run(module)))
     return fail(inputPath + ": building the training step failed");
   return 0;

@@ -23,6 +23,13 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm);
 #define GEN_PASS_REGISTRATION
 #include "tessera/Transforms/Passes.h.inc"
 
+/// Adds the passes that turn the forward function into the training step:
+/// tess-build-training with `options`, then canonicalize and CSE (which a
+/// later tess-rematerialize must follow, not precede: CSE would merge its
+/// clones back into the forward).
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const BuildTrainingOptions &options);
+
 } // namespace tessera
 
 #endif // TESSERA_TRANSFORMS_PASSES_H

@@ -8,7 +8,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -191,9 +190,7 @@ buildGptTrainingProgram(mlir::MLIRContext &context, const GptShape &shape,
   BuildTrainingOptions options;
   options.loss = "causal-lm";
   options.precision = precision;
-  pm.addPass(createBuildTraining(options));
-  pm.addPass(mlir::createCanonicalizerPass());
-  pm.addPass(mlir::createCSEPass());
+  buildTrainingPipeline(pm, options);
   if (mlir::failed(pm.run(*module))) {
     ADD_FAILURE() << "building the " << precision
                   << " training step failed";
