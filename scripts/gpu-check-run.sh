@@ -9,7 +9,8 @@
 #    the loss, the parameters after the step and every gradient norm.
 # 2. gpt2-tiny bf16, two micro-batches a step: 4 steps straight, and 2 steps
 #    to a checkpoint then --resume to 4; the losses must fall and the resumed
-#    parameters equal the straight run's bit for bit.
+#    parameters equal the straight run's bit for bit, as must those of the
+#    straight run with --cuda-graphs off.
 # 3. The driver's GPU kernels against the CPU (tessera_runtime_cuda_tests).
 # 4. If present, GPT-2 124M bf16 (16 x 1024): a few steps for the speed.
 # The weights path baked into each executable is the compiling machine's, so
@@ -87,6 +88,16 @@ PY
   # repeats the straight one bit for bit.
   python3 "$here/training_runs.py" same-params "$out/bf16-straight.safetensors" \
       "$out/bf16-resumed.safetensors" || status=1
+  # The straight run replays its step as a CUDA graph from the second
+  # micro-batch on; launching every kernel instead gives the same bits.
+  if "$bf16" "${common[@]}" --steps 4 --cuda-graphs off \
+       --metrics "$out/bf16-eager.jsonl" --dump-params "$out/bf16-eager.safetensors"; then
+    python3 "$here/training_runs.py" same-params "$out/bf16-straight.safetensors" \
+        "$out/bf16-eager.safetensors" || status=1
+  else
+    echo "gpt2-tiny bf16 --cuda-graphs off: the executable failed"
+    status=1
+  fi
 else
   echo "gpt2-tiny bf16: the executable failed"
   status=1

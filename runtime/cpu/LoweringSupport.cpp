@@ -10,6 +10,7 @@
 #include "DataTypes.h"
 #include "Errors.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -96,7 +97,14 @@ extern "C" int tessera_fill_splat(tessera_tensor *y, const uint8_t *element,
   });
 }
 
+namespace {
+std::atomic<uint64_t> mixedSeeds{0};
+} // namespace
+
+extern "C" uint64_t tessera_mix_seed_calls(void) { return mixedSeeds.load(); }
+
 extern "C" uint64_t tessera_mix_seed(uint64_t step_seed, uint64_t op_seed) {
+  mixedSeeds.fetch_add(1, std::memory_order_relaxed);
   uint64_t z = step_seed * 0x9E3779B97F4A7C15ull + op_seed + 1;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;

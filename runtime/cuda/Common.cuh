@@ -303,6 +303,65 @@ StridedLayout<Operands> makeLayout(const Shape &shape,
   return layout;
 }
 
+//===--- 16-byte packs of eight float-storage elements ---------------------===//
+
+constexpr int kPack = 8;
+
+/// Elements [i, i + kPack) of a float storage type (f32, bf16, f16) as
+/// floats; the address is 16-byte aligned. Converts exactly as loadFloat.
+__device__ __forceinline__ void loadPack(const void *data, int dtype,
+                                         int64_t i, float (&values)[kPack]) {
+  if (dtype == TESSERA_F32) {
+    const float4 *vectors =
+        reinterpret_cast<const float4 *>(static_cast<const float *>(data) + i);
+    float4 low = vectors[0], high = vectors[1];
+    values[0] = low.x, values[1] = low.y, values[2] = low.z, values[3] = low.w;
+    values[4] = high.x, values[5] = high.y, values[6] = high.z,
+    values[7] = high.w;
+    return;
+  }
+  // bf16 and f16: eight 2-byte elements in one 16-byte vector.
+  uint4 vector = *reinterpret_cast<const uint4 *>(
+      static_cast<const uint16_t *>(data) + i);
+  if (dtype == TESSERA_BF16) {
+    const __nv_bfloat16 *elements =
+        reinterpret_cast<const __nv_bfloat16 *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      values[k] = __bfloat162float(elements[k]);
+  } else {
+    const __half *elements = reinterpret_cast<const __half *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      values[k] = __half2float(elements[k]);
+  }
+}
+
+/// Stores as storeFloat rounds, 16-byte aligned.
+__device__ __forceinline__ void storePack(void *data, int dtype, int64_t i,
+                                          const float (&values)[kPack]) {
+  if (dtype == TESSERA_F32) {
+    float4 *vectors =
+        reinterpret_cast<float4 *>(static_cast<float *>(data) + i);
+    vectors[0] = make_float4(values[0], values[1], values[2], values[3]);
+    vectors[1] = make_float4(values[4], values[5], values[6], values[7]);
+    return;
+  }
+  uint4 vector;
+  if (dtype == TESSERA_BF16) {
+    __nv_bfloat16 *elements = reinterpret_cast<__nv_bfloat16 *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      elements[k] = __float2bfloat16_rn(values[k]);
+  } else {
+    __half *elements = reinterpret_cast<__half *>(&vector);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      elements[k] = __float2half_rn(values[k]);
+  }
+  *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(data) + i) = vector;
+}
+
 //===--- Launch shapes and reductions --------------------------------------===//
 
 constexpr int kThreadsPerBlock = 256;

@@ -8,6 +8,13 @@
 // call (tessera_cuda_finish_step), which is also where a device-side error
 // becomes the message the driver prints.
 //
+// Constants are staged once: the first fill of a static host table copies it
+// into device memory of its own, and every fill (this one included) is then
+// a device-to-device copy on the stream. The tables are the program's
+// `static const` data, so a host address names the same bytes for the life
+// of the process; and a step that copies only device memory can be captured
+// into a CUDA graph (a copy from pageable host memory cannot).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
@@ -15,6 +22,9 @@
 #include "tessera/runtime/cuda_lowering_support.h"
 
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 using namespace tessera::cuda;
 using tessera::cpu::dtypeName;
@@ -23,6 +33,28 @@ using tessera::cpu::elementCount;
 using tessera::cpu::requireTensor;
 
 namespace {
+
+/// Non-null while this thread's step is being captured into a graph: where
+/// the loss goes instead of the caller's host float.
+thread_local float *captureLossStaging = nullptr;
+
+/// Device copies of the program's constant tables, per (device, table).
+std::mutex constantMutex;
+std::map<std::tuple<int, const void *, int64_t>, void *> deviceConstants;
+
+/// The device copy of the `size` bytes at `bytes` (made on first use).
+const void *deviceConstant(const uint8_t *bytes, int64_t size) {
+  int device = 0;
+  cudaCheck(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(constantMutex);
+  void *&copy = deviceConstants[{device, bytes, size}];
+  if (!copy) {
+    cudaCheck(cudaMalloc(&copy, static_cast<size_t>(size)));
+    cudaCheck(cudaMemcpy(copy, bytes, static_cast<size_t>(size),
+                         cudaMemcpyHostToDevice));
+  }
+  return copy;
+}
 
 int64_t byteCount(const tessera_tensor &tensor) {
   return elementCount(tensor) * static_cast<int64_t>(dtypeSize(tensor.dtype));
@@ -93,8 +125,9 @@ extern "C" int tessera_cuda_fill_bytes(tessera_tensor *y, const uint8_t *bytes,
       fail("constant of " + std::to_string(size) + " bytes for a tensor of " +
            std::to_string(expected));
     if (size)
-      cudaCheck(cudaMemcpyAsync(out.data, bytes, static_cast<size_t>(size),
-                                cudaMemcpyHostToDevice, stream));
+      cudaCheck(cudaMemcpyAsync(out.data, deviceConstant(bytes, size),
+                                static_cast<size_t>(size),
+                                cudaMemcpyDeviceToDevice, stream));
   });
 }
 
@@ -132,7 +165,8 @@ extern "C" int tessera_cuda_read_scalar_f32(const tessera_tensor *x,
     const tessera_tensor &scalar = requireTensor(x, "x");
     if (scalar.dtype != TESSERA_F32 || elementCount(scalar) != 1)
       fail("expected one F32 element");
-    cudaCheck(cudaMemcpyAsync(value, scalar.data, sizeof(float),
+    float *destination = captureLossStaging ? captureLossStaging : value;
+    cudaCheck(cudaMemcpyAsync(destination, scalar.data, sizeof(float),
                               cudaMemcpyDeviceToHost, stream));
   });
 }
@@ -141,7 +175,9 @@ extern "C" int tessera_cuda_finish_step(int status, cudaStream_t stream) {
   // The first failure's message: a failed call's, kept before the check can
   // overwrite tessera_cuda_last_error with its own.
   std::string message = status ? tessera_cuda_last_error() : "";
-  int deviceStatus = tessera_cuda_check_device_errors(stream);
+  // While capturing nothing has run yet: the graph's launcher checks.
+  int deviceStatus =
+      captureLossStaging ? 0 : tessera_cuda_check_device_errors(stream);
   if (status == 0 && deviceStatus != 0) {
     status = deviceStatus;
     message = tessera_cuda_last_error();
@@ -149,4 +185,12 @@ extern "C" int tessera_cuda_finish_step(int status, cudaStream_t stream) {
   if (status != 0)
     tessera::cpu::setLastError(message);
   return status;
+}
+
+extern "C" void tessera_cuda_begin_step_capture(float *loss_staging) {
+  captureLossStaging = loss_staging;
+}
+
+extern "C" void tessera_cuda_end_step_capture(void) {
+  captureLossStaging = nullptr;
 }

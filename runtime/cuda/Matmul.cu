@@ -31,8 +31,8 @@
 //
 // The workspace (32 MiB, what cuBLASLt's Hopper kernels like) is scratch of
 // the (device, stream), allocated once; the handle is created once per
-// device. Heuristic queries run per call: caching the chosen algorithm per
-// shape is the next step when the host cost shows in a trace.
+// device. The descriptors and the heuristic's algorithm are made once per
+// shape (with alignments and device) and reused.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,7 +41,9 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <memory>
 #include <mutex>
 
 using namespace tessera::cuda;
@@ -183,24 +185,50 @@ bool isFastAligned(const MatrixView &view) {
 
 /// Writes the `rows` x `columns` Words of a destination (leading dim
 /// `destinationLeadingDim`) from a source of `sourceRows` x `sourceColumns`:
-/// zero where the destination reaches past the source. A block's threads run
-/// down one column, so reads and writes both coalesce whatever the leading
-/// dims are.
+/// zero where the destination reaches past the source.
+///
+/// A thread moves one 16-byte chunk of a column (kChunk Words), so a warp
+/// covers 512 contiguous bytes of a column. One side of every copy is the
+/// padded scratch, whose columns start on 16 bytes: that side moves as one
+/// vector; the other (a misaligned vocabulary-sized matrix) moves Word by
+/// Word, still coalesced across the warp. The one-Word-a-thread version spent
+/// a sixth of a GPT-2 step here.
 template <typename Word>
 __global__ void copyColumnsKernel(const Word *source, int64_t sourceLeadingDim,
                                   int64_t sourceRows, int64_t sourceColumns,
                                   Word *destination,
                                   int64_t destinationLeadingDim, int64_t rows,
                                   int64_t columns) {
-  for (int64_t column = blockIdx.y; column < columns; column += gridDim.y) {
-    bool columnInside = column < sourceColumns;
-    for (int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x) +
-                       threadIdx.x;
-         row < rows; row += static_cast<int64_t>(blockDim.x) * gridDim.x)
-      destination[column * destinationLeadingDim + row] =
-          columnInside && row < sourceRows
-              ? source[column * sourceLeadingDim + row]
-              : Word(0);
+  constexpr int kChunk = 16 / sizeof(Word);
+  union Chunk {
+    uint4 vector;
+    Word words[kChunk];
+  };
+  int64_t chunksPerColumn = (rows + kChunk - 1) / kChunk;
+  TESSERA_GRID_STRIDE_LOOP(index, chunksPerColumn * columns) {
+    int64_t column = index / chunksPerColumn;
+    int64_t row = (index - column * chunksPerColumn) * kChunk;
+    Chunk chunk;
+    const Word *from = source + column * sourceLeadingDim + row;
+    if (column >= sourceColumns) {
+      chunk.vector = make_uint4(0, 0, 0, 0);
+    } else if (row + kChunk <= sourceRows &&
+               reinterpret_cast<uintptr_t>(from) % 16 == 0) {
+      chunk.vector = *reinterpret_cast<const uint4 *>(from);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i)
+        chunk.words[i] = row + i < sourceRows ? from[i] : Word(0);
+    }
+    Word *to = destination + column * destinationLeadingDim + row;
+    if (row + kChunk <= rows && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
+      *reinterpret_cast<uint4 *>(to) = chunk.vector;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i)
+        if (row + i < rows)
+          to[i] = chunk.words[i];
+    }
   }
 }
 
@@ -208,12 +236,12 @@ __global__ void copyColumnsKernel(const Word *source, int64_t sourceLeadingDim,
 /// `from`'s extents).
 void copyMatrix(const MatrixView &from, const MatrixView &to,
                 cudaStream_t stream) {
-  dim3 grid(std::min<unsigned>(gridFor(to.rows), 64),
-            static_cast<unsigned>(std::min<int64_t>(to.columns, 65535)));
   void *destination = const_cast<void *>(to.data);
   withWordOf(from.elementSize, [&](auto word) {
     using Word = decltype(word);
-    copyColumnsKernel<<<grid, kThreadsPerBlock, 0, stream>>>(
+    int64_t chunks = (to.rows * static_cast<int64_t>(sizeof(Word)) + 15) / 16;
+    copyColumnsKernel<<<gridFor(chunks * to.columns), kThreadsPerBlock, 0,
+                        stream>>>(
         static_cast<const Word *>(from.data), from.leadingDim, from.rows,
         from.columns, static_cast<Word *>(destination), to.leadingDim, to.rows,
         to.columns);
@@ -320,11 +348,54 @@ Placement placePadded(const GemmProblem &problem, const Placement &original,
   return placement;
 }
 
-/// Runs `problem`; returns false (nothing launched) when cuBLASLt has no
-/// algorithm for it, e.g. a bias epilogue it does not offer for the types.
-bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
-  cublasLtHandle_t handle = handleForCurrentDevice();
-  void *workspace = streamScratch(stream, kWorkspaceBytes, kWorkspaceSlot);
+/// What cuBLASLt decided for one shape of product: its descriptors and the
+/// algorithm its heuristic picked (or that it found none). Everything but
+/// the data pointers (and the bias pointer, set per call) is in the key.
+struct GemmPlan {
+  Descriptors descriptors;
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  bool found = false;
+};
+
+using GemmPlanKey = std::array<int64_t, 22>;
+
+GemmPlanKey planKeyOf(const GemmProblem &problem, const Placement &placement) {
+  int device = 0;
+  cudaCheck(cudaGetDevice(&device));
+  const MatrixView &first = placement.operands[0];
+  const MatrixView &second = placement.operands[1];
+  const MatrixView &result = placement.operands[2];
+  return {device,
+          problem.inputType,
+          problem.outputType,
+          problem.transposeA,
+          problem.transposeB,
+          problem.bias != nullptr,
+          first.rows,
+          first.columns,
+          first.leadingDim,
+          second.rows,
+          second.columns,
+          second.leadingDim,
+          result.rows,
+          result.columns,
+          result.leadingDim,
+          problem.batchCount,
+          problem.batchStrideA,
+          problem.batchStrideB,
+          problem.batchStrideY,
+          alignmentOf(first.data),
+          alignmentOf(second.data),
+          alignmentOf(result.data)};
+}
+
+/// Builds the descriptors of `problem` as placed and asks the heuristic for
+/// its best algorithm.
+std::unique_ptr<GemmPlan> makeGemmPlan(cublasLtHandle_t handle,
+                                       const GemmProblem &problem,
+                                       const Placement &placement) {
+  auto plan = std::make_unique<GemmPlan>();
+  Descriptors &descriptors = plan->descriptors;
   bool doublePrecision = problem.inputType == TESSERA_F64;
   cudaDataType_t inputType = cudaTypeOf(problem.inputType, "the inputs");
   cudaDataType_t outputType = cudaTypeOf(problem.outputType, "y");
@@ -335,13 +406,10 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   // Column-major view: D[N,M] = B'[N,K] A'[K,M] with B' = our b, A' = our a.
   cublasOperation_t opFirst = problem.transposeB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opSecond = problem.transposeA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  Placement original = placeInPlace(problem);
-  Placement placement = placePadded(problem, original, stream);
   const MatrixView &first = placement.operands[0];
   const MatrixView &second = placement.operands[1];
   const MatrixView &result = placement.operands[2];
 
-  Descriptors descriptors;
   cublasCheck(
       cublasLtMatmulDescCreate(&descriptors.operation, computeType, scaleType));
   cublasCheck(cublasLtMatmulDescSetAttribute(
@@ -395,14 +463,45 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
         descriptors.preference, alignmentAttributes[i], &alignments[i],
         sizeof(alignments[i])));
 
-  cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle, descriptors.operation, descriptors.a, descriptors.b,
-      descriptors.y, descriptors.y, descriptors.preference, 1, &heuristic,
+      descriptors.y, descriptors.y, descriptors.preference, 1, &plan->heuristic,
       &found);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+  plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  return plan;
+}
+
+// The plans of every shape seen, made once: a GPT step asks for the same few
+// dozen shapes every micro-batch, and the heuristic query plus descriptor
+// setup cost tens of microseconds of host time a call, enough to leave the
+// GPU idle between short kernels.
+std::mutex planMutex;
+std::map<GemmPlanKey, std::unique_ptr<GemmPlan>> plans;
+
+/// Runs `problem`; returns false (nothing launched) when cuBLASLt has no
+/// algorithm for it, e.g. a bias epilogue it does not offer for the types.
+bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
+  cublasLtHandle_t handle = handleForCurrentDevice();
+  void *workspace = streamScratch(stream, kWorkspaceBytes, kWorkspaceSlot);
+  Placement original = placeInPlace(problem);
+  Placement placement = placePadded(problem, original, stream);
+  const MatrixView &first = placement.operands[0];
+  const MatrixView &second = placement.operands[1];
+  const MatrixView &result = placement.operands[2];
+
+  // The plan's descriptors are shared by every call of its shape: the lock
+  // covers setting this call's bias pointer through the enqueue.
+  std::lock_guard<std::mutex> lock(planMutex);
+  std::unique_ptr<GemmPlan> &plan = plans[planKeyOf(problem, placement)];
+  if (!plan)
+    plan = makeGemmPlan(handle, problem, placement);
+  if (!plan->found)
     return false;
+  if (problem.bias)
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        plan->descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+        &placement.bias.data, sizeof(placement.bias.data)));
 
   for (int i = 0; i < 2; ++i)
     if (placement.copied[i])
@@ -411,6 +510,7 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
     copyMatrix(original.operands[2], result, stream);
   if (placement.biasCopied)
     copyMatrix(original.bias, placement.bias, stream);
+  bool doublePrecision = problem.inputType == TESSERA_F64;
   float alpha32 = 1.0f, beta32 = problem.accumulate ? 1.0f : 0.0f;
   double alpha64 = 1.0, beta64 = problem.accumulate ? 1.0 : 0.0;
   const void *alpha = doublePrecision ? static_cast<const void *>(&alpha64)
@@ -418,10 +518,11 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   const void *beta = doublePrecision ? static_cast<const void *>(&beta64)
                                      : static_cast<const void *>(&beta32);
   void *output = const_cast<void *>(result.data);
+  const Descriptors &descriptors = plan->descriptors;
   cublasCheck(cublasLtMatmul(handle, descriptors.operation, alpha, first.data,
                              descriptors.a, second.data, descriptors.b, beta,
                              output, descriptors.y, output, descriptors.y,
-                             &heuristic.algo, workspace, kWorkspaceBytes,
+                             &plan->heuristic.algo, workspace, kWorkspaceBytes,
                              stream));
   if (placement.copied[2])
     copyMatrix(result, original.operands[2], stream);

@@ -24,6 +24,8 @@
 
 #include "CudaBackend.h"
 
+#include "CudaStepGraph.h"
+#include "TrainCudaCheck.h"
 #include "TrainError.h"
 #include "tessera/runtime/cuda_optimizer.h"
 
@@ -33,12 +35,6 @@
 
 namespace tessera::train {
 namespace {
-
-void checkCuda(cudaError_t error, const std::string &what) {
-  if (error != cudaSuccess)
-    fail(what + ": CUDA error " + cudaGetErrorName(error) + " (" +
-         cudaGetErrorString(error) + ")");
-}
 
 void checkKernel(int status, const char *what) {
   if (status != 0)
@@ -124,6 +120,7 @@ public:
   CudaBackend(const tessera_program &program, const TrainOptions &options,
               const ParameterLayout *plannedLayout);
   ~CudaBackend() override {
+    stepGraph.reset();
     if (streamHandle)
       cudaStreamDestroy(streamHandle);
   }
@@ -159,6 +156,8 @@ private:
   void useChunks(const std::vector<tessera_tensor_chunk> &table);
 
   cudaStream_t streamHandle = nullptr;
+  /// The step replayed as a CUDA graph (--cuda-graphs).
+  std::unique_ptr<CudaStepGraph> stepGraph;
   int64_t baselineBytes = 0;
   int64_t microBatchBytes = 0;
   int32_t chunkCount = 0;
@@ -182,6 +181,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
   checkCuda(cudaStreamCreateWithFlags(&streamHandle, cudaStreamNonBlocking),
             "creating the training stream");
   context.stream = streamHandle;
+  stepGraph = std::make_unique<CudaStepGraph>(streamHandle, options.cudaGraphs);
 
   const int64_t f32Bytes = layout.totalBytes(TESSERA_F32);
   master = DeviceBuffer(f32Bytes, "the fp32 master weights");
@@ -293,9 +293,23 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
   tessera_tensor tokenTensor = makeTensor(deviceTokens.get(), TESSERA_I64, info);
   tessera_tensor targetTensor =
       makeTensor(deviceTargets.get(), TESSERA_I64, info);
+  // A step that hands gradients to a reducer or talks to peers while it
+  // runs has host work between its kernels: that one runs eagerly.
+  bool recordable =
+      context.gradient_ready == nullptr && context.mesh_axis_count == 0;
   double loss =
-      callProgram(parameterTensors.data(), bufferTensors.data(), &tokenTensor,
-                  &targetTensor, lossScale, seed, gradientTensors.data());
+      recordable
+          ? stepGraph->run(lossScale,
+                           [&](float *lossOut) {
+                             return program.forward_backward(
+                                 &context, parameterTensors.data(),
+                                 bufferTensors.data(), &tokenTensor,
+                                 &targetTensor, lossScale, seed, lossOut,
+                                 gradientTensors.data());
+                           })
+          : callProgram(parameterTensors.data(), bufferTensors.data(),
+                        &tokenTensor, &targetTensor, lossScale, seed,
+                        gradientTensors.data());
   if (accumulating())
     checkKernel(tessera_cuda_accumulate_gradients(
                     static_cast<float *>(accumulators.get()), gradients.get(),

@@ -309,6 +309,17 @@ const std::vector<FlagSpec> &flagTable() {
          if (o.traceLastStep < o.traceFirstStep)
            usageError(flag + ": '" + v + "' ends before it starts");
        }},
+      {"--cuda-graphs", "on|off",
+       "GPU programs: record the step once as a CUDA graph and replay it "
+       "(default on; off launches every kernel every step)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v == "on")
+           o.cudaGraphs = true;
+         else if (v == "off")
+           o.cudaGraphs = false;
+         else
+           usageError(flag + ": '" + v + "' is not one of on, off");
+       }},
       {"--bucket-mb", "N",
        "data parallelism: all-reduce gradients in buckets of about N MiB, "
        "overlapped with the backward pass (default 25)",

@@ -6,10 +6,12 @@ using namespace tessera_test;
 
 namespace {
 
-void checkLayerNorm(int32_t dtype, bool withParameters, bool rms) {
+void checkLayerNorm(int32_t dtype, bool withParameters, bool rms,
+                    int64_t width) {
   SCOPED_TRACE("dtype " + std::to_string(dtype) + " parameters " +
-               std::to_string(withParameters) + " rms " + std::to_string(rms));
-  Shape shape = {3, 70, 200}, rowShape = {200};
+               std::to_string(withParameters) + " rms " + std::to_string(rms) +
+               " width " + std::to_string(width));
+  Shape shape = {3, 70, width}, rowShape = {width};
   Tensor x = randomTensor(dtype, shape, 1, -2.0f, 3.0f);
   Tensor scale = randomTensor(dtype, rowShape, 2, 0.5f, 1.5f);
   Tensor bias = randomTensor(dtype, rowShape, 3);
@@ -55,18 +57,25 @@ void checkLayerNorm(int32_t dtype, bool withParameters, bool rms) {
     expectTensorsNear(gdbias.download(), dbias, rtol, rtol, "norm dbias");
 }
 
+// Widths in whole 16-byte packs up to 2048 take the one-warp-a-row kernels
+// (200: some lanes idle; 768 and 2048: several packs a lane); 201 and 2056
+// the block-a-row ones.
+constexpr int64_t kNormWidths[] = {200, 201, 768, 2048, 2056};
+
 TEST(LayersCuda, LayerNormForwardBackward) {
   REQUIRE_GPU();
-  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
     for (bool parameters : {true, false})
-      checkLayerNorm(dtype, parameters, false);
+      for (int64_t width : kNormWidths)
+        checkLayerNorm(dtype, parameters, false, width);
 }
 
 TEST(LayersCuda, RmsNormForwardBackward) {
   REQUIRE_GPU();
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
     for (bool parameters : {true, false})
-      checkLayerNorm(dtype, parameters, true);
+      for (int64_t width : kNormWidths)
+        checkLayerNorm(dtype, parameters, true, width);
 }
 
 TEST(LayersCuda, SoftmaxAlongAnyAxis) {

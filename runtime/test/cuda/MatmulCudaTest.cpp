@@ -99,6 +99,49 @@ TEST(MatmulCuda, MisalignedLeadingDimsGoThroughPaddedScratch) {
               false, false, seed);
 }
 
+TEST(MatmulCuda, VocabularySizedPaddingMovesEveryElement) {
+  REQUIRE_GPU();
+  // Products over a 50257-long inner extent (the LM head's backward): every
+  // operand goes through padded scratch. Small integers make every sum exact
+  // in f32 and f64 whatever the order, so one element lost or duplicated by
+  // the padded copies shows as an exact mismatch, not as rounding.
+  auto integers = [](int32_t dtype, const Shape &shape, uint32_t seed) {
+    std::vector<float> values = randomFloats(countOf(shape), seed, -3.5f, 3.5f);
+    for (float &value : values)
+      value = std::round(value);
+    return Tensor::floats(shape, values, dtype);
+  };
+  uint32_t seed = 60;
+  for (int32_t dtype : {TESSERA_F32, TESSERA_F64, TESSERA_BF16})
+    for (bool transposeA : {false, true}) {
+      SCOPED_TRACE(std::to_string(dtype) + " transposeA " +
+                   std::to_string(transposeA));
+      Shape aShape = transposeA ? Shape{50257, 61} : Shape{61, 50257};
+      int32_t outputType = dtype == TESSERA_BF16 ? TESSERA_F32 : dtype;
+      Tensor a = integers(dtype, aShape, seed++);
+      Tensor b = integers(dtype, {50257, 64}, seed++);
+      Tensor expected(outputType, {61, 64});
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_matmul(a.get(), b.get(), expected.get(),
+                                              transposeA, false));
+      DeviceTensor da(a), db(b), dy(outputType, {61, 64});
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_matmul(da.get(), db.get(), dy.get(),
+                                                transposeA, false, nullptr));
+      expectDeviceClean();
+      expectTensorsNear(dy.download(), expected, 0, 0, "matmul");
+    }
+  // A vocabulary-wide y (copied back out of scratch) next to it.
+  Tensor x = integers(TESSERA_F32, {67, 64}, seed++);
+  Tensor w = integers(TESSERA_F32, {50257, 64}, seed++);
+  Tensor expected(TESSERA_F32, {67, 50257});
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_matmul(x.get(), w.get(), expected.get(),
+                                          false, true));
+  DeviceTensor dx(x), dw(w), dy(TESSERA_F32, {67, 50257});
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_matmul(dx.get(), dw.get(), dy.get(), false,
+                                            true, nullptr));
+  expectDeviceClean();
+  expectTensorsNear(dy.download(), expected, 0, 0, "logits");
+}
+
 void checkLinear(int32_t dtype, bool withBias, bool transposeWeight,
                  uint32_t seed, const Shape &xShape = {2, 5, 48},
                  int64_t columns = 40) {

@@ -42,6 +42,7 @@ TEST(Flags, Defaults) {
   EXPECT_EQ(options.lossScaleWindow, 2000);
   EXPECT_TRUE(options.shuffle);
   EXPECT_FALSE(options.resume);
+  EXPECT_TRUE(options.cudaGraphs);
 }
 
 // Tests that every flag of issue 3 is parsed, in both spellings.
@@ -87,7 +88,9 @@ TEST(Flags, EveryFlag) {
                                 "1024",
                                 "--loss-scale-window",
                                 "100",
-                                "--no-shuffle"});
+                                "--no-shuffle",
+                                "--cuda-graphs",
+                                "off"});
   EXPECT_EQ(options.dataPattern, "shards/*.bin");
   EXPECT_EQ(options.steps, 200);
   EXPECT_DOUBLE_EQ(options.learningRate, 3e-4);
@@ -111,6 +114,8 @@ TEST(Flags, EveryFlag) {
   EXPECT_DOUBLE_EQ(options.lossScaleInit, 1024);
   EXPECT_EQ(options.lossScaleWindow, 100);
   EXPECT_FALSE(options.shuffle);
+  EXPECT_FALSE(options.cudaGraphs);
+  EXPECT_TRUE(parse({"--cuda-graphs=on"}).cudaGraphs);
   EXPECT_EQ(parse({"--schedule", "linear"}).schedule, ScheduleKind::Linear);
 }
 
@@ -174,6 +179,7 @@ TEST(Flags, Errors) {
       {{"--loss-scale-init", "0"}, "--loss-scale-init: 0 must be positive"},
       {{"--loss-scale-window", "0"}, "--loss-scale-window: 0 is below"},
       {{"--resume=yes"}, "--resume: takes no value"},
+      {{"--cuda-graphs", "yes"}, "--cuda-graphs: 'yes' is not one of on, off"},
       {{"--data="}, "--data: the pattern is empty"},
       {{"--resume"}, "--resume: needs --checkpoint-dir"},
       {{"--checkpoint-every", "5"},

@@ -82,6 +82,16 @@ int tessera_cuda_train_main(int argc, char **argv,
  * tessera_cpu_last_error(), as program.h promises the driver. */
 int tessera_cuda_finish_step(int status, cudaStream_t stream);
 
+/* Graph capture of the step (the driver's --cuda-graphs): between begin and
+ * end, the calling thread's step is being recorded into a CUDA graph rather
+ * than run, so tessera_cuda_read_scalar_f32 copies the loss into
+ * `loss_staging` (pinned host memory that outlives the graph) instead of the
+ * caller's *value, and tessera_cuda_finish_step leaves the device-error
+ * check to whoever launches the graph (tessera_cuda_check_device_errors
+ * after cudaGraphLaunch). */
+void tessera_cuda_begin_step_capture(float *loss_staging);
+void tessera_cuda_end_step_capture(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,6 +62,12 @@ int tessera_fill_splat(tessera_tensor *y, const uint8_t *element,
  * does, so both draw the same dropout masks. */
 uint64_t tessera_mix_seed(uint64_t step_seed, uint64_t op_seed);
 
+/* How many seeds tessera_mix_seed has made in this process (all threads). A
+ * driver that records a step once and replays it (CUDA graphs) checks that
+ * recording made none: each would be baked into the recording, and every
+ * replay would draw the same dropout masks. */
+uint64_t tessera_mix_seed_calls(void);
+
 /* Reads a rank-0 F32 tensor (the loss) into *value. */
 int tessera_read_scalar_f32(const tessera_tensor *x, float *value);
 
