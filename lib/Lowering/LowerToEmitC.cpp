@@ -44,6 +44,7 @@
 
 #include "tessera/Lowering/Passes.h"
 
+#include "MeshProgram.h"
 #include "ProgramDefinition.h"
 #include "tessera/CostModel/OpCost.h"
 #include "tessera/Execution/HostTensorBuffer.h"
@@ -237,8 +238,10 @@ int64_t axisOf(int64_t axis, Value value) {
 class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
-              const FunctionArenaPlan &plan, const TargetConventions &target)
+              const FunctionArenaPlan &plan, const TargetConventions &target,
+              bool partitioned)
       : module(module), source(source), plan(plan), target(target),
+        partitioned(partitioned),
         context(module.getContext()), types(context), builder(context),
         loc(source.getLoc()) {}
 
@@ -271,6 +274,12 @@ private:
   /// with the stream last).
   void supportCall(StringRef name, CallArguments &arguments);
   Value mixedSeed(int64_t opSeed);
+  /// `if (status == 0) status = callee(context, <axis of op's `axis`>,
+  /// arguments..., stream)` (mesh_step.h); `withStream` false for
+  /// shard_slice, which does not communicate.
+  LogicalResult meshCall(Operation &op, StringRef callee,
+                         function_ref<void(CallArguments &)> buildArguments,
+                         bool withStream = true);
 
   // The cuda target's device scalars for what program.h passes through host
   // memory (the loss scale, the loss): blocks of the arena after the
@@ -290,6 +299,9 @@ private:
   func::FuncOp source;
   const FunctionArenaPlan &plan;
   const TargetConventions &target;
+  /// One rank's program of a mesh (MeshProgram.h): its ranks may be threads
+  /// of one process, so the arena is per thread.
+  bool partitioned;
   MLIRContext *context;
   CTypes types;
   OpBuilder builder;
@@ -504,6 +516,30 @@ Value StepBuilder::mixedSeed(int64_t opSeed) {
                                      "tessera_mix_seed", arguments.operands,
                                      builder.getArrayAttr(arguments.args))
       .getResult(0);
+}
+
+LogicalResult
+StepBuilder::meshCall(Operation &op, StringRef callee,
+                      function_ref<void(CallArguments &)> buildArguments,
+                      bool withStream) {
+  StringRef axisName = op.getAttrOfType<StringAttr>("axis").getValue();
+  tess::MeshAttr mesh = tess::MeshAttr::lookup(&op);
+  std::optional<unsigned> axis =
+      mesh ? mesh.axisIndex(axisName) : std::nullopt;
+  if (!axis)
+    return op.emitError("tess-lower-to-emitc: no mesh axis '")
+           << axisName << "' in the module's tess.mesh";
+  guardedCall(callee, [&](CallArguments &a) {
+    a.value(stepContext).i32(*axis);
+    buildArguments(a);
+    if (!withStream)
+      return;
+    if (target.cuda)
+      a.value(stream);
+    else
+      a.literal("NULL");
+  });
+  return success();
 }
 
 /// A constant's bytes become a static table copied into its storage (a
@@ -859,6 +895,50 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .i32(dims.size());
         });
       })
+      // The collectives of a partitioned step: comm.h on the communicator
+      // of the op's mesh axis (mesh_step.h). all_reduce works in place, so
+      // its result first takes a copy of the operand.
+      .Case([&](tess::AllReduceOp reduce) {
+        kernelCall("copy", [&](CallArguments &a) {
+          a.value(in(reduce.getInput())).value(out());
+        });
+        const char *kind =
+            reduce.getReduction() == tess::CollectiveReduction::max
+                ? "TESSERA_REDUCE_MAX"
+                : "TESSERA_REDUCE_SUM";
+        return meshCall(op, "tessera_mesh_all_reduce", [&](CallArguments &a) {
+          a.value(out()).literal(kind);
+        });
+      })
+      .Case([&](tess::AllGatherOp gather) {
+        return meshCall(op, "tessera_mesh_all_gather", [&](CallArguments &a) {
+          a.value(in(gather.getInput())).value(out()).i32(gather.getDim());
+        });
+      })
+      .Case([&](tess::ReduceScatterOp scatter) {
+        return meshCall(op, "tessera_mesh_reduce_scatter",
+                        [&](CallArguments &a) {
+                          a.value(in(scatter.getInput()))
+                              .value(out())
+                              .i32(scatter.getDim());
+                        });
+      })
+      .Case([&](tess::AllToAllOp exchange) {
+        return meshCall(op, "tessera_mesh_all_to_all", [&](CallArguments &a) {
+          a.value(in(exchange.getInput()))
+              .value(out())
+              .i32(exchange.getSplitDim())
+              .i32(exchange.getConcatDim());
+        });
+      })
+      .Case([&](tess::ShardSliceOp slice) {
+        return meshCall(
+            op, "tessera_mesh_shard_slice",
+            [&](CallArguments &a) {
+              a.value(in(slice.getInput())).value(out()).i32(slice.getDim());
+            },
+            /*withStream=*/false);
+      })
       .Default([&](Operation *unknown) {
         return unknown->emitError("tess-lower-to-emitc: no kernel for '")
                << unknown->getName() << "' in @forward_backward";
@@ -1031,10 +1111,20 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   zero = emitc::ConstantOp::create(builder, loc, types.i32,
                                    builder.getI32IntegerAttr(0));
   auto arenaLvalue = emitc::LValueType::get(types.bytePointer);
-  Value arenaGlobal =
-      emitc::GetGlobalOp::create(builder, loc, arenaLvalue, kArenaName);
-  Value arenaAddress = emitc::AddressOfOp::create(
-      builder, loc, emitc::PointerType::get(types.bytePointer), arenaGlobal);
+  // A partitioned program's arena is a thread_local, which emitc.global
+  // cannot declare (see below): it is named by literals instead.
+  Value arenaGlobal;
+  Value arenaAddress;
+  if (partitioned) {
+    arenaAddress = emitc::LiteralOp::create(
+        builder, loc, emitc::PointerType::get(types.bytePointer),
+        ("&" + kArenaName).str());
+  } else {
+    arenaGlobal =
+        emitc::GetGlobalOp::create(builder, loc, arenaLvalue, kArenaName);
+    arenaAddress = emitc::AddressOfOp::create(
+        builder, loc, emitc::PointerType::get(types.bytePointer), arenaGlobal);
+  }
   Value arenaBytesGlobal = emitc::GetGlobalOp::create(
       builder, loc, emitc::LValueType::get(types.i64), kArenaBytesName);
   Value bytes = emitc::LoadOp::create(builder, loc, types.i64, arenaBytesGlobal);
@@ -1063,7 +1153,11 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
                                   emitc::CmpPredicate::eq, current, zero);
   emitc::IfOp::create(builder, loc, ok, [&](OpBuilder &inner, Location) {
     Value arenaPointer =
-        emitc::LoadOp::create(inner, loc, types.bytePointer, arenaGlobal);
+        partitioned
+            ? Value(emitc::LiteralOp::create(inner, loc, types.bytePointer,
+                                             kArenaName))
+            : Value(emitc::LoadOp::create(inner, loc, types.bytePointer,
+                                          arenaGlobal));
     SmallVector<Value> operands = {arenaPointer};
     if (target.cuda)
       operands.push_back(stepStream);
@@ -1098,11 +1192,19 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
                           /*extern_specifier=*/false,
                           /*static_specifier=*/true,
                           /*const_specifier=*/true);
-  emitc::GlobalOp::create(builder, loc, kArenaName, types.bytePointer,
-                          emitc::OpaqueAttr::get(context, "NULL"),
-                          /*extern_specifier=*/false,
-                          /*static_specifier=*/true,
-                          /*const_specifier=*/false);
+  // The ranks of a partitioned program may be threads of one process
+  // (the CPU driver's mesh), each with its own arena.
+  if (partitioned)
+    emitc::VerbatimOp::create(
+        builder, loc,
+        builder.getStringAttr(
+            ("static thread_local uint8_t* " + kArenaName + " = NULL;").str()));
+  else
+    emitc::GlobalOp::create(builder, loc, kArenaName, types.bytePointer,
+                            emitc::OpaqueAttr::get(context, "NULL"),
+                            /*extern_specifier=*/false,
+                            /*static_specifier=*/true,
+                            /*const_specifier=*/false);
   if (target.cuda)
     emitc::GlobalOp::create(builder, loc, kStreamName, types.stream,
                             emitc::OpaqueAttr::get(context, "NULL"),
@@ -1278,11 +1380,25 @@ void LowerToEmitCPass::runOnOperation() {
                      "tess-build-training first)");
     return signalPassFailure();
   }
+  FailureOr<std::optional<MeshProgram>> mesh =
+      prepareMeshProgram(module, function, conventions->cuda);
+  if (failed(mesh))
+    return signalPassFailure();
   unsigned parameterCount = 0, bufferCount = 0;
   FailureOr<ProgramInfo> info =
       describeProgram(function, parameterCount, bufferCount);
   if (failed(info))
     return signalPassFailure();
+  bool partitioned = mesh->has_value();
+  if (partitioned) {
+    const MeshProgram &program = **mesh;
+    info->meshAxisNames = program.axisNames;
+    info->meshShape = program.axisSizes;
+    for (unsigned i = 0; i < parameterCount; ++i)
+      info->parameters[i].split = program.argumentSplits[i];
+    for (unsigned i = 0; i < bufferCount; ++i)
+      info->buffers[i].split = program.argumentSplits[parameterCount + i];
+  }
   info->device = conventions->cuda ? TESSERA_DEVICE_CUDA : TESSERA_DEVICE_HOST;
   info->flopsPerMicroBatch = modelFlops(function);
   FailureOr<FunctionArenaPlan> plan = planFunctionArena(function);
@@ -1306,8 +1422,10 @@ void LowerToEmitCPass::runOnOperation() {
   Location loc = module.getLoc();
   emitc::IncludeOp::create(builder, loc, "tessera/runtime/program.h");
   emitc::IncludeOp::create(builder, loc, conventions->supportHeader);
+  if (partitioned)
+    emitc::IncludeOp::create(builder, loc, "tessera/runtime/mesh_step.h");
 
-  StepBuilder steps(module, function, *plan, *conventions);
+  StepBuilder steps(module, function, *plan, *conventions, partitioned);
   if (failed(steps.build(parameterCount, bufferCount)))
     return signalPassFailure();
 
@@ -1317,6 +1435,8 @@ void LowerToEmitCPass::runOnOperation() {
   // The runtime runs the optimizer itself; @forward is for inference.
   for (auto function : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
     function.erase();
+  // The mesh is in the program table now; what remains is plain EmitC.
+  module->removeAttr("tess.mesh");
 }
 
 } // namespace

@@ -86,6 +86,67 @@ std::string emitTensorTable(OpBuilder &builder, Location loc, StringRef name,
   return name.str();
 }
 
+/// `{{{-1, 1, -1, -1, -1, -1, -1, -1}}, ...}`: the splits of `tensors`, or
+/// NULL for one device or no tensors.
+std::string emitSplitTable(OpBuilder &builder, Location loc, StringRef name,
+                           const std::vector<ProgramTensor> &tensors,
+                           bool partitioned) {
+  if (!partitioned || tensors.empty())
+    return "NULL";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "{";
+  for (auto [index, tensor] : llvm::enumerate(tensors)) {
+    os << (index ? ",\n    " : "\n    ") << "{{";
+    for (int d = 0; d < TESSERA_MAX_RANK; ++d)
+      os << (d ? ", " : "")
+         << (d < static_cast<int>(tensor.split.size()) ? tensor.split[d] : -1);
+    os << "}}";
+  }
+  os << "}";
+  MLIRContext *context = builder.getContext();
+  auto type = emitc::ArrayType::get(
+      {static_cast<int64_t>(tensors.size())},
+      emitc::OpaqueType::get(context, "tessera_tensor_split"));
+  emitc::GlobalOp::create(builder, loc, name, type,
+                          emitc::OpaqueAttr::get(context, text),
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true,
+                          /*const_specifier=*/true);
+  return name.str();
+}
+
+/// The mesh's shape and axis names as static tables, or NULL for one device.
+std::pair<std::string, std::string> emitMeshTables(OpBuilder &builder,
+                                                   Location loc,
+                                                   const ProgramInfo &info) {
+  if (info.meshShape.empty())
+    return {"NULL", "NULL"};
+  MLIRContext *context = builder.getContext();
+  int64_t axes = static_cast<int64_t>(info.meshShape.size());
+  auto shapeType = emitc::ArrayType::get({axes}, builder.getI64Type());
+  emitc::GlobalOp::create(
+      builder, loc, "tessera_mesh_shape", shapeType,
+      DenseIntElementsAttr::get(
+          RankedTensorType::get({axes}, builder.getI64Type()), info.meshShape),
+      /*extern_specifier=*/false, /*static_specifier=*/true,
+      /*const_specifier=*/true);
+  std::string names;
+  llvm::raw_string_ostream os(names);
+  os << "{";
+  for (auto [index, name] : llvm::enumerate(info.meshAxisNames))
+    os << (index ? ", " : "") << cStringLiteral(name);
+  os << "}";
+  auto namesType = emitc::ArrayType::get(
+      {axes}, emitc::OpaqueType::get(context, "const char *const"));
+  emitc::GlobalOp::create(builder, loc, "tessera_mesh_axis_names", namesType,
+                          emitc::OpaqueAttr::get(context, names),
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true,
+                          /*const_specifier=*/false);
+  return {"tessera_mesh_shape", "tessera_mesh_axis_names"};
+}
+
 } // namespace
 
 void emitProgramDefinition(OpBuilder &builder, Location loc,
@@ -96,6 +157,12 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
                                            info.parameters);
   std::string buffers =
       emitTensorTable(builder, loc, "tessera_buffers", info.buffers);
+  bool partitioned = !info.meshShape.empty();
+  std::string parameterSplits = emitSplitTable(
+      builder, loc, "tessera_parameter_splits", info.parameters, partitioned);
+  std::string bufferSplits = emitSplitTable(
+      builder, loc, "tessera_buffer_splits", info.buffers, partitioned);
+  auto [meshShape, meshAxisNames] = emitMeshTables(builder, loc, info);
 
   static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
                                           "TESSERA_LOSS_MLM"};
@@ -120,11 +187,16 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*buffer_count=*/" << info.buffers.size()
      << ",\n    /*buffers=*/" << buffers << ",\n    /*forward_backward=*/"
      << forwardBackwardName << ",\n    /*device=*/" << devices[info.device]
-     // One device, no partitioning: the mesh fields belong to issue 5.
-     << ",\n    /*mesh_axis_count=*/0,\n    /*mesh_shape=*/NULL"
-     << ",\n    /*mesh_axis_names=*/NULL,\n    /*zero_stage=*/0"
+     << ",\n    /*mesh_axis_count=*/" << info.meshShape.size()
+     << ",\n    /*mesh_shape=*/" << meshShape
+     << ",\n    /*mesh_axis_names=*/" << meshAxisNames
+     // The driver's ZeRO over launched data-parallel ranks; a partitioned
+     // program's own sharding is in its splits.
+     << ",\n    /*zero_stage=*/0"
      << ",\n    /*flops_per_micro_batch=*/"
-     << llvm::format("%.17g", info.flopsPerMicroBatch) << "}";
+     << llvm::format("%.17g", info.flopsPerMicroBatch)
+     << ",\n    /*parameter_splits=*/" << parameterSplits
+     << ",\n    /*buffer_splits=*/" << bufferSplits << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",

@@ -20,6 +20,9 @@ struct ProgramTensor {
   std::string name;
   int32_t dtype = 0; // tessera_dtype
   std::vector<int64_t> shape;
+  /// A partitioned program's: per dim the mesh axis it is split over, or -1
+  /// (program.h's tessera_tensor_split); empty for one device.
+  std::vector<int32_t> split;
 };
 
 struct ProgramInfo {
@@ -32,6 +35,10 @@ struct ProgramInfo {
   /// Model FLOPs of one forward_backward call (program.h).
   double flopsPerMicroBatch = 0;
   std::vector<ProgramTensor> parameters, buffers;
+  /// The mesh a partitioned program runs on, outermost axis first (empty:
+  /// one device).
+  std::vector<std::string> meshAxisNames;
+  std::vector<int64_t> meshShape;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).
@@ -41,7 +48,7 @@ const char *dtypeName(int32_t dtype);
 std::string cStringLiteral(llvm::StringRef text);
 
 /// Appends, at the builder's insertion point in the module body, the
-/// parameter and buffer tables, `static tessera_program tessera_program_
+/// parameter and buffer tables (and, partitioned, the mesh and the splits), `static tessera_program tessera_program_
 /// definition` (its forward_backward = `forwardBackwardName`, a function
 /// defined before this point) and `int main(argc, argv)` calling
 /// tessera_train_main, or tessera_cuda_train_main for a CUDA program (the

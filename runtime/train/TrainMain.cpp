@@ -49,6 +49,12 @@
 // "rank R: ...". A checkpoint holds the global data position, so it resumes
 // with any number of ranks.
 //
+// Partitioned programs (MeshParallel.h, program.h's mesh fields) started
+// plainly run their mesh's ranks as threads of this process, each with this
+// loop over its blocks of the tensors; every rank reads the same
+// micro-batches (the step takes its block), so the data, the seeds and the
+// divisors are one device's. Rank 0 speaks and writes, as above.
+//
 // Errors: everything the user can get wrong throws TrainError deep down;
 // runTrainMain (tessera_train_main, tessera_cuda_train_main) turns it into "<program>: error: ..." on stderr and
 // exit code 2 (flags) or 1 (everything else).
@@ -56,6 +62,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/runtime/program.h"
+#include "tessera/runtime/thread_comm.h"
 
 #include "Checkpoint.h"
 #include "DataLoader.h"
@@ -64,6 +71,7 @@
 #include "HostBackend.h"
 #include "InitialWeights.h"
 #include "LearningRateSchedule.h"
+#include "MeshParallel.h"
 #include "Metrics.h"
 #include "Random.h"
 #include "Trace.h"
@@ -76,7 +84,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -146,14 +156,23 @@ void checkProgram(const tessera_program *program) {
     programError("flops_per_micro_batch is negative or not finite");
 }
 
+/// One thread rank of a partitioned program's mesh (MeshParallel.h).
+struct MeshRank {
+  const MeshLayout &layout;
+  const comm::RankComms &comms;
+};
+
 /// Runs the steps of one invocation; returns the exit code.
 class Trainer {
 public:
+  /// `world`: the data-parallel ranks' comms (nullptr for one rank);
+  /// `mesh`: this rank of a partitioned program (nullptr for none), with
+  /// `rank` its mesh rank and `ranks` 1 (it reads every micro-batch).
   Trainer(const tessera_program &program, const TrainOptions &options,
           const BackendFactory &makeBackend, Trace &trace, RankWorld *world,
-          int32_t rank, int32_t ranks)
+          int32_t rank, int32_t ranks, const MeshRank *mesh = nullptr)
       : program(program), options(options), makeBackend(makeBackend),
-        trace(trace), world(world), rank(rank), ranks(ranks),
+        trace(trace), world(world), rank(rank), ranks(ranks), mesh(mesh),
         schedule(options.schedule, options.learningRate, options.warmupSteps,
                  options.steps, options.minLearningRateRatio) {}
 
@@ -168,23 +187,52 @@ private:
   RankWorld *world;
   int32_t rank;
   int32_t ranks;
+  const MeshRank *mesh;
   LearningRateSchedule schedule;
   TrainingState state;
   std::unique_ptr<TrainingBackend> backend;
   std::unique_ptr<DataLoader> data;
   std::unique_ptr<DataParallelGradients> dataParallel;
   int64_t lastCheckpointStep = -1;
+  /// A mesh rank's: which of its parameter blocks count in the norm, and
+  /// the whole buffers (they never change) for checkpoints.
+  std::vector<bool> countedInNorm;
+  std::vector<std::vector<unsigned char>> wholeBuffers;
 
   /// Rank 0 speaks and writes files for the run.
   bool isLeader() const { return rank == 0; }
+  /// This rank's share of the data: a mesh rank reads every micro-batch.
+  int32_t dataRank() const { return mesh ? 0 : rank; }
+  /// The program of the tensors in files: the whole ones for a mesh.
+  const tessera_program &storedProgram() const {
+    return mesh ? mesh->layout.wholeProgram() : program;
+  }
+  /// The state with whole tensors (a mesh rank's blocks gathered; every
+  /// rank calls it, rank 0's is complete). Fetches the backend's state.
+  TrainingState wholeState();
 
   void start();
   double accumulateMicroBatches(int64_t step);
   void writeCheckpoint();
 };
 
+TrainingState Trainer::wholeState() {
+  backend->storeState(state);
+  if (!mesh)
+    return state;
+  TrainingState whole = state;
+  whole.parameters = mesh->layout.gatherParameters(state.parameters, mesh->comms);
+  whole.firstMoments =
+      mesh->layout.gatherParameters(state.firstMoments, mesh->comms);
+  whole.secondMoments =
+      mesh->layout.gatherParameters(state.secondMoments, mesh->comms);
+  whole.buffers = wholeBuffers;
+  return whole;
+}
+
 void Trainer::start() {
-  allocateState(program, state);
+  const tessera_program &stored = storedProgram();
+  allocateState(stored, state);
   state.seed = options.seed;
   state.lossScale =
       program.precision == TESSERA_PRECISION_FP16 ? options.lossScaleInit : 1.0;
@@ -195,13 +243,18 @@ void Trainer::start() {
     if (path.empty())
       fail("--resume: no checkpoint_*.safetensors in " +
            options.checkpointDirectory);
-    loadCheckpoint(path, program, state);
+    loadCheckpoint(path, stored, state);
     lastCheckpointStep = state.step;
     if (isLeader())
       std::fprintf(stdout, "resuming from %s (step %lld)\n", path.c_str(),
                    static_cast<long long>(state.step));
   } else {
-    loadInitialWeights(program, options, state);
+    loadInitialWeights(stored, options, state);
+  }
+  if (mesh) {
+    wholeBuffers = state.buffers;
+    state = mesh->layout.takeBlocks(state, mesh->comms.coordinates);
+    countedInNorm = mesh->layout.countedInNorm(mesh->comms.coordinates);
   }
   if (state.step < options.steps) {
     if (options.dataPattern.empty())
@@ -227,9 +280,20 @@ void Trainer::start() {
     fail("the program asks for ZeRO stage " + std::to_string(zeroStage) +
          "; the driver shards the optimizer state (stage 1) at most (run "
          "with --zero 0 or --zero 1)");
+  if (mesh && zeroStage != 0)
+    fail("--zero " + std::to_string(zeroStage) +
+         ": the driver's ZeRO shards the data-parallel ranks it launches; a "
+         "partitioned program's sharding is the one it was compiled with");
   if (!world) {
     backend = makeBackend(program, options, nullptr);
     backend->loadState(state);
+    if (mesh) {
+      tessera_step_context &context = backend->stepContext();
+      context.mesh_axis_count =
+          static_cast<int32_t>(mesh->comms.axes.size());
+      context.axis_comms = mesh->comms.axes.data();
+      context.mesh_coordinates = mesh->comms.coordinates.data();
+    }
     return;
   }
   DataParallelPlan plan =
@@ -246,13 +310,15 @@ double Trainer::accumulateMicroBatches(int64_t step) {
   for (int64_t micro = 0; micro < options.gradientAccumulation; ++micro) {
     {
       TraceRange range(trace, "data");
-      data->nextBatch(backend->tokens(), backend->targets(), rank, ranks);
+      data->nextBatch(backend->tokens(), backend->targets(), dataRank(),
+                      ranks);
     }
     // The global micro-batch's index: the seed one rank with N*K
     // micro-batches would use for the same rows.
     uint64_t seed = deriveSeed(state.seed, kDropoutPurpose,
                                mixBits(static_cast<uint64_t>(step)) ^
-                                   static_cast<uint64_t>(micro * ranks + rank));
+                                   static_cast<uint64_t>(micro * ranks +
+                                                         dataRank()));
     try {
       TraceRange range(trace, "forward_backward");
       range.addInteger("micro_batch", micro);
@@ -275,11 +341,12 @@ void Trainer::writeCheckpoint() {
   // Every rank takes part in gathering the state; rank 0 writes it.
   if (dataParallel)
     dataParallel->gatherOptimizerState();
-  if (!isLeader())
+  if (!isLeader() && !mesh)
     return;
-  backend->storeState(state);
-  saveCheckpoint(checkpointPath(options.checkpointDirectory, state.step),
-                 program, state);
+  TrainingState whole = wholeState();
+  if (isLeader())
+    saveCheckpoint(checkpointPath(options.checkpointDirectory, state.step),
+                   storedProgram(), whole);
 }
 
 int Trainer::run() {
@@ -304,9 +371,10 @@ int Trainer::run() {
     double scaledNorm;
     {
       TraceRange range(trace, "gradient_norm");
-      scaledNorm = std::sqrt(dataParallel
-                                 ? dataParallel->gradientSumOfSquares()
-                                 : backend->gradientSumOfSquares());
+      scaledNorm = std::sqrt(
+          mesh ? meshGradientSumOfSquares(*backend, countedInNorm, mesh->comms)
+          : dataParallel ? dataParallel->gradientSumOfSquares()
+                         : backend->gradientSumOfSquares());
     }
     // The reduction summed the ranks' gradients: their mean is a divide
     // by the rank count more.
@@ -340,18 +408,21 @@ int Trainer::run() {
       if (options.gradientClip > 0 && norm > options.gradientClip)
         clip = options.gradientClip / norm;
       ++state.optimizerStep;
-      if (!options.dumpGradientsFile.empty() && step == options.steps &&
-          dataParallel)
+      bool dumpNow = !options.dumpGradientsFile.empty() && step == options.steps;
+      if (dumpNow && dataParallel)
         dataParallel->gatherGradients();
-      if (!options.dumpGradientsFile.empty() && step == options.steps &&
-          isLeader()) {
+      // A mesh's blocks are gathered by every rank.
+      if (dumpNow && (isLeader() || mesh)) {
         std::vector<std::vector<float>> gradients =
             backend->copyOptimizerGradients();
         for (std::vector<float> &gradient : gradients)
           for (float &value : gradient)
             value = static_cast<float>(value / divisor);
-        dumpGradients(options.dumpGradientsFile, program, gradients,
-                      state.step + 1);
+        if (mesh)
+          gradients = mesh->layout.gatherParameters(gradients, mesh->comms);
+        if (isLeader())
+          dumpGradients(options.dumpGradientsFile, storedProgram(), gradients,
+                        state.step + 1);
       }
       AdamWUpdate update;
       update.step = state.optimizerStep;
@@ -408,10 +479,50 @@ int Trainer::run() {
 
   if (!options.checkpointDirectory.empty() && lastCheckpointStep != state.step)
     writeCheckpoint();
-  if (!options.dumpParametersFile.empty() && isLeader()) {
-    backend->storeState(state);
-    dumpParameters(options.dumpParametersFile, program, state);
+  if (!options.dumpParametersFile.empty() && (isLeader() || mesh)) {
+    TrainingState whole = wholeState();
+    if (isLeader())
+      dumpParameters(options.dumpParametersFile, storedProgram(), whole);
   }
+  return 0;
+}
+
+/// A partitioned program started plainly: its mesh's ranks as threads of
+/// this process over the in-process comm, each running the steps on its
+/// blocks. Rank 0 traces, prints and writes. The first rank to fail is the
+/// run's error (the others then fail waiting for it); returns the exit code.
+int runMeshRanks(const tessera_program &program, const TrainOptions &options,
+                 const BackendFactory &makeBackend, const std::string &name,
+                 double timeoutSeconds) {
+  MeshLayout layout(program);
+  comm::ThreadWorld world(layout.getShape(), timeoutSeconds);
+  Trace leaderTrace(traceOptionsFromFlags(options, name, /*captureGpu=*/false));
+  std::mutex mutex;
+  std::optional<TrainError> firstError;
+  try {
+    comm::runThreadRanks(world, [&](const comm::RankComms &comms) {
+      Trace silent;
+      MeshRank rank{layout, comms};
+      try {
+        Trainer trainer(program, options, makeBackend,
+                        comms.rank == 0 ? leaderTrace : silent, nullptr,
+                        comms.rank, 1, &rank);
+        return trainer.run();
+      } catch (const TrainError &error) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!firstError)
+          firstError.emplace("rank " + std::to_string(comms.rank) + ": " +
+                                 error.what(),
+                             error.getExitCode());
+        return error.getExitCode();
+      }
+    });
+  } catch (const comm::CommError &) {
+    if (firstError)
+      throw *firstError;
+    throw;
+  }
+  leaderTrace.finish();
   return 0;
 }
 
@@ -450,6 +561,19 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
       return 0;
     }
     checkProgram(program);
+    if (MeshLayout::isPartitioned(*program)) {
+      if (place.worldSize > 1)
+        fail("this program is partitioned for the mesh " +
+             comm::formatMesh(MeshLayout(*program).getShape()) +
+             ", whose ranks run as threads of one process; start it "
+             "without a launcher (" + place.source + " started " +
+             std::to_string(place.worldSize) + " ranks)");
+      if (program->device != TESSERA_DEVICE_HOST)
+        fail("partitioned programs run on the host backend only (the CUDA "
+             "driver does not run meshes yet)");
+      return runMeshRanks(*program, options, makeBackend, name,
+                          launch.commTimeoutSeconds);
+    }
     // Before the backend: the NCCL world picks this rank's GPU.
     std::unique_ptr<RankWorld> world;
     if (place.worldSize > 1) {

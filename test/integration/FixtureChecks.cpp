@@ -76,12 +76,60 @@ std::string nameOf(mlir::DictionaryAttr attributes, llvm::StringRef kind) {
   return "";
 }
 
-/// Builds the arguments of `function` from its tess.* argument attributes.
-std::vector<HostTensorBuffer>
-bindArguments(mlir::func::FuncOp function,
-              const std::map<std::string, HostTensorBuffer> &parameters,
-              const std::map<std::string, HostTensorBuffer> &gradients,
-              const std::map<std::string, HostTensorBuffer> &inputs) {
+} // namespace
+
+std::string fixtures::trainingPipeline(const llvm::json::Object &fixture,
+                                       llvm::StringRef loss) {
+  const llvm::json::Object *adamw = fixture.getObject("adamw");
+  EXPECT_TRUE(adamw) << "the fixture has no adamw hyperparameters";
+  auto exact = [&](llvm::StringRef key) {
+    std::optional<double> value =
+        adamw ? adamw->getNumber(key) : std::optional<double>();
+    EXPECT_TRUE(value.has_value()) << "the fixture has no adamw." << key.str();
+    return llvm::formatv("{0:e16}", value.value_or(0)).str();
+  };
+  return "tess-build-training{loss=" + loss.str() +
+         " precision=fp32 beta1=" + exact("beta1") +
+         " beta2=" + exact("beta2") + " adam-epsilon=" + exact("eps") +
+         " weight-decay=" + exact("weight_decay") + "}";
+}
+
+double fixtures::learningRate(const llvm::json::Object &fixture) {
+  const llvm::json::Object *adamw = fixture.getObject("adamw");
+  std::optional<double> lr = adamw ? adamw->getNumber("lr") : std::nullopt;
+  EXPECT_TRUE(lr.has_value()) << "the fixture has no adamw.lr";
+  return lr.value_or(NAN);
+}
+
+double fixtures::globalGradientNorm(const llvm::json::Object &fixture) {
+  const llvm::json::Object *parameters = fixture.getObject("params");
+  EXPECT_TRUE(parameters);
+  double squares = 0;
+  if (parameters)
+    for (const auto &[name, entry] : *parameters) {
+      double norm = entry.getAsObject()->getNumber("grad_norm").value_or(NAN);
+      squares += norm * norm;
+    }
+  return std::sqrt(squares);
+}
+
+std::map<std::string, HostTensorBuffer>
+fixtures::firstStepInputs(const llvm::json::Object &fixture,
+                          double gradientScale) {
+  std::map<std::string, HostTensorBuffer> inputs;
+  inputs["lr"] = HostTensorBuffer::fromFloats(
+      {}, {static_cast<float>(learningRate(fixture))});
+  inputs["step"] = HostTensorBuffer::fromInts({}, {1});
+  inputs["grad_scale"] =
+      HostTensorBuffer::fromFloats({}, {static_cast<float>(gradientScale)});
+  return inputs;
+}
+
+std::vector<HostTensorBuffer> fixtures::bindArguments(
+    mlir::func::FuncOp function,
+    const std::map<std::string, HostTensorBuffer> &parameters,
+    const std::map<std::string, HostTensorBuffer> &gradients,
+    const std::map<std::string, HostTensorBuffer> &inputs) {
   std::vector<HostTensorBuffer> arguments;
   for (unsigned i = 0; i < function.getNumArguments(); ++i) {
     mlir::DictionaryAttr attributes = function.getArgAttrDict(i);
@@ -103,7 +151,8 @@ bindArguments(mlir::func::FuncOp function,
     }
     auto it = source->find(name);
     if (it == source->end()) {
-      ADD_FAILURE() << "no value for argument " << i << " '" << name << "'";
+      ADD_FAILURE() << "no value for argument " << i << " '" << name
+                    << "' of @" << function.getSymName().str();
       arguments.push_back(std::move(*HostTensorBuffer::zeros(type)));
       continue;
     }
@@ -112,7 +161,59 @@ bindArguments(mlir::func::FuncOp function,
   return arguments;
 }
 
-} // namespace
+std::map<std::string, HostTensorBuffer>
+fixtures::resultsNamed(mlir::func::FuncOp function,
+                       const std::vector<HostTensorBuffer> &results,
+                       llvm::StringRef role) {
+  std::map<std::string, HostTensorBuffer> named;
+  for (unsigned i = 0; i < function.getNumResults() && i < results.size(); ++i) {
+    std::string name = nameOf(function.getResultAttrDict(i), role);
+    if (!name.empty())
+      named[name] = results[i];
+  }
+  return named;
+}
+
+double fixtures::checkUpdatedParameters(
+    const llvm::json::Object &fixture,
+    const std::map<std::string, HostTensorBuffer> &updated,
+    const std::string &where) {
+  const llvm::json::Object *parameters = fixture.getObject("params");
+  EXPECT_TRUE(parameters);
+  if (!parameters)
+    return NAN;
+  double largest = 0;
+  for (const auto &[pytorchName, entry] : *parameters) {
+    const llvm::json::Object *info = entry.getAsObject();
+    std::string name = initializerOf(pytorchName, *info);
+    auto found = updated.find(name);
+    if (found == updated.end()) {
+      ADD_FAILURE() << where << ": no updated value of " << name;
+      continue;
+    }
+    const HostTensorBuffer &after = found->second;
+    std::vector<double> first8 = numbers(info->get("after_step_first8"));
+    EXPECT_FALSE(first8.empty()) << pytorchName.str() << " has no after_step_first8";
+    for (size_t i = 0; i < first8.size(); ++i) {
+      double difference = std::abs(after.getDouble(i) - first8[i]);
+      largest = std::max(largest, difference);
+      EXPECT_LE(difference, 1e-5)
+          << where << ": " << pytorchName.str() << "[" << i << "] after one "
+          << "AdamW step is " << after.getDouble(i) << ", PyTorch's "
+          << first8[i];
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < after.numElements(); ++i)
+      sum += after.getDouble(i);
+    std::optional<double> expectedSum = info->getNumber("after_step_sum");
+    EXPECT_TRUE(expectedSum.has_value())
+        << pytorchName.str() << " has no after_step_sum";
+    EXPECT_NEAR(sum, expectedSum.value_or(NAN), 1e-5 * after.numElements())
+        << where << ": the sum of " << pytorchName.str()
+        << " after one AdamW step";
+  }
+  return largest;
+}
 
 void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
                                  const TrainingStepSetup &setup) {
@@ -122,17 +223,7 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   ASSERT_TRUE(module);
   std::map<std::string, HostTensorBuffer> weights = collectWeights(*module);
 
-  const llvm::json::Object *adamw = fixture.getObject("adamw");
-  ASSERT_TRUE(adamw);
-  auto exact = [](double value) {
-    return llvm::formatv("{0:e16}", value).str();
-  };
-  std::string pipeline =
-      "tess-build-training{loss=" + setup.loss +
-      " precision=fp32 beta1=" + exact(*adamw->getNumber("beta1")) +
-      " beta2=" + exact(*adamw->getNumber("beta2")) +
-      " adam-epsilon=" + exact(*adamw->getNumber("eps")) +
-      " weight-decay=" + exact(*adamw->getNumber("weight_decay")) + "}";
+  std::string pipeline = trainingPipeline(fixture, setup.loss);
   registerTesseraPasses();
   mlir::PassManager pm(&context);
   ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(pipeline, pm)))
@@ -161,10 +252,8 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
               1e-5 * std::abs(expectedLoss));
 
   // Gradients by ONNX initializer name.
-  std::map<std::string, HostTensorBuffer> gradients;
-  for (unsigned i = 1; i < forwardBackward.getNumResults(); ++i)
-    gradients[nameOf(forwardBackward.getResultAttrDict(i), "tess.gradient")] =
-        (*results)[i];
+  std::map<std::string, HostTensorBuffer> gradients =
+      resultsNamed(forwardBackward, *results, "tess.gradient");
   const llvm::json::Object *parameters = fixture.getObject("params");
   ASSERT_TRUE(parameters);
   EXPECT_EQ(gradients.size(), parameters->size());
@@ -182,35 +271,16 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   }
 
   // One AdamW step.
-  inputs["lr"] = HostTensorBuffer::fromFloats(
-      {}, {static_cast<float>(*adamw->getNumber("lr"))});
-  inputs["step"] = HostTensorBuffer::fromInts({}, {1});
-  inputs["grad_scale"] = HostTensorBuffer::fromFloats({}, {1.0f});
   auto optimizerStep =
       module->lookupSymbol<mlir::func::FuncOp>("optimizer_step");
   ASSERT_TRUE(optimizerStep);
   auto updated = interpreter.run(
-      optimizerStep, bindArguments(optimizerStep, weights, gradients, inputs));
+      optimizerStep, bindArguments(optimizerStep, weights, gradients,
+                                   firstStepInputs(fixture)));
   ASSERT_TRUE(static_cast<bool>(updated))
       << llvm::toString(updated.takeError());
-  for (const auto &[pytorchName, entry] : *parameters) {
-    const llvm::json::Object *info = entry.getAsObject();
-    std::string name = fixtures::initializerOf(pytorchName, *info);
-    // Results are (params..., m..., v...), parameters in argument order.
-    int64_t index = -1;
-    for (unsigned i = 0; i < optimizerStep.getNumResults(); ++i)
-      if (nameOf(optimizerStep.getResultAttrDict(i), "tess.parameter") == name)
-        index = i;
-    if (index < 0)
-      for (unsigned i = 0; i < optimizerStep.getNumArguments(); ++i)
-        if (nameOf(optimizerStep.getArgAttrDict(i), "tess.parameter") == name)
-          index = i;
-    ASSERT_GE(index, 0) << name;
-    const HostTensorBuffer &after = (*updated)[index];
-    std::vector<double> first8 =
-        fixtures::numbers(info->get("after_step_first8"));
-    for (size_t i = 0; i < first8.size(); ++i)
-      EXPECT_NEAR(after.getDouble(i), first8[i], 1e-5)
-          << pytorchName.str() << "[" << i << "] after one AdamW step";
-  }
+  // Results are (params..., m..., v...).
+  checkUpdatedParameters(
+      fixture, resultsNamed(optimizerStep, *updated, "tess.parameter"),
+      setup.file);
 }

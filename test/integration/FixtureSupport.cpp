@@ -13,6 +13,9 @@
 #include <cmath>
 
 using namespace tessera;
+using execution::HostTensorBuffer;
+using sharding::kUnsplit;
+using sharding::TensorLayout;
 
 std::string fixtures::testDirectory() { return TESSERA_TEST_DIRECTORY; }
 
@@ -100,4 +103,58 @@ fixtures::importWithWeights(mlir::MLIRContext &context, const std::string &file,
     return {};
   }
   return std::move(*module);
+}
+
+HostTensorBuffer fixtures::localBlock(HostTensorBuffer tensor,
+                                      const TensorLayout &layout,
+                                      const std::vector<int32_t> &coordinates,
+                                      const cost::DeviceMesh &mesh) {
+  std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+  std::vector<int64_t> starts(shape.size(), 0), strides(shape.size(), 1);
+  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes)) {
+    if (axis == kUnsplit)
+      continue;
+    shape[dim] /= mesh.axes[axis].size;
+    starts[dim] = coordinates[axis] * shape[dim];
+  }
+  HostTensorBuffer block = HostTensorBuffer::zeros(tensor.dtype(), shape);
+  tessera_tensor out = block.descriptor();
+  EXPECT_EQ(tessera_cpu_slice(tensor.constDescriptor(), &out, starts.data(),
+                              strides.data()),
+            0);
+  return block;
+}
+
+HostTensorBuffer
+fixtures::assemble(std::vector<HostTensorBuffer> &blocks,
+                   const std::vector<std::vector<int32_t>> &coordinates,
+                   const TensorLayout &layout, const cost::DeviceMesh &mesh) {
+  std::vector<int64_t> shape(blocks[0].shape().begin(),
+                             blocks[0].shape().end());
+  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
+    if (axis != kUnsplit)
+      shape[dim] *= mesh.axes[axis].size;
+  HostTensorBuffer sum = HostTensorBuffer::zeros(TESSERA_F32, shape);
+  std::vector<float> total(sum.numElements(), 0.0f);
+  for (size_t rank = 0; rank < blocks.size(); ++rank) {
+    bool counted = true;
+    for (unsigned axis = 0; axis < mesh.axes.size(); ++axis)
+      if (layout.dimSplitOver(axis) == kUnsplit &&
+          !layout.isPartialOver(axis) && coordinates[rank][axis] != 0)
+        counted = false;
+    if (!counted)
+      continue;
+    std::vector<int64_t> starts(shape.size(), 0), strides(shape.size(), 1);
+    for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
+      if (axis != kUnsplit)
+        starts[dim] = coordinates[rank][axis] * blocks[rank].shape()[dim];
+    HostTensorBuffer placed = HostTensorBuffer::zeros(TESSERA_F32, shape);
+    tessera_tensor out = placed.descriptor();
+    EXPECT_EQ(tessera_cpu_slice_grad(blocks[rank].constDescriptor(), &out,
+                                     starts.data(), strides.data()),
+              0);
+    for (int64_t i = 0; i < placed.numElements(); ++i)
+      total[i] += placed.getDouble(i);
+  }
+  return HostTensorBuffer::fromFloats(shape, total);
 }

@@ -11,6 +11,7 @@
 
 #include "tessera/Execution/HostTensorBuffer.h"
 #include "tessera/Import/ONNX/Importer.h"
+#include "tessera/Sharding/TensorLayout.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/JSON.h"
@@ -67,6 +68,21 @@ struct DescribedTestName {
 mlir::OwningOpRef<mlir::ModuleOp>
 importWithWeights(mlir::MLIRContext &context, const std::string &file,
                   const std::map<std::string, int64_t> &dims);
+
+/// The block of `tensor` (laid out as `layout` on `mesh`) that the rank at
+/// `coordinates` holds.
+execution::HostTensorBuffer localBlock(execution::HostTensorBuffer tensor,
+                                       const sharding::TensorLayout &layout,
+                                       const std::vector<int32_t> &coordinates,
+                                       const cost::DeviceMesh &mesh);
+
+/// The full f32 tensor from every rank's block of it (`blocks[r]` from the
+/// rank at `coordinates[r]`): blocks of split dims put in place, partial
+/// sums added, replicas counted once.
+execution::HostTensorBuffer
+assemble(std::vector<execution::HostTensorBuffer> &blocks,
+         const std::vector<std::vector<int32_t>> &coordinates,
+         const sharding::TensorLayout &layout, const cost::DeviceMesh &mesh);
 
 } // namespace tessera::fixtures
 

@@ -10,6 +10,18 @@
 // single-device step element by element (relative to the gradient's
 // largest element).
 //
+// Then one AdamW step as the mesh program runs it: @optimizer_step,
+// annotated from the layouts tess-partition-spmd recorded on the step's
+// parameters and gradients and partitioned by the same pass, so each rank
+// updates the block of every parameter its gradient leaves it (a ZeRO
+// optimizer shard, a TP slice, or the whole tensor) with moments of that
+// block, and all-gathers what the step reads whole. Every rank's gradient
+// norm is the global one (squares summed over the ranks that hold distinct
+// blocks), within 1e-5 relative of the fixture's; the updated parameters,
+// gathered to their full shape, match the fixture (FixtureChecks.h's
+// checkUpdatedParameters) and, within 1e-7, the whole @optimizer_step run
+// on the gathered gradients.
+//
 // Meshes 2 and 4 (data parallel), 2x2 (data x tensor parallel), 1x4 and 2
 // (tensor parallel). The fixtures have a batch of 2; data parallelism over 4
 // ranks runs the two rows twice (batch 4), which leaves the mean loss and
@@ -26,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FixtureChecks.h"
 #include "FixtureSupport.h"
 
 #include "Tess/IR/TessOps.h"
@@ -137,82 +150,167 @@ std::string nameOf(mlir::DictionaryAttr attributes, llvm::StringRef kind) {
   return "";
 }
 
-/// The step's arguments, full size, by their tess.* attributes.
-std::vector<HostTensorBuffer>
-globalArguments(mlir::func::FuncOp function,
-                const std::map<std::string, HostTensorBuffer> &weights,
-                const std::map<std::string, HostTensorBuffer> &inputs) {
-  std::vector<HostTensorBuffer> arguments;
-  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
-    mlir::DictionaryAttr attributes = function.getArgAttrDict(i);
-    std::string name = nameOf(attributes, "tess.parameter");
-    if (name.empty())
-      name = nameOf(attributes, "tess.buffer");
-    const auto &source = name.empty() ? inputs : weights;
-    if (name.empty())
-      name = nameOf(attributes, "tess.input");
-    auto it = source.find(name);
-    EXPECT_NE(it, source.end()) << "no value for argument " << name;
-    arguments.push_back(it == source.end() ? HostTensorBuffer() : it->second);
-  }
-  return arguments;
+/// `function`'s layout of argument / result `index` as recorded by the
+/// annotation (replicated without one).
+llvm::Expected<TensorLayout> recordedLayout(mlir::func::FuncOp function,
+                                            unsigned index, bool result,
+                                            const cost::DeviceMesh &mesh) {
+  if (result)
+    return sharding::readResultLayout(function, index, mesh);
+  return sharding::readLayout(function.getArgument(index), mesh);
 }
 
-/// The block of `tensor` (laid out as `layout`) that the rank at
-/// `coordinates` holds.
-HostTensorBuffer localBlock(HostTensorBuffer tensor, const TensorLayout &layout,
-                            const std::vector<int32_t> &coordinates,
-                            const cost::DeviceMesh &mesh) {
-  std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
-  std::vector<int64_t> starts(shape.size(), 0), strides(shape.size(), 1);
-  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes)) {
-    if (axis == kUnsplit)
-      continue;
-    shape[dim] /= mesh.axes[axis].size;
-    starts[dim] = coordinates[axis] * shape[dim];
+/// Partitions @optimizer_step the way the mesh program updates its
+/// parameters, from what the partitioned @forward_backward records: each
+/// parameter's block as the step reads it (its argument's tess.layout) and
+/// its gradient's block as the step returns it (the result's tess.layout:
+/// ZeRO's optimizer shard, a TP slice, or whole). AdamW runs on the
+/// gradient's block with moments in that layout, starting from the
+/// parameter sliced to it, and the updated parameter returns in the
+/// layout the step reads it in (tess-partition-spmd inserts the
+/// all-gathers).
+llvm::Error partitionOptimizerStep(mlir::ModuleOp module,
+                                   const cost::DeviceMesh &mesh) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  auto optimizer = module.lookupSymbol<mlir::func::FuncOp>("optimizer_step");
+  if (!step || !optimizer)
+    return llvm::createStringError("no @forward_backward / @optimizer_step");
+  std::map<std::string, TensorLayout> parameterLayouts, gradientLayouts;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i)
+    if (auto name =
+            step.getArgAttrOfType<mlir::StringAttr>(i, "tess.parameter")) {
+      auto layout = recordedLayout(step, i, /*result=*/false, mesh);
+      if (!layout)
+        return layout.takeError();
+      parameterLayouts[name.str()] = *layout;
+    }
+  for (unsigned i = 0; i < step.getNumResults(); ++i)
+    if (auto name =
+            step.getResultAttrOfType<mlir::StringAttr>(i, "tess.gradient")) {
+      auto layout = recordedLayout(step, i, /*result=*/true, mesh);
+      if (!layout)
+        return layout.takeError();
+      if (!layout->partialAxes.empty())
+        return llvm::createStringError(
+            "the gradient of " + name.str() +
+            " leaves the step as a partial sum; the optimizer needs it "
+            "reduced");
+      gradientLayouts[name.str()] = *layout;
+    }
+  auto lookup = [](const std::map<std::string, TensorLayout> &layouts,
+                   mlir::StringAttr name) -> llvm::Expected<TensorLayout> {
+    auto found = name ? layouts.find(name.str()) : layouts.end();
+    if (found == layouts.end())
+      return llvm::createStringError(
+          "@optimizer_step updates " + (name ? name.str() : "?") +
+          ", which the step does not read or differentiate");
+    return found->second;
+  };
+  llvm::DenseMap<mlir::Value, TensorLayout> layouts;
+  for (mlir::BlockArgument argument : optimizer.getArguments()) {
+    unsigned i = argument.getArgNumber();
+    auto role = [&](llvm::StringRef kind) {
+      return optimizer.getArgAttrOfType<mlir::StringAttr>(i, kind);
+    };
+    if (auto name = role("tess.parameter")) {
+      auto layout = lookup(parameterLayouts, name);
+      if (!layout)
+        return layout.takeError();
+      layouts[argument] = *layout;
+    }
+    for (const char *kind :
+         {"tess.gradient", "tess.first_moment", "tess.second_moment"})
+      if (auto name = role(kind)) {
+        auto layout = lookup(gradientLayouts, name);
+        if (!layout)
+          return layout.takeError();
+        layouts[argument] = *layout;
+      }
   }
-  HostTensorBuffer block = HostTensorBuffer::zeros(tensor.dtype(), shape);
-  tessera_tensor out = block.descriptor();
-  EXPECT_EQ(tessera_cpu_slice(tensor.constDescriptor(), &out, starts.data(),
-                              strides.data()),
-            0);
-  return block;
+  std::string failure;
+  optimizer.walk([&](tess::AdamWOp update) -> mlir::WalkResult {
+    auto argument = llvm::dyn_cast<mlir::BlockArgument>(update.getParam());
+    auto layout = lookup(
+        gradientLayouts,
+        argument ? optimizer.getArgAttrOfType<mlir::StringAttr>(
+                       argument.getArgNumber(), "tess.parameter")
+                 : mlir::StringAttr());
+    if (!layout) {
+      failure = llvm::toString(layout.takeError());
+      return mlir::WalkResult::interrupt();
+    }
+    for (mlir::Value result : update->getResults())
+      layouts[result] = *layout;
+    return mlir::WalkResult::advance();
+  });
+  if (!failure.empty())
+    return llvm::createStringError(failure);
+  std::vector<TensorLayout> resultLayouts;
+  for (unsigned i = 0; i < optimizer.getNumResults(); ++i) {
+    auto role = [&](llvm::StringRef kind) {
+      return optimizer.getResultAttrOfType<mlir::StringAttr>(i, kind);
+    };
+    llvm::Expected<TensorLayout> layout =
+        role("tess.parameter")
+            ? lookup(parameterLayouts, role("tess.parameter"))
+            : lookup(gradientLayouts, role("tess.first_moment")
+                                          ? role("tess.first_moment")
+                                          : role("tess.second_moment"));
+    if (!layout)
+      return layout.takeError();
+    resultLayouts.push_back(*layout);
+  }
+  if (llvm::Error annotated = sharding::annotateShardingPlan(
+          optimizer, mesh, layouts, resultLayouts))
+    return annotated;
+  mlir::PassManager partition(module.getContext());
+  if (mlir::failed(mlir::parsePassPipeline(
+          "tess-partition-spmd{function=optimizer_step}", partition)) ||
+      mlir::failed(partition.run(module)))
+    return llvm::createStringError("tess-partition-spmd failed on "
+                                   "@optimizer_step");
+  return llvm::Error::success();
 }
 
-/// The full tensor from every rank's block of it: blocks of split dims put
-/// in place, partial sums added, replicas counted once.
-HostTensorBuffer assemble(std::vector<HostTensorBuffer> &blocks,
-                          const std::vector<std::vector<int32_t>> &coordinates,
-                          const TensorLayout &layout,
-                          const cost::DeviceMesh &mesh) {
-  std::vector<int64_t> shape(blocks[0].shape().begin(),
-                             blocks[0].shape().end());
-  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
-    if (axis != kUnsplit)
-      shape[dim] *= mesh.axes[axis].size;
-  HostTensorBuffer sum = HostTensorBuffer::zeros(TESSERA_F32, shape);
-  std::vector<float> total(sum.numElements(), 0.0f);
-  for (size_t rank = 0; rank < blocks.size(); ++rank) {
-    bool counted = true;
-    for (unsigned axis = 0; axis < mesh.axes.size(); ++axis)
-      if (layout.dimSplitOver(axis) == kUnsplit &&
-          !layout.isPartialOver(axis) && coordinates[rank][axis] != 0)
-        counted = false;
-    if (!counted)
+/// The global gradient norm as every rank computes it from the blocks the
+/// step returns it: each block's sum of squares, summed over the mesh axes
+/// that split it (a replica along the others holds the same block), then
+/// over the parameters. The same on every rank, so clipping by it agrees.
+llvm::Expected<double>
+agreedGradientNorm(mlir::func::FuncOp step,
+                   const std::vector<HostTensorBuffer> &results,
+                   const comm::RankComms &comms, const cost::DeviceMesh &mesh) {
+  // Per set of splitting axes, the squares of this rank's blocks.
+  std::map<std::vector<unsigned>, double> squares;
+  for (unsigned i = 0; i < step.getNumResults(); ++i) {
+    if (!step.getResultAttr(i, "tess.gradient"))
       continue;
-    std::vector<int64_t> starts(shape.size(), 0), strides(shape.size(), 1);
-    for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
+    auto layout = sharding::readResultLayout(step, i, mesh);
+    if (!layout)
+      return layout.takeError();
+    std::vector<unsigned> axes;
+    for (int axis : layout->dimAxes)
       if (axis != kUnsplit)
-        starts[dim] = coordinates[rank][axis] * blocks[rank].shape()[dim];
-    HostTensorBuffer placed = HostTensorBuffer::zeros(TESSERA_F32, shape);
-    tessera_tensor out = placed.descriptor();
-    EXPECT_EQ(tessera_cpu_slice_grad(blocks[rank].constDescriptor(), &out,
-                                     starts.data(), strides.data()),
-              0);
-    for (int64_t i = 0; i < placed.numElements(); ++i)
-      total[i] += placed.getDouble(i);
+        axes.push_back(axis);
+    llvm::sort(axes);
+    double norm = fixtures::norm(results[i]);
+    squares[axes] += norm * norm;
   }
-  return HostTensorBuffer::fromFloats(shape, total);
+  double total = 0;
+  for (const auto &[axes, sum] : squares) {
+    HostTensorBuffer value = HostTensorBuffer::zeros(TESSERA_F64, {});
+    *static_cast<double *>(value.data()) = sum;
+    for (unsigned axis : axes) {
+      tessera_tensor descriptor = value.descriptor();
+      if (tessera_comm_all_reduce(comms.axes[axis], &descriptor,
+                                  TESSERA_REDUCE_SUM, nullptr) != 0)
+        return llvm::createStringError(
+            std::string("gradient norm all-reduce: ") +
+            tessera_comm_last_error());
+    }
+    total += value.getDouble(0);
+  }
+  return std::sqrt(total);
 }
 
 void runPartitioned(const PartitionCase &test) {
@@ -235,7 +333,7 @@ void runPartitioned(const PartitionCase &test) {
   registerTesseraPasses();
   mlir::PassManager build(&context);
   ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(
-      "tess-build-training{loss=" + test.loss + " precision=fp32}", build)));
+      fixtures::trainingPipeline(fixture, test.loss), build)));
   build.addPass(mlir::createCanonicalizerPass());
   build.addPass(mlir::createCSEPass());
   ASSERT_TRUE(mlir::succeeded(build.run(*module)));
@@ -250,9 +348,17 @@ void runPartitioned(const PartitionCase &test) {
   auto step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
   ASSERT_TRUE(step);
   execution::Interpreter single;
-  auto reference = single.run(step, globalArguments(step, weights, inputs));
+  auto reference =
+      single.run(step, fixtures::bindArguments(step, weights, {}, inputs));
   ASSERT_TRUE(static_cast<bool>(reference))
       << llvm::toString(reference.takeError());
+  // The whole AdamW step, kept from partitioning: the reference for the
+  // sharded one.
+  mlir::OwningOpRef<mlir::ModuleOp> whole = module->clone();
+  auto wholeOptimizer = whole->lookupSymbol<mlir::func::FuncOp>("optimizer_step");
+  ASSERT_TRUE(wholeOptimizer);
+  std::map<std::string, HostTensorBuffer> optimizerInputs =
+      fixtures::firstStepInputs(fixture);
 
   mlir::PassManager partition(&context);
   int deviations = 0;
@@ -275,6 +381,9 @@ void runPartitioned(const PartitionCase &test) {
   auto meshAttr = (*module)->getAttrOfType<tess::MeshAttr>("tess.mesh");
   ASSERT_TRUE(meshAttr);
   cost::DeviceMesh mesh = sharding::deviceMesh(meshAttr);
+  if (llvm::Error error = partitionOptimizerStep(*module, mesh))
+    FAIL() << llvm::toString(std::move(error));
+  auto optimizer = module->lookupSymbol<mlir::func::FuncOp>("optimizer_step");
   auto layoutOf = [&](mlir::StringAttr text, unsigned rank) {
     if (!text)
       return TensorLayout::replicated(rank);
@@ -284,11 +393,13 @@ void runPartitioned(const PartitionCase &test) {
   };
 
   std::vector<HostTensorBuffer> arguments =
-      globalArguments(step, weights, inputs);
+      fixtures::bindArguments(step, weights, {}, inputs);
   comm::MeshShape shape(meshAttr.getSizes().begin(),
                         meshAttr.getSizes().end());
   comm::ThreadWorld world(shape, /*timeoutSeconds=*/60);
-  std::vector<std::vector<HostTensorBuffer>> results(world.size());
+  std::vector<std::vector<HostTensorBuffer>> results(world.size()),
+      updates(world.size());
+  std::vector<double> gradientNorms(world.size());
   std::vector<std::vector<int32_t>> coordinates(world.size());
   std::vector<std::string> errors(world.size());
   std::vector<std::string> axisNames;
@@ -298,7 +409,7 @@ void runPartitioned(const PartitionCase &test) {
     coordinates[comms.rank] = comms.coordinates;
     std::vector<HostTensorBuffer> local;
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
-      local.push_back(localBlock(
+      local.push_back(fixtures::localBlock(
           arguments[i],
           layoutOf(step.getArgAttrOfType<mlir::StringAttr>(i, "tess.layout"),
                    arguments[i].shape().size()),
@@ -310,7 +421,36 @@ void runPartitioned(const PartitionCase &test) {
       errors[comms.rank] = llvm::toString(out.takeError());
       return 1;
     }
+    auto norm = agreedGradientNorm(step, *out, comms, mesh);
+    if (!norm) {
+      errors[comms.rank] = llvm::toString(norm.takeError());
+      return 1;
+    }
+    gradientNorms[comms.rank] = *norm;
+    // The optimizer on this rank's blocks: the parameters as the step
+    // read them, the gradients as it returned them.
+    std::map<std::string, HostTensorBuffer> parameters;
+    for (unsigned i = 0; i < optimizer.getNumArguments(); ++i)
+      if (auto name = optimizer.getArgAttrOfType<mlir::StringAttr>(
+              i, "tess.parameter"))
+        parameters[name.str()] = fixtures::localBlock(
+            weights.at(name.str()),
+            layoutOf(optimizer.getArgAttrOfType<mlir::StringAttr>(
+                         i, "tess.layout"),
+                     weights.at(name.str()).shape().size()),
+            comms.coordinates, mesh);
+    auto updated = interpreter.run(
+        optimizer,
+        fixtures::bindArguments(
+            optimizer, parameters,
+            fixtures::resultsNamed(step, *out, "tess.gradient"),
+            optimizerInputs));
+    if (!updated) {
+      errors[comms.rank] = llvm::toString(updated.takeError());
+      return 1;
+    }
     results[comms.rank] = std::move(*out);
+    updates[comms.rank] = std::move(*updated);
     return 0;
   });
   for (const std::string &error : errors)
@@ -333,7 +473,7 @@ void runPartitioned(const PartitionCase &test) {
     TensorLayout layout = layoutOf(
         step.getResultAttrOfType<mlir::StringAttr>(i, "tess.layout"),
         type.getRank());
-    HostTensorBuffer full = assemble(blocks, coordinates, layout, mesh);
+    HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh);
     const HostTensorBuffer &single = (*reference)[i];
     ASSERT_EQ(full.numElements(), single.numElements());
     double largest = 0, difference = 0;
@@ -365,15 +505,73 @@ void runPartitioned(const PartitionCase &test) {
     EXPECT_NEAR(actual, expected, std::max(1e-5 * expected, 1e-8))
         << "gradient norm of " << pytorchName.str();
   }
-  int collectives = 0;
-  step.walk([&](mlir::Operation *op) {
-    collectives += mlir::isa<tess::AllReduceOp, tess::AllGatherOp,
-                             tess::ReduceScatterOp, tess::AllToAllOp>(op);
-  });
+
+  // Every rank clips by the same global norm, the fixture's.
+  double expectedNorm = fixtures::globalGradientNorm(fixture);
+  for (size_t rank = 0; rank < gradientNorms.size(); ++rank)
+    EXPECT_NEAR(gradientNorms[rank], expectedNorm, 1e-5 * expectedNorm)
+        << "global gradient norm on rank " << rank;
+
+  // The updated parameters, gathered from the ranks' blocks, against the
+  // whole AdamW step on the gathered gradients: the same arithmetic per
+  // element, so only a wrong block (a shard updated with another's
+  // gradient or moments, a missed gather) differs. (Against the update of
+  // the single-device gradients, elements whose gradient is near AdamW's
+  // epsilon would amplify the gradients' rounding differences 1e5 times.)
+  auto wholeUpdate = single.run(
+      wholeOptimizer, fixtures::bindArguments(wholeOptimizer, weights,
+                                              gradients, optimizerInputs));
+  ASSERT_TRUE(static_cast<bool>(wholeUpdate))
+      << llvm::toString(wholeUpdate.takeError());
+  std::map<std::string, HostTensorBuffer> wholeParameters =
+      fixtures::resultsNamed(wholeOptimizer, *wholeUpdate, "tess.parameter");
+  std::map<std::string, HostTensorBuffer> updated;
+  double updateError = 0;
+  for (unsigned i = 0; i < optimizer.getNumResults(); ++i) {
+    auto name =
+        optimizer.getResultAttrOfType<mlir::StringAttr>(i, "tess.parameter");
+    if (!name)
+      continue;
+    std::vector<HostTensorBuffer> blocks;
+    for (auto &rank : updates)
+      blocks.push_back(rank[i]);
+    auto type =
+        llvm::cast<mlir::RankedTensorType>(optimizer.getResultTypes()[i]);
+    TensorLayout layout = layoutOf(
+        optimizer.getResultAttrOfType<mlir::StringAttr>(i, "tess.layout"),
+        type.getRank());
+    HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh);
+    const HostTensorBuffer &reference = wholeParameters[name.str()];
+    ASSERT_EQ(full.numElements(), reference.numElements()) << name.str();
+    double difference = 0;
+    for (int64_t e = 0; e < full.numElements(); ++e)
+      difference = std::max(
+          difference, std::abs(full.getDouble(e) - reference.getDouble(e)));
+    EXPECT_LE(difference, 1e-7)
+        << name.str() << " after the sharded AdamW step, against the whole "
+        << "step on the same gradients";
+    updateError = std::max(updateError, difference);
+    updated[name.str()] = std::move(full);
+  }
+  double fixtureError =
+      fixtures::checkUpdatedParameters(fixture, updated, describe(test));
+
+  auto countCollectives = [](mlir::func::FuncOp function) {
+    int count = 0;
+    function.walk([&](mlir::Operation *op) {
+      count += mlir::isa<tess::AllReduceOp, tess::AllGatherOp,
+                         tess::ReduceScatterOp, tess::AllToAllOp>(op);
+    });
+    return count;
+  };
+  int collectives = countCollectives(step),
+      optimizerCollectives = countCollectives(optimizer);
   std::printf("[partition] %-44s loss rel err %.2e, grad-norm rel err %.2e, "
-              "grad vs 1 device %.2e (%d collectives, %d deviations)\n",
+              "grad vs 1 device %.2e, AdamW vs PyTorch %.2e / sharded vs "
+              "whole %.2e (%d + %d collectives, %d deviations)\n",
               describe(test).c_str(), lossError, normError, elementError,
-              collectives, deviations);
+              fixtureError, updateError, collectives, optimizerCollectives,
+              deviations);
 }
 
 const PartitionCase gpt2{"gpt2-tiny", "gpt2-tiny.raw.dyn.onnx", "causal-lm",

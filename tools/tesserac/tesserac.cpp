@@ -7,6 +7,7 @@
 //            [--explain [--loss ...] [--precision ...] [--mesh 2x4|dp=2,tp=4]
 //             [--cluster h200|h200-multinode|a100-megatron|FILE.json]]
 //            [--partition --mesh SHAPE --emit=mlir [--strategy dp|tp|dp-tp]]
+//            [--target cpu --mesh SHAPE [--strategy dp|tp|dp-tp] -o train]
 //
 // Stages, like toyc's -emit: `tess-import` is the graph as the importer
 // wrote it (one op per ONNX node, shapes folded); `mlir` is the forward
@@ -28,6 +29,9 @@
 // each place where the partitioner cannot run the plan as the search priced
 // it; or, with `--strategy dp|tp|dp-tp`, for a forced plan
 // (tess-annotate-sharding; the mesh needs axes named dp and/or tp).
+// `--target cpu --mesh SHAPE` (or `--emit=cpp --mesh SHAPE`) partitions the
+// same way and compiles the program one rank runs; the executable runs the
+// mesh's ranks as threads of one process (runtime/train/MeshParallel.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -142,7 +146,8 @@ cl::opt<bool> explain(
 cl::opt<std::string>
     meshSpec("mesh",
              cl::desc("Device mesh: 2x4 (axes dp, tp) or dp=2,tp=4 "
-                      "(default: 1 device)"),
+                      "(default: 1 device); with --target cpu or "
+                      "--emit=cpp, the program is partitioned for it"),
              cl::value_desc("SHAPE"), cl::cat(category));
 cl::opt<std::string> clusterName(
     "cluster",
@@ -174,8 +179,9 @@ cl::opt<bool> partitionStep(
     cl::cat(category));
 cl::opt<std::string> forcedStrategy(
     "strategy",
-    cl::desc("With --partition: a forced plan instead of the search: dp, tp "
-             "or dp-tp (mesh axes named dp, tp)"),
+    cl::desc("With --mesh and --partition, --target or --emit=cpp: a forced "
+             "plan instead of the search: dp, tp or dp-tp (mesh axes named "
+             "dp, tp)"),
     cl::value_desc("dp|tp|dp-tp"), cl::cat(category));
 cl::opt<double> searchTimeout(
     "search-timeout",
@@ -371,79 +377,6 @@ int rematerializeStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
   return 0;
 }
 
-/// --emit=cpp and --target cpu -o FILE: the training program, lowered to
-/// C++, and (for an executable) its weights and the compiled binary.
-int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
-                           bool buildExecutable) {
-  if (int status = buildTrainingStep(context, module))
-    return status;
-  if (int status = rematerializeStep(context, module))
-    return status;
-
-  std::string weightsPath;
-  if (buildExecutable && !withoutWeights) {
-    SmallString<256> absolute(outputPath + ".weights.safetensors");
-    if (std::error_code code = sys::fs::make_absolute(absolute))
-      return fail("cannot resolve " + absolute.str() + ": " + code.message());
-    weightsPath = absolute.str().str();
-    auto forwardBackward =
-        module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
-    if (!forwardBackward)
-      return fail(inputPath + ": the training step has no @forward_backward");
-    if (int status = writeInitialWeights(module, forwardBackward, weightsPath))
-      return status;
-  }
-
-  mlir::PassManager lowering(&context);
-  tessera::LowerToEmitCOptions lowerOptions;
-  lowerOptions.modelName = sys::path::filename(inputPath).str();
-  lowerOptions.weightsFile = weightsPath;
-  lowerOptions.targetName = target == Target::Cuda ? "cuda" : "cpu";
-  lowering.addPass(tessera::createLowerToEmitC(lowerOptions));
-  if (mlir::failed(lowering.run(module)))
-    return fail(inputPath + ": lowering the training step to C++ failed");
-
-  std::string cpp;
-  raw_string_ostream cppStream(cpp);
-  if (mlir::failed(mlir::emitc::translateToCpp(module, cppStream)))
-    return fail(inputPath + ": translating the step to C++ failed");
-
-  if (!buildExecutable)
-    return writeOutput([&](raw_ostream &os) { os << cpp; });
-
-  // <temp>/<name>.cpp -> the executable.
-  SmallString<256> directory;
-  if (std::error_code code =
-          sys::fs::createUniqueDirectory("tesserac", directory))
-    return fail("cannot create a temporary directory: " + code.message());
-  SmallString<256> sourcePath(directory);
-  sys::path::append(sourcePath,
-                    Twine(sys::path::filename(outputPath)) + ".cpp");
-  {
-    std::error_code code;
-    raw_fd_ostream source(sourcePath, code);
-    if (code)
-      return fail("cannot write " + sourcePath.str() + ": " + code.message());
-    source << cpp;
-  }
-  tessera::lowering::HostCompileOptions compile =
-      runtimeLocation(target == Target::Cuda);
-  compile.compiler = "c++";
-  if (std::optional<std::string> environment = sys::Process::GetEnv("CXX");
-      environment && !environment->empty())
-    compile.compiler = *environment;
-  if (!cxx.empty())
-    compile.compiler = cxx;
-  compile.sourcePath = sourcePath.str().str();
-  compile.outputPath = outputPath;
-  Error compiled = tessera::lowering::compileExecutable(compile);
-  sys::fs::remove(sourcePath);
-  sys::fs::remove(directory);
-  if (compiled)
-    return fail(toString(std::move(compiled)));
-  return 0;
-}
-
 /// Parses --memory-limit: a number with an optional unit (B, KiB, MiB, GiB,
 /// TiB, KB, MB, GB, TB).
 std::optional<double> parseMemorySize(StringRef text) {
@@ -543,6 +476,9 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   });
 }
 
+int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
+                     const SearchedPlan &searched);
+
 /// --partition: the training step as one rank of `mesh` runs it, for the
 /// searched plan (written into the step by annotateFromSearchPlan, each
 /// place it cannot follow the plan a remark) or the forced --strategy.
@@ -555,11 +491,28 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (int status = buildAndSearch(context, module, cluster, mesh, options,
                                   /*search=*/!forced, searched))
     return status;
+  if (int status = partitionForMesh(context, module, searched))
+    return status;
+  return writeOutput([&](raw_ostream &os) { module->print(os); });
+}
+
+/// Rewrites the training step in `module` into one rank's program: the
+/// forced --strategy, or the searched plan (`searched`, written into the
+/// step by annotateFromSearchPlan, each place it cannot follow the plan a
+/// remark). Returns 0, or 1 after printing the error.
+int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
+                     const SearchedPlan &searched) {
+  bool forced = !forcedStrategy.empty();
   mlir::PassManager partitioning(&context);
   if (forced) {
     tessera::AnnotateShardingOptions annotate;
     annotate.mesh = meshSpec;
     annotate.strategy = forcedStrategy;
+    // `--mesh 4 --strategy tp`: a one-axis mesh given by its size alone is
+    // the tensor-parallel axis (its default name is dp).
+    if (forcedStrategy == "tp" && !StringRef(meshSpec).contains('=') &&
+        !StringRef(meshSpec).contains('x'))
+      annotate.axes = {"tp"};
     partitioning.addPass(tessera::createAnnotateSharding(annotate));
   } else {
     auto step = module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
@@ -575,8 +528,104 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   partitioning.addPass(tessera::createPartitionSpmd());
   if (mlir::failed(partitioning.run(module)))
     return fail(inputPath + ": partitioning the training step failed");
-  return writeOutput([&](raw_ostream &os) { module->print(os); });
+  return 0;
 }
+
+/// The mesh of --target/--emit=cpp --mesh: the program is partitioned for it
+/// (the searched plan, or the forced --strategy).
+struct MeshTarget {
+  const tessera::cost::Cluster *cluster = nullptr;
+  tessera::cost::DeviceMesh mesh;
+  tessera::sharding::MeshSearchOptions searchOptions;
+};
+
+/// --emit=cpp and --target cpu -o FILE: the training program, lowered to
+/// C++, and (for an executable) its weights and the compiled binary. With
+/// `meshTarget`, the program one rank of its mesh runs; the weights file
+/// keeps the whole tensors (the driver cuts each rank's blocks).
+int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
+                           bool buildExecutable,
+                           const std::optional<MeshTarget> &meshTarget) {
+  SearchedPlan searched;
+  if (meshTarget) {
+    if (int status = buildAndSearch(
+            context, module, *meshTarget->cluster, meshTarget->mesh,
+            meshTarget->searchOptions, /*search=*/forcedStrategy.empty(),
+            searched))
+      return status;
+  } else if (int status = buildTrainingStep(context, module)) {
+    return status;
+  }
+  if (int status = rematerializeStep(context, module))
+    return status;
+
+  std::string weightsPath;
+  if (buildExecutable && !withoutWeights) {
+    SmallString<256> absolute(outputPath + ".weights.safetensors");
+    if (std::error_code code = sys::fs::make_absolute(absolute))
+      return fail("cannot resolve " + absolute.str() + ": " + code.message());
+    weightsPath = absolute.str().str();
+    auto forwardBackward =
+        module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
+    if (!forwardBackward)
+      return fail(inputPath + ": the training step has no @forward_backward");
+    if (int status = writeInitialWeights(module, forwardBackward, weightsPath))
+      return status;
+  }
+  if (meshTarget)
+    if (int status = partitionForMesh(context, module, searched))
+      return status;
+
+  mlir::PassManager lowering(&context);
+  tessera::LowerToEmitCOptions lowerOptions;
+  lowerOptions.modelName = sys::path::filename(inputPath).str();
+  lowerOptions.weightsFile = weightsPath;
+  lowerOptions.targetName = target == Target::Cuda ? "cuda" : "cpu";
+  lowering.addPass(tessera::createLowerToEmitC(lowerOptions));
+  if (mlir::failed(lowering.run(module)))
+    return fail(inputPath + ": lowering the training step to C++ failed");
+
+  std::string cpp;
+  raw_string_ostream cppStream(cpp);
+  if (mlir::failed(mlir::emitc::translateToCpp(module, cppStream)))
+    return fail(inputPath + ": translating the step to C++ failed");
+
+  if (!buildExecutable)
+    return writeOutput([&](raw_ostream &os) { os << cpp; });
+
+  // <temp>/<name>.cpp -> the executable.
+  SmallString<256> directory;
+  if (std::error_code code =
+          sys::fs::createUniqueDirectory("tesserac", directory))
+    return fail("cannot create a temporary directory: " + code.message());
+  SmallString<256> sourcePath(directory);
+  sys::path::append(sourcePath,
+                    Twine(sys::path::filename(outputPath)) + ".cpp");
+  {
+    std::error_code code;
+    raw_fd_ostream source(sourcePath, code);
+    if (code)
+      return fail("cannot write " + sourcePath.str() + ": " + code.message());
+    source << cpp;
+  }
+  tessera::lowering::HostCompileOptions compile =
+      runtimeLocation(target == Target::Cuda);
+  compile.compiler = "c++";
+  if (std::optional<std::string> environment = sys::Process::GetEnv("CXX");
+      environment && !environment->empty())
+    compile.compiler = *environment;
+  if (!cxx.empty())
+    compile.compiler = cxx;
+  compile.sourcePath = sourcePath.str().str();
+  compile.outputPath = outputPath;
+  Error compiled = tessera::lowering::compileExecutable(compile);
+  sys::fs::remove(sourcePath);
+  sys::fs::remove(directory);
+  if (compiled)
+    return fail(toString(std::move(compiled)));
+  return 0;
+}
+
 
 } // namespace
 
@@ -627,6 +676,16 @@ int main(int argc, char **argv) {
   tessera::cost::DeviceMesh mesh;
   tessera::sharding::MeshSearchOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
+  // --mesh with --target or --emit=cpp: the program of one rank of the mesh.
+  bool meshProgram = meshSpec.getNumOccurrences() && !explain &&
+                     !partitionStep &&
+                     (buildExecutable || emit == EmitStage::Cpp);
+  if (meshProgram && !forcedStrategy.empty() &&
+      (memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
+       shardPins.getNumOccurrences() || searchTimeout.getNumOccurrences()))
+    return fail("--strategy forces the plan; --memory-limit, --zero, "
+                "--shard and --search-timeout configure the search it "
+                "replaces");
   if (partitionStep) {
     if (explain || emit != EmitStage::Mlir || summary)
       return fail("--partition writes the per-rank training step: use it "
@@ -640,11 +699,11 @@ int main(int argc, char **argv) {
       return fail("--strategy forces the plan; --memory-limit, --zero, "
                   "--shard and --search-timeout configure the search it "
                   "replaces");
-  } else if (forcedStrategy.getNumOccurrences()) {
-    return fail("--strategy chooses the plan --partition writes; add "
-                "--partition --emit=mlir");
+  } else if (forcedStrategy.getNumOccurrences() && !meshProgram) {
+    return fail("--strategy chooses the plan of a --mesh: add --partition "
+                "--emit=mlir, or --target cpu|cuda / --emit=cpp with --mesh");
   }
-  if (explain || partitionStep) {
+  if (explain || partitionStep || meshProgram) {
     if (explain && (emit != EmitStage::None || buildExecutable || summary))
       return fail("--explain cannot be combined with --emit, --summary or "
                   "--target");
@@ -733,8 +792,13 @@ int main(int argc, char **argv) {
     return partitionTrainingStep(context, **module, *cluster, mesh,
                                  searchOptions);
 
-  if (emit == EmitStage::Cpp || buildExecutable)
-    return compileTrainingProgram(context, **module, buildExecutable);
+  if (emit == EmitStage::Cpp || buildExecutable) {
+    std::optional<MeshTarget> meshTarget;
+    if (meshProgram)
+      meshTarget = MeshTarget{&*cluster, mesh, searchOptions};
+    return compileTrainingProgram(context, **module, buildExecutable,
+                                  meshTarget);
+  }
 
   // --summary with --loss or --precision: also the device memory of the
   // compiled training step (its planned arena and the driver's state).

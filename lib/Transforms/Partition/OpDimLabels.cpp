@@ -347,6 +347,9 @@ OpDimLabels partition::dimLabels(Operation *op) {
             tess::SigmoidOp, tess::ReluOp, tess::CosOp, tess::SinOp,
             tess::SiluOp, tess::LogicalNotOp, tess::GeluOp>(
           [&](Operation *) { labeler.sameShape(); })
+      // Elementwise in param, grad, m and v (lr, step and grad_scale are
+      // scalars): ZeRO's sharded update runs on each rank's shard.
+      .Case([&](tess::AdamWOp) { labeler.sameShape(); })
       .Case<tess::GeluGradOp, tess::SiluGradOp>([&](Operation *) {
         labeler.sameShape();
         labeler.linearIn({1});

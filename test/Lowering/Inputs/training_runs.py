@@ -14,6 +14,10 @@
       SIGKILL (no chance to clean up), and reports how far it got.
   training_runs.py same-params A.safetensors B.safetensors
       Every tensor bit-for-bit equal (a resumed run against an uninterrupted one).
+  training_runs.py same-steps A.jsonl B.jsonl MAX_RELATIVE_GAP
+      Every step of B is one of A's, with its loss and gradient norm within
+      MAX_RELATIVE_GAP of A's (a partitioned program against one device,
+      whose sums run in another order; B may be a resumed run's tail).
 """
 import json
 import os
@@ -62,21 +66,43 @@ def overflow(path):
     print("OK")
 
 
+def tensor_bytes(path):
+    data = open(path, "rb").read()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    body = data[8 + size:]
+    return {name: body[info["data_offsets"][0]:info["data_offsets"][1]]
+            for name, info in header.items() if name != "__metadata__"}
+
+
 def same_params(a_path, b_path):
-    def tensors(path):
-        data = open(path, "rb").read()
-        size = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8:8 + size])
-        body = data[8 + size:]
-        return {name: body[info["data_offsets"][0]:info["data_offsets"][1]]
-                for name, info in header.items() if name != "__metadata__"}
-    a, b = tensors(a_path), tensors(b_path)
+    a, b = tensor_bytes(a_path), tensor_bytes(b_path)
     if a.keys() != b.keys():
         sys.exit("FAIL: different tensors")
     different = [name for name in a if a[name] != b[name]]
     if different:
         sys.exit("FAIL: %d tensors differ, e.g. %s" % (len(different), different[0]))
     print("%d tensors bit-for-bit equal" % len(a))
+    print("OK")
+
+
+def same_steps(a_path, b_path, max_gap):
+    a, b = losses(a_path), losses(b_path)
+    by_step = {s["step"]: s for s in a}
+    missing = [s["step"] for s in b if s["step"] not in by_step]
+    if not b or missing:
+        sys.exit("FAIL: %s has no steps, or steps %s that %s lacks" %
+                 (b_path, missing, a_path))
+    worst = {"loss": 0.0, "grad_norm": 0.0}
+    for y in b:
+        x = by_step[y["step"]]
+        for key in worst:
+            gap = abs(x[key] - y[key]) / max(abs(x[key]), 1e-30)
+            worst[key] = max(worst[key], gap)
+    print("%d steps: largest relative gap of the loss %.2g, of the gradient "
+          "norm %.2g" % (len(b), worst["loss"], worst["grad_norm"]))
+    if max(worst.values()) > max_gap:
+        sys.exit("FAIL: gap exceeds %g" % max_gap)
     print("OK")
 
 
@@ -108,5 +134,7 @@ if __name__ == "__main__":
         kill_after(int(sys.argv[2]), sys.argv[3], sys.argv[sys.argv.index("--") + 1:])
     elif command == "same-params":
         same_params(sys.argv[2], sys.argv[3])
+    elif command == "same-steps":
+        same_steps(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     else:
         sys.exit("unknown command " + command)

@@ -64,6 +64,15 @@ typedef struct tessera_step_context {
   const int32_t *mesh_coordinates;
 } tessera_step_context;
 
+/* How a partitioned program (issue 5) cuts one of its tensors over the mesh:
+ * per dim, the mesh axis (an index into tessera_program's mesh_shape) the
+ * dim is split over, or -1 when every rank holds the dim whole. A rank holds
+ * the block at its mesh coordinates: along a dim split over axis a, block
+ * mesh_coordinates[a] of mesh_shape[a] equal blocks. */
+typedef struct tessera_tensor_split {
+  int32_t mesh_axis[TESSERA_MAX_RANK];
+} tessera_tensor_split;
+
 /* A named tensor the program reads: a trainable parameter (fp32 master
  * copy, updated by AdamW) or a buffer (read-only). Names are the ONNX
  * initializer names, which are also the checkpoint keys. */
@@ -125,6 +134,19 @@ typedef struct tessera_program {
    * ops, norms and the loss are not counted. The driver's MFU is
    * flops_per_micro_batch * micro-batches per step / step time / peak. */
   double flops_per_micro_batch;
+
+  /* A partitioned program (mesh_axis_count > 0): the split of each
+   * parameter and each buffer, in the order of `parameters` and `buffers`
+   * (NULL when there are none). The tensor_info shapes above are then one
+   * rank's blocks; the whole tensor (the weights file's and the
+   * checkpoints') has shape[d] * mesh_shape[mesh_axis[d]] along a split dim.
+   * A parameter's gradient has its parameter's split and is complete (summed
+   * over the ranks that share the block) when forward_backward returns.
+   * Tokens and targets are the WHOLE micro-batch on every rank
+   * ([batch, sequence]); the step takes its own block of them. The loss it
+   * returns is the micro-batch's, the same on every rank. */
+  const tessera_tensor_split *parameter_splits;
+  const tessera_tensor_split *buffer_splits;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),

@@ -1,0 +1,138 @@
+//===- MeshProgram.cpp - a partitioned step as the driver runs it ---------===//
+
+#include "MeshProgram.h"
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/Sharding/PlanAnnotation.h"
+
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+using tessera::sharding::kUnsplit;
+using tessera::sharding::TensorLayout;
+namespace tess = tessera::tess;
+
+namespace tessera::lowering {
+namespace {
+
+StringRef roleOf(func::FuncOp step, unsigned argument, StringRef role) {
+  if (auto name = step.getArgAttrOfType<StringAttr>(argument, role))
+    return name.getValue();
+  return {};
+}
+
+/// Makes the partitioned token argument `argument` (laid out as `layout`)
+/// the whole micro-batch, cut to the rank's block by shard_slices at the top
+/// of the step.
+void takeWholeInput(func::FuncOp step, BlockArgument argument,
+                    const TensorLayout &layout, const cost::DeviceMesh &mesh) {
+  auto local = llvm::cast<RankedTensorType>(argument.getType());
+  SmallVector<int64_t> shape(local.getShape());
+  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
+    if (axis != kUnsplit)
+      shape[dim] *= mesh.axes[axis].size;
+  argument.setType(RankedTensorType::get(shape, local.getElementType()));
+
+  OpBuilder builder = OpBuilder::atBlockBegin(&step.getBody().front());
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &use : argument.getUses())
+    uses.push_back(&use);
+  Value value = argument;
+  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes)) {
+    if (axis == kUnsplit)
+      continue;
+    shape[dim] /= mesh.axes[axis].size;
+    value = tess::ShardSliceOp::create(
+        builder, step.getLoc(),
+        RankedTensorType::get(shape, local.getElementType()), value,
+        builder.getStringAttr(mesh.axes[axis].name),
+        static_cast<int64_t>(dim));
+  }
+  for (OpOperand *use : uses)
+    use->set(value);
+  step.removeArgAttr(argument.getArgNumber(),
+                     builder.getStringAttr(sharding::kLayoutAttrName));
+}
+
+} // namespace
+
+FailureOr<std::optional<MeshProgram>>
+prepareMeshProgram(ModuleOp module, func::FuncOp step, bool cuda) {
+  auto meshAttr = module->getAttrOfType<tess::MeshAttr>(sharding::kMeshAttrName);
+  if (!meshAttr) {
+    if (step->hasAttr("tess.partitioned"))
+      return step.emitError("tess-lower-to-emitc: a partitioned "
+                            "@forward_backward in a module without a tess.mesh");
+    return std::optional<MeshProgram>();
+  }
+  if (!step->hasAttr("tess.partitioned"))
+    return step.emitError("tess-lower-to-emitc: the module has a tess.mesh "
+                          "but @forward_backward is not partitioned (run "
+                          "tess-partition-spmd first)");
+  if (cuda)
+    return step.emitError("tess-lower-to-emitc: a program partitioned for a "
+                          "mesh lowers for target=cpu only (the CUDA driver "
+                          "does not run partitioned programs yet)");
+  cost::DeviceMesh mesh = sharding::deviceMesh(meshAttr);
+  MeshProgram program;
+  for (const cost::MeshAxis &axis : mesh.axes) {
+    program.axisNames.push_back(axis.name);
+    program.axisSizes.push_back(axis.size);
+  }
+
+  auto layoutError = [&](const Twine &what, llvm::Error error) {
+    return step.emitError("tess-lower-to-emitc: ")
+           << what << ": " << llvm::toString(std::move(error));
+  };
+  llvm::StringMap<TensorLayout> parameterLayouts;
+  for (BlockArgument argument : step.getArguments()) {
+    unsigned number = argument.getArgNumber();
+    llvm::Expected<TensorLayout> layout = sharding::readLayout(argument, mesh);
+    if (!layout)
+      return layoutError("argument " + Twine(number), layout.takeError());
+    std::vector<int32_t> split(layout->dimAxes.begin(), layout->dimAxes.end());
+    StringRef input = roleOf(step, number, "tess.input");
+    if (input == "input_ids" || input == "targets") {
+      if (!layout->isReplicated())
+        takeWholeInput(step, argument, *layout, mesh);
+      split.assign(split.size(), kUnsplit);
+    } else if (!input.empty() && !layout->isReplicated()) {
+      return step.emitError("tess-lower-to-emitc: input '")
+             << input << "' must be replicated, the plan lays it out as \""
+             << layout->print(mesh) << "\"";
+    }
+    if (StringRef name = roleOf(step, number, "tess.parameter"); !name.empty())
+      parameterLayouts[name] = *layout;
+    program.argumentSplits.push_back(std::move(split));
+  }
+
+  for (unsigned index = 0; index < step.getNumResults(); ++index) {
+    llvm::Expected<TensorLayout> layout =
+        sharding::readResultLayout(step, index, mesh);
+    if (!layout)
+      return layoutError("result " + Twine(index), layout.takeError());
+    auto gradient = step.getResultAttrOfType<StringAttr>(index, "tess.gradient");
+    if (!gradient) {
+      if (!layout->isReplicated())
+        return step.emitError("tess-lower-to-emitc: result ")
+               << index << " (the loss) leaves as \"" << layout->print(mesh)
+               << "\"; every rank must return the whole loss";
+      continue;
+    }
+    auto parameter = parameterLayouts.find(gradient.getValue());
+    if (parameter == parameterLayouts.end())
+      continue; // describeProgram names the missing parameter
+    if (*layout != parameter->second)
+      return step.emitError("tess-lower-to-emitc: the gradient of '")
+             << gradient.getValue() << "' leaves as \"" << layout->print(mesh)
+             << "\" but its parameter is laid out as \""
+             << parameter->second.print(mesh)
+             << "\"; the driver updates each rank's block of a parameter "
+                "with the complete gradient of that block (partition "
+                "without defer-gradient-reduction, and keep gradients in "
+                "their parameters' layouts)";
+  }
+  return std::optional<MeshProgram>(std::move(program));
+}
+
+} // namespace tessera::lowering

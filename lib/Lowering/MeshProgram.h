@@ -1,0 +1,59 @@
+//===- MeshProgram.h - a partitioned step as the driver runs it -*- C++ -*-===//
+//
+// Internal to lib/Lowering. A training step that tess-partition-spmd made
+// into one rank's program carries its plan in attributes (PlanAnnotation.h:
+// the module's tess.mesh, each argument's and result's tess.layout). The
+// compiled executable's ABI (program.h) fixes what the driver and the step
+// agree on:
+//
+// - parameters and buffers are the rank's blocks, and the program's tables
+//   say how each is split (tessera_tensor_split), so that the driver can cut
+//   the whole weights into blocks and gather them back for checkpoints;
+// - every gradient leaves complete in its parameter's layout (the driver's
+//   AdamW updates the block it holds; a gradient still partial over an axis,
+//   or laid out otherwise than its parameter, has no block to update);
+// - the loss leaves replicated (every rank reports the micro-batch's loss);
+// - tokens and targets arrive whole on every rank: one data loader feeds all
+//   ranks the same micro-batch, and the step cuts its own block of it
+//   (tess.shard_slice at the top of the step), whatever dims the plan
+//   splits.
+//
+// prepareMeshProgram checks the first three and rewrites the step for the
+// last before the lowering describes its signature.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_LIB_LOWERING_MESHPROGRAM_H
+#define TESSERA_LIB_LOWERING_MESHPROGRAM_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::lowering {
+
+struct MeshProgram {
+  /// The mesh's axes, outermost first (program.h's mesh_shape and
+  /// mesh_axis_names).
+  std::vector<std::string> axisNames;
+  std::vector<int64_t> axisSizes;
+  /// Per argument of the step (parameters and buffers; tokens and targets
+  /// are whole after the rewrite): per dim the mesh axis it is split over,
+  /// or -1.
+  std::vector<std::vector<int32_t>> argumentSplits;
+};
+
+/// std::nullopt for a module without a tess.mesh (one device). For a
+/// partitioned step: checks the contract above (errors name the tensor and
+/// its layout), makes tokens and targets whole and returns the mesh and the
+/// arguments' splits. `cuda`: the target is the GPU, whose driver does not
+/// run meshes yet (an error).
+mlir::FailureOr<std::optional<MeshProgram>>
+prepareMeshProgram(mlir::ModuleOp module, mlir::func::FuncOp step, bool cuda);
+
+} // namespace tessera::lowering
+
+#endif // TESSERA_LIB_LOWERING_MESHPROGRAM_H
