@@ -4,10 +4,15 @@
 
 #include "tessera/Execution/Interpreter.h"
 
+#include "Tess/IR/TessOps.h"
+#include "tessera/Sharding/PlanAnnotation.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <cmath>
 #include <deque>
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -62,6 +67,12 @@ private:
             std::vector<HostTensorBuffer> fromPipeline);
   llvm::Error deliver(MessageKey key, std::vector<HostTensorBuffer> tensors);
   llvm::Expected<std::vector<HostTensorBuffer>> obtain(MessageKey key);
+  /// The global gradient norm from this device's gradients.
+  llvm::Expected<double>
+  agreedGradientNorm(std::map<std::string, HostTensorBuffer> &gradients);
+  /// options.optimizer's AdamW step on this device's parameters, then the
+  /// updated parameters to the other devices that read them.
+  llvm::Error updateParameters(PipelineRankResult &result);
 
   const PipelineRankOptions &options;
   const PipelineParameters &parameters;
@@ -79,6 +90,12 @@ private:
   int64_t peakInFlightChunks = 0;
   std::map<std::string, std::vector<float>> gradientSums;
   std::map<std::string, std::vector<int64_t>> gradientShapes;
+  ModuleOp module;
+  /// The device whose stages return each parameter's gradient, the devices
+  /// whose stages read each parameter, and its type there.
+  std::map<std::string, int64_t> gradientDevice;
+  std::map<std::string, std::set<int64_t>> readingDevices;
+  std::map<std::string, RankedTensorType> parameterTypes;
 };
 
 llvm::Error PipelineRank::prepare(ModuleOp module) {
@@ -107,6 +124,9 @@ llvm::Error PipelineRank::prepare(ModuleOp module) {
                          llvm::Twine(virtualStages));
   chunks = devices * virtualStages;
   device = tessera_comm_rank(options.pipelineComm);
+  this->module = module;
+  if (options.meshRank)
+    interpreter.setMeshRank(*options.meshRank);
   for (int64_t chunk = 0; chunk < chunks; ++chunk)
     for (auto [functions, kind] :
          {std::pair(&forwards, "forward"), std::pair(&backwards, "backward")}) {
@@ -115,6 +135,17 @@ llvm::Error PipelineRank::prepare(ModuleOp module) {
       if (!function)
         return pipelineError("the module has no @" + name);
       functions->push_back(function);
+      for (unsigned i = 0; i < function.getNumArguments(); ++i)
+        if (auto parameter =
+                function.getArgAttrOfType<StringAttr>(i, "tess.parameter")) {
+          readingDevices[parameter.str()].insert(deviceOf(chunk));
+          parameterTypes[parameter.str()] =
+              llvm::cast<RankedTensorType>(function.getArgumentTypes()[i]);
+        }
+      for (unsigned i = 0; i < function.getNumResults(); ++i)
+        if (auto gradient =
+                function.getResultAttrOfType<StringAttr>(i, "tess.gradient"))
+          gradientDevice[gradient.str()] = deviceOf(chunk);
     }
   auto taskOrder = pipeline::scheduleTaskOrder(options.schedule, devices,
                                                options.microBatches);
@@ -297,6 +328,155 @@ llvm::Error PipelineRank::runTask(const pipeline::ScheduledTask &task) {
   return llvm::Error::success();
 }
 
+llvm::Expected<double> PipelineRank::agreedGradientNorm(
+    std::map<std::string, HostTensorBuffer> &gradients) {
+  // The mesh axes that split each gradient of a partitioned step: its
+  // blocks' squares add up over those axes (the others hold replicas).
+  std::map<std::string, std::vector<size_t>> splitting;
+  auto meshAttribute =
+      module->getAttrOfType<tess::MeshAttr>(sharding::kMeshAttrName);
+  auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (options.meshRank && meshAttribute && step) {
+    cost::DeviceMesh mesh = sharding::deviceMesh(meshAttribute);
+    for (unsigned i = 0; i < step.getNumResults(); ++i) {
+      auto name = step.getResultAttrOfType<StringAttr>(i, "tess.gradient");
+      if (!name)
+        continue;
+      auto layout = sharding::readResultLayout(step, i, mesh);
+      if (!layout)
+        return layout.takeError();
+      for (int axis : layout->dimAxes) {
+        if (axis == sharding::kUnsplit)
+          continue;
+        const std::vector<std::string> &names = options.meshRank->axisNames;
+        auto found = llvm::find(names, mesh.axes[axis].name);
+        if (found == names.end())
+          return pipelineError("the gradient of " + name.getValue() +
+                               " is split over mesh axis '" +
+                               mesh.axes[axis].name +
+                               "', which the mesh rank does not have");
+        splitting[name.str()].push_back(found - names.begin());
+      }
+    }
+  }
+  // Per set of splitting axes (indices of the mesh rank's, the same on
+  // every rank, so the all-reduces come in one order), the squares of this
+  // device's blocks.
+  std::map<std::vector<size_t>, double> squares;
+  for (auto &[name, gradient] : gradients)
+    if (tessera_cpu_sum_squares(gradient.constDescriptor(),
+                                &squares[splitting[name]]) != 0)
+      return pipelineError("the squares of the gradient of " + name + ": " +
+                           tessera_cpu_last_error());
+  double sum = 0;
+  for (const auto &[axes, part] : squares) {
+    HostTensorBuffer value = HostTensorBuffer::zeros(TESSERA_F64, {});
+    *static_cast<double *>(value.data()) = part;
+    for (size_t axis : axes) {
+      tessera_tensor descriptor = value.descriptor();
+      if (tessera_comm_all_reduce(options.meshRank->comms[axis], &descriptor,
+                                  TESSERA_REDUCE_SUM, nullptr) != 0)
+        return commError("gradient norm all-reduce over the mesh");
+    }
+    sum += value.getDouble(0);
+  }
+  // Each gradient lives on one device of the pipeline; after the
+  // data-parallel all-reduce every replica holds the same sums.
+  HostTensorBuffer total = HostTensorBuffer::zeros(TESSERA_F64, {});
+  *static_cast<double *>(total.data()) = sum;
+  tessera_tensor descriptor = total.descriptor();
+  if (tessera_comm_all_reduce(options.pipelineComm, &descriptor,
+                              TESSERA_REDUCE_SUM, nullptr) != 0)
+    return commError("gradient norm all-reduce");
+  return std::sqrt(total.getDouble(0));
+}
+
+llvm::Error PipelineRank::updateParameters(PipelineRankResult &result) {
+  const PipelineOptimizerStep &step = *options.optimizer;
+  auto optimizer = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (!optimizer)
+    return pipelineError("the module has no @optimizer_step (build the step "
+                         "with tess-build-training)");
+  // tess-build-training's AdamW hyperparameters, by parameter.
+  std::map<std::string, tess::AdamWOp> updates;
+  optimizer.walk([&](tess::AdamWOp update) {
+    if (auto argument = llvm::dyn_cast<BlockArgument>(update.getParam()))
+      if (auto name = optimizer.getArgAttrOfType<StringAttr>(
+              argument.getArgNumber(), "tess.parameter"))
+        updates[name.str()] = update;
+  });
+  // Clipping folds into AdamW's gradient scale, as the training driver's;
+  // the micro-batch mean is already in the gradients.
+  double scale = 1;
+  if (step.gradientClip > 0 && result.gradientNorm > step.gradientClip)
+    scale = step.gradientClip / result.gradientNorm;
+  auto moment = [&](const std::map<std::string, HostTensorBuffer> *moments,
+                    const std::string &name,
+                    llvm::ArrayRef<int64_t> shape,
+                    llvm::StringRef which) -> llvm::Expected<HostTensorBuffer> {
+    if (!moments)
+      return HostTensorBuffer::zeros(TESSERA_F32, shape);
+    auto found = moments->find(name);
+    if (found == moments->end())
+      return pipelineError("no " + which + " moment of " + name);
+    return found->second;
+  };
+  for (auto &[name, gradient] : result.gradients) {
+    auto update = updates.find(name);
+    if (update == updates.end())
+      return pipelineError("@optimizer_step has no tess.adamw for " + name);
+    auto parameter = parameters(name);
+    if (!parameter)
+      return parameter.takeError();
+    auto first = moment(step.firstMoments, name, gradient.shape(), "first");
+    if (!first)
+      return first.takeError();
+    auto second = moment(step.secondMoments, name, gradient.shape(), "second");
+    if (!second)
+      return second.takeError();
+    tessera_tensor updated = parameter->descriptor(),
+                   m = first->descriptor(), v = second->descriptor();
+    tess::AdamWOp hyper = update->second;
+    if (tessera_cpu_adamw(&updated, gradient.constDescriptor(), &m, &v,
+                          step.step, step.learningRate,
+                          hyper.getBeta1().convertToDouble(),
+                          hyper.getBeta2().convertToDouble(),
+                          hyper.getEpsilon().convertToDouble(),
+                          hyper.getWeightDecay().convertToDouble(),
+                          scale) != 0)
+      return pipelineError("AdamW of " + name + ": " +
+                           tessera_cpu_last_error());
+    result.parameters[name] = std::move(*parameter);
+    result.firstMoments[name] = std::move(*first);
+    result.secondMoments[name] = std::move(*second);
+  }
+  // The other readers of a parameter (a tied embedding's head) get its
+  // update from the device that made it.
+  for (const auto &[name, owner] : gradientDevice)
+    for (int64_t reader : readingDevices[name]) {
+      if (reader == owner || (device != owner && device != reader))
+        continue;
+      if (device == owner) {
+        tessera_tensor descriptor = result.parameters.at(name).descriptor();
+        if (tessera_comm_send(options.pipelineComm, &descriptor,
+                              static_cast<int32_t>(reader), nullptr) != 0)
+          return commError("send of the updated " + name + " to rank " +
+                           std::to_string(reader));
+        continue;
+      }
+      auto received = HostTensorBuffer::zeros(parameterTypes.at(name));
+      if (!received)
+        return received.takeError();
+      tessera_tensor descriptor = received->descriptor();
+      if (tessera_comm_recv(options.pipelineComm, &descriptor,
+                            static_cast<int32_t>(owner), nullptr) != 0)
+        return commError("recv of the updated " + name + " from rank " +
+                         std::to_string(owner));
+      result.parameters[name] = std::move(*received);
+    }
+  return llvm::Error::success();
+}
+
 llvm::Expected<PipelineRankResult> PipelineRank::finish() {
   PipelineRankResult result;
   result.peakInFlightChunks = peakInFlightChunks;
@@ -323,6 +503,13 @@ llvm::Expected<PipelineRankResult> PipelineRank::finish() {
     }
     result.gradients[name] = std::move(gradient);
   }
+  auto norm = agreedGradientNorm(result.gradients);
+  if (!norm)
+    return norm.takeError();
+  result.gradientNorm = *norm;
+  if (options.optimizer)
+    if (llvm::Error error = updateParameters(result))
+      return std::move(error);
   return result;
 }
 

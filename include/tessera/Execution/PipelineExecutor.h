@@ -22,12 +22,24 @@
 // the micro-batch losses times the same factor, is all-reduced over the
 // pipeline (and data-parallel) group so every rank reports it.
 //
+// The optimizer (optional): once the gradients are complete, every device
+// has the global gradient norm (its gradients' squares all-reduced over
+// the pipeline group, and first over the tensor-parallel axes that split
+// them; the data-parallel replicas hold the same sums), so
+// clipping agrees across stages. Each device then runs one AdamW step on
+// the parameters whose gradients its stages return, with the
+// hyperparameters of the module's @optimizer_step, and sends each updated
+// parameter to the other devices whose stages read it (a tied embedding's
+// head stage), in one order every device follows (sorted by name, then by
+// receiving device).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TESSERA_EXECUTION_PIPELINEEXECUTOR_H
 #define TESSERA_EXECUTION_PIPELINEEXECUTOR_H
 
 #include "tessera/Execution/HostTensorBuffer.h"
+#include "tessera/Execution/Interpreter.h"
 #include "tessera/Pipeline/Schedule.h"
 #include "tessera/runtime/comm.h"
 
@@ -36,9 +48,23 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace tessera::execution {
+
+/// One AdamW step after the forward and backward (see the file comment).
+struct PipelineOptimizerStep {
+  double learningRate = 0;
+  /// The step number AdamW's bias correction uses (1 for the first).
+  int64_t step = 1;
+  /// Clip the global gradient norm to this; 0 turns clipping off.
+  double gradientClip = 0;
+  /// The moments before this step, by parameter name; null: zero (the
+  /// first step).
+  const std::map<std::string, HostTensorBuffer> *firstMoments = nullptr;
+  const std::map<std::string, HostTensorBuffer> *secondMoments = nullptr;
+};
 
 struct PipelineRankOptions {
   pipeline::Schedule schedule;
@@ -48,6 +74,15 @@ struct PipelineRankOptions {
   tessera_comm *pipelineComm = nullptr;
   /// The data-parallel group of this stage device, or none.
   tessera_comm *dataParallelComm = nullptr;
+  /// Runs the optimizer after the backward when set.
+  std::optional<PipelineOptimizerStep> optimizer;
+  /// When the step was partitioned (tess-partition-spmd, e.g. tensor
+  /// parallel) before it was split into stages: this rank of the module's
+  /// tess.mesh, for the stage functions' collectives. Parameters,
+  /// gradients and the updated parameters are then this rank's blocks (in
+  /// the layouts @forward_backward records), and a gradient's squares are
+  /// summed over the axes that split it for the global norm.
+  std::optional<MeshRank> meshRank;
 };
 
 /// A parameter or buffer by its `tess.parameter` / `tess.buffer` name.
@@ -67,13 +102,22 @@ struct PipelineRankResult {
   /// The most (stage, micro-batch) forwards whose saved values this device
   /// held at once: the schedule's activation memory, in chunks.
   int64_t peakInFlightChunks = 0;
+  /// The L2 norm over every stage's gradients, agreed by every rank.
+  double gradientNorm = 0;
+  /// With the optimizer: the updated value of every trainable parameter
+  /// this device's stages read or update, and the moments of those it
+  /// updates, by name.
+  std::map<std::string, HostTensorBuffer> parameters, firstMoments,
+      secondMoments;
 };
 
-/// Runs one training step's forward and backward as the device of rank
+/// Runs one training step's forward and backward (and, with
+/// `options.optimizer`, the AdamW step) as the device of rank
 /// `pipelineComm` in a module split by tess-split-pipeline-stages. Errors:
 /// the module is not split, its stage count or virtual stages disagree with
-/// the group or the schedule, an input is missing, an op or a
-/// communication fails (a failing peer fails this rank too).
+/// the group or the schedule, an input is missing, a parameter to update
+/// has no tess.adamw in @optimizer_step, an op or a communication fails (a
+/// failing peer fails this rank too).
 llvm::Expected<PipelineRankResult>
 runPipelineRank(mlir::ModuleOp module, const PipelineRankOptions &options,
                 const PipelineParameters &parameters,
