@@ -101,6 +101,13 @@ MeshLayout::MeshLayout(const tessera_program &program)
                                      shape));
   whole.parameters = wholeParameters.empty() ? nullptr : wholeParameters.data();
   whole.buffers = wholeBuffers.empty() ? nullptr : wholeBuffers.data();
+  // The whole tensors are the single-device program's: no mesh, no splits
+  // (a MeshLayout of `whole` must not multiply the split dims again).
+  whole.mesh_axis_count = 0;
+  whole.mesh_shape = nullptr;
+  whole.mesh_axis_names = nullptr;
+  whole.parameter_splits = nullptr;
+  whole.buffer_splits = nullptr;
 }
 
 TrainingState
