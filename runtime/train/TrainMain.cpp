@@ -280,10 +280,6 @@ void Trainer::start() {
     fail("the program asks for ZeRO stage " + std::to_string(zeroStage) +
          "; the driver shards the optimizer state (stage 1) at most (run "
          "with --zero 0 or --zero 1)");
-  if (mesh && zeroStage != 0)
-    fail("--zero " + std::to_string(zeroStage) +
-         ": the driver's ZeRO shards the data-parallel ranks it launches; a "
-         "partitioned program's sharding is the one it was compiled with");
   if (!world) {
     backend = makeBackend(program, options, nullptr);
     backend->loadState(state);
@@ -571,6 +567,12 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
       if (program->device != TESSERA_DEVICE_HOST)
         fail("partitioned programs run on the host backend only (the CUDA "
              "driver does not run meshes yet)");
+      // Before the ranks start, so that the run says it once.
+      if (options.zeroStage > 0)
+        fail("--zero " + std::to_string(options.zeroStage) +
+             ": the driver's ZeRO shards the data-parallel ranks it "
+             "launches; a partitioned program's sharding is the one it was "
+             "compiled with");
       return runMeshRanks(*program, options, makeBackend, name,
                           launch.commTimeoutSeconds);
     }
