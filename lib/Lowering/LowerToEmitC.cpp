@@ -1360,7 +1360,12 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
     return function.emitError("tess-lower-to-emitc: expected one "
                               "tess.cross_entropy in @forward_backward, found ")
            << losses.size();
-  info.vocabulary = tensorTypeOf(losses[0].getLogits()).getShape().back();
+  // A padded head's logits have more classes than the model has tokens
+  // (tess-build-training's tess.vocabulary).
+  if (auto vocabulary = function->getAttrOfType<IntegerAttr>("tess.vocabulary"))
+    info.vocabulary = vocabulary.getInt();
+  else
+    info.vocabulary = tensorTypeOf(losses[0].getLogits()).getShape().back();
   info.ignoreIndex = losses[0].getIgnoreIndex();
   return info;
 }

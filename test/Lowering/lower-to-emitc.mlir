@@ -1,5 +1,8 @@
-// RUN: tessera-opt %s --tess-build-training --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s
-// RUN: tessera-opt %s --tess-build-training --tess-lower-to-emitc=print-arena-plan -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAN
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s
+// With the head padded to 64 classes the program still names the model's
+// 16 (tess.vocabulary): the driver checks token ids against it.
+// RUN: tessera-opt %s --tess-build-training --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s --check-prefix=PADDEDHEAD
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc=print-arena-plan -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAN
 
 // A tied embedding / output projection: the smallest forward with a loss,
 // both gradient paths and a sum of cotangents.
@@ -72,6 +75,9 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK-SAME: /*device=*/TESSERA_DEVICE_HOST,
 // One linear forward (2 x 2*8*4*16) and its two gradient matmuls.
 // CHECK-SAME: /*flops_per_micro_batch=*/6144,\0A /*parameter_splits=*/NULL,\0A /*buffer_splits=*/NULL}">
+// PADDEDHEAD: call_opaque "tessera_cpu_cross_entropy"
+// PADDEDHEAD: emitc.global static @tessera_program_definition
+// PADDEDHEAD-SAME: /*vocabulary=*/16,
 // CHECK-LABEL: emitc.func @main(
 // CHECK: call_opaque "tessera_train_main"
 // The training builder's functions are gone: the runtime runs AdamW.

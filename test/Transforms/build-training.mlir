@@ -1,5 +1,7 @@
-// RUN: tessera-opt %s -tess-build-training -split-input-file | FileCheck %s
-// RUN: tessera-opt %s -tess-build-training="precision=bf16 loss=mlm ignore-index=0" -split-input-file | FileCheck %s --check-prefix=BF16
+// RUN: tessera-opt %s -tess-build-training=vocabulary-multiple=1 -split-input-file | FileCheck %s
+// RUN: tessera-opt %s -tess-build-training="precision=bf16 loss=mlm ignore-index=0 vocabulary-multiple=1" -split-input-file | FileCheck %s --check-prefix=BF16
+// The heads here are left unpadded (vocabulary-multiple=1);
+// build-training-vocabulary-padding.mlir tests the padding.
 
 // Tests that a linear head on an embedding becomes @forward_backward
 // (parameters and buffers as arguments, loss and one gradient per trainable

@@ -79,7 +79,8 @@ std::string nameOf(mlir::DictionaryAttr attributes, llvm::StringRef kind) {
 } // namespace
 
 std::string fixtures::trainingPipeline(const llvm::json::Object &fixture,
-                                       llvm::StringRef loss) {
+                                       llvm::StringRef loss,
+                                       int64_t vocabularyMultiple) {
   const llvm::json::Object *adamw = fixture.getObject("adamw");
   EXPECT_TRUE(adamw) << "the fixture has no adamw hyperparameters";
   auto exact = [&](llvm::StringRef key) {
@@ -91,7 +92,8 @@ std::string fixtures::trainingPipeline(const llvm::json::Object &fixture,
   return "tess-build-training{loss=" + loss.str() +
          " precision=fp32 beta1=" + exact("beta1") +
          " beta2=" + exact("beta2") + " adam-epsilon=" + exact("eps") +
-         " weight-decay=" + exact("weight_decay") + "}";
+         " weight-decay=" + exact("weight_decay") +
+         " vocabulary-multiple=" + std::to_string(vocabularyMultiple) + "}";
 }
 
 double fixtures::learningRate(const llvm::json::Object &fixture) {
@@ -223,7 +225,8 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   ASSERT_TRUE(module);
   std::map<std::string, HostTensorBuffer> weights = collectWeights(*module);
 
-  std::string pipeline = trainingPipeline(fixture, setup.loss);
+  std::string pipeline =
+      trainingPipeline(fixture, setup.loss, setup.vocabularyMultiple);
   registerTesseraPasses();
   mlir::PassManager pm(&context);
   ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(pipeline, pm)))

@@ -5,6 +5,9 @@
 // (fp32): the loss within 1e-5 relative, every parameter's gradient norm
 // within 1e-4 relative, and the parameters after one AdamW step (lr 1e-3,
 // betas 0.9/0.95, eps 1e-8, weight decay 0.1 on all) within 1e-5 absolute.
+// Each model also with its head padded from 512 to 576 classes
+// (vocabulary-multiple=96: zero weight rows, the lowest logit): the same
+// numbers, since the padded classes get probability and gradient 0.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +38,25 @@ TEST(TrainingFixtureTest, BertTinyMaskedLm) {
 TEST(TrainingFixtureTest, LlamaTinyCausalLm) {
   checkTrainingStep("llama-tiny", {"llama-tiny.raw.dyn.onnx", "causal-lm", 31,
                                    /*shiftTargets=*/true});
+}
+
+TEST(TrainingFixtureTest, Gpt2TinyPaddedVocabulary) {
+  checkTrainingStep("gpt2-tiny", {"gpt2-tiny.raw.dyn.onnx", "causal-lm", 31,
+                                  /*shiftTargets=*/true,
+                                  /*vocabularyMultiple=*/96});
+}
+
+// bert-tiny's decoder has a bias, which gets the lowest logit.
+TEST(TrainingFixtureTest, BertTinyPaddedVocabulary) {
+  checkTrainingStep("bert-tiny", {"bert-tiny.raw.dyn.onnx", "mlm", 32,
+                                  /*shiftTargets=*/false,
+                                  /*vocabularyMultiple=*/96});
+}
+
+TEST(TrainingFixtureTest, LlamaTinyPaddedVocabulary) {
+  checkTrainingStep("llama-tiny", {"llama-tiny.raw.dyn.onnx", "causal-lm", 31,
+                                   /*shiftTargets=*/true,
+                                   /*vocabularyMultiple=*/96});
 }
 
 } // namespace

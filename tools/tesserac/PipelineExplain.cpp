@@ -78,7 +78,7 @@ bool requested() {
 /// The training program of the model at `batch` samples.
 Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
-             int64_t batch, StringRef loss, StringRef precision,
+             int64_t batch, const BuildTrainingOptions &training,
              mlir::MLIRContext &context) {
   options.dims["batch"] = batch;
   auto module = onnx_import::importOnnxModel(inputPath, options, context);
@@ -86,9 +86,6 @@ buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
     return module.takeError();
   mlir::PassManager passes(&context);
   buildImportCleanupPipeline(passes);
-  BuildTrainingOptions training;
-  training.loss = loss.str();
-  training.precision = precision.str();
   buildTrainingPipeline(passes, training);
   if (mlir::failed(passes.run(**module)))
     return createStringError(inconvertibleErrorCode(),
@@ -115,7 +112,7 @@ Expected<pipeline::RematMode> stepRematMode() {
 std::optional<int> explainPipeline(StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,
-                                   StringRef loss, StringRef precision,
+                                   const BuildTrainingOptions &training,
                                    StringRef outputPath) {
   if (!requested())
     return std::nullopt;
@@ -163,11 +160,11 @@ std::optional<int> explainPipeline(StringRef inputPath,
   mlir::MLIRContext context;
   constexpr int64_t firstBatch = 2;
   auto first =
-      buildProgram(inputPath, options, firstBatch, loss, precision, context);
+      buildProgram(inputPath, options, firstBatch, training, context);
   if (!first)
     return fail(toString(first.takeError()));
-  auto second = buildProgram(inputPath, options, firstBatch + 1, loss,
-                             precision, context);
+  auto second =
+      buildProgram(inputPath, options, firstBatch + 1, training, context);
   if (!second)
     return fail(toString(second.takeError()));
   auto profile = pipeline::profileProgram(**first, **second, firstBatch);

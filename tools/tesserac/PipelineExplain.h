@@ -18,6 +18,7 @@
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Pipeline/Remat.h"
+#include "tessera/Transforms/Passes.h"
 
 #include "llvm/Support/CommandLine.h"
 
@@ -39,14 +40,15 @@ bool rematRequested();
 llvm::Expected<pipeline::RematMode> stepRematMode();
 
 /// Nothing when no pipeline flag was given (the ordinary --explain runs);
-/// otherwise imports the model at two batch sizes, plans it on `cluster`,
+/// otherwise imports the model at two batch sizes, builds its training step
+/// with `training` (tesserac's --loss, --precision, ...), plans it on
+/// `cluster`,
 /// prints the plan to `outputPath` ("-": stdout) and returns the exit
 /// status (1 after printing "tesserac: error: ...").
 std::optional<int> explainPipeline(llvm::StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,
-                                   llvm::StringRef loss,
-                                   llvm::StringRef precision,
+                                   const BuildTrainingOptions &training,
                                    llvm::StringRef outputPath);
 
 } // namespace tessera::tesserac

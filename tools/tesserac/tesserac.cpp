@@ -124,6 +124,11 @@ cl::opt<std::string>
     precision("precision",
               cl::desc("Compute precision of the step: fp32, bf16 or fp16"),
               cl::init("fp32"), cl::cat(category));
+cl::opt<int64_t> vocabularyMultiple(
+    "vocabulary-multiple",
+    cl::desc("Pad the head's classes to a multiple of N, so that the logits "
+             "and the head's GEMMs are aligned (default 64; 1: never)"),
+    cl::value_desc("N"), cl::init(64), cl::cat(category));
 cl::opt<std::string>
     cxx("cxx", cl::desc("The host C++ compiler (default: $CXX, else c++)"),
         cl::value_desc("PATH"), cl::cat(category));
@@ -347,12 +352,18 @@ int writeInitialWeights(mlir::ModuleOp module,
 /// Turns the forward function into the training step (--loss,
 /// --precision), as --target, --emit=cpp and --explain all start from it.
 /// Returns 0, or 1 after printing the error.
+/// tess-build-training's options from the flags.
+tessera::BuildTrainingOptions trainingOptions() {
+  tessera::BuildTrainingOptions options;
+  options.loss = loss;
+  options.precision = precision;
+  options.vocabularyMultiple = vocabularyMultiple;
+  return options;
+}
+
 int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
   mlir::PassManager training(&context);
-  tessera::BuildTrainingOptions trainingOptions;
-  trainingOptions.loss = loss;
-  trainingOptions.precision = precision;
-  tessera::buildTrainingPipeline(training, trainingOptions);
+  tessera::buildTrainingPipeline(training, trainingOptions());
   if (mlir::failed(training.run(module)))
     return fail(inputPath + ": building the training step failed");
   return 0;
@@ -635,6 +646,9 @@ int main(int argc, char **argv) {
       {&category, &tessera::tesserac::pipelineOptionCategory()});
   cl::ParseCommandLineOptions(argc, argv, "Tessera: ONNX Transformer -> "
                                           "training program\n");
+  if (vocabularyMultiple < 1)
+    return fail("--vocabulary-multiple " + Twine(vocabularyMultiple) +
+                ": must be at least 1 (1 leaves the head as it is)");
 
   tessera::onnx_import::ImportOptions options;
   for (const std::string &binding : dims) {
@@ -713,7 +727,7 @@ int main(int argc, char **argv) {
     cluster = std::move(*loaded);
     if (explain)
       if (std::optional<int> status = tessera::tesserac::explainPipeline(
-              inputPath, options, *cluster, loss, precision, outputPath))
+              inputPath, options, *cluster, trainingOptions(), outputPath))
         return *status;
     auto parsed = tessera::cost::parseMesh(meshSpec);
     if (!parsed)

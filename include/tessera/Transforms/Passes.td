@@ -148,8 +148,18 @@ def BuildTraining : Pass<"tess-build-training", "::mlir::ModuleOp"> {
 
     With `precision=bf16` or `fp16`, every `f32` tensor of the forward
     becomes that type: the master weights are cast down on entry and the
-    gradients are returned in the compute type. The logits are cast to
-    `f32` before the loss.
+    gradients are returned in the compute type. The loss reads the logits
+    in the compute type (its kernels compute in `f32`), and its gradient
+    comes out in it.
+
+    A linear head whose classes are not a multiple of `vocabulary-multiple`
+    is padded to the next multiple (GPT-2's 50,257 to 50,304), so that the
+    logits, their gradient and the head's GEMMs are aligned: its weight gets
+    zero rows (`tess.concat` with a zero `tess.constant`) and its bias the
+    lowest finite value for the padded classes, whose softmax probability
+    and gradient are then exactly 0. The loss and every gradient are the
+    unpadded head's; `@forward_backward` records the model's vocabulary in
+    `tess.vocabulary`.
 
     The backward walks the ops in reverse, asking each for its
     vector-Jacobian product (`DifferentiableOpInterface`) and summing the
@@ -208,6 +218,10 @@ def BuildTraining : Pass<"tess-build-training", "::mlir::ModuleOp"> {
            "fp16 (master weights and optimizer state stay fp32)">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "The target value that marks a position without a loss">,
+    Option<"vocabularyMultiple", "vocabulary-multiple", "int64_t",
+           /*default=*/"64",
+           "Pad a linear head's classes to a multiple of this (0 or 1: "
+           "never)">,
     Option<"beta1", "beta1", "double", /*default=*/"0.9",
            "AdamW's first-moment decay">,
     Option<"beta2", "beta2", "double", /*default=*/"0.999",

@@ -12,6 +12,8 @@
 
 #include "tessera/Transforms/Passes.h"
 
+#include "VocabularyPadding.h"
+
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/MapVector.h"
@@ -252,6 +254,12 @@ BuildTrainingPass::buildForwardBackward(func::FuncOp forward,
   // a cast first, and its gradient comes out in the logits' type. A cast
   // would write an f32 copy of the [tokens, vocabulary] logits, and the
   // backward another of their gradient: a tenth of a GPT-2 124M step.
+  // An aligned class dim for the head's GEMMs (VocabularyPadding.h); the
+  // runtime still checks token ids against the model's vocabulary.
+  int64_t classes = tensorType(logits).getShape().back();
+  logits = padVocabulary(builder, logits, vocabularyMultiple);
+  if (tensorType(logits).getShape().back() != classes)
+    function->setAttr("tess.vocabulary", builder.getI64IntegerAttr(classes));
   Value lossValue =
       tess::CrossEntropyOp::create(builder, loc, logits, targets,
                                    builder.getI64IntegerAttr(ignoreIndex));

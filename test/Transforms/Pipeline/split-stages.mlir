@@ -1,5 +1,7 @@
-// RUN: tessera-opt %s -tess-build-training -canonicalize -cse -tess-split-pipeline-stages=stages=2 | FileCheck %s
-// RUN: tessera-opt %s -tess-build-training -canonicalize -cse -tess-split-pipeline-stages="stages=2 virtual=2" | FileCheck %s --check-prefix=VIRTUAL
+// The 16-class head is left unpadded (vocabulary-multiple=1): these cases
+// look at the stage split, not at tess-build-training's head padding.
+// RUN: tessera-opt %s -tess-build-training=vocabulary-multiple=1 -canonicalize -cse -tess-split-pipeline-stages=stages=2 | FileCheck %s
+// RUN: tessera-opt %s -tess-build-training=vocabulary-multiple=1 -canonicalize -cse -tess-split-pipeline-stages="stages=2 virtual=2" | FileCheck %s --check-prefix=VIRTUAL
 
 // A tied embedding, two residual MLP layers (h.0, h.1) and a head: four
 // units. Two stages: embedding + h.0 | h.1 + head. The residual stream is

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 
 using namespace tessera;
@@ -155,7 +156,12 @@ TEST(GptFlops, Gpt2SmallMatchesHandFormulas) {
   EXPECT_EQ(estimate->tokensPerDevice, shape.batch * shape.sequence);
   // Forward, input gradient and weight gradient of every weight matrix:
   // 3 x 2 m n k; plus the biases' adds in the forward (3d + d + 4d + d).
-  double gemm = 3 * 2 * tokens * (12 * d * d * L + V * d) + tokens * 9 * d * L;
+  // The head runs padded to 50,304 classes (tess-build-training's
+  // vocabulary-multiple 64), with the padding's bias.
+  double paddedV = std::ceil(V / 64) * 64;
+  EXPECT_EQ(paddedV, 50304);
+  double gemm = 3 * 2 * tokens * (12 * d * d * L + paddedV * d) +
+                tokens * 9 * d * L + tokens * paddedV;
   EXPECT_DOUBLE_EQ(estimate->flopsByKind[size_t(OpKind::Linear)], gemm);
   // 4 b h s^2 d_head = 4 b s^2 d forward, 2.5x more in the backward.
   double attention = 4 * shape.batch * T * T * d * L;
