@@ -235,6 +235,21 @@ int64_t axisOf(int64_t axis, Value value) {
 }
 
 /// Builds the body of tessera_forward_backward_steps from @forward_backward.
+/// The gradient of `loss` when it is the next op, on the same logits,
+/// targets and ignore index: the backward's first op. The two then lower to
+/// one call (tessera_*_cross_entropy_with_grad) at the gradient, whose pass
+/// over the logits gives the loss as well; nothing reads the loss between
+/// them, and both results' storage is live there.
+tess::CrossEntropyGradOp gradientOfLoss(tess::CrossEntropyOp loss) {
+  auto grad =
+      llvm::dyn_cast_or_null<tess::CrossEntropyGradOp>(loss->getNextNode());
+  if (!grad || grad.getLogits() != loss.getLogits() ||
+      grad.getTargets() != loss.getTargets() ||
+      grad.getIgnoreIndex() != loss.getIgnoreIndex())
+    return {};
+  return grad;
+}
+
 class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
@@ -274,6 +289,10 @@ private:
   /// with the stream last).
   void supportCall(StringRef name, CallArguments &arguments);
   Value mixedSeed(int64_t opSeed);
+  /// An attention's seed argument: mixedSeed with dropout, else a literal
+  /// 0 (it draws nothing; a tessera_mix_seed call would mark the step as
+  /// random, which keeps the CUDA driver from replaying it as a graph).
+  Value attentionSeed(double dropout, int64_t opSeed);
   /// `if (status == 0) status = callee(context, <axis of op's `axis`>,
   /// arguments..., stream)` (mesh_step.h); `withStream` false for
   /// shard_slice, which does not communicate.
@@ -506,6 +525,12 @@ void StepBuilder::announceGradient(unsigned parameterIndex) {
   guardedCall("tessera_gradient_ready", arguments);
 }
 
+Value StepBuilder::attentionSeed(double dropout, int64_t opSeed) {
+  if (dropout > 0)
+    return mixedSeed(opSeed);
+  return emitc::LiteralOp::create(builder, loc, types.ui64, "0");
+}
+
 /// tessera_mix_seed(seed, opSeed): the interpreter's mixSeed.
 Value StepBuilder::mixedSeed(int64_t opSeed) {
   CallArguments arguments(context);
@@ -710,7 +735,8 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::AttentionOp attention) {
-        Value opSeed = mixedSeed(attention.getSeed());
+        Value opSeed = attentionSeed(attention.getDropout().convertToDouble(),
+                                     attention.getSeed());
         return call("attention", [&](CallArguments &a) {
           a.value(in(attention.getQuery()))
               .value(in(attention.getKey()))
@@ -724,6 +750,9 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::CrossEntropyOp crossEntropy) {
+        // Its gradient, right after it, computes the loss too.
+        if (gradientOfLoss(crossEntropy))
+          return success();
         // The kernels take rows: logits [N, V], targets [N].
         Value logits = rowsView(crossEntropy.getLogits());
         Value targets = flatView(crossEntropy.getTargets());
@@ -736,6 +765,17 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         Value logits = rowsView(grad.getLogits());
         Value targets = flatView(grad.getTargets());
         Value dlogits = rowsView(grad.getResult());
+        auto loss =
+            llvm::dyn_cast_or_null<tess::CrossEntropyOp>(grad->getPrevNode());
+        if (loss && gradientOfLoss(loss) == grad)
+          return call("cross_entropy_with_grad", [&](CallArguments &a) {
+            a.value(logits)
+                .value(targets)
+                .value(in(grad.getDloss()))
+                .value(in(loss.getResult()))
+                .value(dlogits)
+                .i64(grad.getIgnoreIndex());
+          });
         return call("cross_entropy_grad", [&](CallArguments &a) {
           a.value(logits)
               .value(targets)
@@ -796,7 +836,8 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::AttentionGradOp grad) {
-        Value opSeed = mixedSeed(grad.getSeed());
+        Value opSeed = attentionSeed(grad.getDropout().convertToDouble(),
+                                     grad.getSeed());
         return call("attention_grad", [&](CallArguments &a) {
           a.value(in(grad.getQuery()))
               .value(in(grad.getKey()))

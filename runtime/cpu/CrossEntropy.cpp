@@ -141,3 +141,16 @@ extern "C" int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
     result.commit();
   });
 }
+
+extern "C" int tessera_cpu_cross_entropy_with_grad(
+    const tessera_tensor *logits, const tessera_tensor *targets,
+    const tessera_tensor *dloss, tessera_tensor *loss, tessera_tensor *dlogits,
+    int64_t ignore_index) {
+  // The host has no second pass over memory to save: the two kernels, in
+  // this order (dlogits may not alias the logits the loss reads).
+  if (int status = tessera_cpu_cross_entropy(logits, targets, loss,
+                                             ignore_index))
+    return status;
+  return tessera_cpu_cross_entropy_grad(logits, targets, dloss, dlogits,
+                                        ignore_index);
+}

@@ -17,8 +17,11 @@
 // that are not ignore_index are recorded as device errors (the row then
 // counts as ignored).
 //
-// A later fused kernel can produce loss and dlogits in one pass (llm.c's
-// fused classifier); the ABI keeps them separate for now.
+// tessera_cuda_cross_entropy_with_grad is llm.c's fused classifier: the
+// gradient kernel, which computes each row's log-normalizer anyway, also
+// writes the row's loss, so the forward's pass over the logits (a sixth of a
+// GB per thousand tokens of GPT-2) is not made at all. Its loss is the
+// separate kernel's to the bit (the same normalizer, the same mean).
 //
 //===----------------------------------------------------------------------===//
 
@@ -269,7 +272,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
     rowGradientKernel(const T *logits, const void *targets, int targetType,
                       const void *dloss, int dlossType, const double *count,
                       void *dlogits, int dlogitType, int64_t classes,
-                      int64_t ignoreIndex, DeviceErrorRecord *errors) {
+                      int64_t ignoreIndex, RowResult *results,
+                      DeviceErrorRecord *errors) {
   __shared__ float sharedMax[32];
   __shared__ double sharedSum[32];
   int64_t row = blockIdx.x;
@@ -280,6 +284,8 @@ __global__ void __launch_bounds__(kRowThreads, 1)
                             errors, "tessera_cuda_cross_entropy_grad");
   float values[kPerVector<T>];
   if (target < 0) {
+    if (results && threadIdx.x == 0)
+      results[row] = {0.0, 0.0};
     for (int k = 0; k < kPerVector<T>; ++k)
       values[k] = 0.0f;
     for (int64_t v = threadIdx.x; v < split.vectors; v += blockDim.x)
@@ -298,6 +304,9 @@ __global__ void __launch_bounds__(kRowThreads, 1)
   uint4 cache[kCachedVectors];
   double normalizer = rowLogNormalizer(rowLogits, classes, split, cache,
                                        sharedMax, sharedSum);
+  // The fused loss: rowLossKernel's value from the same normalizer.
+  if (results && threadIdx.x == 0)
+    results[row] = {normalizer - toFloat(rowLogits[target]), 1.0};
   const uint4 *vectors = reinterpret_cast<const uint4 *>(rowLogits + split.head);
   auto writeVector = [&](int64_t v, const uint4 &vector) {
     unpack<T>(vector, values);
@@ -344,8 +353,8 @@ void launchRowGradient(const tessera_tensor &logits,
                        const tessera_tensor &targets,
                        const tessera_tensor &dloss, const double *count,
                        tessera_tensor &dlogits, int64_t rows, int64_t classes,
-                       int64_t ignoreIndex, DeviceErrorRecord *errors,
-                       cudaStream_t stream) {
+                       int64_t ignoreIndex, RowResult *results,
+                       DeviceErrorRecord *errors, cudaStream_t stream) {
   // Rows of dlogits start at the same offset from a 16-byte boundary as rows
   // of logits when the two share a type and a base alignment.
   bool vectorStore =
@@ -357,7 +366,7 @@ void launchRowGradient(const tessera_tensor &logits,
   launch<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(
       static_cast<const T *>(logits.data), targets.data, targets.dtype,
       dloss.data, dloss.dtype, count, dlogits.data, dlogits.dtype, classes,
-      ignoreIndex, errors);
+      ignoreIndex, results, errors);
 }
 
 struct ClassLayout {
@@ -419,26 +428,37 @@ extern "C" int tessera_cuda_cross_entropy(const tessera_tensor *logits,
   });
 }
 
-extern "C" int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
-                                               const tessera_tensor *targets,
-                                               const tessera_tensor *dloss,
-                                               tessera_tensor *dlogits,
-                                               int64_t ignore_index,
-                                               cudaStream_t stream) {
-  return runCudaKernel("tessera_cuda_cross_entropy_grad", [&] {
-    const tessera_tensor &scores = requireTensor(logits, "logits");
-    const tessera_tensor &labels = requireTensor(targets, "targets");
-    const tessera_tensor &upstream = requireTensor(dloss, "dloss");
-    tessera_tensor &output = requireTensor(dlogits, "dlogits");
-    ClassLayout layout = checkLogitsAndTargets(scores, labels);
-    requireShape(upstream, {}, "dloss");
-    requireShape(output, shapeOf(scores), "dlogits");
-    requireKernelFloat(upstream, "dloss");
-    requireKernelFloat(output, "dlogits");
-    if (layout.rows == 0)
-      return;
-    DeviceErrorRecord *errors = deviceErrorRecord();
-    double *count = static_cast<double *>(streamScratch(stream, sizeof(double)));
+namespace {
+
+/// The gradient kernel's launch for both entry points; `loss` (null: only
+/// the gradient) also gets the mean loss.
+void crossEntropyGradient(const tessera_tensor *logits,
+                          const tessera_tensor *targets,
+                          const tessera_tensor *dloss, tessera_tensor *loss,
+                          tessera_tensor *dlogits, int64_t ignore_index,
+                          cudaStream_t stream) {
+  const tessera_tensor &scores = requireTensor(logits, "logits");
+  const tessera_tensor &labels = requireTensor(targets, "targets");
+  const tessera_tensor &upstream = requireTensor(dloss, "dloss");
+  tessera_tensor &output = requireTensor(dlogits, "dlogits");
+  ClassLayout layout = checkLogitsAndTargets(scores, labels);
+  requireShape(upstream, {}, "dloss");
+  requireShape(output, shapeOf(scores), "dlogits");
+  requireKernelFloat(upstream, "dloss");
+  requireKernelFloat(output, "dlogits");
+  if (loss) {
+    requireShape(*loss, {}, "loss");
+    requireKernelFloat(*loss, "loss");
+  }
+  // One scratch block: the count of rows with a target, then (with the
+  // loss) each row's result for the mean.
+  int64_t resultRows = loss ? std::max<int64_t>(layout.rows, 1) : 0;
+  auto *scratch = static_cast<RowResult *>(
+      streamScratch(stream, (1 + resultRows) * sizeof(RowResult)));
+  double *count = &scratch[0].loss;
+  RowResult *results = loss ? scratch + 1 : nullptr;
+  DeviceErrorRecord *errors = deviceErrorRecord();
+  if (layout.rows > 0) {
     countTargetsKernel<<<1, 1024, 0, stream>>>(labels.data, labels.dtype,
                                                layout.rows, layout.classes,
                                                ignore_index, count, errors);
@@ -447,19 +467,49 @@ extern "C" int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
     case TESSERA_BF16:
       launchRowGradient<__nv_bfloat16>(scores, labels, upstream, count, output,
                                        layout.rows, layout.classes,
-                                       ignore_index, errors, stream);
+                                       ignore_index, results, errors, stream);
       break;
     case TESSERA_F16:
       launchRowGradient<__half>(scores, labels, upstream, count, output,
                                 layout.rows, layout.classes, ignore_index,
-                                errors, stream);
+                                results, errors, stream);
       break;
     default:
       launchRowGradient<float>(scores, labels, upstream, count, output,
                                layout.rows, layout.classes, ignore_index,
-                               errors, stream);
+                               results, errors, stream);
       break;
     }
     cudaCheckLaunch();
+  }
+  if (loss) {
+    meanLossKernel<<<1, 1024, 0, stream>>>(results, layout.rows, loss->data,
+                                           loss->dtype);
+    cudaCheckLaunch();
+  }
+}
+
+} // namespace
+
+extern "C" int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
+                                               const tessera_tensor *targets,
+                                               const tessera_tensor *dloss,
+                                               tessera_tensor *dlogits,
+                                               int64_t ignore_index,
+                                               cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_cross_entropy_grad", [&] {
+    crossEntropyGradient(logits, targets, dloss, nullptr, dlogits,
+                         ignore_index, stream);
+  });
+}
+
+extern "C" int tessera_cuda_cross_entropy_with_grad(
+    const tessera_tensor *logits, const tessera_tensor *targets,
+    const tessera_tensor *dloss, tessera_tensor *loss, tessera_tensor *dlogits,
+    int64_t ignore_index, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_cross_entropy_with_grad", [&] {
+    crossEntropyGradient(logits, targets, dloss,
+                         &requireTensor(loss, "loss"), dlogits, ignore_index,
+                         stream);
   });
 }

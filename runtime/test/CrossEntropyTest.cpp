@@ -50,6 +50,35 @@ TEST(CrossEntropyGrad, MatchesFiniteDifferencesWithIgnoredRows) {
   }
 }
 
+// Tests that the call the lowering emits when the gradient follows the loss
+// gives both kernels' results to the bit, and their errors.
+TEST(CrossEntropyWithGrad, IsTheLossAndTheGradient) {
+  Tensor logits = randomTensor({5, 6}, 2, -3, 3);
+  Tensor targets = Tensor::integers({5}, {2, 7, 0, 5, 7});
+  Tensor dloss = Tensor::floats({}, {1.7f});
+  Tensor loss(TESSERA_F32, {}), dlogits(TESSERA_F32, {5, 6});
+  EXPECT_KERNEL_OK(
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), 7));
+  EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_grad(
+      logits.get(), targets.get(), dloss.get(), dlogits.get(), 7));
+  Tensor fusedLoss(TESSERA_F32, {}), fusedDlogits(TESSERA_F32, {5, 6});
+  EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_with_grad(
+      logits.get(), targets.get(), dloss.get(), fusedLoss.get(),
+      fusedDlogits.get(), 7));
+  EXPECT_EQ(fusedLoss.values(), loss.values());
+  EXPECT_EQ(fusedDlogits.values(), dlogits.values());
+
+  Tensor wrong(TESSERA_F32, {5, 5});
+  EXPECT_NE(tessera_cpu_cross_entropy_with_grad(logits.get(), targets.get(),
+                                                dloss.get(), fusedLoss.get(),
+                                                wrong.get(), 7),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error())
+                .find("tessera_cpu_cross_entropy_grad"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
 TEST(CrossEntropy, ATargetOutOfRangeIsAnErrorNamingTargetPositionAndRange) {
   Tensor logits(TESSERA_F32, {4, 7});
   Tensor targets = Tensor::integers({4}, {0, -100, 9, 1});

@@ -41,11 +41,14 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK: assign %[[S]] : i32 to %[[STATUS]]
 // CHECK: call_opaque "tessera_cpu_linear"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"NULL">, 2 : index, 1 : i32]}
 // The loss is written straight into *loss; the kernel reads rows views.
+// The loss and its gradient, the backward's first op, are one call: the
+// logits, the targets, the loss scale, the loss and the gradient.
 // CHECK: call_opaque "tessera_layout_tensor"(%[[LOSS]],
 // CHECK: call_opaque "tessera_view_tensor"
 // CHECK: call_opaque "tessera_view_tensor"(%[[TARGETS]],
-// CHECK: call_opaque "tessera_cpu_cross_entropy"({{.*}}) {args = [0 : index, 1 : index, 2 : index, -100]}
-// CHECK: call_opaque "tessera_cpu_cross_entropy_grad"
+// CHECK-NOT: call_opaque "tessera_cpu_cross_entropy"(
+// CHECK: call_opaque "tessera_cpu_cross_entropy_with_grad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, -100]}
+// CHECK-NOT: call_opaque "tessera_cpu_cross_entropy_grad"
 // CHECK: call_opaque "tessera_cpu_matmul"
 // CHECK: call_opaque "tessera_cpu_embedding_grad"
 // The gradient (the sum of both paths) lands in the caller's gradient 0.
@@ -75,7 +78,7 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK-SAME: /*device=*/TESSERA_DEVICE_HOST,
 // One linear forward (2 x 2*8*4*16) and its two gradient matmuls.
 // CHECK-SAME: /*flops_per_micro_batch=*/6144,\0A /*parameter_splits=*/NULL,\0A /*buffer_splits=*/NULL}">
-// PADDEDHEAD: call_opaque "tessera_cpu_cross_entropy"
+// PADDEDHEAD: call_opaque "tessera_cpu_cross_entropy_with_grad"
 // PADDEDHEAD: emitc.global static @tessera_program_definition
 // PADDEDHEAD-SAME: /*vocabulary=*/16,
 // CHECK-LABEL: emitc.func @main(

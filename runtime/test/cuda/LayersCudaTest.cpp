@@ -134,11 +134,21 @@ void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes,
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_grad(
       glogits.get(), gtargets.get(), gdloss.get(), gdlogits.get(), -100,
       nullptr));
+  // The fused call (the lowering's, when the gradient follows the loss):
+  // the separate kernels' loss and gradient to the bit.
+  DeviceTensor fusedLoss(dtype, {}),
+      fusedDlogits(dtype, {rows, classes},
+                   dlogitsOffset * tessera::cpu::dtypeSize(dtype));
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_with_grad(
+      glogits.get(), gtargets.get(), gdloss.get(), fusedLoss.get(),
+      fusedDlogits.get(), -100, nullptr));
   expectDeviceClean();
   double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
   expectTensorsNear(gloss.download(), loss, rtol, 0.0, "cross_entropy");
   expectTensorsNear(gdlogits.download(), dlogits, rtol, 1e-9,
                     "cross_entropy_grad");
+  EXPECT_EQ(fusedLoss.download().values(), gloss.download().values());
+  EXPECT_EQ(fusedDlogits.download().values(), gdlogits.download().values());
 }
 
 TEST(LayersCuda, CrossEntropyAndGradient) {
@@ -153,6 +163,8 @@ TEST(LayersCuda, CrossEntropyAndGradient) {
   checkCrossEntropy(TESSERA_F16, TESSERA_I64, 1001);
   checkCrossEntropy(TESSERA_F32, TESSERA_I64, 40003);
   checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 50257, 1);
+  // GPT-2's head padded to 50,304 classes (tess-build-training).
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 50304);
 }
 
 TEST(LayersCuda, CrossEntropyWithEveryTargetIgnoredIsNaN) {

@@ -185,6 +185,15 @@ int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
                                    const tessera_tensor *dloss,
                                    tessera_tensor *dlogits,
                                    int64_t ignore_index);
+/* Both of the above from one call, as the lowering emits them when the
+ * gradient follows the loss (the backward's first op): the same loss and
+ * dlogits. The CUDA kernel reads the logits once for both. */
+int tessera_cpu_cross_entropy_with_grad(const tessera_tensor *logits,
+                                        const tessera_tensor *targets,
+                                        const tessera_tensor *dloss,
+                                        tessera_tensor *loss,
+                                        tessera_tensor *dlogits,
+                                        int64_t ignore_index);
 
 /*--- Data movement -------------------------------------------------------*/
 

@@ -125,6 +125,13 @@ int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
                                     const tessera_tensor *dloss,
                                     tessera_tensor *dlogits,
                                     int64_t ignore_index, cudaStream_t stream);
+int tessera_cuda_cross_entropy_with_grad(const tessera_tensor *logits,
+                                         const tessera_tensor *targets,
+                                         const tessera_tensor *dloss,
+                                         tessera_tensor *loss,
+                                         tessera_tensor *dlogits,
+                                         int64_t ignore_index,
+                                         cudaStream_t stream);
 
 /*--- Data movement -------------------------------------------------------*/
 int tessera_cuda_copy(const tessera_tensor *x, tessera_tensor *y,
