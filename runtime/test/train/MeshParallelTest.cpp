@@ -16,6 +16,8 @@
 #include "TrainError.h"
 #include "TrainingState.h"
 
+#include "../comm/CommTestUtil.h"
+
 #include "tessera/runtime/mesh_step.h"
 #include "tessera/runtime/thread_comm.h"
 
@@ -187,16 +189,7 @@ tessera_step_context contextOf(const RankComms &comms) {
   return context;
 }
 
-/// A descriptor of `data` with `shape`.
-tessera_tensor view(void *data, int32_t dtype, std::vector<int64_t> shape) {
-  tessera_tensor tensor{};
-  tensor.data = data;
-  tensor.dtype = dtype;
-  tensor.rank = static_cast<int32_t>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d)
-    tensor.shape[d] = shape[d];
-  return tensor;
-}
+using tessera::comm::test::view;
 
 #define MESH_OK(call) ASSERT_EQ((call), 0) << tessera_cpu_last_error()
 
