@@ -79,6 +79,21 @@ FailureOr<int64_t> elementBytes(Type elementType) {
   return failure();
 }
 
+/// A split whose pieces are contiguous blocks of its input: every dim
+/// before the split axis is 1.
+static bool isContiguousSplit(Operation &op) {
+  auto split = dyn_cast<tess::SplitOp>(op);
+  if (!split)
+    return false;
+  auto type = cast<RankedTensorType>(split.getInput().getType());
+  // The attribute is signed (C1: [-rank, rank)).
+  auto axis = static_cast<int64_t>(split.getAxis());
+  if (axis < 0)
+    axis += type.getRank();
+  return llvm::all_of(type.getShape().take_front(axis),
+                      [](int64_t dim) { return dim == 1; });
+}
+
 Value FunctionArenaPlan::resolveAlias(Value value) const {
   for (;;) {
     auto it = storage.find(value);
@@ -129,6 +144,8 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
   for (Operation &op : body) {
     if (op.getNumRegions() != 0)
       return op.emitError("arena planning does not support ops with regions");
+    // Where the next piece of a contiguous split starts in its input.
+    int64_t pieceOffset = 0;
     for (Value result : op.getResults()) {
       auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
       if (!type || !type.hasStaticShape())
@@ -140,6 +157,10 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
                << type.getElementType();
       if (isa<tess::ReshapeOp>(op)) {
         plan.storage[result] = {StorageKind::Alias, 0, op.getOperand(0)};
+      } else if (isContiguousSplit(op)) {
+        plan.storage[result] = {StorageKind::Alias, 0, op.getOperand(0),
+                                pieceOffset};
+        pieceOffset += type.getNumElements() * *elementBytes(type.getElementType());
       } else if (auto it = outputOf.find(result); it != outputOf.end()) {
         plan.storage[result] = {StorageKind::Output, it->second, {}};
       } else {

@@ -448,9 +448,9 @@ LogicalResult StepBuilder::describeResults(Operation &op) {
                          0, type);
       break;
     case StorageKind::Alias:
-      descriptors[result] = describe("tessera_view_tensor",
-                                     descriptors.lookup(storage.aliasOf), 0,
-                                     type);
+      descriptors[result] =
+          describe("tessera_view_tensor", descriptors.lookup(storage.aliasOf),
+                   storage.offsetBytes, type);
       break;
     case StorageKind::Argument:
       return op.emitError("an op result planned as an argument");
@@ -897,6 +897,9 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::SplitOp split) {
+        // Contiguous pieces are views of the input (describeResults).
+        if (plan.storage.lookup(split.getResult(0)).kind == StorageKind::Alias)
+          return success();
         unsigned count = split.getNumResults();
         return call("split", [&](CallArguments &a) {
           auto arrayType = emitc::ArrayType::get({count}, types.tensorPointer);

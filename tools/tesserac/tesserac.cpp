@@ -352,6 +352,13 @@ int writeInitialWeights(mlir::ModuleOp module,
 /// Turns the forward function into the training step (--loss,
 /// --precision), as --target, --emit=cpp and --explain all start from it.
 /// Returns 0, or 1 after printing the error.
+/// What runs on the finished step right before the lowering and before
+/// --summary plans its memory (so that both plan the same program): passes
+/// that only change how the step moves its bytes.
+void addLoweringPreparation(mlir::PassManager &pm) {
+  pm.addNestedPass<mlir::func::FuncOp>(tessera::createFuseHeadSplit());
+}
+
 /// tess-build-training's options from the flags.
 tessera::BuildTrainingOptions trainingOptions() {
   tessera::BuildTrainingOptions options;
@@ -588,6 +595,7 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
       return status;
 
   mlir::PassManager lowering(&context);
+  addLoweringPreparation(lowering);
   tessera::LowerToEmitCOptions lowerOptions;
   lowerOptions.modelName = sys::path::filename(inputPath).str();
   lowerOptions.weightsFile = weightsPath;
@@ -821,6 +829,10 @@ int main(int argc, char **argv) {
     mlir::OwningOpRef<mlir::ModuleOp> step((**module).clone());
     if (int status = buildTrainingStep(context, *step))
       return status;
+    mlir::PassManager preparation(&context);
+    addLoweringPreparation(preparation);
+    if (mlir::failed(preparation.run(*step)))
+      return fail(inputPath + ": preparing the training step failed");
     auto forwardBackward =
         step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
     if (!forwardBackward)

@@ -55,7 +55,9 @@ enum class StorageKind {
   /// Written straight into the caller's result `index` (the loss or a
   /// gradient), so no copy is needed at the end.
   Output,
-  /// A reshape result: the same bytes as its input, seen with another shape.
+  /// A reshape result: the same bytes as its input, seen with another
+  /// shape; or a piece of a split along its outermost non-unit dim: a
+  /// contiguous block of its input's bytes.
   Alias,
 };
 
@@ -63,8 +65,10 @@ struct ValueStorage {
   StorageKind kind = StorageKind::Arena;
   /// Argument number, arena buffer or result number (by kind).
   unsigned index = 0;
-  /// For an alias: the value whose bytes it shares.
+  /// For an alias: the value whose bytes it shares, and where its own
+  /// start in them (a split piece's; 0 for a reshape).
   mlir::Value aliasOf;
+  int64_t offsetBytes = 0;
 };
 
 /// The storage plan of one function.
@@ -84,10 +88,11 @@ struct FunctionArenaPlan {
 /// Plans the storage of every value of `function` (one block, no nested
 /// regions, static shapes):
 /// - arguments stay where the caller put them;
-/// - a reshape always aliases its input. This is safe because every tensor
-///   is written exactly once (SSA) and no kernel writes its inputs, so a
-///   view never sees its bytes change; the shared block lives until the last
-///   use of any view of it;
+/// - a reshape always aliases its input, and so do the pieces of a split
+///   whose dims before the split axis are all 1 (each a contiguous block of
+///   the input). This is safe because every tensor is written exactly once
+///   (SSA) and no kernel writes its inputs, so a view never sees its bytes
+///   change; the shared block lives until the last use of any view of it;
 /// - a result of an op that appears exactly once among the returned values
 ///   is written directly into the caller's result (Output);
 /// - everything else gets an arena block over [definition, last use], where

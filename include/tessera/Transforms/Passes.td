@@ -73,6 +73,38 @@ def FuseAttention : Pass<"tess-fuse-attention", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def FuseHeadSplit : Pass<"tess-fuse-head-split", "::mlir::func::FuncOp"> {
+  let summary = "One transpose for a fused QKV's heads, then a split the "
+                "arena turns into views";
+  let description = [{
+    A tensor split along its last dim into equal pieces, each viewed as
+    `[..., H, Dh]` and transposed the same way (GPT-2's fused QKV into the
+    `[B, H, T, Dh]` heads the attention reads), becomes one view of the whole
+    as `[..., N, H, Dh]`, one transpose with the piece dim first, and a split
+    along that outermost dim. The transposes move the same bytes; the old
+    split copied each strided piece, the new one's pieces are contiguous and
+    the arena planner makes them views. The values and every other use are
+    unchanged. tesserac runs it right before the lowering (after any
+    partitioning and remat), so the planner's search sees the model's graph.
+
+    Before:
+    ```mlir
+    %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 64, 64, 64>} ...
+    %q4 = tess.reshape %q : (tensor<2x32x64xf32>) -> tensor<2x32x4x16xf32>
+    %qh = tess.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} ...
+    (the same for %k and %v)
+    ```
+    After:
+    ```mlir
+    %p = tess.reshape %qkv : (tensor<2x32x192xf32>) -> tensor<2x32x3x4x16xf32>
+    %t = tess.transpose %p {permutation = array<i64: 2, 0, 3, 1, 4>} ...
+    %q1, %k1, %v1 = tess.split %t {axis = 0 : i64, sizes = array<i64: 1, 1, 1>} ...
+    %qh = tess.reshape %q1 : (tensor<1x2x4x32x16xf32>) -> tensor<2x4x32x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def FuseLinear : Pass<"tess-fuse-linear", "::mlir::func::FuncOp"> {
   let summary = "Turn matmul by a weight (+ bias) into tess.linear";
   let description = [{
