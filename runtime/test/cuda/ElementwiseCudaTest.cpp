@@ -3,6 +3,8 @@
 #include "CudaTestUtil.h"
 #include "TensorAccess.h"
 
+#include <cmath>
+
 using namespace tessera_test;
 
 namespace {
@@ -38,6 +40,55 @@ TEST(ElementwiseCuda, UnaryOpsAndGradients) {
       expectTensorsNear(y.download(), expected, rtol, rtol, "unary");
       expectTensorsNear(grad.download(), expectedGrad, rtol, rtol,
                         "unary_grad");
+    }
+  }
+}
+
+/// GELU (tanh form) with a bf16 or f16 result takes the fast sigmoid form
+/// (Elementwise.cu's geluTanhFast): against the f64 CPU kernel on the same
+/// inputs, within one rounding of the result type plus the f32 arithmetic,
+/// over the whole range (very negative x, where 1 + tanh cancels, and inputs
+/// past where exp overflows), and never NaN.
+TEST(ElementwiseCuda, FastGeluForHalfPrecisionResultsIsAccurate) {
+  REQUIRE_GPU();
+  std::vector<float> values;
+  for (int i = -2000; i <= 2000; ++i)
+    values.push_back(i / 100.0f);
+  for (float extreme : {-1e4f, -300.0f, -60.0f, 60.0f, 300.0f, 1e4f})
+    values.push_back(extreme);
+  Shape shape = {static_cast<int64_t>(values.size())};
+  for (int32_t dtype : {TESSERA_BF16, TESSERA_F16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Tensor x = Tensor::floats(shape, values, dtype);
+    Tensor dy = Tensor::floats(shape, std::vector<float>(values.size(), 1.0f),
+                               dtype);
+    // The reference: the same (rounded) inputs in f64.
+    Tensor x64 = Tensor::floats(shape, x.values(), TESSERA_F64);
+    Tensor dy64 = Tensor::floats(shape, dy.values(), TESSERA_F64);
+    Tensor expected(TESSERA_F64, shape), expectedGrad(TESSERA_F64, shape);
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_unary(TESSERA_GELU_TANH, x64.get(), expected.get()));
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_unary_grad(
+        TESSERA_GELU_TANH, x64.get(), dy64.get(), expectedGrad.get()));
+    DeviceTensor dx(x), ddy(dy), y(dtype, shape), grad(dtype, shape);
+    EXPECT_CUDA_KERNEL_OK(
+        tessera_cuda_unary(TESSERA_GELU_TANH, dx.get(), y.get(), nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_unary_grad(
+        TESSERA_GELU_TANH, dx.get(), ddy.get(), grad.get(), nullptr));
+    expectDeviceClean();
+    // One rounding to the result type (2^-8 bf16, 2^-11 f16), and subnormal
+    // f16 results near 0 absolutely.
+    double ulp = dtype == TESSERA_BF16 ? 1.0 / 256 : 1.0 / 2048;
+    std::vector<float> gelu = y.download().values(),
+                       derivative = grad.download().values();
+    for (size_t i = 0; i < values.size(); ++i) {
+      SCOPED_TRACE("x = " + std::to_string(x.values()[i]));
+      ASSERT_FALSE(std::isnan(gelu[i]));
+      ASSERT_FALSE(std::isnan(derivative[i]));
+      EXPECT_NEAR(gelu[i], expected.at(i),
+                  ulp * std::fabs(expected.at(i)) + 1e-7);
+      EXPECT_NEAR(derivative[i], expectedGrad.at(i),
+                  ulp * std::fabs(expectedGrad.at(i)) + 1e-4);
     }
   }
 }
