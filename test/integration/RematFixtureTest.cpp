@@ -5,10 +5,12 @@
 // operands, and dropout redraws its mask from its seed, so on the CPU
 // kernels the training step must give bit-identical loss and gradients in
 // every mode, and PyTorch's fixture numbers (loss within 1e-5 relative,
-// gradient norms within 1e-4 relative) as TrainingFixtureTest checks them.
+// gradient norms within 1e-4 relative, the parameters after one AdamW step)
+// as TrainingFixtureTest checks them.
 //
 //===----------------------------------------------------------------------===//
 
+#include "FixtureChecks.h"
 #include "FixtureSupport.h"
 
 #include "Tess/IR/TessOps.h"
@@ -35,6 +37,8 @@ struct StepResults {
   std::vector<std::string> names;
   /// Ops of @forward_backward: the clones make it grow.
   size_t opCount = 0;
+  /// The parameters after @optimizer_step's AdamW on these gradients.
+  std::map<std::string, HostTensorBuffer> updated;
 };
 
 /// Builds the fp32 training step of test/models/<file>, rematerializes it
@@ -59,7 +63,7 @@ StepResults runStep(const llvm::json::Object &fixture, const std::string &file,
 
   registerTesseraPasses();
   mlir::PassManager pm(&context);
-  std::string build = "tess-build-training{loss=" + loss + " precision=fp32}";
+  std::string build = fixtures::trainingPipeline(fixture, loss);
   std::string remat = "tess-rematerialize{mode=" + mode + "}";
   EXPECT_TRUE(mlir::succeeded(mlir::parsePassPipeline(build, pm)));
   pm.addPass(mlir::createCanonicalizerPass());
@@ -67,8 +71,9 @@ StepResults runStep(const llvm::json::Object &fixture, const std::string &file,
   EXPECT_TRUE(mlir::succeeded(mlir::parsePassPipeline(remat, pm)));
   EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << remat;
   auto function = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
-  EXPECT_TRUE(function);
-  if (!function)
+  auto optimizer = module->lookupSymbol<mlir::func::FuncOp>("optimizer_step");
+  EXPECT_TRUE(function && optimizer);
+  if (!function || !optimizer)
     return step;
 
   step.opCount = function.getBody().front().getOperations().size();
@@ -78,26 +83,9 @@ StepResults runStep(const llvm::json::Object &fixture, const std::string &file,
   inputs["targets"] =
       fixtures::fixtureTokens(fixture, shiftTargets ? 1 : 0, sequence);
   inputs["loss_scale"] = HostTensorBuffer::fromFloats({}, {1.0f});
-  std::vector<HostTensorBuffer> arguments;
-  for (unsigned i = 0; i < function.getNumArguments(); ++i) {
-    mlir::DictionaryAttr attributes = function.getArgAttrDict(i);
-    mlir::StringAttr name;
-    const std::map<std::string, HostTensorBuffer> *source = &weights;
-    for (llvm::StringRef kind : {"tess.parameter", "tess.buffer"})
-      if (!name && attributes)
-        name = attributes.getAs<mlir::StringAttr>(kind);
-    if (!name && attributes) {
-      name = attributes.getAs<mlir::StringAttr>("tess.input");
-      source = &inputs;
-    }
-    EXPECT_TRUE(name && source->count(name.str()))
-        << "argument " << i << " has no value";
-    if (!name || !source->count(name.str()))
-      return step;
-    arguments.push_back(source->at(name.str()));
-  }
   execution::Interpreter interpreter;
-  auto results = interpreter.run(function, std::move(arguments));
+  auto results = interpreter.run(
+      function, fixtures::bindArguments(function, weights, {}, inputs));
   EXPECT_TRUE(static_cast<bool>(results))
       << llvm::toString(results.takeError());
   if (!results)
@@ -108,6 +96,17 @@ StepResults runStep(const llvm::json::Object &fixture, const std::string &file,
         i, "tess.gradient");
     step.names.push_back(name ? name.str() : "");
   }
+  // The AdamW step on these gradients.
+  auto updated = interpreter.run(
+      optimizer,
+      fixtures::bindArguments(
+          optimizer, weights,
+          fixtures::resultsNamed(function, step.values, "tess.gradient"),
+          fixtures::firstStepInputs(fixture)));
+  EXPECT_TRUE(static_cast<bool>(updated))
+      << llvm::toString(updated.takeError());
+  if (updated)
+    step.updated = fixtures::resultsNamed(optimizer, *updated, "tess.parameter");
   return step;
 }
 
@@ -157,6 +156,7 @@ void checkEveryMode(const std::string &model, const std::string &file,
                   std::max(1e-4 * expected->second, 1e-8))
           << "gradient norm of " << step.names[i];
     }
+    fixtures::checkUpdatedParameters(fixture, step.updated, file + " " + mode);
   }
 }
 
