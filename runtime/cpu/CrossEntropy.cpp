@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Errors.h"
+#include "OperandChecks.h"
 #include "TensorAccess.h"
 
 #include <algorithm>
@@ -25,21 +26,6 @@
 using namespace tessera::cpu;
 
 namespace {
-
-struct ClassLayout {
-  int64_t rows;
-  int64_t classes;
-};
-
-ClassLayout checkLogitsAndTargets(const tessera_tensor &logits,
-                                  const tessera_tensor &targets) {
-  if (logits.rank != 2)
-    fail("logits must have rank 2 ([N, V]), got " +
-         formatShape(shapeOf(logits)));
-  requireIndexType(targets, "targets");
-  requireShape(targets, {logits.shape[0]}, "targets");
-  return {logits.shape[0], logits.shape[1]};
-}
 
 /// The target of row `row`, or -1 when the row is ignored.
 int64_t targetOf(const tessera_tensor &targets, int64_t row, int64_t classes,
@@ -84,7 +70,7 @@ extern "C" int tessera_cpu_cross_entropy(const tessera_tensor *logits,
     const tessera_tensor &scores = requireTensor(logits, "logits");
     const tessera_tensor &labels = requireTensor(targets, "targets");
     tessera_tensor &output = requireTensor(loss, "loss");
-    ClassLayout layout = checkLogitsAndTargets(scores, labels);
+    ClassLayout layout = requireLossOperands(scores, labels);
     requireShape(output, {}, "loss");
     FloatInput values(scores, "logits");
     double total = 0.0;
@@ -113,9 +99,8 @@ extern "C" int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
     const tessera_tensor &labels = requireTensor(targets, "targets");
     const tessera_tensor &upstream = requireTensor(dloss, "dloss");
     tessera_tensor &output = requireTensor(dlogits, "dlogits");
-    ClassLayout layout = checkLogitsAndTargets(scores, labels);
-    requireShape(upstream, {}, "dloss");
-    requireShape(output, shapeOf(scores), "dlogits");
+    ClassLayout layout =
+        requireLossGradOperands(scores, labels, upstream, output);
     FloatInput values(scores, "logits");
     FloatInput upstreamValue(upstream, "dloss");
     FloatOutput result(output, "dlogits");

@@ -172,4 +172,24 @@ void requireUnaryGradOperands(const tessera_tensor &x,
   requireShape(dx, shapeOf(x), "dx");
 }
 
+ClassLayout requireLossOperands(const tessera_tensor &logits,
+                                const tessera_tensor &targets) {
+  if (logits.rank != 2)
+    fail("logits must have rank 2 ([N, V]), got " +
+         formatShape(shapeOf(logits)));
+  requireIndexType(targets, "targets");
+  requireShape(targets, {logits.shape[0]}, "targets");
+  return {logits.shape[0], logits.shape[1]};
+}
+
+ClassLayout requireLossGradOperands(const tessera_tensor &logits,
+                                    const tessera_tensor &targets,
+                                    const tessera_tensor &dloss,
+                                    const tessera_tensor &dlogits) {
+  ClassLayout layout = requireLossOperands(logits, targets);
+  requireShape(dloss, {}, "dloss");
+  requireShape(dlogits, shapeOf(logits), "dlogits");
+  return layout;
+}
+
 } // namespace tessera::cpu

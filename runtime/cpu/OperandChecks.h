@@ -74,6 +74,21 @@ void requireUnaryGradOperands(const tessera_tensor &x,
                               const tessera_tensor &dy,
                               const tessera_tensor &dx);
 
+/// cross_entropy: logits [N, V] and integer targets [N]; returns N and V.
+struct ClassLayout {
+  int64_t rows;
+  int64_t classes;
+};
+ClassLayout requireLossOperands(const tessera_tensor &logits,
+                                const tessera_tensor &targets);
+
+/// cross_entropy_grad: the loss operands, a rank-0 dloss and dlogits of the
+/// logits' shape.
+ClassLayout requireLossGradOperands(const tessera_tensor &logits,
+                                    const tessera_tensor &targets,
+                                    const tessera_tensor &dloss,
+                                    const tessera_tensor &dlogits);
+
 } // namespace tessera::cpu
 
 #endif // TESSERA_RUNTIME_CPU_OPERANDCHECKS_H

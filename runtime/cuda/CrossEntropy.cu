@@ -26,9 +26,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+#include "OperandChecks.h"
 
 using namespace tessera::cuda;
-using tessera::cpu::requireIndexType;
+using tessera::cpu::ClassLayout;
+using tessera::cpu::requireLossGradOperands;
+using tessera::cpu::requireLossOperands;
 using tessera::cpu::requireShape;
 using tessera::cpu::requireTensor;
 using tessera::cpu::shapeOf;
@@ -369,22 +372,13 @@ void launchRowGradient(const tessera_tensor &logits,
       ignoreIndex, results, errors);
 }
 
-struct ClassLayout {
-  int64_t rows;
-  int64_t classes;
-};
-
-ClassLayout checkLogitsAndTargets(const tessera_tensor &logits,
-                                  const tessera_tensor &targets) {
-  if (logits.rank != 2)
-    fail("logits must have rank 2 ([N, V]), got " +
-         tessera::cpu::formatShape(shapeOf(logits)));
+/// What the kernels add to the CPU's checks (OperandChecks.h): logits of a
+/// kernel float type, and rows that fit a grid.
+ClassLayout kernelLayout(const tessera_tensor &logits, ClassLayout layout) {
   requireKernelFloat(logits, "logits");
-  requireIndexType(targets, "targets");
-  requireShape(targets, {logits.shape[0]}, "targets");
-  if (logits.shape[0] > INT32_MAX)
+  if (layout.rows > INT32_MAX)
     fail("more than 2^31 rows");
-  return {logits.shape[0], logits.shape[1]};
+  return layout;
 }
 
 } // namespace
@@ -398,7 +392,8 @@ extern "C" int tessera_cuda_cross_entropy(const tessera_tensor *logits,
     const tessera_tensor &scores = requireTensor(logits, "logits");
     const tessera_tensor &labels = requireTensor(targets, "targets");
     tessera_tensor &output = requireTensor(loss, "loss");
-    ClassLayout layout = checkLogitsAndTargets(scores, labels);
+    ClassLayout layout =
+        kernelLayout(scores, requireLossOperands(scores, labels));
     requireShape(output, {}, "loss");
     requireKernelFloat(output, "loss");
     DeviceErrorRecord *errors = deviceErrorRecord();
@@ -441,9 +436,8 @@ void crossEntropyGradient(const tessera_tensor *logits,
   const tessera_tensor &labels = requireTensor(targets, "targets");
   const tessera_tensor &upstream = requireTensor(dloss, "dloss");
   tessera_tensor &output = requireTensor(dlogits, "dlogits");
-  ClassLayout layout = checkLogitsAndTargets(scores, labels);
-  requireShape(upstream, {}, "dloss");
-  requireShape(output, shapeOf(scores), "dlogits");
+  ClassLayout layout = kernelLayout(
+      scores, requireLossGradOperands(scores, labels, upstream, output));
   requireKernelFloat(upstream, "dloss");
   requireKernelFloat(output, "dlogits");
   if (loss) {
