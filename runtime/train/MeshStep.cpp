@@ -31,8 +31,15 @@ tessera_comm *axisComm(const tessera_step_context *context, int32_t axis,
   return context->axis_comms[axis];
 }
 
+/// `collective(comm)` on the communicator of `axis`: 1 without one, else
 /// comm.h's status, its message moved to tessera_cpu_last_error().
-int reported(int status, const char *what, int32_t axis) {
+template <typename Collective>
+int onAxis(const tessera_step_context *context, int32_t axis, const char *what,
+           Collective collective) {
+  tessera_comm *comm = axisComm(context, axis, what);
+  if (!comm)
+    return 1;
+  int status = collective(comm);
   if (status != 0)
     tessera::cpu::setLastError(std::string(what) + " over mesh axis " +
                                std::to_string(axis) + ": " +
@@ -45,22 +52,18 @@ int reported(int status, const char *what, int32_t axis) {
 extern "C" int tessera_mesh_all_reduce(const tessera_step_context *context,
                                        int32_t axis, tessera_tensor *x,
                                        int32_t op, void *stream) {
-  tessera_comm *comm = axisComm(context, axis, "all_reduce");
-  if (!comm)
-    return 1;
-  return reported(tessera_comm_all_reduce(comm, x, op, stream), "all_reduce",
-                  axis);
+  return onAxis(context, axis, "all_reduce", [&](tessera_comm *comm) {
+    return tessera_comm_all_reduce(comm, x, op, stream);
+  });
 }
 
 extern "C" int tessera_mesh_all_gather(const tessera_step_context *context,
                                        int32_t axis, const tessera_tensor *x,
                                        tessera_tensor *y, int32_t dim,
                                        void *stream) {
-  tessera_comm *comm = axisComm(context, axis, "all_gather");
-  if (!comm)
-    return 1;
-  return reported(tessera_comm_all_gather(comm, x, y, dim, stream),
-                  "all_gather", axis);
+  return onAxis(context, axis, "all_gather", [&](tessera_comm *comm) {
+    return tessera_comm_all_gather(comm, x, y, dim, stream);
+  });
 }
 
 extern "C" int tessera_mesh_reduce_scatter(const tessera_step_context *context,
@@ -68,23 +71,18 @@ extern "C" int tessera_mesh_reduce_scatter(const tessera_step_context *context,
                                            const tessera_tensor *x,
                                            tessera_tensor *y, int32_t dim,
                                            void *stream) {
-  tessera_comm *comm = axisComm(context, axis, "reduce_scatter");
-  if (!comm)
-    return 1;
-  return reported(tessera_comm_reduce_scatter(comm, x, y, dim, stream),
-                  "reduce_scatter", axis);
+  return onAxis(context, axis, "reduce_scatter", [&](tessera_comm *comm) {
+    return tessera_comm_reduce_scatter(comm, x, y, dim, stream);
+  });
 }
 
 extern "C" int tessera_mesh_all_to_all(const tessera_step_context *context,
                                        int32_t axis, const tessera_tensor *x,
                                        tessera_tensor *y, int32_t split_dim,
                                        int32_t concat_dim, void *stream) {
-  tessera_comm *comm = axisComm(context, axis, "all_to_all");
-  if (!comm)
-    return 1;
-  return reported(
-      tessera_comm_all_to_all(comm, x, y, split_dim, concat_dim, stream),
-      "all_to_all", axis);
+  return onAxis(context, axis, "all_to_all", [&](tessera_comm *comm) {
+    return tessera_comm_all_to_all(comm, x, y, split_dim, concat_dim, stream);
+  });
 }
 
 extern "C" int tessera_mesh_shard_slice(const tessera_step_context *context,
