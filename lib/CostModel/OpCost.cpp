@@ -82,6 +82,16 @@ double attentionForwardFlops(Value query, Value value) {
   return 2 * batch * heads * querySeq * keySeq * (keyDim + valueDim);
 }
 
+/// The same for tess.packed_attention's qkv [B, T, (Hq + 2 Hkv) Dh].
+double packedAttentionForwardFlops(Value qkv, int64_t queryHeads,
+                                   int64_t keyHeads) {
+  auto type = llvm::cast<RankedTensorType>(qkv.getType());
+  double batch = type.getDimSize(0), seq = type.getDimSize(1);
+  double headDim =
+      static_cast<double>(type.getDimSize(2)) / (queryHeads + 2 * keyHeads);
+  return 4 * batch * queryHeads * seq * seq * headDim;
+}
+
 OpCost contraction(Operation *op, double flops, double modelFlops,
                    OpKind kind) {
   OpCost cost;
@@ -190,6 +200,22 @@ OpCost estimateOpCost(Operation *op) {
       .Case([&](tess::AttentionGradOp gradient) {
         double forward =
             attentionForwardFlops(gradient.getQuery(), gradient.getValue());
+        return contraction(op, 2.5 * forward, 2 * forward, OpKind::Attention);
+      })
+
+      .Case([&](tess::PackedAttentionOp attention) {
+        double flops = packedAttentionForwardFlops(
+            attention.getQkv(),
+            static_cast<int64_t>(attention.getQueryHeads()),
+            static_cast<int64_t>(attention.getKeyHeads()));
+        return contraction(op, flops, flops, OpKind::Attention);
+      })
+      // The five GEMMs of tess.attention_grad; the statistics come from
+      // the forward here, which attention_grad's kernel reran uncounted.
+      .Case([&](tess::PackedAttentionGradOp gradient) {
+        double forward = packedAttentionForwardFlops(
+            gradient.getQkv(), static_cast<int64_t>(gradient.getQueryHeads()),
+            static_cast<int64_t>(gradient.getKeyHeads()));
         return contraction(op, 2.5 * forward, 2 * forward, OpKind::Attention);
       })
 

@@ -426,6 +426,17 @@ llvm::Error FunctionRun::execute(Operation &op) {
                   mixSeed(stepSeed, attention.getSeed()));
             });
       })
+      .Case([&](tess::PackedAttentionOp attention) {
+        return callKernel(op, {attention.getQkv()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_packed_attention(
+                                in[0], &out[0], &out[1],
+                                static_cast<int64_t>(attention.getQueryHeads()),
+                                static_cast<int64_t>(attention.getKeyHeads()),
+                                attention.getCausal(),
+                                attention.getScale().convertToDouble());
+                          });
+      })
       .Case([&](tess::CrossEntropyOp loss) {
         return callKernel(op, {loss.getLogits(), loss.getTargets()},
                           [&](KernelInputs in, KernelOutputs out) {
@@ -495,6 +506,17 @@ llvm::Error FunctionRun::execute(Operation &op) {
                   &out[2], grad.getCausal(), grad.getScale().convertToDouble(),
                   grad.getDropout().convertToDouble(),
                   mixSeed(stepSeed, grad.getSeed()));
+            });
+      })
+      .Case([&](tess::PackedAttentionGradOp grad) {
+        return callKernel(
+            op, {grad.getQkv(), grad.getY(), grad.getLse(), grad.getDy()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_packed_attention_grad(
+                  in[0], in[1], in[2], in[3], &out[0],
+                  static_cast<int64_t>(grad.getQueryHeads()),
+                  static_cast<int64_t>(grad.getKeyHeads()), grad.getCausal(),
+                  grad.getScale().convertToDouble());
             });
       })
       .Case([&](tess::EmbeddingGradOp grad) {

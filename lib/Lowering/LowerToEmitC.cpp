@@ -749,6 +749,17 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .value(opSeed);
         });
       })
+      .Case([&](tess::PackedAttentionOp attention) {
+        return call("packed_attention", [&](CallArguments &a) {
+          a.value(in(attention.getQkv()))
+              .value(out(0))
+              .value(out(1))
+              .i64(static_cast<int64_t>(attention.getQueryHeads()))
+              .i64(static_cast<int64_t>(attention.getKeyHeads()))
+              .i32(attention.getCausal())
+              .f64(attention.getScale().convertToDouble());
+        });
+      })
       .Case([&](tess::CrossEntropyOp crossEntropy) {
         // Its gradient, right after it, computes the loss too.
         if (gradientOfLoss(crossEntropy))
@@ -851,6 +862,19 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .f64(grad.getScale().convertToDouble())
               .f64(grad.getDropout().convertToDouble())
               .value(opSeed);
+        });
+      })
+      .Case([&](tess::PackedAttentionGradOp grad) {
+        return call("packed_attention_grad", [&](CallArguments &a) {
+          a.value(in(grad.getQkv()))
+              .value(in(grad.getY()))
+              .value(in(grad.getLse()))
+              .value(in(grad.getDy()))
+              .value(out())
+              .i64(static_cast<int64_t>(grad.getQueryHeads()))
+              .i64(static_cast<int64_t>(grad.getKeyHeads()))
+              .i32(grad.getCausal())
+              .f64(grad.getScale().convertToDouble());
         });
       })
       .Case([&](tess::EmbeddingGradOp grad) {

@@ -9,6 +9,8 @@
 #include "DataTypes.h"
 #include "Errors.h"
 
+#include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -189,6 +191,60 @@ ClassLayout requireLossGradOperands(const tessera_tensor &logits,
   ClassLayout layout = requireLossOperands(logits, targets);
   requireShape(dloss, {}, "dloss");
   requireShape(dlogits, shapeOf(logits), "dlogits");
+  return layout;
+}
+
+PackedAttentionLayout requirePackedAttentionOperands(
+    const tessera_tensor &qkv, const tessera_tensor &y,
+    const tessera_tensor &lse, int64_t queryHeads, int64_t keyHeads,
+    double scale) {
+  requireFloatType(qkv, "qkv");
+  if (qkv.rank != 3)
+    fail("qkv needs rank 3 ([batch, seq, (query_heads + 2 key_heads) "
+         "head_dim]), got " +
+         formatShape(shapeOf(qkv)));
+  if (queryHeads < 1)
+    fail("query_heads " + std::to_string(queryHeads) + " must be >= 1");
+  if (keyHeads < 1)
+    fail("key_heads " + std::to_string(keyHeads) + " must be >= 1");
+  if (queryHeads % keyHeads != 0)
+    fail("query_heads " + std::to_string(queryHeads) +
+         " is not a multiple of key_heads " + std::to_string(keyHeads));
+  // Guards the sum below; no real head count comes near it.
+  if (keyHeads > (std::numeric_limits<int64_t>::max() - queryHeads) / 2)
+    fail("query_heads " + std::to_string(queryHeads) + " and key_heads " +
+         std::to_string(keyHeads) + " are too many heads");
+  int64_t packedHeads = queryHeads + 2 * keyHeads;
+  if (qkv.shape[2] % packedHeads != 0)
+    fail("qkv's last dim " + std::to_string(qkv.shape[2]) +
+         " is not divisible by query_heads + 2 key_heads = " +
+         std::to_string(packedHeads));
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    fail("scale " + std::to_string(scale) + " must be positive and finite");
+  PackedAttentionLayout layout{qkv.shape[0], qkv.shape[1],
+                               qkv.shape[2] / packedHeads, queryHeads,
+                               keyHeads};
+  requireSameDtype(y, "y", qkv, "qkv");
+  requireShape(y, layout.outputShape(), "y");
+  requireShape(lse, layout.lseShape(), "lse");
+  // f32 whatever qkv's storage: a log-domain statistic that bf16 would
+  // round to a few digits.
+  if (lse.dtype != TESSERA_F32)
+    fail(std::string("lse must be f32, not ") + dtypeName(lse.dtype));
+  return layout;
+}
+
+PackedAttentionLayout requirePackedAttentionGradOperands(
+    const tessera_tensor &qkv, const tessera_tensor &y,
+    const tessera_tensor &lse, const tessera_tensor &dy,
+    const tessera_tensor &dqkv, int64_t queryHeads, int64_t keyHeads,
+    double scale) {
+  PackedAttentionLayout layout =
+      requirePackedAttentionOperands(qkv, y, lse, queryHeads, keyHeads, scale);
+  requireSameDtype(dy, "dy", qkv, "qkv");
+  requireShape(dy, layout.outputShape(), "dy");
+  requireSameDtype(dqkv, "dqkv", qkv, "qkv");
+  requireShape(dqkv, shapeOf(qkv), "dqkv");
   return layout;
 }
 

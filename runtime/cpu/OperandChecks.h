@@ -89,6 +89,28 @@ ClassLayout requireLossGradOperands(const tessera_tensor &logits,
                                     const tessera_tensor &dloss,
                                     const tessera_tensor &dlogits);
 
+/// packed_attention: qkv [B, T, (Hq + 2 Hkv) D] holds each token's query,
+/// key and value heads; y is [B, T, Hq D] of qkv's dtype, lse f32
+/// [B, Hq, T].
+struct PackedAttentionLayout {
+  int64_t batch, seq, headDim, queryHeads, keyHeads;
+  int64_t width() const { return (queryHeads + 2 * keyHeads) * headDim; }
+  Shape outputShape() const { return {batch, seq, queryHeads * headDim}; }
+  Shape lseShape() const { return {batch, queryHeads, seq}; }
+};
+PackedAttentionLayout requirePackedAttentionOperands(
+    const tessera_tensor &qkv, const tessera_tensor &y,
+    const tessera_tensor &lse, int64_t queryHeads, int64_t keyHeads,
+    double scale);
+
+/// packed_attention_grad: the forward's operands and results, dy of y's
+/// shape and dtype, dqkv of qkv's.
+PackedAttentionLayout requirePackedAttentionGradOperands(
+    const tessera_tensor &qkv, const tessera_tensor &y,
+    const tessera_tensor &lse, const tessera_tensor &dy,
+    const tessera_tensor &dqkv, int64_t queryHeads, int64_t keyHeads,
+    double scale);
+
 } // namespace tessera::cpu
 
 #endif // TESSERA_RUNTIME_CPU_OPERANDCHECKS_H

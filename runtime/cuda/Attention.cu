@@ -29,21 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
-
-namespace tessera::cuda {
-// FlashAttention.cu: false when the call is outside the flash kernels'
-// limits (nothing launched).
-bool flashAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
-                           const tessera_tensor &v, bool hasMask,
-                           double dropout, tessera_tensor &y, bool causal,
-                           double scale, cudaStream_t stream);
-bool flashAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
-                            const tessera_tensor &v, bool hasMask,
-                            double dropout, const tessera_tensor &dy,
-                            tessera_tensor &dq, tessera_tensor &dk,
-                            tessera_tensor &dv, bool causal, double scale,
-                            cudaStream_t stream);
-} // namespace tessera::cuda
+#include "AttentionKernels.h"
 
 using namespace tessera::cuda;
 using tessera::cpu::elementCount;
@@ -148,7 +134,10 @@ __device__ void rowNormalizer(const AttentionParams &p, const RowPosition &r,
   }
 }
 
-__global__ void attentionForwardKernel(AttentionParams p, void *y, int yType) {
+/// `lse` (may be null) gets each row's natural-log log-sum-exp, -inf for a
+/// row that sees no key.
+__global__ void attentionForwardKernel(AttentionParams p, void *y, int yType,
+                                       float *lse) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
                 threadIdx.x / 32;
   if (row >= p.batch * p.queryHeads * p.querySeq)
@@ -183,6 +172,8 @@ __global__ void attentionForwardKernel(AttentionParams p, void *y, int yType) {
   }
   float reciprocal = sum > 0.0f ? 1.0f / sum : 0.0f;
   int lane = threadIdx.x % 32;
+  if (lse && lane == 0)
+    lse[row] = sum > 0.0f ? maximum + logf(sum) : -INFINITY;
   for (int t = 0; t < kValuesPerLane; ++t) {
     int64_t d = lane + 32 * t;
     if (d < p.valueDim)
@@ -359,6 +350,27 @@ void roundInto(const float *accumulator, tessera_tensor &gradient,
 
 } // namespace
 
+void tessera::cuda::attentionForward(const tessera_tensor *q,
+                                     const tessera_tensor *k,
+                                     const tessera_tensor *v,
+                                     const tessera_tensor *mask,
+                                     tessera_tensor *y, float *lse,
+                                     bool causal, double scale, double dropout,
+                                     uint64_t seed, cudaStream_t stream) {
+  AttentionParams p = checkProblem(q, k, v, mask, causal, scale, dropout, seed);
+  tessera_tensor &output = requireTensor(y, "y");
+  requireShape(output, {p.batch, p.queryHeads, p.querySeq, p.valueDim}, "y");
+  requireKernelFloat(output, "y");
+  if (elementCount(output) == 0)
+    return;
+  if (flashAttentionForward(*q, *k, *v, mask != nullptr, dropout, output, lse,
+                            p.causal, scale, stream))
+    return;
+  attentionForwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
+                           stream>>>(p, output.data, output.dtype, lse);
+  cudaCheckLaunch();
+}
+
 extern "C" int tessera_cuda_attention(const tessera_tensor *q,
                                       const tessera_tensor *k,
                                       const tessera_tensor *v,
@@ -367,19 +379,8 @@ extern "C" int tessera_cuda_attention(const tessera_tensor *q,
                                       double scale, double dropout,
                                       uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_attention", [&] {
-    AttentionParams p =
-        checkProblem(q, k, v, mask, causal, scale, dropout, seed);
-    tessera_tensor &output = requireTensor(y, "y");
-    requireShape(output, {p.batch, p.queryHeads, p.querySeq, p.valueDim}, "y");
-    requireKernelFloat(output, "y");
-    if (elementCount(output) == 0)
-      return;
-    if (flashAttentionForward(*q, *k, *v, mask != nullptr, dropout, output,
-                              p.causal, scale, stream))
-      return;
-    attentionForwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
-                             stream>>>(p, output.data, output.dtype);
-    cudaCheckLaunch();
+    attentionForward(q, k, v, mask, y, nullptr, causal != 0, scale, dropout,
+                     seed, stream);
   });
 }
 

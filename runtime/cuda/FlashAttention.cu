@@ -18,7 +18,10 @@
 // the forward's output nor its softmax statistics, so it first reruns the
 // forward tile loop in a "statistics" mode that writes, per query row, the
 // log-sum-exp (base 2) and D = rowsum(dO * O) (O kept in f32 registers,
-// never rounded), and zeroes an f32 dQ accumulator. The main kernel is
+// never rounded), and zeroes an f32 dQ accumulator. The packed entry
+// (tess.packed_attention_grad) has the forward's O and log-sum-exp, so a
+// light pass computes D from O as FlashAttention-2 does, and the rerun is
+// gone. The main kernel is
 // KV-major: one block per (batch * K/V head, 64-key tile), each warp owning
 // 16 keys, looping over every query head of the K/V head's group and every
 // query tile the keys are visible to. It recomputes P^T = exp2(S^T - LSE),
@@ -26,8 +29,15 @@
 // dK/dV: the block owns its keys for all grouped heads), and adds dQ = dS K
 // into the f32 accumulator with float2 atomics (sm_90). A last pass rounds
 // dQ to the storage type. The statistics pass costs about one forward, so
-// a backward call is ~3.5 forwards of work instead of FlashAttention's 2.5;
-// an ABI that passed y (or kept the LSE) would drop it.
+// an unpacked backward call is ~3.5 forwards of work, a packed one 2.5.
+//
+// Layouts: every operand is addressed through a HeadLayout (element strides
+// of a batch, a head and a row, head dim contiguous), so the same kernels
+// read [B, H, T, D] tensors and the heads of a packed [B, T, (Hq + 2 Hkv) D]
+// qkv, and write y, dq, dk, dv in either layout, without transposes.
+//
+// A forward that also writes the log-sum-exp (the packed forward) needs
+// head dim 64: at 128 it would spill registers.
 //
 // Limits (anything else runs Attention.cu's kernels): q, k, v, y and the
 // gradients all bf16 or all f16; head dim == value dim, 64 or 128; no
@@ -38,6 +48,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+#include "AttentionKernels.h"
 
 #include <cstring>
 
@@ -52,8 +63,28 @@ constexpr int kKeysPerTile = 64;   // both passes: 16 per warp in the backward
 constexpr int kScratchSlot = 2000; // streamScratch slot for LSE, D and dQ
 constexpr float kLog2e = 1.4426950408889634f;
 
+/// Where a head's rows are: element (b, h, t, d) of an operand is at
+/// b * batch + h * head + t * row + d.
+struct HeadLayout {
+  int64_t batch, head;
+  int row; // 32 bits: the forward kernel has no registers to spare
+
+  /// The first element of head `index` (batch * heads + h).
+  __device__ __forceinline__ int64_t start(int64_t index,
+                                           int64_t heads) const {
+    return (index / heads) * batch + (index % heads) * head;
+  }
+};
+
+/// [B, H, T, D], contiguous.
+HeadLayout contiguousHeads(int64_t heads, int64_t seq, int64_t dim) {
+  return {heads * seq * dim, seq * dim, static_cast<int>(dim)};
+}
+
 struct FlashParams {
   const void *q, *k, *v;
+  // q's layout is dq's, k's dk's, v's dv's; `output` is y's and dy's.
+  HeadLayout queryLayout, keyLayout, valueLayout, outputLayout;
   int64_t queryHeads, keyHeads;
   int querySeq, keySeq;
   int groupSize; // query heads per K/V head
@@ -169,17 +200,19 @@ __device__ __forceinline__ uint32_t tileOffset(int row, int chunk) {
       (row * kChunks + (chunk ^ ((row / kRowsPerLine) & kMask))) * 16);
 }
 
-/// Starts loading rows [first, first + Rows) of a row-major [*, Columns]
-/// matrix into a swizzled tile; rows at or past `limit` become zeros.
+/// Starts loading rows [first, first + Rows) of a [*, Columns] matrix whose
+/// rows are `rowStride` elements apart into a swizzled tile; rows at or past
+/// `limit` become zeros.
 template <int Rows, int Columns, typename T>
 __device__ __forceinline__ void loadTile(uint32_t tile, const T *source,
-                                         int first, int limit) {
+                                         int rowStride, int first, int limit) {
   constexpr int kChunks = Columns / 8;
   for (int i = threadIdx.x; i < Rows * kChunks; i += kThreads) {
     int row = i / kChunks, chunk = i % kChunks;
     bool valid = first + row < limit;
     const T *from =
-        valid ? source + static_cast<int64_t>(first + row) * Columns + chunk * 8
+        valid ? source + static_cast<int64_t>(first + row) * rowStride +
+                    chunk * 8
               : source;
     copyAsync<16>(tile + tileOffset<Columns>(row, chunk), from, valid);
   }
@@ -276,14 +309,22 @@ template <int D> struct ForwardShape {
   static constexpr uint32_t kBytes = kQueryBytes + 4 * kKeyBytes;
 };
 
-/// Without `Statistics`: writes the attention output. With it: writes each
-/// query row's base-2 log-sum-exp and D = dO . O, and zeroes the f32 dQ
-/// accumulator's rows of the tile.
-template <typename T, int D, bool Statistics>
+/// What a forward tile loop writes.
+enum class ForwardPass {
+  Output,        // y
+  OutputAndLse,  // y and each row's natural-log log-sum-exp
+  Statistics,    // the unpacked backward's base-2 log-sum-exp, D = dO . O,
+                 // and zeros in the f32 dQ accumulator's rows
+};
+
+constexpr float kLn2 = 0.6931471805599453f;
+
+template <typename T, int D, ForwardPass Pass>
 __global__ void __launch_bounds__(kThreads)
     flashForwardKernel(FlashParams p, T *output, const T *outputGradient,
                        float *logSumExp, float *rowDots,
                        float *queryGradientAccumulator) {
+  constexpr bool Statistics = Pass == ForwardPass::Statistics;
   using Shape = ForwardShape<D>;
   constexpr int kBlocks = Shape::kRowBlocks;
   constexpr int kRows = 2 * kBlocks; // rows per thread
@@ -300,18 +341,22 @@ __global__ void __launch_bounds__(kThreads)
                           (head % p.queryHeads) / p.groupSize;
   // Causal: the heaviest (last) query tiles start first.
   const int queryStart = (gridDim.y - 1 - blockIdx.y) * Shape::kQueries;
-  const T *q = static_cast<const T *>(p.q) + head * p.querySeq * D;
-  const T *k = static_cast<const T *>(p.k) + keyHead * p.keySeq * D;
-  const T *v = static_cast<const T *>(p.v) + keyHead * p.keySeq * D;
+  const T *q = static_cast<const T *>(p.q) +
+               p.queryLayout.start(head, p.queryHeads);
+  const T *k =
+      static_cast<const T *>(p.k) + p.keyLayout.start(keyHead, p.keyHeads);
+  const T *v =
+      static_cast<const T *>(p.v) + p.valueLayout.start(keyHead, p.keyHeads);
   const int offset = p.keySeq - p.querySeq; // causal: i sees j <= i + offset
   const int keyEnd = p.causal ? min(p.keySeq, queryStart + Shape::kQueries +
                                                   offset)
                               : p.keySeq;
   const int keyTileCount = (keyEnd + kKeysPerTile - 1) / kKeysPerTile;
 
-  loadTile<Shape::kQueries, D>(queryTile, q, queryStart, p.querySeq);
-  loadTile<kKeysPerTile, D>(keyTiles, k, 0, p.keySeq);
-  loadTile<kKeysPerTile, D>(valueTiles, v, 0, p.keySeq);
+  loadTile<Shape::kQueries, D>(queryTile, q, p.queryLayout.row, queryStart,
+                               p.querySeq);
+  loadTile<kKeysPerTile, D>(keyTiles, k, p.keyLayout.row, 0, p.keySeq);
+  loadTile<kKeysPerTile, D>(valueTiles, v, p.valueLayout.row, 0, p.keySeq);
   commitAsync();
 
   uint32_t queryFragments[kBlocks][D / 16][4];
@@ -332,9 +377,9 @@ __global__ void __launch_bounds__(kThreads)
     if (tile + 1 < keyTileCount) {
       int next = (tile + 1) * kKeysPerTile;
       loadTile<kKeysPerTile, D>(keyTiles + (buffer ^ 1) * Shape::kKeyBytes, k,
-                                next, p.keySeq);
+                                p.keyLayout.row, next, p.keySeq);
       loadTile<kKeysPerTile, D>(valueTiles + (buffer ^ 1) * Shape::kKeyBytes,
-                                v, next, p.keySeq);
+                                v, p.valueLayout.row, next, p.keySeq);
       commitAsync();
       waitAsync<1>();
     } else {
@@ -423,16 +468,23 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads(); // the next iteration's loads overwrite this buffer
   }
 
+  // Computed here, not with q/k/v, to keep a register free in the loop.
+  const int64_t outputStart = p.outputLayout.start(head, p.queryHeads);
   for (int r = 0; r < kRows; ++r) {
     const int m = r / 2, half = r % 2;
     const int row = firstRow + 16 * m + 8 * half;
     rowSum[r] = quadSum(rowSum[r]);
+    if (Pass == ForwardPass::OutputAndLse && thread == 0 && row < p.querySeq)
+      logSumExp[head * p.querySeq + row] =
+          rowSum[r] > 0.0f ? (rowBase[r] + log2f(rowSum[r])) * kLn2
+                           : -INFINITY;
     const float inverse = rowSum[r] > 0.0f ? 1.0f / rowSum[r] : 0.0f;
     const float(&values)[D / 8][4] = accumulator[m];
     if constexpr (!Statistics) {
       if (row >= p.querySeq)
         continue;
-      T *out = output + (head * p.querySeq + row) * D + 2 * thread;
+      T *out = output + outputStart +
+               static_cast<int64_t>(row) * p.outputLayout.row + 2 * thread;
       for (int d = 0; d < D / 8; ++d)
         *reinterpret_cast<uint32_t *>(out + d * 8) =
             packPair<T>(values[d][2 * half] * inverse,
@@ -440,8 +492,9 @@ __global__ void __launch_bounds__(kThreads)
     } else {
       float dot = 0.0f;
       if (row < p.querySeq) {
-        const T *gradient =
-            outputGradient + (head * p.querySeq + row) * D + 2 * thread;
+        const T *gradient = outputGradient + outputStart +
+                            static_cast<int64_t>(row) * p.outputLayout.row +
+                            2 * thread;
         for (int d = 0; d < D / 8; ++d) {
           float2 g = unpackPair<T>(
               *reinterpret_cast<const uint32_t *>(gradient + d * 8));
@@ -554,8 +607,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t firstQueryHead = (keyHead / p.keyHeads) * p.queryHeads +
                                  (keyHead % p.keyHeads) * p.groupSize;
   const int keyStart = blockIdx.y * kKeysPerTile; // causal: heavy tiles first
-  const T *k = static_cast<const T *>(p.k) + keyHead * p.keySeq * D;
-  const T *v = static_cast<const T *>(p.v) + keyHead * p.keySeq * D;
+  const int64_t keyBase = p.keyLayout.start(keyHead, p.keyHeads);
+  const int64_t valueBase = p.valueLayout.start(keyHead, p.keyHeads);
+  const T *k = static_cast<const T *>(p.k) + keyBase;
+  const T *v = static_cast<const T *>(p.v) + valueBase;
   const int offset = p.keySeq - p.querySeq;
   const int firstQueryTile =
       p.causal ? max(0, keyStart - offset) / kQueries : 0;
@@ -563,18 +618,22 @@ __global__ void __launch_bounds__(kThreads)
       (p.querySeq + kQueries - 1) / kQueries - firstQueryTile;
   const int steps = p.groupSize * tilesPerHead;
 
-  loadTile<kKeysPerTile, D>(keyTile, k, keyStart, p.keySeq);
-  loadTile<kKeysPerTile, D>(valueTile, v, keyStart, p.keySeq);
+  loadTile<kKeysPerTile, D>(keyTile, k, p.keyLayout.row, keyStart, p.keySeq);
+  loadTile<kKeysPerTile, D>(valueTile, v, p.valueLayout.row, keyStart,
+                            p.keySeq);
   auto loadStep = [&](int step, int buffer) {
     int64_t head = firstQueryHead + step / tilesPerHead;
     int queryStart = (firstQueryTile + step % tilesPerHead) * kQueries;
     int64_t rows = head * p.querySeq;
     loadTile<kQueries, D>(base + Layout::kQuery + buffer * Layout::kQueryBytes,
-                          static_cast<const T *>(p.q) + rows * D, queryStart,
-                          p.querySeq);
+                          static_cast<const T *>(p.q) +
+                              p.queryLayout.start(head, p.queryHeads),
+                          p.queryLayout.row, queryStart, p.querySeq);
     loadTile<kQueries, D>(base + Layout::kGradient +
                               buffer * Layout::kQueryBytes,
-                          outputGradient + rows * D, queryStart, p.querySeq);
+                          outputGradient +
+                              p.outputLayout.start(head, p.queryHeads),
+                          p.outputLayout.row, queryStart, p.querySeq);
     loadFloats<kQueries>(base + Layout::kLogSumExp + buffer * Layout::kStatBytes,
                          logSumExp + rows, queryStart, p.querySeq);
     loadFloats<kQueries>(base + Layout::kRowDot + buffer * Layout::kStatBytes,
@@ -706,26 +765,73 @@ __global__ void __launch_bounds__(kThreads)
     int key = firstKey + 8 * r;
     if (key >= p.keySeq)
       continue;
-    int64_t start = (keyHead * p.keySeq + key) * D + 2 * thread;
+    T *keyRow = keyGradient + keyBase +
+                static_cast<int64_t>(key) * p.keyLayout.row + 2 * thread;
+    T *valueRow = valueGradient + valueBase +
+                  static_cast<int64_t>(key) * p.valueLayout.row + 2 * thread;
     for (int d = 0; d < D / 8; ++d) {
-      *reinterpret_cast<uint32_t *>(keyGradient + start + d * 8) = packPair<T>(
+      *reinterpret_cast<uint32_t *>(keyRow + d * 8) = packPair<T>(
           keyAccumulator[d][2 * r], keyAccumulator[d][2 * r + 1]);
-      *reinterpret_cast<uint32_t *>(valueGradient + start + d * 8) =
-          packPair<T>(valueAccumulator[d][2 * r],
-                      valueAccumulator[d][2 * r + 1]);
+      *reinterpret_cast<uint32_t *>(valueRow + d * 8) = packPair<T>(
+          valueAccumulator[d][2 * r], valueAccumulator[d][2 * r + 1]);
     }
   }
 }
 
-/// dQ's f32 accumulator to the storage type, four values at a time.
-template <typename T>
-__global__ void roundQueryGradient(const float4 *accumulator, T *destination,
-                                   int64_t vectors) {
+/// dQ's f32 accumulator ([B Hq T, D]) to the storage type in q's layout,
+/// four values at a time.
+template <typename T, int D>
+__global__ void roundQueryGradient(FlashParams p, const float4 *accumulator,
+                                   T *destination, int64_t vectors) {
+  constexpr int kVectorsPerRow = D / 4;
   TESSERA_GRID_STRIDE_LOOP(i, vectors) {
     float4 value = accumulator[i];
-    uint2 bits = make_uint2(packPair<T>(value.x, value.y),
-                            packPair<T>(value.z, value.w));
-    reinterpret_cast<uint2 *>(destination)[i] = bits;
+    int64_t row = i / kVectorsPerRow;
+    int64_t head = row / p.querySeq, query = row % p.querySeq;
+    T *out = destination + p.queryLayout.start(head, p.queryHeads) +
+             query * p.queryLayout.row + (i % kVectorsPerRow) * 4;
+    *reinterpret_cast<uint2 *>(out) = make_uint2(
+        packPair<T>(value.x, value.y), packPair<T>(value.z, value.w));
+  }
+}
+
+/// The packed backward's first pass (FlashAttention-2's): per query row,
+/// D = dO . O from the forward's output, the log-sum-exp in the kernels'
+/// base 2 (+inf for a row that saw no key, so its weights recompute to 0),
+/// and zeros in the row of the f32 dQ accumulator. One warp per row.
+template <typename T, int D>
+__global__ void prepareBackward(FlashParams p, const T *output,
+                                const T *outputGradient,
+                                const float *naturalLogSumExp,
+                                float *logSumExp, float *rowDots,
+                                float *queryGradientAccumulator,
+                                int64_t rows) {
+  constexpr int kPerLane = D / 32;
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = (static_cast<int64_t>(blockIdx.x) * blockDim.x +
+                      threadIdx.x) / 32;
+       row < rows; row += static_cast<int64_t>(gridDim.x) * blockDim.x / 32) {
+    int64_t head = row / p.querySeq, query = row % p.querySeq;
+    int64_t at = p.outputLayout.start(head, p.queryHeads) +
+                 query * p.outputLayout.row + lane * kPerLane;
+    float dot = 0.0f;
+    for (int e = 0; e < kPerLane; e += 2) {
+      float2 o = unpackPair<T>(
+          *reinterpret_cast<const uint32_t *>(output + at + e));
+      float2 g = unpackPair<T>(
+          *reinterpret_cast<const uint32_t *>(outputGradient + at + e));
+      dot += o.x * g.x + o.y * g.y;
+    }
+    for (int width = 16; width > 0; width /= 2)
+      dot += __shfl_xor_sync(0xffffffffu, dot, width);
+    float *accumulatorRow = queryGradientAccumulator + row * D;
+    for (int e = 0; e < kPerLane; ++e)
+      accumulatorRow[lane * kPerLane + e] = 0.0f;
+    if (lane == 0) {
+      float lse = naturalLogSumExp[row];
+      logSumExp[row] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+      rowDots[row] = dot;
+    }
   }
 }
 
@@ -735,16 +841,42 @@ bool aligned(const void *data) {
   return reinterpret_cast<uintptr_t>(data) % 16 == 0;
 }
 
-/// The flash kernels' parameters, or false when the call is outside what
-/// they cover (the caller then runs the general kernels).
+/// The checks every flash call shares: storage type, head dim, grid limits.
+bool withinLimits(int dtype, int64_t headDim, int64_t batch, int64_t heads,
+                  int64_t querySeq, int64_t keySeq) {
+  if (dtype != TESSERA_BF16 && dtype != TESSERA_F16)
+    return false;
+  if (headDim != 64 && headDim != 128)
+    return false;
+  // Grid y counts 64-row tiles (at most 65535); heads go in grid x.
+  constexpr int64_t kMaxSeq = int64_t{65535} * kKeysPerTile;
+  return querySeq >= 1 && keySeq >= 1 && querySeq <= kMaxSeq &&
+         keySeq <= kMaxSeq && batch >= 1 && heads >= 1 &&
+         batch * heads <= INT32_MAX;
+}
+
+void describeProblem(FlashParams &p, int64_t queryHeads, int64_t keyHeads,
+                     int64_t querySeq, int64_t keySeq, bool causal,
+                     double scale) {
+  p.queryHeads = queryHeads;
+  p.keyHeads = keyHeads;
+  p.querySeq = static_cast<int>(querySeq);
+  p.keySeq = static_cast<int>(keySeq);
+  p.groupSize = static_cast<int>(queryHeads / keyHeads);
+  p.causal = causal;
+  p.scale = static_cast<float>(scale);
+  p.scaleLog2 = static_cast<float>(scale) * kLog2e;
+}
+
+/// The flash kernels' parameters for [B, H, T, D] operands, or false when
+/// the call is outside what they cover (the caller then runs the general
+/// kernels).
 bool describe(const tessera_tensor &q, const tessera_tensor &k,
               const tessera_tensor &v, bool hasMask, double dropout,
               bool causal, double scale,
               std::initializer_list<const tessera_tensor *> others,
               FlashParams &p) {
   if (hasMask || dropout != 0.0)
-    return false;
-  if (q.dtype != TESSERA_BF16 && q.dtype != TESSERA_F16)
     return false;
   for (const tessera_tensor *tensor : {&q, &k, &v})
     if (tensor->dtype != q.dtype || !aligned(tensor->data))
@@ -753,26 +885,50 @@ bool describe(const tessera_tensor &q, const tessera_tensor &k,
     if (tensor->dtype != q.dtype || !aligned(tensor->data))
       return false;
   int64_t headDim = q.shape[3];
-  if ((headDim != 64 && headDim != 128) || v.shape[3] != headDim)
-    return false;
-  int64_t querySeq = q.shape[2], keySeq = k.shape[2];
-  // Grid y counts 64-row tiles (at most 65535); heads go in grid x.
-  constexpr int64_t kMaxSeq = int64_t{65535} * kKeysPerTile;
-  if (querySeq < 1 || keySeq < 1 || querySeq > kMaxSeq || keySeq > kMaxSeq ||
-      q.shape[0] < 1 || q.shape[1] < 1 ||
-      q.shape[0] * q.shape[1] > INT32_MAX)
+  if (v.shape[3] != headDim ||
+      !withinLimits(q.dtype, headDim, q.shape[0], q.shape[1], q.shape[2],
+                    k.shape[2]))
     return false;
   p.q = q.data;
   p.k = k.data;
   p.v = v.data;
-  p.queryHeads = q.shape[1];
-  p.keyHeads = k.shape[1];
-  p.querySeq = static_cast<int>(querySeq);
-  p.keySeq = static_cast<int>(keySeq);
-  p.groupSize = static_cast<int>(p.queryHeads / p.keyHeads);
-  p.causal = causal;
-  p.scale = static_cast<float>(scale);
-  p.scaleLog2 = static_cast<float>(scale) * kLog2e;
+  p.queryLayout = contiguousHeads(q.shape[1], q.shape[2], headDim);
+  p.keyLayout = contiguousHeads(k.shape[1], k.shape[2], headDim);
+  p.valueLayout = p.keyLayout;
+  p.outputLayout = p.queryLayout;
+  describeProblem(p, q.shape[1], k.shape[1], q.shape[2], k.shape[2], causal,
+                  scale);
+  return true;
+}
+
+/// The same for the heads of a packed qkv [B, T, (Hq + 2 Hkv) D] and
+/// y-shaped operands [B, T, Hq D] (shapes already checked).
+bool describePacked(const tessera_tensor &qkv, int64_t queryHeads,
+                    int64_t keyHeads, bool causal, double scale,
+                    std::initializer_list<const tessera_tensor *> others,
+                    FlashParams &p) {
+  int64_t batch = qkv.shape[0], seq = qkv.shape[1], width = qkv.shape[2];
+  int64_t headDim = width / (queryHeads + 2 * keyHeads);
+  if (!aligned(qkv.data) || !withinLimits(qkv.dtype, headDim, batch,
+                                          queryHeads, seq, seq))
+    return false;
+  for (const tessera_tensor *tensor : others)
+    if (tensor->dtype != qkv.dtype || !aligned(tensor->data))
+      return false;
+  // Rows of 16-byte chunks: the widths are multiples of the head dim.
+  const char *base = static_cast<const char *>(qkv.data);
+  size_t element = qkv.dtype == TESSERA_F32 ? 4 : 2;
+  p.q = base;
+  p.k = base + queryHeads * headDim * element;
+  p.v = base + (queryHeads + keyHeads) * headDim * element;
+  if (width > INT32_MAX)
+    return false;
+  p.queryLayout = {seq * width, headDim, static_cast<int>(width)};
+  p.keyLayout = p.queryLayout;
+  p.valueLayout = p.queryLayout;
+  p.outputLayout = {seq * queryHeads * headDim, headDim,
+                    static_cast<int>(queryHeads * headDim)};
+  describeProblem(p, queryHeads, keyHeads, seq, seq, causal, scale);
   return true;
 }
 
@@ -787,12 +943,12 @@ void allowSharedBytes(Kernel kernel, uint32_t bytes) {
       static_cast<int>(bytes)));
 }
 
-template <typename T, int D, bool Statistics>
+template <typename T, int D, ForwardPass Pass>
 void launchForward(const FlashParams &p, int64_t batch, T *output,
                    const T *outputGradient, float *logSumExp, float *rowDots,
                    float *queryGradientAccumulator, cudaStream_t stream) {
   using Shape = ForwardShape<D>;
-  auto kernel = flashForwardKernel<T, D, Statistics>;
+  auto kernel = flashForwardKernel<T, D, Pass>;
   allowSharedBytes(kernel, Shape::kBytes);
   dim3 grid(static_cast<unsigned>(batch * p.queryHeads),
             tilesOf(p.querySeq, Shape::kQueries));
@@ -801,9 +957,12 @@ void launchForward(const FlashParams &p, int64_t batch, T *output,
   cudaCheckLaunch();
 }
 
+/// The backward. With the forward's `output` and natural-log `lse` it
+/// derives the statistics from them; without, it reruns the forward.
 template <typename T, int D>
-void runBackward(const FlashParams &p, int64_t batch, const void *dy, void *dq,
-                 void *dk, void *dv, cudaStream_t stream) {
+void runBackward(const FlashParams &p, int64_t batch, const void *output,
+                 const float *lse, const void *dy, void *dq, void *dk,
+                 void *dv, cudaStream_t stream) {
   int64_t rows = batch * p.queryHeads * p.querySeq;
   size_t statBytes = (static_cast<size_t>(rows) * sizeof(float) + 255) / 256 *
                      256;
@@ -814,8 +973,16 @@ void runBackward(const FlashParams &p, int64_t batch, const void *dy, void *dq,
   float *rowDots = reinterpret_cast<float *>(scratch + statBytes);
   float *accumulator = reinterpret_cast<float *>(scratch + 2 * statBytes);
   const T *outputGradient = static_cast<const T *>(dy);
-  launchForward<T, D, true>(p, batch, nullptr, outputGradient, logSumExp,
-                            rowDots, accumulator, stream);
+  if (output) {
+    prepareBackward<T, D><<<gridFor(rows * 32), kThreadsPerBlock, 0, stream>>>(
+        p, static_cast<const T *>(output), outputGradient, lse, logSumExp,
+        rowDots, accumulator, rows);
+    cudaCheckLaunch();
+  } else {
+    launchForward<T, D, ForwardPass::Statistics>(p, batch, nullptr,
+                                                 outputGradient, logSumExp,
+                                                 rowDots, accumulator, stream);
+  }
 
   auto kernel = flashBackwardKernel<T, D>;
   allowSharedBytes(kernel, BackwardLayout<D>::kBytes);
@@ -827,8 +994,8 @@ void runBackward(const FlashParams &p, int64_t batch, const void *dy, void *dq,
   cudaCheckLaunch();
 
   int64_t vectors = rows * D / 4;
-  roundQueryGradient<T><<<gridFor(vectors), kThreadsPerBlock, 0, stream>>>(
-      reinterpret_cast<const float4 *>(accumulator), static_cast<T *>(dq),
+  roundQueryGradient<T, D><<<gridFor(vectors), kThreadsPerBlock, 0, stream>>>(
+      p, reinterpret_cast<const float4 *>(accumulator), static_cast<T *>(dq),
       vectors);
   cudaCheckLaunch();
 }
@@ -851,37 +1018,45 @@ void dispatch(int dtype, int64_t headDim, Arguments &&...arguments) {
 }
 
 template <typename T, int D> struct Forward {
-  static void run(const FlashParams &p, int64_t batch, void *y,
+  static void run(const FlashParams &p, int64_t batch, void *y, float *lse,
                   cudaStream_t stream) {
-    launchForward<T, D, false>(p, batch, static_cast<T *>(y), nullptr,
-                               nullptr, nullptr, nullptr, stream);
+    // Head dim 128 has no registers left for the log-sum-exp (ptxas
+    // spills): the entries below send those calls to the general kernels.
+    if constexpr (D == 64)
+      if (lse) {
+        launchForward<T, D, ForwardPass::OutputAndLse>(
+            p, batch, static_cast<T *>(y), nullptr, lse, nullptr, nullptr,
+            stream);
+        return;
+      }
+      launchForward<T, D, ForwardPass::Output>(p, batch, static_cast<T *>(y),
+                                               nullptr, nullptr, nullptr,
+                                               nullptr, stream);
   }
 };
 
 template <typename T, int D> struct Backward {
-  static void run(const FlashParams &p, int64_t batch, const void *dy,
-                  void *dq, void *dk, void *dv, cudaStream_t stream) {
-    runBackward<T, D>(p, batch, dy, dq, dk, dv, stream);
+  static void run(const FlashParams &p, int64_t batch, const void *y,
+                  const float *lse, const void *dy, void *dq, void *dk,
+                  void *dv, cudaStream_t stream) {
+    runBackward<T, D>(p, batch, y, lse, dy, dq, dk, dv, stream);
   }
 };
 
 } // namespace
 
-/// Runs the flash forward when the call is within its limits (see the file
-/// comment); false when the caller must run the general kernel. Shapes are
-/// already checked.
 bool flashAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
                            const tessera_tensor &v, bool hasMask,
-                           double dropout, tessera_tensor &y, bool causal,
-                           double scale, cudaStream_t stream) {
+                           double dropout, tessera_tensor &y, float *lse,
+                           bool causal, double scale, cudaStream_t stream) {
   FlashParams p{};
-  if (!describe(q, k, v, hasMask, dropout, causal, scale, {&y}, p))
+  if ((lse && q.shape[3] != 64) ||
+      !describe(q, k, v, hasMask, dropout, causal, scale, {&y}, p))
     return false;
-  dispatch<Forward>(q.dtype, q.shape[3], p, q.shape[0], y.data, stream);
+  dispatch<Forward>(q.dtype, q.shape[3], p, q.shape[0], y.data, lse, stream);
   return true;
 }
 
-/// The backward's twin of flashAttentionForward.
 bool flashAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
                             const tessera_tensor &v, bool hasMask,
                             double dropout, const tessera_tensor &dy,
@@ -892,8 +1067,45 @@ bool flashAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
   if (!describe(q, k, v, hasMask, dropout, causal, scale, {&dy, &dq, &dk, &dv},
                 p))
     return false;
-  dispatch<Backward>(q.dtype, q.shape[3], p, q.shape[0], dy.data, dq.data,
-                     dk.data, dv.data, stream);
+  dispatch<Backward>(q.dtype, q.shape[3], p, q.shape[0], nullptr, nullptr,
+                     dy.data, dq.data, dk.data, dv.data, stream);
+  return true;
+}
+
+bool flashPackedAttentionForward(const tessera_tensor &qkv,
+                                 int64_t queryHeads, int64_t keyHeads,
+                                 tessera_tensor &y, tessera_tensor &lse,
+                                 bool causal, double scale,
+                                 cudaStream_t stream) {
+  FlashParams p{};
+  if (y.shape[2] != 64 * queryHeads ||
+      !describePacked(qkv, queryHeads, keyHeads, causal, scale, {&y}, p))
+    return false;
+  dispatch<Forward>(qkv.dtype, y.shape[2] / queryHeads, p, qkv.shape[0],
+                    y.data, static_cast<float *>(lse.data), stream);
+  return true;
+}
+
+bool flashPackedAttentionBackward(const tessera_tensor &qkv,
+                                  int64_t queryHeads, int64_t keyHeads,
+                                  const tessera_tensor &y,
+                                  const tessera_tensor &lse,
+                                  const tessera_tensor &dy,
+                                  tessera_tensor &dqkv, bool causal,
+                                  double scale, cudaStream_t stream) {
+  FlashParams p{};
+  if (!describePacked(qkv, queryHeads, keyHeads, causal, scale,
+                      {&y, &dy, &dqkv}, p))
+    return false;
+  // dq, dk, dv land in dqkv at q's, k's and v's places.
+  const char *source = static_cast<const char *>(qkv.data);
+  char *gradient = static_cast<char *>(dqkv.data);
+  auto at = [&](const void *operand) {
+    return gradient + (static_cast<const char *>(operand) - source);
+  };
+  dispatch<Backward>(qkv.dtype, y.shape[2] / queryHeads, p, qkv.shape[0],
+                     y.data, static_cast<const float *>(lse.data), dy.data,
+                     at(p.q), at(p.k), at(p.v), stream);
   return true;
 }
 

@@ -356,6 +356,9 @@ int writeInitialWeights(mlir::ModuleOp module,
 /// --summary plans its memory (so that both plan the same program): passes
 /// that only change how the step moves its bytes.
 void addLoweringPreparation(mlir::PassManager &pm) {
+  // Packed attention first: it takes the fused QKV's split whole, and the
+  // head split is left for attentions it does not cover.
+  pm.addNestedPass<mlir::func::FuncOp>(tessera::createFusePackedAttention());
   pm.addNestedPass<mlir::func::FuncOp>(tessera::createFuseHeadSplit());
 }
 

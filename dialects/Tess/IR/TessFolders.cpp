@@ -460,6 +460,14 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   if (getInputs().size() == 1)
     return getInputs().front();
   int64_t axis = *normalizeAxis(getAxis(), getType().getRank());
+  // concat(split(x)) along the same axis, every piece in order, is x: what
+  // the VJP of a split becomes once the pieces' gradients come from one
+  // packed op.
+  if (auto split = getInputs().front().getDefiningOp<SplitOp>())
+    if (split.getNumResults() == getInputs().size() &&
+        *normalizeAxis(split.getAxis(), getType().getRank()) == axis &&
+        llvm::equal(getInputs(), split.getResults()))
+      return split.getInput();
   // Where along the axis each input starts in the result.
   SmallVector<int64_t> starts;
   int64_t start = 0;

@@ -35,6 +35,12 @@ mlir::LogicalResult inferAttention(std::optional<mlir::Location> location,
                                    bool causal, double scale, double dropout,
                                    llvm::SmallVectorImpl<mlir::Type> &inferred);
 
+/// Rules C1 to C4 of tess.packed_attention; pushes its two result types.
+mlir::LogicalResult
+inferPackedAttention(std::optional<mlir::Location> location, mlir::Value qkv,
+                     int64_t queryHeads, int64_t keyHeads, double scale,
+                     llvm::SmallVectorImpl<mlir::Type> &inferred);
+
 } // namespace tessera::tess::detail
 
 #endif // TESSERA_DIALECT_TESS_TESSINFERENCE_H

@@ -549,6 +549,43 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
   }];
 }
 
+def Tess_PackedAttentionOp : Tess_Op<"packed_attention",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "attention over a QKV-packed tensor, with each row's log-sum-exp";
+  let description = [{
+    `tess.attention` (no mask, no dropout) on the heads of one packed
+    tensor, the layout of a fused QKV projection's output and of
+    FlashAttention's `qkvpacked` entry: `qkv` is `[batch, seq, (Hq + 2 Hkv)
+    head_dim]`, each token's `query_heads` query heads, then `key_heads` key
+    heads, then `key_heads` value heads. The result `y` is `[batch, seq,
+    Hq head_dim]`, each token's heads side by side: what the output
+    projection reads. So the kernel reads and writes the projections'
+    layouts directly, and no transpose of q, k, v or y exists.
+
+    `lse` (`[batch, Hq, seq]`, f32) is each query row's natural-log
+    `log(sum_j exp(scale q . k_j))` over its visible keys, -inf for a row that
+    sees none. `tess.packed_attention_grad` reads it (and `y`) so that the
+    backward does not rerun the forward to rebuild the softmax statistics.
+
+    Created after autodiff by `tess-fuse-packed-attention`, so it has no
+    VJP. Kernels: `tessera_{cpu,cuda}_packed_attention`.
+
+    Rules: (C1) `qkv` has rank 3; (C2) `query_heads` and `key_heads` are at
+    least 1 and `query_heads` is a multiple of `key_heads`; (C3) `qkv`'s last
+    dim is a multiple of `query_heads + 2 key_heads`; (C4) `scale` is
+    positive and finite.
+
+    ```mlir
+    %y, %lse = tess.packed_attention %qkv {causal, key_heads = 2 : i64, query_heads = 2 : i64, scale = 2.500000e-01 : f64}
+      : (tensor<2x32x96xf32>) -> (tensor<2x32x32xf32>, tensor<2x2x32xf32>)
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$qkv, I64Attr:$query_heads,
+                   I64Attr:$key_heads, UnitAttr:$causal, F64Attr:$scale);
+  let results = (outs Tess_FloatTensor:$result, RankedTensorOf<[F32]>:$lse);
+  let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

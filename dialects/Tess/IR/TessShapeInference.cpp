@@ -384,6 +384,45 @@ LogicalResult tessera::tess::detail::inferAttention(
   return success();
 }
 
+LogicalResult PackedAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  return detail::inferPackedAttention(
+      location, adaptor.getQkv(),
+      static_cast<int64_t>(adaptor.getQueryHeads()),
+      static_cast<int64_t>(adaptor.getKeyHeads()),
+      adaptor.getScale().convertToDouble(), inferred);
+}
+
+LogicalResult tessera::tess::detail::inferPackedAttention(
+    std::optional<Location> location, Value qkv, int64_t queryHeads,
+    int64_t keyHeads, double scale, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType packed = rankedType(qkv);
+  if (packed.getRank() != 3)
+    return emitOptionalError(location, "C1: qkv must have rank 3 ([batch, "
+                                       "seq, (Hq + 2 Hkv) head_dim]), got ",
+                             packed);
+  if (queryHeads < 1 || keyHeads < 1 || queryHeads % keyHeads != 0)
+    return emitOptionalError(location, "C2: ", queryHeads,
+                             " query heads are not a positive multiple of ",
+                             keyHeads, " key/value heads");
+  int64_t width = packed.getDimSize(2), heads = queryHeads + 2 * keyHeads;
+  if (width % heads != 0)
+    return emitOptionalError(location, "C3: qkv's last dim ", width,
+                             " is not a multiple of ", heads,
+                             " heads (query_heads + 2 key_heads)");
+  if (!(scale > 0) || std::isinf(scale))
+    return emitOptionalError(location, "C4: scale must be positive and "
+                                       "finite, got ",
+                             scale);
+  int64_t batch = packed.getDimSize(0), seq = packed.getDimSize(1);
+  inferred.push_back(RankedTensorType::get(
+      {batch, seq, queryHeads * (width / heads)}, packed.getElementType()));
+  inferred.push_back(RankedTensorType::get(
+      {batch, queryHeads, seq}, Float32Type::get(qkv.getContext())));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -181,6 +181,29 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult PackedAttentionGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  SmallVector<Type, 2> forward;
+  if (failed(detail::inferPackedAttention(
+          location, adaptor.getQkv(),
+          static_cast<int64_t>(adaptor.getQueryHeads()),
+          static_cast<int64_t>(adaptor.getKeyHeads()),
+          adaptor.getScale().convertToDouble(), forward)))
+    return failure();
+  if (adaptor.getY().getType() != forward[0] ||
+      adaptor.getLse().getType() != forward[1])
+    return emitOptionalError(location, "C5: y ", adaptor.getY().getType(),
+                             " and lse ", adaptor.getLse().getType(),
+                             " must be the forward's ", forward[0], " and ",
+                             forward[1]);
+  if (adaptor.getDy().getType() != forward[0])
+    return emitOptionalError(location, "C6: dy ", adaptor.getDy().getType(),
+                             " must have y's type ", forward[0]);
+  inferred.push_back(adaptor.getQkv().getType());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -248,6 +248,34 @@ def Tess_AttentionGradOp : Tess_Op<"attention_grad",
   }];
 }
 
+def Tess_PackedAttentionGradOp : Tess_Op<"packed_attention_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "gradient of tess.packed_attention with respect to qkv";
+  let description = [{
+    From the forward's operand, its results `y` and `lse`, and `y`'s
+    cotangent `dy`: `dqkv`, in `qkv`'s packed layout (dq, dk, dv of each
+    token side by side), so the fused QKV projection's backward reads it as
+    it is. Grouped K/V heads sum over the query heads of their group. With
+    the forward's statistics at hand, the backward is FlashAttention-2's:
+    `D = rowsum(dy * y)`, then one pass over the key tiles. Kernel:
+    `tessera_{cpu,cuda}_packed_attention_grad`.
+
+    Rules: (C1) to (C4) are `tess.packed_attention`'s; (C5) `y` and `lse`
+    have the forward's result types; (C6) `dy` has `y`'s type.
+
+    ```mlir
+    %dqkv = tess.packed_attention_grad %qkv, %y, %lse, %dy {causal, key_heads = 2 : i64, query_heads = 2 : i64, scale = 2.500000e-01 : f64}
+      : (tensor<2x32x96xf32>, tensor<2x32x32xf32>, tensor<2x2x32xf32>, tensor<2x32x32xf32>) -> tensor<2x32x96xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$qkv, Tess_FloatTensor:$y,
+                   RankedTensorOf<[F32]>:$lse, Tess_FloatTensor:$dy,
+                   I64Attr:$query_heads, I64Attr:$key_heads, UnitAttr:$causal,
+                   F64Attr:$scale);
+  let results = (outs Tess_FloatTensor:$dqkv);
+  let assemblyFormat = "$qkv `,` $y `,` $lse `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Gradients of data movement
 //===----------------------------------------------------------------------===//

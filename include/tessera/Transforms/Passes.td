@@ -105,6 +105,38 @@ def FuseHeadSplit : Pass<"tess-fuse-head-split", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def FusePackedAttention
+    : Pass<"tess-fuse-packed-attention", "::mlir::func::FuncOp"> {
+  let summary = "Attention over a fused QKV projection as tess.packed_attention";
+  let description = [{
+    A `tess.attention` (no mask, no dropout) whose q, k and v are the three
+    pieces of a split of one `[B, T, (Hq + 2 Hkv) Dh]` tensor along its last
+    dim, each viewed as `[B, T, H, Dh]` and transposed to `[B, H, T, Dh]`
+    (GPT-2's fused c_attn), becomes `tess.packed_attention` on that tensor;
+    its `tess.attention_grad` becomes `tess.packed_attention_grad`, which
+    reads the forward's output and log-sum-exp instead of rerunning the
+    forward, and writes the gradient in the packed layout. Then the function
+    is canonicalized, so the head transposes of q, k, v, y, dy and of the
+    three gradients, and the concat of the gradients, are gone. tesserac runs
+    it right before the lowering (after partitioning and remat), before
+    `tess-fuse-head-split`.
+
+    Before:
+    ```mlir
+    %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 64, 64, 64>} ...
+    %qh = tess.transpose (tess.reshape %q) {permutation = array<i64: 0, 2, 1, 3>} ...
+    %y = tess.attention %qh, %kh, %vh {causal, scale = 2.500000e-01 : f64} ...
+    %dq, %dk, %dv = tess.attention_grad %qh, %kh, %vh, %dyh {causal, ...} ...
+    ```
+    After:
+    ```mlir
+    %y, %lse = tess.packed_attention %qkv {causal, key_heads = 4 : i64, query_heads = 4 : i64, scale = 2.500000e-01 : f64} ...
+    %dqkv = tess.packed_attention_grad %qkv, %y, %lse, %dy {causal, ...} ...
+    ```
+  }];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def FuseLinear : Pass<"tess-fuse-linear", "::mlir::func::FuncOp"> {
   let summary = "Turn matmul by a weight (+ bias) into tess.linear";
   let description = [{

@@ -16,25 +16,6 @@ struct AttentionCase {
   float querySpread = 1.0f; // q in [-spread, spread]: larger, peakier scores
 };
 
-/// The largest |value| of a tensor.
-double largestMagnitude(const Tensor &tensor) {
-  double largest = 0.0;
-  for (int64_t i = 0; i < tensor.count(); ++i)
-    largest = std::max(largest, std::fabs(static_cast<double>(tensor.at(i))));
-  return largest;
-}
-
-/// 16-bit tensor-core attention rounds the probabilities and dS to the
-/// storage type before multiplying (as every FlashAttention does), so an
-/// element's error scales with the tensor's largest terms rather than with
-/// the element: the absolute tolerance is an ulp of the largest value.
-double absoluteTolerance(int32_t dtype, const Tensor &expected) {
-  if (dtype == TESSERA_F32)
-    return 1e-5;
-  double ulp = dtype == TESSERA_BF16 ? 1.0 / 256 : 1.0 / 1024;
-  return std::max(2e-3, ulp * largestMagnitude(expected));
-}
-
 void checkAttention(const AttentionCase &c) {
   SCOPED_TRACE(c.name);
   Shape qShape = {c.batch, c.queryHeads, c.querySeq, c.headDim};
@@ -75,13 +56,13 @@ void checkAttention(const AttentionCase &c) {
       gdv.get(), c.causal, scale, c.dropout, seed, nullptr));
   expectDeviceClean();
   double rtol = c.dtype == TESSERA_F32 ? 1e-4 : toleranceFor(c.dtype);
-  expectTensorsNear(gy.download(), y, rtol, absoluteTolerance(c.dtype, y),
+  expectTensorsNear(gy.download(), y, rtol, attentionAbsoluteTolerance(c.dtype, y),
                     "attention y");
-  expectTensorsNear(gdq.download(), dq, rtol, absoluteTolerance(c.dtype, dq),
+  expectTensorsNear(gdq.download(), dq, rtol, attentionAbsoluteTolerance(c.dtype, dq),
                     "attention dq");
-  expectTensorsNear(gdk.download(), dk, rtol, absoluteTolerance(c.dtype, dk),
+  expectTensorsNear(gdk.download(), dk, rtol, attentionAbsoluteTolerance(c.dtype, dk),
                     "attention dk");
-  expectTensorsNear(gdv.download(), dv, rtol, absoluteTolerance(c.dtype, dv),
+  expectTensorsNear(gdv.download(), dv, rtol, attentionAbsoluteTolerance(c.dtype, dv),
                     "attention dv");
 }
 

@@ -148,6 +148,26 @@ inline double toleranceFor(int32_t dtype) {
   }
 }
 
+/// The largest |value| of a tensor.
+inline double largestMagnitude(const Tensor &tensor) {
+  double largest = 0.0;
+  for (int64_t i = 0; i < tensor.count(); ++i)
+    largest = std::max(largest, std::fabs(static_cast<double>(tensor.at(i))));
+  return largest;
+}
+
+/// 16-bit tensor-core attention rounds the probabilities and dS to the
+/// storage type before multiplying (as every FlashAttention does), so an
+/// element's error scales with the tensor's largest terms rather than with
+/// the element: the absolute tolerance is an ulp of the largest value.
+inline double attentionAbsoluteTolerance(int32_t dtype,
+                                         const Tensor &expected) {
+  if (dtype == TESSERA_F32)
+    return 1e-5;
+  double ulp = dtype == TESSERA_BF16 ? 1.0 / 256 : 1.0 / 1024;
+  return std::max(2e-3, ulp * largestMagnitude(expected));
+}
+
 } // namespace tessera_test
 
 #endif // TESSERA_RUNTIME_TEST_CUDA_CUDATESTUTIL_H

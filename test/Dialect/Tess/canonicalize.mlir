@@ -272,6 +272,27 @@ func.func @split_concat_single(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<
 
 // -----
 
+// Tests that concatenating every piece of a split, in order and along the
+// split's axis, is the split's input, and that another order, another axis
+// or a missing piece keeps the concat.
+// CHECK-LABEL: func.func @concat_of_split
+// CHECK-SAME: (%[[X:.*]]: tensor<2x6xf32>)
+// CHECK: %[[S:.*]]:3 = tess.split %[[X]]
+// CHECK: %[[SWAP:.*]] = tess.concat %[[S]]#1, %[[S]]#0, %[[S]]#2 {axis = 1 : i64}
+// CHECK: %[[ROWS:.*]] = tess.concat %[[S]]#0, %[[S]]#1, %[[S]]#2 {axis = 0 : i64}
+// CHECK: %[[PART:.*]] = tess.concat %[[S]]#0, %[[S]]#1 {axis = 1 : i64}
+// CHECK: return %[[X]], %[[SWAP]], %[[ROWS]], %[[PART]]
+func.func @concat_of_split(%x: tensor<2x6xf32>) -> (tensor<2x6xf32>, tensor<2x6xf32>, tensor<6x2xf32>, tensor<2x4xf32>) {
+  %s:3 = tess.split %x {axis = -1 : i64, sizes = array<i64: 2, 2, 2>} : (tensor<2x6xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
+  %0 = tess.concat %s#0, %s#1, %s#2 {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x6xf32>
+  %1 = tess.concat %s#1, %s#0, %s#2 {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x6xf32>
+  %2 = tess.concat %s#0, %s#1, %s#2 {axis = 0 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<6x2xf32>
+  %3 = tess.concat %s#0, %s#1 {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  return %0, %1, %2, %3 : tensor<2x6xf32>, tensor<2x6xf32>, tensor<6x2xf32>, tensor<2x4xf32>
+}
+
+// -----
+
 // Tests that a reduction over no dims, or over kept dims of size 1, is the
 // identity, and that dropping a size-1 dim is not.
 // CHECK-LABEL: func.func @reduce_identity

@@ -360,6 +360,24 @@ func.func @softmax_grad(%y: tensor<2x4x32x32xf32>, %dy: tensor<2x4x32x32xf32>) {
 
 // -----
 
+// CHECK-LABEL: func.func @packed_attention
+func.func @packed_attention(%qkv: tensor<2x32x96xf32>) {
+    %y, %lse = tess.packed_attention %qkv {causal, key_heads = 2 : i64, query_heads = 2 : i64, scale = 2.500000e-01 : f64}
+      : (tensor<2x32x96xf32>) -> (tensor<2x32x32xf32>, tensor<2x2x32xf32>)
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @packed_attention_grad
+func.func @packed_attention_grad(%qkv: tensor<2x32x96xf32>, %y: tensor<2x32x32xf32>, %lse: tensor<2x2x32xf32>, %dy: tensor<2x32x32xf32>) {
+    %dqkv = tess.packed_attention_grad %qkv, %y, %lse, %dy {causal, key_heads = 2 : i64, query_heads = 2 : i64, scale = 2.500000e-01 : f64}
+      : (tensor<2x32x96xf32>, tensor<2x32x32xf32>, tensor<2x2x32xf32>, tensor<2x32x32xf32>) -> tensor<2x32x96xf32>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @attention_grad
 func.func @attention_grad(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: tensor<2x2x32x16xf32>,
                           %dy: tensor<2x4x32x16xf32>) {

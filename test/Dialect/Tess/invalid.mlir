@@ -474,6 +474,69 @@ func.func @embedding_c3(%t: tensor<4x8xf32>, %i: tensor<i64>) {
 
 // -----
 
+func.func @packed_attention_c1(%qkv: tensor<64x96xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: qkv must have rank 3 ([batch, seq, (Hq + 2 Hkv) head_dim]), got 'tensor<64x96xf32>'}}
+  %0:2 = tess.packed_attention %qkv {key_heads = 2 : i64, query_heads = 2 : i64, scale = 1.0 : f64} : (tensor<64x96xf32>) -> (tensor<64x32xf32>, tensor<2x32xf32>)
+  return
+}
+
+// -----
+
+func.func @packed_attention_c2(%qkv: tensor<2x32x96xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: 3 query heads are not a positive multiple of 2 key/value heads}}
+  %0:2 = tess.packed_attention %qkv {key_heads = 2 : i64, query_heads = 3 : i64, scale = 1.0 : f64} : (tensor<2x32x96xf32>) -> (tensor<2x32x32xf32>, tensor<2x3x32xf32>)
+  return
+}
+
+// -----
+
+func.func @packed_attention_c2_zero(%qkv: tensor<2x32x96xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: 2 query heads are not a positive multiple of 0 key/value heads}}
+  %0:2 = tess.packed_attention %qkv {key_heads = 0 : i64, query_heads = 2 : i64, scale = 1.0 : f64} : (tensor<2x32x96xf32>) -> (tensor<2x32x32xf32>, tensor<2x2x32xf32>)
+  return
+}
+
+// -----
+
+func.func @packed_attention_c3(%qkv: tensor<2x32x92xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: qkv's last dim 92 is not a multiple of 6 heads (query_heads + 2 key_heads)}}
+  %0:2 = tess.packed_attention %qkv {key_heads = 2 : i64, query_heads = 2 : i64, scale = 1.0 : f64} : (tensor<2x32x92xf32>) -> (tensor<2x32x30xf32>, tensor<2x2x32xf32>)
+  return
+}
+
+// -----
+
+func.func @packed_attention_c4(%qkv: tensor<2x32x96xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: scale must be positive and finite, got 0.000000e+00}}
+  %0:2 = tess.packed_attention %qkv {key_heads = 2 : i64, query_heads = 2 : i64, scale = 0.0 : f64} : (tensor<2x32x96xf32>) -> (tensor<2x32x32xf32>, tensor<2x2x32xf32>)
+  return
+}
+
+// -----
+
+func.func @packed_attention_grad_c5(%qkv: tensor<2x32x96xf32>, %y: tensor<2x32x32xf32>, %lse: tensor<2x32x2xf32>, %dy: tensor<2x32x32xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C5: y 'tensor<2x32x32xf32>' and lse 'tensor<2x32x2xf32>' must be the forward's 'tensor<2x32x32xf32>' and 'tensor<2x2x32xf32>'}}
+  %0 = tess.packed_attention_grad %qkv, %y, %lse, %dy {key_heads = 2 : i64, query_heads = 2 : i64, scale = 1.0 : f64} : (tensor<2x32x96xf32>, tensor<2x32x32xf32>, tensor<2x32x2xf32>, tensor<2x32x32xf32>) -> tensor<2x32x96xf32>
+  return
+}
+
+// -----
+
+func.func @packed_attention_grad_c6(%qkv: tensor<2x32x96xf32>, %y: tensor<2x32x32xf32>, %lse: tensor<2x2x32xf32>, %dy: tensor<2x32x32xbf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C6: dy 'tensor<2x32x32xbf16>' must have y's type 'tensor<2x32x32xf32>'}}
+  %0 = tess.packed_attention_grad %qkv, %y, %lse, %dy {key_heads = 2 : i64, query_heads = 2 : i64, scale = 1.0 : f64} : (tensor<2x32x96xf32>, tensor<2x32x32xf32>, tensor<2x2x32xf32>, tensor<2x32x32xbf16>) -> tensor<2x32x96xf32>
+  return
+}
+
+// -----
+
 func.func @attention_c1(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf16>) {
   // expected-error@+2 {{failed to infer returned types}}
   // expected-error@+1 {{C1: query, key and value must be rank-4 tensors of one element type}}

@@ -157,6 +157,30 @@ int tessera_cpu_attention_grad(const tessera_tensor *q, const tessera_tensor *k,
                                tessera_tensor *dk, tessera_tensor *dv,
                                int32_t causal, double scale, double dropout,
                                uint64_t seed);
+/* QKV-packed attention (FlashAttention's qkvpacked layout, which is GPT-2's
+ * fused c_attn output): qkv [B, T, (Hq + 2 Hkv) D] holds, per token, Hq query
+ * heads, then Hkv key heads, then Hkv value heads, each D wide. y [B, T, Hq D]
+ * (each token's heads side by side: what the output projection reads);
+ * lse [B, Hq, T] f32, the natural-log sum over the visible keys of
+ * exp(scale * q . k) (-inf for a query that sees no key). Same semantics as
+ * tessera_cpu_attention on the unpacked [B, H, T, D] views (causal with
+ * Sq = Skv; query head h reads K/V head h / (Hq / Hkv)); no mask, no dropout.
+ * qkv and y share one float dtype. */
+int tessera_cpu_packed_attention(const tessera_tensor *qkv, tessera_tensor *y,
+                                 tessera_tensor *lse, int64_t query_heads,
+                                 int64_t key_heads, int32_t causal,
+                                 double scale);
+/* dqkv [B, T, (Hq + 2 Hkv) D]: dq, dk, dv in qkv's layout. y and lse are the
+ * forward's results: the CUDA kernel reads them instead of rerunning the
+ * forward; this reference checks their shapes and recomputes. dy and dqkv
+ * have qkv's dtype. */
+int tessera_cpu_packed_attention_grad(const tessera_tensor *qkv,
+                                      const tessera_tensor *y,
+                                      const tessera_tensor *lse,
+                                      const tessera_tensor *dy,
+                                      tessera_tensor *dqkv, int64_t query_heads,
+                                      int64_t key_heads, int32_t causal,
+                                      double scale);
 /* y[i..., :] = table[ids[i...], :]; an id outside [0, rows) is an error
  * naming the id, its position and the table size. */
 int tessera_cpu_embedding(const tessera_tensor *table, const tessera_tensor *ids,

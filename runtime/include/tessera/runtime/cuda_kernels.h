@@ -105,6 +105,18 @@ int tessera_cuda_attention_grad(const tessera_tensor *q, const tessera_tensor *k
                                 tessera_tensor *dk, tessera_tensor *dv,
                                 int32_t causal, double scale, double dropout,
                                 uint64_t seed, cudaStream_t stream);
+/* tess.packed_attention and its gradient: the layouts and semantics of
+ * tessera_cpu_packed_attention(_grad). The backward reads the forward's y
+ * and lse instead of rerunning the forward. */
+int tessera_cuda_packed_attention(const tessera_tensor *qkv, tessera_tensor *y,
+                                  tessera_tensor *lse, int64_t query_heads,
+                                  int64_t key_heads, int32_t causal,
+                                  double scale, cudaStream_t stream);
+int tessera_cuda_packed_attention_grad(
+    const tessera_tensor *qkv, const tessera_tensor *y,
+    const tessera_tensor *lse, const tessera_tensor *dy, tessera_tensor *dqkv,
+    int64_t query_heads, int64_t key_heads, int32_t causal, double scale,
+    cudaStream_t stream);
 int tessera_cuda_embedding(const tessera_tensor *table,
                            const tessera_tensor *ids, tessera_tensor *y,
                            cudaStream_t stream);

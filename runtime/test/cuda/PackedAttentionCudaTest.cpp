@@ -1,0 +1,93 @@
+//===- PackedAttentionCudaTest.cpp - tess.packed_attention on the GPU -----===//
+//
+// The packed kernels against the CPU reference (runtime/cpu/
+// PackedAttention.cpp), which is itself checked against the unpacked
+// attention: y, lse and dqkv. The bf16/f16 cases at head dim 64
+// take the flash kernels through their strided head layouts (GPT-2's shape
+// among them, grouped heads too); f32 and other head dims take the
+// unpack-and-pack fallback. The backward reads the forward's y and lse, so
+// the GPU's own forward results feed it, as in a training step.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CudaTestUtil.h"
+
+using namespace tessera_test;
+
+namespace {
+
+struct PackedCase {
+  const char *name;
+  int64_t batch, seq, queryHeads, keyHeads, headDim;
+  bool causal;
+  int32_t dtype;
+};
+
+void checkPacked(const PackedCase &c) {
+  SCOPED_TRACE(c.name);
+  int64_t width = (c.queryHeads + 2 * c.keyHeads) * c.headDim;
+  Shape qkvShape = {c.batch, c.seq, width};
+  Shape yShape = {c.batch, c.seq, c.queryHeads * c.headDim};
+  Shape lseShape = {c.batch, c.queryHeads, c.seq};
+  Tensor qkv = randomTensor(c.dtype, qkvShape, 11, -2.0f, 2.0f);
+  Tensor dy = randomTensor(c.dtype, yShape, 12);
+  double scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+  Tensor y(c.dtype, yShape), lse(TESSERA_F32, lseShape),
+      dqkv(c.dtype, qkvShape);
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_packed_attention(
+      qkv.get(), y.get(), lse.get(), c.queryHeads, c.keyHeads, c.causal,
+      scale));
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_packed_attention_grad(
+      qkv.get(), y.get(), lse.get(), dy.get(), dqkv.get(), c.queryHeads,
+      c.keyHeads, c.causal, scale));
+
+  DeviceTensor gqkv(qkv), gdy(dy), gy(c.dtype, yShape),
+      glse(TESSERA_F32, lseShape), gdqkv(c.dtype, qkvShape);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_attention(
+      gqkv.get(), gy.get(), glse.get(), c.queryHeads, c.keyHeads, c.causal,
+      scale, nullptr));
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_attention_grad(
+      gqkv.get(), gy.get(), glse.get(), gdy.get(), gdqkv.get(), c.queryHeads,
+      c.keyHeads, c.causal, scale, nullptr));
+  expectDeviceClean();
+  double rtol = c.dtype == TESSERA_F32 ? 1e-4 : toleranceFor(c.dtype);
+  expectTensorsNear(gy.download(), y, rtol, attentionAbsoluteTolerance(c.dtype, y),
+                    "packed y");
+  // The log-sum-exp is f32 on both sides; the GPU's scores come from
+  // rounded 16-bit operands through exp2/log2, a few ulps of |lse|.
+  expectTensorsNear(glse.download(), lse, 1e-4, 1e-4, "packed lse");
+  expectTensorsNear(gdqkv.download(), dqkv, rtol,
+                    attentionAbsoluteTolerance(c.dtype, dqkv), "packed dqkv");
+}
+
+TEST(PackedAttentionCuda, MatchesTheCpuReference) {
+  REQUIRE_GPU();
+  const PackedCase cases[] = {
+      {"flash bf16 causal GPT-2 heads", 2, 256, 12, 12, 64, true,
+       TESSERA_BF16},
+      {"flash f16 plain 77", 1, 77, 2, 2, 64, false, TESSERA_F16},
+      {"flash bf16 grouped causal 130", 2, 130, 4, 2, 64, true, TESSERA_BF16},
+      {"bf16 head dim 128 falls back", 1, 200, 2, 1, 128, true,
+       TESSERA_BF16},
+      {"f32 causal falls back", 2, 33, 2, 2, 16, true, TESSERA_F32},
+      {"f32 grouped falls back", 1, 20, 4, 2, 64, false, TESSERA_F32},
+      {"bf16 head dim 32 falls back", 1, 40, 2, 2, 32, true, TESSERA_BF16},
+  };
+  for (const PackedCase &c : cases)
+    checkPacked(c);
+}
+
+TEST(PackedAttentionCuda, RejectsBadOperandsNamingThem) {
+  REQUIRE_GPU();
+  Shape qkvShape = {1, 8, 96};
+  DeviceTensor qkv(TESSERA_BF16, qkvShape), y(TESSERA_BF16, {1, 8, 32}),
+      lse(TESSERA_BF16, {1, 2, 8});
+  EXPECT_NE(tessera_cuda_packed_attention(qkv.get(), y.get(), lse.get(), 2, 2,
+                                          1, 0.25, nullptr),
+            0);
+  EXPECT_NE(std::string(tessera_cuda_last_error()).find("lse must be f32"),
+            std::string::npos)
+      << tessera_cuda_last_error();
+}
+
+} // namespace
