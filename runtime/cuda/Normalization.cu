@@ -27,6 +27,7 @@
 
 #include "Common.cuh"
 
+#include <algorithm>
 #include <initializer_list>
 #include <type_traits>
 
@@ -223,79 +224,151 @@ __global__ void normForwardWarpKernel(const void *x, int xType,
   }
 }
 
-template <int kPacks>
+/// One warp per row, rows strided by the grid's warps. With
+/// `kParameterGradients` each lane also sums dy * xhat and dy over its
+/// warp's rows for its columns, in f32 registers, and the warp writes them
+/// to `partials` ([warps][2 width]): the parameter gradients then cost one
+/// small reduction (reducePartialsKernel) instead of a second pass over x
+/// and dy. Wider rows (8 packs a lane) have no registers for the sums.
+template <int kPacks, bool kParameterGradients>
 __global__ void normBackwardWarpKernel(const void *x, int xType,
                                        const void *scale, int scaleType,
                                        const void *dy, int dyType, void *dx,
                                        int dxType, int64_t rows, int64_t width,
                                        double epsilon, bool rms,
-                                       RowStatistics *savedStatistics) {
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerNormBlock +
-                threadIdx.x / 32;
-  if (row >= rows)
-    return;
-  int lane = threadIdx.x % 32;
-  int64_t rowStart = row * width;
-  float values[kPacks][kPack], scaled[kPacks][kPack];
+                                       RowStatistics *savedStatistics,
+                                       float *partials) {
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerNormBlock +
+                       threadIdx.x / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerNormBlock;
+  const int lane = threadIdx.x % 32;
+  float scaleSums[kParameterGradients ? kPacks : 1][kPack] = {};
+  float biasSums[kParameterGradients ? kPacks : 1][kPack] = {};
+  for (int64_t row = warp; row < rows; row += warps) {
+    int64_t rowStart = row * width;
+    float values[kPacks][kPack], scaled[kPacks][kPack];
 #pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    int64_t j = (p * 32 + lane) * kPack;
-    if (j < width) {
-      loadPack(x, xType, rowStart + j, values[p]);
-      loadPack(dy, dyType, rowStart + j, scaled[p]);
-    }
-  }
-  RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
-  // The same formulas as normBackwardKernel.
-  double sumScaled = 0.0, sumScaledTimesOther = 0.0;
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    int64_t j = (p * 32 + lane) * kPack;
-    if (j >= width)
-      continue;
-    float scales[kPack];
-    if (scale)
-      loadPack(scale, scaleType, j, scales);
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) {
-      if (scale)
-        scaled[p][k] *= scales[k];
-      float other = rms ? values[p][k]
-                        : (values[p][k] - statistics.mean) *
-                              statistics.reciprocalStd;
-      sumScaled += scaled[p][k];
-      sumScaledTimesOther += static_cast<double>(scaled[p][k]) * other;
-    }
-  }
-  double widthD = static_cast<double>(width);
-  float meanScaled = static_cast<float>(warpSum(sumScaled) / widthD);
-  double meanProduct = warpSum(sumScaledTimesOther) / widthD;
-  float correction =
-      rms ? static_cast<float>(statistics.reciprocalStd *
-                               statistics.reciprocalStd * meanProduct)
-          : static_cast<float>(meanProduct);
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    int64_t j = (p * 32 + lane) * kPack;
-    if (j >= width)
-      continue;
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) {
-      float value = values[p][k];
-      if (rms) {
-        values[p][k] =
-            statistics.reciprocalStd * (scaled[p][k] - value * correction);
-      } else {
-        float normalized =
-            (value - statistics.mean) * statistics.reciprocalStd;
-        values[p][k] = statistics.reciprocalStd *
-                       (scaled[p][k] - meanScaled - normalized * correction);
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = (p * 32 + lane) * kPack;
+      if (j < width) {
+        loadPack(x, xType, rowStart + j, values[p]);
+        loadPack(dy, dyType, rowStart + j, scaled[p]);
       }
     }
-    storePack(dx, dxType, rowStart + j, values[p]);
+    RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
+    if constexpr (kParameterGradients) {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+        for (int k = 0; k < kPack; ++k) {
+          float normalized = rms ? values[p][k] * statistics.reciprocalStd
+                                 : (values[p][k] - statistics.mean) *
+                                       statistics.reciprocalStd;
+          // Lanes past the row's end loaded nothing: their sums are unused.
+          scaleSums[p][k] += scaled[p][k] * normalized;
+          biasSums[p][k] += scaled[p][k];
+        }
+    }
+    // The same formulas as normBackwardKernel.
+    double sumScaled = 0.0, sumScaledTimesOther = 0.0;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = (p * 32 + lane) * kPack;
+      if (j >= width)
+        continue;
+      float scales[kPack];
+      if (scale)
+        loadPack(scale, scaleType, j, scales);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        if (scale)
+          scaled[p][k] *= scales[k];
+        float other = rms ? values[p][k]
+                          : (values[p][k] - statistics.mean) *
+                                statistics.reciprocalStd;
+        sumScaled += scaled[p][k];
+        sumScaledTimesOther += static_cast<double>(scaled[p][k]) * other;
+      }
+    }
+    double widthD = static_cast<double>(width);
+    float meanScaled = static_cast<float>(warpSum(sumScaled) / widthD);
+    double meanProduct = warpSum(sumScaledTimesOther) / widthD;
+    float correction =
+        rms ? static_cast<float>(statistics.reciprocalStd *
+                                 statistics.reciprocalStd * meanProduct)
+            : static_cast<float>(meanProduct);
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = (p * 32 + lane) * kPack;
+      if (j >= width)
+        continue;
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        float value = values[p][k];
+        if (rms) {
+          values[p][k] =
+              statistics.reciprocalStd * (scaled[p][k] - value * correction);
+        } else {
+          float normalized =
+              (value - statistics.mean) * statistics.reciprocalStd;
+          values[p][k] = statistics.reciprocalStd *
+                         (scaled[p][k] - meanScaled - normalized * correction);
+        }
+      }
+      storePack(dx, dxType, rowStart + j, values[p]);
+    }
+    if (lane == 0 && savedStatistics)
+      savedStatistics[row] = statistics;
   }
-  if (lane == 0 && savedStatistics)
-    savedStatistics[row] = statistics;
+  if constexpr (kParameterGradients) {
+    float *scaleRow = partials + warp * 2 * width;
+    float *biasRow = scaleRow + width;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = (p * 32 + lane) * kPack;
+      if (j >= width)
+        continue;
+#pragma unroll
+      for (int k = 0; k < kPack; k += 4) {
+        *reinterpret_cast<float4 *>(scaleRow + j + k) =
+            make_float4(scaleSums[p][k], scaleSums[p][k + 1],
+                        scaleSums[p][k + 2], scaleSums[p][k + 3]);
+        *reinterpret_cast<float4 *>(biasRow + j + k) =
+            make_float4(biasSums[p][k], biasSums[p][k + 1], biasSums[p][k + 2],
+                        biasSums[p][k + 3]);
+      }
+    }
+  }
+}
+
+/// sums[c] += partials[w][c] over a chunk of the warps (f64, as the other
+/// parameter-gradient path sums).
+__global__ void reducePartialsKernel(const float *partials, int64_t warps,
+                                     int64_t columns, double *sums) {
+  int64_t column = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (column >= columns)
+    return;
+  int64_t chunk = (warps + gridDim.y - 1) / gridDim.y;
+  int64_t first = blockIdx.y * chunk, last = min(warps, first + chunk);
+  double sum = 0.0;
+  for (int64_t w = first; w < last; ++w)
+    sum += partials[w * columns + column];
+  atomicAdd(&sums[column], sum);
+}
+
+/// Blocks of the fused parameter-gradient backward: enough resident warps to
+/// stream x and dy at full bandwidth, few enough that the partials stay small.
+unsigned parameterGradientBlocks(int64_t rows) {
+  static int multiprocessors = [] {
+    int device = 0, count = 0;
+    cudaCheck(cudaGetDevice(&device));
+    cudaCheck(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount,
+                                     device));
+    return count;
+  }();
+  int64_t needed = (rows + kWarpsPerNormBlock - 1) / kWarpsPerNormBlock;
+  return static_cast<unsigned>(
+      std::min<int64_t>(needed, int64_t{2} * multiprocessors));
 }
 
 /// Packs per lane the warp path needs for rows of `width`, or 0 when the
@@ -466,28 +539,50 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   if (layout.rows > INT32_MAX)
     fail("more than 2^31 rows");
   bool parameterGradients = dscale || dbias;
+  int packs = warpPathPacks(layout.width,
+                            {&input, &upstream, &inputGradient, scaleTensor});
+  // Up to 4 packs a lane the warp kernel sums the parameter gradients too.
+  bool fused = parameterGradients && packs != 0 && packs <= 4;
+  unsigned fusedBlocks = fused ? parameterGradientBlocks(layout.rows) : 0;
+  int64_t fusedWarps = int64_t{fusedBlocks} * kWarpsPerNormBlock;
   RowStatistics *statistics = nullptr;
   double *sums = nullptr;
+  float *partials = nullptr;
   if (parameterGradients) {
-    size_t statisticsBytes = layout.rows * sizeof(RowStatistics);
     size_t sumsBytes = 2 * layout.width * sizeof(double);
-    char *scratch = static_cast<char *>(
-        streamScratch(stream, statisticsBytes + sumsBytes + 16));
+    size_t statisticsBytes =
+        fused ? 0 : layout.rows * sizeof(RowStatistics);
+    size_t partialsBytes =
+        fused ? fusedWarps * 2 * layout.width * sizeof(float) : 0;
+    char *scratch = static_cast<char *>(streamScratch(
+        stream, sumsBytes + statisticsBytes + partialsBytes + 16));
     sums = reinterpret_cast<double *>(scratch);
-    statistics = reinterpret_cast<RowStatistics *>(scratch + sumsBytes);
+    statistics = fused ? nullptr
+                       : reinterpret_cast<RowStatistics *>(scratch + sumsBytes);
+    partials = fused ? reinterpret_cast<float *>(scratch + sumsBytes) : nullptr;
     cudaCheck(cudaMemsetAsync(sums, 0, sumsBytes, stream));
   }
   if (layout.rows > 0) {
-    if (int packs = warpPathPacks(layout.width, {&input, &upstream,
-                                                 &inputGradient,
-                                                 scaleTensor})) {
+    if (packs) {
       withPacks(packs, [&](auto packCount) {
-        normBackwardWarpKernel<decltype(packCount)::value>
+        constexpr int kPacks = decltype(packCount)::value;
+        if constexpr (kPacks <= 4) {
+          if (fused) {
+            normBackwardWarpKernel<kPacks, true>
+                <<<fusedBlocks, kWarpsPerNormBlock * 32, 0, stream>>>(
+                    input.data, input.dtype, dataOf(scaleTensor),
+                    typeOf(scaleTensor), upstream.data, upstream.dtype,
+                    inputGradient.data, inputGradient.dtype, layout.rows,
+                    layout.width, epsilon, rms, nullptr, partials);
+            return;
+          }
+        }
+        normBackwardWarpKernel<kPacks, false>
             <<<warpPathBlocks(layout.rows), kWarpsPerNormBlock * 32, 0,
                stream>>>(input.data, input.dtype, dataOf(scaleTensor),
                          typeOf(scaleTensor), upstream.data, upstream.dtype,
                          inputGradient.data, inputGradient.dtype, layout.rows,
-                         layout.width, epsilon, rms, statistics);
+                         layout.width, epsilon, rms, statistics, nullptr);
       });
     } else {
       normBackwardKernel<<<static_cast<unsigned>(layout.rows), kNormThreads,
@@ -500,7 +595,15 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   }
   if (!parameterGradients)
     return;
-  if (layout.rows > 0) {
+  if (fused) {
+    constexpr unsigned kChunks = 8; // f64 atomics per sum
+    dim3 grid(static_cast<unsigned>((2 * layout.width + kNormThreads - 1) /
+                                    kNormThreads),
+              kChunks);
+    reducePartialsKernel<<<grid, kNormThreads, 0, stream>>>(
+        partials, fusedWarps, 2 * layout.width, sums);
+    cudaCheckLaunch();
+  } else if (layout.rows > 0) {
     dim3 grid(static_cast<unsigned>((layout.width + kNormThreads - 1) /
                                     kNormThreads),
               static_cast<unsigned>((layout.rows + kRowsPerColumnChunk - 1) /

@@ -7,11 +7,12 @@ using namespace tessera_test;
 namespace {
 
 void checkLayerNorm(int32_t dtype, bool withParameters, bool rms,
-                    int64_t width) {
+                    int64_t width, int64_t batch = 3) {
   SCOPED_TRACE("dtype " + std::to_string(dtype) + " parameters " +
                std::to_string(withParameters) + " rms " + std::to_string(rms) +
-               " width " + std::to_string(width));
-  Shape shape = {3, 70, width}, rowShape = {width};
+               " width " + std::to_string(width) + " batch " +
+               std::to_string(batch));
+  Shape shape = {batch, 70, width}, rowShape = {width};
   Tensor x = randomTensor(dtype, shape, 1, -2.0f, 3.0f);
   Tensor scale = randomTensor(dtype, rowShape, 2, 0.5f, 1.5f);
   Tensor bias = randomTensor(dtype, rowShape, 3);
@@ -68,6 +69,18 @@ TEST(LayersCuda, LayerNormForwardBackward) {
     for (bool parameters : {true, false})
       for (int64_t width : kNormWidths)
         checkLayerNorm(dtype, parameters, false, width);
+}
+
+// Up to 4 packs a lane (widths to 1024) the warp kernel sums the parameter
+// gradients itself, each warp over a stride of rows: 80 x 70 rows give every
+// warp of the grid (two blocks an SM) several.
+TEST(LayersCuda, NormParameterGradientsOverManyRows) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
+    for (int64_t width : {int64_t{200}, int64_t{768}, int64_t{1024}}) {
+      checkLayerNorm(dtype, true, false, width, 80);
+      checkLayerNorm(dtype, true, true, width, 80);
+    }
 }
 
 TEST(LayersCuda, RmsNormForwardBackward) {
