@@ -10,12 +10,14 @@
 //
 // LayerNorm and RMSNorm share the kernels (`rms` selects: RMSNorm is
 // LayerNorm with the mean fixed at 0 and no bias). The backward kernel
-// recomputes the statistics (the ABI passes no saved mean/rstd), writes dx
-// and leaves (mean, rstd) per row in scratch for the parameter gradients.
-// Those are column sums over all rows: a second kernel gives each thread one
-// column and a chunk of rows (coalesced along the row), adds its f64 partial
-// with atomicAdd into scratch, and a last kernel rounds the sums into dscale
-// and dbias. This avoids per-element atomics of the one-kernel version.
+// recomputes the statistics (the ABI passes no saved mean/rstd) and writes
+// dx. The parameter gradients are column sums over all rows. On the warp
+// path (below) the backward kernel adds them up itself, per block in shared
+// memory over a stride of rows, and a small kernel adds the blocks' partials
+// in f64. The block-a-row path leaves (mean, rstd) per row in scratch, and a
+// second kernel gives each thread one column and a chunk of rows (coalesced
+// along the row), adding its f64 partial with atomicAdd. A last kernel
+// rounds the sums into dscale and dbias.
 //
 // Rows of up to 2048 f32/bf16/f16 elements in 16-byte aligned packs (every
 // hidden size of GPT-2 and Llama-7B and below) take a faster path: one warp
@@ -225,11 +227,12 @@ __global__ void normForwardWarpKernel(const void *x, int xType,
 }
 
 /// One warp per row, rows strided by the grid's warps. With
-/// `kParameterGradients` each lane also sums dy * xhat and dy over its
-/// warp's rows for its columns, in f32 registers, and the warp writes them
-/// to `partials` ([warps][2 width]): the parameter gradients then cost one
-/// small reduction (reducePartialsKernel) instead of a second pass over x
-/// and dy. Wider rows (8 packs a lane) have no registers for the sums.
+/// `kParameterGradients` each lane also adds dy * xhat and dy of its
+/// columns into the block's f32 column sums in shared memory (2 width
+/// floats: registers would halve the occupancy that hides the rows'
+/// latency), and the block writes them to `partials` ([blocks][2 width]):
+/// the parameter gradients then cost one small reduction
+/// (reducePartialsKernel) instead of a second pass over x and dy.
 template <int kPacks, bool kParameterGradients>
 __global__ void normBackwardWarpKernel(const void *x, int xType,
                                        const void *scale, int scaleType,
@@ -242,8 +245,12 @@ __global__ void normBackwardWarpKernel(const void *x, int xType,
                        threadIdx.x / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerNormBlock;
   const int lane = threadIdx.x % 32;
-  float scaleSums[kParameterGradients ? kPacks : 1][kPack] = {};
-  float biasSums[kParameterGradients ? kPacks : 1][kPack] = {};
+  extern __shared__ float columnSums[]; // kParameterGradients: [2 width]
+  if constexpr (kParameterGradients) {
+    for (int64_t j = threadIdx.x; j < 2 * width; j += blockDim.x)
+      columnSums[j] = 0.0f;
+    __syncthreads();
+  }
   for (int64_t row = warp; row < rows; row += warps) {
     int64_t rowStart = row * width;
     float values[kPacks][kPack], scaled[kPacks][kPack];
@@ -258,16 +265,19 @@ __global__ void normBackwardWarpKernel(const void *x, int xType,
     RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
     if constexpr (kParameterGradients) {
 #pragma unroll
-      for (int p = 0; p < kPacks; ++p)
+      for (int p = 0; p < kPacks; ++p) {
+        int64_t j = (p * 32 + lane) * kPack;
+        if (j >= width)
+          continue;
 #pragma unroll
         for (int k = 0; k < kPack; ++k) {
           float normalized = rms ? values[p][k] * statistics.reciprocalStd
                                  : (values[p][k] - statistics.mean) *
                                        statistics.reciprocalStd;
-          // Lanes past the row's end loaded nothing: their sums are unused.
-          scaleSums[p][k] += scaled[p][k] * normalized;
-          biasSums[p][k] += scaled[p][k];
+          atomicAdd(&columnSums[j + k], scaled[p][k] * normalized);
+          atomicAdd(&columnSums[width + j + k], scaled[p][k]);
         }
+      }
     }
     // The same formulas as normBackwardKernel.
     double sumScaled = 0.0, sumScaledTimesOther = 0.0;
@@ -321,43 +331,31 @@ __global__ void normBackwardWarpKernel(const void *x, int xType,
       savedStatistics[row] = statistics;
   }
   if constexpr (kParameterGradients) {
-    float *scaleRow = partials + warp * 2 * width;
-    float *biasRow = scaleRow + width;
-#pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      int64_t j = (p * 32 + lane) * kPack;
-      if (j >= width)
-        continue;
-#pragma unroll
-      for (int k = 0; k < kPack; k += 4) {
-        *reinterpret_cast<float4 *>(scaleRow + j + k) =
-            make_float4(scaleSums[p][k], scaleSums[p][k + 1],
-                        scaleSums[p][k + 2], scaleSums[p][k + 3]);
-        *reinterpret_cast<float4 *>(biasRow + j + k) =
-            make_float4(biasSums[p][k], biasSums[p][k + 1], biasSums[p][k + 2],
-                        biasSums[p][k + 3]);
-      }
-    }
+    __syncthreads();
+    float *blockSums = partials + blockIdx.x * 2 * width;
+    for (int64_t j = threadIdx.x; j < 2 * width; j += blockDim.x)
+      blockSums[j] = columnSums[j];
   }
 }
 
-/// sums[c] += partials[w][c] over a chunk of the warps (f64, as the other
+/// sums[c] += partials[b][c] over a chunk of the blocks (f64, as the other
 /// parameter-gradient path sums).
-__global__ void reducePartialsKernel(const float *partials, int64_t warps,
+__global__ void reducePartialsKernel(const float *partials, int64_t blocks,
                                      int64_t columns, double *sums) {
   int64_t column = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (column >= columns)
     return;
-  int64_t chunk = (warps + gridDim.y - 1) / gridDim.y;
-  int64_t first = blockIdx.y * chunk, last = min(warps, first + chunk);
+  int64_t chunk = (blocks + gridDim.y - 1) / gridDim.y;
+  int64_t first = blockIdx.y * chunk, last = min(blocks, first + chunk);
   double sum = 0.0;
-  for (int64_t w = first; w < last; ++w)
-    sum += partials[w * columns + column];
+  for (int64_t b = first; b < last; ++b)
+    sum += partials[b * columns + column];
   atomicAdd(&sums[column], sum);
 }
 
-/// Blocks of the fused parameter-gradient backward: enough resident warps to
-/// stream x and dy at full bandwidth, few enough that the partials stay small.
+/// Blocks of the fused parameter-gradient backward: as many as are resident
+/// at once (four an SM at its registers), each striding over rows, so the
+/// partials stay small.
 unsigned parameterGradientBlocks(int64_t rows) {
   static int multiprocessors = [] {
     int device = 0, count = 0;
@@ -368,7 +366,7 @@ unsigned parameterGradientBlocks(int64_t rows) {
   }();
   int64_t needed = (rows + kWarpsPerNormBlock - 1) / kWarpsPerNormBlock;
   return static_cast<unsigned>(
-      std::min<int64_t>(needed, int64_t{2} * multiprocessors));
+      std::min<int64_t>(needed, int64_t{4} * multiprocessors));
 }
 
 /// Packs per lane the warp path needs for rows of `width`, or 0 when the
@@ -541,10 +539,10 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   bool parameterGradients = dscale || dbias;
   int packs = warpPathPacks(layout.width,
                             {&input, &upstream, &inputGradient, scaleTensor});
-  // Up to 4 packs a lane the warp kernel sums the parameter gradients too.
-  bool fused = parameterGradients && packs != 0 && packs <= 4;
+  // On the warp path the kernel sums the parameter gradients too.
+  bool fused = parameterGradients && packs != 0;
   unsigned fusedBlocks = fused ? parameterGradientBlocks(layout.rows) : 0;
-  int64_t fusedWarps = int64_t{fusedBlocks} * kWarpsPerNormBlock;
+
   RowStatistics *statistics = nullptr;
   double *sums = nullptr;
   float *partials = nullptr;
@@ -553,7 +551,7 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
     size_t statisticsBytes =
         fused ? 0 : layout.rows * sizeof(RowStatistics);
     size_t partialsBytes =
-        fused ? fusedWarps * 2 * layout.width * sizeof(float) : 0;
+        fused ? int64_t{fusedBlocks} * 2 * layout.width * sizeof(float) : 0;
     char *scratch = static_cast<char *>(streamScratch(
         stream, sumsBytes + statisticsBytes + partialsBytes + 16));
     sums = reinterpret_cast<double *>(scratch);
@@ -566,16 +564,15 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
     if (packs) {
       withPacks(packs, [&](auto packCount) {
         constexpr int kPacks = decltype(packCount)::value;
-        if constexpr (kPacks <= 4) {
-          if (fused) {
-            normBackwardWarpKernel<kPacks, true>
-                <<<fusedBlocks, kWarpsPerNormBlock * 32, 0, stream>>>(
-                    input.data, input.dtype, dataOf(scaleTensor),
-                    typeOf(scaleTensor), upstream.data, upstream.dtype,
-                    inputGradient.data, inputGradient.dtype, layout.rows,
-                    layout.width, epsilon, rms, nullptr, partials);
-            return;
-          }
+        if (fused) {
+          normBackwardWarpKernel<kPacks, true>
+              <<<fusedBlocks, kWarpsPerNormBlock * 32,
+                 2 * layout.width * sizeof(float), stream>>>(
+                  input.data, input.dtype, dataOf(scaleTensor),
+                  typeOf(scaleTensor), upstream.data, upstream.dtype,
+                  inputGradient.data, inputGradient.dtype, layout.rows,
+                  layout.width, epsilon, rms, nullptr, partials);
+          return;
         }
         normBackwardWarpKernel<kPacks, false>
             <<<warpPathBlocks(layout.rows), kWarpsPerNormBlock * 32, 0,
@@ -601,7 +598,7 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
                                     kNormThreads),
               kChunks);
     reducePartialsKernel<<<grid, kNormThreads, 0, stream>>>(
-        partials, fusedWarps, 2 * layout.width, sums);
+        partials, fusedBlocks, 2 * layout.width, sums);
     cudaCheckLaunch();
   } else if (layout.rows > 0) {
     dim3 grid(static_cast<unsigned>((layout.width + kNormThreads - 1) /

@@ -71,13 +71,13 @@ TEST(LayersCuda, LayerNormForwardBackward) {
         checkLayerNorm(dtype, parameters, false, width);
 }
 
-// Up to 4 packs a lane (widths to 1024) the warp kernel sums the parameter
-// gradients itself, each warp over a stride of rows: 80 x 70 rows give every
-// warp of the grid (two blocks an SM) several.
+// On the warp path (widths to 2048) the kernel sums the parameter gradients
+// itself, each block over a stride of rows: 80 x 70 rows give every warp of
+// the grid (four blocks an SM) several.
 TEST(LayersCuda, NormParameterGradientsOverManyRows) {
   REQUIRE_GPU();
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
-    for (int64_t width : {int64_t{200}, int64_t{768}, int64_t{1024}}) {
+    for (int64_t width : {int64_t{200}, int64_t{768}, int64_t{2048}}) {
       checkLayerNorm(dtype, true, false, width, 80);
       checkLayerNorm(dtype, true, true, width, 80);
     }
