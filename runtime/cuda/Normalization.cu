@@ -10,14 +10,17 @@
 //
 // LayerNorm and RMSNorm share the kernels (`rms` selects: RMSNorm is
 // LayerNorm with the mean fixed at 0 and no bias). The backward kernel
-// recomputes the statistics (the ABI passes no saved mean/rstd) and writes
-// dx. The parameter gradients are column sums over all rows. On the warp
-// path (below) the backward kernel adds them up itself, per block in shared
-// memory over a stride of rows, and a small kernel adds the blocks' partials
-// in f64. The block-a-row path leaves (mean, rstd) per row in scratch, and a
-// second kernel gives each thread one column and a chunk of rows (coalesced
-// along the row), adding its f64 partial with atomicAdd. A last kernel
-// rounds the sums into dscale and dbias.
+// recomputes the statistics (the ABI passes no saved mean/rstd), writes dx
+// and leaves (mean, rstd) per row in scratch for the parameter gradients.
+// Those are column sums over all rows: a second kernel gives each thread one
+// column and a chunk of rows (coalesced along the row), adds its f64 partial
+// with atomicAdd into scratch, and a last kernel rounds the sums into dscale
+// and dbias. This avoids per-element atomics of the one-kernel version. On
+// the warp path the second kernel reads 16-byte packs instead (eight
+// columns a thread, f32 sums over a chunk of rows, written as the chunk's
+// partials and added in f64 by a third): scalar loads left GPT-2 124M's 25
+// norms at 1.5 ms for 1.25 GB. Summing inside the dx kernel was slower
+// still: register sums halve its occupancy, shared-memory atomics contend.
 //
 // Rows of up to 2048 f32/bf16/f16 elements in 16-byte aligned packs (every
 // hidden size of GPT-2 and Llama-7B and below) take a faster path: one warp
@@ -29,7 +32,6 @@
 
 #include "Common.cuh"
 
-#include <algorithm>
 #include <initializer_list>
 #include <type_traits>
 
@@ -45,6 +47,8 @@ namespace {
 
 constexpr int kNormThreads = 256;
 constexpr int kRowsPerColumnChunk = 64;
+// The warp path's partials: chunks small enough for many blocks in flight.
+constexpr int kRowsPerPartial = 32;
 
 struct RowStatistics {
   float mean;
@@ -226,147 +230,79 @@ __global__ void normForwardWarpKernel(const void *x, int xType,
   }
 }
 
-/// One warp per row, rows strided by the grid's warps. With
-/// `kParameterGradients` each lane also adds dy * xhat and dy of its
-/// columns into the block's f32 column sums in shared memory (2 width
-/// floats: registers would halve the occupancy that hides the rows'
-/// latency), and the block writes them to `partials` ([blocks][2 width]):
-/// the parameter gradients then cost one small reduction
-/// (reducePartialsKernel) instead of a second pass over x and dy.
-template <int kPacks, bool kParameterGradients>
+template <int kPacks>
 __global__ void normBackwardWarpKernel(const void *x, int xType,
                                        const void *scale, int scaleType,
                                        const void *dy, int dyType, void *dx,
                                        int dxType, int64_t rows, int64_t width,
                                        double epsilon, bool rms,
-                                       RowStatistics *savedStatistics,
-                                       float *partials) {
-  const int64_t warp = static_cast<int64_t>(blockIdx.x) * kWarpsPerNormBlock +
-                       threadIdx.x / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerNormBlock;
-  const int lane = threadIdx.x % 32;
-  extern __shared__ float columnSums[]; // kParameterGradients: [2 width]
-  if constexpr (kParameterGradients) {
-    for (int64_t j = threadIdx.x; j < 2 * width; j += blockDim.x)
-      columnSums[j] = 0.0f;
-    __syncthreads();
-  }
-  for (int64_t row = warp; row < rows; row += warps) {
-    int64_t rowStart = row * width;
-    float values[kPacks][kPack], scaled[kPacks][kPack];
-#pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      int64_t j = (p * 32 + lane) * kPack;
-      if (j < width) {
-        loadPack(x, xType, rowStart + j, values[p]);
-        loadPack(dy, dyType, rowStart + j, scaled[p]);
-      }
-    }
-    RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
-    if constexpr (kParameterGradients) {
-#pragma unroll
-      for (int p = 0; p < kPacks; ++p) {
-        int64_t j = (p * 32 + lane) * kPack;
-        if (j >= width)
-          continue;
-#pragma unroll
-        for (int k = 0; k < kPack; ++k) {
-          float normalized = rms ? values[p][k] * statistics.reciprocalStd
-                                 : (values[p][k] - statistics.mean) *
-                                       statistics.reciprocalStd;
-          atomicAdd(&columnSums[j + k], scaled[p][k] * normalized);
-          atomicAdd(&columnSums[width + j + k], scaled[p][k]);
-        }
-      }
-    }
-    // The same formulas as normBackwardKernel.
-    double sumScaled = 0.0, sumScaledTimesOther = 0.0;
-#pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      int64_t j = (p * 32 + lane) * kPack;
-      if (j >= width)
-        continue;
-      float scales[kPack];
-      if (scale)
-        loadPack(scale, scaleType, j, scales);
-#pragma unroll
-      for (int k = 0; k < kPack; ++k) {
-        if (scale)
-          scaled[p][k] *= scales[k];
-        float other = rms ? values[p][k]
-                          : (values[p][k] - statistics.mean) *
-                                statistics.reciprocalStd;
-        sumScaled += scaled[p][k];
-        sumScaledTimesOther += static_cast<double>(scaled[p][k]) * other;
-      }
-    }
-    double widthD = static_cast<double>(width);
-    float meanScaled = static_cast<float>(warpSum(sumScaled) / widthD);
-    double meanProduct = warpSum(sumScaledTimesOther) / widthD;
-    float correction =
-        rms ? static_cast<float>(statistics.reciprocalStd *
-                                 statistics.reciprocalStd * meanProduct)
-            : static_cast<float>(meanProduct);
-#pragma unroll
-    for (int p = 0; p < kPacks; ++p) {
-      int64_t j = (p * 32 + lane) * kPack;
-      if (j >= width)
-        continue;
-#pragma unroll
-      for (int k = 0; k < kPack; ++k) {
-        float value = values[p][k];
-        if (rms) {
-          values[p][k] =
-              statistics.reciprocalStd * (scaled[p][k] - value * correction);
-        } else {
-          float normalized =
-              (value - statistics.mean) * statistics.reciprocalStd;
-          values[p][k] = statistics.reciprocalStd *
-                         (scaled[p][k] - meanScaled - normalized * correction);
-        }
-      }
-      storePack(dx, dxType, rowStart + j, values[p]);
-    }
-    if (lane == 0 && savedStatistics)
-      savedStatistics[row] = statistics;
-  }
-  if constexpr (kParameterGradients) {
-    __syncthreads();
-    float *blockSums = partials + blockIdx.x * 2 * width;
-    for (int64_t j = threadIdx.x; j < 2 * width; j += blockDim.x)
-      blockSums[j] = columnSums[j];
-  }
-}
-
-/// sums[c] += partials[b][c] over a chunk of the blocks (f64, as the other
-/// parameter-gradient path sums).
-__global__ void reducePartialsKernel(const float *partials, int64_t blocks,
-                                     int64_t columns, double *sums) {
-  int64_t column = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (column >= columns)
+                                       RowStatistics *savedStatistics) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerNormBlock +
+                threadIdx.x / 32;
+  if (row >= rows)
     return;
-  int64_t chunk = (blocks + gridDim.y - 1) / gridDim.y;
-  int64_t first = blockIdx.y * chunk, last = min(blocks, first + chunk);
-  double sum = 0.0;
-  for (int64_t b = first; b < last; ++b)
-    sum += partials[b * columns + column];
-  atomicAdd(&sums[column], sum);
-}
-
-/// Blocks of the fused parameter-gradient backward: as many as are resident
-/// at once (four an SM at its registers), each striding over rows, so the
-/// partials stay small.
-unsigned parameterGradientBlocks(int64_t rows) {
-  static int multiprocessors = [] {
-    int device = 0, count = 0;
-    cudaCheck(cudaGetDevice(&device));
-    cudaCheck(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount,
-                                     device));
-    return count;
-  }();
-  int64_t needed = (rows + kWarpsPerNormBlock - 1) / kWarpsPerNormBlock;
-  return static_cast<unsigned>(
-      std::min<int64_t>(needed, int64_t{4} * multiprocessors));
+  int lane = threadIdx.x % 32;
+  int64_t rowStart = row * width;
+  float values[kPacks][kPack], scaled[kPacks][kPack];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    int64_t j = (p * 32 + lane) * kPack;
+    if (j < width) {
+      loadPack(x, xType, rowStart + j, values[p]);
+      loadPack(dy, dyType, rowStart + j, scaled[p]);
+    }
+  }
+  RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
+  // The same formulas as normBackwardKernel.
+  double sumScaled = 0.0, sumScaledTimesOther = 0.0;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    int64_t j = (p * 32 + lane) * kPack;
+    if (j >= width)
+      continue;
+    float scales[kPack];
+    if (scale)
+      loadPack(scale, scaleType, j, scales);
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      if (scale)
+        scaled[p][k] *= scales[k];
+      float other = rms ? values[p][k]
+                        : (values[p][k] - statistics.mean) *
+                              statistics.reciprocalStd;
+      sumScaled += scaled[p][k];
+      sumScaledTimesOther += static_cast<double>(scaled[p][k]) * other;
+    }
+  }
+  double widthD = static_cast<double>(width);
+  float meanScaled = static_cast<float>(warpSum(sumScaled) / widthD);
+  double meanProduct = warpSum(sumScaledTimesOther) / widthD;
+  float correction =
+      rms ? static_cast<float>(statistics.reciprocalStd *
+                               statistics.reciprocalStd * meanProduct)
+          : static_cast<float>(meanProduct);
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    int64_t j = (p * 32 + lane) * kPack;
+    if (j >= width)
+      continue;
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      float value = values[p][k];
+      if (rms) {
+        values[p][k] =
+            statistics.reciprocalStd * (scaled[p][k] - value * correction);
+      } else {
+        float normalized =
+            (value - statistics.mean) * statistics.reciprocalStd;
+        values[p][k] = statistics.reciprocalStd *
+                       (scaled[p][k] - meanScaled - normalized * correction);
+      }
+    }
+    storePack(dx, dxType, rowStart + j, values[p]);
+  }
+  if (lane == 0 && savedStatistics)
+    savedStatistics[row] = statistics;
 }
 
 /// Packs per lane the warp path needs for rows of `width`, or 0 when the
@@ -432,6 +368,60 @@ __global__ void parameterGradientKernel(const void *x, int xType,
   }
   atomicAdd(&sums[j], scaleSum);
   atomicAdd(&sums[width + j], biasSum);
+}
+
+/// The warp path's parameter gradients: thread t of block (c, r) sums
+/// dy * xhat and dy of columns [8 (c blockDim + t), +8) over rows chunk r,
+/// in f32, and writes them to partials[r][0 .. 2 width).
+__global__ void parameterPartialsKernel(const void *x, int xType,
+                                        const void *dy, int dyType,
+                                        const RowStatistics *statistics,
+                                        int64_t rows, int64_t width, bool rms,
+                                        float *partials) {
+  int64_t j = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) *
+              kPack;
+  if (j >= width)
+    return;
+  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * kRowsPerPartial;
+  int64_t lastRow = min(rows, firstRow + kRowsPerPartial);
+  float scaleSums[kPack] = {}, biasSums[kPack] = {};
+#pragma unroll 4
+  for (int64_t row = firstRow; row < lastRow; ++row) {
+    float values[kPack], upstream[kPack];
+    loadPack(x, xType, row * width + j, values);
+    loadPack(dy, dyType, row * width + j, upstream);
+    RowStatistics s = statistics[row];
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      float normalized = rms ? values[k] * s.reciprocalStd
+                             : (values[k] - s.mean) * s.reciprocalStd;
+      scaleSums[k] += upstream[k] * normalized;
+      biasSums[k] += upstream[k];
+    }
+  }
+  float *scaleRow = partials + blockIdx.y * 2 * width + j;
+  float *biasRow = scaleRow + width;
+#pragma unroll
+  for (int k = 0; k < kPack; k += 4) {
+    *reinterpret_cast<float4 *>(scaleRow + k) = make_float4(
+        scaleSums[k], scaleSums[k + 1], scaleSums[k + 2], scaleSums[k + 3]);
+    *reinterpret_cast<float4 *>(biasRow + k) = make_float4(
+        biasSums[k], biasSums[k + 1], biasSums[k + 2], biasSums[k + 3]);
+  }
+}
+
+/// sums[c] += partials[r][c] over a chunk of the row chunks, in f64.
+__global__ void reducePartialsKernel(const float *partials, int64_t chunks,
+                                     int64_t columns, double *sums) {
+  int64_t column = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (column >= columns)
+    return;
+  int64_t span = (chunks + gridDim.y - 1) / gridDim.y;
+  int64_t first = blockIdx.y * span, last = min(chunks, first + span);
+  double sum = 0.0;
+  for (int64_t r = first; r < last; ++r)
+    sum += partials[r * columns + column];
+  atomicAdd(&sums[column], sum);
 }
 
 __global__ void storeSumsKernel(const double *sums, void *output,
@@ -539,47 +529,34 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   bool parameterGradients = dscale || dbias;
   int packs = warpPathPacks(layout.width,
                             {&input, &upstream, &inputGradient, scaleTensor});
-  // On the warp path the kernel sums the parameter gradients too.
-  bool fused = parameterGradients && packs != 0;
-  unsigned fusedBlocks = fused ? parameterGradientBlocks(layout.rows) : 0;
-
+  int64_t chunks = (layout.rows + kRowsPerPartial - 1) / kRowsPerPartial;
   RowStatistics *statistics = nullptr;
   double *sums = nullptr;
   float *partials = nullptr;
   if (parameterGradients) {
+    size_t statisticsBytes = layout.rows * sizeof(RowStatistics);
     size_t sumsBytes = 2 * layout.width * sizeof(double);
-    size_t statisticsBytes =
-        fused ? 0 : layout.rows * sizeof(RowStatistics);
     size_t partialsBytes =
-        fused ? int64_t{fusedBlocks} * 2 * layout.width * sizeof(float) : 0;
+        packs ? chunks * 2 * layout.width * sizeof(float) : 0;
+    // sums, then the partials (16-byte aligned: width is a pack multiple),
+    // then the statistics.
     char *scratch = static_cast<char *>(streamScratch(
-        stream, sumsBytes + statisticsBytes + partialsBytes + 16));
+        stream, sumsBytes + partialsBytes + statisticsBytes + 16));
     sums = reinterpret_cast<double *>(scratch);
-    statistics = fused ? nullptr
-                       : reinterpret_cast<RowStatistics *>(scratch + sumsBytes);
-    partials = fused ? reinterpret_cast<float *>(scratch + sumsBytes) : nullptr;
+    partials = packs ? reinterpret_cast<float *>(scratch + sumsBytes) : nullptr;
+    statistics = reinterpret_cast<RowStatistics *>(scratch + sumsBytes +
+                                                   partialsBytes);
     cudaCheck(cudaMemsetAsync(sums, 0, sumsBytes, stream));
   }
   if (layout.rows > 0) {
     if (packs) {
       withPacks(packs, [&](auto packCount) {
-        constexpr int kPacks = decltype(packCount)::value;
-        if (fused) {
-          normBackwardWarpKernel<kPacks, true>
-              <<<fusedBlocks, kWarpsPerNormBlock * 32,
-                 2 * layout.width * sizeof(float), stream>>>(
-                  input.data, input.dtype, dataOf(scaleTensor),
-                  typeOf(scaleTensor), upstream.data, upstream.dtype,
-                  inputGradient.data, inputGradient.dtype, layout.rows,
-                  layout.width, epsilon, rms, nullptr, partials);
-          return;
-        }
-        normBackwardWarpKernel<kPacks, false>
+        normBackwardWarpKernel<decltype(packCount)::value>
             <<<warpPathBlocks(layout.rows), kWarpsPerNormBlock * 32, 0,
                stream>>>(input.data, input.dtype, dataOf(scaleTensor),
                          typeOf(scaleTensor), upstream.data, upstream.dtype,
                          inputGradient.data, inputGradient.dtype, layout.rows,
-                         layout.width, epsilon, rms, statistics, nullptr);
+                         layout.width, epsilon, rms, statistics);
       });
     } else {
       normBackwardKernel<<<static_cast<unsigned>(layout.rows), kNormThreads,
@@ -592,13 +569,23 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   }
   if (!parameterGradients)
     return;
-  if (fused) {
-    constexpr unsigned kChunks = 8; // f64 atomics per sum
-    dim3 grid(static_cast<unsigned>((2 * layout.width + kNormThreads - 1) /
-                                    kNormThreads),
-              kChunks);
-    reducePartialsKernel<<<grid, kNormThreads, 0, stream>>>(
-        partials, fusedBlocks, 2 * layout.width, sums);
+  if (packs && layout.rows > 0) {
+    constexpr unsigned kPartialThreads = 128;
+    dim3 grid(static_cast<unsigned>((layout.width / kPack + kPartialThreads -
+                                     1) /
+                                    kPartialThreads),
+              static_cast<unsigned>(chunks));
+    parameterPartialsKernel<<<grid, kPartialThreads, 0, stream>>>(
+        input.data, input.dtype, upstream.data, upstream.dtype, statistics,
+        layout.rows, layout.width, rms, partials);
+    cudaCheckLaunch();
+    constexpr unsigned kSpans = 8; // f64 atomics per sum
+    dim3 reduceGrid(static_cast<unsigned>((2 * layout.width + kNormThreads -
+                                           1) /
+                                          kNormThreads),
+                    kSpans);
+    reducePartialsKernel<<<reduceGrid, kNormThreads, 0, stream>>>(
+        partials, chunks, 2 * layout.width, sums);
     cudaCheckLaunch();
   } else if (layout.rows > 0) {
     dim3 grid(static_cast<unsigned>((layout.width + kNormThreads - 1) /
