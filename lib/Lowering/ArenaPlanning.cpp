@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Lowering/ArenaPlanning.h"
+#include "tessera/Lowering/FusedCalls.h"
 
 #include "Tess/IR/TessOps.h"
 
@@ -135,10 +136,12 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
       outputOf[value] = index;
 
   // Positions, then per storage root the last position it is needed at.
+  // The second op of a pair the lowering runs as one call shares the
+  // first's position (FusedCalls.h).
   llvm::DenseMap<Operation *, int64_t> position;
   int64_t next = 0;
   for (Operation &op : body)
-    position[&op] = next++;
+    position[&op] = joinsPreviousCall(op) ? next - 1 : next++;
 
   llvm::DenseMap<Value, int64_t> lastUse;
   for (Operation &op : body) {

@@ -49,6 +49,7 @@
 #include "tessera/CostModel/OpCost.h"
 #include "tessera/Execution/HostTensorBuffer.h"
 #include "tessera/Lowering/ArenaPlanning.h"
+#include "tessera/Lowering/FusedCalls.h"
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/runtime/program.h"
@@ -430,6 +431,9 @@ Value StepBuilder::flatView(Value value) {
 /// Descriptors of `op`'s results, where the plan puts them.
 LogicalResult StepBuilder::describeResults(Operation &op) {
   for (Value result : op.getResults()) {
+    // Described early: the second op of a fused pair (FusedCalls.h).
+    if (descriptors.count(result))
+      continue;
     const ValueStorage &storage = plan.storage.lookup(result);
     RankedTensorType type = tensorTypeOf(result);
     switch (storage.kind) {
@@ -618,6 +622,10 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
     return success();
   };
 
+  // The second op of a fused pair: its call was made at the first
+  // (linear_gelu) or is made here for both (linear_dgelu, below).
+  if (isa<tess::GeluOp>(op) && joinsPreviousCall(op))
+    return success();
   if (const char *kind = unaryKind(&op))
     return call("unary", [&](CallArguments &a) {
       a.literal(kind).value(in(op.getOperand(0))).value(out());
@@ -692,6 +700,17 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::LinearOp linear) {
+        if (tess::GeluOp gelu = geluAfterLinear(linear))
+          return call("linear_gelu", [&](CallArguments &a) {
+            a.value(in(linear.getInput()))
+                .value(in(linear.getWeight()))
+                .optional(in(linear.getBias()))
+                .value(out())
+                .value(descriptors.lookup(gelu.getResult()))
+                .i32(linear.getTransposeWeight());
+          });
+        if (geluGradAfterLinear(linear))
+          return success();
         return call("linear", [&](CallArguments &a) {
           a.value(in(linear.getInput()))
               .value(in(linear.getWeight()))
@@ -796,6 +815,16 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::GeluGradOp grad) {
+        auto linear =
+            llvm::dyn_cast_or_null<tess::LinearOp>(grad->getPrevNode());
+        if (linear && geluGradAfterLinear(linear) == grad)
+          return call("linear_dgelu", [&](CallArguments &a) {
+            a.value(in(linear.getInput()))
+                .value(in(linear.getWeight()))
+                .value(in(grad.getInput()))
+                .value(out())
+                .i32(linear.getTransposeWeight());
+          });
         const char *kind =
             grad.getApproximation() == tess::GeluApproximation::tanh
                 ? "TESSERA_GELU_TANH"
@@ -1131,7 +1160,14 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
       copyResultsOut(returnOp);
       continue;
     }
-    if (failed(describeResults(op)) || failed(lowerOp(op)))
+    if (failed(describeResults(op)))
+      return failure();
+    // linear_gelu writes the GELU's result too.
+    if (auto linear = dyn_cast<tess::LinearOp>(op))
+      if (tess::GeluOp gelu = geluAfterLinear(linear))
+        if (failed(describeResults(*gelu)))
+          return failure();
+    if (failed(lowerOp(op)))
       return failure();
     for (Value result : op.getResults()) {
       const ValueStorage &storage = plan.storage.lookup(result);

@@ -31,6 +31,15 @@ public:
 /// Records `message` as this thread's tessera_cpu_last_error().
 void setLastError(const std::string &message);
 
+/// A nested kernel call's status: its failure becomes the caller's, with the
+/// nested kernel's message (`lastError()`, tessera_cpu_last_error or
+/// tessera_cuda_last_error, read only then).
+template <typename LastError>
+void requireSuccess(int status, LastError &&lastError) {
+  if (status != 0)
+    fail(lastError());
+}
+
 /// Runs `body`; returns 0 when it completes, else 1 with the error recorded as
 /// "<kernelName>: <message>".
 template <typename Body> int runKernel(const char *kernelName, Body &&body) {

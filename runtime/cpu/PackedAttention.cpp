@@ -132,13 +132,6 @@ struct UnpackedHeads {
   }
 };
 
-/// A nested kernel's failure (which the checks above should rule out) becomes
-/// this kernel's, keeping the nested kernel's message.
-void requireSuccess(int status) {
-  if (status != 0)
-    fail(tessera_cpu_last_error());
-}
-
 /// lse[b, h, i] over the keys query i sees (j <= i when causal: Sq = Skv).
 void logSumExp(const PackedProblem &problem, const UnpackedHeads &heads,
                float *lse) {
@@ -192,7 +185,7 @@ tessera_cpu_packed_attention(const tessera_tensor *qkv, tessera_tensor *y,
     HeadMajor attended(problem, problem.queryHeads);
     requireSuccess(tessera_cpu_attention(
         heads.query.get(), heads.key.get(), heads.value.get(), nullptr,
-        attended.get(), causal, scale, 0.0, 0));
+        attended.get(), causal, scale, 0.0, 0), tessera_cpu_last_error);
     FloatOutput result(output, "y");
     attended.pack(result.data(), problem.outputWidth(), 0);
     result.commit();
@@ -223,7 +216,7 @@ extern "C" int tessera_cpu_packed_attention_grad(
     requireSuccess(tessera_cpu_attention_grad(
         heads.query.get(), heads.key.get(), heads.value.get(), nullptr,
         upstreamHeads.get(), dq.get(), dk.get(), dv.get(), causal, scale, 0.0,
-        0));
+        0), tessera_cpu_last_error);
     // Written only now, after every read of qkv: dqkv may alias it.
     FloatOutput result(gradient, "dqkv");
     int64_t width = problem.packedWidth();

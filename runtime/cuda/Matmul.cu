@@ -52,6 +52,7 @@ using tessera::cpu::elementCount;
 using tessera::cpu::formatShape;
 using tessera::cpu::product;
 using tessera::cpu::requireShape;
+using tessera::cpu::requireSuccess;
 using tessera::cpu::requireTensor;
 using tessera::cpu::shapeOf;
 using tessera::cpu::StridedWalker;
@@ -62,6 +63,9 @@ constexpr size_t kWorkspaceBytes = 32u << 20;
 constexpr int kWorkspaceSlot = 1000;
 /// streamScratch slot of the padded copies of misaligned operands.
 constexpr int kPaddedOperandSlot = 1001;
+/// streamScratch slot of the unfused linear_dgelu's product (the linear it
+/// calls uses the two above).
+constexpr int kDgeluScratchSlot = 1010;
 /// cuBLASLt's fast kernels want 16-byte aligned matrices and leading dims.
 constexpr int64_t kFastAlignmentBytes = 16;
 /// Below this many multiply-adds the copies cost more than the slow kernel
@@ -108,11 +112,19 @@ uint32_t alignmentOf(const void *pointer) {
 
 /// One row-major product y = op(a) op(b) (+ bias), possibly batched with
 /// constant batch strides (in elements; 0 reuses one matrix).
+/// A GELU fused into the product (tanh approximation, cuBLASLt's epilogues):
+/// the forward writes gelu(a b + bias) to y and a b + bias to `aux`; the
+/// backward's DGelu writes (a b) * gelu'(aux) to y. `aux` has y's shape and
+/// dtype.
+enum class GeluEpilogue { None, Forward, Gradient };
+
 struct GemmProblem {
   const void *a;
   const void *b;
   void *y;
   const void *bias = nullptr; // fused epilogue: length N, y's dtype
+  GeluEpilogue gelu = GeluEpilogue::None;
+  void *aux = nullptr;
   int32_t inputType;
   int32_t outputType;
   bool transposeA, transposeB;
@@ -357,7 +369,7 @@ struct GemmPlan {
   bool found = false;
 };
 
-using GemmPlanKey = std::array<int64_t, 22>;
+using GemmPlanKey = std::array<int64_t, 23>;
 
 GemmPlanKey planKeyOf(const GemmProblem &problem, const Placement &placement) {
   int device = 0;
@@ -371,6 +383,7 @@ GemmPlanKey planKeyOf(const GemmProblem &problem, const Placement &placement) {
           problem.transposeA,
           problem.transposeB,
           problem.bias != nullptr,
+          static_cast<int64_t>(problem.gelu),
           first.rows,
           first.columns,
           first.leadingDim,
@@ -418,17 +431,38 @@ std::unique_ptr<GemmPlan> makeGemmPlan(cublasLtHandle_t handle,
   cublasCheck(cublasLtMatmulDescSetAttribute(
       descriptors.operation, CUBLASLT_MATMUL_DESC_TRANSB, &opSecond,
       sizeof(opSecond)));
-  if (problem.bias) {
-    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (problem.gelu == GeluEpilogue::Forward)
+    epilogue = problem.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                            : CUBLASLT_EPILOGUE_GELU_AUX;
+  else if (problem.gelu == GeluEpilogue::Gradient)
+    epilogue = CUBLASLT_EPILOGUE_DGELU;
+  else if (problem.bias)
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     cublasCheck(cublasLtMatmulDescSetAttribute(
         descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
         sizeof(epilogue)));
+  if (problem.bias) {
     cublasCheck(cublasLtMatmulDescSetAttribute(
         descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
         &placement.bias.data, sizeof(placement.bias.data)));
     cublasCheck(cublasLtMatmulDescSetAttribute(
         descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &outputType,
         sizeof(outputType)));
+  }
+  if (problem.gelu != GeluEpilogue::None) {
+    // The aux matrix is laid out as y (column-major, y's leading dim).
+    int64_t auxLeadingDim = result.leadingDim;
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+        &problem.aux, sizeof(problem.aux)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+        &auxLeadingDim, sizeof(auxLeadingDim)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+        &outputType, sizeof(outputType)));
   }
   cublasCheck(cublasLtMatrixLayoutCreate(&descriptors.a, inputType, first.rows,
                                          first.columns, first.leadingDim));
@@ -486,6 +520,12 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   void *workspace = streamScratch(stream, kWorkspaceBytes, kWorkspaceSlot);
   Placement original = placeInPlace(problem);
   Placement placement = placePadded(problem, original, stream);
+  // The aux matrix is the caller's, laid out as y in place: a padded y
+  // would need a padded aux too.
+  if (problem.gelu != GeluEpilogue::None &&
+      (placement.copied[0] || placement.copied[1] || placement.copied[2] ||
+       placement.biasCopied))
+    return false;
   const MatrixView &first = placement.operands[0];
   const MatrixView &second = placement.operands[1];
   const MatrixView &result = placement.operands[2];
@@ -502,6 +542,10 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
     cublasCheck(cublasLtMatmulDescSetAttribute(
         plan->descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
         &placement.bias.data, sizeof(placement.bias.data)));
+  if (problem.gelu != GeluEpilogue::None)
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        plan->descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+        &problem.aux, sizeof(problem.aux)));
 
   for (int i = 0; i < 2; ++i)
     if (placement.copied[i])
@@ -674,6 +718,71 @@ extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
   });
 }
 
+namespace {
+
+/// A linear layer's operands, checked: rows, inner and output columns.
+struct LinearShape {
+  int64_t rows, inner, columns;
+};
+
+LinearShape checkLinear(const tessera_tensor &input,
+                        const tessera_tensor &weights,
+                        const tessera_tensor *bias,
+                        const tessera_tensor &output,
+                        int32_t transpose_weight) {
+  if (input.rank < 1 || weights.rank != 2)
+    fail("x needs rank >= 1 and weight rank 2, got x " +
+         formatShape(shapeOf(input)) + " and weight " +
+         formatShape(shapeOf(weights)));
+  checkTypes(input, weights, output);
+  int64_t inner = input.shape[input.rank - 1];
+  int64_t columns = weights.shape[transpose_weight ? 0 : 1];
+  if (weights.shape[transpose_weight ? 1 : 0] != inner)
+    fail("x " + formatShape(shapeOf(input)) + " does not match weight " +
+         formatShape(shapeOf(weights)) +
+         (transpose_weight ? " ([out, in])" : " ([in, out])"));
+  Shape expected = shapeOf(input);
+  expected.back() = columns;
+  requireShape(output, expected, "y");
+  if (bias) {
+    requireShape(requireTensor(bias, "bias"), {columns}, "bias");
+    if (bias->dtype != output.dtype)
+      fail(std::string("bias must have y's dtype ") +
+           tessera::cpu::dtypeName(output.dtype) + ", not " +
+           tessera::cpu::dtypeName(bias->dtype));
+  }
+  return {elementCount(output) / std::max<int64_t>(columns, 1), inner,
+          columns};
+}
+
+GemmProblem linearProblem(const tessera_tensor &input,
+                          const tessera_tensor &weights,
+                          const tessera_tensor &output,
+                          int32_t transpose_weight, const LinearShape &shape) {
+  GemmProblem problem{};
+  problem.a = input.data;
+  problem.b = weights.data;
+  problem.y = output.data;
+  problem.inputType = input.dtype;
+  problem.outputType = output.dtype;
+  problem.transposeA = false;
+  problem.transposeB = transpose_weight != 0;
+  problem.rows = shape.rows;
+  problem.inner = shape.inner;
+  problem.columns = shape.columns;
+  return problem;
+}
+
+/// The GELU epilogues are taken for 16-bit results only: f32 keeps the
+/// separate kernels' arithmetic, which the CPU reference matches to 1e-5.
+bool geluEpilogueApplies(const tessera_tensor &output,
+                         const LinearShape &shape) {
+  return (output.dtype == TESSERA_BF16 || output.dtype == TESSERA_F16) &&
+         shape.rows > 0 && shape.columns > 0 && shape.inner > 0;
+}
+
+} // namespace
+
 extern "C" int tessera_cuda_linear(const tessera_tensor *x,
                                    const tessera_tensor *weight,
                                    const tessera_tensor *bias,
@@ -683,33 +792,13 @@ extern "C" int tessera_cuda_linear(const tessera_tensor *x,
     const tessera_tensor &input = requireTensor(x, "x");
     const tessera_tensor &weights = requireTensor(weight, "weight");
     tessera_tensor &output = requireTensor(y, "y");
-    if (input.rank < 1 || weights.rank != 2)
-      fail("x needs rank >= 1 and weight rank 2, got x " +
-           formatShape(shapeOf(input)) + " and weight " +
-           formatShape(shapeOf(weights)));
-    checkTypes(input, weights, output);
-    int64_t inner = input.shape[input.rank - 1];
-    int64_t columns = weights.shape[transpose_weight ? 0 : 1];
-    if (weights.shape[transpose_weight ? 1 : 0] != inner)
-      fail("x " + formatShape(shapeOf(input)) + " does not match weight " +
-           formatShape(shapeOf(weights)) +
-           (transpose_weight ? " ([out, in])" : " ([in, out])"));
-    Shape expected = shapeOf(input);
-    expected.back() = columns;
-    requireShape(output, expected, "y");
-    if (bias) {
-      requireShape(requireTensor(bias, "bias"), {columns}, "bias");
-      if (bias->dtype != output.dtype)
-        fail(std::string("bias must have y's dtype ") +
-             tessera::cpu::dtypeName(output.dtype) + ", not " +
-             tessera::cpu::dtypeName(bias->dtype));
-    }
-    int64_t rows = elementCount(output) / std::max<int64_t>(columns, 1);
-    if (rows == 0 || columns == 0)
+    LinearShape shape =
+        checkLinear(input, weights, bias, output, transpose_weight);
+    if (shape.rows == 0 || shape.columns == 0)
       return;
-    if (inner == 0) {
+    if (shape.inner == 0) {
       if (bias)
-        fillRows(*bias, output.data, rows, columns, stream);
+        fillRows(*bias, output.data, shape.rows, shape.columns, stream);
       else
         cudaCheck(cudaMemsetAsync(
             output.data, 0,
@@ -717,17 +806,8 @@ extern "C" int tessera_cuda_linear(const tessera_tensor *x,
             stream));
       return;
     }
-    GemmProblem problem{};
-    problem.a = input.data;
-    problem.b = weights.data;
-    problem.y = output.data;
-    problem.inputType = input.dtype;
-    problem.outputType = output.dtype;
-    problem.transposeA = false;
-    problem.transposeB = transpose_weight != 0;
-    problem.rows = rows;
-    problem.inner = inner;
-    problem.columns = columns;
+    GemmProblem problem =
+        linearProblem(input, weights, output, transpose_weight, shape);
     if (bias && output.dtype != TESSERA_F64) {
       problem.bias = bias->data;
       if (tryGemm(problem, stream))
@@ -735,10 +815,79 @@ extern "C" int tessera_cuda_linear(const tessera_tensor *x,
       problem.bias = nullptr;
     }
     if (bias) {
-      fillRows(*bias, output.data, rows, columns, stream);
+      fillRows(*bias, output.data, shape.rows, shape.columns, stream);
       problem.accumulate = true;
     }
     gemm(problem, stream);
+  });
+}
+
+extern "C" int tessera_cuda_linear_gelu(const tessera_tensor *x,
+                                        const tessera_tensor *weight,
+                                        const tessera_tensor *bias,
+                                        tessera_tensor *pre, tessera_tensor *y,
+                                        int32_t transpose_weight,
+                                        cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_linear_gelu", [&] {
+    const tessera_tensor &input = requireTensor(x, "x");
+    const tessera_tensor &weights = requireTensor(weight, "weight");
+    tessera_tensor &preactivation = requireTensor(pre, "pre");
+    tessera_tensor &output = requireTensor(y, "y");
+    LinearShape shape =
+        checkLinear(input, weights, bias, preactivation, transpose_weight);
+    requireShape(output, shapeOf(preactivation), "y");
+    tessera::cpu::requireSameDtype(output, "y", preactivation, "pre");
+    if (geluEpilogueApplies(output, shape)) {
+      GemmProblem problem =
+          linearProblem(input, weights, output, transpose_weight, shape);
+      problem.bias = bias ? bias->data : nullptr;
+      problem.gelu = GeluEpilogue::Forward;
+      problem.aux = preactivation.data;
+      if (tryGemm(problem, stream))
+        return;
+    }
+    requireSuccess(tessera_cuda_linear(x, weight, bias, pre, transpose_weight,
+                                       stream),
+                   tessera_cuda_last_error);
+    requireSuccess(tessera_cuda_unary(TESSERA_GELU_TANH, pre, y, stream),
+                   tessera_cuda_last_error);
+  });
+}
+
+extern "C" int tessera_cuda_linear_dgelu(const tessera_tensor *dy,
+                                         const tessera_tensor *weight,
+                                         const tessera_tensor *pre,
+                                         tessera_tensor *dx,
+                                         int32_t transpose_weight,
+                                         cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_linear_dgelu", [&] {
+    const tessera_tensor &upstream = requireTensor(dy, "dy");
+    const tessera_tensor &weights = requireTensor(weight, "weight");
+    const tessera_tensor &preactivation = requireTensor(pre, "pre");
+    tessera_tensor &gradient = requireTensor(dx, "dx");
+    LinearShape shape =
+        checkLinear(upstream, weights, nullptr, gradient, transpose_weight);
+    requireShape(preactivation, shapeOf(gradient), "pre");
+    tessera::cpu::requireSameDtype(preactivation, "pre", gradient, "dx");
+    if (geluEpilogueApplies(gradient, shape)) {
+      GemmProblem problem =
+          linearProblem(upstream, weights, gradient, transpose_weight, shape);
+      problem.gelu = GeluEpilogue::Gradient;
+      problem.aux = const_cast<void *>(preactivation.data);
+      if (tryGemm(problem, stream))
+        return;
+    }
+    // The product in scratch, then the GELU's gradient.
+    tessera_tensor product = gradient;
+    product.data = streamScratch(
+        stream, elementCount(gradient) * tessera::cpu::dtypeSize(gradient.dtype),
+        kDgeluScratchSlot);
+    requireSuccess(tessera_cuda_linear(dy, weight, nullptr, &product,
+                                       transpose_weight, stream),
+                   tessera_cuda_last_error);
+    requireSuccess(tessera_cuda_unary_grad(TESSERA_GELU_TANH, pre, &product,
+                                           dx, stream),
+                   tessera_cuda_last_error);
   });
 }
 

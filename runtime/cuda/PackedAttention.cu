@@ -21,6 +21,7 @@
 using namespace tessera::cuda;
 using tessera::cpu::dtypeSize;
 using tessera::cpu::elementCount;
+using tessera::cpu::requireSuccess;
 using tessera::cpu::requireTensor;
 using tessera::cpu::PackedAttentionLayout;
 
@@ -102,12 +103,6 @@ private:
   std::vector<tessera_tensor> tensors;
 };
 
-/// A nested kernel's failure becomes this kernel's, with its message.
-void requireSuccess(int status) {
-  if (status != 0)
-    tessera::cpu::fail(tessera_cuda_last_error());
-}
-
 } // namespace
 
 extern "C" int tessera_cuda_packed_attention(const tessera_tensor *qkv,
@@ -174,9 +169,11 @@ extern "C" int tessera_cuda_packed_attention_grad(
     for (size_t i = 0; i < 3; ++i)
       heads.move(i, packed.data, width, firsts[i], false);
     heads.move(3, upstream.data, outputWidth, 0, false);
-    requireSuccess(tessera_cuda_attention_grad(
-        &heads[0], &heads[1], &heads[2], nullptr, &heads[3], &heads[4],
-        &heads[5], &heads[6], causal, scale, 0.0, 0, stream));
+    requireSuccess(tessera_cuda_attention_grad(&heads[0], &heads[1], &heads[2],
+                                               nullptr, &heads[3], &heads[4],
+                                               &heads[5], &heads[6], causal,
+                                               scale, 0.0, 0, stream),
+                   tessera_cuda_last_error);
     for (size_t i = 0; i < 3; ++i)
       heads.move(4 + i, gradient.data, width, firsts[i], true);
   });

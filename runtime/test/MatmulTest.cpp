@@ -111,4 +111,59 @@ TEST(Linear, RejectsAWeightOfTheWrongShape) {
             std::string::npos);
 }
 
+// linear_gelu and linear_dgelu are the two kernels each replaces, in order
+// (the lowering fuses them; the CUDA backend makes each one GEMM): the same
+// values to the bit, bf16 included.
+TEST(LinearGelu, IsTheLinearThenTheGelu) {
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    Tensor x = Tensor::floats({2, 3, 8}, randomFloats(48, 9, -2, 2), dtype);
+    Tensor weight = Tensor::floats({8, 12}, randomFloats(96, 10), dtype);
+    Tensor bias = Tensor::floats({12}, randomFloats(12, 11), dtype);
+    Tensor pre(dtype, {2, 3, 12}), y(dtype, {2, 3, 12});
+    Tensor expectedPre(dtype, {2, 3, 12}), expectedY(dtype, {2, 3, 12});
+    EXPECT_KERNEL_OK(tessera_cpu_linear_gelu(x.get(), weight.get(), bias.get(),
+                                             pre.get(), y.get(), 0));
+    EXPECT_KERNEL_OK(tessera_cpu_linear(x.get(), weight.get(), bias.get(),
+                                        expectedPre.get(), 0));
+    EXPECT_KERNEL_OK(tessera_cpu_unary(TESSERA_GELU_TANH, expectedPre.get(),
+                                       expectedY.get()));
+    EXPECT_EQ(pre.values(), expectedPre.values());
+    EXPECT_EQ(y.values(), expectedY.values());
+  }
+}
+
+TEST(LinearGelu, DgeluIsTheLinearThenTheGeluGradient) {
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    Tensor dy = Tensor::floats({6, 5}, randomFloats(30, 12), dtype);
+    Tensor weight = Tensor::floats({12, 5}, randomFloats(60, 13), dtype);
+    Tensor pre = Tensor::floats({6, 12}, randomFloats(72, 14, -3, 3), dtype);
+    Tensor dx(dtype, {6, 12}), product(dtype, {6, 12}), expected(dtype, {6, 12});
+    EXPECT_KERNEL_OK(tessera_cpu_linear_dgelu(dy.get(), weight.get(), pre.get(),
+                                              dx.get(), 1));
+    EXPECT_KERNEL_OK(
+        tessera_cpu_linear(dy.get(), weight.get(), nullptr, product.get(), 1));
+    EXPECT_KERNEL_OK(tessera_cpu_unary_grad(TESSERA_GELU_TANH, pre.get(),
+                                            product.get(), expected.get()));
+    EXPECT_EQ(dx.values(), expected.values());
+  }
+}
+
+TEST(LinearGelu, RejectsMismatchedOperandsNamingThem) {
+  Tensor dy(TESSERA_F32, {6, 5}), weight(TESSERA_F32, {12, 5}),
+      pre(TESSERA_F32, {6, 12}), dx(TESSERA_F32, {6, 11});
+  EXPECT_NE(
+      tessera_cpu_linear_dgelu(dy.get(), weight.get(), pre.get(), dx.get(), 1),
+      0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("dx"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+  Tensor x(TESSERA_F32, {2, 8}), w(TESSERA_F32, {8, 12}),
+      p(TESSERA_F32, {2, 12}), y(TESSERA_F32, {2, 13});
+  EXPECT_NE(tessera_cpu_linear_gelu(x.get(), w.get(), nullptr, p.get(),
+                                    y.get(), 0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("y"), std::string::npos)
+      << tessera_cpu_last_error();
+}
+
 } // namespace

@@ -360,6 +360,8 @@ void addLoweringPreparation(mlir::PassManager &pm) {
   // head split is left for attentions it does not cover.
   pm.addNestedPass<mlir::func::FuncOp>(tessera::createFusePackedAttention());
   pm.addNestedPass<mlir::func::FuncOp>(tessera::createFuseHeadSplit());
+  // The GELU gradients next to their linears, for linear_dgelu.
+  pm.addNestedPass<mlir::func::FuncOp>(tessera::createScheduleGeluGrad());
 }
 
 /// tess-build-training's options from the flags.

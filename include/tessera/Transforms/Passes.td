@@ -137,6 +137,32 @@ def FusePackedAttention
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
+  let summary = "Move each gelu_grad right after the linear that makes its dy";
+  let description = [{
+    A `tess.gelu_grad` whose `dy` is the result (and its only use) of a
+    bias-free `tess.linear` (the input gradient of the layer the GELU fed)
+    moves right after that linear, provided its input is defined before it.
+    The lowering then runs the pair as one call, `tessera_*_linear_dgelu`
+    (one GEMM with cuBLASLt's DGELU epilogue on the GPU). Only the order
+    changes. tesserac runs it right before the lowering.
+
+    Before:
+    ```mlir
+    %g = tess.linear %dy, %w {transpose_weight} ...
+    %dw = tess.matmul %h, %dy {transpose_lhs} ...
+    %dx = tess.gelu_grad %pre, %g {approximation = #tess<gelu_approximation tanh>} ...
+    ```
+    After:
+    ```mlir
+    %g = tess.linear %dy, %w {transpose_weight} ...
+    %dx = tess.gelu_grad %pre, %g {approximation = #tess<gelu_approximation tanh>} ...
+    %dw = tess.matmul %h, %dy {transpose_lhs} ...
+    ```
+  }];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def FuseLinear : Pass<"tess-fuse-linear", "::mlir::func::FuncOp"> {
   let summary = "Turn matmul by a weight (+ bias) into tess.linear";
   let description = [{

@@ -190,6 +190,52 @@ TEST(MatmulCuda, LinearWithMisalignedRowsKeepsTheBias) {
     }
 }
 
+// The fused GELU calls against the CPU reference: bf16/f16 take cuBLASLt's
+// GELU_AUX(_BIAS) and DGELU epilogues (tanh GELU in f32 before the one
+// rounding), f32 the separate kernels. GPT-2's MLP shape in small.
+void checkLinearGelu(int32_t dtype, bool withBias, uint32_t seed) {
+  SCOPED_TRACE("dtype " + std::to_string(dtype) + " bias " +
+               std::to_string(withBias));
+  Shape xShape = {4, 64, 128}, weightShape = {128, 512},
+        preShape = {4, 64, 512}, dyShape = {4, 64, 128},
+        projectionShape = {512, 128};
+  Tensor x = randomTensor(dtype, xShape, seed, -2.0f, 2.0f);
+  Tensor weight = randomTensor(dtype, weightShape, seed + 1, -0.2f, 0.2f);
+  Tensor bias = randomTensor(dtype, {512}, seed + 2);
+  Tensor dy = randomTensor(dtype, dyShape, seed + 3);
+  Tensor projection =
+      randomTensor(dtype, projectionShape, seed + 4, -0.2f, 0.2f);
+  Tensor pre(dtype, preShape), y(dtype, preShape), dx(dtype, preShape);
+  const tessera_tensor *biasArg = withBias ? bias.get() : nullptr;
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_linear_gelu(x.get(), weight.get(), biasArg,
+                                               pre.get(), y.get(), 0));
+  // The output projection's input gradient through the GELU: dy [.., 128]
+  // times the [512, 128] weight read transposed.
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_linear_dgelu(dy.get(), projection.get(),
+                                                pre.get(), dx.get(), 1));
+  DeviceTensor gx(x), gw(weight), gb(bias), gdy(dy), gp(projection),
+      gpre(dtype, preShape), gy(dtype, preShape), gdx(dtype, preShape);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear_gelu(
+      gx.get(), gw.get(), withBias ? gb.get() : nullptr, gpre.get(), gy.get(),
+      0, nullptr));
+  // The GPU's own pre feeds its backward, as in a training step.
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear_dgelu(gdy.get(), gp.get(),
+                                                  gpre.get(), gdx.get(), 1,
+                                                  nullptr));
+  expectDeviceClean();
+  double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
+  expectTensorsNear(gpre.download(), pre, rtol, rtol, "linear_gelu pre");
+  expectTensorsNear(gy.download(), y, rtol, rtol, "linear_gelu y");
+  expectTensorsNear(gdx.download(), dx, rtol, rtol, "linear_dgelu dx");
+}
+
+TEST(MatmulCuda, LinearGeluAndDgeluMatchTheCpuReference) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
+    for (bool bias : {false, true})
+      checkLinearGelu(dtype, bias, 60 + dtype);
+}
+
 TEST(MatmulCuda, MismatchedShapesAreErrors) {
   REQUIRE_GPU();
   DeviceTensor a(TESSERA_F32, {4, 5}), b(TESSERA_F32, {6, 7}),

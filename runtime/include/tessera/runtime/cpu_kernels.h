@@ -110,6 +110,21 @@ int tessera_cpu_matmul(const tessera_tensor *a, const tessera_tensor *b,
 int tessera_cpu_linear(const tessera_tensor *x, const tessera_tensor *weight,
                        const tessera_tensor *bias, tessera_tensor *y,
                        int32_t transpose_weight);
+/* A linear layer and the tanh GELU after it: pre = x W (+ bias) and
+ * y = gelu_tanh(pre), both of tessera_cpu_linear's y shape. pre is what
+ * the GELU's gradient reads. (CUDA: one GEMM with cuBLASLt's GELU_AUX
+ * epilogue for bf16/f16.) */
+int tessera_cpu_linear_gelu(const tessera_tensor *x,
+                            const tessera_tensor *weight,
+                            const tessera_tensor *bias, tessera_tensor *pre,
+                            tessera_tensor *y, int32_t transpose_weight);
+/* The input gradient of a linear layer whose input is gelu_tanh(pre), taken
+ * through the GELU: dx = (dy W^T or dy W) * gelu_tanh'(pre), dx of pre's
+ * shape. (CUDA: one GEMM with the DGELU epilogue for bf16/f16.) */
+int tessera_cpu_linear_dgelu(const tessera_tensor *dy,
+                             const tessera_tensor *weight,
+                             const tessera_tensor *pre, tessera_tensor *dx,
+                             int32_t transpose_weight);
 
 /*--- Transformer layers --------------------------------------------------*/
 

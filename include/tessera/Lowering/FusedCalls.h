@@ -1,0 +1,33 @@
+//===- FusedCalls.h - Adjacent ops the lowering runs as one call -*- C++ -*-===//
+//
+// A tess.linear and the tanh GELU right after it on its result run as one
+// tessera_*_linear_gelu call (one GEMM with cuBLASLt's GELU_AUX epilogue on
+// the GPU); a bias-free tess.linear and the tanh gelu_grad right after it,
+// whose dy is the linear's result and its only use, run as one
+// tessera_*_linear_dgelu call (the DGELU epilogue). The arena planner gives
+// such a pair one position, so the second op's results never take the
+// storage of the first op's operands, which the one call still reads.
+// tess-schedule-gelu-grad puts each gelu_grad right after its linear.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_LOWERING_FUSEDCALLS_H
+#define TESSERA_LOWERING_FUSEDCALLS_H
+
+#include "Tess/IR/TessOps.h"
+
+namespace tessera::lowering {
+
+/// The tanh GELU of `linear`'s result right after it, or null.
+tess::GeluOp geluAfterLinear(tess::LinearOp linear);
+
+/// The tanh gelu_grad right after the bias-free `linear` whose result is
+/// its dy and has no other use, or null.
+tess::GeluGradOp geluGradAfterLinear(tess::LinearOp linear);
+
+/// Whether `op` is the second op of such a pair.
+bool joinsPreviousCall(mlir::Operation &op);
+
+} // namespace tessera::lowering
+
+#endif // TESSERA_LOWERING_FUSEDCALLS_H

@@ -1,0 +1,33 @@
+//===- FusedCalls.cpp - Adjacent ops the lowering runs as one call --------===//
+
+#include "tessera/Lowering/FusedCalls.h"
+
+using namespace mlir;
+
+namespace tessera::lowering {
+
+tess::GeluOp geluAfterLinear(tess::LinearOp linear) {
+  auto gelu = llvm::dyn_cast_or_null<tess::GeluOp>(linear->getNextNode());
+  if (!gelu || gelu.getInput() != linear.getResult() ||
+      gelu.getApproximation() != tess::GeluApproximation::tanh)
+    return {};
+  return gelu;
+}
+
+tess::GeluGradOp geluGradAfterLinear(tess::LinearOp linear) {
+  auto grad = llvm::dyn_cast_or_null<tess::GeluGradOp>(linear->getNextNode());
+  if (!grad || linear.getBias() || grad.getDy() != linear.getResult() ||
+      !linear.getResult().hasOneUse() ||
+      grad.getApproximation() != tess::GeluApproximation::tanh)
+    return {};
+  return grad;
+}
+
+bool joinsPreviousCall(Operation &op) {
+  auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(op.getPrevNode());
+  if (!linear)
+    return false;
+  return geluAfterLinear(linear) == &op || geluGradAfterLinear(linear) == &op;
+}
+
+} // namespace tessera::lowering
