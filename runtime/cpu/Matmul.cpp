@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Errors.h"
+#include "OperandChecks.h"
 #include "TensorAccess.h"
 
 #include <algorithm>
@@ -121,21 +122,9 @@ extern "C" int tessera_cpu_linear(const tessera_tensor *x,
     const tessera_tensor &input = requireTensor(x, "x");
     const tessera_tensor &weights = requireTensor(weight, "weight");
     tessera_tensor &output = requireTensor(y, "y");
-    if (input.rank < 1 || weights.rank != 2)
-      fail("x needs rank >= 1 and weight rank 2, got x " +
-           formatShape(shapeOf(input)) + " and weight " +
-           formatShape(shapeOf(weights)));
-    int64_t inner = input.shape[input.rank - 1];
-    int64_t columns = weights.shape[transpose_weight ? 0 : 1];
-    if (weights.shape[transpose_weight ? 1 : 0] != inner)
-      fail("x " + formatShape(shapeOf(input)) + " does not match weight " +
-           formatShape(shapeOf(weights)) +
-           (transpose_weight ? " ([out, in])" : " ([in, out])"));
-    Shape expected = shapeOf(input);
-    expected.back() = columns;
-    requireShape(output, expected, "y");
-    if (bias)
-      requireShape(requireTensor(bias, "bias"), {columns}, "bias");
+    LinearLayout layout =
+        requireLinearOperands(input, weights, bias, output, transpose_weight);
+    int64_t inner = layout.inner, columns = layout.columns;
 
     FloatInput inputValues(input, "x");
     FloatInput weightValues(weights, "weight");

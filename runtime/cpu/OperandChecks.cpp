@@ -9,6 +9,7 @@
 #include "DataTypes.h"
 #include "Errors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -192,6 +193,29 @@ ClassLayout requireLossGradOperands(const tessera_tensor &logits,
   requireShape(dloss, {}, "dloss");
   requireShape(dlogits, shapeOf(logits), "dlogits");
   return layout;
+}
+
+LinearLayout requireLinearOperands(const tessera_tensor &x,
+                                   const tessera_tensor &weight,
+                                   const tessera_tensor *bias,
+                                   const tessera_tensor &y,
+                                   int32_t transposeWeight) {
+  if (x.rank < 1 || weight.rank != 2)
+    fail("x needs rank >= 1 and weight rank 2, got x " +
+         formatShape(shapeOf(x)) + " and weight " +
+         formatShape(shapeOf(weight)));
+  int64_t inner = x.shape[x.rank - 1];
+  int64_t columns = weight.shape[transposeWeight ? 0 : 1];
+  if (weight.shape[transposeWeight ? 1 : 0] != inner)
+    fail("x " + formatShape(shapeOf(x)) + " does not match weight " +
+         formatShape(shapeOf(weight)) +
+         (transposeWeight ? " ([out, in])" : " ([in, out])"));
+  Shape expected = shapeOf(x);
+  expected.back() = columns;
+  requireShape(y, expected, "y");
+  if (bias)
+    requireShape(requireTensor(bias, "bias"), {columns}, "bias");
+  return {elementCount(y) / std::max<int64_t>(columns, 1), inner, columns};
 }
 
 PackedAttentionLayout requirePackedAttentionOperands(

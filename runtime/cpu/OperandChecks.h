@@ -89,6 +89,18 @@ ClassLayout requireLossGradOperands(const tessera_tensor &logits,
                                     const tessera_tensor &dloss,
                                     const tessera_tensor &dlogits);
 
+/// linear: x [..., in], weight [in, out] (or [out, in] when
+/// `transposeWeight`), y [..., out], bias (may be null) [out]; returns the
+/// rows, in and out. Dtypes are the caller's.
+struct LinearLayout {
+  int64_t rows, inner, columns;
+};
+LinearLayout requireLinearOperands(const tessera_tensor &x,
+                                   const tessera_tensor &weight,
+                                   const tessera_tensor *bias,
+                                   const tessera_tensor &y,
+                                   int32_t transposeWeight);
+
 /// packed_attention: qkv [B, T, (Hq + 2 Hkv) D] holds each token's query,
 /// key and value heads; y is [B, T, Hq D] of qkv's dtype, lse f32
 /// [B, Hq, T].

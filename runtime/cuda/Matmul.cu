@@ -37,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+#include "OperandChecks.h"
 
 #include <cublasLt.h>
 
@@ -720,39 +721,23 @@ extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
 
 namespace {
 
-/// A linear layer's operands, checked: rows, inner and output columns.
-struct LinearShape {
-  int64_t rows, inner, columns;
-};
+/// A linear layer's operands, checked (OperandChecks.h, and the GEMM's
+/// dtype pairing): rows, inner and output columns.
+using LinearShape = tessera::cpu::LinearLayout;
 
 LinearShape checkLinear(const tessera_tensor &input,
                         const tessera_tensor &weights,
                         const tessera_tensor *bias,
                         const tessera_tensor &output,
                         int32_t transpose_weight) {
-  if (input.rank < 1 || weights.rank != 2)
-    fail("x needs rank >= 1 and weight rank 2, got x " +
-         formatShape(shapeOf(input)) + " and weight " +
-         formatShape(shapeOf(weights)));
+  LinearShape shape = tessera::cpu::requireLinearOperands(
+      input, weights, bias, output, transpose_weight);
   checkTypes(input, weights, output);
-  int64_t inner = input.shape[input.rank - 1];
-  int64_t columns = weights.shape[transpose_weight ? 0 : 1];
-  if (weights.shape[transpose_weight ? 1 : 0] != inner)
-    fail("x " + formatShape(shapeOf(input)) + " does not match weight " +
-         formatShape(shapeOf(weights)) +
-         (transpose_weight ? " ([out, in])" : " ([in, out])"));
-  Shape expected = shapeOf(input);
-  expected.back() = columns;
-  requireShape(output, expected, "y");
-  if (bias) {
-    requireShape(requireTensor(bias, "bias"), {columns}, "bias");
-    if (bias->dtype != output.dtype)
-      fail(std::string("bias must have y's dtype ") +
-           tessera::cpu::dtypeName(output.dtype) + ", not " +
-           tessera::cpu::dtypeName(bias->dtype));
-  }
-  return {elementCount(output) / std::max<int64_t>(columns, 1), inner,
-          columns};
+  if (bias && bias->dtype != output.dtype)
+    fail(std::string("bias must have y's dtype ") +
+         tessera::cpu::dtypeName(output.dtype) + ", not " +
+         tessera::cpu::dtypeName(bias->dtype));
+  return shape;
 }
 
 GemmProblem linearProblem(const tessera_tensor &input,
