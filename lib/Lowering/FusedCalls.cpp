@@ -23,11 +23,27 @@ tess::GeluGradOp geluGradAfterLinear(tess::LinearOp linear) {
   return grad;
 }
 
+tess::AddOp residualAddAfterLinear(tess::LinearOp linear) {
+  auto add = llvm::dyn_cast_or_null<tess::AddOp>(linear->getNextNode());
+  Value result = linear.getResult();
+  if (!add || !result.hasOneUse() ||
+      (add.getLhs() != result && add.getRhs() != result) ||
+      add.getLhs().getType() != add.getType() ||
+      add.getRhs().getType() != add.getType())
+    return {};
+  return add;
+}
+
+Value residualOf(tess::AddOp add, tess::LinearOp linear) {
+  return add.getLhs() == linear.getResult() ? add.getRhs() : add.getLhs();
+}
+
 bool joinsPreviousCall(Operation &op) {
   auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(op.getPrevNode());
   if (!linear)
     return false;
-  return geluAfterLinear(linear) == &op || geluGradAfterLinear(linear) == &op;
+  return geluAfterLinear(linear) == &op || geluGradAfterLinear(linear) == &op ||
+         residualAddAfterLinear(linear) == &op;
 }
 
 } // namespace tessera::lowering

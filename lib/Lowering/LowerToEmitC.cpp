@@ -624,7 +624,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
 
   // The second op of a fused pair: its call was made at the first
   // (linear_gelu) or is made here for both (linear_dgelu, below).
-  if (isa<tess::GeluOp>(op) && joinsPreviousCall(op))
+  if (isa<tess::GeluOp, tess::AddOp>(op) && joinsPreviousCall(op))
     return success();
   if (const char *kind = unaryKind(&op))
     return call("unary", [&](CallArguments &a) {
@@ -707,6 +707,15 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
                 .optional(in(linear.getBias()))
                 .value(out())
                 .value(descriptors.lookup(gelu.getResult()))
+                .i32(linear.getTransposeWeight());
+          });
+        if (tess::AddOp add = residualAddAfterLinear(linear))
+          return call("linear_add", [&](CallArguments &a) {
+            a.value(in(linear.getInput()))
+                .value(in(linear.getWeight()))
+                .optional(in(linear.getBias()))
+                .value(in(residualOf(add, linear)))
+                .value(descriptors.lookup(add.getResult()))
                 .i32(linear.getTransposeWeight());
           });
         if (geluGradAfterLinear(linear))
@@ -1162,11 +1171,14 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
     }
     if (failed(describeResults(op)))
       return failure();
-    // linear_gelu writes the GELU's result too.
-    if (auto linear = dyn_cast<tess::LinearOp>(op))
-      if (tess::GeluOp gelu = geluAfterLinear(linear))
-        if (failed(describeResults(*gelu)))
-          return failure();
+    // linear_gelu and linear_add write the next op's result too.
+    if (auto linear = dyn_cast<tess::LinearOp>(op)) {
+      Operation *next = geluAfterLinear(linear);
+      if (!next)
+        next = residualAddAfterLinear(linear);
+      if (next && failed(describeResults(*next)))
+        return failure();
+    }
     if (failed(lowerOp(op)))
       return failure();
     for (Value result : op.getResults()) {

@@ -126,6 +126,9 @@ struct GemmProblem {
   const void *bias = nullptr; // fused epilogue: length N, y's dtype
   GeluEpilogue gelu = GeluEpilogue::None;
   void *aux = nullptr;
+  /// Added to the product (cuBLASLt's C, beta = 1; laid out as y): the
+  /// residual of linear_add.
+  const void *addend = nullptr;
   int32_t inputType;
   int32_t outputType;
   bool transposeA, transposeB;
@@ -523,7 +526,7 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   Placement placement = placePadded(problem, original, stream);
   // The aux matrix is the caller's, laid out as y in place: a padded y
   // would need a padded aux too.
-  if (problem.gelu != GeluEpilogue::None &&
+  if ((problem.gelu != GeluEpilogue::None || problem.addend) &&
       (placement.copied[0] || placement.copied[1] || placement.copied[2] ||
        placement.biasCopied))
     return false;
@@ -556,17 +559,19 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   if (placement.biasCopied)
     copyMatrix(original.bias, placement.bias, stream);
   bool doublePrecision = problem.inputType == TESSERA_F64;
-  float alpha32 = 1.0f, beta32 = problem.accumulate ? 1.0f : 0.0f;
-  double alpha64 = 1.0, beta64 = problem.accumulate ? 1.0 : 0.0;
+  bool addC = problem.accumulate || problem.addend;
+  float alpha32 = 1.0f, beta32 = addC ? 1.0f : 0.0f;
+  double alpha64 = 1.0, beta64 = addC ? 1.0 : 0.0;
   const void *alpha = doublePrecision ? static_cast<const void *>(&alpha64)
                                       : static_cast<const void *>(&alpha32);
   const void *beta = doublePrecision ? static_cast<const void *>(&beta64)
                                      : static_cast<const void *>(&beta32);
   void *output = const_cast<void *>(result.data);
+  const void *addend = problem.addend ? problem.addend : output;
   const Descriptors &descriptors = plan->descriptors;
   cublasCheck(cublasLtMatmul(handle, descriptors.operation, alpha, first.data,
                              descriptors.a, second.data, descriptors.b, beta,
-                             output, descriptors.y, output, descriptors.y,
+                             addend, descriptors.y, output, descriptors.y,
                              &plan->heuristic.algo, workspace, kWorkspaceBytes,
                              stream));
   if (placement.copied[2])
@@ -835,6 +840,39 @@ extern "C" int tessera_cuda_linear_gelu(const tessera_tensor *x,
                                        stream),
                    tessera_cuda_last_error);
     requireSuccess(tessera_cuda_unary(TESSERA_GELU_TANH, pre, y, stream),
+                   tessera_cuda_last_error);
+  });
+}
+
+extern "C" int tessera_cuda_linear_add(const tessera_tensor *x,
+                                       const tessera_tensor *weight,
+                                       const tessera_tensor *bias,
+                                       const tessera_tensor *residual,
+                                       tessera_tensor *y,
+                                       int32_t transpose_weight,
+                                       cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_linear_add", [&] {
+    const tessera_tensor &input = requireTensor(x, "x");
+    const tessera_tensor &weights = requireTensor(weight, "weight");
+    const tessera_tensor &addend = requireTensor(residual, "residual");
+    tessera_tensor &output = requireTensor(y, "y");
+    LinearShape shape =
+        checkLinear(input, weights, bias, output, transpose_weight);
+    requireShape(addend, shapeOf(output), "residual");
+    tessera::cpu::requireSameDtype(addend, "residual", output, "y");
+    if (output.dtype != TESSERA_F64 && shape.rows > 0 && shape.columns > 0 &&
+        shape.inner > 0) {
+      GemmProblem problem =
+          linearProblem(input, weights, output, transpose_weight, shape);
+      problem.bias = bias ? bias->data : nullptr;
+      problem.addend = addend.data;
+      if (tryGemm(problem, stream))
+        return;
+    }
+    requireSuccess(tessera_cuda_linear(x, weight, bias, y, transpose_weight,
+                                       stream),
+                   tessera_cuda_last_error);
+    requireSuccess(tessera_cuda_binary(TESSERA_ADD, y, residual, y, stream),
                    tessera_cuda_last_error);
   });
 }

@@ -148,6 +148,32 @@ TEST(LinearGelu, DgeluIsTheLinearThenTheGeluGradient) {
   }
 }
 
+TEST(LinearAdd, IsTheLinearThenTheResidualAdd) {
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    Tensor x = Tensor::floats({2, 3, 8}, randomFloats(48, 15), dtype);
+    Tensor weight = Tensor::floats({12, 8}, randomFloats(96, 16), dtype);
+    Tensor bias = Tensor::floats({12}, randomFloats(12, 17), dtype);
+    Tensor residual = Tensor::floats({2, 3, 12}, randomFloats(72, 18), dtype);
+    Tensor y(dtype, {2, 3, 12}), product(dtype, {2, 3, 12}),
+        expected(dtype, {2, 3, 12});
+    EXPECT_KERNEL_OK(tessera_cpu_linear_add(x.get(), weight.get(), bias.get(),
+                                            residual.get(), y.get(), 1));
+    EXPECT_KERNEL_OK(tessera_cpu_linear(x.get(), weight.get(), bias.get(),
+                                        product.get(), 1));
+    EXPECT_KERNEL_OK(tessera_cpu_binary(TESSERA_ADD, product.get(),
+                                        residual.get(), expected.get()));
+    EXPECT_EQ(y.values(), expected.values());
+  }
+  Tensor x(TESSERA_F32, {2, 8}), weight(TESSERA_F32, {8, 12}),
+      residual(TESSERA_F32, {2, 11}), y(TESSERA_F32, {2, 12});
+  EXPECT_NE(tessera_cpu_linear_add(x.get(), weight.get(), nullptr,
+                                   residual.get(), y.get(), 0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("residual"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
 TEST(LinearGelu, RejectsMismatchedOperandsNamingThem) {
   Tensor dy(TESSERA_F32, {6, 5}), weight(TESSERA_F32, {12, 5}),
       pre(TESSERA_F32, {6, 12}), dx(TESSERA_F32, {6, 11});

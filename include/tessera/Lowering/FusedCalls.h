@@ -4,7 +4,10 @@
 // tessera_*_linear_gelu call (one GEMM with cuBLASLt's GELU_AUX epilogue on
 // the GPU); a bias-free tess.linear and the tanh gelu_grad right after it,
 // whose dy is the linear's result and its only use, run as one
-// tessera_*_linear_dgelu call (the DGELU epilogue). The arena planner gives
+// tessera_*_linear_dgelu call (the DGELU epilogue); a tess.linear and the
+// tess.add right after it of its result (its only use) and a residual of
+// the same type run as one tessera_*_linear_add call (the residual as the
+// GEMM's C). The arena planner gives
 // such a pair one position, so the second op's results never take the
 // storage of the first op's operands, which the one call still reads.
 // tess-schedule-gelu-grad puts each gelu_grad right after its linear.
@@ -24,6 +27,12 @@ tess::GeluOp geluAfterLinear(tess::LinearOp linear);
 /// The tanh gelu_grad right after the bias-free `linear` whose result is
 /// its dy and has no other use, or null.
 tess::GeluGradOp geluGradAfterLinear(tess::LinearOp linear);
+
+/// The residual add right after `linear` whose one operand is `linear`'s
+/// result (its only use) and the other of the same type, or null.
+tess::AddOp residualAddAfterLinear(tess::LinearOp linear);
+/// That add's other operand.
+mlir::Value residualOf(tess::AddOp add, tess::LinearOp linear);
 
 /// Whether `op` is the second op of such a pair.
 bool joinsPreviousCall(mlir::Operation &op);

@@ -236,6 +236,34 @@ TEST(MatmulCuda, LinearGeluAndDgeluMatchTheCpuReference) {
       checkLinearGelu(dtype, bias, 60 + dtype);
 }
 
+// linear_add against the CPU reference: the residual enters the GEMM as C
+// (beta = 1), so 16-bit results round once where the CPU rounds twice.
+TEST(MatmulCuda, LinearAddMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
+    for (bool withBias : {false, true}) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " bias " +
+                   std::to_string(withBias));
+      Shape xShape = {4, 64, 128}, yShape = {4, 64, 96};
+      Tensor x = randomTensor(dtype, xShape, 70 + dtype);
+      Tensor weight = randomTensor(dtype, {96, 128}, 71 + dtype, -0.2f, 0.2f);
+      Tensor bias = randomTensor(dtype, {96}, 72 + dtype);
+      Tensor residual = randomTensor(dtype, yShape, 73 + dtype);
+      Tensor y(dtype, yShape);
+      const tessera_tensor *biasArg = withBias ? bias.get() : nullptr;
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_linear_add(
+          x.get(), weight.get(), biasArg, residual.get(), y.get(), 1));
+      DeviceTensor gx(x), gw(weight), gb(bias), gr(residual),
+          gy(dtype, yShape);
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear_add(
+          gx.get(), gw.get(), withBias ? gb.get() : nullptr, gr.get(),
+          gy.get(), 1, nullptr));
+      expectDeviceClean();
+      double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
+      expectTensorsNear(gy.download(), y, rtol, rtol, "linear_add");
+    }
+}
+
 TEST(MatmulCuda, MismatchedShapesAreErrors) {
   REQUIRE_GPU();
   DeviceTensor a(TESSERA_F32, {4, 5}), b(TESSERA_F32, {6, 7}),

@@ -78,6 +78,14 @@ int tessera_cuda_linear_gelu(const tessera_tensor *x,
                              const tessera_tensor *weight,
                              const tessera_tensor *bias, tessera_tensor *pre,
                              tessera_tensor *y, int32_t transpose_weight, cudaStream_t stream);
+/* A linear layer and the residual add after it: y = x W (+ bias) +
+ * residual, residual of y's shape and dtype. (CUDA: one GEMM, the residual
+ * as its C with beta = 1, for bf16/f16/f32.) */
+int tessera_cuda_linear_add(const tessera_tensor *x,
+                            const tessera_tensor *weight,
+                            const tessera_tensor *bias,
+                            const tessera_tensor *residual, tessera_tensor *y,
+                            int32_t transpose_weight, cudaStream_t stream);
 /* The input gradient of a linear layer whose input is gelu_tanh(pre), taken
  * through the GELU: dx = (dy W^T or dy W) * gelu_tanh'(pre), dx of pre's
  * shape. (CUDA: one GEMM with the DGELU epilogue for bf16/f16.) */
