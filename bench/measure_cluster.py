@@ -314,6 +314,9 @@ def build_cluster(args, bench, gemm, bandwidth, intra, inter):
         device["peak_flops"] = peaks
     if args.vector_flops:
         device["vector_flops"] = args.vector_flops
+    attention = parse_rates(args.attention_flops)
+    if attention:
+        device["attention_flops"] = attention
     devices_per_node = args.devices_per_node or (
         bench.local_world if args.dry_run else bench.torch.cuda.device_count())
     cluster = {
@@ -390,6 +393,10 @@ def main():
     parser.add_argument("--description", default="", help="one line about the machine")
     parser.add_argument("--peak-flops", default="",
                         help="datasheet dense peaks for MFU, e.g. bf16=9.89e14,fp16=9.89e14,fp32=6.7e13")
+    parser.add_argument("--attention-flops", default="",
+                        help="the flash attention kernels' rate, forward and backward together, as "
+                             "a traced training step gives it (bench/profile), e.g. "
+                             "bf16=2.91e14,fp16=2.91e14")
     parser.add_argument("--vector-flops", type=float, default=0.0,
                         help="rate of non-matrix arithmetic (default: the measured fp32 GEMM rate)")
     parser.add_argument("--devices-per-node", type=int, default=0,

@@ -168,7 +168,8 @@ Error ClusterReader::readDevice(const json::Object &root,
   const json::Object &fields = **deviceObject;
   if (Error error = checkKeys(fields, "device",
                               {"name", "memory_bytes", "memory_bandwidth",
-                               "flops", "peak_flops", "vector_flops"}))
+                               "flops", "peak_flops", "vector_flops",
+                               "attention_flops"}))
     return error;
   auto name = string(fields, "device", "name", /*required=*/false);
   auto memory = number(fields, "device", "memory_bytes", /*required=*/true);
@@ -206,6 +207,19 @@ Error ClusterReader::readDevice(const json::Object &root,
     for (size_t i = 0; i < peaks->size(); ++i)
       if ((*peaks)[i] > 0)
         device.peakMatrixFlops[i] = (*peaks)[i];
+  }
+
+  auto attentionObject =
+      object(fields, "device", "attention_flops", /*required=*/false);
+  if (!attentionObject)
+    return attentionObject.takeError();
+  if (*attentionObject) {
+    auto rates = readPrecisionRates(**attentionObject,
+                                    "device.attention_flops",
+                                    /*required=*/false);
+    if (!rates)
+      return rates.takeError();
+    device.attentionFlops = *rates;
   }
 
   auto vector = number(fields, "device", "vector_flops", /*required=*/false);

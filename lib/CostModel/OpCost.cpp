@@ -92,6 +92,16 @@ double packedAttentionForwardFlops(Value qkv, int64_t queryHeads,
   return 4 * batch * queryHeads * seq * seq * headDim;
 }
 
+/// A norm backward's cost with `values` read once more when it has
+/// parameter gradients (results after dx).
+OpCost withRereads(OpCost cost, Operation *op,
+                   std::initializer_list<Value> values) {
+  if (op->getNumResults() > 1)
+    for (Value value : values)
+      cost.bytes += bytesOf(value);
+  return cost;
+}
+
 OpCost contraction(Operation *op, double flops, double modelFlops,
                    OpKind kind) {
   OpCost cost;
@@ -159,8 +169,9 @@ Precision precisionOf(Type elementType) {
 double OpCost::time(const DeviceModel &device) const {
   if (kind == OpKind::Free)
     return 0;
-  double rate = usesMatrixUnits ? device.matrixRate(precision)
-                                : device.vectorFlops;
+  double rate = kind == OpKind::Attention ? device.attentionRate(precision)
+                : usesMatrixUnits            ? device.matrixRate(precision)
+                                             : device.vectorFlops;
   return device.roofline(flops, rate, bytes);
 }
 
@@ -223,14 +234,20 @@ OpCost estimateOpCost(Operation *op) {
       .Case([&](tess::LayerNormOp norm) {
         return streaming(op, OpKind::Norm, 8, elementsOf(norm.getInput()));
       })
+      // The backward reads x and dy twice: once for dx, once more for the
+      // parameter gradients' column sums (runtime/cuda/Normalization.cu).
       .Case([&](tess::LayerNormGradOp norm) {
-        return streaming(op, OpKind::Norm, 12, elementsOf(norm.getInput()));
+        return withRereads(
+            streaming(op, OpKind::Norm, 12, elementsOf(norm.getInput())), op,
+            {norm.getInput(), norm.getDy()});
       })
       .Case([&](tess::RmsNormOp norm) {
         return streaming(op, OpKind::Norm, 5, elementsOf(norm.getInput()));
       })
       .Case([&](tess::RmsNormGradOp norm) {
-        return streaming(op, OpKind::Norm, 8, elementsOf(norm.getInput()));
+        return withRereads(
+            streaming(op, OpKind::Norm, 8, elementsOf(norm.getInput())), op,
+            {norm.getInput(), norm.getDy()});
       })
       .Case([&](tess::SoftmaxOp) {
         return streaming(op, OpKind::Norm, 5, resultElements());

@@ -41,12 +41,22 @@ struct DeviceModel {
   std::array<double, 3> peakMatrixFlops{};
   /// Rate of elementwise arithmetic (not on the matrix units), in FLOP/s.
   double vectorFlops = 0;
+  /// The rates the fused attention kernels reach (forward and backward
+  /// together, FLOPs counted as OpCost counts them), indexed by Precision; 0
+  /// where the file gives none, and then attention is timed at matrixFlops.
+  /// Flash attention's softmax between its two GEMMs keeps it well below the
+  /// GEMM rate (291 TFLOP/s against 787 on an H200 in bf16).
+  std::array<double, 3> attentionFlops{};
 
   double matrixRate(Precision precision) const {
     return matrixFlops[static_cast<size_t>(precision)];
   }
   double peakMatrixRate(Precision precision) const {
     return peakMatrixFlops[static_cast<size_t>(precision)];
+  }
+  double attentionRate(Precision precision) const {
+    double rate = attentionFlops[static_cast<size_t>(precision)];
+    return rate > 0 ? rate : matrixRate(precision);
   }
 
   /// Seconds for a kernel doing `flops` at `flopRate` and moving `bytes`

@@ -67,6 +67,28 @@ TEST(Cluster, H200MatchesAnchors) {
               326e9, 1e6);
 }
 
+// Tests the attention rates: measured ones where the file gives them,
+// the GEMM rate elsewhere, and the h200 built-in's from its traced step.
+TEST(Cluster, AttentionRates) {
+  llvm::Expected<Cluster> plain = parseCluster(minimalCluster(), "test.json");
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+  EXPECT_DOUBLE_EQ(plain->device.attentionRate(Precision::BF16), 4e14);
+  llvm::Expected<Cluster> measured = parseCluster(
+      minimalCluster("", R"(, "attention_flops": {"bf16": 1.5e14})"),
+      "test.json");
+  ASSERT_TRUE(static_cast<bool>(measured))
+      << llvm::toString(measured.takeError());
+  EXPECT_DOUBLE_EQ(measured->device.attentionRate(Precision::BF16), 1.5e14);
+  EXPECT_DOUBLE_EQ(measured->device.attentionRate(Precision::FP32), 5e13);
+  EXPECT_NE(errorOf(parseCluster(
+                minimalCluster("", R"(, "attention_flops": {"bf16": -1})"),
+                "test.json")),
+            "");
+  llvm::Expected<Cluster> h200 = loadCluster("h200");
+  ASSERT_TRUE(static_cast<bool>(h200));
+  EXPECT_DOUBLE_EQ(h200->device.attentionRate(Precision::BF16), 2.91e14);
+}
+
 // Tests the ring factors of each collective.
 TEST(Collective, BusFactors) {
   EXPECT_DOUBLE_EQ(busFactor(Collective::AllReduce, 8), 2.0 * 7 / 8);
