@@ -258,7 +258,13 @@ OpCost estimateOpCost(Operation *op) {
 
       // Loss.
       .Case([&](tess::CrossEntropyOp loss) {
-        return streaming(op, OpKind::Loss, 4, elementsOf(loss.getLogits()));
+        OpCost cost =
+            streaming(op, OpKind::Loss, 4, elementsOf(loss.getLogits()));
+        // Computed by its gradient's pass over the logits (one read, one
+        // write): no bytes of its own.
+        if (loss.fusedGradient())
+          cost.bytes = 0;
+        return cost;
       })
       .Case([&](tess::CrossEntropyGradOp loss) {
         return streaming(op, OpKind::Loss, 5, elementsOf(loss.getLogits()));

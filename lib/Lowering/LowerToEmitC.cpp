@@ -236,21 +236,6 @@ int64_t axisOf(int64_t axis, Value value) {
 }
 
 /// Builds the body of tessera_forward_backward_steps from @forward_backward.
-/// The gradient of `loss` when it is the next op, on the same logits,
-/// targets and ignore index: the backward's first op. The two then lower to
-/// one call (tessera_*_cross_entropy_with_grad) at the gradient, whose pass
-/// over the logits gives the loss as well; nothing reads the loss between
-/// them, and both results' storage is live there.
-tess::CrossEntropyGradOp gradientOfLoss(tess::CrossEntropyOp loss) {
-  auto grad =
-      llvm::dyn_cast_or_null<tess::CrossEntropyGradOp>(loss->getNextNode());
-  if (!grad || grad.getLogits() != loss.getLogits() ||
-      grad.getTargets() != loss.getTargets() ||
-      grad.getIgnoreIndex() != loss.getIgnoreIndex())
-    return {};
-  return grad;
-}
-
 class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
@@ -790,7 +775,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       })
       .Case([&](tess::CrossEntropyOp crossEntropy) {
         // Its gradient, right after it, computes the loss too.
-        if (gradientOfLoss(crossEntropy))
+        if (crossEntropy.fusedGradient())
           return success();
         // The kernels take rows: logits [N, V], targets [N].
         Value logits = rowsView(crossEntropy.getLogits());
@@ -806,7 +791,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         Value dlogits = rowsView(grad.getResult());
         auto loss =
             llvm::dyn_cast_or_null<tess::CrossEntropyOp>(grad->getPrevNode());
-        if (loss && gradientOfLoss(loss) == grad)
+        if (loss && loss.fusedGradient() == grad)
           return call("cross_entropy_with_grad", [&](CallArguments &a) {
             a.value(logits)
                 .value(targets)

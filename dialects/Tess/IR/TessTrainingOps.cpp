@@ -181,6 +181,15 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   return success();
 }
 
+CrossEntropyGradOp CrossEntropyOp::fusedGradient() {
+  auto grad = llvm::dyn_cast_or_null<CrossEntropyGradOp>((*this)->getNextNode());
+  if (!grad || grad.getLogits() != getLogits() ||
+      grad.getTargets() != getTargets() ||
+      grad.getIgnoreIndex() != getIgnoreIndex())
+    return {};
+  return grad;
+}
+
 LogicalResult PackedAttentionGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {

@@ -41,6 +41,14 @@ def Tess_CrossEntropyOp : Tess_Op<"cross_entropy",
                    DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs 0DTensorOf<[F32]>:$loss);
   let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// The gradient of this loss when it is the next op, on the same logits,
+    /// targets and ignore index (the backward's first op), or null. The
+    /// kernels then compute both in one pass over the logits
+    /// (tessera_*_cross_entropy_with_grad), and the cost model prices them
+    /// so.
+    CrossEntropyGradOp fusedGradient();
+  }];
 }
 
 def Tess_CrossEntropyGradOp : Tess_Op<"cross_entropy_grad",

@@ -104,6 +104,47 @@ TEST_F(OpCostTest, AttentionForwardAndRecomputingBackward) {
   EXPECT_DOUBLE_EQ(gradient.modelFlops, 2.0 * forward);
 }
 
+// Tests that a loss followed by its gradient moves no bytes of its own:
+// the fused kernel's one pass is the gradient's (logits read, dlogits
+// written), so the pair is priced once. Alone, the loss reads its logits.
+TEST_F(OpCostTest, LossFollowedByItsGradientIsPricedOnce) {
+  std::string fused = R"(
+    func.func @f(%l: tensor<8x64xbf16>, %t: tensor<8xi64>, %d: tensor<f32>) -> (tensor<f32>, tensor<8x64xbf16>) {
+      %loss = tess.cross_entropy %l, %t : (tensor<8x64xbf16>, tensor<8xi64>) -> tensor<f32>
+      %g = tess.cross_entropy_grad %l, %t, %d : (tensor<8x64xbf16>, tensor<8xi64>, tensor<f32>) -> tensor<8x64xbf16>
+      return %loss, %g : tensor<f32>, tensor<8x64xbf16>
+    })";
+  EXPECT_DOUBLE_EQ(costOf(fused, "tess.cross_entropy").bytes, 0);
+  EXPECT_GE(costOf(fused, "tess.cross_entropy_grad").bytes,
+            2.0 * (2 * 8 * 64));
+  std::string alone = R"(
+    func.func @f(%l: tensor<8x64xbf16>, %t: tensor<8xi64>) -> tensor<f32> {
+      %loss = tess.cross_entropy %l, %t : (tensor<8x64xbf16>, tensor<8xi64>) -> tensor<f32>
+      return %loss : tensor<f32>
+    })";
+  EXPECT_GE(costOf(alone, "tess.cross_entropy").bytes, 2.0 * 8 * 64);
+}
+
+// Tests the packed attention's FLOPs (the unpacked attention's for the
+// same heads) and that attention is timed at the device's attention rate.
+TEST_F(OpCostTest, PackedAttentionAtTheAttentionRate) {
+  OpCost cost = costOf(R"(
+    func.func @f(%qkv: tensor<2x32x192xbf16>) -> tensor<2x32x64xbf16> {
+      %y, %lse = tess.packed_attention %qkv {causal, key_heads = 4 : i64, query_heads = 4 : i64, scale = 2.500000e-01 : f64}
+        : (tensor<2x32x192xbf16>) -> (tensor<2x32x64xbf16>, tensor<2x4x32xf32>)
+      return %y : tensor<2x32x64xbf16>
+    })", "tess.packed_attention");
+  double forward = 4.0 * 2 * 4 * 32 * 32 * 16;
+  EXPECT_EQ(cost.kind, OpKind::Attention);
+  EXPECT_DOUBLE_EQ(cost.flops, forward);
+  DeviceModel device;
+  device.memoryBandwidth = 1e12;
+  device.matrixFlops = {8e14, 8e14, 6e13};
+  device.attentionFlops = {2e14, 0, 0};
+  EXPECT_DOUBLE_EQ(cost.time(device),
+                   std::max(forward / 2e14, cost.bytes / 1e12));
+}
+
 TEST_F(OpCostTest, ViewsAreFreeAndElementwiseIsMemoryBound) {
   std::string source = R"(
     func.func @f(%x: tensor<1024x1024xbf16>) -> tensor<1024x4x256xbf16> {
