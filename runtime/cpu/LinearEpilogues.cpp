@@ -59,8 +59,7 @@ extern "C" int tessera_cpu_linear_add(const tessera_tensor *x,
   return runKernel("tessera_cpu_linear_add", [&] {
     tessera_tensor &output = requireTensor(y, "y");
     const tessera_tensor &addend = requireTensor(residual, "residual");
-    requireShape(addend, shapeOf(output), "residual");
-    requireSameDtype(addend, "residual", output, "y");
+    requireLike(addend, "residual", output, "y");
     ProductScratch product(output);
     requireSuccess(tessera_cpu_linear(x, weight, bias, &product.tensor,
                                       transpose_weight),
@@ -79,8 +78,7 @@ extern "C" int tessera_cpu_linear_dgelu(const tessera_tensor *dy,
   return runKernel("tessera_cpu_linear_dgelu", [&] {
     const tessera_tensor &input = requireTensor(pre, "pre");
     tessera_tensor &gradient = requireTensor(dx, "dx");
-    requireShape(gradient, shapeOf(input), "dx");
-    requireSameDtype(gradient, "dx", input, "pre");
+    requireLike(gradient, "dx", input, "pre");
     // The product dy W^T, as the unfused linear would write it.
     ProductScratch product(gradient);
     requireSuccess(tessera_cpu_linear(dy, weight, nullptr, &product.tensor,

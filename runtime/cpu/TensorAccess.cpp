@@ -117,6 +117,12 @@ void requireShape(const tessera_tensor &tensor, const Shape &expected,
          ", expected " + formatShape(expected));
 }
 
+void requireLike(const tessera_tensor &tensor, const char *name,
+                 const tessera_tensor &like, const char *likeName) {
+  requireShape(tensor, shapeOf(like), name);
+  requireSameDtype(tensor, name, like, likeName);
+}
+
 void requireAxis(int64_t axis, int32_t rank, const char *what) {
   if (axis < 0 || axis >= rank)
     fail(std::string(what) + " " + std::to_string(axis) + " is outside [0, " +

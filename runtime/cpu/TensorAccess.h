@@ -50,6 +50,9 @@ void requireSameDtype(const tessera_tensor &a, const char *nameA,
                       const tessera_tensor &b, const char *nameB);
 void requireShape(const tessera_tensor &tensor, const Shape &expected,
                   const char *name);
+/// `tensor` has `like`'s shape, then its dtype (the messages name both).
+void requireLike(const tessera_tensor &tensor, const char *name,
+                 const tessera_tensor &like, const char *likeName);
 /// Checks 0 <= axis < rank.
 void requireAxis(int64_t axis, int32_t rank, const char *what);
 

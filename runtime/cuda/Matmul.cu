@@ -825,8 +825,7 @@ extern "C" int tessera_cuda_linear_gelu(const tessera_tensor *x,
     tessera_tensor &output = requireTensor(y, "y");
     LinearShape shape =
         checkLinear(input, weights, bias, preactivation, transpose_weight);
-    requireShape(output, shapeOf(preactivation), "y");
-    tessera::cpu::requireSameDtype(output, "y", preactivation, "pre");
+    tessera::cpu::requireLike(output, "y", preactivation, "pre");
     if (geluEpilogueApplies(output, shape)) {
       GemmProblem problem =
           linearProblem(input, weights, output, transpose_weight, shape);
@@ -858,8 +857,7 @@ extern "C" int tessera_cuda_linear_add(const tessera_tensor *x,
     tessera_tensor &output = requireTensor(y, "y");
     LinearShape shape =
         checkLinear(input, weights, bias, output, transpose_weight);
-    requireShape(addend, shapeOf(output), "residual");
-    tessera::cpu::requireSameDtype(addend, "residual", output, "y");
+    tessera::cpu::requireLike(addend, "residual", output, "y");
     if (output.dtype != TESSERA_F64 && shape.rows > 0 && shape.columns > 0 &&
         shape.inner > 0) {
       GemmProblem problem =
@@ -890,8 +888,7 @@ extern "C" int tessera_cuda_linear_dgelu(const tessera_tensor *dy,
     tessera_tensor &gradient = requireTensor(dx, "dx");
     LinearShape shape =
         checkLinear(upstream, weights, nullptr, gradient, transpose_weight);
-    requireShape(preactivation, shapeOf(gradient), "pre");
-    tessera::cpu::requireSameDtype(preactivation, "pre", gradient, "dx");
+    tessera::cpu::requireLike(preactivation, "pre", gradient, "dx");
     if (geluEpilogueApplies(gradient, shape)) {
       GemmProblem problem =
           linearProblem(upstream, weights, gradient, transpose_weight, shape);
