@@ -2,7 +2,8 @@
 # The GPU checks of the --target cuda executables, on the GPU machine:
 #   run(command="bash build-gpu/gpu-check/run.sh", carry=["build-gpu/gpu-check"])
 # after scripts/make-gpu-check.sh made that directory (copied there as run.sh).
-# 1. gpt2-tiny (causal-lm) and bert-tiny (mlm), fp32: each executable trains
+# 1. gpt2-tiny (causal-lm) and bert-tiny (mlm), fp32, and gpt2-tiny
+#    partitioned for the meshes 2 (tp) and 2x2 (dp-tp): each executable trains
 #    one step on the fixture batch with the fixture's AdamW settings (as
 #    test/Lowering/train-{gpt2,bert}-tiny.test do on the CPU), writing
 #    metrics, parameters and gradients into $OUT; training_step.py compares
@@ -11,7 +12,8 @@
 #    to a checkpoint then --resume to 4; the losses must fall and the resumed
 #    parameters equal the straight run's bit for bit, as must those of the
 #    straight run with --cuda-graphs off.
-# 3. The driver's GPU kernels against the CPU (tessera_runtime_cuda_tests).
+# 3. The driver's GPU kernels against the CPU (tessera_runtime_cuda_tests),
+#    and the device-staged comms (tessera_runtime_comm_gpu_tests).
 # 4. If present, GPT-2 124M bf16 (16 x 1024): a few steps for the speed.
 # The weights path baked into each executable is the compiling machine's, so
 # --weights names the copy here.
@@ -39,33 +41,56 @@ if ldd "$here/gpt2-tiny-train" | grep -q 'libcublasLt.*not found'; then
 fi
 
 status=0
-for model in gpt2-tiny bert-tiny; do
-  echo "=== $model (--target cuda, fp32) ==="
-  rm -f "$out/$model".*
-  "$here/$model-train" --data "$here/$model.batch.npy" \
-      --weights "$here/$model-train.weights.safetensors" \
+# first_step NAME FIXTURE WEIGHTS [FLAGS...]: NAME-train (with FLAGS) trains
+# one step on FIXTURE's batch; training_step.py compares it with the fixture.
+first_step() {
+  local name="$1" fixture="$2" weights="$3"
+  shift 3
+  rm -f "$out/$name".*
+  "$here/$name-train" "$@" --data "$here/$fixture.batch.npy" --weights "$here/$weights" \
       --steps 1 --grad-accum 1 --lr 1e-3 --beta1 0.9 --beta2 0.95 --eps 1e-8 \
       --weight-decay 0.1 --grad-clip 0 --schedule constant --warmup 0 \
-      --no-shuffle --metrics "$out/$model.metrics.jsonl" \
-      --dump-params "$out/$model.params.safetensors" \
-      --dump-grads "$out/$model.grads.safetensors" \
-      > "$out/$model.train.log" 2>&1
-  rc=$?
+      --no-shuffle --metrics "$out/$name.metrics.jsonl" \
+      --dump-params "$out/$name.params.safetensors" \
+      --dump-grads "$out/$name.grads.safetensors" \
+      > "$out/$name.train.log" 2>&1
+  local rc=$?
   if [[ $rc -ne 0 ]]; then
-    echo "$model: the executable failed (exit $rc):"
-    cat "$out/$model.train.log"
+    echo "$name: the executable failed (exit $rc):"
+    cat "$out/$name.train.log"
     status=1
-    continue
+    return
   fi
-  tail -n 5 "$out/$model.train.log"
-  if ! python3 "$here/training_step.py" check "$here/$model.reference.json" \
-      "$out/$model.metrics.jsonl" "$out/$model.params.safetensors" \
-      "$out/$model.grads.safetensors" 2>&1 | tee "$out/$model.check.txt"; then
+  tail -n 5 "$out/$name.train.log"
+  if ! python3 "$here/training_step.py" check "$here/$fixture.reference.json" \
+      "$out/$name.metrics.jsonl" "$out/$name.params.safetensors" \
+      "$out/$name.grads.safetensors" 2>&1 | tee "$out/$name.check.txt"; then
     status=1
   fi
   # The check's verdict is its last line (OK or the mismatches).
-  grep -q '^OK' "$out/$model.check.txt" || status=1
+  grep -q '^OK' "$out/$name.check.txt" || status=1
+}
+
+for model in gpt2-tiny bert-tiny; do
+  echo "=== $model (--target cuda, fp32) ==="
+  first_step "$model" "$model" "$model-train.weights.safetensors"
 done
+
+# Partitioned for a mesh and started plainly: the ranks are threads on the
+# GPUs here (several per GPU when there are fewer), their collectives staged
+# through the host (device_staged_comm.h).
+for mesh in tp dptp; do
+  [[ -x "$here/gpt2-tiny-$mesh-train" ]] || continue
+  echo "=== gpt2-tiny --mesh $mesh (--target cuda, fp32, thread ranks) ==="
+  first_step "gpt2-tiny-$mesh" gpt2-tiny gpt2-tiny-train.weights.safetensors
+done
+# Launched one rank per GPU: the same program's collectives on NCCL.
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [[ -x "$here/gpt2-tiny-tp-train" && "$gpus" -ge 2 ]]; then
+  echo "=== gpt2-tiny --mesh 2 --strategy tp (--target cuda, fp32, --nproc 2, NCCL) ==="
+  NCCL_NVLS_ENABLE=0 first_step gpt2-tiny-tp gpt2-tiny \
+      gpt2-tiny-train.weights.safetensors --nproc 2
+fi
 
 echo "=== gpt2-tiny bf16, 2 micro-batches a step, checkpoint and resume ==="
 bf16="$here/gpt2-tiny-bf16-train"
@@ -107,6 +132,12 @@ if [[ -x "$here/tessera_runtime_cuda_tests" ]]; then
   echo "=== the driver's GPU kernels ==="
   "$here/tessera_runtime_cuda_tests" --gtest_filter='DriverKernelsCuda.*:OptimizerCuda.*' \
       2>&1 | tail -n 25 || status=1
+fi
+
+if [[ -x "$here/tessera_runtime_comm_gpu_tests" ]]; then
+  echo "=== the device-staged comms (thread ranks on one GPU) ==="
+  "$here/tessera_runtime_comm_gpu_tests" --gtest_filter='DeviceStagedComms.*' \
+      2>&1 | tail -n 6 || status=1
 fi
 
 if [[ -x "$here/gpt2-124m-train" ]]; then

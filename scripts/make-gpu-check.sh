@@ -11,8 +11,12 @@
 # - gpt2-tiny in bf16: a short run with two micro-batches a step, once
 #   straight and once stopped at a checkpoint and resumed (the GPU backend's
 #   accumulation, checkpoint download and --resume upload);
-# - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered), when
-#   BUILD_DIR has them;
+# - gpt2-tiny fp32 partitioned for the meshes 2 (tp) and 2x2 (dp-tp): the
+#   same first-step check, their ranks as threads on this machine's GPUs and,
+#   with 2 GPUs, the tp program launched on NCCL (--nproc 2);
+# - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered) and
+#   the device-staged comm's (tessera_runtime_comm_gpu_tests), when BUILD_DIR
+#   has them;
 # - with SPEED=1, GPT-2 124M (bf16, 16 x 1024, random initial weights) and a
 #   synthetic token shard: a few steps for ms/step, tokens/s and MFU.
 set -euo pipefail
@@ -28,6 +32,14 @@ rm -rf "$out" && mkdir -p "$out"
     --loss mlm --precision fp32 --target cuda -o "$out/bert-tiny-train"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision bf16 --target cuda -o "$out/gpt2-tiny-bf16-train"
+# Partitioned for meshes (tensor parallel on 2, data x tensor parallel on
+# 2x2), without weights of their own: they start from gpt2-tiny-train's.
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --mesh 2 --strategy tp \
+    --without-weights -o "$out/gpt2-tiny-tp-train"
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --mesh 2x2 --strategy dp-tp \
+    --without-weights -o "$out/gpt2-tiny-dptp-train"
 
 step="$repo/test/Lowering/Inputs/training_step.py"
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny.batch.npy"
@@ -36,9 +48,12 @@ cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" "$out/"
 cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" "$out/"
 cp "$repo/scripts/gpu-check-run.sh" "$out/run.sh"
 
-# The top-level build puts executables in bin/, a runtime-only one in cuda/.
-for tests in "$build/bin/tessera_runtime_cuda_tests" "$build/cuda/tessera_runtime_cuda_tests"; do
-  if [[ -x "$tests" ]]; then cp "$tests" "$out/"; break; fi
+# The top-level build puts executables in bin/, a runtime-only one in cuda/
+# and comm/.
+for tests in tessera_runtime_cuda_tests tessera_runtime_comm_gpu_tests; do
+  for dir in "$build/bin" "$build/cuda" "$build/comm"; do
+    if [[ -x "$dir/$tests" ]]; then cp "$dir/$tests" "$out/"; break; fi
+  done
 done
 
 if [[ "${SPEED:-0}" == 1 ]]; then

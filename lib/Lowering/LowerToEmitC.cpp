@@ -279,10 +279,11 @@ private:
   /// 0 (it draws nothing; a tessera_mix_seed call would mark the step as
   /// random, which keeps the CUDA driver from replaying it as a graph).
   Value attentionSeed(double dropout, int64_t opSeed);
-  /// `if (status == 0) status = callee(context, <axis of op's `axis`>,
-  /// arguments..., stream)` (mesh_step.h); `withStream` false for
-  /// shard_slice, which does not communicate.
-  LogicalResult meshCall(Operation &op, StringRef callee,
+  /// `if (status == 0) status = tessera_[cuda_]mesh_<collective>(context,
+  /// <axis of op's `axis`>, arguments..., stream)` (mesh_step.h);
+  /// `withStream` false for the host's shard_slice, which does not
+  /// communicate (the GPU's slices on the step's stream).
+  LogicalResult meshCall(Operation &op, StringRef collective,
                          function_ref<void(CallArguments &)> buildArguments,
                          bool withStream = true);
 
@@ -533,7 +534,7 @@ Value StepBuilder::mixedSeed(int64_t opSeed) {
 }
 
 LogicalResult
-StepBuilder::meshCall(Operation &op, StringRef callee,
+StepBuilder::meshCall(Operation &op, StringRef collective,
                       function_ref<void(CallArguments &)> buildArguments,
                       bool withStream) {
   StringRef axisName = op.getAttrOfType<StringAttr>("axis").getValue();
@@ -543,14 +544,15 @@ StepBuilder::meshCall(Operation &op, StringRef callee,
   if (!axis)
     return op.emitError("tess-lower-to-emitc: no mesh axis '")
            << axisName << "' in the module's tess.mesh";
+  std::string callee =
+      ((target.cuda ? "tessera_cuda_mesh_" : "tessera_mesh_") + collective)
+          .str();
   guardedCall(callee, [&](CallArguments &a) {
     a.value(stepContext).i32(*axis);
     buildArguments(a);
-    if (!withStream)
-      return;
     if (target.cuda)
       a.value(stream);
-    else
+    else if (withStream)
       a.literal("NULL");
   });
   return success();
@@ -997,17 +999,17 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
             reduce.getReduction() == tess::CollectiveReduction::max
                 ? "TESSERA_REDUCE_MAX"
                 : "TESSERA_REDUCE_SUM";
-        return meshCall(op, "tessera_mesh_all_reduce", [&](CallArguments &a) {
+        return meshCall(op, "all_reduce", [&](CallArguments &a) {
           a.value(out()).literal(kind);
         });
       })
       .Case([&](tess::AllGatherOp gather) {
-        return meshCall(op, "tessera_mesh_all_gather", [&](CallArguments &a) {
+        return meshCall(op, "all_gather", [&](CallArguments &a) {
           a.value(in(gather.getInput())).value(out()).i32(gather.getDim());
         });
       })
       .Case([&](tess::ReduceScatterOp scatter) {
-        return meshCall(op, "tessera_mesh_reduce_scatter",
+        return meshCall(op, "reduce_scatter",
                         [&](CallArguments &a) {
                           a.value(in(scatter.getInput()))
                               .value(out())
@@ -1015,7 +1017,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
                         });
       })
       .Case([&](tess::AllToAllOp exchange) {
-        return meshCall(op, "tessera_mesh_all_to_all", [&](CallArguments &a) {
+        return meshCall(op, "all_to_all", [&](CallArguments &a) {
           a.value(in(exchange.getInput()))
               .value(out())
               .i32(exchange.getSplitDim())
@@ -1024,7 +1026,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
       })
       .Case([&](tess::ShardSliceOp slice) {
         return meshCall(
-            op, "tessera_mesh_shard_slice",
+            op, "shard_slice",
             [&](CallArguments &a) {
               a.value(in(slice.getInput())).value(out()).i32(slice.getDim());
             },
@@ -1233,16 +1235,28 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   CallArguments acquire(context);
   acquire.value(arenaAddress).value(bytes);
   if (target.cuda) {
-    streamGlobal = emitc::GetGlobalOp::create(
-        builder, loc, emitc::LValueType::get(types.stream), kStreamName);
-    acquire.value(emitc::AddressOfOp::create(
-        builder, loc, emitc::PointerType::get(types.stream), streamGlobal));
+    // The program's own stream: a thread_local like the arena when
+    // partitioned.
+    if (partitioned) {
+      acquire.value(emitc::LiteralOp::create(
+          builder, loc, emitc::PointerType::get(types.stream),
+          ("&" + kStreamName).str()));
+    } else {
+      streamGlobal = emitc::GetGlobalOp::create(
+          builder, loc, emitc::LValueType::get(types.stream), kStreamName);
+      acquire.value(emitc::AddressOfOp::create(
+          builder, loc, emitc::PointerType::get(types.stream), streamGlobal));
+    }
   }
   guardedCall((target.supportPrefix + "arena_acquire").str(), acquire);
   Value stepStream;
   if (target.cuda) {
     Value ownStream =
-        emitc::LoadOp::create(builder, loc, types.stream, streamGlobal);
+        partitioned
+            ? Value(emitc::LiteralOp::create(builder, loc, types.stream,
+                                             kStreamName))
+            : Value(emitc::LoadOp::create(builder, loc, types.stream,
+                                          streamGlobal));
     stepStream = emitc::CallOpaqueOp::create(
                      builder, loc, TypeRange{types.stream},
                      "tessera_cuda_step_stream",
@@ -1293,25 +1307,25 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
                           /*extern_specifier=*/false,
                           /*static_specifier=*/true,
                           /*const_specifier=*/true);
-  // The ranks of a partitioned program may be threads of one process
-  // (the CPU driver's mesh), each with its own arena.
-  if (partitioned)
-    emitc::VerbatimOp::create(
-        builder, loc,
-        builder.getStringAttr(
-            ("static thread_local uint8_t* " + kArenaName + " = NULL;").str()));
-  else
-    emitc::GlobalOp::create(builder, loc, kArenaName, types.bytePointer,
-                            emitc::OpaqueAttr::get(context, "NULL"),
-                            /*extern_specifier=*/false,
-                            /*static_specifier=*/true,
-                            /*const_specifier=*/false);
+  // The ranks of a partitioned program may be threads of one process (the
+  // drivers' mesh test beds), each with its own arena and stream.
+  auto mutableGlobal = [&](StringRef name, Type type, StringRef cType) {
+    if (partitioned)
+      emitc::VerbatimOp::create(
+          builder, loc,
+          builder.getStringAttr(
+              ("static thread_local " + cType + " " + name + " = NULL;")
+                  .str()));
+    else
+      emitc::GlobalOp::create(builder, loc, name, type,
+                              emitc::OpaqueAttr::get(context, "NULL"),
+                              /*extern_specifier=*/false,
+                              /*static_specifier=*/true,
+                              /*const_specifier=*/false);
+  };
+  mutableGlobal(kArenaName, types.bytePointer, "uint8_t*");
   if (target.cuda)
-    emitc::GlobalOp::create(builder, loc, kStreamName, types.stream,
-                            emitc::OpaqueAttr::get(context, "NULL"),
-                            /*extern_specifier=*/false,
-                            /*static_specifier=*/true,
-                            /*const_specifier=*/false);
+    mutableGlobal(kStreamName, types.stream, "cudaStream_t");
   return success();
 }
 
@@ -1487,7 +1501,7 @@ void LowerToEmitCPass::runOnOperation() {
     return signalPassFailure();
   }
   FailureOr<std::optional<MeshProgram>> mesh =
-      prepareMeshProgram(module, function, conventions->cuda);
+      prepareMeshProgram(module, function);
   if (failed(mesh))
     return signalPassFailure();
   unsigned parameterCount = 0, bufferCount = 0;

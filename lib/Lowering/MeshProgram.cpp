@@ -57,7 +57,7 @@ void takeWholeInput(func::FuncOp step, BlockArgument argument,
 } // namespace
 
 FailureOr<std::optional<MeshProgram>>
-prepareMeshProgram(ModuleOp module, func::FuncOp step, bool cuda) {
+prepareMeshProgram(ModuleOp module, func::FuncOp step) {
   auto meshAttr = module->getAttrOfType<tess::MeshAttr>(sharding::kMeshAttrName);
   if (!meshAttr) {
     if (step->hasAttr("tess.partitioned"))
@@ -69,10 +69,6 @@ prepareMeshProgram(ModuleOp module, func::FuncOp step, bool cuda) {
     return step.emitError("tess-lower-to-emitc: the module has a tess.mesh "
                           "but @forward_backward is not partitioned (run "
                           "tess-partition-spmd first)");
-  if (cuda)
-    return step.emitError("tess-lower-to-emitc: a program partitioned for a "
-                          "mesh lowers for target=cpu only (the CUDA driver "
-                          "does not run partitioned programs yet)");
   cost::DeviceMesh mesh = sharding::deviceMesh(meshAttr);
   MeshProgram program;
   for (const cost::MeshAxis &axis : mesh.axes) {

@@ -49,10 +49,10 @@ struct MeshProgram {
 /// std::nullopt for a module without a tess.mesh (one device). For a
 /// partitioned step: checks the contract above (errors name the tensor and
 /// its layout), makes tokens and targets whole and returns the mesh and the
-/// arguments' splits. `cuda`: the target is the GPU, whose driver does not
-/// run meshes yet (an error).
+/// arguments' splits. The same for both targets: the collectives' memory
+/// and streams are the runtime's business (mesh_step.h).
 mlir::FailureOr<std::optional<MeshProgram>>
-prepareMeshProgram(mlir::ModuleOp module, mlir::func::FuncOp step, bool cuda);
+prepareMeshProgram(mlir::ModuleOp module, mlir::func::FuncOp step);
 
 } // namespace tessera::lowering
 

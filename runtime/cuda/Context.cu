@@ -96,6 +96,10 @@ extern "C" const char *tessera_cuda_last_error(void) {
   return lastError.c_str();
 }
 
+extern "C" void tessera_cuda_set_last_error(const char *message) {
+  lastError = message ? message : "";
+}
+
 extern "C" int tessera_cuda_check_device_errors(cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_check_device_errors", [&] {
     cudaCheck(cudaStreamSynchronize(stream));

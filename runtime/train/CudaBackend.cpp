@@ -135,7 +135,7 @@ public:
     return static_cast<int64_t *>(hostTargets.get());
   }
   double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
-  double gradientSumOfSquares() override;
+  double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
@@ -319,7 +319,7 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
   return loss;
 }
 
-double CudaBackend::gradientSumOfSquares() {
+double CudaBackend::sumOfSquares(const std::vector<bool> *counted) {
   FlatBuffer source = optimizerGradients();
   checkKernel(tessera_cuda_chunk_sum_squares(
                   source.data, source.dtype,
@@ -338,9 +338,12 @@ double CudaBackend::gradientSumOfSquares() {
   const auto *partial = static_cast<const double *>(hostPartialSums.get());
   double total = 0, tensorSum = 0;
   for (int32_t c = 0; c < chunkCount; ++c) {
+    const int32_t tensor = chunkTensors[static_cast<size_t>(c)];
+    if (counted && !(*counted)[static_cast<size_t>(tensor)])
+      continue;
     tensorSum += partial[c];
-    if (c + 1 == chunkCount || chunkTensors[static_cast<size_t>(c) + 1] !=
-                                   chunkTensors[static_cast<size_t>(c)]) {
+    if (c + 1 == chunkCount ||
+        chunkTensors[static_cast<size_t>(c) + 1] != tensor) {
       total += tensorSum;
       tensorSum = 0;
     }

@@ -43,6 +43,7 @@
 
 #include "tessera/runtime/gradient_reducer.h"
 #include "tessera/runtime/launch.h"
+#include "tessera/runtime/mesh.h"
 
 #include <cstdint>
 #include <functional>
@@ -61,12 +62,18 @@ public:
   virtual tessera_comm *dataParallelComm() = 0;
   /// The cudaStream_t the gradient collectives run on (nullptr: host).
   virtual void *commStream() = 0;
+  /// The world and the communicator of each axis of the world's mesh (one
+  /// axis over every rank for data parallelism; a partitioned program's
+  /// mesh otherwise), with this rank's coordinates.
+  virtual const comm::RankComms &rankComms() = 0;
 };
 
-/// Makes the world of `launch` (world size > 1); throws TrainError or
-/// comm::CommError when it cannot.
+/// Makes the world of `launch` (world size > 1) arranged as `mesh` (its
+/// rank count is the world size); throws TrainError or comm::CommError
+/// when it cannot.
 using RankWorldFactory = std::function<std::unique_ptr<RankWorld>(
-    const comm::LaunchInfo &launch, double timeoutSeconds)>;
+    const comm::LaunchInfo &launch, const comm::MeshShape &mesh,
+    double timeoutSeconds)>;
 
 /// The reducer's view of the backend's flat buffers: ParameterLayout's
 /// slices, in buckets of about `bucketElements`.

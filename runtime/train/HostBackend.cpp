@@ -74,7 +74,7 @@ public:
   int64_t *tokens() override { return tokenValues.data(); }
   int64_t *targets() override { return targetValues.data(); }
   double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
-  double gradientSumOfSquares() override;
+  double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
@@ -99,6 +99,8 @@ private:
   struct OptimizerViews {
     std::vector<tessera_tensor> parameters, gradients, first, second;
     std::vector<bool> decays;
+    /// The parameter each view belongs to.
+    std::vector<int32_t> owners;
   };
   OptimizerViews optimizerViews();
 
@@ -197,6 +199,8 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
     views.first = sliceTensors(firstMomentValues.get(), TESSERA_F32);
     views.second = sliceTensors(secondMomentValues.get(), TESSERA_F32);
     views.decays = getDecays();
+    for (int32_t i = 0; i < layout.size(); ++i)
+      views.owners.push_back(i);
     return views;
   }
   auto at = [](void *base, int32_t dtype, const ParameterLayout::Piece &piece) {
@@ -210,15 +214,18 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
     views.first.push_back(at(firstMomentValues.get(), TESSERA_F32, piece));
     views.second.push_back(at(secondMomentValues.get(), TESSERA_F32, piece));
     views.decays.push_back(getDecays()[static_cast<size_t>(piece.parameter)]);
+    views.owners.push_back(piece.parameter);
   }
   return views;
 }
 
-double HostBackend::gradientSumOfSquares() {
+double HostBackend::sumOfSquares(const std::vector<bool> *counted) {
   OptimizerViews views = optimizerViews();
   double sum = 0;
-  for (tessera_tensor &gradient : views.gradients)
-    checkKernel(tessera_cpu_sum_squares(&gradient, &sum), "gradient norm");
+  for (size_t i = 0; i < views.gradients.size(); ++i)
+    if (!counted || (*counted)[static_cast<size_t>(views.owners[i])])
+      checkKernel(tessera_cpu_sum_squares(&views.gradients[i], &sum),
+                  "gradient norm");
   return sum;
 }
 

@@ -157,7 +157,7 @@ MeshLayout::countedInNorm(const std::vector<int32_t> &coordinates) const {
 
 std::vector<std::vector<float>>
 MeshLayout::gatherParameters(const std::vector<std::vector<float>> &blocks,
-                             const comm::RankComms &comms) const {
+                             const comm::RankComms &comms, void *stream) const {
   std::vector<std::vector<float>> tensors;
   for (size_t i = 0; i < parameterSplits.size(); ++i) {
     const std::vector<int32_t> &split = parameterSplits[i];
@@ -174,10 +174,12 @@ MeshLayout::gatherParameters(const std::vector<std::vector<float>> &blocks,
       std::vector<float> next(static_cast<size_t>(elementCount(gathered)));
       tessera_tensor x = makeTensor(current.data(), TESSERA_F32, info);
       tessera_tensor y = makeTensor(next.data(), TESSERA_F32, gathered);
-      if (tessera_comm_all_gather(comms.axes[axis], &x, &y,
-                                  static_cast<int32_t>(d), nullptr) != 0)
-        fail(std::string("gathering '") + info.name +
-             "': " + tessera_comm_last_error());
+      try {
+        comm::allGatherHostTensors(comms.axes[axis], x, y,
+                                   static_cast<int32_t>(d), stream);
+      } catch (const comm::CommError &error) {
+        fail(std::string("gathering '") + info.name + "': " + error.what());
+      }
       current = std::move(next);
       info = gathered;
     }
@@ -188,26 +190,8 @@ MeshLayout::gatherParameters(const std::vector<std::vector<float>> &blocks,
 
 double meshGradientSumOfSquares(TrainingBackend &backend,
                                 const std::vector<bool> &counted,
-                                const comm::RankComms &comms) {
-  if (backend.device() != TESSERA_DEVICE_HOST)
-    fail("internal error: the mesh driver reads gradients in host memory");
-  FlatBuffer gradients = backend.optimizerGradients();
-  const ParameterLayout &layout = backend.getLayout();
-  double sum = 0;
-  for (int32_t i = 0; i < layout.size(); ++i) {
-    if (!counted[static_cast<size_t>(i)])
-      continue;
-    tessera_tensor slice{};
-    slice.data = static_cast<unsigned char *>(gradients.data) +
-                 layout.offset(i) * dtypeSize(gradients.dtype);
-    slice.dtype = gradients.dtype;
-    slice.rank = 1;
-    slice.shape[0] = layout.count(i);
-    if (tessera_cpu_sum_squares(&slice, &sum) != 0)
-      fail(std::string("gradient norm: ") + tessera_cpu_last_error());
-  }
-  comm::ScalarAgreement agreement(comms.world, nullptr);
-  return agreement.sum(sum);
+                                comm::ScalarAgreement &world) {
+  return world.sum(backend.gradientSumOfSquares(counted));
 }
 
 } // namespace tessera::train

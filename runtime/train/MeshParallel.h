@@ -7,7 +7,11 @@
 // its block of the whole micro-batch and returns the micro-batch's loss and
 // complete gradients of its blocks. Started plainly, the executable runs the
 // mesh's N ranks as N threads of one process over the in-process comm
-// (thread_comm.h): the test bed of every partitioned program.
+// (thread_comm.h): the test bed of every partitioned program (on the GPU
+// its comms staged through host memory, device_staged_comm.h). A CUDA
+// program launched as N processes (--nproc, torchrun, mpirun, srun) runs one
+// rank per process on NCCL's communicators of the mesh's axes instead; the
+// driver's part is the same either way.
 //
 // What the driver adds, per rank:
 // - weights: every rank reads the whole initial weights (or checkpoint) and
@@ -34,9 +38,12 @@
 #include "TrainingBackend.h"
 #include "TrainingState.h"
 
+#include "tessera/runtime/gradient_reducer.h"
 #include "tessera/runtime/mesh.h"
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 namespace tessera::train {
@@ -68,11 +75,13 @@ public:
   /// the gradient norm (the first replica of the block).
   std::vector<bool>
   countedInNorm(const std::vector<int32_t> &coordinates) const;
-  /// The whole f32 tensors of the per-parameter blocks `blocks`.
-  /// Collective: every rank of `comms`'s world calls it in the same order.
+  /// The whole f32 tensors of the per-parameter blocks `blocks` (host
+  /// memory, whatever memory the comms work in; `stream` is the device
+  /// comms' staging stream, nullptr on the host). Collective: every rank of
+  /// `comms`'s world calls it in the same order.
   std::vector<std::vector<float>>
   gatherParameters(const std::vector<std::vector<float>> &blocks,
-                   const comm::RankComms &comms) const;
+                   const comm::RankComms &comms, void *stream) const;
 
 private:
   const tessera_program &program;
@@ -84,11 +93,27 @@ private:
 };
 
 /// The sum of squares of the whole (gathered) gradient: each rank's counted
-/// blocks (of the host backend's optimizerGradients), summed over the world.
-/// Collective.
+/// blocks (of the backend's optimizerGradients), summed over the world by
+/// `world` (an agreement on the world comm, made once). Collective.
 double meshGradientSumOfSquares(TrainingBackend &backend,
                                 const std::vector<bool> &counted,
-                                const comm::RankComms &comms);
+                                comm::ScalarAgreement &world);
+
+/// A thread rank of a partitioned program started plainly, as its device
+/// sees it. Made on the rank's thread before its backend (the CUDA driver
+/// selects the rank's GPU there), it holds the comms the rank runs on: the
+/// in-process ones as they are on the host, wrapped for device memory on
+/// the GPU (device_staged_comm.h).
+class ThreadRankDevice {
+public:
+  virtual ~ThreadRankDevice() = default;
+  virtual const comm::RankComms &comms() const = 0;
+};
+
+/// Makes a thread rank's device from its in-process comms; an empty
+/// factory keeps the comms as they are.
+using ThreadRankFactory = std::function<std::unique_ptr<ThreadRankDevice>(
+    const comm::RankComms &hostComms)>;
 
 } // namespace tessera::train
 

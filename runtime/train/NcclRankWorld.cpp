@@ -23,10 +23,10 @@ comm::NcclOptions ncclOptions(double timeoutSeconds) {
 
 class NcclRankWorld final : public RankWorld {
 public:
-  NcclRankWorld(const comm::LaunchInfo &launch, double timeoutSeconds)
+  NcclRankWorld(const comm::LaunchInfo &launch, const comm::MeshShape &mesh,
+                double timeoutSeconds)
       : rendezvous(launch, timeoutSeconds),
-        world(launch, rendezvous, comm::MeshShape{launch.worldSize},
-              ncclOptions(timeoutSeconds)) {
+        world(launch, rendezvous, mesh, ncclOptions(timeoutSeconds)) {
     // NcclWorld made GPU LOCAL_RANK current: the stream lives there.
     cudaError_t error =
         cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -41,6 +41,7 @@ public:
 
   tessera_comm *dataParallelComm() override { return world.comms().world; }
   void *commStream() override { return stream; }
+  const comm::RankComms &rankComms() override { return world.comms(); }
 
 private:
   comm::Rendezvous rendezvous;
@@ -51,12 +52,13 @@ private:
 } // namespace
 
 std::unique_ptr<RankWorld> makeNcclRankWorld(const comm::LaunchInfo &launch,
+                                             const comm::MeshShape &mesh,
                                              double timeoutSeconds) {
-  return std::make_unique<NcclRankWorld>(launch, timeoutSeconds);
+  return std::make_unique<NcclRankWorld>(launch, mesh, timeoutSeconds);
 }
 #else
 std::unique_ptr<RankWorld> makeNcclRankWorld(const comm::LaunchInfo &launch,
-                                             double) {
+                                             const comm::MeshShape &, double) {
   fail(std::to_string(launch.worldSize) + " ranks were launched (" +
        launch.source +
        "), but this executable's runtime was built without "

@@ -156,7 +156,8 @@ void checkProgram(const tessera_program *program) {
     programError("flops_per_micro_batch is negative or not finite");
 }
 
-/// One thread rank of a partitioned program's mesh (MeshParallel.h).
+/// One rank of a partitioned program's mesh (MeshParallel.h): a thread of
+/// this process, or a launched process of its own.
 struct MeshRank {
   const MeshLayout &layout;
   const comm::RankComms &comms;
@@ -198,6 +199,8 @@ private:
   /// the whole buffers (they never change) for checkpoints.
   std::vector<bool> countedInNorm;
   std::vector<std::vector<unsigned char>> wholeBuffers;
+  /// A mesh rank's agreement on the world comm (the gradient norm).
+  std::unique_ptr<comm::ScalarAgreement> meshAgreement;
 
   /// Rank 0 speaks and writes files for the run.
   bool isLeader() const { return rank == 0; }
@@ -221,11 +224,13 @@ TrainingState Trainer::wholeState() {
   if (!mesh)
     return state;
   TrainingState whole = state;
-  whole.parameters = mesh->layout.gatherParameters(state.parameters, mesh->comms);
+  void *stream = backend->stream();
+  whole.parameters =
+      mesh->layout.gatherParameters(state.parameters, mesh->comms, stream);
   whole.firstMoments =
-      mesh->layout.gatherParameters(state.firstMoments, mesh->comms);
+      mesh->layout.gatherParameters(state.firstMoments, mesh->comms, stream);
   whole.secondMoments =
-      mesh->layout.gatherParameters(state.secondMoments, mesh->comms);
+      mesh->layout.gatherParameters(state.secondMoments, mesh->comms, stream);
   whole.buffers = wholeBuffers;
   return whole;
 }
@@ -289,6 +294,8 @@ void Trainer::start() {
           static_cast<int32_t>(mesh->comms.axes.size());
       context.axis_comms = mesh->comms.axes.data();
       context.mesh_coordinates = mesh->comms.coordinates.data();
+      meshAgreement = std::make_unique<comm::ScalarAgreement>(
+          mesh->comms.world, backend->stream());
     }
     return;
   }
@@ -368,7 +375,8 @@ int Trainer::run() {
     {
       TraceRange range(trace, "gradient_norm");
       scaledNorm = std::sqrt(
-          mesh ? meshGradientSumOfSquares(*backend, countedInNorm, mesh->comms)
+          mesh ? meshGradientSumOfSquares(*backend, countedInNorm,
+                                          *meshAgreement)
           : dataParallel ? dataParallel->gradientSumOfSquares()
                          : backend->gradientSumOfSquares());
     }
@@ -415,7 +423,8 @@ int Trainer::run() {
           for (float &value : gradient)
             value = static_cast<float>(value / divisor);
         if (mesh)
-          gradients = mesh->layout.gatherParameters(gradients, mesh->comms);
+          gradients = mesh->layout.gatherParameters(gradients, mesh->comms,
+                                                    backend->stream());
         if (isLeader())
           dumpGradients(options.dumpGradientsFile, storedProgram(), gradients,
                         state.step + 1);
@@ -484,22 +493,29 @@ int Trainer::run() {
 }
 
 /// A partitioned program started plainly: its mesh's ranks as threads of
-/// this process over the in-process comm, each running the steps on its
+/// this process over the in-process comm (adopted by `adoptRank`, the
+/// device's view of them, when given), each running the steps on its
 /// blocks. Rank 0 traces, prints and writes. The first rank to fail is the
 /// run's error (the others then fail waiting for it); returns the exit code.
 int runMeshRanks(const tessera_program &program, const TrainOptions &options,
-                 const BackendFactory &makeBackend, const std::string &name,
+                 const BackendFactory &makeBackend,
+                 const ThreadRankFactory &adoptRank, const std::string &name,
                  double timeoutSeconds) {
   MeshLayout layout(program);
   comm::ThreadWorld world(layout.getShape(), timeoutSeconds);
+  // One process's GPU activity would mix every rank's kernels: the thread
+  // ranks trace the host side only.
   Trace leaderTrace(traceOptionsFromFlags(options, name, /*captureGpu=*/false));
   std::mutex mutex;
   std::optional<TrainError> firstError;
   try {
-    comm::runThreadRanks(world, [&](const comm::RankComms &comms) {
+    comm::runThreadRanks(world, [&](const comm::RankComms &hostComms) {
       Trace silent;
-      MeshRank rank{layout, comms};
       try {
+        std::unique_ptr<ThreadRankDevice> device =
+            adoptRank ? adoptRank(hostComms) : nullptr;
+        const comm::RankComms &comms = device ? device->comms() : hostComms;
+        MeshRank rank{layout, comms};
         Trainer trainer(program, options, makeBackend,
                         comms.rank == 0 ? leaderTrace : silent, nullptr,
                         comms.rank, 1, &rank);
@@ -507,7 +523,7 @@ int runMeshRanks(const tessera_program &program, const TrainOptions &options,
       } catch (const TrainError &error) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!firstError)
-          firstError.emplace("rank " + std::to_string(comms.rank) + ": " +
+          firstError.emplace("rank " + std::to_string(hostComms.rank) + ": " +
                                  error.what(),
                              error.getExitCode());
         return error.getExitCode();
@@ -522,6 +538,41 @@ int runMeshRanks(const tessera_program &program, const TrainOptions &options,
   return 0;
 }
 
+/// One launched rank (a process: --nproc, torchrun, mpirun, srun) of a
+/// partitioned program: the world arranged as the program's mesh, whose
+/// axis communicators the step's collectives run on. Every rank reads every
+/// micro-batch, as the thread ranks do; rank 0 prints and writes.
+int runLaunchedMeshRank(const tessera_program &program,
+                        const MeshLayout &layout, const TrainOptions &options,
+                        const BackendFactory &makeBackend,
+                        const RankWorldFactory &makeWorld,
+                        const comm::LaunchInfo &place, const std::string &name,
+                        double timeoutSeconds) {
+  const int64_t meshRanks = comm::meshRankCount(layout.getShape());
+  if (meshRanks != place.worldSize)
+    fail("this program is partitioned for the mesh " +
+         comm::formatMesh(layout.getShape()) + " of " +
+         std::to_string(meshRanks) + " ranks, but " + place.source +
+         " started " + std::to_string(place.worldSize) +
+         " (launch one rank per device of the mesh, or start it plainly to "
+         "run the ranks as threads)");
+  // Before the backend: the world picks this rank's GPU.
+  std::unique_ptr<RankWorld> world =
+      makeWorld(place, layout.getShape(), timeoutSeconds);
+  TraceOptions traceOptions =
+      traceOptionsFromFlags(options, name, program.device == TESSERA_DEVICE_CUDA,
+                            place.rank, place.worldSize);
+  if (place.rank != 0)
+    traceOptions.messages = nullptr;
+  Trace trace(std::move(traceOptions));
+  MeshRank rank{layout, world->rankComms()};
+  Trainer trainer(program, options, makeBackend, trace, nullptr, place.rank, 1,
+                  &rank);
+  int exitCode = trainer.run();
+  trace.finish();
+  return exitCode;
+}
+
 std::string programName(int argc, char **argv) {
   if (argc < 1 || !argv || !argv[0])
     return "train";
@@ -533,7 +584,8 @@ std::string programName(int argc, char **argv) {
 
 int runTrainMain(int argc, char **argv, const tessera_program *program,
                  const BackendFactory &makeBackend,
-                 const RankWorldFactory &makeWorld) {
+                 const RankWorldFactory &makeWorld,
+                 const ThreadRankFactory &adoptThreadRank) {
   std::string name = programName(argc, argv);
   // "rank R: " before every error of a multi-rank run.
   std::string rankPrefix;
@@ -558,23 +610,25 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
     }
     checkProgram(program);
     if (MeshLayout::isPartitioned(*program)) {
-      if (place.worldSize > 1)
-        fail("this program is partitioned for the mesh " +
-             comm::formatMesh(MeshLayout(*program).getShape()) +
-             ", whose ranks run as threads of one process; start it "
-             "without a launcher (" + place.source + " started " +
-             std::to_string(place.worldSize) + " ranks)");
-      if (program->device != TESSERA_DEVICE_HOST)
-        fail("partitioned programs run on the host backend only (the CUDA "
-             "driver does not run meshes yet)");
+      MeshLayout layout(*program);
+      const std::string mesh = comm::formatMesh(layout.getShape());
       // Before the ranks start, so that the run says it once.
       if (options.zeroStage > 0)
         fail("--zero " + std::to_string(options.zeroStage) +
              ": the driver's ZeRO shards the data-parallel ranks it "
              "launches; a partitioned program's sharding is the one it was "
              "compiled with");
-      return runMeshRanks(*program, options, makeBackend, name,
-                          launch.commTimeoutSeconds);
+      if (place.worldSize == 1)
+        return runMeshRanks(*program, options, makeBackend, adoptThreadRank,
+                            name, launch.commTimeoutSeconds);
+      if (program->device == TESSERA_DEVICE_HOST || !makeWorld)
+        fail("this program is partitioned for the mesh " + mesh +
+             ", whose ranks run as threads of one process; start it "
+             "without a launcher (" + place.source + " started " +
+             std::to_string(place.worldSize) + " ranks)");
+      return runLaunchedMeshRank(*program, layout, options, makeBackend,
+                                 makeWorld, place, name,
+                                 launch.commTimeoutSeconds);
     }
     // Before the backend: the NCCL world picks this rank's GPU.
     std::unique_ptr<RankWorld> world;
@@ -584,7 +638,8 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
              std::to_string(place.worldSize) + " ranks were launched (" +
              place.source + "); compile with --target cuda for data "
              "parallelism");
-      world = makeWorld(place, launch.commTimeoutSeconds);
+      world = makeWorld(place, comm::MeshShape{place.worldSize},
+                        launch.commTimeoutSeconds);
     }
     // Made before the backend and destroyed after it, so that a failing
     // run's trace is still written (Trace.h).

@@ -11,6 +11,7 @@
 #define TESSERA_RUNTIME_TRAIN_TRAINMAIN_H
 
 #include "DataParallel.h"
+#include "MeshParallel.h"
 #include "TrainingBackend.h"
 
 namespace tessera::train {
@@ -20,10 +21,14 @@ namespace tessera::train {
 /// ranks' world with `makeWorld` when there are several (an empty factory:
 /// this executable runs one rank only), runs the steps on the backend
 /// `makeBackend` makes; returns the exit code (every error printed as
-/// "[rank R: ]<program>: error: ..." on stderr).
+/// "[rank R: ]<program>: error: ..." on stderr). A partitioned program
+/// started plainly runs its mesh's ranks as threads, each adopted by
+/// `adoptThreadRank` (MeshParallel.h) when given; launched, one rank per
+/// process on `makeWorld`'s mesh.
 int runTrainMain(int argc, char **argv, const tessera_program *program,
                  const BackendFactory &makeBackend,
-                 const RankWorldFactory &makeWorld = nullptr);
+                 const RankWorldFactory &makeWorld = nullptr,
+                 const ThreadRankFactory &adoptThreadRank = nullptr);
 
 } // namespace tessera::train
 

@@ -105,7 +105,13 @@ public:
                                uint64_t seed) = 0;
   /// The sum over parameters of the sum of squares of optimizerGradients
   /// (one small readback on the GPU). Not finite when a gradient is not.
-  virtual double gradientSumOfSquares() = 0;
+  double gradientSumOfSquares() { return sumOfSquares(nullptr); }
+  /// The same over the parameters whose flag in `counted` is set: a mesh
+  /// rank counts only the blocks it holds the first replica of
+  /// (MeshLayout::countedInNorm), so that the world's sum counts each once.
+  double gradientSumOfSquares(const std::vector<bool> &counted) {
+    return sumOfSquares(&counted);
+  }
   /// Updates master weights and moments in place.
   virtual void applyAdamW(const AdamWUpdate &update) = 0;
   /// From now on gradientSumOfSquares and applyAdamW cover only these
@@ -129,6 +135,9 @@ protected:
   TrainingBackend(const tessera_program &program, const TrainOptions &options,
                   const ParameterLayout *plannedLayout);
 
+  /// gradientSumOfSquares over every parameter (`counted` nullptr) or the
+  /// flagged ones; per parameter, then over parameters in order.
+  virtual double sumOfSquares(const std::vector<bool> *counted) = 0;
   /// Program-order descriptors of the slices of a flat buffer at `base`.
   std::vector<tessera_tensor> sliceTensors(void *base, int32_t dtype) const;
   /// Per parameter weight decay applies (not matched by --no-decay).

@@ -29,9 +29,10 @@
 // each place where the partitioner cannot run the plan as the search priced
 // it; or, with `--strategy dp|tp|dp-tp`, for a forced plan
 // (tess-annotate-sharding; the mesh needs axes named dp and/or tp).
-// `--target cpu --mesh SHAPE` (or `--emit=cpp --mesh SHAPE`) partitions the
-// same way and compiles the program one rank runs; the executable runs the
-// mesh's ranks as threads of one process (runtime/train/MeshParallel.h).
+// `--target cpu|cuda --mesh SHAPE` (or `--emit=cpp --mesh SHAPE`) partitions
+// the same way and compiles the program one rank runs; started plainly the
+// executable runs the mesh's ranks as threads of one process, launched one
+// rank per GPU over NCCL (runtime/train/MeshParallel.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,8 +152,8 @@ cl::opt<bool> explain(
 cl::opt<std::string>
     meshSpec("mesh",
              cl::desc("Device mesh: 2x4 (axes dp, tp) or dp=2,tp=4 "
-                      "(default: 1 device); with --target cpu or "
-                      "--emit=cpp, the program is partitioned for it"),
+                      "(default: 1 device); with --target or --emit=cpp, "
+                      "the program is partitioned for it"),
              cl::value_desc("SHAPE"), cl::cat(category));
 cl::opt<std::string> clusterName(
     "cluster",

@@ -157,6 +157,36 @@ TEST_F(HostBackendTest, MicroBatchesAccumulateInF32) {
   }
 }
 
+// Tests that the norm over flagged parameters (a mesh rank's first
+// replicas) sums exactly those parameters' squares, whole or restricted to
+// pieces (ZeRO-1's shard), and nothing of the others.
+TEST_F(HostBackendTest, NormCountsOnlyTheFlaggedParameters) {
+  tessera_program program = programOf(TESSERA_PRECISION_FP32);
+  TrainOptions options;
+  std::unique_ptr<TrainingBackend> backend = makeHostBackend(program, options);
+  backend->loadState(stateOf(program));
+  backend->runMicroBatch(0, 1.0f, 0);
+  std::vector<std::vector<float>> gradients = backend->copyOptimizerGradients();
+  ASSERT_EQ(gradients.size(), 2u);
+  std::vector<double> squares(2, 0.0);
+  for (size_t i = 0; i < 2; ++i)
+    for (float value : gradients[i])
+      squares[i] += static_cast<double>(value) * value;
+  ASSERT_GT(squares[0], 0);
+  ASSERT_GT(squares[1], 0);
+  EXPECT_DOUBLE_EQ(backend->gradientSumOfSquares({true, false}), squares[0]);
+  EXPECT_DOUBLE_EQ(backend->gradientSumOfSquares({false, true}), squares[1]);
+  EXPECT_EQ(backend->gradientSumOfSquares({false, false}), 0.0);
+  EXPECT_DOUBLE_EQ(backend->gradientSumOfSquares({true, true}),
+                   backend->gradientSumOfSquares());
+  // Restricted to the first element of each parameter.
+  const ParameterLayout &layout = backend->getLayout();
+  backend->restrictOptimizer(
+      {{0, layout.offset(0), 1}, {1, layout.offset(1), 1}});
+  double first = static_cast<double>(gradients[1][0]) * gradients[1][0];
+  EXPECT_DOUBLE_EQ(backend->gradientSumOfSquares({false, true}), first);
+}
+
 TEST_F(HostBackendTest, OneMicroBatchNeedsNoAccumulator) {
   tessera_program program = programOf(TESSERA_PRECISION_BF16);
   TrainOptions options;

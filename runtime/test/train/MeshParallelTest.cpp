@@ -356,7 +356,7 @@ TEST(MeshLayout, GatherParametersRebuildsTheWholeTensorsOnEveryRank) {
   runAll(world, [&](const RankComms &comms) {
     TrainingState blocks = layout.takeBlocks(whole, comms.coordinates);
     gathered[static_cast<size_t>(comms.rank)] =
-        layout.gatherParameters(blocks.parameters, comms);
+        layout.gatherParameters(blocks.parameters, comms, nullptr);
   });
   for (size_t rank = 0; rank < 4; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
@@ -395,8 +395,9 @@ TEST(MeshLayout, GradientSumOfSquaresIsTheWholeGradients) {
       std::copy(blocks.parameters[static_cast<size_t>(i)].begin(),
                 blocks.parameters[static_cast<size_t>(i)].end(),
                 values + flat.offset(i));
+    tessera::comm::ScalarAgreement agreement(comms.world, nullptr);
     sums[static_cast<size_t>(comms.rank)] = meshGradientSumOfSquares(
-        *backend, layout.countedInNorm(comms.coordinates), comms);
+        *backend, layout.countedInNorm(comms.coordinates), agreement);
   });
   for (size_t rank = 0; rank < 4; ++rank)
     EXPECT_EQ(sums[rank], expected) << "rank " << rank;

@@ -82,6 +82,12 @@ int tessera_cuda_train_main(int argc, char **argv,
  * tessera_cpu_last_error(), as program.h promises the driver. */
 int tessera_cuda_finish_step(int status, cudaStream_t stream);
 
+/* Makes `message` the calling thread's tessera_cuda_last_error(): for the
+ * calls of a GPU step that are not kernels (mesh_step.h's
+ * tessera_cuda_mesh_*, whose failures come from the comm), so that
+ * tessera_cuda_finish_step reports them like any failed kernel. */
+void tessera_cuda_set_last_error(const char *message);
+
 /* Graph capture of the step (the driver's --cuda-graphs): between begin and
  * end, the calling thread's step is being recorded into a CUDA graph rather
  * than run, so tessera_cuda_read_scalar_f32 copies the loss into

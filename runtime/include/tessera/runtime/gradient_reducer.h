@@ -189,6 +189,14 @@ private:
   double reduce(double value, int32_t op);
 };
 
+/// all_gather of tensors in host memory over `comm` (comm.h's semantics),
+/// whatever memory the comm works in: on a device comm x and y travel
+/// through device buffers on `stream`, and y is complete when the call
+/// returns. For the whole tensors a mesh run writes to files. Throws
+/// CommError when the collective fails.
+void allGatherHostTensors(tessera_comm *comm, const tessera_tensor &x,
+                          tessera_tensor &y, int32_t axis, void *stream);
+
 } // namespace tessera::comm
 
 #endif // TESSERA_RUNTIME_GRADIENT_REDUCER_H

@@ -16,6 +16,12 @@
  *
  * `stream` is what comm.h takes: the step's cudaStream_t for a device comm,
  * NULL on the host.
+ *
+ * A `--target cuda` step calls the tessera_cuda_mesh_* twins instead
+ * (defined in libtessera_runtime_train_cuda.a): the same collectives on its
+ * stream, a failure reported through tessera_cuda_last_error() (which
+ * tessera_cuda_finish_step hands the driver), and shard_slice as the GPU's
+ * slice kernel on that stream.
  *===----------------------------------------------------------------------===*/
 
 #ifndef TESSERA_RUNTIME_MESH_STEP_H
@@ -53,6 +59,26 @@ int tessera_mesh_all_to_all(const tessera_step_context *context, int32_t axis,
 int tessera_mesh_shard_slice(const tessera_step_context *context, int32_t axis,
                              const tessera_tensor *x, tessera_tensor *y,
                              int32_t dim);
+
+/* The GPU step's twins of the above (tensors in device memory, `stream` a
+ * cudaStream_t). */
+int tessera_cuda_mesh_all_reduce(const tessera_step_context *context,
+                                 int32_t axis, tessera_tensor *x, int32_t op,
+                                 void *stream);
+int tessera_cuda_mesh_all_gather(const tessera_step_context *context,
+                                 int32_t axis, const tessera_tensor *x,
+                                 tessera_tensor *y, int32_t dim, void *stream);
+int tessera_cuda_mesh_reduce_scatter(const tessera_step_context *context,
+                                     int32_t axis, const tessera_tensor *x,
+                                     tessera_tensor *y, int32_t dim,
+                                     void *stream);
+int tessera_cuda_mesh_all_to_all(const tessera_step_context *context,
+                                 int32_t axis, const tessera_tensor *x,
+                                 tessera_tensor *y, int32_t split_dim,
+                                 int32_t concat_dim, void *stream);
+int tessera_cuda_mesh_shard_slice(const tessera_step_context *context,
+                                  int32_t axis, const tessera_tensor *x,
+                                  tessera_tensor *y, int32_t dim, void *stream);
 
 #ifdef __cplusplus
 }
