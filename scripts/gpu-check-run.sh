@@ -11,7 +11,9 @@
 # 2. gpt2-tiny bf16, two micro-batches a step: 4 steps straight, and 2 steps
 #    to a checkpoint then --resume to 4; the losses must fall and the resumed
 #    parameters equal the straight run's bit for bit, as must those of the
-#    straight run with --cuda-graphs off.
+#    straight run with --cuda-graphs off, of the straight run repeated, and
+#    (against the eager run) of the resume with --cuda-graphs off; each run's
+#    per-step losses and norms are printed to locate a mismatch.
 # 3. The driver's GPU kernels against the CPU (tessera_runtime_cuda_tests),
 #    and the device-staged comms (tessera_runtime_comm_gpu_tests).
 # 4. If present, GPT-2 124M bf16 (16 x 1024): a few steps for the speed.
@@ -123,6 +125,29 @@ PY
     echo "gpt2-tiny bf16 --cuda-graphs off: the executable failed"
     status=1
   fi
+  # Where a mismatch comes from: the straight run again (is the step itself
+  # reproducible?) and the resume without graphs (is it the recording?),
+  # with every run's per-step losses and norms.
+  rm -rf "$out/bf16-resumed-eager"
+  if "$bf16" "${common[@]}" --steps 4 --metrics "$out/bf16-again.jsonl" \
+       --dump-params "$out/bf16-again.safetensors" > /dev/null \
+     && "$bf16" "${common[@]}" --steps 2 --checkpoint-dir "$out/bf16-resumed-eager" \
+       --cuda-graphs off --metrics "$out/bf16-resumed-eager.jsonl" > /dev/null \
+     && "$bf16" "${common[@]}" --steps 4 --checkpoint-dir "$out/bf16-resumed-eager" --resume \
+       --cuda-graphs off --metrics "$out/bf16-resumed-eager.jsonl" \
+       --dump-params "$out/bf16-resumed-eager.safetensors" > /dev/null; then
+    python3 "$here/training_runs.py" same-params "$out/bf16-straight.safetensors" \
+        "$out/bf16-again.safetensors" || status=1
+    python3 "$here/training_runs.py" same-params "$out/bf16-eager.safetensors" \
+        "$out/bf16-resumed-eager.safetensors" || status=1
+  else
+    echo "gpt2-tiny bf16: the repeated runs failed"
+    status=1
+  fi
+  for run in straight resumed eager again resumed-eager; do
+    python3 -c 'import json, sys; print(sys.argv[2] + ":", " ".join("%.9g/%.9g" % (r["loss"], r["grad_norm"]) for r in map(json.loads, open(sys.argv[1])) if r))' \
+        "$out/bf16-$run.jsonl" "$run"
+  done
 else
   echo "gpt2-tiny bf16: the executable failed"
   status=1
