@@ -497,11 +497,10 @@ int Trainer::run() {
 /// device's view of them, when given), each running the steps on its
 /// blocks. Rank 0 traces, prints and writes. The first rank to fail is the
 /// run's error (the others then fail waiting for it); returns the exit code.
-int runMeshRanks(const tessera_program &program, const TrainOptions &options,
-                 const BackendFactory &makeBackend,
+int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
+                 const TrainOptions &options, const BackendFactory &makeBackend,
                  const ThreadRankFactory &adoptRank, const std::string &name,
                  double timeoutSeconds) {
-  MeshLayout layout(program);
   comm::ThreadWorld world(layout.getShape(), timeoutSeconds);
   // One process's GPU activity would mix every rank's kernels: the thread
   // ranks trace the host side only.
@@ -538,6 +537,29 @@ int runMeshRanks(const tessera_program &program, const TrainOptions &options,
   return 0;
 }
 
+/// The steps of this process's rank, traced per rank (rank 0 alone
+/// prints the trace's messages): a data-parallel rank of `world` (nullptr
+/// for one rank), or with `mesh` a launched rank of a partitioned program,
+/// which reads every micro-batch.
+int runProcessRank(const tessera_program &program, const TrainOptions &options,
+                   const BackendFactory &makeBackend,
+                   const comm::LaunchInfo &place, const std::string &name,
+                   RankWorld *world, const MeshRank *mesh) {
+  // Made before the backend and destroyed after it, so that a failing
+  // run's trace is still written (Trace.h).
+  TraceOptions traceOptions =
+      traceOptionsFromFlags(options, name, program.device == TESSERA_DEVICE_CUDA,
+                            place.rank, place.worldSize);
+  if (place.rank != 0)
+    traceOptions.messages = nullptr;
+  Trace trace(std::move(traceOptions));
+  Trainer trainer(program, options, makeBackend, trace, mesh ? nullptr : world,
+                  place.rank, mesh ? 1 : place.worldSize, mesh);
+  int exitCode = trainer.run();
+  trace.finish();
+  return exitCode;
+}
+
 /// One launched rank (a process: --nproc, torchrun, mpirun, srun) of a
 /// partitioned program: the world arranged as the program's mesh, whose
 /// axis communicators the step's collectives run on. Every rank reads every
@@ -559,18 +581,9 @@ int runLaunchedMeshRank(const tessera_program &program,
   // Before the backend: the world picks this rank's GPU.
   std::unique_ptr<RankWorld> world =
       makeWorld(place, layout.getShape(), timeoutSeconds);
-  TraceOptions traceOptions =
-      traceOptionsFromFlags(options, name, program.device == TESSERA_DEVICE_CUDA,
-                            place.rank, place.worldSize);
-  if (place.rank != 0)
-    traceOptions.messages = nullptr;
-  Trace trace(std::move(traceOptions));
   MeshRank rank{layout, world->rankComms()};
-  Trainer trainer(program, options, makeBackend, trace, nullptr, place.rank, 1,
-                  &rank);
-  int exitCode = trainer.run();
-  trace.finish();
-  return exitCode;
+  return runProcessRank(program, options, makeBackend, place, name,
+                        world.get(), &rank);
 }
 
 std::string programName(int argc, char **argv) {
@@ -611,7 +624,6 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
     checkProgram(program);
     if (MeshLayout::isPartitioned(*program)) {
       MeshLayout layout(*program);
-      const std::string mesh = comm::formatMesh(layout.getShape());
       // Before the ranks start, so that the run says it once.
       if (options.zeroStage > 0)
         fail("--zero " + std::to_string(options.zeroStage) +
@@ -619,10 +631,11 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
              "launches; a partitioned program's sharding is the one it was "
              "compiled with");
       if (place.worldSize == 1)
-        return runMeshRanks(*program, options, makeBackend, adoptThreadRank,
-                            name, launch.commTimeoutSeconds);
+        return runMeshRanks(*program, layout, options, makeBackend,
+                            adoptThreadRank, name, launch.commTimeoutSeconds);
       if (program->device == TESSERA_DEVICE_HOST || !makeWorld)
-        fail("this program is partitioned for the mesh " + mesh +
+        fail("this program is partitioned for the mesh " +
+             comm::formatMesh(layout.getShape()) +
              ", whose ranks run as threads of one process; start it "
              "without a launcher (" + place.source + " started " +
              std::to_string(place.worldSize) + " ranks)");
@@ -641,19 +654,8 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
       world = makeWorld(place, comm::MeshShape{place.worldSize},
                         launch.commTimeoutSeconds);
     }
-    // Made before the backend and destroyed after it, so that a failing
-    // run's trace is still written (Trace.h).
-    TraceOptions traceOptions = traceOptionsFromFlags(
-        options, name, program->device == TESSERA_DEVICE_CUDA, place.rank,
-        place.worldSize);
-    if (place.rank != 0)
-      traceOptions.messages = nullptr;
-    Trace trace(std::move(traceOptions));
-    Trainer trainer(*program, options, makeBackend, trace, world.get(),
-                    place.rank, place.worldSize);
-    int exitCode = trainer.run();
-    trace.finish();
-    return exitCode;
+    return runProcessRank(*program, options, makeBackend, place, name,
+                          world.get(), nullptr);
   } catch (const TrainError &error) {
     std::fflush(stdout);
     std::fprintf(stderr, "%s%s: error: %s\n", rankPrefix.c_str(), name.c_str(),
