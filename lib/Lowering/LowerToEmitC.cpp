@@ -1213,50 +1213,43 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
                                      builder.getI32IntegerAttr(0));
   zero = emitc::ConstantOp::create(builder, loc, types.i32,
                                    builder.getI32IntegerAttr(0));
-  auto arenaLvalue = emitc::LValueType::get(types.bytePointer);
-  // A partitioned program's arena is a thread_local, which emitc.global
-  // cannot declare (see below): it is named by literals instead.
-  Value arenaGlobal;
-  Value arenaAddress;
-  if (partitioned) {
-    arenaAddress = emitc::LiteralOp::create(
-        builder, loc, emitc::PointerType::get(types.bytePointer),
-        ("&" + kArenaName).str());
-  } else {
-    arenaGlobal =
-        emitc::GetGlobalOp::create(builder, loc, arenaLvalue, kArenaName);
-    arenaAddress = emitc::AddressOfOp::create(
-        builder, loc, emitc::PointerType::get(types.bytePointer), arenaGlobal);
-  }
+  // The program's mutable globals (the arena, its own stream): a
+  // partitioned program's are thread_locals, which emitc.global cannot
+  // declare (see below), so they are named by literals instead. A
+  // global's address, and its value read at `at`'s insertion point.
+  struct MutableGlobal {
+    StringRef name;
+    Type type;
+    Value lvalue; // null when partitioned
+  };
+  auto addressOf = [&](MutableGlobal &global) -> Value {
+    auto pointer = emitc::PointerType::get(global.type);
+    if (partitioned)
+      return emitc::LiteralOp::create(builder, loc, pointer,
+                                      ("&" + global.name).str());
+    global.lvalue = emitc::GetGlobalOp::create(
+        builder, loc, emitc::LValueType::get(global.type), global.name);
+    return emitc::AddressOfOp::create(builder, loc, pointer, global.lvalue);
+  };
+  auto valueOf = [&](OpBuilder &at, const MutableGlobal &global) -> Value {
+    if (partitioned)
+      return emitc::LiteralOp::create(at, loc, global.type, global.name);
+    return emitc::LoadOp::create(at, loc, global.type, global.lvalue);
+  };
+  MutableGlobal arenaGlobal{kArenaName, types.bytePointer, {}};
+  MutableGlobal streamGlobal{kStreamName, types.stream, {}};
+  Value arenaAddress = addressOf(arenaGlobal);
   Value arenaBytesGlobal = emitc::GetGlobalOp::create(
       builder, loc, emitc::LValueType::get(types.i64), kArenaBytesName);
   Value bytes = emitc::LoadOp::create(builder, loc, types.i64, arenaBytesGlobal);
-  Value streamGlobal;
   CallArguments acquire(context);
   acquire.value(arenaAddress).value(bytes);
-  if (target.cuda) {
-    // The program's own stream: a thread_local like the arena when
-    // partitioned.
-    if (partitioned) {
-      acquire.value(emitc::LiteralOp::create(
-          builder, loc, emitc::PointerType::get(types.stream),
-          ("&" + kStreamName).str()));
-    } else {
-      streamGlobal = emitc::GetGlobalOp::create(
-          builder, loc, emitc::LValueType::get(types.stream), kStreamName);
-      acquire.value(emitc::AddressOfOp::create(
-          builder, loc, emitc::PointerType::get(types.stream), streamGlobal));
-    }
-  }
+  if (target.cuda)
+    acquire.value(addressOf(streamGlobal));
   guardedCall((target.supportPrefix + "arena_acquire").str(), acquire);
   Value stepStream;
   if (target.cuda) {
-    Value ownStream =
-        partitioned
-            ? Value(emitc::LiteralOp::create(builder, loc, types.stream,
-                                             kStreamName))
-            : Value(emitc::LoadOp::create(builder, loc, types.stream,
-                                          streamGlobal));
+    Value ownStream = valueOf(builder, streamGlobal);
     stepStream = emitc::CallOpaqueOp::create(
                      builder, loc, TypeRange{types.stream},
                      "tessera_cuda_step_stream",
@@ -1267,13 +1260,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   Value ok = emitc::CmpOp::create(builder, loc, builder.getI1Type(),
                                   emitc::CmpPredicate::eq, current, zero);
   emitc::IfOp::create(builder, loc, ok, [&](OpBuilder &inner, Location) {
-    Value arenaPointer =
-        partitioned
-            ? Value(emitc::LiteralOp::create(inner, loc, types.bytePointer,
-                                             kArenaName))
-            : Value(emitc::LoadOp::create(inner, loc, types.bytePointer,
-                                          arenaGlobal));
-    SmallVector<Value> operands = {arenaPointer};
+    SmallVector<Value> operands = {valueOf(inner, arenaGlobal)};
     if (target.cuda)
       operands.push_back(stepStream);
     operands.append(wrapperBody->getArguments().begin(),
