@@ -45,7 +45,9 @@
 #include "tessera/Lowering/Passes.h"
 
 #include "MeshProgram.h"
+#include "PipelineProgram.h"
 #include "ProgramDefinition.h"
+#include "StepSignature.h"
 #include "tessera/CostModel/OpCost.h"
 #include "tessera/Execution/HostTensorBuffer.h"
 #include "tessera/Lowering/ArenaPlanning.h"
@@ -71,13 +73,33 @@ namespace tess = tessera::tess;
 
 namespace {
 
-constexpr StringLiteral kStepsName = "tessera_forward_backward_steps";
-constexpr StringLiteral kForwardBackwardName = "tessera_forward_backward";
-constexpr StringLiteral kLayoutsName = "tessera_layouts";
-constexpr StringLiteral kArenaName = "tessera_arena";
-constexpr StringLiteral kArenaBytesName = "tessera_arena_bytes";
-constexpr StringLiteral kStreamName = "tessera_stream";
 constexpr int kLayoutRow = 3 + TESSERA_MAX_RANK;
+
+/// The C names of one emitted step's functions and globals. The whole
+/// step's are the ones every program has had (tessera_forward_backward,
+/// tessera_arena, ...); a pipeline stage's carry its function's name
+/// (tessera_stage1_forward, tessera_stage1_forward_arena, ...), so that the
+/// stages share one translation unit, each with its own arena.
+struct StepNames {
+  std::string wrapper, steps, layouts, arena, arenaBytes, stream, table,
+      constant;
+
+  static StepNames of(StringRef function) {
+    bool whole = function == "forward_backward";
+    std::string globals = whole ? "tessera" : ("tessera_" + function).str();
+    StepNames names;
+    names.wrapper = ("tessera_" + function).str();
+    names.steps = names.wrapper + "_steps";
+    names.layouts = globals + "_layouts";
+    names.arena = globals + "_arena";
+    names.arenaBytes = globals + "_arena_bytes";
+    names.stream = globals + "_stream";
+    names.table = globals + "_table_";
+    names.constant = globals + "_constant_";
+    return names;
+  }
+};
+
 
 /// What differs between the targets; everything else is shared.
 struct TargetConventions {
@@ -240,15 +262,17 @@ class StepBuilder {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
               const FunctionArenaPlan &plan, const TargetConventions &target,
-              bool partitioned)
+              const StepSignature &signature, bool threadLocalState)
       : module(module), source(source), plan(plan), target(target),
-        partitioned(partitioned),
-        context(module.getContext()), types(context), builder(context),
-        loc(source.getLoc()) {}
+        signature(signature), names(StepNames::of(source.getSymName())),
+        threadLocalState(threadLocalState), context(module.getContext()),
+        types(context), builder(context), loc(source.getLoc()) {}
 
   /// Emits the step functions before `source`; fails with a diagnostic on
   /// an op without a kernel.
-  LogicalResult build(unsigned parameterCount, unsigned bufferCount);
+  LogicalResult build();
+  /// The C function program.h calls (tessera_forward_backward, ...).
+  StringRef wrapperName() const { return names.wrapper; }
 
 private:
   // Layout rows and descriptors.
@@ -291,9 +315,12 @@ private:
   // memory (the loss scale, the loss): blocks of the arena after the
   // planned tensors.
   Value deviceSlot(RankedTensorType type);
-  /// The descriptor of the loss (result 0) written in place: the caller's
-  /// *loss on the host, a device scalar read back at the end on the GPU.
+  /// The descriptor of the loss written in place: the caller's *loss on
+  /// the host, a device scalar read back at the end on the GPU.
   Value lossOutput(RankedTensorType type);
+  /// The caller's storage of result `index` (a gradient or an output; the
+  /// loss is lossOutput's).
+  Value resultStorage(unsigned index, RankedTensorType type);
   /// `if (status == 0) status = tessera_gradient_ready(context, index);`.
   void announceGradient(unsigned parameterIndex);
 
@@ -305,9 +332,12 @@ private:
   func::FuncOp source;
   const FunctionArenaPlan &plan;
   const TargetConventions &target;
-  /// One rank's program of a mesh (MeshProgram.h): its ranks may be threads
-  /// of one process, so the arena is per thread.
-  bool partitioned;
+  const StepSignature &signature;
+  StepNames names;
+  /// One rank's program of a mesh (MeshProgram.h) or one stage of a
+  /// pipeline: its ranks may be threads of one process, so the arena and
+  /// the stream are per thread.
+  bool threadLocalState;
   MLIRContext *context;
   CTypes types;
   OpBuilder builder;
@@ -315,7 +345,7 @@ private:
 
   // Values of the steps function.
   Value arena, stream, stepContext, parameters, buffers, tokens, targets,
-      lossScale, seed, loss, gradients;
+      inputs, lossScale, seed, loss, gradients, outputs;
   Value status, zero, layoutsPlaceholder;
 
   std::vector<int64_t> layoutRows;
@@ -381,7 +411,7 @@ Value StepBuilder::int64Table(ArrayRef<int64_t> values) {
                                                        values.end())];
   if (!name.empty())
     return emitc::GetGlobalOp::create(builder, loc, type, name);
-  name = "tessera_table_" + std::to_string(tableCount++);
+  name = names.table + std::to_string(tableCount++);
   {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPoint(builder.getInsertionBlock()->getParentOp());
@@ -430,12 +460,10 @@ LogicalResult StepBuilder::describeResults(Operation &op) {
       break;
     case StorageKind::Output:
       descriptors[result] =
-          storage.index == 0
+          signature.results[storage.index].destination ==
+                  StepSignature::Destination::Loss
               ? lossOutput(type)
-              : describe("tessera_view_tensor",
-                         elementPointer(gradients, storage.index - 1,
-                                        types.tensorPointer),
-                         0, type);
+              : resultStorage(storage.index, type);
       break;
     case StorageKind::Alias:
       descriptors[result] =
@@ -509,6 +537,15 @@ Value StepBuilder::lossOutput(RankedTensorType type) {
   return deviceLoss;
 }
 
+Value StepBuilder::resultStorage(unsigned index, RankedTensorType type) {
+  const StepSignature::Result &result = signature.results[index];
+  bool gradient = result.destination == StepSignature::Destination::Gradient;
+  return describe("tessera_view_tensor",
+                  elementPointer(gradient ? gradients : outputs, result.index,
+                                 types.tensorPointer),
+                  0, type);
+}
+
 void StepBuilder::announceGradient(unsigned parameterIndex) {
   CallArguments arguments(context);
   arguments.value(stepContext).i32(parameterIndex);
@@ -576,7 +613,7 @@ LogicalResult StepBuilder::lowerConstant(tess::ConstantOp constant) {
   int64_t size = buffer->numElements() * execution::dtypeSize(buffer->dtype());
   auto bytes = ArrayRef<uint8_t>(static_cast<const uint8_t *>(buffer->data()),
                                  static_cast<size_t>(size));
-  std::string name = "tessera_constant_" + std::to_string(tableCount++);
+  std::string name = names.constant + std::to_string(tableCount++);
   Type byteType = builder.getIntegerType(8, /*isSigned=*/false);
   auto type = emitc::ArrayType::get({size}, byteType);
   {
@@ -1046,7 +1083,8 @@ void StepBuilder::copyResultsOut(func::ReturnOp returnOp) {
     bool inPlace =
         storage.kind == StorageKind::Output && storage.index == index;
     Value source = descriptors.lookup(value);
-    if (index == 0) {
+    const StepSignature::Result &result = signature.results[index];
+    if (result.destination == StepSignature::Destination::Loss) {
       if (inPlace && !target.cuda)
         continue;
       CallArguments arguments(context);
@@ -1056,54 +1094,61 @@ void StepBuilder::copyResultsOut(func::ReturnOp returnOp) {
     }
     if (inPlace)
       continue;
-    Value copy = describe(
-        "tessera_view_tensor",
-        elementPointer(gradients, index - 1, types.tensorPointer), 0,
-        tensorTypeOf(value));
+    Value copy = resultStorage(index, tensorTypeOf(value));
     kernelCall("copy", [&](CallArguments &a) { a.value(source).value(copy); });
-    announceGradient(index - 1);
+    if (result.destination == StepSignature::Destination::Gradient)
+      announceGradient(result.index);
   }
 }
 
-LogicalResult StepBuilder::build(unsigned parameterCount,
-                                 unsigned bufferCount) {
+LogicalResult StepBuilder::build() {
   // static int32_t tessera_forward_backward_steps(uint8_t *arena,
   //     const tessera_step_context *context,
   //     const tessera_tensor *parameters, const tessera_tensor *buffers,
   //     const tessera_tensor *tokens, const tessera_tensor *targets,
   //     float loss_scale, uint64_t seed, float *loss,
   //     tessera_tensor *gradients)
-  // The cuda target's takes the stream after the arena.
+  // The cuda target's takes the stream after the arena. A pipeline stage's
+  // (tessera_stage_function's call) also takes its inputs after the
+  // targets and its outputs last.
   SmallVector<Type> programArguments = {
-      types.contextPointer,     types.constTensorPointer,
-      types.constTensorPointer, types.constTensorPointer,
-      types.constTensorPointer, types.f32,
-      types.ui64,               types.floatPointer,
-      types.tensorPointer};
+      types.contextPointer, types.constTensorPointer, types.constTensorPointer,
+      types.constTensorPointer, types.constTensorPointer};
+  if (signature.stage)
+    programArguments.push_back(types.constTensorPointer);
+  programArguments.append(
+      {types.f32, types.ui64, types.floatPointer, types.tensorPointer});
+  if (signature.stage)
+    programArguments.push_back(types.tensorPointer);
   SmallVector<Type> stepArguments = {types.bytePointer};
   if (target.cuda)
     stepArguments.push_back(types.stream);
   stepArguments.append(programArguments);
   builder.setInsertionPoint(source);
   auto steps = emitc::FuncOp::create(
-      builder, loc, kStepsName,
+      builder, loc, names.steps,
       builder.getFunctionType(stepArguments, {types.i32}));
   steps.setSpecifiersAttr(builder.getStrArrayAttr({"static"}));
   Block *body = steps.addEntryBlock();
   builder.setInsertionPointToStart(body);
   arena = body->getArgument(0);
-  unsigned first = target.cuda ? 2 : 1;
+  unsigned next = target.cuda ? 2 : 1;
   if (target.cuda)
     stream = body->getArgument(1);
-  stepContext = body->getArgument(first);
-  parameters = body->getArgument(first + 1);
-  buffers = body->getArgument(first + 2);
-  tokens = body->getArgument(first + 3);
-  targets = body->getArgument(first + 4);
-  lossScale = body->getArgument(first + 5);
-  seed = body->getArgument(first + 6);
-  loss = body->getArgument(first + 7);
-  gradients = body->getArgument(first + 8);
+  auto take = [&] { return body->getArgument(next++); };
+  stepContext = take();
+  parameters = take();
+  buffers = take();
+  tokens = take();
+  targets = take();
+  if (signature.stage)
+    inputs = take();
+  lossScale = take();
+  seed = take();
+  loss = take();
+  gradients = take();
+  if (signature.stage)
+    outputs = take();
   // The device slots (cuda) follow the planned tensors.
   arenaBytes = plan.layout.totalBytes;
 
@@ -1118,35 +1163,49 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
 
   // The arguments, by index into the caller's arrays (in the target's
   // memory).
+  using Source = StepSignature::Source;
   for (BlockArgument argument : source.getArguments()) {
-    unsigned number = argument.getArgNumber();
-    if (number < parameterCount) {
+    const StepSignature::Argument &from =
+        signature.arguments[argument.getArgNumber()];
+    switch (from.source) {
+    case Source::Parameter:
       descriptors[argument] =
-          elementPointer(parameters, number, types.constTensorPointer);
-    } else if (number < parameterCount + bufferCount) {
-      descriptors[argument] = elementPointer(
-          buffers, number - parameterCount, types.constTensorPointer);
-    } else if (number == parameterCount + bufferCount) {
+          elementPointer(parameters, from.index, types.constTensorPointer);
+      break;
+    case Source::Buffer:
+      descriptors[argument] =
+          elementPointer(buffers, from.index, types.constTensorPointer);
+      break;
+    case Source::Input:
+      descriptors[argument] =
+          elementPointer(inputs, from.index, types.constTensorPointer);
+      break;
+    case Source::Tokens:
       descriptors[argument] = tokens;
-    } else if (number == parameterCount + bufferCount + 1) {
+      break;
+    case Source::Targets:
       descriptors[argument] = targets;
-    } else if (target.cuda) {
-      // The loss scale: a float argument, splatted into a device scalar.
-      Value scale = deviceSlot(tensorTypeOf(argument));
-      CallArguments arguments(context);
-      arguments.value(scale).value(lossScale).value(stream);
-      guardedCall("tessera_cuda_fill_f32", arguments);
-      descriptors[argument] = scale;
-    } else {
-      // The loss scale: a float argument, described as a rank-0 tensor.
-      Value scale = emitc::VariableOp::create(
-          builder, loc, emitc::LValueType::get(types.f32),
-          builder.getF32FloatAttr(0));
-      emitc::AssignOp::create(builder, loc, scale, lossScale);
-      Value address =
-          emitc::AddressOfOp::create(builder, loc, types.floatPointer, scale);
-      descriptors[argument] =
-          describe("tessera_layout_tensor", address, 0, tensorTypeOf(argument));
+      break;
+    case Source::LossScale:
+      if (target.cuda) {
+        // A float argument, splatted into a device scalar.
+        Value scale = deviceSlot(tensorTypeOf(argument));
+        CallArguments arguments(context);
+        arguments.value(scale).value(lossScale).value(stream);
+        guardedCall("tessera_cuda_fill_f32", arguments);
+        descriptors[argument] = scale;
+      } else {
+        // A float argument, described as a rank-0 tensor.
+        Value scale = emitc::VariableOp::create(
+            builder, loc, emitc::LValueType::get(types.f32),
+            builder.getF32FloatAttr(0));
+        emitc::AssignOp::create(builder, loc, scale, lossScale);
+        Value address = emitc::AddressOfOp::create(
+            builder, loc, types.floatPointer, scale);
+        descriptors[argument] = describe("tessera_layout_tensor", address, 0,
+                                         tensorTypeOf(argument));
+      }
+      break;
     }
   }
 
@@ -1170,8 +1229,10 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
       return failure();
     for (Value result : op.getResults()) {
       const ValueStorage &storage = plan.storage.lookup(result);
-      if (storage.kind == StorageKind::Output && storage.index > 0)
-        announceGradient(storage.index - 1);
+      if (storage.kind == StorageKind::Output &&
+          signature.results[storage.index].destination ==
+              StepSignature::Destination::Gradient)
+        announceGradient(signature.results[storage.index].index);
     }
   }
   Value result = emitc::LoadOp::create(builder, loc, types.i32, status);
@@ -1184,7 +1245,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPoint(steps);
     emitc::GlobalOp::create(
-        builder, loc, kLayoutsName, layoutType,
+        builder, loc, names.layouts, layoutType,
         DenseIntElementsAttr::get(
             RankedTensorType::get({static_cast<int64_t>(layoutRows.size())},
                                   types.i64),
@@ -1193,7 +1254,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
         /*const_specifier=*/true);
     builder.setInsertionPointAfter(layoutsPlaceholder.getDefiningOp());
     Value layouts =
-        emitc::GetGlobalOp::create(builder, loc, layoutType, kLayoutsName);
+        emitc::GetGlobalOp::create(builder, loc, layoutType, names.layouts);
     layoutsPlaceholder.replaceAllUsesWith(layouts);
     layoutsPlaceholder.getDefiningOp()->erase();
   }
@@ -1203,7 +1264,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   // program's own, then the step's one device check).
   builder.setInsertionPoint(source);
   auto wrapper = emitc::FuncOp::create(
-      builder, loc, kForwardBackwardName,
+      builder, loc, names.wrapper,
       builder.getFunctionType(programArguments, {types.i32}));
   wrapper.setSpecifiersAttr(builder.getStrArrayAttr({"static"}));
   Block *wrapperBody = wrapper.addEntryBlock();
@@ -1214,17 +1275,17 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   zero = emitc::ConstantOp::create(builder, loc, types.i32,
                                    builder.getI32IntegerAttr(0));
   // The program's mutable globals (the arena, its own stream): a
-  // partitioned program's are thread_locals, which emitc.global cannot
+  // partitioned or pipelined program's are thread_locals, which emitc.global cannot
   // declare (see below), so they are named by literals instead. A
   // global's address, and its value read at `at`'s insertion point.
   struct MutableGlobal {
     StringRef name;
     Type type;
-    Value lvalue; // null when partitioned
+    Value lvalue; // null when thread_local
   };
   auto addressOf = [&](MutableGlobal &global) -> Value {
     auto pointer = emitc::PointerType::get(global.type);
-    if (partitioned)
+    if (threadLocalState)
       return emitc::LiteralOp::create(builder, loc, pointer,
                                       ("&" + global.name).str());
     global.lvalue = emitc::GetGlobalOp::create(
@@ -1232,15 +1293,15 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
     return emitc::AddressOfOp::create(builder, loc, pointer, global.lvalue);
   };
   auto valueOf = [&](OpBuilder &at, const MutableGlobal &global) -> Value {
-    if (partitioned)
+    if (threadLocalState)
       return emitc::LiteralOp::create(at, loc, global.type, global.name);
     return emitc::LoadOp::create(at, loc, global.type, global.lvalue);
   };
-  MutableGlobal arenaGlobal{kArenaName, types.bytePointer, {}};
-  MutableGlobal streamGlobal{kStreamName, types.stream, {}};
+  MutableGlobal arenaGlobal{names.arena, types.bytePointer, {}};
+  MutableGlobal streamGlobal{names.stream, types.stream, {}};
   Value arenaAddress = addressOf(arenaGlobal);
   Value arenaBytesGlobal = emitc::GetGlobalOp::create(
-      builder, loc, emitc::LValueType::get(types.i64), kArenaBytesName);
+      builder, loc, emitc::LValueType::get(types.i64), names.arenaBytes);
   Value bytes = emitc::LoadOp::create(builder, loc, types.i64, arenaBytesGlobal);
   CallArguments acquire(context);
   acquire.value(arenaAddress).value(bytes);
@@ -1289,7 +1350,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   // none).
   builder.setInsertionPoint(steps);
   arenaBytes = llvm::alignTo(arenaBytes, kArenaAlignment);
-  emitc::GlobalOp::create(builder, loc, kArenaBytesName, types.i64,
+  emitc::GlobalOp::create(builder, loc, names.arenaBytes, types.i64,
                           builder.getI64IntegerAttr(arenaBytes),
                           /*extern_specifier=*/false,
                           /*static_specifier=*/true,
@@ -1297,7 +1358,7 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
   // The ranks of a partitioned program may be threads of one process (the
   // drivers' mesh test beds), each with its own arena and stream.
   auto mutableGlobal = [&](StringRef name, Type type, StringRef cType) {
-    if (partitioned)
+    if (threadLocalState)
       emitc::VerbatimOp::create(
           builder, loc,
           builder.getStringAttr(
@@ -1310,9 +1371,9 @@ LogicalResult StepBuilder::build(unsigned parameterCount,
                               /*static_specifier=*/true,
                               /*const_specifier=*/false);
   };
-  mutableGlobal(kArenaName, types.bytePointer, "uint8_t*");
+  mutableGlobal(names.arena, types.bytePointer, "uint8_t*");
   if (target.cuda)
-    mutableGlobal(kStreamName, types.stream, "cudaStream_t");
+    mutableGlobal(names.stream, types.stream, "cudaStream_t");
   return success();
 }
 
@@ -1472,6 +1533,50 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
   return info;
 }
 
+/// forward_backward's binding: the parameters, the buffers, input_ids,
+/// targets and the loss scale in that order (describeProgram checked it);
+/// the loss, then one gradient per parameter.
+StepSignature wholeStepSignature(unsigned parameterCount,
+                                 unsigned bufferCount) {
+  using Source = StepSignature::Source;
+  StepSignature signature;
+  for (unsigned i = 0; i < parameterCount; ++i)
+    signature.arguments.push_back({Source::Parameter, i});
+  for (unsigned i = 0; i < bufferCount; ++i)
+    signature.arguments.push_back({Source::Buffer, i});
+  signature.arguments.push_back({Source::Tokens, 0});
+  signature.arguments.push_back({Source::Targets, 0});
+  signature.arguments.push_back({Source::LossScale, 0});
+  signature.results.push_back({StepSignature::Destination::Loss, 0});
+  for (unsigned i = 0; i < parameterCount; ++i)
+    signature.results.push_back({StepSignature::Destination::Gradient, i});
+  return signature;
+}
+
+/// Plans `function`'s arena and checks that the runtime has a dtype for
+/// every value it computes.
+FailureOr<FunctionArenaPlan> planLoweredFunction(func::FuncOp function,
+                                                 bool print) {
+  FailureOr<FunctionArenaPlan> plan = planFunctionArena(function);
+  if (failed(plan))
+    return failure();
+  if (print) {
+    // A pipelined program's plans, one per chunk function.
+    if (function.getSymName() != "forward_backward")
+      llvm::errs() << "@" << function.getSymName() << ":\n";
+    lowering::printArenaPlan(*plan, llvm::errs());
+  }
+  for (Operation &op : function.getBody().front())
+    for (Value result : op.getResults()) {
+      llvm::Expected<tessera_dtype> dtype =
+          execution::dtypeOf(tensorTypeOf(result).getElementType());
+      if (!dtype)
+        return op.emitError("tess-lower-to-emitc: ")
+               << llvm::toString(dtype.takeError());
+    }
+  return plan;
+}
+
 void LowerToEmitCPass::runOnOperation() {
   ModuleOp module = getOperation();
   FailureOr<TargetConventions> conventions =
@@ -1485,6 +1590,14 @@ void LowerToEmitCPass::runOnOperation() {
   if (!function) {
     module.emitError("tess-lower-to-emitc: no @forward_backward (run "
                      "tess-build-training first)");
+    return signalPassFailure();
+  }
+  bool pipelined = module->hasAttr("tess.pipeline");
+  if (pipelined && module->hasAttr("tess.mesh")) {
+    module.emitError("tess-lower-to-emitc: a pipelined program partitioned "
+                     "for a mesh is run by the interpreter's pipeline "
+                     "executor only; the compiled driver runs one rank per "
+                     "stage (compile without --mesh)");
     return signalPassFailure();
   }
   FailureOr<std::optional<MeshProgram>> mesh =
@@ -1507,22 +1620,10 @@ void LowerToEmitCPass::runOnOperation() {
       info->buffers[i].split = program.argumentSplits[parameterCount + i];
   }
   info->device = conventions->cuda ? TESSERA_DEVICE_CUDA : TESSERA_DEVICE_HOST;
-  info->flopsPerMicroBatch = modelFlops(function);
-  FailureOr<FunctionArenaPlan> plan = planFunctionArena(function);
-  if (failed(plan))
+  FailureOr<std::optional<PipelineProgram>> pipeline =
+      preparePipelineProgram(module, *info, pipelineSchedule, microBatches);
+  if (failed(pipeline))
     return signalPassFailure();
-  if (printArenaPlan)
-    lowering::printArenaPlan(*plan, llvm::errs());
-  for (Operation &op : function.getBody().front())
-    for (Value result : op.getResults()) {
-      llvm::Expected<tessera_dtype> dtype =
-          execution::dtypeOf(tensorTypeOf(result).getElementType());
-      if (!dtype) {
-        op.emitError("tess-lower-to-emitc: ")
-            << llvm::toString(dtype.takeError());
-        return signalPassFailure();
-      }
-    }
 
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToStart(module.getBody());
@@ -1532,18 +1633,57 @@ void LowerToEmitCPass::runOnOperation() {
   if (partitioned)
     emitc::IncludeOp::create(builder, loc, "tessera/runtime/mesh_step.h");
 
-  StepBuilder steps(module, function, *plan, *conventions, partitioned);
-  if (failed(steps.build(parameterCount, bufferCount)))
-    return signalPassFailure();
+  // Lowers `source` bound by `signature`; returns its C function's name.
+  auto lower = [&](func::FuncOp source, const StepSignature &signature,
+                   bool threadLocalState) -> FailureOr<std::string> {
+    FailureOr<FunctionArenaPlan> plan =
+        planLoweredFunction(source, printArenaPlan);
+    if (failed(plan))
+      return failure();
+    StepBuilder steps(module, source, *plan, *conventions, signature,
+                      threadLocalState);
+    if (failed(steps.build()))
+      return failure();
+    return steps.wrapperName().str();
+  };
+
+  std::string forwardBackward = "NULL", pipelineTable = "NULL";
+  if (*pipeline) {
+    // Every chunk's calls; @forward_backward only describes the program.
+    PipelineProgram &program = **pipeline;
+    info->flopsPerMicroBatch = 0;
+    for (auto *stages : {&program.forwards, &program.backwards})
+      for (StageFunction &stage : *stages) {
+        FailureOr<std::string> call =
+            lower(stage.function, stage.signature, /*threadLocalState=*/true);
+        if (failed(call))
+          return signalPassFailure();
+        stage.call = *call;
+        stage.flops = modelFlops(stage.function);
+        info->flopsPerMicroBatch += stage.flops;
+      }
+    builder.setInsertionPointToEnd(module.getBody());
+    pipelineTable = emitPipelineTables(builder, loc, program);
+  } else {
+    info->flopsPerMicroBatch = modelFlops(function);
+    FailureOr<std::string> call =
+        lower(function, wholeStepSignature(parameterCount, bufferCount),
+              partitioned);
+    if (failed(call))
+      return signalPassFailure();
+    forwardBackward = *call;
+  }
 
   builder.setInsertionPointToEnd(module.getBody());
-  emitProgramDefinition(builder, loc, *info, kForwardBackwardName);
+  emitProgramDefinition(builder, loc, *info, forwardBackward, pipelineTable);
 
   // The runtime runs the optimizer itself; @forward is for inference.
   for (auto function : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
     function.erase();
-  // The mesh is in the program table now; what remains is plain EmitC.
+  // The mesh and the stages are in the program table now; what remains is
+  // plain EmitC.
   module->removeAttr("tess.mesh");
+  module->removeAttr("tess.pipeline");
 }
 
 } // namespace

@@ -47,6 +47,22 @@ std::string cStringLiteral(llvm::StringRef text) {
   return literal + "\"";
 }
 
+std::string emitConstTable(OpBuilder &builder, Location loc, StringRef name,
+                           StringRef elementType, size_t count,
+                           StringRef initializer) {
+  if (count == 0)
+    return "NULL";
+  MLIRContext *context = builder.getContext();
+  auto type = emitc::ArrayType::get({static_cast<int64_t>(count)},
+                                    emitc::OpaqueType::get(context, elementType));
+  emitc::GlobalOp::create(builder, loc, name, type,
+                          emitc::OpaqueAttr::get(context, initializer),
+                          /*extern_specifier=*/false,
+                          /*static_specifier=*/true,
+                          /*const_specifier=*/true);
+  return name.str();
+}
+
 namespace {
 
 /// `{{"name", TESSERA_F32, 2, {64, 64}}, ...}`.
@@ -72,18 +88,8 @@ std::string tensorInfoInitializer(const std::vector<ProgramTensor> &tensors) {
 /// cannot be empty).
 std::string emitTensorTable(OpBuilder &builder, Location loc, StringRef name,
                             const std::vector<ProgramTensor> &tensors) {
-  if (tensors.empty())
-    return "NULL";
-  MLIRContext *context = builder.getContext();
-  auto type = emitc::ArrayType::get(
-      {static_cast<int64_t>(tensors.size())},
-      emitc::OpaqueType::get(context, "tessera_tensor_info"));
-  emitc::GlobalOp::create(
-      builder, loc, name, type,
-      emitc::OpaqueAttr::get(context, tensorInfoInitializer(tensors)),
-      /*extern_specifier=*/false, /*static_specifier=*/true,
-      /*const_specifier=*/true);
-  return name.str();
+  return emitConstTable(builder, loc, name, "tessera_tensor_info",
+                        tensors.size(), tensorInfoInitializer(tensors));
 }
 
 /// `{{{-1, 1, -1, -1, -1, -1, -1, -1}}, ...}`: the splits of `tensors`, or
@@ -104,16 +110,8 @@ std::string emitSplitTable(OpBuilder &builder, Location loc, StringRef name,
     os << "}}";
   }
   os << "}";
-  MLIRContext *context = builder.getContext();
-  auto type = emitc::ArrayType::get(
-      {static_cast<int64_t>(tensors.size())},
-      emitc::OpaqueType::get(context, "tessera_tensor_split"));
-  emitc::GlobalOp::create(builder, loc, name, type,
-                          emitc::OpaqueAttr::get(context, text),
-                          /*extern_specifier=*/false,
-                          /*static_specifier=*/true,
-                          /*const_specifier=*/true);
-  return name.str();
+  return emitConstTable(builder, loc, name, "tessera_tensor_split",
+                        tensors.size(), text);
 }
 
 /// The mesh's shape and axis names as static tables, or NULL for one device.
@@ -151,7 +149,8 @@ std::pair<std::string, std::string> emitMeshTables(OpBuilder &builder,
 
 void emitProgramDefinition(OpBuilder &builder, Location loc,
                            const ProgramInfo &info,
-                           StringRef forwardBackwardName) {
+                           StringRef forwardBackwardName,
+                           StringRef pipeline) {
   MLIRContext *context = builder.getContext();
   std::string parameters = emitTensorTable(builder, loc, "tessera_parameters",
                                            info.parameters);
@@ -196,7 +195,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*flops_per_micro_batch=*/"
      << llvm::format("%.17g", info.flopsPerMicroBatch)
      << ",\n    /*parameter_splits=*/" << parameterSplits
-     << ",\n    /*buffer_splits=*/" << bufferSplits << "}";
+     << ",\n    /*buffer_splits=*/" << bufferSplits
+     << ",\n    /*pipeline=*/" << pipeline << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",

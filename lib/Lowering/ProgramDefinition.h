@@ -47,16 +47,26 @@ const char *dtypeName(int32_t dtype);
 /// A C string literal of `text` (quoted, escaped).
 std::string cStringLiteral(llvm::StringRef text);
 
+/// Appends `static const <elementType> name[count] = initializer;` (an
+/// aggregate initializer's text) at the builder's insertion point and
+/// returns `name`, or returns "NULL" without a table when count is 0 (a C
+/// array cannot be empty).
+std::string emitConstTable(mlir::OpBuilder &builder, mlir::Location loc,
+                           llvm::StringRef name, llvm::StringRef elementType,
+                           size_t count, llvm::StringRef initializer);
+
 /// Appends, at the builder's insertion point in the module body, the
 /// parameter and buffer tables (and, partitioned, the mesh and the splits), `static tessera_program tessera_program_
 /// definition` (its forward_backward = `forwardBackwardName`, a function
-/// defined before this point) and `int main(argc, argv)` calling
+/// defined before this point or NULL, and its pipeline = `pipeline`, the
+/// address of a tessera_pipeline or NULL) and `int main(argc, argv)` calling
 /// tessera_train_main, or tessera_cuda_train_main for a CUDA program (the
 /// driver's GPU backend, which lives in its own library so that a CPU
 /// executable never links the CUDA runtime).
 void emitProgramDefinition(mlir::OpBuilder &builder, mlir::Location loc,
                            const ProgramInfo &info,
-                           llvm::StringRef forwardBackwardName);
+                           llvm::StringRef forwardBackwardName,
+                           llvm::StringRef pipeline = "NULL");
 
 } // namespace tessera::lowering
 

@@ -109,6 +109,45 @@ Expected<pipeline::RematMode> stepRematMode() {
           (remat == "auto" ? " (auto is --explain --pipeline's search)" : ""));
 }
 
+Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch) {
+  if (!stages.getNumOccurrences()) {
+    if (microBatches.getNumOccurrences() || schedule.getNumOccurrences())
+      return createStringError(inconvertibleErrorCode(),
+                               "--microbatches and --schedule pipeline the "
+                               "built step: add --stages N");
+    return std::nullopt;
+  }
+  auto error = [](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(), message);
+  };
+  if (pipeline || pipelineDevices.getNumOccurrences() ||
+      tracePath.getNumOccurrences())
+    return error("--pipeline, --pipeline-devices and --trace plan with "
+                 "--explain; the built step takes --stages, --microbatches "
+                 "and --schedule");
+  StepPipeline step;
+  if (stages < 1)
+    return error("--stages " + Twine(stages) + ": must be positive");
+  step.stages = stages;
+  step.microBatches = microBatches.getNumOccurrences() ? microBatches.getValue()
+                                                       : step.stages;
+  if (step.microBatches < 1)
+    return error("--microbatches " + Twine(step.microBatches) +
+                 ": must be positive");
+  auto parsed = pipeline::parseSchedule(
+      schedule.getNumOccurrences() ? StringRef(schedule) : "1f1b");
+  if (!parsed)
+    return parsed.takeError();
+  step.schedule = parsed->name();
+  if (parsed->kind == pipeline::ScheduleKind::Interleaved)
+    step.virtualStages = parsed->virtualStages;
+  if (batch % step.microBatches != 0)
+    return error("--microbatches " + Twine(step.microBatches) +
+                 " does not divide the batch " + Twine(batch) +
+                 " (--dim batch is the step's global batch)");
+  return step;
+}
+
 std::optional<int> explainPipeline(StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,

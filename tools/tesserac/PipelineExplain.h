@@ -8,7 +8,9 @@
 // devices for the global batch B (lib/Pipeline) and prints the plan. The
 // flags live in PipelineExplain.cpp; with --explain any of them asks for the
 // plan. --remat also means the same choice for the step that --target and
-// --emit=cpp build: tess-rematerialize applies it to every layer.
+// --emit=cpp build: tess-rematerialize applies it to every layer; and
+// --stages, --microbatches and --schedule there build a pipelined program
+// (stepPipeline).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +40,21 @@ bool rematRequested();
 /// Errors: "auto", which only --explain --pipeline's search resolves, or an
 /// unknown mode.
 llvm::Expected<pipeline::RematMode> stepRematMode();
+
+/// --stages S [--microbatches M] [--schedule NAME] for the step --target
+/// and --emit=cpp build: the program is cut into S stages (S x V chunks
+/// for interleaved:V) that one rank each runs, M micro-batches per step.
+struct StepPipeline {
+  int64_t stages = 1, virtualStages = 1, microBatches = 1;
+  std::string schedule; // scheduleTaskOrder's name: gpipe, 1f1b, interleaved:V
+};
+
+/// std::nullopt without --stages. Otherwise the pipeline of the built step
+/// (--microbatches defaults to the stage count, --schedule to 1f1b);
+/// errors: a non-positive count, an unknown schedule, --pipeline or
+/// --pipeline-devices (the planner's), or a global batch `batch` that the
+/// micro-batches do not divide.
+llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 
 /// Nothing when no pipeline flag was given (the ordinary --explain runs);
 /// otherwise imports the model at two batch sizes, builds its training step

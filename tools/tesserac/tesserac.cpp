@@ -567,9 +567,13 @@ struct MeshTarget {
 /// C++, and (for an executable) its weights and the compiled binary. With
 /// `meshTarget`, the program one rank of its mesh runs; the weights file
 /// keeps the whole tensors (the driver cuts each rank's blocks).
-int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
-                           bool buildExecutable,
-                           const std::optional<MeshTarget> &meshTarget) {
+/// With `stepPipeline`, the program is cut into its stages
+/// (tess-split-pipeline-stages) after remat and before the lowering's
+/// fusions, which then apply to every chunk function.
+int compileTrainingProgram(
+    mlir::MLIRContext &context, mlir::ModuleOp module, bool buildExecutable,
+    const std::optional<MeshTarget> &meshTarget,
+    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
   SearchedPlan searched;
   if (meshTarget) {
     if (int status = buildAndSearch(
@@ -601,8 +605,16 @@ int compileTrainingProgram(mlir::MLIRContext &context, mlir::ModuleOp module,
       return status;
 
   mlir::PassManager lowering(&context);
-  addLoweringPreparation(lowering);
   tessera::LowerToEmitCOptions lowerOptions;
+  if (stepPipeline) {
+    tessera::SplitPipelineStagesOptions split;
+    split.stages = stepPipeline->stages;
+    split.virtualStages = stepPipeline->virtualStages;
+    lowering.addPass(tessera::createSplitPipelineStages(split));
+    lowerOptions.pipelineSchedule = stepPipeline->schedule;
+    lowerOptions.microBatches = stepPipeline->microBatches;
+  }
+  addLoweringPreparation(lowering);
   lowerOptions.modelName = sys::path::filename(inputPath).str();
   lowerOptions.weightsFile = weightsPath;
   lowerOptions.targetName = target == Target::Cuda ? "cuda" : "cpu";
@@ -698,6 +710,27 @@ int main(int argc, char **argv) {
     return fail("--loss " + loss + ": expected causal-lm or mlm");
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")
     return fail("--precision " + precision + ": expected fp32, bf16 or fp16");
+  // --stages with --target or --emit=cpp: a pipelined program, built for
+  // one micro-batch of the global --dim batch.
+  std::optional<tessera::tesserac::StepPipeline> stepPipeline;
+  if (!explain && (buildExecutable || emit == EmitStage::Cpp)) {
+    auto batch = options.dims.find("batch");
+    auto pipelined = tessera::tesserac::stepPipeline(
+        batch == options.dims.end() ? 0 : batch->second);
+    if (!pipelined)
+      return fail(toString(pipelined.takeError()));
+    stepPipeline = *pipelined;
+    if (stepPipeline) {
+      if (batch == options.dims.end())
+        return fail("--stages: bind the step's global batch with --dim "
+                    "batch=B (each micro-batch is B / --microbatches rows)");
+      if (meshSpec.getNumOccurrences())
+        return fail("--stages and --mesh: the compiled driver runs one rank "
+                    "per pipeline stage; a pipeline over a mesh runs in the "
+                    "interpreter's executor only");
+      batch->second /= stepPipeline->microBatches;
+    }
+  }
   // --explain: read the cluster, the mesh and the search's flags first; the
   // program keeps the whole batch (the plan divides it).
   std::optional<tessera::cost::Cluster> cluster;
@@ -825,7 +858,7 @@ int main(int argc, char **argv) {
     if (meshProgram)
       meshTarget = MeshTarget{&*cluster, mesh, searchOptions};
     return compileTrainingProgram(context, **module, buildExecutable,
-                                  meshTarget);
+                                  meshTarget, stepPipeline);
   }
 
   // --summary with --loss or --precision: also the device memory of the

@@ -56,6 +56,30 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
     the end, where `tessera_cuda_finish_step` synchronizes once, checks the
     kernels' device errors and makes the first failure the returned status
     and `tessera_cpu_last_error()` (cuda_lowering_support.h).
+
+    A module that `tess-split-pipeline-stages` cut into stages (its
+    `tess.pipeline` attribute) becomes a pipelined program instead: each
+    `@stage{c}_forward` and `@stage{c}_backward` is lowered like the whole
+    step into `tessera_stage{c}_forward` etc. (program.h's
+    `tessera_stage_function` call, which also takes the activations, saved
+    values and activation gradients it receives as `inputs` and fills what
+    it sends and saves as `outputs`), each with its own thread-local arena
+    and tables named after it; `tessera_pipeline` describes every call's
+    inputs, outputs, parameters read and gradients completed, and each
+    device's task order for `pipeline-schedule` over `micro-batches`
+    (lib/Pipeline's scheduleTaskOrder). The messages of neighbouring chunks
+    are checked to agree in dtype and shape, and every parameter's gradient
+    to be completed by exactly one chunk. `@forward_backward` then only
+    describes the program (parameters, buffers, micro-batch shape, loss,
+    precision) and is not emitted: `forward_backward` is NULL.
+
+    ```mlir
+    // tessera-opt -tess-split-pipeline-stages=stages=2
+    //   -tess-lower-to-emitc="pipeline-schedule=1f1b micro-batches=4"
+    // emits tessera_stage0_forward ... tessera_stage1_backward and
+    //   static const tessera_pipeline tessera_pipeline = {
+    //     /*stages=*/2, /*virtual_stages=*/1, /*micro_batches=*/4, "1f1b", ...};
+    ```
   }];
   let options = [
     Option<"modelName", "model-name", "std::string", /*default=*/"\"\"",
@@ -68,6 +92,11 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
            "cuda (tessera_cuda_*, device arena)">,
     Option<"printArenaPlan", "print-arena-plan", "bool", /*default=*/"false",
            "Print the arena plan of @forward_backward to stderr">,
+    Option<"pipelineSchedule", "pipeline-schedule", "std::string",
+           /*default=*/"\"1f1b\"",
+           "A pipelined module's schedule: gpipe, 1f1b or interleaved:V">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "A pipelined module's micro-batches per step">,
   ];
   let dependentDialects = ["::mlir::emitc::EmitCDialect"];
 }

@@ -83,6 +83,92 @@ typedef struct tessera_tensor_info {
   int64_t shape[TESSERA_MAX_RANK];
 } tessera_tensor_info;
 
+/* A pipelined program (issue 6, `tesserac --stages S --microbatches M`):
+ * the step cut along layer boundaries into chunks (tess-split-pipeline-
+ * stages), chunk c running on pipeline device c mod stages, each chunk a
+ * forward and a backward function that a schedule calls once per
+ * micro-batch. What crosses between the calls is described per function:
+ * - a forward's inputs are the ACTIVATIONs chunk c - 1's forward sends (none
+ *   for chunk 0); its outputs are the ACTIVATIONs it sends to chunk c + 1's
+ *   forward, then the SAVED values its own backward reads for the same
+ *   micro-batch;
+ * - a backward's inputs are the SAVED values (in the forward's order), then
+ *   the ACTIVATION_GRADIENTs chunk c + 1's backward sends (none for the last
+ *   chunk); its outputs are the ACTIVATION_GRADIENTs it sends to chunk c - 1.
+ * The k-th ACTIVATION output of chunk c's forward is the k-th ACTIVATION
+ * input of chunk c + 1's forward (same dtype and shape; tesserac checks),
+ * and likewise for the gradients and the saved values; within `inputs` and
+ * `outputs` the roles come in the order above. */
+typedef enum tessera_stage_tensor_role {
+  TESSERA_STAGE_ACTIVATION = 0,
+  TESSERA_STAGE_ACTIVATION_GRADIENT = 1,
+  TESSERA_STAGE_SAVED = 2
+} tessera_stage_tensor_role;
+
+typedef struct tessera_stage_tensor {
+  int32_t role; /* tessera_stage_tensor_role */
+  int32_t dtype;
+  int32_t rank;
+  int64_t shape[TESSERA_MAX_RANK];
+} tessera_stage_tensor;
+
+/* One chunk's forward or backward. `call` has forward_backward's arguments
+ * (parameters and buffers indexed as the program's tables, tokens and
+ * targets the whole micro-batch [batch, sequence]) plus `inputs` and
+ * `outputs` as described above, all in the memory `device` names. It reads
+ * only parameters[read_parameters[i]], writes *loss only when returns_loss
+ * (the unscaled loss of the micro-batch, to host memory), and writes only
+ * gradients[gradient_parameters[i]]: the gradient of loss * loss_scale of
+ * each parameter this chunk completes (every parameter's gradient is
+ * completed by exactly one chunk; a tied embedding's head contribution
+ * reaches the embedding's chunk as an activation gradient). A CUDA call
+ * enqueues its kernels on context->stream and has finished them when it
+ * returns, as forward_backward does. Returns 0, or nonzero with
+ * tessera_cpu_last_error() set. */
+typedef struct tessera_stage_function {
+  int (*call)(const tessera_step_context *context,
+              const tessera_tensor *parameters, const tessera_tensor *buffers,
+              const tessera_tensor *tokens, const tessera_tensor *targets,
+              const tessera_tensor *inputs, float loss_scale, uint64_t seed,
+              float *loss, tessera_tensor *gradients,
+              tessera_tensor *outputs);
+  int32_t input_count;
+  const tessera_stage_tensor *inputs;
+  int32_t output_count;
+  const tessera_stage_tensor *outputs;
+  int32_t returns_loss;
+  int32_t read_parameter_count;
+  const int32_t *read_parameters;
+  int32_t gradient_count;
+  const int32_t *gradient_parameters;
+  /* Model FLOPs of one call (as flops_per_micro_batch counts them). */
+  double flops;
+} tessera_stage_function;
+
+/* One entry of a device's schedule: the forward or the backward of `chunk`
+ * for micro-batch `micro_batch` (0 .. micro_batches - 1 within the step). */
+typedef struct tessera_pipeline_task {
+  int32_t forward; /* 1: forward, 0: backward */
+  int32_t chunk;
+  int32_t micro_batch;
+} tessera_pipeline_task;
+
+typedef struct tessera_pipeline {
+  int32_t stages;         /* pipeline devices: one rank each */
+  int32_t virtual_stages; /* chunks per device (interleaved 1F1B's V) */
+  int32_t micro_batches;  /* per step; their gradients are accumulated */
+  const char *schedule;   /* "gpipe", "1f1b", "interleaved:V" */
+  /* Per chunk (stages * virtual_stages of each). */
+  const tessera_stage_function *forwards;
+  const tessera_stage_function *backwards;
+  /* Per device: its tasks in the order it runs them (lib/Pipeline's
+   * scheduleTaskOrder). Every device runs each of its chunks' forward and
+   * backward once per micro-batch; a task's inputs come from the task of
+   * the neighbouring chunk for the same micro-batch. */
+  const int32_t *task_counts;
+  const tessera_pipeline_task *const *tasks;
+} tessera_pipeline;
+
 typedef struct tessera_program {
   const char *model_name;    /* the ONNX file it was compiled from */
   const char *weights_file;  /* safetensors of the initial weights, written
@@ -147,6 +233,13 @@ typedef struct tessera_program {
    * returns is the micro-batch's, the same on every rank. */
   const tessera_tensor_split *parameter_splits;
   const tessera_tensor_split *buffer_splits;
+
+  /* A pipelined program's stages and schedule, or NULL (then forward_backward
+   * is the step). A pipelined program's forward_backward is NULL; its batch
+   * is one micro-batch's rows, a step runs pipeline->micro_batches of them;
+   * flops_per_micro_batch is the sum over all chunks' calls. It is not
+   * partitioned (mesh_axis_count 0). */
+  const tessera_pipeline *pipeline;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),
