@@ -78,12 +78,13 @@ for model in gpt2-tiny bert-tiny; do
   first_step "$model" "$model" "$model-train.weights.safetensors"
 done
 
-# Partitioned for a mesh and started plainly: the ranks are threads on the
-# GPUs here (several per GPU when there are fewer), their collectives staged
-# through the host (device_staged_comm.h).
-for mesh in tp dptp; do
+# Partitioned for a mesh, or cut into pipeline stages, and started plainly:
+# the ranks are threads on the GPUs here (several per GPU when there are
+# fewer), their collectives and sends staged through the host
+# (device_staged_comm.h).
+for mesh in tp dptp pp2; do
   [[ -x "$here/gpt2-tiny-$mesh-train" ]] || continue
-  echo "=== gpt2-tiny --mesh $mesh (--target cuda, fp32, thread ranks) ==="
+  echo "=== gpt2-tiny $mesh (--target cuda, fp32, thread ranks) ==="
   first_step "gpt2-tiny-$mesh" gpt2-tiny gpt2-tiny-train.weights.safetensors
 done
 # Launched one rank per GPU: the same program's collectives on NCCL.
@@ -91,6 +92,11 @@ gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [[ -x "$here/gpt2-tiny-tp-train" && "$gpus" -ge 2 ]]; then
   echo "=== gpt2-tiny --mesh 2 --strategy tp (--target cuda, fp32, --nproc 2, NCCL) ==="
   NCCL_NVLS_ENABLE=0 first_step gpt2-tiny-tp gpt2-tiny \
+      gpt2-tiny-train.weights.safetensors --nproc 2
+fi
+if [[ -x "$here/gpt2-tiny-pp2-train" && "$gpus" -ge 2 ]]; then
+  echo "=== gpt2-tiny --stages 2 (--target cuda, fp32, --nproc 2, NCCL) ==="
+  NCCL_NVLS_ENABLE=0 first_step gpt2-tiny-pp2 gpt2-tiny \
       gpt2-tiny-train.weights.safetensors --nproc 2
 fi
 

@@ -14,6 +14,8 @@
 # - gpt2-tiny fp32 partitioned for the meshes 2 (tp) and 2x2 (dp-tp): the
 #   same first-step check, their ranks as threads on this machine's GPUs and,
 #   with 2 GPUs, the tp program launched on NCCL (--nproc 2);
+# - gpt2-tiny fp32 as a 2-stage 1F1B pipeline: the same check, the stages as
+#   threads and, with 2 GPUs, launched on NCCL;
 # - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered) and
 #   the device-staged comm's (tessera_runtime_comm_gpu_tests), when BUILD_DIR
 #   has them;
@@ -40,6 +42,10 @@ rm -rf "$out" && mkdir -p "$out"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --mesh 2x2 --strategy dp-tp \
     --without-weights -o "$out/gpt2-tiny-dptp-train"
+# Pipelined (2 stages, 1F1B, the fixture's 2 rows as 2 micro-batches).
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
+    --without-weights -o "$out/gpt2-tiny-pp2-train"
 
 step="$repo/test/Lowering/Inputs/training_step.py"
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny.batch.npy"

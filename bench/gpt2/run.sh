@@ -15,19 +15,13 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out"
 OUT="${OUT:-$here/results}"; mkdir -p "$OUT"
 work=/tmp/tessera-bench; mkdir -p "$work"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 quick=0; [[ "${1:-}" == "--quick" ]] && { quick=1; shift; }
 # The models to run (default both); one device call may not hold both, so
 # `run.sh gpt2-124m` and `run.sh gpt2-350m` can be two calls.
 models=("$@"); [[ ${#models[@]} -eq 0 ]] && models=(gpt2-124m gpt2-350m)
 steps=25; [[ $quick == 1 ]] && steps=15
-gpus=$(nvidia-smi -L | wc -l)
-nvidia-smi -L
-# cuBLASLt and NCCL: the executables link them dynamically.
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-  $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas", "nccl")))' 2>/dev/null); do
-  [[ -d "$dir" ]] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
+source "$here/../../gpu-env.sh"
 log() { echo "[$(date +%T)] $*"; }
 
 tessera() { # name batch nproc steps tag extra...

@@ -45,5 +45,6 @@ echo "== tesserac gpt2-350m --mesh tp=2 --strategy tp (batch 16, bf16, --target 
 "$tesserac" "$model" --dim batch=16 "${common[@]}" --target cuda --mesh tp=2 --strategy tp \
     --without-weights -o "$out/tp-train"
 strip "$out/dp-train" "$out/tp-train"
-cp "$root/bench/plans/report.py" "$root/bench/plans/run.sh" "$root/bench/gpt2/make_tokens.py" "$out/"
+cp "$root/bench/plans/report.py" "$root/bench/metrics.py" "$root/bench/gpu-env.sh" "$root/bench/plans/run.sh" \
+    "$root/bench/gpt2/make_tokens.py" "$out/"
 du -sh "$out"

@@ -7,11 +7,11 @@ the plan the search picks on its own (HERE/search.explain.txt).
 
   python3 report.py HERE OUT
 """
-import json
 import os
 import re
-import statistics
 import sys
+
+from metrics import measured, predicted
 
 PLANS = [("dp", "DP (--nproc 2)"), ("zero1", "ZeRO-1 (--nproc 2 --zero 1)"),
          ("tp", "TP (--mesh tp=2, Megatron column/row)")]
@@ -19,26 +19,7 @@ PLANS = [("dp", "DP (--nproc 2)"), ("zero1", "ZeRO-1 (--nproc 2 --zero 1)"),
 
 def prediction(path):
     """(step ms, MiB per device) of a plan's --explain output."""
-    text = open(path).read()
-    plan_time = text[text.index("Plan time per step"):]
-    step = float(re.search(r"^\s+step\s+([0-9.]+)", plan_time, re.M).group(1))
-    plan_memory = text[text.index("Plan memory per device"):]
-    total = float(re.search(r"^\s+total\s+([0-9.]+)", plan_memory, re.M).group(1))
-    return step, total
-
-
-def measured(path):
-    """(median step ms, tokens/s at it, peak GiB) of a run, or None."""
-    if not os.path.exists(path):
-        return None
-    rows = [json.loads(line) for line in open(path) if line.strip()]
-    timed = [row for row in rows if row["step"] > 5]
-    if not timed:
-        return None
-    ms = statistics.median(row["step_ms"] for row in timed)
-    tokens = statistics.median(row["tokens_per_s"] for row in timed)
-    peak = max(row["peak_memory_gib"] for row in rows)
-    return ms, tokens, peak
+    return predicted(path, "Plan time per step", "Plan memory per device")
 
 
 def search_choice(path):

@@ -9,13 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 [[ -x "$here/dp-train" ]] || here="$here/out"
 OUT="${OUT:-$here/results}"
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-  $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas", "nccl")))' 2>/dev/null); do
-  [[ -d "$dir" ]] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-done
-gpus=$(nvidia-smi -L | wc -l)
-nvidia-smi -L
+source "$here/gpu-env.sh"
 if [[ "$gpus" -lt 2 ]]; then
   echo "run.sh: the plans run on 2 GPUs; this machine has $gpus" >&2
   exit 2

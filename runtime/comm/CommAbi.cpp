@@ -190,4 +190,12 @@ int tessera_comm_recv(tessera_comm *comm, tessera_tensor *y, int32_t peer,
   });
 }
 
+int tessera_comm_group_start(tessera_comm *comm) {
+  return runCollective("group_start", comm, [&] { comm->groupStart(); });
+}
+
+int tessera_comm_group_end(tessera_comm *comm) {
+  return runCollective("group_end", comm, [&] { comm->groupEnd(); });
+}
+
 } // extern "C"

@@ -67,6 +67,11 @@ struct tessera_comm {
                         void *stream) = 0;
   virtual void send(const tessera_tensor &x, int32_t peer, void *stream) = 0;
   virtual void recv(tessera_tensor &y, int32_t peer, void *stream) = 0;
+  /// comm.h's group_start/group_end. Only NCCL needs them: a comm whose
+  /// sends are buffered (the in-process ones, the device-staged ones over
+  /// them) cannot deadlock on the order of a send and a receive.
+  virtual void groupStart() {}
+  virtual void groupEnd() {}
 };
 
 #endif // TESSERA_RUNTIME_COMM_COMMBASE_H

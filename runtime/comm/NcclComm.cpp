@@ -4,7 +4,9 @@
 // the axis has leading dims (outer > 1), a block is a strided 2-D region,
 // so it is packed into (or unpacked from) device scratch with one
 // cudaMemcpy2DAsync per rank block, on the same stream, before (after) the
-// NCCL call. all_to_all is grouped ncclSend/ncclRecv, one pair per peer.
+// NCCL call. all_to_all is grouped ncclSend/ncclRecv, one pair per peer;
+// groupStart/groupEnd (comm.h's group calls) let the pipeline driver group
+// its own sends and receives the same way.
 // Every call is followed by watchdog.track(), so a collective that never
 // completes is noticed.
 //
@@ -200,21 +202,55 @@ void NcclComm::allToAll(const tessera_tensor &x, tessera_tensor &y,
     copyBlocks(received, groupSize, y.data, receiveBuffer, false, cudaStream);
 }
 
+void NcclComm::pointToPoint(ncclResult_t result, cudaStream_t stream,
+                            const std::string &what) {
+  if (!grouped) {
+    enqueued(result, stream, what);
+    return;
+  }
+  watchdog.check(result, comm, what);
+  groupStream = stream;
+  groupCalls += groupCalls.empty() ? what : ", " + what;
+}
+
 void NcclComm::send(const tessera_tensor &x, int32_t peer, void *stream) {
   cudaStream_t cudaStream = asStream(stream);
-  enqueued(ncclSend(x.data, static_cast<size_t>(tensorElements(x)),
-                    ncclType(x.dtype), peer, comm, cudaStream),
-           cudaStream,
-           describe("send", x, groupName) + " to rank " + std::to_string(peer));
+  pointToPoint(ncclSend(x.data, static_cast<size_t>(tensorElements(x)),
+                        ncclType(x.dtype), peer, comm, cudaStream),
+               cudaStream,
+               describe("send", x, groupName) + " to rank " +
+                   std::to_string(peer));
 }
 
 void NcclComm::recv(tessera_tensor &y, int32_t peer, void *stream) {
   cudaStream_t cudaStream = asStream(stream);
-  enqueued(ncclRecv(y.data, static_cast<size_t>(tensorElements(y)),
-                    ncclType(y.dtype), peer, comm, cudaStream),
-           cudaStream,
-           describe("recv", y, groupName) + " from rank " +
-               std::to_string(peer));
+  pointToPoint(ncclRecv(y.data, static_cast<size_t>(tensorElements(y)),
+                        ncclType(y.dtype), peer, comm, cudaStream),
+               cudaStream,
+               describe("recv", y, groupName) + " from rank " +
+                   std::to_string(peer));
+}
+
+void NcclComm::groupStart() {
+  if (grouped)
+    throw CommError("group_start on " + groupName +
+                    " inside an open group (groups do not nest)");
+  watchdog.check(ncclGroupStart(), comm, "group_start on " + groupName);
+  grouped = true;
+  groupStream = nullptr;
+  groupCalls.clear();
+}
+
+void NcclComm::groupEnd() {
+  if (!grouped)
+    throw CommError("group_end on " + groupName + " without group_start");
+  grouped = false;
+  std::string what = "group of " + (groupCalls.empty() ? "no calls" : groupCalls);
+  // An empty group enqueues nothing: there is no stream to watch.
+  if (groupStream)
+    enqueued(ncclGroupEnd(), groupStream, what);
+  else
+    watchdog.check(ncclGroupEnd(), comm, what);
 }
 
 } // namespace tessera::comm

@@ -32,6 +32,8 @@ public:
                 int32_t concatAxis, void *stream) override;
   void send(const tessera_tensor &x, int32_t peer, void *stream) override;
   void recv(tessera_tensor &y, int32_t peer, void *stream) override;
+  void groupStart() override;
+  void groupEnd() override;
 
 private:
   /// Device scratch for packing blocks that are not contiguous; grows only.
@@ -46,6 +48,16 @@ private:
   int32_t groupSize = 0;
   int32_t groupRank = 0;
   Scratch scratch[2];
+  /// Inside groupStart/groupEnd: the calls are only issued at the group's
+  /// end, so the watchdog tracks the group then, on the stream of its
+  /// calls, under the names of its calls.
+  bool grouped = false;
+  cudaStream_t groupStream = nullptr;
+  std::string groupCalls;
+
+  /// A send or receive: issued now, or at the end of the open group.
+  void pointToPoint(ncclResult_t result, cudaStream_t stream,
+                    const std::string &what);
 
   void *scratchBuffer(int slot, size_t bytes, cudaStream_t stream);
   /// Checks the call, then watches its completion.

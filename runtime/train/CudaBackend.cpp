@@ -14,6 +14,11 @@
 //   per step: sums of squares per chunk -> host (one small readback);
 //     multi-tensor AdamW; finishStep waits for it.
 //
+// A pipelined program (PipelineParallel.h) asks for more, also before the
+// first step: device memory for its messages and saved activations, and
+// room for every micro-batch of a step; its stage calls run eagerly (no
+// step graph) and its gradients are accumulated one parameter at a time.
+//
 // Memory is reported as what this process holds on the device beyond what
 // it held when the backend started (after the CUDA context was made), read
 // from cudaMemGetInfo: our buffers, the program's arena, the kernels'
@@ -135,6 +140,21 @@ public:
     return static_cast<int64_t *>(hostTargets.get());
   }
   double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
+  void *allocate(int64_t bytes, const char *what) override {
+    allocations.emplace_back(bytes, what);
+    return allocations.back().get();
+  }
+  void reserveMicroBatches(int64_t count) override {
+    microBatchSlots = count;
+    slotTokens = DeviceBuffer(count * microBatchBytes, "the step's tokens");
+    slotTargets = DeviceBuffer(count * microBatchBytes, "the step's targets");
+    checkCuda(cudaDeviceSynchronize(), "preparing the micro-batches");
+  }
+  void storeMicroBatch(int64_t slot) override;
+  double runStage(const tessera_stage_function &function, int64_t slot,
+                  const tessera_tensor *inputs, tessera_tensor *outputs,
+                  float lossScale, uint64_t seed) override;
+  void accumulateGradient(int32_t parameter, bool first) override;
   double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
@@ -163,6 +183,11 @@ private:
   int32_t chunkCount = 0;
   DeviceBuffer deviceTokens, deviceTargets, chunks, partialSums;
   std::vector<DeviceBuffer> bufferStorage;
+  /// A pipelined run's messages and saved activations (allocate), and its
+  /// step's micro-batches, one [batch, sequence] after another.
+  std::vector<DeviceBuffer> allocations;
+  DeviceBuffer slotTokens, slotTargets;
+  int64_t microBatchSlots = 0;
   PinnedBuffer hostTokens, hostTargets, hostPartialSums;
   std::vector<int32_t> chunkTensors;
   std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
@@ -317,6 +342,54 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
                     streamHandle),
                 "accumulating gradients");
   return loss;
+}
+
+void CudaBackend::storeMicroBatch(int64_t slot) {
+  if (slot < 0 || slot >= microBatchSlots)
+    fail("internal error: micro-batch slot " + std::to_string(slot) +
+         " was not reserved");
+  auto at = [&](const DeviceBuffer &buffer) {
+    return static_cast<unsigned char *>(buffer.get()) + slot * microBatchBytes;
+  };
+  checkCuda(cudaMemcpyAsync(at(slotTokens), hostTokens.get(),
+                            static_cast<size_t>(microBatchBytes),
+                            cudaMemcpyHostToDevice, streamHandle),
+            "uploading the tokens");
+  checkCuda(cudaMemcpyAsync(at(slotTargets), hostTargets.get(),
+                            static_cast<size_t>(microBatchBytes),
+                            cudaMemcpyHostToDevice, streamHandle),
+            "uploading the targets");
+  // The data loader refills the pinned batch next.
+  checkCuda(cudaStreamSynchronize(streamHandle), "uploading the micro-batch");
+}
+
+double CudaBackend::runStage(const tessera_stage_function &function,
+                             int64_t slot, const tessera_tensor *inputs,
+                             tessera_tensor *outputs, float lossScale,
+                             uint64_t seed) {
+  tessera_tensor_info info = microBatchInfo(program);
+  auto at = [&](const DeviceBuffer &buffer) {
+    return static_cast<unsigned char *>(buffer.get()) + slot * microBatchBytes;
+  };
+  tessera_tensor tokenTensor = makeTensor(at(slotTokens), TESSERA_I64, info);
+  tessera_tensor targetTensor = makeTensor(at(slotTargets), TESSERA_I64, info);
+  // Eager: a stage's call sits between the pipeline's sends and receives.
+  return callStage(function, parameterTensors.data(), bufferTensors.data(),
+                   &tokenTensor, &targetTensor, inputs, lossScale, seed,
+                   gradientTensors.data(), outputs);
+}
+
+void CudaBackend::accumulateGradient(int32_t parameter, bool first) {
+  if (!accumulating())
+    return;
+  const int64_t offset = layout.offset(parameter);
+  checkKernel(tessera_cuda_accumulate_gradients(
+                  static_cast<float *>(accumulators.get()) + offset,
+                  static_cast<unsigned char *>(gradients.get()) +
+                      offset * dtypeSize(computeDtype),
+                  computeDtype, layout.count(parameter), first ? 1 : 0,
+                  streamHandle),
+              "accumulating gradients");
 }
 
 double CudaBackend::sumOfSquares(const std::vector<bool> *counted) {

@@ -7,7 +7,8 @@
 // into an f32 scratch and added (for f32 programs the scratch is the
 // program's own output). The norm and AdamW then walk the parameters in
 // order with tessera_cpu_sum_squares (one running f64 sum) and
-// tessera_cpu_adamw.
+// tessera_cpu_adamw. A pipelined step accumulates the same way, one
+// parameter's slice at a time (accumulateGradient).
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,20 @@ public:
   int64_t *tokens() override { return tokenValues.data(); }
   int64_t *targets() override { return targetValues.data(); }
   double runMicroBatch(int64_t micro, float lossScale, uint64_t seed) override;
+  void *allocate(int64_t bytes, const char *) override {
+    allocations.emplace_back(bytes);
+    return allocations.back().get();
+  }
+  void reserveMicroBatches(int64_t count) override {
+    size_t values = static_cast<size_t>(count) * tokenValues.size();
+    slotTokens.assign(values, 0);
+    slotTargets.assign(values, 0);
+  }
+  void storeMicroBatch(int64_t slot) override;
+  double runStage(const tessera_stage_function &function, int64_t slot,
+                  const tessera_tensor *inputs, tessera_tensor *outputs,
+                  float lossScale, uint64_t seed) override;
+  void accumulateGradient(int32_t parameter, bool first) override;
   double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
@@ -105,6 +120,9 @@ private:
   OptimizerViews optimizerViews();
 
   AlignedBuffer scratch;
+  std::vector<AlignedBuffer> allocations;
+  /// A pipelined step's micro-batches, one [batch, sequence] after another.
+  std::vector<int64_t> slotTokens, slotTargets;
   bool restricted = false;
   std::vector<ParameterLayout::Piece> restriction;
   std::vector<std::vector<unsigned char>> bufferValues;
@@ -188,6 +206,57 @@ double HostBackend::runMicroBatch(int64_t micro, float lossScale,
       sum[e] += add[e];
   }
   return loss;
+}
+
+void HostBackend::storeMicroBatch(int64_t slot) {
+  const size_t count = tokenValues.size();
+  if (slotTokens.size() < (static_cast<size_t>(slot) + 1) * count)
+    fail("internal error: micro-batch slot " + std::to_string(slot) +
+         " was not reserved");
+  std::memcpy(slotTokens.data() + static_cast<size_t>(slot) * count,
+              tokenValues.data(), count * sizeof(int64_t));
+  std::memcpy(slotTargets.data() + static_cast<size_t>(slot) * count,
+              targetValues.data(), count * sizeof(int64_t));
+}
+
+double HostBackend::runStage(const tessera_stage_function &function,
+                             int64_t slot, const tessera_tensor *inputs,
+                             tessera_tensor *outputs, float lossScale,
+                             uint64_t seed) {
+  const size_t at = static_cast<size_t>(slot) * tokenValues.size();
+  tessera_tensor_info info = microBatchInfo(program);
+  tessera_tensor tokenTensor =
+      makeTensor(slotTokens.data() + at, TESSERA_I64, info);
+  tessera_tensor targetTensor =
+      makeTensor(slotTargets.data() + at, TESSERA_I64, info);
+  return callStage(function, parameterTensors.data(), bufferTensors.data(),
+                   &tokenTensor, &targetTensor, inputs, lossScale, seed,
+                   gradientTensors.data(), outputs);
+}
+
+void HostBackend::accumulateGradient(int32_t parameter, bool first) {
+  if (!accumulating())
+    return;
+  // The whole-buffer arithmetic of runMicroBatch on one slice.
+  const int64_t offset = layout.offset(parameter);
+  const int64_t elements = layout.count(parameter);
+  auto *sum = static_cast<float *>(accumulators.get()) + offset;
+  tessera_tensor computed = flatTensor(
+      static_cast<unsigned char *>(gradients.get()) +
+          offset * dtypeSize(computeDtype),
+      computeDtype, elements);
+  float *addend =
+      computeDtype == TESSERA_F32
+          ? static_cast<float *>(computed.data)
+          : static_cast<float *>(scratch.get()) + offset;
+  tessera_tensor widened = flatTensor(first ? sum : addend, TESSERA_F32,
+                                      elements);
+  if (computeDtype != TESSERA_F32 || first)
+    checkKernel(tessera_cpu_cast(&computed, &widened),
+                "converting gradients to f32");
+  if (!first)
+    for (int64_t e = 0; e < elements; ++e)
+      sum[e] += addend[e];
 }
 
 HostBackend::OptimizerViews HostBackend::optimizerViews() {

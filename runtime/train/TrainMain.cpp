@@ -55,6 +55,13 @@
 // micro-batches (the step takes its block), so the data, the seeds and the
 // divisors are one device's. Rank 0 speaks and writes, as above.
 //
+// Pipelined programs (PipelineParallel.h, program.h's pipeline) run one
+// rank per pipeline device, threads of this process when started plainly;
+// every rank reads every micro-batch of the step, which are the step's
+// gradient accumulation (the effective --grad-accum is the program's
+// micro-batch count), so the data, the seeds and the divisors are one
+// device's with --grad-accum M. Rank 0 speaks and writes, as above.
+//
 // Errors: everything the user can get wrong throws TrainError deep down;
 // runTrainMain (tessera_train_main, tessera_cuda_train_main) turns it into "<program>: error: ..." on stderr and
 // exit code 2 (flags) or 1 (everything else).
@@ -73,6 +80,7 @@
 #include "LearningRateSchedule.h"
 #include "MeshParallel.h"
 #include "Metrics.h"
+#include "PipelineParallel.h"
 #include "Random.h"
 #include "Trace.h"
 #include "TrainError.h"
@@ -83,6 +91,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -127,7 +136,7 @@ void checkTensorInfos(const tessera_tensor_info *infos, int32_t count,
 void checkProgram(const tessera_program *program) {
   if (!program)
     programError("no program");
-  if (!program->forward_backward)
+  if (!program->forward_backward && !program->pipeline)
     programError("no forward_backward function");
   if (program->batch <= 0 || program->sequence <= 0 || program->vocabulary <= 0)
     programError("batch, sequence and vocabulary must be positive");
@@ -154,6 +163,8 @@ void checkProgram(const tessera_program *program) {
   if (!(program->flops_per_micro_batch >= 0) ||
       !std::isfinite(program->flops_per_micro_batch))
     programError("flops_per_micro_batch is negative or not finite");
+  if (program->pipeline)
+    checkPipeline(*program);
 }
 
 /// One rank of a partitioned program's mesh (MeshParallel.h): a thread of
@@ -163,17 +174,29 @@ struct MeshRank {
   const comm::RankComms &comms;
 };
 
+/// One rank of a pipelined program (PipelineParallel.h): pipeline device
+/// `device` of the ranks of `comm`.
+struct PipelineRank {
+  const PipelineLayout &layout;
+  tessera_comm *comm;
+  int32_t device;
+};
+
 /// Runs the steps of one invocation; returns the exit code.
 class Trainer {
 public:
   /// `world`: the data-parallel ranks' comms (nullptr for one rank);
   /// `mesh`: this rank of a partitioned program (nullptr for none), with
-  /// `rank` its mesh rank and `ranks` 1 (it reads every micro-batch).
+  /// `rank` its mesh rank and `ranks` 1 (it reads every micro-batch);
+  /// `pipeline`: this device of a pipelined program (nullptr for none),
+  /// likewise, `program` being the device's (PipelineLayout).
   Trainer(const tessera_program &program, const TrainOptions &options,
           const BackendFactory &makeBackend, Trace &trace, RankWorld *world,
-          int32_t rank, int32_t ranks, const MeshRank *mesh = nullptr)
+          int32_t rank, int32_t ranks, const MeshRank *mesh = nullptr,
+          const PipelineRank *pipeline = nullptr)
       : program(program), options(options), makeBackend(makeBackend),
         trace(trace), world(world), rank(rank), ranks(ranks), mesh(mesh),
+        pipeline(pipeline),
         schedule(options.schedule, options.learningRate, options.warmupSteps,
                  options.steps, options.minLearningRateRatio) {}
 
@@ -189,6 +212,7 @@ private:
   int32_t rank;
   int32_t ranks;
   const MeshRank *mesh;
+  const PipelineRank *pipeline;
   LearningRateSchedule schedule;
   TrainingState state;
   std::unique_ptr<TrainingBackend> backend;
@@ -201,15 +225,32 @@ private:
   std::vector<std::vector<unsigned char>> wholeBuffers;
   /// A mesh rank's agreement on the world comm (the gradient norm).
   std::unique_ptr<comm::ScalarAgreement> meshAgreement;
+  /// A pipeline rank's step, and its micro-batches' dropout seeds.
+  std::unique_ptr<PipelineStep> pipelineStep;
+  std::vector<uint64_t> microBatchSeeds;
 
   /// Rank 0 speaks and writes files for the run.
   bool isLeader() const { return rank == 0; }
-  /// This rank's share of the data: a mesh rank reads every micro-batch.
-  int32_t dataRank() const { return mesh ? 0 : rank; }
-  /// The program of the tensors in files: the whole ones for a mesh.
+  /// This rank's share of the data: a mesh or pipeline rank reads every
+  /// micro-batch.
+  int32_t dataRank() const { return mesh || pipeline ? 0 : rank; }
+  /// Whether gathering the whole state takes every rank (a mesh's blocks,
+  /// a pipeline's owners).
+  bool gathersState() const { return mesh || pipeline; }
+  /// The program of the tensors in files: the whole ones for a mesh or a
+  /// pipeline.
   const tessera_program &storedProgram() const {
-    return mesh ? mesh->layout.wholeProgram() : program;
+    return mesh       ? mesh->layout.wholeProgram()
+           : pipeline ? pipeline->layout.wholeProgram()
+                      : program;
   }
+  /// Dropout's seed of micro-batch `micro` of `step` (of this rank's
+  /// micro-batches).
+  uint64_t dropoutSeed(int64_t step, int64_t micro) const;
+  /// The whole tensors of per-parameter values of this rank (its blocks,
+  /// or its held parameters), on every rank. Collective.
+  std::vector<std::vector<float>>
+  wholeParameters(const std::vector<std::vector<float>> &values);
   /// The state with whole tensors (a mesh rank's blocks gathered; every
   /// rank calls it, rank 0's is complete). Fetches the backend's state.
   TrainingState wholeState();
@@ -219,19 +260,33 @@ private:
   void writeCheckpoint();
 };
 
+uint64_t Trainer::dropoutSeed(int64_t step, int64_t micro) const {
+  // The global micro-batch's index: the seed one rank with N*K
+  // micro-batches would use for the same rows.
+  return deriveSeed(state.seed, kDropoutPurpose,
+                    mixBits(static_cast<uint64_t>(step)) ^
+                        static_cast<uint64_t>(micro * ranks + dataRank()));
+}
+
+std::vector<std::vector<float>>
+Trainer::wholeParameters(const std::vector<std::vector<float>> &values) {
+  void *stream = backend->stream();
+  if (pipeline)
+    return pipeline->layout.gatherFromOwners(values, pipeline->comm,
+                                             pipeline->device, stream);
+  return mesh->layout.gatherParameters(values, mesh->comms, stream);
+}
+
 TrainingState Trainer::wholeState() {
   backend->storeState(state);
-  if (!mesh)
+  if (!gathersState())
     return state;
   TrainingState whole = state;
-  void *stream = backend->stream();
-  whole.parameters =
-      mesh->layout.gatherParameters(state.parameters, mesh->comms, stream);
-  whole.firstMoments =
-      mesh->layout.gatherParameters(state.firstMoments, mesh->comms, stream);
-  whole.secondMoments =
-      mesh->layout.gatherParameters(state.secondMoments, mesh->comms, stream);
-  whole.buffers = wholeBuffers;
+  whole.parameters = wholeParameters(state.parameters);
+  whole.firstMoments = wholeParameters(state.firstMoments);
+  whole.secondMoments = wholeParameters(state.secondMoments);
+  if (mesh)
+    whole.buffers = wholeBuffers;
   return whole;
 }
 
@@ -261,6 +316,8 @@ void Trainer::start() {
     state = mesh->layout.takeBlocks(state, mesh->comms.coordinates);
     countedInNorm = mesh->layout.countedInNorm(mesh->comms.coordinates);
   }
+  if (pipeline)
+    state = pipeline->layout.takeHeld(state, pipeline->device);
   if (state.step < options.steps) {
     if (options.dataPattern.empty())
       throw TrainError("--data: required to train (" +
@@ -297,6 +354,12 @@ void Trainer::start() {
       meshAgreement = std::make_unique<comm::ScalarAgreement>(
           mesh->comms.world, backend->stream());
     }
+    if (pipeline) {
+      pipelineStep = std::make_unique<PipelineStep>(
+          pipeline->layout, pipeline->device, *backend, pipeline->comm);
+      microBatchSeeds.assign(
+          static_cast<size_t>(options.gradientAccumulation), 0);
+    }
     return;
   }
   DataParallelPlan plan =
@@ -309,6 +372,19 @@ void Trainer::start() {
 
 double Trainer::accumulateMicroBatches(int64_t step) {
   const float lossScale = static_cast<float>(state.lossScale);
+  if (pipelineStep) {
+    // Every micro-batch of the step first: a device runs micro-batch k's
+    // forward and backward far apart, each with k's data and seed.
+    for (int64_t micro = 0; micro < options.gradientAccumulation; ++micro) {
+      TraceRange range(trace, "data");
+      data->nextBatch(backend->tokens(), backend->targets(), dataRank(),
+                      ranks);
+      backend->storeMicroBatch(micro);
+      microBatchSeeds[static_cast<size_t>(micro)] = dropoutSeed(step, micro);
+    }
+    TraceRange range(trace, "pipeline");
+    return pipelineStep->run(step, lossScale, microBatchSeeds);
+  }
   double lossSum = 0;
   for (int64_t micro = 0; micro < options.gradientAccumulation; ++micro) {
     {
@@ -316,12 +392,7 @@ double Trainer::accumulateMicroBatches(int64_t step) {
       data->nextBatch(backend->tokens(), backend->targets(), dataRank(),
                       ranks);
     }
-    // The global micro-batch's index: the seed one rank with N*K
-    // micro-batches would use for the same rows.
-    uint64_t seed = deriveSeed(state.seed, kDropoutPurpose,
-                               mixBits(static_cast<uint64_t>(step)) ^
-                                   static_cast<uint64_t>(micro * ranks +
-                                                         dataRank()));
+    uint64_t seed = dropoutSeed(step, micro);
     try {
       TraceRange range(trace, "forward_backward");
       range.addInteger("micro_batch", micro);
@@ -344,7 +415,7 @@ void Trainer::writeCheckpoint() {
   // Every rank takes part in gathering the state; rank 0 writes it.
   if (dataParallel)
     dataParallel->gatherOptimizerState();
-  if (!isLeader() && !mesh)
+  if (!isLeader() && !gathersState())
     return;
   TrainingState whole = wholeState();
   if (isLeader())
@@ -359,12 +430,14 @@ int Trainer::run() {
                         options.resume);
   const bool fp16 = program.precision == TESSERA_PRECISION_FP16;
   // Tokens of all ranks; MFU stays per GPU (each rank's FLOPs over its
-  // own peak).
+  // own peak). A pipelined program counts every chunk's FLOPs: a stage's
+  // GPU does its share, the average of which is the whole over the stages.
   const double tokensPerStep = static_cast<double>(
       program.batch * program.sequence * options.gradientAccumulation * ranks);
   const double flopsPerStep =
       program.flops_per_micro_batch *
-      static_cast<double>(options.gradientAccumulation);
+      static_cast<double>(options.gradientAccumulation) /
+      (program.pipeline ? static_cast<double>(program.pipeline->stages) : 1.0);
 
   for (int64_t step = state.step + 1; step <= options.steps; ++step) {
     TraceStep traced(trace, step);
@@ -377,6 +450,7 @@ int Trainer::run() {
       scaledNorm = std::sqrt(
           mesh ? meshGradientSumOfSquares(*backend, countedInNorm,
                                           *meshAgreement)
+          : pipelineStep ? pipelineStep->gradientSumOfSquares()
           : dataParallel ? dataParallel->gradientSumOfSquares()
                          : backend->gradientSumOfSquares());
     }
@@ -415,16 +489,16 @@ int Trainer::run() {
       bool dumpNow = !options.dumpGradientsFile.empty() && step == options.steps;
       if (dumpNow && dataParallel)
         dataParallel->gatherGradients();
-      // A mesh's blocks are gathered by every rank.
-      if (dumpNow && (isLeader() || mesh)) {
+      // A mesh's blocks and a pipeline's owned gradients are gathered by
+      // every rank.
+      if (dumpNow && (isLeader() || gathersState())) {
         std::vector<std::vector<float>> gradients =
             backend->copyOptimizerGradients();
         for (std::vector<float> &gradient : gradients)
           for (float &value : gradient)
             value = static_cast<float>(value / divisor);
-        if (mesh)
-          gradients = mesh->layout.gatherParameters(gradients, mesh->comms,
-                                                    backend->stream());
+        if (gathersState())
+          gradients = wholeParameters(gradients);
         if (isLeader())
           dumpGradients(options.dumpGradientsFile, storedProgram(), gradients,
                         state.step + 1);
@@ -442,6 +516,8 @@ int Trainer::run() {
         backend->applyAdamW(update);
         if (dataParallel)
           dataParallel->afterOptimizer();
+        if (pipelineStep)
+          pipelineStep->afterOptimizer();
       }
       if (fp16 && ++state.cleanSteps >= options.lossScaleWindow) {
         state.lossScale *= 2;
@@ -484,7 +560,7 @@ int Trainer::run() {
 
   if (!options.checkpointDirectory.empty() && lastCheckpointStep != state.step)
     writeCheckpoint();
-  if (!options.dumpParametersFile.empty() && (isLeader() || mesh)) {
+  if (!options.dumpParametersFile.empty() && (isLeader() || gathersState())) {
     TrainingState whole = wholeState();
     if (isLeader())
       dumpParameters(options.dumpParametersFile, storedProgram(), whole);
@@ -492,16 +568,17 @@ int Trainer::run() {
   return 0;
 }
 
-/// A partitioned program started plainly: its mesh's ranks as threads of
-/// this process over the in-process comm (adopted by `adoptRank`, the
-/// device's view of them, when given), each running the steps on its
-/// blocks. Rank 0 traces, prints and writes. The first rank to fail is the
-/// run's error (the others then fail waiting for it); returns the exit code.
-int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
-                 const TrainOptions &options, const BackendFactory &makeBackend,
-                 const ThreadRankFactory &adoptRank, const std::string &name,
-                 double timeoutSeconds) {
-  comm::ThreadWorld world(layout.getShape(), timeoutSeconds);
+/// The ranks of `shape` as threads of this process over the in-process
+/// comm (adopted by `adoptRank`, the device's view of them, when given),
+/// each running `runRank` with its comms and its trace (rank 0's traces the
+/// host side, the others' are silent). The first rank to fail is the run's
+/// error (the others then fail waiting for it); returns the exit code.
+int runRankThreads(
+    const comm::MeshShape &shape, const TrainOptions &options,
+    const ThreadRankFactory &adoptRank, const std::string &name,
+    double timeoutSeconds,
+    const std::function<int(const comm::RankComms &, Trace &)> &runRank) {
+  comm::ThreadWorld world(shape, timeoutSeconds);
   // One process's GPU activity would mix every rank's kernels: the thread
   // ranks trace the host side only.
   Trace leaderTrace(traceOptionsFromFlags(options, name, /*captureGpu=*/false));
@@ -514,11 +591,7 @@ int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
         std::unique_ptr<ThreadRankDevice> device =
             adoptRank ? adoptRank(hostComms) : nullptr;
         const comm::RankComms &comms = device ? device->comms() : hostComms;
-        MeshRank rank{layout, comms};
-        Trainer trainer(program, options, makeBackend,
-                        comms.rank == 0 ? leaderTrace : silent, nullptr,
-                        comms.rank, 1, &rank);
-        return trainer.run();
+        return runRank(comms, comms.rank == 0 ? leaderTrace : silent);
       } catch (const TrainError &error) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!firstError)
@@ -537,14 +610,47 @@ int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
   return 0;
 }
 
+/// A partitioned program started plainly: its mesh's ranks as threads,
+/// each running the steps on its blocks.
+int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
+                 const TrainOptions &options, const BackendFactory &makeBackend,
+                 const ThreadRankFactory &adoptRank, const std::string &name,
+                 double timeoutSeconds) {
+  return runRankThreads(
+      layout.getShape(), options, adoptRank, name, timeoutSeconds,
+      [&](const comm::RankComms &comms, Trace &trace) {
+        MeshRank rank{layout, comms};
+        Trainer trainer(program, options, makeBackend, trace, nullptr,
+                        comms.rank, 1, &rank);
+        return trainer.run();
+      });
+}
+
+/// A pipelined program started plainly: one thread rank per pipeline
+/// device, each running the steps of its chunks on its parameters.
+int runPipelineRanks(const PipelineLayout &layout, const TrainOptions &options,
+                     const BackendFactory &makeBackend,
+                     const ThreadRankFactory &adoptRank,
+                     const std::string &name, double timeoutSeconds) {
+  return runRankThreads(
+      comm::MeshShape{layout.stages()}, options, adoptRank, name,
+      timeoutSeconds, [&](const comm::RankComms &comms, Trace &trace) {
+        PipelineRank rank{layout, comms.world, comms.rank};
+        Trainer trainer(layout.deviceProgram(comms.rank), options, makeBackend,
+                        trace, nullptr, comms.rank, 1, nullptr, &rank);
+        return trainer.run();
+      });
+}
+
 /// The steps of this process's rank, traced per rank (rank 0 alone
 /// prints the trace's messages): a data-parallel rank of `world` (nullptr
-/// for one rank), or with `mesh` a launched rank of a partitioned program,
-/// which reads every micro-batch.
+/// for one rank), or with `mesh` (`pipeline`) a launched rank of a
+/// partitioned (pipelined) program, which reads every micro-batch.
 int runProcessRank(const tessera_program &program, const TrainOptions &options,
                    const BackendFactory &makeBackend,
                    const comm::LaunchInfo &place, const std::string &name,
-                   RankWorld *world, const MeshRank *mesh) {
+                   RankWorld *world, const MeshRank *mesh,
+                   const PipelineRank *pipeline = nullptr) {
   // Made before the backend and destroyed after it, so that a failing
   // run's trace is still written (Trace.h).
   TraceOptions traceOptions =
@@ -553,8 +659,10 @@ int runProcessRank(const tessera_program &program, const TrainOptions &options,
   if (place.rank != 0)
     traceOptions.messages = nullptr;
   Trace trace(std::move(traceOptions));
-  Trainer trainer(program, options, makeBackend, trace, mesh ? nullptr : world,
-                  place.rank, mesh ? 1 : place.worldSize, mesh);
+  const bool readsEveryMicroBatch = mesh || pipeline;
+  Trainer trainer(program, options, makeBackend, trace,
+                  readsEveryMicroBatch ? nullptr : world, place.rank,
+                  readsEveryMicroBatch ? 1 : place.worldSize, mesh, pipeline);
   int exitCode = trainer.run();
   trace.finish();
   return exitCode;
@@ -584,6 +692,72 @@ int runLaunchedMeshRank(const tessera_program &program,
   MeshRank rank{layout, world->rankComms()};
   return runProcessRank(program, options, makeBackend, place, name,
                         world.get(), &rank);
+}
+
+/// One launched rank of a pipelined program: pipeline device `place.rank`,
+/// its peers on the world's NCCL communicator.
+int runLaunchedPipelineRank(const PipelineLayout &layout,
+                            const TrainOptions &options,
+                            const BackendFactory &makeBackend,
+                            const RankWorldFactory &makeWorld,
+                            const comm::LaunchInfo &place,
+                            const std::string &name, double timeoutSeconds) {
+  // Before the backend: the world picks this rank's GPU.
+  std::unique_ptr<RankWorld> world =
+      makeWorld(place, comm::MeshShape{layout.stages()}, timeoutSeconds);
+  PipelineRank rank{layout, world->rankComms().world, place.rank};
+  return runProcessRank(layout.deviceProgram(place.rank), options, makeBackend,
+                        place, name, world.get(), nullptr, &rank);
+}
+
+/// The options of a pipelined program's run: its micro-batches are the
+/// step's gradient accumulation. Refuses what the driver cannot run (yet)
+/// before any rank starts, so that the run says it once.
+TrainOptions pipelineOptions(const tessera_program &program,
+                             const TrainOptions &options,
+                             const comm::LaunchInfo &place,
+                             bool canLaunch) {
+  const tessera_pipeline &pipeline = *program.pipeline;
+  const std::string schedule =
+      pipeline.schedule ? pipeline.schedule : "(unnamed)";
+  if (pipeline.virtual_stages > 1)
+    fail("this program's schedule '" + schedule + "' runs " +
+         std::to_string(pipeline.virtual_stages) +
+         " chunks per device (interleaved); the driver runs one chunk per "
+         "device so far: compile it with the gpipe or 1f1b schedule");
+  const int64_t micro = pipeline.micro_batches;
+  if (options.gradientAccumulation != 1 &&
+      options.gradientAccumulation != micro)
+    throw TrainError(
+        "--grad-accum " + std::to_string(options.gradientAccumulation) +
+            ": this program is pipelined over " + std::to_string(micro) +
+            " micro-batches a step (tesserac --microbatches), which are its "
+            "gradient accumulation; leave --grad-accum out (or give " +
+            std::to_string(micro) + ")",
+        kUsageExitCode);
+  if (options.zeroStage > 0)
+    fail("--zero " + std::to_string(options.zeroStage) +
+         ": the driver's ZeRO shards data-parallel ranks, and a pipelined "
+         "program runs without data parallelism; each device already holds "
+         "only its own chunks' optimizer state");
+  if (place.worldSize > 1) {
+    if (!canLaunch)
+      fail("this program is pipelined over " +
+           std::to_string(pipeline.stages) +
+           " stages, whose ranks run as threads of one process (a CPU "
+           "program); start it without a launcher (" + place.source +
+           " started " + std::to_string(place.worldSize) + " ranks)");
+    if (place.worldSize != pipeline.stages)
+      fail("this program is pipelined over " +
+           std::to_string(pipeline.stages) + " stages (one rank each), but " +
+           place.source + " started " + std::to_string(place.worldSize) +
+           " ranks (launch one rank per stage, or start it plainly to run "
+           "the stages as threads; pipeline x data parallelism is not "
+           "supported)");
+  }
+  TrainOptions pipelined = options;
+  pipelined.gradientAccumulation = micro;
+  return pipelined;
 }
 
 std::string programName(int argc, char **argv) {
@@ -622,6 +796,18 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
       return 0;
     }
     checkProgram(program);
+    if (PipelineLayout::isPipelined(*program)) {
+      TrainOptions pipelined = pipelineOptions(
+          *program, options, place,
+          program->device != TESSERA_DEVICE_HOST && makeWorld != nullptr);
+      PipelineLayout layout(*program);
+      if (place.worldSize == 1)
+        return runPipelineRanks(layout, pipelined, makeBackend,
+                                adoptThreadRank, name,
+                                launch.commTimeoutSeconds);
+      return runLaunchedPipelineRank(layout, pipelined, makeBackend, makeWorld,
+                                     place, name, launch.commTimeoutSeconds);
+    }
     if (MeshLayout::isPartitioned(*program)) {
       MeshLayout layout(*program);
       // Before the ranks start, so that the run says it once.

@@ -57,6 +57,22 @@ double TrainingBackend::callProgram(const tessera_tensor *parameters,
   return loss;
 }
 
+double TrainingBackend::callStage(const tessera_stage_function &function,
+                                  const tessera_tensor *parameters,
+                                  const tessera_tensor *buffers,
+                                  const tessera_tensor *tokenTensor,
+                                  const tessera_tensor *targetTensor,
+                                  const tessera_tensor *inputs,
+                                  float lossScale, uint64_t seed,
+                                  tessera_tensor *gradients,
+                                  tessera_tensor *outputs) {
+  float loss = 0;
+  if (function.call(&context, parameters, buffers, tokenTensor, targetTensor,
+                    inputs, lossScale, seed, &loss, gradients, outputs) != 0)
+    fail(tessera_cpu_last_error());
+  return function.returns_loss ? loss : 0.0;
+}
+
 tessera_tensor_info microBatchInfo(const tessera_program &program) {
   tessera_tensor_info info{};
   info.dtype = TESSERA_I64;

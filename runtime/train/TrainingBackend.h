@@ -103,6 +103,37 @@ public:
   /// loss; throws TrainError with the program's message when it fails.
   virtual double runMicroBatch(int64_t micro, float lossScale,
                                uint64_t seed) = 0;
+
+  /// What a pipelined program's driver (PipelineParallel.h) needs besides:
+  /// memory for its messages and saved activations, every micro-batch of
+  /// the step at once (a stage's forward and backward of micro-batch k run
+  /// far apart), the stage calls, and accumulation per parameter (a chunk
+  /// completes only its own parameters' gradients). All allocation is
+  /// before the first step.
+  ///
+  /// `bytes` of zeroed memory where the program's tensors live (device
+  /// memory for CUDA), held until the backend is destroyed.
+  virtual void *allocate(int64_t bytes, const char *what) = 0;
+  /// Makes room for `count` micro-batches of tokens and targets.
+  virtual void reserveMicroBatches(int64_t count) = 0;
+  /// Copies tokens()/targets() into micro-batch slot `slot` (< the count
+  /// reserved); tokens() may be refilled when it returns.
+  virtual void storeMicroBatch(int64_t slot) = 0;
+  /// Calls `function` (a chunk's forward or backward) on the micro-batch
+  /// in slot `slot` with the backend's parameters, buffers and gradients
+  /// and the given inputs and outputs (in the backend's memory); finished
+  /// when it returns. Returns the loss the call wrote (0 unless it
+  /// returns_loss); throws TrainError with the program's message.
+  virtual double runStage(const tessera_stage_function &function,
+                          int64_t slot, const tessera_tensor *inputs,
+                          tessera_tensor *outputs, float lossScale,
+                          uint64_t seed) = 0;
+  /// Adds parameter `parameter`'s gradient (computeGradients, just written)
+  /// into its f32 accumulator; `first`: the step's first contribution,
+  /// which replaces the accumulator instead. Nothing to do when the step
+  /// has one micro-batch (the optimizer reads computeGradients then).
+  virtual void accumulateGradient(int32_t parameter, bool first) = 0;
+
   /// The sum over parameters of the sum of squares of optimizerGradients
   /// (one small readback on the GPU). Not finite when a gradient is not.
   double gradientSumOfSquares() { return sumOfSquares(nullptr); }
@@ -149,6 +180,15 @@ protected:
                      const tessera_tensor *tokenTensor,
                      const tessera_tensor *targetTensor, float lossScale,
                      uint64_t seed, tessera_tensor *gradients);
+  /// A stage function over the backend's tensors, likewise.
+  double callStage(const tessera_stage_function &function,
+                   const tessera_tensor *parameters,
+                   const tessera_tensor *buffers,
+                   const tessera_tensor *tokenTensor,
+                   const tessera_tensor *targetTensor,
+                   const tessera_tensor *inputs, float lossScale,
+                   uint64_t seed, tessera_tensor *gradients,
+                   tessera_tensor *outputs);
 
   const tessera_program &program;
   const TrainOptions &options;

@@ -9,9 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Json.h"
-#include "Safetensors.h"
-#include "TrainTestSupport.h"
+#include "RunOutputs.h"
 #include "tessera/runtime/program.h"
 
 #include <gtest/gtest.h>
@@ -187,25 +185,6 @@ protected:
     return run;
   }
 
-  /// The objects of a metrics file, one per line.
-  static std::vector<JsonValue> readMetrics(const std::string &path) {
-    std::vector<JsonValue> records;
-    std::istringstream lines(readBytes(path));
-    for (std::string line; std::getline(lines, line);)
-      records.push_back(parseJson(line, path));
-    return records;
-  }
-
-  static std::vector<float> floats(const SafetensorsFile &file,
-                                   const std::string &name) {
-    const LoadedTensor *tensor = file.find(name);
-    EXPECT_TRUE(tensor) << name;
-    if (!tensor)
-      return {};
-    std::vector<float> values(tensor->bytes.size() / 4);
-    std::memcpy(values.data(), tensor->bytes.data(), tensor->bytes.size());
-    return values;
-  }
 };
 
 // Tests that a few steps learn the data's rule: the loss falls, every step

@@ -27,6 +27,14 @@
  *   all_to_all splits `x` along split_axis into group-size blocks, sends
  *   block j to rank j, and concatenates what it receives along concat_axis.
  * - send/recv are point to point (pipeline stages), matched in order.
+ * - group_start/group_end bracket sends and receives that must be in flight
+ *   together: on NCCL a send may wait until its peer posts the matching
+ *   receive, so two stages that each send before they receive would wait on
+ *   each other; grouped (ncclGroupStart/End), the calls are issued as one
+ *   and progress together. The pipeline driver posts the sends of a task's
+ *   outputs with the receives of the next task's inputs in one group, as
+ *   Megatron does. The in-process comms buffer every send, so there a group
+ *   changes nothing. Only send and recv may be called inside a group.
  * - Reductions of bf16/f16 accumulate in f32 for the in-process backend,
  *   strictly in rank order, so every rank gets the same bits; NCCL reduces
  *   in the storage type (as NCCL does). NCCL has no 16-bit integers.
@@ -77,6 +85,11 @@ int tessera_comm_send(tessera_comm *comm, const tessera_tensor *x,
                       int32_t peer, void *stream);
 int tessera_comm_recv(tessera_comm *comm, tessera_tensor *y, int32_t peer,
                       void *stream);
+/* The sends and receives between these two calls on `comm` are issued
+ * together (see the semantics above); every group_start has its group_end
+ * on the same thread. */
+int tessera_comm_group_start(tessera_comm *comm);
+int tessera_comm_group_end(tessera_comm *comm);
 
 #ifdef __cplusplus
 }

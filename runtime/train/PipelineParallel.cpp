@@ -1,0 +1,680 @@
+//===- PipelineParallel.cpp - Stages, stash and messages of a pipeline ----===//
+
+#include "PipelineParallel.h"
+
+#include "TrainError.h"
+
+#include "tessera/runtime/comm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+namespace tessera::train {
+namespace {
+
+[[noreturn]] void pipelineError(const std::string &message) {
+  fail("malformed program (a compiler bug): pipeline: " + message);
+}
+
+std::string chunkName(int32_t chunk, bool forward) {
+  return "chunk " + std::to_string(chunk) + (forward ? " forward" : " backward");
+}
+
+std::string describeStageTensor(const tessera_stage_tensor &tensor) {
+  std::vector<int64_t> shape(tensor.shape, tensor.shape + tensor.rank);
+  return "dtype " + std::to_string(tensor.dtype) + " " + shapeText(shape);
+}
+
+bool sameTensor(const tessera_stage_tensor &a, const tessera_stage_tensor &b) {
+  if (a.dtype != b.dtype || a.rank != b.rank)
+    return false;
+  for (int32_t d = 0; d < a.rank; ++d)
+    if (a.shape[d] != b.shape[d])
+      return false;
+  return true;
+}
+
+/// The tensors of `list` (count `count`) with role `role`, in order.
+std::vector<tessera_stage_tensor> withRole(const tessera_stage_tensor *list,
+                                           int32_t count, int32_t role) {
+  std::vector<tessera_stage_tensor> tensors;
+  for (int32_t i = 0; i < count; ++i)
+    if (list[i].role == role)
+      tensors.push_back(list[i]);
+  return tensors;
+}
+
+/// Checks that `count` tensors are `first` roles, then `second` ones (-1:
+/// none allowed).
+void checkRoleOrder(const tessera_stage_tensor *list, int32_t count,
+                    int32_t first, int32_t second, const std::string &what) {
+  bool inSecond = false;
+  for (int32_t i = 0; i < count; ++i) {
+    int32_t role = list[i].role;
+    if (role == first && !inSecond)
+      continue;
+    if (role == second) {
+      inSecond = true;
+      continue;
+    }
+    pipelineError(what + " " + std::to_string(i) + " has role " +
+                  std::to_string(role) + " out of program.h's order");
+  }
+}
+
+void checkTensorList(const tessera_stage_tensor *list, int32_t count,
+                     const std::string &what) {
+  if (count < 0 || (count > 0 && !list))
+    pipelineError("bad " + what + " list");
+  for (int32_t i = 0; i < count; ++i) {
+    const tessera_stage_tensor &tensor = list[i];
+    if (tensor.role < TESSERA_STAGE_ACTIVATION ||
+        tensor.role > TESSERA_STAGE_SAVED)
+      pipelineError(what + " " + std::to_string(i) + " has unknown role " +
+                    std::to_string(tensor.role));
+    if (tensor.rank < 0 || tensor.rank > TESSERA_MAX_RANK)
+      pipelineError(what + " " + std::to_string(i) + " has rank " +
+                    std::to_string(tensor.rank));
+    for (int32_t d = 0; d < tensor.rank; ++d)
+      if (tensor.shape[d] < 0)
+        pipelineError(what + " " + std::to_string(i) +
+                      " has a negative dimension");
+    (void)dtypeSize(tensor.dtype);
+  }
+}
+
+void checkParameterList(const int32_t *list, int32_t count,
+                        int32_t parameterCount, const std::string &what) {
+  if (count < 0 || (count > 0 && !list))
+    pipelineError("bad " + what + " list");
+  for (int32_t i = 0; i < count; ++i)
+    if (list[i] < 0 || list[i] >= parameterCount)
+      pipelineError(what + " names parameter " + std::to_string(list[i]) +
+                    " of " + std::to_string(parameterCount));
+}
+
+void checkFunction(const tessera_stage_function &function, int32_t chunk,
+                   bool forward, int32_t parameterCount) {
+  std::string name = chunkName(chunk, forward);
+  if (!function.call)
+    pipelineError(name + " has no function");
+  checkTensorList(function.inputs, function.input_count, name + " input");
+  checkTensorList(function.outputs, function.output_count, name + " output");
+  if (forward) {
+    checkRoleOrder(function.inputs, function.input_count,
+                   TESSERA_STAGE_ACTIVATION, -1, name + " input");
+    checkRoleOrder(function.outputs, function.output_count,
+                   TESSERA_STAGE_ACTIVATION, TESSERA_STAGE_SAVED,
+                   name + " output");
+  } else {
+    checkRoleOrder(function.inputs, function.input_count, TESSERA_STAGE_SAVED,
+                   TESSERA_STAGE_ACTIVATION_GRADIENT, name + " input");
+    checkRoleOrder(function.outputs, function.output_count,
+                   TESSERA_STAGE_ACTIVATION_GRADIENT, -1, name + " output");
+  }
+  checkParameterList(function.read_parameters, function.read_parameter_count,
+                     parameterCount, name + "'s read_parameters");
+  checkParameterList(function.gradient_parameters, function.gradient_count,
+                     parameterCount, name + "'s gradient_parameters");
+  if (forward && function.gradient_count != 0)
+    pipelineError(name + " lists gradients (a backward completes them)");
+  if (!(function.flops >= 0) || !std::isfinite(function.flops))
+    pipelineError(name + "'s flops are negative or not finite");
+}
+
+/// `sent` (what one side produces) must be `expected` (what the other
+/// side takes), tensor by tensor.
+void checkMessages(const std::vector<tessera_stage_tensor> &sent,
+                   const std::vector<tessera_stage_tensor> &expected,
+                   const std::string &sender, const std::string &receiver,
+                   const char *what) {
+  if (sent.size() != expected.size())
+    pipelineError(sender + " gives " + std::to_string(sent.size()) + " " +
+                  what + " but " + receiver + " takes " +
+                  std::to_string(expected.size()));
+  for (size_t i = 0; i < sent.size(); ++i)
+    if (!sameTensor(sent[i], expected[i]))
+      pipelineError(std::string(what) + " " + std::to_string(i) + " of " +
+                    sender + " is " + describeStageTensor(sent[i]) + " but " +
+                    receiver + " takes " + describeStageTensor(expected[i]));
+}
+
+/// Runs the task orders with buffered sends (the in-process comms') and
+/// fails naming a device that waits forever.
+void checkTaskOrdersFinish(const tessera_pipeline &pipeline, int32_t chunks) {
+  // (forward, chunk, micro-batch) of the tasks done so far.
+  std::set<std::tuple<int32_t, int32_t, int32_t>> done;
+  std::vector<int32_t> next(static_cast<size_t>(pipeline.stages), 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int32_t d = 0; d < pipeline.stages; ++d) {
+      int32_t &at = next[static_cast<size_t>(d)];
+      for (; at < pipeline.task_counts[d]; ++at) {
+        const tessera_pipeline_task &task = pipeline.tasks[d][at];
+        bool ready =
+            task.forward
+                ? task.chunk == 0 ||
+                      done.count({1, task.chunk - 1, task.micro_batch})
+                : task.chunk + 1 == chunks ||
+                      done.count({0, task.chunk + 1, task.micro_batch});
+        if (!ready)
+          break;
+        done.insert({task.forward, task.chunk, task.micro_batch});
+        progress = true;
+      }
+    }
+  }
+  for (int32_t d = 0; d < pipeline.stages; ++d) {
+    int32_t at = next[static_cast<size_t>(d)];
+    if (at < pipeline.task_counts[d]) {
+      const tessera_pipeline_task &task = pipeline.tasks[d][at];
+      pipelineError("the task orders never finish: device " +
+                    std::to_string(d) + " waits at its task " +
+                    std::to_string(at) + " (" +
+                    chunkName(task.chunk, task.forward) + " of micro-batch " +
+                    std::to_string(task.micro_batch) +
+                    ") for a message its peer sends only later");
+    }
+  }
+}
+
+void checkTasks(const tessera_pipeline &pipeline, int32_t chunks) {
+  if (!pipeline.task_counts || !pipeline.tasks)
+    pipelineError("no task lists");
+  const int32_t perDevice = 2 * pipeline.virtual_stages * pipeline.micro_batches;
+  for (int32_t d = 0; d < pipeline.stages; ++d) {
+    std::string device = "device " + std::to_string(d);
+    if (pipeline.task_counts[d] != perDevice)
+      pipelineError(device + " has " + std::to_string(pipeline.task_counts[d]) +
+                    " tasks; it runs the forward and backward of " +
+                    std::to_string(pipeline.virtual_stages) +
+                    " chunk(s) for " + std::to_string(pipeline.micro_batches) +
+                    " micro-batches, " + std::to_string(perDevice) + " tasks");
+    if (!pipeline.tasks[d])
+      pipelineError(device + " has no task list");
+    std::set<std::tuple<int32_t, int32_t, int32_t>> seen;
+    for (int32_t i = 0; i < perDevice; ++i) {
+      const tessera_pipeline_task &task = pipeline.tasks[d][i];
+      std::string where = device + "'s task " + std::to_string(i);
+      if (task.forward != 0 && task.forward != 1)
+        pipelineError(where + " has forward = " + std::to_string(task.forward));
+      if (task.chunk < 0 || task.chunk >= chunks ||
+          task.chunk % pipeline.stages != d)
+        pipelineError(where + " runs chunk " + std::to_string(task.chunk) +
+                      ", which is not on " + device);
+      if (task.micro_batch < 0 || task.micro_batch >= pipeline.micro_batches)
+        pipelineError(where + " runs micro-batch " +
+                      std::to_string(task.micro_batch) + " of " +
+                      std::to_string(pipeline.micro_batches));
+      std::string what = chunkName(task.chunk, task.forward) +
+                         " of micro-batch " + std::to_string(task.micro_batch);
+      if (!seen.insert({task.forward, task.chunk, task.micro_batch}).second)
+        pipelineError(device + " runs " + what + " twice");
+      if (!task.forward && !seen.count({1, task.chunk, task.micro_batch}))
+        pipelineError(where + " runs " + what + " before its forward");
+    }
+  }
+  checkTaskOrdersFinish(pipeline, chunks);
+}
+
+tessera_tensor stageTensor(void *data, const tessera_stage_tensor &info) {
+  tessera_tensor tensor{};
+  tensor.data = data;
+  tensor.dtype = info.dtype;
+  tensor.rank = info.rank;
+  for (int32_t d = 0; d < info.rank; ++d)
+    tensor.shape[d] = info.shape[d];
+  return tensor;
+}
+
+int64_t stageTensorBytes(const tessera_stage_tensor &info) {
+  int64_t count = 1;
+  for (int32_t d = 0; d < info.rank; ++d)
+    count *= info.shape[d];
+  return count * dtypeSize(info.dtype);
+}
+
+} // namespace
+
+void checkPipeline(const tessera_program &program) {
+  const tessera_pipeline &pipeline = *program.pipeline;
+  if (program.forward_backward)
+    pipelineError("a pipelined program has forward_backward (it must be NULL)");
+  if (program.mesh_axis_count != 0)
+    pipelineError("a pipelined program is also partitioned for a mesh");
+  if (pipeline.stages < 1 || pipeline.virtual_stages < 1 ||
+      pipeline.micro_batches < 1)
+    pipelineError("stages " + std::to_string(pipeline.stages) +
+                  ", virtual_stages " + std::to_string(pipeline.virtual_stages) +
+                  " and micro_batches " +
+                  std::to_string(pipeline.micro_batches) +
+                  " must all be at least 1");
+  if (!pipeline.forwards || !pipeline.backwards)
+    pipelineError("no stage functions");
+  const int32_t chunks = pipeline.stages * pipeline.virtual_stages;
+  const int32_t parameters = program.parameter_count;
+  std::vector<int32_t> ownerChunk(static_cast<size_t>(parameters), -1);
+  for (int32_t c = 0; c < chunks; ++c) {
+    const tessera_stage_function &forward = pipeline.forwards[c];
+    const tessera_stage_function &backward = pipeline.backwards[c];
+    checkFunction(forward, c, true, parameters);
+    checkFunction(backward, c, false, parameters);
+    if (forward.returns_loss != (c + 1 == chunks ? 1 : 0))
+      pipelineError(chunkName(c, true) +
+                    (c + 1 == chunks ? " (the last) does not return the loss"
+                                     : " returns the loss (only the last "
+                                       "chunk's forward does)"));
+    if (backward.returns_loss)
+      pipelineError(chunkName(c, false) + " returns the loss");
+    for (int32_t i = 0; i < backward.gradient_count; ++i) {
+      int32_t p = backward.gradient_parameters[i];
+      int32_t &owner = ownerChunk[static_cast<size_t>(p)];
+      if (owner >= 0)
+        pipelineError("parameter '" + std::string(program.parameters[p].name) +
+                      "' is owned twice: its gradient is completed by " +
+                      chunkName(owner, false) + " and " + chunkName(c, false));
+      owner = c;
+    }
+    // What crosses to the neighbours, and to the chunk's own backward.
+    std::vector<tessera_stage_tensor> none;
+    checkMessages(withRole(forward.outputs, forward.output_count,
+                           TESSERA_STAGE_ACTIVATION),
+                  c + 1 < chunks
+                      ? withRole(pipeline.forwards[c + 1].inputs,
+                                 pipeline.forwards[c + 1].input_count,
+                                 TESSERA_STAGE_ACTIVATION)
+                      : none,
+                  chunkName(c, true),
+                  c + 1 < chunks ? chunkName(c + 1, true) : "nothing (the last)",
+                  "activations");
+    checkMessages(withRole(forward.outputs, forward.output_count,
+                           TESSERA_STAGE_SAVED),
+                  withRole(backward.inputs, backward.input_count,
+                           TESSERA_STAGE_SAVED),
+                  chunkName(c, true), chunkName(c, false), "saved values");
+    checkMessages(withRole(backward.outputs, backward.output_count,
+                           TESSERA_STAGE_ACTIVATION_GRADIENT),
+                  c > 0 ? withRole(pipeline.backwards[c - 1].inputs,
+                                   pipeline.backwards[c - 1].input_count,
+                                   TESSERA_STAGE_ACTIVATION_GRADIENT)
+                        : none,
+                  chunkName(c, false),
+                  c > 0 ? chunkName(c - 1, false) : "nothing (the first)",
+                  "activation gradients");
+  }
+  if (chunks > 0 && pipeline.forwards[0].input_count != 0)
+    pipelineError("chunk 0 forward takes activations (it is the first)");
+  for (int32_t p = 0; p < parameters; ++p)
+    if (ownerChunk[static_cast<size_t>(p)] < 0)
+      pipelineError("parameter '" + std::string(program.parameters[p].name) +
+                    "' is owned by no chunk (no backward completes its "
+                    "gradient)");
+  checkTasks(pipeline, chunks);
+}
+
+PipelineLayout::PipelineLayout(const tessera_program &program)
+    : whole(program) {
+  const tessera_pipeline &pipeline = *program.pipeline;
+  const int32_t chunks = pipeline.stages * pipeline.virtual_stages;
+  const auto parameters = static_cast<size_t>(program.parameter_count);
+  owners.assign(parameters, -1);
+  readers.resize(parameters);
+  reads.assign(static_cast<size_t>(pipeline.stages),
+               std::vector<bool>(parameters, false));
+  for (int32_t c = 0; c < chunks; ++c) {
+    int32_t device = deviceOfChunk(c);
+    for (const tessera_stage_function *function :
+         {&pipeline.forwards[c], &pipeline.backwards[c]}) {
+      for (int32_t i = 0; i < function->read_parameter_count; ++i)
+        reads[static_cast<size_t>(device)]
+             [static_cast<size_t>(function->read_parameters[i])] = true;
+      for (int32_t i = 0; i < function->gradient_count; ++i)
+        owners[static_cast<size_t>(function->gradient_parameters[i])] = device;
+    }
+  }
+  for (size_t p = 0; p < parameters; ++p)
+    for (int32_t d = 0; d < pipeline.stages; ++d)
+      if (reads[static_cast<size_t>(d)][p] && d != owners[p])
+        readers[p].push_back(d);
+  // Reserved first: the programs point into these vectors.
+  deviceParameters.resize(static_cast<size_t>(pipeline.stages));
+  for (int32_t d = 0; d < pipeline.stages; ++d) {
+    std::vector<tessera_tensor_info> &infos =
+        deviceParameters[static_cast<size_t>(d)];
+    infos.assign(program.parameters, program.parameters + parameters);
+    for (size_t p = 0; p < parameters; ++p)
+      if (!holds(d, static_cast<int32_t>(p))) {
+        infos[p].rank = 1;
+        std::fill(std::begin(infos[p].shape), std::end(infos[p].shape), 0);
+      }
+    tessera_program device = program;
+    device.parameters = infos.empty() ? nullptr : infos.data();
+    devicePrograms.push_back(device);
+  }
+}
+
+bool PipelineLayout::holds(int32_t device, int32_t parameter) const {
+  return ownerOf(parameter) == device ||
+         reads[static_cast<size_t>(device)][static_cast<size_t>(parameter)];
+}
+
+TrainingState PipelineLayout::takeHeld(const TrainingState &state,
+                                       int32_t device) const {
+  TrainingState held = state;
+  for (int32_t p = 0; p < whole.parameter_count; ++p)
+    if (!holds(device, p)) {
+      auto i = static_cast<size_t>(p);
+      // Released, not just emptied: this is the memory pipelining saves.
+      std::vector<float>().swap(held.parameters[i]);
+      std::vector<float>().swap(held.firstMoments[i]);
+      std::vector<float>().swap(held.secondMoments[i]);
+    }
+  return held;
+}
+
+std::vector<bool> PipelineLayout::ownedBy(int32_t device) const {
+  std::vector<bool> owned;
+  for (int32_t owner : owners)
+    owned.push_back(owner == device);
+  return owned;
+}
+
+std::vector<std::vector<float>> PipelineLayout::gatherFromOwners(
+    const std::vector<std::vector<float>> &held, tessera_comm *comm,
+    int32_t device, void *stream) const {
+  std::vector<std::vector<float>> tensors;
+  const int64_t ranks = stages();
+  for (int32_t p = 0; p < whole.parameter_count; ++p) {
+    const int64_t count = elementCount(whole.parameters[p]);
+    const int32_t owner = ownerOf(p);
+    // Every rank gives a row, the owner's is the tensor: an all-gather
+    // works on every comm (host, staged, NCCL) where a gather to rank 0
+    // would need device buffers of its own.
+    std::vector<float> row(static_cast<size_t>(count), 0.0f);
+    if (owner == device)
+      row = held[static_cast<size_t>(p)];
+    std::vector<float> rows(static_cast<size_t>(count * ranks));
+    tessera_tensor x{row.data(), TESSERA_F32, 2, {1, count}};
+    tessera_tensor y{rows.data(), TESSERA_F32, 2, {ranks, count}};
+    try {
+      comm::allGatherHostTensors(comm, x, y, 0, stream);
+    } catch (const comm::CommError &error) {
+      fail(std::string("gathering '") + whole.parameters[p].name +
+           "' from its owner, rank " + std::to_string(owner) + ": " +
+           error.what());
+    }
+    auto begin = rows.begin() + owner * count;
+    tensors.emplace_back(begin, begin + count);
+  }
+  return tensors;
+}
+
+/// One chunk of this device: its calls' descriptors (message buffers
+/// allocated once), and the stash of its saved values.
+struct PipelineStep::Chunk {
+  int32_t index = 0;
+  const tessera_stage_function *forward = nullptr;
+  const tessera_stage_function *backward = nullptr;
+  /// The leading ACTIVATION outputs of the forward, then its SAVED ones.
+  int32_t activationOutputs = 0;
+  int32_t savedCount = 0;
+  std::vector<tessera_tensor> forwardInputs, forwardOutputs, backwardInputs,
+      backwardOutputs;
+  /// Per stash slot, its saved tensors; the free slots; the slot of each
+  /// micro-batch in flight (-1: none).
+  std::vector<std::vector<tessera_tensor>> slots;
+  std::vector<int32_t> freeSlots;
+  std::vector<int32_t> slotOfMicroBatch;
+};
+
+PipelineStep::Chunk &PipelineStep::chunkOf(int32_t chunk) {
+  return *chunks[static_cast<size_t>(chunk / layout.stages())];
+}
+
+PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
+                           TrainingBackend &backend, tessera_comm *comm)
+    : layout(layout), device(device), backend(backend), comm(comm),
+      owned(layout.ownedBy(device)), agreement(comm, backend.stream()) {
+  const tessera_pipeline &pipeline = layout.pipeline();
+  const tessera_program &whole = layout.wholeProgram();
+  const int32_t count = pipeline.task_counts[device];
+  const tessera_pipeline_task *tasks = pipeline.tasks[device];
+  backend.reserveMicroBatches(pipeline.micro_batches);
+  auto allocateAll = [&](const tessera_stage_tensor *infos, int32_t first,
+                         int32_t end, std::vector<tessera_tensor> &into,
+                         const std::string &what) {
+    for (int32_t i = first; i < end; ++i)
+      into[static_cast<size_t>(i)] = stageTensor(
+          backend.allocate(stageTensorBytes(infos[i]), what.c_str()), infos[i]);
+  };
+  for (int32_t v = 0; v < pipeline.virtual_stages; ++v) {
+    auto chunk = std::make_unique<Chunk>();
+    chunk->index = device + v * pipeline.stages;
+    const int32_t c = chunk->index;
+    chunk->forward = &pipeline.forwards[c];
+    chunk->backward = &pipeline.backwards[c];
+    const tessera_stage_function &forward = *chunk->forward;
+    const tessera_stage_function &backward = *chunk->backward;
+    chunk->savedCount = static_cast<int32_t>(
+        withRole(forward.outputs, forward.output_count, TESSERA_STAGE_SAVED)
+            .size());
+    chunk->activationOutputs = forward.output_count - chunk->savedCount;
+    chunk->forwardInputs.resize(static_cast<size_t>(forward.input_count));
+    chunk->forwardOutputs.resize(static_cast<size_t>(forward.output_count));
+    chunk->backwardInputs.resize(static_cast<size_t>(backward.input_count));
+    chunk->backwardOutputs.resize(static_cast<size_t>(backward.output_count));
+    // Messages: what is received and sent. The saved values' descriptors
+    // point into a stash slot, set per call.
+    allocateAll(forward.inputs, 0, forward.input_count, chunk->forwardInputs,
+                "pipeline activations");
+    allocateAll(forward.outputs, 0, chunk->activationOutputs,
+                chunk->forwardOutputs, "pipeline activations");
+    allocateAll(backward.inputs, chunk->savedCount, backward.input_count,
+                chunk->backwardInputs, "pipeline activation gradients");
+    allocateAll(backward.outputs, 0, backward.output_count,
+                chunk->backwardOutputs, "pipeline activation gradients");
+    // The stash: as many slots as micro-batches of this chunk are ever in
+    // flight (forward run, backward not yet) in the device's order.
+    int32_t inFlight = 0, most = 0;
+    for (int32_t i = 0; i < count; ++i)
+      if (tasks[i].chunk == c) {
+        inFlight += tasks[i].forward ? 1 : -1;
+        most = std::max(most, inFlight);
+      }
+    for (int32_t s = 0; s < most; ++s) {
+      std::vector<tessera_tensor> slot(static_cast<size_t>(chunk->savedCount));
+      for (int32_t j = 0; j < chunk->savedCount; ++j) {
+        const tessera_stage_tensor &info =
+            forward.outputs[chunk->activationOutputs + j];
+        slot[static_cast<size_t>(j)] = stageTensor(
+            backend.allocate(stageTensorBytes(info), "saved activations"),
+            info);
+      }
+      chunk->slots.push_back(std::move(slot));
+    }
+    for (int32_t s = most - 1; s >= 0; --s)
+      chunk->freeSlots.push_back(s);
+    chunk->slotOfMicroBatch.assign(static_cast<size_t>(pipeline.micro_batches),
+                                   -1);
+    chunks.push_back(std::move(chunk));
+  }
+  contributed.assign(static_cast<size_t>(whole.parameter_count), false);
+
+  // AdamW on the owned parameters only; the readers' copies come from the
+  // owners (afterOptimizer), in parameter order, then reader order.
+  const ParameterLayout &flat = backend.getLayout();
+  std::vector<ParameterLayout::Piece> pieces;
+  FlatBuffer master = backend.masterWeights();
+  for (int32_t p = 0; p < whole.parameter_count; ++p) {
+    if (owned[static_cast<size_t>(p)])
+      pieces.push_back({p, flat.offset(p), flat.count(p)});
+    tessera_tensor slice = makeTensor(
+        static_cast<float *>(master.data) + flat.offset(p), TESSERA_F32,
+        whole.parameters[p]);
+    for (int32_t reader : layout.otherReaders(p)) {
+      if (layout.ownerOf(p) == device)
+        transfers.push_back({slice, reader, true, p});
+      else if (reader == device)
+        transfers.push_back({slice, layout.ownerOf(p), false, p});
+    }
+  }
+  backend.restrictOptimizer(pieces);
+}
+
+PipelineStep::~PipelineStep() = default;
+
+void PipelineStep::receiveInputs(int64_t step, int32_t index) {
+  const tessera_pipeline &pipeline = layout.pipeline();
+  const tessera_pipeline_task &task = pipeline.tasks[device][index];
+  const int32_t chunks = layout.stages() * pipeline.virtual_stages;
+  Chunk &chunk = chunkOf(task.chunk);
+  int32_t from = task.forward ? task.chunk - 1 : task.chunk + 1;
+  if (from < 0 || from >= chunks)
+    return;
+  int32_t peer = layout.deviceOfChunk(from);
+  std::vector<tessera_tensor> &inputs =
+      task.forward ? chunk.forwardInputs : chunk.backwardInputs;
+  for (size_t i = task.forward ? 0 : static_cast<size_t>(chunk.savedCount);
+       i < inputs.size(); ++i)
+    if (tessera_comm_recv(comm, &inputs[i], peer, backend.stream()) != 0)
+      fail("step " + std::to_string(step) + ", micro-batch " +
+           std::to_string(task.micro_batch + 1) + ": " +
+           chunkName(task.chunk, task.forward) + " receiving " +
+           (task.forward ? "activations" : "activation gradients") +
+           " from rank " + std::to_string(peer) + " (" +
+           chunkName(from, task.forward) + "): " + tessera_comm_last_error());
+}
+
+void PipelineStep::sendOutputs(int64_t step, int32_t index) {
+  const tessera_pipeline &pipeline = layout.pipeline();
+  const tessera_pipeline_task &task = pipeline.tasks[device][index];
+  const int32_t chunks = layout.stages() * pipeline.virtual_stages;
+  Chunk &chunk = chunkOf(task.chunk);
+  int32_t to = task.forward ? task.chunk + 1 : task.chunk - 1;
+  if (to < 0 || to >= chunks)
+    return;
+  int32_t peer = layout.deviceOfChunk(to);
+  std::vector<tessera_tensor> &outputs =
+      task.forward ? chunk.forwardOutputs : chunk.backwardOutputs;
+  size_t end = task.forward ? static_cast<size_t>(chunk.activationOutputs)
+                            : outputs.size();
+  for (size_t i = 0; i < end; ++i)
+    if (tessera_comm_send(comm, &outputs[i], peer, backend.stream()) != 0)
+      fail("step " + std::to_string(step) + ", micro-batch " +
+           std::to_string(task.micro_batch + 1) + ": " +
+           chunkName(task.chunk, task.forward) + " sending " +
+           (task.forward ? "activations" : "activation gradients") +
+           " to rank " + std::to_string(peer) + " (" +
+           chunkName(to, task.forward) + "): " + tessera_comm_last_error());
+}
+
+void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
+                           const std::vector<uint64_t> &seeds) {
+  const tessera_pipeline_task &task = layout.pipeline().tasks[device][index];
+  Chunk &chunk = chunkOf(task.chunk);
+  auto micro = static_cast<size_t>(task.micro_batch);
+  int32_t &slot = chunk.slotOfMicroBatch[micro];
+  std::string what = "step " + std::to_string(step) + ", micro-batch " +
+                     std::to_string(task.micro_batch + 1) + ": " +
+                     chunkName(task.chunk, task.forward);
+  if (task.forward) {
+    // The pool was sized from this very order: never empty here.
+    if (chunk.freeSlots.empty())
+      fail(what + ": internal error: no free stash slot");
+    slot = chunk.freeSlots.back();
+    chunk.freeSlots.pop_back();
+    for (int32_t j = 0; j < chunk.savedCount; ++j)
+      chunk.forwardOutputs[static_cast<size_t>(chunk.activationOutputs + j)] =
+          chunk.slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
+  } else {
+    for (int32_t j = 0; j < chunk.savedCount; ++j)
+      chunk.backwardInputs[static_cast<size_t>(j)] =
+          chunk.slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
+  }
+  const tessera_stage_function &function =
+      task.forward ? *chunk.forward : *chunk.backward;
+  try {
+    lossSum += backend.runStage(
+        function, task.micro_batch,
+        task.forward ? chunk.forwardInputs.data() : chunk.backwardInputs.data(),
+        task.forward ? chunk.forwardOutputs.data()
+                     : chunk.backwardOutputs.data(),
+        lossScale, seeds[micro]);
+  } catch (const TrainError &error) {
+    fail(what + ": " + error.what());
+  }
+  if (task.forward)
+    return;
+  chunk.freeSlots.push_back(slot);
+  slot = -1;
+  for (int32_t i = 0; i < function.gradient_count; ++i) {
+    auto parameter = static_cast<size_t>(function.gradient_parameters[i]);
+    backend.accumulateGradient(function.gradient_parameters[i],
+                               !contributed[parameter]);
+    contributed[parameter] = true;
+  }
+}
+
+double PipelineStep::run(int64_t step, float lossScale,
+                         const std::vector<uint64_t> &seeds) {
+  const tessera_pipeline &pipeline = layout.pipeline();
+  const int32_t count = pipeline.task_counts[device];
+  std::fill(contributed.begin(), contributed.end(), false);
+  lossSum = 0;
+  auto group = [&](auto &&body) {
+    if (tessera_comm_group_start(comm) != 0)
+      fail("step " + std::to_string(step) + ": " + tessera_comm_last_error());
+    body();
+    if (tessera_comm_group_end(comm) != 0)
+      fail("step " + std::to_string(step) + ": " + tessera_comm_last_error());
+  };
+  if (count > 0)
+    group([&] { receiveInputs(step, 0); });
+  for (int32_t i = 0; i < count; ++i) {
+    runTask(step, i, lossScale, seeds);
+    // Task i's sends with task i + 1's receives: on NCCL neither side's
+    // send then waits for the other's receive.
+    group([&] {
+      sendOutputs(step, i);
+      if (i + 1 < count)
+        receiveInputs(step, i + 1);
+    });
+  }
+  double loss = lossSum / static_cast<double>(pipeline.micro_batches);
+  try {
+    return agreement.sum(loss);
+  } catch (const comm::CommError &error) {
+    fail("step " + std::to_string(step) + ": agreeing on the loss: " +
+         error.what());
+  }
+}
+
+double PipelineStep::gradientSumOfSquares() {
+  double squares = backend.gradientSumOfSquares(owned);
+  try {
+    return agreement.sum(squares);
+  } catch (const comm::CommError &error) {
+    fail(std::string("agreeing on the gradient norm: ") + error.what());
+  }
+}
+
+void PipelineStep::afterOptimizer() {
+  const tessera_program &whole = layout.wholeProgram();
+  for (Transfer &transfer : transfers) {
+    int status =
+        transfer.send
+            ? tessera_comm_send(comm, &transfer.master, transfer.peer,
+                                backend.stream())
+            : tessera_comm_recv(comm, &transfer.master, transfer.peer,
+                                backend.stream());
+    if (status != 0)
+      fail(std::string(transfer.send ? "sending" : "receiving") +
+           " the updated '" + whole.parameters[transfer.parameter].name +
+           "' " + (transfer.send ? "to" : "from") + " rank " +
+           std::to_string(transfer.peer) + ": " + tessera_comm_last_error());
+  }
+}
+
+} // namespace tessera::train

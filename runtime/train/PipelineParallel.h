@@ -1,0 +1,189 @@
+//===- PipelineParallel.h - The driver's side of a pipelined program -*- C++ -*-===//
+//
+// A pipelined program (`tesserac --stages S --microbatches M`, program.h's
+// tessera_pipeline) is the step cut into chunks, each a forward and a
+// backward stage function, and per pipeline device the order of its tasks.
+// The driver runs one rank per device: started plainly, S threads of one
+// process over the in-process comm (staged through host memory on the
+// GPU); launched (--nproc S, torchrun, ...), one process per GPU on NCCL.
+// The model to follow is lib/Execution/PipelineExecutor.cpp, which runs the
+// same tables on the interpreter.
+//
+// What the driver adds, per rank (device d):
+// - parameters: a parameter is OWNED by the device whose chunk completes
+//   its gradient (gradient_parameters), and READ by the devices whose
+//   chunks list it in read_parameters. The rank's backend holds only those:
+//   every other parameter is a zero-element slice (the rank's program, a
+//   copy of the whole one with those parameters at shape [0]), which is the
+//   point of pipelining: a device holds its layers' weights, moments and
+//   gradients, not the model's.
+// - data: every rank reads all M micro-batches of the step, in order, as
+//   one device with --grad-accum M does (dropout seeds likewise), so a
+//   pipelined run trains exactly as that run up to the order of sums.
+// - the step (PipelineStep::run): the device's tasks in order. A forward
+//   receives its activations from the previous chunk's device, sends its
+//   activations on and keeps its SAVED outputs in a stash slot of (chunk,
+//   micro-batch); a backward reads that slot and the next chunk's
+//   activation gradients, sends its own back, frees the slot, and adds the
+//   gradients it completed into the f32 accumulators (the first
+//   contribution of a parameter in a step replaces, later ones add). Sends
+//   of task i and receives of task i + 1 are one comm group, so NCCL's
+//   blocking sends cannot deadlock on a 1F1B order (Megatron's pairing);
+//   the in-process comms buffer sends, so there the order is enough (the
+//   schedules never wait on a message sent later; checkPipeline simulates
+//   the task orders to make sure).
+// - memory: the stash (per chunk, as many slots as that chunk has
+//   micro-batches in flight at most in the device's order) and the message
+//   buffers are allocated once, in the backend's memory; the step loop
+//   allocates nothing.
+// - the loss: the last chunk's forward returns each micro-batch's; their
+//   mean is summed over the ranks (the others add 0), so all agree. The
+//   gradient norm sums each rank's OWNED gradients' squares over the
+//   ranks; AdamW runs on the owned parameters only, then each owner sends
+//   the updated master weights to the devices that read them (a tied
+//   embedding's head), in one order every rank follows.
+// - checkpoints and dumps: every parameter, moment and gradient comes
+//   from its owner (gathered on every rank); rank 0 writes the whole
+//   model's file, the same as an unpipelined run's, so either resumes the
+//   other.
+//
+// Not supported yet: interleaved schedules (virtual_stages > 1), whose
+// messages from one peer arrive in an order other than the one they are
+// needed in; pipeline x data parallelism.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_PIPELINEPARALLEL_H
+#define TESSERA_RUNTIME_TRAIN_PIPELINEPARALLEL_H
+
+#include "TrainingBackend.h"
+#include "TrainingState.h"
+
+#include "tessera/runtime/gradient_reducer.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace tessera::train {
+
+/// Throws TrainError ("malformed program (a compiler bug): pipeline: ...")
+/// when program.pipeline's tables break program.h's contract: the counts,
+/// the roles and shapes of the messages between neighbouring chunks, every
+/// parameter owned by exactly one chunk, every device running each of its
+/// chunks' forward and backward once per micro-batch, backwards after their
+/// forwards, and task orders that finish (no device waits for a message
+/// that is sent after it).
+void checkPipeline(const tessera_program &program);
+
+/// Which device owns and reads each parameter, and each device's program.
+class PipelineLayout {
+public:
+  /// `program` is pipelined and checked (checkPipeline).
+  explicit PipelineLayout(const tessera_program &program);
+  PipelineLayout(const PipelineLayout &) = delete;
+  PipelineLayout &operator=(const PipelineLayout &) = delete;
+
+  static bool isPipelined(const tessera_program &program) {
+    return program.pipeline != nullptr;
+  }
+
+  const tessera_program &wholeProgram() const { return whole; }
+  const tessera_pipeline &pipeline() const { return *whole.pipeline; }
+  int32_t stages() const { return whole.pipeline->stages; }
+  int32_t deviceOfChunk(int32_t chunk) const { return chunk % stages(); }
+  /// The device that owns parameter `parameter`.
+  int32_t ownerOf(int32_t parameter) const {
+    return owners[static_cast<size_t>(parameter)];
+  }
+  /// The devices other than its owner that read `parameter`, ascending.
+  const std::vector<int32_t> &otherReaders(int32_t parameter) const {
+    return readers[static_cast<size_t>(parameter)];
+  }
+  /// Whether `device` holds `parameter` (owns or reads it).
+  bool holds(int32_t device, int32_t parameter) const;
+
+  /// Device `device`'s program: the whole one with every parameter it does
+  /// not hold at shape [0] (valid while the layout lives).
+  const tessera_program &deviceProgram(int32_t device) const {
+    return devicePrograms[static_cast<size_t>(device)];
+  }
+  /// `state` (the whole program's) with what `device` does not hold
+  /// dropped: its program's state.
+  TrainingState takeHeld(const TrainingState &state, int32_t device) const;
+  /// Per parameter: whether `device` owns it (what its norm counts).
+  std::vector<bool> ownedBy(int32_t device) const;
+  /// The whole tensors from the per-parameter values of each rank's
+  /// program (each taken from its owner), on every rank. Collective over
+  /// `comm` (the pipeline's ranks, in device order); `stream` is the comm's
+  /// staging stream (nullptr on the host).
+  std::vector<std::vector<float>>
+  gatherFromOwners(const std::vector<std::vector<float>> &held,
+                   tessera_comm *comm, int32_t device, void *stream) const;
+
+private:
+  tessera_program whole;
+  std::vector<int32_t> owners;
+  std::vector<std::vector<int32_t>> readers;
+  /// Per device: whether it reads each parameter.
+  std::vector<std::vector<bool>> reads;
+  std::vector<std::vector<tessera_tensor_info>> deviceParameters;
+  std::vector<tessera_program> devicePrograms;
+};
+
+/// One rank's part of every step of a pipelined program, on its backend
+/// (made for layout.deviceProgram(device)). Allocates its stash and
+/// message buffers and restricts the backend's optimizer to the owned
+/// parameters when made.
+class PipelineStep {
+public:
+  PipelineStep(const PipelineLayout &layout, int32_t device,
+               TrainingBackend &backend, tessera_comm *comm);
+  ~PipelineStep();
+  PipelineStep(const PipelineStep &) = delete;
+  PipelineStep &operator=(const PipelineStep &) = delete;
+
+  /// Runs the device's tasks of step `step` on the micro-batches in the
+  /// backend's slots 0..M-1 (seeds[k] is micro-batch k's dropout seed);
+  /// returns the step's mean loss, agreed by every rank. Throws TrainError
+  /// naming the step, the micro-batch and the stage function, or the peer.
+  double run(int64_t step, float lossScale, const std::vector<uint64_t> &seeds);
+  /// The sum of squares of every parameter's gradient, each counted by its
+  /// owner, agreed by every rank.
+  double gradientSumOfSquares();
+  /// After AdamW: the owners' updated parameters to their other readers.
+  void afterOptimizer();
+
+private:
+  struct Chunk;
+  /// Receives task `index`'s inputs or sends its outputs (comm calls).
+  void receiveInputs(int64_t step, int32_t index);
+  void sendOutputs(int64_t step, int32_t index);
+  void runTask(int64_t step, int32_t index, float lossScale,
+               const std::vector<uint64_t> &seeds);
+  Chunk &chunkOf(int32_t chunk);
+
+  const PipelineLayout &layout;
+  int32_t device;
+  TrainingBackend &backend;
+  tessera_comm *comm;
+  std::vector<std::unique_ptr<Chunk>> chunks;
+  std::vector<bool> owned;
+  /// Per parameter, whether this step's gradient has its first
+  /// contribution yet.
+  std::vector<bool> contributed;
+  /// The updated parameters this rank sends (or receives) after AdamW.
+  struct Transfer {
+    tessera_tensor master;
+    int32_t peer;
+    bool send;
+    int32_t parameter;
+  };
+  std::vector<Transfer> transfers;
+  double lossSum = 0;
+  comm::ScalarAgreement agreement;
+};
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_PIPELINEPARALLEL_H
