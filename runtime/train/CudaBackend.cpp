@@ -154,7 +154,7 @@ public:
   double runStage(const tessera_stage_function &function, int64_t slot,
                   const tessera_tensor *inputs, tessera_tensor *outputs,
                   float lossScale, uint64_t seed) override;
-  void accumulateGradient(int32_t parameter, bool first) override;
+  void accumulateGradients(int32_t begin, int32_t end, bool first) override;
   double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
@@ -379,15 +379,17 @@ double CudaBackend::runStage(const tessera_stage_function &function,
                    gradientTensors.data(), outputs);
 }
 
-void CudaBackend::accumulateGradient(int32_t parameter, bool first) {
-  if (!accumulating())
+void CudaBackend::accumulateGradients(int32_t begin, int32_t end,
+                                      bool first) {
+  if (!accumulating() || begin >= end)
     return;
-  const int64_t offset = layout.offset(parameter);
+  const int64_t offset = layout.offset(begin);
+  const int64_t elements = layout.offset(end - 1) + layout.count(end - 1) - offset;
   checkKernel(tessera_cuda_accumulate_gradients(
                   static_cast<float *>(accumulators.get()) + offset,
                   static_cast<unsigned char *>(gradients.get()) +
                       offset * dtypeSize(computeDtype),
-                  computeDtype, layout.count(parameter), first ? 1 : 0,
+                  computeDtype, elements, first ? 1 : 0,
                   streamHandle),
               "accumulating gradients");
 }

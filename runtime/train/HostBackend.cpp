@@ -88,7 +88,7 @@ public:
   double runStage(const tessera_stage_function &function, int64_t slot,
                   const tessera_tensor *inputs, tessera_tensor *outputs,
                   float lossScale, uint64_t seed) override;
-  void accumulateGradient(int32_t parameter, bool first) override;
+  void accumulateGradients(int32_t begin, int32_t end, bool first) override;
   double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
@@ -234,12 +234,13 @@ double HostBackend::runStage(const tessera_stage_function &function,
                    gradientTensors.data(), outputs);
 }
 
-void HostBackend::accumulateGradient(int32_t parameter, bool first) {
-  if (!accumulating())
+void HostBackend::accumulateGradients(int32_t begin, int32_t end,
+                                      bool first) {
+  if (!accumulating() || begin >= end)
     return;
-  // The whole-buffer arithmetic of runMicroBatch on one slice.
-  const int64_t offset = layout.offset(parameter);
-  const int64_t elements = layout.count(parameter);
+  // The whole-buffer arithmetic of runMicroBatch on one range.
+  const int64_t offset = layout.offset(begin);
+  const int64_t elements = layout.offset(end - 1) + layout.count(end - 1) - offset;
   auto *sum = static_cast<float *>(accumulators.get()) + offset;
   tessera_tensor computed = flatTensor(
       static_cast<unsigned char *>(gradients.get()) +

@@ -609,11 +609,22 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
     return;
   chunk.freeSlots.push_back(slot);
   slot = -1;
-  for (int32_t i = 0; i < function.gradient_count; ++i) {
-    auto parameter = static_cast<size_t>(function.gradient_parameters[i]);
-    backend.accumulateGradient(function.gradient_parameters[i],
-                               !contributed[parameter]);
-    contributed[parameter] = true;
+  // One accumulation per run of consecutive parameters (a stage's layers
+  // are consecutive slices), not one launch per parameter.
+  std::vector<int32_t> completed(
+      function.gradient_parameters,
+      function.gradient_parameters + function.gradient_count);
+  std::sort(completed.begin(), completed.end());
+  for (size_t i = 0; i < completed.size();) {
+    bool first = !contributed[static_cast<size_t>(completed[i])];
+    size_t j = i + 1;
+    while (j < completed.size() && completed[j] == completed[j - 1] + 1 &&
+           contributed[static_cast<size_t>(completed[j])] == !first)
+      ++j;
+    backend.accumulateGradients(completed[i], completed[j - 1] + 1, first);
+    for (size_t k = i; k < j; ++k)
+      contributed[static_cast<size_t>(completed[k])] = true;
+    i = j;
   }
 }
 

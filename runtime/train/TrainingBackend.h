@@ -128,11 +128,13 @@ public:
                           int64_t slot, const tessera_tensor *inputs,
                           tessera_tensor *outputs, float lossScale,
                           uint64_t seed) = 0;
-  /// Adds parameter `parameter`'s gradient (computeGradients, just written)
-  /// into its f32 accumulator; `first`: the step's first contribution,
-  /// which replaces the accumulator instead. Nothing to do when the step
-  /// has one micro-batch (the optimizer reads computeGradients then).
-  virtual void accumulateGradient(int32_t parameter, bool first) = 0;
+  /// Adds the gradients of parameters [begin, end) (computeGradients, just
+  /// written) into their f32 accumulators, one contiguous range of the flat
+  /// buffers (their slices and the zero gaps between them); `first`: the
+  /// step's first contribution, which replaces the accumulators instead.
+  /// Nothing to do when the step has one micro-batch (the optimizer reads
+  /// computeGradients then).
+  virtual void accumulateGradients(int32_t begin, int32_t end, bool first) = 0;
 
   /// The sum over parameters of the sum of squares of optimizerGradients
   /// (one small readback on the GPU). Not finite when a gradient is not.
