@@ -57,6 +57,8 @@ private:
                                StringRef key, bool required) const;
 
   Error readDevice(const json::Object &parent, DeviceModel &device) const;
+  /// device.gemm_shapes: per precision, [m, n, k, flop/s] rows.
+  Error readGemmShapes(const json::Object &shapes, DeviceModel &device) const;
   Expected<std::array<double, 3>> readPrecisionRates(const json::Object &rates,
                                                      StringRef path,
                                                      bool required) const;
@@ -160,6 +162,42 @@ ClusterReader::readPrecisionRates(const json::Object &rates, StringRef path,
   return result;
 }
 
+Error ClusterReader::readGemmShapes(const json::Object &shapes,
+                                    DeviceModel &device) const {
+  if (Error error = checkKeys(shapes, "device.gemm_shapes",
+                              {"bf16", "fp16", "fp32"}))
+    return error;
+  for (Precision precision :
+       {Precision::BF16, Precision::FP16, Precision::FP32}) {
+    std::string path = ("device.gemm_shapes." + precisionName(precision)).str();
+    const json::Value *value = shapes.get(precisionName(precision));
+    if (!value)
+      continue;
+    const json::Array *rows = value->getAsArray();
+    if (!rows)
+      return fail("field '" + path +
+                  "' must be an array of [m, n, k, flop/s] rows");
+    std::vector<GemmRate> &table = device.gemmShapes[static_cast<size_t>(precision)];
+    for (auto [index, row] : llvm::enumerate(*rows)) {
+      const json::Array *entry = row.getAsArray();
+      std::array<double, 4> numbers{};
+      bool valid = entry && entry->size() == 4;
+      for (size_t i = 0; valid && i < 4; ++i) {
+        std::optional<double> number = (*entry)[i].getAsNumber();
+        valid = number && std::isfinite(*number) && *number > 0;
+        if (valid)
+          numbers[i] = *number;
+      }
+      if (!valid)
+        return fail("field '" + path + "[" + std::to_string(index) +
+                    "]' must be [m, n, k, flop/s], four positive numbers, got " +
+                    formatv("{0}", row).str());
+      table.push_back({numbers[0], numbers[1], numbers[2], numbers[3]});
+    }
+  }
+  return Error::success();
+}
+
 Error ClusterReader::readDevice(const json::Object &root,
                                 DeviceModel &device) const {
   auto deviceObject = object(root, "", "device", /*required=*/true);
@@ -169,7 +207,8 @@ Error ClusterReader::readDevice(const json::Object &root,
   if (Error error = checkKeys(fields, "device",
                               {"name", "memory_bytes", "memory_bandwidth",
                                "flops", "peak_flops", "vector_flops",
-                               "attention_flops"}))
+                               "attention_flops", "gemm_shapes",
+                               "kernel_seconds"}))
     return error;
   auto name = string(fields, "device", "name", /*required=*/false);
   auto memory = number(fields, "device", "memory_bytes", /*required=*/true);
@@ -221,6 +260,19 @@ Error ClusterReader::readDevice(const json::Object &root,
       return rates.takeError();
     device.attentionFlops = *rates;
   }
+
+  auto shapesObject =
+      object(fields, "device", "gemm_shapes", /*required=*/false);
+  if (!shapesObject)
+    return shapesObject.takeError();
+  if (*shapesObject)
+    if (Error error = readGemmShapes(**shapesObject, device))
+      return error;
+  auto kernel = number(fields, "device", "kernel_seconds", /*required=*/false,
+                       /*allowZero=*/true);
+  if (!kernel)
+    return kernel.takeError();
+  device.kernelSeconds = kernel->value_or(0);
 
   auto vector = number(fields, "device", "vector_flops", /*required=*/false);
   if (!vector)

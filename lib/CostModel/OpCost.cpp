@@ -166,13 +166,20 @@ Precision precisionOf(Type elementType) {
   return Precision::FP32;
 }
 
-double OpCost::time(const DeviceModel &device) const {
+double kernelTime(const DeviceModel &device, OpKind kind, bool usesMatrixUnits,
+                  Precision precision, double flops, double bytes, double m,
+                  double n, double k) {
   if (kind == OpKind::Free)
     return 0;
   double rate = kind == OpKind::Attention ? device.attentionRate(precision)
-                : usesMatrixUnits            ? device.matrixRate(precision)
-                                             : device.vectorFlops;
-  return device.roofline(flops, rate, bytes);
+                : usesMatrixUnits ? device.matrixRate(precision, m, n, k)
+                                  : device.vectorFlops;
+  return device.roofline(flops, rate, bytes) + device.kernelSeconds;
+}
+
+double OpCost::time(const DeviceModel &device) const {
+  return kernelTime(device, kind, usesMatrixUnits, precision, flops, bytes, m,
+                    n, k);
 }
 
 OpCost estimateOpCost(Operation *op) {
@@ -192,7 +199,11 @@ OpCost estimateOpCost(Operation *op) {
         double out = weight.getDimSize(linear.getTransposeWeight() ? 0 : 1);
         double rows = elementsOf(linear.getInput()) / in;
         double flops = 2 * rows * in * out + (linear.getBias() ? rows * out : 0);
-        return contraction(op, flops, flops, OpKind::Linear);
+        OpCost cost = contraction(op, flops, flops, OpKind::Linear);
+        cost.m = rows;
+        cost.n = out;
+        cost.k = in;
+        return cost;
       })
       .Case([&](tess::MatmulOp matmul) {
         auto lhs = llvm::cast<RankedTensorType>(matmul.getLhs().getType());
@@ -201,7 +212,12 @@ OpCost estimateOpCost(Operation *op) {
             lhs.getDimSize(matmul.getTransposeLhs() ? rank - 2 : rank - 1);
         // Every result element is a dot product of length `contracted`.
         double flops = 2 * resultElements() * contracted;
-        return contraction(op, flops, flops, OpKind::Linear);
+        OpCost cost = contraction(op, flops, flops, OpKind::Linear);
+        auto result = llvm::cast<RankedTensorType>(matmul.getType());
+        cost.n = result.getRank() ? result.getShape().back() : 1;
+        cost.m = resultElements() / cost.n;
+        cost.k = contracted;
+        return cost;
       })
       .Case([&](tess::AttentionOp attention) {
         double flops =

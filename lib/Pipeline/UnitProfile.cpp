@@ -10,6 +10,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <array>
 #include <map>
 #include <set>
 
@@ -106,6 +107,9 @@ OpRecord recordOf(Operation *op, const Twins &twins, bool tensorParallel) {
   record.flops = twins.line(one.flops, two.flops);
   record.modelFlops = twins.line(one.modelFlops, two.modelFlops);
   record.bytes = twins.line(one.bytes, two.bytes);
+  record.m = twins.line(one.m, two.m);
+  record.n = twins.line(one.n, two.n);
+  record.k = twins.line(one.k, two.k);
   record.tensorParallel = tensorParallel;
   return record;
 }
@@ -121,10 +125,20 @@ double OpRecord::time(const cost::DeviceModel &device, double batch,
   if (kind == cost::OpKind::Free)
     return 0;
   double divisor = tensorParallel ? tensorParallelDegree : 1;
-  double rate =
-      usesMatrixUnits ? device.matrixRate(precision) : device.vectorFlops;
-  return device.roofline(flops.at(batch) / divisor, rate,
-                         bytes.at(batch) / divisor);
+  std::array<double, 3> dims = {m.at(batch), n.at(batch), k.at(batch)};
+  if (divisor > 1) {
+    // The weight's dims are those that do not grow with the batch.
+    std::array<double, 3> slopes = {m.perSample, n.perSample, k.perSample};
+    int split = -1;
+    for (int d = 0; d < 3; ++d)
+      if (slopes[d] == 0 && (split < 0 || dims[d] > dims[split]))
+        split = d;
+    if (split >= 0)
+      dims[split] /= divisor;
+  }
+  return cost::kernelTime(device, kind, usesMatrixUnits, precision,
+                          flops.at(batch) / divisor, bytes.at(batch) / divisor,
+                          dims[0], dims[1], dims[2]);
 }
 
 llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,

@@ -4,7 +4,9 @@
 // multiply in each precision, how fast its other arithmetic runs, how much
 // memory it has and how fast that memory is read. An op's time on it is the
 // roofline: the larger of its arithmetic time and its memory time
-// (DeviceModel::roofline).
+// (DeviceModel::roofline), a contraction's arithmetic at the rate GEMMs of
+// its shape were measured to reach (matrixRate(precision, m, n, k)), plus
+// what every kernel costs beyond its work (kernelSeconds).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessera::cost {
 
@@ -26,6 +29,12 @@ enum class Precision { BF16, FP16, FP32 };
 /// tesserac's --precision.
 llvm::StringRef precisionName(Precision precision);
 std::optional<Precision> parsePrecisionName(llvm::StringRef name);
+
+/// One measured GEMM: C[m, n] = A[m, k] @ B[k, n] ran at `flops` FLOP/s.
+struct GemmRate {
+  double m = 0, n = 0, k = 0;
+  double flops = 0;
+};
 
 struct DeviceModel {
   std::string name;
@@ -47,6 +56,17 @@ struct DeviceModel {
   /// Flash attention's softmax between its two GEMMs keeps it well below the
   /// GEMM rate (291 TFLOP/s against 787 on an H200 in bf16).
   std::array<double, 3> attentionFlops{};
+  /// GEMMs measured at the shapes Transformers' linears train at
+  /// (bench/measure_kernels.py), indexed by Precision; empty where the file
+  /// gives none, and then every contraction is timed at matrixFlops. A K of
+  /// 768 or a weight gradient's reduction over the tokens runs well below
+  /// the square 4096^3 rate (474 to 715 TFLOP/s against 787 for GPT-2's on
+  /// an H200).
+  std::array<std::vector<GemmRate>, 3> gemmShapes;
+  /// Seconds every kernel costs beyond its roofline time: the gap between
+  /// launches and a kernel's minimum duration (0.93 us a kernel of a
+  /// replayed CUDA graph on an H200; a step is ~1,000 kernels).
+  double kernelSeconds = 0;
 
   double matrixRate(Precision precision) const {
     return matrixFlops[static_cast<size_t>(precision)];
@@ -58,6 +78,11 @@ struct DeviceModel {
     double rate = attentionFlops[static_cast<size_t>(precision)];
     return rate > 0 ? rate : matrixRate(precision);
   }
+  /// The rate of an m x n x k contraction: the measured shapes' rates
+  /// weighted by inverse squared distance in log2 space over the four
+  /// nearest (the shape's own when measured); matrixRate without a table
+  /// or without a shape (any dim 0).
+  double matrixRate(Precision precision, double m, double n, double k) const;
 
   /// Seconds for a kernel doing `flops` at `flopRate` and moving `bytes`
   /// through memory: max(flops / rate, bytes / bandwidth). Kernels overlap

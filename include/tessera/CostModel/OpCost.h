@@ -68,6 +68,9 @@ struct OpCost {
   /// `precision`'s rate, or on the vector units.
   bool usesMatrixUnits = false;
   Precision precision = Precision::FP32;
+  /// A linear's or matmul's GEMM: C[m, n] = A[m, k] @ B[k, n] (a batched
+  /// matmul's batch folded into m); 0 for other ops.
+  double m = 0, n = 0, k = 0;
   /// False for a tess op the table does not know (a new op): it is priced
   /// as a memory-bound copy of its operands and results, and reports list
   /// it so the gap is seen rather than silently mispriced.
@@ -76,6 +79,15 @@ struct OpCost {
   /// Roofline seconds on `device`.
   double time(const DeviceModel &device) const;
 };
+
+/// Seconds of one kernel on `device`: the roofline of `flops` and `bytes` at
+/// the rate its units reach (attention's own; a contraction's, by its GEMM
+/// shape m x n x k when known; the vector rate otherwise) plus the
+/// device's per-kernel cost. 0 for a Free op. OpCost::time, and the
+/// pipeline planner's per-batch profiles, time ops with it.
+double kernelTime(const DeviceModel &device, OpKind kind, bool usesMatrixUnits,
+                  Precision precision, double flops, double bytes, double m,
+                  double n, double k);
 
 /// The cost of `op`. Ops of other dialects (func.return, ...) are Free.
 OpCost estimateOpCost(mlir::Operation *op);

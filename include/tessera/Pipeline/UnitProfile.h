@@ -87,10 +87,16 @@ struct OpRecord {
   Affine flops;
   Affine modelFlops;
   Affine bytes;
+  /// A contraction's GEMM dims (OpCost's m, n, k), each affine in the
+  /// batch: the token dim grows with it, the weight's dims do not.
+  Affine m, n, k;
   /// Its work divides by the tensor-parallel degree.
   bool tensorParallel = false;
 
-  /// Roofline seconds on `device` at micro-batch `batch`, TP degree `tp`.
+  /// Seconds on `device` at micro-batch `batch`, TP degree `tp`
+  /// (cost::kernelTime; tensor parallelism splits the larger of the
+  /// weight's dims of a contraction, as Megatron's column and row splits
+  /// do).
   double time(const cost::DeviceModel &device, double batch,
               int64_t tensorParallel) const;
 };

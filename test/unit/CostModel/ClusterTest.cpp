@@ -89,6 +89,62 @@ TEST(Cluster, AttentionRates) {
   EXPECT_DOUBLE_EQ(h200->device.attentionRate(Precision::BF16), 2.91e14);
 }
 
+// Tests the measured GEMM shapes and the per-kernel cost: a measured shape
+// is timed at its own rate, a shape between measured ones at their
+// inverse-distance blend (in log2 space), any shape without a table or
+// without dims at device.flops; malformed rows name their field.
+TEST(Cluster, GemmShapesAndKernelSeconds) {
+  llvm::Expected<Cluster> cluster = parseCluster(
+      minimalCluster("", R"(, "kernel_seconds": 1e-6,
+          "gemm_shapes": {"bf16": [[1024, 1024, 1024, 1e14],
+                                   [4096, 4096, 4096, 3e14]]})"),
+      "test.json");
+  ASSERT_TRUE(static_cast<bool>(cluster))
+      << llvm::toString(cluster.takeError());
+  const DeviceModel &device = cluster->device;
+  EXPECT_DOUBLE_EQ(device.kernelSeconds, 1e-6);
+  EXPECT_DOUBLE_EQ(device.matrixRate(Precision::BF16, 1024, 1024, 1024), 1e14);
+  EXPECT_DOUBLE_EQ(device.matrixRate(Precision::BF16, 4096, 4096, 4096), 3e14);
+  // Halfway in log space: equal weights.
+  EXPECT_DOUBLE_EQ(device.matrixRate(Precision::BF16, 2048, 2048, 2048), 2e14);
+  // Nearer the large shape: nearer its rate (0.5 against 1.5 in each dim's
+  // log2, weights 9 : 1).
+  EXPECT_NEAR(device.matrixRate(Precision::BF16, 2896.3, 2896.3, 2896.3),
+              (9 * 3e14 + 1e14) / 10, 1e12);
+  EXPECT_DOUBLE_EQ(device.matrixRate(Precision::FP16, 2048, 2048, 2048), 4e14);
+  EXPECT_DOUBLE_EQ(device.matrixRate(Precision::BF16, 0, 2048, 2048), 4e14);
+
+  EXPECT_EQ(errorOf(parseCluster(
+                minimalCluster("", R"(, "gemm_shapes": {"bf16": [[1, 2, 3]]})"),
+                "g.json")),
+            "cluster file 'g.json': field 'device.gemm_shapes.bf16[0]' must "
+            "be [m, n, k, flop/s], four positive numbers, got [1,2,3]");
+  EXPECT_EQ(errorOf(parseCluster(
+                minimalCluster("", R"(, "gemm_shapes": {"bf16": 7})"),
+                "g.json")),
+            "cluster file 'g.json': field 'device.gemm_shapes.bf16' must be "
+            "an array of [m, n, k, flop/s] rows");
+  EXPECT_EQ(errorOf(parseCluster(
+                minimalCluster("", R"(, "gemm_shapes": {"tf32": []})"),
+                "g.json")),
+            "cluster file 'g.json': unknown field 'device.gemm_shapes.tf32' "
+            "(expected one of: bf16, fp16, fp32)");
+  EXPECT_EQ(errorOf(parseCluster(
+                minimalCluster("", R"(, "kernel_seconds": -1)"), "k.json")),
+            "cluster file 'k.json': field 'device.kernel_seconds' must be a "
+            "non-negative number, got -1");
+
+  // The measured H200 file has both, at GPT-2's shapes.
+  llvm::Expected<Cluster> measured = loadCluster(
+      std::string(TESSERA_SOURCE_DIR) + "/bench/clusters/h200x2-measured.json");
+  ASSERT_TRUE(static_cast<bool>(measured))
+      << llvm::toString(measured.takeError());
+  EXPECT_GT(measured->device.kernelSeconds, 0);
+  double qkv = measured->device.matrixRate(Precision::BF16, 16384, 2304, 768);
+  EXPECT_GT(qkv, 4e14);
+  EXPECT_LT(qkv, measured->device.matrixRate(Precision::BF16));
+}
+
 // Tests the ring factors of each collective.
 TEST(Collective, BusFactors) {
   EXPECT_DOUBLE_EQ(busFactor(Collective::AllReduce, 8), 2.0 * 7 / 8);

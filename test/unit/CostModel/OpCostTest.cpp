@@ -175,6 +175,36 @@ TEST_F(OpCostTest, LargeGemmIsComputeBound) {
   EXPECT_DOUBLE_EQ(cost.time(h200->device), 2.0 * 8192 * 8192 * 8192 / 790e12);
 }
 
+// Tests that a contraction records its GEMM's shape and is timed at the
+// rate measured for it, and that every kernel pays the device's per-kernel
+// cost on top of its roofline.
+TEST_F(OpCostTest, ContractionsAtTheirShapesRate) {
+  OpCost cost = costOf(R"(
+    func.func @f(%x: tensor<16x1024x768xbf16>, %w: tensor<2304x768xbf16>) -> tensor<16x1024x2304xbf16> {
+      %y = tess.linear %x, %w {transpose_weight} : (tensor<16x1024x768xbf16>, tensor<2304x768xbf16>) -> tensor<16x1024x2304xbf16>
+      return %y : tensor<16x1024x2304xbf16>
+    })", "tess.linear");
+  EXPECT_DOUBLE_EQ(cost.m, 16384);
+  EXPECT_DOUBLE_EQ(cost.n, 2304);
+  EXPECT_DOUBLE_EQ(cost.k, 768);
+  DeviceModel device;
+  device.memoryBandwidth = 4e12;
+  device.matrixFlops = {7.8e14, 7.8e14, 5e13};
+  device.gemmShapes[static_cast<size_t>(Precision::BF16)] = {
+      {16384, 2304, 768, 6e14}};
+  device.kernelSeconds = 1e-6;
+  EXPECT_DOUBLE_EQ(cost.time(device), cost.flops / 6e14 + 1e-6);
+
+  OpCost batched = costOf(R"(
+    func.func @f(%a: tensor<8x128x64xbf16>, %b: tensor<8x64x32xbf16>) -> tensor<8x128x32xbf16> {
+      %y = tess.matmul %a, %b : (tensor<8x128x64xbf16>, tensor<8x64x32xbf16>) -> tensor<8x128x32xbf16>
+      return %y : tensor<8x128x32xbf16>
+    })", "tess.matmul");
+  EXPECT_DOUBLE_EQ(batched.m, 8 * 128);
+  EXPECT_DOUBLE_EQ(batched.n, 32);
+  EXPECT_DOUBLE_EQ(batched.k, 64);
+}
+
 // Tests the FLOPs of a GPT-2 124M training step (batch 16 x 1024) against
 // hand formulas: GEMMs exactly, attention exactly, and the whole against
 // the usual 6 N + 12 L d T per token (about 0.86 GFLOP).
