@@ -91,9 +91,10 @@ private:
   std::map<std::string, std::vector<float>> gradientSums;
   std::map<std::string, std::vector<int64_t>> gradientShapes;
   ModuleOp module;
-  /// The device whose stages return each parameter's gradient, the devices
-  /// whose stages read each parameter, and its type there.
-  std::map<std::string, int64_t> gradientDevice;
+  /// The devices whose stages return each parameter's gradient (two for a
+  /// tied embedding, each a part of it; the first owns the sum), the
+  /// devices whose stages read each parameter, and its type there.
+  std::map<std::string, std::set<int64_t>> gradientDevices;
   std::map<std::string, std::set<int64_t>> readingDevices;
   std::map<std::string, RankedTensorType> parameterTypes;
 };
@@ -145,7 +146,7 @@ llvm::Error PipelineRank::prepare(ModuleOp module) {
       for (unsigned i = 0; i < function.getNumResults(); ++i)
         if (auto gradient =
                 function.getResultAttrOfType<StringAttr>(i, "tess.gradient"))
-          gradientDevice[gradient.str()] = deviceOf(chunk);
+          gradientDevices[gradient.str()].insert(deviceOf(chunk));
     }
   auto taskOrder = pipeline::scheduleTaskOrder(options.schedule, devices,
                                                options.microBatches);
@@ -452,7 +453,8 @@ llvm::Error PipelineRank::updateParameters(PipelineRankResult &result) {
   }
   // The other readers of a parameter (a tied embedding's head) get its
   // update from the device that made it.
-  for (const auto &[name, owner] : gradientDevice)
+  for (const auto &[name, holders] : gradientDevices) {
+    int64_t owner = *holders.begin();
     for (int64_t reader : readingDevices[name]) {
       if (reader == owner || (device != owner && device != reader))
         continue;
@@ -474,6 +476,7 @@ llvm::Error PipelineRank::updateParameters(PipelineRankResult &result) {
                          std::to_string(owner));
       result.parameters[name] = std::move(*received);
     }
+  }
   return llvm::Error::success();
 }
 
@@ -492,6 +495,36 @@ llvm::Expected<PipelineRankResult> PipelineRank::finish() {
       return commError("loss all-reduce");
   }
   result.loss = loss.getDouble(0);
+  // A gradient returned in parts by several devices' stages (a tied
+  // embedding's) is summed once per step on its owner, the first of them;
+  // every rank goes through the names in the same order.
+  for (const auto &[name, holders] : gradientDevices) {
+    int64_t owner = *holders.begin();
+    if (holders.size() < 2 || !holders.count(device))
+      continue;
+    std::vector<float> &sum = gradientSums[name];
+    HostTensorBuffer part = HostTensorBuffer::fromFloats(gradientShapes[name], sum);
+    tessera_tensor descriptor = part.descriptor();
+    if (device != owner) {
+      if (tessera_comm_send(options.pipelineComm, &descriptor,
+                            static_cast<int32_t>(owner), nullptr) != 0)
+        return commError("send of the part of " + name + "'s gradient to rank " +
+                         std::to_string(owner));
+      gradientSums.erase(name);
+      continue;
+    }
+    for (int64_t holder : holders) {
+      if (holder == owner)
+        continue;
+      if (tessera_comm_recv(options.pipelineComm, &descriptor,
+                            static_cast<int32_t>(holder), nullptr) != 0)
+        return commError("recv of the part of " + name + "'s gradient from rank " +
+                         std::to_string(holder));
+      std::vector<float> received = part.toFloats();
+      for (size_t e = 0; e < sum.size(); ++e)
+        sum[e] += received[e];
+    }
+  }
   for (auto &[name, sum] : gradientSums) {
     HostTensorBuffer gradient =
         HostTensorBuffer::fromFloats(gradientShapes[name], sum);

@@ -176,6 +176,11 @@ FailureOr<StageFunction> describeStage(func::FuncOp function, bool forward,
                << name << " returns the gradient of '" << gradient
                << "', which is not a parameter of @forward_backward";
       result = {Destination::Gradient, found->second};
+      if (llvm::is_contained(stage.gradientParameters,
+                             static_cast<int32_t>(found->second)))
+        return function.emitError("tess-lower-to-emitc: @")
+               << name << " returns the gradient of '" << gradient
+               << "' twice";
       stage.gradientParameters.push_back(static_cast<int32_t>(found->second));
     } else if (std::optional<int32_t> role = stageRole(attributes)) {
       bool expected = forward ? *role != TESSERA_STAGE_ACTIVATION_GRADIENT
@@ -365,11 +370,13 @@ preparePipelineProgram(ModuleOp module, const ProgramInfo &info,
     return module.emitError("tess-lower-to-emitc: exactly one chunk's "
                             "forward must return the loss, found ")
            << losses;
+  // Several chunks return parts of a gradient that sum to it (a tied
+  // embedding's); none is a parameter left untrained.
   for (auto [index, count] : llvm::enumerate(completions))
-    if (count != 1)
-      return module.emitError("tess-lower-to-emitc: the gradient of '")
-             << info.parameters[index].name << "' is completed by " << count
-             << " chunks (expected exactly one)";
+    if (count == 0)
+      return module.emitError("tess-lower-to-emitc: no chunk returns the "
+                              "gradient of '")
+             << info.parameters[index].name << "'";
   return std::optional<PipelineProgram>(std::move(program));
 }
 

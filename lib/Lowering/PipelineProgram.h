@@ -15,8 +15,9 @@
 // pass guarantees, so that a broken module is a compile-time error naming
 // the function rather than a wrong run: the messages of neighbouring chunks
 // agree in count, dtype and shape; a backward's saved values are its
-// forward's; every parameter's gradient is completed by exactly one chunk;
-// exactly one forward returns the loss.
+// forward's; every parameter's gradient is returned by a chunk (by several
+// when it is a sum of parts, a tied embedding's), once by each; exactly one
+// forward returns the loss.
 //
 //===----------------------------------------------------------------------===//
 

@@ -155,6 +155,14 @@ public:
                   const tessera_tensor *inputs, tessera_tensor *outputs,
                   float lossScale, uint64_t seed) override;
   void accumulateGradients(int32_t begin, int32_t end, bool first) override;
+  void addToAccumulator(int32_t parameter, const float *part) override {
+    checkKernel(tessera_cuda_accumulate_gradients(
+                    static_cast<float *>(accumulators.get()) +
+                        layout.offset(parameter),
+                    part, TESSERA_F32, layout.count(parameter), 0,
+                    streamHandle),
+                "adding another stage's part of a gradient");
+  }
   double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(

@@ -33,6 +33,10 @@ struct TrainOptions {
   std::string noDecayPattern;
   double gradientClip = 1.0;
   int64_t gradientAccumulation = 1;
+  /// Keep the fp32 accumulators even for one micro-batch a step (not a
+  /// flag: a pipelined program whose gradients come in parts adds them in
+  /// f32 there).
+  bool accumulateInF32 = false;
   uint64_t seed = 1337;
   bool shuffle = true;
   InitKind init = InitKind::Onnx;

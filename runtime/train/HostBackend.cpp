@@ -89,6 +89,11 @@ public:
                   const tessera_tensor *inputs, tessera_tensor *outputs,
                   float lossScale, uint64_t seed) override;
   void accumulateGradients(int32_t begin, int32_t end, bool first) override;
+  void addToAccumulator(int32_t parameter, const float *part) override {
+    float *sum = static_cast<float *>(accumulators.get()) + layout.offset(parameter);
+    for (int64_t e = 0; e < layout.count(parameter); ++e)
+      sum[e] += part[e];
+  }
   double sumOfSquares(const std::vector<bool> *counted) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(

@@ -268,14 +268,17 @@ void checkPipeline(const tessera_program &program) {
                                        "chunk's forward does)"));
     if (backward.returns_loss)
       pipelineError(chunkName(c, false) + " returns the loss");
+    // A gradient may come in parts from several chunks (a tied
+    // embedding's); the first chunk's device owns it.
     for (int32_t i = 0; i < backward.gradient_count; ++i) {
       int32_t p = backward.gradient_parameters[i];
+      for (int32_t j = 0; j < i; ++j)
+        if (backward.gradient_parameters[j] == p)
+          pipelineError(chunkName(c, false) + " returns the gradient of '" +
+                        std::string(program.parameters[p].name) + "' twice");
       int32_t &owner = ownerChunk[static_cast<size_t>(p)];
-      if (owner >= 0)
-        pipelineError("parameter '" + std::string(program.parameters[p].name) +
-                      "' is owned twice: its gradient is completed by " +
-                      chunkName(owner, false) + " and " + chunkName(c, false));
-      owner = c;
+      if (owner < 0)
+        owner = c;
     }
     // What crosses to the neighbours, and to the chunk's own backward.
     std::vector<tessera_stage_tensor> none;
@@ -309,7 +312,7 @@ void checkPipeline(const tessera_program &program) {
   for (int32_t p = 0; p < parameters; ++p)
     if (ownerChunk[static_cast<size_t>(p)] < 0)
       pipelineError("parameter '" + std::string(program.parameters[p].name) +
-                    "' is owned by no chunk (no backward completes its "
+                    "' is owned by no chunk (no backward returns its "
                     "gradient)");
   checkTasks(pipeline, chunks);
 }
@@ -321,6 +324,7 @@ PipelineLayout::PipelineLayout(const tessera_program &program)
   const auto parameters = static_cast<size_t>(program.parameter_count);
   owners.assign(parameters, -1);
   readers.resize(parameters);
+  std::vector<std::set<int32_t>> holders(parameters);
   reads.assign(static_cast<size_t>(pipeline.stages),
                std::vector<bool>(parameters, false));
   for (int32_t c = 0; c < chunks; ++c) {
@@ -330,14 +334,25 @@ PipelineLayout::PipelineLayout(const tessera_program &program)
       for (int32_t i = 0; i < function->read_parameter_count; ++i)
         reads[static_cast<size_t>(device)]
              [static_cast<size_t>(function->read_parameters[i])] = true;
-      for (int32_t i = 0; i < function->gradient_count; ++i)
-        owners[static_cast<size_t>(function->gradient_parameters[i])] = device;
+      for (int32_t i = 0; i < function->gradient_count; ++i) {
+        // The first chunk's device owns it; later ones hold parts.
+        int32_t &owner =
+            owners[static_cast<size_t>(function->gradient_parameters[i])];
+        if (owner < 0)
+          owner = device;
+        else if (owner != device)
+          holders[static_cast<size_t>(function->gradient_parameters[i])]
+              .insert(device);
+      }
     }
   }
-  for (size_t p = 0; p < parameters; ++p)
+  parts.resize(parameters);
+  for (size_t p = 0; p < parameters; ++p) {
+    parts[p].assign(holders[p].begin(), holders[p].end());
     for (int32_t d = 0; d < pipeline.stages; ++d)
       if (reads[static_cast<size_t>(d)][p] && d != owners[p])
         readers[p].push_back(d);
+  }
   // Reserved first: the programs point into these vectors.
   deviceParameters.resize(static_cast<size_t>(pipeline.stages));
   for (int32_t d = 0; d < pipeline.stages; ++d) {
@@ -357,7 +372,25 @@ PipelineLayout::PipelineLayout(const tessera_program &program)
 
 bool PipelineLayout::holds(int32_t device, int32_t parameter) const {
   return ownerOf(parameter) == device ||
-         reads[static_cast<size_t>(device)][static_cast<size_t>(parameter)];
+         reads[static_cast<size_t>(device)][static_cast<size_t>(parameter)] ||
+         std::count(partHolders(parameter).begin(),
+                    partHolders(parameter).end(), device) > 0;
+}
+
+bool PipelineLayout::hasGradientParts(const tessera_program &program) {
+  const tessera_pipeline &pipeline = *program.pipeline;
+  const int32_t chunks = pipeline.stages * pipeline.virtual_stages;
+  std::vector<int32_t> device(static_cast<size_t>(program.parameter_count), -1);
+  for (int32_t c = 0; c < chunks; ++c) {
+    const tessera_stage_function &backward = pipeline.backwards[c];
+    for (int32_t i = 0; i < backward.gradient_count; ++i) {
+      int32_t &first = device[static_cast<size_t>(backward.gradient_parameters[i])];
+      if (first >= 0 && first != c % pipeline.stages)
+        return true;
+      first = c % pipeline.stages;
+    }
+  }
+  return false;
 }
 
 TrainingState PipelineLayout::takeHeld(const TrainingState &state,
@@ -501,6 +534,14 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
     chunks.push_back(std::move(chunk));
   }
   contributed.assign(static_cast<size_t>(whole.parameter_count), false);
+  int64_t largestPart = 0;
+  for (int32_t p = 0; p < whole.parameter_count; ++p)
+    if (layout.ownerOf(p) == device && !layout.partHolders(p).empty())
+      largestPart = std::max(largestPart, backend.getLayout().count(p));
+  if (largestPart > 0)
+    partBuffer = static_cast<float *>(backend.allocate(
+        largestPart * static_cast<int64_t>(sizeof(float)),
+        "other stages' gradient parts"));
 
   // AdamW on the owned parameters only; the readers' copies come from the
   // owners (afterOptimizer), in parameter order, then reader order.
@@ -653,12 +694,47 @@ double PipelineStep::run(int64_t step, float lossScale,
         receiveInputs(step, i + 1);
     });
   }
+  sumGradientParts(step);
   double loss = lossSum / static_cast<double>(pipeline.micro_batches);
   try {
     return agreement.sum(loss);
   } catch (const comm::CommError &error) {
     fail("step " + std::to_string(step) + ": agreeing on the loss: " +
          error.what());
+  }
+}
+
+void PipelineStep::sumGradientParts(int64_t step) {
+  const tessera_program &whole = layout.wholeProgram();
+  const ParameterLayout &flat = backend.getLayout();
+  for (int32_t p = 0; p < whole.parameter_count; ++p) {
+    const std::vector<int32_t> &holders = layout.partHolders(p);
+    if (holders.empty())
+      continue;
+    int32_t owner = layout.ownerOf(p);
+    bool holder = std::count(holders.begin(), holders.end(), device) > 0;
+    if (owner != device && !holder)
+      continue;
+    tessera_tensor_info info = whole.parameters[p];
+    std::string name = "step " + std::to_string(step) + ": the part of '" +
+                       info.name + "'s gradient ";
+    if (holder) {
+      // This device's sum over the micro-batches (the f32 accumulators).
+      FlatBuffer sums = backend.optimizerGradients();
+      tessera_tensor part = makeTensor(
+          static_cast<float *>(sums.data) + flat.offset(p), TESSERA_F32, info);
+      if (tessera_comm_send(comm, &part, owner, backend.stream()) != 0)
+        fail(name + "sent to its owner, rank " + std::to_string(owner) + ": " +
+             tessera_comm_last_error());
+      continue;
+    }
+    for (int32_t from : holders) {
+      tessera_tensor part = makeTensor(partBuffer, TESSERA_F32, info);
+      if (tessera_comm_recv(comm, &part, from, backend.stream()) != 0)
+        fail(name + "from rank " + std::to_string(from) + ": " +
+             tessera_comm_last_error());
+      backend.addToAccumulator(p, partBuffer);
+    }
   }
 }
 

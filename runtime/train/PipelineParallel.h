@@ -36,6 +36,12 @@
 //   micro-batches in flight at most in the device's order) and the message
 //   buffers are allocated once, in the backend's memory; the step loop
 //   allocates nothing.
+// - gradients in parts: a parameter whose gradient chunks on several devices
+//   return parts of (a tied embedding: its embedding's and its head's) is
+//   owned by the first; after the step's tasks each other holder sends its
+//   f32 sum over the micro-batches to the owner, which adds it: once a
+//   step, as Megatron-LM all-reduces the embedding's gradient between its
+//   first and last stage, instead of with every micro-batch.
 // - the loss: the last chunk's forward returns each micro-batch's; their
 //   mean is summed over the ranks (the others add 0), so all agree. The
 //   gradient norm sums each rank's OWNED gradients' squares over the
@@ -87,6 +93,9 @@ public:
   static bool isPipelined(const tessera_program &program) {
     return program.pipeline != nullptr;
   }
+  /// Whether chunks on more than one device return parts of one gradient
+  /// (a tied embedding's), which the driver adds once per step.
+  static bool hasGradientParts(const tessera_program &program);
 
   const tessera_program &wholeProgram() const { return whole; }
   const tessera_pipeline &pipeline() const { return *whole.pipeline; }
@@ -99,6 +108,12 @@ public:
   /// The devices other than its owner that read `parameter`, ascending.
   const std::vector<int32_t> &otherReaders(int32_t parameter) const {
     return readers[static_cast<size_t>(parameter)];
+  }
+  /// The devices other than its owner whose chunks return a part of
+  /// `parameter`'s gradient, ascending (the owner's chunk returns the
+  /// first part; the owner adds the others' after the step's tasks).
+  const std::vector<int32_t> &partHolders(int32_t parameter) const {
+    return parts[static_cast<size_t>(parameter)];
   }
   /// Whether `device` holds `parameter` (owns or reads it).
   bool holds(int32_t device, int32_t parameter) const;
@@ -124,7 +139,7 @@ public:
 private:
   tessera_program whole;
   std::vector<int32_t> owners;
-  std::vector<std::vector<int32_t>> readers;
+  std::vector<std::vector<int32_t>> readers, parts;
   /// Per device: whether it reads each parameter.
   std::vector<std::vector<bool>> reads;
   std::vector<std::vector<tessera_tensor_info>> deviceParameters;
@@ -153,6 +168,9 @@ public:
   double gradientSumOfSquares();
   /// After AdamW: the owners' updated parameters to their other readers.
   void afterOptimizer();
+  /// After the tasks: each gradient part held by a device other than its
+  /// parameter's owner goes to the owner, which adds it (f32).
+  void sumGradientParts(int64_t step);
 
 private:
   struct Chunk;
@@ -180,6 +198,8 @@ private:
     int32_t parameter;
   };
   std::vector<Transfer> transfers;
+  /// Where an owner receives another device's part (f32), allocated once.
+  float *partBuffer = nullptr;
   double lossSum = 0;
   comm::ScalarAgreement agreement;
 };

@@ -757,6 +757,8 @@ TrainOptions pipelineOptions(const tessera_program &program,
   }
   TrainOptions pipelined = options;
   pipelined.gradientAccumulation = micro;
+  // Parts of a gradient from several stages are added in f32.
+  pipelined.accumulateInF32 = PipelineLayout::hasGradientParts(program);
   return pipelined;
 }
 

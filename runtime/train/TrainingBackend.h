@@ -135,6 +135,10 @@ public:
   /// Nothing to do when the step has one micro-batch (the optimizer reads
   /// computeGradients then).
   virtual void accumulateGradients(int32_t begin, int32_t end, bool first) = 0;
+  /// Adds `part` (f32, in the backend's memory, parameter `parameter`'s
+  /// element count) into its f32 accumulator: another device's part of a
+  /// gradient (a pipelined tied embedding's). Needs the accumulators.
+  virtual void addToAccumulator(int32_t parameter, const float *part) = 0;
 
   /// The sum over parameters of the sum of squares of optimizerGradients
   /// (one small readback on the GPU). Not finite when a gradient is not.
@@ -224,7 +228,9 @@ public:
   FlatBuffer secondMoments() override { return f32(secondMomentValues); }
 
 protected:
-  bool accumulating() const { return options.gradientAccumulation > 1; }
+  bool accumulating() const {
+    return options.gradientAccumulation > 1 || options.accumulateInF32;
+  }
   FlatBuffer f32(Buffer &buffer) {
     return {buffer.get(), TESSERA_F32, layout.totalElements()};
   }

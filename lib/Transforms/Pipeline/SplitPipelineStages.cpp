@@ -19,6 +19,7 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <limits>
+#include <map>
 #include <set>
 
 namespace tessera {
@@ -44,6 +45,16 @@ struct StageCut {
   std::vector<llvm::SetVector<Value>> activations, activationGradients;
   /// saved[c]: the forward values stage c's backward reads.
   std::vector<llvm::SetVector<Value>> saved;
+  /// A gradient that is a sum of contributions computed in several stages
+  /// (a tied embedding's: the embedding's and the head's), by its index
+  /// among @forward_backward's results: per stage, its part. Each stage
+  /// returns its part under the parameter's tess.gradient; the sum is the
+  /// driver's, once per step, as Megatron-LM all-reduces the embedding's
+  /// gradient between the first and the last stage.
+  std::map<unsigned, std::vector<std::pair<int64_t, Value>>> partialGradients;
+  /// The adds made to sum a stage's several parts: built in
+  /// @forward_backward to be copied, erased from it once the stages are.
+  SmallVector<Operation *> partAdds;
 };
 
 bool isConstant(Value value) {
@@ -196,6 +207,64 @@ void keepGradientsWithParameters(const pipeline::ProgramUnits &units,
   }
 }
 
+/// Finds the gradients that are sums (trees of tess.add read by nothing
+/// else) of contributions from several stages and makes each stage's part
+/// its own: the tree's adds leave the stages (stageOf), and the parts of
+/// one stage are summed by new adds in that stage. Without this, the later
+/// stage's contribution would cross to the stage of the final add with
+/// every micro-batch: a tied embedding's head gradient, [vocabulary,
+/// hidden], sent down the pipeline M times a step.
+void splitCrossStageGradientSums(func::FuncOp function, StageCut &cut) {
+  Block &body = function.getBody().front();
+  Operation *terminator = body.getTerminator();
+  for (unsigned index = 1; index < terminator->getNumOperands(); ++index) {
+    Value gradient = terminator->getOperand(index);
+    auto root = gradient.getDefiningOp<tess::AddOp>();
+    if (!root || !cut.stageOf.count(root) || !gradient.hasOneUse())
+      continue;
+    // The tree's adds and its leaves, the leaves by stage.
+    SmallVector<Operation *> adds;
+    std::map<int64_t, SmallVector<Value>> leaves;
+    SmallVector<Value> pending = {gradient};
+    bool complete = true;
+    while (!pending.empty() && complete) {
+      Value value = pending.pop_back_val();
+      auto add = value.getDefiningOp<tess::AddOp>();
+      bool inner = add && cut.stageOf.count(add) &&
+                   (value == gradient || value.hasOneUse()) &&
+                   add.getLhs().getType() == add.getType() &&
+                   add.getRhs().getType() == add.getType();
+      if (inner) {
+        adds.push_back(add);
+        pending.push_back(add.getRhs());
+        pending.push_back(add.getLhs());
+        continue;
+      }
+      Operation *producer = value.getDefiningOp();
+      if (!producer || !cut.stageOf.count(producer)) {
+        complete = false; // an argument or a constant: keep the sum
+        break;
+      }
+      leaves[cut.stageOf.lookup(producer)].push_back(value);
+    }
+    if (!complete || leaves.size() < 2)
+      continue;
+    for (Operation *add : adds)
+      cut.stageOf.erase(add);
+    OpBuilder builder(terminator);
+    for (auto &[stage, parts] : leaves) {
+      Value sum = parts.front();
+      for (Value part : llvm::drop_begin(parts)) {
+        sum = tess::AddOp::create(builder, root.getLoc(), sum.getType(), sum,
+                                  part);
+        cut.stageOf[sum.getDefiningOp()] = stage;
+        cut.partAdds.push_back(sum.getDefiningOp());
+      }
+      cut.partialGradients[index].push_back({stage, sum});
+    }
+  }
+}
+
 struct SplitPipelineStagesPass
     : tessera::impl::SplitPipelineStagesBase<SplitPipelineStagesPass> {
   using SplitPipelineStagesBase::SplitPipelineStagesBase;
@@ -250,6 +319,7 @@ SplitPipelineStagesPass::cut(const pipeline::ProgramUnits &units) {
     if (!llvm::isa<tess::ConstantOp>(op))
       result.stageOf[&op] = stageOfUnit(units.unitOf.lookup(&op));
   keepGradientsWithParameters(units, result.stageOf);
+  splitCrossStageGradientSums(function, result);
   for (Operation &op : body.without_terminator()) {
     auto found = result.stageOf.find(&op);
     if (found != result.stageOf.end())
@@ -271,7 +341,8 @@ SplitPipelineStagesPass::cut(const pipeline::ProgramUnits &units) {
       int64_t last = stage, first = stage;
       for (OpOperand &use : value.getUses()) {
         Operation *reader = use.getOwner();
-        if (reader == body.getTerminator())
+        // The terminator, and the adds of a gradient split into parts.
+        if (reader == body.getTerminator() || !result.stageOf.count(reader))
           continue;
         int64_t readerStage = result.stageOf.lookup(reader);
         bool readerBackward = units.isBackward.lookup(reader);
@@ -445,8 +516,17 @@ void SplitPipelineStagesPass::runOnOperation() {
                backwardResults);
     for (unsigned index = 1; index < terminator.getNumOperands(); ++index) {
       Value gradient = terminator.getOperand(index);
-      if (stageOfValue(gradient) != stage)
+      auto parts = stageCut->partialGradients.find(index);
+      if (parts != stageCut->partialGradients.end()) {
+        gradient = nullptr;
+        for (auto [partStage, part] : parts->second)
+          if (partStage == stage)
+            gradient = part;
+        if (!gradient)
+          continue;
+      } else if (stageOfValue(gradient) != stage) {
         continue;
+      }
       auto name = source.getResultAttrOfType<StringAttr>(index, "tess.gradient");
       backwardResults.push_back(
           {gradient,
@@ -458,6 +538,8 @@ void SplitPipelineStagesPass::runOnOperation() {
                   backwardArguments, backwardRoles,
                   stageCut->backwardOps[stage], backwardResults);
   }
+  for (Operation *add : llvm::reverse(stageCut->partAdds))
+    add->erase();
   module->setAttr(
       "tess.pipeline",
       DictionaryAttr::get(

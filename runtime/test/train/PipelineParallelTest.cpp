@@ -1,11 +1,13 @@
 //===- PipelineParallelTest.cpp - Pipelined programs through the driver ---===//
 //
 // A pipelined program written here by hand, with its unpipelined twin: per
-// token n of the micro-batch, x = token, h = w0 * x (chunk 0), y = w1 * h
-// and loss = mean((y - target)^2) (chunk 1), gradients by hand. Chunk 0
-// saves x for its backward, chunk 1 saves h; chunk 1 also reads w0 (as a
-// tied embedding's head would) without using it in the loss, so the owner's
-// updates must reach it. Both programs share the arithmetic below, so a
+// token n of the micro-batch, x = token, h = w0 * x (chunk 0), y = w1 * h +
+// w0 and loss = mean((y - target)^2) (chunk 1), gradients by hand. Chunk 0
+// saves x for its backward, chunk 1 saves h. Chunk 1 also reads w0, as a
+// tied embedding's head does: its backward returns its part of w0's
+// gradient (dL/dy), chunk 0's the part through h, the driver adds them on
+// w0's owner once a step, and the owner's updates must reach chunk 1's
+// copy. Both programs share the arithmetic below, so a
 // pipelined run over 2 thread ranks must match the twin run with
 // --grad-accum M: the same losses, norms, gradients and parameters (to the
 // order of the norm's sums), and their checkpoints resume each other.
@@ -51,26 +53,30 @@ void stage0Math(const float *w0, const int64_t *tokens, float *x, float *h) {
   }
 }
 
-float lossOf(const float *w1, const float *h, const int64_t *targets) {
+float lossOf(const float *w0, const float *w1, const float *h,
+             const int64_t *targets) {
   double total = 0;
   for (int64_t n = 0; n < kTokens; ++n) {
-    float r = w1[n] * h[n] - static_cast<float>(targets[n]);
+    float r = w1[n] * h[n] + w0[n] - static_cast<float>(targets[n]);
     total += static_cast<double>(r) * r;
   }
   return static_cast<float>(total / kTokens);
 }
 
-/// dL*scale/dw1 and dL*scale/dh.
-void stage1Gradients(const float *w1, const float *h, const int64_t *targets,
-                     float scale, float *dw1, float *dh) {
+/// dL*scale/dw1, dL*scale/dh and chunk 1's part of dL*scale/dw0 (dL/dy).
+void stage1Gradients(const float *w0, const float *w1, const float *h,
+                     const int64_t *targets, float scale, float *dw1,
+                     float *dh, float *dw0Part) {
   for (int64_t n = 0; n < kTokens; ++n) {
-    float r = w1[n] * h[n] - static_cast<float>(targets[n]);
+    float r = w1[n] * h[n] + w0[n] - static_cast<float>(targets[n]);
     float dy = 2.0f * r / static_cast<float>(kTokens) * scale;
     dw1[n] = dy * h[n];
     dh[n] = dy * w1[n];
+    dw0Part[n] = dy;
   }
 }
 
+/// Chunk 0's part of dL*scale/dw0 (through h).
 void stage0Gradients(const float *dh, const float *x, float *dw0) {
   for (int64_t n = 0; n < kTokens; ++n)
     dw0[n] = dh[n] * x[n];
@@ -85,12 +91,16 @@ int twinForwardBackward(const tessera_step_context *,
                         const tessera_tensor *, const tessera_tensor *tokens,
                         const tessera_tensor *targets, float scale, uint64_t,
                         float *loss, tessera_tensor *gradients) {
-  float x[kTokens], h[kTokens], dh[kTokens];
+  float x[kTokens], h[kTokens], dh[kTokens], part[kTokens];
   stage0Math(floatsOf(parameters[0]), idsOf(tokens), x, h);
-  *loss = lossOf(floatsOf(parameters[1]), h, idsOf(targets));
-  stage1Gradients(floatsOf(parameters[1]), h, idsOf(targets), scale,
-                  floatsOf(&gradients[1]), dh);
-  stage0Gradients(dh, x, floatsOf(&gradients[0]));
+  *loss = lossOf(floatsOf(parameters[0]), floatsOf(parameters[1]), h,
+                 idsOf(targets));
+  stage1Gradients(floatsOf(parameters[0]), floatsOf(parameters[1]), h,
+                  idsOf(targets), scale, floatsOf(&gradients[1]), dh, part);
+  float *dw0 = floatsOf(&gradients[0]);
+  stage0Gradients(dh, x, dw0);
+  for (int64_t n = 0; n < kTokens; ++n)
+    dw0[n] += part[n];
   return 0;
 }
 
@@ -120,7 +130,8 @@ int forward1(const tessera_step_context *, const tessera_tensor *parameters,
   }
   // inputs: h; outputs: h (saved).
   const float *h = floatsOf(inputs[0]);
-  *loss = lossOf(floatsOf(parameters[1]), h, idsOf(targets));
+  *loss = lossOf(floatsOf(parameters[0]), floatsOf(parameters[1]), h,
+                 idsOf(targets));
   std::copy(h, h + kTokens, floatsOf(&outputs[0]));
   return 0;
 }
@@ -142,9 +153,11 @@ int backward1(const tessera_step_context *, const tessera_tensor *parameters,
       return tessera_cpu_embedding(&tableTensor, &ids, &out);
     }
   }
-  // inputs: h (saved); outputs: dh.
-  stage1Gradients(floatsOf(parameters[1]), floatsOf(inputs[0]), idsOf(targets),
-                  scale, floatsOf(&gradients[1]), floatsOf(&outputs[0]));
+  // inputs: h (saved); outputs: dh; gradients: w1's, and its part of w0's.
+  stage1Gradients(floatsOf(parameters[0]), floatsOf(parameters[1]),
+                  floatsOf(inputs[0]), idsOf(targets), scale,
+                  floatsOf(&gradients[1]), floatsOf(&outputs[0]),
+                  floatsOf(&gradients[0]));
   return 0;
 }
 
@@ -182,6 +195,8 @@ struct PipelinedProgram {
   int32_t readsBoth[2] = {0, 1};
   int32_t ownsW0[1] = {0};
   int32_t ownsW1[1] = {1};
+  /// Chunk 1's gradients: w1's, and its part of w0's.
+  int32_t ownsW1PartW0[2] = {1, 0};
   tessera_stage_function forwards[2] = {};
   tessera_stage_function backwards[2] = {};
   std::vector<std::vector<tessera_pipeline_task>> orders;
@@ -195,8 +210,8 @@ struct PipelinedProgram {
                    0, nullptr, 4.0};
     forwards[1] = {forward1, 1, activation, 1, saved, 1, 2, readsBoth,
                    0, nullptr, 4.0};
-    backwards[1] = {backward1, 1, saved, 1, gradient, 0, 1, readsBoth + 1,
-                    1, ownsW1, 8.0};
+    backwards[1] = {backward1, 1, saved, 1, gradient, 0, 2, readsBoth,
+                    2, ownsW1PartW0, 8.0};
     backwards[0] = {backward0, 2, backward0Inputs, 0, nullptr, 0, 0, nullptr,
                     1, ownsW0, 4.0};
     auto f = [](int32_t chunk, int32_t micro) {
@@ -439,7 +454,7 @@ TEST_F(PipelineParallelTest, MalformedTablesAreRefused) {
   auto expectRefused = [&](PipelinedProgram &pipelined,
                            const std::string &message) {
     TrainRun run = train(flags("malformed"), pipelined.program);
-    EXPECT_EQ(run.exitCode, 1);
+    EXPECT_EQ(run.exitCode, 1) << run.out << run.err;
     EXPECT_NE(run.err.find("malformed program (a compiler bug): pipeline: " +
                            message),
               std::string::npos)
@@ -447,14 +462,14 @@ TEST_F(PipelineParallelTest, MalformedTablesAreRefused) {
   };
   {
     PipelinedProgram pipelined(twin, "1f1b");
-    pipelined.backwards[0].gradient_parameters = pipelined.ownsW1;
-    expectRefused(pipelined, "parameter 'w1' is owned twice: its gradient is "
-                             "completed by chunk 0 backward and chunk 1 "
-                             "backward");
+    pipelined.ownsW1PartW0[1] = 1;
+    expectRefused(pipelined, "chunk 1 backward returns the gradient of 'w1' "
+                             "twice");
   }
   {
     PipelinedProgram pipelined(twin, "1f1b");
     pipelined.backwards[0].gradient_count = 0;
+    pipelined.backwards[1].gradient_count = 1; // w1's, not its part of w0's
     expectRefused(pipelined, "parameter 'w0' is owned by no chunk");
   }
   {

@@ -118,10 +118,13 @@ typedef struct tessera_stage_tensor {
  * `outputs` as described above, all in the memory `device` names. It reads
  * only parameters[read_parameters[i]], writes *loss only when returns_loss
  * (the unscaled loss of the micro-batch, to host memory), and writes only
- * gradients[gradient_parameters[i]]: the gradient of loss * loss_scale of
- * each parameter this chunk completes (every parameter's gradient is
- * completed by exactly one chunk; a tied embedding's head contribution
- * reaches the embedding's chunk as an activation gradient). A CUDA call
+ * gradients[gradient_parameters[i]]: this chunk's part of the gradient of
+ * loss * loss_scale of each parameter it lists. A parameter's gradient is
+ * the sum of the parts of the chunks that list it: usually one chunk's; a
+ * tied embedding's is its embedding chunk's plus its head chunk's, which
+ * the driver adds once per step on the device of the first (as Megatron-LM
+ * all-reduces the embedding's gradient between the first and last stage),
+ * instead of sending the head's part down the pipeline every micro-batch. A CUDA call
  * enqueues its kernels on context->stream and has finished them when it
  * returns, as forward_backward does. Returns 0, or nonzero with
  * tessera_cpu_last_error() set. */
