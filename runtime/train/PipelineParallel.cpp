@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -460,6 +461,17 @@ struct PipelineStep::Chunk {
   std::vector<std::vector<tessera_tensor>> slots;
   std::vector<int32_t> freeSlots;
   std::vector<int32_t> slotOfMicroBatch;
+  /// Received messages, per direction (0: the forward's activations, 1: the
+  /// backward's activation gradients): a pool of slots as large as the
+  /// most messages of this chunk ever buffered (an interleaved schedule's
+  /// peer sends some before they are needed), the free slots, the slot of
+  /// each micro-batch's message (-1: not received).
+  struct Messages {
+    std::vector<std::vector<tessera_tensor>> slots;
+    std::vector<int32_t> freeSlots;
+    std::vector<int32_t> slotOfMicroBatch;
+  };
+  Messages messages[2];
 };
 
 PipelineStep::Chunk &PipelineStep::chunkOf(int32_t chunk) {
@@ -500,12 +512,8 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
     chunk->backwardOutputs.resize(static_cast<size_t>(backward.output_count));
     // Messages: what is received and sent. The saved values' descriptors
     // point into a stash slot, set per call.
-    allocateAll(forward.inputs, 0, forward.input_count, chunk->forwardInputs,
-                "pipeline activations");
     allocateAll(forward.outputs, 0, chunk->activationOutputs,
                 chunk->forwardOutputs, "pipeline activations");
-    allocateAll(backward.inputs, chunk->savedCount, backward.input_count,
-                chunk->backwardInputs, "pipeline activation gradients");
     allocateAll(backward.outputs, 0, backward.output_count,
                 chunk->backwardOutputs, "pipeline activation gradients");
     // The stash: as many slots as micro-batches of this chunk are ever in
@@ -533,6 +541,79 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
                                    -1);
     chunks.push_back(std::move(chunk));
   }
+
+  // What each peer sends this device, in the peer's order: the order the
+  // messages arrive in (comm.h's send/recv match in order per pair).
+  const int32_t chunkCount = layout.stages() * pipeline.virtual_stages;
+  incoming.resize(static_cast<size_t>(layout.stages()));
+  for (int32_t peer = 0; peer < layout.stages(); ++peer) {
+    if (peer == device)
+      continue;
+    for (int32_t i = 0; i < pipeline.task_counts[peer]; ++i) {
+      const tessera_pipeline_task &task = pipeline.tasks[peer][i];
+      int32_t target = task.forward ? task.chunk + 1 : task.chunk - 1;
+      if (target >= 0 && target < chunkCount &&
+          layout.deviceOfChunk(target) == device)
+        incoming[static_cast<size_t>(peer)].push_back(
+            {task.forward, target, task.micro_batch});
+    }
+  }
+  // The message pools: this device's order run against the arrival
+  // orders, receiving from a peer only when a task needs its message
+  // (receiveInputs), counting the messages of each chunk and direction
+  // held at once.
+  std::vector<size_t> cursor(incoming.size(), 0);
+  std::set<std::tuple<int32_t, int32_t, int32_t>> held;
+  std::map<std::pair<int32_t, int32_t>, int32_t> holding, most;
+  for (int32_t i = 0; i < count; ++i) {
+    const tessera_pipeline_task &task = tasks[i];
+    int32_t from = task.forward ? task.chunk - 1 : task.chunk + 1;
+    if (from < 0 || from >= chunkCount)
+      continue;
+    size_t peer = static_cast<size_t>(layout.deviceOfChunk(from));
+    std::tuple<int32_t, int32_t, int32_t> key{task.forward, task.chunk,
+                                              task.micro_batch};
+    while (!held.count(key) && cursor[peer] < incoming[peer].size()) {
+      const tessera_pipeline_task &message = incoming[peer][cursor[peer]++];
+      held.insert({message.forward, message.chunk, message.micro_batch});
+      std::pair<int32_t, int32_t> pool{message.chunk, message.forward ? 0 : 1};
+      most[pool] = std::max(most[pool], ++holding[pool]);
+    }
+    if (!held.count(key))
+      pipelineError("device " + std::to_string(device) + " needs " +
+                    chunkName(task.chunk, task.forward) + "'s input of "
+                    "micro-batch " + std::to_string(task.micro_batch) +
+                    ", which rank " + std::to_string(peer) + " never sends");
+    held.erase(key);
+    --holding[{task.chunk, task.forward ? 0 : 1}];
+  }
+  for (auto &[pool, slots] : most) {
+    Chunk &chunk = chunkOf(pool.first);
+    bool forward = pool.second == 0;
+    const tessera_stage_function &function =
+        forward ? *chunk.forward : *chunk.backward;
+    int32_t first = forward ? 0 : chunk.savedCount;
+    Chunk::Messages &messages = chunk.messages[pool.second];
+    for (int32_t s = 0; s < slots; ++s) {
+      std::vector<tessera_tensor> slot;
+      for (int32_t j = first; j < function.input_count; ++j)
+        slot.push_back(stageTensor(
+            backend.allocate(stageTensorBytes(function.inputs[j]),
+                             forward ? "pipeline activations"
+                                     : "pipeline activation gradients"),
+            function.inputs[j]));
+      messages.slots.push_back(std::move(slot));
+    }
+  }
+  for (const std::unique_ptr<Chunk> &chunk : chunks)
+    for (Chunk::Messages &messages : chunk->messages) {
+      for (int32_t s = static_cast<int32_t>(messages.slots.size()) - 1; s >= 0;
+           --s)
+        messages.freeSlots.push_back(s);
+      messages.slotOfMicroBatch.assign(
+          static_cast<size_t>(pipeline.micro_batches), -1);
+    }
+  nextArrival.assign(incoming.size(), 0);
   contributed.assign(static_cast<size_t>(whole.parameter_count), false);
   int64_t largestPart = 0;
   for (int32_t p = 0; p < whole.parameter_count; ++p)
@@ -570,22 +651,45 @@ void PipelineStep::receiveInputs(int64_t step, int32_t index) {
   const tessera_pipeline &pipeline = layout.pipeline();
   const tessera_pipeline_task &task = pipeline.tasks[device][index];
   const int32_t chunks = layout.stages() * pipeline.virtual_stages;
-  Chunk &chunk = chunkOf(task.chunk);
   int32_t from = task.forward ? task.chunk - 1 : task.chunk + 1;
   if (from < 0 || from >= chunks)
     return;
   int32_t peer = layout.deviceOfChunk(from);
-  std::vector<tessera_tensor> &inputs =
-      task.forward ? chunk.forwardInputs : chunk.backwardInputs;
-  for (size_t i = task.forward ? 0 : static_cast<size_t>(chunk.savedCount);
-       i < inputs.size(); ++i)
-    if (tessera_comm_recv(comm, &inputs[i], peer, backend.stream()) != 0)
-      fail("step " + std::to_string(step) + ", micro-batch " +
-           std::to_string(task.micro_batch + 1) + ": " +
-           chunkName(task.chunk, task.forward) + " receiving " +
-           (task.forward ? "activations" : "activation gradients") +
-           " from rank " + std::to_string(peer) + " (" +
-           chunkName(from, task.forward) + "): " + tessera_comm_last_error());
+  auto slotOf = [&](const tessera_pipeline_task &message) -> int32_t & {
+    return chunkOf(message.chunk)
+        .messages[message.forward ? 0 : 1]
+        .slotOfMicroBatch[static_cast<size_t>(message.micro_batch)];
+  };
+  // The peer's messages in the order it sends them, up to this task's: an
+  // interleaved schedule's may come before they are needed.
+  std::vector<tessera_pipeline_task> &arrivals =
+      incoming[static_cast<size_t>(peer)];
+  size_t &next = nextArrival[static_cast<size_t>(peer)];
+  while (slotOf(task) < 0) {
+    if (next >= arrivals.size())
+      fail("step " + std::to_string(step) + ": internal error: rank " +
+           std::to_string(peer) + " sends no input for " +
+           chunkName(task.chunk, task.forward));
+    const tessera_pipeline_task &message = arrivals[next++];
+    Chunk::Messages &messages =
+        chunkOf(message.chunk).messages[message.forward ? 0 : 1];
+    // The pools were sized from these very orders: never empty here.
+    if (messages.freeSlots.empty())
+      fail("step " + std::to_string(step) +
+           ": internal error: no free message slot for " +
+           chunkName(message.chunk, message.forward));
+    int32_t slot = messages.freeSlots.back();
+    messages.freeSlots.pop_back();
+    slotOf(message) = slot;
+    for (tessera_tensor &tensor : messages.slots[static_cast<size_t>(slot)])
+      if (tessera_comm_recv(comm, &tensor, peer, backend.stream()) != 0)
+        fail("step " + std::to_string(step) + ", micro-batch " +
+             std::to_string(message.micro_batch + 1) + ": " +
+             chunkName(message.chunk, message.forward) + " receiving " +
+             (message.forward ? "activations" : "activation gradients") +
+             " from rank " + std::to_string(peer) + ": " +
+             tessera_comm_last_error());
+  }
 }
 
 void PipelineStep::sendOutputs(int64_t step, int32_t index) {
@@ -636,6 +740,19 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
   }
   const tessera_stage_function &function =
       task.forward ? *chunk.forward : *chunk.backward;
+  // The received inputs: the message slot of this micro-batch.
+  Chunk::Messages &messages = chunk.messages[task.forward ? 0 : 1];
+  const bool receives = !messages.slots.empty();
+  if (receives) {
+    int32_t messageSlot = messages.slotOfMicroBatch[micro];
+    std::vector<tessera_tensor> &inputs =
+        task.forward ? chunk.forwardInputs : chunk.backwardInputs;
+    size_t first = task.forward ? 0 : static_cast<size_t>(chunk.savedCount);
+    const std::vector<tessera_tensor> &received =
+        messages.slots[static_cast<size_t>(messageSlot)];
+    for (size_t j = 0; j < received.size(); ++j)
+      inputs[first + j] = received[j];
+  }
   try {
     lossSum += backend.runStage(
         function, task.micro_batch,
@@ -645,6 +762,11 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
         lossScale, seeds[micro]);
   } catch (const TrainError &error) {
     fail(what + ": " + error.what());
+  }
+  if (receives) {
+    // Stream-ordered: the next message into this slot lands after the call.
+    messages.freeSlots.push_back(messages.slotOfMicroBatch[micro]);
+    messages.slotOfMicroBatch[micro] = -1;
   }
   if (task.forward)
     return;
@@ -674,6 +796,7 @@ double PipelineStep::run(int64_t step, float lossScale,
   const tessera_pipeline &pipeline = layout.pipeline();
   const int32_t count = pipeline.task_counts[device];
   std::fill(contributed.begin(), contributed.end(), false);
+  std::fill(nextArrival.begin(), nextArrival.end(), 0);
   lossSum = 0;
   auto group = [&](auto &&body) {
     if (tessera_comm_group_start(comm) != 0)

@@ -53,9 +53,11 @@
 //   model's file, the same as an unpipelined run's, so either resumes the
 //   other.
 //
-// Not supported yet: interleaved schedules (virtual_stages > 1), whose
-// messages from one peer arrive in an order other than the one they are
-// needed in; pipeline x data parallelism.
+// Interleaved schedules (virtual_stages > 1): a peer may send a message
+// before this device needs it (chunk 2's activations before chunk 0's
+// gradients); receiving follows the peer's order and keeps such messages
+// in slots until their task (pools sized from the task orders). Not
+// supported yet: pipeline x data parallelism.
 //
 //===----------------------------------------------------------------------===//
 
@@ -200,6 +202,11 @@ private:
   std::vector<Transfer> transfers;
   /// Where an owner receives another device's part (f32), allocated once.
   float *partBuffer = nullptr;
+  /// Per peer, the messages it sends this device in its order (forward,
+  /// receiving chunk, micro-batch), and how many of them this step has
+  /// received.
+  std::vector<std::vector<tessera_pipeline_task>> incoming;
+  std::vector<size_t> nextArrival;
   double lossSum = 0;
   comm::ScalarAgreement agreement;
 };

@@ -720,11 +720,11 @@ TrainOptions pipelineOptions(const tessera_program &program,
   const tessera_pipeline &pipeline = *program.pipeline;
   const std::string schedule =
       pipeline.schedule ? pipeline.schedule : "(unnamed)";
-  if (pipeline.virtual_stages > 1)
-    fail("this program's schedule '" + schedule + "' runs " +
+  if (pipeline.virtual_stages > 1 && pipeline.stages < 2)
+    fail("this program's schedule '" + schedule + "' interleaves " +
          std::to_string(pipeline.virtual_stages) +
-         " chunks per device (interleaved); the driver runs one chunk per "
-         "device so far: compile it with the gpipe or 1f1b schedule");
+         " chunks on one stage; interleaving needs 2 or more stages "
+         "(compile it with more --stages, or with gpipe or 1f1b)");
   const int64_t micro = pipeline.micro_batches;
   if (options.gradientAccumulation != 1 &&
       options.gradientAccumulation != micro)
