@@ -35,15 +35,22 @@ cl::opt<bool> pipeline("pipeline",
                                 "over the cluster for the global --dim batch"),
                        cl::cat(pipelineOptionCategory()));
 cl::opt<int64_t> stages("stages",
-                        cl::desc("--pipeline: force the number of stages"),
+                        cl::desc("pipeline stages: forced for --pipeline's "
+                                 "plan; with --target or --emit=cpp, the "
+                                 "built step is cut into N stages, one rank "
+                                 "each"),
                         cl::value_desc("N"), cl::cat(pipelineOptionCategory()));
 cl::opt<int64_t>
     microBatches("microbatches",
-                 cl::desc("--pipeline: force the micro-batches per step"),
+                 cl::desc("micro-batches per step: forced for --pipeline's "
+                          "plan; with --stages, the built step's (default: "
+                          "the stage count; each is --dim batch / M rows)"),
                  cl::value_desc("M"), cl::cat(pipelineOptionCategory()));
 cl::opt<std::string>
     schedule("schedule",
-             cl::desc("--pipeline: force gpipe, 1f1b or interleaved[:V]"),
+             cl::desc("gpipe, 1f1b or interleaved[:V]: forced for "
+                      "--pipeline's plan; with --stages, the built step's "
+                      "(default 1f1b)"),
              cl::value_desc("NAME"), cl::cat(pipelineOptionCategory()));
 cl::opt<std::string>
     remat("remat",
