@@ -391,12 +391,7 @@ std::string stageTensorInitializer(const std::vector<StageTensor> &tensors) {
   os << "{";
   for (auto [index, tensor] : llvm::enumerate(tensors)) {
     os << (index ? ",\n    " : "\n    ") << "{" << roles[tensor.role] << ", "
-       << dtypeName(tensor.dtype) << ", " << tensor.shape.size() << ", {";
-    for (auto [d, dim] : llvm::enumerate(tensor.shape))
-      os << (d ? ", " : "") << dim;
-    if (tensor.shape.empty())
-      os << "0";
-    os << "}}";
+       << dtypeAndShape(tensor.dtype, tensor.shape) << "}";
   }
   os << "}";
   return text;

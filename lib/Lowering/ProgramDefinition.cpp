@@ -63,6 +63,18 @@ std::string emitConstTable(OpBuilder &builder, Location loc, StringRef name,
   return name.str();
 }
 
+std::string dtypeAndShape(int32_t dtype, const std::vector<int64_t> &shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << dtypeName(dtype) << ", " << shape.size() << ", {";
+  for (auto [d, dim] : llvm::enumerate(shape))
+    os << (d ? ", " : "") << dim;
+  if (shape.empty())
+    os << "0";
+  os << "}";
+  return text;
+}
+
 namespace {
 
 /// `{{"name", TESSERA_F32, 2, {64, 64}}, ...}`.
@@ -72,13 +84,7 @@ std::string tensorInfoInitializer(const std::vector<ProgramTensor> &tensors) {
   os << "{";
   for (auto [index, tensor] : llvm::enumerate(tensors)) {
     os << (index ? ",\n    " : "\n    ") << "{" << cStringLiteral(tensor.name)
-       << ", " << dtypeName(tensor.dtype) << ", " << tensor.shape.size()
-       << ", {";
-    for (auto [d, dim] : llvm::enumerate(tensor.shape))
-      os << (d ? ", " : "") << dim;
-    if (tensor.shape.empty())
-      os << "0";
-    os << "}}";
+       << ", " << dtypeAndShape(tensor.dtype, tensor.shape) << "}";
   }
   os << "}";
   return text;

@@ -44,6 +44,10 @@ struct ProgramInfo {
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).
 const char *dtypeName(int32_t dtype);
 
+/// `TESSERA_F32, 2, {64, 64}`: the dtype, rank and dims fields of a tensor
+/// table row (tessera_tensor_info's, tessera_stage_tensor's).
+std::string dtypeAndShape(int32_t dtype, const std::vector<int64_t> &shape);
+
 /// A C string literal of `text` (quoted, escaped).
 std::string cStringLiteral(llvm::StringRef text);
 

@@ -392,7 +392,7 @@ void CudaBackend::accumulateGradients(int32_t begin, int32_t end,
   if (!accumulating() || begin >= end)
     return;
   const int64_t offset = layout.offset(begin);
-  const int64_t elements = layout.offset(end - 1) + layout.count(end - 1) - offset;
+  const int64_t elements = layout.spanElements(begin, end);
   checkKernel(tessera_cuda_accumulate_gradients(
                   static_cast<float *>(accumulators.get()) + offset,
                   static_cast<unsigned char *>(gradients.get()) +

@@ -245,7 +245,7 @@ void HostBackend::accumulateGradients(int32_t begin, int32_t end,
     return;
   // The whole-buffer arithmetic of runMicroBatch on one range.
   const int64_t offset = layout.offset(begin);
-  const int64_t elements = layout.offset(end - 1) + layout.count(end - 1) - offset;
+  const int64_t elements = layout.spanElements(begin, end);
   auto *sum = static_cast<float *>(accumulators.get()) + offset;
   tessera_tensor computed = flatTensor(
       static_cast<unsigned char *>(gradients.get()) +

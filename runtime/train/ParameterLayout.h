@@ -56,6 +56,11 @@ public:
   int64_t count(int32_t index) const {
     return counts[static_cast<size_t>(index)];
   }
+  /// Elements from the start of parameter `begin`'s slice to the end of
+  /// parameter `end - 1`'s, the gaps between them included.
+  int64_t spanElements(int32_t begin, int32_t end) const {
+    return offset(end - 1) + count(end - 1) - offset(begin);
+  }
   /// Elements of a flat buffer, gaps included (the end of the last slice,
   /// rounded up to kSliceAlignment).
   int64_t totalElements() const { return total; }
