@@ -454,6 +454,9 @@ struct PipelineStep::Chunk {
   /// The leading ACTIVATION outputs of the forward, then its SAVED ones.
   int32_t activationOutputs = 0;
   int32_t savedCount = 0;
+  /// The backward's gradient_parameters in ascending order, sorted once:
+  /// its runs of consecutive parameters are each one accumulation.
+  std::vector<int32_t> completedGradients;
   std::vector<tessera_tensor> forwardInputs, forwardOutputs, backwardInputs,
       backwardOutputs;
   /// Per stash slot, its saved tensors; the free slots; the slot of each
@@ -502,6 +505,11 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
     chunk->backward = &pipeline.backwards[c];
     const tessera_stage_function &forward = *chunk->forward;
     const tessera_stage_function &backward = *chunk->backward;
+    chunk->completedGradients.assign(
+        backward.gradient_parameters,
+        backward.gradient_parameters + backward.gradient_count);
+    std::sort(chunk->completedGradients.begin(),
+              chunk->completedGradients.end());
     chunk->savedCount = static_cast<int32_t>(
         withRole(forward.outputs, forward.output_count, TESSERA_STAGE_SAVED)
             .size());
@@ -774,10 +782,7 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
   slot = -1;
   // One accumulation per run of consecutive parameters (a stage's layers
   // are consecutive slices), not one launch per parameter.
-  std::vector<int32_t> completed(
-      function.gradient_parameters,
-      function.gradient_parameters + function.gradient_count);
-  std::sort(completed.begin(), completed.end());
+  const std::vector<int32_t> &completed = chunk.completedGradients;
   for (size_t i = 0; i < completed.size();) {
     bool first = !contributed[static_cast<size_t>(completed[i])];
     size_t j = i + 1;
