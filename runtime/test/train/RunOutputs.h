@@ -2,7 +2,7 @@
 //
 // The driver's tests run training executables' mains and compare what they
 // wrote: the --metrics file (a JSON object a step) and safetensors dumps
-// and checkpoints.
+// and checkpoints; their hand-written programs fail as lowered ones do.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #include "Json.h"
 #include "Safetensors.h"
 #include "TrainTestSupport.h"
+#include "tessera/runtime/cpu_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -42,6 +43,18 @@ inline std::vector<float> floats(const tessera::train::SafetensorsFile &file,
   std::vector<float> values(tensor->bytes.size() / 4);
   std::memcpy(values.data(), tensor->bytes.data(), tensor->bytes.size());
   return values;
+}
+
+/// Fails the way a lowered program does: a kernel rejects its input (an
+/// embedding index out of range) and leaves its message in
+/// tessera_cpu_last_error(). Returns the kernel's nonzero status.
+inline int failLikeAKernel() {
+  float table[2] = {0, 0};
+  int64_t id = 5;
+  tessera_tensor tableTensor{table, TESSERA_F32, 2, {2, 1}};
+  tessera_tensor ids{&id, TESSERA_I64, 1, {1}};
+  tessera_tensor out{table, TESSERA_F32, 2, {1, 1}};
+  return tessera_cpu_embedding(&tableTensor, &ids, &out);
 }
 
 } // namespace tessera_train_test
