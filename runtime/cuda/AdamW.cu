@@ -14,11 +14,12 @@
 //   per-tensor call with weight_decay 0 computes.
 //
 // The sum of squares feeds the global gradient norm without a host round
-// trip per tensor: tessera_cuda_sum_squares adds f64 block partials into a
-// device accumulator with atomics (order-dependent in the last bits);
-// tessera_cuda_chunk_sum_squares writes one f64 per chunk instead, so the
-// driver's norm is reproducible run to run (a resumed run takes the same
-// clipping decisions).
+// trip per tensor. tessera_cuda_chunk_sum_squares (the driver's) writes one
+// f64 per chunk, so the driver's norm is reproducible run to run (a resumed
+// run takes the same clipping decisions). tessera_cuda_sum_squares, which
+// adds into a device accumulator, is reproducible too: each block writes
+// its f64 partial to scratch (the grid depends only on the size) and one
+// block sums the partials in a fixed tree and adds them once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,8 +97,9 @@ __global__ void multiTensorAdamWKernel(float *param, const void *grad,
   }
 }
 
+/// partialSums[block] = the block's sum of squares.
 __global__ void sumSquaresKernel(const void *x, int xType, int64_t count,
-                                 double *accumulator) {
+                                 double *partialSums) {
   __shared__ double shared[32];
   double sum = 0.0;
   TESSERA_GRID_STRIDE_LOOP(i, count) {
@@ -106,8 +108,23 @@ __global__ void sumSquaresKernel(const void *x, int xType, int64_t count,
   }
   sum = blockSum(sum, shared);
   if (threadIdx.x == 0)
-    atomicAdd(accumulator, sum);
+    partialSums[blockIdx.x] = sum;
 }
+
+/// One block: *accumulator += the sum of partialSums[0, count), thread t
+/// summing t, t + blockDim, ... then blockSum's fixed tree.
+__global__ void addPartialSumsKernel(const double *partialSums, int count,
+                                     double *accumulator) {
+  __shared__ double shared[32];
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < count; i += blockDim.x)
+    sum += partialSums[i];
+  sum = blockSum(sum, shared);
+  if (threadIdx.x == 0)
+    *accumulator += sum;
+}
+
+constexpr int kSumSquaresSlot = 3300; // streamScratch slot of the partials
 
 __global__ void chunkSumSquaresKernel(const void *x, int xType,
                                       const tessera_tensor_chunk *chunks,
@@ -208,8 +225,13 @@ extern "C" int tessera_cuda_sum_squares(const tessera_tensor *x,
     if (count == 0)
       return;
     unsigned grid = std::min<unsigned>(gridFor(count), 1024);
+    double *partialSums = static_cast<double *>(
+        streamScratch(stream, grid * sizeof(double), kSumSquaresSlot));
     sumSquaresKernel<<<grid, kThreadsPerBlock, 0, stream>>>(
-        input.data, input.dtype, count, accumulator);
+        input.data, input.dtype, count, partialSums);
+    cudaCheckLaunch();
+    addPartialSumsKernel<<<1, kThreadsPerBlock, 0, stream>>>(
+        partialSums, static_cast<int>(grid), accumulator);
     cudaCheckLaunch();
   });
 }

@@ -13,13 +13,22 @@
 // generator's keep factor at index ((b Hq + h) Sq + i) Skv + j, so masks
 // match runtime/cpu/Attention.cpp bit for bit.
 //
-// The backward recomputes the probabilities (two passes over the keys: the
-// row's max and sum, then per key p_j, dp_j = keep_j (dy_i . v_j), and the
-// row's sum of p dp; a third pass forms ds_j = scale p_j (dp_j - sum) and
-// accumulates dq_i in registers while adding ds_j q_i into dk_j and
-// p_j keep_j dy_i into dv_j with f32 atomics (K/V heads are shared by every
-// query row and by grouped heads). dk/dv accumulate in f32 (scratch when
-// their storage is bf16/f16) and are rounded once.
+// The backward is two kernels, so that every gradient element is one
+// thread's sum in a fixed order (atomics would add the query rows' terms in
+// whatever order the warps ran, and repeated steps would differ in the last
+// bits). The query-major kernel, one warp per query row as the forward,
+// recomputes the probabilities in three passes over the keys: the row's
+// max and sum; per key p_j, dp_j = keep_j (dy_i . v_j) and the row's
+// D = sum_j p_j dp_j (f64); then ds_j = scale p_j (dp_j - D), accumulating
+// dq_i in registers. It leaves (max, 1 / sum, D) per row in scratch. The
+// key-major kernel, one warp per key row (b, kv head, j) holding k_j and v_j
+// in registers, walks every query head of the K/V head's group and every
+// query row that sees key j, in ascending order, recomputes s, p and dp
+// from those statistics with the same float operations (so p is the first
+// kernel's p bit for bit), and accumulates dv_j += p keep dy_i and
+// dk_j += ds q_i in registers; each is stored once, rounded into its
+// storage type, so no f32 scratch and no memset. The cost is two more dot
+// products per (query, key) than the one-kernel version, no atomics.
 //
 // The fast path is FlashAttention.cu (tiled, tensor cores, a KV-major
 // backward): both entry points try it first, and these kernels run every
@@ -91,20 +100,43 @@ __device__ float dotRow(const float (&values)[kValuesPerLane], const void *data,
   for (int t = 0; t < kValuesPerLane; ++t) {
     int64_t d = lane + 32 * t;
     if (d < dim)
-      sum += values[t] * loadFloat(data, dtype, start + d);
+      sum = fmaf(values[t], loadFloat(data, dtype, start + d), sum);
   }
   return warpSum(sum);
 }
 
-__device__ float scoreOf(const AttentionParams &p, const RowPosition &r,
-                         const float (&q)[kValuesPerLane], int64_t j) {
-  float score =
-      p.scale * dotRow(q, p.k, p.kType, (r.keyHeadRow + j) * p.headDim, p.headDim);
+/// dotRow of two lane-held rows: the same operations, so the same bits as
+/// dotRow(a, <b's row>) and dotRow(b, <a's row>).
+__device__ float dotRegisters(const float (&a)[kValuesPerLane],
+                              const float (&b)[kValuesPerLane], int64_t dim) {
+  int lane = threadIdx.x % 32;
+  float sum = 0.0f;
+  for (int t = 0; t < kValuesPerLane; ++t) {
+    int64_t d = lane + 32 * t;
+    if (d < dim)
+      sum = fmaf(a[t], b[t], sum);
+  }
+  return warpSum(sum);
+}
+
+/// The score of (row r, key j) from the warp-reduced q_i . k_j (dotRow in
+/// the forward and the query-major backward, dotRegisters in the key-major
+/// one: the same products and sums, so the same bits).
+__device__ float scoreFromDot(const AttentionParams &p, const RowPosition &r,
+                              float dot, int64_t j) {
+  float score = p.scale * dot;
   if (p.mask)
     score += loadFloat(p.mask, p.maskType,
                        r.b * p.maskStrides[0] + r.h * p.maskStrides[1] +
                            r.i * p.maskStrides[2] + j * p.maskStrides[3]);
   return score;
+}
+
+__device__ float scoreOf(const AttentionParams &p, const RowPosition &r,
+                         const float (&q)[kValuesPerLane], int64_t j) {
+  return scoreFromDot(
+      p, r,
+      dotRow(q, p.k, p.kType, (r.keyHeadRow + j) * p.headDim, p.headDim), j);
 }
 
 __device__ float dropoutFactor(const AttentionParams &p, const RowPosition &r,
@@ -181,9 +213,17 @@ __global__ void attentionForwardKernel(AttentionParams p, void *y, int yType,
   }
 }
 
-__global__ void attentionBackwardKernel(AttentionParams p, const void *dy,
-                                        int dyType, void *dq, int dqType,
-                                        float *dk, float *dv) {
+/// What the key-major kernel needs of a query row's softmax: p_j =
+/// exp(s_j - maximum) * reciprocal (reciprocal 0: the row sees no key) and
+/// D = sum_j p_j dp_j.
+struct RowSoftmax {
+  float maximum, reciprocal, correction;
+};
+
+/// dq, and each row's RowSoftmax for attentionKeyGradientKernel.
+__global__ void attentionQueryGradientKernel(AttentionParams p, const void *dy,
+                                             int dyType, void *dq, int dqType,
+                                             RowSoftmax *softmax) {
   int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
                 threadIdx.x / 32;
   if (row >= p.batch * p.queryHeads * p.querySeq)
@@ -196,9 +236,10 @@ __global__ void attentionBackwardKernel(AttentionParams p, const void *dy,
   loadRow(dy, dyType, row * p.valueDim, p.valueDim, upstream);
   float maximum, sum;
   rowNormalizer(p, r, q, maximum, sum);
+  float reciprocal = 0.0f, correction = 0.0f;
   if (sum > 0.0f) {
-    float reciprocal = 1.0f / sum;
-    // Pass 2: sum_j p_j dp_j, and dv_j += p_j keep_j dy_i.
+    reciprocal = 1.0f / sum;
+    // Pass 2: sum_j p_j dp_j.
     double weightedSum = 0.0;
     for (int64_t j = 0; j < r.visible; ++j) {
       float score = scoreOf(p, r, q, j);
@@ -206,19 +247,12 @@ __global__ void attentionBackwardKernel(AttentionParams p, const void *dy,
         continue;
       float probability = expf(score - maximum) * reciprocal;
       float factor = dropoutFactor(p, r, j);
-      int64_t valueStart = (r.keyHeadRow + j) * p.valueDim;
-      float dWeight = dotRow(upstream, p.v, p.vType, valueStart, p.valueDim);
+      float dWeight = dotRow(upstream, p.v, p.vType,
+                             (r.keyHeadRow + j) * p.valueDim, p.valueDim);
       weightedSum += static_cast<double>(probability) * (dWeight * factor);
-      float weight = probability * factor;
-      if (weight != 0.0f)
-        for (int t = 0; t < kValuesPerLane; ++t) {
-          int64_t d = lane + 32 * t;
-          if (d < p.valueDim)
-            atomicAdd(&dv[valueStart + d], weight * upstream[t]);
-        }
     }
-    float correction = static_cast<float>(weightedSum);
-    // Pass 3: ds_j, dq_i and dk_j.
+    correction = static_cast<float>(weightedSum);
+    // Pass 3: ds_j and dq_i.
     for (int64_t j = 0; j < r.visible; ++j) {
       float score = scoreOf(p, r, q, j);
       if (score == -INFINITY)
@@ -233,13 +267,13 @@ __global__ void attentionBackwardKernel(AttentionParams p, const void *dy,
       int64_t keyStart = (r.keyHeadRow + j) * p.headDim;
       for (int t = 0; t < kValuesPerLane; ++t) {
         int64_t d = lane + 32 * t;
-        if (d < p.headDim) {
+        if (d < p.headDim)
           queryGradient[t] += dScore * loadFloat(p.k, p.kType, keyStart + d);
-          atomicAdd(&dk[keyStart + d], dScore * q[t]);
-        }
       }
     }
   }
+  if (lane == 0)
+    softmax[row] = {maximum, reciprocal, correction};
   for (int t = 0; t < kValuesPerLane; ++t) {
     int64_t d = lane + 32 * t;
     if (d < p.headDim)
@@ -247,10 +281,64 @@ __global__ void attentionBackwardKernel(AttentionParams p, const void *dy,
   }
 }
 
-__global__ void roundKernel(const float *source, void *destination,
-                            int destinationType, int64_t count) {
-  TESSERA_GRID_STRIDE_LOOP(i, count) {
-    storeFloat(destination, destinationType, i, source[i]);
+/// dk and dv: one warp per key row (b, kv head, j), summing over the query
+/// heads of its group and the query rows that see key j, both ascending.
+__global__ void attentionKeyGradientKernel(AttentionParams p, const void *dy,
+                                           int dyType,
+                                           const RowSoftmax *softmax, void *dk,
+                                           int dkType, void *dv, int dvType) {
+  int64_t keyRow = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
+                   threadIdx.x / 32;
+  if (keyRow >= p.batch * p.keyHeads * p.keySeq)
+    return;
+  int lane = threadIdx.x % 32;
+  int64_t j = keyRow % p.keySeq;
+  int64_t keyHead = (keyRow / p.keySeq) % p.keyHeads;
+  int64_t b = keyRow / (p.keySeq * p.keyHeads);
+  int64_t group = p.queryHeads / p.keyHeads;
+  float key[kValuesPerLane], value[kValuesPerLane];
+  float keyGradient[kValuesPerLane] = {}, valueGradient[kValuesPerLane] = {};
+  loadRow(p.k, p.kType, keyRow * p.headDim, p.headDim, key);
+  loadRow(p.v, p.vType, keyRow * p.valueDim, p.valueDim, value);
+  // Row i sees key j when j < visible(i) = i + keySeq - querySeq + 1.
+  int64_t firstQuery = p.causal ? max(int64_t{0}, j - (p.keySeq - p.querySeq))
+                                : 0;
+  RowPosition r{}; // visible is unused here
+  r.b = b;
+  r.keyHeadRow = keyRow - j;
+  for (r.h = keyHead * group; r.h < (keyHead + 1) * group; ++r.h) {
+    for (r.i = firstQuery; r.i < p.querySeq; ++r.i) {
+      r.row = (b * p.queryHeads + r.h) * p.querySeq + r.i;
+      RowSoftmax s = softmax[r.row];
+      if (s.reciprocal == 0.0f)
+        continue; // the row sees no key
+      float query[kValuesPerLane], upstream[kValuesPerLane];
+      loadRow(p.q, p.qType, r.row * p.headDim, p.headDim, query);
+      loadRow(dy, dyType, r.row * p.valueDim, p.valueDim, upstream);
+      float score =
+          scoreFromDot(p, r, dotRegisters(query, key, p.headDim), j);
+      if (score == -INFINITY)
+        continue;
+      float probability = expf(score - s.maximum) * s.reciprocal;
+      float factor = dropoutFactor(p, r, j);
+      float weight = probability * factor;
+      if (weight != 0.0f)
+        for (int t = 0; t < kValuesPerLane; ++t)
+          valueGradient[t] += weight * upstream[t];
+      float dWeight = dotRegisters(upstream, value, p.valueDim);
+      float dScore = p.scale * probability * (dWeight * factor - s.correction);
+      if (dScore == 0.0f)
+        continue;
+      for (int t = 0; t < kValuesPerLane; ++t)
+        keyGradient[t] += dScore * query[t];
+    }
+  }
+  for (int t = 0; t < kValuesPerLane; ++t) {
+    int64_t d = lane + 32 * t;
+    if (d < p.headDim)
+      storeFloat(dk, dkType, keyRow * p.headDim + d, keyGradient[t]);
+    if (d < p.valueDim)
+      storeFloat(dv, dvType, keyRow * p.valueDim + d, valueGradient[t]);
   }
 }
 
@@ -316,36 +404,18 @@ AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
   return p;
 }
 
-unsigned attentionGrid(const AttentionParams &p) {
-  int64_t rows = p.batch * p.queryHeads * p.querySeq;
+constexpr int kSoftmaxSlot = 2200; // streamScratch slot of the RowSoftmax
+
+/// Blocks of kWarpsPerBlock warps for one warp per row.
+unsigned warpRowGrid(int64_t rows) {
   int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (blocks > INT32_MAX)
-    fail("too many query rows");
+    fail("too many rows (" + std::to_string(rows) + ")");
   return static_cast<unsigned>(blocks);
 }
 
-/// An f32 accumulator for a gradient: the tensor itself when f32, else
-/// scratch in `slot`; zeroed.
-float *gradientAccumulator(tessera_tensor &gradient, int slot,
-                           cudaStream_t stream) {
-  size_t bytes = elementCount(gradient) * sizeof(float);
-  float *accumulator =
-      gradient.dtype == TESSERA_F32
-          ? static_cast<float *>(gradient.data)
-          : static_cast<float *>(streamScratch(stream, bytes, slot));
-  if (bytes > 0)
-    cudaCheck(cudaMemsetAsync(accumulator, 0, bytes, stream));
-  return accumulator;
-}
-
-void roundInto(const float *accumulator, tessera_tensor &gradient,
-               cudaStream_t stream) {
-  int64_t count = elementCount(gradient);
-  if (gradient.dtype == TESSERA_F32 || count == 0)
-    return;
-  roundKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
-      accumulator, gradient.data, gradient.dtype, count);
-  cudaCheckLaunch();
+unsigned attentionGrid(const AttentionParams &p) {
+  return warpRowGrid(p.batch * p.queryHeads * p.querySeq);
 }
 
 } // namespace
@@ -410,17 +480,23 @@ extern "C" int tessera_cuda_attention_grad(
                                queryGradient, keyGradient, valueGradient,
                                p.causal, scale, stream))
       return;
-    float *keyAccumulator = gradientAccumulator(keyGradient, 0, stream);
-    float *valueAccumulator = gradientAccumulator(valueGradient, 1, stream);
-    if (elementCount(queryGradient) > 0) {
-      attentionBackwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
-                                stream>>>(p, upstream.data, upstream.dtype,
-                                          queryGradient.data,
-                                          queryGradient.dtype, keyAccumulator,
-                                          valueAccumulator);
+    int64_t queryRows = p.batch * p.queryHeads * p.querySeq;
+    int64_t keyRows = p.batch * p.keyHeads * p.keySeq;
+    RowSoftmax *softmax = static_cast<RowSoftmax *>(
+        streamScratch(stream, queryRows * sizeof(RowSoftmax), kSoftmaxSlot));
+    if (queryRows > 0) {
+      attentionQueryGradientKernel<<<warpRowGrid(queryRows),
+                                     kWarpsPerBlock * 32, 0, stream>>>(
+          p, upstream.data, upstream.dtype, queryGradient.data,
+          queryGradient.dtype, softmax);
       cudaCheckLaunch();
     }
-    roundInto(keyAccumulator, keyGradient, stream);
-    roundInto(valueAccumulator, valueGradient, stream);
+    if (keyRows > 0) {
+      attentionKeyGradientKernel<<<warpRowGrid(keyRows), kWarpsPerBlock * 32,
+                                   0, stream>>>(
+          p, upstream.data, upstream.dtype, softmax, keyGradient.data,
+          keyGradient.dtype, valueGradient.data, valueGradient.dtype);
+      cudaCheckLaunch();
+    }
   });
 }

@@ -6,16 +6,40 @@
 // range-checked on the device; a bad one is recorded (value, flat position,
 // range) for tessera_cuda_check_device_errors and its slice is zero-filled.
 //
-// The gradients scatter-add: the same token may occur many times in a batch,
-// so each dy element is added with an f32 atomicAdd into an f32 buffer (the
-// gradient itself when it is f32, else scratch rounded once at the end).
-// This is sort-free and fast for embedding tables (few collisions per row);
-// the summation order is not fixed, so results match the CPU to f32
-// rounding, not bit for bit.
+// The gradients scatter-add: the same token may occur many times in a batch
+// (a padding id thousands of times). Atomic adds would sum those rows in
+// whatever order the warps ran, so repeated steps would differ in the last
+// bits; instead the gradient is a sort and a gather:
+// 1. the checked indices become 32-bit keys (a bad one the key `length`,
+//    sorted last and never read) paired with their positions;
+// 2. cub::DeviceRadixSort::SortPairs, over only the bits `length` needs,
+//    groups equal keys; it is stable, so a group's positions ascend;
+// 3. each group's [start, end) in the sorted order is recorded per table
+//    row (rows no index names keep the empty run);
+// 4. one pass over the whole gradient: a row's threads (consecutive along
+//    the row, coalesced) sum its group's dy rows in ascending position from
+//    0.0f and store once, rounding into the storage type; a row without a
+//    group stores zeros, so there is no memset and no f32 scratch.
+// A group of up to 64 entries is summed that way, exactly as the CPU kernel
+// sums (f32, ascending positions, from zero), so the two agree bit for bit.
+// A longer group (a padding id) would leave one block reading thousands of
+// rows while the GPU idles, so the sorted entries are cut into 64-entry
+// tiles: a kernel before step 4 sums each long group's piece in each tile
+// (a tile meets at most two long groups: the one holding its first entry
+// and the one holding its last), and step 4 adds the pieces in tile order.
+// That rounds differently from the CPU, but the same way on every call.
+//
+// Nothing allocates once the stream's scratch has grown and nothing waits
+// on the host, so the gradient can be captured in a CUDA graph. Step 4
+// writes the gradient once, as the old memset did; at GPT-2 124M's shapes
+// (16K tokens, a 50257-row table) the sort is a few microseconds of small
+// kernels.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+
+#include <cub/device/device_radix_sort.cuh>
 
 using namespace tessera::cuda;
 using tessera::cpu::dtypeSize;
@@ -69,27 +93,123 @@ __global__ void lookupKernel(const Element *x, const void *indices,
   }
 }
 
-__global__ void scatterAddKernel(const void *dy, int dyType,
-                                 const void *indices, int indexType,
-                                 float *accumulator, Lookup lookup,
-                                 DeviceErrorRecord *errors,
-                                 const char *kernel) {
-  int64_t count = lookup.outer * lookup.indexCount * lookup.inner;
-  TESSERA_GRID_STRIDE_LOOP(i, count) {
-    int64_t inner = i % lookup.inner;
-    int64_t n = (i / lookup.inner) % lookup.indexCount;
-    int64_t o = i / (lookup.inner * lookup.indexCount);
+/// Sorted entries per tile of a long run (longRunPartialsKernel).
+constexpr uint32_t kRunTile = 64;
+
+/// Step 1: key n is index n resolved into [0, length), or `length` when it
+/// is out of range (recorded as a device error); value n is n.
+__global__ void sortKeysKernel(const void *indices, int indexType,
+                               Lookup lookup, uint32_t *keys,
+                               uint32_t *positions, DeviceErrorRecord *errors,
+                               const char *kernel) {
+  TESSERA_GRID_STRIDE_LOOP(n, lookup.indexCount) {
     int64_t index = lookupIndex(indices, indexType, n, lookup, errors, kernel);
-    if (index >= 0)
-      atomicAdd(&accumulator[(o * lookup.length + index) * lookup.inner + inner],
-                loadFloat(dy, dyType, i));
+    keys[n] = static_cast<uint32_t>(index < 0 ? lookup.length : index);
+    positions[n] = static_cast<uint32_t>(n);
   }
 }
 
-__global__ void roundKernel(const float *source, void *destination,
-                            int destinationType, int64_t count) {
-  TESSERA_GRID_STRIDE_LOOP(i, count) {
-    storeFloat(destination, destinationType, i, source[i]);
+/// Step 3: runs[key] = the [start, end) of key's group in the sorted keys.
+__global__ void markRunsKernel(const uint32_t *sortedKeys, int64_t count,
+                               int64_t length, uint2 *runs) {
+  TESSERA_GRID_STRIDE_LOOP(k, count) {
+    uint32_t key = sortedKeys[k];
+    if (key >= length)
+      continue;
+    if (k == 0 || sortedKeys[k - 1] != key)
+      runs[key].x = static_cast<uint32_t>(k);
+    if (k == count - 1 || sortedKeys[k + 1] != key)
+      runs[key].y = static_cast<uint32_t>(k + 1);
+  }
+}
+
+/// The sum, from 0.0f in ascending k, of dy[start + positions[k] * stride]
+/// over k in [first, last). Loads go out eight at a time (the adds stay in
+/// order): a run is latency-bound otherwise.
+__device__ float sumInOrder(const void *dy, int dyType,
+                            const uint32_t *positions, uint32_t first,
+                            uint32_t last, int64_t start, int64_t stride) {
+  float sum = 0.0f;
+  uint32_t k = first;
+  for (; k + 8 <= last; k += 8) {
+    float values[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      values[u] = loadFloat(dy, dyType, start + positions[k + u] * stride);
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      sum += values[u];
+  }
+  for (; k < last; ++k)
+    sum += loadFloat(dy, dyType, start + positions[k] * stride);
+  return sum;
+}
+
+/// Step 4a, for runs longer than one tile (kRunTile sorted entries, tile t
+/// holding entries [t kRunTile, (t + 1) kRunTile)): such a run meets tile t
+/// in one piece that holds the tile's first entry (slot 0) or its last
+/// (slot 1), so block t sums at most two pieces, every (o, inner) element,
+/// into partials[((2 t + slot) outer + o) inner + inner].
+__global__ void longRunPartialsKernel(const void *dy, int dyType,
+                                      const uint32_t *sortedKeys,
+                                      const uint32_t *sortedPositions,
+                                      const uint2 *runs, float *partials,
+                                      Lookup lookup) {
+  int64_t tileFirst = static_cast<int64_t>(blockIdx.x) * kRunTile;
+  int64_t tileEnd = min(lookup.indexCount, tileFirst + kRunTile);
+  for (int slot = 0; slot < 2; ++slot) {
+    uint32_t key = sortedKeys[slot == 0 ? tileFirst : tileEnd - 1];
+    if (key >= lookup.length)
+      continue;
+    uint2 run = runs[key];
+    if (run.y - run.x <= kRunTile || (slot == 1 && run.x <= tileFirst))
+      continue; // short, or slot 0's piece
+    uint32_t first = max(run.x, static_cast<uint32_t>(tileFirst));
+    uint32_t last = min(run.y, static_cast<uint32_t>(tileEnd));
+    float *piece = partials + (2 * blockIdx.x + slot) * lookup.outer *
+                                  lookup.inner;
+    for (int64_t e = threadIdx.x; e < lookup.outer * lookup.inner;
+         e += blockDim.x) {
+      int64_t o = e / lookup.inner, i = e - o * lookup.inner;
+      piece[e] = sumInOrder(dy, dyType, sortedPositions, first, last,
+                            o * lookup.indexCount * lookup.inner + i,
+                            lookup.inner);
+    }
+  }
+}
+
+/// Step 4b: `threadsPerRow` (a power of two) threads per gradient row
+/// (o, row), `256 / threadsPerRow` rows a block. A run of up to kRunTile
+/// entries is summed here in ascending position; a longer one adds its
+/// tiles' pieces in tile order.
+__global__ void sumRunsKernel(const void *dy, int dyType,
+                              const uint32_t *sortedPositions,
+                              const uint2 *runs, const float *partials,
+                              void *dx, int dxType, Lookup lookup,
+                              int threadsPerRow) {
+  int64_t gradientRow =
+      static_cast<int64_t>(blockIdx.x) * (blockDim.x / threadsPerRow) +
+      threadIdx.x / threadsPerRow;
+  if (gradientRow >= lookup.outer * lookup.length)
+    return;
+  int64_t o = gradientRow / lookup.length;
+  uint2 run = runs[gradientRow - o * lookup.length];
+  bool longRun = run.y - run.x > kRunTile;
+  int64_t dyStart = o * lookup.indexCount * lookup.inner;
+  for (int64_t i = threadIdx.x % threadsPerRow; i < lookup.inner;
+       i += threadsPerRow) {
+    float sum;
+    if (!longRun) {
+      sum = sumInOrder(dy, dyType, sortedPositions, run.x, run.y, dyStart + i,
+                       lookup.inner);
+    } else {
+      sum = 0.0f;
+      for (uint32_t t = run.x / kRunTile; t <= (run.y - 1) / kRunTile; ++t) {
+        int slot = run.x <= t * kRunTile ? 0 : 1;
+        sum += partials[((2 * t + slot) * lookup.outer + o) * lookup.inner + i];
+      }
+    }
+    storeFloat(dx, dxType, gradientRow * lookup.inner + i, sum);
   }
 }
 
@@ -138,30 +258,85 @@ void launchLookup(const tessera_tensor &x, const tessera_tensor &indices,
   cudaCheckLaunch();
 }
 
+constexpr int kSortScratchSlot = 3100; // streamScratch slot of the sort
+
+size_t roundUp256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 void launchScatterAdd(const tessera_tensor &dy, const tessera_tensor &indices,
                       tessera_tensor &dx, const Lookup &lookup,
                       const char *kernel, cudaStream_t stream) {
   int64_t dxCount = elementCount(dx);
   if (dxCount == 0)
     return;
-  bool direct = dx.dtype == TESSERA_F32;
-  float *accumulator =
-      direct ? static_cast<float *>(dx.data)
-             : static_cast<float *>(
-                   streamScratch(stream, dxCount * sizeof(float)));
-  cudaCheck(cudaMemsetAsync(accumulator, 0, dxCount * sizeof(float), stream));
-  int64_t count = lookup.outer * lookup.indexCount * lookup.inner;
-  if (count > 0) {
-    scatterAddKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
-        dy.data, dy.dtype, indices.data, indices.dtype, accumulator, lookup,
-        deviceErrorRecord(), kernel);
-    cudaCheckLaunch();
+  int64_t count = lookup.indexCount;
+  if (count == 0 || lookup.inner == 0) {
+    cudaCheck(cudaMemsetAsync(dx.data, 0, dxCount * dtypeSize(dx.dtype),
+                              stream));
+    return;
   }
-  if (!direct) {
-    roundKernel<<<gridFor(dxCount), kThreadsPerBlock, 0, stream>>>(
-        accumulator, dx.data, dx.dtype, dxCount);
-    cudaCheckLaunch();
-  }
+  if (count > INT32_MAX || lookup.length >= INT32_MAX)
+    fail("the GPU gradient takes fewer than 2^31 indices and table rows, got " +
+         std::to_string(count) + " indices into " +
+         std::to_string(lookup.length) + " rows");
+  int64_t gradientRows = lookup.outer * lookup.length;
+  int threadsPerRow = 1;
+  while (threadsPerRow < kThreadsPerBlock && threadsPerRow < lookup.inner)
+    threadsPerRow *= 2;
+  int64_t rowsPerBlock = kThreadsPerBlock / threadsPerRow;
+  int64_t blocks = (gradientRows + rowsPerBlock - 1) / rowsPerBlock;
+  if (blocks > INT32_MAX)
+    fail("the gradient has too many rows (" + std::to_string(gradientRows) +
+         ")");
+  // Keys hold [0, length]: `length` is the bad-index key.
+  int endBit = 1;
+  while ((int64_t{1} << endBit) <= lookup.length)
+    ++endBit;
+  int items = static_cast<int>(count);
+  size_t sortBytes = 0;
+  cudaCheck(cub::DeviceRadixSort::SortPairs(
+      nullptr, sortBytes, static_cast<const uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), static_cast<const uint32_t *>(nullptr),
+      static_cast<uint32_t *>(nullptr), items, 0, endBit, stream));
+  int64_t tiles = (count + kRunTile - 1) / kRunTile;
+  size_t arrayBytes = roundUp256(count * sizeof(uint32_t));
+  size_t runBytes = roundUp256(lookup.length * sizeof(uint2));
+  size_t partialBytes =
+      roundUp256(2 * tiles * lookup.outer * lookup.inner * sizeof(float));
+  char *scratch = static_cast<char *>(streamScratch(
+      stream, 4 * arrayBytes + runBytes + partialBytes + sortBytes,
+      kSortScratchSlot));
+  uint32_t *keys = reinterpret_cast<uint32_t *>(scratch);
+  uint32_t *positions = reinterpret_cast<uint32_t *>(scratch + arrayBytes);
+  uint32_t *sortedKeys =
+      reinterpret_cast<uint32_t *>(scratch + 2 * arrayBytes);
+  uint32_t *sortedPositions =
+      reinterpret_cast<uint32_t *>(scratch + 3 * arrayBytes);
+  uint2 *runs = reinterpret_cast<uint2 *>(scratch + 4 * arrayBytes);
+  float *partials =
+      reinterpret_cast<float *>(scratch + 4 * arrayBytes + runBytes);
+  void *sortStorage = scratch + 4 * arrayBytes + runBytes + partialBytes;
+
+  sortKeysKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+      indices.data, indices.dtype, lookup, keys, positions,
+      deviceErrorRecord(), kernel);
+  cudaCheckLaunch();
+  cudaCheck(cub::DeviceRadixSort::SortPairs(sortStorage, sortBytes, keys,
+                                            sortedKeys, positions,
+                                            sortedPositions, items, 0, endBit,
+                                            stream));
+  cudaCheck(
+      cudaMemsetAsync(runs, 0, lookup.length * sizeof(uint2), stream));
+  markRunsKernel<<<gridFor(count), kThreadsPerBlock, 0, stream>>>(
+      sortedKeys, count, lookup.length, runs);
+  cudaCheckLaunch();
+  longRunPartialsKernel<<<static_cast<unsigned>(tiles), kThreadsPerBlock, 0,
+                          stream>>>(dy.data, dy.dtype, sortedKeys,
+                                    sortedPositions, runs, partials, lookup);
+  cudaCheckLaunch();
+  sumRunsKernel<<<static_cast<unsigned>(blocks), kThreadsPerBlock, 0,
+                  stream>>>(dy.data, dy.dtype, sortedPositions, runs, partials,
+                            dx.data, dx.dtype, lookup, threadsPerRow);
+  cudaCheckLaunch();
 }
 
 Lookup gatherLookup(const tessera_tensor &x, const tessera_tensor &indices,

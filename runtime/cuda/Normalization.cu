@@ -13,14 +13,19 @@
 // recomputes the statistics (the ABI passes no saved mean/rstd), writes dx
 // and leaves (mean, rstd) per row in scratch for the parameter gradients.
 // Those are column sums over all rows: a second kernel gives each thread one
-// column and a chunk of rows (coalesced along the row), adds its f64 partial
-// with atomicAdd into scratch, and a last kernel rounds the sums into dscale
-// and dbias. This avoids per-element atomics of the one-kernel version. On
-// the warp path the second kernel reads 16-byte packs instead (eight
-// columns a thread, f32 sums over a chunk of rows, written as the chunk's
-// partials and added in f64 by a third): scalar loads left GPT-2 124M's 25
-// norms at 1.5 ms for 1.25 GB. Summing inside the dx kernel was slower
-// still: register sums halve its occupancy, shared-memory atomics contend.
+// column and a chunk of rows (coalesced along the row) and writes its f64
+// partial sums of the chunk, and a last kernel sums each column's partials
+// in chunk order and rounds the sums into dscale and dbias. The order of
+// every sum is fixed by the shapes alone, so repeated calls give the same
+// bits (f64 atomics across chunks did not); this also avoids the
+// per-element atomics of the one-kernel version. On the warp path the
+// second kernel reads 16-byte packs instead (eight columns a thread, f32
+// sums over a chunk of rows, written as the chunk's partials and summed in
+// f64 by the last kernel): scalar loads left GPT-2 124M's 25 norms at 1.5 ms
+// for 1.25 GB. Summing inside the dx kernel was slower still: register sums
+// halve its occupancy, shared-memory atomics contend. The last kernel gives
+// a block 16 columns and 16 slices of the chunks: a thread sums its slice's
+// chunks in order, then one thread a column adds the 16 slice sums in order.
 //
 // Rows of up to 2048 f32/bf16/f16 elements in 16-byte aligned packs (every
 // hidden size of GPT-2 and Llama-7B and below) take a faster path: one warp
@@ -32,6 +37,7 @@
 
 #include "Common.cuh"
 
+#include <algorithm>
 #include <initializer_list>
 #include <type_traits>
 
@@ -49,6 +55,7 @@ constexpr int kNormThreads = 256;
 constexpr int kRowsPerColumnChunk = 64;
 // The warp path's partials: chunks small enough for many blocks in flight.
 constexpr int kRowsPerPartial = 32;
+constexpr int kParameterGradientSlot = 3200; // streamScratch slot
 
 struct RowStatistics {
   float mean;
@@ -343,17 +350,19 @@ unsigned warpPathBlocks(int64_t rows) {
                                kWarpsPerNormBlock);
 }
 
-/// sums[j] += over a chunk of rows of dy * xhat (sums[width + j] += dy).
+/// partials[c][j] = the sum over rows chunk c (rowsPerChunk rows) of
+/// dy * xhat, partials[c][width + j] that of dy.
 __global__ void parameterGradientKernel(const void *x, int xType,
                                         const void *dy, int dyType,
                                         const RowStatistics *statistics,
                                         int64_t rows, int64_t width, bool rms,
-                                        double *sums) {
+                                        int64_t rowsPerChunk,
+                                        double *partials) {
   int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (j >= width)
     return;
-  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * kRowsPerColumnChunk;
-  int64_t lastRow = min(rows, firstRow + kRowsPerColumnChunk);
+  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
+  int64_t lastRow = min(rows, firstRow + rowsPerChunk);
   double scaleSum = 0.0, biasSum = 0.0;
   for (int64_t row = firstRow; row < lastRow; ++row) {
     float value = loadFloat(x, xType, row * width + j);
@@ -366,8 +375,9 @@ __global__ void parameterGradientKernel(const void *x, int xType,
                     : static_cast<double>(upstream) * normalized;
     biasSum += upstream;
   }
-  atomicAdd(&sums[j], scaleSum);
-  atomicAdd(&sums[width + j], biasSum);
+  double *chunk = partials + blockIdx.y * 2 * width;
+  chunk[j] = scaleSum;
+  chunk[width + j] = biasSum;
 }
 
 /// The warp path's parameter gradients: thread t of block (c, r) sums
@@ -377,13 +387,14 @@ __global__ void parameterPartialsKernel(const void *x, int xType,
                                         const void *dy, int dyType,
                                         const RowStatistics *statistics,
                                         int64_t rows, int64_t width, bool rms,
+                                        int64_t rowsPerChunk,
                                         float *partials) {
   int64_t j = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) *
               kPack;
   if (j >= width)
     return;
-  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * kRowsPerPartial;
-  int64_t lastRow = min(rows, firstRow + kRowsPerPartial);
+  int64_t firstRow = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
+  int64_t lastRow = min(rows, firstRow + rowsPerChunk);
   float scaleSums[kPack] = {}, biasSums[kPack] = {};
 #pragma unroll 4
   for (int64_t row = firstRow; row < lastRow; ++row) {
@@ -410,25 +421,59 @@ __global__ void parameterPartialsKernel(const void *x, int xType,
   }
 }
 
-/// sums[c] += partials[r][c] over a chunk of the row chunks, in f64.
-__global__ void reducePartialsKernel(const float *partials, int64_t chunks,
-                                     int64_t columns, double *sums) {
-  int64_t column = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (column >= columns)
-    return;
-  int64_t span = (chunks + gridDim.y - 1) / gridDim.y;
-  int64_t first = blockIdx.y * span, last = min(chunks, first + span);
+constexpr int kReduceColumns = 16; // columns of a reduce block
+constexpr int kReduceSlices = 16;  // slices of the chunks in a reduce block
+
+/// Column c < 2 width of the [chunks][2 width] partials, summed in f64 in
+/// chunk order (slice s of the block's threads sums its contiguous span of
+/// chunks, then the slice sums are added in slice order) and stored into
+/// dscale[c] (c < width) or dbias[c - width]; a null output is skipped.
+template <typename Partial>
+__global__ void reducePartialsKernel(const Partial *partials, int64_t chunks,
+                                     int64_t width, void *dscale,
+                                     int dscaleType, void *dbias,
+                                     int dbiasType) {
+  __shared__ double sliceSums[kReduceSlices][kReduceColumns];
+  int columnInBlock = threadIdx.x % kReduceColumns;
+  int slice = threadIdx.x / kReduceColumns;
+  int64_t columns = 2 * width;
+  int64_t column =
+      static_cast<int64_t>(blockIdx.x) * kReduceColumns + columnInBlock;
+  int64_t span = (chunks + kReduceSlices - 1) / kReduceSlices;
+  int64_t first = slice * span, last = min(chunks, first + span);
   double sum = 0.0;
-  for (int64_t r = first; r < last; ++r)
-    sum += partials[r * columns + column];
-  atomicAdd(&sums[column], sum);
+  if (column < columns) {
+#pragma unroll 4
+    for (int64_t c = first; c < last; ++c)
+      sum += partials[c * columns + column];
+  }
+  sliceSums[slice][columnInBlock] = sum;
+  __syncthreads();
+  if (slice != 0 || column >= columns)
+    return;
+  double total = 0.0;
+  for (int k = 0; k < kReduceSlices; ++k)
+    total += sliceSums[k][columnInBlock];
+  if (column < width) {
+    if (dscale)
+      storeFloat(dscale, dscaleType, column, static_cast<float>(total));
+  } else if (dbias) {
+    storeFloat(dbias, dbiasType, column - width, static_cast<float>(total));
+  }
 }
 
-__global__ void storeSumsKernel(const double *sums, void *output,
-                                int outputType, int64_t width) {
-  TESSERA_GRID_STRIDE_LOOP(j, width) {
-    storeFloat(output, outputType, j, static_cast<float>(sums[j]));
-  }
+/// Launches reducePartialsKernel over all 2 width columns.
+template <typename Partial>
+void reducePartials(const Partial *partials, int64_t chunks, int64_t width,
+                    tessera_tensor *dscale, tessera_tensor *dbias,
+                    cudaStream_t stream) {
+  unsigned blocks = static_cast<unsigned>(
+      (2 * width + kReduceColumns - 1) / kReduceColumns);
+  reducePartialsKernel<<<blocks, kReduceColumns * kReduceSlices, 0, stream>>>(
+      partials, chunks, width, dscale ? dscale->data : nullptr,
+      dscale ? dscale->dtype : TESSERA_F32, dbias ? dbias->data : nullptr,
+      dbias ? dbias->dtype : TESSERA_F32);
+  cudaCheckLaunch();
 }
 
 struct RowLayout {
@@ -529,24 +574,31 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   bool parameterGradients = dscale || dbias;
   int packs = warpPathPacks(layout.width,
                             {&input, &upstream, &inputGradient, scaleTensor});
-  int64_t chunks = (layout.rows + kRowsPerPartial - 1) / kRowsPerPartial;
+  // Rows per chunk of the partials: the warp path's kRowsPerPartial, the
+  // block path's kRowsPerColumnChunk, or more where that would make more
+  // chunks than a grid's y dimension holds or (block path) more than
+  // max(16, 2^21 / width), which keeps its f64 partials within 32 MB.
+  int64_t maxChunks = 65535;
+  if (!packs)
+    maxChunks = std::min<int64_t>(
+        maxChunks, std::max<int64_t>(16, (int64_t{1} << 21) / layout.width));
+  int64_t rowsPerChunk = std::max<int64_t>(
+      packs ? kRowsPerPartial : kRowsPerColumnChunk,
+      (layout.rows + maxChunks - 1) / maxChunks);
+  int64_t chunks = (layout.rows + rowsPerChunk - 1) / rowsPerChunk;
   RowStatistics *statistics = nullptr;
-  double *sums = nullptr;
-  float *partials = nullptr;
+  void *partials = nullptr;
   if (parameterGradients) {
-    size_t statisticsBytes = layout.rows * sizeof(RowStatistics);
-    size_t sumsBytes = 2 * layout.width * sizeof(double);
-    size_t partialsBytes =
-        packs ? chunks * 2 * layout.width * sizeof(float) : 0;
-    // sums, then the partials (16-byte aligned: width is a pack multiple),
+    size_t partialsBytes = chunks * 2 * layout.width *
+                           (packs ? sizeof(float) : sizeof(double));
+    partialsBytes = (partialsBytes + 255) / 256 * 256;
+    // The partials (16-byte aligned for the warp path's float4 stores),
     // then the statistics.
     char *scratch = static_cast<char *>(streamScratch(
-        stream, sumsBytes + partialsBytes + statisticsBytes + 16));
-    sums = reinterpret_cast<double *>(scratch);
-    partials = packs ? reinterpret_cast<float *>(scratch + sumsBytes) : nullptr;
-    statistics = reinterpret_cast<RowStatistics *>(scratch + sumsBytes +
-                                                   partialsBytes);
-    cudaCheck(cudaMemsetAsync(sums, 0, sumsBytes, stream));
+        stream, partialsBytes + layout.rows * sizeof(RowStatistics),
+        kParameterGradientSlot));
+    partials = scratch;
+    statistics = reinterpret_cast<RowStatistics *>(scratch + partialsBytes);
   }
   if (layout.rows > 0) {
     if (packs) {
@@ -569,43 +621,34 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   }
   if (!parameterGradients)
     return;
-  if (packs && layout.rows > 0) {
-    constexpr unsigned kPartialThreads = 128;
-    dim3 grid(static_cast<unsigned>((layout.width / kPack + kPartialThreads -
-                                     1) /
-                                    kPartialThreads),
-              static_cast<unsigned>(chunks));
-    parameterPartialsKernel<<<grid, kPartialThreads, 0, stream>>>(
-        input.data, input.dtype, upstream.data, upstream.dtype, statistics,
-        layout.rows, layout.width, rms, partials);
-    cudaCheckLaunch();
-    constexpr unsigned kSpans = 8; // f64 atomics per sum
-    dim3 reduceGrid(static_cast<unsigned>((2 * layout.width + kNormThreads -
-                                           1) /
-                                          kNormThreads),
-                    kSpans);
-    reducePartialsKernel<<<reduceGrid, kNormThreads, 0, stream>>>(
-        partials, chunks, 2 * layout.width, sums);
-    cudaCheckLaunch();
-  } else if (layout.rows > 0) {
-    dim3 grid(static_cast<unsigned>((layout.width + kNormThreads - 1) /
-                                    kNormThreads),
-              static_cast<unsigned>((layout.rows + kRowsPerColumnChunk - 1) /
-                                    kRowsPerColumnChunk));
-    parameterGradientKernel<<<grid, kNormThreads, 0, stream>>>(
-        input.data, input.dtype, upstream.data, upstream.dtype, statistics,
-        layout.rows, layout.width, rms, sums);
-    cudaCheckLaunch();
-  }
-  if (dscale) {
-    storeSumsKernel<<<gridFor(layout.width), kThreadsPerBlock, 0, stream>>>(
-        sums, dscale->data, dscale->dtype, layout.width);
-    cudaCheckLaunch();
-  }
-  if (dbias) {
-    storeSumsKernel<<<gridFor(layout.width), kThreadsPerBlock, 0, stream>>>(
-        sums + layout.width, dbias->data, dbias->dtype, layout.width);
-    cudaCheckLaunch();
+  if (packs) {
+    float *floatPartials = static_cast<float *>(partials);
+    if (layout.rows > 0) {
+      constexpr unsigned kPartialThreads = 128;
+      dim3 grid(static_cast<unsigned>((layout.width / kPack +
+                                       kPartialThreads - 1) /
+                                      kPartialThreads),
+                static_cast<unsigned>(chunks));
+      parameterPartialsKernel<<<grid, kPartialThreads, 0, stream>>>(
+          input.data, input.dtype, upstream.data, upstream.dtype, statistics,
+          layout.rows, layout.width, rms, rowsPerChunk, floatPartials);
+      cudaCheckLaunch();
+    }
+    reducePartials(floatPartials, chunks, layout.width, dscale, dbias,
+                   stream);
+  } else {
+    double *doublePartials = static_cast<double *>(partials);
+    if (layout.rows > 0) {
+      dim3 grid(static_cast<unsigned>((layout.width + kNormThreads - 1) /
+                                      kNormThreads),
+                static_cast<unsigned>(chunks));
+      parameterGradientKernel<<<grid, kNormThreads, 0, stream>>>(
+          input.data, input.dtype, upstream.data, upstream.dtype, statistics,
+          layout.rows, layout.width, rms, rowsPerChunk, doublePartials);
+      cudaCheckLaunch();
+    }
+    reducePartials(doublePartials, chunks, layout.width, dscale, dbias,
+                   stream);
   }
 }
 

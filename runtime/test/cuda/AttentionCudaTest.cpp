@@ -121,6 +121,55 @@ TEST(AttentionCuda, FlashPathMatchesTheCpuReference) {
     checkAttention(c);
 }
 
+// The general kernels' dk and dv sum over every query row that sees a key
+// (and every grouped query head): long sequences give each key hundreds of
+// terms. Repeated calls must give the same bits (f32 atomics did not).
+TEST(AttentionCuda, GeneralBackwardIsBitwiseDeterministic) {
+  REQUIRE_GPU();
+  const AttentionCase cases[] = {
+      {"grouped causal 384", 2, 4, 2, 384, 384, 64, 64, true, false, 0.0,
+       TESSERA_F32},
+      {"mask 300", 1, 2, 2, 300, 300, 32, 32, false, true, 0.0, TESSERA_F32},
+      {"dropout causal shorter queries", 1, 3, 1, 200, 333, 48, 40, true,
+       false, 0.1, TESSERA_F32},
+      {"bf16 head dim 32 causal 512", 1, 2, 2, 512, 512, 32, 32, true, false,
+       0.0, TESSERA_BF16},
+  };
+  for (const AttentionCase &c : cases) {
+    SCOPED_TRACE(c.name);
+    checkAttention(c); // and the CPU reference agrees
+    Shape qShape = {c.batch, c.queryHeads, c.querySeq, c.headDim};
+    Shape kShape = {c.batch, c.keyHeads, c.keySeq, c.headDim};
+    Shape vShape = {c.batch, c.keyHeads, c.keySeq, c.valueDim};
+    Shape yShape = {c.batch, c.queryHeads, c.querySeq, c.valueDim};
+    Shape maskShape = {c.batch, 1, c.querySeq, c.keySeq};
+    DeviceTensor gq(randomTensor(c.dtype, qShape, 51, -2.0f, 2.0f)),
+        gk(randomTensor(c.dtype, kShape, 52)),
+        gv(randomTensor(c.dtype, vShape, 53)),
+        gdy(randomTensor(c.dtype, yShape, 54)),
+        gmask(randomTensor(c.dtype, maskShape, 55, -2.0f, 1.0f));
+    const tessera_tensor *gmaskArg = c.mask ? gmask.get() : nullptr;
+    double scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+    std::vector<Tensor> dqs, dks, dvs;
+    for (int call = 0; call < 3; ++call) {
+      DeviceTensor gdq(c.dtype, qShape), gdk(c.dtype, kShape),
+          gdv(c.dtype, vShape);
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_attention_grad(
+          gq.get(), gk.get(), gv.get(), gmaskArg, gdy.get(), gdq.get(),
+          gdk.get(), gdv.get(), c.causal, scale, c.dropout, 7, nullptr));
+      expectDeviceClean();
+      dqs.push_back(gdq.download());
+      dks.push_back(gdk.download());
+      dvs.push_back(gdv.download());
+    }
+    for (int call = 1; call < 3; ++call) {
+      expectSameBits(dqs[call], dqs[0], "attention dq");
+      expectSameBits(dks[call], dks[0], "attention dk");
+      expectSameBits(dvs[call], dvs[0], "attention dv");
+    }
+  }
+}
+
 TEST(AttentionCuda, OversizedHeadDimIsAnError) {
   REQUIRE_GPU();
   DeviceTensor q(TESSERA_F32, {1, 1, 2, 300}), k(TESSERA_F32, {1, 1, 2, 300}),

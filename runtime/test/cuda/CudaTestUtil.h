@@ -4,8 +4,10 @@
 // inputs (the same bf16/f16 values when the storage is 16-bit) and compares.
 // DeviceTensor uploads a host Tensor (TestUtil.h) and downloads results;
 // outputs start filled with 0xFF bytes (NaN in every float type) so that an
-// element a kernel forgets to write cannot pass as a zero. Tests skip (not
-// fail) on machines without a CUDA device, so CI can build and run them.
+// element a kernel forgets to write cannot pass as a zero. Kernels that must
+// be reproducible are also called repeatedly and compared byte for byte
+// (expectSameBits). Tests skip (not fail) on machines without a CUDA
+// device, so CI can build and run them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace tessera_test {
@@ -133,6 +136,29 @@ inline void expectTensorsNear(const Tensor &actual, const Tensor &expected,
 inline void expectTensorsEqual(const Tensor &actual, const Tensor &expected,
                                const std::string &what) {
   expectTensorsNear(actual, expected, 0.0, 0.0, what);
+}
+
+/// Expects the same bytes: bit-identical floats (+0 and -0 differ, NaNs
+/// must match bit for bit), for kernels that must be reproducible run to run.
+inline void expectSameBits(const Tensor &actual, const Tensor &expected,
+                           const std::string &what) {
+  ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
+  ASSERT_EQ(actual.count(), expected.count()) << what;
+  size_t width = tessera::cpu::dtypeSize(expected.dtype());
+  const unsigned char *a =
+      static_cast<const unsigned char *>(actual.get()->data);
+  const unsigned char *e =
+      static_cast<const unsigned char *>(expected.get()->data);
+  int64_t mismatches = 0;
+  std::ostringstream first;
+  for (int64_t i = 0; i < expected.count(); ++i)
+    if (std::memcmp(a + i * width, e + i * width, width) != 0 &&
+        mismatches++ < 5)
+      first << "  [" << i << "] " << actual.at(i) << " vs " << expected.at(i)
+            << "\n";
+  EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " of "
+                           << expected.count() << " elements differ in bits\n"
+                           << first.str();
 }
 
 /// Relative tolerance for a float storage type: f32 math reaches 1e-5;

@@ -91,6 +91,53 @@ TEST(LayersCuda, RmsNormForwardBackward) {
         checkLayerNorm(dtype, parameters, true, width);
 }
 
+// The parameter gradients sum over every row: on the warp path (768) in
+// 32-row chunks, on the block path (2056) in 64-row chunks, then over the
+// chunks. Repeated calls must give the same bits (f64 atomics across chunks
+// did not).
+TEST(LayersCuda, NormGradientsAreBitwiseDeterministic) {
+  REQUIRE_GPU();
+  struct Case {
+    int32_t dtype;
+    int64_t rows, width;
+  };
+  for (Case c : {Case{TESSERA_F32, 8192, 768}, Case{TESSERA_BF16, 8192, 768},
+                 Case{TESSERA_F32, 4096, 2056}})
+    for (bool rms : {false, true}) {
+      SCOPED_TRACE("dtype " + std::to_string(c.dtype) + " width " +
+                   std::to_string(c.width) + " rms " + std::to_string(rms));
+      Shape shape = {c.rows, c.width}, rowShape = {c.width};
+      Tensor x = randomTensor(c.dtype, shape, 21, -2.0f, 3.0f);
+      Tensor scale = randomTensor(c.dtype, rowShape, 22, 0.5f, 1.5f);
+      Tensor dy = randomTensor(c.dtype, shape, 23);
+      DeviceTensor gx(x), gscale(scale), gdy(dy);
+      std::vector<Tensor> dxs, dscales, dbiases;
+      for (int call = 0; call < 3; ++call) {
+        DeviceTensor gdx(c.dtype, shape), gdscale(c.dtype, rowShape),
+            gdbias(c.dtype, rowShape);
+        if (rms)
+          EXPECT_CUDA_KERNEL_OK(tessera_cuda_rms_norm_grad(
+              gx.get(), gscale.get(), gdy.get(), gdx.get(), gdscale.get(), 1,
+              1e-5, nullptr));
+        else
+          EXPECT_CUDA_KERNEL_OK(tessera_cuda_layer_norm_grad(
+              gx.get(), gscale.get(), gdy.get(), gdx.get(), gdscale.get(),
+              gdbias.get(), 1, 1e-5, nullptr));
+        expectDeviceClean();
+        dxs.push_back(gdx.download());
+        dscales.push_back(gdscale.download());
+        if (!rms)
+          dbiases.push_back(gdbias.download());
+      }
+      for (int call = 1; call < 3; ++call) {
+        expectSameBits(dxs[call], dxs[0], "norm dx");
+        expectSameBits(dscales[call], dscales[0], "norm dscale");
+        if (!rms)
+          expectSameBits(dbiases[call], dbiases[0], "norm dbias");
+      }
+    }
+}
+
 TEST(LayersCuda, SoftmaxAlongAnyAxis) {
   REQUIRE_GPU();
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
@@ -231,6 +278,93 @@ TEST(LayersCuda, EmbeddingAndGradient) {
   }
 }
 
+/// `count` ids into `rows` rows with runs of every kind: id 7 half the
+/// time (a run of many 64-entry tiles), id 8 exactly 64 times (the longest
+/// run summed directly), id 9 exactly 65 times (the shortest split one),
+/// and ids from [10, rows) for the rest, shuffled.
+std::vector<int64_t> collidingIds(int64_t count, int64_t rows, uint32_t seed) {
+  std::vector<int64_t> ids;
+  for (int64_t n = 0; n < count / 2; ++n)
+    ids.push_back(7);
+  for (int64_t n = 0; n < 64; ++n)
+    ids.push_back(8);
+  for (int64_t n = 0; n < 65; ++n)
+    ids.push_back(9);
+  std::mt19937 generator(seed);
+  std::uniform_int_distribution<int64_t> rest(10, rows - 1);
+  while (static_cast<int64_t>(ids.size()) < count)
+    ids.push_back(rest(generator));
+  std::shuffle(ids.begin(), ids.end(), generator);
+  return ids;
+}
+
+// Thousands of positions share a few ids: repeated calls must give the same
+// bits, and every row whose id occurs at most 64 times is summed exactly as
+// the CPU sums it (f32, ascending positions), so it matches bit for bit.
+TEST(LayersCuda, EmbeddingGradientIsBitwiseDeterministic) {
+  REQUIRE_GPU();
+  const int64_t rows = 300, width = 96, tokens = 4096;
+  std::vector<int64_t> idValues = collidingIds(tokens, rows, 31);
+  Tensor ids = Tensor::integers({16, tokens / 16}, idValues, TESSERA_I32);
+  std::vector<int64_t> occurrences(rows, 0);
+  for (int64_t id : idValues)
+    ++occurrences[id];
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Tensor dy = randomTensor(dtype, {16, tokens / 16, width}, 32);
+    Tensor dtable(dtype, {rows, width});
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_embedding_grad(ids.get(), dy.get(), dtable.get()));
+    DeviceTensor gids(ids), gdy(dy), gdtable(dtype, {rows, width});
+    std::vector<Tensor> results;
+    for (int call = 0; call < 3; ++call) {
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_embedding_grad(
+          gids.get(), gdy.get(), gdtable.get(), nullptr));
+      expectDeviceClean();
+      results.push_back(gdtable.download());
+    }
+    for (int call = 1; call < 3; ++call)
+      expectSameBits(results[call], results[0], "embedding_grad");
+    // Long runs round differently from the CPU's one sequential sum (bf16
+    // results by an ulp).
+    expectTensorsNear(results[0], dtable, dtype == TESSERA_F32 ? 1e-4 : 1e-2,
+                      1e-3, "embedding_grad");
+    Tensor shortRuns(dtype, {rows, width}), shortRunsCpu(dtype, {rows, width});
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t j = 0; j < width; ++j) {
+        bool shortRun = occurrences[row] <= 64;
+        int64_t i = row * width + j;
+        tessera::cpu::storeFloat(shortRuns.data(), dtype, i,
+                                 shortRun ? results[0].at(i) : 0.0f);
+        tessera::cpu::storeFloat(shortRunsCpu.data(), dtype, i,
+                                 shortRun ? dtable.at(i) : 0.0f);
+      }
+    expectSameBits(shortRuns, shortRunsCpu, "embedding_grad short runs");
+  }
+}
+
+TEST(LayersCuda, EmbeddingGradBadIdIsADeviceError) {
+  REQUIRE_GPU();
+  Tensor ids = Tensor::integers({3}, {0, 5, 0});
+  Tensor dy = randomTensor(TESSERA_F32, {3, 4}, 33);
+  DeviceTensor gids(ids), gdy(dy), gdtable(TESSERA_F32, {5, 4});
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_embedding_grad(gids.get(), gdy.get(),
+                                                    gdtable.get(), nullptr));
+  EXPECT_EQ(tessera_cuda_check_device_errors(nullptr), 1);
+  std::string message = tessera_cuda_last_error();
+  EXPECT_NE(message.find("tessera_cuda_embedding_grad: index 5 at flat "
+                         "position 1 is outside [0, 5)"),
+            std::string::npos)
+      << message;
+  // The bad position adds nothing; row 0 sums positions 0 and 2.
+  Tensor dtable = gdtable.download();
+  for (int64_t j = 0; j < 4; ++j) {
+    EXPECT_EQ(dtable.at(j), dy.at(j) + dy.at(8 + j)) << j;
+    for (int64_t row = 1; row < 5; ++row)
+      EXPECT_EQ(dtable.at(row * 4 + j), 0.0f) << row << ", " << j;
+  }
+}
+
 TEST(LayersCuda, EmbeddingBadIdIsADeviceError) {
   REQUIRE_GPU();
   Tensor table = randomTensor(TESSERA_F32, {5, 4}, 9);
@@ -266,6 +400,39 @@ TEST(LayersCuda, GatherWithNegativeIndicesAndGradient) {
     expectTensorsEqual(gy.download(), y, "gather");
     expectTensorsNear(gdx.download(), dx, toleranceFor(dtype), 1e-6,
                       "gather_grad");
+  }
+}
+
+// gather's gradient with an outer dim, negative indices (-1 and 39 name the
+// same row and interleave) and long runs: the same bits on every call.
+TEST(LayersCuda, GatherGradientIsBitwiseDeterministic) {
+  REQUIRE_GPU();
+  const int64_t outer = 5, length = 40, inner = 3, count = 2000;
+  std::vector<int64_t> indexValues;
+  std::mt19937 generator(41);
+  std::uniform_int_distribution<int64_t> anyIndex(-length, length - 1);
+  for (int64_t n = 0; n < count; ++n)
+    indexValues.push_back(n % 3 == 0 ? -1 : n % 3 == 1 ? 39 : anyIndex(generator));
+  Tensor indices = Tensor::integers({count}, indexValues);
+  for (int32_t dtype : {TESSERA_F32, TESSERA_F16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Tensor dy = randomTensor(dtype, {outer, count, inner}, 42);
+    Tensor dx(dtype, {outer, length, inner});
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_gather_grad(indices.get(), dy.get(), dx.get(), 1));
+    DeviceTensor gindices(indices), gdy(dy);
+    std::vector<Tensor> results;
+    for (int call = 0; call < 3; ++call) {
+      DeviceTensor gdx(dtype, {outer, length, inner});
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_gather_grad(
+          gindices.get(), gdy.get(), gdx.get(), 1, nullptr));
+      expectDeviceClean();
+      results.push_back(gdx.download());
+    }
+    for (int call = 1; call < 3; ++call)
+      expectSameBits(results[call], results[0], "gather_grad");
+    expectTensorsNear(results[0], dx, dtype == TESSERA_F32 ? 1e-4 : 2e-3,
+                      dtype == TESSERA_F32 ? 1e-4 : 2e-2, "gather_grad");
   }
 }
 

@@ -54,6 +54,33 @@ TEST(OptimizerCuda, SumSquaresAddsIntoADeviceAccumulator) {
   EXPECT_NEAR(actual, expected, 1e-9 * expected);
 }
 
+// A thousand blocks' partial sums: the same bits on every call.
+TEST(OptimizerCuda, SumSquaresIsBitwiseDeterministic) {
+  REQUIRE_GPU();
+  Tensor x = randomTensor(TESSERA_F32, {3000000}, 7);
+  double expected = 0.0;
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_sum_squares(x.get(), &expected));
+  DeviceTensor gx(x);
+  double *accumulator = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&accumulator), sizeof(double)),
+            cudaSuccess);
+  std::vector<double> results;
+  for (int call = 0; call < 4; ++call) {
+    cudaMemset(accumulator, 0, sizeof(double));
+    EXPECT_CUDA_KERNEL_OK(
+        tessera_cuda_sum_squares(gx.get(), accumulator, nullptr));
+    expectDeviceClean();
+    double actual = 0.0;
+    cudaMemcpy(&actual, accumulator, sizeof(double), cudaMemcpyDeviceToHost);
+    results.push_back(actual);
+  }
+  cudaFree(accumulator);
+  EXPECT_NEAR(results[0], expected, 1e-9 * expected);
+  for (int call = 1; call < 4; ++call)
+    EXPECT_EQ(std::memcmp(&results[call], &results[0], sizeof(double)), 0)
+        << results[call] << " vs " << results[0];
+}
+
 void checkReduce(int32_t op, int32_t dtype, const Shape &shape,
                  const std::vector<int64_t> &dims, bool keep) {
   SCOPED_TRACE("op " + std::to_string(op) + " dtype " + std::to_string(dtype) +
