@@ -34,9 +34,10 @@ using tessera::cpu::requireTensor;
 
 namespace {
 
-/// Non-null while this thread's step is being captured into a graph: where
-/// the loss goes instead of the caller's host float.
-thread_local float *captureLossStaging = nullptr;
+/// Non-null while this thread's step calls are deferred (recorded into a
+/// graph, or a pipeline's stage calls): where the loss goes instead of the
+/// caller's host float.
+thread_local float *deferredLossStaging = nullptr;
 
 /// Device copies of the program's constant tables, per (device, table).
 std::mutex constantMutex;
@@ -165,7 +166,7 @@ extern "C" int tessera_cuda_read_scalar_f32(const tessera_tensor *x,
     const tessera_tensor &scalar = requireTensor(x, "x");
     if (scalar.dtype != TESSERA_F32 || elementCount(scalar) != 1)
       fail("expected one F32 element");
-    float *destination = captureLossStaging ? captureLossStaging : value;
+    float *destination = deferredLossStaging ? deferredLossStaging : value;
     cudaCheck(cudaMemcpyAsync(destination, scalar.data, sizeof(float),
                               cudaMemcpyDeviceToHost, stream));
   });
@@ -175,9 +176,10 @@ extern "C" int tessera_cuda_finish_step(int status, cudaStream_t stream) {
   // The first failure's message: a failed call's, kept before the check can
   // overwrite tessera_cuda_last_error with its own.
   std::string message = status ? tessera_cuda_last_error() : "";
-  // While capturing nothing has run yet: the graph's launcher checks.
+  // Deferred: the work may not even have run (recording); whoever runs it
+  // checks.
   int deviceStatus =
-      captureLossStaging ? 0 : tessera_cuda_check_device_errors(stream);
+      deferredLossStaging ? 0 : tessera_cuda_check_device_errors(stream);
   if (status == 0 && deviceStatus != 0) {
     status = deviceStatus;
     message = tessera_cuda_last_error();
@@ -187,10 +189,10 @@ extern "C" int tessera_cuda_finish_step(int status, cudaStream_t stream) {
   return status;
 }
 
-extern "C" void tessera_cuda_begin_step_capture(float *loss_staging) {
-  captureLossStaging = loss_staging;
+extern "C" void tessera_cuda_begin_deferred_step(float *loss_staging) {
+  deferredLossStaging = loss_staging;
 }
 
-extern "C" void tessera_cuda_end_step_capture(void) {
-  captureLossStaging = nullptr;
+extern "C" void tessera_cuda_end_deferred_step(void) {
+  deferredLossStaging = nullptr;
 }

@@ -16,8 +16,11 @@
 //
 // A pipelined program (PipelineParallel.h) asks for more, also before the
 // first step: device memory for its messages and saved activations, and
-// room for every micro-batch of a step; its stage calls run eagerly (no
-// step graph) and its gradients are accumulated one parameter at a time.
+// room for every micro-batch of a step. Its stage calls run eagerly (no
+// step graph) but deferred: a call only enqueues its kernels, its loss lands
+// in pinned memory, and finishStages waits and checks for device errors once
+// a step, so the host never stalls the GPU between a stage's calls and its
+// sends. Its gradients are accumulated one range of parameters at a time.
 //
 // Memory is reported as what this process holds on the device beyond what
 // it held when the backend started (after the CUDA context was made), read
@@ -32,10 +35,12 @@
 #include "CudaStepGraph.h"
 #include "TrainCudaCheck.h"
 #include "TrainError.h"
+#include "tessera/runtime/cuda_lowering_support.h"
 #include "tessera/runtime/cuda_optimizer.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace tessera::train {
@@ -146,14 +151,18 @@ public:
   }
   void reserveMicroBatches(int64_t count) override {
     microBatchSlots = count;
+    // A loss per micro-batch, twice over for room; more just waits early.
+    stageLossCapacity = 2 * std::max<int64_t>(count, 1);
+    stageLosses = PinnedBuffer(stageLossCapacity * sizeof(float));
     slotTokens = DeviceBuffer(count * microBatchBytes, "the step's tokens");
     slotTargets = DeviceBuffer(count * microBatchBytes, "the step's targets");
     checkCuda(cudaDeviceSynchronize(), "preparing the micro-batches");
   }
   void storeMicroBatch(int64_t slot) override;
-  double runStage(const tessera_stage_function &function, int64_t slot,
-                  const tessera_tensor *inputs, tessera_tensor *outputs,
-                  float lossScale, uint64_t seed) override;
+  void runStage(const tessera_stage_function &function, int64_t slot,
+                const tessera_tensor *inputs, tessera_tensor *outputs,
+                float lossScale, uint64_t seed) override;
+  double finishStages() override;
   void accumulateGradients(int32_t begin, int32_t end, bool first) override;
   void addToAccumulator(int32_t parameter, const float *part) override {
     checkKernel(tessera_cuda_accumulate_gradients(
@@ -180,6 +189,9 @@ public:
 private:
   /// A host copy of a whole flat device buffer.
   std::vector<unsigned char> download(const FlatBuffer &buffer);
+  /// Waits for the deferred stage calls and adds their losses into
+  /// foldedStageLoss.
+  void foldStagedLosses();
   /// The chunks the norm and AdamW work on, and their sums' buffers.
   void useChunks(const std::vector<tessera_tensor_chunk> &table);
 
@@ -196,6 +208,11 @@ private:
   std::vector<DeviceBuffer> allocations;
   DeviceBuffer slotTokens, slotTargets;
   int64_t microBatchSlots = 0;
+  /// The losses of stage calls not yet waited for (pinned, written by the
+  /// calls' copies), and the sum of those already waited for.
+  PinnedBuffer stageLosses;
+  int64_t stageLossCapacity = 0, stagedLosses = 0;
+  double foldedStageLoss = 0;
   PinnedBuffer hostTokens, hostTargets, hostPartialSums;
   std::vector<int32_t> chunkTensors;
   std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
@@ -371,20 +388,48 @@ void CudaBackend::storeMicroBatch(int64_t slot) {
   checkCuda(cudaStreamSynchronize(streamHandle), "uploading the micro-batch");
 }
 
-double CudaBackend::runStage(const tessera_stage_function &function,
-                             int64_t slot, const tessera_tensor *inputs,
-                             tessera_tensor *outputs, float lossScale,
-                             uint64_t seed) {
+void CudaBackend::runStage(const tessera_stage_function &function,
+                           int64_t slot, const tessera_tensor *inputs,
+                           tessera_tensor *outputs, float lossScale,
+                           uint64_t seed) {
   tessera_tensor_info info = microBatchInfo(program);
   auto at = [&](const DeviceBuffer &buffer) {
     return static_cast<unsigned char *>(buffer.get()) + slot * microBatchBytes;
   };
   tessera_tensor tokenTensor = makeTensor(at(slotTokens), TESSERA_I64, info);
   tessera_tensor targetTensor = makeTensor(at(slotTargets), TESSERA_I64, info);
-  // Eager: a stage's call sits between the pipeline's sends and receives.
-  return callStage(function, parameterTensors.data(), bufferTensors.data(),
-                   &tokenTensor, &targetTensor, inputs, lossScale, seed,
-                   gradientTensors.data(), outputs);
+  if (stagedLosses == stageLossCapacity)
+    foldStagedLosses();
+  // Eager (a stage's call sits between the pipeline's sends and receives)
+  // but deferred: the host goes on to the next sends and calls while this
+  // one runs; finishStages waits once a step.
+  struct Deferred {
+    explicit Deferred(float *staging) {
+      tessera_cuda_begin_deferred_step(staging);
+    }
+    ~Deferred() { tessera_cuda_end_deferred_step(); }
+  } deferred(static_cast<float *>(stageLosses.get()) + stagedLosses);
+  callStage(function, parameterTensors.data(), bufferTensors.data(),
+            &tokenTensor, &targetTensor, inputs, lossScale, seed,
+            gradientTensors.data(), outputs);
+  if (function.returns_loss)
+    ++stagedLosses;
+}
+
+void CudaBackend::foldStagedLosses() {
+  checkKernel(tessera_cuda_check_device_errors(streamHandle),
+              "the step's stage calls");
+  const auto *losses = static_cast<const float *>(stageLosses.get());
+  for (int64_t i = 0; i < stagedLosses; ++i)
+    foldedStageLoss += losses[i];
+  stagedLosses = 0;
+}
+
+double CudaBackend::finishStages() {
+  foldStagedLosses();
+  double sum = foldedStageLoss;
+  foldedStageLoss = 0;
+  return sum;
 }
 
 void CudaBackend::accumulateGradients(int32_t begin, int32_t end,

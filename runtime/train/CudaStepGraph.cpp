@@ -45,10 +45,10 @@ bool CudaStepGraph::record(float lossScale,
   // instead of the process.
   checkCuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed),
             "recording the step");
-  tessera_cuda_begin_step_capture(lossStaging);
+  tessera_cuda_begin_deferred_step(lossStaging);
   float unused = 0;
   int status = step(&unused);
-  tessera_cuda_end_step_capture();
+  tessera_cuda_end_deferred_step();
   cudaGraph_t graph = nullptr;
   cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   std::string problem;

@@ -85,9 +85,14 @@ public:
     slotTargets.assign(values, 0);
   }
   void storeMicroBatch(int64_t slot) override;
-  double runStage(const tessera_stage_function &function, int64_t slot,
-                  const tessera_tensor *inputs, tessera_tensor *outputs,
-                  float lossScale, uint64_t seed) override;
+  void runStage(const tessera_stage_function &function, int64_t slot,
+                const tessera_tensor *inputs, tessera_tensor *outputs,
+                float lossScale, uint64_t seed) override;
+  double finishStages() override {
+    double sum = stageLossSum;
+    stageLossSum = 0;
+    return sum;
+  }
   void accumulateGradients(int32_t begin, int32_t end, bool first) override;
   void addToAccumulator(int32_t parameter, const float *part) override {
     float *sum = static_cast<float *>(accumulators.get()) + layout.offset(parameter);
@@ -128,6 +133,8 @@ private:
   std::vector<AlignedBuffer> allocations;
   /// A pipelined step's micro-batches, one [batch, sequence] after another.
   std::vector<int64_t> slotTokens, slotTargets;
+  /// The losses of the stage calls since finishStages.
+  double stageLossSum = 0;
   bool restricted = false;
   std::vector<ParameterLayout::Piece> restriction;
   std::vector<std::vector<unsigned char>> bufferValues;
@@ -224,19 +231,20 @@ void HostBackend::storeMicroBatch(int64_t slot) {
               targetValues.data(), count * sizeof(int64_t));
 }
 
-double HostBackend::runStage(const tessera_stage_function &function,
-                             int64_t slot, const tessera_tensor *inputs,
-                             tessera_tensor *outputs, float lossScale,
-                             uint64_t seed) {
+void HostBackend::runStage(const tessera_stage_function &function,
+                           int64_t slot, const tessera_tensor *inputs,
+                           tessera_tensor *outputs, float lossScale,
+                           uint64_t seed) {
   const size_t at = static_cast<size_t>(slot) * tokenValues.size();
   tessera_tensor_info info = microBatchInfo(program);
   tessera_tensor tokenTensor =
       makeTensor(slotTokens.data() + at, TESSERA_I64, info);
   tessera_tensor targetTensor =
       makeTensor(slotTargets.data() + at, TESSERA_I64, info);
-  return callStage(function, parameterTensors.data(), bufferTensors.data(),
-                   &tokenTensor, &targetTensor, inputs, lossScale, seed,
-                   gradientTensors.data(), outputs);
+  stageLossSum += callStage(function, parameterTensors.data(),
+                            bufferTensors.data(), &tokenTensor, &targetTensor,
+                            inputs, lossScale, seed, gradientTensors.data(),
+                            outputs);
 }
 
 void HostBackend::accumulateGradients(int32_t begin, int32_t end,

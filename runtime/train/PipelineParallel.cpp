@@ -482,8 +482,10 @@ PipelineStep::Chunk &PipelineStep::chunkOf(int32_t chunk) {
 }
 
 PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
-                           TrainingBackend &backend, tessera_comm *comm)
+                           TrainingBackend &backend, tessera_comm *comm,
+                           Trace &trace)
     : layout(layout), device(device), backend(backend), comm(comm),
+      trace(trace),
       owned(layout.ownedBy(device)), agreement(comm, backend.stream()) {
   const tessera_pipeline &pipeline = layout.pipeline();
   const tessera_program &whole = layout.wholeProgram();
@@ -761,8 +763,12 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
     for (size_t j = 0; j < received.size(); ++j)
       inputs[first + j] = received[j];
   }
+  // The measured schedule, to lay beside `tesserac --explain=trace`'s.
+  TraceRange range(trace, task.forward ? "forward" : "backward");
+  range.addInteger("chunk", task.chunk);
+  range.addInteger("micro_batch", task.micro_batch);
   try {
-    lossSum += backend.runStage(
+    backend.runStage(
         function, task.micro_batch,
         task.forward ? chunk.forwardInputs.data() : chunk.backwardInputs.data(),
         task.forward ? chunk.forwardOutputs.data()
@@ -802,8 +808,8 @@ double PipelineStep::run(int64_t step, float lossScale,
   const int32_t count = pipeline.task_counts[device];
   std::fill(contributed.begin(), contributed.end(), false);
   std::fill(nextArrival.begin(), nextArrival.end(), 0);
-  lossSum = 0;
   auto group = [&](auto &&body) {
+    TraceRange range(trace, "send_receive");
     if (tessera_comm_group_start(comm) != 0)
       fail("step " + std::to_string(step) + ": " + tessera_comm_last_error());
     body();
@@ -823,6 +829,12 @@ double PipelineStep::run(int64_t step, float lossScale,
     });
   }
   sumGradientParts(step);
+  double lossSum = 0;
+  try {
+    lossSum = backend.finishStages();
+  } catch (const TrainError &error) {
+    fail("step " + std::to_string(step) + ": " + error.what());
+  }
   double loss = lossSum / static_cast<double>(pipeline.micro_batches);
   try {
     return agreement.sum(loss);

@@ -64,6 +64,7 @@
 #ifndef TESSERA_RUNTIME_TRAIN_PIPELINEPARALLEL_H
 #define TESSERA_RUNTIME_TRAIN_PIPELINEPARALLEL_H
 
+#include "Trace.h"
 #include "TrainingBackend.h"
 #include "TrainingState.h"
 
@@ -154,8 +155,9 @@ private:
 /// parameters when made.
 class PipelineStep {
 public:
+  /// `trace` gets a range per task and per group of sends and receives.
   PipelineStep(const PipelineLayout &layout, int32_t device,
-               TrainingBackend &backend, tessera_comm *comm);
+               TrainingBackend &backend, tessera_comm *comm, Trace &trace);
   ~PipelineStep();
   PipelineStep(const PipelineStep &) = delete;
   PipelineStep &operator=(const PipelineStep &) = delete;
@@ -187,6 +189,7 @@ private:
   int32_t device;
   TrainingBackend &backend;
   tessera_comm *comm;
+  Trace &trace;
   std::vector<std::unique_ptr<Chunk>> chunks;
   std::vector<bool> owned;
   /// Per parameter, whether this step's gradient has its first
@@ -207,7 +210,6 @@ private:
   /// received.
   std::vector<std::vector<tessera_pipeline_task>> incoming;
   std::vector<size_t> nextArrival;
-  double lossSum = 0;
   comm::ScalarAgreement agreement;
 };
 

@@ -356,7 +356,8 @@ void Trainer::start() {
     }
     if (pipeline) {
       pipelineStep = std::make_unique<PipelineStep>(
-          pipeline->layout, pipeline->device, *backend, pipeline->comm);
+          pipeline->layout, pipeline->device, *backend, pipeline->comm,
+          trace);
       microBatchSeeds.assign(
           static_cast<size_t>(options.gradientAccumulation), 0);
     }
@@ -570,9 +571,10 @@ int Trainer::run() {
 
 /// The ranks of `shape` as threads of this process over the in-process
 /// comm (adopted by `adoptRank`, the device's view of them, when given),
-/// each running `runRank` with its comms and its trace (rank 0's traces the
-/// host side, the others' are silent). The first rank to fail is the run's
-/// error (the others then fail waiting for it); returns the exit code.
+/// each running `runRank` with its comms and its own trace (FILE.rankN.json,
+/// as launched ranks write; rank 0 alone prints where). The first rank to
+/// fail is the run's error (the others then fail waiting for it); returns
+/// the exit code.
 int runRankThreads(
     const comm::MeshShape &shape, const TrainOptions &options,
     const ThreadRankFactory &adoptRank, const std::string &name,
@@ -580,18 +582,26 @@ int runRankThreads(
     const std::function<int(const comm::RankComms &, Trace &)> &runRank) {
   comm::ThreadWorld world(shape, timeoutSeconds);
   // One process's GPU activity would mix every rank's kernels: the thread
-  // ranks trace the host side only.
-  Trace leaderTrace(traceOptionsFromFlags(options, name, /*captureGpu=*/false));
+  // ranks trace the host side only. Made here, before any rank starts, so
+  // that an unwritable file fails the run at once.
+  std::vector<std::unique_ptr<Trace>> traces;
+  const int32_t ranks = world.size();
+  for (int32_t r = 0; r < ranks; ++r) {
+    TraceOptions traceOptions = traceOptionsFromFlags(
+        options, name, /*captureGpu=*/false, r, ranks);
+    if (r != 0)
+      traceOptions.messages = nullptr;
+    traces.push_back(std::make_unique<Trace>(std::move(traceOptions)));
+  }
   std::mutex mutex;
   std::optional<TrainError> firstError;
   try {
     comm::runThreadRanks(world, [&](const comm::RankComms &hostComms) {
-      Trace silent;
       try {
         std::unique_ptr<ThreadRankDevice> device =
             adoptRank ? adoptRank(hostComms) : nullptr;
         const comm::RankComms &comms = device ? device->comms() : hostComms;
-        return runRank(comms, comms.rank == 0 ? leaderTrace : silent);
+        return runRank(comms, *traces[static_cast<size_t>(hostComms.rank)]);
       } catch (const TrainError &error) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!firstError)
@@ -606,7 +616,8 @@ int runRankThreads(
       throw *firstError;
     throw;
   }
-  leaderTrace.finish();
+  for (std::unique_ptr<Trace> &trace : traces)
+    trace->finish();
   return 0;
 }
 

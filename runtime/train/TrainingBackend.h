@@ -121,13 +121,18 @@ public:
   virtual void storeMicroBatch(int64_t slot) = 0;
   /// Calls `function` (a chunk's forward or backward) on the micro-batch
   /// in slot `slot` with the backend's parameters, buffers and gradients
-  /// and the given inputs and outputs (in the backend's memory); finished
-  /// when it returns. Returns the loss the call wrote (0 unless it
-  /// returns_loss); throws TrainError with the program's message.
-  virtual double runStage(const tessera_stage_function &function,
-                          int64_t slot, const tessera_tensor *inputs,
-                          tessera_tensor *outputs, float lossScale,
-                          uint64_t seed) = 0;
+  /// and the given inputs and outputs (in the backend's memory). The GPU
+  /// only enqueues it on stream(), so a step's calls and sends run without
+  /// a host wait between them; the host runs it before returning. Throws
+  /// TrainError with the program's message for what the call finds wrong
+  /// before it runs.
+  virtual void runStage(const tessera_stage_function &function, int64_t slot,
+                        const tessera_tensor *inputs, tessera_tensor *outputs,
+                        float lossScale, uint64_t seed) = 0;
+  /// Waits for the stage calls since the last finishStages and returns the
+  /// sum of the losses they wrote (those of functions that returns_loss);
+  /// throws TrainError with the message of an error a kernel found.
+  virtual double finishStages() = 0;
   /// Adds the gradients of parameters [begin, end) (computeGradients, just
   /// written) into their f32 accumulators, one contiguous range of the flat
   /// buffers (their slices and the zero gaps between them); `first`: the

@@ -88,15 +88,16 @@ int tessera_cuda_finish_step(int status, cudaStream_t stream);
  * tessera_cuda_finish_step reports them like any failed kernel. */
 void tessera_cuda_set_last_error(const char *message);
 
-/* Graph capture of the step (the driver's --cuda-graphs): between begin and
- * end, the calling thread's step is being recorded into a CUDA graph rather
- * than run, so tessera_cuda_read_scalar_f32 copies the loss into
- * `loss_staging` (pinned host memory that outlives the graph) instead of the
- * caller's *value, and tessera_cuda_finish_step leaves the device-error
- * check to whoever launches the graph (tessera_cuda_check_device_errors
- * after cudaGraphLaunch). */
-void tessera_cuda_begin_step_capture(float *loss_staging);
-void tessera_cuda_end_step_capture(void);
+/* A deferred step call: between begin and end, the calling thread's step
+ * calls only enqueue work. tessera_cuda_read_scalar_f32 copies the loss
+ * into `loss_staging` (pinned host memory that outlives the work) instead of
+ * the caller's *value, and tessera_cuda_finish_step neither waits for the
+ * stream nor checks for device errors: whoever runs the work does, with
+ * tessera_cuda_check_device_errors. The driver defers the call it records
+ * into a CUDA graph (--cuda-graphs: nothing runs while recording) and a
+ * pipeline's stage calls (one wait a step instead of one a call). */
+void tessera_cuda_begin_deferred_step(float *loss_staging);
+void tessera_cuda_end_deferred_step(void);
 
 #ifdef __cplusplus
 }
