@@ -3,6 +3,7 @@
 #include "tessera/Pipeline/ProgramUnits.h"
 
 #include "Tess/IR/TessOps.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -148,6 +149,37 @@ llvm::Expected<ProgramUnits> partitionIntoUnits(ModuleOp module) {
       }
   }
 
+  // The parameter-only forward ops, and the unit of each one's last
+  // forward reader, seen through parameter-only readers.
+  auto fromParameters = [&](Value value) {
+    if (auto argument = llvm::dyn_cast<BlockArgument>(value))
+      return function.getArgAttr(argument.getArgNumber(), "tess.parameter") ||
+             function.getArgAttr(argument.getArgNumber(), "tess.buffer");
+    Operation *producer = value.getDefiningOp();
+    return llvm::isa<tess::ConstantOp>(producer) ||
+           result.parameterOnly.contains(producer);
+  };
+  for (Operation &op : body.without_terminator())
+    if (!result.isBackward[&op] && !llvm::isa<tess::ConstantOp>(op) &&
+        op.getNumRegions() == 0 && op.getNumOperands() > 0 &&
+        isMemoryEffectFree(&op) &&
+        llvm::all_of(op.getOperands(), fromParameters) &&
+        llvm::none_of(op.getUsers(),
+                      [&](Operation *user) { return user == terminator; }))
+      result.parameterOnly.insert(&op);
+  llvm::DenseMap<Operation *, unsigned> lastReaderUnit;
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (!result.parameterOnly.contains(&op))
+      continue;
+    unsigned unit = result.unitOf[&op];
+    for (Operation *user : op.getUsers())
+      if (result.parameterOnly.contains(user))
+        unit = std::max(unit, lastReaderUnit.lookup(user));
+      else if (!result.isBackward.lookup(user))
+        unit = std::max(unit, result.unitOf.lookup(user));
+    lastReaderUnit[&op] = unit;
+  }
+
   // Backward ops: the largest unit among the forward values they read.
   unsigned previous = headUnit;
   for (Operation &op : body) {
@@ -163,7 +195,9 @@ llvm::Expected<ProgramUnits> partitionIntoUnits(ModuleOp module) {
               parameterArgument(operand, function))
         unit = std::max(unit.value_or(0), lastUnitOfArgument.lookup(*argument));
       else if (Operation *producer = operand.getDefiningOp();
-               producer && !llvm::isa<tess::ConstantOp>(producer))
+               producer && result.parameterOnly.contains(producer))
+        unit = std::max(unit.value_or(0), lastReaderUnit.lookup(producer));
+      else if (producer && !llvm::isa<tess::ConstantOp>(producer))
         unit = std::max(unit.value_or(0), result.unitOf.lookup(producer));
     }
     if (!unit)

@@ -24,7 +24,11 @@
 // the head's); a backward op reading only program inputs (the embedding's
 // scatter-add of token ids) is the embedding's, and one reading no forward
 // value at all (gradient sums) belongs with the backward op before it, since
-// the backward is emitted layer by layer in reverse.
+// the backward is emitted layer by layer in reverse. A forward value
+// computed from parameters alone (the head's padded copy of a tied
+// embedding) counts, for a backward op, as the unit of its last forward
+// reader: the head's input gradient, read off the padded weight, is the
+// head's, not the embedding's.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,6 +37,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
 
@@ -61,6 +66,11 @@ struct ProgramUnits {
   llvm::DenseMap<mlir::Operation *, unsigned> unitOf;
   /// Ops of @forward_backward that depend on the loss gradient.
   llvm::DenseMap<mlir::Operation *, bool> isBackward;
+  /// Forward ops computed from parameters, buffers and constants alone (a
+  /// weight's cast to the compute type, the LM head's padded copy of a
+  /// tied embedding), none of whose values is a result of the program:
+  /// any stage can compute them again for itself rather than receive them.
+  llvm::DenseSet<mlir::Operation *> parameterOnly;
 
   size_t layerCount() const { return units.size() - 2; }
 };

@@ -18,6 +18,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -207,6 +208,43 @@ void keepGradientsWithParameters(const pipeline::ProgramUnits &units,
   }
 }
 
+/// A backward op reading one gradient and nothing else (the reshape of a
+/// layer output's gradient for its weight gradient) sits with the op
+/// before it, which may be a stage later than all its readers: then its
+/// result would cross the boundary as well as its operand, which the
+/// residual stream sends down anyway. Moves it down to its latest reader
+/// (readers first: the sweep is in reverse), where its operand arrives.
+/// After splitCrossStageGradientSums: the adds of a gradient summed across
+/// stages are no readers any more, and a stage's part stays in its stage.
+void lowerSingleGradientOps(const pipeline::ProgramUnits &units,
+                            llvm::DenseMap<Operation *, int64_t> &stageOf) {
+  func::FuncOp function = units.forwardBackward;
+  Block &body = function.getBody().front();
+  Operation *terminator = body.getTerminator();
+  auto isBackward = [&](Operation *op) { return units.isBackward.lookup(op); };
+  for (Operation &op : llvm::reverse(body.without_terminator())) {
+    if (!isBackward(&op) || !stageOf.count(&op) || op.use_empty())
+      continue;
+    SmallVector<Value> read;
+    for (Value operand : op.getOperands())
+      if (!isConstant(operand))
+        read.push_back(operand);
+    Operation *producer = read.size() == 1 ? read[0].getDefiningOp() : nullptr;
+    if (!producer || !isBackward(producer) || !stageOf.count(producer))
+      continue;
+    std::optional<int64_t> latestReader;
+    for (Operation *reader : op.getUsers()) {
+      if (reader == terminator || !stageOf.count(reader)) {
+        latestReader.reset();
+        break;
+      }
+      latestReader = std::max(latestReader.value_or(0), stageOf.lookup(reader));
+    }
+    if (latestReader)
+      stageOf[&op] = std::min(stageOf.lookup(&op), *latestReader);
+  }
+}
+
 /// Finds the gradients that are sums (trees of tess.add read by nothing
 /// else) of contributions from several stages and makes each stage's part
 /// its own: the tree's adds leave the stages (stageOf), and the parts of
@@ -265,6 +303,44 @@ void splitCrossStageGradientSums(func::FuncOp function, StageCut &cut) {
   }
 }
 
+/// ProgramUnits puts a parameter-only op (ProgramUnits::parameterOnly) with
+/// the first unit of its parameter, so the head's [vocabulary, hidden]
+/// padded copy of a tied embedding would be computed by the first stage and
+/// sent to the last with every micro-batch. Instead every stage computes
+/// the parameter-only ops its ops read, with the ones those read: per
+/// stage, they join its forward ops, and what its backward reads of them
+/// its forward saves, as a value it computed itself.
+std::vector<llvm::DenseSet<Operation *>>
+replicateParameterOnlyOps(const pipeline::ProgramUnits &units,
+                          StageCut &cut) {
+  const llvm::DenseSet<Operation *> &replicated = units.parameterOnly;
+  func::FuncOp function = units.forwardBackward;
+  Block &body = function.getBody().front();
+  std::vector<llvm::DenseSet<Operation *>> needed(cut.stageCount);
+  std::function<void(Operation *, int64_t)> need = [&](Operation *op,
+                                                       int64_t stage) {
+    if (!needed[stage].insert(op).second)
+      return;
+    for (Value operand : op->getOperands())
+      if (Operation *producer = operand.getDefiningOp();
+          producer && replicated.contains(producer))
+        need(producer, stage);
+  };
+  for (Operation &op : body.without_terminator()) {
+    auto found = cut.stageOf.find(&op);
+    if (found == cut.stageOf.end())
+      continue;
+    for (Value operand : op.getOperands())
+      if (Operation *producer = operand.getDefiningOp();
+          producer && replicated.contains(producer)) {
+        need(producer, found->second);
+        if (units.isBackward.lookup(&op))
+          cut.saved[found->second].insert(operand);
+      }
+  }
+  return needed;
+}
+
 struct SplitPipelineStagesPass
     : tessera::impl::SplitPipelineStagesBase<SplitPipelineStagesPass> {
   using SplitPipelineStagesBase::SplitPipelineStagesBase;
@@ -320,12 +396,21 @@ SplitPipelineStagesPass::cut(const pipeline::ProgramUnits &units) {
       result.stageOf[&op] = stageOfUnit(units.unitOf.lookup(&op));
   keepGradientsWithParameters(units, result.stageOf);
   splitCrossStageGradientSums(function, result);
+  lowerSingleGradientOps(units, result.stageOf);
+  for (Operation *op : units.parameterOnly)
+    result.stageOf.erase(op);
+  std::vector<llvm::DenseSet<Operation *>> replicas =
+      replicateParameterOnlyOps(units, result);
   for (Operation &op : body.without_terminator()) {
     auto found = result.stageOf.find(&op);
     if (found != result.stageOf.end())
       (units.isBackward.lookup(&op) ? result.backwardOps
                                     : result.forwardOps)[found->second]
           .push_back(&op);
+    else if (units.parameterOnly.contains(&op))
+      for (int64_t stage = 0; stage < result.stageCount; ++stage)
+        if (replicas[stage].contains(&op))
+          result.forwardOps[stage].push_back(&op);
   }
 
   // Each value's readers: a forward value read by a later stage passes
