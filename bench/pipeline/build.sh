@@ -49,6 +49,6 @@ for remat in none selective full; do
       --remat "$remat" -o "$out/one-$remat-train"
 done
 strip "$out"/*-train
-cp "$root/bench/pipeline/report.py" "$root/bench/metrics.py" "$root/bench/gpu-env.sh" "$root/bench/pipeline/run.sh" \
+cp "$root/bench/pipeline/report.py" "$root/bench/pipeline/task_times.py" "$root/bench/metrics.py" "$root/bench/gpu-env.sh" "$root/bench/pipeline/run.sh" \
     "$root/bench/gpt2/make_tokens.py" "$out/"
 du -sh "$out"

@@ -32,5 +32,14 @@ if [[ "$gpus" -ge 2 ]]; then
   done
 else
   echo "run.sh: the 2-stage pipeline runs need 2 GPUs; this machine has $gpus"
+  # Functional only: both stages as thread ranks of one process on the one
+  # GPU, their messages staged through host memory; the per-rank traces
+  # say what a stage call and a send/receive cost.
+  echo "[$(date +%T)] pp2-none as 2 thread ranks on 1 GPU (not a 2-GPU measurement)"
+  "$here/pp2-none-train" --data "$OUT/tokens.bin" --init random --steps 6 --lr 6e-4 \
+      --warmup 2 --no-shuffle --trace "$OUT/pp2-none-threads.json" --trace-steps 4:5 \
+      > "$OUT/pp2-none-threads.log" 2>&1 || echo "pp2-none (thread ranks) failed with exit $?"
+  tail -n 3 "$OUT/pp2-none-threads.log"
+  python3 "$here/task_times.py" "$OUT"/pp2-none-threads.rank*.json
 fi
 python3 "$here/report.py" "$here" "$OUT"

@@ -55,6 +55,9 @@ public:
       : options(options), parameters(parameters), inputs(inputs) {}
 
   llvm::Error prepare(ModuleOp module);
+  /// Runs this device's chunks' prepare functions: their resident values,
+  /// from this step's parameters, for every task.
+  llvm::Error computeResidents();
   llvm::Error runTask(const pipeline::ScheduledTask &task);
   llvm::Expected<PipelineRankResult> finish();
 
@@ -79,7 +82,9 @@ private:
   const PipelineInputs &inputs;
   int64_t devices = 1, chunks = 1, device = 0;
   double lossScale = 1;
-  std::vector<func::FuncOp> forwards, backwards;
+  std::vector<func::FuncOp> prepares, forwards, backwards;
+  /// Per chunk of this device, its prepare's results.
+  std::map<int64_t, std::vector<HostTensorBuffer>> residents;
   Interpreter interpreter;
   std::map<std::string, HostTensorBuffer> parameterCache;
   /// Per peer, the messages it sends this device, in its order.
@@ -130,7 +135,8 @@ llvm::Error PipelineRank::prepare(ModuleOp module) {
     interpreter.setMeshRank(*options.meshRank);
   for (int64_t chunk = 0; chunk < chunks; ++chunk)
     for (auto [functions, kind] :
-         {std::pair(&forwards, "forward"), std::pair(&backwards, "backward")}) {
+         {std::pair(&prepares, "prepare"), std::pair(&forwards, "forward"),
+          std::pair(&backwards, "backward")}) {
       std::string name = "stage" + std::to_string(chunk) + "_" + kind;
       auto function = module.lookupSymbol<func::FuncOp>(name);
       if (!function)
@@ -265,16 +271,33 @@ PipelineRank::arguments(func::FuncOp function, int64_t microBatch,
   return values;
 }
 
+llvm::Error PipelineRank::computeResidents() {
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    if (deviceOf(chunk) != device)
+      continue;
+    auto values = arguments(prepares[chunk], 0, {});
+    if (!values)
+      return values.takeError();
+    auto results = interpreter.run(prepares[chunk], std::move(*values));
+    if (!results)
+      return results.takeError();
+    residents[chunk] = std::move(*results);
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error PipelineRank::runTask(const pipeline::ScheduledTask &task) {
   int64_t chunk = task.chunk, microBatch = task.microBatch;
   func::FuncOp function = task.forward ? forwards[chunk] : backwards[chunk];
-  // Forward: the previous stage's activations; backward: this stage's saved
-  // values, then the next stage's activation gradients.
-  std::vector<HostTensorBuffer> fromPipeline;
+  // Both: the chunk's resident values; then forward: the previous stage's
+  // activations; backward: this stage's saved values, then the next
+  // stage's activation gradients.
+  std::vector<HostTensorBuffer> fromPipeline = residents[chunk];
   if (!task.forward) {
     auto found = saved.find({chunk, microBatch});
     if (found != saved.end()) {
-      fromPipeline = std::move(found->second);
+      for (HostTensorBuffer &tensor : found->second)
+        fromPipeline.push_back(std::move(tensor));
       saved.erase(found);
     }
   }
@@ -554,6 +577,8 @@ runPipelineRank(ModuleOp module, const PipelineRankOptions &options,
                 const PipelineInputs &inputs) {
   PipelineRank rank(options, parameters, inputs);
   if (llvm::Error error = rank.prepare(module))
+    return std::move(error);
+  if (llvm::Error error = rank.computeResidents())
     return std::move(error);
   int64_t device = tessera_comm_rank(options.pipelineComm);
   for (const pipeline::ScheduledTask &task : rank.order[device])

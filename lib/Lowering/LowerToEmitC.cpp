@@ -1652,7 +1652,8 @@ void LowerToEmitCPass::runOnOperation() {
     // Every chunk's calls; @forward_backward only describes the program.
     PipelineProgram &program = **pipeline;
     info->flopsPerMicroBatch = 0;
-    for (auto *stages : {&program.forwards, &program.backwards})
+    for (auto *stages :
+         {&program.prepares, &program.forwards, &program.backwards})
       for (StageFunction &stage : *stages) {
         FailureOr<std::string> call =
             lower(stage.function, stage.signature, /*threadLocalState=*/true);
@@ -1660,7 +1661,9 @@ void LowerToEmitCPass::runOnOperation() {
           return signalPassFailure();
         stage.call = *call;
         stage.flops = modelFlops(stage.function);
-        info->flopsPerMicroBatch += stage.flops;
+        // A prepare runs once a step, not once a micro-batch.
+        if (stages != &program.prepares)
+          info->flopsPerMicroBatch += stage.flops;
       }
     builder.setInsertionPointToEnd(module.getBody());
     pipelineTable = emitPipelineTables(builder, loc, program);

@@ -20,11 +20,13 @@ namespace {
 using Source = StepSignature::Source;
 using Destination = StepSignature::Destination;
 
-/// The message and saved roles of the split pass, as program.h numbers
-/// them; std::nullopt for any other argument or result.
+/// The message, saved and resident roles of the split pass, as program.h
+/// numbers them; std::nullopt for any other argument or result.
 std::optional<int32_t> stageRole(DictionaryAttr attributes) {
   if (!attributes)
     return std::nullopt;
+  if (attributes.get("tess.resident"))
+    return TESSERA_STAGE_RESIDENT;
   if (attributes.get("tess.activation"))
     return TESSERA_STAGE_ACTIVATION;
   if (attributes.get("tess.activation_gradient"))
@@ -43,18 +45,57 @@ StringRef nameOf(DictionaryAttr attributes, StringRef role) {
 }
 
 /// The position of `role` in a call's inputs or outputs (program.h): a
-/// forward takes activations and gives activations then saved values; a
-/// backward takes saved values then activation gradients and gives
+/// prepare gives resident values; a forward takes resident values then
+/// activations and gives activations then saved values; a backward takes
+/// resident values, saved values, then activation gradients and gives
 /// activation gradients.
 int roleRank(int32_t role) {
   switch (role) {
-  case TESSERA_STAGE_ACTIVATION:
+  case TESSERA_STAGE_RESIDENT:
     return 0;
-  case TESSERA_STAGE_SAVED:
+  case TESSERA_STAGE_ACTIVATION:
     return 1;
-  default:
+  case TESSERA_STAGE_SAVED:
     return 2;
+  default:
+    return 3;
   }
+}
+
+/// The roles a call of `kind` takes (inputs) or gives (outputs).
+bool takesRole(StageKind kind, int32_t role) {
+  switch (kind) {
+  case StageKind::Prepare:
+    return false;
+  case StageKind::Forward:
+    return role == TESSERA_STAGE_RESIDENT || role == TESSERA_STAGE_ACTIVATION;
+  case StageKind::Backward:
+    return role != TESSERA_STAGE_ACTIVATION;
+  }
+  return false;
+}
+bool givesRole(StageKind kind, int32_t role) {
+  switch (kind) {
+  case StageKind::Prepare:
+    return role == TESSERA_STAGE_RESIDENT;
+  case StageKind::Forward:
+    return role == TESSERA_STAGE_ACTIVATION || role == TESSERA_STAGE_SAVED;
+  case StageKind::Backward:
+    return role == TESSERA_STAGE_ACTIVATION_GRADIENT;
+  }
+  return false;
+}
+
+const char *kindName(StageKind kind) {
+  switch (kind) {
+  case StageKind::Prepare:
+    return "prepare";
+  case StageKind::Forward:
+    return "forward";
+  case StageKind::Backward:
+    return "backward";
+  }
+  return "?";
 }
 
 FailureOr<StageTensor> stageTensor(func::FuncOp function, Type type,
@@ -88,7 +129,7 @@ orderByRole(std::vector<std::pair<int32_t, unsigned>> entries) {
   return index;
 }
 
-FailureOr<StageFunction> describeStage(func::FuncOp function, bool forward,
+FailureOr<StageFunction> describeStage(func::FuncOp function, StageKind kind,
                                        const llvm::StringMap<unsigned> &parameters,
                                        const llvm::StringMap<unsigned> &buffers) {
   StageFunction stage;
@@ -129,19 +170,18 @@ FailureOr<StageFunction> describeStage(func::FuncOp function, bool forward,
         return function.emitError("tess-lower-to-emitc: @")
                << name << " takes an unknown tess.input '" << input << "'";
     } else if (std::optional<int32_t> role = stageRole(attributes)) {
-      bool expected = forward ? *role == TESSERA_STAGE_ACTIVATION
-                              : *role != TESSERA_STAGE_ACTIVATION;
-      if (!expected)
+      if (!takesRole(kind, *role))
         return function.emitError("tess-lower-to-emitc: argument ")
-               << i << " of @" << name << " has a role a "
-               << (forward ? "forward" : "backward") << " does not take";
+               << i << " of @" << name << " has a role a " << kindName(kind)
+               << " does not take";
       argument.source = Source::Input;
       inputRoles.push_back({*role, i});
     } else {
       return function.emitError("tess-lower-to-emitc: argument ")
              << i << " of @" << name
              << " has no role (tess.parameter, tess.buffer, tess.input, "
-                "tess.activation, tess.saved, tess.activation_gradient)";
+                "tess.resident, tess.activation, tess.saved, "
+                "tess.activation_gradient)";
     }
     stage.signature.arguments.push_back(argument);
   }
@@ -163,13 +203,17 @@ FailureOr<StageFunction> describeStage(func::FuncOp function, bool forward,
     DictionaryAttr attributes = function.getResultAttrDict(i);
     StepSignature::Result result;
     if (attributes && attributes.get("tess.loss")) {
-      if (!forward)
+      if (kind != StageKind::Forward)
         return function.emitError("tess-lower-to-emitc: @")
                << name << " returns the loss; only a forward may";
       result.destination = Destination::Loss;
       stage.returnsLoss = true;
     } else if (StringRef gradient = nameOf(attributes, "tess.gradient");
                !gradient.empty()) {
+      if (kind != StageKind::Backward)
+        return function.emitError("tess-lower-to-emitc: @")
+               << name << " returns the gradient of '" << gradient
+               << "'; only a backward may";
       auto found = parameters.find(gradient);
       if (found == parameters.end())
         return function.emitError("tess-lower-to-emitc: @")
@@ -183,19 +227,17 @@ FailureOr<StageFunction> describeStage(func::FuncOp function, bool forward,
                << "' twice";
       stage.gradientParameters.push_back(static_cast<int32_t>(found->second));
     } else if (std::optional<int32_t> role = stageRole(attributes)) {
-      bool expected = forward ? *role != TESSERA_STAGE_ACTIVATION_GRADIENT
-                              : *role == TESSERA_STAGE_ACTIVATION_GRADIENT;
-      if (!expected)
+      if (!givesRole(kind, *role))
         return function.emitError("tess-lower-to-emitc: result ")
-               << i << " of @" << name << " has a role a "
-               << (forward ? "forward" : "backward") << " does not give";
+               << i << " of @" << name << " has a role a " << kindName(kind)
+               << " does not give";
       result.destination = Destination::Output;
       outputRoles.push_back({*role, i});
     } else {
       return function.emitError("tess-lower-to-emitc: result ")
              << i << " of @" << name
-             << " has no role (tess.loss, tess.gradient, tess.activation, "
-                "tess.saved, tess.activation_gradient)";
+             << " has no role (tess.loss, tess.gradient, tess.resident, "
+                "tess.activation, tess.saved, tess.activation_gradient)";
     }
     stage.signature.results.push_back(result);
   }
@@ -298,19 +340,22 @@ preparePipelineProgram(ModuleOp module, const ProgramInfo &info,
 
   int64_t chunks = program.stages * program.virtualStages;
   for (int64_t chunk = 0; chunk < chunks; ++chunk)
-    for (bool forward : {true, false}) {
-      std::string name = "stage" + std::to_string(chunk) +
-                         (forward ? "_forward" : "_backward");
+    for (StageKind kind :
+         {StageKind::Prepare, StageKind::Forward, StageKind::Backward}) {
+      std::string name =
+          "stage" + std::to_string(chunk) + "_" + kindName(kind);
       auto function = module.lookupSymbol<func::FuncOp>(name);
       if (!function)
         return module.emitError("tess-lower-to-emitc: the module is split "
                                 "into ")
                << chunks << " pipeline chunks but has no @" << name;
       FailureOr<StageFunction> stage =
-          describeStage(function, forward, parameters, buffers);
+          describeStage(function, kind, parameters, buffers);
       if (failed(stage))
         return failure();
-      (forward ? program.forwards : program.backwards)
+      (kind == StageKind::Prepare   ? program.prepares
+       : kind == StageKind::Forward ? program.forwards
+                                    : program.backwards)
           .push_back(std::move(*stage));
     }
 
@@ -318,9 +363,16 @@ preparePipelineProgram(ModuleOp module, const ProgramInfo &info,
   int losses = 0;
   std::vector<int> completions(info.parameters.size(), 0);
   for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    StageFunction &prepare = program.prepares[chunk];
     StageFunction &forward = program.forwards[chunk];
     StageFunction &backward = program.backwards[chunk];
     losses += forward.returnsLoss;
+    // Both calls take all the prepare's resident values, in its order.
+    for (const StageFunction *reader : {&forward, &backward})
+      if (failed(checkMessage(prepare, prepare.outputs, *reader,
+                              withRole(reader->inputs, TESSERA_STAGE_RESIDENT),
+                              "resident values")))
+        return failure();
     for (int32_t parameter : forward.gradientParameters)
       ++completions[parameter];
     for (int32_t parameter : backward.gradientParameters)
@@ -358,7 +410,8 @@ preparePipelineProgram(ModuleOp module, const ProgramInfo &info,
                                         "chunk sends activations or receives "
                                         "activation gradients");
     }
-    if (chunk == 0 && (!forward.inputs.empty() ||
+    if (chunk == 0 && (!withRole(forward.inputs, TESSERA_STAGE_ACTIVATION)
+                            .empty() ||
                        !withRole(backward.outputs,
                                  TESSERA_STAGE_ACTIVATION_GRADIENT)
                             .empty()))
@@ -383,9 +436,9 @@ preparePipelineProgram(ModuleOp module, const ProgramInfo &info,
 namespace {
 
 std::string stageTensorInitializer(const std::vector<StageTensor> &tensors) {
-  static const char *const roles[] = {"TESSERA_STAGE_ACTIVATION",
-                                      "TESSERA_STAGE_ACTIVATION_GRADIENT",
-                                      "TESSERA_STAGE_SAVED"};
+  static const char *const roles[] = {
+      "TESSERA_STAGE_ACTIVATION", "TESSERA_STAGE_ACTIVATION_GRADIENT",
+      "TESSERA_STAGE_SAVED", "TESSERA_STAGE_RESIDENT"};
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "{";
@@ -446,6 +499,8 @@ std::string emitPipelineTables(OpBuilder &builder, Location loc,
   std::string forwards = functionTable("tessera_stage_forwards", program.forwards);
   std::string backwards =
       functionTable("tessera_stage_backwards", program.backwards);
+  std::string prepares =
+      functionTable("tessera_stage_prepares", program.prepares);
 
   std::vector<int32_t> counts;
   std::string lists = "{";
@@ -477,7 +532,8 @@ std::string emitPipelineTables(OpBuilder &builder, Location loc,
      << ",\n    /*schedule=*/" << cStringLiteral(program.schedule)
      << ",\n    /*forwards=*/" << forwards << ",\n    /*backwards=*/"
      << backwards << ",\n    /*task_counts=*/" << taskCounts
-     << ",\n    /*tasks=*/" << taskLists << "}";
+     << ",\n    /*tasks=*/" << taskLists << ",\n    /*prepares=*/" << prepares
+     << "}";
   MLIRContext *context = builder.getContext();
   emitc::GlobalOp::create(builder, loc, "tessera_pipeline_definition",
                           emitc::OpaqueType::get(context, "tessera_pipeline"),

@@ -45,7 +45,12 @@ struct StageTensor {
   std::vector<int64_t> shape;
 };
 
-/// One chunk's forward or backward and its tessera_stage_function row.
+/// The three calls of a chunk: its once-a-step prepare, its forward and its
+/// backward.
+enum class StageKind { Prepare, Forward, Backward };
+
+/// One chunk's prepare, forward or backward and its tessera_stage_function
+/// row.
 struct StageFunction {
   mlir::func::FuncOp function;
   StepSignature signature;
@@ -61,7 +66,7 @@ struct PipelineProgram {
   int64_t stages = 1, virtualStages = 1, microBatches = 1;
   std::string schedule;
   /// Per chunk (stages * virtualStages).
-  std::vector<StageFunction> forwards, backwards;
+  std::vector<StageFunction> prepares, forwards, backwards;
   /// Per device, its tasks in order (scheduleTaskOrder).
   std::vector<std::vector<pipeline::ScheduledTask>> tasks;
 };

@@ -47,21 +47,19 @@ std::vector<tessera_stage_tensor> withRole(const tessera_stage_tensor *list,
   return tensors;
 }
 
-/// Checks that `count` tensors are `first` roles, then `second` ones (-1:
-/// none allowed).
+/// Checks that the `count` tensors have the roles of `order`, each role's
+/// tensors before the next role's.
 void checkRoleOrder(const tessera_stage_tensor *list, int32_t count,
-                    int32_t first, int32_t second, const std::string &what) {
-  bool inSecond = false;
+                    std::initializer_list<int32_t> order,
+                    const std::string &what) {
+  const int32_t *next = order.begin();
   for (int32_t i = 0; i < count; ++i) {
     int32_t role = list[i].role;
-    if (role == first && !inSecond)
-      continue;
-    if (role == second) {
-      inSecond = true;
-      continue;
-    }
-    pipelineError(what + " " + std::to_string(i) + " has role " +
-                  std::to_string(role) + " out of program.h's order");
+    while (next != order.end() && *next != role)
+      ++next;
+    if (next == order.end())
+      pipelineError(what + " " + std::to_string(i) + " has role " +
+                    std::to_string(role) + " out of program.h's order");
   }
 }
 
@@ -72,7 +70,7 @@ void checkTensorList(const tessera_stage_tensor *list, int32_t count,
   for (int32_t i = 0; i < count; ++i) {
     const tessera_stage_tensor &tensor = list[i];
     if (tensor.role < TESSERA_STAGE_ACTIVATION ||
-        tensor.role > TESSERA_STAGE_SAVED)
+        tensor.role > TESSERA_STAGE_RESIDENT)
       pipelineError(what + " " + std::to_string(i) + " has unknown role " +
                     std::to_string(tensor.role));
     if (tensor.rank < 0 || tensor.rank > TESSERA_MAX_RANK)
@@ -96,30 +94,47 @@ void checkParameterList(const int32_t *list, int32_t count,
                     " of " + std::to_string(parameterCount));
 }
 
+enum class Call { Prepare, Forward, Backward };
+
 void checkFunction(const tessera_stage_function &function, int32_t chunk,
-                   bool forward, int32_t parameterCount) {
-  std::string name = chunkName(chunk, forward);
+                   Call kind, int32_t parameterCount) {
+  std::string name = kind == Call::Prepare
+                         ? "chunk " + std::to_string(chunk) + " prepare"
+                         : chunkName(chunk, kind == Call::Forward);
   if (!function.call)
     pipelineError(name + " has no function");
   checkTensorList(function.inputs, function.input_count, name + " input");
   checkTensorList(function.outputs, function.output_count, name + " output");
-  if (forward) {
+  switch (kind) {
+  case Call::Prepare:
+    checkRoleOrder(function.inputs, function.input_count, {}, name + " input");
+    checkRoleOrder(function.outputs, function.output_count,
+                   {TESSERA_STAGE_RESIDENT}, name + " output");
+    if (function.returns_loss)
+      pipelineError(name + " returns the loss");
+    break;
+  case Call::Forward:
     checkRoleOrder(function.inputs, function.input_count,
-                   TESSERA_STAGE_ACTIVATION, -1, name + " input");
+                   {TESSERA_STAGE_RESIDENT, TESSERA_STAGE_ACTIVATION},
+                   name + " input");
     checkRoleOrder(function.outputs, function.output_count,
-                   TESSERA_STAGE_ACTIVATION, TESSERA_STAGE_SAVED,
+                   {TESSERA_STAGE_ACTIVATION, TESSERA_STAGE_SAVED},
                    name + " output");
-  } else {
-    checkRoleOrder(function.inputs, function.input_count, TESSERA_STAGE_SAVED,
-                   TESSERA_STAGE_ACTIVATION_GRADIENT, name + " input");
+    break;
+  case Call::Backward:
+    checkRoleOrder(function.inputs, function.input_count,
+                   {TESSERA_STAGE_RESIDENT, TESSERA_STAGE_SAVED,
+                    TESSERA_STAGE_ACTIVATION_GRADIENT},
+                   name + " input");
     checkRoleOrder(function.outputs, function.output_count,
-                   TESSERA_STAGE_ACTIVATION_GRADIENT, -1, name + " output");
+                   {TESSERA_STAGE_ACTIVATION_GRADIENT}, name + " output");
+    break;
   }
   checkParameterList(function.read_parameters, function.read_parameter_count,
                      parameterCount, name + "'s read_parameters");
   checkParameterList(function.gradient_parameters, function.gradient_count,
                      parameterCount, name + "'s gradient_parameters");
-  if (forward && function.gradient_count != 0)
+  if (kind != Call::Backward && function.gradient_count != 0)
     pipelineError(name + " lists gradients (a backward completes them)");
   if (!(function.flops >= 0) || !std::isfinite(function.flops))
     pipelineError(name + "'s flops are negative or not finite");
@@ -252,16 +267,18 @@ void checkPipeline(const tessera_program &program) {
                   " and micro_batches " +
                   std::to_string(pipeline.micro_batches) +
                   " must all be at least 1");
-  if (!pipeline.forwards || !pipeline.backwards)
+  if (!pipeline.prepares || !pipeline.forwards || !pipeline.backwards)
     pipelineError("no stage functions");
   const int32_t chunks = pipeline.stages * pipeline.virtual_stages;
   const int32_t parameters = program.parameter_count;
   std::vector<int32_t> ownerChunk(static_cast<size_t>(parameters), -1);
   for (int32_t c = 0; c < chunks; ++c) {
+    const tessera_stage_function &prepare = pipeline.prepares[c];
     const tessera_stage_function &forward = pipeline.forwards[c];
     const tessera_stage_function &backward = pipeline.backwards[c];
-    checkFunction(forward, c, true, parameters);
-    checkFunction(backward, c, false, parameters);
+    checkFunction(prepare, c, Call::Prepare, parameters);
+    checkFunction(forward, c, Call::Forward, parameters);
+    checkFunction(backward, c, Call::Backward, parameters);
     if (forward.returns_loss != (c + 1 == chunks ? 1 : 0))
       pipelineError(chunkName(c, true) +
                     (c + 1 == chunks ? " (the last) does not return the loss"
@@ -281,7 +298,17 @@ void checkPipeline(const tessera_program &program) {
       if (owner < 0)
         owner = c;
     }
-    // What crosses to the neighbours, and to the chunk's own backward.
+    // What crosses to the neighbours, and to the chunk's own calls.
+    std::vector<tessera_stage_tensor> residents(
+        prepare.outputs, prepare.outputs + prepare.output_count);
+    for (bool reader : {true, false}) {
+      const tessera_stage_function &call = reader ? forward : backward;
+      checkMessages(residents,
+                    withRole(call.inputs, call.input_count,
+                             TESSERA_STAGE_RESIDENT),
+                    "chunk " + std::to_string(c) + " prepare",
+                    chunkName(c, reader), "resident values");
+    }
     std::vector<tessera_stage_tensor> none;
     checkMessages(withRole(forward.outputs, forward.output_count,
                            TESSERA_STAGE_ACTIVATION),
@@ -308,7 +335,10 @@ void checkPipeline(const tessera_program &program) {
                   c > 0 ? chunkName(c - 1, false) : "nothing (the first)",
                   "activation gradients");
   }
-  if (chunks > 0 && pipeline.forwards[0].input_count != 0)
+  if (chunks > 0 && !withRole(pipeline.forwards[0].inputs,
+                              pipeline.forwards[0].input_count,
+                              TESSERA_STAGE_ACTIVATION)
+                         .empty())
     pipelineError("chunk 0 forward takes activations (it is the first)");
   for (int32_t p = 0; p < parameters; ++p)
     if (ownerChunk[static_cast<size_t>(p)] < 0)
@@ -331,7 +361,8 @@ PipelineLayout::PipelineLayout(const tessera_program &program)
   for (int32_t c = 0; c < chunks; ++c) {
     int32_t device = deviceOfChunk(c);
     for (const tessera_stage_function *function :
-         {&pipeline.forwards[c], &pipeline.backwards[c]}) {
+         {&pipeline.prepares[c], &pipeline.forwards[c],
+          &pipeline.backwards[c]}) {
       for (int32_t i = 0; i < function->read_parameter_count; ++i)
         reads[static_cast<size_t>(device)]
              [static_cast<size_t>(function->read_parameters[i])] = true;
@@ -446,14 +477,21 @@ std::vector<std::vector<float>> PipelineLayout::gatherFromOwners(
 }
 
 /// One chunk of this device: its calls' descriptors (message buffers
-/// allocated once), and the stash of its saved values.
+/// allocated once), its resident values and the stash of its saved values.
 struct PipelineStep::Chunk {
   int32_t index = 0;
+  const tessera_stage_function *prepare = nullptr;
   const tessera_stage_function *forward = nullptr;
   const tessera_stage_function *backward = nullptr;
+  /// The prepare's outputs, computed once a step: the leading inputs of
+  /// the forward and of the backward.
+  std::vector<tessera_tensor> residents;
   /// The leading ACTIVATION outputs of the forward, then its SAVED ones.
   int32_t activationOutputs = 0;
   int32_t savedCount = 0;
+  /// Where the received messages start among the forward's and the
+  /// backward's inputs (after the residents, and the backward's saved).
+  size_t firstMessage[2] = {0, 0};
   /// The backward's gradient_parameters in ascending order, sorted once:
   /// its runs of consecutive parameters are each one accumulation.
   std::vector<int32_t> completedGradients;
@@ -503,6 +541,7 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
     auto chunk = std::make_unique<Chunk>();
     chunk->index = device + v * pipeline.stages;
     const int32_t c = chunk->index;
+    chunk->prepare = &pipeline.prepares[c];
     chunk->forward = &pipeline.forwards[c];
     chunk->backward = &pipeline.backwards[c];
     const tessera_stage_function &forward = *chunk->forward;
@@ -520,6 +559,16 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
     chunk->forwardOutputs.resize(static_cast<size_t>(forward.output_count));
     chunk->backwardInputs.resize(static_cast<size_t>(backward.input_count));
     chunk->backwardOutputs.resize(static_cast<size_t>(backward.output_count));
+    const tessera_stage_function &prepare = *chunk->prepare;
+    const auto residentCount = static_cast<size_t>(prepare.output_count);
+    chunk->residents.resize(residentCount);
+    allocateAll(prepare.outputs, 0, prepare.output_count, chunk->residents,
+                "pipeline resident values");
+    for (size_t j = 0; j < residentCount; ++j)
+      chunk->forwardInputs[j] = chunk->backwardInputs[j] = chunk->residents[j];
+    chunk->firstMessage[0] = residentCount;
+    chunk->firstMessage[1] =
+        residentCount + static_cast<size_t>(chunk->savedCount);
     // Messages: what is received and sent. The saved values' descriptors
     // point into a stash slot, set per call.
     allocateAll(forward.outputs, 0, chunk->activationOutputs,
@@ -602,7 +651,7 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
     bool forward = pool.second == 0;
     const tessera_stage_function &function =
         forward ? *chunk.forward : *chunk.backward;
-    int32_t first = forward ? 0 : chunk.savedCount;
+    auto first = static_cast<int32_t>(chunk.firstMessage[pool.second]);
     Chunk::Messages &messages = chunk.messages[pool.second];
     for (int32_t s = 0; s < slots; ++s) {
       std::vector<tessera_tensor> slot;
@@ -745,7 +794,7 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
           chunk.slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
   } else {
     for (int32_t j = 0; j < chunk.savedCount; ++j)
-      chunk.backwardInputs[static_cast<size_t>(j)] =
+      chunk.backwardInputs[chunk.residents.size() + static_cast<size_t>(j)] =
           chunk.slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
   }
   const tessera_stage_function &function =
@@ -757,7 +806,7 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
     int32_t messageSlot = messages.slotOfMicroBatch[micro];
     std::vector<tessera_tensor> &inputs =
         task.forward ? chunk.forwardInputs : chunk.backwardInputs;
-    size_t first = task.forward ? 0 : static_cast<size_t>(chunk.savedCount);
+    size_t first = chunk.firstMessage[task.forward ? 0 : 1];
     const std::vector<tessera_tensor> &received =
         messages.slots[static_cast<size_t>(messageSlot)];
     for (size_t j = 0; j < received.size(); ++j)
@@ -808,6 +857,18 @@ double PipelineStep::run(int64_t step, float lossScale,
   const int32_t count = pipeline.task_counts[device];
   std::fill(contributed.begin(), contributed.end(), false);
   std::fill(nextArrival.begin(), nextArrival.end(), 0);
+  // The resident values from this step's parameters, before any task.
+  for (const std::unique_ptr<Chunk> &chunk : chunks) {
+    TraceRange range(trace, "prepare");
+    range.addInteger("chunk", chunk->index);
+    try {
+      backend.runStage(*chunk->prepare, 0, nullptr, chunk->residents.data(),
+                       lossScale, seeds.empty() ? 0 : seeds[0]);
+    } catch (const TrainError &error) {
+      fail("step " + std::to_string(step) + ": chunk " +
+           std::to_string(chunk->index) + " prepare: " + error.what());
+    }
+  }
   auto group = [&](auto &&body) {
     TraceRange range(trace, "send_receive");
     if (tessera_comm_group_start(comm) != 0)

@@ -447,17 +447,22 @@ def SplitPipelineStages : Pass<"tess-split-pipeline-stages", "::mlir::ModuleOp">
     virtual` contiguous pipeline stages of as equal a unit count as
     possible, stage c running on device `c mod stages` (with `virtual` > 1,
     device s owns the interleaved schedule's chunks s, s + stages, ...).
-    Each stage c becomes two functions that a schedule calls per
-    micro-batch, independently:
+    Each stage c becomes a prepare function, called once a step, and two
+    functions that a schedule calls per micro-batch, independently:
 
     ```mlir
+    func.func @stage1_prepare(
+        %w: tensor<...> {tess.parameter = "..."}, ...)
+        -> (tensor<...> {tess.resident}, ...)      // e.g. the bf16 weights
     func.func @stage1_forward(
+        %r: tensor<...> {tess.resident}, ...,      // the prepare's results
         %act: tensor<...> {tess.activation},       // from stage 0's forward
         %w: tensor<...> {tess.parameter = "..."},  // and tess.buffer / tess.input
         ...) -> (tensor<...> {tess.activation},    // to stage 2's forward
                  tensor<...> {tess.saved},         // to this stage's backward
                  tensor<f32> {tess.loss})          // the stage holding the loss
     func.func @stage1_backward(
+        %r: tensor<...> {tess.resident}, ...,
         %saved: tensor<...> {tess.saved},
         %dact: tensor<...> {tess.activation_gradient}, // from stage 2's backward
         %w: tensor<...> {tess.parameter = "..."}, ...)
@@ -465,13 +470,23 @@ def SplitPipelineStages : Pass<"tess-split-pipeline-stages", "::mlir::ModuleOp">
             tensor<...> {tess.gradient = "..."})
     ```
 
-    The activations crossing a boundary are every forward value of an
+    The resident values are what the stage reads of forward values computed
+    from parameters, buffers and constants alone (ProgramUnits'
+    parameterOnly: the weights' casts to the compute type, a padded LM head
+    built from a tied embedding, position embeddings): each stage computes
+    its own once a step, so none crosses a boundary or is saved per
+    micro-batch; the forward and the backward both take all of them, in the
+    prepare's order. The activations crossing a boundary are every other
+    forward value of an
     earlier stage that a later stage reads (usually the residual stream
     alone; a value read further down is passed on stage by stage), and
-    likewise for the activation gradients; the saved values are the forward
+    likewise for the activation gradients (a backward op reading a single
+    gradient, a reshape, goes down to the stage of its readers, so that
+    only its operand crosses); the saved values are the forward
     values the stage's backward reads. The loss' stage returns it; each
-    parameter gradient is returned by the stage that completes it (a tied
-    embedding's by the first). Each function carries `tess.pipeline_stage`
+    parameter gradient is returned by the stage that completes it, a
+    gradient summed from several stages (a tied embedding's) in parts.
+    Each function carries `tess.pipeline_stage`
     (c) and `tess.pipeline_device` (c mod stages); the module gets
     `tess.pipeline = {stages, virtual}`. @forward_backward and
     @optimizer_step stay. The cross-entropy's `loss_scale` input scales

@@ -46,6 +46,11 @@ struct StageCut {
   std::vector<llvm::SetVector<Value>> activations, activationGradients;
   /// saved[c]: the forward values stage c's backward reads.
   std::vector<llvm::SetVector<Value>> saved;
+  /// prepareOps[c]: the parameter-only ops (ProgramUnits::parameterOnly)
+  /// stage c reads, with the ones those read, in program order;
+  /// residents[c]: their values stage c's forward and backward read.
+  std::vector<SmallVector<Operation *>> prepareOps;
+  std::vector<llvm::SetVector<Value>> residents;
   /// A gradient that is a sum of contributions computed in several stages
   /// (a tied embedding's: the embedding's and the head's), by its index
   /// among @forward_backward's results: per stage, its part. Each stage
@@ -306,14 +311,14 @@ void splitCrossStageGradientSums(func::FuncOp function, StageCut &cut) {
 /// ProgramUnits puts a parameter-only op (ProgramUnits::parameterOnly) with
 /// the first unit of its parameter, so the head's [vocabulary, hidden]
 /// padded copy of a tied embedding would be computed by the first stage and
-/// sent to the last with every micro-batch. Instead every stage computes
-/// the parameter-only ops its ops read, with the ones those read: per
-/// stage, they join its forward ops, and what its backward reads of them
-/// its forward saves, as a value it computed itself.
-std::vector<llvm::DenseSet<Operation *>>
-replicateParameterOnlyOps(const pipeline::ProgramUnits &units,
-                          StageCut &cut) {
-  const llvm::DenseSet<Operation *> &replicated = units.parameterOnly;
+/// sent to the last with every micro-batch, and every weight's cast would
+/// be computed again, and saved for the backward, per micro-batch. Instead
+/// each stage computes the parameter-only values it reads once a step, in
+/// its prepare function (cut.prepareOps), and its forward and backward
+/// read them as resident arguments (cut.residents).
+void prepareParameterOnlyValues(const pipeline::ProgramUnits &units,
+                                StageCut &cut) {
+  const llvm::DenseSet<Operation *> &parameterOnly = units.parameterOnly;
   func::FuncOp function = units.forwardBackward;
   Block &body = function.getBody().front();
   std::vector<llvm::DenseSet<Operation *>> needed(cut.stageCount);
@@ -323,22 +328,27 @@ replicateParameterOnlyOps(const pipeline::ProgramUnits &units,
       return;
     for (Value operand : op->getOperands())
       if (Operation *producer = operand.getDefiningOp();
-          producer && replicated.contains(producer))
+          producer && parameterOnly.contains(producer))
         need(producer, stage);
   };
+  cut.prepareOps.resize(cut.stageCount);
+  cut.residents.resize(cut.stageCount);
   for (Operation &op : body.without_terminator()) {
     auto found = cut.stageOf.find(&op);
     if (found == cut.stageOf.end())
       continue;
     for (Value operand : op.getOperands())
       if (Operation *producer = operand.getDefiningOp();
-          producer && replicated.contains(producer)) {
+          producer && parameterOnly.contains(producer)) {
         need(producer, found->second);
-        if (units.isBackward.lookup(&op))
-          cut.saved[found->second].insert(operand);
+        cut.residents[found->second].insert(operand);
       }
   }
-  return needed;
+  for (Operation &op : body.without_terminator())
+    if (parameterOnly.contains(&op))
+      for (int64_t stage = 0; stage < cut.stageCount; ++stage)
+        if (needed[stage].contains(&op))
+          cut.prepareOps[stage].push_back(&op);
 }
 
 struct SplitPipelineStagesPass
@@ -399,18 +409,13 @@ SplitPipelineStagesPass::cut(const pipeline::ProgramUnits &units) {
   lowerSingleGradientOps(units, result.stageOf);
   for (Operation *op : units.parameterOnly)
     result.stageOf.erase(op);
-  std::vector<llvm::DenseSet<Operation *>> replicas =
-      replicateParameterOnlyOps(units, result);
+  prepareParameterOnlyValues(units, result);
   for (Operation &op : body.without_terminator()) {
     auto found = result.stageOf.find(&op);
     if (found != result.stageOf.end())
       (units.isBackward.lookup(&op) ? result.backwardOps
                                     : result.forwardOps)[found->second]
           .push_back(&op);
-    else if (units.parameterOnly.contains(&op))
-      for (int64_t stage = 0; stage < result.stageCount; ++stage)
-        if (replicas[stage].contains(&op))
-          result.forwardOps[stage].push_back(&op);
   }
 
   // Each value's readers: a forward value read by a later stage passes
@@ -533,7 +538,7 @@ void SplitPipelineStagesPass::runOnOperation() {
     return signalPassFailure();
   func::FuncOp source = units->forwardBackward;
   for (int64_t stage = 0; stage < stageCut->stageCount; ++stage)
-    for (const char *kind : {"forward", "backward"})
+    for (const char *kind : {"prepare", "forward", "backward"})
       if (module.lookupSymbol(("stage" + llvm::Twine(stage) + "_" + kind).str())) {
         module.emitError("tess-split-pipeline-stages: the module already has "
                          "@stage")
@@ -555,6 +560,7 @@ void SplitPipelineStagesPass::runOnOperation() {
   auto activationRole = StringAttr::get(context, "tess.activation");
   auto gradientRole = StringAttr::get(context, "tess.activation_gradient");
   auto savedRole = StringAttr::get(context, "tess.saved");
+  auto residentRole = StringAttr::get(context, "tess.resident");
   auto roles = [](size_t count, StringRef role) {
     return SmallVector<StringRef>(count, role);
   };
@@ -570,6 +576,13 @@ void SplitPipelineStagesPass::runOnOperation() {
   for (int64_t stage = 0; stage <= last; ++stage) {
     const llvm::SetVector<Value> &incoming = stageCut->activations[stage];
     const llvm::SetVector<Value> &saved = stageCut->saved[stage];
+    const llvm::SetVector<Value> &residents = stageCut->residents[stage];
+    SmallVector<std::pair<Value, NamedAttribute>> prepareResults;
+    withRole(residents, residentRole, prepareResults);
+    buildFunction(builder, source,
+                  ("stage" + llvm::Twine(stage) + "_prepare").str(), stage, {},
+                  {}, stageCut->prepareOps[stage], prepareResults);
+
     SmallVector<std::pair<Value, NamedAttribute>> forwardResults;
     if (stage < last)
       withRole(stageCut->activations[stage + 1], activationRole,
@@ -579,16 +592,23 @@ void SplitPipelineStagesPass::runOnOperation() {
       forwardResults.push_back(
           {loss, NamedAttribute(StringAttr::get(context, "tess.loss"),
                                 UnitAttr::get(context))});
+    // Both calls take every resident value, the prepare's results in
+    // order, whether or not they read it: the driver passes one list.
+    SmallVector<Value> forwardArguments(residents.begin(), residents.end());
+    forwardArguments.append(incoming.begin(), incoming.end());
     SmallVector<StringRef> forwardRoles =
-        roles(incoming.size(), activationRole.getValue());
+        roles(residents.size(), residentRole.getValue());
+    forwardRoles.append(roles(incoming.size(), activationRole.getValue()));
     buildFunction(builder, source,
                   ("stage" + llvm::Twine(stage) + "_forward").str(), stage,
-                  incoming.getArrayRef(), forwardRoles,
-                  stageCut->forwardOps[stage], forwardResults);
+                  forwardArguments, forwardRoles, stageCut->forwardOps[stage],
+                  forwardResults);
 
-    SmallVector<Value> backwardArguments(saved.begin(), saved.end());
+    SmallVector<Value> backwardArguments(residents.begin(), residents.end());
+    backwardArguments.append(saved.begin(), saved.end());
     SmallVector<StringRef> backwardRoles =
-        roles(saved.size(), savedRole.getValue());
+        roles(residents.size(), residentRole.getValue());
+    backwardRoles.append(roles(saved.size(), savedRole.getValue()));
     if (stage < last) {
       const llvm::SetVector<Value> &gradients =
           stageCut->activationGradients[stage + 1];

@@ -7,7 +7,10 @@
 // tied embedding's head does: its backward returns its part of w0's
 // gradient (dL/dy), chunk 0's the part through h, the driver adds them on
 // w0's owner once a step, and the owner's updates must reach chunk 1's
-// copy. Both programs share the arithmetic below, so a
+// copy. Chunk 1 reads w0 only through its prepare, which copies it into a
+// resident value once a step, as a stage casts its weights: the copy is
+// stale unless the driver runs the prepare after every update. Both
+// programs share the arithmetic below, so a
 // pipelined run over 2 thread ranks must match the twin run with
 // --grad-accum M: the same losses, norms, gradients and parameters (to the
 // order of the norm's sums), and their checkpoints resume each other.
@@ -119,6 +122,23 @@ int forward0(const tessera_step_context *, const tessera_tensor *parameters,
   return 0;
 }
 
+int prepare0(const tessera_step_context *, const tessera_tensor *,
+             const tessera_tensor *, const tessera_tensor *,
+             const tessera_tensor *, const tessera_tensor *, float, uint64_t,
+             float *, tessera_tensor *, tessera_tensor *) {
+  return 0;
+}
+
+int prepare1(const tessera_step_context *, const tessera_tensor *parameters,
+             const tessera_tensor *, const tessera_tensor *,
+             const tessera_tensor *, const tessera_tensor *, float, uint64_t,
+             float *, tessera_tensor *, tessera_tensor *outputs) {
+  // outputs: w0 (resident).
+  const float *w0 = floatsOf(parameters[0]);
+  std::copy(w0, w0 + kTokens, floatsOf(&outputs[0]));
+  return 0;
+}
+
 int forward1(const tessera_step_context *, const tessera_tensor *parameters,
              const tessera_tensor *, const tessera_tensor *,
              const tessera_tensor *targets, const tessera_tensor *inputs,
@@ -126,11 +146,11 @@ int forward1(const tessera_step_context *, const tessera_tensor *parameters,
              tessera_tensor *outputs) {
   {
     std::lock_guard<std::mutex> lock(hooks.mutex);
-    hooks.chunk1Reads.push_back(floatsOf(parameters[0])[0]);
+    hooks.chunk1Reads.push_back(floatsOf(inputs[0])[0]);
   }
-  // inputs: h; outputs: h (saved).
-  const float *h = floatsOf(inputs[0]);
-  *loss = lossOf(floatsOf(parameters[0]), floatsOf(parameters[1]), h,
+  // inputs: w0 (resident), h; outputs: h (saved).
+  const float *h = floatsOf(inputs[1]);
+  *loss = lossOf(floatsOf(inputs[0]), floatsOf(parameters[1]), h,
                  idsOf(targets));
   std::copy(h, h + kTokens, floatsOf(&outputs[0]));
   return 0;
@@ -146,9 +166,10 @@ int backward1(const tessera_step_context *, const tessera_tensor *parameters,
     if (++hooks.backward1Calls == hooks.failBackward1AtCall)
       return failLikeAKernel();
   }
-  // inputs: h (saved); outputs: dh; gradients: w1's, and its part of w0's.
-  stage1Gradients(floatsOf(parameters[0]), floatsOf(parameters[1]),
-                  floatsOf(inputs[0]), idsOf(targets), scale,
+  // inputs: w0 (resident), h (saved); outputs: dh; gradients: w1's, and
+  // its part of w0's.
+  stage1Gradients(floatsOf(inputs[0]), floatsOf(parameters[1]),
+                  floatsOf(inputs[1]), idsOf(targets), scale,
                   floatsOf(&gradients[1]), floatsOf(&outputs[0]),
                   floatsOf(&gradients[0]));
   return 0;
@@ -175,7 +196,12 @@ constexpr tessera_stage_tensor tensorOfRole(int32_t role) {
 
 /// Owns the pipelined program's tables; tests edit them to break them.
 struct PipelinedProgram {
-  tessera_stage_tensor activation[1] = {tensorOfRole(TESSERA_STAGE_ACTIVATION)};
+  tessera_stage_tensor resident[1] = {tensorOfRole(TESSERA_STAGE_RESIDENT)};
+  tessera_stage_tensor forward1Inputs[2] = {
+      tensorOfRole(TESSERA_STAGE_RESIDENT),
+      tensorOfRole(TESSERA_STAGE_ACTIVATION)};
+  tessera_stage_tensor backward1Inputs[2] = {
+      tensorOfRole(TESSERA_STAGE_RESIDENT), tensorOfRole(TESSERA_STAGE_SAVED)};
   tessera_stage_tensor forward0Outputs[2] = {
       tensorOfRole(TESSERA_STAGE_ACTIVATION), tensorOfRole(TESSERA_STAGE_SAVED)};
   tessera_stage_tensor saved[1] = {tensorOfRole(TESSERA_STAGE_SAVED)};
@@ -185,11 +211,12 @@ struct PipelinedProgram {
       tensorOfRole(TESSERA_STAGE_SAVED),
       tensorOfRole(TESSERA_STAGE_ACTIVATION_GRADIENT)};
   int32_t readsW0[1] = {0};
-  int32_t readsBoth[2] = {0, 1};
+  int32_t readsW1[1] = {1};
   int32_t ownsW0[1] = {0};
   int32_t ownsW1[1] = {1};
   /// Chunk 1's gradients: w1's, and its part of w0's.
   int32_t ownsW1PartW0[2] = {1, 0};
+  tessera_stage_function prepares[2] = {};
   tessera_stage_function forwards[2] = {};
   tessera_stage_function backwards[2] = {};
   std::vector<std::vector<tessera_pipeline_task>> orders;
@@ -199,11 +226,15 @@ struct PipelinedProgram {
   tessera_program program{};
 
   PipelinedProgram(const tessera_program &twin, const char *schedule) {
+    prepares[0] = {prepare0, 0, nullptr, 0, nullptr, 0, 0, nullptr,
+                   0, nullptr, 0.0};
+    prepares[1] = {prepare1, 0, nullptr, 1, resident, 0, 1, readsW0,
+                   0, nullptr, 0.0};
     forwards[0] = {forward0, 0, nullptr, 2, forward0Outputs, 0, 1, readsW0,
                    0, nullptr, 4.0};
-    forwards[1] = {forward1, 1, activation, 1, saved, 1, 2, readsBoth,
+    forwards[1] = {forward1, 2, forward1Inputs, 1, saved, 1, 1, readsW1,
                    0, nullptr, 4.0};
-    backwards[1] = {backward1, 1, saved, 1, gradient, 0, 2, readsBoth,
+    backwards[1] = {backward1, 2, backward1Inputs, 1, gradient, 0, 1, readsW1,
                     2, ownsW1PartW0, 8.0};
     backwards[0] = {backward0, 2, backward0Inputs, 0, nullptr, 0, 0, nullptr,
                     1, ownsW0, 4.0};
@@ -233,6 +264,7 @@ struct PipelinedProgram {
     pipeline.virtual_stages = 1;
     pipeline.micro_batches = kMicroBatches;
     pipeline.schedule = schedule;
+    pipeline.prepares = prepares;
     pipeline.forwards = forwards;
     pipeline.backwards = backwards;
     program = twin;
@@ -467,7 +499,7 @@ TEST_F(PipelineParallelTest, MalformedTablesAreRefused) {
   }
   {
     PipelinedProgram pipelined(twin, "1f1b");
-    pipelined.activation[0].shape[0] = 3;
+    pipelined.forward1Inputs[1].shape[0] = 3;
     expectRefused(pipelined, "activations 0 of chunk 0 forward is dtype 0 [4] "
                              "but chunk 1 forward takes dtype 0 [3]");
   }
@@ -476,6 +508,12 @@ TEST_F(PipelineParallelTest, MalformedTablesAreRefused) {
     std::swap(pipelined.forward0Outputs[0], pipelined.forward0Outputs[1]);
     expectRefused(pipelined, "chunk 0 forward output 1 has role 0 out of "
                              "program.h's order");
+  }
+  {
+    PipelinedProgram pipelined(twin, "1f1b");
+    pipelined.backward1Inputs[0].shape[0] = 3;
+    expectRefused(pipelined, "resident values 0 of chunk 1 prepare is dtype 0 "
+                             "[4] but chunk 1 backward takes dtype 0 [3]");
   }
   {
     PipelinedProgram pipelined(twin, "1f1b");

@@ -5,31 +5,46 @@
 // gradient.
 // RUN: tessera-opt %s -tess-build-training="vocabulary-multiple=32 precision=bf16" -canonicalize -cse -tess-split-pipeline-stages=stages=2 | FileCheck %s
 
-// The head's weight is the cast tied embedding concatenated with zeros,
-// computed from parameters alone: the last stage computes it itself, from
-// its own wte argument, instead of receiving 32x8 (50304x1024 in GPT-2)
-// with every micro-batch, and the first stage does not compute it at all.
+// Each stage's prepare computes, once a step, what it reads of values
+// computed from parameters alone: the weights' bf16 casts and the head's
+// weight, the cast tied embedding concatenated with zeros. Its forward and
+// backward take them all as resident values, in the prepare's order: the
+// head's 32x8 weight (50304x1024 in GPT-2) is the last stage's own rather
+// than sent from the first stage with every micro-batch, and no cast is
+// computed again or saved per micro-batch.
 // Layer h.0's projection gradient is the residual stream's gradient; its
 // reshape for the weight gradient is done by stage 0, which holds the
 // weight, so that only the residual stream's gradient crosses back, and
 // not its reshaped copy besides.
+// CHECK-LABEL: func.func @stage0_prepare(
+// CHECK-SAME: -> (tensor<16x8xbf16> {tess.resident}, tensor<8x8xbf16> {tess.resident}, tensor<8x8xbf16> {tess.resident})
+// CHECK-NOT: tess.concat
+// CHECK: return
 // CHECK-LABEL: func.func @stage0_forward(
+// CHECK-SAME: %{{[^:]*}}: tensor<16x8xbf16> {tess.resident}, %{{[^:]*}}: tensor<8x8xbf16> {tess.resident}, %{{[^:]*}}: tensor<8x8xbf16> {tess.resident}, %{{[^:]*}}: tensor<2x4xi64> {tess.input = "input_ids"})
 // CHECK-SAME: -> (tensor<2x4x8xbf16> {tess.activation}, {{[^{]*}} {tess.saved},
 // CHECK-NOT: tess.activation}
-// CHECK-NOT: tess.concat
+// CHECK-NOT: tess.cast
 // CHECK-LABEL: func.func @stage0_backward(
 // CHECK-SAME: %[[DX:[^:]*]]: tensor<2x4x8xbf16> {tess.activation_gradient}, %{{[^:]*}}: tensor<2x4xi64> {tess.input = "input_ids"}
 // CHECK: %[[ROWS:.*]] = tess.reshape %[[DX]] : (tensor<2x4x8xbf16>) -> tensor<8x8xbf16>
 // CHECK: tess.matmul %{{.*}}, %[[ROWS]] {transpose_lhs}
-// CHECK-LABEL: func.func @stage1_forward(
-// CHECK-SAME: %[[X:[^:]*]]: tensor<2x4x8xbf16> {tess.activation}, %[[WTE:[^:]*]]: tensor<16x8xf32> {tess.parameter = "wte"}
-// CHECK-NOT: tess.activation}
+// CHECK-LABEL: func.func @stage1_prepare(
+// CHECK-SAME: %[[WTE:[^:]*]]: tensor<16x8xf32> {tess.parameter = "wte"}
+// CHECK-SAME: -> (tensor<8x8xbf16> {tess.resident}, tensor<8x8xbf16> {tess.resident}, tensor<32x8xbf16> {tess.resident}, tensor<32xbf16> {tess.resident})
 // CHECK: %[[CAST:.*]] = tess.cast %[[WTE]] : tensor<16x8xf32> to tensor<16x8xbf16>
 // CHECK: %[[HEAD:.*]] = tess.concat %[[CAST]]
-// CHECK: tess.linear %{{.*}}, %[[HEAD]], %{{.*}} {transpose_weight}
+// CHECK: return %{{.*}}, %{{.*}}, %[[HEAD]],
+// CHECK-LABEL: func.func @stage1_forward(
+// CHECK-SAME: %[[HEADW:[^:]*]]: tensor<32x8xbf16> {tess.resident}, %[[HEADB:[^:]*]]: tensor<32xbf16> {tess.resident}, %[[X:[^:]*]]: tensor<2x4x8xbf16> {tess.activation}, %{{[^:]*}}: tensor<2x4xi64> {tess.input = "targets"})
+// CHECK-NOT: tess.activation}
+// CHECK-NOT: tess.cast
+// CHECK: tess.linear %{{.*}}, %[[HEADW]], %[[HEADB]] {transpose_weight}
 // CHECK-LABEL: func.func @stage1_backward(
+// CHECK-SAME: %[[BHEADW:[^:]*]]: tensor<32x8xbf16> {tess.resident}
 // CHECK-SAME: -> (tensor<2x4x8xbf16> {tess.activation_gradient}, tensor<16x8xbf16> {tess.gradient = "wte"},
 // CHECK-NOT: tess.activation_gradient}
+// CHECK: tess.linear %{{.*}}, %[[BHEADW]] :
 // CHECK-LABEL: func.func @optimizer_step(
 func.func @forward(%ids: tensor<2x4xi64>) -> tensor<2x4x16xf32> {
   %wte = tess.parameter "wte" trainable : tensor<16x8xf32>

@@ -87,14 +87,20 @@ typedef struct tessera_tensor_info {
  * the step cut along layer boundaries into chunks (tess-split-pipeline-
  * stages), chunk c running on pipeline device c mod stages, each chunk a
  * forward and a backward function that a schedule calls once per
- * micro-batch. What crosses between the calls is described per function:
- * - a forward's inputs are the ACTIVATIONs chunk c - 1's forward sends (none
- *   for chunk 0); its outputs are the ACTIVATIONs it sends to chunk c + 1's
+ * micro-batch, and a prepare function called once a step before them. What
+ * crosses between the calls is described per function:
+ * - a prepare takes no inputs; its outputs are the RESIDENT values: what the
+ *   chunk computes from parameters alone (the weights cast to the compute
+ *   type, a padded LM head), valid until the optimizer updates them;
+ * - a forward's inputs are the RESIDENT values (the prepare's outputs, in
+ *   order), then the ACTIVATIONs chunk c - 1's forward sends (none for
+ *   chunk 0); its outputs are the ACTIVATIONs it sends to chunk c + 1's
  *   forward, then the SAVED values its own backward reads for the same
  *   micro-batch;
- * - a backward's inputs are the SAVED values (in the forward's order), then
- *   the ACTIVATION_GRADIENTs chunk c + 1's backward sends (none for the last
- *   chunk); its outputs are the ACTIVATION_GRADIENTs it sends to chunk c - 1.
+ * - a backward's inputs are the RESIDENT values, the SAVED values (in the
+ *   forward's order), then the ACTIVATION_GRADIENTs chunk c + 1's backward
+ *   sends (none for the last chunk); its outputs are the
+ *   ACTIVATION_GRADIENTs it sends to chunk c - 1.
  * The k-th ACTIVATION output of chunk c's forward is the k-th ACTIVATION
  * input of chunk c + 1's forward (same dtype and shape; tesserac checks),
  * and likewise for the gradients and the saved values; within `inputs` and
@@ -102,7 +108,8 @@ typedef struct tessera_tensor_info {
 typedef enum tessera_stage_tensor_role {
   TESSERA_STAGE_ACTIVATION = 0,
   TESSERA_STAGE_ACTIVATION_GRADIENT = 1,
-  TESSERA_STAGE_SAVED = 2
+  TESSERA_STAGE_SAVED = 2,
+  TESSERA_STAGE_RESIDENT = 3
 } tessera_stage_tensor_role;
 
 typedef struct tessera_stage_tensor {
@@ -112,7 +119,7 @@ typedef struct tessera_stage_tensor {
   int64_t shape[TESSERA_MAX_RANK];
 } tessera_stage_tensor;
 
-/* One chunk's forward or backward. `call` has forward_backward's arguments
+/* One chunk's prepare, forward or backward. `call` has forward_backward's arguments
  * (parameters and buffers indexed as the program's tables, tokens and
  * targets the whole micro-batch [batch, sequence]) plus `inputs` and
  * `outputs` as described above, all in the memory `device` names. It reads
@@ -170,6 +177,9 @@ typedef struct tessera_pipeline {
    * the neighbouring chunk for the same micro-batch. */
   const int32_t *task_counts;
   const tessera_pipeline_task *const *tasks;
+  /* Per chunk: its prepare, which the chunk's device calls at the start of
+   * every step (after the previous step's optimizer). */
+  const tessera_stage_function *prepares;
 } tessera_pipeline;
 
 typedef struct tessera_program {
