@@ -87,6 +87,14 @@ for mesh in tp dptp pp2; do
   echo "=== gpt2-tiny $mesh (--target cuda, fp32, thread ranks) ==="
   first_step "gpt2-tiny-$mesh" gpt2-tiny gpt2-tiny-train.weights.safetensors
 done
+# The pipeline's stage calls after each function's first are recorded and
+# replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): a recording
+# that failed would have turned them off, with a message.
+if grep -q "CUDA graphs off" "$out/gpt2-tiny-pp2.train.log" 2>/dev/null; then
+  echo "gpt2-tiny-pp2: the stage calls were not replayed as graphs:"
+  grep "CUDA graphs off" "$out/gpt2-tiny-pp2.train.log"
+  status=1
+fi
 # Launched one rank per GPU: the same program's collectives on NCCL.
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [[ -x "$here/gpt2-tiny-tp-train" && "$gpus" -ge 2 ]]; then

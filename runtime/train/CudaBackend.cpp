@@ -32,6 +32,7 @@
 
 #include "CudaBackend.h"
 
+#include "CudaStageGraphs.h"
 #include "CudaStepGraph.h"
 #include "TrainCudaCheck.h"
 #include "TrainError.h"
@@ -198,6 +199,8 @@ private:
   cudaStream_t streamHandle = nullptr;
   /// The step replayed as a CUDA graph (--cuda-graphs).
   std::unique_ptr<CudaStepGraph> stepGraph;
+  /// A pipeline's stage calls, each replayed as a CUDA graph.
+  std::unique_ptr<CudaStageGraphs> stageGraphs;
   int64_t baselineBytes = 0;
   int64_t microBatchBytes = 0;
   int32_t chunkCount = 0;
@@ -232,6 +235,8 @@ CudaBackend::CudaBackend(const tessera_program &program,
             "creating the training stream");
   context.stream = streamHandle;
   stepGraph = std::make_unique<CudaStepGraph>(streamHandle, options.cudaGraphs);
+  stageGraphs =
+      std::make_unique<CudaStageGraphs>(streamHandle, options.cudaGraphs);
 
   const int64_t f32Bytes = layout.totalBytes(TESSERA_F32);
   master = DeviceBuffer(f32Bytes, "the fp32 master weights");
@@ -400,18 +405,28 @@ void CudaBackend::runStage(const tessera_stage_function &function,
   tessera_tensor targetTensor = makeTensor(at(slotTargets), TESSERA_I64, info);
   if (stagedLosses == stageLossCapacity)
     foldStagedLosses();
-  // Eager (a stage's call sits between the pipeline's sends and receives)
-  // but deferred: the host goes on to the next sends and calls while this
-  // one runs; finishStages waits once a step.
-  struct Deferred {
-    explicit Deferred(float *staging) {
-      tessera_cuda_begin_deferred_step(staging);
-    }
-    ~Deferred() { tessera_cuda_end_deferred_step(); }
-  } deferred(static_cast<float *>(stageLosses.get()) + stagedLosses);
-  callStage(function, parameterTensors.data(), bufferTensors.data(),
-            &tokenTensor, &targetTensor, inputs, lossScale, seed,
-            gradientTensors.data(), outputs);
+  // Deferred (a stage's call sits between the pipeline's sends and
+  // receives): the host goes on to the next sends and calls while this one
+  // runs; finishStages waits once a step. Replayed as a graph per key: all
+  // the call passes to its kernels.
+  float *lossStaging = static_cast<float *>(stageLosses.get()) + stagedLosses;
+  // Not the seed: a call drawing dropout seeds is never replayed.
+  std::vector<uintptr_t> key = {reinterpret_cast<uintptr_t>(lossStaging),
+                                static_cast<uintptr_t>(slot)};
+  uint32_t scaleBits = 0;
+  std::memcpy(&scaleBits, &lossScale, sizeof(scaleBits));
+  key.push_back(scaleBits);
+  for (int32_t i = 0; i < function.input_count; ++i)
+    key.push_back(reinterpret_cast<uintptr_t>(inputs[i].data));
+  for (int32_t i = 0; i < function.output_count; ++i)
+    key.push_back(reinterpret_cast<uintptr_t>(outputs[i].data));
+  tessera_step_context *callContext = &stepContext();
+  stageGraphs->run(&function, key, lossStaging, [&](float *loss) {
+    return function.call(callContext, parameterTensors.data(),
+                         bufferTensors.data(), &tokenTensor, &targetTensor,
+                         inputs, lossScale, seed, loss, gradientTensors.data(),
+                         outputs);
+  });
   if (function.returns_loss)
     ++stagedLosses;
 }

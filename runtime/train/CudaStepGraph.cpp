@@ -37,21 +37,22 @@ void CudaStepGraph::turnOff(const std::string &reason) {
                reason.c_str());
 }
 
-bool CudaStepGraph::record(float lossScale,
-                           const std::function<int(float *loss)> &step) {
-  dropRecording();
+cudaGraphExec_t recordDeferredCall(cudaStream_t stream, float *lossStaging,
+                                   const std::function<int(float *loss)> &call,
+                                   std::string &problem) {
   uint64_t seedsBefore = tessera_mix_seed_calls();
-  // Relaxed: a step that does something unrecordable fails its own call
+  // Relaxed: a call that does something unrecordable fails its own call
   // instead of the process.
   checkCuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed),
             "recording the step");
   tessera_cuda_begin_deferred_step(lossStaging);
   float unused = 0;
-  int status = step(&unused);
+  int status = call(&unused);
   tessera_cuda_end_deferred_step();
   cudaGraph_t graph = nullptr;
   cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-  std::string problem;
+  cudaGraphExec_t exec = nullptr;
+  problem.clear();
   if (status != 0)
     problem = std::string("recording the step failed: ") +
               tessera_cpu_last_error();
@@ -70,8 +71,17 @@ bool CudaStepGraph::record(float lossScale,
   }
   if (graph)
     cudaGraphDestroy(graph);
-  if (!problem.empty()) {
+  if (!problem.empty())
     (void)cudaGetLastError(); // the capture's error is handled: run eagerly
+  return exec;
+}
+
+bool CudaStepGraph::record(float lossScale,
+                           const std::function<int(float *loss)> &step) {
+  dropRecording();
+  std::string problem;
+  exec = recordDeferredCall(stream, lossStaging, step, problem);
+  if (!exec) {
     turnOff(problem);
     return false;
   }

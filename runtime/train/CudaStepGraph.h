@@ -27,6 +27,16 @@
 
 namespace tessera::train {
 
+/// Records `call` (which enqueues its kernels on `stream` and returns its
+/// status) as a deferred call writing its loss to `lossStaging`, and
+/// instantiates the recording. Returns nullptr with `problem` set when the
+/// call fails, cannot be captured, or draws dropout seeds (every replay
+/// would reuse the masks). Shared by the step's graph and the pipeline
+/// stages' graphs (CudaStageGraphs).
+cudaGraphExec_t recordDeferredCall(cudaStream_t stream, float *lossStaging,
+                                   const std::function<int(float *loss)> &call,
+                                   std::string &problem);
+
 class CudaStepGraph {
 public:
   /// `enabled` false: every call runs eagerly.
