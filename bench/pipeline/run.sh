@@ -28,7 +28,10 @@ for remat in none selective full; do
 done
 if [[ "$gpus" -ge 2 ]]; then
   for remat in none selective full; do
-    layout "pp2-$remat" --nproc 2
+    # The last step traced per rank (the median of steps 6-20 is reported):
+    # where each stage's time goes, beside the predictions.
+    layout "pp2-$remat" --nproc 2 --trace "$OUT/pp2-$remat.json" --trace-steps 20:20
+    python3 "$here/task_times.py" "$OUT/pp2-$remat".rank*.json
   done
 else
   echo "run.sh: the 2-stage pipeline runs need 2 GPUs; this machine has $gpus"
