@@ -16,17 +16,20 @@
 //
 // A pipelined program (PipelineParallel.h) asks for more, also before the
 // first step: device memory for its messages and saved activations, and
-// room for every micro-batch of a step. Its stage calls run eagerly (no
-// step graph) but deferred: a call only enqueues its kernels, its loss lands
-// in pinned memory, and finishStages waits and checks for device errors once
-// a step, so the host never stalls the GPU between a stage's calls and its
+// room for every micro-batch of a step. Its stage calls are deferred: a call
+// only enqueues its kernels (after its function's first call, as a CUDA
+// graph recorded per set of buffers: CudaStageGraphs), its loss lands in
+// pinned memory, and finishStages waits and checks for device errors once a
+// step, so the host never stalls the GPU between a stage's calls and its
 // sends. Its gradients are accumulated one range of parameters at a time.
 //
-// Memory is reported as what this process holds on the device beyond what
-// it held when the backend started (after the CUDA context was made), read
-// from cudaMemGetInfo: our buffers, the program's arena, the kernels'
-// scratch and cuBLASLt workspaces. Nothing is freed during a run, so the
-// latest reading is the peak.
+// Memory is reported as what is in use on the device beyond what was when
+// this process's first backend on it started (after the CUDA context was
+// made), read from cudaMemGetInfo: our buffers, the program's arena, the
+// kernels' scratch and cuBLASLt workspaces. Thread ranks sharing a GPU thus
+// all report that GPU's total, not a share that would depend on which rank
+// started first. Nothing is freed during a run, so the latest reading is
+// the peak.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,6 +46,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace tessera::train {
 namespace {
@@ -124,6 +129,20 @@ int64_t deviceBytesInUse() {
   size_t free = 0, total = 0;
   checkCuda(cudaMemGetInfo(&free, &total), "reading the GPU's memory use");
   return static_cast<int64_t>(total - free);
+}
+
+/// The current device's memory in use when this process's first backend on
+/// it started: every backend on the device measures from there.
+int64_t deviceBaselineBytes() {
+  static std::mutex mutex;
+  static std::map<int, int64_t> baselines;
+  int device = 0;
+  checkCuda(cudaGetDevice(&device), "reading the current GPU");
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [found, first] = baselines.try_emplace(device, 0);
+  if (first)
+    found->second = deviceBytesInUse();
+  return found->second;
 }
 
 class CudaBackend final : public FlatStateBackend<DeviceBuffer> {
@@ -230,7 +249,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
     fail("this executable trains on a GPU, and the CUDA driver sees none");
   // Makes the CUDA context first, so that the baseline excludes it.
   checkCuda(cudaFree(nullptr), "starting CUDA");
-  baselineBytes = deviceBytesInUse();
+  baselineBytes = deviceBaselineBytes();
   checkCuda(cudaStreamCreateWithFlags(&streamHandle, cudaStreamNonBlocking),
             "creating the training stream");
   context.stream = streamHandle;
