@@ -310,8 +310,9 @@ const std::vector<FlagSpec> &flagTable() {
            usageError(flag + ": '" + v + "' ends before it starts");
        }},
       {"--cuda-graphs", "on|off",
-       "GPU programs: record the step once as a CUDA graph and replay it "
-       "(default on; off launches every kernel every step)",
+       "GPU programs: record the step (a pipeline: each stage call) once "
+       "as a CUDA graph and replay it (default on; off launches every "
+       "kernel every step)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          if (v == "on")
            o.cudaGraphs = true;
