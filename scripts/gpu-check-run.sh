@@ -87,13 +87,31 @@ for mesh in tp dptp pp2; do
   echo "=== gpt2-tiny $mesh (--target cuda, fp32, thread ranks) ==="
   first_step "gpt2-tiny-$mesh" gpt2-tiny gpt2-tiny-train.weights.safetensors
 done
-# The pipeline's stage calls after each function's first are recorded and
-# replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): a recording
-# that failed would have turned them off, with a message.
-if grep -q "CUDA graphs off" "$out/gpt2-tiny-pp2.train.log" 2>/dev/null; then
-  echo "gpt2-tiny-pp2: the stage calls were not replayed as graphs:"
-  grep "CUDA graphs off" "$out/gpt2-tiny-pp2.train.log"
-  status=1
+# From the second step on, the pipeline's stage calls are recorded and
+# replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): 4 steps so
+# replayed follow the same losses and norms as 4 launched kernel by kernel
+# (to fp32 rounding: flash attention's dQ adds in any order), and no
+# recording failed (that turns them off, with a message).
+pp2="$here/gpt2-tiny-pp2-train"
+if [[ -x "$pp2" ]]; then
+  echo "=== gpt2-tiny --stages 2, 4 steps: stage calls as CUDA graphs, and eagerly ==="
+  pp2_flags=(--data "$here/gpt2-tiny.batch.npy" --weights "$here/gpt2-tiny-train.weights.safetensors"
+             --steps 4 --lr 1e-3 --no-shuffle)
+  if "$pp2" "${pp2_flags[@]}" --metrics "$out/pp2-graphs.jsonl" > "$out/pp2-graphs.log" 2>&1 \
+     && "$pp2" "${pp2_flags[@]}" --cuda-graphs off --metrics "$out/pp2-eager.jsonl" \
+          > "$out/pp2-eager.log" 2>&1; then
+    python3 "$here/training_runs.py" same-steps "$out/pp2-eager.jsonl" \
+        "$out/pp2-graphs.jsonl" 1e-5 || status=1
+    if grep -q "CUDA graphs off" "$out/pp2-graphs.log"; then
+      echo "gpt2-tiny-pp2: the stage calls were not replayed as graphs:"
+      grep "CUDA graphs off" "$out/pp2-graphs.log"
+      status=1
+    fi
+  else
+    echo "gpt2-tiny-pp2 4 steps: the executable failed:"
+    tail -n 5 "$out/pp2-graphs.log" "$out/pp2-eager.log"
+    status=1
+  fi
 fi
 # Launched one rank per GPU: the same program's collectives on NCCL.
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)

@@ -17,8 +17,8 @@
 // A pipelined program (PipelineParallel.h) asks for more, also before the
 // first step: device memory for its messages and saved activations, and
 // room for every micro-batch of a step. Its stage calls are deferred: a call
-// only enqueues its kernels (after its function's first call, as a CUDA
-// graph recorded per set of buffers: CudaStageGraphs), its loss lands in
+// only enqueues its kernels (from the second step on, as a CUDA graph
+// recorded per set of buffers: CudaStageGraphs), its loss lands in
 // pinned memory, and finishStages waits and checks for device errors once a
 // step, so the host never stalls the GPU between a stage's calls and its
 // sends. Its gradients are accumulated one range of parameters at a time.
@@ -430,7 +430,8 @@ void CudaBackend::runStage(const tessera_stage_function &function,
   // the call passes to its kernels.
   float *lossStaging = static_cast<float *>(stageLosses.get()) + stagedLosses;
   // Not the seed: a call drawing dropout seeds is never replayed.
-  std::vector<uintptr_t> key = {reinterpret_cast<uintptr_t>(lossStaging),
+  std::vector<uintptr_t> key = {reinterpret_cast<uintptr_t>(&function),
+                                reinterpret_cast<uintptr_t>(lossStaging),
                                 static_cast<uintptr_t>(slot)};
   uint32_t scaleBits = 0;
   std::memcpy(&scaleBits, &lossScale, sizeof(scaleBits));
@@ -440,7 +441,7 @@ void CudaBackend::runStage(const tessera_stage_function &function,
   for (int32_t i = 0; i < function.output_count; ++i)
     key.push_back(reinterpret_cast<uintptr_t>(outputs[i].data));
   tessera_step_context *callContext = &stepContext();
-  stageGraphs->run(&function, key, lossStaging, [&](float *loss) {
+  stageGraphs->run(key, lossStaging, [&](float *loss) {
     return function.call(callContext, parameterTensors.data(),
                          bufferTensors.data(), &tokenTensor, &targetTensor,
                          inputs, lossScale, seed, loss, gradientTensors.data(),
@@ -461,6 +462,7 @@ void CudaBackend::foldStagedLosses() {
 
 double CudaBackend::finishStages() {
   foldStagedLosses();
+  stageGraphs->finishStep();
   double sum = foldedStageLoss;
   foldedStageLoss = 0;
   return sum;

@@ -10,11 +10,15 @@
 // loss scale), so the recordings are kept per key of all of them: a
 // schedule's calls repeat the same keys every step, a few per chunk.
 //
-// A function's first call runs eagerly (it allocates its arena, scratch and
-// cuBLASLt plans, which recording may not); a key's first call after that
-// is recorded, and every later one replayed. When a call cannot be
-// recorded (it draws dropout seeds, or does something capture refuses),
-// every stage call runs eagerly from then on, with a message.
+// The first step runs eagerly: its calls allocate the arenas, the kernels'
+// scratch and the cuBLASLt plans, which recording may not. Recording waits
+// for the whole step, not just a function's first call, because the
+// kernels' scratch is shared by slot across functions and grows by
+// reallocating: a forward recorded before the first backward ran could
+// keep a pointer the backward's larger request freed. After the first step
+// a key's first call is recorded, and every later one replayed. When a call
+// cannot be recorded (it draws dropout seeds, or does something capture
+// refuses), every stage call runs eagerly from then on, with a message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +30,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <vector>
 
 namespace tessera::train {
@@ -39,18 +42,20 @@ public:
   CudaStageGraphs(const CudaStageGraphs &) = delete;
   CudaStageGraphs &operator=(const CudaStageGraphs &) = delete;
 
-  /// Enqueues one call of `function` (`call` enqueues it on the stream,
-  /// writing its loss, if any, to `lossStaging` as a deferred call, and
-  /// returns its status); `key` holds every pointer and host value the call
-  /// passes to its kernels. Does not wait for the GPU. Throws TrainError
+  /// Enqueues one stage call (`call` enqueues it on the stream, writing its
+  /// loss, if any, to `lossStaging` as a deferred call, and returns its
+  /// status); `key` holds the function and every pointer and host value the
+  /// call passes to its kernels. Does not wait for the GPU. Throws TrainError
   /// with the program's message when an eager call fails.
-  void run(const void *function, const std::vector<uintptr_t> &key,
-           float *lossStaging, const std::function<int(float *loss)> &call);
+  void run(const std::vector<uintptr_t> &key, float *lossStaging,
+           const std::function<int(float *loss)> &call);
+  /// A step's stage calls have all run: from now on calls are recorded.
+  void finishStep() { warmedUp = true; }
 
 private:
   cudaStream_t stream;
   bool enabled;
-  std::set<const void *> warmedUp;
+  bool warmedUp = false;
   std::map<std::vector<uintptr_t>, cudaGraphExec_t> recordings;
 };
 
