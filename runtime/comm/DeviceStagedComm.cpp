@@ -19,7 +19,6 @@
 #include "CudaStreamOps.h"
 #include "TensorBlocks.h"
 
-
 namespace tessera::comm {
 namespace {
 

@@ -23,6 +23,10 @@ std::string chunkName(int32_t chunk, bool forward) {
   return "chunk " + std::to_string(chunk) + (forward ? " forward" : " backward");
 }
 
+std::string prepareName(int32_t chunk) {
+  return "chunk " + std::to_string(chunk) + " prepare";
+}
+
 std::string describeStageTensor(const tessera_stage_tensor &tensor) {
   std::vector<int64_t> shape(tensor.shape, tensor.shape + tensor.rank);
   return "dtype " + std::to_string(tensor.dtype) + " " + shapeText(shape);
@@ -99,7 +103,7 @@ enum class Call { Prepare, Forward, Backward };
 void checkFunction(const tessera_stage_function &function, int32_t chunk,
                    Call kind, int32_t parameterCount) {
   std::string name = kind == Call::Prepare
-                         ? "chunk " + std::to_string(chunk) + " prepare"
+                         ? prepareName(chunk)
                          : chunkName(chunk, kind == Call::Forward);
   if (!function.call)
     pipelineError(name + " has no function");
@@ -306,7 +310,7 @@ void checkPipeline(const tessera_program &program) {
       checkMessages(residents,
                     withRole(call.inputs, call.input_count,
                              TESSERA_STAGE_RESIDENT),
-                    "chunk " + std::to_string(c) + " prepare",
+                    prepareName(c),
                     chunkName(c, reader), "resident values");
     }
     std::vector<tessera_stage_tensor> none;
@@ -865,8 +869,8 @@ double PipelineStep::run(int64_t step, float lossScale,
       backend.runStage(*chunk->prepare, 0, nullptr, chunk->residents.data(),
                        lossScale, seeds.empty() ? 0 : seeds[0]);
     } catch (const TrainError &error) {
-      fail("step " + std::to_string(step) + ": chunk " +
-           std::to_string(chunk->index) + " prepare: " + error.what());
+      fail("step " + std::to_string(step) + ": " +
+           prepareName(chunk->index) + ": " + error.what());
     }
   }
   auto group = [&](auto &&body) {
