@@ -26,20 +26,12 @@ mkdir -p "$out"
 
 nvidia-smi -L 2>/dev/null || echo "run.sh: warning: nvidia-smi sees no GPU" >&2
 
-# cuBLASLt is the one shared CUDA library the executables need; find it if
-# the loader does not (as scripts/test-gpu.sh does).
+# cuBLASLt, and cuDNN for the attention, where the loader does not look
+# (bench/gpu-env.sh, copied beside this script).
+source "$here/gpu-env.sh" >/dev/null
 if ldd "$here/gpt2-tiny-train" | grep -q 'libcublasLt.*not found'; then
-  extra=""
-  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas")))' 2>/dev/null || true); do
-    if [[ -e "$dir/libcublasLt.so.13" ]]; then extra="$dir"; break; fi
-  done
-  if [[ -z "$extra" ]]; then
-    echo "run.sh: libcublasLt.so.13 not found on this machine" >&2
-    exit 2
-  fi
-  export LD_LIBRARY_PATH="$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  echo "run.sh: using cuBLASLt from $extra"
+  echo "run.sh: libcublasLt.so.13 not found on this machine" >&2
+  exit 2
 fi
 
 status=0

@@ -69,7 +69,7 @@ nvidia-smi -L 2>/dev/null || echo "gpu-dp-check: warning: nvidia-smi sees no GPU
 missing="$(ldd "$here/gpt2-tiny-fp32-train" | grep 'not found' || true)"
 if [[ -n "$missing" ]]; then
   for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
-             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas", "nccl")))' 2>/dev/null || true); do
+             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas", "nccl", "cudnn")))' 2>/dev/null || true); do
     [[ -d "$dir" ]] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
   ldd "$here/gpt2-tiny-fp32-train" | grep 'not found' && exit 2

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what building and testing Tessera needs, and only what is missing.
 #
-#   scripts/install-deps.sh            Debian packages: compiler, CMake, Ninja, MLIR/LLVM 22, ONNX, CBC, GoogleTest
-#   scripts/install-deps.sh --python   the same, plus a Python venv with onnx, onnxruntime and numpy
-#                                      (at $TESSERA_VENV, default <repo>/.venv), for the scripts that build
-#                                      ONNX test models and for tests that compare against onnxruntime
+#   scripts/install-deps.sh            Debian packages: compiler, CMake, Ninja, MLIR/LLVM 22, ONNX, CBC, GoogleTest,
+#                                      and a Python venv (at $TESSERA_VENV, default <repo>/.venv) holding the
+#                                      header-only cuDNN frontend, which the CUDA runtime's attention builds on
+#   scripts/install-deps.sh --python   the same, plus onnx, onnxruntime and numpy in the venv, for the scripts
+#                                      that build ONNX test models and for tests that compare against onnxruntime
 #
 # Every check is local (dpkg and the venv's package metadata), so a run that finds everything in
 # place touches no network, takes well under two seconds and prints the single line
@@ -36,6 +37,8 @@ system_packages=(
 )
 # onnx is pinned to the minor version whose IR (10) and opset (20) the test models use.
 python_requirements=('onnx==1.23.*' onnxruntime numpy)
+# Only its headers are used (include/ in the wheel), so none of its Python dependencies.
+cudnn_frontend='nvidia-cudnn-frontend==1.32.0'
 
 # "dpkg -s" also succeeds for a package that was removed but left its configuration files
 # behind, so the status line itself is what tells an installed package apart.
@@ -66,6 +69,13 @@ raise SystemExit(0 if ok else 1)
 EOF
 }
 
+frontend_is_installed() {
+  [[ -x "$venv/bin/python" ]] || return 1
+  "$venv/bin/python" -c "
+from importlib.metadata import version
+raise SystemExit(0 if version('nvidia-cudnn-frontend') == '${cudnn_frontend#*==}' else 1)" 2>/dev/null
+}
+
 missing=()
 for package in "${system_packages[@]}"; do
   is_installed "$package" || missing+=("$package")
@@ -76,7 +86,10 @@ if [[ $want_python -eq 1 ]] && ! venv_is_complete; then
   python_missing=1
 fi
 
-if [[ ${#missing[@]} -eq 0 && $python_missing -eq 0 ]]; then
+frontend_missing=0
+frontend_is_installed || frontend_missing=1
+
+if [[ ${#missing[@]} -eq 0 && $python_missing -eq 0 && $frontend_missing -eq 0 ]]; then
   echo "dependencies present"
   exit 0
 fi
@@ -87,10 +100,19 @@ if [[ ${#missing[@]} -gt 0 ]]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-if [[ $python_missing -eq 1 ]]; then
-  echo "install-deps.sh: setting up the Python venv at $venv (${python_requirements[*]})"
+if [[ $python_missing -eq 1 || $frontend_missing -eq 1 ]]; then
   # The system interpreter, whose venv module python3-venv provides, not whichever python3 is first on PATH.
   [[ -x "$venv/bin/python" ]] || /usr/bin/python3 -m venv "$venv"
+fi
+
+if [[ $frontend_missing -eq 1 ]]; then
+  echo "install-deps.sh: putting the cuDNN frontend's headers in the venv at $venv ($cudnn_frontend)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$cudnn_frontend"
+  frontend_is_installed || { echo "install-deps.sh: $cudnn_frontend did not install into $venv" >&2; exit 1; }
+fi
+
+if [[ $python_missing -eq 1 ]]; then
+  echo "install-deps.sh: setting up the Python venv at $venv (${python_requirements[*]})"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check "${python_requirements[@]}"
   venv_is_complete || { echo "install-deps.sh: the venv at $venv is still incomplete" >&2; exit 1; }
 fi

@@ -53,6 +53,7 @@ python3 "$step" write-batch "$repo/test/fixtures/bert-tiny.reference.json" "$out
 cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" "$out/"
 cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" "$out/"
 cp "$repo/scripts/gpu-check-run.sh" "$out/run.sh"
+cp "$repo/bench/gpu-env.sh" "$out/"
 
 # The top-level build puts executables in bin/, a runtime-only one in cuda/
 # and comm/.

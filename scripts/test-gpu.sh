@@ -36,19 +36,11 @@ else
   nvidia-smi -L
 fi
 
-# Find libcublasLt.so.13 if the loader does not already.
+# cuBLASLt, and cuDNN for the attention, where the loader does not look.
+source "$(dirname "${BASH_SOURCE[0]}")/../bench/gpu-env.sh" >/dev/null
 if ldd "$binary" | grep -q 'libcublasLt.*not found'; then
-  extra=""
-  for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas")))' 2>/dev/null || true); do
-    if [[ -e "$dir/libcublasLt.so.13" ]]; then extra="$dir"; break; fi
-  done
-  if [[ -z "$extra" ]]; then
-    echo "test-gpu.sh: libcublasLt.so.13 not found on this machine" >&2
-    exit 2
-  fi
-  export LD_LIBRARY_PATH="$extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  echo "test-gpu.sh: using cuBLASLt from $extra"
+  echo "test-gpu.sh: libcublasLt.so.13 not found on this machine" >&2
+  exit 2
 fi
 
 report=()

@@ -11,8 +11,8 @@ import json, os, re, statistics, sys
 
 res, exe = sys.argv[1], sys.argv[2]
 
-def tessera(name, gpus):
-    path = os.path.join(res, f"tessera-{name}-{gpus}gpu.jsonl")
+def tessera(name, gpus, variant=""):
+    path = os.path.join(res, f"tessera-{name}-{gpus}gpu{variant}.jsonl")
     if not os.path.exists(path):
         return None
     rows = [json.loads(l) for l in open(path) if l.strip()]
@@ -57,6 +57,11 @@ for name in ("gpt2-124m", "gpt2-350m"):
         mfu = f"{t['mfu'] * 100:.1f}%" if t and t["mfu"] else "-"
         print(f"| {name} | {gpus} | {fmt(t and t['tok'])} | {fmt(c and c['tok'])} | {fmt(e and e['tok'])} | "
               f"{ratio} | {mfu} | {mem} | {pmem} |")
+        own = tessera(name, gpus, "-own-attention")
+        if own and best:
+            print(f"| {name} | {gpus}, own attention | {fmt(own['tok'])} |  |  | {own['tok'] / best:.2f}x | "
+                  f"{own['mfu'] * 100:.1f}% | {own['mem']:.1f} |  |" if own["mfu"] and own["mem"] else
+                  f"| {name} | {gpus}, own attention | {fmt(own['tok'])} |  |  | {own['tok'] / best:.2f}x |  |  |  |")
         if gpus == 1:
             one = t
         elif one and t:

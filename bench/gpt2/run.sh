@@ -11,6 +11,9 @@
 #  4. for 124M, the 50-step loss curve against PyTorch (torch_curve.py) from the
 #     same weights and batches;
 #  5. prints the table (report.py) and copies logs and results into $OUT.
+# ATTENTION_AB=1 also runs Tessera on 1 GPU with cuDNN's attention off
+# (TESSERA_CUDNN_ATTENTION=0: the flash kernels of runtime/cuda), in the
+# same call, as the table's "1, own attention" row.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out"
 OUT="${OUT:-$here/results}"; mkdir -p "$OUT"
@@ -61,6 +64,8 @@ for spec in "gpt2-124m 16 12 768 12" "gpt2-350m 8 24 1024 16"; do
     || { log "export of $name failed"; tail "$OUT/export-$name.log"; continue; }
   python3 "$here/make_tokens.py" "$work/$name.tokens.bin" $(( (steps + 60) * 2 * batch * 1024 + 1 )) 50257 1
   tessera "$name" "$batch" 1 "$steps" "tessera-$name-1gpu"
+  [[ "${ATTENTION_AB:-0}" == 1 ]] && TESSERA_CUDNN_ATTENTION=0 \
+    tessera "$name" "$batch" 1 "$steps" "tessera-$name-1gpu-own-attention"
   peer "$name" 1 1 "$L" "$D" "$H" "$batch"
   [[ $quick == 0 ]] && peer "$name" 1 0 "$L" "$D" "$H" "$batch"
   if [[ $gpus -ge 2 ]]; then

@@ -6,7 +6,8 @@
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 pkg="$here/out"; OUT="${OUT:-$pkg/results}"; mkdir -p "$OUT"
-for dir in /usr/local/cuda/lib64 /usr/local/cuda/extras/CUPTI/lib64; do
+source "$here/../gpu-env.sh" >/dev/null
+for dir in /usr/local/cuda/extras/CUPTI/lib64; do
   [[ -d "$dir" ]] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 done
 "$pkg/gpt2-124m-train" --data "$pkg/gpt2-124m.tokens.bin" --init random --steps 5 --lr 6e-4 \

@@ -1,10 +1,11 @@
 //===- AttentionKernels.h - The attention kernels' internal entry points --===//
 //
-// Private to runtime/cuda. The flash entries (FlashAttention.cu) are tried
-// first; each returns false, having launched nothing, when the call is
-// outside the flash kernels' limits (FlashAttention.cu's file comment), and
-// the caller then runs the general kernels (Attention.cu). Shapes are
-// already checked. PackedAttention.cu's packed entries use both.
+// Private to runtime/cuda. For the packed entries, cuDNN's engines
+// (CudnnAttention.cpp) are tried first, then the flash kernels
+// (FlashAttention.cu), then the general kernels (Attention.cu). Each of the
+// first two returns false, having launched nothing, when the call is
+// outside its limits, and the caller tries the next. Shapes are already
+// checked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +46,29 @@ bool flashPackedAttentionBackward(const tessera_tensor &qkv,
                                   const tessera_tensor &dy,
                                   tessera_tensor &dqkv, bool causal,
                                   double scale, cudaStream_t stream);
+
+/// The packed entries on cuDNN's fused attention (the same layouts and the
+/// same lse); false when cuDNN is absent, turned off or refuses the shape.
+bool cudnnPackedAttentionForward(const tessera_tensor &qkv,
+                                 int64_t queryHeads, int64_t keyHeads,
+                                 tessera_tensor &y, tessera_tensor &lse,
+                                 bool causal, double scale,
+                                 cudaStream_t stream);
+bool cudnnPackedAttentionBackward(const tessera_tensor &qkv,
+                                  int64_t queryHeads, int64_t keyHeads,
+                                  const tessera_tensor &y,
+                                  const tessera_tensor &lse,
+                                  const tessera_tensor &dy,
+                                  tessera_tensor &dqkv, bool causal,
+                                  double scale, cudaStream_t stream);
+
+/// Turns the cuDNN path on or off for the process (initially on unless
+/// TESSERA_CUDNN_ATTENTION is 0 or off): benchmarks and tests compare both.
+void setCudnnAttentionEnabled(bool on);
+/// Whether this build has the cuDNN path and libcudnn.so.9 opened.
+bool cudnnAttentionAvailable();
+/// How many calls cuDNN has run so far, so tests can tell which path ran.
+int64_t cudnnAttentionCalls();
 
 /// tessera_cuda_attention's work (flash or general), also writing each
 /// query row's natural-log log-sum-exp into `lse` (f32 [B Hq Sq]) unless it

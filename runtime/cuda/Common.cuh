@@ -23,7 +23,7 @@
 #define TESSERA_RUNTIME_CUDA_COMMON_CUH
 
 #include "DataTypes.h"
-#include "Errors.h"
+#include "HostSupport.h"
 #include "TensorAccess.h"
 #include "tessera/runtime/cuda_kernels.h"
 
@@ -37,47 +37,7 @@
 namespace tessera::cuda {
 
 using cpu::fail;
-using cpu::KernelError;
 using cpu::Shape;
-
-/// Throws KernelError naming the CUDA error, the call site and the call.
-[[noreturn]] void failCuda(cudaError_t error, const char *call,
-                           const char *file, int line);
-[[noreturn]] void failCublas(int status, const char *call, const char *file,
-                             int line);
-
-#define cudaCheck(call)                                                        \
-  do {                                                                         \
-    cudaError_t cudaCheckError_ = (call);                                      \
-    if (cudaCheckError_ != cudaSuccess)                                        \
-      ::tessera::cuda::failCuda(cudaCheckError_, #call, __FILE__, __LINE__);   \
-  } while (0)
-
-#define cublasCheck(call)                                                      \
-  do {                                                                         \
-    cublasStatus_t cublasCheckStatus_ = (call);                                \
-    if (cublasCheckStatus_ != CUBLAS_STATUS_SUCCESS)                           \
-      ::tessera::cuda::failCublas(static_cast<int>(cublasCheckStatus_), #call, \
-                                  __FILE__, __LINE__);                         \
-  } while (0)
-
-/// Checks that the last kernel launch was accepted (bad configuration,
-/// missing device code); execution errors surface at the next sync.
-#define cudaCheckLaunch() cudaCheck(cudaGetLastError())
-
-void setLastError(const std::string &message);
-
-/// Runs `body`; returns 0 when it completes, else 1 with the error recorded as
-/// "<kernelName>: <message>".
-template <typename Body> int runCudaKernel(const char *kernelName, Body &&body) {
-  try {
-    body();
-    return 0;
-  } catch (const std::exception &error) {
-    setLastError(std::string(kernelName) + ": " + error.what());
-  }
-  return 1;
-}
 
 //===--- Data errors found on the device ---------------------------------===//
 
@@ -119,13 +79,6 @@ __device__ inline void reportDeviceError(DeviceErrorRecord *record, int kind,
   __threadfence();
   atomicExch(&record->kind, kind);
 }
-
-//===--- Scratch ------------------------------------------------------------===//
-
-/// A device buffer of at least `bytes` private to (current device, stream),
-/// kept for the next call: kernels on one stream run in order, so reuse is
-/// safe; two streams never share one. Contents are unspecified.
-void *streamScratch(cudaStream_t stream, size_t bytes, int slot = 0);
 
 //===--- Storage types on the device --------------------------------------===//
 

@@ -1,6 +1,8 @@
 //===- PackedAttention.cu - Attention on a QKV-packed tensor --------------===//
 //
-// tess.packed_attention(_grad) on the GPU. The flash kernels read the heads
+// tess.packed_attention(_grad) on the GPU. cuDNN's fused attention runs the
+// calls where it is available (CudnnAttention.cpp); otherwise the flash
+// kernels do, the same way: they read the heads
 // of qkv [B, T, (Hq + 2 Hkv) D] and write y [B, T, Hq D] and dqkv in place
 // through their strided head layouts, so GPT-2's fused projection needs no
 // transposes, no split copies and no concat of the gradients; the backward
@@ -120,7 +122,9 @@ extern "C" int tessera_cuda_packed_attention(const tessera_tensor *qkv,
     requireKernelFloat(packed, "qkv");
     if (elementCount(output) == 0)
       return;
-    if (flashPackedAttentionForward(packed, query_heads, key_heads, output,
+    if (cudnnPackedAttentionForward(packed, query_heads, key_heads, output,
+                                    statistics, causal != 0, scale, stream) ||
+        flashPackedAttentionForward(packed, query_heads, key_heads, output,
                                     statistics, causal != 0, scale, stream))
       return;
     HeadScratch heads(layout, packed.dtype,
@@ -155,7 +159,10 @@ extern "C" int tessera_cuda_packed_attention_grad(
     requireKernelFloat(packed, "qkv");
     if (elementCount(gradient) == 0)
       return;
-    if (flashPackedAttentionBackward(packed, query_heads, key_heads, output,
+    if (cudnnPackedAttentionBackward(packed, query_heads, key_heads, output,
+                                     statistics, upstream, gradient,
+                                     causal != 0, scale, stream) ||
+        flashPackedAttentionBackward(packed, query_heads, key_heads, output,
                                      statistics, upstream, gradient,
                                      causal != 0, scale, stream))
       return;

@@ -2,14 +2,18 @@
 //
 // The packed kernels against the CPU reference (runtime/cpu/
 // PackedAttention.cpp), which is itself checked against the unpacked
-// attention: y, lse and dqkv. The bf16/f16 cases at head dim 64
-// take the flash kernels through their strided head layouts (GPT-2's shape
-// among them, grouped heads too); f32 and other head dims take the
-// unpack-and-pack fallback. The backward reads the forward's y and lse, so
-// the GPU's own forward results feed it, as in a training step.
+// attention: y, lse and dqkv. Every case runs twice: with cuDNN's fused
+// attention off, where the bf16/f16 cases at head dim 64 take the flash
+// kernels through their strided head layouts (GPT-2's shape among them,
+// grouped heads too) and f32 and other head dims take the unpack-and-pack
+// fallback; and with it on, where cuDNN must serve every 16-bit case. The
+// backward reads the forward's y and lse, so the GPU's own forward results
+// feed it, as in a training step; one case feeds cuDNN's statistics to the
+// flash backward, the mix a shape cuDNN refuses only backward would run.
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionKernels.h"
 #include "CudaTestUtil.h"
 
 using namespace tessera_test;
@@ -23,7 +27,21 @@ struct PackedCase {
   int32_t dtype;
 };
 
-void checkPacked(const PackedCase &c) {
+using tessera::cuda::cudnnAttentionAvailable;
+using tessera::cuda::cudnnAttentionCalls;
+using tessera::cuda::setCudnnAttentionEnabled;
+
+/// Which library may run each direction: cuDNN when on, else Tessera's.
+struct Libraries {
+  bool cudnnForward, cudnnBackward;
+};
+
+/// Restores the process default (cuDNN on) when a test ends.
+struct CudnnDefault {
+  ~CudnnDefault() { setCudnnAttentionEnabled(true); }
+};
+
+void checkPacked(const PackedCase &c, Libraries libraries) {
   SCOPED_TRACE(c.name);
   int64_t width = (c.queryHeads + 2 * c.keyHeads) * c.headDim;
   Shape qkvShape = {c.batch, c.seq, width};
@@ -43,9 +61,11 @@ void checkPacked(const PackedCase &c) {
 
   DeviceTensor gqkv(qkv), gdy(dy), gy(c.dtype, yShape),
       glse(TESSERA_F32, lseShape), gdqkv(c.dtype, qkvShape);
+  setCudnnAttentionEnabled(libraries.cudnnForward);
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_attention(
       gqkv.get(), gy.get(), glse.get(), c.queryHeads, c.keyHeads, c.causal,
       scale, nullptr));
+  setCudnnAttentionEnabled(libraries.cudnnBackward);
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_attention_grad(
       gqkv.get(), gy.get(), glse.get(), gdy.get(), gdqkv.get(), c.queryHeads,
       c.keyHeads, c.causal, scale, nullptr));
@@ -60,9 +80,7 @@ void checkPacked(const PackedCase &c) {
                     attentionAbsoluteTolerance(c.dtype, dqkv), "packed dqkv");
 }
 
-TEST(PackedAttentionCuda, MatchesTheCpuReference) {
-  REQUIRE_GPU();
-  const PackedCase cases[] = {
+const PackedCase kCases[] = {
       {"flash bf16 causal GPT-2 heads", 2, 256, 12, 12, 64, true,
        TESSERA_BF16},
       {"flash f16 plain 77", 1, 77, 2, 2, 64, false, TESSERA_F16},
@@ -72,9 +90,38 @@ TEST(PackedAttentionCuda, MatchesTheCpuReference) {
       {"f32 causal falls back", 2, 33, 2, 2, 16, true, TESSERA_F32},
       {"f32 grouped falls back", 1, 20, 4, 2, 64, false, TESSERA_F32},
       {"bf16 head dim 32 falls back", 1, 40, 2, 2, 32, true, TESSERA_BF16},
-  };
-  for (const PackedCase &c : cases)
-    checkPacked(c);
+};
+
+TEST(PackedAttentionCuda, MatchesTheCpuReference) {
+  REQUIRE_GPU();
+  CudnnDefault restore;
+  for (const PackedCase &c : kCases)
+    checkPacked(c, {false, false});
+}
+
+TEST(PackedAttentionCuda, CudnnMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  if (!cudnnAttentionAvailable())
+    GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "
+                    "did not open";
+  CudnnDefault restore;
+  for (const PackedCase &c : kCases) {
+    int64_t before = cudnnAttentionCalls();
+    checkPacked(c, {true, true});
+    int64_t expected = c.dtype == TESSERA_F32 ? 0 : 2;
+    EXPECT_EQ(cudnnAttentionCalls() - before, expected) << c.name;
+  }
+}
+
+TEST(PackedAttentionCuda, CudnnStatisticsFeedTheFlashBackward) {
+  REQUIRE_GPU();
+  if (!cudnnAttentionAvailable())
+    GTEST_SKIP() << "cuDNN attention is not in this build";
+  CudnnDefault restore;
+  int64_t before = cudnnAttentionCalls();
+  checkPacked(kCases[0], {true, false});
+  checkPacked(kCases[2], {true, false});
+  EXPECT_EQ(cudnnAttentionCalls() - before, 2);
 }
 
 TEST(PackedAttentionCuda, RejectsBadOperandsNamingThem) {
