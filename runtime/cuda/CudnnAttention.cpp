@@ -1,4 +1,4 @@
-//===- CudnnAttention.cpp - Packed attention through cuDNN 9's flash engine ===//
+//===- CudnnAttention.cpp - Packed attention on cuDNN 9's fused engines ---===//
 //
 // Why: on Hopper, cuDNN's fused attention engines (the ones PyTorch's SDPA
 // picks on an H200) beat FlashAttention.cu's mma.sync kernels by about 1.5x
@@ -65,8 +65,8 @@ namespace {
 
 std::atomic<bool> enabled{[] {
   const char *value = std::getenv("TESSERA_CUDNN_ATTENTION");
-  return !(value && (std::strcmp(value, "0") == 0 ||
-                     std::strcmp(value, "off") == 0));
+  return !(value &&
+           (std::strcmp(value, "0") == 0 || std::strcmp(value, "off") == 0));
 }()};
 std::atomic<int64_t> servedCalls{0};
 
@@ -130,11 +130,13 @@ struct AttentionShape {
     return std::tie(device, dtype, batch, seq, queryHeads, keyHeads, headDim,
                     causal, scale, backward);
   }
-  bool operator<(const AttentionShape &other) const { return tie() < other.tie(); }
+  bool operator<(const AttentionShape &other) const {
+    return tie() < other.tie();
+  }
 
   std::string describe() const {
-    return std::string(backward ? "backward" : "forward") + " B=" +
-           std::to_string(batch) + " T=" + std::to_string(seq) +
+    return std::string(backward ? "backward" : "forward") +
+           " B=" + std::to_string(batch) + " T=" + std::to_string(seq) +
            " Hq=" + std::to_string(queryHeads) +
            " Hkv=" + std::to_string(keyHeads) + " D=" + std::to_string(headDim);
   }
@@ -150,17 +152,17 @@ struct Plan {
 std::shared_ptr<fe::graph::Tensor_attributes>
 headTensor(fe::graph::Graph &graph, const char *name, int64_t uid,
            const AttentionShape &shape, int64_t heads, int64_t rowWidth) {
-  return graph.tensor(fe::graph::Tensor_attributes()
-                          .set_name(name)
-                          .set_uid(uid)
-                          .set_dim({shape.batch, heads, shape.seq,
-                                    shape.headDim})
-                          .set_stride({shape.seq * rowWidth, shape.headDim,
-                                       rowWidth, 1}));
+  return graph.tensor(
+      fe::graph::Tensor_attributes()
+          .set_name(name)
+          .set_uid(uid)
+          .set_dim({shape.batch, heads, shape.seq, shape.headDim})
+          .set_stride({shape.seq * rowWidth, shape.headDim, rowWidth, 1}));
 }
 
 void setHeadOutput(fe::graph::Tensor_attributes &tensor, int64_t uid,
-                   const AttentionShape &shape, int64_t heads, int64_t rowWidth) {
+                   const AttentionShape &shape, int64_t heads,
+                   int64_t rowWidth) {
   tensor.set_output(true)
       .set_uid(uid)
       .set_dim({shape.batch, heads, shape.seq, shape.headDim})
@@ -176,7 +178,8 @@ std::vector<int64_t> statsStrides(const AttentionShape &shape) {
 
 /// The forward (o and the statistics) or backward (dq, dk, dv) graph of
 /// `shape`, or an error naming what cuDNN refused.
-fe::error_t describeGraph(fe::graph::Graph &graph, const AttentionShape &shape) {
+fe::error_t describeGraph(fe::graph::Graph &graph,
+                          const AttentionShape &shape) {
   fe::DataType_t io = shape.dtype == TESSERA_BF16 ? fe::DataType_t::BFLOAT16
                                                   : fe::DataType_t::HALF;
   graph.set_io_data_type(io)
@@ -202,8 +205,8 @@ fe::error_t describeGraph(fe::graph::Graph &graph, const AttentionShape &shape) 
         .set_stride(statsStrides(shape));
   } else {
     auto o = headTensor(graph, "o", kO, shape, shape.queryHeads, outputWidth);
-    auto dO = headTensor(graph, "dO", kDO, shape, shape.queryHeads,
-                         outputWidth);
+    auto dO =
+        headTensor(graph, "dO", kDO, shape, shape.queryHeads, outputWidth);
     auto stats = graph.tensor(fe::graph::Tensor_attributes()
                                   .set_name("stats")
                                   .set_uid(kStats)
@@ -222,6 +225,13 @@ fe::error_t describeGraph(fe::graph::Graph &graph, const AttentionShape &shape) 
   return {};
 }
 
+/// Throws KernelError naming the cuDNN call that did not succeed.
+void requireCudnn(cudnnStatus_t status, const char *call) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    cpu::fail(std::string(call) + " failed with status " +
+              std::to_string(static_cast<int>(status)));
+}
+
 /// This thread's handle on the current device.
 cudnnHandle_t threadHandle(int device) {
   thread_local std::map<int, cudnnHandle_t> handles;
@@ -229,10 +239,7 @@ cudnnHandle_t threadHandle(int device) {
   if (found != handles.end())
     return found->second;
   cudnnHandle_t handle = nullptr;
-  cudnnStatus_t status = fe::detail::create_handle(&handle);
-  if (status != CUDNN_STATUS_SUCCESS)
-    cpu::fail("cudnnCreate failed with status " +
-         std::to_string(static_cast<int>(status)));
+  requireCudnn(fe::detail::create_handle(&handle), "cudnnCreate");
   handles.emplace(device, handle);
   return handle;
 }
@@ -240,7 +247,8 @@ cudnnHandle_t threadHandle(int device) {
 /// The built plan of `shape` on this thread; a refused shape is remembered
 /// (graph null) so that it is tried once.
 Plan &planFor(const AttentionShape &shape, cudnnHandle_t handle) {
-  thread_local std::map<AttentionShape, Plan> *plans = new std::map<AttentionShape, Plan>();
+  thread_local std::map<AttentionShape, Plan> *plans =
+      new std::map<AttentionShape, Plan>();
   auto found = plans->find(shape);
   if (found != plans->end())
     return found->second;
@@ -270,7 +278,8 @@ Plan &planFor(const AttentionShape &shape, cudnnHandle_t handle) {
 
 /// Runs `shape`'s graph with `pointers`; false when cuDNN is off, absent
 /// or refused the shape (nothing launched).
-bool runGraph(AttentionShape shape, std::unordered_map<int64_t, void *> pointers,
+bool runGraph(AttentionShape shape,
+              std::unordered_map<int64_t, void *> pointers,
               cudaStream_t stream) {
   if (shape.dtype != TESSERA_BF16 && shape.dtype != TESSERA_F16)
     return false;
@@ -281,10 +290,7 @@ bool runGraph(AttentionShape shape, std::unordered_map<int64_t, void *> pointers
   Plan &plan = planFor(shape, handle);
   if (!plan.graph)
     return false;
-  cudnnStatus_t status = fe::detail::set_stream(handle, stream);
-  if (status != CUDNN_STATUS_SUCCESS)
-    cpu::fail("cudnnSetStream failed with status " +
-         std::to_string(static_cast<int>(status)));
+  requireCudnn(fe::detail::set_stream(handle, stream), "cudnnSetStream");
   void *workspace =
       plan.workspaceBytes > 0
           ? streamScratch(stream, static_cast<size_t>(plan.workspaceBytes),
@@ -293,7 +299,7 @@ bool runGraph(AttentionShape shape, std::unordered_map<int64_t, void *> pointers
   fe::error_t result = plan.graph->execute(handle, pointers, workspace);
   if (result.is_bad())
     cpu::fail("cuDNN attention " + shape.describe() +
-         " failed: " + result.get_message());
+              " failed: " + result.get_message());
   servedCalls.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -338,15 +344,14 @@ bool cudnnAttentionAvailable() {
 
 int64_t cudnnAttentionCalls() { return servedCalls.load(); }
 
-bool cudnnPackedAttentionForward(const tessera_tensor &qkv,
-                                 int64_t queryHeads, int64_t keyHeads,
-                                 tessera_tensor &y, tessera_tensor &lse,
-                                 bool causal, double scale,
+bool cudnnPackedAttentionForward(const tessera_tensor &qkv, int64_t queryHeads,
+                                 int64_t keyHeads, tessera_tensor &y,
+                                 tessera_tensor &lse, bool causal, double scale,
                                  cudaStream_t stream) {
 #ifdef TESSERA_HAVE_CUDNN_FRONTEND
   AttentionShape shape;
-  if (!packedShape(qkv, queryHeads, keyHeads, y.shape[2], causal, scale,
-                   false, {qkv.data, y.data, lse.data}, shape))
+  if (!packedShape(qkv, queryHeads, keyHeads, y.shape[2], causal, scale, false,
+                   {qkv.data, y.data, lse.data}, shape))
     return false;
   char *base = static_cast<char *>(qkv.data);
   size_t head = static_cast<size_t>(shape.headDim) * cpu::dtypeSize(qkv.dtype);
@@ -358,15 +363,14 @@ bool cudnnPackedAttentionForward(const tessera_tensor &qkv,
                    {kStats, lse.data}},
                   stream);
 #else
-  (void)qkv, (void)queryHeads, (void)keyHeads, (void)y, (void)lse,
-      (void)causal, (void)scale, (void)stream;
+  (void)qkv, (void)queryHeads, (void)keyHeads, (void)y, (void)lse, (void)causal,
+      (void)scale, (void)stream;
   return false;
 #endif
 }
 
-bool cudnnPackedAttentionBackward(const tessera_tensor &qkv,
-                                  int64_t queryHeads, int64_t keyHeads,
-                                  const tessera_tensor &y,
+bool cudnnPackedAttentionBackward(const tessera_tensor &qkv, int64_t queryHeads,
+                                  int64_t keyHeads, const tessera_tensor &y,
                                   const tessera_tensor &lse,
                                   const tessera_tensor &dy,
                                   tessera_tensor &dqkv, bool causal,
