@@ -394,9 +394,9 @@ def main():
     parser.add_argument("--peak-flops", default="",
                         help="datasheet dense peaks for MFU, e.g. bf16=9.89e14,fp16=9.89e14,fp32=6.7e13")
     parser.add_argument("--attention-flops", default="",
-                        help="the flash attention kernels' rate, forward and backward together, as "
+                        help="the fused attention kernels' rate, forward and backward together, as "
                              "a traced training step gives it (bench/profile), e.g. "
-                             "bf16=2.91e14,fp16=2.91e14")
+                             "bf16=4.93e14,fp16=4.93e14")
     parser.add_argument("--vector-flops", type=float, default=0.0,
                         help="rate of non-matrix arithmetic (default: the measured fp32 GEMM rate)")
     parser.add_argument("--devices-per-node", type=int, default=0,

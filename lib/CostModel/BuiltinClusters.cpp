@@ -34,12 +34,12 @@ constexpr const char *h200Json = R"json({
   "devices_per_node": 8,
   "device": {
     "name": "NVIDIA H200",
-    "comment": "bf16 GEMM 790 TFLOP/s measured (PyTorch, 8192^3, ANCHORS.md); fp16 assumed equal; fp32 (no TF32) 90% of the 67 TFLOP/s datasheet; peaks are the datasheet's dense rates; HBM 4.8 TB/s datasheet; attention: Tessera's flash kernels in a traced GPT-2 124M step (bench/profile, 2026-12-02: 12 packed forwards 1.68 ms, backwards 5.76 ms, 2,164 GFLOP as OpCost counts them), fp16 assumed equal",
+    "comment": "bf16 GEMM 790 TFLOP/s measured (PyTorch, 8192^3, ANCHORS.md); fp16 assumed equal; fp32 (no TF32) 90% of the 67 TFLOP/s datasheet; peaks are the datasheet's dense rates; HBM 4.8 TB/s datasheet; attention: cuDNN 9's fused kernels (the CUDA backend's default) in a traced GPT-2 124M step (bench/profile, 2026-12-03: 12 packed forwards 1.03 ms, backwards 3.36 ms, 2,164 GFLOP as OpCost counts them; Tessera's own flash kernels: 7.44 ms, 2.91e14), fp16 assumed equal",
     "memory_bytes": 150754820096,
     "memory_bandwidth": 4.8e12,
     "flops": {"bf16": 7.9e14, "fp16": 7.9e14, "fp32": 6.0e13},
     "peak_flops": {"bf16": 9.89e14, "fp16": 9.89e14, "fp32": 6.7e13},
-    "attention_flops": {"bf16": 2.91e14, "fp16": 2.91e14},
+    "attention_flops": {"bf16": 4.93e14, "fp16": 4.93e14},
     "vector_flops": 6.7e13
   },
   "links": {

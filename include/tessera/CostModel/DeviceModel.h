@@ -53,8 +53,9 @@ struct DeviceModel {
   /// The rates the fused attention kernels reach (forward and backward
   /// together, FLOPs counted as OpCost counts them), indexed by Precision; 0
   /// where the file gives none, and then attention is timed at matrixFlops.
-  /// Flash attention's softmax between its two GEMMs keeps it well below the
-  /// GEMM rate (291 TFLOP/s against 787 on an H200 in bf16).
+  /// The softmax between attention's two GEMMs keeps it well below the GEMM
+  /// rate (on an H200 in bf16: cuDNN's fused kernels 493 TFLOP/s, Tessera's
+  /// own flash kernels 291, the GEMMs 787).
   std::array<double, 3> attentionFlops{};
   /// GEMMs measured at the shapes Transformers' linears train at
   /// (bench/measure_kernels.py), indexed by Precision; empty where the file

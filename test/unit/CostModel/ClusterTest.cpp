@@ -86,7 +86,7 @@ TEST(Cluster, AttentionRates) {
             "");
   llvm::Expected<Cluster> h200 = loadCluster("h200");
   ASSERT_TRUE(static_cast<bool>(h200));
-  EXPECT_DOUBLE_EQ(h200->device.attentionRate(Precision::BF16), 2.91e14);
+  EXPECT_DOUBLE_EQ(h200->device.attentionRate(Precision::BF16), 4.93e14);
 }
 
 // Tests the measured GEMM shapes and the per-kernel cost: a measured shape
