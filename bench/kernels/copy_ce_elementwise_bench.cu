@@ -4,7 +4,8 @@
 // heads of 64, vocabulary 50257, bf16), the memory-bound kernels the step
 // profile showed as slow: attention's head transposes, the cross-entropy
 // forward and backward over the logits, and the elementwise families
-// (binary with a bias row and same-shape, cast, GELU and its gradient).
+// (binary with a bias row and same-shape, cast, GELU and its gradient),
+// and LayerNorm's backward (with and without the fused residual add).
 // Prints ms per call and the bytes moved per second. Run by hand on the GPU
 // machine; not a test.
 //
@@ -179,6 +180,32 @@ int main() {
     });
     time("cast bf16 -> f32 [16384,768]", bytes, [&] {
       checkKernel(tessera_cuda_cast(narrow.get(), wide.get(), nullptr));
+    });
+  }
+  {
+    // LayerNorm's backward with dscale and dbias, alone and with the
+    // residual add of the backward's residual stream (x, dy, residual read
+    // once, dx written once: 3 or 4 times [16384,768] bf16).
+    DeviceBuffer x(TESSERA_BF16, {rows, width}), dy(TESSERA_BF16, {rows, width}),
+        residual(TESSERA_BF16, {rows, width}), dx(TESSERA_BF16, {rows, width});
+    DeviceBuffer scale(TESSERA_BF16, {width}), dscale(TESSERA_BF16, {width}),
+        dbias(TESSERA_BF16, {width});
+    time("layer_norm_grad bf16 [16384,768] + dscale, dbias", 3.0 * x.bytes,
+         [&] {
+           checkKernel(tessera_cuda_layer_norm_grad(
+               x.get(), scale.get(), dy.get(), dx.get(), dscale.get(),
+               dbias.get(), 1, 1e-5, nullptr));
+         });
+    time("layer_norm_grad_add bf16 [16384,768] + dscale, dbias",
+         4.0 * x.bytes, [&] {
+           checkKernel(tessera_cuda_layer_norm_grad_add(
+               x.get(), scale.get(), dy.get(), residual.get(), dx.get(),
+               dscale.get(), dbias.get(), 1, 1e-5, nullptr));
+         });
+    time("layer_norm_grad bf16 [16384,768], dx only", 3.0 * x.bytes, [&] {
+      checkKernel(tessera_cuda_layer_norm_grad(x.get(), scale.get(), dy.get(),
+                                               dx.get(), nullptr, nullptr, 1,
+                                               1e-5, nullptr));
     });
   }
   check(cudaDeviceSynchronize(), "sync");

@@ -38,8 +38,35 @@ Value residualOf(tess::AddOp add, tess::LinearOp linear) {
   return add.getLhs() == linear.getResult() ? add.getRhs() : add.getLhs();
 }
 
+/// The norm gradient's dx: the first result of either op.
+static Value normGradientDx(Operation *grad) {
+  if (!llvm::isa_and_nonnull<tess::LayerNormGradOp, tess::RmsNormGradOp>(grad))
+    return {};
+  return grad->getResult(0);
+}
+
+tess::AddOp residualAddAfterNormGrad(Operation *grad) {
+  Value dx = normGradientDx(grad);
+  if (!dx)
+    return {};
+  auto add = llvm::dyn_cast_or_null<tess::AddOp>(grad->getNextNode());
+  if (!add || !dx.hasOneUse() || (add.getLhs() != dx && add.getRhs() != dx) ||
+      add.getLhs().getType() != add.getType() ||
+      add.getRhs().getType() != add.getType())
+    return {};
+  return add;
+}
+
+Value residualOf(tess::AddOp add, Operation *grad) {
+  Value dx = normGradientDx(grad);
+  return add.getLhs() == dx ? add.getRhs() : add.getLhs();
+}
+
 bool joinsPreviousCall(Operation &op) {
-  auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(op.getPrevNode());
+  Operation *previous = op.getPrevNode();
+  if (residualAddAfterNormGrad(previous) == &op)
+    return true;
+  auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(previous);
   if (!linear)
     return false;
   return geluAfterLinear(linear) == &op || geluGradAfterLinear(linear) == &op ||

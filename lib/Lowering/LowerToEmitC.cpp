@@ -646,6 +646,28 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
     return success();
   };
 
+  // A norm's backward: x, scale, dy, then dx, or the residual and the sum
+  // of the add after it (FusedCalls.h), then the parameter gradients,
+  // axis and epsilon.
+  auto normGradCall = [&](StringRef kernel, auto grad,
+                          function_ref<void(CallArguments &)> parameters) {
+    tess::AddOp add = residualAddAfterNormGrad(grad);
+    std::string name = (kernel + (add ? "_add" : "")).str();
+    return call(name, [&](CallArguments &a) {
+      a.value(in(grad.getInput()))
+          .optional(in(grad.getScale()))
+          .value(in(grad.getDy()));
+      if (add)
+        a.value(in(residualOf(add, grad)))
+            .value(descriptors.lookup(add.getResult()));
+      else
+        a.value(out(0));
+      parameters(a);
+      a.i64(axisOf(grad.getAxis(), grad.getInput()))
+          .f64(grad.getEpsilon().convertToDouble());
+    });
+  };
+
   // The second op of a fused pair: its call was made at the first
   // (linear_gelu) or is made here for both (linear_dgelu, below).
   if (isa<tess::GeluOp, tess::AddOp>(op) && joinsPreviousCall(op))
@@ -878,26 +900,14 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::LayerNormGradOp grad) {
-        return call("layer_norm_grad", [&](CallArguments &a) {
-          a.value(in(grad.getInput()))
-              .optional(in(grad.getScale()))
-              .value(in(grad.getDy()))
-              .value(out(0))
-              .optional(grad.getDscale() ? in(grad.getDscale()) : Value())
-              .optional(grad.getDbias() ? in(grad.getDbias()) : Value())
-              .i64(axisOf(grad.getAxis(), grad.getInput()))
-              .f64(grad.getEpsilon().convertToDouble());
+        return normGradCall("layer_norm_grad", grad, [&](CallArguments &a) {
+          a.optional(grad.getDscale() ? in(grad.getDscale()) : Value())
+              .optional(grad.getDbias() ? in(grad.getDbias()) : Value());
         });
       })
       .Case([&](tess::RmsNormGradOp grad) {
-        return call("rms_norm_grad", [&](CallArguments &a) {
-          a.value(in(grad.getInput()))
-              .optional(in(grad.getScale()))
-              .value(in(grad.getDy()))
-              .value(out(0))
-              .optional(grad.getScale() ? out(1) : Value())
-              .i64(axisOf(grad.getAxis(), grad.getInput()))
-              .f64(grad.getEpsilon().convertToDouble());
+        return normGradCall("rms_norm_grad", grad, [&](CallArguments &a) {
+          a.optional(grad.getScale() ? out(1) : Value());
         });
       })
       .Case([&](tess::SoftmaxGradOp grad) {
@@ -1217,14 +1227,16 @@ LogicalResult StepBuilder::build() {
     }
     if (failed(describeResults(op)))
       return failure();
-    // linear_gelu and linear_add write the next op's result too.
+    // linear_gelu, linear_add and the *_norm_grad_add write the next op's
+    // result too.
+    Operation *next = residualAddAfterNormGrad(&op);
     if (auto linear = dyn_cast<tess::LinearOp>(op)) {
-      Operation *next = geluAfterLinear(linear);
+      next = geluAfterLinear(linear);
       if (!next)
         next = residualAddAfterLinear(linear);
-      if (next && failed(describeResults(*next)))
-        return failure();
     }
+    if (next && failed(describeResults(*next)))
+      return failure();
     if (failed(lowerOp(op)))
       return failure();
     for (Value result : op.getResults()) {

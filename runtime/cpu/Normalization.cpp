@@ -112,6 +112,148 @@ private:
   std::vector<double> sums;
 };
 
+/// x, dy and dx of a norm's backward (and its residual, its scale),
+/// checked and read as f32; dx is committed by the caller.
+struct NormGradient {
+  NormGradient(const tessera_tensor *x, const tessera_tensor *scale,
+               const tessera_tensor *dy, const tessera_tensor *residual,
+               tessera_tensor *dx, const tessera_tensor *dscale, int64_t axis,
+               double epsilon)
+      : input(checkedInput(x, dy, dx, epsilon)), layout(rowLayout(input, axis)),
+        scaleValues(checkedScale(scale, dscale, layout)), values(input, "x"),
+        upstreamValues(*dy, "dy"), residualValues(checkedResidual(residual)),
+        result(*dx, "dx") {}
+
+  /// Row `row` of each.
+  const float *x(int64_t row) const {
+    return values.data() + row * layout.width;
+  }
+  const float *dy(int64_t row) const {
+    return upstreamValues.data() + row * layout.width;
+  }
+  float *dx(int64_t row) { return result.data() + row * layout.width; }
+  /// Null without a residual.
+  const float *residual(int64_t row) const {
+    return residualValues ? residualValues->data() + row * layout.width
+                          : nullptr;
+  }
+
+  const tessera_tensor &input;
+  RowLayout layout;
+  std::optional<FloatInput> scaleValues;
+  FloatInput values, upstreamValues;
+  std::optional<FloatInput> residualValues;
+  FloatOutput result;
+
+private:
+  static const tessera_tensor &checkedInput(const tessera_tensor *x,
+                                            const tessera_tensor *dy,
+                                            tessera_tensor *dx,
+                                            double epsilon) {
+    const tessera_tensor &input = requireTensor(x, "x");
+    requireShape(requireTensor(dy, "dy"), shapeOf(input), "dy");
+    requireShape(requireTensor(dx, "dx"), shapeOf(input), "dx");
+    checkEpsilon(epsilon);
+    return input;
+  }
+  static std::optional<FloatInput> checkedScale(const tessera_tensor *scale,
+                                                const tessera_tensor *dscale,
+                                                const RowLayout &layout) {
+    std::optional<FloatInput> values = parameter(scale, "scale", layout);
+    if (dscale && !scale)
+      fail("dscale was requested without a scale");
+    return values;
+  }
+  std::optional<FloatInput> checkedResidual(const tessera_tensor *tensor) {
+    if (!tensor)
+      return std::nullopt;
+    requireShape(*tensor, shapeOf(input), "residual");
+    return FloatInput(*tensor, "residual");
+  }
+};
+
+/// dx = (residual +) layer_norm's input gradient, rounded once.
+void layerNormGrad(const tessera_tensor *x, const tessera_tensor *scale,
+                   const tessera_tensor *dy, const tessera_tensor *residual,
+                   tessera_tensor *dx, tessera_tensor *dscale,
+                   tessera_tensor *dbias, int64_t axis, double epsilon) {
+  NormGradient operands(x, scale, dy, residual, dx, dscale, axis, epsilon);
+  const RowLayout &layout = operands.layout;
+  const std::optional<FloatInput> &scaleValues = operands.scaleValues;
+  ParameterGradient scaleGradient(dscale, "dscale", layout);
+  ParameterGradient biasGradient(dbias, "dbias", layout);
+  std::vector<float> normalized(static_cast<size_t>(layout.width));
+  std::vector<float> scaledUpstream(static_cast<size_t>(layout.width));
+  double width = static_cast<double>(layout.width);
+  for (int64_t row = 0; row < layout.rows; ++row) {
+    const float *xRow = operands.x(row);
+    const float *dyRow = operands.dy(row);
+    float *dxRow = operands.dx(row);
+    RowStatistics statistics = layerNormStatistics(xRow, layout.width, epsilon);
+    double sumScaled = 0.0, sumScaledTimesNormalized = 0.0;
+    for (int64_t j = 0; j < layout.width; ++j) {
+      normalized[j] = (xRow[j] - statistics.mean) * statistics.reciprocalStd;
+      scaledUpstream[j] = scaleValues ? dyRow[j] * (*scaleValues)[j] : dyRow[j];
+      sumScaled += scaledUpstream[j];
+      sumScaledTimesNormalized +=
+          static_cast<double>(scaledUpstream[j]) * normalized[j];
+      if (scaleGradient.wanted())
+        scaleGradient.add(j, static_cast<double>(dyRow[j]) * normalized[j]);
+      if (biasGradient.wanted())
+        biasGradient.add(j, dyRow[j]);
+    }
+    float meanScaled = static_cast<float>(sumScaled / width);
+    float meanScaledTimesNormalized =
+        static_cast<float>(sumScaledTimesNormalized / width);
+    const float *residualRow = operands.residual(row);
+    for (int64_t j = 0; j < layout.width; ++j) {
+      float gradient = statistics.reciprocalStd *
+                       (scaledUpstream[j] - meanScaled -
+                        normalized[j] * meanScaledTimesNormalized);
+      dxRow[j] = residualRow ? residualRow[j] + gradient : gradient;
+    }
+  }
+  operands.result.commit();
+  scaleGradient.write();
+  biasGradient.write();
+}
+
+/// dx = (residual +) rms_norm's input gradient, rounded once.
+void rmsNormGrad(const tessera_tensor *x, const tessera_tensor *scale,
+                 const tessera_tensor *dy, const tessera_tensor *residual,
+                 tessera_tensor *dx, tessera_tensor *dscale, int64_t axis,
+                 double epsilon) {
+  NormGradient operands(x, scale, dy, residual, dx, dscale, axis, epsilon);
+  const RowLayout &layout = operands.layout;
+  const std::optional<FloatInput> &scaleValues = operands.scaleValues;
+  ParameterGradient scaleGradient(dscale, "dscale", layout);
+  std::vector<float> scaledUpstream(static_cast<size_t>(layout.width));
+  double width = static_cast<double>(layout.width);
+  for (int64_t row = 0; row < layout.rows; ++row) {
+    const float *xRow = operands.x(row);
+    const float *dyRow = operands.dy(row);
+    float *dxRow = operands.dx(row);
+    float reciprocal = rmsNormReciprocal(xRow, layout.width, epsilon);
+    double sumScaledTimesInput = 0.0;
+    for (int64_t j = 0; j < layout.width; ++j) {
+      scaledUpstream[j] = scaleValues ? dyRow[j] * (*scaleValues)[j] : dyRow[j];
+      sumScaledTimesInput += static_cast<double>(scaledUpstream[j]) * xRow[j];
+      if (scaleGradient.wanted())
+        scaleGradient.add(j,
+                          static_cast<double>(dyRow[j]) * xRow[j] * reciprocal);
+    }
+    float correction = static_cast<float>(reciprocal * reciprocal *
+                                          (sumScaledTimesInput / width));
+    const float *residualRow = operands.residual(row);
+    for (int64_t j = 0; j < layout.width; ++j) {
+      float gradient = reciprocal * (scaledUpstream[j] - xRow[j] * correction);
+      dxRow[j] = residualRow ? residualRow[j] + gradient : gradient;
+    }
+  }
+  operands.result.commit();
+  scaleGradient.write();
+}
+
 } // namespace
 
 extern "C" int tessera_cpu_layer_norm(const tessera_tensor *x,
@@ -148,62 +290,6 @@ extern "C" int tessera_cpu_layer_norm(const tessera_tensor *x,
   });
 }
 
-extern "C" int tessera_cpu_layer_norm_grad(
-    const tessera_tensor *x, const tessera_tensor *scale,
-    const tessera_tensor *dy, tessera_tensor *dx, tessera_tensor *dscale,
-    tessera_tensor *dbias, int64_t axis, double epsilon) {
-  return runKernel("tessera_cpu_layer_norm_grad", [&] {
-    const tessera_tensor &input = requireTensor(x, "x");
-    const tessera_tensor &upstream = requireTensor(dy, "dy");
-    tessera_tensor &inputGradient = requireTensor(dx, "dx");
-    requireShape(upstream, shapeOf(input), "dy");
-    requireShape(inputGradient, shapeOf(input), "dx");
-    checkEpsilon(epsilon);
-    RowLayout layout = rowLayout(input, axis);
-    std::optional<FloatInput> scaleValues = parameter(scale, "scale", layout);
-    if (dscale && !scale)
-      fail("dscale was requested without a scale");
-    ParameterGradient scaleGradient(dscale, "dscale", layout);
-    ParameterGradient biasGradient(dbias, "dbias", layout);
-    FloatInput values(input, "x");
-    FloatInput upstreamValues(upstream, "dy");
-    FloatOutput result(inputGradient, "dx");
-    std::vector<float> normalized(static_cast<size_t>(layout.width));
-    std::vector<float> scaledUpstream(static_cast<size_t>(layout.width));
-    double width = static_cast<double>(layout.width);
-    for (int64_t row = 0; row < layout.rows; ++row) {
-      const float *xRow = values.data() + row * layout.width;
-      const float *dyRow = upstreamValues.data() + row * layout.width;
-      float *dxRow = result.data() + row * layout.width;
-      RowStatistics statistics =
-          layerNormStatistics(xRow, layout.width, epsilon);
-      double sumScaled = 0.0, sumScaledTimesNormalized = 0.0;
-      for (int64_t j = 0; j < layout.width; ++j) {
-        normalized[j] = (xRow[j] - statistics.mean) * statistics.reciprocalStd;
-        scaledUpstream[j] =
-            scaleValues ? dyRow[j] * (*scaleValues)[j] : dyRow[j];
-        sumScaled += scaledUpstream[j];
-        sumScaledTimesNormalized +=
-            static_cast<double>(scaledUpstream[j]) * normalized[j];
-        if (scaleGradient.wanted())
-          scaleGradient.add(j, static_cast<double>(dyRow[j]) * normalized[j]);
-        if (biasGradient.wanted())
-          biasGradient.add(j, dyRow[j]);
-      }
-      float meanScaled = static_cast<float>(sumScaled / width);
-      float meanScaledTimesNormalized =
-          static_cast<float>(sumScaledTimesNormalized / width);
-      for (int64_t j = 0; j < layout.width; ++j)
-        dxRow[j] = statistics.reciprocalStd *
-                   (scaledUpstream[j] - meanScaled -
-                    normalized[j] * meanScaledTimesNormalized);
-    }
-    result.commit();
-    scaleGradient.write();
-    biasGradient.write();
-  });
-}
-
 extern "C" int tessera_cpu_rms_norm(const tessera_tensor *x,
                                     const tessera_tensor *scale,
                                     tessera_tensor *y, int64_t axis,
@@ -229,6 +315,27 @@ extern "C" int tessera_cpu_rms_norm(const tessera_tensor *x,
   });
 }
 
+extern "C" int tessera_cpu_layer_norm_grad(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, tessera_tensor *dx, tessera_tensor *dscale,
+    tessera_tensor *dbias, int64_t axis, double epsilon) {
+  return runKernel("tessera_cpu_layer_norm_grad", [&] {
+    layerNormGrad(x, scale, dy, /*residual=*/nullptr, dx, dscale, dbias, axis,
+                  epsilon);
+  });
+}
+
+extern "C" int tessera_cpu_layer_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
+    int64_t axis, double epsilon) {
+  return runKernel("tessera_cpu_layer_norm_grad_add", [&] {
+    layerNormGrad(x, scale, dy, &requireTensor(residual, "residual"), dx,
+                  dscale, dbias, axis, epsilon);
+  });
+}
+
 extern "C" int tessera_cpu_rms_norm_grad(const tessera_tensor *x,
                                          const tessera_tensor *scale,
                                          const tessera_tensor *dy,
@@ -236,42 +343,16 @@ extern "C" int tessera_cpu_rms_norm_grad(const tessera_tensor *x,
                                          tessera_tensor *dscale, int64_t axis,
                                          double epsilon) {
   return runKernel("tessera_cpu_rms_norm_grad", [&] {
-    const tessera_tensor &input = requireTensor(x, "x");
-    const tessera_tensor &upstream = requireTensor(dy, "dy");
-    tessera_tensor &inputGradient = requireTensor(dx, "dx");
-    requireShape(upstream, shapeOf(input), "dy");
-    requireShape(inputGradient, shapeOf(input), "dx");
-    checkEpsilon(epsilon);
-    RowLayout layout = rowLayout(input, axis);
-    std::optional<FloatInput> scaleValues = parameter(scale, "scale", layout);
-    if (dscale && !scale)
-      fail("dscale was requested without a scale");
-    ParameterGradient scaleGradient(dscale, "dscale", layout);
-    FloatInput values(input, "x");
-    FloatInput upstreamValues(upstream, "dy");
-    FloatOutput result(inputGradient, "dx");
-    std::vector<float> scaledUpstream(static_cast<size_t>(layout.width));
-    double width = static_cast<double>(layout.width);
-    for (int64_t row = 0; row < layout.rows; ++row) {
-      const float *xRow = values.data() + row * layout.width;
-      const float *dyRow = upstreamValues.data() + row * layout.width;
-      float *dxRow = result.data() + row * layout.width;
-      float reciprocal = rmsNormReciprocal(xRow, layout.width, epsilon);
-      double sumScaledTimesInput = 0.0;
-      for (int64_t j = 0; j < layout.width; ++j) {
-        scaledUpstream[j] =
-            scaleValues ? dyRow[j] * (*scaleValues)[j] : dyRow[j];
-        sumScaledTimesInput += static_cast<double>(scaledUpstream[j]) * xRow[j];
-        if (scaleGradient.wanted())
-          scaleGradient.add(j, static_cast<double>(dyRow[j]) * xRow[j] *
-                                   reciprocal);
-      }
-      float correction = static_cast<float>(reciprocal * reciprocal *
-                                            (sumScaledTimesInput / width));
-      for (int64_t j = 0; j < layout.width; ++j)
-        dxRow[j] = reciprocal * (scaledUpstream[j] - xRow[j] * correction);
-    }
-    result.commit();
-    scaleGradient.write();
+    rmsNormGrad(x, scale, dy, /*residual=*/nullptr, dx, dscale, axis, epsilon);
+  });
+}
+
+extern "C" int tessera_cpu_rms_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, int64_t axis, double epsilon) {
+  return runKernel("tessera_cpu_rms_norm_grad_add", [&] {
+    rmsNormGrad(x, scale, dy, &requireTensor(residual, "residual"), dx, dscale,
+                axis, epsilon);
   });
 }

@@ -78,8 +78,9 @@ __device__ RowStatistics rowStatistics(const void *x, int xType,
   float meanF = static_cast<float>(mean);
   double squares = 0.0;
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
-    double deviation = rms ? static_cast<double>(loadFloat(x, xType, rowStart + j))
-                           : static_cast<double>(loadFloat(x, xType, rowStart + j)) - mean;
+    double deviation =
+        rms ? static_cast<double>(loadFloat(x, xType, rowStart + j))
+            : static_cast<double>(loadFloat(x, xType, rowStart + j)) - mean;
     squares += deviation * deviation;
   }
   double variance = blockSum(squares, shared) / static_cast<double>(width);
@@ -96,8 +97,9 @@ __global__ void normForwardKernel(const void *x, int xType, const void *scale,
       rowStatistics(x, xType, rowStart, width, epsilon, rms, shared);
   for (int64_t j = threadIdx.x; j < width; j += blockDim.x) {
     float value = loadFloat(x, xType, rowStart + j);
-    float normalized = rms ? value * statistics.reciprocalStd
-                           : (value - statistics.mean) * statistics.reciprocalStd;
+    float normalized =
+        rms ? value * statistics.reciprocalStd
+            : (value - statistics.mean) * statistics.reciprocalStd;
     if (scale)
       normalized *= loadFloat(scale, scaleType, j);
     if (bias)
@@ -108,6 +110,7 @@ __global__ void normForwardKernel(const void *x, int xType, const void *scale,
 
 __global__ void normBackwardKernel(const void *x, int xType, const void *scale,
                                    int scaleType, const void *dy, int dyType,
+                                   const void *residual, int residualType,
                                    void *dx, int dxType, int64_t width,
                                    double epsilon, bool rms,
                                    RowStatistics *savedStatistics) {
@@ -123,8 +126,8 @@ __global__ void normBackwardKernel(const void *x, int xType, const void *scale,
     float value = loadFloat(x, xType, rowStart + j);
     float upstream = loadFloat(dy, dyType, rowStart + j);
     float scaled = scale ? upstream * loadFloat(scale, scaleType, j) : upstream;
-    float other = rms ? value
-                      : (value - statistics.mean) * statistics.reciprocalStd;
+    float other =
+        rms ? value : (value - statistics.mean) * statistics.reciprocalStd;
     sumScaled += scaled;
     sumScaledTimesOther += static_cast<double>(scaled) * other;
   }
@@ -147,6 +150,8 @@ __global__ void normBackwardKernel(const void *x, int xType, const void *scale,
       result = statistics.reciprocalStd *
                (scaled - meanScaled - normalized * correction);
     }
+    if (residual)
+      result += loadFloat(residual, residualType, rowStart + j);
     storeFloat(dx, dxType, rowStart + j, result);
   }
   if (threadIdx.x == 0 && savedStatistics)
@@ -158,6 +163,9 @@ __global__ void normBackwardKernel(const void *x, int xType, const void *scale,
 constexpr int kWarpsPerNormBlock = 4;
 /// Rows up to this many elements (kMaxPacksPerLane packs of 8 per lane).
 constexpr int kMaxPacksPerLane = 8;
+/// The widest rows (packs a lane) whose parameter-gradient sums the
+/// backward kernel keeps itself: 1024 elements, 64 KB of shared memory.
+constexpr int kMaxFusedPartialPacks = 4;
 
 /// The statistics of the row in `values` (kPacks packs per lane; pack p of
 /// this lane holds elements ((p * 32 + lane) * kPack ...), valid while below
@@ -198,8 +206,8 @@ __global__ void normForwardWarpKernel(const void *x, int xType,
                                       const void *bias, int biasType, void *y,
                                       int yType, int64_t rows, int64_t width,
                                       double epsilon, bool rms) {
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerNormBlock +
-                threadIdx.x / 32;
+  int64_t row =
+      static_cast<int64_t>(blockIdx.x) * kWarpsPerNormBlock + threadIdx.x / 32;
   if (row >= rows)
     return;
   int lane = threadIdx.x % 32;
@@ -237,85 +245,131 @@ __global__ void normForwardWarpKernel(const void *x, int xType,
   }
 }
 
-template <int kPacks>
-__global__ void normBackwardWarpKernel(const void *x, int xType,
-                                       const void *scale, int scaleType,
-                                       const void *dy, int dyType, void *dx,
-                                       int dxType, int64_t rows, int64_t width,
-                                       double epsilon, bool rms,
-                                       RowStatistics *savedStatistics) {
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerNormBlock +
-                threadIdx.x / 32;
-  if (row >= rows)
-    return;
-  int lane = threadIdx.x % 32;
-  int64_t rowStart = row * width;
-  float values[kPacks][kPack], scaled[kPacks][kPack];
+/// Warps of a backward block on the warp path.
+constexpr int kWarpsPerBackwardBlock = 8;
+
+/// One warp per row, as normBackwardKernel's formulas, for rows
+/// [blockIdx.x rowsPerBlock, + rowsPerBlock): warp w of the block takes
+/// rows w, w + 8, ... of them. dx = (residual +) the norm's gradient, one
+/// rounding. With kPartials, each lane also sums dy * xhat and dy of its
+/// columns over its warp's rows, in f32 in its warp's part of shared memory
+/// (registers would spill beside the row), and the block adds its warps'
+/// sums in warp order into partials[blockIdx.x][0 .. 2 width), for
+/// reducePartials. Rows wider than kMaxFusedPartialPacks packs a lane would
+/// need more shared memory than two blocks an SM leave: there the kernel
+/// leaves (mean, rstd) per row in savedStatistics instead, for
+/// parameterPartialsKernel.
+template <int kPacks, bool kPartials>
+__global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
+                                  kPacks <= kMaxFusedPartialPacks ? 2 : 1)
+    normBackwardWarpKernel(const void *x, int xType, const void *scale,
+                           int scaleType, const void *dy, int dyType,
+                           const void *residual, int residualType, void *dx,
+                           int dxType, int64_t rows, int64_t width,
+                           double epsilon, bool rms, int64_t rowsPerBlock,
+                           float *partials, RowStatistics *savedStatistics) {
+  // kPartials: [warp][dscale | dbias][width] sums; a lane touches only its
+  // own columns of its warp's part, so no barrier until the end.
+  extern __shared__ float warpSums[];
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t firstRow = static_cast<int64_t>(blockIdx.x) * rowsPerBlock;
+  int64_t lastRow = min(rows, firstRow + rowsPerBlock);
+  float *scaleSums = warpSums + warp * 2 * width, *biasSums = scaleSums + width;
+  if constexpr (kPartials)
+    for (int64_t c = lane; c < 2 * width; c += 32)
+      scaleSums[c] = 0.0f;
+  __syncwarp();
+  for (int64_t row = firstRow + warp; row < lastRow;
+       row += kWarpsPerBackwardBlock) {
+    int64_t rowStart = row * width;
+    float values[kPacks][kPack], scaled[kPacks][kPack];
 #pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    int64_t j = (p * 32 + lane) * kPack;
-    if (j < width) {
-      loadPack(x, xType, rowStart + j, values[p]);
-      loadPack(dy, dyType, rowStart + j, scaled[p]);
-    }
-  }
-  RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
-  // The same formulas as normBackwardKernel.
-  double sumScaled = 0.0, sumScaledTimesOther = 0.0;
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    int64_t j = (p * 32 + lane) * kPack;
-    if (j >= width)
-      continue;
-    float scales[kPack];
-    if (scale)
-      loadPack(scale, scaleType, j, scales);
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) {
-      if (scale)
-        scaled[p][k] *= scales[k];
-      float other = rms ? values[p][k]
-                        : (values[p][k] - statistics.mean) *
-                              statistics.reciprocalStd;
-      sumScaled += scaled[p][k];
-      sumScaledTimesOther += static_cast<double>(scaled[p][k]) * other;
-    }
-  }
-  double widthD = static_cast<double>(width);
-  float meanScaled = static_cast<float>(warpSum(sumScaled) / widthD);
-  double meanProduct = warpSum(sumScaledTimesOther) / widthD;
-  float correction =
-      rms ? static_cast<float>(statistics.reciprocalStd *
-                               statistics.reciprocalStd * meanProduct)
-          : static_cast<float>(meanProduct);
-#pragma unroll
-  for (int p = 0; p < kPacks; ++p) {
-    int64_t j = (p * 32 + lane) * kPack;
-    if (j >= width)
-      continue;
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) {
-      float value = values[p][k];
-      if (rms) {
-        values[p][k] =
-            statistics.reciprocalStd * (scaled[p][k] - value * correction);
-      } else {
-        float normalized =
-            (value - statistics.mean) * statistics.reciprocalStd;
-        values[p][k] = statistics.reciprocalStd *
-                       (scaled[p][k] - meanScaled - normalized * correction);
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = (p * 32 + lane) * kPack;
+      if (j < width) {
+        loadPack(x, xType, rowStart + j, values[p]);
+        loadPack(dy, dyType, rowStart + j, scaled[p]);
       }
     }
-    storePack(dx, dxType, rowStart + j, values[p]);
+    RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
+    double sumScaled = 0.0, sumScaledTimesOther = 0.0;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = (p * 32 + lane) * kPack;
+      if (j >= width)
+        continue;
+      float scales[kPack];
+      if (scale)
+        loadPack(scale, scaleType, j, scales);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        float normalized =
+            rms ? values[p][k] * statistics.reciprocalStd
+                : (values[p][k] - statistics.mean) * statistics.reciprocalStd;
+        if constexpr (kPartials) {
+          scaleSums[j + k] += scaled[p][k] * normalized;
+          biasSums[j + k] += scaled[p][k];
+        }
+        if (scale)
+          scaled[p][k] *= scales[k];
+        float other = rms ? values[p][k] : normalized;
+        sumScaled += scaled[p][k];
+        sumScaledTimesOther += static_cast<double>(scaled[p][k]) * other;
+      }
+    }
+    double widthD = static_cast<double>(width);
+    float meanScaled = static_cast<float>(warpSum(sumScaled) / widthD);
+    double meanProduct = warpSum(sumScaledTimesOther) / widthD;
+    float correction =
+        rms ? static_cast<float>(statistics.reciprocalStd *
+                                 statistics.reciprocalStd * meanProduct)
+            : static_cast<float>(meanProduct);
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = (p * 32 + lane) * kPack;
+      if (j >= width)
+        continue;
+      float residuals[kPack];
+      if (residual)
+        loadPack(residual, residualType, rowStart + j, residuals);
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        float value = values[p][k];
+        float result;
+        if (rms) {
+          result =
+              statistics.reciprocalStd * (scaled[p][k] - value * correction);
+        } else {
+          float normalized =
+              (value - statistics.mean) * statistics.reciprocalStd;
+          result = statistics.reciprocalStd *
+                   (scaled[p][k] - meanScaled - normalized * correction);
+        }
+        values[p][k] = residual ? residuals[k] + result : result;
+      }
+      storePack(dx, dxType, rowStart + j, values[p]);
+    }
+    if (lane == 0 && savedStatistics)
+      savedStatistics[row] = statistics;
   }
-  if (lane == 0 && savedStatistics)
-    savedStatistics[row] = statistics;
+  if constexpr (kPartials) {
+    // Each column's sums over the block's warps, in warp order.
+    __syncthreads();
+    float *chunk = partials + blockIdx.x * 2 * width;
+    for (int64_t c = threadIdx.x; c < 2 * width; c += blockDim.x) {
+      float sum = warpSums[c];
+      for (int w = 1; w < kWarpsPerBackwardBlock; ++w)
+        sum += warpSums[w * 2 * width + c];
+      chunk[c] = sum;
+    }
+  }
 }
 
 /// Packs per lane the warp path needs for rows of `width`, or 0 when the
 /// rows do not fit it: widths that are not whole packs, more than
 /// kMaxPacksPerLane packs a lane, f64, or data not 16-byte aligned.
-int warpPathPacks(int64_t width, std::initializer_list<const tessera_tensor *> tensors) {
+int warpPathPacks(int64_t width,
+                  std::initializer_list<const tessera_tensor *> tensors) {
   if (width % kPack != 0 || width > int64_t(kMaxPacksPerLane) * 32 * kPack)
     return 0;
   for (const tessera_tensor *tensor : tensors)
@@ -323,8 +377,9 @@ int warpPathPacks(int64_t width, std::initializer_list<const tessera_tensor *> t
                    reinterpret_cast<uintptr_t>(tensor->data) % 16 != 0))
       return 0;
   int64_t packs = (width / kPack + 31) / 32;
-  // Instantiated for 1, 2, 4, 8: round up.
-  return packs <= 1 ? 1 : packs <= 2 ? 2 : packs <= 4 ? 4 : 8;
+  // Instantiated for 1, 2, 3, 4, 6, 8 (hidden sizes 768 and 1536 use 3 and
+  // 6 packs; a rounded-up pack still costs its registers): round up.
+  return packs <= 4 ? static_cast<int>(packs) : packs <= 6 ? 6 : 8;
 }
 
 /// Calls `launch` with std::integral_constant<int, packs>.
@@ -336,8 +391,14 @@ template <typename Launch> void withPacks(int packs, Launch &&launch) {
   case 2:
     launch(std::integral_constant<int, 2>{});
     break;
+  case 3:
+    launch(std::integral_constant<int, 3>{});
+    break;
   case 4:
     launch(std::integral_constant<int, 4>{});
+    break;
+  case 6:
+    launch(std::integral_constant<int, 6>{});
     break;
   default:
     launch(std::integral_constant<int, 8>{});
@@ -368,8 +429,8 @@ __global__ void parameterGradientKernel(const void *x, int xType,
     float value = loadFloat(x, xType, row * width + j);
     float upstream = loadFloat(dy, dyType, row * width + j);
     RowStatistics s = statistics[row];
-    float normalized = rms ? value * s.reciprocalStd
-                           : (value - s.mean) * s.reciprocalStd;
+    float normalized =
+        rms ? value * s.reciprocalStd : (value - s.mean) * s.reciprocalStd;
     // The CPU kernel's rms product is dy * x * rstd, in f64: keep the order.
     scaleSum += rms ? static_cast<double>(upstream) * value * s.reciprocalStd
                     : static_cast<double>(upstream) * normalized;
@@ -380,17 +441,17 @@ __global__ void parameterGradientKernel(const void *x, int xType,
   chunk[width + j] = biasSum;
 }
 
-/// The warp path's parameter gradients: thread t of block (c, r) sums
+/// The warp path's parameter gradients for rows wider than
+/// kMaxFusedPartialPacks packs a lane: thread t of block (c, r) sums
 /// dy * xhat and dy of columns [8 (c blockDim + t), +8) over rows chunk r,
 /// in f32, and writes them to partials[r][0 .. 2 width).
 __global__ void parameterPartialsKernel(const void *x, int xType,
                                         const void *dy, int dyType,
                                         const RowStatistics *statistics,
                                         int64_t rows, int64_t width, bool rms,
-                                        int64_t rowsPerChunk,
-                                        float *partials) {
-  int64_t j = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) *
-              kPack;
+                                        int64_t rowsPerChunk, float *partials) {
+  int64_t j =
+      (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * kPack;
   if (j >= width)
     return;
   int64_t firstRow = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
@@ -429,10 +490,9 @@ constexpr int kReduceSlices = 16;  // slices of the chunks in a reduce block
 /// chunks, then the slice sums are added in slice order) and stored into
 /// dscale[c] (c < width) or dbias[c - width]; a null output is skipped.
 template <typename Partial>
-__global__ void reducePartialsKernel(const Partial *partials, int64_t chunks,
-                                     int64_t width, void *dscale,
-                                     int dscaleType, void *dbias,
-                                     int dbiasType) {
+__global__ void
+reducePartialsKernel(const Partial *partials, int64_t chunks, int64_t width,
+                     void *dscale, int dscaleType, void *dbias, int dbiasType) {
   __shared__ double sliceSums[kReduceSlices][kReduceColumns];
   int columnInBlock = threadIdx.x % kReduceColumns;
   int slice = threadIdx.x / kReduceColumns;
@@ -467,8 +527,8 @@ template <typename Partial>
 void reducePartials(const Partial *partials, int64_t chunks, int64_t width,
                     tessera_tensor *dscale, tessera_tensor *dbias,
                     cudaStream_t stream) {
-  unsigned blocks = static_cast<unsigned>(
-      (2 * width + kReduceColumns - 1) / kReduceColumns);
+  unsigned blocks =
+      static_cast<unsigned>((2 * width + kReduceColumns - 1) / kReduceColumns);
   reducePartialsKernel<<<blocks, kReduceColumns * kReduceSlices, 0, stream>>>(
       partials, chunks, width, dscale ? dscale->data : nullptr,
       dscale ? dscale->dtype : TESSERA_F32, dbias ? dbias->data : nullptr,
@@ -528,30 +588,31 @@ void normForward(const tessera_tensor *x, const tessera_tensor *scale,
     return;
   if (layout.rows > INT32_MAX)
     fail("more than 2^31 rows");
-  if (int packs = warpPathPacks(layout.width, {&input, &output, scaleTensor,
-                                               biasTensor})) {
+  if (int packs = warpPathPacks(layout.width,
+                                {&input, &output, scaleTensor, biasTensor})) {
     withPacks(packs, [&](auto packCount) {
       normForwardWarpKernel<decltype(packCount)::value>
-          <<<warpPathBlocks(layout.rows), kWarpsPerNormBlock * 32, 0,
-             stream>>>(input.data, input.dtype, dataOf(scaleTensor),
-                       typeOf(scaleTensor), dataOf(biasTensor),
-                       typeOf(biasTensor), output.data, output.dtype,
-                       layout.rows, layout.width, epsilon, rms);
+          <<<warpPathBlocks(layout.rows), kWarpsPerNormBlock * 32, 0, stream>>>(
+              input.data, input.dtype, dataOf(scaleTensor), typeOf(scaleTensor),
+              dataOf(biasTensor), typeOf(biasTensor), output.data, output.dtype,
+              layout.rows, layout.width, epsilon, rms);
     });
   } else {
     normForwardKernel<<<static_cast<unsigned>(layout.rows), kNormThreads, 0,
                         stream>>>(input.data, input.dtype, dataOf(scaleTensor),
                                   typeOf(scaleTensor), dataOf(biasTensor),
-                                  typeOf(biasTensor), output.data,
-                                  output.dtype, layout.width, epsilon, rms);
+                                  typeOf(biasTensor), output.data, output.dtype,
+                                  layout.width, epsilon, rms);
   }
   cudaCheckLaunch();
 }
 
+/// dx = (residual +) the norm's gradient; dscale and dbias optional.
 void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
-                  const tessera_tensor *dy, tessera_tensor *dx,
-                  tessera_tensor *dscale, tessera_tensor *dbias, int64_t axis,
-                  double epsilon, bool rms, cudaStream_t stream) {
+                  const tessera_tensor *dy, const tessera_tensor *residual,
+                  tessera_tensor *dx, tessera_tensor *dscale,
+                  tessera_tensor *dbias, int64_t axis, double epsilon, bool rms,
+                  cudaStream_t stream) {
   const tessera_tensor &input = requireTensor(x, "x");
   const tessera_tensor &upstream = requireTensor(dy, "dy");
   tessera_tensor &inputGradient = requireTensor(dx, "dx");
@@ -560,6 +621,10 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   requireKernelFloat(input, "x");
   requireKernelFloat(upstream, "dy");
   requireKernelFloat(inputGradient, "dx");
+  if (residual) {
+    requireShape(*residual, shapeOf(input), "residual");
+    requireKernelFloat(*residual, "residual");
+  }
   checkEpsilon(epsilon);
   RowLayout layout = rowLayout(input, axis);
   const tessera_tensor *scaleTensor = parameter(scale, "scale", layout);
@@ -572,8 +637,10 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   if (layout.rows > INT32_MAX)
     fail("more than 2^31 rows");
   bool parameterGradients = dscale || dbias;
-  int packs = warpPathPacks(layout.width,
-                            {&input, &upstream, &inputGradient, scaleTensor});
+  int packs = warpPathPacks(
+      layout.width, {&input, &upstream, &inputGradient, scaleTensor, residual});
+  bool fusedPartials =
+      parameterGradients && packs && packs <= kMaxFusedPartialPacks;
   // Rows per chunk of the partials: the warp path's kRowsPerPartial, the
   // block path's kRowsPerColumnChunk, or more where that would make more
   // chunks than a grid's y dimension holds or (block path) more than
@@ -582,40 +649,61 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   if (!packs)
     maxChunks = std::min<int64_t>(
         maxChunks, std::max<int64_t>(16, (int64_t{1} << 21) / layout.width));
-  int64_t rowsPerChunk = std::max<int64_t>(
-      packs ? kRowsPerPartial : kRowsPerColumnChunk,
-      (layout.rows + maxChunks - 1) / maxChunks);
+  int64_t rowsPerChunk =
+      std::max<int64_t>(packs ? kRowsPerPartial : kRowsPerColumnChunk,
+                        (layout.rows + maxChunks - 1) / maxChunks);
   int64_t chunks = (layout.rows + rowsPerChunk - 1) / rowsPerChunk;
   RowStatistics *statistics = nullptr;
   void *partials = nullptr;
   if (parameterGradients) {
-    size_t partialsBytes = chunks * 2 * layout.width *
-                           (packs ? sizeof(float) : sizeof(double));
+    size_t partialsBytes =
+        chunks * 2 * layout.width * (packs ? sizeof(float) : sizeof(double));
     partialsBytes = (partialsBytes + 255) / 256 * 256;
-    // The partials (16-byte aligned for the warp path's float4 stores),
-    // then the statistics.
+    // The partials (16-byte aligned for float4 stores), then, unless the
+    // backward kernel sums them itself, the statistics.
+    size_t statisticsBytes =
+        fusedPartials ? 0 : layout.rows * sizeof(RowStatistics);
     char *scratch = static_cast<char *>(streamScratch(
-        stream, partialsBytes + layout.rows * sizeof(RowStatistics),
-        kParameterGradientSlot));
+        stream, partialsBytes + statisticsBytes, kParameterGradientSlot));
     partials = scratch;
-    statistics = reinterpret_cast<RowStatistics *>(scratch + partialsBytes);
+    if (!fusedPartials)
+      statistics = reinterpret_cast<RowStatistics *>(scratch + partialsBytes);
   }
   if (layout.rows > 0) {
     if (packs) {
       withPacks(packs, [&](auto packCount) {
-        normBackwardWarpKernel<decltype(packCount)::value>
-            <<<warpPathBlocks(layout.rows), kWarpsPerNormBlock * 32, 0,
-               stream>>>(input.data, input.dtype, dataOf(scaleTensor),
-                         typeOf(scaleTensor), upstream.data, upstream.dtype,
-                         inputGradient.data, inputGradient.dtype, layout.rows,
-                         layout.width, epsilon, rms, statistics);
+        constexpr int kPacks = decltype(packCount)::value;
+        // One row a warp, or a chunk of rows a block with the sums.
+        int64_t rowsPerBlock =
+            fusedPartials ? rowsPerChunk : kWarpsPerBackwardBlock;
+        unsigned blocks = static_cast<unsigned>(
+            (layout.rows + rowsPerBlock - 1) / rowsPerBlock);
+        auto kernel = normBackwardWarpKernel<kPacks, false>;
+        if constexpr (kPacks <= kMaxFusedPartialPacks)
+          if (fusedPartials)
+            kernel = normBackwardWarpKernel<kPacks, true>;
+        size_t sharedBytes = fusedPartials ? kWarpsPerBackwardBlock * 2 *
+                                                 layout.width * sizeof(float)
+                                           : 0;
+        // Past the 48 KB a launch gets without asking.
+        if (sharedBytes > 48 * 1024)
+          cudaCheck(cudaFuncSetAttribute(
+              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+              static_cast<int>(sharedBytes)));
+        kernel<<<blocks, kWarpsPerBackwardBlock * 32, sharedBytes, stream>>>(
+            input.data, input.dtype, dataOf(scaleTensor), typeOf(scaleTensor),
+            upstream.data, upstream.dtype, dataOf(residual), typeOf(residual),
+            inputGradient.data, inputGradient.dtype, layout.rows, layout.width,
+            epsilon, rms, rowsPerBlock, static_cast<float *>(partials),
+            statistics);
       });
     } else {
-      normBackwardKernel<<<static_cast<unsigned>(layout.rows), kNormThreads,
-                           0, stream>>>(
+      normBackwardKernel<<<static_cast<unsigned>(layout.rows), kNormThreads, 0,
+                           stream>>>(
           input.data, input.dtype, dataOf(scaleTensor), typeOf(scaleTensor),
-          upstream.data, upstream.dtype, inputGradient.data,
-          inputGradient.dtype, layout.width, epsilon, rms, statistics);
+          upstream.data, upstream.dtype, dataOf(residual), typeOf(residual),
+          inputGradient.data, inputGradient.dtype, layout.width, epsilon, rms,
+          statistics);
     }
     cudaCheckLaunch();
   }
@@ -623,19 +711,18 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
     return;
   if (packs) {
     float *floatPartials = static_cast<float *>(partials);
-    if (layout.rows > 0) {
+    if (layout.rows > 0 && !fusedPartials) {
       constexpr unsigned kPartialThreads = 128;
-      dim3 grid(static_cast<unsigned>((layout.width / kPack +
-                                       kPartialThreads - 1) /
-                                      kPartialThreads),
-                static_cast<unsigned>(chunks));
+      dim3 grid(
+          static_cast<unsigned>((layout.width / kPack + kPartialThreads - 1) /
+                                kPartialThreads),
+          static_cast<unsigned>(chunks));
       parameterPartialsKernel<<<grid, kPartialThreads, 0, stream>>>(
           input.data, input.dtype, upstream.data, upstream.dtype, statistics,
           layout.rows, layout.width, rms, rowsPerChunk, floatPartials);
       cudaCheckLaunch();
     }
-    reducePartials(floatPartials, chunks, layout.width, dscale, dbias,
-                   stream);
+    reducePartials(floatPartials, chunks, layout.width, dscale, dbias, stream);
   } else {
     double *doublePartials = static_cast<double *>(partials);
     if (layout.rows > 0) {
@@ -647,8 +734,7 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
           layout.rows, layout.width, rms, rowsPerChunk, doublePartials);
       cudaCheckLaunch();
     }
-    reducePartials(doublePartials, chunks, layout.width, dscale, dbias,
-                   stream);
+    reducePartials(doublePartials, chunks, layout.width, dscale, dbias, stream);
   }
 }
 
@@ -669,8 +755,19 @@ extern "C" int tessera_cuda_layer_norm_grad(
     const tessera_tensor *dy, tessera_tensor *dx, tessera_tensor *dscale,
     tessera_tensor *dbias, int64_t axis, double epsilon, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_layer_norm_grad", [&] {
-    normBackward(x, scale, dy, dx, dscale, dbias, axis, epsilon,
-                 /*rms=*/false, stream);
+    normBackward(x, scale, dy, /*residual=*/nullptr, dx, dscale, dbias, axis,
+                 epsilon, /*rms=*/false, stream);
+  });
+}
+
+extern "C" int tessera_cuda_layer_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
+    int64_t axis, double epsilon, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_layer_norm_grad_add", [&] {
+    normBackward(x, scale, dy, &requireTensor(residual, "residual"), dx,
+                 dscale, dbias, axis, epsilon, /*rms=*/false, stream);
   });
 }
 
@@ -690,7 +787,18 @@ extern "C" int tessera_cuda_rms_norm_grad(const tessera_tensor *x,
                                           tessera_tensor *dscale, int64_t axis,
                                           double epsilon, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_rms_norm_grad", [&] {
-    normBackward(x, scale, dy, dx, dscale, nullptr, axis, epsilon,
-                 /*rms=*/true, stream);
+    normBackward(x, scale, dy, /*residual=*/nullptr, dx, dscale, nullptr, axis,
+                 epsilon, /*rms=*/true, stream);
+  });
+}
+
+extern "C" int tessera_cuda_rms_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, int64_t axis, double epsilon,
+    cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_rms_norm_grad_add", [&] {
+    normBackward(x, scale, dy, &requireTensor(residual, "residual"), dx,
+                 dscale, nullptr, axis, epsilon, /*rms=*/true, stream);
   });
 }

@@ -145,4 +145,77 @@ TEST(RmsNormGrad, MatchesFiniteDifferences) {
   expectGradientNear(dscale, numericGradient(scale, objective), "dscale");
 }
 
+TEST(LayerNormGradAdd, IsTheResidualPlusTheGradient) {
+  Shape shape = {3, 16}, normalized = {16};
+  Tensor x = randomTensor(shape, 16, -2, 2);
+  Tensor scale = randomTensor(normalized, 17, 0.5f, 1.5f);
+  Tensor dy = randomTensor(shape, 18);
+  Tensor residual = randomTensor(shape, 19);
+  Tensor dx(TESSERA_F32, shape), sum(TESSERA_F32, shape);
+  Tensor dscale(TESSERA_F32, normalized), dbias(TESSERA_F32, normalized);
+  Tensor dscaleFused(TESSERA_F32, normalized),
+      dbiasFused(TESSERA_F32, normalized);
+  EXPECT_KERNEL_OK(tessera_cpu_layer_norm_grad(x.get(), scale.get(), dy.get(),
+                                               dx.get(), dscale.get(),
+                                               dbias.get(), 1, 1e-5));
+  EXPECT_KERNEL_OK(tessera_cpu_layer_norm_grad_add(
+      x.get(), scale.get(), dy.get(), residual.get(), sum.get(),
+      dscaleFused.get(), dbiasFused.get(), 1, 1e-5));
+  for (int64_t i = 0; i < 48; ++i)
+    EXPECT_EQ(sum.at(i), residual.at(i) + dx.at(i)) << i;
+  EXPECT_EQ(dscaleFused.values(), dscale.values());
+  EXPECT_EQ(dbiasFused.values(), dbias.values());
+}
+
+TEST(LayerNormGradAdd, Bf16RoundsTheSumOnce) {
+  Shape shape = {2, 16};
+  Tensor x = Tensor::floats(shape, randomFloats(32, 20, -2, 2), TESSERA_BF16);
+  Tensor dy = Tensor::floats(shape, randomFloats(32, 21), TESSERA_BF16);
+  Tensor residual = Tensor::floats(shape, randomFloats(32, 22), TESSERA_BF16);
+  Tensor sum(TESSERA_BF16, shape), dxF32(TESSERA_F32, shape);
+  EXPECT_KERNEL_OK(tessera_cpu_layer_norm_grad_add(x.get(), nullptr, dy.get(),
+                                                   residual.get(), sum.get(),
+                                                   nullptr, nullptr, 1, 1e-5));
+  Tensor xF32 = Tensor::floats(shape, x.values());
+  Tensor dyF32 = Tensor::floats(shape, dy.values());
+  EXPECT_KERNEL_OK(tessera_cpu_layer_norm_grad(xF32.get(), nullptr, dyF32.get(),
+                                               dxF32.get(), nullptr, nullptr, 1,
+                                               1e-5));
+  for (int64_t i = 0; i < 32; ++i)
+    EXPECT_EQ(sum.at(i), tessera::cpu::bf16ToFloat(tessera::cpu::floatToBf16(
+                             residual.at(i) + dxF32.at(i))))
+        << i;
+}
+
+TEST(LayerNormGradAdd, RejectsAResidualOfTheWrongShape) {
+  Tensor x(TESSERA_F32, {2, 4}), dy(TESSERA_F32, {2, 4}),
+      residual(TESSERA_F32, {2, 5}), dx(TESSERA_F32, {2, 4});
+  EXPECT_NE(tessera_cpu_layer_norm_grad_add(x.get(), nullptr, dy.get(),
+                                            residual.get(), dx.get(), nullptr,
+                                            nullptr, 1, 1e-5),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error())
+                .find("residual has shape [2, 5], expected [2, 4]"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
+TEST(RmsNormGradAdd, IsTheResidualPlusTheGradient) {
+  Shape shape = {4, 8}, normalized = {8};
+  Tensor x = randomTensor(shape, 23, -2, 2);
+  Tensor scale = randomTensor(normalized, 24, 0.5f, 1.5f);
+  Tensor dy = randomTensor(shape, 25);
+  Tensor residual = randomTensor(shape, 26);
+  Tensor dx(TESSERA_F32, shape), sum(TESSERA_F32, shape);
+  Tensor dscale(TESSERA_F32, normalized), dscaleFused(TESSERA_F32, normalized);
+  EXPECT_KERNEL_OK(tessera_cpu_rms_norm_grad(x.get(), scale.get(), dy.get(),
+                                             dx.get(), dscale.get(), 1, 1e-6));
+  EXPECT_KERNEL_OK(tessera_cpu_rms_norm_grad_add(x.get(), scale.get(), dy.get(),
+                                                 residual.get(), sum.get(),
+                                                 dscaleFused.get(), 1, 1e-6));
+  for (int64_t i = 0; i < 32; ++i)
+    EXPECT_EQ(sum.at(i), residual.at(i) + dx.at(i)) << i;
+  EXPECT_EQ(dscaleFused.values(), dscale.values());
+}
+
 } // namespace

@@ -7,7 +7,11 @@
 // tessera_*_linear_dgelu call (the DGELU epilogue); a tess.linear and the
 // tess.add right after it of its result (its only use) and a residual of
 // the same type run as one tessera_*_linear_add call (the residual as the
-// GEMM's C). The arena planner gives
+// GEMM's C). In the backward, a layer_norm_grad or rms_norm_grad and the
+// residual-stream add right after it of its dx (dx's only use) and the
+// gradient arriving through the residual run as one
+// tessera_*_{layer,rms}_norm_grad_add call (dx = residual + the gradient,
+// rounded once). The arena planner gives
 // such a pair one position, so the second op's results never take the
 // storage of the first op's operands, which the one call still reads.
 // tess-schedule-gelu-grad puts each gelu_grad right after its linear.
@@ -33,6 +37,13 @@ tess::GeluGradOp geluGradAfterLinear(tess::LinearOp linear);
 tess::AddOp residualAddAfterLinear(tess::LinearOp linear);
 /// That add's other operand.
 mlir::Value residualOf(tess::AddOp add, tess::LinearOp linear);
+
+/// The residual add right after a layer_norm_grad or rms_norm_grad `grad`
+/// whose one operand is its dx (dx's only use) and the other of the same
+/// type, or null (also when `grad` is neither).
+tess::AddOp residualAddAfterNormGrad(mlir::Operation *grad);
+/// That add's other operand.
+mlir::Value residualOf(tess::AddOp add, mlir::Operation *grad);
 
 /// Whether `op` is the second op of such a pair.
 bool joinsPreviousCall(mlir::Operation &op);

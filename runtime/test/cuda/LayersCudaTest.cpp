@@ -6,47 +6,74 @@ using namespace tessera_test;
 
 namespace {
 
-void checkLayerNorm(int32_t dtype, bool withParameters, bool rms,
-                    int64_t width, int64_t batch = 3) {
+/// The norm forward and backward against the CPU kernels; with
+/// `withResidual`, the backward is the fused *_grad_add (dx = residual +
+/// the gradient).
+void checkLayerNorm(int32_t dtype, bool withParameters, bool rms, int64_t width,
+                    int64_t batch = 3, bool withResidual = false) {
   SCOPED_TRACE("dtype " + std::to_string(dtype) + " parameters " +
                std::to_string(withParameters) + " rms " + std::to_string(rms) +
                " width " + std::to_string(width) + " batch " +
-               std::to_string(batch));
+               std::to_string(batch) + " residual " +
+               std::to_string(withResidual));
   Shape shape = {batch, 70, width}, rowShape = {width};
   Tensor x = randomTensor(dtype, shape, 1, -2.0f, 3.0f);
   Tensor scale = randomTensor(dtype, rowShape, 2, 0.5f, 1.5f);
   Tensor bias = randomTensor(dtype, rowShape, 3);
   Tensor dy = randomTensor(dtype, shape, 4);
+  Tensor residual = randomTensor(dtype, shape, 5);
   Tensor y(dtype, shape), dx(dtype, shape), dscale(dtype, rowShape),
       dbias(dtype, rowShape);
+  DeviceTensor gresidual(residual);
   const tessera_tensor *scaleArg = withParameters ? scale.get() : nullptr;
   DeviceTensor gx(x), gscale(scale), gbias(bias), gdy(dy), gy(dtype, shape),
       gdx(dtype, shape), gdscale(dtype, rowShape), gdbias(dtype, rowShape);
   const tessera_tensor *gscaleArg = withParameters ? gscale.get() : nullptr;
   if (rms) {
-    EXPECT_CPU_KERNEL_OK(tessera_cpu_rms_norm(x.get(), scaleArg, y.get(), 2, 1e-5));
-    EXPECT_CPU_KERNEL_OK(tessera_cpu_rms_norm_grad(
-        x.get(), scaleArg, dy.get(), dx.get(),
-        withParameters ? dscale.get() : nullptr, 2, 1e-5));
-    EXPECT_CUDA_KERNEL_OK(tessera_cuda_rms_norm(gx.get(), gscaleArg, gy.get(),
-                                                2, 1e-5, nullptr));
-    EXPECT_CUDA_KERNEL_OK(tessera_cuda_rms_norm_grad(
-        gx.get(), gscaleArg, gdy.get(), gdx.get(),
-        withParameters ? gdscale.get() : nullptr, 2, 1e-5, nullptr));
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_rms_norm(x.get(), scaleArg, y.get(), 2, 1e-5));
+    tessera_tensor *dscaleArg = withParameters ? dscale.get() : nullptr;
+    tessera_tensor *gdscaleArg = withParameters ? gdscale.get() : nullptr;
+    EXPECT_CUDA_KERNEL_OK(
+        tessera_cuda_rms_norm(gx.get(), gscaleArg, gy.get(), 2, 1e-5, nullptr));
+    if (withResidual) {
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_rms_norm_grad_add(
+          x.get(), scaleArg, dy.get(), residual.get(), dx.get(), dscaleArg, 2,
+          1e-5));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_rms_norm_grad_add(
+          gx.get(), gscaleArg, gdy.get(), gresidual.get(), gdx.get(),
+          gdscaleArg, 2, 1e-5, nullptr));
+    } else {
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_rms_norm_grad(
+          x.get(), scaleArg, dy.get(), dx.get(), dscaleArg, 2, 1e-5));
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_rms_norm_grad(gx.get(), gscaleArg, gdy.get(), gdx.get(),
+                                     gdscaleArg, 2, 1e-5, nullptr));
+    }
   } else {
     EXPECT_CPU_KERNEL_OK(tessera_cpu_layer_norm(
         x.get(), scaleArg, withParameters ? bias.get() : nullptr, y.get(), 2,
         1e-5));
-    EXPECT_CPU_KERNEL_OK(tessera_cpu_layer_norm_grad(
-        x.get(), scaleArg, dy.get(), dx.get(),
-        withParameters ? dscale.get() : nullptr, dbias.get(), 2, 1e-5));
+    tessera_tensor *dscaleArg = withParameters ? dscale.get() : nullptr;
+    tessera_tensor *gdscaleArg = withParameters ? gdscale.get() : nullptr;
     EXPECT_CUDA_KERNEL_OK(tessera_cuda_layer_norm(
         gx.get(), gscaleArg, withParameters ? gbias.get() : nullptr, gy.get(),
         2, 1e-5, nullptr));
-    EXPECT_CUDA_KERNEL_OK(tessera_cuda_layer_norm_grad(
-        gx.get(), gscaleArg, gdy.get(), gdx.get(),
-        withParameters ? gdscale.get() : nullptr, gdbias.get(), 2, 1e-5,
-        nullptr));
+    if (withResidual) {
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_layer_norm_grad_add(
+          x.get(), scaleArg, dy.get(), residual.get(), dx.get(), dscaleArg,
+          dbias.get(), 2, 1e-5));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_layer_norm_grad_add(
+          gx.get(), gscaleArg, gdy.get(), gresidual.get(), gdx.get(),
+          gdscaleArg, gdbias.get(), 2, 1e-5, nullptr));
+    } else {
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_layer_norm_grad(x.get(), scaleArg, dy.get(), dx.get(),
+                                      dscaleArg, dbias.get(), 2, 1e-5));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_layer_norm_grad(
+          gx.get(), gscaleArg, gdy.get(), gdx.get(), gdscaleArg, gdbias.get(),
+          2, 1e-5, nullptr));
+    }
   }
   expectDeviceClean();
   double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
@@ -59,9 +86,10 @@ void checkLayerNorm(int32_t dtype, bool withParameters, bool rms,
 }
 
 // Widths in whole 16-byte packs up to 2048 take the one-warp-a-row kernels
-// (200: some lanes idle; 768 and 2048: several packs a lane); 201 and 2056
-// the block-a-row ones.
-constexpr int64_t kNormWidths[] = {200, 201, 768, 2048, 2056};
+// (200: some lanes idle; 768 to 2048: several packs a lane; to 1024 the
+// backward sums the parameter gradients itself, 1536 and 2048 in a second
+// kernel); 201 and 2056 the block-a-row ones.
+constexpr int64_t kNormWidths[] = {200, 201, 768, 1024, 1536, 2048, 2056};
 
 TEST(LayersCuda, LayerNormForwardBackward) {
   REQUIRE_GPU();
@@ -71,16 +99,27 @@ TEST(LayersCuda, LayerNormForwardBackward) {
         checkLayerNorm(dtype, parameters, false, width);
 }
 
-// On the warp path (widths to 2048) the kernel sums the parameter gradients
-// itself, each block over a stride of rows: 80 x 70 rows give every warp of
-// the grid (four blocks an SM) several.
+// On the warp path to width 1024 the backward kernel sums the parameter
+// gradients itself, each warp over several rows of its block's 32 and the
+// block over its warps: 80 x 70 rows make 175 blocks, the last one short.
 TEST(LayersCuda, NormParameterGradientsOverManyRows) {
   REQUIRE_GPU();
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
-    for (int64_t width : {int64_t{200}, int64_t{768}, int64_t{2048}}) {
+    for (int64_t width :
+         {int64_t{200}, int64_t{768}, int64_t{1024}, int64_t{2048}}) {
       checkLayerNorm(dtype, true, false, width, 80);
       checkLayerNorm(dtype, true, true, width, 80);
     }
+}
+
+// The backward's residual add in the same kernel, every path.
+TEST(LayersCuda, NormGradAddIsTheResidualPlusTheGradient) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
+    for (int64_t width : kNormWidths)
+      for (bool rms : {false, true})
+        checkLayerNorm(dtype, true, rms, width, 3, /*withResidual=*/true);
+  checkLayerNorm(TESSERA_BF16, true, false, 768, 80, /*withResidual=*/true);
 }
 
 TEST(LayersCuda, RmsNormForwardBackward) {
@@ -91,10 +130,10 @@ TEST(LayersCuda, RmsNormForwardBackward) {
         checkLayerNorm(dtype, parameters, true, width);
 }
 
-// The parameter gradients sum over every row: on the warp path (768) in
-// 32-row chunks, on the block path (2056) in 64-row chunks, then over the
-// chunks. Repeated calls must give the same bits (f64 atomics across chunks
-// did not).
+// The parameter gradients sum over every row: on the warp path (768 in the
+// backward kernel, 1536 in its own) in 32-row chunks, on the block path
+// (2056) in 64-row chunks, then over the chunks. Repeated calls must give the
+// same bits (f64 atomics across chunks did not).
 TEST(LayersCuda, NormGradientsAreBitwiseDeterministic) {
   REQUIRE_GPU();
   struct Case {
@@ -102,7 +141,7 @@ TEST(LayersCuda, NormGradientsAreBitwiseDeterministic) {
     int64_t rows, width;
   };
   for (Case c : {Case{TESSERA_F32, 8192, 768}, Case{TESSERA_BF16, 8192, 768},
-                 Case{TESSERA_F32, 4096, 2056}})
+                 Case{TESSERA_BF16, 4096, 1536}, Case{TESSERA_F32, 4096, 2056}})
     for (bool rms : {false, true}) {
       SCOPED_TRACE("dtype " + std::to_string(c.dtype) + " width " +
                    std::to_string(c.width) + " rms " + std::to_string(rms));
@@ -262,7 +301,8 @@ TEST(LayersCuda, EmbeddingAndGradient) {
                                   TESSERA_I32);
     Tensor dy = randomTensor(dtype, {2, 6, 24}, 10);
     Tensor y(dtype, {2, 6, 24}), dtable(dtype, {50, 24});
-    EXPECT_CPU_KERNEL_OK(tessera_cpu_embedding(table.get(), ids.get(), y.get()));
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_embedding(table.get(), ids.get(), y.get()));
     EXPECT_CPU_KERNEL_OK(
         tessera_cpu_embedding_grad(ids.get(), dy.get(), dtable.get()));
     DeviceTensor gtable(table), gids(ids), gdy(dy), gy(dtype, {2, 6, 24}),
@@ -387,7 +427,8 @@ TEST(LayersCuda, GatherWithNegativeIndicesAndGradient) {
     Tensor indices = Tensor::integers({2, 2}, {-1, 0, 7, -8});
     Tensor dy = randomTensor(dtype, {3, 2, 2, 5}, 12);
     Tensor y(dtype, {3, 2, 2, 5}), dx(dtype, {3, 8, 5});
-    EXPECT_CPU_KERNEL_OK(tessera_cpu_gather(x.get(), indices.get(), y.get(), 1));
+    EXPECT_CPU_KERNEL_OK(
+        tessera_cpu_gather(x.get(), indices.get(), y.get(), 1));
     EXPECT_CPU_KERNEL_OK(
         tessera_cpu_gather_grad(indices.get(), dy.get(), dx.get(), 1));
     DeviceTensor gx(x), gindices(indices), gdy(dy), gy(dtype, {3, 2, 2, 5}),
@@ -412,7 +453,9 @@ TEST(LayersCuda, GatherGradientIsBitwiseDeterministic) {
   std::mt19937 generator(41);
   std::uniform_int_distribution<int64_t> anyIndex(-length, length - 1);
   for (int64_t n = 0; n < count; ++n)
-    indexValues.push_back(n % 3 == 0 ? -1 : n % 3 == 1 ? 39 : anyIndex(generator));
+    indexValues.push_back(n % 3 == 0   ? -1
+                          : n % 3 == 1 ? 39
+                                       : anyIndex(generator));
   Tensor indices = Tensor::integers({count}, indexValues);
   for (int32_t dtype : {TESSERA_F32, TESSERA_F16}) {
     SCOPED_TRACE("dtype " + std::to_string(dtype));
@@ -424,8 +467,8 @@ TEST(LayersCuda, GatherGradientIsBitwiseDeterministic) {
     std::vector<Tensor> results;
     for (int call = 0; call < 3; ++call) {
       DeviceTensor gdx(dtype, {outer, length, inner});
-      EXPECT_CUDA_KERNEL_OK(tessera_cuda_gather_grad(
-          gindices.get(), gdy.get(), gdx.get(), 1, nullptr));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_gather_grad(gindices.get(), gdy.get(),
+                                                     gdx.get(), 1, nullptr));
       expectDeviceClean();
       results.push_back(gdx.download());
     }

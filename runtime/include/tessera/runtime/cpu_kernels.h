@@ -148,6 +148,13 @@ int tessera_cpu_layer_norm_grad(const tessera_tensor *x,
                                 const tessera_tensor *dy, tessera_tensor *dx,
                                 tessera_tensor *dscale, tessera_tensor *dbias,
                                 int64_t axis, double epsilon);
+/* dx = residual + layer_norm's input gradient, rounded once: the backward's
+ * residual-stream add after each norm, fused. */
+int tessera_cpu_layer_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
+    int64_t axis, double epsilon);
 int tessera_cpu_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
                          tessera_tensor *y, int64_t axis, double epsilon);
 int tessera_cpu_rms_norm_grad(const tessera_tensor *x,
@@ -155,6 +162,11 @@ int tessera_cpu_rms_norm_grad(const tessera_tensor *x,
                               const tessera_tensor *dy, tessera_tensor *dx,
                               tessera_tensor *dscale, int64_t axis,
                               double epsilon);
+int tessera_cpu_rms_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, int64_t axis,
+    double epsilon);
 int tessera_cpu_softmax(const tessera_tensor *x, tessera_tensor *y,
                         int64_t axis);
 /* From the softmax output y: dx = y * (dy - sum(dy * y)). */

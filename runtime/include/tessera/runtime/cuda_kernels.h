@@ -104,6 +104,14 @@ int tessera_cuda_layer_norm_grad(const tessera_tensor *x,
                                  tessera_tensor *dscale, tessera_tensor *dbias,
                                  int64_t axis, double epsilon,
                                  cudaStream_t stream);
+/* dx = residual + layer_norm's input gradient, rounded once: the backward's
+ * residual-stream add after each norm, fused. */
+int tessera_cuda_layer_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
+    int64_t axis, double epsilon,
+    cudaStream_t stream);
 int tessera_cuda_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
                           tessera_tensor *y, int64_t axis, double epsilon,
                           cudaStream_t stream);
@@ -112,6 +120,12 @@ int tessera_cuda_rms_norm_grad(const tessera_tensor *x,
                                const tessera_tensor *dy, tessera_tensor *dx,
                                tessera_tensor *dscale, int64_t axis,
                                double epsilon, cudaStream_t stream);
+int tessera_cuda_rms_norm_grad_add(
+    const tessera_tensor *x, const tessera_tensor *scale,
+    const tessera_tensor *dy, const tessera_tensor *residual,
+    tessera_tensor *dx, tessera_tensor *dscale, int64_t axis,
+    double epsilon,
+    cudaStream_t stream);
 int tessera_cuda_softmax(const tessera_tensor *x, tessera_tensor *y,
                          int64_t axis, cudaStream_t stream);
 int tessera_cuda_softmax_grad(const tessera_tensor *y, const tessera_tensor *dy,
