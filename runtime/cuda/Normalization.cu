@@ -38,7 +38,9 @@
 #include "Common.cuh"
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
 
 using namespace tessera::cuda;
@@ -268,17 +270,21 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
                            int dxType, int64_t rows, int64_t width,
                            double epsilon, bool rms, int64_t rowsPerBlock,
                            float *partials, RowStatistics *savedStatistics) {
-  // kPartials: [warp][dscale | dbias][width] sums; a lane touches only its
-  // own columns of its warp's part, so no barrier until the end.
+  // kPartials: per warp, dscale then dbias sums, kSlots each; a lane
+  // touches only its own slots of its warp's part, so no barrier until the
+  // end. Element k of pack p of a lane sits at slot (p kPack + k) 32 + lane:
+  // the warp's 32 lanes hit 32 banks.
+  constexpr int kSlots = kPacks * 32 * kPack;
   extern __shared__ float warpSums[];
   int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int64_t firstRow = static_cast<int64_t>(blockIdx.x) * rowsPerBlock;
   int64_t lastRow = min(rows, firstRow + rowsPerBlock);
-  float *scaleSums = warpSums + warp * 2 * width, *biasSums = scaleSums + width;
+  float *scaleSums = warpSums + warp * 2 * kSlots + lane,
+        *biasSums = scaleSums + kSlots;
   if constexpr (kPartials)
-    for (int64_t c = lane; c < 2 * width; c += 32)
-      scaleSums[c] = 0.0f;
-  __syncwarp();
+#pragma unroll
+    for (int slot = 0; slot < kPacks * kPack; ++slot)
+      scaleSums[slot * 32] = biasSums[slot * 32] = 0.0f;
   for (int64_t row = firstRow + warp; row < lastRow;
        row += kWarpsPerBackwardBlock) {
     int64_t rowStart = row * width;
@@ -307,8 +313,8 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
             rms ? values[p][k] * statistics.reciprocalStd
                 : (values[p][k] - statistics.mean) * statistics.reciprocalStd;
         if constexpr (kPartials) {
-          scaleSums[j + k] += scaled[p][k] * normalized;
-          biasSums[j + k] += scaled[p][k];
+          scaleSums[(p * kPack + k) * 32] += scaled[p][k] * normalized;
+          biasSums[(p * kPack + k) * 32] += scaled[p][k];
         }
         if (scale)
           scaled[p][k] *= scales[k];
@@ -357,9 +363,15 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
     __syncthreads();
     float *chunk = partials + blockIdx.x * 2 * width;
     for (int64_t c = threadIdx.x; c < 2 * width; c += blockDim.x) {
-      float sum = warpSums[c];
+      // Column j of pack p of lane l is j = (p 32 + l) kPack + k.
+      int64_t j = c < width ? c : c - width;
+      int slot =
+          static_cast<int>(((j / (32 * kPack)) * kPack + j % kPack) * 32 +
+                           (j / kPack) % 32) +
+          (c < width ? 0 : kSlots);
+      float sum = warpSums[slot];
       for (int w = 1; w < kWarpsPerBackwardBlock; ++w)
-        sum += warpSums[w * 2 * width + c];
+        sum += warpSums[w * 2 * kSlots + slot];
       chunk[c] = sum;
     }
   }
@@ -607,6 +619,17 @@ void normForward(const tessera_tensor *x, const tessera_tensor *scale,
   cudaCheckLaunch();
 }
 
+/// Whether the warp path's backward kernel sums the parameter gradients
+/// itself (the default) or leaves them to parameterPartialsKernel:
+/// TESSERA_NORM_FUSED_PARTIALS=0 picks the latter, for A/B measurements.
+bool fusePartials() {
+  static const bool fuse = [] {
+    const char *value = std::getenv("TESSERA_NORM_FUSED_PARTIALS");
+    return !(value && std::string(value) == "0");
+  }();
+  return fuse;
+}
+
 /// dx = (residual +) the norm's gradient; dscale and dbias optional.
 void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
                   const tessera_tensor *dy, const tessera_tensor *residual,
@@ -639,8 +662,8 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   bool parameterGradients = dscale || dbias;
   int packs = warpPathPacks(
       layout.width, {&input, &upstream, &inputGradient, scaleTensor, residual});
-  bool fusedPartials =
-      parameterGradients && packs && packs <= kMaxFusedPartialPacks;
+  bool fusedPartials = parameterGradients && packs &&
+                       packs <= kMaxFusedPartialPacks && fusePartials();
   // Rows per chunk of the partials: the warp path's kRowsPerPartial, the
   // block path's kRowsPerColumnChunk, or more where that would make more
   // chunks than a grid's y dimension holds or (block path) more than
@@ -682,9 +705,10 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
         if constexpr (kPacks <= kMaxFusedPartialPacks)
           if (fusedPartials)
             kernel = normBackwardWarpKernel<kPacks, true>;
-        size_t sharedBytes = fusedPartials ? kWarpsPerBackwardBlock * 2 *
-                                                 layout.width * sizeof(float)
-                                           : 0;
+        size_t sharedBytes = fusedPartials
+                                 ? kWarpsPerBackwardBlock * 2 * kPacks * 32 *
+                                       kPack * sizeof(float)
+                                 : 0;
         // Past the 48 KB a launch gets without asking.
         if (sharedBytes > 48 * 1024)
           cudaCheck(cudaFuncSetAttribute(
@@ -766,8 +790,8 @@ extern "C" int tessera_cuda_layer_norm_grad_add(
     tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
     int64_t axis, double epsilon, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_layer_norm_grad_add", [&] {
-    normBackward(x, scale, dy, &requireTensor(residual, "residual"), dx,
-                 dscale, dbias, axis, epsilon, /*rms=*/false, stream);
+    normBackward(x, scale, dy, &requireTensor(residual, "residual"), dx, dscale,
+                 dbias, axis, epsilon, /*rms=*/false, stream);
   });
 }
 
@@ -798,7 +822,7 @@ extern "C" int tessera_cuda_rms_norm_grad_add(
     tessera_tensor *dx, tessera_tensor *dscale, int64_t axis, double epsilon,
     cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_rms_norm_grad_add", [&] {
-    normBackward(x, scale, dy, &requireTensor(residual, "residual"), dx,
-                 dscale, nullptr, axis, epsilon, /*rms=*/true, stream);
+    normBackward(x, scale, dy, &requireTensor(residual, "residual"), dx, dscale,
+                 nullptr, axis, epsilon, /*rms=*/true, stream);
   });
 }
