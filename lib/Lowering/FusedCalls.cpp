@@ -62,10 +62,47 @@ Value residualOf(tess::AddOp add, Operation *grad) {
   return add.getLhs() == dx ? add.getRhs() : add.getLhs();
 }
 
+tess::ReduceSumOp biasGradAfterMatmul(tess::MatmulOp matmul) {
+  auto reduce =
+      llvm::dyn_cast_or_null<tess::ReduceSumOp>(matmul->getNextNode());
+  if (!reduce || matmul.getTransposeRhs())
+    return {};
+  auto lhsType = llvm::dyn_cast<RankedTensorType>(matmul.getLhs().getType());
+  auto rhsType = llvm::dyn_cast<RankedTensorType>(matmul.getRhs().getType());
+  auto dyType = llvm::dyn_cast<RankedTensorType>(reduce.getInput().getType());
+  auto sumType = llvm::dyn_cast<RankedTensorType>(reduce.getType());
+  if (!lhsType || !rhsType || !dyType || !sumType || lhsType.getRank() != 2 ||
+      rhsType.getRank() != 2 || !rhsType.hasStaticShape() ||
+      !dyType.hasStaticShape() || dyType.getRank() < 1)
+    return {};
+  // b is dy itself, or dy with its leading dims flattened.
+  Value rhs = matmul.getRhs();
+  if (auto reshape = rhs.getDefiningOp<tess::ReshapeOp>())
+    rhs = reshape.getOperand();
+  int64_t columns = dyType.getShape().back();
+  if (rhs != reduce.getInput() || rhsType.getShape()[1] != columns ||
+      rhsType.getElementType() != dyType.getElementType())
+    return {};
+  // The sum over every dim but the last, to [columns].
+  llvm::SmallVector<int64_t> dims;
+  for (int64_t dim : reduce.getDims())
+    dims.push_back(dim < 0 ? dim + dyType.getRank() : dim);
+  llvm::sort(dims);
+  llvm::SmallVector<int64_t> leading;
+  for (int64_t dim = 0; dim + 1 < dyType.getRank(); ++dim)
+    leading.push_back(dim);
+  if (dims != leading || sumType.getShape() != llvm::ArrayRef<int64_t>{columns})
+    return {};
+  return reduce;
+}
+
 bool joinsPreviousCall(Operation &op) {
   Operation *previous = op.getPrevNode();
   if (residualAddAfterNormGrad(previous) == &op)
     return true;
+  if (auto matmul = llvm::dyn_cast_or_null<tess::MatmulOp>(previous))
+    if (biasGradAfterMatmul(matmul) == &op)
+      return true;
   auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(previous);
   if (!linear)
     return false;

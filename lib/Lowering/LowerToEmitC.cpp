@@ -670,7 +670,8 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
 
   // The second op of a fused pair: its call was made at the first
   // (linear_gelu) or is made here for both (linear_dgelu, below).
-  if (isa<tess::GeluOp, tess::AddOp>(op) && joinsPreviousCall(op))
+  if (isa<tess::GeluOp, tess::AddOp, tess::ReduceSumOp>(op) &&
+      joinsPreviousCall(op))
     return success();
   if (const char *kind = unaryKind(&op))
     return call("unary", [&](CallArguments &a) {
@@ -737,6 +738,15 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::MatmulOp matmul) {
+        if (tess::ReduceSumOp sum = biasGradAfterMatmul(matmul))
+          return call("matmul_bias_grad", [&](CallArguments &a) {
+            a.value(in(matmul.getLhs()))
+                .value(in(matmul.getRhs()))
+                .value(out())
+                .value(descriptors.lookup(sum.getResult()))
+                .i32(matmul.getTransposeLhs())
+                .i32(matmul.getTransposeRhs());
+          });
         return call("matmul", [&](CallArguments &a) {
           a.value(in(matmul.getLhs()))
               .value(in(matmul.getRhs()))
@@ -1227,9 +1237,11 @@ LogicalResult StepBuilder::build() {
     }
     if (failed(describeResults(op)))
       return failure();
-    // linear_gelu, linear_add and the *_norm_grad_add write the next op's
-    // result too.
+    // linear_gelu, linear_add, the *_norm_grad_add and matmul_bias_grad
+    // write the next op's result too.
     Operation *next = residualAddAfterNormGrad(&op);
+    if (auto matmul = dyn_cast<tess::MatmulOp>(op))
+      next = biasGradAfterMatmul(matmul);
     if (auto linear = dyn_cast<tess::LinearOp>(op)) {
       next = geluAfterLinear(linear);
       if (!next)

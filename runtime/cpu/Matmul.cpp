@@ -152,3 +152,19 @@ extern "C" int tessera_cpu_linear(const tessera_tensor *x,
     result.commit();
   });
 }
+
+extern "C" int
+tessera_cpu_matmul_bias_grad(const tessera_tensor *a, const tessera_tensor *b,
+                             tessera_tensor *y, tessera_tensor *dbias,
+                             int32_t transpose_a, int32_t transpose_b) {
+  return runKernel("tessera_cpu_matmul_bias_grad", [&] {
+    requireMatmulBiasGradOperands(
+        requireTensor(a, "a"), requireTensor(b, "b"), requireTensor(y, "y"),
+        requireTensor(dbias, "dbias"), transpose_a, transpose_b);
+    requireSuccess(tessera_cpu_matmul(a, b, y, transpose_a, 0),
+                   tessera_cpu_last_error);
+    const int64_t rowsOfB[] = {0};
+    requireSuccess(tessera_cpu_reduce(TESSERA_REDUCE_SUM, b, dbias, rowsOfB, 1),
+                   tessera_cpu_last_error);
+  });
+}

@@ -37,8 +37,8 @@ Shape transposeStrides(const tessera_tensor &x, const tessera_tensor &y,
   for (int32_t dim = 0; dim < x.rank; ++dim) {
     int64_t source = permutation[dim];
     if (source < 0 || source >= x.rank || used[source])
-      fail("permutation is not a permutation of [0, " +
-           std::to_string(x.rank) + ")");
+      fail("permutation is not a permutation of [0, " + std::to_string(x.rank) +
+           ")");
     used[source] = true;
     expected[dim] = x.shape[source];
     permutedStrides[dim] = xStrides[source];
@@ -165,8 +165,7 @@ void requireUnaryOperands(int32_t op, const tessera_tensor &x,
   requireSameDtype(x, "x", y, "y");
 }
 
-void requireUnaryGradOperands(const tessera_tensor &x,
-                              const tessera_tensor &dy,
+void requireUnaryGradOperands(const tessera_tensor &x, const tessera_tensor &dy,
                               const tessera_tensor &dx) {
   requireFloatType(x, "x");
   requireFloatType(dy, "dy");
@@ -195,6 +194,25 @@ ClassLayout requireLossGradOperands(const tessera_tensor &logits,
   return layout;
 }
 
+LinearLayout requireMatmulBiasGradOperands(
+    const tessera_tensor &a, const tessera_tensor &b, const tessera_tensor &y,
+    const tessera_tensor &dbias, int32_t transposeA, int32_t transposeB) {
+  if (a.rank != 2 || b.rank != 2 || y.rank != 2)
+    fail("a, b and y must be matrices, got a " + formatShape(shapeOf(a)) +
+         ", b " + formatShape(shapeOf(b)) + ", y " + formatShape(shapeOf(y)));
+  if (transposeB)
+    fail("dbias sums b's rows: b must not be transposed");
+  int64_t rows = a.shape[transposeA ? 1 : 0];
+  int64_t inner = a.shape[transposeA ? 0 : 1];
+  if (b.shape[0] != inner)
+    fail("contracted dims differ: a " + formatShape(shapeOf(a)) + " and b " +
+         formatShape(shapeOf(b)));
+  int64_t columns = b.shape[1];
+  requireShape(y, {rows, columns}, "y");
+  requireShape(dbias, {columns}, "dbias");
+  return {rows, inner, columns};
+}
+
 LinearLayout requireLinearOperands(const tessera_tensor &x,
                                    const tessera_tensor &weight,
                                    const tessera_tensor *bias,
@@ -218,10 +236,12 @@ LinearLayout requireLinearOperands(const tessera_tensor &x,
   return {elementCount(y) / std::max<int64_t>(columns, 1), inner, columns};
 }
 
-PackedAttentionLayout requirePackedAttentionOperands(
-    const tessera_tensor &qkv, const tessera_tensor &y,
-    const tessera_tensor &lse, int64_t queryHeads, int64_t keyHeads,
-    double scale) {
+PackedAttentionLayout requirePackedAttentionOperands(const tessera_tensor &qkv,
+                                                     const tessera_tensor &y,
+                                                     const tessera_tensor &lse,
+                                                     int64_t queryHeads,
+                                                     int64_t keyHeads,
+                                                     double scale) {
   requireFloatType(qkv, "qkv");
   if (qkv.rank != 3)
     fail("qkv needs rank 3 ([batch, seq, (query_heads + 2 key_heads) "

@@ -101,6 +101,16 @@ LinearLayout requireLinearOperands(const tessera_tensor &x,
                                    const tessera_tensor &y,
                                    int32_t transposeWeight);
 
+/// matmul_bias_grad: a [K, M] (or [M, K] without `transposeA`), b [K, N]
+/// (not transposed: dbias sums its rows), y [M, N], dbias [N]; returns M,
+/// K and N. Dtypes are the caller's.
+LinearLayout requireMatmulBiasGradOperands(const tessera_tensor &a,
+                                           const tessera_tensor &b,
+                                           const tessera_tensor &y,
+                                           const tessera_tensor &dbias,
+                                           int32_t transposeA,
+                                           int32_t transposeB);
+
 /// packed_attention: qkv [B, T, (Hq + 2 Hkv) D] holds each token's query,
 /// key and value heads; y is [B, T, Hq D] of qkv's dtype, lse f32
 /// [B, Hq, T].

@@ -129,6 +129,10 @@ struct GemmProblem {
   /// Added to the product (cuBLASLt's C, beta = 1; laid out as y): the
   /// residual of linear_add.
   const void *addend = nullptr;
+  /// The column sums of b over the contracted dim (cuBLASLt's BGRADA on
+  /// its A, which is our b), length N, y's dtype: a weight gradient's
+  /// bias gradient.
+  void *biasGradient = nullptr;
   int32_t inputType;
   int32_t outputType;
   bool transposeA, transposeB;
@@ -373,7 +377,7 @@ struct GemmPlan {
   bool found = false;
 };
 
-using GemmPlanKey = std::array<int64_t, 23>;
+using GemmPlanKey = std::array<int64_t, 24>;
 
 GemmPlanKey planKeyOf(const GemmProblem &problem, const Placement &placement) {
   int device = 0;
@@ -387,6 +391,7 @@ GemmPlanKey planKeyOf(const GemmProblem &problem, const Placement &placement) {
           problem.transposeA,
           problem.transposeB,
           problem.bias != nullptr,
+          problem.biasGradient != nullptr,
           static_cast<int64_t>(problem.gelu),
           first.rows,
           first.columns,
@@ -443,6 +448,8 @@ std::unique_ptr<GemmPlan> makeGemmPlan(cublasLtHandle_t handle,
     epilogue = CUBLASLT_EPILOGUE_DGELU;
   else if (problem.bias)
     epilogue = CUBLASLT_EPILOGUE_BIAS;
+  else if (problem.biasGradient)
+    epilogue = CUBLASLT_EPILOGUE_BGRADA;
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT)
     cublasCheck(cublasLtMatmulDescSetAttribute(
         descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
@@ -451,6 +458,14 @@ std::unique_ptr<GemmPlan> makeGemmPlan(cublasLtHandle_t handle,
     cublasCheck(cublasLtMatmulDescSetAttribute(
         descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
         &placement.bias.data, sizeof(placement.bias.data)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &outputType,
+        sizeof(outputType)));
+  }
+  if (problem.biasGradient) {
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+        &problem.biasGradient, sizeof(problem.biasGradient)));
     cublasCheck(cublasLtMatmulDescSetAttribute(
         descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &outputType,
         sizeof(outputType)));
@@ -526,7 +541,9 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   Placement placement = placePadded(problem, original, stream);
   // The aux matrix is the caller's, laid out as y in place: a padded y
   // would need a padded aux too.
-  if ((problem.gelu != GeluEpilogue::None || problem.addend) &&
+  // So is the bias gradient: padding b would pad its length.
+  if ((problem.gelu != GeluEpilogue::None || problem.addend ||
+       problem.biasGradient) &&
       (placement.copied[0] || placement.copied[1] || placement.copied[2] ||
        placement.biasCopied))
     return false;
@@ -546,6 +563,10 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
     cublasCheck(cublasLtMatmulDescSetAttribute(
         plan->descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
         &placement.bias.data, sizeof(placement.bias.data)));
+  if (problem.biasGradient)
+    cublasCheck(cublasLtMatmulDescSetAttribute(
+        plan->descriptors.operation, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+        &problem.biasGradient, sizeof(problem.biasGradient)));
   if (problem.gelu != GeluEpilogue::None)
     cublasCheck(cublasLtMatmulDescSetAttribute(
         plan->descriptors.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
@@ -721,6 +742,50 @@ extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
                   batch * outputMatrix * outputElementSize;
       gemm(problem, stream);
     }
+  });
+}
+
+extern "C" int tessera_cuda_matmul_bias_grad(const tessera_tensor *a,
+                                             const tessera_tensor *b,
+                                             tessera_tensor *y,
+                                             tessera_tensor *dbias,
+                                             int32_t transpose_a,
+                                             int32_t transpose_b,
+                                             cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_matmul_bias_grad", [&] {
+    const tessera_tensor &lhs = requireTensor(a, "a");
+    const tessera_tensor &rhs = requireTensor(b, "b");
+    tessera_tensor &output = requireTensor(y, "y");
+    tessera_tensor &biasGradient = requireTensor(dbias, "dbias");
+    tessera::cpu::LinearLayout shape = tessera::cpu::requireMatmulBiasGradOperands(
+        lhs, rhs, output, biasGradient, transpose_a, transpose_b);
+    checkTypes(lhs, rhs, output);
+    // One GEMM with cuBLASLt's BGRADA epilogue where it has one for the
+    // shape and types (the sums come from the f32 accumulation of b's tiles
+    // as the GEMM reads them); otherwise the product and a column sum.
+    if (shape.rows > 0 && shape.inner > 0 && shape.columns > 0 &&
+        biasGradient.dtype == output.dtype) {
+      GemmProblem problem{};
+      problem.a = lhs.data;
+      problem.b = rhs.data;
+      problem.y = output.data;
+      problem.biasGradient = biasGradient.data;
+      problem.inputType = lhs.dtype;
+      problem.outputType = output.dtype;
+      problem.transposeA = transpose_a != 0;
+      problem.transposeB = false;
+      problem.rows = shape.rows;
+      problem.inner = shape.inner;
+      problem.columns = shape.columns;
+      if (tryGemm(problem, stream))
+        return;
+    }
+    requireSuccess(tessera_cuda_matmul(a, b, y, transpose_a, 0, stream),
+                   tessera_cuda_last_error);
+    const int64_t rowsOfB[] = {0};
+    requireSuccess(
+        tessera_cuda_reduce(TESSERA_REDUCE_SUM, b, dbias, rowsOfB, 1, stream),
+        tessera_cuda_last_error);
   });
 }
 

@@ -137,7 +137,8 @@ TEST(LinearGelu, DgeluIsTheLinearThenTheGeluGradient) {
     Tensor dy = Tensor::floats({6, 5}, randomFloats(30, 12), dtype);
     Tensor weight = Tensor::floats({12, 5}, randomFloats(60, 13), dtype);
     Tensor pre = Tensor::floats({6, 12}, randomFloats(72, 14, -3, 3), dtype);
-    Tensor dx(dtype, {6, 12}), product(dtype, {6, 12}), expected(dtype, {6, 12});
+    Tensor dx(dtype, {6, 12}), product(dtype, {6, 12}),
+        expected(dtype, {6, 12});
     EXPECT_KERNEL_OK(tessera_cpu_linear_dgelu(dy.get(), weight.get(), pre.get(),
                                               dx.get(), 1));
     EXPECT_KERNEL_OK(
@@ -146,6 +147,43 @@ TEST(LinearGelu, DgeluIsTheLinearThenTheGeluGradient) {
                                             product.get(), expected.get()));
     EXPECT_EQ(dx.values(), expected.values());
   }
+}
+
+TEST(MatmulBiasGrad, IsTheProductAndTheColumnSumsOfB) {
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    Tensor a = Tensor::floats({10, 6}, randomFloats(60, 30), dtype);
+    Tensor b = Tensor::floats({10, 4}, randomFloats(40, 31), dtype);
+    Tensor y(dtype, {6, 4}), dbias(dtype, {4});
+    Tensor product(dtype, {6, 4}), sums(dtype, {4});
+    EXPECT_KERNEL_OK(tessera_cpu_matmul_bias_grad(a.get(), b.get(), y.get(),
+                                                  dbias.get(), 1, 0));
+    EXPECT_KERNEL_OK(tessera_cpu_matmul(a.get(), b.get(), product.get(), 1, 0));
+    const int64_t rows[] = {0};
+    EXPECT_KERNEL_OK(
+        tessera_cpu_reduce(TESSERA_REDUCE_SUM, b.get(), sums.get(), rows, 1));
+    EXPECT_EQ(y.values(), product.values());
+    EXPECT_EQ(dbias.values(), sums.values());
+  }
+}
+
+TEST(MatmulBiasGrad, RejectsATransposedBAndAWrongDbias) {
+  Tensor a(TESSERA_F32, {10, 6}), b(TESSERA_F32, {10, 4}),
+      y(TESSERA_F32, {6, 4}), dbias(TESSERA_F32, {4}),
+      shortBias(TESSERA_F32, {3});
+  EXPECT_NE(tessera_cpu_matmul_bias_grad(a.get(), b.get(), y.get(), dbias.get(),
+                                         1, 1),
+            0);
+  EXPECT_NE(
+      std::string(tessera_cpu_last_error()).find("must not be transposed"),
+      std::string::npos)
+      << tessera_cpu_last_error();
+  EXPECT_NE(tessera_cpu_matmul_bias_grad(a.get(), b.get(), y.get(),
+                                         shortBias.get(), 1, 0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error())
+                .find("dbias has shape [3], expected [4]"),
+            std::string::npos)
+      << tessera_cpu_last_error();
 }
 
 TEST(LinearAdd, IsTheLinearThenTheResidualAdd) {
@@ -180,14 +218,13 @@ TEST(LinearGelu, RejectsMismatchedOperandsNamingThem) {
   EXPECT_NE(
       tessera_cpu_linear_dgelu(dy.get(), weight.get(), pre.get(), dx.get(), 1),
       0);
-  EXPECT_NE(std::string(tessera_cpu_last_error()).find("dx"),
-            std::string::npos)
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("dx"), std::string::npos)
       << tessera_cpu_last_error();
   Tensor x(TESSERA_F32, {2, 8}), w(TESSERA_F32, {8, 12}),
       p(TESSERA_F32, {2, 12}), y(TESSERA_F32, {2, 13});
-  EXPECT_NE(tessera_cpu_linear_gelu(x.get(), w.get(), nullptr, p.get(),
-                                    y.get(), 0),
-            0);
+  EXPECT_NE(
+      tessera_cpu_linear_gelu(x.get(), w.get(), nullptr, p.get(), y.get(), 0),
+      0);
   EXPECT_NE(std::string(tessera_cpu_last_error()).find("y"), std::string::npos)
       << tessera_cpu_last_error();
 }

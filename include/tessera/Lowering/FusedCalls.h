@@ -11,7 +11,10 @@
 // residual-stream add right after it of its dx (dx's only use) and the
 // gradient arriving through the residual run as one
 // tessera_*_{layer,rms}_norm_grad_add call (dx = residual + the gradient,
-// rounded once). The arena planner gives
+// rounded once). A weight gradient's tess.matmul (x^T dy) and the bias
+// gradient's reduce_sum of the same dy right after it run as one
+// tessera_*_matmul_bias_grad call (cuBLASLt's BGRADA epilogue sums dy as
+// the GEMM reads it). The arena planner gives
 // such a pair one position, so the second op's results never take the
 // storage of the first op's operands, which the one call still reads.
 // tess-schedule-gelu-grad puts each gelu_grad right after its linear.
@@ -44,6 +47,11 @@ mlir::Value residualOf(tess::AddOp add, tess::LinearOp linear);
 tess::AddOp residualAddAfterNormGrad(mlir::Operation *grad);
 /// That add's other operand.
 mlir::Value residualOf(tess::AddOp add, mlir::Operation *grad);
+
+/// The bias gradient right after the weight gradient `matmul`: a
+/// reduce_sum over all but the last dim of dy, where `matmul`'s b is dy (or
+/// dy with its leading dims flattened), not transposed; or null.
+tess::ReduceSumOp biasGradAfterMatmul(tess::MatmulOp matmul);
 
 /// Whether `op` is the second op of such a pair.
 bool joinsPreviousCall(mlir::Operation &op);

@@ -80,9 +80,9 @@ TEST(MatmulCuda, MisalignedLeadingDimsGoThroughPaddedScratch) {
   // vocabulary-sized logits' case): misaligned operands and y are copied to
   // padded scratch around the product, transposed or not.
   uint32_t seed = 30;
-  for (auto [dtype, outputType] :
-       {std::pair{TESSERA_F32, TESSERA_F32}, {TESSERA_BF16, TESSERA_BF16},
-        {TESSERA_BF16, TESSERA_F32}})
+  for (auto [dtype, outputType] : {std::pair{TESSERA_F32, TESSERA_F32},
+                                   {TESSERA_BF16, TESSERA_BF16},
+                                   {TESSERA_BF16, TESSERA_F32}})
     for (bool transposeA : {false, true})
       for (bool transposeB : {false, true}) {
         SCOPED_TRACE(std::to_string(dtype) + " -> " +
@@ -90,8 +90,8 @@ TEST(MatmulCuda, MisalignedLeadingDimsGoThroughPaddedScratch) {
                      std::to_string(transposeA) + std::to_string(transposeB));
         Shape aShape = transposeA ? Shape{77, 1000} : Shape{1000, 77};
         Shape bShape = transposeB ? Shape{1003, 77} : Shape{77, 1003};
-        checkMatmul(dtype, outputType, aShape, bShape, {1000, 1003},
-                    transposeA, transposeB, seed);
+        checkMatmul(dtype, outputType, aShape, bShape, {1000, 1003}, transposeA,
+                    transposeB, seed);
         seed += 2;
       }
   // The same scratch slot serves a smaller product next.
@@ -133,11 +133,11 @@ TEST(MatmulCuda, VocabularySizedPaddingMovesEveryElement) {
   Tensor x = integers(TESSERA_F32, {67, 64}, seed++);
   Tensor w = integers(TESSERA_F32, {50257, 64}, seed++);
   Tensor expected(TESSERA_F32, {67, 50257});
-  EXPECT_CPU_KERNEL_OK(tessera_cpu_matmul(x.get(), w.get(), expected.get(),
-                                          false, true));
+  EXPECT_CPU_KERNEL_OK(
+      tessera_cpu_matmul(x.get(), w.get(), expected.get(), false, true));
   DeviceTensor dx(x), dw(w), dy(TESSERA_F32, {67, 50257});
-  EXPECT_CUDA_KERNEL_OK(tessera_cuda_matmul(dx.get(), dw.get(), dy.get(), false,
-                                            true, nullptr));
+  EXPECT_CUDA_KERNEL_OK(
+      tessera_cuda_matmul(dx.get(), dw.get(), dy.get(), false, true, nullptr));
   expectDeviceClean();
   expectTensorsNear(dy.download(), expected, 0, 0, "logits");
 }
@@ -146,8 +146,8 @@ void checkLinear(int32_t dtype, bool withBias, bool transposeWeight,
                  uint32_t seed, const Shape &xShape = {2, 5, 48},
                  int64_t columns = 40) {
   int64_t inner = xShape.back();
-  Shape weightShape = transposeWeight ? Shape{columns, inner}
-                                      : Shape{inner, columns};
+  Shape weightShape =
+      transposeWeight ? Shape{columns, inner} : Shape{inner, columns};
   Shape yShape = xShape;
   yShape.back() = columns;
   Tensor x = randomTensor(dtype, xShape, seed);
@@ -158,10 +158,9 @@ void checkLinear(int32_t dtype, bool withBias, bool transposeWeight,
                                           withBias ? bias.get() : nullptr,
                                           expected.get(), transposeWeight));
   DeviceTensor dx(x), dw(weight), db(bias), dy(dtype, yShape);
-  EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear(dx.get(), dw.get(),
-                                            withBias ? db.get() : nullptr,
-                                            dy.get(), transposeWeight,
-                                            nullptr));
+  EXPECT_CUDA_KERNEL_OK(
+      tessera_cuda_linear(dx.get(), dw.get(), withBias ? db.get() : nullptr,
+                          dy.get(), transposeWeight, nullptr));
   expectDeviceClean();
   double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
   expectTensorsNear(dy.download(), expected, rtol, rtol, "linear");
@@ -219,9 +218,8 @@ void checkLinearGelu(int32_t dtype, bool withBias, uint32_t seed) {
       gx.get(), gw.get(), withBias ? gb.get() : nullptr, gpre.get(), gy.get(),
       0, nullptr));
   // The GPU's own pre feeds its backward, as in a training step.
-  EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear_dgelu(gdy.get(), gp.get(),
-                                                  gpre.get(), gdx.get(), 1,
-                                                  nullptr));
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear_dgelu(
+      gdy.get(), gp.get(), gpre.get(), gdx.get(), 1, nullptr));
   expectDeviceClean();
   double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
   expectTensorsNear(gpre.download(), pre, rtol, rtol, "linear_gelu pre");
@@ -253,15 +251,52 @@ TEST(MatmulCuda, LinearAddMatchesTheCpuReference) {
       const tessera_tensor *biasArg = withBias ? bias.get() : nullptr;
       EXPECT_CPU_KERNEL_OK(tessera_cpu_linear_add(
           x.get(), weight.get(), biasArg, residual.get(), y.get(), 1));
-      DeviceTensor gx(x), gw(weight), gb(bias), gr(residual),
-          gy(dtype, yShape);
+      DeviceTensor gx(x), gw(weight), gb(bias), gr(residual), gy(dtype, yShape);
       EXPECT_CUDA_KERNEL_OK(tessera_cuda_linear_add(
-          gx.get(), gw.get(), withBias ? gb.get() : nullptr, gr.get(),
-          gy.get(), 1, nullptr));
+          gx.get(), gw.get(), withBias ? gb.get() : nullptr, gr.get(), gy.get(),
+          1, nullptr));
       expectDeviceClean();
       double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
       expectTensorsNear(gy.download(), y, rtol, rtol, "linear_add");
     }
+}
+
+// A weight gradient and its bias gradient in one call (cuBLASLt's BGRADA
+// epilogue where it has one; the product and a column sum otherwise)
+// against the CPU's product and column sums, at a GPT-2 fc shape and odd
+// small ones.
+TEST(MatmulCuda, MatmulBiasGradMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  struct Case {
+    int32_t dtype;
+    int64_t k, m, n;
+  };
+  for (Case c :
+       {Case{TESSERA_BF16, 4096, 768, 3072},
+        Case{TESSERA_BF16, 4096, 3072, 768}, Case{TESSERA_BF16, 62, 64, 192},
+        Case{TESSERA_F32, 62, 64, 192}, Case{TESSERA_BF16, 30, 7, 5}}) {
+    SCOPED_TRACE("dtype " + std::to_string(c.dtype) + " k " +
+                 std::to_string(c.k) + " m " + std::to_string(c.m) + " n " +
+                 std::to_string(c.n));
+    Tensor a = randomTensor(c.dtype, {c.k, c.m}, 80);
+    Tensor b = randomTensor(c.dtype, {c.k, c.n}, 81);
+    Tensor y(c.dtype, {c.m, c.n}), dbias(c.dtype, {c.n});
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_matmul_bias_grad(a.get(), b.get(), y.get(),
+                                                      dbias.get(), 1, 0));
+    DeviceTensor ga(a), gb(b), gy(c.dtype, {c.m, c.n}), gdbias(c.dtype, {c.n});
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_matmul_bias_grad(
+        ga.get(), gb.get(), gy.get(), gdbias.get(), 1, 0, nullptr));
+    expectDeviceClean();
+    double rtol = c.dtype == TESSERA_F32 ? 1e-4 : toleranceFor(c.dtype);
+    expectTensorsNear(gy.download(), y, rtol, rtol, "matmul_bias_grad y");
+    expectTensorsNear(gdbias.download(), dbias, rtol, rtol,
+                      "matmul_bias_grad dbias");
+  }
+  DeviceTensor ga(TESSERA_F32, {10, 6}), gb(TESSERA_F32, {10, 4}),
+      gy(TESSERA_F32, {6, 4}), gdbias(TESSERA_F32, {4});
+  EXPECT_NE(tessera_cuda_matmul_bias_grad(ga.get(), gb.get(), gy.get(),
+                                          gdbias.get(), 1, 1, nullptr),
+            0);
 }
 
 TEST(MatmulCuda, MismatchedShapesAreErrors) {

@@ -107,6 +107,12 @@ int tessera_cpu_matmul(const tessera_tensor *a, const tessera_tensor *b,
                        int32_t transpose_b);
 /* y[..., n] = x[..., k] W[k, n] (+ bias[n]); W is [n, k] when
  * transpose_weight. bias may be NULL. */
+/* y = op(a) @ b of matrices and dbias[n] = sum over k of b[k, n]: a weight
+ * gradient and its bias gradient in one call (b, the output gradient, is
+ * read once where the GEMM's epilogue can sum it). b is not transposed. */
+int tessera_cpu_matmul_bias_grad(
+    const tessera_tensor *a, const tessera_tensor *b, tessera_tensor *y,
+    tessera_tensor *dbias, int32_t transpose_a, int32_t transpose_b);
 int tessera_cpu_linear(const tessera_tensor *x, const tessera_tensor *weight,
                        const tessera_tensor *bias, tessera_tensor *y,
                        int32_t transpose_weight);

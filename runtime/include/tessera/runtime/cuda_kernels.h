@@ -67,6 +67,13 @@ int tessera_cuda_dropout(const tessera_tensor *x, tessera_tensor *y,
 int tessera_cuda_matmul(const tessera_tensor *a, const tessera_tensor *b,
                         tessera_tensor *y, int32_t transpose_a,
                         int32_t transpose_b, cudaStream_t stream);
+/* y = op(a) @ b of matrices and dbias[n] = sum over k of b[k, n]: a weight
+ * gradient and its bias gradient in one call (b, the output gradient, is
+ * read once where the GEMM's epilogue can sum it). b is not transposed. */
+int tessera_cuda_matmul_bias_grad(
+    const tessera_tensor *a, const tessera_tensor *b, tessera_tensor *y,
+    tessera_tensor *dbias, int32_t transpose_a, int32_t transpose_b,
+    cudaStream_t stream);
 int tessera_cuda_linear(const tessera_tensor *x, const tessera_tensor *weight,
                         const tessera_tensor *bias, tessera_tensor *y,
                         int32_t transpose_weight, cudaStream_t stream);
