@@ -11,7 +11,10 @@
 // f32 and write bf16/f16 (or f32); f64 computes in f64. The linear layer's
 // bias is fused as cuBLASLt's BIAS epilogue (added to the f32 accumulator
 // before the one rounding) where cuBLASLt offers it; otherwise y is filled
-// with the bias rows and the product added with beta = 1.
+// with the bias rows and the product added with beta = 1. A weight
+// gradient x^T dy and its bias gradient (dy's column sums) are one GEMM
+// with the BGRADA epilogue (dy is cuBLASLt's A), which sums dy's tiles as
+// it reads them instead of a second pass over dy.
 //
 // Batch dims broadcast (numpy). When each operand's batch offsets form an
 // arithmetic sequence (contiguous batches, or one matrix reused with stride
