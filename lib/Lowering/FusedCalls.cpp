@@ -23,19 +23,32 @@ tess::GeluGradOp geluGradAfterLinear(tess::LinearOp linear) {
   return grad;
 }
 
-tess::AddOp residualAddAfterLinear(tess::LinearOp linear) {
-  auto add = llvm::dyn_cast_or_null<tess::AddOp>(linear->getNextNode());
-  Value result = linear.getResult();
-  if (!add || !result.hasOneUse() ||
-      (add.getLhs() != result && add.getRhs() != result) ||
+/// The add right after `value`'s defining op whose one operand is `value`
+/// (its only use) and the other of the same type, or null.
+static tess::AddOp residualAddOf(Value value) {
+  if (!value)
+    return {};
+  auto add = llvm::dyn_cast_or_null<tess::AddOp>(
+      value.getDefiningOp()->getNextNode());
+  if (!add || !value.hasOneUse() ||
+      (add.getLhs() != value && add.getRhs() != value) ||
       add.getLhs().getType() != add.getType() ||
       add.getRhs().getType() != add.getType())
     return {};
   return add;
 }
 
+/// That add's operand other than `value`.
+static Value otherOperand(tess::AddOp add, Value value) {
+  return add.getLhs() == value ? add.getRhs() : add.getLhs();
+}
+
+tess::AddOp residualAddAfterLinear(tess::LinearOp linear) {
+  return residualAddOf(linear.getResult());
+}
+
 Value residualOf(tess::AddOp add, tess::LinearOp linear) {
-  return add.getLhs() == linear.getResult() ? add.getRhs() : add.getLhs();
+  return otherOperand(add, linear.getResult());
 }
 
 /// The norm gradient's dx: the first result of either op.
@@ -46,20 +59,11 @@ static Value normGradientDx(Operation *grad) {
 }
 
 tess::AddOp residualAddAfterNormGrad(Operation *grad) {
-  Value dx = normGradientDx(grad);
-  if (!dx)
-    return {};
-  auto add = llvm::dyn_cast_or_null<tess::AddOp>(grad->getNextNode());
-  if (!add || !dx.hasOneUse() || (add.getLhs() != dx && add.getRhs() != dx) ||
-      add.getLhs().getType() != add.getType() ||
-      add.getRhs().getType() != add.getType())
-    return {};
-  return add;
+  return residualAddOf(normGradientDx(grad));
 }
 
 Value residualOf(tess::AddOp add, Operation *grad) {
-  Value dx = normGradientDx(grad);
-  return add.getLhs() == dx ? add.getRhs() : add.getLhs();
+  return otherOperand(add, normGradientDx(grad));
 }
 
 tess::ReduceSumOp biasGradAfterMatmul(tess::MatmulOp matmul) {
