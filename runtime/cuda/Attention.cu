@@ -30,8 +30,9 @@
 // storage type, so no f32 scratch and no memset. The cost is two more dot
 // products per (query, key) than the one-kernel version, no atomics.
 //
-// The fast path is FlashAttention.cu (tiled, tensor cores, a KV-major
-// backward): both entry points try it first, and these kernels run every
+// The fast paths are cuDNN's fused engines (CudnnAttention.cpp: 16-bit, no
+// mask, no dropout), then FlashAttention.cu (tiled, tensor cores, a KV-major
+// backward): both entry points try them first, and these kernels run every
 // call outside its limits (f32, an additive mask, dropout, head dims other
 // than 64 and 128).
 //
@@ -433,6 +434,9 @@ void tessera::cuda::attentionForward(const tessera_tensor *q,
   requireKernelFloat(output, "y");
   if (elementCount(output) == 0)
     return;
+  if (!mask && dropout == 0.0 &&
+      cudnnAttentionForward(*q, *k, *v, output, lse, p.causal, scale, stream))
+    return;
   if (flashAttentionForward(*q, *k, *v, mask != nullptr, dropout, output, lse,
                             p.causal, scale, stream))
     return;
@@ -475,6 +479,12 @@ extern "C" int tessera_cuda_attention_grad(
     requireKernelFloat(queryGradient, "dq");
     requireKernelFloat(keyGradient, "dk");
     requireKernelFloat(valueGradient, "dv");
+    if (elementCount(queryGradient) > 0 && elementCount(keyGradient) > 0 &&
+        !mask && dropout == 0.0 &&
+        cudnnAttentionBackward(*q, *k, *v, upstream, queryGradient,
+                               keyGradient, valueGradient, p.causal, scale,
+                               stream))
+      return;
     if (elementCount(queryGradient) > 0 && elementCount(keyGradient) > 0 &&
         flashAttentionBackward(*q, *k, *v, mask != nullptr, dropout, upstream,
                                queryGradient, keyGradient, valueGradient,

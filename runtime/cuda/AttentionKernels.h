@@ -64,6 +64,19 @@ bool cudnnPackedAttentionBackward(const tessera_tensor &qkv,
 
 /// Turns the cuDNN path on or off for the process (initially on unless
 /// TESSERA_CUDNN_ATTENTION is 0 or off): benchmarks and tests compare both.
+/// tess.attention on cuDNN (q [B, Hq, T, D], k and v [B, Hkv, T, D],
+/// contiguous); false, with nothing launched, where cuDNN is off, absent or
+/// refuses the shape. `lse` may be null.
+bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
+                           const tessera_tensor &v, tessera_tensor &y,
+                           float *lse, bool causal, double scale,
+                           cudaStream_t stream);
+bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
+                            const tessera_tensor &v, const tessera_tensor &dy,
+                            tessera_tensor &dq, tessera_tensor &dk,
+                            tessera_tensor &dv, bool causal, double scale,
+                            cudaStream_t stream);
+
 void setCudnnAttentionEnabled(bool on);
 /// Whether this build has the cuDNN path and libcudnn.so.9 opened.
 bool cudnnAttentionAvailable();

@@ -24,6 +24,15 @@
 // training step's later calls only execute, and can be captured in a CUDA
 // graph. The workspace comes from streamScratch, like every kernel's.
 //
+// tess.attention (separate q, k, v in [B, heads, T, D], grouped K/V heads
+// read as they are: what Llama-family exports produce) runs on the same
+// engines, contiguous head-major strides instead of packed ones, when it has
+// no mask and no dropout. Its backward has no saved statistics (the op
+// recomputes its forward by definition), so it runs cuDNN's forward once
+// more into scratch for o and the statistics, then the backward: about a
+// third of the backward's time again, far less than the flash kernels'
+// deficit.
+//
 // Handles and graphs live until the process ends and are never destroyed:
 // destroying them from static destructors would run after the CUDA runtime
 // may already have shut down.
@@ -36,6 +45,7 @@
 #include "AttentionKernels.h"
 #include "DataTypes.h"
 #include "HostSupport.h"
+#include "TensorAccess.h"
 
 #include <atomic>
 #include <cstdio>
@@ -125,10 +135,11 @@ struct AttentionShape {
   bool causal;
   float scale;
   bool backward;
+  bool packed = true; // qkv [B, T, (Hq + 2 Hkv) D]; else [B, heads, T, D] each
 
   auto tie() const {
     return std::tie(device, dtype, batch, seq, queryHeads, keyHeads, headDim,
-                    causal, scale, backward);
+                    causal, scale, backward, packed);
   }
   bool operator<(const AttentionShape &other) const {
     return tie() < other.tie();
@@ -147,17 +158,26 @@ struct Plan {
   int64_t workspaceBytes = 0;
 };
 
-/// A head-major view [B, heads, T, D] of token-major rows of `rowWidth`
-/// elements: the strides that address heads in place.
+/// The strides of a [B, heads, T, D] view: for a packed shape, of
+/// token-major rows of `rowWidth` elements (heads addressed in place); else
+/// of a contiguous head-major tensor.
+std::vector<int64_t> headStrides(const AttentionShape &shape, int64_t heads,
+                                 int64_t rowWidth) {
+  if (shape.packed)
+    return {shape.seq * rowWidth, shape.headDim, rowWidth, 1};
+  return {heads * shape.seq * shape.headDim, shape.seq * shape.headDim,
+          shape.headDim, 1};
+}
+
 std::shared_ptr<fe::graph::Tensor_attributes>
 headTensor(fe::graph::Graph &graph, const char *name, int64_t uid,
            const AttentionShape &shape, int64_t heads, int64_t rowWidth) {
-  return graph.tensor(
-      fe::graph::Tensor_attributes()
-          .set_name(name)
-          .set_uid(uid)
-          .set_dim({shape.batch, heads, shape.seq, shape.headDim})
-          .set_stride({shape.seq * rowWidth, shape.headDim, rowWidth, 1}));
+  return graph.tensor(fe::graph::Tensor_attributes()
+                          .set_name(name)
+                          .set_uid(uid)
+                          .set_dim({shape.batch, heads, shape.seq,
+                                    shape.headDim})
+                          .set_stride(headStrides(shape, heads, rowWidth)));
 }
 
 void setHeadOutput(fe::graph::Tensor_attributes &tensor, int64_t uid,
@@ -166,7 +186,7 @@ void setHeadOutput(fe::graph::Tensor_attributes &tensor, int64_t uid,
   tensor.set_output(true)
       .set_uid(uid)
       .set_dim({shape.batch, heads, shape.seq, shape.headDim})
-      .set_stride({shape.seq * rowWidth, shape.headDim, rowWidth, 1});
+      .set_stride(headStrides(shape, heads, rowWidth));
 }
 
 std::vector<int64_t> statsDims(const AttentionShape &shape) {
@@ -176,8 +196,8 @@ std::vector<int64_t> statsStrides(const AttentionShape &shape) {
   return {shape.queryHeads * shape.seq, shape.seq, 1, 1};
 }
 
-/// The forward (o and the statistics) or backward (dq, dk, dv) graph of
-/// `shape`, or an error naming what cuDNN refused.
+/// The forward (o and, when `stats`, the statistics) or backward (dq, dk,
+/// dv) graph of `shape`, or an error naming what cuDNN refused.
 fe::error_t describeGraph(fe::graph::Graph &graph,
                           const AttentionShape &shape) {
   fe::DataType_t io = shape.dtype == TESSERA_BF16 ? fe::DataType_t::BFLOAT16
@@ -192,7 +212,7 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
   auto v = headTensor(graph, "v", kV, shape, shape.keyHeads, width);
   if (!shape.backward) {
     auto options = fe::graph::SDPA_attributes()
-                       .set_name("tess.packed_attention")
+                       .set_name("tess.attention")
                        .set_generate_stats(true)
                        .set_causal_mask(shape.causal)
                        .set_attn_scale(shape.scale);
@@ -214,7 +234,7 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
                                   .set_dim(statsDims(shape))
                                   .set_stride(statsStrides(shape)));
     auto options = fe::graph::SDPA_backward_attributes()
-                       .set_name("tess.packed_attention_grad")
+                       .set_name("tess.attention_grad")
                        .set_causal_mask(shape.causal)
                        .set_attn_scale(shape.scale);
     auto [dq, dk, dv] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
@@ -330,7 +350,112 @@ bool packedShape(const tessera_tensor &qkv, int64_t queryHeads,
 
 #endif // TESSERA_HAVE_CUDNN_FRONTEND
 
+
+#ifdef TESSERA_HAVE_CUDNN_FRONTEND
+constexpr int kOutputSlot = 2203; // the backward's recomputed o
+constexpr int kStatsSlot = 2204;  // and its statistics
+
+/// The shape of a tess.attention call, or false where cuDNN's engines do
+/// not apply: another sequence length for keys than queries, a V head dim
+/// other than Q's, head dims not a multiple of 8, or unaligned data.
+bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
+                    const tessera_tensor &v, bool causal, double scale,
+                    bool backward, std::initializer_list<const void *> pointers,
+                    AttentionShape &shape) {
+  if (q.rank != 4 || k.rank != 4 || v.rank != 4)
+    return false;
+  if (k.shape[2] != q.shape[2] || v.shape[3] != q.shape[3] ||
+      k.dtype != q.dtype || v.dtype != q.dtype)
+    return false;
+  for (const void *pointer : pointers)
+    if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
+      return false;
+  shape = AttentionShape{};
+  shape.dtype = q.dtype;
+  shape.batch = q.shape[0];
+  shape.queryHeads = q.shape[1];
+  shape.seq = q.shape[2];
+  shape.headDim = q.shape[3];
+  shape.keyHeads = k.shape[1];
+  shape.causal = causal;
+  shape.scale = static_cast<float>(scale);
+  shape.backward = backward;
+  shape.packed = false;
+  return shape.headDim % 8 == 0;
+}
+#endif // TESSERA_HAVE_CUDNN_FRONTEND
+
 } // namespace
+
+bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
+                           const tessera_tensor &v, tessera_tensor &y,
+                           float *lse, bool causal, double scale,
+                           cudaStream_t stream) {
+#ifdef TESSERA_HAVE_CUDNN_FRONTEND
+  AttentionShape shape;
+  if (!headMajorShape(q, k, v, causal, scale, false,
+                      {q.data, k.data, v.data, y.data, lse}, shape))
+    return false;
+  // The graph always writes the statistics; without a caller's buffer they
+  // go to scratch.
+  void *stats = lse ? static_cast<void *>(lse)
+                    : streamScratch(stream,
+                                    static_cast<size_t>(shape.batch) *
+                                        shape.queryHeads * shape.seq *
+                                        sizeof(float),
+                                    kStatsSlot);
+  return runGraph(shape,
+                  {{kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, y.data},
+                   {kStats, stats}},
+                  stream);
+#else
+  (void)q, (void)k, (void)v, (void)y, (void)lse, (void)causal, (void)scale,
+      (void)stream;
+  return false;
+#endif
+}
+
+bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
+                            const tessera_tensor &v, const tessera_tensor &dy,
+                            tessera_tensor &dq, tessera_tensor &dk,
+                            tessera_tensor &dv, bool causal, double scale,
+                            cudaStream_t stream) {
+#ifdef TESSERA_HAVE_CUDNN_FRONTEND
+  AttentionShape forward, backward;
+  if (!headMajorShape(q, k, v, causal, scale, false, {q.data, k.data, v.data},
+                      forward) ||
+      !headMajorShape(q, k, v, causal, scale, true,
+                      {dy.data, dq.data, dk.data, dv.data}, backward))
+    return false;
+  size_t outputBytes = static_cast<size_t>(cpu::elementCount(dy)) *
+                       cpu::dtypeSize(dy.dtype);
+  size_t statsBytes = static_cast<size_t>(forward.batch) *
+                      forward.queryHeads * forward.seq * sizeof(float);
+  void *output = streamScratch(stream, outputBytes, kOutputSlot);
+  void *stats = streamScratch(stream, statsBytes, kStatsSlot);
+  if (!runGraph(forward,
+                {{kQ, q.data}, {kK, k.data}, {kV, v.data}, {kO, output},
+                 {kStats, stats}},
+                stream))
+    return false;
+  return runGraph(backward,
+                  {{kQ, q.data},
+                   {kK, k.data},
+                   {kV, v.data},
+                   {kO, output},
+                   {kStats, stats},
+                   {kDO, dy.data},
+                   {kDQ, dq.data},
+                   {kDK, dk.data},
+                   {kDV, dv.data}},
+                  stream);
+#else
+  (void)q, (void)k, (void)v, (void)dy, (void)dq, (void)dk, (void)dv,
+      (void)causal, (void)scale, (void)stream;
+  return false;
+#endif
+}
+
 
 void setCudnnAttentionEnabled(bool on) { enabled.store(on); }
 

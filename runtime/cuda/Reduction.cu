@@ -8,6 +8,20 @@
 // grid holds. Accumulators are f64 for floats and int64 for integers, and
 // max/min propagate NaN, as runtime/cpu/Reduction.cpp does.
 //
+// A block per output is the right shape only for long reductions. When each
+// output sums a few elements (the gradient of a broadcast over a middle dim:
+// grouped K/V heads repeated for attention, [B, Hkv, n, T, D] summed over
+// n = 4), 8.4M outputs through 65,536 looping blocks of 256 threads, of
+// which 4 load and all 256 run a shared-memory tree, took 33 ms for 134 MB
+// (4 GB/s; issue 21). So the launch picks the shape by the reduced extent:
+// - at most kThreadReductionLimit elements: one thread per output, adjacent
+//   threads on adjacent outputs (coalesced where the kept dims are the
+//   inner ones, as for that broadcast gradient);
+// - a contiguous last dim of any length with many outputs: one warp per
+//   output, its lanes on adjacent elements, a fixed shuffle tree;
+// - otherwise the block per output above.
+// Each shape adds in a fixed order, so results stay deterministic.
+//
 // Column sums: a sum or mean of a float tensor over its leading dims (the
 // bias gradients: [tokens, C] summed over the tokens) reads x as [R, C]
 // rows. One block per output would walk a column C elements apart, so
@@ -73,6 +87,11 @@ template <> __device__ int64_t loadAs<int64_t>(const void *data, int dtype, int6
 }
 
 template <typename T>
+__device__ __forceinline__ void storeReduced(int op, void *y, int yType,
+                                             int64_t j, T value,
+                                             int64_t reducedCount);
+
+template <typename T>
 __global__ void reduceKernel(int op, const void *x, int xType, void *y,
                              int yType, StridedLayout<1> kept,
                              StridedLayout<1> reduced, int64_t outputCount,
@@ -95,16 +114,70 @@ __global__ void reduceKernel(int op, const void *x, int xType, void *y,
             combine(op, shared[threadIdx.x], shared[threadIdx.x + width]);
       __syncthreads();
     }
-    if (threadIdx.x == 0) {
-      T value = shared[0];
-      if (op == TESSERA_REDUCE_MEAN)
-        value = static_cast<T>(value / static_cast<T>(reducedCount));
-      if constexpr (sizeof(T) == 8 && T(1) / T(2) == T(0))
-        storeInteger(y, yType, j, value);
-      else
-        storeNumber(y, yType, j, value);
-    }
+    if (threadIdx.x == 0)
+      storeReduced(op, y, yType, j, shared[0], reducedCount);
     __syncthreads();
+  }
+}
+
+/// Stores the finished reduction of output j (the mean divides here).
+template <typename T>
+__device__ __forceinline__ void storeReduced(int op, void *y, int yType,
+                                             int64_t j, T value,
+                                             int64_t reducedCount) {
+  if (op == TESSERA_REDUCE_MEAN)
+    value = static_cast<T>(value / static_cast<T>(reducedCount));
+  if constexpr (sizeof(T) == 8 && T(1) / T(2) == T(0))
+    storeInteger(y, yType, j, value);
+  else
+    storeNumber(y, yType, j, value);
+}
+
+/// One thread per output: for reductions of a few elements each.
+template <typename T>
+__global__ void __launch_bounds__(kReduceThreads)
+    reducePerThreadKernel(int op, const void *x, int xType, void *y, int yType,
+                          StridedLayout<1> kept, StridedLayout<1> reduced,
+                          int64_t outputCount, int64_t reducedCount) {
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       j < outputCount; j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t base[1];
+    kept.offsets(j, base);
+    T accumulator = initialValue<T>(op);
+    for (int64_t r = 0; r < reducedCount; ++r) {
+      int64_t offset[1];
+      reduced.offsets(r, offset);
+      accumulator = combine(op, accumulator, loadAs<T>(x, xType, base[0] + offset[0]));
+    }
+    storeReduced(op, y, yType, j, accumulator, reducedCount);
+  }
+}
+
+/// One warp per output of a reduction over x's contiguous last dims
+/// (`reduced` has stride 1 in its inner dim): lanes read adjacent elements.
+template <typename T>
+__global__ void __launch_bounds__(kReduceThreads)
+    reducePerWarpKernel(int op, const void *x, int xType, void *y, int yType,
+                        StridedLayout<1> kept, StridedLayout<1> reduced,
+                        int64_t outputCount, int64_t reducedCount) {
+  constexpr int kWarpsPerBlock = kReduceThreads / 32;
+  int lane = threadIdx.x % 32;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock +
+                   threadIdx.x / 32;
+       j < outputCount; j += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
+    int64_t base[1];
+    kept.offsets(j, base);
+    T accumulator = initialValue<T>(op);
+    for (int64_t r = lane; r < reducedCount; r += 32) {
+      int64_t offset[1];
+      reduced.offsets(r, offset);
+      accumulator = combine(op, accumulator, loadAs<T>(x, xType, base[0] + offset[0]));
+    }
+    for (int width = 16; width > 0; width /= 2)
+      accumulator = combine(op, accumulator,
+                            static_cast<T>(__shfl_down_sync(0xffffffffu, accumulator, width)));
+    if (lane == 0)
+      storeReduced(op, y, yType, j, accumulator, reducedCount);
   }
 }
 
@@ -273,6 +346,54 @@ bool reducesLeadingDims(const tessera_tensor &x,
   return true;
 }
 
+/// Outputs of at most this many elements each take one thread apiece.
+constexpr int64_t kThreadReductionLimit = 64;
+/// Below this many outputs a warp (or thread) per output leaves SMs idle,
+/// and the block per output spreads each reduction wider instead.
+constexpr int64_t kManyOutputs = 4096;
+
+enum class ReductionShape { PerThread, PerWarp, PerBlock };
+
+ReductionShape chooseReductionShape(int64_t outputCount, int64_t reducedCount,
+                                    const Shape &reducedStrides) {
+  if (reducedCount <= kThreadReductionLimit && outputCount >= kManyOutputs)
+    return ReductionShape::PerThread;
+  bool innerContiguous = !reducedStrides.empty() && reducedStrides.back() == 1;
+  if (innerContiguous && outputCount >= kManyOutputs)
+    return ReductionShape::PerWarp;
+  return ReductionShape::PerBlock;
+}
+
+template <typename T>
+void launchReduction(ReductionShape shape, int op, const tessera_tensor &x,
+                     tessera_tensor &y, const StridedLayout<1> &kept,
+                     const StridedLayout<1> &reduced, int64_t outputCount,
+                     int64_t reducedCount, cudaStream_t stream) {
+  auto blocksFor = [&](int64_t outputsPerBlock) {
+    return static_cast<unsigned>(std::min<int64_t>(
+        (outputCount + outputsPerBlock - 1) / outputsPerBlock, 65536));
+  };
+  switch (shape) {
+  case ReductionShape::PerThread:
+    reducePerThreadKernel<T><<<blocksFor(kReduceThreads), kReduceThreads, 0,
+                               stream>>>(op, x.data, x.dtype, y.data, y.dtype,
+                                         kept, reduced, outputCount,
+                                         reducedCount);
+    break;
+  case ReductionShape::PerWarp:
+    reducePerWarpKernel<T><<<blocksFor(kReduceThreads / 32), kReduceThreads, 0,
+                             stream>>>(op, x.data, x.dtype, y.data, y.dtype,
+                                       kept, reduced, outputCount,
+                                       reducedCount);
+    break;
+  case ReductionShape::PerBlock:
+    reduceKernel<T><<<blocksFor(1), kReduceThreads, 0, stream>>>(
+        op, x.data, x.dtype, y.data, y.dtype, kept, reduced, outputCount,
+        reducedCount);
+    break;
+  }
+}
+
 } // namespace
 
 extern "C" int tessera_cuda_reduce(int32_t op, const tessera_tensor *x,
@@ -311,15 +432,14 @@ extern "C" int tessera_cuda_reduce(int32_t op, const tessera_tensor *x,
     Shape keptOperand[1] = {keptStrides}, reducedOperand[1] = {reducedStrides};
     StridedLayout<1> keptLayout = makeLayout(keptShape, keptOperand);
     StridedLayout<1> reducedLayout = makeLayout(reducedShape, reducedOperand);
-    unsigned grid = static_cast<unsigned>(std::min<int64_t>(outputCount, 65536));
+    ReductionShape shape =
+        chooseReductionShape(outputCount, reducedCount, reducedStrides);
     if (isFloatType(input.dtype))
-      reduceKernel<double><<<grid, kReduceThreads, 0, stream>>>(
-          op, input.data, input.dtype, output.data, output.dtype, keptLayout,
-          reducedLayout, outputCount, reducedCount);
+      launchReduction<double>(shape, op, input, output, keptLayout,
+                              reducedLayout, outputCount, reducedCount, stream);
     else
-      reduceKernel<int64_t><<<grid, kReduceThreads, 0, stream>>>(
-          op, input.data, input.dtype, output.data, output.dtype, keptLayout,
-          reducedLayout, outputCount, reducedCount);
+      launchReduction<int64_t>(shape, op, input, output, keptLayout,
+                               reducedLayout, outputCount, reducedCount, stream);
     cudaCheckLaunch();
   });
 }

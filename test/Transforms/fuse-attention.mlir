@@ -65,6 +65,37 @@ func.func @mask_hides_nothing(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>, 
 
 // -----
 
+// Tests that the repeat of grouped K heads is also folded where the
+// exporter's decomposed SDPA (enable_gqa) flattens the repeated K to
+// [B * H, S, D], transposes it as a batch of matrices and splits it again
+// for Q K^T: the attention reads the 2 K/V heads as they are, and no
+// broadcast (whose gradient would be a reduction) is left.
+// CHECK-LABEL: func.func @grouped_query_batched_key_transpose
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x6x8xf32>, %[[K:.*]]: tensor<2x2x6x8xf32>, %[[V:.*]]: tensor<2x2x6x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 0.353553{{[0-9]*}} : f64}
+// CHECK-SAME: (tensor<2x4x6x8xf32>, tensor<2x2x6x8xf32>, tensor<2x2x6x8xf32>) -> tensor<2x4x6x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @grouped_query_batched_key_transpose(%q: tensor<2x4x6x8xf32>, %k: tensor<2x2x6x8xf32>, %v: tensor<2x2x6x8xf32>) -> tensor<2x4x6x8xf32> {
+  %k5 = tess.reshape %k : (tensor<2x2x6x8xf32>) -> tensor<2x2x1x6x8xf32>
+  %kb = tess.broadcast %k5 : (tensor<2x2x1x6x8xf32>) -> tensor<2x2x2x6x8xf32>
+  %v5 = tess.reshape %v : (tensor<2x2x6x8xf32>) -> tensor<2x2x1x6x8xf32>
+  %vb = tess.broadcast %v5 : (tensor<2x2x1x6x8xf32>) -> tensor<2x2x2x6x8xf32>
+  %vr = tess.reshape %vb : (tensor<2x2x2x6x8xf32>) -> tensor<2x4x6x8xf32>
+  %kf = tess.reshape %kb : (tensor<2x2x2x6x8xf32>) -> tensor<8x6x8xf32>
+  %kt = tess.transpose %kf {permutation = array<i64: 0, 2, 1>} : (tensor<8x6x8xf32>) -> tensor<8x8x6xf32>
+  %kt4 = tess.reshape %kt : (tensor<8x8x6xf32>) -> tensor<2x4x8x6xf32>
+  %s = tess.matmul %q, %kt4 : (tensor<2x4x6x8xf32>, tensor<2x4x8x6xf32>) -> tensor<2x4x6x6xf32>
+  %c = tess.constant dense<0.353553385> : tensor<f32>
+  %u = tess.mul %s, %c : (tensor<2x4x6x6xf32>, tensor<f32>) -> tensor<2x4x6x6xf32>
+  %mask = tess.constant dense<[[0.0, -1.0e+09, -1.0e+09, -1.0e+09, -1.0e+09, -1.0e+09], [0.0, 0.0, -1.0e+09, -1.0e+09, -1.0e+09, -1.0e+09], [0.0, 0.0, 0.0, -1.0e+09, -1.0e+09, -1.0e+09], [0.0, 0.0, 0.0, 0.0, -1.0e+09, -1.0e+09], [0.0, 0.0, 0.0, 0.0, 0.0, -1.0e+09], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]]> : tensor<6x6xf32>
+  %w = tess.add %u, %mask : (tensor<2x4x6x6xf32>, tensor<6x6xf32>) -> tensor<2x4x6x6xf32>
+  %p = tess.softmax %w {axis = -1 : i64} : tensor<2x4x6x6xf32>
+  %o = tess.matmul %p, %vr : (tensor<2x4x6x6xf32>, tensor<2x4x6x8xf32>) -> tensor<2x4x6x8xf32>
+  return %o : tensor<2x4x6x8xf32>
+}
+
+// -----
+
 // Tests that Llama's repeated K/V heads (reshape, broadcast, reshape) are
 // folded back to the 1 K/V head of x, and that a scale applied to q and k
 // separately (8^-1/4 each) multiplies into one scale.

@@ -401,6 +401,10 @@ SwappedValue asIs(Value value) {
 /// -> [B, Hkv, n, S, D]) -> [B, Hkv * n, S, D])`. Returns x, whose heads the
 /// attention op groups itself, and sets `groups` to n; null when `value` is
 /// not such a repeat.
+///
+/// The merge may also flatten batch and heads, `[B * Hkv * n, S, D]`: the
+/// form in which the exporter's decomposed SDPA (enable_gqa) hands K to a
+/// batched transpose (see matchRepeatedHeadsUnderBatchedSwap).
 Value matchRepeatedHeads(Value value, int64_t &groups) {
   auto merge = value.getDefiningOp<tess::ReshapeOp>();
   if (!merge)
@@ -416,16 +420,46 @@ Value matchRepeatedHeads(Value value, int64_t &groups) {
   ArrayRef<int64_t> unsqueezed = unsqueeze.getType().getShape();
   ArrayRef<int64_t> repeated = broadcast.getType().getShape();
   ArrayRef<int64_t> merged = merge.getType().getShape();
-  if (xShape.size() != 4 || unsqueezed.size() != 5 || repeated.size() != 5 ||
-      merged.size() != 4)
+  if (xShape.size() != 4 || unsqueezed.size() != 5 || repeated.size() != 5)
     return nullptr;
   int64_t b = xShape[0], heads = xShape[1], s = xShape[2], d = xShape[3];
   int64_t n = repeated[2];
   if (unsqueezed != ArrayRef<int64_t>{b, heads, 1, s, d} ||
       repeated != ArrayRef<int64_t>{b, heads, n, s, d} ||
-      merged != ArrayRef<int64_t>{b, heads * n, s, d})
+      (merged != ArrayRef<int64_t>{b, heads * n, s, d} &&
+       merged != ArrayRef<int64_t>{b * heads * n, s, d}))
     return nullptr;
   groups = n;
+  return x;
+}
+
+/// K^T built from repeated heads flattened to `[B * H, S, D]`, transposed as
+/// a batch of matrices and split again:
+/// `reshape(transpose(repeat(x) : [B*H, S, D]) {0, 2, 1} -> [B, H, D, S])`.
+/// `key` is that K^T with its inner dims still to swap back; returns x (as
+/// matchRepeatedHeads), or null when `key` is not of that form.
+Value matchRepeatedHeadsUnderBatchedSwap(Value swappedKey,
+                                         ArrayRef<int64_t> permutation,
+                                         int64_t &groups) {
+  if (permutation != ArrayRef<int64_t>{0, 1, 3, 2})
+    return nullptr;
+  auto split = swappedKey.getDefiningOp<tess::ReshapeOp>();
+  if (!split)
+    return nullptr;
+  auto transpose = split.getInput().getDefiningOp<tess::TransposeOp>();
+  if (!transpose || transpose.getPermutation() != ArrayRef<int64_t>{0, 2, 1})
+    return nullptr;
+  ArrayRef<int64_t> flat = transpose.getType().getShape();
+  ArrayRef<int64_t> keyT = split.getType().getShape();
+  if (keyT.size() != 4 || flat[0] != keyT[0] * keyT[1] || flat[1] != keyT[2] ||
+      flat[2] != keyT[3])
+    return nullptr;
+  Value x = matchRepeatedHeads(transpose.getInput(), groups);
+  if (!x)
+    return nullptr;
+  ArrayRef<int64_t> xShape = llvm::cast<RankedTensorType>(x.getType()).getShape();
+  if (xShape[0] != keyT[0] || xShape[1] * groups != keyT[1])
+    return nullptr;
   return x;
 }
 
@@ -546,9 +580,11 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
 
     // Fold repeated K/V heads back when both K and V repeat by one factor.
     int64_t keyGroups = 0, valueGroups = 0;
-    Value groupedKey = key.permutation.empty()
-                           ? matchRepeatedHeads(key.input, keyGroups)
-                           : nullptr;
+    Value groupedKey =
+        key.permutation.empty()
+            ? matchRepeatedHeads(key.input, keyGroups)
+            : matchRepeatedHeadsUnderBatchedSwap(key.input, key.permutation,
+                                                 keyGroups);
     Value groupedValue = values.permutation.empty()
                              ? matchRepeatedHeads(values.input, valueGroups)
                              : nullptr;

@@ -2,9 +2,19 @@
 
 #include "CudaTestUtil.h"
 
+#include "AttentionKernels.h"
+
 using namespace tessera_test;
+using tessera::cuda::cudnnAttentionAvailable;
+using tessera::cuda::cudnnAttentionCalls;
+using tessera::cuda::setCudnnAttentionEnabled;
 
 namespace {
+
+/// Turns cuDNN's engines back on when a test that chose the path ends.
+struct CudnnDefault {
+  ~CudnnDefault() { setCudnnAttentionEnabled(true); }
+};
 
 struct AttentionCase {
   const char *name;
@@ -91,9 +101,7 @@ TEST(AttentionCuda, MatchesTheCpuReference) {
 // not multiples of the 64-row tiles, causal with fewer queries than keys,
 // grouped-query heads, and scores spread enough to exercise the online
 // softmax's rescaling. The last cases keep 16-bit calls that fall back.
-TEST(AttentionCuda, FlashPathMatchesTheCpuReference) {
-  REQUIRE_GPU();
-  const AttentionCase cases[] = {
+const AttentionCase kFlashCases[] = {
       {"flash bf16 causal 77", 2, 3, 3, 77, 77, 64, 64, true, false, 0.0,
        TESSERA_BF16, 4.0f},
       {"flash f16 plain 77", 1, 2, 2, 77, 77, 64, 64, false, false, 0.0,
@@ -116,9 +124,55 @@ TEST(AttentionCuda, FlashPathMatchesTheCpuReference) {
        TESSERA_F16},
       {"bf16 head dim 32 falls back", 1, 2, 2, 33, 33, 32, 32, true, false,
        0.0, TESSERA_BF16},
-  };
-  for (const AttentionCase &c : cases)
+};
+
+TEST(AttentionCuda, FlashPathMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  CudnnDefault restore;
+  setCudnnAttentionEnabled(false);
+  for (const AttentionCase &c : kFlashCases)
     checkAttention(c);
+}
+
+// With cuDNN on, every 16-bit call without mask or dropout whose queries
+// and keys have one length runs on its engines (forward 1 call, backward 2:
+// the recomputed forward, then the backward); the rest still fall back.
+// Llama-family forms: grouped and multi-query K/V heads read as they are,
+// head dims 64, 128 and 256.
+TEST(AttentionCuda, CudnnMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  if (!cudnnAttentionAvailable())
+    GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "
+                    "did not open";
+  CudnnDefault restore;
+  const AttentionCase llamaCases[] = {
+      {"cudnn bf16 grouped 4:1 causal 256", 2, 8, 2, 256, 256, 64, 64, true,
+       false, 0.0, TESSERA_BF16, 2.0f},
+      {"cudnn bf16 multi-query causal head dim 128", 1, 4, 1, 200, 200, 128,
+       128, true, false, 0.0, TESSERA_BF16, 2.0f},
+      {"cudnn f16 plain head dim 256", 1, 2, 2, 96, 96, 256, 256, false, false,
+       0.0, TESSERA_F16},
+  };
+  auto expectedCalls = [](const AttentionCase &c) -> int64_t {
+    bool eligible = c.dtype != TESSERA_F32 && !c.mask && c.dropout == 0.0 &&
+                    c.querySeq == c.keySeq && c.headDim == c.valueDim &&
+                    c.headDim % 8 == 0;
+    return eligible ? 3 : 0;
+  };
+  for (const AttentionCase &c : kFlashCases) {
+    int64_t before = cudnnAttentionCalls();
+    checkAttention(c);
+    EXPECT_EQ(cudnnAttentionCalls() - before, expectedCalls(c)) << c.name;
+  }
+  for (const AttentionCase &c : llamaCases) {
+    int64_t before = cudnnAttentionCalls();
+    checkAttention(c);
+    // Head dim 256 may be refused by an older cuDNN (then the general
+    // kernels ran and matched the reference above).
+    if (c.headDim <= 128) {
+      EXPECT_EQ(cudnnAttentionCalls() - before, expectedCalls(c)) << c.name;
+    }
+  }
 }
 
 // The general kernels' dk and dv sum over every query row that sees a key

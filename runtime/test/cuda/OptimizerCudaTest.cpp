@@ -129,6 +129,22 @@ TEST(OptimizerCuda, ReduceOverAnyDims) {
     }
 }
 
+TEST(OptimizerCuda, ReduceOfManyShortOutputs) {
+  REQUIRE_GPU();
+  // The launch shapes beside the block per output: a thread per output for
+  // a few elements each (the gradient of grouped K/V heads repeated for
+  // attention, [B, Hkv, n, T, D] summed over n), and a warp per output for a
+  // contiguous last dim with many outputs.
+  for (int32_t op = TESSERA_REDUCE_SUM; op <= TESSERA_REDUCE_MIN; ++op)
+    for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_I64}) {
+      checkReduce(op, dtype, {2, 4, 4, 64, 72}, {2}, false);
+      checkReduce(op, dtype, {2, 4, 4, 64, 72}, {2}, true);
+      checkReduce(op, dtype, {3, 5000, 7}, {0, 2}, false);
+      checkReduce(op, dtype, {4096, 300}, {1}, false);
+      checkReduce(op, dtype, {64, 80, 2, 50}, {2, 3}, true);
+    }
+}
+
 TEST(OptimizerCuda, ReduceOverLeadingDimsSumsColumns) {
   REQUIRE_GPU();
   // The bias-gradient shapes (16384 tokens): the column-sum kernels, with

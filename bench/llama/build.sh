@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The CPU-machine half of the Llama-family benchmark (issue 21 item 7):
+# compiles the training executables of Llama-family shapes in bf16 for the
+# GPU from graph-only exports and gathers what the GPU machine needs into
+# bench/llama/out (ignored by git):
+#   bash bench/llama/build.sh [BUILD_DIR]          # default build/
+#   run(command="bash bench/llama/run.sh", carry=["bench/llama/out"])
+# The graphs come from ../shared/tools/export_hf.py --meta (no weights); a
+# graph not yet in $TESSERA_LLAMA_MODELS (default bench/llama/models, ignored
+# by git) is exported first with $TESSERA_EXPORT_PYTHON, a Python that has
+# torch, transformers and onnxscript (test/models/README.md says how to make
+# one). The executables are built --without-weights; run.sh writes random
+# weights for them on the GPU machine. Each compile's seconds are printed:
+# the compile-time target is part of the benchmark.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build="${1:-$root/build}"
+shared="${TESSERA_SHARED:-$root/../shared}"
+models="${TESSERA_LLAMA_MODELS:-$root/bench/llama/models}"
+python="${TESSERA_EXPORT_PYTHON:-python3}"
+out="$root/bench/llama/out"
+tesserac="$build/bin/tesserac"
+[[ -x "$tesserac" ]] || { echo "build.sh: $tesserac not found: build first (scripts/test.sh)" >&2; exit 1; }
+for f in "$shared/bench/torch_llama_baseline.py" "$shared/tools/export_hf.py"; do
+  [[ -f "$f" ]] || { echo "build.sh: $f not found (set TESSERA_SHARED)" >&2; exit 1; }
+done
+mkdir -p "$models"
+rm -rf "$out" && mkdir -p "$out/peer"
+# name batch seq: the shapes the benchmark runs (run.sh has their peers).
+specs=("llama3.2-1b 8 2048")
+for spec in "${specs[@]}"; do
+  read -r name batch seq <<< "$spec"
+  model="$models/$name.meta.dyn.onnx"
+  if [[ ! -f "$model" ]]; then
+    echo "== export $name (graph only) with $python"
+    "$python" "$shared/tools/export_hf.py" --model "$name" --meta --out "$models"
+  fi
+  flags=(--dim batch="$batch" --dim seq="$seq" --loss causal-lm --precision bf16)
+  echo "== tesserac $name (${flags[*]}, --target cuda)"
+  start=$(date +%s%N)
+  "$tesserac" "$model" "${flags[@]}" --target cuda --without-weights -o "$out/$name-train"
+  elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+  printf '   compile: %d.%03d s\n' $((elapsed / 1000)) $((elapsed % 1000)) | tee "$out/$name.compile-seconds.txt"
+  "$tesserac" "$model" "${flags[@]}" --summary > "$out/$name.summary.txt"
+  # The program's parameters and buffers with their shapes ("name d0 d1 ..."),
+  # from which run.sh writes the --weights file.
+  "$tesserac" "$model" "${flags[@]}" --emit=cpp \
+    | sed -n '/^static const tessera_tensor_info tessera_\(parameters\|buffers\)/,/^};/p' \
+    | sed -n 's/^ *{"\([^"]*\)", [A-Z0-9_]*, [0-9]*, {\([0-9, ]*\)}}.*/\1 \2/p' | tr -d ',' \
+    > "$out/$name.tensors.txt"
+done
+cp "$shared/bench/torch_llama_baseline.py" "$out/peer/"
+cp "$root/bench/llama/"*.py "$root/bench/profile/summarize_trace.py" "$out/"
+ls -la "$out"

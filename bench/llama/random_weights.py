@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Writes the --weights file of a Llama-family training executable compiled
+--without-weights: every parameter drawn as PyTorch's peer initializes it
+(N(0, 0.02) for matrices and embeddings, ones for norm scales), and the
+rotary frequencies `inv_freq` as the model defines them,
+1 / theta^(2i / head_dim). bf16 storage (the executable keeps f32 masters).
+
+  python3 random_weights.py TENSORS.txt OUT.safetensors [--theta 500000]
+
+TENSORS.txt is build.sh's list, one "name dim0 dim1 ..." a line.
+"""
+import argparse, json, struct
+import torch
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("tensors")
+    p.add_argument("out")
+    p.add_argument("--theta", type=float, default=500000.0)
+    a = p.parse_args()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    header, blobs, offset = {}, [], 0
+    for line in open(a.tensors):
+        name, *dims = line.split()
+        shape = [int(d) for d in dims]
+        if name.endswith("inv_freq"):
+            half = shape[0]
+            tensor = 1.0 / a.theta ** (torch.arange(0, 2 * half, 2, dtype=torch.float64) / (2 * half))
+            tensor, dtype = tensor.float(), "F32"
+        elif len(shape) >= 2:
+            tensor = (torch.randn(shape, generator=gen, device="cuda") * 0.02).bfloat16().cpu()
+            dtype = "BF16"
+        else:
+            tensor, dtype = torch.ones(shape, dtype=torch.bfloat16), "BF16"
+        data = tensor.contiguous().view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(a.out, "wb") as out:
+        out.write(struct.pack("<Q", len(text)))
+        out.write(text)
+        for blob in blobs:
+            out.write(blob)
+    print(f"{a.out}: {len(header)} tensors, {offset / 2**30:.2f} GiB")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The GPU-machine half of the Llama-family benchmark (see build.sh), one
+# device call:
+#   run(command="bash bench/llama/run.sh [--quick]", carry=["bench/llama/out"])
+# For each compiled shape (bf16):
+#  1. writes random weights (random_weights.py) and random int32 tokens (.npy);
+#  2. runs Tessera, then the PyTorch peer (torch_llama_baseline.py:
+#     torch.compile; eager unless --quick) with the same shape and batch;
+#  3. traces one Tessera step (--trace) and summarizes where its GPU time goes
+#     (bench/profile/summarize_trace.py), so the top of the profile is read
+#     beside the ratio;
+#  4. prints the table (report.py) and packs logs and traces into $OUT.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out"
+OUT="${OUT:-$here/results}"; mkdir -p "$OUT"
+work=/tmp/tessera-llama; mkdir -p "$work"
+export PYTHONUNBUFFERED=1
+quick=0; [[ "${1:-}" == "--quick" ]] && { quick=1; shift; }
+steps=${STEPS:-15}
+source "$here/../../gpu-env.sh"
+for dir in /usr/local/cuda/extras/CUPTI/lib64; do
+  [[ -d "$dir" ]] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+log() { echo "[$(date +%T)] $*"; }
+
+# name batch seq | peer's L D H KV F V tied theta
+specs=("llama3.2-1b 8 2048 16 2048 32 8 8192 128256 1 500000")
+for spec in "${specs[@]}"; do
+  read -r name batch seq L D H KV F V tied theta <<< "$spec"
+  [[ -x "$here/$name-train" ]] || { log "$name: no executable"; continue; }
+  log "weights and tokens for $name"
+  python3 "$here/random_weights.py" "$here/$name.tensors.txt" "$work/$name.safetensors" --theta "$theta"
+  python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(1).integers(0, int(sys.argv[2]), size=int(sys.argv[3]), dtype=np.int32))" \
+      "$work/$name.tokens.npy" "$V" $(( (steps + 4) * batch * seq + 1 ))
+  common=(--data "$work/$name.tokens.npy" --weights "$work/$name.safetensors" --lr 3e-4 --schedule constant
+          --warmup 0 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --grad-clip 1.0 --no-shuffle)
+  log "tessera $name"
+  "$here/$name-train" "${common[@]}" --steps "$steps" --metrics "$OUT/tessera-$name.jsonl" \
+      > "$OUT/tessera-$name.log" 2>&1 || log "tessera $name failed: $?"
+  tail -n 3 "$OUT/tessera-$name.log"
+  grep -m3 "tessera:" "$OUT/tessera-$name.log"
+  log "trace $name"
+  "$here/$name-train" "${common[@]}" --steps 4 --trace "$work/$name.trace.json" --trace-steps 3:3 \
+      > "$OUT/trace-$name.log" 2>&1 || log "traced run failed: $?"
+  python3 "$here/summarize_trace.py" "$work/$name.trace.json" --top 30 > "$OUT/profile-$name.txt" 2>&1
+  head -n 40 "$OUT/profile-$name.txt"
+  peer=(python3 "$here/peer/torch_llama_baseline.py" --L "$L" --D "$D" --H "$H" --KV "$KV" --F "$F" --V "$V"
+        --tied "$tied" --theta "$theta" --B "$batch" --T "$seq" --steps "$steps")
+  log "torch.compile $name"
+  "${peer[@]}" --compile 1 > "$OUT/torch-$name-compile1.log" 2>&1
+  grep RESULT "$OUT/torch-$name-compile1.log" || tail -n 5 "$OUT/torch-$name-compile1.log"
+  if [[ $quick == 0 ]]; then
+    log "eager $name"
+    "${peer[@]}" --compile 0 > "$OUT/torch-$name-compile0.log" 2>&1
+    grep RESULT "$OUT/torch-$name-compile0.log" || tail -n 5 "$OUT/torch-$name-compile0.log"
+  fi
+done
+python3 "$here/report.py" "$OUT" "$here" | tee "$OUT/table.md"
+# $OUT returns at most 8 files: pack the logs.
+(cd "$OUT" && tar czf logs-llama.tgz *.log *.jsonl profile-*.txt 2>/dev/null && rm -f *.log *.jsonl)
