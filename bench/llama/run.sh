@@ -30,8 +30,9 @@ for spec in "${specs[@]}"; do
   [[ -x "$here/$name-train" ]] || { log "$name: no executable"; continue; }
   log "weights and tokens for $name"
   python3 "$here/random_weights.py" "$here/$name.tensors.txt" "$work/$name.safetensors" --theta "$theta"
-  python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(1).integers(0, int(sys.argv[2]), size=int(sys.argv[3]), dtype=np.int32))" \
-      "$work/$name.tokens.npy" "$V" $(( (steps + 4) * batch * seq + 1 ))
+  # Rows of seq + 1 tokens (the inputs and their next-token targets).
+  python3 -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(1).integers(0, int(sys.argv[2]), size=(int(sys.argv[3]), int(sys.argv[4]) + 1), dtype=np.int32))" \
+      "$work/$name.tokens.npy" "$V" $(( (steps + 4) * batch )) "$seq"
   common=(--data "$work/$name.tokens.npy" --weights "$work/$name.safetensors" --lr 3e-4 --schedule constant
           --warmup 0 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --grad-clip 1.0 --no-shuffle)
   log "tessera $name"
@@ -46,6 +47,9 @@ for spec in "${specs[@]}"; do
   head -n 40 "$OUT/profile-$name.txt"
   peer=(python3 "$here/peer/torch_llama_baseline.py" --L "$L" --D "$D" --H "$H" --KV "$KV" --F "$F" --V "$V"
         --tied "$tied" --theta "$theta" --B "$batch" --T "$seq" --steps "$steps")
+  # PEER=0 leaves the PyTorch runs out (iterating on Tessera alone; a
+  # reported ratio always comes from one call with both).
+  [[ "${PEER:-1}" == 0 ]] && continue
   log "torch.compile $name"
   "${peer[@]}" --compile 1 > "$OUT/torch-$name-compile1.log" 2>&1
   grep RESULT "$OUT/torch-$name-compile1.log" || tail -n 5 "$OUT/torch-$name-compile1.log"

@@ -257,6 +257,11 @@ OpCost estimateOpCost(Operation *op) {
             streaming(op, OpKind::Norm, 12, elementsOf(norm.getInput())), op,
             {norm.getInput(), norm.getDy()});
       })
+      // Two products and a sum per element; one pass over x and y (cos and
+      // sin are a [T, D] table the heads share, served from L2).
+      .Case([&](tess::RotaryOp) {
+        return streaming(op, OpKind::Elementwise, 3, resultElements());
+      })
       .Case([&](tess::RmsNormOp norm) {
         return streaming(op, OpKind::Norm, 5, elementsOf(norm.getInput()));
       })

@@ -389,6 +389,14 @@ llvm::Error FunctionRun::execute(Operation &op) {
                   norm.getEpsilon().convertToDouble());
             });
       })
+      .Case([&](tess::RotaryOp rotary) {
+        return callKernel(
+            op, {rotary.getInput(), rotary.getCos(), rotary.getSin()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_rotary(in[0], in[1], in[2], &out[0],
+                                        rotary.getAdjoint());
+            });
+      })
       .Case([&](tess::RmsNormOp norm) {
         int64_t axis = normalizedAxis(norm.getAxis(), norm.getInput());
         return callKernel(op, {norm.getInput(), norm.getScale()},

@@ -794,6 +794,15 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .f64(norm.getEpsilon().convertToDouble());
         });
       })
+      .Case([&](tess::RotaryOp rotary) {
+        return call("rotary", [&](CallArguments &a) {
+          a.value(in(rotary.getInput()))
+              .value(in(rotary.getCos()))
+              .value(in(rotary.getSin()))
+              .value(out())
+              .i32(rotary.getAdjoint());
+        });
+      })
       .Case([&](tess::RmsNormOp norm) {
         return call("rms_norm", [&](CallArguments &a) {
           a.value(in(norm.getInput()))

@@ -80,7 +80,7 @@ bool isParameterCast(mlir::Operation *op, mlir::func::FuncOp function) {
 /// recomputation may repeat.
 bool isMemoryBound(mlir::Operation *op) {
   return op->hasTrait<mlir::OpTrait::Elementwise>() ||
-         llvm::isa<tess::LayerNormOp, tess::RmsNormOp, tess::SoftmaxOp,
+         llvm::isa<tess::LayerNormOp, tess::RmsNormOp, tess::RotaryOp, tess::SoftmaxOp,
                    tess::DropoutOp, tess::AddOp, tess::SubOp, tess::MulOp,
                    tess::DivOp>(op);
 }

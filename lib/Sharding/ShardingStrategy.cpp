@@ -376,6 +376,12 @@ sharding::enumerateStrategies(Operation *op, const StrategyContext &context) {
         list.addNormalization(
             normalizeDim(static_cast<int64_t>(norm.getAxis()), resultRank));
       })
+      // The batch and head dims split; positions and pairs stay whole, so
+      // cos and sin (replicated) still line up (OpDimLabels agrees).
+      .Case([&](tess::RotaryOp) {
+        for (unsigned dim = 0; dim + 2 < resultRank; ++dim)
+          list.addFollowingResultDim(dim);
+      })
       .Case([&](tess::RmsNormOp norm) {
         list.addNormalization(
             normalizeDim(static_cast<int64_t>(norm.getAxis()), resultRank));

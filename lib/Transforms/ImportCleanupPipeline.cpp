@@ -19,6 +19,7 @@ void tessera::buildImportCleanupPipeline(mlir::OpPassManager &pm) {
   function.addPass(createFuseActivationsPass());
   function.addPass(createFuseNormsPass());
   function.addPass(createFuseLinearPass());
+  function.addPass(createFuseRotaryPass());
   function.addPass(createFuseAttentionPass());
   function.addPass(mlir::createCanonicalizerPass());
   function.addPass(mlir::createCSEPass());

@@ -138,6 +138,31 @@ ReducedDims requireReduction(int32_t op, const tessera_tensor &x,
   return {std::move(reduced), keepDims};
 }
 
+RotaryOperands requireRotaryOperands(const tessera_tensor *x,
+                                     const tessera_tensor *cos,
+                                     const tessera_tensor *sin,
+                                     tessera_tensor *y) {
+  const tessera_tensor &input = requireTensor(x, "x");
+  const tessera_tensor &cosine = requireTensor(cos, "cos");
+  const tessera_tensor &sine = requireTensor(sin, "sin");
+  tessera_tensor &output = requireTensor(y, "y");
+  requireFloatType(input, "x");
+  Shape shape = shapeOf(input);
+  if (shape.empty() || shape.back() < 2 || shape.back() % 2 != 0)
+    fail("x " + formatShape(shape) +
+         ": the last dim must be even and at least 2");
+  for (const tessera_tensor *angle : {&cosine, &sine}) {
+    const char *name = angle == &cosine ? "cos" : "sin";
+    requireSameDtype(*angle, name, input, "x");
+    if (angle->rank != input.rank)
+      fail(std::string(name) + " " + formatShape(shapeOf(*angle)) +
+           " must have x's rank " + std::to_string(input.rank));
+  }
+  requireLike(output, "y", input, "x");
+  return {broadcastStrides(cosine, "cos", shape),
+          broadcastStrides(sine, "sin", shape)};
+}
+
 void requireBinaryOperands(int32_t op, const tessera_tensor &a,
                            const tessera_tensor &b, const tessera_tensor &y) {
   if (op < TESSERA_ADD || op > TESSERA_GE)

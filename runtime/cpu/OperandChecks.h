@@ -61,6 +61,17 @@ ReducedDims requireReduction(int32_t op, const tessera_tensor &x,
 
 /// binary: checks the op code and the dtypes (a's and b's agree; comparisons
 /// and logical ops write bool, the others a's dtype).
+/// rotary: x float with an even last dim of at least 2; cos and sin of x's
+/// rank and dtype, broadcasting to x (their strides over x's shape); y like
+/// x.
+struct RotaryOperands {
+  Shape cosStrides, sinStrides;
+};
+RotaryOperands requireRotaryOperands(const tessera_tensor *x,
+                                     const tessera_tensor *cos,
+                                     const tessera_tensor *sin,
+                                     tessera_tensor *y);
+
 void requireBinaryOperands(int32_t op, const tessera_tensor &a,
                            const tessera_tensor &b, const tessera_tensor &y);
 

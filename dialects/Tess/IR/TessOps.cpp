@@ -48,6 +48,29 @@ LogicalResult RmsNormOp::verify() {
   return verifyEpsilon(*this, getEpsilon().convertToDouble());
 }
 
+LogicalResult RotaryOp::verify() {
+  RankedTensorType input = getInput().getType();
+  int64_t rank = input.getRank();
+  if (rank < 1 || input.getDimSize(rank - 1) < 2 ||
+      input.getDimSize(rank - 1) % 2 != 0)
+    return emitOpError("C1: the last dim of ")
+           << input << " must be even and at least 2";
+  for (Value angle : {getCos(), getSin()}) {
+    auto type = llvm::cast<RankedTensorType>(angle.getType());
+    bool broadcasts = type.getRank() == rank &&
+                      type.getElementType() == input.getElementType();
+    for (int64_t dim = 0; broadcasts && dim < rank; ++dim)
+      broadcasts = type.getDimSize(dim) == 1 ||
+                   type.getDimSize(dim) == input.getDimSize(dim);
+    if (!broadcasts)
+      return emitOpError("C2: ") << type << " does not broadcast to " << input;
+  }
+  if (getResult().getType() != input)
+    return emitOpError("C3: the result type ")
+           << getResult().getType() << " is not the input's " << input;
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() {
   int64_t rank = getInput().getType().getRank();
   // I64Attr's getter returns the bits unsigned; the axis is signed.

@@ -469,6 +469,46 @@ def Tess_RmsNormOp : Tess_Op<"rms_norm",
   let hasVerifier = 1;
 }
 
+def Tess_RotaryOp : Tess_Op<"rotary",
+    [Pure, Tess_Differentiable]> {
+  let summary = "rotary position embedding of the last dim's two halves";
+  let description = [{
+    Rotates each pair `(x[..., i], x[..., i + h])`, `h = D / 2`, of the last
+    dim by the angles behind `cos` and `sin` (the rotate-half form of
+    Llama, Mistral, Qwen, Gemma and GPT-NeoX's rotary embedding):
+
+    ```
+    y[..., i]     = x[..., i]     * cos[..., i]     - x[..., i + h] * sin[..., i]
+    y[..., i + h] = x[..., i + h] * cos[..., i + h] + x[..., i]     * sin[..., i + h]
+    ```
+
+    `cos` and `sin` broadcast to `x` (typically `[1, 1, T, D]` against
+    `[B, H, T, D]`). With `adjoint`, the op applies the transposed rotation
+    (`sin` enters with the opposite sign on each half), which is the
+    gradient with respect to `x`: `tess.rotary` is its own VJP with
+    `adjoint` flipped. `cos` and `sin` carry no gradient:
+    `tess-fuse-rotary` creates the op only where they are computed from
+    buffers and constants alone (the rotary frequencies and positions).
+    Kernels: `tessera_{cpu,cuda}_rotary`, one pass over x.
+
+    Rules: (C1) `x`'s last dim is even and at least 2; (C2) `cos` and `sin`
+    have `x`'s rank and element type and broadcast to `x`'s shape; (C3)
+    the result has `x`'s type.
+
+    ```mlir
+    %y = tess.rotary %x, %cos, %sin
+      : (tensor<2x4x32x16xf32>, tensor<1x1x32x16xf32>, tensor<1x1x32x16xf32>) -> tensor<2x4x32x16xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$input, Tess_FloatTensor:$cos,
+                   Tess_FloatTensor:$sin, UnitAttr:$adjoint);
+  let results = (outs Tess_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tess_SoftmaxOp : Tess_Op<"softmax",
     [Pure, SameOperandsAndResultType, Tess_Differentiable]> {
   let summary = "softmax along one dim";

@@ -14,6 +14,7 @@ std::unique_ptr<mlir::Pass> createFuseActivationsPass();
 std::unique_ptr<mlir::Pass> createFuseAttentionPass();
 std::unique_ptr<mlir::Pass> createFuseLinearPass();
 std::unique_ptr<mlir::Pass> createFuseNormsPass();
+std::unique_ptr<mlir::Pass> createFuseRotaryPass();
 
 /// Adds the passes that turn a freshly imported forward graph into its
 /// Transformer-level form: canonicalize, fuse, canonicalize, CSE.

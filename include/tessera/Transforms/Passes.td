@@ -214,6 +214,35 @@ def FuseNorms : Pass<"tess-fuse-norms", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def FuseRotary : Pass<"tess-fuse-rotary", "::mlir::func::FuncOp"> {
+  let summary = "Fuse the decomposed rotary position embedding";
+  let description = [{
+    `x * cos + rotate_half(x) * sin`, rotate_half(x) being
+    `concat(-x[..., h:], x[..., :h])` on the last dim (h = D / 2), the form
+    of Llama, Mistral, Qwen, Gemma, Phi and GPT-NeoX exports, becomes one
+    `tess.rotary` (products and the sum in either order). Only where cos
+    and sin depend on no trainable parameter: the op gives them no
+    gradient. cos and sin of lower rank get leading unit dims.
+
+    Before:
+    ```mlir
+    %xc = tess.mul %x, %cos ...
+    %hi = tess.slice %x {starts = [0, 0, 0, 8], limits = [2, 4, 32, 16], ...}
+    %lo = tess.slice %x {starts = [0, 0, 0, 0], limits = [2, 4, 32, 8], ...}
+    %n = tess.neg %hi ...
+    %r = tess.concat %n, %lo {axis = -1 : i64} ...
+    %rs = tess.mul %r, %sin ...
+    %y = tess.add %xc, %rs ...
+    ```
+    After:
+    ```mlir
+    %y = tess.rotary %x, %cos, %sin ...
+    ```
+  }];
+  let constructor = "::tessera::createFuseRotaryPass()";
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Training: the forward graph -> a training step
 //===----------------------------------------------------------------------===//

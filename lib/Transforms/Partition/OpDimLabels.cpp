@@ -423,6 +423,14 @@ OpDimLabels partition::dimLabels(Operation *op) {
         labeler.followOperand(0, {}, {0},
                               trailingDims(norm.getAxis(), norm.getInput()));
       })
+      // A pair spans the last dim and cos/sin are laid out over the last
+      // two (positions, pairs): only the leading dims (batch, heads) split.
+      .Case([&](tess::RotaryOp rotary) {
+        int64_t rank = rotary.getType().getRank();
+        labeler.followOperand(0, {}, {0},
+                              trailingDims(rank >= 2 ? -2 : -1,
+                                           rotary.getInput()));
+      })
       .Case([&](tess::RmsNormOp norm) {
         labeler.followOperand(0, {}, {0},
                               trailingDims(norm.getAxis(), norm.getInput()));

@@ -210,6 +210,15 @@ func.func @layer_norm(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %b: tensor<64
 
 // -----
 
+// CHECK-LABEL: func.func @rotary
+func.func @rotary(%x: tensor<2x4x32x16xf32>, %cos: tensor<1x1x32x16xf32>, %sin: tensor<1x1x32x16xf32>) -> tensor<2x4x32x16xf32> {
+  %y = tess.rotary %x, %cos, %sin
+    : (tensor<2x4x32x16xf32>, tensor<1x1x32x16xf32>, tensor<1x1x32x16xf32>) -> tensor<2x4x32x16xf32>
+  return %y : tensor<2x4x32x16xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @rms_norm
 func.func @rms_norm(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>) -> tensor<2x32x64xf32> {
   %y = tess.rms_norm %x scale %g {epsilon = 1.0e-06 : f64}

@@ -1177,3 +1177,35 @@ func.func @adamw_c4(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor<4x8xf32
   %0:3 = tess.adamw %p, %g, %m, %v, %lr, %step, %s {epsilon = 0.0 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>)
   return
 }
+
+// -----
+
+func.func @rotary_c1(%x: tensor<2x4x7xf32>, %c: tensor<1x4x7xf32>) {
+  // expected-error@+1 {{C1: the last dim of 'tensor<2x4x7xf32>' must be even and at least 2}}
+  %0 = tess.rotary %x, %c, %c : (tensor<2x4x7xf32>, tensor<1x4x7xf32>, tensor<1x4x7xf32>) -> tensor<2x4x7xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_c2(%x: tensor<2x4x8xf32>, %c: tensor<1x4x8xf32>, %s: tensor<1x3x8xf32>) {
+  // expected-error@+1 {{C2: 'tensor<1x3x8xf32>' does not broadcast to 'tensor<2x4x8xf32>'}}
+  %0 = tess.rotary %x, %c, %s : (tensor<2x4x8xf32>, tensor<1x4x8xf32>, tensor<1x3x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_c2_rank(%x: tensor<2x4x8xf32>, %c: tensor<4x8xf32>) {
+  // expected-error@+1 {{C2: 'tensor<4x8xf32>' does not broadcast to 'tensor<2x4x8xf32>'}}
+  %0 = tess.rotary %x, %c, %c : (tensor<2x4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_c3(%x: tensor<2x4x8xf32>, %c: tensor<1x4x8xf32>) {
+  // expected-error@+1 {{C3: the result type 'tensor<2x4x8xbf16>' is not the input's 'tensor<2x4x8xf32>'}}
+  %0 = tess.rotary %x, %c, %c : (tensor<2x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<2x4x8xbf16>
+  return
+}

@@ -124,6 +124,18 @@ LogicalResult SoftmaxOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+LogicalResult RotaryOp::buildVjp(OpBuilder &builder,
+                                 ArrayRef<Value> resultCotangents,
+                                 SmallVectorImpl<Value> &operandCotangents) {
+  // A rotation's transpose is the inverse rotation; cos and sin are
+  // constants of the step (tess-fuse-rotary makes sure of it).
+  if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
+    operandCotangents[0] =
+        RotaryOp::create(builder, getLoc(), dy.getType(), dy, getCos(),
+                         getSin(), !getAdjoint());
+  return success();
+}
+
 LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
                                     ArrayRef<Value> resultCotangents,
                                     SmallVectorImpl<Value> &operandCotangents) {

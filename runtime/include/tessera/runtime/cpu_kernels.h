@@ -161,6 +161,13 @@ int tessera_cpu_layer_norm_grad_add(
     const tessera_tensor *dy, const tessera_tensor *residual,
     tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
     int64_t axis, double epsilon);
+/* tess.rotary: y[.., i] = x[.., i] cos[.., i] - x[.., i + h] sin[.., i] and
+ * y[.., i + h] = x[.., i + h] cos[.., i + h] + x[.., i] sin[.., i + h] over the
+ * last dim (h = D / 2); cos and sin have x's rank and broadcast to it. With
+ * `adjoint`, the transposed rotation (the gradient with respect to x). */
+int tessera_cpu_rotary(const tessera_tensor *x, const tessera_tensor *cos,
+                       const tessera_tensor *sin, tessera_tensor *y,
+                       int32_t adjoint);
 int tessera_cpu_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
                          tessera_tensor *y, int64_t axis, double epsilon);
 int tessera_cpu_rms_norm_grad(const tessera_tensor *x,

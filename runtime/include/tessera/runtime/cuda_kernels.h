@@ -119,6 +119,10 @@ int tessera_cuda_layer_norm_grad_add(
     tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
     int64_t axis, double epsilon,
     cudaStream_t stream);
+/* tess.rotary (see tessera_cpu_rotary). */
+int tessera_cuda_rotary(const tessera_tensor *x, const tessera_tensor *cos,
+                        const tessera_tensor *sin, tessera_tensor *y,
+                        int32_t adjoint, cudaStream_t stream);
 int tessera_cuda_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
                           tessera_tensor *y, int64_t axis, double epsilon,
                           cudaStream_t stream);

@@ -1,0 +1,137 @@
+//===- Rotary.cu - Rotary position embedding (rotate-half form) -----------===//
+//
+// tess.rotary on the GPU: one thread per rotated pair (x[r, i], x[r, i + h])
+// of a row r of the last dim (h = D / 2). Adjacent threads take adjacent i,
+// so a warp reads a contiguous run of each half; the row's cos/sin offsets
+// come from their broadcast strides over x's leading dims (cos and sin are
+// typically [1, 1, T, D] against [B, H, T, D], and stay in L2). Each output
+// is two products summed in f32 and rounded once into its storage type, as
+// the CPU kernel does in f64; the chain it replaces rounded after each of
+// five ops and made seven passes over x.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+#include "OperandChecks.h"
+
+#include <type_traits>
+
+using namespace tessera::cuda;
+using tessera::cpu::elementCount;
+using tessera::cpu::shapeOf;
+
+namespace {
+
+/// The offsets of row r's first element in cos (0) and sin (1).
+using RowLayout = StridedLayout<2>;
+
+// f64 tensors compute in f64; the rest in f32.
+template <typename Element>
+using ComputeType =
+    std::conditional_t<std::is_same_v<Element, double>, double, float>;
+
+template <typename Element>
+__device__ __forceinline__ ComputeType<Element> toFloat(Element value) {
+  return static_cast<ComputeType<Element>>(value);
+}
+template <> __device__ __forceinline__ float toFloat(__nv_bfloat16 value) {
+  return __bfloat162float(value);
+}
+template <> __device__ __forceinline__ float toFloat(__half value) {
+  return __half2float(value);
+}
+template <typename Element>
+__device__ __forceinline__ Element fromFloat(ComputeType<Element> value) {
+  return static_cast<Element>(value);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 fromFloat(float value) {
+  return __float2bfloat16(value);
+}
+template <> __device__ __forceinline__ __half fromFloat(float value) {
+  return __float2half(value);
+}
+
+template <typename Element>
+__global__ void rotaryKernel(const Element *x, const Element *cos,
+                             const Element *sin, Element *y, RowLayout rows,
+                             int64_t cosStride, int64_t sinStride,
+                             int64_t half, int64_t pairs, bool adjoint) {
+  TESSERA_GRID_STRIDE_LOOP(p, pairs) {
+    int64_t row = p / half, i = p - row * half;
+    int64_t base[2];
+    rows.offsets(row, base);
+    int64_t low = row * 2 * half + i, high = low + half;
+    using Compute = ComputeType<Element>;
+    Compute a = toFloat(x[low]), b = toFloat(x[high]);
+    Compute cosLow = toFloat(cos[base[0] + i * cosStride]);
+    Compute cosHigh = toFloat(cos[base[0] + (i + half) * cosStride]);
+    Compute sinLow = toFloat(sin[base[1] + i * sinStride]);
+    Compute sinHigh = toFloat(sin[base[1] + (i + half) * sinStride]);
+    Compute first, second;
+    if (!adjoint) {
+      first = a * cosLow - b * sinLow;
+      second = b * cosHigh + a * sinHigh;
+    } else {
+      first = a * cosLow + b * sinHigh;
+      second = b * cosHigh - a * sinLow;
+    }
+    y[low] = fromFloat<Element>(first);
+    y[high] = fromFloat<Element>(second);
+  }
+}
+
+template <typename Element>
+void launchRotary(const tessera_tensor &x, const tessera_tensor &cos,
+                  const tessera_tensor &sin, tessera_tensor &y,
+                  const RowLayout &rows, int64_t cosStride, int64_t sinStride,
+                  int64_t half, int64_t pairs, bool adjoint,
+                  cudaStream_t stream) {
+  rotaryKernel<Element><<<gridFor(pairs), kThreadsPerBlock, 0, stream>>>(
+      static_cast<const Element *>(x.data),
+      static_cast<const Element *>(cos.data),
+      static_cast<const Element *>(sin.data), static_cast<Element *>(y.data),
+      rows, cosStride, sinStride, half, pairs, adjoint);
+}
+
+} // namespace
+
+extern "C" int tessera_cuda_rotary(const tessera_tensor *x,
+                                   const tessera_tensor *cos,
+                                   const tessera_tensor *sin, tessera_tensor *y,
+                                   int32_t adjoint, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_rotary", [&] {
+    tessera::cpu::RotaryOperands operands =
+        tessera::cpu::requireRotaryOperands(x, cos, sin, y);
+    Shape shape = shapeOf(*x);
+    int64_t half = shape.back() / 2;
+    int64_t pairs = elementCount(*x) / 2;
+    if (pairs == 0)
+      return;
+    Shape leading(shape.begin(), shape.end() - 1);
+    Shape strides[2] = {
+        Shape(operands.cosStrides.begin(), operands.cosStrides.end() - 1),
+        Shape(operands.sinStrides.begin(), operands.sinStrides.end() - 1)};
+    RowLayout rows = makeLayout(leading, strides);
+    int64_t cosStride = operands.cosStrides.back();
+    int64_t sinStride = operands.sinStrides.back();
+    switch (x->dtype) {
+    case TESSERA_F32:
+      launchRotary<float>(*x, *cos, *sin, *y, rows, cosStride, sinStride, half,
+                          pairs, adjoint != 0, stream);
+      break;
+    case TESSERA_BF16:
+      launchRotary<__nv_bfloat16>(*x, *cos, *sin, *y, rows, cosStride,
+                                  sinStride, half, pairs, adjoint != 0, stream);
+      break;
+    case TESSERA_F16:
+      launchRotary<__half>(*x, *cos, *sin, *y, rows, cosStride, sinStride,
+                           half, pairs, adjoint != 0, stream);
+      break;
+    default:
+      launchRotary<double>(*x, *cos, *sin, *y, rows, cosStride, sinStride,
+                           half, pairs, adjoint != 0, stream);
+      break;
+    }
+    cudaCheckLaunch();
+  });
+}
