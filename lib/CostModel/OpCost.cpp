@@ -313,6 +313,13 @@ OpCost estimateOpCost(Operation *op) {
       .Case<tess::GeluOp>([&](Operation *) {
         return streaming(op, OpKind::Elementwise, 8, resultElements());
       })
+      // silu and the product; the backward recomputes sigmoid(gate).
+      .Case<tess::SwigluOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 6, resultElements());
+      })
+      .Case<tess::SwigluGradOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 12, resultElements());
+      })
       .Case<tess::SiluGradOp>([&](Operation *) {
         return streaming(op, OpKind::Elementwise, 8, resultElements());
       })

@@ -469,6 +469,19 @@ llvm::Error FunctionRun::execute(Operation &op) {
       .Case([&](tess::GeluGradOp grad) {
         return unaryGrad(geluKind(grad.getApproximation()));
       })
+      .Case([&](tess::SwigluOp swiglu) {
+        return callKernel(op, {swiglu.getGate(), swiglu.getUp()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_swiglu(in[0], in[1], &out[0]);
+                          });
+      })
+      .Case([&](tess::SwigluGradOp grad) {
+        return callKernel(op, {grad.getGate(), grad.getUp(), grad.getDy()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_swiglu_grad(
+                                in[0], in[1], in[2], &out[0], &out[1]);
+                          });
+      })
       .Case([&](tess::SiluGradOp) { return unaryGrad(TESSERA_SILU); })
       .Case([&](tess::LayerNormGradOp grad) {
         int64_t axis = normalizedAxis(grad.getAxis(), grad.getInput());

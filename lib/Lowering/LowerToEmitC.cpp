@@ -910,6 +910,20 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .value(out());
         });
       })
+      .Case([&](tess::SwigluOp swiglu) {
+        return call("swiglu", [&](CallArguments &a) {
+          a.value(in(swiglu.getGate())).value(in(swiglu.getUp())).value(out());
+        });
+      })
+      .Case([&](tess::SwigluGradOp grad) {
+        return call("swiglu_grad", [&](CallArguments &a) {
+          a.value(in(grad.getGate()))
+              .value(in(grad.getUp()))
+              .value(in(grad.getDy()))
+              .value(out(0))
+              .value(out(1));
+        });
+      })
       .Case([&](tess::SiluGradOp) {
         return call("unary_grad", [&](CallArguments &a) {
           a.literal("TESSERA_SILU")

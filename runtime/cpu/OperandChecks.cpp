@@ -138,6 +138,17 @@ ReducedDims requireReduction(int32_t op, const tessera_tensor &x,
   return {std::move(reduced), keepDims};
 }
 
+void requireGatedOperands(
+    const tessera_tensor *gate, const tessera_tensor *up,
+    std::initializer_list<std::pair<const tessera_tensor *, const char *>>
+        others) {
+  const tessera_tensor &gateTensor = requireTensor(gate, "gate");
+  requireFloatType(gateTensor, "gate");
+  requireLike(requireTensor(up, "up"), "up", gateTensor, "gate");
+  for (auto [tensor, name] : others)
+    requireLike(requireTensor(tensor, name), name, gateTensor, "gate");
+}
+
 RotaryOperands requireRotaryOperands(const tessera_tensor *x,
                                      const tessera_tensor *cos,
                                      const tessera_tensor *sin,

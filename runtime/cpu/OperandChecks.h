@@ -13,6 +13,8 @@
 
 #include "TensorAccess.h"
 
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 namespace tessera::cpu {
@@ -61,6 +63,13 @@ ReducedDims requireReduction(int32_t op, const tessera_tensor &x,
 
 /// binary: checks the op code and the dtypes (a's and b's agree; comparisons
 /// and logical ops write bool, the others a's dtype).
+/// swiglu and swiglu_grad: gate float; up and every other tensor named in
+/// `others` like gate (shape, then dtype).
+void requireGatedOperands(
+    const tessera_tensor *gate, const tessera_tensor *up,
+    std::initializer_list<std::pair<const tessera_tensor *, const char *>>
+        others);
+
 /// rotary: x float with an even last dim of at least 2; cos and sin of x's
 /// rank and dtype, broadcasting to x (their strides over x's shape); y like
 /// x.

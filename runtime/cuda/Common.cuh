@@ -315,6 +315,22 @@ __device__ __forceinline__ void storePack(void *data, int dtype, int64_t i,
   *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(data) + i) = vector;
 }
 
+/// The first element after the whole packs that this thread owns, if any:
+/// every thread takes at most one, so `count % kPack` threads finish the
+/// tail.
+__device__ __forceinline__ int64_t tailElement(int64_t count) {
+  return count / kPack * kPack + blockIdx.x * static_cast<int64_t>(blockDim.x) +
+         threadIdx.x;
+}
+
+/// Whether the pack kernels can read and write these tensors: float storage
+/// and 16-byte aligned data.
+inline bool packable(const tessera_tensor &tensor) {
+  return (tensor.dtype == TESSERA_F32 || tensor.dtype == TESSERA_BF16 ||
+          tensor.dtype == TESSERA_F16) &&
+         reinterpret_cast<uintptr_t>(tensor.data) % 16 == 0;
+}
+
 //===--- Launch shapes and reductions --------------------------------------===//
 
 constexpr int kThreadsPerBlock = 256;

@@ -372,14 +372,6 @@ __device__ __forceinline__ void loadRepeated(const void *data, int dtype,
   }
 }
 
-/// The first element after the whole packs that this thread owns, if any:
-/// every thread takes at most one, so `count % kPack` threads finish the
-/// tail.
-__device__ __forceinline__ int64_t tailElement(int64_t count) {
-  return count / kPack * kPack + blockIdx.x * static_cast<int64_t>(blockDim.x) +
-         threadIdx.x;
-}
-
 __global__ void unaryPackKernel(int op, const void *x, int xType, void *y,
                                 int yType, int64_t count) {
   TESSERA_GRID_STRIDE_LOOP(pack, count / kPack) {
@@ -445,14 +437,6 @@ __global__ void castPackKernel(const void *x, int xType, void *y, int yType,
   int64_t i = tailElement(count);
   if (i < count)
     storeFloat(y, yType, i, loadFloat(x, xType, i));
-}
-
-/// Whether the pack kernels can read and write these tensors: float storage
-/// and 16-byte aligned data.
-bool packable(const tessera_tensor &tensor) {
-  return (tensor.dtype == TESSERA_F32 || tensor.dtype == TESSERA_BF16 ||
-          tensor.dtype == TESSERA_F16) &&
-         reinterpret_cast<uintptr_t>(tensor.data) % 16 == 0;
 }
 
 /// How often an operand repeats along the output's row-major order: its

@@ -90,12 +90,12 @@ func.func @gelu_erf_mul(%x: tensor<2x8x16xf32>) -> tensor<2x8x16xf32> {
 
 // -----
 
-// Tests that x * sigmoid(x), in either operand order, becomes tess.silu.
+// Tests that x * sigmoid(x), in either operand order, becomes tess.silu
+// (and the product of the two silus one tess.swiglu gating the other).
 // CHECK-LABEL: func.func @silu
 // CHECK-SAME: (%[[X:.*]]: tensor<2x8x32xf32>, %[[Z:.*]]: tensor<2x8x32xf32>)
 // CHECK-NEXT: %[[A:.*]] = tess.silu %[[X]] : tensor<2x8x32xf32>
-// CHECK-NEXT: %[[B:.*]] = tess.silu %[[Z]] : tensor<2x8x32xf32>
-// CHECK-NEXT: %[[Y:.*]] = tess.mul %[[A]], %[[B]]
+// CHECK-NEXT: %[[Y:.*]] = tess.swiglu %[[Z]], %[[A]] : tensor<2x8x32xf32>
 // CHECK-NEXT: return %[[Y]]
 func.func @silu(%x: tensor<2x8x32xf32>, %z: tensor<2x8x32xf32>) -> tensor<2x8x32xf32> {
   %g = tess.sigmoid %x : tensor<2x8x32xf32>
@@ -179,4 +179,26 @@ func.func @silu_negative(%x: tensor<8xf32>, %z: tensor<8xf32>) -> (tensor<8xf32>
   %h = tess.sigmoid %x : tensor<8xf32>
   %b = tess.mul %x, %h : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
   return %a, %b, %h : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that SwiGLU's silu(gate) * up, in either order, becomes one
+// tess.swiglu, and that a silu with another user stays (it would still be
+// computed and stored).
+// CHECK-LABEL: func.func @swiglu
+// CHECK-SAME: (%[[G:.*]]: tensor<2x8xf32>, %[[U:.*]]: tensor<2x8xf32>)
+// CHECK-NEXT: %[[A:.*]] = tess.swiglu %[[G]], %[[U]] : tensor<2x8xf32>
+// CHECK-NEXT: %[[B:.*]] = tess.swiglu %[[U]], %[[G]] : tensor<2x8xf32>
+// CHECK-NEXT: %[[S:.*]] = tess.silu %[[G]] : tensor<2x8xf32>
+// CHECK-NEXT: %[[C:.*]] = tess.mul %[[S]], %[[U]]
+// CHECK-NEXT: return %[[A]], %[[B]], %[[C]], %[[S]]
+func.func @swiglu(%g: tensor<2x8xf32>, %u: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %s1 = tess.silu %g : tensor<2x8xf32>
+  %a = tess.mul %s1, %u : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %s2 = tess.silu %u : tensor<2x8xf32>
+  %b = tess.mul %g, %s2 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %s3 = tess.silu %g : tensor<2x8xf32>
+  %c = tess.mul %s3, %u : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %a, %b, %c, %s3 : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
 }

@@ -85,7 +85,7 @@ func.func @gpt2_block(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
 // Tests that a Llama block as the importer writes it (decomposed RMSNorm,
 // nn.Linear as MatMul by Transpose(W), grouped-query attention with repeated
 // K/V heads and a constant causal mask, SwiGLU with x * sigmoid(x)) becomes
-// rms_norm, linears with transpose_weight, grouped causal attention, silu.
+// rms_norm, linears with transpose_weight, grouped causal attention, swiglu.
 // CHECK-LABEL: func.func @llama_block
 // CHECK-SAME: (%[[X:.*]]: tensor<1x4x16xf32>)
 // CHECK-NOT: tess.softmax
@@ -97,7 +97,7 @@ func.func @gpt2_block(%x: tensor<2x4x16xf32>) -> tensor<2x4x16xf32> {
 // CHECK: tess.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 0.35355337{{[0-9]*}} : f64}
 // CHECK-SAME: (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> tensor<1x2x4x8xf32>
 // CHECK: %[[GATE:.*]] = tess.linear %{{.*}}, %{{.*}} {transpose_weight} : (tensor<1x4x16xf32>, tensor<32x16xf32>) -> tensor<1x4x32xf32>
-// CHECK: tess.silu %[[GATE]]
+// CHECK: tess.swiglu %[[GATE]]
 func.func @llama_block(%x: tensor<1x4x16xf32>) -> tensor<1x4x16xf32> {
   %norm_w = tess.parameter "norm.weight" trainable : tensor<16xf32>
   %wq = tess.parameter "q_proj.weight" trainable : tensor<16x16xf32>

@@ -250,6 +250,9 @@ const VjpCase kCases[] = {
     {"rms_norm", R"(func.func @f(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>) -> tensor<2x3x8xf32> {
       %0 = tess.rms_norm %x scale %g : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
       return %0 : tensor<2x3x8xf32> })"},
+    {"swiglu", R"(func.func @f(%g: tensor<3x7xf32>, %u: tensor<3x7xf32>) -> tensor<3x7xf32> {
+      %0 = tess.swiglu %g, %u : tensor<3x7xf32>
+      return %0 : tensor<3x7xf32> })"},
     // cos and sin carry no gradient (a null cotangent, as the mask above).
     {"rotary", R"(func.func @f(%x: tensor<2x3x4x6xf32>, %c: tensor<1x1x4x6xf32>, %s: tensor<1x1x4x6xf32>) -> tensor<2x3x4x6xf32> {
       %0 = tess.rotary %x, %c, %s : (tensor<2x3x4x6xf32>, tensor<1x1x4x6xf32>, tensor<1x1x4x6xf32>) -> tensor<2x3x4x6xf32>

@@ -150,6 +150,25 @@ def Tess_SiluOp : Tess_UnaryOp<"silu", Tess_FloatTensor, [Tess_Differentiable]> 
     ```
   }];
 }
+def Tess_SwigluOp : Tess_Op<"swiglu", [Pure, SameOperandsAndResultType,
+    Elementwise, Tess_Differentiable]> {
+  let summary = "SwiGLU's gating: silu(gate) * up";
+  let description = [{
+    `gate * sigmoid(gate) * up`, elementwise: the gated MLP of Llama,
+    Mistral, Qwen and Phi-3 between its gate/up projections and its down
+    projection. One op is one pass over gate and up, and silu(gate) is
+    neither stored nor kept for the backward
+    (`tess.swiglu_grad` recomputes it). Created by `tess-fuse-activations`
+    from `tess.mul(tess.silu(gate), up)`. Kernels: `tessera_{cpu,cuda}_swiglu`.
+
+    ```mlir
+    %y = tess.swiglu %gate, %up : tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$gate, Tess_FloatTensor:$up);
+  let results = (outs Tess_FloatTensor:$result);
+  let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
+}
 def Tess_LogicalNotOp : Tess_UnaryOp<"logical_not", Tess_BoolTensor> {
   let summary = "elementwise boolean negation";
   let description = "`%y = tess.logical_not %m : tensor<4xi1>`";

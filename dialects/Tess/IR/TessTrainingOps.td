@@ -117,6 +117,24 @@ def Tess_SiluGradOp : Tess_Op<"silu_grad", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input `,` $dy attr-dict `:` type($input)";
 }
 
+def Tess_SwigluGradOp : Tess_Op<"swiglu_grad",
+    [Pure, SameOperandsAndResultType, Elementwise]> {
+  let summary = "gradients of tess.swiglu with respect to gate and up";
+  let description = [{
+    With `s = sigmoid(gate)`: `dgate = dy * up * s (1 + gate (1 - s))` and
+    `dup = dy * gate * s`, from one read of gate, up and dy. Kernel:
+    `tessera_{cpu,cuda}_swiglu_grad`.
+
+    ```mlir
+    %dgate, %dup = tess.swiglu_grad %gate, %up, %dy : tensor<2x31x256xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$gate, Tess_FloatTensor:$up,
+                   Tess_FloatTensor:$dy);
+  let results = (outs Tess_FloatTensor:$dgate, Tess_FloatTensor:$dup);
+  let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
+}
+
 def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
     [Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor]> {
   let summary = "gradients of tess.layer_norm";

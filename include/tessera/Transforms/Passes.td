@@ -37,8 +37,10 @@ def FuseActivations : Pass<"tess-fuse-activations", "::mlir::func::FuncOp"> {
     ```
     Also `0.5 * x * (1 + erf(x / sqrt 2))` (any association of the
     products, division by sqrt 2 or multiplication by 1/sqrt 2) becomes
-    `tess.gelu` with `approximation = none`, and `x * sigmoid(x)` becomes
-    `tess.silu`. Constants must match to within 1e-6 relative.
+    `tess.gelu` with `approximation = none`, `x * sigmoid(x)` becomes
+    `tess.silu`, and SwiGLU's `silu(gate) * up` (silu feeding only the
+    product) becomes `tess.swiglu gate, up`. Constants must match to within
+    1e-6 relative.
   }];
   let constructor = "::tessera::createFuseActivationsPass()";
   let dependentDialects = ["::tessera::tess::TessDialect"];

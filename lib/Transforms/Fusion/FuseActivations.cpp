@@ -1,6 +1,7 @@
 //===- FuseActivations.cpp - tess-fuse-activations ------------------------===//
 //
-// Exporters write GELU and SiLU out as chains of elementwise ops. Kernels,
+// Exporters write GELU and SiLU out as chains of elementwise ops (and the
+// gated MLP's silu(gate) * up as two). Kernels,
 // autodiff and the cost model all want to see one activation instead: one
 // op is one kernel launch and one saved tensor for the backward pass, where
 // the chain would be eight of each.
@@ -200,11 +201,37 @@ struct FuseSilu : OpRewritePattern<tess::MulOp> {
   }
 };
 
+/// `silu(gate) * up` (either order) -> `tess.swiglu gate, up`: the gated
+/// MLP's product, when silu(gate) feeds nothing else (it is then neither
+/// stored nor saved for the backward).
+struct FuseSwiglu : OpRewritePattern<tess::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(tess::MulOp root,
+                                PatternRewriter &rewriter) const override {
+    Value gate, up;
+    bool matched = matchEitherOrder(
+        root.getLhs(), root.getRhs(), [&](Value activated, Value other) {
+          auto silu = activated.getDefiningOp<tess::SiluOp>();
+          if (!silu || !activated.hasOneUse())
+            return false;
+          gate = silu.getInput();
+          up = other;
+          return true;
+        });
+    if (!matched || gate.getType() != root.getType() ||
+        up.getType() != root.getType())
+      return rewriter.notifyMatchFailure(root, "not silu(gate) * up");
+    rewriter.replaceOpWithNewOp<tess::SwigluOp>(root, root.getType(), gate, up);
+    return success();
+  }
+};
+
 struct FuseActivationsPass
     : tessera::impl::FuseActivationsBase<FuseActivationsPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseGelu, FuseSilu>(&getContext());
+    patterns.add<FuseGelu, FuseSilu, FuseSwiglu>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -350,6 +350,14 @@ OpDimLabels partition::dimLabels(Operation *op) {
       // Elementwise in param, grad, m and v (lr, step and grad_scale are
       // scalars): ZeRO's sharded update runs on each rank's shard.
       .Case([&](tess::AdamWOp) { labeler.sameShape(); })
+      .Case([&](tess::SwigluOp) {
+        labeler.sameShape();
+        labeler.linearIn({1});
+      })
+      .Case([&](tess::SwigluGradOp) {
+        labeler.sameShape();
+        labeler.linearIn({2});
+      })
       .Case<tess::GeluGradOp, tess::SiluGradOp>([&](Operation *) {
         labeler.sameShape();
         labeler.linearIn({1});

@@ -355,3 +355,37 @@ TEST(ElementwiseCuda, RotaryMatchesTheCpuKernel) {
 }
 
 } // namespace
+
+namespace {
+
+// tess.swiglu and its gradient against the CPU kernels: pack-aligned
+// sizes, a tail (8k + 5 elements), and an offset view that is not 16-byte
+// aligned (the element path).
+TEST(ElementwiseCuda, SwigluMatchesTheCpuKernels) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
+    for (Shape shape : {Shape{4, 1024}, Shape{3, 677}, Shape{5}}) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " elements " +
+                   std::to_string(countOf(shape)));
+      Tensor gate = randomTensor(dtype, shape, 21, -6.0f, 6.0f);
+      Tensor up = randomTensor(dtype, shape, 22);
+      Tensor dy = randomTensor(dtype, shape, 23);
+      Tensor y(dtype, shape), dgate(dtype, shape), dup(dtype, shape);
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_swiglu(gate.get(), up.get(), y.get()));
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_swiglu_grad(
+          gate.get(), up.get(), dy.get(), dgate.get(), dup.get()));
+      DeviceTensor ggate(gate), gup(up), gdy(dy), gy(dtype, shape),
+          gdgate(dtype, shape), gdup(dtype, shape);
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_swiglu(ggate.get(), gup.get(), gy.get(), nullptr));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_swiglu_grad(
+          ggate.get(), gup.get(), gdy.get(), gdgate.get(), gdup.get(), nullptr));
+      expectDeviceClean();
+      double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
+      expectTensorsNear(gy.download(), y, rtol, rtol, "swiglu");
+      expectTensorsNear(gdgate.download(), dgate, rtol, rtol, "dgate");
+      expectTensorsNear(gdup.download(), dup, rtol, rtol, "dup");
+    }
+}
+
+} // namespace

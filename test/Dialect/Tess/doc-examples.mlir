@@ -210,6 +210,22 @@ func.func @layer_norm(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %b: tensor<64
 
 // -----
 
+// CHECK-LABEL: func.func @swiglu
+func.func @swiglu(%gate: tensor<2x16x128xf32>, %up: tensor<2x16x128xf32>) -> tensor<2x16x128xf32> {
+  %y = tess.swiglu %gate, %up : tensor<2x16x128xf32>
+  return %y : tensor<2x16x128xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @swiglu_grad
+func.func @swiglu_grad(%gate: tensor<2x31x256xf32>, %up: tensor<2x31x256xf32>, %dy: tensor<2x31x256xf32>) -> (tensor<2x31x256xf32>, tensor<2x31x256xf32>) {
+  %dgate, %dup = tess.swiglu_grad %gate, %up, %dy : tensor<2x31x256xf32>
+  return %dgate, %dup : tensor<2x31x256xf32>, tensor<2x31x256xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @rotary
 func.func @rotary(%x: tensor<2x4x32x16xf32>, %cos: tensor<1x1x32x16xf32>, %sin: tensor<1x1x32x16xf32>) -> tensor<2x4x32x16xf32> {
   %y = tess.rotary %x, %cos, %sin

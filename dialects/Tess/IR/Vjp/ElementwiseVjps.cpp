@@ -135,6 +135,22 @@ LogicalResult GeluOp::buildVjp(OpBuilder &builder,
                   });
 }
 
+// silu(gate) * up: one gradient op for both operands, which recomputes
+// silu(gate) from gate instead of keeping it.
+LogicalResult SwigluOp::buildVjp(OpBuilder &builder,
+                                 ArrayRef<Value> resultCotangents,
+                                 SmallVectorImpl<Value> &operandCotangents) {
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
+  if (!dy)
+    return success();
+  Type type = getGate().getType();
+  auto gradient = SwigluGradOp::create(builder, getLoc(), type, type,
+                                       getGate(), getUp(), dy);
+  operandCotangents[0] = gradient.getDgate();
+  operandCotangents[1] = gradient.getDup();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Binary
 //===----------------------------------------------------------------------===//

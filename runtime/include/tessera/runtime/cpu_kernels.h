@@ -161,6 +161,14 @@ int tessera_cpu_layer_norm_grad_add(
     const tessera_tensor *dy, const tessera_tensor *residual,
     tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
     int64_t axis, double epsilon);
+/* tess.swiglu: y = silu(gate) * up; tess.swiglu_grad: dgate = dy * up *
+ * silu'(gate), dup = dy * silu(gate). Every tensor has gate's shape and
+ * dtype. */
+int tessera_cpu_swiglu(const tessera_tensor *gate, const tessera_tensor *up,
+                       tessera_tensor *y);
+int tessera_cpu_swiglu_grad(const tessera_tensor *gate,
+                            const tessera_tensor *up, const tessera_tensor *dy,
+                            tessera_tensor *dgate, tessera_tensor *dup);
 /* tess.rotary: y[.., i] = x[.., i] cos[.., i] - x[.., i + h] sin[.., i] and
  * y[.., i + h] = x[.., i + h] cos[.., i + h] + x[.., i] sin[.., i + h] over the
  * last dim (h = D / 2); cos and sin have x's rank and broadcast to it. With

@@ -119,6 +119,13 @@ int tessera_cuda_layer_norm_grad_add(
     tessera_tensor *dx, tessera_tensor *dscale, tessera_tensor *dbias,
     int64_t axis, double epsilon,
     cudaStream_t stream);
+/* tess.swiglu and tess.swiglu_grad (see tessera_cpu_swiglu). */
+int tessera_cuda_swiglu(const tessera_tensor *gate, const tessera_tensor *up,
+                        tessera_tensor *y, cudaStream_t stream);
+int tessera_cuda_swiglu_grad(const tessera_tensor *gate,
+                             const tessera_tensor *up, const tessera_tensor *dy,
+                             tessera_tensor *dgate, tessera_tensor *dup,
+                             cudaStream_t stream);
 /* tess.rotary (see tessera_cpu_rotary). */
 int tessera_cuda_rotary(const tessera_tensor *x, const tessera_tensor *cos,
                         const tessera_tensor *sin, tessera_tensor *y,
