@@ -41,6 +41,10 @@ for spec in "${specs[@]}"; do
   "$tesserac" "$model" "${flags[@]}" --target cuda --without-weights -o "$out/$name-train"
   elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
   printf '   compile: %d.%03d s\n' $((elapsed / 1000)) $((elapsed % 1000)) | tee "$out/$name.compile-seconds.txt"
+  # The same program with selective recomputation (each layer's cheap
+  # outputs recomputed in the backward), for the memory/speed trade.
+  "$tesserac" "$model" "${flags[@]}" --remat selective --target cuda --without-weights \
+      -o "$out/$name-remat-selective-train"
   "$tesserac" "$model" "${flags[@]}" --summary > "$out/$name.summary.txt"
   # The program's parameters and buffers with their shapes ("name d0 d1 ..."),
   # from which run.sh writes the --weights file.

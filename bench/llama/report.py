@@ -35,7 +35,8 @@ def predicted(name):
     m = re.search(r"Peak device memory.*?([\d.]+) GiB", open(path).read()) if os.path.exists(path) else None
     return float(m.group(1)) if m else None
 
-names = sorted({os.path.basename(p)[: -len("-train")] for p in glob.glob(os.path.join(exe, "*-train"))})
+names = sorted({os.path.basename(p)[: -len("-train")] for p in glob.glob(os.path.join(exe, "*-train"))
+                if not p.endswith("-remat-selective-train")})
 print("| model | Tessera tok/s (ms/step) | torch.compile tok/s (ms) | eager tok/s | Tessera / torch.compile | "
       "Tessera MFU | Tessera peak GiB (predicted) | PyTorch peak GiB (compile/eager) |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -49,3 +50,8 @@ for name in names:
     mfu = f"{t['mfu'] * 100:.1f}%" if t and t["mfu"] else "-"
     eager = f"{e['tok']:,.0f}" if e else "-"
     print(f"| {name} | {fmt(t)} | {fmt(c)} | {eager} | {ratio} | {mfu} | {mem} | {pmem} |")
+    r = tessera(name + "-remat-selective")
+    if r:
+        ratio = f"{r['tok'] / c['tok']:.2f}x" if c else "-"
+        mfu = f"{r['mfu'] * 100:.1f}%" if r["mfu"] else "-"
+        print(f"| {name}, --remat selective | {fmt(r)} |  |  | {ratio} | {mfu} | {r['mem']:.1f} |  |")

@@ -40,6 +40,13 @@ for spec in "${specs[@]}"; do
       > "$OUT/tessera-$name.log" 2>&1 || log "tessera $name failed: $?"
   tail -n 3 "$OUT/tessera-$name.log"
   grep -m3 "tessera:" "$OUT/tessera-$name.log"
+  if [[ -x "$here/$name-remat-selective-train" ]]; then
+    log "tessera $name, --remat selective"
+    "$here/$name-remat-selective-train" "${common[@]}" --steps "$steps" \
+        --metrics "$OUT/tessera-$name-remat-selective.jsonl" > "$OUT/tessera-$name-remat-selective.log" 2>&1 \
+      || log "tessera $name --remat selective failed: $?"
+    tail -n 1 "$OUT/tessera-$name-remat-selective.log"
+  fi
   log "trace $name"
   "$here/$name-train" "${common[@]}" --steps 4 --trace "$work/$name.trace.json" --trace-steps 3:3 \
       > "$OUT/trace-$name.log" 2>&1 || log "traced run failed: $?"

@@ -1,7 +1,9 @@
 //===- Rotary.cu - Rotary position embedding (rotate-half form) -----------===//
 //
-// tess.rotary on the GPU: one thread per rotated pair (x[r, i], x[r, i + h])
-// of a row r of the last dim (h = D / 2). Adjacent threads take adjacent i,
+// tess.rotary on the GPU: one thread per eight rotated pairs
+// (x[r, i..i+8), x[r, i+h..i+h+8)) of a row r of the last dim (h = D / 2),
+// in 16-byte packs, where h is a multiple of 8 and the data is aligned; one
+// thread per pair otherwise. Adjacent threads take adjacent i,
 // so a warp reads a contiguous run of each half; the row's cos/sin offsets
 // come from their broadcast strides over x's leading dims (cos and sin are
 // typically [1, 1, T, D] against [B, H, T, D], and stay in L2). Each output
@@ -80,6 +82,43 @@ __global__ void rotaryKernel(const Element *x, const Element *cos,
   }
 }
 
+/// The same rotation, eight adjacent pairs a thread in 16-byte packs (f32,
+/// bf16, f16 storage): for half widths that are multiples of 8, aligned
+/// data and contiguous cos/sin rows, as Llama's head dims 64..256 are.
+__global__ void rotaryPackKernel(const void *x, const void *cos,
+                                 const void *sin, void *y, int dtype,
+                                 RowLayout rows, int64_t half, int64_t packs,
+                                 bool adjoint) {
+  int64_t packsPerRow = half / kPack;
+  TESSERA_GRID_STRIDE_LOOP(p, packs) {
+    int64_t row = p / packsPerRow, i = (p - row * packsPerRow) * kPack;
+    int64_t base[2];
+    rows.offsets(row, base);
+    int64_t low = row * 2 * half + i, high = low + half;
+    float a[kPack], b[kPack], cosLow[kPack], cosHigh[kPack], sinLow[kPack],
+        sinHigh[kPack];
+    loadPack(x, dtype, low, a);
+    loadPack(x, dtype, high, b);
+    loadPack(cos, dtype, base[0] + i, cosLow);
+    loadPack(cos, dtype, base[0] + i + half, cosHigh);
+    loadPack(sin, dtype, base[1] + i, sinLow);
+    loadPack(sin, dtype, base[1] + i + half, sinHigh);
+    float first[kPack], second[kPack];
+#pragma unroll
+    for (int k = 0; k < kPack; ++k) {
+      if (!adjoint) {
+        first[k] = a[k] * cosLow[k] - b[k] * sinLow[k];
+        second[k] = b[k] * cosHigh[k] + a[k] * sinHigh[k];
+      } else {
+        first[k] = a[k] * cosLow[k] + b[k] * sinHigh[k];
+        second[k] = b[k] * cosHigh[k] - a[k] * sinLow[k];
+      }
+    }
+    storePack(y, dtype, low, first);
+    storePack(y, dtype, high, second);
+  }
+}
+
 template <typename Element>
 void launchRotary(const tessera_tensor &x, const tessera_tensor &cos,
                   const tessera_tensor &sin, tessera_tensor &y,
@@ -114,6 +153,21 @@ extern "C" int tessera_cuda_rotary(const tessera_tensor *x,
     RowLayout rows = makeLayout(leading, strides);
     int64_t cosStride = operands.cosStrides.back();
     int64_t sinStride = operands.sinStrides.back();
+    // Packs need every row start 16-byte aligned: contiguous cos/sin rows
+    // whose strides (and the halves) are multiples of a pack.
+    bool rowsAligned = half % kPack == 0;
+    for (const Shape &operand : strides)
+      for (int64_t stride : operand)
+        rowsAligned = rowsAligned && stride % kPack == 0;
+    if (rowsAligned && cosStride == 1 && sinStride == 1 && packable(*x) &&
+        packable(*cos) && packable(*sin) && packable(*y)) {
+      int64_t packs = pairs / kPack;
+      rotaryPackKernel<<<gridFor(packs), kThreadsPerBlock, 0, stream>>>(
+          x->data, cos->data, sin->data, y->data, x->dtype, rows, half, packs,
+          adjoint != 0);
+      cudaCheckLaunch();
+      return;
+    }
     switch (x->dtype) {
     case TESSERA_F32:
       launchRotary<float>(*x, *cos, *sin, *y, rows, cosStride, sinStride, half,

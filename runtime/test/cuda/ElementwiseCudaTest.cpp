@@ -332,6 +332,7 @@ TEST(ElementwiseCuda, RotaryMatchesTheCpuKernel) {
   const Case cases[] = {{{2, 4, 33, 64}, {1, 1, 33, 64}},
                         {{1, 3, 17, 128}, {1, 1, 17, 128}},
                         {{2, 2, 9, 16}, {2, 1, 9, 16}},
+                        {{2, 3, 5, 20}, {1, 1, 5, 20}},
                         {{5, 6}, {1, 6}}};
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
     for (const Case &c : cases)
