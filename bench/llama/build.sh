@@ -53,6 +53,17 @@ for spec in "${specs[@]}"; do
     | sed -n 's/^ *{"\([^"]*\)", [A-Z0-9_]*, [0-9]*, {\([0-9, ]*\)}}.*/\1 \2/p' | tr -d ',' \
     > "$out/$name.tensors.txt"
 done
+# Compiled, not run (its training state alone exceeds one H200): the
+# compile time of a deep program.
+model="$models/llama3-8b.meta.dyn.onnx"
+[[ -f "$model" ]] || "$python" "$root/bench/llama/export_llama3_8b.py" "$shared/tools" "$models"
+echo "== tesserac llama3-8b (batch 2 x 4096, bf16, --target cuda; compile only)"
+start=$(date +%s%N)
+"$tesserac" "$model" --dim batch=2 --dim seq=4096 --loss causal-lm --precision bf16 \
+    --target cuda --without-weights -o "$models/llama3-8b-train"
+elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+printf '   compile: %d.%03d s\n' $((elapsed / 1000)) $((elapsed % 1000)) | tee "$out/llama3-8b.compile-seconds.txt"
+rm -f "$models/llama3-8b-train"
 cp "$shared/bench/torch_llama_baseline.py" "$out/peer/"
 cp "$root/bench/llama/"*.py "$root/bench/profile/summarize_trace.py" "$out/"
 ls -la "$out"
