@@ -266,9 +266,14 @@ constexpr int kWarpsPerBackwardBlock = 8;
 /// need more shared memory than two blocks an SM leave: there the kernel
 /// leaves (mean, rstd) per row in savedStatistics instead, for
 /// parameterPartialsKernel.
+///
+/// Rows wider than kMaxFusedPartialPacks packs a lane (kRereadDy) keep only
+/// x in registers and read dy again for dx (from L1/L2: the block's rows
+/// were just read): holding both rows took ~255 registers a thread at 2048
+/// elements, one block an SM, and 0.29 ms for [16384, 2048] bf16 (about
+/// 0.9 TB/s) in Llama 3.2 1B's step; with x alone two blocks fit.
 template <int kPacks, bool kPartials>
-__global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
-                                  kPacks <= kMaxFusedPartialPacks ? 2 : 1)
+__global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32, 2)
     normBackwardWarpKernel(const void *x, int xType, const void *scale,
                            int scaleType, const void *dy, int dyType,
                            const void *residual, int residualType, void *dx,
@@ -290,16 +295,20 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
 #pragma unroll
     for (int slot = 0; slot < kPacks * kPack; ++slot)
       scaleSums[slot * 32] = biasSums[slot * 32] = 0.0f;
+  constexpr bool kRereadDy = kPacks > kMaxFusedPartialPacks;
+  constexpr int kHeldPacks = kRereadDy ? 1 : kPacks;
   for (int64_t row = firstRow + warp; row < lastRow;
        row += kWarpsPerBackwardBlock) {
     int64_t rowStart = row * width;
-    float values[kPacks][kPack], scaled[kPacks][kPack];
+    // scaled[p] is dy * scale of pack p; with kRereadDy one pack, refilled.
+    float values[kPacks][kPack], scaled[kHeldPacks][kPack];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       int64_t j = (p * 32 + lane) * kPack;
       if (j < width) {
         loadPack(x, xType, rowStart + j, values[p]);
-        loadPack(dy, dyType, rowStart + j, scaled[p]);
+        if constexpr (!kRereadDy)
+          loadPack(dy, dyType, rowStart + j, scaled[p]);
       }
     }
     RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
@@ -312,20 +321,23 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
       float scales[kPack];
       if (scale)
         loadPack(scale, scaleType, j, scales);
+      float(&upstream)[kPack] = scaled[kRereadDy ? 0 : p];
+      if constexpr (kRereadDy)
+        loadPack(dy, dyType, rowStart + j, upstream);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         float normalized =
             rms ? values[p][k] * statistics.reciprocalStd
                 : (values[p][k] - statistics.mean) * statistics.reciprocalStd;
         if constexpr (kPartials) {
-          scaleSums[(p * kPack + k) * 32] += scaled[p][k] * normalized;
-          biasSums[(p * kPack + k) * 32] += scaled[p][k];
+          scaleSums[(p * kPack + k) * 32] += upstream[k] * normalized;
+          biasSums[(p * kPack + k) * 32] += upstream[k];
         }
         if (scale)
-          scaled[p][k] *= scales[k];
+          upstream[k] *= scales[k];
         float other = rms ? values[p][k] : normalized;
-        sumScaled += scaled[p][k];
-        sumScaledTimesOther += static_cast<double>(scaled[p][k]) * other;
+        sumScaled += upstream[k];
+        sumScaledTimesOther += static_cast<double>(upstream[k]) * other;
       }
     }
     double widthD = static_cast<double>(width);
@@ -343,18 +355,30 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32,
       float residuals[kPack];
       if (residual)
         loadPack(residual, residualType, rowStart + j, residuals);
+      float(&upstream)[kPack] = scaled[kRereadDy ? 0 : p];
+      if constexpr (kRereadDy) {
+        // The same float products as the first pass, so the same bits.
+        loadPack(dy, dyType, rowStart + j, upstream);
+        if (scale) {
+          float scales[kPack];
+          loadPack(scale, scaleType, j, scales);
+#pragma unroll
+          for (int k = 0; k < kPack; ++k)
+            upstream[k] *= scales[k];
+        }
+      }
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         float value = values[p][k];
         float result;
         if (rms) {
           result =
-              statistics.reciprocalStd * (scaled[p][k] - value * correction);
+              statistics.reciprocalStd * (upstream[k] - value * correction);
         } else {
           float normalized =
               (value - statistics.mean) * statistics.reciprocalStd;
           result = statistics.reciprocalStd *
-                   (scaled[p][k] - meanScaled - normalized * correction);
+                   (upstream[k] - meanScaled - normalized * correction);
         }
         values[p][k] = residual ? residuals[k] + result : result;
       }
