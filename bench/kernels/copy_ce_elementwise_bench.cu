@@ -11,7 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tessera/runtime/cuda_kernels.h"
+#include "KernelBench.cuh"
 
 #include <cuda_runtime.h>
 
@@ -20,66 +20,10 @@
 #include <functional>
 #include <vector>
 
+using namespace kernel_bench;
+
 namespace {
 
-void check(cudaError_t error, const char *what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-
-void checkKernel(int status) {
-  if (status != 0) {
-    std::fprintf(stderr, "%s\n", tessera_cuda_last_error());
-    std::exit(1);
-  }
-}
-
-/// Values in [-2, 2) in any float storage type, from the element index.
-__global__ void fillKernel(void *data, int dtype, long long count) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) +
-                     threadIdx.x;
-       i < count; i += static_cast<long long>(blockDim.x) * gridDim.x) {
-    float value = static_cast<float>(i * 7919 % 4001) / 1000.0f - 2.0f;
-    if (dtype == TESSERA_F32) {
-      static_cast<float *>(data)[i] = value;
-    } else if (dtype == TESSERA_I64) {
-      static_cast<long long *>(data)[i] = i * 7919 % 50257;
-    } else {
-      // bf16: the top half of the f32 pattern.
-      unsigned bits = __float_as_uint(value);
-      static_cast<unsigned short *>(data)[i] =
-          static_cast<unsigned short>(bits >> 16);
-    }
-  }
-}
-
-int sizeOf(int dtype) {
-  return dtype == TESSERA_F32 ? 4 : dtype == TESSERA_I64 ? 8 : 2;
-}
-
-struct DeviceBuffer {
-  tessera_tensor tensor{};
-  long long bytes = 0;
-  DeviceBuffer(int dtype, std::vector<int64_t> shape) {
-    tensor.dtype = dtype;
-    tensor.rank = static_cast<int32_t>(shape.size());
-    long long count = 1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      tensor.shape[i] = shape[i];
-      count *= shape[i];
-    }
-    bytes = count * sizeOf(dtype);
-    check(cudaMalloc(&tensor.data, bytes > 0 ? bytes : 16), "cudaMalloc");
-    fillKernel<<<4096, 256>>>(tensor.data, dtype, count);
-    check(cudaGetLastError(), "fill");
-  }
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  ~DeviceBuffer() { cudaFree(tensor.data); }
-  tessera_tensor *get() { return &tensor; }
-};
 
 /// Prints ms per call and GB/s for `bytes` moved per call.
 void time(const char *name, double bytes, const std::function<void()> &call) {

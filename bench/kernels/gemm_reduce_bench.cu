@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tessera/runtime/cuda_kernels.h"
+#include "KernelBench.cuh"
 
 #include <cuda_runtime.h>
 
@@ -18,21 +18,10 @@
 #include <functional>
 #include <vector>
 
+using kernel_bench::check;
+using kernel_bench::checkKernel;
+
 namespace {
-
-void check(cudaError_t error, const char *what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-
-void checkKernel(int status) {
-  if (status != 0) {
-    std::fprintf(stderr, "%s\n", tessera_cuda_last_error());
-    std::exit(1);
-  }
-}
 
 /// Small values so that no product overflows bf16.
 __global__ void fillKernel(unsigned short *data, long long count) {

@@ -17,7 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tessera/runtime/cuda_kernels.h"
+#include "KernelBench.cuh"
 
 #include <cuda_runtime.h>
 
@@ -26,6 +26,8 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+using namespace kernel_bench;
 
 namespace {
 
@@ -38,65 +40,6 @@ constexpr double kGuard = 0.5;
 
 constexpr long long kVocabulary = 128256;
 
-void check(cudaError_t error, const char *what) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
-
-void checkKernel(int status) {
-  if (status != 0) {
-    std::fprintf(stderr, "%s\n", tessera_cuda_last_error());
-    std::exit(1);
-  }
-}
-
-/// Values in [-2, 2) in any float storage type, ids in [0, kVocabulary),
-/// from the element index.
-__global__ void fillKernel(void *data, int dtype, long long count) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) +
-                     threadIdx.x;
-       i < count; i += static_cast<long long>(blockDim.x) * gridDim.x) {
-    float value = static_cast<float>(i * 7919 % 4001) / 1000.0f - 2.0f;
-    if (dtype == TESSERA_F32) {
-      static_cast<float *>(data)[i] = value;
-    } else if (dtype == TESSERA_I64) {
-      static_cast<long long *>(data)[i] = i * 7919 % kVocabulary;
-    } else {
-      // bf16: the top half of the f32 pattern.
-      unsigned bits = __float_as_uint(value);
-      static_cast<unsigned short *>(data)[i] =
-          static_cast<unsigned short>(bits >> 16);
-    }
-  }
-}
-
-int sizeOf(int dtype) {
-  return dtype == TESSERA_F32 ? 4 : dtype == TESSERA_I64 ? 8 : 2;
-}
-
-struct DeviceBuffer {
-  tessera_tensor tensor{};
-  long long bytes = 0;
-  DeviceBuffer(int dtype, std::vector<int64_t> shape) {
-    tensor.dtype = dtype;
-    tensor.rank = static_cast<int32_t>(shape.size());
-    long long count = 1;
-    for (size_t i = 0; i < shape.size(); ++i) {
-      tensor.shape[i] = shape[i];
-      count *= shape[i];
-    }
-    bytes = count * sizeOf(dtype);
-    check(cudaMalloc(&tensor.data, bytes > 0 ? bytes : 16), "cudaMalloc");
-    fillKernel<<<4096, 256>>>(tensor.data, dtype, count);
-    check(cudaGetLastError(), "fill");
-  }
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  ~DeviceBuffer() { cudaFree(tensor.data); }
-  tessera_tensor *get() { return &tensor; }
-};
 
 enum class Bound { Memory, Compute };
 
@@ -272,7 +215,7 @@ int main() {
     // (logits read once, dlogits written once).
     DeviceBuffer x(bf16, {rows, width}), weight(bf16, {vocabulary, width}),
         logits(bf16, {rows, vocabulary}), dlogits(bf16, {rows, vocabulary});
-    DeviceBuffer targets(TESSERA_I64, {rows}), loss(TESSERA_F32, {}),
+    DeviceBuffer targets(TESSERA_I64, {rows}, kVocabulary), loss(TESSERA_F32, {}),
         dloss(TESSERA_F32, {});
     time("linear head [16384,2048] x [128256,2048]^T", Bound::Compute,
          2.0 * rows * vocabulary * width, [&] {
@@ -293,7 +236,7 @@ int main() {
   }
   {
     // Embedding gradient: dy read, the whole table written (overwritten).
-    DeviceBuffer ids(TESSERA_I64, {rows}), dy(bf16, {rows, width}),
+    DeviceBuffer ids(TESSERA_I64, {rows}, kVocabulary), dy(bf16, {rows, width}),
         dtable(bf16, {vocabulary, width});
     time("embedding_grad [16384] -> [128256,2048]", Bound::Memory,
          static_cast<double>(dy.bytes + dtable.bytes), [&] {
