@@ -12,6 +12,7 @@ same hyperparameters and global-norm clipping. Writes one JSON line per step.
 
   python3 torch_curve.py --weights W.safetensors --data D.bin --steps 50 \
       --B 16 --T 1024 --n-layer 12 --n-embd 768 --n-head 12 --out curve.jsonl
+  python3 torch_curve.py --hf-model llama-8x1024 --export-hf export_hf.py ...   (bench/llama)
 """
 import argparse, json, time
 import numpy as np
@@ -27,6 +28,9 @@ p.add_argument("--lr", type=float, default=6e-4); p.add_argument("--beta1", type
 p.add_argument("--beta2", type=float, default=0.95); p.add_argument("--eps", type=float, default=1e-8)
 p.add_argument("--weight-decay", type=float, default=0.1); p.add_argument("--grad-clip", type=float, default=1.0)
 p.add_argument("--out", required=True)
+p.add_argument("--hf-model", help="instead of the GPT-2 of --n-layer/--n-embd/--n-head: the model of this "
+               "name in export_hf.py's table (e.g. llama-8x1024), the one the ONNX file was exported from")
+p.add_argument("--export-hf", help="with --hf-model: the path of ../shared/tools/export_hf.py")
 a = p.parse_args()
 
 def load_safetensors(path):
@@ -42,9 +46,15 @@ def load_safetensors(path):
     return out
 
 dev = "cuda"
-cfg = GPT2Config(n_layer=a.n_layer, n_embd=a.n_embd, n_head=a.n_head, use_cache=False, resid_pdrop=0.0,
-                 embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="sdpa")
-model = GPT2LMHeadModel(cfg)
+if a.hf_model:
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("export_hf", a.export_hf)
+    export_hf = importlib.util.module_from_spec(spec); spec.loader.exec_module(export_hf)
+    model = export_hf.MODELS[a.hf_model][0]()
+else:
+    cfg = GPT2Config(n_layer=a.n_layer, n_embd=a.n_embd, n_head=a.n_head, use_cache=False, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="sdpa")
+    model = GPT2LMHeadModel(cfg)
 weights = load_safetensors(a.weights)
 # torch.export keeps one name of a tied pair: GPT-2's exports call the shared
 # embedding lm_head.weight.
@@ -52,7 +62,8 @@ if "transformer.wte.weight" not in weights and "lm_head.weight" in weights:
     weights["transformer.wte.weight"] = weights["lm_head.weight"]
 state = {k: v for k, v in weights.items() if k in model.state_dict()}
 missing, unexpected = model.load_state_dict(state, strict=False)
-missing = [m for m in missing if m != "lm_head.weight"]  # tied to transformer.wte.weight
+tied = getattr(model.config, "tie_word_embeddings", False)
+missing = [m for m in missing if not (tied and m == "lm_head.weight")]  # tied to the embedding
 if missing:
     raise SystemExit(f"torch_curve: weights missing from {a.weights}: {missing[:5]}")
 model.tie_weights()

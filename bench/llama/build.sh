@@ -53,6 +53,20 @@ for spec in "${specs[@]}"; do
     | sed -n 's/^ *{"\([^"]*\)", [A-Z0-9_]*, [0-9]*, {\([0-9, ]*\)}}.*/\1 \2/p' | tr -d ',' \
     > "$out/$name.tensors.txt"
 done
+# The loss-curve model (8 layers, d=1024, GQA 16/4, vocabulary 32,000):
+# run.sh exports it with weights there and trains 50 steps beside PyTorch.
+curve=llama-8x1024
+model="$models/$curve.meta.dyn.onnx"
+[[ -f "$model" ]] || "$python" "$shared/tools/export_hf.py" --model "$curve" --meta --out "$models"
+curve_flags=(--dim batch=8 --dim seq=1024 --loss causal-lm --precision bf16)
+echo "== tesserac $curve (${curve_flags[*]}, --target cuda)"
+"$tesserac" "$model" "${curve_flags[@]}" --target cuda --without-weights -o "$out/$curve-train"
+"$tesserac" "$model" "${curve_flags[@]}" --emit=cpp \
+  | sed -n '/^static const tessera_tensor_info tessera_\(parameters\|buffers\)/,/^};/p' \
+  | grep -o '{"[^"]*"' | cut -c3- | tr -d '"' > "$out/$curve.tensors.txt"
+cp "$root/bench/gpt2/onnx_to_safetensors.py" "$root/bench/gpt2/make_tokens.py" \
+   "$root/bench/gpt2/torch_curve.py" "$root/bench/gpt2/compare_curves.py" "$out/"
+
 # Compiled, not run (its training state alone exceeds one H200): the
 # compile time of a deep program.
 model="$models/llama3-8b.meta.dyn.onnx"
@@ -64,6 +78,6 @@ start=$(date +%s%N)
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 printf '   compile: %d.%03d s\n' $((elapsed / 1000)) $((elapsed % 1000)) | tee "$out/llama3-8b.compile-seconds.txt"
 rm -f "$models/llama3-8b-train"
-cp "$shared/bench/torch_llama_baseline.py" "$out/peer/"
+cp "$shared/bench/torch_llama_baseline.py" "$shared/tools/export_hf.py" "$out/peer/"
 cp "$root/bench/llama/"*.py "$root/bench/profile/summarize_trace.py" "$out/"
 ls -la "$out"

@@ -9,7 +9,10 @@
 #  3. traces one Tessera step (--trace) and summarizes where its GPU time goes
 #     (bench/profile/summarize_trace.py), so the top of the profile is read
 #     beside the ratio;
-#  4. prints the table (report.py) and packs logs and traces into $OUT.
+#  4. trains llama-8x1024 (exported with weights there) 50 steps in bf16
+#     beside PyTorch from the same weights and batches (torch_curve.py,
+#     compare_curves.py: 2 % tolerance);
+#  5. prints the table (report.py) and packs logs and traces into $OUT.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out"
 OUT="${OUT:-$here/results}"; mkdir -p "$OUT"
@@ -66,6 +69,27 @@ for spec in "${specs[@]}"; do
     grep RESULT "$OUT/torch-$name-compile0.log" || tail -n 5 "$OUT/torch-$name-compile0.log"
   fi
 done
+# The 50-step bf16 loss curve of llama-8x1024 against PyTorch from the same
+# weights and batches (CURVE=0 leaves it out).
+curve=llama-8x1024
+if [[ "${CURVE:-1}" != 0 && -x "$here/$curve-train" ]]; then
+  log "loss curve: export $curve with weights"
+  python3 "$here/peer/export_hf.py" --model "$curve" --out "$work" > "$OUT/export-$curve.log" 2>&1 \
+    && python3 "$here/onnx_to_safetensors.py" "$work/$curve.raw.dyn.onnx" "$work/$curve.safetensors" \
+         "$here/$curve.tensors.txt" \
+    && python3 "$here/make_tokens.py" "$work/$curve.tokens.bin" $(( 60 * 8 * 1024 + 1 )) 32000 1 \
+    || log "export of $curve failed"
+  "$here/$curve-train" --data "$work/$curve.tokens.bin" --weights "$work/$curve.safetensors" --steps 50 \
+      --lr 6e-4 --schedule constant --warmup 0 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 \
+      --grad-clip 1.0 --no-shuffle --metrics "$OUT/curve-tessera.jsonl" > "$OUT/curve-tessera.log" 2>&1 \
+    || log "tessera $curve failed: $?"
+  python3 "$here/torch_curve.py" --hf-model "$curve" --export-hf "$here/peer/export_hf.py" \
+      --weights "$work/$curve.safetensors" --data "$work/$curve.tokens.bin" --steps 50 --B 8 --T 1024 \
+      --out "$OUT/curve-torch.jsonl" > "$OUT/curve-torch.log" 2>&1 \
+    && python3 "$here/compare_curves.py" "$OUT/curve-tessera.jsonl" "$OUT/curve-torch.jsonl" \
+         --label "$curve-bf16" | tee "$OUT/curve.txt" | tail -n 3 \
+    || tail -n 5 "$OUT/curve-torch.log"
+fi
 python3 "$here/report.py" "$OUT" "$here" | tee "$OUT/table.md"
 # $OUT returns at most 8 files: pack the logs.
 (cd "$OUT" && tar czf logs-llama.tgz *.log *.jsonl profile-*.txt 2>/dev/null && rm -f *.log *.jsonl)
