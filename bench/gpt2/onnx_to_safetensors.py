@@ -31,7 +31,7 @@ def main():
         missing = sorted(set(wanted) - {i.name for i in model.graph.initializer})
         if missing:
             sys.exit(f"{sys.argv[1]}: no initializer for {', '.join(missing[:5])}")
-    header, blobs, offset = {}, [], 0
+    tensors = []
     for init in model.graph.initializer:
         if wanted is not None and init.name not in wanted:
             continue
@@ -39,18 +39,24 @@ def main():
         if array.dtype not in DTYPES:
             sys.exit(f"{sys.argv[1]}: initializer {init.name} has unsupported dtype {array.dtype}")
         data = array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
-        header[init.name] = {"dtype": DTYPES[array.dtype], "shape": list(array.shape),
-                             "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
+        tensors.append((init.name, DTYPES[array.dtype], list(array.shape), data))
+    write_safetensors(sys.argv[2], tensors)
+
+def write_safetensors(path, tensors):
+    """Writes (name, dtype name, shape, little-endian bytes) tuples as one
+    safetensors file; also what bench/llama/random_weights.py writes with."""
+    header, offset = {}, 0
+    for name, dtype, shape, data in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    with open(sys.argv[2], "wb") as out:
+    with open(path, "wb") as out:
         out.write(struct.pack("<Q", len(text)))
         out.write(text)
-        for blob in blobs:
-            out.write(blob)
-    print(f"{sys.argv[2]}: {len(header)} tensors, {offset / 2**20:.1f} MiB")
+        for _, _, _, data in tensors:
+            out.write(data)
+    print(f"{path}: {len(header)} tensors, {offset / 2**20:.1f} MiB")
 
 if __name__ == "__main__":
     main()

@@ -9,8 +9,12 @@ rotary frequencies `inv_freq` as the model defines them,
 
 TENSORS.txt is build.sh's list, one "name dim0 dim1 ..." a line.
 """
-import argparse, json, struct
+import argparse, os, sys
 import torch
+
+# onnx_to_safetensors.py (bench/gpt2) is copied beside this script by build.sh.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from onnx_to_safetensors import write_safetensors
 
 def main():
     p = argparse.ArgumentParser()
@@ -19,7 +23,7 @@ def main():
     p.add_argument("--theta", type=float, default=500000.0)
     a = p.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
-    header, blobs, offset = {}, [], 0
+    tensors = []
     for line in open(a.tensors):
         name, *dims = line.split()
         shape = [int(d) for d in dims]
@@ -32,18 +36,8 @@ def main():
             dtype = "BF16"
         else:
             tensor, dtype = torch.ones(shape, dtype=torch.bfloat16), "BF16"
-        data = tensor.contiguous().view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(a.out, "wb") as out:
-        out.write(struct.pack("<Q", len(text)))
-        out.write(text)
-        for blob in blobs:
-            out.write(blob)
-    print(f"{a.out}: {len(header)} tensors, {offset / 2**30:.2f} GiB")
+        tensors.append((name, dtype, shape, tensor.contiguous().view(torch.uint8).numpy().tobytes()))
+    write_safetensors(a.out, tensors)
 
 if __name__ == "__main__":
     main()
