@@ -86,10 +86,18 @@ template <> __device__ int64_t loadAs<int64_t>(const void *data, int dtype, int6
   return loadInteger(data, dtype, i);
 }
 
+/// Stores the finished reduction of output j (the mean divides here).
 template <typename T>
 __device__ __forceinline__ void storeReduced(int op, void *y, int yType,
                                              int64_t j, T value,
-                                             int64_t reducedCount);
+                                             int64_t reducedCount) {
+  if (op == TESSERA_REDUCE_MEAN)
+    value = static_cast<T>(value / static_cast<T>(reducedCount));
+  if constexpr (sizeof(T) == 8 && T(1) / T(2) == T(0))
+    storeInteger(y, yType, j, value);
+  else
+    storeNumber(y, yType, j, value);
+}
 
 template <typename T>
 __global__ void reduceKernel(int op, const void *x, int xType, void *y,
@@ -118,19 +126,6 @@ __global__ void reduceKernel(int op, const void *x, int xType, void *y,
       storeReduced(op, y, yType, j, shared[0], reducedCount);
     __syncthreads();
   }
-}
-
-/// Stores the finished reduction of output j (the mean divides here).
-template <typename T>
-__device__ __forceinline__ void storeReduced(int op, void *y, int yType,
-                                             int64_t j, T value,
-                                             int64_t reducedCount) {
-  if (op == TESSERA_REDUCE_MEAN)
-    value = static_cast<T>(value / static_cast<T>(reducedCount));
-  if constexpr (sizeof(T) == 8 && T(1) / T(2) == T(0))
-    storeInteger(y, yType, j, value);
-  else
-    storeNumber(y, yType, j, value);
 }
 
 /// One thread per output: for reductions of a few elements each.
