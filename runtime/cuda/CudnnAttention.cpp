@@ -324,16 +324,22 @@ bool runGraph(AttentionShape shape,
   return true;
 }
 
-/// The call's shape, or false when its operands are not 16-byte aligned
-/// (cuDNN's engines load 16-byte vectors).
+/// cuDNN's engines load 16-byte vectors: every operand must be aligned.
+bool aligned16(std::initializer_list<const void *> pointers) {
+  for (const void *pointer : pointers)
+    if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
+      return false;
+  return true;
+}
+
+/// The call's shape, or false when its operands are not 16-byte aligned.
 bool packedShape(const tessera_tensor &qkv, int64_t queryHeads,
                  int64_t keyHeads, int64_t outputWidth, bool causal,
                  double scale, bool backward,
                  std::initializer_list<const void *> pointers,
                  AttentionShape &shape) {
-  for (const void *pointer : pointers)
-    if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
-      return false;
+  if (!aligned16(pointers))
+    return false;
   shape = AttentionShape{};
   shape.dtype = qkv.dtype;
   shape.batch = qkv.shape[0];
@@ -348,10 +354,6 @@ bool packedShape(const tessera_tensor &qkv, int64_t queryHeads,
   return shape.headDim % 8 == 0;
 }
 
-#endif // TESSERA_HAVE_CUDNN_FRONTEND
-
-
-#ifdef TESSERA_HAVE_CUDNN_FRONTEND
 constexpr int kOutputSlot = 2203; // the backward's recomputed o
 constexpr int kStatsSlot = 2204;  // and its statistics
 
@@ -367,9 +369,8 @@ bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
   if (k.shape[2] != q.shape[2] || v.shape[3] != q.shape[3] ||
       k.dtype != q.dtype || v.dtype != q.dtype)
     return false;
-  for (const void *pointer : pointers)
-    if (reinterpret_cast<uintptr_t>(pointer) % 16 != 0)
-      return false;
+  if (!aligned16(pointers))
+    return false;
   shape = AttentionShape{};
   shape.dtype = q.dtype;
   shape.batch = q.shape[0];
@@ -421,12 +422,13 @@ bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
                             tessera_tensor &dv, bool causal, double scale,
                             cudaStream_t stream) {
 #ifdef TESSERA_HAVE_CUDNN_FRONTEND
-  AttentionShape forward, backward;
+  AttentionShape forward;
   if (!headMajorShape(q, k, v, causal, scale, false, {q.data, k.data, v.data},
                       forward) ||
-      !headMajorShape(q, k, v, causal, scale, true,
-                      {dy.data, dq.data, dk.data, dv.data}, backward))
+      !aligned16({dy.data, dq.data, dk.data, dv.data}))
     return false;
+  AttentionShape backward = forward;
+  backward.backward = true;
   size_t outputBytes = static_cast<size_t>(cpu::elementCount(dy)) *
                        cpu::dtypeSize(dy.dtype);
   size_t statsBytes = static_cast<size_t>(forward.batch) *
