@@ -1,6 +1,7 @@
 //===- KernelBench.cuh - What the kernel benchmarks share -----------------===//
 //
-// Error checks that end the program with the failing call's message, and a
+// Error checks that end the program with the failing call's message, the
+// mean time of a call (timeMs), and a
 // device tensor filled with a deterministic pattern (floats in [-2, 2),
 // ids below a vocabulary), for the hand-run benchmarks in bench/kernels.
 //
@@ -15,6 +16,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 namespace kernel_bench {
@@ -81,6 +83,25 @@ struct DeviceBuffer {
   ~DeviceBuffer() { cudaFree(tensor.data); }
   tessera_tensor *get() { return &tensor; }
 };
+
+/// Mean ms per call of `body` over `iterations` calls, after two warm-ups.
+inline double timeMs(const std::function<void()> &body, int iterations = 10) {
+  body();
+  body();
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  check(cudaEventRecord(start), "record");
+  for (int i = 0; i < iterations; ++i)
+    body();
+  check(cudaEventRecord(stop), "record");
+  check(cudaEventSynchronize(stop), "sync");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iterations;
+}
 
 } // namespace kernel_bench
 

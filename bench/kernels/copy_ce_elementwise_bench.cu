@@ -27,23 +27,8 @@ namespace {
 
 /// Prints ms per call and GB/s for `bytes` moved per call.
 void time(const char *name, double bytes, const std::function<void()> &call) {
-  for (int i = 0; i < 2; ++i)
-    call();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  const int iterations = 10;
-  check(cudaEventRecord(start), "record");
-  for (int i = 0; i < iterations; ++i)
-    call();
-  check(cudaEventRecord(stop), "record");
-  check(cudaEventSynchronize(stop), "sync");
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-  ms /= iterations;
+  double ms = timeMs(call);
   std::printf("%-46s %9.3f ms  %7.0f GB/s\n", name, ms, bytes / ms / 1e6);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 } // namespace

@@ -20,6 +20,7 @@
 
 using kernel_bench::check;
 using kernel_bench::checkKernel;
+using kernel_bench::timeMs;
 
 namespace {
 
@@ -49,25 +50,6 @@ struct DeviceBuffer {
   ~DeviceBuffer() { cudaFree(tensor.data); }
   tessera_tensor *get() { return &tensor; }
 };
-
-/// Mean ms per call of `body` over `iterations` calls, after two warm-ups.
-double timeMs(const std::function<void()> &body, int iterations = 10) {
-  body();
-  body();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  check(cudaEventRecord(start), "record");
-  for (int i = 0; i < iterations; ++i)
-    body();
-  check(cudaEventRecord(stop), "record");
-  check(cudaEventSynchronize(stop), "sync");
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / iterations;
-}
 
 void benchLmHead(int64_t vocabulary) {
   const int64_t tokens = 16384, width = 768;

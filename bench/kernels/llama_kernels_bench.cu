@@ -50,21 +50,8 @@ double worstFraction = 1e30;
 /// call) and its fraction of the roofline; keeps the worst.
 void time(const char *name, Bound bound, double amount,
           const std::function<void()> &call) {
-  for (int i = 0; i < 2; ++i)
-    call();
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  const int iterations = 10;
-  check(cudaEventRecord(start), "record");
-  for (int i = 0; i < iterations; ++i)
-    call();
-  check(cudaEventRecord(stop), "record");
-  check(cudaEventSynchronize(stop), "sync");
+  double ms = timeMs(call);
   checkKernel(tessera_cuda_check_device_errors(nullptr));
-  float ms = 0;
-  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
-  ms /= iterations;
   double rate = amount / (ms * 1e-3);
   bool memory = bound == Bound::Memory;
   double roof = memory ? kBandwidth : kFlops;
@@ -77,8 +64,6 @@ void time(const char *name, Bound bound, double amount,
     worstFraction = fraction;
     worstName = name;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 } // namespace
