@@ -363,6 +363,8 @@ void addLoweringPreparation(mlir::PassManager &pm) {
   pm.addNestedPass<mlir::func::FuncOp>(tessera::createFuseHeadSplit());
   // The GELU gradients next to their linears, for linear_dgelu.
   pm.addNestedPass<mlir::func::FuncOp>(tessera::createScheduleGeluGrad());
+  // The sums of input gradients next to their linears, for linear_add.
+  pm.addNestedPass<mlir::func::FuncOp>(tessera::createScheduleResidualAdds());
 }
 
 /// tess-build-training's options from the flags.

@@ -139,6 +139,38 @@ def FusePackedAttention
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def ScheduleResidualAdds : Pass<"tess-schedule-residual-adds", "::mlir::func::FuncOp"> {
+  let summary = "Move each sum of two linears' results right after the later linear";
+  let description = [{
+    A `tess.add` one of whose operands is the result (and its only use) of a
+    `tess.linear`, and whose other operand already exists before that
+    linear, moves right after it (after the later of two such linears). The
+    lowering then runs the pair as one call, `tessera_*_linear_add`, with
+    the other operand as the GEMM's C. Autodiff makes these sums where one
+    tensor feeds several linears (q/k/v, gate/up) and puts the weight
+    gradients between. An add right after a norm gradient whose dx it sums
+    stays (that pair is one call already). Only the order changes.
+    tesserac runs it right before the lowering.
+
+    Before:
+    ```mlir
+    %a = tess.linear %dq, %wq {transpose_weight} ...
+    %dwq = tess.matmul %dq, %x {transpose_lhs} ...
+    %b = tess.linear %dk, %wk {transpose_weight} ...
+    %dwk = tess.matmul %dk, %x {transpose_lhs} ...
+    %dx = tess.add %a, %b ...
+    ```
+    After:
+    ```mlir
+    %a = tess.linear %dq, %wq {transpose_weight} ...
+    %dwq = tess.matmul %dq, %x {transpose_lhs} ...
+    %b = tess.linear %dk, %wk {transpose_weight} ...
+    %dx = tess.add %a, %b ...
+    %dwk = tess.matmul %dk, %x {transpose_lhs} ...
+    ```
+  }];
+}
+
 def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
   let summary = "Move each gelu_grad right after the linear that makes its dy";
   let description = [{
