@@ -95,6 +95,18 @@ static bool isContiguousSplit(Operation &op) {
                       [](int64_t dim) { return dim == 1; });
 }
 
+/// The operand whose bytes the kernels of `op` may overwrite with result
+/// `result` (each element read before it is written, by whoever writes
+/// it), or null. tess.cross_entropy_grad's dlogits over its logits: the
+/// largest tensor of a large-vocabulary step (16384 x 128256 bf16 is
+/// 4.2 GB) need not exist twice.
+static Value inPlaceOperand(Operation &op, OpResult result) {
+  if (auto grad = dyn_cast<tess::CrossEntropyGradOp>(op))
+    if (grad.getLogits().getType() == result.getType())
+      return grad.getLogits();
+  return {};
+}
+
 Value FunctionArenaPlan::resolveAlias(Value value) const {
   for (;;) {
     auto it = storage.find(value);
@@ -143,6 +155,27 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
   for (Operation &op : body)
     position[&op] = joinsPreviousCall(op) ? next - 1 : next++;
 
+  // Per value, the last position that reads it (the return included);
+  // per storage root, the values that share its bytes. An op may write a
+  // result over an operand's storage only when no value of that storage is
+  // read after it.
+  llvm::DenseMap<Value, int64_t> lastReader;
+  for (Operation &op : body)
+    for (Value operand : op.getOperands())
+      lastReader[operand] = std::max(lastReader.lookup(operand), position[&op]);
+  llvm::DenseMap<Value, SmallVector<Value, 2>> sharers;
+  auto share = [&](Value result, Value of) {
+    Value root = plan.resolveAlias(of);
+    sharers[root].push_back(result);
+  };
+  auto readAfter = [&](Value root, int64_t at) {
+    if (lastReader.lookup(root) > at)
+      return true;
+    return llvm::any_of(sharers.lookup(root), [&](Value value) {
+      return lastReader.lookup(value) > at;
+    });
+  };
+
   llvm::DenseMap<Value, int64_t> lastUse;
   for (Operation &op : body) {
     if (op.getNumRegions() != 0)
@@ -158,12 +191,24 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
       if (failed(elementBytes(type.getElementType())))
         return op.emitError("arena planning: unsupported element type ")
                << type.getElementType();
+      Value overwritten = inPlaceOperand(op, llvm::cast<OpResult>(result));
+      if (overwritten) {
+        Value root = plan.resolveAlias(overwritten);
+        if (plan.storage.lookup(root).kind != StorageKind::Arena ||
+            readAfter(root, position[&op]))
+          overwritten = {};
+      }
       if (isa<tess::ReshapeOp>(op)) {
         plan.storage[result] = {StorageKind::Alias, 0, op.getOperand(0)};
+        share(result, op.getOperand(0));
       } else if (isContiguousSplit(op)) {
         plan.storage[result] = {StorageKind::Alias, 0, op.getOperand(0),
                                 pieceOffset};
+        share(result, op.getOperand(0));
         pieceOffset += type.getNumElements() * *elementBytes(type.getElementType());
+      } else if (overwritten) {
+        plan.storage[result] = {StorageKind::Alias, 0, overwritten};
+        share(result, overwritten);
       } else if (auto it = outputOf.find(result); it != outputOf.end()) {
         plan.storage[result] = {StorageKind::Output, it->second, {}};
       } else {

@@ -132,7 +132,9 @@ extern "C" int tessera_cpu_cross_entropy_with_grad(
     const tessera_tensor *dloss, tessera_tensor *loss, tessera_tensor *dlogits,
     int64_t ignore_index) {
   // The host has no second pass over memory to save: the two kernels, in
-  // this order (dlogits may not alias the logits the loss reads).
+  // this order, so that dlogits may be the logits' own storage (the arena
+  // planner writes it in place): the loss reads the logits first, and the
+  // gradient reads each row whole before it overwrites it.
   if (int status = tessera_cpu_cross_entropy(logits, targets, loss,
                                              ignore_index))
     return status;

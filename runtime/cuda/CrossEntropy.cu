@@ -323,12 +323,18 @@ __global__ void __launch_bounds__(kRowThreads, 2)
   // As the CPU kernel: an f32 upstream divided by the f32 count.
   float rowWeight =
       loadFloat(dloss, dlossType, 0) / static_cast<float>(*count);
+  // dlogits may be the logits' own storage (the arena planner writes the
+  // gradient in place): the target's logit is read before the block's
+  // barriers in the normalizer, after which other threads overwrite the
+  // row. Every other element is read by the thread that writes it.
+  float targetLogit = results && threadIdx.x == 0 ? toFloat(rowLogits[target])
+                                                  : 0.0f;
   double normalizer =
       rowLogNormalizer(rowLogits, classes, split, sharedMax, sharedSum);
   const uint4 *cache = rowCache();
   // The fused loss: rowLossKernel's value from the same normalizer.
   if (results && threadIdx.x == 0)
-    results[row] = {normalizer - toFloat(rowLogits[target]), 1.0};
+    results[row] = {normalizer - targetLogit, 1.0};
   const uint4 *vectors = reinterpret_cast<const uint4 *>(rowLogits + split.head);
   auto writeVector = [&](int64_t v, const uint4 &vector) {
     unpack<T>(vector, values);

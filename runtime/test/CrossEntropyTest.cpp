@@ -68,6 +68,16 @@ TEST(CrossEntropyWithGrad, IsTheLossAndTheGradient) {
   EXPECT_EQ(fusedLoss.values(), loss.values());
   EXPECT_EQ(fusedDlogits.values(), dlogits.values());
 
+  // In place, as the arena planner runs it when nothing reads the logits
+  // afterwards: dlogits is the logits' own storage.
+  Tensor inPlace = logits;
+  Tensor inPlaceLoss(TESSERA_F32, {});
+  EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_with_grad(
+      inPlace.get(), targets.get(), dloss.get(), inPlaceLoss.get(),
+      inPlace.get(), 7));
+  EXPECT_EQ(inPlaceLoss.values(), loss.values());
+  EXPECT_EQ(inPlace.values(), dlogits.values());
+
   Tensor wrong(TESSERA_F32, {5, 5});
   EXPECT_NE(tessera_cpu_cross_entropy_with_grad(logits.get(), targets.get(),
                                                 dloss.get(), fusedLoss.get(),

@@ -88,3 +88,7 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 
 // PLAN: arena: {{[0-9]+}} buffers, {{[0-9]+}} bytes ({{[0-9]+}} without reuse)
 // PLAN: buffer {{ *}}0  offset {{ *}}{{[0-9]+}}  bytes {{ *}}256  live [0, {{[0-9]+}}]  tensor<2x8x4xf32>
+// The logits' block is also the loss gradient's (written in place): one
+// [2, 8, 16] buffer, live until the gradient's reader.
+// PLAN: bytes {{ *}}1024  live [1, 7]  tensor<2x8x16xf32>
+// PLAN-NOT: tensor<2x8x16xf32>

@@ -2,11 +2,18 @@
 
 #include "tessera/Lowering/ArenaPlanning.h"
 
+#include "Tess/IR/TessOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+
 #include <gtest/gtest.h>
 
 using tessera::lowering::ArenaLayout;
 using tessera::lowering::ArenaRequest;
 using tessera::lowering::packArena;
+using tessera::lowering::StorageKind;
 
 namespace {
 
@@ -85,6 +92,78 @@ TEST(ArenaPlanningTest, ManyRandomIntervalsNeverCollide) {
   for (const ArenaRequest &request : requests)
     sum += (request.bytes + 63) / 64 * 64;
   EXPECT_LT(layout.totalBytes, sum);
+}
+
+/// The arena plan of the one function in `source`, parsed into `context`.
+struct ParsedPlan {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  tessera::lowering::FunctionArenaPlan plan;
+  mlir::func::FuncOp function;
+
+  explicit ParsedPlan(const char *source) {
+    context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
+    module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
+    EXPECT_TRUE(module);
+    function = *module->getOps<mlir::func::FuncOp>().begin();
+    auto planned = tessera::lowering::planFunctionArena(function);
+    EXPECT_TRUE(mlir::succeeded(planned));
+    plan = *planned;
+  }
+  /// The value defined by the first op named `name`.
+  mlir::Value resultOf(llvm::StringRef name) {
+    mlir::Value found;
+    function.walk([&](mlir::Operation *op) {
+      if (!found && op->getName().getStringRef() == name)
+        found = op->getResult(0);
+    });
+    return found;
+  }
+};
+
+TEST(ArenaPlanningTest, TheLossGradientOverwritesLogitsNothingReadsAfter) {
+  // The head's logits are read by the loss and its gradient only: dlogits
+  // takes their bytes, and the step holds one [tokens, classes] block.
+  ParsedPlan parsed(R"mlir(
+    func.func @step(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<4xi64>, %s: tensor<f32>)
+        -> (tensor<f32>, tensor<4x8xf32>) {
+      %logits = tess.linear %x, %w {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+      %loss = tess.cross_entropy %logits, %t : (tensor<4x16xf32>, tensor<4xi64>) -> tensor<f32>
+      %d = tess.cross_entropy_grad %logits, %t, %s : (tensor<4x16xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x16xf32>
+      %dx = tess.linear %d, %w : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+      return %loss, %dx : tensor<f32>, tensor<4x8xf32>
+    })mlir");
+  mlir::Value logits = parsed.resultOf("tess.linear");
+  mlir::Value dlogits = parsed.resultOf("tess.cross_entropy_grad");
+  EXPECT_EQ(parsed.plan.storage.lookup(dlogits).kind, StorageKind::Alias);
+  EXPECT_EQ(parsed.plan.resolveAlias(dlogits), logits);
+  // The shared block lives on to the gradient's reader (position 3).
+  const auto &block =
+      parsed.plan.buffers[parsed.plan.storage.lookup(logits).index];
+  EXPECT_EQ(block.last, 3);
+  EXPECT_EQ(parsed.plan.buffers.size(), 1u); // dx is the caller's output
+}
+
+TEST(ArenaPlanningTest, LogitsReadAfterTheGradientKeepTheirBytes) {
+  // A view of the logits is read after the gradient, and a function
+  // argument's logits belong to the caller: both gradients get a block.
+  ParsedPlan parsed(R"mlir(
+    func.func @step(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %t: tensor<4xi64>, %s: tensor<f32>, %given: tensor<4x16xf32>)
+        -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+      %logits = tess.linear %x, %w {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+      %view = tess.reshape %logits : (tensor<4x16xf32>) -> tensor<64xf32>
+      %d = tess.cross_entropy_grad %logits, %t, %s : (tensor<4x16xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x16xf32>
+      %e = tess.exp %view : tensor<64xf32>
+      %back = tess.reshape %e : (tensor<64xf32>) -> tensor<4x16xf32>
+      %sum = tess.add %d, %back : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+      %d2 = tess.cross_entropy_grad %given, %t, %s : (tensor<4x16xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x16xf32>
+      %sum2 = tess.add %d2, %given : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+      return %sum, %sum2 : tensor<4x16xf32>, tensor<4x16xf32>
+    })mlir");
+  parsed.function.walk([&](tessera::tess::CrossEntropyGradOp grad) {
+    EXPECT_EQ(parsed.plan.storage.lookup(grad.getResult()).kind,
+              StorageKind::Arena);
+  });
 }
 
 } // namespace

@@ -58,7 +58,11 @@ def Tess_CrossEntropyGradOp : Tess_Op<"cross_entropy_grad",
     `dlogits[i, :] = dloss * (softmax(logits[i, :]) - onehot(targets[i])) /
     count` on counted rows and 0 on ignored ones, `count` being the number of
     targets that are not `ignore_index`. The result has the logits' type.
-    Kernel: `tessera_cpu_cross_entropy_grad`.
+    Kernel: `tessera_cpu_cross_entropy_grad`. Every kernel may write dlogits
+    over the logits (each element is read before it is overwritten): the
+    arena planner gives the gradient the logits' storage when nothing reads
+    them afterwards, so a large vocabulary's [tokens, classes] block exists
+    once.
 
     Rules: (C1) logits have rank >= 1; (C2) targets have the logits' shape
     without the last dim; (C3) `dloss` is `tensor<f32>` (its type

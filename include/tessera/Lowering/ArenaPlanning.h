@@ -56,8 +56,9 @@ enum class StorageKind {
   /// gradient), so no copy is needed at the end.
   Output,
   /// A reshape result: the same bytes as its input, seen with another
-  /// shape; or a piece of a split along its outermost non-unit dim: a
-  /// contiguous block of its input's bytes.
+  /// shape; a piece of a split along its outermost non-unit dim: a
+  /// contiguous block of its input's bytes; or a result its op writes over
+  /// an operand that nothing reads afterwards (in place).
   Alias,
 };
 
@@ -93,6 +94,10 @@ struct FunctionArenaPlan {
 ///   the input). This is safe because every tensor is written exactly once
 ///   (SSA) and no kernel writes its inputs, so a view never sees its bytes
 ///   change; the shared block lives until the last use of any view of it;
+/// - the exception: a result whose kernels may overwrite an operand
+///   (tess.cross_entropy_grad's dlogits over its logits) takes that
+///   operand's storage when it is an arena block that no value sharing it
+///   is read after the op;
 /// - a result of an op that appears exactly once among the returned values
 ///   is written directly into the caller's result (Output);
 /// - everything else gets an arena block over [definition, last use], where

@@ -248,6 +248,17 @@ void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes,
                     "cross_entropy_grad");
   EXPECT_EQ(fusedLoss.download().values(), gloss.download().values());
   EXPECT_EQ(fusedDlogits.download().values(), gdlogits.download().values());
+  // In place (the arena planner's choice when nothing reads the logits
+  // afterwards): the same loss and gradient to the bit.
+  if (dlogitsOffset == 0) {
+    DeviceTensor inPlace(logits), inPlaceLoss(dtype, {});
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_with_grad(
+        inPlace.get(), gtargets.get(), gdloss.get(), inPlaceLoss.get(),
+        inPlace.get(), -100, nullptr));
+    expectDeviceClean();
+    EXPECT_EQ(inPlaceLoss.download().values(), gloss.download().values());
+    EXPECT_EQ(inPlace.download().values(), gdlogits.download().values());
+  }
 }
 
 TEST(LayersCuda, CrossEntropyAndGradient) {
