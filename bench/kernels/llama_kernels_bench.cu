@@ -107,15 +107,15 @@ int main() {
         cos(bf16, {1, 1, tokens, headDim}), sin(bf16, {1, 1, tokens, headDim});
     time("rotary q [8,32,2048,64]", Bound::Memory, 2.0 * q.bytes, [&] {
       checkKernel(tessera_cuda_rotary(q.get(), cos.get(), sin.get(), qy.get(),
-                                      0, nullptr));
+                                      0, 0, nullptr));
     });
     time("rotary q [8,32,2048,64] adjoint", Bound::Memory, 2.0 * q.bytes, [&] {
       checkKernel(tessera_cuda_rotary(q.get(), cos.get(), sin.get(), qy.get(),
-                                      1, nullptr));
+                                      1, 0, nullptr));
     });
     time("rotary k [8,8,2048,64]", Bound::Memory, 2.0 * k.bytes, [&] {
       checkKernel(tessera_cuda_rotary(k.get(), cos.get(), sin.get(), ky.get(),
-                                      0, nullptr));
+                                      0, 0, nullptr));
     });
   }
   {

@@ -393,8 +393,9 @@ llvm::Error FunctionRun::execute(Operation &op) {
         return callKernel(
             op, {rotary.getInput(), rotary.getCos(), rotary.getSin()},
             [&](KernelInputs in, KernelOutputs out) {
-              return tessera_cpu_rotary(in[0], in[1], in[2], &out[0],
-                                        rotary.getAdjoint());
+              return tessera_cpu_rotary(
+                  in[0], in[1], in[2], &out[0], rotary.getAdjoint(),
+                  static_cast<int64_t>(rotary.getRotatedHeads()));
             });
       })
       .Case([&](tess::RmsNormOp norm) {

@@ -800,7 +800,8 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .value(in(rotary.getCos()))
               .value(in(rotary.getSin()))
               .value(out())
-              .i32(rotary.getAdjoint());
+              .i32(rotary.getAdjoint())
+              .i64(static_cast<int64_t>(rotary.getRotatedHeads()));
         });
       })
       .Case([&](tess::RmsNormOp norm) {

@@ -152,7 +152,7 @@ void requireGatedOperands(
 RotaryOperands requireRotaryOperands(const tessera_tensor *x,
                                      const tessera_tensor *cos,
                                      const tessera_tensor *sin,
-                                     tessera_tensor *y) {
+                                     tessera_tensor *y, int64_t rotated_heads) {
   const tessera_tensor &input = requireTensor(x, "x");
   const tessera_tensor &cosine = requireTensor(cos, "cos");
   const tessera_tensor &sine = requireTensor(sin, "sin");
@@ -170,8 +170,14 @@ RotaryOperands requireRotaryOperands(const tessera_tensor *x,
            " must have x's rank " + std::to_string(input.rank));
   }
   requireLike(output, "y", input, "x");
+  int64_t heads = shape.size() >= 2 ? shape[shape.size() - 2] : 1;
+  if (rotated_heads != 0 &&
+      (shape.size() < 2 || rotated_heads < 0 || rotated_heads > heads))
+    fail("rotated_heads " + std::to_string(rotated_heads) +
+         " must be 0 or in [1, dim(-2)] of x " + formatShape(shape));
   return {broadcastStrides(cosine, "cos", shape),
-          broadcastStrides(sine, "sin", shape)};
+          broadcastStrides(sine, "sin", shape), heads,
+          rotated_heads == 0 ? heads : rotated_heads};
 }
 
 void requireBinaryOperands(int32_t op, const tessera_tensor &a,

@@ -73,13 +73,16 @@ void requireGatedOperands(
 /// rotary: x float with an even last dim of at least 2; cos and sin of x's
 /// rank and dtype, broadcasting to x (their strides over x's shape); y like
 /// x.
+/// `rotated_heads` is 0 (all) or in [1, x.dim(-2)]; `heads` is x.dim(-2)
+/// (1 for rank 1) and `rotatedHeads` the count rotated (heads for 0).
 struct RotaryOperands {
   Shape cosStrides, sinStrides;
+  int64_t heads = 1, rotatedHeads = 1;
 };
 RotaryOperands requireRotaryOperands(const tessera_tensor *x,
                                      const tessera_tensor *cos,
                                      const tessera_tensor *sin,
-                                     tessera_tensor *y);
+                                     tessera_tensor *y, int64_t rotated_heads);
 
 void requireBinaryOperands(int32_t op, const tessera_tensor &a,
                            const tessera_tensor &b, const tessera_tensor &y);

@@ -18,9 +18,10 @@ using namespace tessera::cpu;
 extern "C" int tessera_cpu_rotary(const tessera_tensor *x,
                                   const tessera_tensor *cos,
                                   const tessera_tensor *sin, tessera_tensor *y,
-                                  int32_t adjoint) {
+                                  int32_t adjoint, int64_t rotated_heads) {
   return runKernel("tessera_cpu_rotary", [&] {
-    RotaryOperands operands = requireRotaryOperands(x, cos, sin, y);
+    RotaryOperands operands =
+        requireRotaryOperands(x, cos, sin, y, rotated_heads);
     const tessera_tensor &input = *x;
     Shape shape = shapeOf(input);
     int64_t width = shape.back(), half = width / 2;
@@ -32,6 +33,12 @@ extern "C" int tessera_cpu_rotary(const tessera_tensor *x,
       bool low = j < half;
       int64_t step = low ? half : -half; // partner - j
       double value = loadNumber(input.data, input.dtype, i);
+      // Heads at or past rotated_heads pass through (value heads).
+      if (shape.size() >= 2 &&
+          walker.index()[shape.size() - 2] >= operands.rotatedHeads) {
+        storeNumber(y->data, y->dtype, i, value);
+        continue;
+      }
       double partner = loadNumber(input.data, input.dtype, i + step);
       double c = loadNumber(cos->data, cos->dtype, walker.offset(0));
       double s, sign;

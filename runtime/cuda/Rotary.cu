@@ -9,7 +9,8 @@
 // typically [1, 1, T, D] against [B, H, T, D], and stay in L2). Each output
 // is two products summed in f32 and rounded once into its storage type, as
 // the CPU kernel does in f64; the chain it replaces rounded after each of
-// five ops and made seven passes over x.
+// five ops and made seven passes over x. Rows whose dim -2 index is at or
+// past rotated_heads (a packed q/k/v's value heads) are copied.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,13 +57,19 @@ template <> __device__ __forceinline__ __half fromFloat(float value) {
 template <typename Element>
 __global__ void rotaryKernel(const Element *x, const Element *cos,
                              const Element *sin, Element *y, RowLayout rows,
-                             int64_t cosStride, int64_t sinStride,
-                             int64_t half, int64_t pairs, bool adjoint) {
+                             int64_t cosStride, int64_t sinStride, int64_t half,
+                             int64_t pairs, bool adjoint, int64_t heads,
+                             int64_t rotatedHeads) {
   TESSERA_GRID_STRIDE_LOOP(p, pairs) {
     int64_t row = p / half, i = p - row * half;
+    int64_t low = row * 2 * half + i, high = low + half;
+    if (row % heads >= rotatedHeads) {
+      y[low] = x[low];
+      y[high] = x[high];
+      continue;
+    }
     int64_t base[2];
     rows.offsets(row, base);
-    int64_t low = row * 2 * half + i, high = low + half;
     using Compute = ComputeType<Element>;
     Compute a = toFloat(x[low]), b = toFloat(x[high]);
     Compute cosLow = toFloat(cos[base[0] + i * cosStride]);
@@ -88,17 +95,23 @@ __global__ void rotaryKernel(const Element *x, const Element *cos,
 __global__ void rotaryPackKernel(const void *x, const void *cos,
                                  const void *sin, void *y, int dtype,
                                  RowLayout rows, int64_t half, int64_t packs,
-                                 bool adjoint) {
+                                 bool adjoint, int64_t heads,
+                                 int64_t rotatedHeads) {
   int64_t packsPerRow = half / kPack;
   TESSERA_GRID_STRIDE_LOOP(p, packs) {
     int64_t row = p / packsPerRow, i = (p - row * packsPerRow) * kPack;
-    int64_t base[2];
-    rows.offsets(row, base);
     int64_t low = row * 2 * half + i, high = low + half;
     float a[kPack], b[kPack], cosLow[kPack], cosHigh[kPack], sinLow[kPack],
         sinHigh[kPack];
     loadPack(x, dtype, low, a);
     loadPack(x, dtype, high, b);
+    if (row % heads >= rotatedHeads) {
+      storePack(y, dtype, low, a);
+      storePack(y, dtype, high, b);
+      continue;
+    }
+    int64_t base[2];
+    rows.offsets(row, base);
     loadPack(cos, dtype, base[0] + i, cosLow);
     loadPack(cos, dtype, base[0] + i + half, cosHigh);
     loadPack(sin, dtype, base[1] + i, sinLow);
@@ -123,13 +136,13 @@ template <typename Element>
 void launchRotary(const tessera_tensor &x, const tessera_tensor &cos,
                   const tessera_tensor &sin, tessera_tensor &y,
                   const RowLayout &rows, int64_t cosStride, int64_t sinStride,
-                  int64_t half, int64_t pairs, bool adjoint,
-                  cudaStream_t stream) {
+                  int64_t half, int64_t pairs, bool adjoint, int64_t heads,
+                  int64_t rotatedHeads, cudaStream_t stream) {
   rotaryKernel<Element><<<gridFor(pairs), kThreadsPerBlock, 0, stream>>>(
       static_cast<const Element *>(x.data),
       static_cast<const Element *>(cos.data),
       static_cast<const Element *>(sin.data), static_cast<Element *>(y.data),
-      rows, cosStride, sinStride, half, pairs, adjoint);
+      rows, cosStride, sinStride, half, pairs, adjoint, heads, rotatedHeads);
 }
 
 } // namespace
@@ -137,10 +150,12 @@ void launchRotary(const tessera_tensor &x, const tessera_tensor &cos,
 extern "C" int tessera_cuda_rotary(const tessera_tensor *x,
                                    const tessera_tensor *cos,
                                    const tessera_tensor *sin, tessera_tensor *y,
-                                   int32_t adjoint, cudaStream_t stream) {
+                                   int32_t adjoint, int64_t rotated_heads,
+                                   cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_rotary", [&] {
     tessera::cpu::RotaryOperands operands =
-        tessera::cpu::requireRotaryOperands(x, cos, sin, y);
+        tessera::cpu::requireRotaryOperands(x, cos, sin, y, rotated_heads);
+    int64_t heads = operands.heads, rotatedHeads = operands.rotatedHeads;
     Shape shape = shapeOf(*x);
     int64_t half = shape.back() / 2;
     int64_t pairs = elementCount(*x) / 2;
@@ -164,26 +179,27 @@ extern "C" int tessera_cuda_rotary(const tessera_tensor *x,
       int64_t packs = pairs / kPack;
       rotaryPackKernel<<<gridFor(packs), kThreadsPerBlock, 0, stream>>>(
           x->data, cos->data, sin->data, y->data, x->dtype, rows, half, packs,
-          adjoint != 0);
+          adjoint != 0, heads, rotatedHeads);
       cudaCheckLaunch();
       return;
     }
     switch (x->dtype) {
     case TESSERA_F32:
       launchRotary<float>(*x, *cos, *sin, *y, rows, cosStride, sinStride, half,
-                          pairs, adjoint != 0, stream);
+                          pairs, adjoint != 0, heads, rotatedHeads, stream);
       break;
     case TESSERA_BF16:
       launchRotary<__nv_bfloat16>(*x, *cos, *sin, *y, rows, cosStride,
-                                  sinStride, half, pairs, adjoint != 0, stream);
+                                  sinStride, half, pairs, adjoint != 0, heads,
+                                  rotatedHeads, stream);
       break;
     case TESSERA_F16:
-      launchRotary<__half>(*x, *cos, *sin, *y, rows, cosStride, sinStride,
-                           half, pairs, adjoint != 0, stream);
+      launchRotary<__half>(*x, *cos, *sin, *y, rows, cosStride, sinStride, half,
+                           pairs, adjoint != 0, heads, rotatedHeads, stream);
       break;
     default:
-      launchRotary<double>(*x, *cos, *sin, *y, rows, cosStride, sinStride,
-                           half, pairs, adjoint != 0, stream);
+      launchRotary<double>(*x, *cos, *sin, *y, rows, cosStride, sinStride, half,
+                           pairs, adjoint != 0, heads, rotatedHeads, stream);
       break;
     }
     cudaCheckLaunch();

@@ -91,3 +91,112 @@ func.func @not_packed(%qkv: tensor<2x8x48xf32>, %m: tensor<1x1x8x8xf32>) -> (ten
   %2 = tess.attention %kh, %qh, %vh {scale = 0.5 : f64} : (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
   return %0, %1, %2 : tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>
 }
+
+// -----
+
+// Tests Llama's form: q and k rotated in [B, H, T, Dh] by one [1, 1, T, Dh]
+// table pair (GQA, 4 query and 2 K/V heads). The packed input is the
+// projection rotated in its own layout ([B, T, 8, Dh], the tables viewed as
+// [1, T, 1, Dh], rotated_heads = 6: the value heads pass through), and the
+// projection's gradient is one adjoint rotation of the packed gradient; no
+// transpose, split or concat is left.
+// CHECK-LABEL: func.func @rotary_forward_backward(
+// CHECK-SAME: %[[QKV:[^:]*]]: tensor<2x8x64xf32>
+// CHECK-SAME: %[[COS:[^:]*]]: tensor<1x1x8x8xf32>
+// CHECK-SAME: %[[SIN:[^:]*]]: tensor<1x1x8x8xf32>
+// CHECK-SAME: %[[DY:[^:]*]]: tensor<2x8x32xf32>
+// CHECK-NOT: tess.transpose
+// CHECK-NOT: tess.split
+// CHECK-DAG: %[[ROWS:.*]] = tess.reshape %[[QKV]] : (tensor<2x8x64xf32>) -> tensor<2x8x8x8xf32>
+// CHECK-DAG: %[[C:.*]] = tess.reshape %[[COS]] : (tensor<1x1x8x8xf32>) -> tensor<1x8x1x8xf32>
+// CHECK-DAG: %[[S:.*]] = tess.reshape %[[SIN]] : (tensor<1x1x8x8xf32>) -> tensor<1x8x1x8xf32>
+// CHECK: %[[R:.*]] = tess.rotary %[[ROWS]], %[[C]], %[[S]] {rotated_heads = 6 : i64}
+// CHECK: %[[P:.*]] = tess.reshape %[[R]] : (tensor<2x8x8x8xf32>) -> tensor<2x8x64xf32>
+// CHECK: %[[Y:.*]], %[[LSE:.*]] = tess.packed_attention %[[P]] {causal, key_heads = 2 : i64, query_heads = 4 : i64
+// CHECK: %[[DP:.*]] = tess.packed_attention_grad %[[P]], %[[Y]], %[[LSE]], %[[DY]]
+// CHECK: %[[DROWS:.*]] = tess.reshape %[[DP]] : (tensor<2x8x64xf32>) -> tensor<2x8x8x8xf32>
+// CHECK: %[[DR:.*]] = tess.rotary %[[DROWS]], %[[C]], %[[S]] {adjoint, rotated_heads = 6 : i64}
+// CHECK: %[[DQKV:.*]] = tess.reshape %[[DR]] : (tensor<2x8x8x8xf32>) -> tensor<2x8x64xf32>
+// CHECK-NOT: tess.transpose
+// CHECK-NOT: tess.concat
+// CHECK: return %[[Y]], %[[DQKV]]
+func.func @rotary_forward_backward(%qkv: tensor<2x8x64xf32>, %cos: tensor<1x1x8x8xf32>, %sin: tensor<1x1x8x8xf32>, %dY: tensor<2x8x32xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x64xf32>) {
+  %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 32, 16, 16>} : (tensor<2x8x64xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %q4 = tess.reshape %q : (tensor<2x8x32xf32>) -> tensor<2x8x4x8xf32>
+  %qt = tess.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %qh = tess.rotary %qt, %cos, %sin : (tensor<2x4x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %k4 = tess.reshape %k : (tensor<2x8x16xf32>) -> tensor<2x8x2x8xf32>
+  %kt = tess.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x8xf32>) -> tensor<2x2x8x8xf32>
+  %kh = tess.rotary %kt, %cos, %sin : (tensor<2x2x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %v4 = tess.reshape %v : (tensor<2x8x16xf32>) -> tensor<2x8x2x8xf32>
+  %vh = tess.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x8xf32>) -> tensor<2x2x8x8xf32>
+  %y = tess.attention %qh, %kh, %vh {causal, scale = 0.35355 : f64} : (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %yt = tess.transpose %y {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x8xf32>) -> tensor<2x8x4x8xf32>
+  %y3 = tess.reshape %yt : (tensor<2x8x4x8xf32>) -> tensor<2x8x32xf32>
+  %dY4 = tess.reshape %dY : (tensor<2x8x32xf32>) -> tensor<2x8x4x8xf32>
+  %dYh = tess.transpose %dY4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %dq, %dk, %dv = tess.attention_grad %qh, %kh, %vh, %dYh {causal, scale = 0.35355 : f64} : (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>)
+  %dqr = tess.rotary %dq, %cos, %sin {adjoint} : (tensor<2x4x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %dqt = tess.transpose %dqr {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x8xf32>) -> tensor<2x8x4x8xf32>
+  %dq3 = tess.reshape %dqt : (tensor<2x8x4x8xf32>) -> tensor<2x8x32xf32>
+  %dkr = tess.rotary %dk, %cos, %sin {adjoint} : (tensor<2x2x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %dkt = tess.transpose %dkr {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x8xf32>) -> tensor<2x8x2x8xf32>
+  %dk3 = tess.reshape %dkt : (tensor<2x8x2x8xf32>) -> tensor<2x8x16xf32>
+  %dvt = tess.transpose %dv {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x8xf32>) -> tensor<2x8x2x8xf32>
+  %dv3 = tess.reshape %dvt : (tensor<2x8x2x8xf32>) -> tensor<2x8x16xf32>
+  %dqkv = tess.concat %dq3, %dk3, %dv3 {axis = 2 : i64} : (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x64xf32>
+  return %y3, %dqkv : tensor<2x8x32xf32>, tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests a rotated q whose cotangent is also summed from elsewhere (here q
+// is returned too): the backward chain is not the plain one, so the
+// gradient's pieces are views of the packed gradient and the old adjoint
+// rotations stay; the forward is packed all the same. And q and k rotated
+// by different tables are not packed at all.
+// CHECK-LABEL: func.func @rotary_partial(
+// CHECK: tess.rotary %{{.*}} {rotated_heads = 6 : i64}
+// CHECK: tess.packed_attention_grad
+// CHECK: tess.rotary %{{.*}} {adjoint}
+// CHECK: tess.concat
+// CHECK-LABEL: func.func @rotary_other_tables(
+// CHECK-NOT: tess.packed_attention
+// CHECK: tess.attention
+func.func @rotary_partial(%qkv: tensor<2x8x64xf32>, %cos: tensor<1x1x8x8xf32>, %sin: tensor<1x1x8x8xf32>, %dYh: tensor<2x4x8x8xf32>, %dextra: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x8x64xf32>) {
+  %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 32, 16, 16>} : (tensor<2x8x64xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %q4 = tess.reshape %q : (tensor<2x8x32xf32>) -> tensor<2x8x4x8xf32>
+  %qt = tess.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %qh = tess.rotary %qt, %cos, %sin : (tensor<2x4x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %k4 = tess.reshape %k : (tensor<2x8x16xf32>) -> tensor<2x8x2x8xf32>
+  %kt = tess.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x8xf32>) -> tensor<2x2x8x8xf32>
+  %kh = tess.rotary %kt, %cos, %sin : (tensor<2x2x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %v4 = tess.reshape %v : (tensor<2x8x16xf32>) -> tensor<2x8x2x8xf32>
+  %vh = tess.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x8xf32>) -> tensor<2x2x8x8xf32>
+  %dq, %dk, %dv = tess.attention_grad %qh, %kh, %vh, %dYh {causal, scale = 0.35355 : f64} : (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>)
+  %dqsum = tess.add %dq, %dextra : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %dqr = tess.rotary %dqsum, %cos, %sin {adjoint} : (tensor<2x4x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %dqt = tess.transpose %dqr {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x8xf32>) -> tensor<2x8x4x8xf32>
+  %dq3 = tess.reshape %dqt : (tensor<2x8x4x8xf32>) -> tensor<2x8x32xf32>
+  %dkr = tess.rotary %dk, %cos, %sin {adjoint} : (tensor<2x2x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %dkt = tess.transpose %dkr {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x8xf32>) -> tensor<2x8x2x8xf32>
+  %dk3 = tess.reshape %dkt : (tensor<2x8x2x8xf32>) -> tensor<2x8x16xf32>
+  %dvt = tess.transpose %dv {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x8xf32>) -> tensor<2x8x2x8xf32>
+  %dv3 = tess.reshape %dvt : (tensor<2x8x2x8xf32>) -> tensor<2x8x16xf32>
+  %dqkv = tess.concat %dq3, %dk3, %dv3 {axis = 2 : i64} : (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> tensor<2x8x64xf32>
+  return %qh, %dqkv : tensor<2x4x8x8xf32>, tensor<2x8x64xf32>
+}
+
+func.func @rotary_other_tables(%qkv: tensor<2x8x64xf32>, %cos: tensor<1x1x8x8xf32>, %sin: tensor<1x1x8x8xf32>, %sin2: tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 32, 16, 16>} : (tensor<2x8x64xf32>) -> (tensor<2x8x32xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %q4 = tess.reshape %q : (tensor<2x8x32xf32>) -> tensor<2x8x4x8xf32>
+  %qt = tess.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %qh = tess.rotary %qt, %cos, %sin : (tensor<2x4x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %k4 = tess.reshape %k : (tensor<2x8x16xf32>) -> tensor<2x8x2x8xf32>
+  %kt = tess.transpose %k4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x8xf32>) -> tensor<2x2x8x8xf32>
+  %kh = tess.rotary %kt, %cos, %sin2 : (tensor<2x2x8x8xf32>, tensor<1x1x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %v4 = tess.reshape %v : (tensor<2x8x16xf32>) -> tensor<2x8x2x8xf32>
+  %vh = tess.transpose %v4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x8xf32>) -> tensor<2x2x8x8xf32>
+  %y = tess.attention %qh, %kh, %vh {causal, scale = 0.35355 : f64} : (tensor<2x4x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x4x8x8xf32>
+  return %y : tensor<2x4x8x8xf32>
+}

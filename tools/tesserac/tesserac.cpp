@@ -376,8 +376,15 @@ tessera::BuildTrainingOptions trainingOptions() {
   return options;
 }
 
-int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
+int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                      bool oneDevice) {
   mlir::PassManager training(&context);
+  // One GEMM for each attention's q/k/v projections. Only where nothing is
+  // partitioned: the sharding search plans the forward as imported, one
+  // column split per projection, which a packed weight does not have.
+  if (oneDevice)
+    training.addNestedPass<mlir::func::FuncOp>(
+        tessera::createPackQkvProjections());
   tessera::buildTrainingPipeline(training, trainingOptions());
   if (mlir::failed(training.run(module)))
     return fail(inputPath + ": building the training step failed");
@@ -444,7 +451,7 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   auto forward = result.planned->lookupSymbol<mlir::func::FuncOp>("forward");
   if (!forward)
     return fail(inputPath + ": the imported module has no @forward");
-  if (int status = buildTrainingStep(context, module))
+  if (int status = buildTrainingStep(context, module, /*oneDevice=*/false))
     return status;
   if (!search)
     return 0;
@@ -583,7 +590,8 @@ int compileTrainingProgram(
             meshTarget->searchOptions, /*search=*/forcedStrategy.empty(),
             searched))
       return status;
-  } else if (int status = buildTrainingStep(context, module)) {
+  } else if (int status =
+                 buildTrainingStep(context, module, /*oneDevice=*/true)) {
     return status;
   }
   if (int status = rematerializeStep(context, module))
@@ -868,7 +876,7 @@ int main(int argc, char **argv) {
   std::optional<tessera::lowering::StepMemory> stepMemory;
   if (summary && (loss.getNumOccurrences() || precision.getNumOccurrences())) {
     mlir::OwningOpRef<mlir::ModuleOp> step((**module).clone());
-    if (int status = buildTrainingStep(context, *step))
+    if (int status = buildTrainingStep(context, *step, /*oneDevice=*/true))
       return status;
     mlir::PassManager preparation(&context);
     addLoweringPreparation(preparation);

@@ -68,6 +68,13 @@ LogicalResult RotaryOp::verify() {
   if (getResult().getType() != input)
     return emitOpError("C3: the result type ")
            << getResult().getType() << " is not the input's " << input;
+  // I64Attr's getter returns the bits unsigned; the count is signed.
+  auto rotatedHeads = static_cast<int64_t>(getRotatedHeads());
+  if (rotatedHeads != 0 &&
+      (rank < 2 || rotatedHeads < 0 ||
+       rotatedHeads > input.getDimSize(rank - 2)))
+    return emitOpError("C4: rotated_heads ")
+           << rotatedHeads << " must be 0 or in [1, dim(-2)] of " << input;
   return success();
 }
 

@@ -510,17 +510,28 @@ def Tess_RotaryOp : Tess_Op<"rotary",
     buffers and constants alone (the rotary frequencies and positions).
     Kernels: `tessera_{cpu,cuda}_rotary`, one pass over x.
 
+    `rotated_heads = n` (0, the default, rotates everything) rotates only
+    the entries of dim -2 below n and copies the others unchanged: a packed
+    q/k/v projection viewed as `[B, T, Hq + 2 Hkv, D]` has its query and key
+    heads rotated and its value heads passed through in one pass, which is
+    how `tess-fuse-packed-attention` feeds `tess.packed_attention` from a
+    rotary model.
+
     Rules: (C1) `x`'s last dim is even and at least 2; (C2) `cos` and `sin`
     have `x`'s rank and element type and broadcast to `x`'s shape; (C3)
-    the result has `x`'s type.
+    the result has `x`'s type; (C4) `rotated_heads` is 0, or x has rank >= 2
+    and `0 < rotated_heads <= x.dim(-2)`.
 
     ```mlir
     %y = tess.rotary %x, %cos, %sin
       : (tensor<2x4x32x16xf32>, tensor<1x1x32x16xf32>, tensor<1x1x32x16xf32>) -> tensor<2x4x32x16xf32>
+    %qkv = tess.rotary %packed, %c, %s {rotated_heads = 6 : i64}
+      : (tensor<2x32x8x16xf32>, tensor<1x32x1x16xf32>, tensor<1x32x1x16xf32>) -> tensor<2x32x8x16xf32>
     ```
   }];
   let arguments = (ins Tess_FloatTensor:$input, Tess_FloatTensor:$cos,
-                   Tess_FloatTensor:$sin, UnitAttr:$adjoint);
+                   Tess_FloatTensor:$sin, UnitAttr:$adjoint,
+                   DefaultValuedAttr<I64Attr, "0">:$rotated_heads);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $cos `,` $sin attr-dict `:` functional-type(operands, results)

@@ -107,6 +107,38 @@ def FuseHeadSplit : Pass<"tess-fuse-head-split", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def PackQkvProjections
+    : Pass<"tess-pack-qkv-projections", "::mlir::func::FuncOp"> {
+  let summary = "The q, k and v projections of one input as one linear and a split";
+  let description = [{
+    Three `tess.linear` of one input whose results reach the query, key and
+    value of one `tess.attention` (no mask, no dropout) as heads (a reshape
+    of the last dim to `[H, Dh]`, the transpose `[0, 2, 1, 3]` and, for q
+    and k, an optional `tess.rotary`: the Llama-family form) become one
+    linear of the concatenated weights (and biases) and a `tess.split` in
+    q, k, v order. Run before autodiff: the backward is then one dx and one
+    dW GEMM over the packed gradient, and `tess-fuse-packed-attention` reads
+    the pieces in place. The weights stay the model's own parameters,
+    concatenated in the step. tesserac runs it on one-device programs (the
+    sharding search splits each projection's columns, not a packed weight's
+    pieces).
+
+    Before:
+    ```mlir
+    %q = tess.linear %x, %wq {transpose_weight} ...
+    %k = tess.linear %x, %wk {transpose_weight} ...
+    %v = tess.linear %x, %wv {transpose_weight} ...
+    ```
+    After:
+    ```mlir
+    %w = tess.concat %wq, %wk, %wv {axis = 0 : i64} ...
+    %qkv = tess.linear %x, %w {transpose_weight} ...
+    %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 64, 16, 16>} ...
+    ```
+  }];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def FusePackedAttention
     : Pass<"tess-fuse-packed-attention", "::mlir::func::FuncOp"> {
   let summary = "Attention over a fused QKV projection as tess.packed_attention";
@@ -119,9 +151,14 @@ def FusePackedAttention
     reads the forward's output and log-sum-exp instead of rerunning the
     forward, and writes the gradient in the packed layout. Then the function
     is canonicalized, so the head transposes of q, k, v, y, dy and of the
-    three gradients, and the concat of the gradients, are gone. tesserac runs
-    it right before the lowering (after partitioning and remat), before
-    `tess-fuse-head-split`.
+    three gradients, and the concat of the gradients, are gone. When q and
+    k are rotated alike after the head transpose (Llama-family: a
+    `tess.rotary` with an `[X, 1, T, Dh]` table pair), the packed op reads
+    the projection rotated in its own layout (one `tess.rotary` with
+    `rotated_heads = Hq + Hkv`), and the gradient's adjoint rotations,
+    transposes and concat become one adjoint rotation of the packed
+    gradient. tesserac runs it right before the lowering (after
+    partitioning and remat), before `tess-fuse-head-split`.
 
     Before:
     ```mlir

@@ -323,32 +323,39 @@ namespace {
 
 // tess.rotary against the CPU kernel: Llama's [B, H, T, D] against a
 // [1, 1, T, D] table, head dims 64 and 128, a per-batch table [B, 1, T, D],
-// and the adjoint; f32, bf16 and f16.
+// the adjoint, and a packed q/k/v [B, T, Hq + 2 Hkv, D] against [B, T, 1, D]
+// that rotates only its first heads (rotated_heads); f32, bf16 and f16.
 TEST(ElementwiseCuda, RotaryMatchesTheCpuKernel) {
   REQUIRE_GPU();
   struct Case {
     Shape x, table;
+    int64_t rotatedHeads;
   };
-  const Case cases[] = {{{2, 4, 33, 64}, {1, 1, 33, 64}},
-                        {{1, 3, 17, 128}, {1, 1, 17, 128}},
-                        {{2, 2, 9, 16}, {2, 1, 9, 16}},
-                        {{2, 3, 5, 20}, {1, 1, 5, 20}},
-                        {{5, 6}, {1, 6}}};
+  const Case cases[] = {{{2, 4, 33, 64}, {1, 1, 33, 64}, 0},
+                        {{1, 3, 17, 128}, {1, 1, 17, 128}, 0},
+                        {{2, 2, 9, 16}, {2, 1, 9, 16}, 0},
+                        {{2, 3, 5, 20}, {1, 1, 5, 20}, 0},
+                        {{5, 6}, {1, 6}, 0},
+                        {{2, 9, 6, 64}, {1, 9, 1, 64}, 4},
+                        {{2, 9, 6, 20}, {2, 9, 1, 20}, 5}};
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
     for (const Case &c : cases)
       for (int32_t adjoint : {0, 1}) {
         SCOPED_TRACE("dtype " + std::to_string(dtype) + " rank " +
                      std::to_string(c.x.size()) + " adjoint " +
-                     std::to_string(adjoint));
+                     std::to_string(adjoint) + " rotated_heads " +
+                     std::to_string(c.rotatedHeads));
         Tensor x = randomTensor(dtype, c.x, 11);
         Tensor cos = randomTensor(dtype, c.table, 12);
         Tensor sin = randomTensor(dtype, c.table, 13);
         Tensor expected(dtype, c.x);
         EXPECT_CPU_KERNEL_OK(tessera_cpu_rotary(x.get(), cos.get(), sin.get(),
-                                                expected.get(), adjoint));
+                                                expected.get(), adjoint,
+                                                c.rotatedHeads));
         DeviceTensor gx(x), gcos(cos), gsin(sin), gy(dtype, c.x);
-        EXPECT_CUDA_KERNEL_OK(tessera_cuda_rotary(
-            gx.get(), gcos.get(), gsin.get(), gy.get(), adjoint, nullptr));
+        EXPECT_CUDA_KERNEL_OK(tessera_cuda_rotary(gx.get(), gcos.get(),
+                                                  gsin.get(), gy.get(), adjoint,
+                                                  c.rotatedHeads, nullptr));
         expectDeviceClean();
         double rtol = dtype == TESSERA_F32 ? 1e-6 : toleranceFor(dtype);
         expectTensorsNear(gy.download(), expected, rtol, rtol, "rotary");

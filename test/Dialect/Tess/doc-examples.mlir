@@ -233,6 +233,14 @@ func.func @rotary(%x: tensor<2x4x32x16xf32>, %cos: tensor<1x1x32x16xf32>, %sin: 
   return %y : tensor<2x4x32x16xf32>
 }
 
+// CHECK-LABEL: func.func @rotary_packed
+// CHECK: tess.rotary %{{.*}} {rotated_heads = 6 : i64}
+func.func @rotary_packed(%packed: tensor<2x32x8x16xf32>, %c: tensor<1x32x1x16xf32>, %s: tensor<1x32x1x16xf32>) -> tensor<2x32x8x16xf32> {
+  %qkv = tess.rotary %packed, %c, %s {rotated_heads = 6 : i64}
+    : (tensor<2x32x8x16xf32>, tensor<1x32x1x16xf32>, tensor<1x32x1x16xf32>) -> tensor<2x32x8x16xf32>
+  return %qkv : tensor<2x32x8x16xf32>
+}
+
 // -----
 
 // CHECK-LABEL: func.func @rms_norm

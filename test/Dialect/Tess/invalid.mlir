@@ -1209,3 +1209,27 @@ func.func @rotary_c3(%x: tensor<2x4x8xf32>, %c: tensor<1x4x8xf32>) {
   %0 = tess.rotary %x, %c, %c : (tensor<2x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<2x4x8xbf16>
   return
 }
+
+// -----
+
+func.func @rotary_c4_too_many(%x: tensor<2x4x8xf32>, %c: tensor<1x4x8xf32>) {
+  // expected-error@+1 {{C4: rotated_heads 5 must be 0 or in [1, dim(-2)] of 'tensor<2x4x8xf32>'}}
+  %0 = tess.rotary %x, %c, %c {rotated_heads = 5 : i64} : (tensor<2x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_c4_negative(%x: tensor<2x4x8xf32>, %c: tensor<1x4x8xf32>) {
+  // expected-error@+1 {{C4: rotated_heads -1 must be 0 or in [1, dim(-2)] of 'tensor<2x4x8xf32>'}}
+  %0 = tess.rotary %x, %c, %c {rotated_heads = -1 : i64} : (tensor<2x4x8xf32>, tensor<1x4x8xf32>, tensor<1x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_c4_rank(%x: tensor<8xf32>, %c: tensor<8xf32>) {
+  // expected-error@+1 {{C4: rotated_heads 1 must be 0 or in [1, dim(-2)] of 'tensor<8xf32>'}}
+  %0 = tess.rotary %x, %c, %c {rotated_heads = 1 : i64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return
+}

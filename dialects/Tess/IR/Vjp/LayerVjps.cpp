@@ -132,7 +132,7 @@ LogicalResult RotaryOp::buildVjp(OpBuilder &builder,
   if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] =
         RotaryOp::create(builder, getLoc(), dy.getType(), dy, getCos(),
-                         getSin(), !getAdjoint());
+                         getSin(), !getAdjoint(), getRotatedHeads());
   return success();
 }
 

@@ -172,10 +172,12 @@ int tessera_cpu_swiglu_grad(const tessera_tensor *gate,
 /* tess.rotary: y[.., i] = x[.., i] cos[.., i] - x[.., i + h] sin[.., i] and
  * y[.., i + h] = x[.., i + h] cos[.., i + h] + x[.., i] sin[.., i + h] over the
  * last dim (h = D / 2); cos and sin have x's rank and broadcast to it. With
- * `adjoint`, the transposed rotation (the gradient with respect to x). */
+ * `adjoint`, the transposed rotation (the gradient with respect to x).
+ * `rotated_heads` > 0 rotates only the entries of dim -2 below it and copies
+ * the rest (a packed q/k/v's value heads); 0 rotates all. */
 int tessera_cpu_rotary(const tessera_tensor *x, const tessera_tensor *cos,
                        const tessera_tensor *sin, tessera_tensor *y,
-                       int32_t adjoint);
+                       int32_t adjoint, int64_t rotated_heads);
 int tessera_cpu_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
                          tessera_tensor *y, int64_t axis, double epsilon);
 int tessera_cpu_rms_norm_grad(const tessera_tensor *x,

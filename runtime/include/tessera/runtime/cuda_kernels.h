@@ -129,7 +129,8 @@ int tessera_cuda_swiglu_grad(const tessera_tensor *gate,
 /* tess.rotary (see tessera_cpu_rotary). */
 int tessera_cuda_rotary(const tessera_tensor *x, const tessera_tensor *cos,
                         const tessera_tensor *sin, tessera_tensor *y,
-                        int32_t adjoint, cudaStream_t stream);
+                        int32_t adjoint, int64_t rotated_heads,
+                        cudaStream_t stream);
 int tessera_cuda_rms_norm(const tessera_tensor *x, const tessera_tensor *scale,
                           tessera_tensor *y, int64_t axis, double epsilon,
                           cudaStream_t stream);
