@@ -6,21 +6,26 @@ bench/llama/build.sh (issue 21: an 8B program in under 90 s). One H200
 cannot hold its training state (16 bytes a parameter), so it is compiled,
 not run.
 
-  python3 export_llama3_8b.py SHARED_TOOLS_DIR OUT_DIR
+With LAYERS, the same layer shape with fewer layers, as llama3-8b-lLAYERS:
+the head-dim-128, d=4096 case that does fit (bench/llama/run.sh runs 4).
+
+  python3 export_llama3_8b.py SHARED_TOOLS_DIR OUT_DIR [LAYERS]
 """
 import sys
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
+    layers = int(sys.argv[3]) if len(sys.argv) == 4 else 32
+    name = "llama3-8b" if layers == 32 else f"llama3-8b-l{layers}"
     sys.path.insert(0, sys.argv[1])
     import export_hf
     from transformers import LlamaConfig, LlamaForCausalLM
-    export_hf.MODELS["llama3-8b"] = (lambda: LlamaForCausalLM(LlamaConfig(
-        hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+    export_hf.MODELS[name] = (lambda: LlamaForCausalLM(LlamaConfig(
+        hidden_size=4096, num_hidden_layers=layers, num_attention_heads=32, num_key_value_heads=8,
         intermediate_size=14336, vocab_size=128256, tie_word_embeddings=False, rope_theta=500000.0,
         max_position_embeddings=8192, use_cache=False)), True, 128256, 8192)
-    sys.argv = ["export_hf.py", "--model", "llama3-8b", "--meta", "--out", sys.argv[2]]
+    sys.argv = ["export_hf.py", "--model", name, "--meta", "--out", sys.argv[2]]
     export_hf.main()
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ done
 log() { echo "[$(date +%T)] $*"; }
 
 # name batch seq | peer's L D H KV F V tied theta
-specs=("llama3.2-1b 8 2048 16 2048 32 8 8192 128256 1 500000")
+specs=("llama3.2-1b 8 2048 16 2048 32 8 8192 128256 1 500000"
+       "llama3-8b-l4 2 4096 4 4096 32 8 14336 128256 0 500000")
 for spec in "${specs[@]}"; do
   read -r name batch seq L D H KV F V tied theta <<< "$spec"
   [[ -x "$here/$name-train" ]] || { log "$name: no executable"; continue; }
