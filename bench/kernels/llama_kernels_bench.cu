@@ -3,24 +3,30 @@
 // Times, at Llama 3.2 1B's training shapes (8 x 2048 tokens = 16384 rows,
 // d = 2048, 32 query heads and 8 key/value heads of 64, MLP width 8192,
 // vocabulary 128256, bf16), one call of every kernel kind the training step
-// launches: RMSNorm and its fused backward, rotary (q, its adjoint, k),
-// SwiGLU and its gradient, the head transposes, causal GQA attention and
-// its gradient, the projection GEMMs and the LM head, the fused
-// cross-entropy, and the embedding gradient. Each line gives ms per call,
+// launches: RMSNorm and its fused backward (also at Llama 3 8B's width
+// 4096), rotary over the packed q/k/v and its adjoint, SwiGLU and its
+// gradient, causal GQA attention on the packed q/k/v and its gradient, the
+// projection GEMMs and the LM head, the fused cross-entropy, the embedding
+// gradient, and the optimizer (gradient sum of squares, multi-tensor
+// AdamW). Each line gives ms per call,
 // the achieved rate, and the fraction of that kernel's roofline:
 // memory-bound kernels against kBandwidth (bytes they must move, counted
 // as each operand read once and each output written once), GEMMs and
 // attention against kFlops. The point is a guard, not a profile: every op
 // kind should be within 2x of its roofline, so the program exits non-zero
-// if any kernel is below 50% of it. Run by hand on the GPU machine; not a
-// test.
+// if any kernel is below 50% of it. TESSERA_BENCH_NORM_PARTS=1 adds the
+// norm backwards without the parameter gradient (and without the residual
+// add), to split their time. Run by hand on the GPU machine; not a test.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelBench.cuh"
 
+#include "tessera/runtime/cuda_optimizer.h"
+
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -39,7 +45,6 @@ constexpr double kFlops = 7.9e14;
 constexpr double kGuard = 0.5;
 
 constexpr long long kVocabulary = 128256;
-
 
 enum class Bound { Memory, Compute };
 
@@ -81,42 +86,63 @@ int main() {
               kBandwidth, kFlops);
   std::printf("%-44s %11s  %16s %14s %6s\n", "kernel", "ms", "achieved",
               "roofline", "%");
-  {
+  for (int64_t normWidth : {width, int64_t(4096)}) {
     // RMSNorm: x read, y written; the fused backward reads x, dy, residual
-    // and writes dx (scale and dscale are one row, not counted).
-    DeviceBuffer x(bf16, {rows, width}), y(bf16, {rows, width}),
-        dy(bf16, {rows, width}), residual(bf16, {rows, width}),
-        dx(bf16, {rows, width}), scale(bf16, {width}), dscale(bf16, {width});
-    time("rms_norm [16384,2048]", Bound::Memory, 2.0 * x.bytes, [&] {
+    // and writes dx (scale and dscale are one row, not counted). Width 2048
+    // is the 1B model's, 4096 Llama 3 8B's (at its 2 x 4096 tokens).
+    const int64_t normRows = normWidth == width ? rows : 2 * 4096;
+    DeviceBuffer x(bf16, {normRows, normWidth}), y(bf16, {normRows, normWidth}),
+        dy(bf16, {normRows, normWidth}), residual(bf16, {normRows, normWidth}),
+        dx(bf16, {normRows, normWidth}), scale(bf16, {normWidth}),
+        dscale(bf16, {normWidth});
+    std::string shape =
+        "[" + std::to_string(normRows) + "," + std::to_string(normWidth) + "]";
+    time(("rms_norm " + shape).c_str(), Bound::Memory, 2.0 * x.bytes, [&] {
       checkKernel(tessera_cuda_rms_norm(x.get(), scale.get(), y.get(), 1, 1e-5,
                                         nullptr));
     });
-    time("rms_norm_grad_add [16384,2048] + dscale", Bound::Memory,
+    time(("rms_norm_grad_add " + shape + " + dscale").c_str(), Bound::Memory,
          4.0 * x.bytes, [&] {
            checkKernel(tessera_cuda_rms_norm_grad_add(
                x.get(), scale.get(), dy.get(), residual.get(), dx.get(),
                dscale.get(), 1, 1e-5, nullptr));
          });
+    if (std::getenv("TESSERA_BENCH_NORM_PARTS")) {
+      time(("rms_norm_grad_add " + shape + " no dscale").c_str(),
+           Bound::Memory, 4.0 * x.bytes, [&] {
+             checkKernel(tessera_cuda_rms_norm_grad_add(
+                 x.get(), scale.get(), dy.get(), residual.get(), dx.get(),
+                 nullptr, 1, 1e-5, nullptr));
+           });
+      time(("rms_norm_grad " + shape + " no dscale").c_str(), Bound::Memory,
+           3.0 * x.bytes, [&] {
+             checkKernel(tessera_cuda_rms_norm_grad(x.get(), scale.get(),
+                                                    dy.get(), dx.get(), nullptr,
+                                                    1, 1e-5, nullptr));
+           });
+    }
   }
   {
-    // Rotary: x read, y written (cos/sin are one [T,D] table, not counted).
-    DeviceBuffer q(bf16, {batch, queryHeads, tokens, headDim}),
-        qy(bf16, {batch, queryHeads, tokens, headDim}),
-        k(bf16, {batch, keyHeads, tokens, headDim}),
-        ky(bf16, {batch, keyHeads, tokens, headDim}),
-        cos(bf16, {1, 1, tokens, headDim}), sin(bf16, {1, 1, tokens, headDim});
-    time("rotary q [8,32,2048,64]", Bound::Memory, 2.0 * q.bytes, [&] {
-      checkKernel(tessera_cuda_rotary(q.get(), cos.get(), sin.get(), qy.get(),
-                                      0, 0, nullptr));
-    });
-    time("rotary q [8,32,2048,64] adjoint", Bound::Memory, 2.0 * q.bytes, [&] {
-      checkKernel(tessera_cuda_rotary(q.get(), cos.get(), sin.get(), qy.get(),
-                                      1, 0, nullptr));
-    });
-    time("rotary k [8,8,2048,64]", Bound::Memory, 2.0 * k.bytes, [&] {
-      checkKernel(tessera_cuda_rotary(k.get(), cos.get(), sin.get(), ky.get(),
-                                      0, 0, nullptr));
-    });
+    // Rotary over the packed q/k/v projection [B, T, Hq + 2 Hkv, D]: the
+    // query and key heads rotated, the value heads copied, as the step runs
+    // it (forward, and the adjoint in the backward); x read, y written
+    // (the [1, T, 1, D] cos/sin table not counted).
+    const int64_t packedHeads = queryHeads + 2 * keyHeads;
+    DeviceBuffer qkv(bf16, {batch, tokens, packedHeads, headDim}),
+        rotated(bf16, {batch, tokens, packedHeads, headDim}),
+        cos(bf16, {1, tokens, 1, headDim}), sin(bf16, {1, tokens, 1, headDim});
+    time("rotary packed qkv [8,2048,48,64]", Bound::Memory, 2.0 * qkv.bytes,
+         [&] {
+           checkKernel(tessera_cuda_rotary(qkv.get(), cos.get(), sin.get(),
+                                           rotated.get(), 0,
+                                           queryHeads + keyHeads, nullptr));
+         });
+    time("rotary packed qkv [8,2048,48,64] adjoint", Bound::Memory,
+         2.0 * qkv.bytes, [&] {
+           checkKernel(tessera_cuda_rotary(qkv.get(), cos.get(), sin.get(),
+                                           rotated.get(), 1,
+                                           queryHeads + keyHeads, nullptr));
+         });
   }
   {
     // SwiGLU: gate, up read, y written; the gradient reads gate, up, dy and
@@ -133,45 +159,28 @@ int main() {
     });
   }
   {
-    // Head transposes: x read, y written.
-    DeviceBuffer bthd(bf16, {batch, tokens, queryHeads, headDim}),
-        bhtd(bf16, {batch, queryHeads, tokens, headDim});
-    int64_t swap[] = {0, 2, 1, 3};
-    time("transpose [8,2048,32,64] -> [8,32,2048,64]", Bound::Memory,
-         2.0 * bthd.bytes, [&] {
-           checkKernel(
-               tessera_cuda_transpose(bthd.get(), bhtd.get(), swap, nullptr));
-         });
-    time("transpose [8,32,2048,64] -> [8,2048,32,64]", Bound::Memory,
-         2.0 * bthd.bytes, [&] {
-           checkKernel(
-               tessera_cuda_transpose(bhtd.get(), bthd.get(), swap, nullptr));
-         });
-  }
-  {
-    // Causal GQA attention: QK^T and PV are 4 B Hq T T D FLOPs dense, half
-    // of it under the causal mask. The backward is counted as 2.5x the
-    // forward (dQ, dK, dV, and recomputing P); on the cuDNN path it also
-    // recomputes the forward, which this count does not credit.
-    DeviceBuffer q(bf16, {batch, queryHeads, tokens, headDim}),
-        k(bf16, {batch, keyHeads, tokens, headDim}),
-        v(bf16, {batch, keyHeads, tokens, headDim}),
-        y(bf16, {batch, queryHeads, tokens, headDim}),
-        dq(bf16, {batch, queryHeads, tokens, headDim}),
-        dk(bf16, {batch, keyHeads, tokens, headDim}),
-        dv(bf16, {batch, keyHeads, tokens, headDim});
+    // Causal GQA attention straight from the packed q/k/v projection: QK^T
+    // and PV are 4 B Hq T T D FLOPs dense, half of it under the causal
+    // mask. The backward reads the forward's y and lse and is counted as
+    // 2.5x the forward (QK^T again, dP, dV, dQ, dK).
+    const int64_t packedWidth = (queryHeads + 2 * keyHeads) * headDim;
+    DeviceBuffer qkv(bf16, {batch, tokens, packedWidth}),
+        y(bf16, {batch, tokens, queryHeads * headDim}),
+        lse(TESSERA_F32, {batch, queryHeads, tokens}),
+        dy(bf16, {batch, tokens, queryHeads * headDim}),
+        dqkv(bf16, {batch, tokens, packedWidth});
     double forward = 2.0 * batch * queryHeads * tokens * tokens * headDim;
-    time("attention causal q[8,32,2048,64] kv[8,8,..]", Bound::Compute,
-         forward, [&] {
-           checkKernel(tessera_cuda_attention(q.get(), k.get(), v.get(),
-                                              nullptr, y.get(), 1, 0.125, 0.0,
-                                              0, nullptr));
+    time("packed_attention causal qkv[8,2048,3072]", Bound::Compute, forward,
+         [&] {
+           checkKernel(tessera_cuda_packed_attention(
+               qkv.get(), y.get(), lse.get(), queryHeads, keyHeads, 1, 0.125,
+               nullptr));
          });
-    time("attention_grad causal q[8,32,2048,64]", Bound::Compute,
+    time("packed_attention_grad causal qkv[8,2048,3072]", Bound::Compute,
          2.5 * forward, [&] {
-           checkKernel(tessera_cuda_attention_grad(
-               q.get(), k.get(), v.get(), nullptr, y.get(), dq.get(), dk.get(),
-               dv.get(), 1, 0.125, 0.0, 0, nullptr));
+           checkKernel(tessera_cuda_packed_attention_grad(
+               qkv.get(), y.get(), lse.get(), dy.get(), dqkv.get(), queryHeads,
+               keyHeads, 1, 0.125, nullptr));
          });
   }
   {
@@ -190,8 +199,8 @@ int main() {
       DeviceBuffer x(bf16, {rows, p.k}), weight(bf16, {p.n, p.k}),
           y(bf16, {rows, p.n});
       time(p.name, Bound::Compute, 2.0 * rows * p.n * p.k, [&] {
-        checkKernel(tessera_cuda_linear(x.get(), weight.get(), nullptr,
-                                        y.get(), 1, nullptr));
+        checkKernel(tessera_cuda_linear(x.get(), weight.get(), nullptr, y.get(),
+                                        1, nullptr));
       });
     }
   }
@@ -200,8 +209,8 @@ int main() {
     // (logits read once, dlogits written once).
     DeviceBuffer x(bf16, {rows, width}), weight(bf16, {vocabulary, width}),
         logits(bf16, {rows, vocabulary}), dlogits(bf16, {rows, vocabulary});
-    DeviceBuffer targets(TESSERA_I64, {rows}, kVocabulary), loss(TESSERA_F32, {}),
-        dloss(TESSERA_F32, {});
+    DeviceBuffer targets(TESSERA_I64, {rows}, kVocabulary),
+        loss(TESSERA_F32, {}), dloss(TESSERA_F32, {});
     time("linear head [16384,2048] x [128256,2048]^T", Bound::Compute,
          2.0 * rows * vocabulary * width, [&] {
            checkKernel(tessera_cuda_linear(x.get(), weight.get(), nullptr,
@@ -209,9 +218,9 @@ int main() {
          });
     // The fill's [-2, 2) serves as logits; dloss is set to 1, as in training.
     float one = 1.0f;
-    check(cudaMemcpy(dloss.get()->data, &one, sizeof one,
-                     cudaMemcpyHostToDevice),
-          "cudaMemcpy");
+    check(
+        cudaMemcpy(dloss.get()->data, &one, sizeof one, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
     time("cross_entropy_with_grad [16384,128256]", Bound::Memory,
          2.0 * logits.bytes, [&] {
            checkKernel(tessera_cuda_cross_entropy_with_grad(
@@ -228,6 +237,46 @@ int main() {
            checkKernel(tessera_cuda_embedding_grad(ids.get(), dy.get(),
                                                    dtable.get(), nullptr));
          });
+  }
+  {
+    // The optimizer over every parameter of the 1B model (tied embedding:
+    // 1.236e9 f32 master weights) in 2^16-element chunks, as the driver
+    // runs it: the bf16 gradient's sum of squares (gradient read), then
+    // AdamW (weights, m, v read and written, gradient read).
+    const int64_t parameters = 1235814400, chunkElements = int64_t(1) << 16;
+    std::vector<tessera_tensor_chunk> table;
+    for (int64_t offset = 0; offset < parameters; offset += chunkElements)
+      table.push_back(
+          {offset, std::min(chunkElements, parameters - offset), 0, 1});
+    tessera_tensor_chunk *chunks = nullptr;
+    check(cudaMalloc(&chunks, table.size() * sizeof *chunks), "cudaMalloc");
+    check(cudaMemcpy(chunks, table.data(), table.size() * sizeof *chunks,
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy");
+    const int32_t chunkCount = static_cast<int32_t>(table.size());
+    DeviceBuffer weights(TESSERA_F32, {parameters}),
+        m(TESSERA_F32, {parameters}), v(TESSERA_F32, {parameters}),
+        gradient(bf16, {parameters}), sums(TESSERA_F32, {2 * chunkCount});
+    time("chunk_sum_squares bf16 [1.24e9]", Bound::Memory,
+         static_cast<double>(gradient.bytes), [&] {
+           checkKernel(tessera_cuda_chunk_sum_squares(
+               gradient.get()->data, bf16, chunks, chunkCount,
+               static_cast<double *>(sums.get()->data), nullptr));
+         });
+    // v starts at the fill's [-2, 2); AdamW needs v >= 0, so square it away
+    // with one step on a zeroed v.
+    check(cudaMemset(v.get()->data, 0, v.bytes), "cudaMemset");
+    time("multi_tensor_adamw f32 + bf16 grad [1.24e9]", Bound::Memory,
+         static_cast<double>(2 * (weights.bytes + m.bytes + v.bytes) +
+                             gradient.bytes),
+         [&] {
+           checkKernel(tessera_cuda_multi_tensor_adamw(
+               static_cast<float *>(weights.get()->data), gradient.get()->data,
+               bf16, static_cast<float *>(m.get()->data),
+               static_cast<float *>(v.get()->data), chunks, chunkCount, 1, 1e-4,
+               0.9, 0.95, 1e-8, 0.1, 1.0, nullptr));
+         });
+    check(cudaFree(chunks), "cudaFree");
   }
   check(cudaDeviceSynchronize(), "sync");
   std::printf("worst: %s at %.1f%% of roofline\n", worstName.c_str(),

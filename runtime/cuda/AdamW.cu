@@ -126,13 +126,32 @@ __global__ void addPartialSumsKernel(const double *partialSums, int count,
 
 constexpr int kSumSquaresSlot = 3300; // streamScratch slot of the partials
 
-__global__ void chunkSumSquaresKernel(const void *x, int xType,
+/// partialSums[c] = chunk c's sum of squares. With `packed` (x 16-byte
+/// aligned), a chunk whose offset is a whole number of packs is read a
+/// 16-byte pack a thread, its last count % kPack elements one a thread:
+/// 2-byte loads left the bf16 gradient's pass at a third of DRAM bandwidth.
+/// Either way the order depends only on the chunk table, so the sum is the
+/// same every run.
+__global__ void chunkSumSquaresKernel(const void *x, int xType, bool packed,
                                       const tessera_tensor_chunk *chunks,
                                       double *partialSums) {
   __shared__ double shared[32];
   const tessera_tensor_chunk chunk = chunks[blockIdx.x];
   double sum = 0.0;
-  for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x) {
+  int64_t first = 0;
+  if (packed && chunk.offset % kPack == 0) {
+    first = chunk.count / kPack * kPack;
+#pragma unroll 4
+    for (int64_t k = threadIdx.x * int64_t{kPack}; k < first;
+         k += blockDim.x * int64_t{kPack}) {
+      float values[kPack];
+      loadPack(x, xType, chunk.offset + k, values);
+#pragma unroll
+      for (int e = 0; e < kPack; ++e)
+        sum += static_cast<double>(values[e]) * values[e];
+    }
+  }
+  for (int64_t k = first + threadIdx.x; k < chunk.count; k += blockDim.x) {
     double value = loadFloat(x, xType, chunk.offset + k);
     sum += value * value;
   }
@@ -249,7 +268,9 @@ extern "C" int tessera_cuda_chunk_sum_squares(const void *x, int32_t dtype,
     if (!x || !partial_sums)
       fail("x and partial_sums must not be null");
     chunkSumSquaresKernel<<<static_cast<unsigned>(chunk_count), kChunkThreads,
-                            0, stream>>>(x, dtype, chunks, partial_sums);
+                            0, stream>>>(
+        x, dtype, reinterpret_cast<uintptr_t>(x) % 16 == 0, chunks,
+        partial_sums);
     cudaCheckLaunch();
   });
 }

@@ -24,19 +24,25 @@
 //   reducePartials over the blocks in f64. Measured on an H200 at GPT-2
 //   124M's [16384, 768] bf16 (2026-12-03): 68 us a call against 92 us for
 //   the two-kernel version, which re-read x and dy;
-// - wider warp-path rows and the block path leave (mean, rstd) per row in
-//   scratch, and a second kernel reads x and dy again in 16-byte packs (warp
-//   path, f32 sums over a chunk of rows) or by column (block path, f64),
-//   writing per-chunk partials for reducePartials.
+// - on the wide-row path (whole packs, 1025 to 8192 elements: Llama's 2048
+//   to 8192) the backward kernel sums them too: each block over its chunk
+//   of rows, a thread per column pack, in f32 registers;
+// - the block path leaves (mean, rstd) per row in scratch, and a second
+//   kernel reads x and dy again by column (f64), writing per-chunk
+//   partials for reducePartials (so does the warp path above 1024 elements
+//   when TESSERA_NORM_FUSED_PARTIALS=0 asks for it, for A/B measurements).
 // reducePartials gives a block 16 columns and 16 slices of the chunks: a
 // thread sums its slice's chunks in order, then one thread a column adds
 // the 16 slice sums in order.
 //
-// Rows of up to 2048 f32/bf16/f16 elements in 16-byte aligned packs (every
-// hidden size of GPT-2 and Llama-7B and below) take a faster path: one warp
-// per row, the row held in registers, so x (and dy) are read once and no
-// block-wide barrier is needed. It computes the same f64 sums in the same
-// formulas; only their summation order differs.
+// Rows of up to 2048 f32/bf16/f16 elements in 16-byte aligned packs take a
+// faster forward, and rows up to 1024 a faster backward: one warp per row,
+// the row held in registers, so x (and dy) are read once and no block-wide
+// barrier is needed. Wider rows in whole packs, to 8192, are held across a
+// block (the wide-row kernels: the forward 1 to 4 packs a thread, the
+// backward one pack a thread of 256 to 1024). All use the same formulas and
+// f64 row sums; the wide-row kernels add each thread's few elements in f32
+// before they go to f64, and the orders differ.
 //
 //===----------------------------------------------------------------------===//
 
@@ -174,6 +180,31 @@ constexpr int kMaxPacksPerLane = 8;
 /// backward kernel keeps itself: 1024 elements, 64 KB of shared memory.
 constexpr int kMaxFusedPartialPacks = 4;
 
+/// The forward of one pack at column j: values = (x - mean) * rstd (rms:
+/// x * rstd), times scale, plus bias, in place.
+__device__ __forceinline__ void normalizePack(float (&values)[kPack],
+                                              RowStatistics statistics,
+                                              bool rms, const void *scale,
+                                              int scaleType, const void *bias,
+                                              int biasType, int64_t j) {
+  float scales[kPack], biases[kPack];
+  if (scale)
+    loadPack(scale, scaleType, j, scales);
+  if (bias)
+    loadPack(bias, biasType, j, biases);
+#pragma unroll
+  for (int k = 0; k < kPack; ++k) {
+    float normalized =
+        rms ? values[k] * statistics.reciprocalStd
+            : (values[k] - statistics.mean) * statistics.reciprocalStd;
+    if (scale)
+      normalized *= scales[k];
+    if (bias)
+      normalized += biases[k];
+    values[k] = normalized;
+  }
+}
+
 /// The statistics of the row in `values` (kPacks packs per lane; pack p of
 /// this lane holds elements ((p * 32 + lane) * kPack ...), valid while below
 /// `width`), as rowStatistics computes them.
@@ -232,22 +263,8 @@ __global__ void normForwardWarpKernel(const void *x, int xType,
     int64_t j = (p * 32 + lane) * kPack;
     if (j >= width)
       continue;
-    float scales[kPack], biases[kPack];
-    if (scale)
-      loadPack(scale, scaleType, j, scales);
-    if (bias)
-      loadPack(bias, biasType, j, biases);
-#pragma unroll
-    for (int k = 0; k < kPack; ++k) {
-      float normalized =
-          rms ? values[p][k] * statistics.reciprocalStd
-              : (values[p][k] - statistics.mean) * statistics.reciprocalStd;
-      if (scale)
-        normalized *= scales[k];
-      if (bias)
-        normalized += biases[k];
-      values[p][k] = normalized;
-    }
+    normalizePack(values[p], statistics, rms, scale, scaleType, bias, biasType,
+                  j);
     storePack(y, yType, rowStart + j, values[p]);
   }
 }
@@ -262,16 +279,12 @@ constexpr int kWarpsPerBackwardBlock = 8;
 /// columns over its warp's rows, in f32 in its warp's part of shared memory
 /// (registers would spill beside the row), and the block adds its warps'
 /// sums in warp order into partials[blockIdx.x][0 .. 2 width), for
-/// reducePartials. Rows wider than kMaxFusedPartialPacks packs a lane would
-/// need more shared memory than two blocks an SM leave: there the kernel
-/// leaves (mean, rstd) per row in savedStatistics instead, for
-/// parameterPartialsKernel.
-///
-/// Rows wider than kMaxFusedPartialPacks packs a lane (kRereadDy) keep only
-/// x in registers and read dy again for dx (from L1/L2: the block's rows
-/// were just read): holding both rows took ~255 registers a thread at 2048
-/// elements, one block an SM, and 0.29 ms for [16384, 2048] bf16 (about
-/// 0.9 TB/s) in Llama 3.2 1B's step; with x alone two blocks fit.
+/// reducePartials. Without kPartials (TESSERA_NORM_FUSED_PARTIALS=0) the
+/// kernel leaves (mean, rstd) per row in savedStatistics instead, for
+/// parameterPartialsKernel. Rows to kMaxFusedPartialPacks packs a lane
+/// only: wider ones take the wide-row kernels (holding dy beside x took
+/// ~255 registers a thread at 2048 elements, and re-reading it 0.195 ms
+/// for Llama 3.2 1B's [16384, 2048] bf16, 34 % of bandwidth).
 template <int kPacks, bool kPartials>
 __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32, 2)
     normBackwardWarpKernel(const void *x, int xType, const void *scale,
@@ -295,20 +308,18 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32, 2)
 #pragma unroll
     for (int slot = 0; slot < kPacks * kPack; ++slot)
       scaleSums[slot * 32] = biasSums[slot * 32] = 0.0f;
-  constexpr bool kRereadDy = kPacks > kMaxFusedPartialPacks;
-  constexpr int kHeldPacks = kRereadDy ? 1 : kPacks;
+  static_assert(kPacks <= kMaxFusedPartialPacks, "wider rows: wide-row path");
   for (int64_t row = firstRow + warp; row < lastRow;
        row += kWarpsPerBackwardBlock) {
     int64_t rowStart = row * width;
-    // scaled[p] is dy * scale of pack p; with kRereadDy one pack, refilled.
-    float values[kPacks][kPack], scaled[kHeldPacks][kPack];
+    // scaled[p] is dy * scale of pack p.
+    float values[kPacks][kPack], scaled[kPacks][kPack];
 #pragma unroll
     for (int p = 0; p < kPacks; ++p) {
       int64_t j = (p * 32 + lane) * kPack;
       if (j < width) {
         loadPack(x, xType, rowStart + j, values[p]);
-        if constexpr (!kRereadDy)
-          loadPack(dy, dyType, rowStart + j, scaled[p]);
+        loadPack(dy, dyType, rowStart + j, scaled[p]);
       }
     }
     RowStatistics statistics = warpRowStatistics(values, width, epsilon, rms);
@@ -321,9 +332,7 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32, 2)
       float scales[kPack];
       if (scale)
         loadPack(scale, scaleType, j, scales);
-      float(&upstream)[kPack] = scaled[kRereadDy ? 0 : p];
-      if constexpr (kRereadDy)
-        loadPack(dy, dyType, rowStart + j, upstream);
+      float(&upstream)[kPack] = scaled[p];
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         float normalized =
@@ -355,18 +364,7 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32, 2)
       float residuals[kPack];
       if (residual)
         loadPack(residual, residualType, rowStart + j, residuals);
-      float(&upstream)[kPack] = scaled[kRereadDy ? 0 : p];
-      if constexpr (kRereadDy) {
-        // The same float products as the first pass, so the same bits.
-        loadPack(dy, dyType, rowStart + j, upstream);
-        if (scale) {
-          float scales[kPack];
-          loadPack(scale, scaleType, j, scales);
-#pragma unroll
-          for (int k = 0; k < kPack; ++k)
-            upstream[k] *= scales[k];
-        }
-      }
+      float(&upstream)[kPack] = scaled[p];
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         float value = values[p][k];
@@ -406,6 +404,284 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32, 2)
   }
 }
 
+//===--- Wide rows: a block across the row, a pack a thread --------------===//
+//
+// Rows wider than the warp path's fused partials (1024 elements: Llama's
+// 2048, 4096 and 8192) are held across a block instead, kPacks packs a
+// thread, so the row's sums are one block-wide reduction. What bounds these
+// kernels is how many blocks an SM holds while a block waits at a barrier
+// with no load in flight, and the f64 pipe: on an H200 at [16384, 2048]
+// bf16, a backward of 119 registers (x, dy and the residual of the next row
+// prefetched; two blocks an SM) and f64 products per element ran at a third
+// of DRAM bandwidth whether it reduced one row at a time or four. So each
+// thread sums its own elements in f32 (at most 16, each term exact to f32)
+// and only those partial sums go to f64, the backward reads a row at a
+// time without prefetch, and its registers are capped for four blocks an SM
+// at one pack a thread. Measured (2026-12-04, llama_kernels_bench): see
+// bench/RESULTS.md.
+
+/// Threads of a wide-row block.
+constexpr int kRowThreads = 256;
+/// Rows of a wide-row backward block, the chunk its parameter-gradient
+/// partials cover; more when that would make more than kMaxRowChunks.
+constexpr int kRowsPerRowChunk = 16;
+constexpr int64_t kMaxRowChunks = 2048;
+/// The most packs a thread of the wide-row forward holds (8192 elements at
+/// kRowThreads). The backward holds one pack a thread (its x, dy, residual
+/// and parameter-gradient sums in 64 registers) with 256, 512 or 1024
+/// threads, the same 8192 elements.
+constexpr int kRowMaxPacks = 4;
+
+/// The block-wide sums of kCount values (every thread gets them); `shared`
+/// holds 32 x kCount. Every thread of the block must call it.
+template <int kCount>
+__device__ __forceinline__ void blockSums(double (&values)[kCount],
+                                          double (*shared)[kCount]) {
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int warps = (blockDim.x + 31) / 32;
+#pragma unroll
+  for (int v = 0; v < kCount; ++v)
+    values[v] = warpSum(values[v]);
+  __syncthreads(); // `shared` may still be read by a previous call
+  if (lane == 0)
+#pragma unroll
+    for (int v = 0; v < kCount; ++v)
+      shared[warp][v] = values[v];
+  __syncthreads();
+#pragma unroll
+  for (int v = 0; v < kCount; ++v)
+    values[v] = warpSum(lane < warps ? shared[lane][v] : 0.0);
+}
+
+/// Column of element k of this thread's pack p.
+__device__ __forceinline__ int64_t rowColumn(int p, int k = 0) {
+  return (static_cast<int64_t>(p) * blockDim.x + threadIdx.x) * kPack + k;
+}
+
+/// The statistics of a row held as values[p] (pack p of this thread at
+/// rowColumn(p); zeros past `width`): layer_norm's mean, then the sum of
+/// squared deviations from it (rms_norm's sum of squares), each thread's
+/// share summed in f32 and the block's in f64. Two more per-thread sums
+/// that do not depend on the mean (the backward's sums of dy * scale and of
+/// its product with x) ride on the first reduction: `sums` comes in as
+/// this thread's, goes out as the row's. inverseWidth is 1 / width (f64
+/// division is slow and register-hungry; the reciprocal square root is
+/// rsqrt for the same reason).
+template <int kPacks>
+__device__ RowStatistics rowBlockStatistics(
+    const float (&values)[kPacks][kPack], int64_t width, double inverseWidth,
+    double epsilon, bool rms, double (&sums)[2], double (*shared)[3]) {
+  float mean = 0.0f;
+  if (!rms) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        sum += values[p][k];
+    double first[3] = {sum, sums[0], sums[1]};
+    blockSums(first, shared);
+    mean = static_cast<float>(first[0] * inverseWidth);
+    sums[0] = first[1], sums[1] = first[2];
+  }
+  float squares = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      if (rowColumn(p, k) < width) {
+        float deviation = values[p][k] - mean;
+        squares += deviation * deviation;
+      }
+  double second[3] = {squares, rms ? sums[0] : 0.0, rms ? sums[1] : 0.0};
+  blockSums(second, shared);
+  if (rms)
+    sums[0] = second[1], sums[1] = second[2];
+  double variance = second[0] * inverseWidth;
+  return {mean, static_cast<float>(rsqrt(variance + epsilon))};
+}
+
+/// Loads pack p of this thread from row `row`, or zeros past `width`.
+template <int kPacks>
+__device__ __forceinline__ void loadRow(const void *data, int dtype,
+                                        int64_t row, int64_t width,
+                                        float (&packs)[kPacks][kPack]) {
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p)
+    if (rowColumn(p) < width) {
+      loadPack(data, dtype, row * width + rowColumn(p), packs[p]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPack; ++k)
+        packs[p][k] = 0.0f;
+    }
+}
+
+template <int kPacks>
+__global__ void __launch_bounds__(kRowThreads)
+    normForwardRowKernel(const void *x, int xType, const void *scale,
+                         int scaleType, const void *bias, int biasType, void *y,
+                         int yType, int64_t width, double epsilon, bool rms) {
+  __shared__ double shared[32][3];
+  int64_t row = blockIdx.x;
+  float values[kPacks][kPack];
+  loadRow(x, xType, row, width, values);
+  double unused[2] = {0.0, 0.0};
+  RowStatistics statistics = rowBlockStatistics(values, width, 1.0 / width,
+                                                epsilon, rms, unused, shared);
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    int64_t j = rowColumn(p);
+    if (j >= width)
+      continue;
+    normalizePack(values[p], statistics, rms, scale, scaleType, bias, biasType,
+                  j);
+    storePack(y, yType, row * width + j, values[p]);
+  }
+}
+
+/// The backward of rows [blockIdx.x rowsPerBlock, + rowsPerBlock), one at
+/// a time, with normBackwardKernel's formulas: dx = (residual +) the
+/// norm's gradient, one rounding. With `partials`, each thread also sums
+/// dy * xhat and dy of its columns over the block's rows in f32, in row
+/// order, and writes them to partials[blockIdx.x][0 .. 2 width) for
+/// reducePartials. A pack a thread, kThreads threads (a block of kThreads
+/// is at most 64 registers a thread: 1024 threads an SM).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads, 1024 / kThreads)
+    normBackwardRowKernel(const void *x, int xType, const void *scale,
+                          int scaleType, const void *dy, int dyType,
+                          const void *residual, int residualType, void *dx,
+                          int dxType, int64_t rows, int64_t width,
+                          double epsilon, bool rms, int64_t rowsPerBlock,
+                          float *partials) {
+  constexpr int kPacks = 1;
+  __shared__ double shared[32][3];
+  int64_t firstRow = static_cast<int64_t>(blockIdx.x) * rowsPerBlock;
+  int64_t lastRow = min(rows, firstRow + rowsPerBlock);
+  const double inverseWidth = 1.0 / static_cast<double>(width);
+  float scaleSums[kPacks][kPack], biasSums[kPacks][kPack];
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+    for (int k = 0; k < kPack; ++k)
+      scaleSums[p][k] = biasSums[p][k] = 0.0f;
+  for (int64_t row = firstRow; row < lastRow; ++row) {
+    // scale is read each row (from L1) rather than held in registers.
+    float values[kPacks][kPack], upstream[kPacks][kPack],
+        residuals[kPacks][kPack], scales[kPacks][kPack];
+    if (scale) {
+      loadRow(scale, scaleType, 0, width, scales);
+    } else {
+#pragma unroll
+      for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+        for (int k = 0; k < kPack; ++k)
+          scales[p][k] = 1.0f;
+    }
+    loadRow(x, xType, row, width, values);
+    loadRow(dy, dyType, row, width, upstream);
+    if (residual)
+      loadRow(residual, residualType, row, width, residuals);
+    // layer_norm: dx = rstd (h - mean(h) - xhat mean(h xhat))
+    // rms_norm:   dx = rstd (h - x rstd^2 mean(h x)),  h = dy * scale;
+    // sum h xhat = rstd (sum h x - mean sum h).
+    float scaledSum = 0.0f, productSum = 0.0f;
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p)
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        float scaled = upstream[p][k] * scales[p][k];
+        scaledSum += scaled;
+        productSum += scaled * values[p][k];
+      }
+    double sums[2] = {scaledSum, productSum};
+    RowStatistics statistics = rowBlockStatistics(values, width, inverseWidth,
+                                                  epsilon, rms, sums, shared);
+    float meanScaled = static_cast<float>(sums[0] * inverseWidth);
+    float correction;
+    if (rms) {
+      correction = static_cast<float>(statistics.reciprocalStd *
+                                      statistics.reciprocalStd *
+                                      (sums[1] * inverseWidth));
+    } else {
+      double mean = static_cast<double>(statistics.mean);
+      correction =
+          static_cast<float>(statistics.reciprocalStd *
+                             ((sums[1] - mean * sums[0]) * inverseWidth));
+    }
+#pragma unroll
+    for (int p = 0; p < kPacks; ++p) {
+      int64_t j = rowColumn(p);
+      if (j >= width)
+        continue;
+#pragma unroll
+      for (int k = 0; k < kPack; ++k) {
+        float value = values[p][k], up = upstream[p][k];
+        float normalized =
+            rms ? value * statistics.reciprocalStd
+                : (value - statistics.mean) * statistics.reciprocalStd;
+        scaleSums[p][k] += up * normalized;
+        biasSums[p][k] += up;
+        float scaled = up * scales[p][k];
+        float result =
+            rms ? statistics.reciprocalStd * (scaled - value * correction)
+                : statistics.reciprocalStd *
+                      (scaled - meanScaled - normalized * correction);
+        values[p][k] = residual ? residuals[p][k] + result : result;
+      }
+      storePack(dx, dxType, row * width + j, values[p]);
+    }
+  }
+  if (!partials)
+    return;
+  float *scaleRow = partials + blockIdx.x * 2 * width;
+  float *biasRow = scaleRow + width;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p) {
+    int64_t j = rowColumn(p);
+    if (j >= width)
+      continue;
+#pragma unroll
+    for (int k = 0; k < kPack; k += 4) {
+      *reinterpret_cast<float4 *>(scaleRow + j + k) =
+          make_float4(scaleSums[p][k], scaleSums[p][k + 1], scaleSums[p][k + 2],
+                      scaleSums[p][k + 3]);
+      *reinterpret_cast<float4 *>(biasRow + j + k) =
+          make_float4(biasSums[p][k], biasSums[p][k + 1], biasSums[p][k + 2],
+                      biasSums[p][k + 3]);
+    }
+  }
+}
+
+/// Packs a thread (1, 2 or 4) the wide-row kernels need for rows of
+/// `width`, or 0 when the rows do not fit them: widths that are not whole
+/// packs, more than `maxPacks` packs a thread, f64, or data not 16-byte
+/// aligned.
+int rowPathPacks(int64_t width, int maxPacks,
+                 std::initializer_list<const tessera_tensor *> tensors) {
+  if (width % kPack != 0 || width > int64_t{maxPacks} * kRowThreads * kPack)
+    return 0;
+  for (const tessera_tensor *tensor : tensors)
+    if (tensor && (tensor->dtype == TESSERA_F64 ||
+                   reinterpret_cast<uintptr_t>(tensor->data) % 16 != 0))
+      return 0;
+  int64_t packs = (width / kPack + kRowThreads - 1) / kRowThreads;
+  return packs <= 2 ? static_cast<int>(packs) : 4;
+}
+
+/// Calls `launch` with std::integral_constant<int, packs> for 1, 2 or (up
+/// to kMax) 4.
+template <int kMax, typename Launch>
+void withRowPacks(int packs, Launch &&launch) {
+  if (packs == 1)
+    launch(std::integral_constant<int, 1>{});
+  else if (packs == 2 || kMax < 4)
+    launch(std::integral_constant<int, 2>{});
+  else if constexpr (kMax >= 4)
+    launch(std::integral_constant<int, 4>{});
+}
+
 /// Packs per lane the warp path needs for rows of `width`, or 0 when the
 /// rows do not fit it: widths that are not whole packs, more than
 /// kMaxPacksPerLane packs a lane, f64, or data not 16-byte aligned.
@@ -423,8 +699,10 @@ int warpPathPacks(int64_t width,
   return packs <= 4 ? static_cast<int>(packs) : packs <= 6 ? 6 : 8;
 }
 
-/// Calls `launch` with std::integral_constant<int, packs>.
-template <typename Launch> void withPacks(int packs, Launch &&launch) {
+/// Calls `launch` with std::integral_constant<int, packs>, for packs to
+/// kMax.
+template <int kMax = 8, typename Launch>
+void withPacks(int packs, Launch &&launch) {
   switch (packs) {
   case 1:
     launch(std::integral_constant<int, 1>{});
@@ -438,11 +716,13 @@ template <typename Launch> void withPacks(int packs, Launch &&launch) {
   case 4:
     launch(std::integral_constant<int, 4>{});
     break;
-  case 6:
-    launch(std::integral_constant<int, 6>{});
-    break;
   default:
-    launch(std::integral_constant<int, 8>{});
+    if constexpr (kMax > 4) {
+      if (packs == 6)
+        launch(std::integral_constant<int, 6>{});
+      else
+        launch(std::integral_constant<int, 8>{});
+    }
     break;
   }
 }
@@ -638,6 +918,16 @@ void normForward(const tessera_tensor *x, const tessera_tensor *scale,
               dataOf(biasTensor), typeOf(biasTensor), output.data, output.dtype,
               layout.rows, layout.width, epsilon, rms);
     });
+  } else if (int rowPacks =
+                 rowPathPacks(layout.width, kRowMaxPacks,
+                              {&input, &output, scaleTensor, biasTensor})) {
+    withRowPacks<kRowMaxPacks>(rowPacks, [&](auto packCount) {
+      normForwardRowKernel<decltype(packCount)::value>
+          <<<static_cast<unsigned>(layout.rows), kRowThreads, 0, stream>>>(
+              input.data, input.dtype, dataOf(scaleTensor), typeOf(scaleTensor),
+              dataOf(biasTensor), typeOf(biasTensor), output.data, output.dtype,
+              layout.width, epsilon, rms);
+    });
   } else {
     normForwardKernel<<<static_cast<unsigned>(layout.rows), kNormThreads, 0,
                         stream>>>(input.data, input.dtype, dataOf(scaleTensor),
@@ -689,10 +979,42 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   if (layout.rows > INT32_MAX)
     fail("more than 2^31 rows");
   bool parameterGradients = dscale || dbias;
+  // Rows wider than the warp path sums its partials for take the wide-row
+  // kernel, which always does.
+  if (layout.width > int64_t{kMaxFusedPartialPacks} * 32 * kPack)
+    if (int rowPacks = rowPathPacks(
+            layout.width, kRowMaxPacks,
+            {&input, &upstream, &inputGradient, scaleTensor, residual})) {
+      int64_t rowsPerChunk = std::max<int64_t>(
+          kRowsPerRowChunk, (layout.rows + kMaxRowChunks - 1) / kMaxRowChunks);
+      int64_t chunks = (layout.rows + rowsPerChunk - 1) / rowsPerChunk;
+      float *partials = nullptr;
+      if (parameterGradients)
+        partials = static_cast<float *>(
+            streamScratch(stream, chunks * 2 * layout.width * sizeof(float),
+                          kParameterGradientSlot));
+      if (layout.rows > 0) {
+        withRowPacks<kRowMaxPacks>(rowPacks, [&](auto packCount) {
+          constexpr int kThreads = decltype(packCount)::value * kRowThreads;
+          normBackwardRowKernel<kThreads>
+              <<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+                  input.data, input.dtype, dataOf(scaleTensor),
+                  typeOf(scaleTensor), upstream.data, upstream.dtype,
+                  dataOf(residual), typeOf(residual), inputGradient.data,
+                  inputGradient.dtype, layout.rows, layout.width, epsilon, rms,
+                  rowsPerChunk, partials);
+        });
+        cudaCheckLaunch();
+      }
+      if (parameterGradients)
+        reducePartials(partials, chunks, layout.width, dscale, dbias, stream);
+      return;
+    }
   int packs = warpPathPacks(
       layout.width, {&input, &upstream, &inputGradient, scaleTensor, residual});
-  bool fusedPartials = parameterGradients && packs &&
-                       packs <= kMaxFusedPartialPacks && fusePartials();
+  if (packs > kMaxFusedPartialPacks) // (the wide-row path took those)
+    packs = 0;
+  bool fusedPartials = parameterGradients && packs && fusePartials();
   // Rows per chunk of the partials: the warp path's kRowsPerPartial, the
   // block path's kRowsPerColumnChunk, or more where that would make more
   // chunks than a grid's y dimension holds or (block path) more than
@@ -723,17 +1045,15 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
   }
   if (layout.rows > 0) {
     if (packs) {
-      withPacks(packs, [&](auto packCount) {
+      withPacks<kMaxFusedPartialPacks>(packs, [&](auto packCount) {
         constexpr int kPacks = decltype(packCount)::value;
         // One row a warp, or a chunk of rows a block with the sums.
         int64_t rowsPerBlock =
             fusedPartials ? rowsPerChunk : kWarpsPerBackwardBlock;
         unsigned blocks = static_cast<unsigned>(
             (layout.rows + rowsPerBlock - 1) / rowsPerBlock);
-        auto kernel = normBackwardWarpKernel<kPacks, false>;
-        if constexpr (kPacks <= kMaxFusedPartialPacks)
-          if (fusedPartials)
-            kernel = normBackwardWarpKernel<kPacks, true>;
+        auto kernel = fusedPartials ? normBackwardWarpKernel<kPacks, true>
+                                    : normBackwardWarpKernel<kPacks, false>;
         size_t sharedBytes = fusedPartials
                                  ? kWarpsPerBackwardBlock * 2 * kPacks * 32 *
                                        kPack * sizeof(float)

@@ -92,10 +92,10 @@ TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
     Shape shape = {layout.total};
     Tensor param = withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 11));
     Tensor grad = withZeroGaps(layout, randomTensor(gradDtype, shape, 12));
-    Tensor m = withZeroGaps(
-        layout, randomTensor(TESSERA_F32, shape, 13, -0.1f, 0.1f));
-    Tensor v = withZeroGaps(
-        layout, randomTensor(TESSERA_F32, shape, 14, 0.0f, 0.01f));
+    Tensor m =
+        withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 13, -0.1f, 0.1f));
+    Tensor v =
+        withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 14, 0.0f, 0.01f));
     DeviceTensor gparam(param), ggrad(grad), gm(m), gv(v);
     for (int64_t step = 1; step <= 3; ++step) {
       for (size_t t = 0; t < layout.counts.size(); ++t) {
@@ -103,9 +103,9 @@ TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
         tessera_tensor g = slice(grad, layout.offsets[t], layout.counts[t]);
         tessera_tensor mt = slice(m, layout.offsets[t], layout.counts[t]);
         tessera_tensor vt = slice(v, layout.offsets[t], layout.counts[t]);
-        EXPECT_CPU_KERNEL_OK(tessera_cpu_adamw(
-            &p, &g, &mt, &vt, step, 1e-3, 0.9, 0.95, 1e-8,
-            layout.decays[t] ? 0.1 : 0.0, 0.5));
+        EXPECT_CPU_KERNEL_OK(
+            tessera_cpu_adamw(&p, &g, &mt, &vt, step, 1e-3, 0.9, 0.95, 1e-8,
+                              layout.decays[t] ? 0.1 : 0.0, 0.5));
       }
       EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
           static_cast<float *>(gparam.get()->data), ggrad.get()->data,
@@ -124,16 +124,16 @@ TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
 TEST(DriverKernelsCuda, MultiTensorAdamWRejectsBadArguments) {
   REQUIRE_GPU();
   float *none = nullptr;
-  EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_I32, none,
-                                            none, nullptr, 0, 1, 1e-3, 0.9,
-                                            0.95, 1e-8, 0, 1, nullptr),
+  EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_I32, none, none,
+                                            nullptr, 0, 1, 1e-3, 0.9, 0.95,
+                                            1e-8, 0, 1, nullptr),
             0);
   EXPECT_NE(std::string(tessera_cuda_last_error()).find("grad must be f32"),
             std::string::npos)
       << tessera_cuda_last_error();
-  EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_F32, none,
-                                            none, nullptr, 0, 0, 1e-3, 0.9,
-                                            0.95, 1e-8, 0, 1, nullptr),
+  EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_F32, none, none,
+                                            nullptr, 0, 0, 1e-3, 0.9, 0.95,
+                                            1e-8, 0, 1, nullptr),
             0);
 }
 
@@ -159,27 +159,35 @@ TEST(DriverKernelsCuda, AccumulationCastsAndAddsInF32) {
   }
 }
 
+// The driver's layout, whose chunks start at whole 16-byte packs (read a
+// pack a thread), and one whose chunks do not (read an element a thread),
+// with tails of every length below a pack.
 TEST(DriverKernelsCuda, ChunkSumsOfSquaresMatchTheCpu) {
   REQUIRE_GPU();
-  FlatLayout layout;
-  std::vector<tessera_tensor_chunk> table = layout.chunks();
-  DeviceChunks chunks(table);
-  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
-    SCOPED_TRACE("dtype " + std::to_string(dtype));
-    Tensor x = randomTensor(dtype, {layout.total}, 31, -2.0f, 2.0f);
-    DeviceTensor gx(x);
-    DeviceTensor partial(TESSERA_F64, {static_cast<int64_t>(table.size())});
-    EXPECT_CUDA_KERNEL_OK(tessera_cuda_chunk_sum_squares(
-        gx.get()->data, dtype, chunks.get(), chunks.size(),
-        static_cast<double *>(partial.get()->data), nullptr));
-    expectDeviceClean();
-    Tensor sums = partial.download();
-    for (size_t c = 0; c < table.size(); ++c) {
-      tessera_tensor view = slice(x, table[c].offset, table[c].count);
-      double expected = 0;
-      EXPECT_CPU_KERNEL_OK(tessera_cpu_sum_squares(&view, &expected));
-      double actual = static_cast<const double *>(sums.data())[c];
-      EXPECT_NEAR(actual, expected, 1e-12 * expected) << "chunk " << c;
+  FlatLayout unaligned;
+  unaligned.offsets = {3, 1029, 71047};
+  unaligned.counts = {1000, 70001, 7};
+  for (const FlatLayout &layout : {FlatLayout{}, unaligned}) {
+    std::vector<tessera_tensor_chunk> table = layout.chunks();
+    DeviceChunks chunks(table);
+    for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16}) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " first offset " +
+                   std::to_string(layout.offsets[0]));
+      Tensor x = randomTensor(dtype, {layout.total}, 31, -2.0f, 2.0f);
+      DeviceTensor gx(x);
+      DeviceTensor partial(TESSERA_F64, {static_cast<int64_t>(table.size())});
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_chunk_sum_squares(
+          gx.get()->data, dtype, chunks.get(), chunks.size(),
+          static_cast<double *>(partial.get()->data), nullptr));
+      expectDeviceClean();
+      Tensor sums = partial.download();
+      for (size_t c = 0; c < table.size(); ++c) {
+        tessera_tensor view = slice(x, table[c].offset, table[c].count);
+        double expected = 0;
+        EXPECT_CPU_KERNEL_OK(tessera_cpu_sum_squares(&view, &expected));
+        double actual = static_cast<const double *>(sums.data())[c];
+        EXPECT_NEAR(actual, expected, 1e-12 * expected) << "chunk " << c;
+      }
     }
   }
 }

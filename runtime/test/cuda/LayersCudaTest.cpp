@@ -85,11 +85,13 @@ void checkLayerNorm(int32_t dtype, bool withParameters, bool rms, int64_t width,
     expectTensorsNear(gdbias.download(), dbias, rtol, rtol, "norm dbias");
 }
 
-// Widths in whole 16-byte packs up to 2048 take the one-warp-a-row kernels
-// (200: some lanes idle; 768 to 2048: several packs a lane; to 1024 the
-// backward sums the parameter gradients itself, 1536 and 2048 in a second
-// kernel); 201 and 2056 the block-a-row ones.
-constexpr int64_t kNormWidths[] = {200, 201, 768, 1024, 1536, 2048, 2056};
+// Widths in whole 16-byte packs take the one-warp-a-row kernels up to 2048
+// forward and 1024 backward (200: some lanes idle; 768, 1024: several packs
+// a lane), and the wide-row kernels past that to 8192 (forward from 2056:
+// 1536 and 2048 a pack a thread, some threads idle at 1536; 2056 and 4096
+// two packs; 6144 four, some idle); 201 and 8200 the block-a-row ones.
+constexpr int64_t kNormWidths[] = {200,  201,  768,  1024, 1536,
+                                   2048, 2056, 4096, 6144, 8200};
 
 TEST(LayersCuda, LayerNormForwardBackward) {
   REQUIRE_GPU();
@@ -105,8 +107,8 @@ TEST(LayersCuda, LayerNormForwardBackward) {
 TEST(LayersCuda, NormParameterGradientsOverManyRows) {
   REQUIRE_GPU();
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
-    for (int64_t width :
-         {int64_t{200}, int64_t{768}, int64_t{1024}, int64_t{2048}}) {
+    for (int64_t width : {int64_t{200}, int64_t{768}, int64_t{1024},
+                          int64_t{2048}, int64_t{4096}}) {
       checkLayerNorm(dtype, true, false, width, 80);
       checkLayerNorm(dtype, true, true, width, 80);
     }
@@ -130,10 +132,10 @@ TEST(LayersCuda, RmsNormForwardBackward) {
         checkLayerNorm(dtype, parameters, true, width);
 }
 
-// The parameter gradients sum over every row: on the warp path (768 in the
-// backward kernel, 1536 in its own) in 32-row chunks, on the block path
-// (2056) in 64-row chunks, then over the chunks. Repeated calls must give the
-// same bits (f64 atomics across chunks did not).
+// The parameter gradients sum over every row: on the warp path (768) and
+// the wide-row path (1536, 2056, 4096) in 32-row chunks in the backward
+// kernel, on the block path (8200) in 64-row chunks, then over the chunks.
+// Repeated calls must give the same bits (f64 atomics across chunks did not).
 TEST(LayersCuda, NormGradientsAreBitwiseDeterministic) {
   REQUIRE_GPU();
   struct Case {
@@ -141,7 +143,8 @@ TEST(LayersCuda, NormGradientsAreBitwiseDeterministic) {
     int64_t rows, width;
   };
   for (Case c : {Case{TESSERA_F32, 8192, 768}, Case{TESSERA_BF16, 8192, 768},
-                 Case{TESSERA_BF16, 4096, 1536}, Case{TESSERA_F32, 4096, 2056}})
+                 Case{TESSERA_BF16, 4096, 1536}, Case{TESSERA_F32, 4096, 2056},
+                 Case{TESSERA_BF16, 4096, 4096}, Case{TESSERA_F32, 1024, 8200}})
     for (bool rms : {false, true}) {
       SCOPED_TRACE("dtype " + std::to_string(c.dtype) + " width " +
                    std::to_string(c.width) + " rms " + std::to_string(rms));
@@ -302,31 +305,35 @@ TEST(LayersCuda, CrossEntropyBadTargetIsADeviceError) {
       << message;
 }
 
+// Width 24 (whole 16-byte packs a row) takes the gradient's pack kernel,
+// width 20 its element kernel.
 TEST(LayersCuda, EmbeddingAndGradient) {
   REQUIRE_GPU();
-  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
-    SCOPED_TRACE("dtype " + std::to_string(dtype));
-    Tensor table = randomTensor(dtype, {50, 24}, 9);
-    // Repeated ids: the gradient must sum their rows.
-    Tensor ids = Tensor::integers({2, 6}, {3, 7, 3, 0, 49, 3, 7, 7, 1, 2, 3, 4},
-                                  TESSERA_I32);
-    Tensor dy = randomTensor(dtype, {2, 6, 24}, 10);
-    Tensor y(dtype, {2, 6, 24}), dtable(dtype, {50, 24});
-    EXPECT_CPU_KERNEL_OK(
-        tessera_cpu_embedding(table.get(), ids.get(), y.get()));
-    EXPECT_CPU_KERNEL_OK(
-        tessera_cpu_embedding_grad(ids.get(), dy.get(), dtable.get()));
-    DeviceTensor gtable(table), gids(ids), gdy(dy), gy(dtype, {2, 6, 24}),
-        gdtable(dtype, {50, 24});
-    EXPECT_CUDA_KERNEL_OK(
-        tessera_cuda_embedding(gtable.get(), gids.get(), gy.get(), nullptr));
-    EXPECT_CUDA_KERNEL_OK(tessera_cuda_embedding_grad(gids.get(), gdy.get(),
-                                                      gdtable.get(), nullptr));
-    expectDeviceClean();
-    expectTensorsEqual(gy.download(), y, "embedding");
-    expectTensorsNear(gdtable.download(), dtable, toleranceFor(dtype), 1e-6,
-                      "embedding_grad");
-  }
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
+    for (int64_t width : {int64_t{24}, int64_t{20}}) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " width " +
+                   std::to_string(width));
+      Tensor table = randomTensor(dtype, {50, width}, 9);
+      // Repeated ids: the gradient must sum their rows.
+      Tensor ids = Tensor::integers(
+          {2, 6}, {3, 7, 3, 0, 49, 3, 7, 7, 1, 2, 3, 4}, TESSERA_I32);
+      Tensor dy = randomTensor(dtype, {2, 6, width}, 10);
+      Tensor y(dtype, {2, 6, width}), dtable(dtype, {50, width});
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_embedding(table.get(), ids.get(), y.get()));
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_embedding_grad(ids.get(), dy.get(), dtable.get()));
+      DeviceTensor gtable(table), gids(ids), gdy(dy), gy(dtype, {2, 6, width}),
+          gdtable(dtype, {50, width});
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_embedding(gtable.get(), gids.get(), gy.get(), nullptr));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_embedding_grad(
+          gids.get(), gdy.get(), gdtable.get(), nullptr));
+      expectDeviceClean();
+      expectTensorsEqual(gy.download(), y, "embedding");
+      expectTensorsNear(gdtable.download(), dtable, toleranceFor(dtype), 1e-6,
+                        "embedding_grad");
+    }
 }
 
 /// `count` ids into `rows` rows with runs of every kind: id 7 half the
@@ -354,44 +361,48 @@ std::vector<int64_t> collidingIds(int64_t count, int64_t rows, uint32_t seed) {
 // the CPU sums it (f32, ascending positions), so it matches bit for bit.
 TEST(LayersCuda, EmbeddingGradientIsBitwiseDeterministic) {
   REQUIRE_GPU();
-  const int64_t rows = 300, width = 96, tokens = 4096;
+  const int64_t rows = 300, tokens = 4096;
   std::vector<int64_t> idValues = collidingIds(tokens, rows, 31);
   Tensor ids = Tensor::integers({16, tokens / 16}, idValues, TESSERA_I32);
   std::vector<int64_t> occurrences(rows, 0);
   for (int64_t id : idValues)
     ++occurrences[id];
-  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
-    SCOPED_TRACE("dtype " + std::to_string(dtype));
-    Tensor dy = randomTensor(dtype, {16, tokens / 16, width}, 32);
-    Tensor dtable(dtype, {rows, width});
-    EXPECT_CPU_KERNEL_OK(
-        tessera_cpu_embedding_grad(ids.get(), dy.get(), dtable.get()));
-    DeviceTensor gids(ids), gdy(dy), gdtable(dtype, {rows, width});
-    std::vector<Tensor> results;
-    for (int call = 0; call < 3; ++call) {
-      EXPECT_CUDA_KERNEL_OK(tessera_cuda_embedding_grad(
-          gids.get(), gdy.get(), gdtable.get(), nullptr));
-      expectDeviceClean();
-      results.push_back(gdtable.download());
-    }
-    for (int call = 1; call < 3; ++call)
-      expectSameBits(results[call], results[0], "embedding_grad");
-    // Long runs round differently from the CPU's one sequential sum (bf16
-    // results by an ulp).
-    expectTensorsNear(results[0], dtable, dtype == TESSERA_F32 ? 1e-4 : 1e-2,
-                      1e-3, "embedding_grad");
-    Tensor shortRuns(dtype, {rows, width}), shortRunsCpu(dtype, {rows, width});
-    for (int64_t row = 0; row < rows; ++row)
-      for (int64_t j = 0; j < width; ++j) {
-        bool shortRun = occurrences[row] <= 64;
-        int64_t i = row * width + j;
-        tessera::cpu::storeFloat(shortRuns.data(), dtype, i,
-                                 shortRun ? results[0].at(i) : 0.0f);
-        tessera::cpu::storeFloat(shortRunsCpu.data(), dtype, i,
-                                 shortRun ? dtable.at(i) : 0.0f);
+  // 96: the pack kernel (12 packs a row); 90: the element kernel.
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
+    for (int64_t width : {int64_t{96}, int64_t{90}}) {
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " width " +
+                   std::to_string(width));
+      Tensor dy = randomTensor(dtype, {16, tokens / 16, width}, 32);
+      Tensor dtable(dtype, {rows, width});
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_embedding_grad(ids.get(), dy.get(), dtable.get()));
+      DeviceTensor gids(ids), gdy(dy), gdtable(dtype, {rows, width});
+      std::vector<Tensor> results;
+      for (int call = 0; call < 3; ++call) {
+        EXPECT_CUDA_KERNEL_OK(tessera_cuda_embedding_grad(
+            gids.get(), gdy.get(), gdtable.get(), nullptr));
+        expectDeviceClean();
+        results.push_back(gdtable.download());
       }
-    expectSameBits(shortRuns, shortRunsCpu, "embedding_grad short runs");
-  }
+      for (int call = 1; call < 3; ++call)
+        expectSameBits(results[call], results[0], "embedding_grad");
+      // Long runs round differently from the CPU's one sequential sum (bf16
+      // results by an ulp).
+      expectTensorsNear(results[0], dtable, dtype == TESSERA_F32 ? 1e-4 : 1e-2,
+                        1e-3, "embedding_grad");
+      Tensor shortRuns(dtype, {rows, width}),
+          shortRunsCpu(dtype, {rows, width});
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t j = 0; j < width; ++j) {
+          bool shortRun = occurrences[row] <= 64;
+          int64_t i = row * width + j;
+          tessera::cpu::storeFloat(shortRuns.data(), dtype, i,
+                                   shortRun ? results[0].at(i) : 0.0f);
+          tessera::cpu::storeFloat(shortRunsCpu.data(), dtype, i,
+                                   shortRun ? dtable.at(i) : 0.0f);
+        }
+      expectSameBits(shortRuns, shortRunsCpu, "embedding_grad short runs");
+    }
 }
 
 TEST(LayersCuda, EmbeddingGradBadIdIsADeviceError) {
