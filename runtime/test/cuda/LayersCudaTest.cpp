@@ -305,12 +305,13 @@ TEST(LayersCuda, CrossEntropyBadTargetIsADeviceError) {
       << message;
 }
 
-// Width 24 (whole 16-byte packs a row) takes the gradient's pack kernel,
-// width 20 its element kernel.
+// Widths 24 and 520 (whole 16-byte packs a row: 3 packs, one a thread; 65
+// packs, a warp looping over them) take the gradient's pack kernel, width
+// 20 its element kernel.
 TEST(LayersCuda, EmbeddingAndGradient) {
   REQUIRE_GPU();
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
-    for (int64_t width : {int64_t{24}, int64_t{20}}) {
+    for (int64_t width : {int64_t{24}, int64_t{520}, int64_t{20}}) {
       SCOPED_TRACE("dtype " + std::to_string(dtype) + " width " +
                    std::to_string(width));
       Tensor table = randomTensor(dtype, {50, width}, 9);
@@ -367,9 +368,10 @@ TEST(LayersCuda, EmbeddingGradientIsBitwiseDeterministic) {
   std::vector<int64_t> occurrences(rows, 0);
   for (int64_t id : idValues)
     ++occurrences[id];
-  // 96: the pack kernel (12 packs a row); 90: the element kernel.
+  // 96 and 520: the pack kernel (12 packs a row, and 65 for a warp of 32
+  // threads); 90: the element kernel.
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16})
-    for (int64_t width : {int64_t{96}, int64_t{90}}) {
+    for (int64_t width : {int64_t{96}, int64_t{520}, int64_t{90}}) {
       SCOPED_TRACE("dtype " + std::to_string(dtype) + " width " +
                    std::to_string(width));
       Tensor dy = randomTensor(dtype, {16, tokens / 16, width}, 32);
