@@ -384,7 +384,8 @@ void launchScatterAdd(const tessera_tensor &dy, const tessera_tensor &indices,
          std::to_string(count) + " indices into " +
          std::to_string(lookup.length) + " rows");
   int64_t gradientRows = lookup.outer * lookup.length;
-  // Whole 16-byte packs a row: the pack kernel, a thread per pack.
+  // Whole 16-byte packs a row: the pack kernel, a thread per pack up to
+  // kMaxThreadsPerPackRow a row (then each thread loops over several).
   bool packed = lookup.inner % kPack == 0 && packable(dy) && packable(dx);
   int64_t rowUnits = packed ? lookup.inner / kPack : lookup.inner;
   int threadsPerRow = 1;

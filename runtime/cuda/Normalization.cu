@@ -416,8 +416,8 @@ __global__ void __launch_bounds__(kWarpsPerBackwardBlock * 32, 2)
 // bf16, a backward of 119 registers (x, dy and the residual of the next row
 // prefetched; two blocks an SM) and f64 products per element ran at a third
 // of DRAM bandwidth whether it reduced one row at a time or four. So each
-// thread sums its own elements in f32 (at most 16, each term exact to f32)
-// and only those partial sums go to f64, the backward reads a row at a
+// thread sums its own elements in f32 (8 in the backward, at most 32 in the
+// forward) and only those partial sums go to f64, the backward reads a row at a
 // time without prefetch, and its registers are capped for four blocks an SM
 // at one pack a thread. Measured (2026-12-04, llama_kernels_bench): see
 // bench/RESULTS.md.
