@@ -159,27 +159,41 @@ ScalarAgreement::ScalarAgreement(tessera_comm *comm, void *stream)
     : comm(comm), stream(stream) {
   if (!comm)
     throw CommError("scalar agreement: no communicator");
-  deviceScalar = comm->streamOps().allocate(sizeof(double));
+  deviceScalars = comm->streamOps().allocate(capacity * sizeof(double));
 }
 
-ScalarAgreement::~ScalarAgreement() { comm->streamOps().release(deviceScalar); }
+ScalarAgreement::~ScalarAgreement() {
+  comm->streamOps().release(deviceScalars);
+}
 
-double ScalarAgreement::reduce(double value, int32_t op) {
+void ScalarAgreement::reduce(double *values, size_t count, int32_t op) {
   StreamOps &ops = comm->streamOps();
-  ops.copyToComm(deviceScalar, &value, sizeof(value), stream);
-  tessera_tensor scalar = flatView(deviceScalar, TESSERA_F64, 0, 1);
-  check(tessera_comm_all_reduce(comm, &scalar, op, stream));
-  double result = 0;
-  ops.copyToHost(&result, deviceScalar, sizeof(result), stream);
-  return result;
+  if (count > capacity) {
+    ops.release(deviceScalars);
+    deviceScalars = ops.allocate(count * sizeof(double));
+    capacity = count;
+  }
+  const size_t bytes = count * sizeof(double);
+  ops.copyToComm(deviceScalars, values, bytes, stream);
+  tessera_tensor tensor =
+      flatView(deviceScalars, TESSERA_F64, 0, static_cast<int64_t>(count));
+  check(tessera_comm_all_reduce(comm, &tensor, op, stream));
+  ops.copyToHost(values, deviceScalars, bytes, stream);
 }
 
 double ScalarAgreement::sum(double value) {
-  return reduce(value, TESSERA_REDUCE_SUM);
+  reduce(&value, 1, TESSERA_REDUCE_SUM);
+  return value;
 }
 
 double ScalarAgreement::max(double value) {
-  return reduce(value, TESSERA_REDUCE_MAX);
+  reduce(&value, 1, TESSERA_REDUCE_MAX);
+  return value;
+}
+
+void ScalarAgreement::sumEach(std::vector<double> &values) {
+  if (!values.empty())
+    reduce(values.data(), values.size(), TESSERA_REDUCE_SUM);
 }
 
 } // namespace tessera::comm

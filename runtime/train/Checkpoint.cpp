@@ -5,9 +5,13 @@
 // copies), the program's buffers under theirs, AdamW's moments as
 // "optimizer.m.<name>" and "optimizer.v.<name>" (f32), and in __metadata__
 // everything else TrainingState holds (step, optimizer_step, seed,
-// data_position, loss_scale, clean_steps), plus the model name and a format
-// tag. Numbers are decimal strings; the loss scale is printed with "%a" (hex
-// float) so that it round-trips exactly.
+// data_position, loss_scale, clean_steps, overflow_streak,
+// learning_rate_factor, gradient_spikes, recent_grad_norms), plus the model
+// name and a format tag. Numbers are decimal strings; the doubles are
+// printed with "%a" (hex float) so that they round-trip exactly, the recent
+// norms as a comma-separated list. The keys added with the spike detector
+// and the loss-scale hysteresis are optional when loading (a checkpoint of
+// an earlier driver resumes with their initial values).
 //
 // Files are named checkpoint_<step>.safetensors with the step zero-padded to
 // eight digits, written atomically (Safetensors.cpp), and all are kept;
@@ -22,6 +26,7 @@
 #include "TrainError.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,6 +67,53 @@ int64_t metadataInteger(const std::string &path, const SafetensorsFile &file,
     fail(path + ": __metadata__ '" + key + "' = '" + text +
          "' is not a non-negative integer");
   return value;
+}
+
+/// An optional integer key: `fallback` when absent.
+int64_t optionalInteger(const std::string &path, const SafetensorsFile &file,
+                        const char *key, int64_t fallback) {
+  return file.metadata.count(key) ? metadataInteger(path, file, key) : fallback;
+}
+
+std::string hexDouble(double value) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%a", value);
+  return text;
+}
+
+/// A double written by hexDouble, under metadata key `key`.
+double parseDouble(const std::string &path, const char *key,
+                   const std::string &text) {
+  char *end = nullptr;
+  double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value))
+    fail(path + ": __metadata__ '" + key + "' holds '" + text +
+         "', not a finite number");
+  return value;
+}
+
+std::string joinDoubles(const std::vector<double> &values) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? "," : "") + hexDouble(values[i]);
+  return text;
+}
+
+std::vector<double> splitDoubles(const std::string &path, const char *key,
+                                 const std::string &text) {
+  std::vector<double> values;
+  size_t start = 0;
+  while (!text.empty() && start <= text.size()) {
+    size_t comma = text.find(',', start);
+    values.push_back(parseDouble(path, key,
+                                 text.substr(start, comma == std::string::npos
+                                                        ? std::string::npos
+                                                        : comma - start)));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return values;
 }
 
 } // namespace
@@ -181,8 +233,6 @@ void saveCheckpoint(const std::string &path, const tessera_program &program,
                      shapeOf(info),
                      state.secondMoments[static_cast<size_t>(i)].data()});
   }
-  char lossScale[64];
-  std::snprintf(lossScale, sizeof(lossScale), "%a", state.lossScale);
   std::map<std::string, std::string> metadata = {
       {kFormatKey, kFormatValue},
       {"model", modelNameOf(program)},
@@ -190,8 +240,12 @@ void saveCheckpoint(const std::string &path, const tessera_program &program,
       {"optimizer_step", std::to_string(state.optimizerStep)},
       {"seed", std::to_string(state.seed)},
       {"data_position", std::to_string(state.dataPosition)},
-      {"loss_scale", lossScale},
+      {"loss_scale", hexDouble(state.lossScale)},
       {"clean_steps", std::to_string(state.cleanSteps)},
+      {"overflow_streak", std::to_string(state.overflowStreak)},
+      {"learning_rate_factor", hexDouble(state.learningRateFactor)},
+      {"gradient_spikes", std::to_string(state.gradientSpikes)},
+      {"recent_grad_norms", joinDoubles(state.recentGradientNorms)},
   };
   writeSafetensors(path, views, metadata);
 }
@@ -247,6 +301,22 @@ void loadCheckpoint(const std::string &path, const tessera_program &program,
   if (scale.empty() || *end != '\0' || !(state.lossScale > 0))
     fail(path + ": __metadata__ 'loss_scale' = '" + scale +
          "' is not a positive number");
+  state.overflowStreak = optionalInteger(path, file, "overflow_streak", 0);
+  state.gradientSpikes = optionalInteger(path, file, "gradient_spikes", 0);
+  state.learningRateFactor = 1;
+  if (auto found = file.metadata.find("learning_rate_factor");
+      found != file.metadata.end()) {
+    state.learningRateFactor =
+        parseDouble(path, "learning_rate_factor", found->second);
+    if (!(state.learningRateFactor > 0))
+      fail(path + ": __metadata__ 'learning_rate_factor' = '" + found->second +
+           "' is not a positive number");
+  }
+  state.recentGradientNorms.clear();
+  if (auto found = file.metadata.find("recent_grad_norms");
+      found != file.metadata.end())
+    state.recentGradientNorms =
+        splitDoubles(path, "recent_grad_norms", found->second);
 }
 
 /// Parameter-shaped f32 tensors under the parameters' names, in a file

@@ -192,7 +192,8 @@ public:
                     streamHandle),
                 "adding another stage's part of a gradient");
   }
-  double sumOfSquares(const std::vector<bool> *counted) override;
+  void sumsOfSquares(const std::vector<bool> *counted,
+                     std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
@@ -483,7 +484,8 @@ void CudaBackend::accumulateGradients(int32_t begin, int32_t end,
               "accumulating gradients");
 }
 
-double CudaBackend::sumOfSquares(const std::vector<bool> *counted) {
+void CudaBackend::sumsOfSquares(const std::vector<bool> *counted,
+                                std::vector<double> &sums) {
   FlatBuffer source = optimizerGradients();
   checkKernel(tessera_cuda_chunk_sum_squares(
                   source.data, source.dtype,
@@ -497,22 +499,15 @@ double CudaBackend::sumOfSquares(const std::vector<bool> *counted) {
                               cudaMemcpyDeviceToHost, streamHandle),
               "reading the gradient norm");
   checkCuda(cudaStreamSynchronize(streamHandle), "computing the gradient norm");
-  // Per parameter, then over parameters, in order: the host backend's
-  // grouping of the same sums.
+  // Each parameter's chunks in order (the host backend adds its one sum the
+  // same way; TrainingBackend::computeSumsOfSquares adds over parameters).
   const auto *partial = static_cast<const double *>(hostPartialSums.get());
-  double total = 0, tensorSum = 0;
   for (int32_t c = 0; c < chunkCount; ++c) {
-    const int32_t tensor = chunkTensors[static_cast<size_t>(c)];
-    if (counted && !(*counted)[static_cast<size_t>(tensor)])
-      continue;
-    tensorSum += partial[c];
-    if (c + 1 == chunkCount ||
-        chunkTensors[static_cast<size_t>(c) + 1] != tensor) {
-      total += tensorSum;
-      tensorSum = 0;
-    }
+    const auto tensor =
+        static_cast<size_t>(chunkTensors[static_cast<size_t>(c)]);
+    if (!counted || (*counted)[tensor])
+      sums[tensor] += partial[c];
   }
-  return total;
 }
 
 void CudaBackend::applyAdamW(const AdamWUpdate &update) {

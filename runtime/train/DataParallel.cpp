@@ -103,6 +103,13 @@ double DataParallelGradients::gradientSumOfSquares() {
   return sharded ? agreement.sum(sum) : sum;
 }
 
+std::vector<double> DataParallelGradients::parameterSumsOfSquares() {
+  std::vector<double> sums = backend.lastParameterSumsOfSquares();
+  if (sharded)
+    agreement.sumEach(sums);
+  return sums;
+}
+
 void DataParallelGradients::afterOptimizer() {
   if (sharded)
     reducer->allGatherShards(backend.masterWeights().data, TESSERA_F32);

@@ -117,6 +117,10 @@ public:
   void finishStep();
   /// The sum of squares of the whole reduced gradient (after finishStep).
   double gradientSumOfSquares();
+  /// The same per parameter, from the sums gradientSumOfSquares just added
+  /// (TrainingBackend::lastParameterSumsOfSquares), on every rank.
+  /// Collective when sharded.
+  std::vector<double> parameterSumsOfSquares();
   /// After AdamW: ZeRO-1 gives every rank every shard's new weights.
   void afterOptimizer();
   /// ZeRO-1: every rank's shard of the moments (before a checkpoint) or of

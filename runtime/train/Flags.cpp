@@ -83,6 +83,46 @@ void requireBelow(const std::string &flag, double value, double bound) {
   }
 }
 
+/// The window is kept in checkpoints' metadata as text: bounded.
+constexpr int64_t kMaxSpikeWindow = 100000;
+
+SpikeActions parseSpikeActions(const std::string &flag,
+                               const std::string &text) {
+  SpikeActions actions;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string action = text.substr(
+        start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string lower = "lower-lr=";
+    if (action == "report")
+      actions.mask |= SpikeActions::Report;
+    else if (action == "skip")
+      actions.mask |= SpikeActions::Skip;
+    else if (action == "clip")
+      actions.mask |= SpikeActions::Clip;
+    else if (action == "checkpoint")
+      actions.mask |= SpikeActions::Checkpoint;
+    else if (action == "stop")
+      actions.mask |= SpikeActions::Stop;
+    else if (action.rfind(lower, 0) == 0) {
+      double factor = parseReal(flag, action.substr(lower.size()));
+      if (!(factor > 0 && factor < 1))
+        usageError(flag + ": lower-lr=" + action.substr(lower.size()) +
+                   ": the factor must be in (0, 1)");
+      actions.mask |= SpikeActions::LowerLearningRate;
+      actions.learningRateFactor = factor;
+    } else
+      usageError(flag + ": unknown action '" + action +
+                 "' (skip, clip, lower-lr=F, checkpoint, stop, report; "
+                 "comma-separated)");
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return actions;
+}
+
 struct FlagSpec {
   const char *name;
   const char *valueName; // nullptr for switches such as --resume
@@ -169,8 +209,8 @@ const std::vector<FlagSpec> &flagTable() {
          try {
            std::regex check(v);
          } catch (const std::regex_error &error) {
-           usageError(flag + ": '" + v + "' is not a valid regular expression: " +
-                      error.what());
+           usageError(flag + ": '" + v +
+                      "' is not a valid regular expression: " + error.what());
          }
          o.noDecayPattern = v;
        }},
@@ -272,6 +312,45 @@ const std::vector<FlagSpec> &flagTable() {
          o.lossScaleWindow = parseInteger(flag, v);
          requireAtLeast(flag, static_cast<double>(o.lossScaleWindow), 1);
        }},
+      {"--loss-scale-hysteresis", "K",
+       "fp16 programs: halve the loss scale only after K overflowed steps "
+       "in a row (default 1)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.lossScaleHysteresis = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.lossScaleHysteresis), 1);
+       }},
+      {"--grad-norms-every", "N",
+       "every N steps, each parameter's and each layer's gradient norm in "
+       "the metrics and the trace (default 0: off)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.gradientNormsEvery = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.gradientNormsEvery), 0);
+       }},
+      {"--on-spike", "ACTIONS",
+       "detect gradient-norm spikes (outside mean +- sigma x deviation of "
+       "the last --spike-window norms) and act, comma-separated: skip, clip, "
+       "lower-lr=F, checkpoint, stop, report (default: no detection)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.onSpike = parseSpikeActions(flag, v);
+       }},
+      {"--spike-window", "N",
+       "with --on-spike: the recent steps the band is computed from "
+       "(default 50)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.spikeWindow = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.spikeWindow), 2);
+         if (o.spikeWindow > kMaxSpikeWindow)
+           usageError(flag + ": " + v + " is above the maximum " +
+                      std::to_string(kMaxSpikeWindow));
+       }},
+      {"--spike-sigma", "X",
+       "with --on-spike: the band's half-width in standard deviations "
+       "(default 3)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.spikeSigma = parseReal(flag, v);
+         if (!(o.spikeSigma > 0))
+           usageError(flag + ": " + v + " must be positive");
+       }},
       {"--peak-tflops", "X",
        "peak TFLOP/s of the device, the denominator of MFU (default 989: "
        "bf16 dense on an H100/H200)",
@@ -361,6 +440,9 @@ void checkCombinations(const TrainOptions &options) {
     usageError("--resume: needs --checkpoint-dir to find the checkpoint");
   if (options.checkpointEvery > 0 && options.checkpointDirectory.empty())
     usageError("--checkpoint-every: needs --checkpoint-dir");
+  if (options.onSpike.has(SpikeActions::Checkpoint) &&
+      options.checkpointDirectory.empty())
+    usageError("--on-spike checkpoint: needs --checkpoint-dir");
   if (options.warmupSteps > options.steps)
     usageError("--warmup: " + std::to_string(options.warmupSteps) +
                " warmup steps exceed --steps " + std::to_string(options.steps));

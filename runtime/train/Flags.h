@@ -17,6 +17,25 @@ enum class ScheduleKind { Constant, Cosine, Linear };
 
 enum class InitKind { Onnx, Random };
 
+/// What a gradient-norm spike makes the driver do (--on-spike, combinable;
+/// GradientSpikes.h). No action: detection is off.
+struct SpikeActions {
+  enum Action : uint32_t {
+    Report = 1,
+    Skip = 2,
+    Clip = 4,
+    LowerLearningRate = 8,
+    Checkpoint = 16,
+    Stop = 32,
+  };
+  uint32_t mask = 0;
+  /// lower-lr=F's F, in (0, 1).
+  double learningRateFactor = 1;
+
+  bool enabled() const { return mask != 0; }
+  bool has(Action action) const { return (mask & action) != 0; }
+};
+
 struct TrainOptions {
   std::string dataPattern;
   int64_t steps = 10;
@@ -51,6 +70,16 @@ struct TrainOptions {
   std::string dumpGradientsFile;
   double lossScaleInit = 65536.0;
   int64_t lossScaleWindow = 2000;
+  /// --loss-scale-hysteresis: fp16 overflows in a row before the scale
+  /// halves (LossScaling.h).
+  int64_t lossScaleHysteresis = 1;
+  /// --grad-norms-every: every N steps each parameter's and each layer's
+  /// gradient norm in the metrics and the trace (0: off).
+  int64_t gradientNormsEvery = 0;
+  /// --on-spike, --spike-window, --spike-sigma (GradientSpikes.h).
+  SpikeActions onSpike;
+  int64_t spikeWindow = 50;
+  double spikeSigma = 3.0;
   /// The device's peak dense throughput in TFLOP/s that MFU is measured
   /// against (989: bf16 dense on an H100/H200).
   double peakTeraflops = 989.0;

@@ -99,7 +99,8 @@ public:
     for (int64_t e = 0; e < layout.count(parameter); ++e)
       sum[e] += part[e];
   }
-  double sumOfSquares(const std::vector<bool> *counted) override;
+  void sumsOfSquares(const std::vector<bool> *counted,
+                     std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
@@ -302,14 +303,15 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
   return views;
 }
 
-double HostBackend::sumOfSquares(const std::vector<bool> *counted) {
+void HostBackend::sumsOfSquares(const std::vector<bool> *counted,
+                                std::vector<double> &sums) {
   OptimizerViews views = optimizerViews();
-  double sum = 0;
-  for (size_t i = 0; i < views.gradients.size(); ++i)
-    if (!counted || (*counted)[static_cast<size_t>(views.owners[i])])
-      checkKernel(tessera_cpu_sum_squares(&views.gradients[i], &sum),
+  for (size_t i = 0; i < views.gradients.size(); ++i) {
+    const auto owner = static_cast<size_t>(views.owners[i]);
+    if (!counted || (*counted)[owner])
+      checkKernel(tessera_cpu_sum_squares(&views.gradients[i], &sums[owner]),
                   "gradient norm");
-  return sum;
+  }
 }
 
 void HostBackend::applyAdamW(const AdamWUpdate &update) {

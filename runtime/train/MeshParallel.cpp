@@ -194,4 +194,11 @@ double meshGradientSumOfSquares(TrainingBackend &backend,
   return world.sum(backend.gradientSumOfSquares(counted));
 }
 
+std::vector<double> meshParameterSumsOfSquares(TrainingBackend &backend,
+                                               comm::ScalarAgreement &world) {
+  std::vector<double> sums = backend.lastParameterSumsOfSquares();
+  world.sumEach(sums);
+  return sums;
+}
+
 } // namespace tessera::train

@@ -98,6 +98,11 @@ private:
 double meshGradientSumOfSquares(TrainingBackend &backend,
                                 const std::vector<bool> &counted,
                                 comm::ScalarAgreement &world);
+/// The same per parameter of the whole program, from the sums the last
+/// meshGradientSumOfSquares added (each parameter's counted blocks summed
+/// over the world), on every rank. Collective.
+std::vector<double> meshParameterSumsOfSquares(TrainingBackend &backend,
+                                               comm::ScalarAgreement &world);
 
 /// A thread rank of a partitioned program started plainly, as its device
 /// sees it. Made on the rank's thread before its backend (the CUDA driver

@@ -7,12 +7,16 @@
 // NaN. Both are flushed after every step: the metrics of a killed run must
 // survive it. Keys: step, loss, lr, grad_norm, tokens_per_s, step_ms,
 // loss_scale, skipped, mfu (a fraction; null when the program does not say
-// its FLOPs), peak_memory_gib (GiB = 2^30 bytes).
+// its FLOPs), peak_memory_gib (GiB = 2^30 bytes); with --on-spike, spike
+// (and on a spike spike_band [lower, upper] and spike_actions); on
+// --grad-norms-every's steps layer_grad_norms and param_grad_norms, objects
+// from names to norms in program order.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Metrics.h"
 
+#include "Json.h"
 #include "TrainError.h"
 
 #include <cmath>
@@ -32,23 +36,44 @@ double gibibytes(int64_t bytes) {
   return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
 }
 
+std::string normsObject(const NamedNorms &norms) {
+  std::string out = "{";
+  for (size_t i = 0; i < norms.size(); ++i)
+    out += (i ? "," : "") + quoteJson(norms[i].first) + ":" +
+           formatNumber("%.9g", norms[i].second);
+  return out + "}";
+}
+
 } // namespace
 
 std::string formatMetricsJson(const StepMetrics &metrics) {
-  return "{\"step\":" + std::to_string(metrics.step) +
-         ",\"loss\":" + formatNumber("%.9g", metrics.loss) +
-         ",\"lr\":" + formatNumber("%.17g", metrics.learningRate) +
-         ",\"grad_norm\":" + formatNumber("%.9g", metrics.gradientNorm) +
-         ",\"tokens_per_s\":" + formatNumber("%.1f", metrics.tokensPerSecond) +
-         ",\"step_ms\":" + formatNumber("%.3f", metrics.stepMilliseconds) +
-         ",\"loss_scale\":" + formatNumber("%.17g", metrics.lossScale) +
-         ",\"skipped\":" + (metrics.skipped ? "true" : "false") +
-         ",\"mfu\":" +
-         (metrics.modelFlopsUtilization < 0
-              ? std::string("null")
-              : formatNumber("%.6g", metrics.modelFlopsUtilization)) +
-         ",\"peak_memory_gib\":" +
-         formatNumber("%.4f", gibibytes(metrics.peakMemoryBytes)) + "}";
+  std::string out =
+      "{\"step\":" + std::to_string(metrics.step) +
+      ",\"loss\":" + formatNumber("%.9g", metrics.loss) +
+      ",\"lr\":" + formatNumber("%.17g", metrics.learningRate) +
+      ",\"grad_norm\":" + formatNumber("%.9g", metrics.gradientNorm) +
+      ",\"tokens_per_s\":" + formatNumber("%.1f", metrics.tokensPerSecond) +
+      ",\"step_ms\":" + formatNumber("%.3f", metrics.stepMilliseconds) +
+      ",\"loss_scale\":" + formatNumber("%.17g", metrics.lossScale) +
+      ",\"skipped\":" + (metrics.skipped ? "true" : "false") + ",\"mfu\":" +
+      (metrics.modelFlopsUtilization < 0
+           ? std::string("null")
+           : formatNumber("%.6g", metrics.modelFlopsUtilization)) +
+      ",\"peak_memory_gib\":" +
+      formatNumber("%.4f", gibibytes(metrics.peakMemoryBytes));
+  if (metrics.spikeDetection) {
+    out += ",\"spike\":" + std::string(metrics.spike ? "true" : "false");
+    if (metrics.spike)
+      out += ",\"spike_band\":[" + formatNumber("%.9g", metrics.spikeLower) +
+             "," + formatNumber("%.9g", metrics.spikeUpper) +
+             "],\"spike_actions\":" + quoteJson(metrics.spikeActions);
+  }
+  if (!metrics.gradientNorms.parameters.empty())
+    out +=
+        ",\"layer_grad_norms\":" + normsObject(metrics.gradientNorms.layers) +
+        ",\"param_grad_norms\":" +
+        normsObject(metrics.gradientNorms.parameters);
+  return out + "}";
 }
 
 std::string formatMetricsLine(const StepMetrics &metrics) {
@@ -69,7 +94,9 @@ std::string formatMetricsLine(const StepMetrics &metrics) {
   std::snprintf(buffer, sizeof(buffer), " | peak mem %.2f GiB",
                 gibibytes(metrics.peakMemoryBytes));
   line += buffer;
-  if (metrics.skipped) {
+  if (metrics.skipped && metrics.spike) {
+    line += " | skipped: gradient norm spike";
+  } else if (metrics.skipped) {
     std::snprintf(buffer, sizeof(buffer),
                   " | skipped: gradients overflowed at loss scale %g",
                   metrics.lossScale);

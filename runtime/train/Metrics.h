@@ -8,6 +8,8 @@
 #ifndef TESSERA_RUNTIME_TRAIN_METRICS_H
 #define TESSERA_RUNTIME_TRAIN_METRICS_H
 
+#include "GradientNorms.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -24,8 +26,19 @@ struct StepMetrics {
   double stepMilliseconds = 0;
   /// The loss scale the step ran with (1 unless the program is fp16).
   double lossScale = 1;
-  /// True when an fp16 step overflowed and AdamW did not run.
+  /// True when AdamW did not run: an fp16 step overflowed, or a gradient
+  /// spike's action skipped it (`spike`).
   bool skipped = false;
+  /// --on-spike: whether detection is on, and whether this step's norm
+  /// left the band [spikeLower, spikeUpper] (GradientSpikes.h), with the
+  /// actions taken.
+  bool spikeDetection = false;
+  bool spike = false;
+  double spikeLower = 0, spikeUpper = 0;
+  std::string spikeActions;
+  /// --grad-norms-every's steps: each parameter's and layer's norm (empty
+  /// on other steps).
+  GradientNorms gradientNorms;
   /// Model FLOPs utilization: the program's model FLOPs of the step over
   /// the step's time and --peak-tflops, a fraction; negative when the
   /// program does not say its FLOPs.

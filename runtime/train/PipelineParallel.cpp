@@ -952,6 +952,17 @@ double PipelineStep::gradientSumOfSquares() {
   }
 }
 
+std::vector<double> PipelineStep::parameterSumsOfSquares() {
+  std::vector<double> sums = backend.lastParameterSumsOfSquares();
+  try {
+    agreement.sumEach(sums);
+  } catch (const comm::CommError &error) {
+    fail(std::string("agreeing on the per-parameter gradient norms: ") +
+         error.what());
+  }
+  return sums;
+}
+
 void PipelineStep::afterOptimizer() {
   const tessera_program &whole = layout.wholeProgram();
   for (Transfer &transfer : transfers) {

@@ -170,6 +170,10 @@ public:
   /// The sum of squares of every parameter's gradient, each counted by its
   /// owner, agreed by every rank.
   double gradientSumOfSquares();
+  /// The same per parameter, from the sums the last gradientSumOfSquares
+  /// added (of the whole program: the device programs keep its parameter
+  /// order), on every rank.
+  std::vector<double> parameterSumsOfSquares();
   /// After AdamW: the owners' updated parameters to their other readers.
   void afterOptimizer();
   /// After the tasks: each gradient part held by a device other than its

@@ -10,10 +10,15 @@
 //       (cast from the compute precision);
 //     global norm = sqrt(sum over gradients of sum_squares) / (K * scale);
 //     fp16 only: a non-finite norm means the scaled gradients overflowed:
-//       skip AdamW, halve the scale; after --loss-scale-window clean steps in
-//       a row, double it (the GradScaler recipe). For fp32/bf16 a
+//       skip AdamW, halve the scale (from the --loss-scale-hysteresis-th
+//       overflow in a row); after --loss-scale-window clean steps in a row,
+//       double it (GradScaler's recipe, LossScaling.h). For fp32/bf16 a
 //       non-finite norm means the run diverged and is an error;
-//     clip = min(1, --grad-clip / norm) (1 when clipping is off);
+//     --on-spike: judge the norm against the recent ones and, on a spike,
+//       skip, clip to the band, lower the rate, checkpoint or stop
+//       (GradientSpikes.h); --grad-norms-every: per-parameter and per-layer
+//       norms from the same sums (GradientNorms.h);
+//     clip = min(spike clip, --grad-clip / norm) (1 when neither applies);
 //     AdamW on the f32 master weights and moments, with
 //       grad_scale = clip / (K * scale): averaging over micro-batches, loss
 //       scale removal and clipping folded into one multiply;
@@ -75,9 +80,12 @@
 #include "DataLoader.h"
 #include "DataParallel.h"
 #include "Flags.h"
+#include "GradientNorms.h"
+#include "GradientSpikes.h"
 #include "HostBackend.h"
 #include "InitialWeights.h"
 #include "LearningRateSchedule.h"
+#include "LossScaling.h"
 #include "MeshParallel.h"
 #include "Metrics.h"
 #include "PipelineParallel.h"
@@ -198,7 +206,8 @@ public:
         trace(trace), world(world), rank(rank), ranks(ranks), mesh(mesh),
         pipeline(pipeline),
         schedule(options.schedule, options.learningRate, options.warmupSteps,
-                 options.steps, options.minLearningRateRatio) {}
+                 options.steps, options.minLearningRateRatio),
+        lossScalePolicy{options.lossScaleWindow, options.lossScaleHysteresis} {}
 
   int run();
 
@@ -214,6 +223,7 @@ private:
   const MeshRank *mesh;
   const PipelineRank *pipeline;
   LearningRateSchedule schedule;
+  LossScalePolicy lossScalePolicy;
   TrainingState state;
   std::unique_ptr<TrainingBackend> backend;
   std::unique_ptr<DataLoader> data;
@@ -257,6 +267,10 @@ private:
 
   void start();
   double accumulateMicroBatches(int64_t step);
+  /// Per parameter of storedProgram(), the sums of squares of the step's
+  /// gradient the global norm was just made of, agreed over the ranks
+  /// (--grad-norms-every). Collective.
+  std::vector<double> parameterSumsOfSquares();
   void writeCheckpoint();
 };
 
@@ -410,6 +424,16 @@ double Trainer::accumulateMicroBatches(int64_t step) {
   return dataParallel->sum(loss) / ranks;
 }
 
+std::vector<double> Trainer::parameterSumsOfSquares() {
+  if (mesh)
+    return meshParameterSumsOfSquares(*backend, *meshAgreement);
+  if (pipelineStep)
+    return pipelineStep->parameterSumsOfSquares();
+  if (dataParallel)
+    return dataParallel->parameterSumsOfSquares();
+  return backend->lastParameterSumsOfSquares();
+}
+
 void Trainer::writeCheckpoint() {
   TraceRange range(trace, "checkpoint");
   lastCheckpointStep = state.step;
@@ -460,7 +484,6 @@ int Trainer::run() {
     double divisor = static_cast<double>(options.gradientAccumulation) *
                      static_cast<double>(ranks) * usedScale;
     double norm = scaledNorm / divisor;
-    double learningRate = schedule.at(step);
     bool overflow = !std::isfinite(scaledNorm) || !std::isfinite(loss);
     // Every rank holds the same reduced gradients and loss, so they agree
     // already; the flag's max makes a skipped fp16 step everyone's even if
@@ -472,9 +495,26 @@ int Trainer::run() {
       fail("step " + std::to_string(step) +
            ": the loss or the gradients are not finite (loss " +
            std::to_string(loss) + "); the run diverged (try a lower --lr)");
+    // Every rank judges the same agreed norm: the same decisions.
+    SpikeResponse spike;
+    if (!overflow)
+      spike = respondToGradientNorm(options, step, norm, state);
+    if (spike.spike && isLeader()) {
+      std::fprintf(stdout, "%s\n",
+                   describeSpike(options, step, norm, spike).c_str());
+      std::fflush(stdout);
+    }
+    // The schedule's rate times the lower-lr factors of the spikes so far
+    // (this step's included).
+    double learningRate = schedule.at(step) * state.learningRateFactor;
+    GradientNorms norms;
+    if (options.gradientNormsEvery > 0 &&
+        step % options.gradientNormsEvery == 0)
+      norms = gradientNorms(storedProgram(), parameterSumsOfSquares(), divisor);
+    const bool update = !overflow && !spike.skip;
+
     if (overflow) {
-      state.lossScale /= 2;
-      state.cleanSteps = 0;
+      recordOverflow(lossScalePolicy, state);
       if (state.lossScale < kMinimumLossScale) {
         char scale[32];
         std::snprintf(scale, sizeof(scale), "%g", state.lossScale);
@@ -482,9 +522,9 @@ int Trainer::run() {
              ": fp16 gradients overflow at every loss scale (now " + scale +
              "); the run diverged (try a lower --lr)");
       }
-    } else {
-      double clip = 1.0;
-      if (options.gradientClip > 0 && norm > options.gradientClip)
+    } else if (update) {
+      double clip = spike.clip;
+      if (options.gradientClip > 0 && norm * clip > options.gradientClip)
         clip = options.gradientClip / norm;
       ++state.optimizerStep;
       bool dumpNow = !options.dumpGradientsFile.empty() && step == options.steps;
@@ -520,10 +560,8 @@ int Trainer::run() {
         if (pipelineStep)
           pipelineStep->afterOptimizer();
       }
-      if (fp16 && ++state.cleanSteps >= options.lossScaleWindow) {
-        state.lossScale *= 2;
-        state.cleanSteps = 0;
-      }
+      if (fp16)
+        recordCleanStep(lossScalePolicy, state);
     }
     {
       TraceRange range(trace, "wait_for_device");
@@ -544,19 +582,44 @@ int Trainer::run() {
     record.tokensPerSecond = seconds > 0 ? tokensPerStep / seconds : 0;
     record.stepMilliseconds = seconds * 1000;
     record.lossScale = usedScale;
-    record.skipped = overflow;
+    record.skipped = !update;
+    record.spikeDetection = options.onSpike.enabled();
+    record.spike = spike.spike;
+    record.spikeLower = spike.lower;
+    record.spikeUpper = spike.upper;
+    if (spike.spike)
+      record.spikeActions = spikeActionsText(options.onSpike);
     if (flopsPerStep > 0 && seconds > 0)
       record.modelFlopsUtilization =
           flopsPerStep / seconds / (options.peakTeraflops * 1e12);
     record.peakMemoryBytes = backend->peakMemoryBytes();
+    record.gradientNorms = std::move(norms);
     metrics.record(record);
     trace.counter("loss", loss);
     trace.counter("loss scale", usedScale);
+    trace.counter("grad norm", norm);
+    for (const auto &[layer, value] : record.gradientNorms.layers)
+      trace.counter(("grad norm " + layer).c_str(), value);
+    for (const auto &[parameter, value] : record.gradientNorms.parameters)
+      trace.counter(("grad norm " + parameter).c_str(), value);
     if (overflow)
       trace.instant("fp16 overflow: step skipped");
+    if (spike.spike)
+      trace.instant("gradient norm spike: " +
+                    spikeActionsText(options.onSpike));
 
-    if (options.checkpointEvery > 0 && step % options.checkpointEvery == 0)
+    if ((options.checkpointEvery > 0 && step % options.checkpointEvery == 0) ||
+        spike.checkpoint)
       writeCheckpoint();
+    if (spike.stop)
+      fail("step " + std::to_string(step) + ": gradient norm " +
+           std::to_string(norm) + " left the band [" +
+           std::to_string(spike.lower) + ", " + std::to_string(spike.upper) +
+           "] of the last " + std::to_string(options.spikeWindow) +
+           " steps; stopped (--on-spike stop)" +
+           (spike.checkpoint ? "; the checkpoint of step " +
+                                   std::to_string(step) + " is written"
+                             : std::string()));
   }
 
   if (!options.checkpointDirectory.empty() && lastCheckpointStep != state.step)

@@ -147,12 +147,19 @@ public:
 
   /// The sum over parameters of the sum of squares of optimizerGradients
   /// (one small readback on the GPU). Not finite when a gradient is not.
-  double gradientSumOfSquares() { return sumOfSquares(nullptr); }
+  double gradientSumOfSquares() { return computeSumsOfSquares(nullptr); }
   /// The same over the parameters whose flag in `counted` is set: a mesh
   /// rank counts only the blocks it holds the first replica of
   /// (MeshLayout::countedInNorm), so that the world's sum counts each once.
   double gradientSumOfSquares(const std::vector<bool> &counted) {
-    return sumOfSquares(&counted);
+    return computeSumsOfSquares(&counted);
+  }
+  /// Per parameter (program order), the sums of squares the last
+  /// gradientSumOfSquares added (of the pieces restrictOptimizer named; 0
+  /// for a parameter it did not count): what --grad-norms-every reports,
+  /// with no second pass over the gradients.
+  const std::vector<double> &lastParameterSumsOfSquares() const {
+    return lastSums;
   }
   /// Updates master weights and moments in place.
   virtual void applyAdamW(const AdamWUpdate &update) = 0;
@@ -177,9 +184,11 @@ protected:
   TrainingBackend(const tessera_program &program, const TrainOptions &options,
                   const ParameterLayout *plannedLayout);
 
-  /// gradientSumOfSquares over every parameter (`counted` nullptr) or the
-  /// flagged ones; per parameter, then over parameters in order.
-  virtual double sumOfSquares(const std::vector<bool> *counted) = 0;
+  /// Adds each parameter's sum of squares into `sums` (sized to the
+  /// parameters, zeroed), every parameter (`counted` nullptr) or the
+  /// flagged ones.
+  virtual void sumsOfSquares(const std::vector<bool> *counted,
+                             std::vector<double> &sums) = 0;
   /// Program-order descriptors of the slices of a flat buffer at `base`.
   std::vector<tessera_tensor> sliceTensors(void *base, int32_t dtype) const;
   /// Per parameter weight decay applies (not matched by --no-decay).
@@ -210,6 +219,19 @@ protected:
 
 private:
   std::vector<bool> decays;
+  std::vector<double> lastSums;
+
+  /// sumsOfSquares into lastSums, then their total in program order: the
+  /// norm's grouping on either device, per parameter and then over
+  /// parameters.
+  double computeSumsOfSquares(const std::vector<bool> *counted) {
+    lastSums.assign(static_cast<size_t>(layout.size()), 0.0);
+    sumsOfSquares(counted, lastSums);
+    double total = 0;
+    for (double sum : lastSums)
+      total += sum;
+    return total;
+  }
 };
 
 /// The training state both backends keep the same way: five flat buffers

@@ -36,10 +36,18 @@ struct TrainingState {
   uint64_t seed = 0;
   /// Data samples consumed (DataLoader::getPosition).
   int64_t dataPosition = 0;
-  /// fp16 dynamic loss scaling: the current scale, and the clean steps since
-  /// it last changed.
+  /// fp16 dynamic loss scaling (LossScaling.h): the current scale, the
+  /// clean steps since it last changed or overflowed, and the overflowed
+  /// steps in a row (the hysteresis count).
   double lossScale = 1;
   int64_t cleanSteps = 0;
+  int64_t overflowStreak = 0;
+  /// Gradient-spike detection (GradientSpikes.h): the recent global norms
+  /// the band comes from (oldest first), the product of the lower-lr
+  /// factors applied, the spikes seen.
+  std::vector<double> recentGradientNorms;
+  double learningRateFactor = 1;
+  int64_t gradientSpikes = 0;
 };
 
 /// Elements of a tensor of this shape.

@@ -231,10 +231,15 @@ TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
         expectedLoss += static_cast<double>(g);
       }
       ParameterLayout unsharded(program);
-      for (int32_t i = 0; i < unsharded.size(); ++i)
+      std::vector<double> expectedPerParameter;
+      for (int32_t i = 0; i < unsharded.size(); ++i) {
+        double squares = 0;
         for (int64_t e = 0; e < unsharded.count(i); ++e)
-          expectedSquares += (static_cast<double>(e + 1) * factor) *
-                             (static_cast<double>(e + 1) * factor);
+          squares += (static_cast<double>(e + 1) * factor) *
+                     (static_cast<double>(e + 1) * factor);
+        expectedPerParameter.push_back(squares);
+        expectedSquares += squares;
+      }
       TrainingState initial;
       allocateState(program, initial);
       for (std::vector<float> &tensor : initial.parameters)
@@ -265,6 +270,10 @@ TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
             reducer.finishStep();
             if (reducer.gradientSumOfSquares() != expectedSquares)
               throw std::runtime_error("the norm is not the global one");
+            // Each parameter's sum (--grad-norms-every), agreed over the
+            // shards when sharded: exact for these integer-valued squares.
+            if (reducer.parameterSumsOfSquares() != expectedPerParameter)
+              throw std::runtime_error("a parameter's sum is not global");
             reducer.gatherGradients();
             for (const std::vector<float> &gradient :
                  backend->copyOptimizerGradients())

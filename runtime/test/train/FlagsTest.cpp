@@ -185,6 +185,20 @@ TEST(Flags, Errors) {
       {{"--checkpoint-every", "5"},
        "--checkpoint-every: needs --checkpoint-dir"},
       {{"--steps", "5", "--warmup", "6"}, "--warmup: 6 warmup steps exceed"},
+      {{"--loss-scale-hysteresis", "0"},
+       "--loss-scale-hysteresis: 0 is below the minimum 1"},
+      {{"--grad-norms-every", "-2"}, "--grad-norms-every: -2 is below"},
+      {{"--on-spike", "panic"}, "--on-spike: unknown action 'panic'"},
+      {{"--on-spike", "skip,"}, "--on-spike: unknown action ''"},
+      {{"--on-spike", "lower-lr=2"},
+       "--on-spike: lower-lr=2: the factor must be in (0, 1)"},
+      {{"--on-spike", "lower-lr=x"}, "--on-spike: 'x' is not a finite number"},
+      {{"--on-spike", "checkpoint"},
+       "--on-spike checkpoint: needs --checkpoint-dir"},
+      {{"--spike-window", "1"}, "--spike-window: 1 is below the minimum 2"},
+      {{"--spike-window", "1000000"},
+       "--spike-window: 1000000 is above the maximum 100000"},
+      {{"--spike-sigma", "0"}, "--spike-sigma: 0 must be positive"},
   };
   for (const Case &c : cases) {
     std::string message = parseError(c.words);
@@ -197,6 +211,31 @@ TEST(Flags, Errors) {
 } // namespace
 
 namespace {
+
+// Tests the training-health flags: spike detection off unless --on-spike
+// names actions, their combination, the window and the hysteresis.
+TEST(Flags, GradientHealth) {
+  TrainOptions defaults = parse({});
+  EXPECT_FALSE(defaults.onSpike.enabled());
+  EXPECT_EQ(defaults.spikeWindow, 50);
+  EXPECT_DOUBLE_EQ(defaults.spikeSigma, 3);
+  EXPECT_EQ(defaults.gradientNormsEvery, 0);
+  EXPECT_EQ(defaults.lossScaleHysteresis, 1);
+  TrainOptions options =
+      parse({"--on-spike=skip,lower-lr=0.5,stop", "--spike-window", "20",
+             "--spike-sigma", "4.5", "--grad-norms-every", "10",
+             "--loss-scale-hysteresis", "2"});
+  EXPECT_TRUE(options.onSpike.has(SpikeActions::Skip));
+  EXPECT_TRUE(options.onSpike.has(SpikeActions::Stop));
+  EXPECT_TRUE(options.onSpike.has(SpikeActions::LowerLearningRate));
+  EXPECT_FALSE(options.onSpike.has(SpikeActions::Clip));
+  EXPECT_DOUBLE_EQ(options.onSpike.learningRateFactor, 0.5);
+  EXPECT_EQ(options.spikeWindow, 20);
+  EXPECT_DOUBLE_EQ(options.spikeSigma, 4.5);
+  EXPECT_EQ(options.gradientNormsEvery, 10);
+  EXPECT_EQ(options.lossScaleHysteresis, 2);
+  EXPECT_TRUE(parse({"--on-spike", "report"}).onSpike.enabled());
+}
 
 TEST(Flags, NoDecayAndDumpGrads) {
   TrainOptions options = parse({"--no-decay", "bias|ln_", "--dump-grads",

@@ -1,7 +1,7 @@
 //===- MetricsTest.cpp - The step's console line and JSON object ----------===//
 
-#include "Json.h"
 #include "Metrics.h"
+#include "Json.h"
 
 #include <gtest/gtest.h>
 
@@ -51,6 +51,33 @@ TEST(Metrics, AnUnknownMfuIsNullAndLeftOffTheLine) {
   EXPECT_NE(formatMetricsJson(metrics).find("\"mfu\":null"),
             std::string::npos);
   EXPECT_EQ(formatMetricsLine(metrics).find("MFU"), std::string::npos);
+}
+
+// Tests the training-health fields: spike (with its band and actions on a
+// spike) only when detection is on, the norms only when given, and the
+// console's reason for a skipped step.
+TEST(Metrics, SpikesAndGradientNorms) {
+  StepMetrics metrics = sample();
+  EXPECT_EQ(formatMetricsJson(metrics).find("spike"), std::string::npos);
+  metrics.spikeDetection = true;
+  EXPECT_NE(formatMetricsJson(metrics).find("\"spike\":false"),
+            std::string::npos);
+  metrics.spike = true;
+  metrics.skipped = true;
+  metrics.spikeLower = 0.5;
+  metrics.spikeUpper = 1.5;
+  metrics.spikeActions = "skip,checkpoint";
+  metrics.gradientNorms.parameters = {{"h.0.w", 3}, {"a\"b", 4}};
+  metrics.gradientNorms.layers = {{"h.0", 5}};
+  JsonValue value = parseJson(formatMetricsJson(metrics), "metrics");
+  EXPECT_TRUE(value.find("spike")->boolean);
+  ASSERT_EQ(value.find("spike_band")->array.size(), 2u);
+  EXPECT_EQ(value.find("spike_band")->array[1].number, 1.5);
+  EXPECT_EQ(value.find("spike_actions")->string, "skip,checkpoint");
+  EXPECT_EQ(value.find("param_grad_norms")->find("a\"b")->number, 4);
+  EXPECT_EQ(value.find("layer_grad_norms")->find("h.0")->number, 5);
+  EXPECT_NE(formatMetricsLine(metrics).find("skipped: gradient norm spike"),
+            std::string::npos);
 }
 
 } // namespace

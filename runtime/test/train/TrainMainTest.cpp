@@ -5,7 +5,8 @@
 // W[token[n], :] + b (W [V, V], b [V]), mean cross-entropy against the
 // targets, gradients by plain loops. It is small enough to run dozens of
 // steps in milliseconds and learns the data's next-token rule, and hooks let
-// a test make a call fail or return infinite gradients at a chosen call.
+// a test make a call fail, return infinite gradients, or return gradients
+// many times their size (a gradient spike) at a chosen call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -14,8 +15,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 using namespace tessera::train;
 using namespace tessera_train_test;
@@ -30,6 +33,10 @@ struct ProgramHooks {
   int calls = 0;
   int failAtCall = -1;
   int overflowAtCall = -1;
+  /// Further calls whose gradients overflow.
+  std::set<int> overflowCalls;
+  int spikeAtCall = -1;
+  float spikeFactor = 100;
   std::vector<uint64_t> seeds;
 };
 ProgramHooks hooks;
@@ -74,8 +81,15 @@ int softmaxRegression(const tessera_step_context * /*context*/,
     }
   }
   *loss = static_cast<float>(total / count);
-  if (hooks.calls == hooks.overflowAtCall)
+  if (hooks.calls == hooks.overflowAtCall ||
+      hooks.overflowCalls.count(hooks.calls))
     dWeight[3] = std::numeric_limits<float>::infinity();
+  if (hooks.calls == hooks.spikeAtCall) {
+    for (float &d : dWeight)
+      d *= hooks.spikeFactor;
+    for (float &d : dBias)
+      d *= hooks.spikeFactor;
+  }
   std::vector<float> *sources[] = {&dWeight, &dBias};
   for (int i = 0; i < 2; ++i) {
     tessera_tensor source = gradients[i];
@@ -176,7 +190,6 @@ protected:
                  ::testing::internal::GetCapturedStderr()};
     return run;
   }
-
 };
 
 // Tests that a few steps learn the data's rule: the loss falls, every step
@@ -195,9 +208,9 @@ TEST_F(TrainMainTest, LossFalls) {
   EXPECT_NE(run.out.find("tokens/s"), std::string::npos);
   std::vector<JsonValue> records = readMetrics(metrics);
   ASSERT_EQ(records.size(), 30u);
-  for (const char *key : {"step", "loss", "lr", "grad_norm", "tokens_per_s",
-                          "step_ms", "loss_scale", "skipped", "mfu",
-                          "peak_memory_gib"})
+  for (const char *key :
+       {"step", "loss", "lr", "grad_norm", "tokens_per_s", "step_ms",
+        "loss_scale", "skipped", "mfu", "peak_memory_gib"})
     EXPECT_TRUE(records[0].find(key)) << key;
   double first = records.front().find("loss")->number;
   double last = records.back().find("loss")->number;
@@ -339,6 +352,259 @@ TEST_F(TrainMainTest, Fp16OverflowSkipsStepAndHalvesScale) {
   EXPECT_EQ(std::strtod(six.metadata.at("loss_scale").c_str(), nullptr), 2048);
 }
 
+// Tests --loss-scale-hysteresis: with K = 2 one overflow skips its step but
+// keeps the scale; the second in a row halves it; a clean step in between
+// starts the count again.
+TEST_F(TrainMainTest, LossScaleHysteresisHalvesOnlyAfterKOverflowsInARow) {
+  hooks.overflowCalls = {2, 4, 5, 6};
+  std::string metrics = directory + "/fp16.jsonl";
+  TrainRun run = train({"--data", dataPath, "--steps", "8", "--lr", "0.05",
+                        "--loss-scale-init", "1024", "--loss-scale-window",
+                        "100", "--loss-scale-hysteresis", "2", "--metrics",
+                        metrics, "--checkpoint-dir", directory + "/ckpt",
+                        "--checkpoint-every", "4"},
+                       program(4, TESSERA_PRECISION_FP16));
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<JsonValue> records = readMetrics(metrics);
+  ASSERT_EQ(records.size(), 8u);
+  // Step 2 overflows alone: skipped, scale kept. Steps 4, 5, 6 in a row:
+  // the second (5) halves and so does the third (6).
+  const double scales[] = {1024, 1024, 1024, 1024, 1024, 512, 256, 256};
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(records[i].find("loss_scale")->number, scales[i]) << i;
+    EXPECT_EQ(records[i].find("skipped")->boolean,
+              i == 1 || i == 3 || i == 4 || i == 5)
+        << i;
+  }
+  // Mid-streak state is in the checkpoint: step 4 overflowed once so far.
+  SafetensorsFile four =
+      readSafetensors(directory + "/ckpt/checkpoint_00000004.safetensors");
+  EXPECT_EQ(four.metadata.at("overflow_streak"), "1");
+  EXPECT_EQ(four.metadata.at("clean_steps"), "0");
+}
+
+/// The flags of the spike tests: 16 constant-rate steps, a window of 6.
+std::vector<std::string> spikeFlags(const std::string &data,
+                                    const std::string &directory,
+                                    std::vector<std::string> extra) {
+  std::vector<std::string> words = {
+      "--data",         data,   "--steps",     "16",
+      "--lr",           "0.05", "--grad-clip", "0",
+      "--spike-window", "6",    "--metrics",   directory + "/m.jsonl"};
+  words.insert(words.end(), extra.begin(), extra.end());
+  return words;
+}
+
+std::string checkpointName(const std::string &directory, int step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/checkpoint_%08d.safetensors", step);
+  return directory + name;
+}
+
+// Tests that a gradient 100 times its size in step 11 is the one spike
+// found, reported on the console and in the metrics, and that `skip`
+// leaves the weights and moments of step 10 and the AdamW step count as
+// they were.
+TEST_F(TrainMainTest, SpikeIsDetectedAtItsStepAndSkipped) {
+  hooks.spikeAtCall = 11;
+  std::string ckpt = directory + "/ckpt";
+  TrainRun run = train(spikeFlags(dataPath, directory,
+                                  {"--on-spike", "skip", "--checkpoint-dir",
+                                   ckpt, "--checkpoint-every", "1"}),
+                       program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  EXPECT_NE(run.out.find("step 11: gradient norm spike: "), std::string::npos)
+      << run.out;
+  EXPECT_NE(run.out.find("over the last 6 steps); skip"), std::string::npos);
+  EXPECT_NE(run.out.find("skipped: gradient norm spike"), std::string::npos);
+  std::vector<JsonValue> records = readMetrics(directory + "/m.jsonl");
+  ASSERT_EQ(records.size(), 16u);
+  for (size_t i = 0; i < records.size(); ++i) {
+    EXPECT_EQ(records[i].find("spike")->boolean, i == 10) << "step " << i + 1;
+    EXPECT_EQ(records[i].find("skipped")->boolean, i == 10) << i + 1;
+  }
+  const JsonValue *band = records[10].find("spike_band");
+  ASSERT_TRUE(band);
+  ASSERT_EQ(band->array.size(), 2u);
+  EXPECT_GT(records[10].find("grad_norm")->number, band->array[1].number);
+  EXPECT_EQ(records[10].find("spike_actions")->string, "skip");
+  EXPECT_FALSE(records[9].find("spike_band"));
+
+  SafetensorsFile ten = readSafetensors(checkpointName(ckpt, 10));
+  SafetensorsFile eleven = readSafetensors(checkpointName(ckpt, 11));
+  for (const char *name :
+       {"linear.weight", "linear.bias", "optimizer.m.linear.weight",
+        "optimizer.v.linear.bias"})
+    EXPECT_EQ(floats(ten, name), floats(eleven, name)) << name;
+  EXPECT_EQ(eleven.metadata.at("optimizer_step"), "10");
+  EXPECT_EQ(eleven.metadata.at("gradient_spikes"), "1");
+  // Six norms, the spike's clamped to the band's edge.
+  std::string window = eleven.metadata.at("recent_grad_norms");
+  EXPECT_EQ(std::count(window.begin(), window.end(), ','), 5) << window;
+}
+
+// Tests `clip`: the spiking step's gradient reaches AdamW scaled to the
+// band's upper edge (read back from the first moment: m = b1 m' + (1 - b1) g),
+// and the step is not skipped.
+TEST_F(TrainMainTest, SpikeClipScalesTheGradientToTheBandsEdge) {
+  hooks.spikeAtCall = 11;
+  std::string ckpt = directory + "/ckpt";
+  TrainRun run =
+      train(spikeFlags(dataPath, directory,
+                       {"--on-spike", "clip", "--checkpoint-dir", ckpt,
+                        "--checkpoint-every", "1", "--weight-decay", "0"}),
+            program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<JsonValue> records = readMetrics(directory + "/m.jsonl");
+  ASSERT_TRUE(records[10].find("spike")->boolean);
+  EXPECT_FALSE(records[10].find("skipped")->boolean);
+  const double upper = records[10].find("spike_band")->array[1].number;
+  SafetensorsFile ten = readSafetensors(checkpointName(ckpt, 10));
+  SafetensorsFile eleven = readSafetensors(checkpointName(ckpt, 11));
+  double squares = 0;
+  for (const char *name : {"linear.weight", "linear.bias"}) {
+    std::vector<float> before = floats(ten, std::string("optimizer.m.") + name);
+    std::vector<float> after =
+        floats(eleven, std::string("optimizer.m.") + name);
+    for (size_t i = 0; i < before.size(); ++i) {
+      double g = (after[i] - 0.9 * before[i]) / 0.1;
+      squares += g * g;
+    }
+  }
+  EXPECT_NEAR(std::sqrt(squares), upper, 1e-4 * upper);
+  EXPECT_EQ(eleven.metadata.at("optimizer_step"), "11");
+}
+
+// Tests `lower-lr=F` (the rate from the spike on is F times the
+// schedule's), and `checkpoint` (a checkpoint of the spiking step without
+// --checkpoint-every).
+TEST_F(TrainMainTest, SpikeLowersTheRateAndCheckpoints) {
+  hooks.spikeAtCall = 11;
+  std::string ckpt = directory + "/ckpt";
+  TrainRun run =
+      train(spikeFlags(dataPath, directory,
+                       {"--on-spike", "lower-lr=0.25,checkpoint,skip",
+                        "--checkpoint-dir", ckpt}),
+            program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<JsonValue> records = readMetrics(directory + "/m.jsonl");
+  ASSERT_EQ(records.size(), 16u);
+  for (size_t i = 0; i < records.size(); ++i)
+    EXPECT_DOUBLE_EQ(records[i].find("lr")->number, i < 10 ? 0.05 : 0.0125)
+        << i + 1;
+  EXPECT_EQ(records[10].find("spike_actions")->string,
+            "skip,lower-lr=0.25,checkpoint");
+  EXPECT_TRUE(fileExists(checkpointName(ckpt, 11)));
+  EXPECT_TRUE(fileExists(checkpointName(ckpt, 16)));
+  EXPECT_FALSE(fileExists(checkpointName(ckpt, 10)));
+  EXPECT_FALSE(fileExists(checkpointName(ckpt, 12)));
+  SafetensorsFile last = readSafetensors(checkpointName(ckpt, 16));
+  EXPECT_EQ(
+      std::strtod(last.metadata.at("learning_rate_factor").c_str(), nullptr),
+      0.25);
+}
+
+// Tests `stop`: the run ends after the spiking step with exit code 1 and a
+// message naming the step, its checkpoint written first.
+TEST_F(TrainMainTest, SpikeStopEndsTheRunWithAnError) {
+  hooks.spikeAtCall = 11;
+  std::string ckpt = directory + "/ckpt";
+  TrainRun run = train(
+      spikeFlags(dataPath, directory,
+                 {"--on-spike", "stop,checkpoint", "--checkpoint-dir", ckpt}),
+      program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("train: error: step 11: gradient norm "),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("stopped (--on-spike stop); the checkpoint of step "
+                         "11 is written"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(readMetrics(directory + "/m.jsonl").size(), 11u);
+  EXPECT_TRUE(fileExists(checkpointName(ckpt, 11)));
+  EXPECT_EQ(
+      readSafetensors(checkpointName(ckpt, 11)).metadata.at("optimizer_step"),
+      "10");
+  EXPECT_EQ(hooks.calls, 11);
+}
+
+// Tests that a run killed after a checkpoint taken mid-window (step 8: the
+// window holds steps 3..8) and resumed finds the same spike, takes the
+// same actions and ends with the same bits as the uninterrupted run.
+TEST_F(TrainMainTest, SpikeDecisionsResumeBitForBit) {
+  auto flags = [&](const std::string &name) {
+    return spikeFlags(dataPath, directory,
+                      {"--on-spike", "skip,lower-lr=0.5", "--checkpoint-dir",
+                       directory + "/" + name, "--checkpoint-every", "4",
+                       "--metrics", directory + "/" + name + ".jsonl"});
+  };
+  hooks.spikeAtCall = 11;
+  TrainRun whole = train(flags("whole"), program());
+  ASSERT_EQ(whole.exitCode, 0) << whole.err;
+
+  hooks = ProgramHooks();
+  hooks.failAtCall = 9;
+  TrainRun killed = train(flags("parts"), program());
+  ASSERT_EQ(killed.exitCode, 1);
+  hooks = ProgramHooks();
+  hooks.spikeAtCall = 3; // the resumed run's third call is step 11
+  std::vector<std::string> resume = flags("parts");
+  resume.push_back("--resume");
+  TrainRun resumed = train(resume, program());
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("step 11: gradient norm spike"), std::string::npos)
+      << resumed.out;
+  EXPECT_EQ(readBytes(checkpointName(directory + "/parts", 16)),
+            readBytes(checkpointName(directory + "/whole", 16)));
+  std::vector<JsonValue> a = readMetrics(directory + "/whole.jsonl");
+  std::vector<JsonValue> b = readMetrics(directory + "/parts.jsonl");
+  ASSERT_EQ(a.size(), 16u);
+  ASSERT_EQ(b.size(), 16u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].find("spike")->boolean, b[i].find("spike")->boolean) << i;
+    for (const char *key : {"loss", "lr", "grad_norm"})
+      EXPECT_EQ(a[i].find(key)->numberText, b[i].find(key)->numberText)
+          << key << " " << i;
+  }
+}
+
+// Tests --grad-norms-every: the per-parameter norms are those of the
+// gradients --dump-grads writes, and the layer "linear" holds both.
+TEST_F(TrainMainTest, GradientNormsMatchTheDumpedGradients) {
+  std::string metrics = directory + "/m.jsonl";
+  TrainRun run =
+      train({"--data", dataPath, "--steps", "4", "--lr", "0.05",
+             "--grad-norms-every", "2", "--grad-accum", "2", "--metrics",
+             metrics, "--dump-grads", directory + "/grads.st"},
+            program(2));
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  std::vector<JsonValue> records = readMetrics(metrics);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_FALSE(records[0].find("param_grad_norms"));
+  EXPECT_FALSE(records[2].find("layer_grad_norms"));
+  const JsonValue *parameters = records[3].find("param_grad_norms");
+  const JsonValue *layers = records[3].find("layer_grad_norms");
+  ASSERT_TRUE(parameters && layers);
+  SafetensorsFile grads = readSafetensors(directory + "/grads.st");
+  double total = 0;
+  for (const char *name : {"linear.weight", "linear.bias"}) {
+    double squares = 0;
+    for (float g : floats(grads, name))
+      squares += static_cast<double>(g) * g;
+    total += squares;
+    ASSERT_TRUE(parameters->find(name)) << name;
+    EXPECT_NEAR(parameters->find(name)->number, std::sqrt(squares),
+                1e-6 * std::sqrt(squares))
+        << name;
+  }
+  ASSERT_TRUE(layers->find("linear"));
+  EXPECT_NEAR(layers->find("linear")->number, std::sqrt(total),
+              1e-6 * std::sqrt(total));
+  EXPECT_NEAR(records[3].find("grad_norm")->number, std::sqrt(total),
+              1e-6 * std::sqrt(total));
+}
+
 // Tests that K micro-batches of B/K rows give the parameters of one batch of
 // B rows (gradients averaged in f32; the data order does not depend on B).
 TEST_F(TrainMainTest, GradientAccumulationMatchesOneBigBatch) {
@@ -431,8 +697,8 @@ TEST_F(TrainMainTest, MfuComesFromTheProgramsFlopsAndThePeak) {
   std::string metrics = directory + "/mfu.jsonl";
   tessera_program counted = program();
   counted.flops_per_micro_batch = 2e9;
-  TrainRun run = train({"--data", dataPath, "--steps", "2", "--grad-accum",
-                        "2", "--peak-tflops", "0.5", "--metrics", metrics},
+  TrainRun run = train({"--data", dataPath, "--steps", "2", "--grad-accum", "2",
+                        "--peak-tflops", "0.5", "--metrics", metrics},
                        counted);
   ASSERT_EQ(run.exitCode, 0) << run.err;
   EXPECT_NE(run.out.find("| MFU "), std::string::npos) << run.out;

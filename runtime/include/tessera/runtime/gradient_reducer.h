@@ -166,9 +166,10 @@ private:
 };
 
 /// Agreement on a host scalar across the ranks of `comm` (the global
-/// gradient norm from per-shard sums of squares, an fp16 overflow flag).
-/// On a device comm the value travels through a small device buffer on
-/// `stream` and the call waits for it.
+/// gradient norm from per-shard sums of squares, an fp16 overflow flag), or
+/// on a short vector of them (per-parameter sums of squares). On a device
+/// comm the values travel through a small device buffer on `stream` and the
+/// call waits for them.
 class ScalarAgreement {
 public:
   ScalarAgreement(tessera_comm *comm, void *stream);
@@ -180,13 +181,18 @@ public:
   double sum(double value);
   /// The largest value over ranks (an overflow flag: 0 or 1).
   double max(double value);
+  /// Each element's sum over ranks, in place (every rank passes as many).
+  /// The device buffer grows to the longest vector seen and is kept, so
+  /// only the first call of a length allocates.
+  void sumEach(std::vector<double> &values);
 
 private:
   tessera_comm *comm;
   void *stream;
-  void *deviceScalar = nullptr;
+  void *deviceScalars = nullptr;
+  size_t capacity = 1;
 
-  double reduce(double value, int32_t op);
+  void reduce(double *values, size_t count, int32_t op);
 };
 
 /// all_gather of tensors in host memory over `comm` (comm.h's semantics),
