@@ -14,6 +14,8 @@
 # ATTENTION_AB=1 also runs Tessera on 1 GPU with cuDNN's attention off
 # (TESSERA_CUDNN_ATTENTION=0: the flash kernels of runtime/cuda), in the
 # same call, as the table's "1, own attention" row.
+# HEALTH_AB=1 also runs it with --grad-norms-every 1 --on-spike report (the
+# training-health reports of every step), then plainly again, for their cost.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/out"
 OUT="${OUT:-$here/results}"; mkdir -p "$OUT"
@@ -66,6 +68,14 @@ for spec in "gpt2-124m 16 12 768 12" "gpt2-350m 8 24 1024 16"; do
   tessera "$name" "$batch" 1 "$steps" "tessera-$name-1gpu"
   [[ "${ATTENTION_AB:-0}" == 1 ]] && TESSERA_CUDNN_ATTENTION=0 \
     tessera "$name" "$batch" 1 "$steps" "tessera-$name-1gpu-own-attention"
+  # The cost of the training-health reports (issue 27): every step's
+  # per-parameter and per-layer norms and spike detection, beside the plain
+  # run above and after it again (the order's drift shows).
+  if [[ "${HEALTH_AB:-0}" == 1 ]]; then
+    tessera "$name" "$batch" 1 "$steps" "tessera-$name-1gpu-health" \
+        --grad-norms-every 1 --on-spike report --spike-window 5
+    tessera "$name" "$batch" 1 "$steps" "tessera-$name-1gpu-again"
+  fi
   peer "$name" 1 1 "$L" "$D" "$H" "$batch"
   [[ $quick == 0 ]] && peer "$name" 1 0 "$L" "$D" "$H" "$batch"
   if [[ $gpus -ge 2 ]]; then
