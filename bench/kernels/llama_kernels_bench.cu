@@ -274,7 +274,7 @@ int main() {
                static_cast<float *>(weights.get()->data), gradient.get()->data,
                bf16, static_cast<float *>(m.get()->data),
                static_cast<float *>(v.get()->data), chunks, chunkCount, 1, 1e-4,
-               0.9, 0.95, 1e-8, 0.1, 1.0, nullptr));
+               0.9, 0.95, 1e-8, 0.1, 1.0, nullptr, nullptr));
          });
     check(cudaFree(chunks), "cudaFree");
   }

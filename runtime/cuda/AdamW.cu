@@ -59,14 +59,15 @@ AdamWFactors adamwFactors(int64_t step, double lr, double beta1, double beta2,
       static_cast<float>(gradScale)};
 }
 
-/// Updates m[i], v[i] and returns the new parameter value.
+/// Updates m[i], v[i] (also left in `vi`) and returns the new parameter
+/// value.
 __device__ __forceinline__ float adamwElement(float p, float grad, float *m,
                                               float *v, int64_t i,
                                               const AdamWFactors &f,
-                                              float decay) {
+                                              float decay, float &vi) {
   float g = grad * f.gradScale;
   float mi = f.beta1 * m[i] + f.oneMinusBeta1 * g;
-  float vi = f.beta2 * v[i] + f.oneMinusBeta2 * g * g;
+  vi = f.beta2 * v[i] + f.oneMinusBeta2 * g * g;
   m[i] = mi;
   v[i] = vi;
   float denominator = sqrtf(vi) / f.sqrtCorrection2 + f.epsilon;
@@ -77,24 +78,38 @@ __global__ void adamwKernel(void *param, int paramType, const void *grad,
                             int gradType, float *m, float *v, int64_t count,
                             AdamWFactors f) {
   TESSERA_GRID_STRIDE_LOOP(i, count) {
-    float p = loadFloat(param, paramType, i);
-    storeFloat(param, paramType, i,
-               adamwElement(p, loadFloat(grad, gradType, i), m, v, i, f,
-                            f.decay));
+    float p = loadFloat(param, paramType, i), vi;
+    storeFloat(
+        param, paramType, i,
+        adamwElement(p, loadFloat(grad, gradType, i), m, v, i, f, f.decay, vi));
   }
 }
 
+/// With `nonfinite`: a thread that wrote a non-finite value raises it to
+/// chunkCount - chunk (atomicMax, so the first chunk wins); the test costs
+/// two compares an element of a memory-bound pass, the atomic only runs on
+/// the failure path.
 __global__ void multiTensorAdamWKernel(float *param, const void *grad,
                                        int gradType, float *m, float *v,
                                        const tessera_tensor_chunk *chunks,
-                                       AdamWFactors f) {
+                                       AdamWFactors f, int32_t chunkCount,
+                                       int32_t *nonfinite) {
   const tessera_tensor_chunk chunk = chunks[blockIdx.x];
   const float decay = chunk.weight_decay ? f.decay : 1.0f;
+  bool finite = true;
   for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x) {
     int64_t i = chunk.offset + k;
-    param[i] =
-        adamwElement(param[i], loadFloat(grad, gradType, i), m, v, i, f, decay);
+    float vi;
+    float updated = adamwElement(param[i], loadFloat(grad, gradType, i), m, v,
+                                 i, f, decay, vi);
+    param[i] = updated;
+    // |m| is at most the largest |gradient| seen, which the finite norm
+    // bounds; v, its square's average, is what can overflow.
+    finite &=
+        static_cast<bool>(isfinite(updated)) & static_cast<bool>(isfinite(vi));
   }
+  if (!finite && nonfinite)
+    atomicMax(nonfinite, chunkCount - static_cast<int32_t>(blockIdx.x));
 }
 
 /// partialSums[block] = the block's sum of squares.
@@ -198,8 +213,8 @@ extern "C" int tessera_cuda_adamw(tessera_tensor *param,
     requireKernelFloat(gradient, "grad");
     if (firstMoment.dtype != TESSERA_F32 || secondMoment.dtype != TESSERA_F32)
       fail("the moments m and v must be f32");
-    AdamWFactors factors = adamwFactors(step, lr, beta1, beta2, eps,
-                                        weight_decay, grad_scale);
+    AdamWFactors factors =
+        adamwFactors(step, lr, beta1, beta2, eps, weight_decay, grad_scale);
     int64_t count = elementCount(parameter);
     if (count == 0)
       return;
@@ -215,19 +230,22 @@ extern "C" int tessera_cuda_multi_tensor_adamw(
     float *params, const void *grad, int32_t grad_dtype, float *m, float *v,
     const tessera_tensor_chunk *chunks, int32_t chunk_count, int64_t step,
     double lr, double beta1, double beta2, double eps, double weight_decay,
-    double grad_scale, cudaStream_t stream) {
+    double grad_scale, int32_t *nonfinite, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_multi_tensor_adamw", [&] {
     requireChunks(chunks, chunk_count);
     requireFloatDtype(grad_dtype, "grad");
     if (chunk_count > 0 && (!params || !grad || !m || !v))
       fail("params, grad, m and v must not be null");
-    AdamWFactors factors = adamwFactors(step, lr, beta1, beta2, eps,
-                                        weight_decay, grad_scale);
+    AdamWFactors factors =
+        adamwFactors(step, lr, beta1, beta2, eps, weight_decay, grad_scale);
+    if (nonfinite)
+      cudaCheck(cudaMemsetAsync(nonfinite, 0, sizeof(int32_t), stream));
     if (chunk_count == 0)
       return;
     multiTensorAdamWKernel<<<static_cast<unsigned>(chunk_count), kChunkThreads,
                              0, stream>>>(params, grad, grad_dtype, m, v,
-                                          chunks, factors);
+                                          chunks, factors, chunk_count,
+                                          nonfinite);
     cudaCheckLaunch();
   });
 }
@@ -255,11 +273,9 @@ extern "C" int tessera_cuda_sum_squares(const tessera_tensor *x,
   });
 }
 
-extern "C" int tessera_cuda_chunk_sum_squares(const void *x, int32_t dtype,
-                                              const tessera_tensor_chunk *chunks,
-                                              int32_t chunk_count,
-                                              double *partial_sums,
-                                              cudaStream_t stream) {
+extern "C" int tessera_cuda_chunk_sum_squares(
+    const void *x, int32_t dtype, const tessera_tensor_chunk *chunks,
+    int32_t chunk_count, double *partial_sums, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_chunk_sum_squares", [&] {
     requireChunks(chunks, chunk_count);
     requireFloatDtype(dtype, "x");

@@ -6,12 +6,13 @@
 // "optimizer.m.<name>" and "optimizer.v.<name>" (f32), and in __metadata__
 // everything else TrainingState holds (step, optimizer_step, seed,
 // data_position, loss_scale, clean_steps, overflow_streak,
-// learning_rate_factor, gradient_spikes, recent_grad_norms), plus the model
-// name and a format tag. Numbers are decimal strings; the doubles are
-// printed with "%a" (hex float) so that they round-trip exactly, the recent
-// norms as a comma-separated list. The keys added with the spike detector
-// and the loss-scale hysteresis are optional when loading (a checkpoint of
-// an earlier driver resumes with their initial values).
+// learning_rate_factor, gradient_spikes, recent_grad_norms, run: the run's
+// id, kept across resumes), plus the model name and a format tag. Numbers are
+// decimal strings; the doubles are printed with "%a" (hex float) so that they
+// round-trip exactly, the recent norms as a comma-separated list. The keys
+// added with the spike detector and the loss-scale hysteresis are optional when
+// loading (a checkpoint of an earlier driver resumes with their initial
+// values).
 //
 // Files are named checkpoint_<step>.safetensors with the step zero-padded to
 // eight digits, written atomically (Safetensors.cpp), and all are kept;
@@ -25,14 +26,17 @@
 
 #include "TrainError.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <random>
 #include <set>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace tessera::train {
 namespace {
@@ -125,29 +129,72 @@ std::string checkpointPath(const std::string &directory, int64_t step) {
   return directory + "/" + name;
 }
 
-std::string findLatestCheckpoint(const std::string &directory) {
+namespace {
+
+/// The step of a checkpoint's file name, or -1 for another name.
+long long checkpointStep(const std::string &name) {
+  size_t prefix = std::strlen(kPrefix), suffix = std::strlen(kSuffix);
+  if (name.size() <= prefix + suffix || name.rfind(kPrefix, 0) != 0 ||
+      name.compare(name.size() - suffix, suffix, kSuffix) != 0)
+    return -1;
+  std::string digits = name.substr(prefix, name.size() - prefix - suffix);
+  if (digits.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::strtoll(digits.c_str(), nullptr, 10);
+}
+
+} // namespace
+
+std::vector<std::string> listCheckpoints(const std::string &directory) {
   DIR *listing = ::opendir(directory.c_str());
-  if (!listing)
+  if (!listing) {
+    if (errno == ENOENT)
+      return {};
     fail("--checkpoint-dir: cannot read " + describeSystemError(directory));
-  std::string best;
-  long long bestStep = -1;
-  while (dirent *entry = ::readdir(listing)) {
-    std::string name = entry->d_name;
-    size_t prefix = std::strlen(kPrefix), suffix = std::strlen(kSuffix);
-    if (name.size() <= prefix + suffix || name.rfind(kPrefix, 0) != 0 ||
-        name.compare(name.size() - suffix, suffix, kSuffix) != 0)
-      continue;
-    std::string digits = name.substr(prefix, name.size() - prefix - suffix);
-    if (digits.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    long long step = std::strtoll(digits.c_str(), nullptr, 10);
-    if (step > bestStep) {
-      bestStep = step;
-      best = directory + "/" + name;
-    }
   }
+  std::vector<std::pair<long long, std::string>> found;
+  while (dirent *entry = ::readdir(listing))
+    if (long long step = checkpointStep(entry->d_name); step >= 0)
+      found.emplace_back(step, directory + "/" + entry->d_name);
   ::closedir(listing);
-  return best;
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto &[step, path] : found)
+    paths.push_back(std::move(path));
+  return paths;
+}
+
+std::string findLatestCheckpoint(const std::string &directory) {
+  std::vector<std::string> paths = listCheckpoints(directory);
+  return paths.empty() ? std::string() : paths.back();
+}
+
+void claimCheckpointDirectory(const std::string &directory, bool overwrite,
+                              bool remove) {
+  std::vector<std::string> existing = listCheckpoints(directory);
+  if (existing.empty())
+    return;
+  if (!overwrite)
+    fail("--checkpoint-dir " + directory + " already holds " +
+         std::to_string(existing.size()) + " checkpoint(s) (newest " +
+         existing.back() +
+         "): continue that run with --resume, or start a new one with "
+         "--overwrite-checkpoints (which deletes them) or another directory");
+  if (!remove)
+    return;
+  for (const std::string &path : existing)
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      fail("--overwrite-checkpoints: cannot delete " +
+           describeSystemError(path));
+}
+
+std::string newRunId() {
+  std::random_device source;
+  uint64_t id = (static_cast<uint64_t>(source()) << 32) ^ source();
+  char text[32];
+  std::snprintf(text, sizeof(text), "%016llx",
+                static_cast<unsigned long long>(id));
+  return text;
 }
 
 void ensureDirectory(const std::string &directory) {
@@ -189,8 +236,40 @@ void checkTensorSet(const std::string &path, const SafetensorsFile &file,
            modelName + " (is the file from another model?)");
 }
 
+namespace {
+
+bool isFloatDtype(int32_t dtype) {
+  return dtype == TESSERA_F32 || dtype == TESSERA_BF16 ||
+         dtype == TESSERA_F16 || dtype == TESSERA_F64;
+}
+
+/// The first element of `values` that is not finite, or -1.
+int64_t firstNonFinite(const float *values, int64_t count) {
+  for (int64_t e = 0; e < count; ++e)
+    if (!std::isfinite(values[e]))
+      return e;
+  return -1;
+}
+
+std::string nonFiniteText(const std::string &name, const float *values,
+                          int64_t element) {
+  char value[32];
+  std::snprintf(value, sizeof(value), "%g",
+                static_cast<double>(values[element]));
+  return "tensor '" + name + "' holds " + value + " at element " +
+         std::to_string(element);
+}
+
+} // namespace
+
 void convertTensor(const std::string &path, const LoadedTensor &tensor,
                    int32_t dtype, void *destination) {
+  if (isFloatDtype(tensor.dtype) != isFloatDtype(dtype))
+    fail(path + ": tensor '" + tensor.name + "' is " +
+         safetensorsDtypeName(tensor.dtype) + " but the program's needs " +
+         (isFloatDtype(dtype) ? "a float type (F32, BF16, F16, F64)"
+                              : std::string(safetensorsDtypeName(dtype))) +
+         " (is the file from another model?)");
   if (tensor.dtype == dtype) {
     if (!tensor.bytes.empty())
       std::memcpy(destination, tensor.bytes.data(), tensor.bytes.size());
@@ -211,13 +290,38 @@ void convertTensor(const std::string &path, const LoadedTensor &tensor,
          safetensorsDtypeName(dtype) + ": " + tessera_cpu_last_error());
 }
 
+void convertParameter(const std::string &path, const LoadedTensor &tensor,
+                      float *destination) {
+  convertTensor(path, tensor, TESSERA_F32, destination);
+  int64_t count = 1;
+  for (int64_t size : tensor.shape)
+    count *= size;
+  if (int64_t bad = firstNonFinite(destination, count); bad >= 0)
+    fail(path + ": " + nonFiniteText(tensor.name, destination, bad) +
+         "; the weights must be finite");
+}
+
+void requireFiniteValues(const std::string &path, const std::string &name,
+                         const float *values, int64_t count) {
+  if (int64_t bad = firstNonFinite(values, count); bad >= 0)
+    fail("refusing to write " + path + ": " + nonFiniteText(name, values, bad) +
+         " (a driver bug: the update's check should have ended the run)");
+}
+
 void saveCheckpoint(const std::string &path, const tessera_program &program,
                     const TrainingState &state) {
   std::vector<TensorView> views;
   for (int32_t i = 0; i < program.parameter_count; ++i) {
     const tessera_tensor_info &info = program.parameters[i];
+    const auto index = static_cast<size_t>(i);
+    const int64_t count = elementCount(info);
+    requireFiniteValues(path, info.name, state.parameters[index].data(), count);
+    requireFiniteValues(path, kFirstMomentPrefix + std::string(info.name),
+                        state.firstMoments[index].data(), count);
+    requireFiniteValues(path, kSecondMomentPrefix + std::string(info.name),
+                        state.secondMoments[index].data(), count);
     views.push_back({info.name, TESSERA_F32, shapeOf(info),
-                     state.parameters[static_cast<size_t>(i)].data()});
+                     state.parameters[index].data()});
   }
   for (int32_t i = 0; i < program.buffer_count; ++i) {
     const tessera_tensor_info &info = program.buffers[i];
@@ -246,6 +350,7 @@ void saveCheckpoint(const std::string &path, const tessera_program &program,
       {"learning_rate_factor", hexDouble(state.learningRateFactor)},
       {"gradient_spikes", std::to_string(state.gradientSpikes)},
       {"recent_grad_norms", joinDoubles(state.recentGradientNorms)},
+      {"run", state.runId},
   };
   writeSafetensors(path, views, metadata);
 }
@@ -275,12 +380,11 @@ void loadCheckpoint(const std::string &path, const tessera_program &program,
   for (int32_t i = 0; i < program.parameter_count; ++i) {
     std::string name = program.parameters[i].name;
     auto index = static_cast<size_t>(i);
-    convertTensor(path, *file.find(name), TESSERA_F32,
-                  state.parameters[index].data());
-    convertTensor(path, *file.find(kFirstMomentPrefix + name), TESSERA_F32,
-                  state.firstMoments[index].data());
-    convertTensor(path, *file.find(kSecondMomentPrefix + name), TESSERA_F32,
-                  state.secondMoments[index].data());
+    convertParameter(path, *file.find(name), state.parameters[index].data());
+    convertParameter(path, *file.find(kFirstMomentPrefix + name),
+                     state.firstMoments[index].data());
+    convertParameter(path, *file.find(kSecondMomentPrefix + name),
+                     state.secondMoments[index].data());
   }
   for (int32_t i = 0; i < program.buffer_count; ++i)
     convertTensor(path, *file.find(program.buffers[i].name),
@@ -312,6 +416,8 @@ void loadCheckpoint(const std::string &path, const tessera_program &program,
       fail(path + ": __metadata__ 'learning_rate_factor' = '" + found->second +
            "' is not a positive number");
   }
+  if (auto found = file.metadata.find("run"); found != file.metadata.end())
+    state.runId = found->second;
   state.recentGradientNorms.clear();
   if (auto found = file.metadata.find("recent_grad_norms");
       found != file.metadata.end())
@@ -328,8 +434,9 @@ static void writeParameterShaped(const std::string &path,
   std::vector<TensorView> views;
   for (int32_t i = 0; i < program.parameter_count; ++i) {
     const tessera_tensor_info &info = program.parameters[i];
-    views.push_back({info.name, TESSERA_F32, shapeOf(info),
-                     tensors[static_cast<size_t>(i)]});
+    const float *values = tensors[static_cast<size_t>(i)];
+    requireFiniteValues(path, info.name, values, elementCount(info));
+    views.push_back({info.name, TESSERA_F32, shapeOf(info), values});
   }
   // safetensors.torch.save_file tags its files "pt"; doing the same keeps
   // tools that look at the tag happy.

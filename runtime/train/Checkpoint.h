@@ -18,6 +18,17 @@ namespace tessera::train {
 std::string checkpointPath(const std::string &directory, int64_t step);
 /// The checkpoint with the highest step in `directory`, or "" if none.
 std::string findLatestCheckpoint(const std::string &directory);
+/// Every checkpoint_*.safetensors in `directory`, by step; none when the
+/// directory does not exist.
+std::vector<std::string> listCheckpoints(const std::string &directory);
+/// A fresh run's check of its --checkpoint-dir: refuses one that holds
+/// another run's checkpoints (a later --resume would continue that run),
+/// unless `overwrite` (--overwrite-checkpoints), which deletes them.
+void claimCheckpointDirectory(const std::string &directory, bool overwrite,
+                              bool remove);
+/// A new run's identity, recorded in its checkpoints ("run"): 16 hex
+/// digits from the system's random source.
+std::string newRunId();
 /// Creates `directory` (and its parents) if missing.
 void ensureDirectory(const std::string &directory);
 
@@ -50,9 +61,21 @@ void checkTensorSet(const std::string &path, const SafetensorsFile &file,
                     const char *modelName);
 
 /// Converts a loaded tensor to `dtype` into `destination` (elementCount
-/// elements), through tessera_cpu_cast when the dtypes differ.
+/// elements), through tessera_cpu_cast when the dtypes differ. A float
+/// tensor is never read as an integer one nor the other way round (an
+/// integer or bool tensor where a weight belongs is another file's).
 void convertTensor(const std::string &path, const LoadedTensor &tensor,
                    int32_t dtype, void *destination);
+/// convertTensor to f32 for a parameter or a moment, which must be finite:
+/// a NaN or infinity names the tensor and element (it would otherwise
+/// surface steps later as a diverged run).
+void convertParameter(const std::string &path, const LoadedTensor &tensor,
+                      float *destination);
+/// Refuses to write `count` f32 `values` (tensor `name` of the file `path`)
+/// when one is not finite: no checkpoint or dump ever holds a non-finite
+/// weight.
+void requireFiniteValues(const std::string &path, const std::string &name,
+                         const float *values, int64_t count);
 
 } // namespace tessera::train
 

@@ -195,6 +195,7 @@ public:
   void sumsOfSquares(const std::vector<bool> *counted,
                      std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
+  int32_t nonFiniteParameter() override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
     useChunks(ParameterLayout::chunksOf(pieces, getDecays()));
@@ -237,6 +238,12 @@ private:
   int64_t stageLossCapacity = 0, stagedLosses = 0;
   double foldedStageLoss = 0;
   PinnedBuffer hostTokens, hostTargets, hostPartialSums;
+  /// AdamW's non-finite flag (tessera_cuda_multi_tensor_adamw) and its
+  /// host copy, read after the step's sync; whether an update ran since
+  /// nonFiniteParameter last looked.
+  DeviceBuffer nonFiniteFlag;
+  PinnedBuffer hostNonFiniteFlag;
+  bool updated = false;
   std::vector<int32_t> chunkTensors;
   std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
 };
@@ -306,6 +313,8 @@ void CudaBackend::useChunks(const std::vector<tessera_tensor_chunk> &table) {
   const int64_t sumBytes = chunkCount * static_cast<int64_t>(sizeof(double));
   partialSums = DeviceBuffer(sumBytes, "the gradient's sums of squares");
   hostPartialSums = PinnedBuffer(sumBytes);
+  nonFiniteFlag = DeviceBuffer(sizeof(int32_t), "AdamW's non-finite flag");
+  hostNonFiniteFlag = PinnedBuffer(sizeof(int32_t));
   // The clearing and the table's copy ran on the legacy default stream.
   checkCuda(cudaDeviceSynchronize(), "preparing the parameter chunks");
 }
@@ -519,8 +528,24 @@ void CudaBackend::applyAdamW(const AdamWUpdate &update) {
                   static_cast<const tessera_tensor_chunk *>(chunks.get()),
                   chunkCount, update.step, update.learningRate, update.beta1,
                   update.beta2, update.epsilon, update.weightDecay,
-                  update.gradientScale, streamHandle),
+                  update.gradientScale,
+                  static_cast<int32_t *>(nonFiniteFlag.get()), streamHandle),
               "AdamW");
+  checkCuda(cudaMemcpyAsync(hostNonFiniteFlag.get(), nonFiniteFlag.get(),
+                            sizeof(int32_t), cudaMemcpyDeviceToHost,
+                            streamHandle),
+            "reading AdamW's non-finite flag");
+  updated = true;
+}
+
+int32_t CudaBackend::nonFiniteParameter() {
+  if (!updated)
+    return -1;
+  updated = false;
+  const int32_t flag = *static_cast<const int32_t *>(hostNonFiniteFlag.get());
+  if (flag <= 0 || flag > chunkCount)
+    return -1;
+  return chunkTensors[static_cast<size_t>(chunkCount - flag)];
 }
 
 std::vector<std::vector<float>> CudaBackend::copyOptimizerGradients() {

@@ -40,6 +40,11 @@ double parseReal(const std::string &flag, const std::string &text) {
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(begin, &end);
+  if (!text.empty() && end == begin + text.size() && errno == ERANGE &&
+      std::fabs(value) < 1.0)
+    usageError(flag + ": '" + text +
+               "' is too close to 0 for a double (it underflows; 0 or a "
+               "value of at least 2.3e-308 is meant)");
   if (text.empty() || end != begin + text.size() || errno == ERANGE ||
       !std::isfinite(value))
     usageError(flag + ": '" + text + "' is not a finite number");
@@ -195,6 +200,12 @@ const std::vector<FlagSpec> &flagTable() {
          o.epsilon = parseReal(flag, v);
          if (!(o.epsilon > 0))
            usageError(flag + ": " + v + " must be positive");
+         // AdamW adds it in f32: one that rounds to 0 there divides 0 by 0
+         // for every gradient element that is 0.
+         if (static_cast<float>(o.epsilon) == 0.0f)
+           usageError(flag + ": " + v +
+                      " is 0 in f32, the precision AdamW adds it in (the "
+                      "smallest is about 1.4e-45; 1e-8 is usual)");
        }},
       {"--weight-decay", "X",
        "decoupled weight decay, applied to every parameter (default 0.01)",
@@ -275,6 +286,12 @@ const std::vector<FlagSpec> &flagTable() {
        [](TrainOptions &o, const std::string &, const std::string &) {
          o.resume = true;
        }},
+      {"--overwrite-checkpoints", nullptr,
+       "a new run may replace the checkpoints already in --checkpoint-dir "
+       "(deleted at start; without it such a directory is refused)",
+       [](TrainOptions &o, const std::string &, const std::string &) {
+         o.overwriteCheckpoints = true;
+       }},
       {"--metrics", "FILE.jsonl",
        "also write one JSON object per step to FILE (appended to on "
        "--resume)",
@@ -304,6 +321,12 @@ const std::vector<FlagSpec> &flagTable() {
          o.lossScaleInit = parseReal(flag, v);
          if (!(o.lossScaleInit > 0))
            usageError(flag + ": " + v + " must be positive");
+         // The program scales its f32 loss by it.
+         const float scale = static_cast<float>(o.lossScaleInit);
+         if (!std::isfinite(scale) || scale == 0.0f)
+           usageError(flag + ": " + v +
+                      " is not a finite, nonzero f32, the precision the "
+                      "loss is scaled in");
        }},
       {"--loss-scale-window", "N",
        "fp16 programs: double the loss scale after N clean steps "
@@ -318,6 +341,13 @@ const std::vector<FlagSpec> &flagTable() {
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          o.lossScaleHysteresis = parseInteger(flag, v);
          requireAtLeast(flag, static_cast<double>(o.lossScaleHysteresis), 1);
+       }},
+      {"--max-skipped-steps", "N",
+       "end the run with an error after N skipped steps in a row (fp16 "
+       "overflows, --on-spike skip; default 50, 0: no bound)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.maxSkippedSteps = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.maxSkippedSteps), 0);
        }},
       {"--grad-norms-every", "N",
        "every N steps, each parameter's and each layer's gradient norm in "
@@ -436,6 +466,10 @@ const FlagSpec *findFlag(const std::string &name) {
 }
 
 void checkCombinations(const TrainOptions &options) {
+  if (options.overwriteCheckpoints && options.checkpointDirectory.empty())
+    usageError("--overwrite-checkpoints: needs --checkpoint-dir");
+  if (options.overwriteCheckpoints && options.resume)
+    usageError("--overwrite-checkpoints: contradicts --resume");
   if (options.resume && options.checkpointDirectory.empty())
     usageError("--resume: needs --checkpoint-dir to find the checkpoint");
   if (options.checkpointEvery > 0 && options.checkpointDirectory.empty())

@@ -63,6 +63,9 @@ struct TrainOptions {
   std::string checkpointDirectory;
   int64_t checkpointEvery = 0;
   bool resume = false;
+  /// --overwrite-checkpoints: a fresh run may replace the checkpoints in
+  /// --checkpoint-dir (deleted at start).
+  bool overwriteCheckpoints = false;
   std::string metricsFile;
   std::string dumpParametersFile;
   /// The last step's gradients (averaged over micro-batches, unscaled, before
@@ -73,6 +76,9 @@ struct TrainOptions {
   /// --loss-scale-hysteresis: fp16 overflows in a row before the scale
   /// halves (LossScaling.h).
   int64_t lossScaleHysteresis = 1;
+  /// --max-skipped-steps: skipped steps in a row (fp16 overflows, spike
+  /// skips) that end the run with an error (0: no bound).
+  int64_t maxSkippedSteps = 50;
   /// --grad-norms-every: every N steps each parameter's and each layer's
   /// gradient norm in the metrics and the trace (0: off).
   int64_t gradientNormsEvery = 0;

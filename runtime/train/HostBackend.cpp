@@ -16,6 +16,7 @@
 
 #include "TrainError.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sys/resource.h>
@@ -102,6 +103,11 @@ public:
   void sumsOfSquares(const std::vector<bool> *counted,
                      std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
+  int32_t nonFiniteParameter() override {
+    int32_t found = nonFinite;
+    nonFinite = -1;
+    return found;
+  }
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
     restriction = pieces;
@@ -131,6 +137,21 @@ private:
   OptimizerViews optimizerViews();
 
   AlignedBuffer scratch;
+  /// What nonFiniteParameter returns next.
+  int32_t nonFinite = -1;
+
+  /// Whether every element of an f32 view is finite (the CPU's AdamW is a
+  /// pass over the same memory; this one is cheap beside it).
+  static bool allFinite(const tessera_tensor &view) {
+    const auto *values = static_cast<const float *>(view.data);
+    int64_t count = 1;
+    for (int32_t d = 0; d < view.rank; ++d)
+      count *= view.shape[d];
+    for (int64_t e = 0; e < count; ++e)
+      if (!std::isfinite(values[e]))
+        return false;
+    return true;
+  }
   std::vector<AlignedBuffer> allocations;
   /// A pipelined step's micro-batches, one [batch, sequence] after another.
   std::vector<int64_t> slotTokens, slotTargets;
@@ -324,6 +345,9 @@ void HostBackend::applyAdamW(const AdamWUpdate &update) {
                                   update.beta1, update.beta2, update.epsilon,
                                   weightDecay, update.gradientScale),
                 "AdamW");
+    if (nonFinite < 0 &&
+        !(allFinite(views.parameters[i]) && allFinite(views.second[i])))
+      nonFinite = views.owners[i];
   }
 }
 

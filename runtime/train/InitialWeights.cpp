@@ -77,8 +77,8 @@ void loadInitialWeights(const tessera_program &program,
                    program.model_name ? program.model_name : "(unnamed)");
     if (!random)
       for (int32_t i = 0; i < program.parameter_count; ++i)
-        convertTensor(path, *file.find(program.parameters[i].name), TESSERA_F32,
-                      state.parameters[static_cast<size_t>(i)].data());
+        convertParameter(path, *file.find(program.parameters[i].name),
+                         state.parameters[static_cast<size_t>(i)].data());
     for (int32_t i = 0; i < program.buffer_count; ++i)
       convertTensor(path, *file.find(program.buffers[i].name),
                     program.buffers[i].dtype,

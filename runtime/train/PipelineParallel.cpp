@@ -952,6 +952,14 @@ double PipelineStep::gradientSumOfSquares() {
   }
 }
 
+double PipelineStep::max(double value) {
+  try {
+    return agreement.max(value);
+  } catch (const comm::CommError &error) {
+    fail(std::string("agreeing on a flag: ") + error.what());
+  }
+}
+
 std::vector<double> PipelineStep::parameterSumsOfSquares() {
   std::vector<double> sums = backend.lastParameterSumsOfSquares();
   try {

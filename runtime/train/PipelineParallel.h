@@ -174,6 +174,9 @@ public:
   /// added (of the whole program: the device programs keep its parameter
   /// order), on every rank.
   std::vector<double> parameterSumsOfSquares();
+  /// The largest value of a host scalar over the pipeline's ranks (a
+  /// failure flag every rank must see).
+  double max(double value);
   /// After AdamW: the owners' updated parameters to their other readers.
   void afterOptimizer();
   /// After the tasks: each gradient part held by a device other than its

@@ -229,6 +229,8 @@ private:
   std::unique_ptr<DataLoader> data;
   std::unique_ptr<DataParallelGradients> dataParallel;
   int64_t lastCheckpointStep = -1;
+  /// Steps in a row without an update (--max-skipped-steps).
+  int64_t skippedInARow = 0;
   /// A mesh rank's: which of its parameter blocks count in the norm, and
   /// the whole buffers (they never change) for checkpoints.
   std::vector<bool> countedInNorm;
@@ -271,6 +273,10 @@ private:
   /// gradient the global norm was just made of, agreed over the ranks
   /// (--grad-norms-every). Collective.
   std::vector<double> parameterSumsOfSquares();
+  /// Ends the run, before anything of step `step` is written, when its
+  /// AdamW update left a weight or moment non-finite on any rank.
+  /// Collective.
+  void requireFiniteUpdate(int64_t step, double learningRate);
   void writeCheckpoint();
 };
 
@@ -310,8 +316,13 @@ void Trainer::start() {
   state.seed = options.seed;
   state.lossScale =
       program.precision == TESSERA_PRECISION_FP16 ? options.lossScaleInit : 1.0;
+  // Every rank checks (a refusal must end them all); the leader deletes.
+  if (!options.checkpointDirectory.empty() && !options.resume)
+    claimCheckpointDirectory(options.checkpointDirectory,
+                             options.overwriteCheckpoints, isLeader());
   if (!options.checkpointDirectory.empty() && isLeader())
     ensureDirectory(options.checkpointDirectory);
+  state.runId = newRunId();
   if (options.resume) {
     std::string path = findLatestCheckpoint(options.checkpointDirectory);
     if (path.empty())
@@ -434,6 +445,33 @@ std::vector<double> Trainer::parameterSumsOfSquares() {
   return backend->lastParameterSumsOfSquares();
 }
 
+void Trainer::requireFiniteUpdate(int64_t step, double learningRate) {
+  const int32_t parameter = backend->nonFiniteParameter();
+  double anywhere = parameter >= 0 ? 1.0 : 0.0;
+  if (mesh)
+    anywhere = meshAgreement->max(anywhere);
+  else if (pipelineStep)
+    anywhere = pipelineStep->max(anywhere);
+  else if (dataParallel)
+    anywhere = dataParallel->max(anywhere);
+  if (anywhere == 0)
+    return;
+  char rate[32];
+  std::snprintf(rate, sizeof(rate), "%g", learningRate);
+  const std::string which =
+      parameter >= 0
+          ? "'" + std::string(storedProgram().parameters[parameter].name) + "'"
+          : std::string("a parameter another rank holds");
+  fail("step " + std::to_string(step) + ": the AdamW update made " + which +
+       " (or its second moment) non-finite: the update at learning rate " +
+       rate +
+       " does not fit f32 (try a lower --lr); nothing of this step "
+       "is written" +
+       (lastCheckpointStep > 0 ? " (the last checkpoint is step " +
+                                     std::to_string(lastCheckpointStep) + ")"
+                               : std::string()));
+}
+
 void Trainer::writeCheckpoint() {
   TraceRange range(trace, "checkpoint");
   lastCheckpointStep = state.step;
@@ -495,6 +533,13 @@ int Trainer::run() {
       fail("step " + std::to_string(step) +
            ": the loss or the gradients are not finite (loss " +
            std::to_string(loss) + "); the run diverged (try a lower --lr)");
+    // Loss scaling rescues gradients that overflow fp16, not a forward pass
+    // that did: a non-finite loss is a diverged (or overflowing) model.
+    if (fp16 && !std::isfinite(loss))
+      fail("step " + std::to_string(step) + ": the forward loss is " +
+           std::to_string(loss) +
+           " (fp16): the forward pass itself overflowed or diverged, which "
+           "loss scaling cannot fix (try a lower --lr, or bf16)");
     // Every rank judges the same agreed norm: the same decisions.
     SpikeResponse spike;
     if (!overflow)
@@ -567,6 +612,9 @@ int Trainer::run() {
       TraceRange range(trace, "wait_for_device");
       backend->finishStep();
     }
+    if (update)
+      requireFiniteUpdate(step, learningRate);
+    skippedInARow = update ? 0 : skippedInARow + 1;
     state.step = step;
     state.dataPosition = data->getPosition();
 
@@ -611,6 +659,14 @@ int Trainer::run() {
     if ((options.checkpointEvery > 0 && step % options.checkpointEvery == 0) ||
         spike.checkpoint)
       writeCheckpoint();
+    if (options.maxSkippedSteps > 0 && skippedInARow >= options.maxSkippedSteps)
+      fail("step " + std::to_string(step) + ": " +
+           std::to_string(skippedInARow) + " steps in a row were skipped (" +
+           (overflow ? "the fp16 gradients overflow at loss scale " +
+                           std::to_string(usedScale)
+                     : std::string("gradient norm spikes")) +
+           "); the run is not training (--max-skipped-steps " +
+           std::to_string(options.maxSkippedSteps) + ")");
     if (spike.stop)
       fail("step " + std::to_string(step) + ": gradient norm " +
            std::to_string(norm) + " left the band [" +

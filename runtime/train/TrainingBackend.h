@@ -163,6 +163,11 @@ public:
   }
   /// Updates master weights and moments in place.
   virtual void applyAdamW(const AdamWUpdate &update) = 0;
+  /// After finishStep: the first parameter whose master weights or moments
+  /// the last applyAdamW left non-finite (an update too large for f32: a
+  /// huge --lr), or -1 when all are finite or no update ran since the last
+  /// call. The GPU's AdamW raises a flag as it writes (no second pass).
+  virtual int32_t nonFiniteParameter() = 0;
   /// From now on gradientSumOfSquares and applyAdamW cover only these
   /// pieces of the slices (ZeRO-1: this rank's shard), not every element.
   virtual void

@@ -48,6 +48,9 @@ struct TrainingState {
   std::vector<double> recentGradientNorms;
   double learningRateFactor = 1;
   int64_t gradientSpikes = 0;
+  /// The run this state belongs to (newRunId at a fresh start; a resumed
+  /// run keeps its checkpoint's), recorded in every checkpoint.
+  std::string runId;
 };
 
 /// Elements of a tensor of this shape.

@@ -111,7 +111,7 @@ TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
           static_cast<float *>(gparam.get()->data), ggrad.get()->data,
           gradDtype, static_cast<float *>(gm.get()->data),
           static_cast<float *>(gv.get()->data), chunks.get(), chunks.size(),
-          step, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, nullptr));
+          step, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, nullptr, nullptr));
     }
     expectDeviceClean();
     // The gaps are zero on both sides: nothing writes them.
@@ -121,19 +121,56 @@ TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
   }
 }
 
+// Tests the non-finite flag: 0 after a normal step; after a step whose size
+// overflows f32 (lr 3e38), chunk_count - c for the first chunk c written
+// non-finite; and zeroed again by the next call.
+TEST(DriverKernelsCuda, MultiTensorAdamWFlagsTheFirstNonFiniteChunk) {
+  REQUIRE_GPU();
+  FlatLayout layout;
+  DeviceChunks chunks(layout.chunks());
+  Shape shape = {layout.total};
+  DeviceTensor param(withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 21)));
+  DeviceTensor grad(withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 22)));
+  DeviceTensor m(withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 23)));
+  DeviceTensor v(
+      withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 24, 0.0f, 0.01f)));
+  int32_t *flag = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&flag), sizeof(int32_t)),
+            cudaSuccess);
+  auto step = [&](double lr) {
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
+        static_cast<float *>(param.get()->data), grad.get()->data, TESSERA_F32,
+        static_cast<float *>(m.get()->data),
+        static_cast<float *>(v.get()->data), chunks.get(), chunks.size(), 1,
+        lr, 0.9, 0.95, 1e-8, 0.0, 1.0, flag, nullptr));
+    int32_t value = -1;
+    EXPECT_EQ(cudaMemcpy(&value, flag, sizeof value, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    return value;
+  };
+  EXPECT_EQ(step(1e-3), 0);
+  EXPECT_EQ(step(3e38), chunks.size());
+  cudaMemset(param.get()->data, 0, layout.total * sizeof(float));
+  cudaMemset(m.get()->data, 0, layout.total * sizeof(float));
+  cudaMemset(v.get()->data, 0, layout.total * sizeof(float));
+  EXPECT_EQ(step(1e-3), 0);
+  cudaFree(flag);
+  expectDeviceClean();
+}
+
 TEST(DriverKernelsCuda, MultiTensorAdamWRejectsBadArguments) {
   REQUIRE_GPU();
   float *none = nullptr;
   EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_I32, none, none,
                                             nullptr, 0, 1, 1e-3, 0.9, 0.95,
-                                            1e-8, 0, 1, nullptr),
+                                            1e-8, 0, 1, nullptr, nullptr),
             0);
   EXPECT_NE(std::string(tessera_cuda_last_error()).find("grad must be f32"),
             std::string::npos)
       << tessera_cuda_last_error();
   EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_F32, none, none,
                                             nullptr, 0, 0, 1e-3, 0.9, 0.95,
-                                            1e-8, 0, 1, nullptr),
+                                            1e-8, 0, 1, nullptr, nullptr),
             0);
 }
 

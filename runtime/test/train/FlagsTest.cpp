@@ -199,6 +199,15 @@ TEST(Flags, Errors) {
       {{"--spike-window", "1000000"},
        "--spike-window: 1000000 is above the maximum 100000"},
       {{"--spike-sigma", "0"}, "--spike-sigma: 0 must be positive"},
+      {{"--max-skipped-steps", "-1"}, "--max-skipped-steps: -1 is below"},
+      {{"--overwrite-checkpoints"},
+       "--overwrite-checkpoints: needs --checkpoint-dir"},
+      {{"--checkpoint-dir", "d", "--overwrite-checkpoints", "--resume"},
+       "--overwrite-checkpoints: contradicts --resume"},
+      {{"--eps", "1e-300"}, "--eps: 1e-300 is 0 in f32, the precision AdamW"},
+      {{"--loss-scale-init", "1e39"},
+       "--loss-scale-init: 1e39 is not a finite, nonzero f32"},
+      {{"--lr", "1e-320"}, "--lr: '1e-320' is too close to 0 for a double"},
   };
   for (const Case &c : cases) {
     std::string message = parseError(c.words);

@@ -45,6 +45,24 @@ inline std::vector<float> floats(const tessera::train::SafetensorsFile &file,
   return values;
 }
 
+/// Expects two checkpoints to hold the same state bit for bit: every
+/// tensor's bytes and every metadata entry but "run" (each run has its own
+/// id; a resumed run keeps it, an independent one of the same arithmetic
+/// does not).
+inline void expectSameState(const std::string &a, const std::string &b) {
+  tessera::train::SafetensorsFile first = tessera::train::readSafetensors(a);
+  tessera::train::SafetensorsFile second = tessera::train::readSafetensors(b);
+  first.metadata.erase("run");
+  second.metadata.erase("run");
+  EXPECT_EQ(first.metadata, second.metadata) << a << " vs " << b;
+  ASSERT_EQ(first.tensors.size(), second.tensors.size()) << a << " vs " << b;
+  for (size_t i = 0; i < first.tensors.size(); ++i) {
+    EXPECT_EQ(first.tensors[i].name, second.tensors[i].name);
+    EXPECT_EQ(first.tensors[i].bytes, second.tensors[i].bytes)
+        << first.tensors[i].name;
+  }
+}
+
 /// Fails the way a lowered program does: a kernel rejects its input (an
 /// embedding index out of range) and leaves its message in
 /// tessera_cpu_last_error(). Returns the kernel's nonzero status.

@@ -37,6 +37,7 @@ struct ProgramHooks {
   std::set<int> overflowCalls;
   int spikeAtCall = -1;
   float spikeFactor = 100;
+  int nanLossAtCall = -1;
   std::vector<uint64_t> seeds;
 };
 ProgramHooks hooks;
@@ -81,6 +82,8 @@ int softmaxRegression(const tessera_step_context * /*context*/,
     }
   }
   *loss = static_cast<float>(total / count);
+  if (hooks.calls == hooks.nanLossAtCall)
+    *loss = std::numeric_limits<float>::quiet_NaN();
   if (hooks.calls == hooks.overflowAtCall ||
       hooks.overflowCalls.count(hooks.calls))
     dWeight[3] = std::numeric_limits<float>::infinity();
@@ -285,8 +288,8 @@ TEST_F(TrainMainTest, ResumeIsBitForBit) {
             std::vector<uint64_t>(wholeSeeds.begin() + 4, wholeSeeds.end()));
   EXPECT_EQ(readBytes(directory + "/parts.st"),
             readBytes(directory + "/whole.st"));
-  EXPECT_EQ(readBytes(directory + "/parts/checkpoint_00000008.safetensors"),
-            readBytes(directory + "/whole/checkpoint_00000008.safetensors"));
+  expectSameState(directory + "/parts/checkpoint_00000008.safetensors",
+                  directory + "/whole/checkpoint_00000008.safetensors");
 
   // The resumed metrics continue the killed run's file: together they are the
   // uninterrupted run's, apart from the timings.
@@ -555,8 +558,8 @@ TEST_F(TrainMainTest, SpikeDecisionsResumeBitForBit) {
   ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("step 11: gradient norm spike"), std::string::npos)
       << resumed.out;
-  EXPECT_EQ(readBytes(checkpointName(directory + "/parts", 16)),
-            readBytes(checkpointName(directory + "/whole", 16)));
+  expectSameState(checkpointName(directory + "/parts", 16),
+                  checkpointName(directory + "/whole", 16));
   std::vector<JsonValue> a = readMetrics(directory + "/whole.jsonl");
   std::vector<JsonValue> b = readMetrics(directory + "/parts.jsonl");
   ASSERT_EQ(a.size(), 16u);
@@ -603,6 +606,102 @@ TEST_F(TrainMainTest, GradientNormsMatchTheDumpedGradients) {
               1e-6 * std::sqrt(total));
   EXPECT_NEAR(records[3].find("grad_norm")->number, std::sqrt(total),
               1e-6 * std::sqrt(total));
+}
+
+// Tests that an update too large for f32 (--lr 1e38: the step size
+// overflows) ends the run at the step that made it, naming the parameter,
+// with nothing of that step written: the previous checkpoint stays the
+// newest, no dump appears, and every checkpoint holds finite weights.
+TEST_F(TrainMainTest, NonFiniteUpdateEndsTheRunBeforeAnythingIsWritten) {
+  std::string ckpt = directory + "/ckpt";
+  TrainRun run = train({"--data", dataPath, "--steps", "4", "--lr", "1e-2",
+                        "--checkpoint-dir", ckpt, "--checkpoint-every", "1",
+                        "--dump-params", directory + "/params.st"},
+                       program());
+  ASSERT_EQ(run.exitCode, 0) << run.err;
+  run = train({"--data", dataPath, "--steps", "8", "--lr", "3e38",
+               "--checkpoint-dir", ckpt, "--checkpoint-every", "1", "--resume",
+               "--dump-params", directory + "/huge.st"},
+              program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("train: error: step 5: the AdamW update made "
+                         "'linear.weight' (or its second moment) non-finite: "
+                         "the update at learning rate 3e+38 does not fit f32 "
+                         "(try a lower --lr); nothing of this step is written "
+                         "(the last checkpoint is step 4)"),
+            std::string::npos)
+      << run.err;
+  EXPECT_FALSE(fileExists(checkpointName(ckpt, 5)));
+  EXPECT_FALSE(fileExists(directory + "/huge.st"));
+  SafetensorsFile four = readSafetensors(checkpointName(ckpt, 4));
+  for (float value : floats(four, "linear.weight"))
+    EXPECT_TRUE(std::isfinite(value));
+}
+
+// Tests that fp16 runs end with an error instead of skipping forever: a NaN
+// forward loss is not an overflow the scale could fix, and steps skipped
+// in a row beyond --max-skipped-steps stop the run (exit 0 only when the
+// steps were trained).
+TEST_F(TrainMainTest, Fp16DivergenceIsAnError) {
+  hooks.nanLossAtCall = 2;
+  TrainRun run = train({"--data", dataPath, "--steps", "4"},
+                       program(4, TESSERA_PRECISION_FP16));
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("step 2: the forward loss is nan (fp16): the forward "
+                         "pass itself overflowed or diverged"),
+            std::string::npos)
+      << run.err;
+
+  hooks = ProgramHooks();
+  hooks.overflowCalls = {3, 4, 5, 6, 7, 8};
+  run = train({"--data", dataPath, "--steps", "8", "--max-skipped-steps", "3"},
+              program(4, TESSERA_PRECISION_FP16));
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("step 5: 3 steps in a row were skipped (the fp16 "
+                         "gradients overflow at loss scale"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("the run is not training (--max-skipped-steps 3)"),
+            std::string::npos);
+}
+
+// Tests that a new run into a directory holding another run's checkpoints
+// is refused (its later --resume would continue the other run), that
+// --overwrite-checkpoints deletes them, and that checkpoints carry their
+// run's id across a resume.
+TEST_F(TrainMainTest, AStaleCheckpointDirectoryIsRefused) {
+  std::string ckpt = directory + "/ckpt";
+  TrainRun first = train({"--data", dataPath, "--steps", "6",
+                          "--checkpoint-dir", ckpt, "--checkpoint-every", "3"},
+                         program());
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  const std::string run =
+      readSafetensors(checkpointName(ckpt, 6)).metadata.at("run");
+  EXPECT_EQ(run.size(), 16u);
+
+  TrainRun again =
+      train({"--data", dataPath, "--steps", "2", "--checkpoint-dir", ckpt},
+            program());
+  EXPECT_EQ(again.exitCode, 1);
+  EXPECT_NE(again.err.find("already holds 2 checkpoint(s) (newest " +
+                           checkpointName(ckpt, 6) +
+                           "): continue that run with --resume"),
+            std::string::npos)
+      << again.err;
+
+  TrainRun resumed = train({"--data", dataPath, "--steps", "8",
+                            "--checkpoint-dir", ckpt, "--resume"},
+                           program());
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+  EXPECT_EQ(readSafetensors(checkpointName(ckpt, 8)).metadata.at("run"), run);
+
+  TrainRun fresh = train({"--data", dataPath, "--steps", "2",
+                          "--checkpoint-dir", ckpt, "--overwrite-checkpoints"},
+                         program());
+  ASSERT_EQ(fresh.exitCode, 0) << fresh.err;
+  EXPECT_FALSE(fileExists(checkpointName(ckpt, 8)));
+  EXPECT_FALSE(fileExists(checkpointName(ckpt, 3)));
+  EXPECT_NE(readSafetensors(checkpointName(ckpt, 2)).metadata.at("run"), run);
 }
 
 // Tests that K micro-batches of B/K rows give the parameters of one batch of
@@ -768,6 +867,42 @@ TEST_F(TrainMainTest, Errors) {
   EXPECT_EQ(run.exitCode, 1);
   EXPECT_NE(run.err.find("bad.npy: token id 8 at row 3, column 2 is outside "
                          "the vocabulary of 8 ids"),
+            std::string::npos)
+      << run.err;
+
+  // Weights that are not finite, or not float, are refused by name.
+  std::vector<float> poisoned(kVocabulary * kVocabulary, 0.1f);
+  poisoned[3] = std::nanf("");
+  std::vector<float> bias(kVocabulary, 0);
+  writeSafetensors(directory + "/nan.st",
+                   {{"linear.weight",
+                     TESSERA_F32,
+                     {kVocabulary, kVocabulary},
+                     poisoned.data()},
+                    {"linear.bias", TESSERA_F32, {kVocabulary}, bias.data()}},
+                   {});
+  run = train({"--data", dataPath, "--weights", directory + "/nan.st"},
+              program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("nan.st: tensor 'linear.weight' holds nan at "
+                         "element 3; the weights must be finite"),
+            std::string::npos)
+      << run.err;
+  std::vector<int32_t> integers(kVocabulary, 1);
+  poisoned[3] = 0.1f;
+  writeSafetensors(
+      directory + "/int.st",
+      {{"linear.weight",
+        TESSERA_F32,
+        {kVocabulary, kVocabulary},
+        poisoned.data()},
+       {"linear.bias", TESSERA_I32, {kVocabulary}, integers.data()}},
+      {});
+  run = train({"--data", dataPath, "--weights", directory + "/int.st"},
+              program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("int.st: tensor 'linear.bias' is I32 but the "
+                         "program's needs a float type"),
             std::string::npos)
       << run.err;
 

@@ -38,14 +38,16 @@ int tessera_cuda_chunk_sum_squares(const void *x, int32_t dtype,
                                    cudaStream_t stream);
 
 /* One AdamW step of every chunk: params, m, v f32; grad f32, bf16 or f16.
- * Weight decay applies to the chunks whose weight_decay flag is set. */
-int tessera_cuda_multi_tensor_adamw(float *params, const void *grad,
-                                    int32_t grad_dtype, float *m, float *v,
-                                    const tessera_tensor_chunk *chunks,
-                                    int32_t chunk_count, int64_t step,
-                                    double lr, double beta1, double beta2,
-                                    double eps, double weight_decay,
-                                    double grad_scale, cudaStream_t stream);
+ * Weight decay applies to the chunks whose weight_decay flag is set.
+ * `nonfinite` (device memory, may be null) is zeroed on `stream`, then set
+ * to chunk_count - c for the first chunk c whose update left a parameter or
+ * a moment non-finite (0: every value is finite): the driver reads it back
+ * with the step's other scalars instead of passing over the weights again. */
+int tessera_cuda_multi_tensor_adamw(
+    float *params, const void *grad, int32_t grad_dtype, float *m, float *v,
+    const tessera_tensor_chunk *chunks, int32_t chunk_count, int64_t step,
+    double lr, double beta1, double beta2, double eps, double weight_decay,
+    double grad_scale, int32_t *nonfinite, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
