@@ -98,15 +98,6 @@ std::vector<std::string> expandPattern(const std::string &pattern) {
   return paths;
 }
 
-int64_t fileSize(const std::string &path, int descriptor) {
-  struct stat info;
-  if (::fstat(descriptor, &info) != 0)
-    fail(describeSystemError(path));
-  if (!S_ISREG(info.st_mode))
-    fail(path + ": not a regular file");
-  return static_cast<int64_t>(info.st_size);
-}
-
 /// Reads exactly `size` bytes at `offset`; false on a short read or error.
 bool readAt(int descriptor, int64_t offset, void *buffer, int64_t size) {
   auto *cursor = static_cast<char *>(buffer);
@@ -317,20 +308,11 @@ DataLoader::DataLoader(const std::string &pattern, const DataLayout &layout,
     if (endsWith(path, ".npy") != npy)
       fail("--data: '" + pattern + "' mixes .npy files and token shards (" +
            paths.front() + ", " + path + "); use one kind");
-    int descriptor = ::open(path.c_str(), O_RDONLY);
-    if (descriptor < 0)
-      fail(describeSystemError(path));
+    RegularFile opened(path);
     DataFile file;
-    try {
-      int64_t size = fileSize(path, descriptor);
-      static_cast<FileGeometry &>(file) =
-          npy ? inspectNpy(path, descriptor, size, layout)
-              : inspectShard(path, descriptor, size, layout);
-    } catch (...) {
-      ::close(descriptor);
-      throw;
-    }
-    ::close(descriptor);
+    static_cast<FileGeometry &>(file) =
+        npy ? inspectNpy(path, opened.descriptor(), opened.size(), layout)
+            : inspectShard(path, opened.descriptor(), opened.size(), layout);
     file.isNpy = npy;
     file.firstSample = sampleCount;
     sampleCount += file.samples;
@@ -350,10 +332,7 @@ DataLoader::DataLoader(const std::string &pattern, const DataLayout &layout,
   }
 }
 
-DataLoader::~DataLoader() {
-  if (openDescriptor >= 0)
-    ::close(openDescriptor);
-}
+DataLoader::~DataLoader() = default;
 
 int64_t DataLoader::sampleAt(int64_t globalPosition) {
   int64_t epoch = globalPosition / sampleCount;
@@ -373,15 +352,12 @@ void DataLoader::readBytes(size_t fileIndex, int64_t offset, void *buffer,
                            int64_t size) {
   const std::string &path = paths[fileIndex];
   if (openFileIndex != static_cast<int>(fileIndex)) {
-    if (openDescriptor >= 0)
-      ::close(openDescriptor);
+    openFile.reset();
     openFileIndex = -1;
-    openDescriptor = ::open(path.c_str(), O_RDONLY);
-    if (openDescriptor < 0)
-      fail(describeSystemError(path));
+    openFile.emplace(path);
     openFileIndex = static_cast<int>(fileIndex);
   }
-  if (!readAt(openDescriptor, offset, buffer, size))
+  if (!readAt(openFile->descriptor(), offset, buffer, size))
     fail(path + ": read failed at byte " + std::to_string(offset) +
          " (was the file changed during the run?)");
 }

@@ -8,7 +8,10 @@
 #ifndef TESSERA_RUNTIME_TRAIN_DATALOADER_H
 #define TESSERA_RUNTIME_TRAIN_DATALOADER_H
 
+#include "RegularFile.h"
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,7 +81,7 @@ private:
 
   // The file read last, kept open because consecutive samples often share it.
   int openFileIndex = -1;
-  int openDescriptor = -1;
+  std::optional<RegularFile> openFile;
 
   int64_t sampleAt(int64_t globalPosition);
   void readSample(int64_t sample, int64_t *tokens, int64_t *targets);

@@ -11,7 +11,9 @@
 // data position) are stored as decimal text.
 //
 // The writer lays tensors out back to back in the order given, which is what
-// safetensors' own validation demands (no gaps, no overlaps). It writes via
+// safetensors' own validation demands (no gaps, no overlaps), and the reader
+// demands the same of every file, so overlapping or stray bytes are an
+// error naming the tensors rather than a silently wrong weight. It writes via
 // a mkstemp file next to the target, fsyncs it, renames it over the target
 // and fsyncs the directory: a killed run or a full disk leaves the previous
 // checkpoint intact. The reader checks everything a damaged or foreign file
@@ -24,6 +26,8 @@
 #include "Safetensors.h"
 
 #include "Json.h"
+#include "OutputPaths.h"
+#include "RegularFile.h"
 #include "TrainError.h"
 #include "tessera/runtime/cpu_kernels.h"
 
@@ -44,6 +48,9 @@ namespace {
 /// A header larger than this is certainly not a weights file; refusing it
 /// avoids a giant allocation on garbage input.
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
+/// The file is read whole into host memory: 1 TiB is beyond any host this
+/// runs on, and a larger length is a corrupt or hostile one.
+constexpr int64_t kMaxFileBytes = int64_t(1) << 40;
 
 struct DtypeName {
   int32_t dtype;
@@ -84,22 +91,6 @@ int64_t asCount(const JsonValue &value) {
   if (errno == ERANGE || parsed > static_cast<unsigned long long>(INT64_MAX))
     return -1;
   return static_cast<int64_t>(parsed);
-}
-
-std::string readWholeFile(const std::string &path) {
-  FILE *file = std::fopen(path.c_str(), "rb");
-  if (!file)
-    fail(describeSystemError(path));
-  std::string contents;
-  char buffer[1 << 16];
-  size_t count;
-  while ((count = std::fread(buffer, 1, sizeof(buffer), file)) > 0)
-    contents.append(buffer, count);
-  bool failed = std::ferror(file);
-  std::fclose(file);
-  if (failed)
-    fail(describeSystemError(path));
-  return contents;
 }
 
 LoadedTensor parseEntry(const std::string &path, const std::string &name,
@@ -223,12 +214,6 @@ bool writeAll(int descriptor, const void *bytes, uint64_t size) {
   return true;
 }
 
-std::string directoryOf(const std::string &path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos)
-    return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
 
 } // namespace
 
@@ -252,7 +237,8 @@ const char *safetensorsDtypeName(int32_t dtype) {
 }
 
 SafetensorsFile readSafetensors(const std::string &path) {
-  std::string contents = readWholeFile(path);
+  std::string contents =
+      readRegularFile(path, kMaxFileBytes, "a safetensors file");
   if (contents.size() < 8)
     fail(path + ": not a safetensors file (" + std::to_string(contents.size()) +
          " bytes, shorter than the 8-byte header length)");
@@ -294,8 +280,32 @@ SafetensorsFile readSafetensors(const std::string &path) {
   std::stable_sort(
       ordered.begin(), ordered.end(),
       [](const auto &a, const auto &b) { return a.first < b.first; });
-  for (auto &[begin, tensor] : ordered)
+  // As safetensors' own loader insists: the tensors tile the data exactly,
+  // in offset order, with no gap and no byte shared (overlapping offsets
+  // would load one tensor's bytes as another's).
+  uint64_t covered = 0;
+  std::string previous;
+  for (auto &[begin, tensor] : ordered) {
+    const auto start = static_cast<uint64_t>(begin);
+    const std::string offsets =
+        "data_offsets [" + std::to_string(start) + ", " +
+        std::to_string(start + tensor.bytes.size()) + "]";
+    if (start < covered)
+      fail(path + ": tensor '" + tensor.name + "' (" + offsets +
+           ") overlaps tensor '" + previous + "', which ends at byte " +
+           std::to_string(covered));
+    if (start > covered)
+      fail(path + ": bytes " + std::to_string(covered) + " to " +
+           std::to_string(start) + " before tensor '" + tensor.name + "' (" +
+           offsets + ") belong to no tensor (the data must be contiguous)");
+    covered = start + tensor.bytes.size();
+    previous = tensor.name;
     file.tensors.push_back(std::move(tensor));
+  }
+  if (covered != dataBytes)
+    fail(path + ": the last " + std::to_string(dataBytes - covered) +
+         " data bytes belong to no tensor (the file is longer than its "
+         "header says)");
   return file;
 }
 
@@ -349,7 +359,7 @@ void writeSafetensors(const std::string &path,
   // Make the rename itself durable. Some file systems cannot fsync a
   // directory; the data is safe in the file either way, so this is best
   // effort.
-  int directory = ::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY);
+  int directory = ::open(parentDirectory(path).c_str(), O_RDONLY | O_DIRECTORY);
   if (directory >= 0) {
     (void)::fsync(directory);
     ::close(directory);

@@ -88,6 +88,7 @@
 #include "LossScaling.h"
 #include "MeshParallel.h"
 #include "Metrics.h"
+#include "OutputPaths.h"
 #include "PipelineParallel.h"
 #include "Random.h"
 #include "Trace.h"
@@ -320,8 +321,19 @@ void Trainer::start() {
   if (!options.checkpointDirectory.empty() && !options.resume)
     claimCheckpointDirectory(options.checkpointDirectory,
                              options.overwriteCheckpoints, isLeader());
-  if (!options.checkpointDirectory.empty() && isLeader())
+  if (!options.checkpointDirectory.empty() && isLeader()) {
     ensureDirectory(options.checkpointDirectory);
+    requireWritableDirectory("--checkpoint-dir", options.checkpointDirectory);
+  }
+  // What is written at the end is checked now, not after the training.
+  if (isLeader()) {
+    if (!options.dumpParametersFile.empty())
+      requireWritableFile("--dump-params", options.dumpParametersFile);
+    if (!options.dumpGradientsFile.empty())
+      requireWritableFile("--dump-grads", options.dumpGradientsFile);
+    if (!options.traceFile.empty())
+      requireWritableFile("--trace", options.traceFile);
+  }
   state.runId = newRunId();
   if (options.resume) {
     std::string path = findLatestCheckpoint(options.checkpointDirectory);

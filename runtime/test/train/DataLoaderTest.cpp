@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <set>
 
@@ -195,6 +197,12 @@ TEST(DataLoader, Errors) {
   expectError(openError(d + "/missing.bin", layout),
               "--data: " + d + "/missing.bin: no such file");
   expectError(openError(d + "/none_*.bin", layout), "no file matches");
+  // A FIFO is refused at once (a plain open would wait for a writer).
+  ASSERT_EQ(::mkfifo((d + "/pipe.bin").c_str(), 0600), 0);
+  expectError(openError(d + "/pipe.bin", layout),
+              "pipe.bin: a FIFO (named pipe), not a regular file");
+  expectError(openError("/dev/zero", layout),
+              "/dev/zero: a character device, not a regular file");
 
   writeShard(d + "/magic.bin", iota(10), 12345);
   expectError(openError(d + "/magic.bin", layout),

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <cstring>
 #include <dirent.h>
@@ -139,6 +141,51 @@ TEST(Safetensors, ReadErrors) {
 
   writeRaw(path, R"([1, 2])", "");
   EXPECT_NE(readError(path).find("not a safetensors file"), std::string::npos);
+
+  // The tensors must tile the data: no overlap, no gap, nothing after.
+  writeRaw(path,
+           R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+           R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+           "abcdefghijkl");
+  EXPECT_NE(readError(path).find("tensor 'b' (data_offsets [4, 12]) overlaps "
+                                 "tensor 'a', which ends at byte 8"),
+            std::string::npos)
+      << readError(path);
+  writeRaw(path,
+           R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+           R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+           "abcdefghijkl");
+  EXPECT_NE(readError(path).find("bytes 4 to 8 before tensor 'b' "
+                                 "(data_offsets [8, 12]) belong to no tensor"),
+            std::string::npos)
+      << readError(path);
+  writeRaw(path, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+           "abcdefgh");
+  EXPECT_NE(readError(path).find("the last 4 data bytes belong to no tensor"),
+            std::string::npos)
+      << readError(path);
+  // Zero-size tensors share an offset with their neighbour.
+  writeRaw(path,
+           R"({"e":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+           R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+           "abcd");
+  EXPECT_EQ(readError(path), "");
+
+  // Only regular files are read: a directory, a FIFO (which would block a
+  // plain open forever) and /dev/zero (an endless read) are named as such.
+  EXPECT_NE(readError(directory).find(": a directory, not a regular file"),
+            std::string::npos)
+      << readError(directory);
+  std::string fifo = directory + "/pipe.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(readError(fifo).find(
+                "pipe.safetensors: a FIFO (named pipe), not a regular file"),
+            std::string::npos)
+      << readError(fifo);
+  EXPECT_NE(readError("/dev/zero")
+                .find("/dev/zero: a character device, not a regular file"),
+            std::string::npos)
+      << readError("/dev/zero");
 }
 
 // Tests that a write that fails half way (here: the file size limit is hit

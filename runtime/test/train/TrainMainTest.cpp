@@ -870,6 +870,38 @@ TEST_F(TrainMainTest, Errors) {
             std::string::npos)
       << run.err;
 
+  // Outputs that cannot be written fail before the first step, not after
+  // the training.
+  run = train(
+      {"--data", dataPath, "--dump-params", directory + "/missing/params.st"},
+      program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("--dump-params: " + directory +
+                         "/missing: No such file or directory"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(hooks.calls, 0);
+  run = train({"--data", dataPath, "--dump-grads", directory}, program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("--dump-grads: " + directory +
+                         " is a directory; a file name is needed"),
+            std::string::npos)
+      << run.err;
+  run = train({"--data", dataPath, "--trace", directory}, program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("--trace: " + directory + " is a directory"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(hooks.calls, 0);
+  writeBytes(directory + "/plain", "x");
+  run = train({"--data", dataPath, "--checkpoint-dir", directory + "/plain"},
+              program());
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("--checkpoint-dir: cannot read " + directory +
+                         "/plain: Not a directory"),
+            std::string::npos)
+      << run.err;
+
   // Weights that are not finite, or not float, are refused by name.
   std::vector<float> poisoned(kVocabulary * kVocabulary, 0.1f);
   poisoned[3] = std::nanf("");
