@@ -710,6 +710,23 @@ int main(int argc, char **argv) {
   if (buildExecutable && (outputPath.empty() || outputPath == "-"))
     return fail("--target " + targetName +
                 ": name the executable with -o, e.g. -o train");
+  // The outputs must not replace the model they are made from, and a
+  // directory is no executable's name (the linker's message would say
+  // less).
+  if (!outputPath.empty() && outputPath != "-") {
+    if (sys::fs::is_directory(outputPath))
+      return fail("-o " + outputPath +
+                  ": is a directory; name the output file in it, e.g. -o " +
+                  outputPath + "/train");
+    for (const std::string &output :
+         {outputPath.getValue(), outputPath + ".weights.safetensors"}) {
+      bool same = false;
+      if (!sys::fs::equivalent(output, inputPath, same) && same)
+        return fail("-o " + outputPath + ": " + output +
+                    " would overwrite the input model " + inputPath +
+                    "; name another output");
+    }
+  }
   if (buildExecutable && summary)
     return fail("--summary cannot be combined with building an executable");
   if (tessera::tesserac::rematRequested() && !explain && !buildExecutable &&
