@@ -310,6 +310,38 @@ tessera::lowering::HostCompileOptions runtimeLocation(bool cuda) {
 /// Writes the program's parameters and buffers, in its argument order, from
 /// the values the importer attached to @forward's tess.parameter ops.
 /// Returns 0, or 1 after printing the error.
+/// Output files written under a staging name (FILE.partial) and renamed
+/// over FILE together by commit(); the staged files are removed when the
+/// object goes away uncommitted (a failed compile).
+class StagedOutputs {
+public:
+  StagedOutputs() = default;
+  StagedOutputs(const StagedOutputs &) = delete;
+  StagedOutputs &operator=(const StagedOutputs &) = delete;
+  ~StagedOutputs() {
+    for (const auto &[final, staging] : files)
+      sys::fs::remove(staging);
+  }
+  /// The name to write `final` under until commit.
+  std::string stage(const std::string &final) {
+    files.emplace_back(final, final + ".partial");
+    return files.back().second;
+  }
+  /// Renames every staged file over its final name, in the order staged
+  /// (the weights before the executable that reads them); "" on success.
+  std::string commit() {
+    for (const auto &[final, staging] : files)
+      if (std::error_code code = sys::fs::rename(staging, final))
+        return "cannot rename " + staging + " to " + final + ": " +
+               code.message();
+    files.clear();
+    return "";
+  }
+
+private:
+  std::vector<std::pair<std::string, std::string>> files;
+};
+
 int writeInitialWeights(mlir::ModuleOp module,
                                   mlir::func::FuncOp forwardBackward,
                                   StringRef path) {
@@ -597,6 +629,11 @@ int compileTrainingProgram(
   if (int status = rematerializeStep(context, module))
     return status;
 
+  // The weights file and the executable are written under staging names
+  // and renamed over the outputs only once both exist: a compile that fails
+  // half way leaves a previous FILE and FILE.weights.safetensors as they
+  // were (a new weights file beside an old executable would not start).
+  StagedOutputs staged;
   std::string weightsPath;
   if (buildExecutable && !withoutWeights) {
     SmallString<256> absolute(outputPath + ".weights.safetensors");
@@ -607,7 +644,8 @@ int compileTrainingProgram(
         module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
     if (!forwardBackward)
       return fail(inputPath + ": the training step has no @forward_backward");
-    if (int status = writeInitialWeights(module, forwardBackward, weightsPath))
+    if (int status = writeInitialWeights(module, forwardBackward,
+                                         staged.stage(weightsPath)))
       return status;
   }
   if (meshTarget)
@@ -664,12 +702,14 @@ int compileTrainingProgram(
   if (!cxx.empty())
     compile.compiler = cxx;
   compile.sourcePath = sourcePath.str().str();
-  compile.outputPath = outputPath;
+  compile.outputPath = staged.stage(outputPath);
   Error compiled = tessera::lowering::compileExecutable(compile);
   sys::fs::remove(sourcePath);
   sys::fs::remove(directory);
   if (compiled)
     return fail(toString(std::move(compiled)));
+  if (std::string error = staged.commit(); !error.empty())
+    return fail(error);
   return 0;
 }
 
