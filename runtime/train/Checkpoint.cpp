@@ -243,14 +243,6 @@ bool isFloatDtype(int32_t dtype) {
          dtype == TESSERA_F16 || dtype == TESSERA_F64;
 }
 
-/// The first element of `values` that is not finite, or -1.
-int64_t firstNonFinite(const float *values, int64_t count) {
-  for (int64_t e = 0; e < count; ++e)
-    if (!std::isfinite(values[e]))
-      return e;
-  return -1;
-}
-
 std::string nonFiniteText(const std::string &name, const float *values,
                           int64_t element) {
   char value[32];

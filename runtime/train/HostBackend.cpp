@@ -16,7 +16,6 @@
 
 #include "TrainError.h"
 
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sys/resource.h>
@@ -143,14 +142,10 @@ private:
   /// Whether every element of an f32 view is finite (the CPU's AdamW is a
   /// pass over the same memory; this one is cheap beside it).
   static bool allFinite(const tessera_tensor &view) {
-    const auto *values = static_cast<const float *>(view.data);
     int64_t count = 1;
     for (int32_t d = 0; d < view.rank; ++d)
       count *= view.shape[d];
-    for (int64_t e = 0; e < count; ++e)
-      if (!std::isfinite(values[e]))
-        return false;
-    return true;
+    return firstNonFinite(static_cast<const float *>(view.data), count) < 0;
   }
   std::vector<AlignedBuffer> allocations;
   /// A pipelined step's micro-batches, one [batch, sequence] after another.

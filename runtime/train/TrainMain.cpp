@@ -665,8 +665,7 @@ int Trainer::run() {
     if (overflow)
       trace.instant("fp16 overflow: step skipped");
     if (spike.spike)
-      trace.instant("gradient norm spike: " +
-                    spikeActionsText(options.onSpike));
+      trace.instant("gradient norm spike: " + record.spikeActions);
 
     if ((options.checkpointEvery > 0 && step % options.checkpointEvery == 0) ||
         spike.checkpoint)

@@ -9,6 +9,8 @@
 
 #include "TrainError.h"
 
+#include <cmath>
+
 namespace tessera::train {
 
 int64_t elementCount(const tessera_tensor_info &info) {
@@ -38,6 +40,13 @@ tessera_tensor makeTensor(void *data, int32_t dtype,
   for (int32_t i = 0; i < info.rank; ++i)
     tensor.shape[i] = info.shape[i];
   return tensor;
+}
+
+int64_t firstNonFinite(const float *values, int64_t count) {
+  for (int64_t e = 0; e < count; ++e)
+    if (!std::isfinite(values[e]))
+      return e;
+  return -1;
 }
 
 int64_t dtypeSize(int32_t dtype) {

@@ -62,6 +62,10 @@ tessera_tensor makeTensor(void *data, int32_t dtype,
                           const tessera_tensor_info &info);
 /// Bytes per element of a tessera_dtype.
 int64_t dtypeSize(int32_t dtype);
+/// The index of the first of `count` f32 values that is not finite, or -1:
+/// the check of weights read (a weights file), updated (AdamW on the host)
+/// and written (checkpoints, dumps).
+int64_t firstNonFinite(const float *values, int64_t count);
 
 /// Sizes the vectors of `state` for `program` (zero-filled).
 void allocateState(const tessera_program &program, TrainingState &state);
