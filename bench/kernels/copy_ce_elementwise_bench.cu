@@ -63,12 +63,12 @@ int main() {
     DeviceBuffer dloss(TESSERA_F32, {});
     DeviceBuffer dlogits(TESSERA_BF16, {rows, vocabulary});
     time("cross_entropy bf16 [16384,50257]", logits.bytes, [&] {
-      checkKernel(tessera_cuda_cross_entropy(logits.get(), targets.get(),
+      checkKernel(tessera_cuda_cross_entropy(logits.get(), targets.get(), nullptr,
                                              loss.get(), -100, nullptr));
     });
     time("cross_entropy_grad bf16 [16384,50257]", 2.0 * logits.bytes, [&] {
       checkKernel(tessera_cuda_cross_entropy_grad(
-          logits.get(), targets.get(), dloss.get(), dlogits.get(), -100,
+          logits.get(), targets.get(), nullptr, dloss.get(), dlogits.get(), -100,
           nullptr));
     });
   }

@@ -447,24 +447,30 @@ llvm::Error FunctionRun::execute(Operation &op) {
                           });
       })
       .Case([&](tess::CrossEntropyOp loss) {
-        return callKernel(op, {loss.getLogits(), loss.getTargets()},
-                          [&](KernelInputs in, KernelOutputs out) {
-                            tessera_tensor logits = flattenRows(in[0]);
-                            tessera_tensor targets = flattenAll(in[1]);
-                            return tessera_cpu_cross_entropy(
-                                &logits, &targets, &out[0],
-                                loss.getIgnoreIndex());
-                          });
+        SmallVector<Value, 3> inputs = {loss.getLogits(), loss.getTargets()};
+        if (loss.getAllTargets())
+          inputs.push_back(loss.getAllTargets());
+        return callKernel(op, inputs, [&](KernelInputs in, KernelOutputs out) {
+          tessera_tensor logits = flattenRows(in[0]);
+          tessera_tensor targets = flattenAll(in[1]);
+          return tessera_cpu_cross_entropy(&logits, &targets,
+                                           in.size() > 2 ? in[2] : nullptr,
+                                           &out[0], loss.getIgnoreIndex());
+        });
       })
       .Case([&](tess::CrossEntropyGradOp grad) {
+        SmallVector<Value, 4> inputs = {grad.getLogits(), grad.getTargets(),
+                                        grad.getDloss()};
+        if (grad.getAllTargets())
+          inputs.push_back(grad.getAllTargets());
         return callKernel(
-            op, {grad.getLogits(), grad.getTargets(), grad.getDloss()},
-            [&](KernelInputs in, KernelOutputs out) {
+            op, inputs, [&](KernelInputs in, KernelOutputs out) {
               tessera_tensor logits = flattenRows(in[0]);
               tessera_tensor targets = flattenAll(in[1]);
               tessera_tensor output = flattenRows(out[0]);
               return tessera_cpu_cross_entropy_grad(
-                  &logits, &targets, in[2], &output, grad.getIgnoreIndex());
+                  &logits, &targets, in.size() > 3 ? in[3] : nullptr, in[2],
+                  &output, grad.getIgnoreIndex());
             });
       })
       .Case([&](tess::GeluGradOp grad) {

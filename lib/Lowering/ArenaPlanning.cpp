@@ -104,6 +104,13 @@ static Value inPlaceOperand(Operation &op, OpResult result) {
   if (auto grad = dyn_cast<tess::CrossEntropyGradOp>(op))
     if (grad.getLogits().getType() == result.getType())
       return grad.getLogits();
+  // A matmul_add's partial sum, the GEMM's C, which it reads element by
+  // element as it writes D: a weight gradient summed over blocks of rows
+  // (tess-chunk-loss-head) is one buffer, not one per block.
+  if (auto add = dyn_cast<tess::AddOp>(op))
+    if (auto matmul = dyn_cast_or_null<tess::MatmulOp>(op.getPrevNode()))
+      if (residualAddAfterMatmul(matmul) == add)
+        return residualOf(add, matmul);
   return {};
 }
 
@@ -206,7 +213,7 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
                                 pieceOffset};
         share(result, op.getOperand(0));
         pieceOffset += type.getNumElements() * *elementBytes(type.getElementType());
-      } else if (overwritten) {
+      } else if (overwritten && !outputOf.count(result)) {
         plan.storage[result] = {StorageKind::Alias, 0, overwritten};
         share(result, overwritten);
       } else if (auto it = outputOf.find(result); it != outputOf.end()) {

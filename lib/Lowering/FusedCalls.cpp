@@ -51,6 +51,14 @@ Value residualOf(tess::AddOp add, tess::LinearOp linear) {
   return otherOperand(add, linear.getResult());
 }
 
+tess::AddOp residualAddAfterMatmul(tess::MatmulOp matmul) {
+  return residualAddOf(matmul.getResult());
+}
+
+Value residualOf(tess::AddOp add, tess::MatmulOp matmul) {
+  return otherOperand(add, matmul.getResult());
+}
+
 /// The norm gradient's dx: the first result of either op.
 static Value normGradientDx(Operation *grad) {
   if (!llvm::isa_and_nonnull<tess::LayerNormGradOp, tess::RmsNormGradOp>(grad))
@@ -105,7 +113,8 @@ bool joinsPreviousCall(Operation &op) {
   if (residualAddAfterNormGrad(previous) == &op)
     return true;
   if (auto matmul = llvm::dyn_cast_or_null<tess::MatmulOp>(previous))
-    if (biasGradAfterMatmul(matmul) == &op)
+    if (biasGradAfterMatmul(matmul) == &op ||
+        residualAddAfterMatmul(matmul) == &op)
       return true;
   auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(previous);
   if (!linear)

@@ -747,6 +747,15 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
                 .i32(matmul.getTransposeLhs())
                 .i32(matmul.getTransposeRhs());
           });
+        if (tess::AddOp add = residualAddAfterMatmul(matmul))
+          return call("matmul_add", [&](CallArguments &a) {
+            a.value(in(matmul.getLhs()))
+                .value(in(matmul.getRhs()))
+                .value(in(residualOf(add, matmul)))
+                .value(descriptors.lookup(add.getResult()))
+                .i32(matmul.getTransposeLhs())
+                .i32(matmul.getTransposeRhs());
+          });
         return call("matmul", [&](CallArguments &a) {
           a.value(in(matmul.getLhs()))
               .value(in(matmul.getRhs()))
@@ -862,8 +871,11 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         Value logits = rowsView(crossEntropy.getLogits());
         Value targets = flatView(crossEntropy.getTargets());
         return call("cross_entropy", [&](CallArguments &a) {
-          a.value(logits).value(targets).value(out()).i64(
-              crossEntropy.getIgnoreIndex());
+          a.value(logits)
+              .value(targets)
+              .optional(in(crossEntropy.getAllTargets()))
+              .value(out())
+              .i64(crossEntropy.getIgnoreIndex());
         });
       })
       .Case([&](tess::CrossEntropyGradOp grad) {
@@ -876,6 +888,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
           return call("cross_entropy_with_grad", [&](CallArguments &a) {
             a.value(logits)
                 .value(targets)
+                .optional(in(grad.getAllTargets()))
                 .value(in(grad.getDloss()))
                 .value(in(loss.getResult()))
                 .value(dlogits)
@@ -884,6 +897,7 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         return call("cross_entropy_grad", [&](CallArguments &a) {
           a.value(logits)
               .value(targets)
+              .optional(in(grad.getAllTargets()))
               .value(in(grad.getDloss()))
               .value(dlogits)
               .i64(grad.getIgnoreIndex());
@@ -1261,11 +1275,14 @@ LogicalResult StepBuilder::build() {
     }
     if (failed(describeResults(op)))
       return failure();
-    // linear_gelu, linear_add, the *_norm_grad_add and matmul_bias_grad
-    // write the next op's result too.
+    // linear_gelu, linear_add, the *_norm_grad_add, matmul_bias_grad and
+    // matmul_add write the next op's result too.
     Operation *next = residualAddAfterNormGrad(&op);
-    if (auto matmul = dyn_cast<tess::MatmulOp>(op))
+    if (auto matmul = dyn_cast<tess::MatmulOp>(op)) {
       next = biasGradAfterMatmul(matmul);
+      if (!next)
+        next = residualAddAfterMatmul(matmul);
+    }
     if (auto linear = dyn_cast<tess::LinearOp>(op)) {
       next = geluAfterLinear(linear);
       if (!next)
@@ -1564,13 +1581,22 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
     return function.emitError("tess-lower-to-emitc: unknown tess.precision '")
            << precision << "'";
 
-  // The vocabulary and ignore index come from the loss.
+  // The vocabulary and ignore index come from the loss: one op, or one
+  // per block of rows of a head computed a block at a time
+  // (tess-chunk-loss-head), which agree.
   SmallVector<tess::CrossEntropyOp> losses;
   function.walk([&](tess::CrossEntropyOp op) { losses.push_back(op); });
-  if (losses.size() != 1)
-    return function.emitError("tess-lower-to-emitc: expected one "
-                              "tess.cross_entropy in @forward_backward, found ")
-           << losses.size();
+  if (losses.empty())
+    return function.emitError("tess-lower-to-emitc: expected a "
+                              "tess.cross_entropy in @forward_backward");
+  for (tess::CrossEntropyOp loss : losses)
+    if (loss.getIgnoreIndex() != losses[0].getIgnoreIndex() ||
+        tensorTypeOf(loss.getLogits()).getShape().back() !=
+            tensorTypeOf(losses[0].getLogits()).getShape().back() ||
+        (losses.size() > 1 && !loss.getAllTargets()))
+      return loss.emitError("tess-lower-to-emitc: the losses of "
+                            "@forward_backward must be blocks of one head "
+                            "(count_over, one ignore index and class count)");
   // A padded head's logits have more classes than the model has tokens
   // (tess-build-training's tess.vocabulary).
   if (auto vocabulary = function->getAttrOfType<IntegerAttr>("tess.vocabulary"))

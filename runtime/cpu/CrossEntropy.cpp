@@ -51,11 +51,19 @@ double logSumExp(const float *row, int64_t classes) {
   return maximum + std::log(sum);
 }
 
-int64_t countedRows(const tessera_tensor &targets, const ClassLayout &layout,
-                    int64_t ignoreIndex) {
+/// The mean's denominator: the counted targets among `countTargets` (the
+/// whole batch this block of rows is part of) when given, else among the
+/// rows' own.
+int64_t countedRows(const tessera_tensor &targets,
+                    const tessera_tensor *countTargets,
+                    const ClassLayout &layout, int64_t ignoreIndex) {
+  const tessera_tensor &counted = countTargets ? *countTargets : targets;
+  if (countTargets && countTargets->dtype != targets.dtype)
+    fail("count_targets must have the targets' dtype");
+  int64_t rows = countTargets ? elementCount(*countTargets) : layout.rows;
   int64_t count = 0;
-  for (int64_t row = 0; row < layout.rows; ++row)
-    if (targetOf(targets, row, layout.classes, ignoreIndex) >= 0)
+  for (int64_t row = 0; row < rows; ++row)
+    if (targetOf(counted, row, layout.classes, ignoreIndex) >= 0)
       ++count;
   return count;
 }
@@ -64,6 +72,7 @@ int64_t countedRows(const tessera_tensor &targets, const ClassLayout &layout,
 
 extern "C" int tessera_cpu_cross_entropy(const tessera_tensor *logits,
                                          const tessera_tensor *targets,
+                                         const tessera_tensor *count_targets,
                                          tessera_tensor *loss,
                                          int64_t ignore_index) {
   return runKernel("tessera_cpu_cross_entropy", [&] {
@@ -83,6 +92,10 @@ extern "C" int tessera_cpu_cross_entropy(const tessera_tensor *logits,
       total += logSumExp(rowValues, layout.classes) - rowValues[target];
       ++count;
     }
+    // A block of a larger batch divides by the batch's count (its loss is
+    // 0 when none of its own rows counts).
+    if (count_targets)
+      count = countedRows(labels, count_targets, layout, ignore_index);
     FloatOutput result(output, "loss");
     result[0] = static_cast<float>(total / static_cast<double>(count));
     result.commit();
@@ -91,6 +104,7 @@ extern "C" int tessera_cpu_cross_entropy(const tessera_tensor *logits,
 
 extern "C" int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
                                               const tessera_tensor *targets,
+                                              const tessera_tensor *count_targets,
                                               const tessera_tensor *dloss,
                                               tessera_tensor *dlogits,
                                               int64_t ignore_index) {
@@ -104,7 +118,7 @@ extern "C" int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
     FloatInput values(scores, "logits");
     FloatInput upstreamValue(upstream, "dloss");
     FloatOutput result(output, "dlogits");
-    int64_t count = countedRows(labels, layout, ignore_index);
+    int64_t count = countedRows(labels, count_targets, layout, ignore_index);
     float rowWeight =
         count > 0 ? static_cast<float>(upstreamValue[0] / count) : 0.0f;
     for (int64_t row = 0; row < layout.rows; ++row) {
@@ -129,15 +143,15 @@ extern "C" int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
 
 extern "C" int tessera_cpu_cross_entropy_with_grad(
     const tessera_tensor *logits, const tessera_tensor *targets,
-    const tessera_tensor *dloss, tessera_tensor *loss, tessera_tensor *dlogits,
-    int64_t ignore_index) {
+    const tessera_tensor *count_targets, const tessera_tensor *dloss,
+    tessera_tensor *loss, tessera_tensor *dlogits, int64_t ignore_index) {
   // The host has no second pass over memory to save: the two kernels, in
   // this order, so that dlogits may be the logits' own storage (the arena
   // planner writes it in place): the loss reads the logits first, and the
   // gradient reads each row whole before it overwrites it.
-  if (int status = tessera_cpu_cross_entropy(logits, targets, loss,
-                                             ignore_index))
+  if (int status = tessera_cpu_cross_entropy(logits, targets, count_targets,
+                                             loss, ignore_index))
     return status;
-  return tessera_cpu_cross_entropy_grad(logits, targets, dloss, dlogits,
-                                        ignore_index);
+  return tessera_cpu_cross_entropy_grad(logits, targets, count_targets, dloss,
+                                        dlogits, ignore_index);
 }

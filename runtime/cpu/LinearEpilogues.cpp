@@ -3,7 +3,9 @@
 // The lowering runs a linear layer and the op right after it as one call
 // (lib/Lowering/FusedCalls): GPT-2's MLP input projection and its GELU, the
 // output projection's input gradient and the GELU's gradient, and each
-// projection and the residual add after it. The CUDA backend makes each a
+// projection and the residual add after it; and a matmul and the add of a
+// partial sum after it (a weight gradient summed over blocks of rows). The
+// CUDA backend makes each a
 // single GEMM with a cuBLASLt epilogue (GELU_AUX, DGELU) or the residual as
 // the GEMM's C. The CPU reference is the two kernels a call replaces, in
 // order, so fused and unfused programs agree bit for bit here; an
@@ -66,6 +68,26 @@ extern "C" int tessera_cpu_linear_add(const tessera_tensor *x,
                    tessera_cpu_last_error);
     requireSuccess(
         tessera_cpu_binary(TESSERA_ADD, &product.tensor, &addend, &output),
+        tessera_cpu_last_error);
+  });
+}
+
+extern "C" int tessera_cpu_matmul_add(const tessera_tensor *a,
+                                      const tessera_tensor *b,
+                                      const tessera_tensor *addend,
+                                      tessera_tensor *y, int32_t transpose_a,
+                                      int32_t transpose_b) {
+  return runKernel("tessera_cpu_matmul_add", [&] {
+    tessera_tensor &output = requireTensor(y, "y");
+    const tessera_tensor &partial = requireTensor(addend, "addend");
+    requireLike(partial, "addend", output, "y");
+    // The product in scratch, so that y may be the addend's storage.
+    ProductScratch product(output);
+    requireSuccess(
+        tessera_cpu_matmul(a, b, &product.tensor, transpose_a, transpose_b),
+        tessera_cpu_last_error);
+    requireSuccess(
+        tessera_cpu_binary(TESSERA_ADD, &product.tensor, &partial, &output),
         tessera_cpu_last_error);
   });
 }

@@ -236,8 +236,11 @@ __global__ void __launch_bounds__(kRowThreads, 2)
     results[row] = {normalizer - toFloat(rowLogits[target]), 1.0};
 }
 
+/// The mean over the rows' results; divided by `*batchCount` instead of
+/// the rows' own count when given (count_targets: a block of a batch).
 __global__ void meanLossKernel(const RowResult *results, int64_t rows,
-                               void *loss, int lossType) {
+                               const double *batchCount, void *loss,
+                               int lossType) {
   __shared__ double shared[32];
   double total = 0.0, count = 0.0;
   for (int64_t row = threadIdx.x; row < rows; row += blockDim.x) {
@@ -247,7 +250,8 @@ __global__ void meanLossKernel(const RowResult *results, int64_t rows,
   total = blockSum(total, shared);
   count = blockSum(count, shared);
   if (threadIdx.x == 0)
-    storeFloat(loss, lossType, 0, static_cast<float>(total / count));
+    storeFloat(loss, lossType, 0,
+               static_cast<float>(total / (batchCount ? *batchCount : count)));
 }
 
 __global__ void countTargetsKernel(const void *targets, int targetType,
@@ -410,6 +414,29 @@ void launchRowGradient(const tessera_tensor &logits,
       ignoreIndex, results, errors);
 }
 
+/// With `countTargets` (a block of a batch), counts the batch's counted
+/// targets into `*count` and returns it; else null (each kernel counts its
+/// own rows).
+const double *countBatchTargets(const tessera_tensor *countTargets,
+                                const tessera_tensor &targets, int64_t classes,
+                                int64_t ignoreIndex, double *count,
+                                DeviceErrorRecord *errors,
+                                cudaStream_t stream) {
+  if (!countTargets)
+    return nullptr;
+  if (countTargets->dtype != targets.dtype)
+    fail("count_targets must have the targets' dtype");
+  int64_t rows = 1;
+  for (int32_t i = 0; i < countTargets->rank; ++i)
+    rows *= countTargets->shape[i];
+  countTargetsKernel<<<1, 1024, 0, stream>>>(countTargets->data,
+                                             countTargets->dtype, rows,
+                                             classes, ignoreIndex, count,
+                                             errors);
+  cudaCheckLaunch();
+  return count;
+}
+
 /// What the kernels add to the CPU's checks (OperandChecks.h): logits of a
 /// kernel float type, and rows that fit a grid.
 ClassLayout kernelLayout(const tessera_tensor &logits, ClassLayout layout) {
@@ -423,6 +450,7 @@ ClassLayout kernelLayout(const tessera_tensor &logits, ClassLayout layout) {
 
 extern "C" int tessera_cuda_cross_entropy(const tessera_tensor *logits,
                                           const tessera_tensor *targets,
+                                          const tessera_tensor *count_targets,
                                           tessera_tensor *loss,
                                           int64_t ignore_index,
                                           cudaStream_t stream) {
@@ -435,8 +463,13 @@ extern "C" int tessera_cuda_cross_entropy(const tessera_tensor *logits,
     requireShape(output, {}, "loss");
     requireKernelFloat(output, "loss");
     DeviceErrorRecord *errors = deviceErrorRecord();
-    RowResult *results = static_cast<RowResult *>(streamScratch(
-        stream, std::max<int64_t>(layout.rows, 1) * sizeof(RowResult)));
+    // Each row's result, then (with count_targets) the batch's count.
+    int64_t resultRows = std::max<int64_t>(layout.rows, 1);
+    RowResult *results = static_cast<RowResult *>(
+        streamScratch(stream, (resultRows + 1) * sizeof(RowResult)));
+    const double *batchCount =
+        countBatchTargets(count_targets, labels, layout.classes, ignore_index,
+                          &results[resultRows].loss, errors, stream);
     if (layout.rows > 0) {
       switch (scores.dtype) {
       case TESSERA_BF16:
@@ -455,8 +488,8 @@ extern "C" int tessera_cuda_cross_entropy(const tessera_tensor *logits,
       }
       cudaCheckLaunch();
     }
-    meanLossKernel<<<1, 1024, 0, stream>>>(results, layout.rows, output.data,
-                                           output.dtype);
+    meanLossKernel<<<1, 1024, 0, stream>>>(results, layout.rows, batchCount,
+                                           output.data, output.dtype);
     cudaCheckLaunch();
   });
 }
@@ -467,6 +500,7 @@ namespace {
 /// the gradient) also gets the mean loss.
 void crossEntropyGradient(const tessera_tensor *logits,
                           const tessera_tensor *targets,
+                          const tessera_tensor *countTargets,
                           const tessera_tensor *dloss, tessera_tensor *loss,
                           tessera_tensor *dlogits, int64_t ignore_index,
                           cudaStream_t stream) {
@@ -490,11 +524,16 @@ void crossEntropyGradient(const tessera_tensor *logits,
   double *count = &scratch[0].loss;
   RowResult *results = loss ? scratch + 1 : nullptr;
   DeviceErrorRecord *errors = deviceErrorRecord();
+  // The row weight's count: the batch's with count_targets, else the rows'.
+  const double *batchCount = countBatchTargets(
+      countTargets, labels, layout.classes, ignore_index, count, errors, stream);
   if (layout.rows > 0) {
-    countTargetsKernel<<<1, 1024, 0, stream>>>(labels.data, labels.dtype,
-                                               layout.rows, layout.classes,
-                                               ignore_index, count, errors);
-    cudaCheckLaunch();
+    if (!batchCount) {
+      countTargetsKernel<<<1, 1024, 0, stream>>>(labels.data, labels.dtype,
+                                                 layout.rows, layout.classes,
+                                                 ignore_index, count, errors);
+      cudaCheckLaunch();
+    }
     switch (scores.dtype) {
     case TESSERA_BF16:
       launchRowGradient<__nv_bfloat16>(scores, labels, upstream, count, output,
@@ -515,8 +554,8 @@ void crossEntropyGradient(const tessera_tensor *logits,
     cudaCheckLaunch();
   }
   if (loss) {
-    meanLossKernel<<<1, 1024, 0, stream>>>(results, layout.rows, loss->data,
-                                           loss->dtype);
+    meanLossKernel<<<1, 1024, 0, stream>>>(results, layout.rows, batchCount,
+                                           loss->data, loss->dtype);
     cudaCheckLaunch();
   }
 }
@@ -525,22 +564,24 @@ void crossEntropyGradient(const tessera_tensor *logits,
 
 extern "C" int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
                                                const tessera_tensor *targets,
+                                               const tessera_tensor *count_targets,
                                                const tessera_tensor *dloss,
                                                tessera_tensor *dlogits,
                                                int64_t ignore_index,
                                                cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_cross_entropy_grad", [&] {
-    crossEntropyGradient(logits, targets, dloss, nullptr, dlogits,
-                         ignore_index, stream);
+    crossEntropyGradient(logits, targets, count_targets, dloss, nullptr,
+                         dlogits, ignore_index, stream);
   });
 }
 
 extern "C" int tessera_cuda_cross_entropy_with_grad(
     const tessera_tensor *logits, const tessera_tensor *targets,
-    const tessera_tensor *dloss, tessera_tensor *loss, tessera_tensor *dlogits,
-    int64_t ignore_index, cudaStream_t stream) {
+    const tessera_tensor *count_targets, const tessera_tensor *dloss,
+    tessera_tensor *loss, tessera_tensor *dlogits, int64_t ignore_index,
+    cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_cross_entropy_with_grad", [&] {
-    crossEntropyGradient(logits, targets, dloss,
+    crossEntropyGradient(logits, targets, count_targets, dloss,
                          &requireTensor(loss, "loss"), dlogits, ignore_index,
                          stream);
   });

@@ -657,11 +657,16 @@ struct BatchOffsets {
 
 } // namespace
 
-extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
-                                   const tessera_tensor *b, tessera_tensor *y,
-                                   int32_t transpose_a, int32_t transpose_b,
-                                   cudaStream_t stream) {
-  return runCudaKernel("tessera_cuda_matmul", [&] {
+namespace {
+
+/// y = op(a) op(b), or + C (= `addend`, or y itself when `accumulate`).
+/// Returns false, with nothing launched, where cuBLASLt has no algorithm
+/// for a separate addend (the caller then copies it into y and
+/// accumulates).
+bool matmulInto(const tessera_tensor *a, const tessera_tensor *b,
+                tessera_tensor *y, int32_t transpose_a, int32_t transpose_b,
+                const void *addend, bool accumulate, cudaStream_t stream) {
+  {
     const tessera_tensor &lhs = requireTensor(a, "a");
     const tessera_tensor &rhs = requireTensor(b, "b");
     tessera_tensor &output = requireTensor(y, "y");
@@ -693,13 +698,19 @@ extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
          broadcastStrides(rhsBatch, "b's batch dims", batchShape)});
     int64_t batchCount = product(batchShape, 0, batchShape.size());
     if (batchCount == 0 || rows == 0 || columns == 0)
-      return;
+      return true;
     size_t outputElementSize = tessera::cpu::dtypeSize(output.dtype);
     if (inner == 0) {
-      cudaCheck(cudaMemsetAsync(output.data, 0,
-                                elementCount(output) * outputElementSize,
-                                stream));
-      return;
+      // An empty product: y is the addend (or stays what it is).
+      if (addend)
+        cudaCheck(cudaMemcpyAsync(output.data, addend,
+                                  elementCount(output) * outputElementSize,
+                                  cudaMemcpyDeviceToDevice, stream));
+      else if (!accumulate)
+        cudaCheck(cudaMemsetAsync(output.data, 0,
+                                  elementCount(output) * outputElementSize,
+                                  stream));
+      return true;
     }
     BatchOffsets offsets[2];
     for (int64_t batch = 0; batch < batchCount; ++batch, walker.advance()) {
@@ -725,6 +736,17 @@ extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
     problem.rows = rows;
     problem.inner = inner;
     problem.columns = columns;
+    problem.accumulate = accumulate;
+    if (addend) {
+      // Only whole matrices (the weight-gradient sums this serves).
+      if (batchCount != 1)
+        return false;
+      problem.a = lhs.data;
+      problem.b = rhs.data;
+      problem.y = output.data;
+      problem.addend = addend;
+      return tryGemm(problem, stream);
+    }
     if (offsets[0].uniform && offsets[1].uniform) {
       problem.a = lhs.data;
       problem.b = rhs.data;
@@ -734,7 +756,7 @@ extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
       problem.batchStrideB = offsets[1].stride * rhsMatrix;
       problem.batchStrideY = outputMatrix;
       gemm(problem, stream);
-      return;
+      return true;
     }
     for (int64_t batch = 0; batch < batchCount; ++batch) {
       problem.a = static_cast<const char *>(lhs.data) +
@@ -745,6 +767,45 @@ extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
                   batch * outputMatrix * outputElementSize;
       gemm(problem, stream);
     }
+    return true;
+  }
+}
+
+} // namespace
+
+extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
+                                   const tessera_tensor *b, tessera_tensor *y,
+                                   int32_t transpose_a, int32_t transpose_b,
+                                   cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_matmul", [&] {
+    matmulInto(a, b, y, transpose_a, transpose_b, nullptr, false, stream);
+  });
+}
+
+extern "C" int tessera_cuda_matmul_add(const tessera_tensor *a,
+                                       const tessera_tensor *b,
+                                       const tessera_tensor *addend,
+                                       tessera_tensor *y, int32_t transpose_a,
+                                       int32_t transpose_b,
+                                       cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_matmul_add", [&] {
+    const tessera_tensor &partial = requireTensor(addend, "addend");
+    tessera_tensor &output = requireTensor(y, "y");
+    tessera::cpu::requireLike(partial, "addend", output, "y");
+    // In place (the arena's accumulated sum): y is C.
+    if (partial.data == output.data) {
+      matmulInto(a, b, y, transpose_a, transpose_b, nullptr, true, stream);
+      return;
+    }
+    if (matmulInto(a, b, y, transpose_a, transpose_b, partial.data, false,
+                   stream))
+      return;
+    // No algorithm for a separate C: copy it into y and accumulate there.
+    cudaCheck(cudaMemcpyAsync(output.data, partial.data,
+                              elementCount(output) *
+                                  tessera::cpu::dtypeSize(output.dtype),
+                              cudaMemcpyDeviceToDevice, stream));
+    matmulInto(a, b, y, transpose_a, transpose_b, nullptr, true, stream);
   });
 }
 

@@ -17,7 +17,7 @@ TEST(CrossEntropy, MatchesPyTorchWithIgnoreIndex) {
                                 std::end(cross_entropy_targets)));
   Tensor loss(TESSERA_F32, {});
   EXPECT_KERNEL_OK(
-      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), -100));
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), nullptr, loss.get(), -100));
   EXPECT_NEAR(loss.at(0), cross_entropy_loss[0],
               2e-6 * std::fabs(cross_entropy_loss[0]));
 }
@@ -27,7 +27,7 @@ TEST(CrossEntropy, I32TargetsAndLargeLogits) {
   Tensor targets = Tensor::integers({2}, {0, 2}, TESSERA_I32);
   Tensor loss(TESSERA_F32, {});
   EXPECT_KERNEL_OK(
-      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), -1));
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), nullptr, loss.get(), -1));
   EXPECT_NEAR(loss.at(0), std::log(3.0) / 2, 1e-6);
 }
 
@@ -37,10 +37,10 @@ TEST(CrossEntropyGrad, MatchesFiniteDifferencesWithIgnoredRows) {
   Tensor dloss = Tensor::floats({}, {1.7f});
   Tensor loss(TESSERA_F32, {}), dlogits(TESSERA_F32, {5, 6});
   EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_grad(
-      logits.get(), targets.get(), dloss.get(), dlogits.get(), 7));
+      logits.get(), targets.get(), nullptr, dloss.get(), dlogits.get(), 7));
   auto objective = [&] {
     EXPECT_KERNEL_OK(
-        tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), 7));
+        tessera_cpu_cross_entropy(logits.get(), targets.get(), nullptr, loss.get(), 7));
     return 1.7 * loss.at(0);
   };
   expectGradientNear(dlogits, numericGradient(logits, objective), "dlogits");
@@ -58,12 +58,12 @@ TEST(CrossEntropyWithGrad, IsTheLossAndTheGradient) {
   Tensor dloss = Tensor::floats({}, {1.7f});
   Tensor loss(TESSERA_F32, {}), dlogits(TESSERA_F32, {5, 6});
   EXPECT_KERNEL_OK(
-      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), 7));
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), nullptr, loss.get(), 7));
   EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_grad(
-      logits.get(), targets.get(), dloss.get(), dlogits.get(), 7));
+      logits.get(), targets.get(), nullptr, dloss.get(), dlogits.get(), 7));
   Tensor fusedLoss(TESSERA_F32, {}), fusedDlogits(TESSERA_F32, {5, 6});
   EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_with_grad(
-      logits.get(), targets.get(), dloss.get(), fusedLoss.get(),
+      logits.get(), targets.get(), nullptr, dloss.get(), fusedLoss.get(),
       fusedDlogits.get(), 7));
   EXPECT_EQ(fusedLoss.values(), loss.values());
   EXPECT_EQ(fusedDlogits.values(), dlogits.values());
@@ -73,13 +73,13 @@ TEST(CrossEntropyWithGrad, IsTheLossAndTheGradient) {
   Tensor inPlace = logits;
   Tensor inPlaceLoss(TESSERA_F32, {});
   EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_with_grad(
-      inPlace.get(), targets.get(), dloss.get(), inPlaceLoss.get(),
+      inPlace.get(), targets.get(), nullptr, dloss.get(), inPlaceLoss.get(),
       inPlace.get(), 7));
   EXPECT_EQ(inPlaceLoss.values(), loss.values());
   EXPECT_EQ(inPlace.values(), dlogits.values());
 
   Tensor wrong(TESSERA_F32, {5, 5});
-  EXPECT_NE(tessera_cpu_cross_entropy_with_grad(logits.get(), targets.get(),
+  EXPECT_NE(tessera_cpu_cross_entropy_with_grad(logits.get(), targets.get(), nullptr,
                                                 dloss.get(), fusedLoss.get(),
                                                 wrong.get(), 7),
             0);
@@ -95,13 +95,13 @@ TEST(CrossEntropy, ATargetOutOfRangeIsAnErrorNamingTargetPositionAndRange) {
   Tensor loss(TESSERA_F32, {}), dloss = Tensor::floats({}, {1});
   Tensor dlogits(TESSERA_F32, {4, 7});
   EXPECT_NE(
-      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), -100),
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), nullptr, loss.get(), -100),
       0);
   EXPECT_STREQ(
       tessera_cpu_last_error(),
       "tessera_cpu_cross_entropy: target 9 at position [2] is outside the "
       "classes [0, 7) and is not ignore_index (-100)");
-  EXPECT_NE(tessera_cpu_cross_entropy_grad(logits.get(), targets.get(),
+  EXPECT_NE(tessera_cpu_cross_entropy_grad(logits.get(), targets.get(), nullptr,
                                            dloss.get(), dlogits.get(), -100),
             0);
   EXPECT_NE(
@@ -115,10 +115,10 @@ TEST(CrossEntropy, AllRowsIgnoredGivesNanLossAndZeroGradient) {
   Tensor loss(TESSERA_F32, {}), dloss = Tensor::floats({}, {1});
   Tensor dlogits(TESSERA_F32, {2, 3});
   EXPECT_KERNEL_OK(
-      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), -100));
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), nullptr, loss.get(), -100));
   EXPECT_TRUE(std::isnan(loss.at(0)));
   EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_grad(
-      logits.get(), targets.get(), dloss.get(), dlogits.get(), -100));
+      logits.get(), targets.get(), nullptr, dloss.get(), dlogits.get(), -100));
   EXPECT_EQ(dlogits.values(), std::vector<float>(6, 0.0f));
 }
 

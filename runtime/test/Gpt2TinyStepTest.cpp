@@ -184,7 +184,7 @@ public:
                                         logits.get(), 1));
     tessera_tensor logitRows = view(logits, {kTokens, kVocab});
     EXPECT_KERNEL_OK(
-        tessera_cpu_cross_entropy(&logitRows, targets.get(), loss.get(), -100));
+        tessera_cpu_cross_entropy(&logitRows, targets.get(), nullptr, loss.get(), -100));
     return loss.at(0);
   }
 
@@ -194,7 +194,7 @@ public:
     tessera_tensor logitRows = view(logits, {kTokens, kVocab});
     tessera_tensor dlogitRows = view(dlogits, {kTokens, kVocab});
     EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_grad(
-        &logitRows, targets.get(), one.get(), &dlogitRows, -100));
+        &logitRows, targets.get(), nullptr, one.get(), &dlogitRows, -100));
     tessera_tensor normalizedRows = view(finalNormalized, {kTokens, kModel});
     EXPECT_KERNEL_OK(
         tessera_cpu_matmul(&dlogitRows, &normalizedRows, headGrad.get(), 1, 0));

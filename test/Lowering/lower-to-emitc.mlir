@@ -47,7 +47,7 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK: call_opaque "tessera_view_tensor"
 // CHECK: call_opaque "tessera_view_tensor"(%[[TARGETS]],
 // CHECK-NOT: call_opaque "tessera_cpu_cross_entropy"(
-// CHECK: call_opaque "tessera_cpu_cross_entropy_with_grad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, -100]}
+// CHECK: call_opaque "tessera_cpu_cross_entropy_with_grad"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"NULL">, 2 : index, 3 : index, 4 : index, -100]}
 // CHECK-NOT: call_opaque "tessera_cpu_cross_entropy_grad"
 // CHECK: call_opaque "tessera_cpu_matmul"
 // CHECK: call_opaque "tessera_cpu_embedding_grad"

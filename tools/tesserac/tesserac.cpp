@@ -130,6 +130,15 @@ cl::opt<int64_t> vocabularyMultiple(
     cl::desc("Pad the head's classes to a multiple of N, so that the logits "
              "and the head's GEMMs are aligned (default 64; 1: never)"),
     cl::value_desc("N"), cl::init(64), cl::cat(category));
+cl::opt<std::string> logitsBlock(
+    "logits-block",
+    cl::desc("The most memory the head's logits may take at once: larger "
+             "ones are computed a block of rows at a time, with their loss "
+             "and gradients (tess-chunk-loss-head); 1GiB, 256MiB or bytes "
+             "(default 1GiB; 0: always whole)"),
+    cl::value_desc("SIZE"), cl::init("1GiB"), cl::cat(category));
+/// --logits-block in bytes (0: never split), set once the flags are read.
+int64_t logitsBlockBytes = 0;
 cl::opt<std::string>
     cxx("cxx", cl::desc("The host C++ compiler (default: $CXX, else c++)"),
         cl::value_desc("PATH"), cl::cat(category));
@@ -389,6 +398,11 @@ int writeInitialWeights(mlir::ModuleOp module,
 /// --summary plans its memory (so that both plan the same program): passes
 /// that only change how the step moves its bytes.
 void addLoweringPreparation(mlir::PassManager &pm) {
+  // The head a block of rows at a time, before the schedules below (its
+  // matmul/add pairs are already adjacent).
+  tessera::ChunkLossHeadOptions chunking;
+  chunking.maxBlockBytes = logitsBlockBytes;
+  pm.addNestedPass<mlir::func::FuncOp>(tessera::createChunkLossHead(chunking));
   // Packed attention first: it takes the fused QKV's split whole, and the
   // head split is left for attentions it does not cover.
   pm.addNestedPass<mlir::func::FuncOp>(tessera::createFusePackedAttention());
@@ -725,6 +739,15 @@ int main(int argc, char **argv) {
   if (vocabularyMultiple < 1)
     return fail("--vocabulary-multiple " + Twine(vocabularyMultiple) +
                 ": must be at least 1 (1 leaves the head as it is)");
+  if (StringRef(logitsBlock).trim() == "0") {
+    logitsBlockBytes = 0;
+  } else if (std::optional<double> bytes = parseMemorySize(logitsBlock)) {
+    logitsBlockBytes = static_cast<int64_t>(*bytes);
+  } else {
+    return fail("--logits-block " + logitsBlock +
+                ": expected a size such as 1GiB, 256MiB or a byte count (0: "
+                "never split the logits)");
+  }
 
   tessera::onnx_import::ImportOptions options;
   for (const std::string &binding : dims) {

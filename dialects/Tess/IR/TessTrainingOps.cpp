@@ -23,7 +23,8 @@ RankedTensorType rankedType(Value value) {
 
 /// C1 and C2 of the cross-entropy ops: targets index the logits' rows.
 LogicalResult checkLogitsAndTargets(std::optional<Location> location,
-                                    Value logits, Value targets) {
+                                    Value logits, Value targets,
+                                    Value allTargets) {
   RankedTensorType logitsType = rankedType(logits);
   if (logitsType.getRank() < 1)
     return emitOptionalError(location, "C1: logits must have rank >= 1");
@@ -34,6 +35,19 @@ LogicalResult checkLogitsAndTargets(std::optional<Location> location,
                              shapeString(targetShape),
                              " do not match the logits' rows ",
                              shapeString(rows));
+  if (!allTargets)
+    return success();
+  RankedTensorType allType = rankedType(allTargets);
+  if (allType.getElementType() != rankedType(targets).getElementType())
+    return emitOptionalError(location, "C3: count_over targets of type ",
+                             allType, " must have the targets' element type ",
+                             rankedType(targets).getElementType());
+  if (allType.hasStaticShape() && rankedType(targets).hasStaticShape() &&
+      allType.getNumElements() < rankedType(targets).getNumElements())
+    return emitOptionalError(
+        location, "C3: count_over targets of shape ",
+        shapeString(allType.getShape()), " have fewer elements than the ",
+        "targets ", shapeString(targetShape));
   return success();
 }
 
@@ -81,7 +95,8 @@ LogicalResult CrossEntropyOp::inferReturnTypes(
     MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   if (failed(checkLogitsAndTargets(location, adaptor.getLogits(),
-                                   adaptor.getTargets())))
+                                   adaptor.getTargets(),
+                                   adaptor.getAllTargets())))
     return failure();
   inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
   return success();
@@ -91,7 +106,8 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   if (failed(checkLogitsAndTargets(location, adaptor.getLogits(),
-                                   adaptor.getTargets())))
+                                   adaptor.getTargets(),
+                                   adaptor.getAllTargets())))
     return failure();
   inferred.push_back(adaptor.getLogits().getType());
   return success();
@@ -185,7 +201,8 @@ CrossEntropyGradOp CrossEntropyOp::fusedGradient() {
   auto grad = llvm::dyn_cast_or_null<CrossEntropyGradOp>((*this)->getNextNode());
   if (!grad || grad.getLogits() != getLogits() ||
       grad.getTargets() != getTargets() ||
-      grad.getIgnoreIndex() != getIgnoreIndex())
+      grad.getIgnoreIndex() != getIgnoreIndex() ||
+      grad.getAllTargets() != getAllTargets())
     return {};
   return grad;
 }

@@ -29,18 +29,35 @@ def Tess_CrossEntropyOp : Tess_Op<"cross_entropy",
     `[0, V)` that is not `ignore_index` is a runtime error.
     Kernel: `tessera_cpu_cross_entropy` on the logits viewed as `[N, V]`.
 
+    With `count_over %all_targets`, the sum over these rows is divided by
+    the number of counted targets in `all_targets` instead: the loss of one
+    block of rows of a larger batch, so that the blocks' losses add up to
+    the batch's mean (tess-chunk-loss-head computes the head a block of
+    rows at a time). A block with no counted row then contributes 0.
+
     Rules: (C1) logits have rank >= 1; (C2) targets have the logits' shape
-    without the last dim.
+    without the last dim; (C3) `all_targets` has the targets' element type
+    and at least as many elements.
 
     ```mlir
     %loss = tess.cross_entropy %logits, %targets {ignore_index = -100 : i64}
       : (tensor<2x31x512xf32>, tensor<2x31xi64>) -> tensor<f32>
+    %part = tess.cross_entropy %block, %block_targets count_over %targets
+      : (tensor<31x512xf32>, tensor<31xi64>, tensor<2x31xi64>) -> tensor<f32>
     ```
   }];
   let arguments = (ins Tess_FloatTensor:$logits, Tess_IndexTensor:$targets,
+                   Optional<Tess_IndexTensor>:$all_targets,
                    DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs 0DTensorOf<[F32]>:$loss);
-  let assemblyFormat = "$logits `,` $targets attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $logits `,` $targets (`count_over` $all_targets^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$logits, "::mlir::Value":$targets, "int64_t":$ignore_index), [{
+      build($_builder, $_state, logits, targets, ::mlir::Value(), ignore_index);
+    }]>
+  ];
   let extraClassDeclaration = [{
     /// The gradient of this loss when it is the next op, on the same logits,
     /// targets and ignore index (the backward's first op), or null. The
@@ -62,10 +79,12 @@ def Tess_CrossEntropyGradOp : Tess_Op<"cross_entropy_grad",
     over the logits (each element is read before it is overwritten): the
     arena planner gives the gradient the logits' storage when nothing reads
     them afterwards, so a large vocabulary's [tokens, classes] block exists
-    once.
+    once. `count_over %all_targets` takes `count` from `all_targets`, as
+    tess.cross_entropy's does.
 
     Rules: (C1) logits have rank >= 1; (C2) targets have the logits' shape
-    without the last dim; (C3) `dloss` is `tensor<f32>` (its type
+    without the last dim; (C3) `all_targets` has the targets' element type
+    and at least as many elements; `dloss` is `tensor<f32>` (its type
     constraint).
 
     ```mlir
@@ -75,11 +94,17 @@ def Tess_CrossEntropyGradOp : Tess_Op<"cross_entropy_grad",
   }];
   let arguments = (ins Tess_FloatTensor:$logits, Tess_IndexTensor:$targets,
                    0DTensorOf<[F32]>:$dloss,
+                   Optional<Tess_IndexTensor>:$all_targets,
                    DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
   let results = (outs Tess_FloatTensor:$dlogits);
   let assemblyFormat = [{
-    $logits `,` $targets `,` $dloss attr-dict `:` functional-type(operands, results)
+    $logits `,` $targets `,` $dloss (`count_over` $all_targets^)? attr-dict `:` functional-type(operands, results)
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$logits, "::mlir::Value":$targets, "::mlir::Value":$dloss, "int64_t":$ignore_index), [{
+      build($_builder, $_state, logits, targets, dloss, ::mlir::Value(), ignore_index);
+    }]>
+  ];
 }
 
 //===----------------------------------------------------------------------===//

@@ -14,7 +14,11 @@
 // rounded once). A weight gradient's tess.matmul (x^T dy) and the bias
 // gradient's reduce_sum of the same dy right after it run as one
 // tessera_*_matmul_bias_grad call (cuBLASLt's BGRADA epilogue sums dy as
-// the GEMM reads it). The arena planner gives
+// the GEMM reads it). A tess.matmul and the add right after it of its
+// result (its only use) and a partial sum of the same type run as one
+// tessera_*_matmul_add call (the partial sum as the GEMM's C): the weight
+// gradient of a head computed a block of rows at a time
+// (tess-chunk-loss-head), accumulated in place. The arena planner gives
 // such a pair one position, so the second op's results never take the
 // storage of the first op's operands, which the one call still reads.
 // tess-schedule-gelu-grad puts each gelu_grad right after its linear.
@@ -53,6 +57,11 @@ mlir::Value residualOf(tess::AddOp add, mlir::Operation *grad);
 /// dy with its leading dims flattened), not transposed; or null.
 tess::ReduceSumOp biasGradAfterMatmul(tess::MatmulOp matmul);
 
+/// The add right after `matmul` whose one operand is `matmul`'s result
+/// (its only use) and the other of the same type, or null.
+tess::AddOp residualAddAfterMatmul(tess::MatmulOp matmul);
+/// That add's other operand.
+mlir::Value residualOf(tess::AddOp add, tess::MatmulOp matmul);
 /// Whether `op` is the second op of such a pair.
 bool joinsPreviousCall(mlir::Operation &op);
 

@@ -208,6 +208,58 @@ def ScheduleResidualAdds : Pass<"tess-schedule-residual-adds", "::mlir::func::Fu
   }];
 }
 
+def ChunkLossHead : Pass<"tess-chunk-loss-head", "::mlir::func::FuncOp"> {
+  let summary = "Compute the head and its loss a block of rows at a time";
+  let description = [{
+    A large vocabulary makes the head's logits the largest tensor of the
+    step (Llama 3's 128,256 classes over 16,384 tokens are 4.2 GB in bf16),
+    and they live at the step's peak, between the forward and the backward.
+    Where the logits of a `tess.linear` head feed only a fused
+    `tess.cross_entropy` / `tess.cross_entropy_grad` pair, and the
+    gradient feeds only the input gradient's `tess.linear` and the weight
+    gradient's `tess.matmul` (`transpose_lhs`, over the head's input), the
+    pass splits the rows into K equal blocks and computes, block after
+    block: the logits, the loss and its gradient (`count_over` the whole
+    batch's targets, so that the blocks' losses add up to the mean), the
+    input gradient's rows and the weight gradient, summed over blocks
+    (`tess.add` right after each matmul: one `matmul_add` call, in place).
+    The arena planner then reuses one block's logits for the next: the
+    whole [rows, classes] tensor never exists. K is the smallest divisor of
+    the rows (at most 64) that keeps one block's logits within
+    `max-block-bytes`; a head that already fits, or whose rows have no such
+    divisor, is left as it is. tesserac runs it right before the lowering
+    (`--logits-block`).
+
+    Before:
+    ```mlir
+    %logits = tess.linear %h, %w {transpose_weight} ...
+    %loss = tess.cross_entropy %logits, %t ...
+    %dl = tess.cross_entropy_grad %logits, %t, %dloss ...
+    %dh = tess.linear %dl, %w ...
+    %dw = tess.matmul %dl2, %h2 {transpose_lhs} ...
+    ```
+    After (K = 2):
+    ```mlir
+    %h0, %h1 = tess.split %h2 ...   %t0, %t1 = tess.split %t1d ...
+    %l0 = tess.linear %h0, %w {transpose_weight} ...
+    %loss0 = tess.cross_entropy %l0, %t0 count_over %t ...
+    %dl0 = tess.cross_entropy_grad %l0, %t0, %dloss count_over %t ...
+    %dh0 = tess.linear %dl0, %w ...
+    %dw0 = tess.matmul %dl0, %h0 {transpose_lhs} ...
+    %l1 = ... %dh1 = ...
+    %dw1 = tess.matmul %dl1, %h1 {transpose_lhs} ...
+    %dw = tess.add %dw0, %dw1 ...
+    %loss = tess.add %loss0, %loss1 ...
+    %dh = tess.concat %dh0, %dh1 ...
+    ```
+  }];
+  let options = [
+    Option<"maxBlockBytes", "max-block-bytes", "int64_t",
+           /*default=*/"1073741824",
+           "The most bytes one block's logits may take (0: never split)">,
+  ];
+}
+
 def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
   let summary = "Move each gelu_grad right after the linear that makes its dy";
   let description = [{

@@ -147,6 +147,13 @@ LogicalResult PartitionSpmdPass::partitionArguments() {
 LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
   OpBuilder builder(&op);
   Location location = op.getLoc();
+  // A block of the head's rows (tess-chunk-loss-head) is made per rank,
+  // after partitioning: its batch count would need the mesh's targets.
+  if (isa<tess::CrossEntropyOp, tess::CrossEntropyGradOp>(op) &&
+      op.getNumOperands() > (isa<tess::CrossEntropyOp>(op) ? 2u : 3u))
+    return op.emitError("tess-partition-spmd: a loss with count_over is not "
+                        "partitioned (tess-chunk-loss-head runs after "
+                        "tess-partition-spmd)");
   SmallVector<TensorLayout> operandLayouts, desired;
   for (Value operand : op.getOperands())
     operandLayouts.push_back(layoutOf(operand));

@@ -262,7 +262,7 @@ BuildTrainingPass::buildForwardBackward(func::FuncOp forward,
     function->setAttr("tess.vocabulary", builder.getI64IntegerAttr(classes));
   Value lossValue =
       tess::CrossEntropyOp::create(builder, loc, logits, targets,
-                                   builder.getI64IntegerAttr(ignoreIndex));
+                                   ignoreIndex);
 
   // Which values depend on a trainable parameter: only their cotangents are
   // wanted, and only ops between them and the loss need a VJP.

@@ -224,17 +224,17 @@ void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes,
   Tensor dloss = Tensor::floats({}, {0.75f}, dtype);
   Tensor loss(dtype, {}), dlogits(dtype, {rows, classes});
   EXPECT_CPU_KERNEL_OK(
-      tessera_cpu_cross_entropy(logits.get(), targets.get(), loss.get(), -100));
+      tessera_cpu_cross_entropy(logits.get(), targets.get(), nullptr, loss.get(), -100));
   EXPECT_CPU_KERNEL_OK(tessera_cpu_cross_entropy_grad(
-      logits.get(), targets.get(), dloss.get(), dlogits.get(), -100));
+      logits.get(), targets.get(), nullptr, dloss.get(), dlogits.get(), -100));
   DeviceTensor glogits(logits), gtargets(targets), gdloss(dloss),
       gloss(dtype, {}),
       gdlogits(dtype, {rows, classes},
                dlogitsOffset * tessera::cpu::dtypeSize(dtype));
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy(
-      glogits.get(), gtargets.get(), gloss.get(), -100, nullptr));
+      glogits.get(), gtargets.get(), nullptr, gloss.get(), -100, nullptr));
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_grad(
-      glogits.get(), gtargets.get(), gdloss.get(), gdlogits.get(), -100,
+      glogits.get(), gtargets.get(), nullptr, gdloss.get(), gdlogits.get(), -100,
       nullptr));
   // The fused call (the lowering's, when the gradient follows the loss):
   // the separate kernels' loss and gradient to the bit.
@@ -242,7 +242,7 @@ void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes,
       fusedDlogits(dtype, {rows, classes},
                    dlogitsOffset * tessera::cpu::dtypeSize(dtype));
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_with_grad(
-      glogits.get(), gtargets.get(), gdloss.get(), fusedLoss.get(),
+      glogits.get(), gtargets.get(), nullptr, gdloss.get(), fusedLoss.get(),
       fusedDlogits.get(), -100, nullptr));
   expectDeviceClean();
   double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
@@ -256,7 +256,7 @@ void checkCrossEntropy(int32_t dtype, int32_t targetType, int64_t classes,
   if (dlogitsOffset == 0) {
     DeviceTensor inPlace(logits), inPlaceLoss(dtype, {});
     EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_with_grad(
-        inPlace.get(), gtargets.get(), gdloss.get(), inPlaceLoss.get(),
+        inPlace.get(), gtargets.get(), nullptr, gdloss.get(), inPlaceLoss.get(),
         inPlace.get(), -100, nullptr));
     expectDeviceClean();
     EXPECT_EQ(inPlaceLoss.download().values(), gloss.download().values());
@@ -286,7 +286,7 @@ TEST(LayersCuda, CrossEntropyWithEveryTargetIgnoredIsNaN) {
   Tensor targets = Tensor::integers({3}, {-100, -100, -100});
   DeviceTensor glogits(logits), gtargets(targets), gloss(TESSERA_F32, {});
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy(
-      glogits.get(), gtargets.get(), gloss.get(), -100, nullptr));
+      glogits.get(), gtargets.get(), nullptr, gloss.get(), -100, nullptr));
   expectDeviceClean();
   EXPECT_TRUE(std::isnan(gloss.download().at(0)));
 }
@@ -297,7 +297,7 @@ TEST(LayersCuda, CrossEntropyBadTargetIsADeviceError) {
   Tensor targets = Tensor::integers({3}, {1, 10, 2});
   DeviceTensor glogits(logits), gtargets(targets), gloss(TESSERA_F32, {});
   EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy(
-      glogits.get(), gtargets.get(), gloss.get(), -100, nullptr));
+      glogits.get(), gtargets.get(), nullptr, gloss.get(), -100, nullptr));
   EXPECT_EQ(tessera_cuda_check_device_errors(nullptr), 1);
   std::string message = tessera_cuda_last_error();
   EXPECT_NE(message.find("index 10 at flat position 1 is outside [0, 10)"),

@@ -169,6 +169,7 @@ LogicalResult CrossEntropyOp::buildVjp(
   if (Value dloss = beginVjp(*this, resultCotangents, operandCotangents))
     operandCotangents[0] =
         CrossEntropyGradOp::create(builder, getLoc(), getLogits(),
-                                   getTargets(), dloss, getIgnoreIndex());
+                                   getTargets(), dloss, getAllTargets(),
+                                   getIgnoreIndex());
   return success();
 }

@@ -113,6 +113,12 @@ int tessera_cpu_matmul(const tessera_tensor *a, const tessera_tensor *b,
 int tessera_cpu_matmul_bias_grad(
     const tessera_tensor *a, const tessera_tensor *b, tessera_tensor *y,
     tessera_tensor *dbias, int32_t transpose_a, int32_t transpose_b);
+/* y = op(a) @ op(b) + addend, addend of y's shape and dtype; y may be the
+ * addend's own storage (a sum accumulated in place). (CUDA: one GEMM, the
+ * addend as its C with beta = 1.) */
+int tessera_cpu_matmul_add(const tessera_tensor *a, const tessera_tensor *b,
+                           const tessera_tensor *addend, tessera_tensor *y,
+                           int32_t transpose_a, int32_t transpose_b);
 int tessera_cpu_linear(const tessera_tensor *x, const tessera_tensor *weight,
                        const tessera_tensor *bias, tessera_tensor *y,
                        int32_t transpose_weight);
@@ -256,14 +262,20 @@ int tessera_cpu_gather_grad(const tessera_tensor *indices,
 /* logits [N, V], targets [N] (I64 or I32): loss (rank 0) = mean over the
  * targets != ignore_index of -log softmax(logits)[target]. A target outside
  * [0, V) that is not ignore_index is an error. With every target ignored the
- * loss is NaN (0/0, as in PyTorch) and the gradient below is 0. */
+ * loss is NaN (0/0, as in PyTorch) and the gradient below is 0.
+ * count_targets, when not NULL, holds the targets whose counted ones the
+ * sum is divided by instead (of the targets' type, any shape): the rows are
+ * a block of that larger batch (tess.cross_entropy's count_over), and a
+ * block without counted rows has loss 0. */
 int tessera_cpu_cross_entropy(const tessera_tensor *logits,
                               const tessera_tensor *targets,
+                              const tessera_tensor *count_targets,
                               tessera_tensor *loss, int64_t ignore_index);
 /* dlogits = dloss * (softmax(logits) - onehot(target)) / count, 0 on ignored
- * rows; dloss is rank 0. */
+ * rows; dloss is rank 0; count from count_targets when not NULL. */
 int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
                                    const tessera_tensor *targets,
+                                   const tessera_tensor *count_targets,
                                    const tessera_tensor *dloss,
                                    tessera_tensor *dlogits,
                                    int64_t ignore_index);
@@ -272,6 +284,7 @@ int tessera_cpu_cross_entropy_grad(const tessera_tensor *logits,
  * dlogits. The CUDA kernel reads the logits once for both. */
 int tessera_cpu_cross_entropy_with_grad(const tessera_tensor *logits,
                                         const tessera_tensor *targets,
+                                        const tessera_tensor *count_targets,
                                         const tessera_tensor *dloss,
                                         tessera_tensor *loss,
                                         tessera_tensor *dlogits,

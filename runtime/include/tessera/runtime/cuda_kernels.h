@@ -74,6 +74,11 @@ int tessera_cuda_matmul_bias_grad(
     const tessera_tensor *a, const tessera_tensor *b, tessera_tensor *y,
     tessera_tensor *dbias, int32_t transpose_a, int32_t transpose_b,
     cudaStream_t stream);
+/* As the CPU kernel: y = op(a) @ op(b) + addend, y may be the addend. */
+int tessera_cuda_matmul_add(const tessera_tensor *a, const tessera_tensor *b,
+                            const tessera_tensor *addend, tessera_tensor *y,
+                            int32_t transpose_a, int32_t transpose_b,
+                            cudaStream_t stream);
 int tessera_cuda_linear(const tessera_tensor *x, const tessera_tensor *weight,
                         const tessera_tensor *bias, tessera_tensor *y,
                         int32_t transpose_weight, cudaStream_t stream);
@@ -184,17 +189,21 @@ int tessera_cuda_gather(const tessera_tensor *x, const tessera_tensor *indices,
 int tessera_cuda_gather_grad(const tessera_tensor *indices,
                              const tessera_tensor *dy, tessera_tensor *dx,
                              int64_t axis, cudaStream_t stream);
+/* As the CPU kernels (count_targets may be NULL). */
 int tessera_cuda_cross_entropy(const tessera_tensor *logits,
                                const tessera_tensor *targets,
+                               const tessera_tensor *count_targets,
                                tessera_tensor *loss, int64_t ignore_index,
                                cudaStream_t stream);
 int tessera_cuda_cross_entropy_grad(const tessera_tensor *logits,
                                     const tessera_tensor *targets,
+                                    const tessera_tensor *count_targets,
                                     const tessera_tensor *dloss,
                                     tessera_tensor *dlogits,
                                     int64_t ignore_index, cudaStream_t stream);
 int tessera_cuda_cross_entropy_with_grad(const tessera_tensor *logits,
                                          const tessera_tensor *targets,
+                                         const tessera_tensor *count_targets,
                                          const tessera_tensor *dloss,
                                          tessera_tensor *loss,
                                          tessera_tensor *dlogits,
