@@ -58,8 +58,7 @@ int64_t countedRows(const tessera_tensor &targets,
                     const tessera_tensor *countTargets,
                     const ClassLayout &layout, int64_t ignoreIndex) {
   const tessera_tensor &counted = countTargets ? *countTargets : targets;
-  if (countTargets && countTargets->dtype != targets.dtype)
-    fail("count_targets must have the targets' dtype");
+  requireCountTargets(countTargets, targets);
   int64_t rows = countTargets ? elementCount(*countTargets) : layout.rows;
   int64_t count = 0;
   for (int64_t row = 0; row < rows; ++row)

@@ -50,6 +50,22 @@ struct ProductScratch {
   tessera_tensor tensor;
 };
 
+/// y = product + addend, the product written by `multiply` into scratch of
+/// y's type first (rounded as the unfused program rounds it), so that y may
+/// be the addend's storage.
+template <typename Multiply>
+void addToProduct(const tessera_tensor *addend, const char *addendName,
+                  tessera_tensor *y, Multiply multiply) {
+  tessera_tensor &output = requireTensor(y, "y");
+  const tessera_tensor &summand = requireTensor(addend, addendName);
+  requireLike(summand, addendName, output, "y");
+  ProductScratch product(output);
+  requireSuccess(multiply(&product.tensor), tessera_cpu_last_error);
+  requireSuccess(
+      tessera_cpu_binary(TESSERA_ADD, &product.tensor, &summand, &output),
+      tessera_cpu_last_error);
+}
+
 } // namespace
 
 extern "C" int tessera_cpu_linear_add(const tessera_tensor *x,
@@ -59,16 +75,9 @@ extern "C" int tessera_cpu_linear_add(const tessera_tensor *x,
                                       tessera_tensor *y,
                                       int32_t transpose_weight) {
   return runKernel("tessera_cpu_linear_add", [&] {
-    tessera_tensor &output = requireTensor(y, "y");
-    const tessera_tensor &addend = requireTensor(residual, "residual");
-    requireLike(addend, "residual", output, "y");
-    ProductScratch product(output);
-    requireSuccess(tessera_cpu_linear(x, weight, bias, &product.tensor,
-                                      transpose_weight),
-                   tessera_cpu_last_error);
-    requireSuccess(
-        tessera_cpu_binary(TESSERA_ADD, &product.tensor, &addend, &output),
-        tessera_cpu_last_error);
+    addToProduct(residual, "residual", y, [&](tessera_tensor *product) {
+      return tessera_cpu_linear(x, weight, bias, product, transpose_weight);
+    });
   });
 }
 
@@ -78,17 +87,9 @@ extern "C" int tessera_cpu_matmul_add(const tessera_tensor *a,
                                       tessera_tensor *y, int32_t transpose_a,
                                       int32_t transpose_b) {
   return runKernel("tessera_cpu_matmul_add", [&] {
-    tessera_tensor &output = requireTensor(y, "y");
-    const tessera_tensor &partial = requireTensor(addend, "addend");
-    requireLike(partial, "addend", output, "y");
-    // The product in scratch, so that y may be the addend's storage.
-    ProductScratch product(output);
-    requireSuccess(
-        tessera_cpu_matmul(a, b, &product.tensor, transpose_a, transpose_b),
-        tessera_cpu_last_error);
-    requireSuccess(
-        tessera_cpu_binary(TESSERA_ADD, &product.tensor, &partial, &output),
-        tessera_cpu_last_error);
+    addToProduct(addend, "addend", y, [&](tessera_tensor *product) {
+      return tessera_cpu_matmul(a, b, product, transpose_a, transpose_b);
+    });
   });
 }
 

@@ -216,6 +216,12 @@ void requireUnaryGradOperands(const tessera_tensor &x, const tessera_tensor &dy,
   requireShape(dx, shapeOf(x), "dx");
 }
 
+void requireCountTargets(const tessera_tensor *countTargets,
+                         const tessera_tensor &targets) {
+  if (countTargets && countTargets->dtype != targets.dtype)
+    fail("count_targets must have the targets' dtype");
+}
+
 ClassLayout requireLossOperands(const tessera_tensor &logits,
                                 const tessera_tensor &targets) {
   if (logits.rank != 2)

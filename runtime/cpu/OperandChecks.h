@@ -105,6 +105,10 @@ struct ClassLayout {
 ClassLayout requireLossOperands(const tessera_tensor &logits,
                                 const tessera_tensor &targets);
 
+/// The loss kernels' count_targets (may be null): the targets' dtype.
+void requireCountTargets(const tessera_tensor *countTargets,
+                         const tessera_tensor &targets);
+
 /// cross_entropy_grad: the loss operands, a rank-0 dloss and dlogits of the
 /// logits' shape.
 ClassLayout requireLossGradOperands(const tessera_tensor &logits,

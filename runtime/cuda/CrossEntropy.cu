@@ -424,8 +424,7 @@ const double *countBatchTargets(const tessera_tensor *countTargets,
                                 cudaStream_t stream) {
   if (!countTargets)
     return nullptr;
-  if (countTargets->dtype != targets.dtype)
-    fail("count_targets must have the targets' dtype");
+  tessera::cpu::requireCountTargets(countTargets, targets);
   int64_t rows = 1;
   for (int32_t i = 0; i < countTargets->rank; ++i)
     rows *= countTargets->shape[i];
