@@ -122,4 +122,62 @@ TEST(CrossEntropy, AllRowsIgnoredGivesNanLossAndZeroGradient) {
   EXPECT_EQ(dlogits.values(), std::vector<float>(6, 0.0f));
 }
 
+// Tests count_targets (tess.cross_entropy's count_over): blocks of rows that
+// divide by the whole batch's count give losses that add up to the batch's
+// mean and the batch gradient's rows, and a block with no counted row has
+// loss 0 (not NaN: the other blocks hold the counted ones).
+TEST(CrossEntropy, BlocksCountedOverTheBatchSumToItsMean) {
+  Tensor logits = randomTensor({6, 7}, 3, -3, 3);
+  std::vector<int64_t> targetValues = {2, -100, 0, -100, -100, 6};
+  Tensor targets = Tensor::integers({6}, targetValues);
+  Tensor dloss = Tensor::floats({}, {0.5f});
+  Tensor loss(TESSERA_F32, {}), dlogits(TESSERA_F32, {6, 7});
+  EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_with_grad(
+      logits.get(), targets.get(), nullptr, dloss.get(), loss.get(),
+      dlogits.get(), -100));
+  std::vector<float> allLogits = logits.values();
+  double blockSum = 0;
+  std::vector<float> blockGradients;
+  for (int64_t block = 0; block < 3; ++block) {
+    Tensor rows = Tensor::floats(
+        {2, 7}, std::vector<float>(allLogits.begin() + block * 14,
+                                   allLogits.begin() + (block + 1) * 14));
+    Tensor rowTargets = Tensor::integers(
+        {2}, {targetValues[2 * block], targetValues[2 * block + 1]});
+    Tensor blockLoss(TESSERA_F32, {}), blockDlogits(TESSERA_F32, {2, 7});
+    EXPECT_KERNEL_OK(tessera_cpu_cross_entropy_with_grad(
+        rows.get(), rowTargets.get(), targets.get(), dloss.get(),
+        blockLoss.get(), blockDlogits.get(), -100));
+    if (block == 1) { // rows 2 and 3: only row 2 counts
+      EXPECT_GT(blockLoss.at(0), 0.0f);
+    }
+    blockSum += blockLoss.at(0);
+    for (float value : blockDlogits.values())
+      blockGradients.push_back(value);
+  }
+  EXPECT_NEAR(blockSum, loss.at(0), 1e-6 * std::fabs(loss.at(0)));
+  std::vector<float> whole = dlogits.values();
+  ASSERT_EQ(blockGradients.size(), whole.size());
+  for (size_t i = 0; i < whole.size(); ++i)
+    EXPECT_NEAR(blockGradients[i], whole[i], 1e-7) << "dlogits " << i;
+
+  Tensor ignored = Tensor::integers({2}, {-100, -100});
+  Tensor ignoredLoss(TESSERA_F32, {});
+  Tensor twoRows = Tensor::floats(
+      {2, 7}, std::vector<float>(allLogits.begin(), allLogits.begin() + 14));
+  EXPECT_KERNEL_OK(tessera_cpu_cross_entropy(twoRows.get(), ignored.get(),
+                                             targets.get(), ignoredLoss.get(),
+                                             -100));
+  EXPECT_EQ(ignoredLoss.at(0), 0.0f);
+
+  Tensor wrongType = Tensor::integers({6}, targetValues, TESSERA_I32);
+  EXPECT_NE(tessera_cpu_cross_entropy(twoRows.get(), ignored.get(),
+                                      wrongType.get(), ignoredLoss.get(),
+                                      -100),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("count_targets"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
 } // namespace

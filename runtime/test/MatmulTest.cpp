@@ -229,4 +229,33 @@ TEST(LinearGelu, RejectsMismatchedOperandsNamingThem) {
       << tessera_cpu_last_error();
 }
 
+// Tests matmul_add (tess-chunk-loss-head's weight-gradient sum): the product
+// plus the addend, to the bit of a matmul then an add, into a separate
+// output and into the addend's own storage.
+TEST(MatmulAdd, IsTheProductThenTheAddInPlaceOrNot) {
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    Tensor a = Tensor::floats({10, 6}, randomFloats(60, 21), dtype);
+    Tensor b = Tensor::floats({10, 4}, randomFloats(40, 22), dtype);
+    Tensor addend = Tensor::floats({6, 4}, randomFloats(24, 23), dtype);
+    Tensor product(dtype, {6, 4}), expected(dtype, {6, 4}), y(dtype, {6, 4});
+    EXPECT_KERNEL_OK(tessera_cpu_matmul(a.get(), b.get(), product.get(), 1, 0));
+    EXPECT_KERNEL_OK(tessera_cpu_binary(TESSERA_ADD, product.get(),
+                                        addend.get(), expected.get()));
+    EXPECT_KERNEL_OK(tessera_cpu_matmul_add(a.get(), b.get(), addend.get(),
+                                            y.get(), 1, 0));
+    EXPECT_EQ(y.values(), expected.values());
+    EXPECT_KERNEL_OK(tessera_cpu_matmul_add(a.get(), b.get(), addend.get(),
+                                            addend.get(), 1, 0));
+    EXPECT_EQ(addend.values(), expected.values());
+  }
+  Tensor a(TESSERA_F32, {10, 6}), b(TESSERA_F32, {10, 4}),
+      addend(TESSERA_F32, {6, 5}), y(TESSERA_F32, {6, 4});
+  EXPECT_NE(tessera_cpu_matmul_add(a.get(), b.get(), addend.get(), y.get(), 1,
+                                   0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("addend"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
 } // namespace

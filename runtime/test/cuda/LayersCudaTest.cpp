@@ -503,4 +503,51 @@ TEST(LayersCuda, GatherGradientIsBitwiseDeterministic) {
   }
 }
 
+// count_targets on the GPU: blocks of a vocabulary-sized head, each divided
+// by the whole batch's count, against the CPU's blocks, and their losses
+// summing to the batch's mean.
+TEST(LayersCuda, CrossEntropyBlocksCountOverTheBatch) {
+  REQUIRE_GPU();
+  int64_t rows = 64, classes = 50257, blocks = 4, blockRows = rows / blocks;
+  Tensor logits = randomTensor(TESSERA_BF16, {rows, classes}, 9, -6.0f, 6.0f);
+  std::vector<int64_t> targetValues(rows);
+  for (int64_t row = 0; row < rows; ++row)
+    targetValues[row] = row % 3 == 1 ? -100 : (row * 7919) % classes;
+  Tensor targets = Tensor::integers({rows}, targetValues);
+  Tensor dloss = Tensor::floats({}, {1.0f});
+  Tensor wholeLoss(TESSERA_F32, {});
+  EXPECT_CPU_KERNEL_OK(tessera_cpu_cross_entropy(
+      logits.get(), targets.get(), nullptr, wholeLoss.get(), -100));
+  std::vector<float> allLogits = logits.values();
+  DeviceTensor gtargets(targets), gdloss(dloss);
+  double blockSum = 0;
+  for (int64_t block = 0; block < blocks; ++block) {
+    SCOPED_TRACE("block " + std::to_string(block));
+    auto first = allLogits.begin() + block * blockRows * classes;
+    Tensor rowLogits = Tensor::floats(
+        {blockRows, classes},
+        std::vector<float>(first, first + blockRows * classes), TESSERA_BF16);
+    Tensor rowTargets = Tensor::integers(
+        {blockRows},
+        std::vector<int64_t>(targetValues.begin() + block * blockRows,
+                             targetValues.begin() + (block + 1) * blockRows));
+    Tensor loss(TESSERA_F32, {}), dlogits(TESSERA_BF16, {blockRows, classes});
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_cross_entropy_with_grad(
+        rowLogits.get(), rowTargets.get(), targets.get(), dloss.get(),
+        loss.get(), dlogits.get(), -100));
+    DeviceTensor glogits(rowLogits), growTargets(rowTargets),
+        gloss(TESSERA_F32, {}), gdlogits(TESSERA_BF16, {blockRows, classes});
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_cross_entropy_with_grad(
+        glogits.get(), growTargets.get(), gtargets.get(), gdloss.get(),
+        gloss.get(), gdlogits.get(), -100, nullptr));
+    expectDeviceClean();
+    double rtol = toleranceFor(TESSERA_BF16);
+    expectTensorsNear(gloss.download(), loss, 1e-5, 0.0, "block loss");
+    expectTensorsNear(gdlogits.download(), dlogits, rtol, 1e-9,
+                      "block dlogits");
+    blockSum += gloss.download().at(0);
+  }
+  EXPECT_NEAR(blockSum, wholeLoss.at(0), 1e-5 * std::fabs(wholeLoss.at(0)));
+}
+
 } // namespace

@@ -309,4 +309,31 @@ TEST(MatmulCuda, MismatchedShapesAreErrors) {
       << tessera_cuda_last_error();
 }
 
+// matmul_add against the CPU reference at a chunked head's weight-gradient
+// shape (dl^T h, dl [rows, classes]): into a separate output and into the
+// addend itself (the arena's in-place sum), where cuBLASLt reads and writes
+// C in one GEMM.
+TEST(MatmulCuda, MatmulAddMatchesTheCpuReferenceInPlaceOrNot) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16}) {
+    SCOPED_TRACE("dtype " + std::to_string(dtype));
+    Shape yShape = {1000, 256};
+    Tensor a = randomTensor(dtype, {512, 1000}, 90 + dtype);
+    Tensor b = randomTensor(dtype, {512, 256}, 91 + dtype, -0.2f, 0.2f);
+    Tensor addend = randomTensor(dtype, yShape, 92 + dtype);
+    Tensor y(dtype, yShape);
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_matmul_add(a.get(), b.get(), addend.get(),
+                                                y.get(), 1, 0));
+    DeviceTensor ga(a), gb(b), gaddend(addend), gy(dtype, yShape);
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_matmul_add(
+        ga.get(), gb.get(), gaddend.get(), gy.get(), 1, 0, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_matmul_add(
+        ga.get(), gb.get(), gaddend.get(), gaddend.get(), 1, 0, nullptr));
+    expectDeviceClean();
+    double rtol = dtype == TESSERA_F32 ? 1e-4 : toleranceFor(dtype);
+    expectTensorsNear(gy.download(), y, rtol, rtol, "matmul_add");
+    EXPECT_EQ(gaddend.download().values(), gy.download().values());
+  }
+}
+
 } // namespace

@@ -980,6 +980,24 @@ func.func @cross_entropy_grad_c3(%l: tensor<8x16xf32>, %t: tensor<8xi64>, %d: te
 
 // -----
 
+func.func @cross_entropy_c3_type(%l: tensor<4x16xf32>, %t: tensor<4xi64>, %all: tensor<8xi32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: count_over targets of type 'tensor<8xi32>' must have the targets' element type 'i64'}}
+  %0 = tess.cross_entropy %l, %t count_over %all : (tensor<4x16xf32>, tensor<4xi64>, tensor<8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_c3_count(%l: tensor<4x16xf32>, %t: tensor<4xi64>, %d: tensor<f32>, %all: tensor<3xi64>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: count_over targets of shape [3] have fewer elements than the targets [4]}}
+  %0 = tess.cross_entropy_grad %l, %t, %d count_over %all : (tensor<4x16xf32>, tensor<4xi64>, tensor<f32>, tensor<3xi64>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
 func.func @layer_norm_grad_c1(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
   // expected-error@+2 {{failed to infer returned types}}
   // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
