@@ -27,6 +27,7 @@
 #include "TrainError.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -61,13 +62,20 @@ std::string requireMetadata(const std::string &path,
   return found->second;
 }
 
+/// Whether strto*'s `end` is the end of all of `text`. Checking *end for
+/// '\0' is not enough: a JSON string may hold "\u0000", and "5\u0000junk"
+/// would read as 5.
+bool parsedWhole(const std::string &text, const char *end) {
+  return !text.empty() && end == text.c_str() + text.size();
+}
+
 int64_t metadataInteger(const std::string &path, const SafetensorsFile &file,
                         const char *key) {
   std::string text = requireMetadata(path, file, key);
   char *end = nullptr;
   errno = 0;
   long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || value < 0)
+  if (!parsedWhole(text, end) || errno == ERANGE || value < 0)
     fail(path + ": __metadata__ '" + key + "' = '" + text +
          "' is not a non-negative integer");
   return value;
@@ -90,7 +98,7 @@ double parseDouble(const std::string &path, const char *key,
                    const std::string &text) {
   char *end = nullptr;
   double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !std::isfinite(value))
+  if (!parsedWhole(text, end) || !std::isfinite(value))
     fail(path + ": __metadata__ '" + key + "' holds '" + text +
          "', not a finite number");
   return value;
@@ -389,12 +397,18 @@ void loadCheckpoint(const std::string &path, const tessera_program &program,
   state.cleanSteps = metadataInteger(path, file, "clean_steps");
   std::string seed = requireMetadata(path, file, "seed");
   char *end = nullptr;
+  // strtoull would take "-1" as 2^64 - 1 and clamp a longer number.
+  errno = 0;
   state.seed = std::strtoull(seed.c_str(), &end, 10);
-  if (seed.empty() || *end != '\0')
-    fail(path + ": __metadata__ 'seed' = '" + seed + "' is not an integer");
+  if (!parsedWhole(seed, end) ||
+      !std::isdigit(static_cast<unsigned char>(seed[0])) || errno == ERANGE)
+    fail(path + ": __metadata__ 'seed' = '" + seed +
+         "' is not a non-negative 64-bit integer");
   std::string scale = requireMetadata(path, file, "loss_scale");
   state.lossScale = std::strtod(scale.c_str(), &end);
-  if (scale.empty() || *end != '\0' || !(state.lossScale > 0))
+  // An infinite scale would skip every fp16 step as an overflow, forever.
+  if (!parsedWhole(scale, end) || !(state.lossScale > 0) ||
+      !std::isfinite(state.lossScale))
     fail(path + ": __metadata__ 'loss_scale' = '" + scale +
          "' is not a positive number");
   state.overflowStreak = optionalInteger(path, file, "overflow_streak", 0);

@@ -132,6 +132,11 @@ LoadedTensor parseEntry(const std::string &path, const std::string &name,
       fail(where + ": shape describes more data than the file holds");
     elements *= static_cast<uint64_t>(size);
   }
+  // The loop leaves up to dataBytes + (the last dimension) elements, so the
+  // byte count could still wrap: 2^61 + 1 F64 elements would "need" 8 bytes
+  // and pass for a tensor whose data is 8 bytes long.
+  if (elements > UINT64_MAX / static_cast<uint64_t>(known->size))
+    fail(where + ": shape describes more data than the file holds");
   int64_t begin = asCount(offsets->array[0]);
   int64_t end = asCount(offsets->array[1]);
   if (begin < 0 || end < begin || static_cast<uint64_t>(end) > dataBytes)

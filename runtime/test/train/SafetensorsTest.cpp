@@ -188,6 +188,88 @@ TEST(Safetensors, ReadErrors) {
       << readError("/dev/zero");
 }
 
+// Tests that a shape whose byte count wraps around 64 bits is refused rather
+// than read as a tiny tensor with an astronomic shape (2^61 + 1 F64 elements
+// times 8 bytes is 8 modulo 2^64, which matched the offsets; whoever then
+// walked the shape read far past the 8 bytes).
+TEST(Safetensors, ShapeWhoseByteCountWrapsIsRefused) {
+  TemporaryDirectory temporary;
+  std::string path = temporary.getPath() + "/wrap.safetensors";
+  writeRaw(path,
+           R"({"x":{"dtype":"F64","shape":[2305843009213693953],)"
+           R"("data_offsets":[0,8]}})",
+           "abcdefgh");
+  EXPECT_NE(readError(path).find(
+                "tensor 'x': shape describes more data than the file holds"),
+            std::string::npos)
+      << readError(path);
+  // The same with the count in the last of two dimensions (I32: 2^62 + 1).
+  writeRaw(path,
+           R"({"x":{"dtype":"I32","shape":[1, 4611686018427387905],)"
+           R"("data_offsets":[0,4]}})",
+           "abcd");
+  EXPECT_NE(readError(path).find("shape describes more data"),
+            std::string::npos)
+      << readError(path);
+}
+
+// Tests that a checkpoint's numbers are read whole or refused: a NUL inside
+// the JSON string ("3\u0000junk" read as 3), a negative seed (read as 2^64 -
+// 1), a too long one (clamped) and an infinite loss scale (which would skip
+// every fp16 step) used to be accepted.
+TEST(Checkpoint, MetadataNumbersMustBeWhole) {
+  TemporaryDirectory temporary;
+  std::string path = temporary.getPath() + "/checkpoint_00000001.safetensors";
+  static const tessera_tensor_info parameters[] = {{"w", TESSERA_F32, 1, {2}}};
+  tessera_program program{};
+  program.model_name = "tiny.onnx";
+  program.parameter_count = 1;
+  program.parameters = parameters;
+  TrainingState state;
+  allocateState(program, state);
+  state.seed = 7;
+  state.step = 3;
+  saveCheckpoint(path, program, state);
+  SafetensorsFile saved = readSafetensors(path);
+
+  // The saved checkpoint with one metadata value replaced.
+  auto loadError = [&](const std::string &key, const std::string &value) {
+    std::map<std::string, std::string> metadata = saved.metadata;
+    metadata[key] = value;
+    std::vector<TensorView> views;
+    for (const LoadedTensor &tensor : saved.tensors)
+      views.push_back(
+          {tensor.name, tensor.dtype, tensor.shape, tensor.bytes.data()});
+    writeSafetensors(path, views, metadata);
+    try {
+      TrainingState loaded;
+      allocateState(program, loaded);
+      loadCheckpoint(path, program, loaded);
+    } catch (const TrainError &error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(loadError("step", "3"), "");
+  EXPECT_NE(loadError("step", std::string("3\0junk", 6)).find("'step' = '3"),
+            std::string::npos);
+  EXPECT_NE(loadError("seed", "-1").find("'seed' = '-1' is not a non-negative"),
+            std::string::npos);
+  EXPECT_NE(loadError("seed", "99999999999999999999999")
+                .find("is not a non-negative 64-bit integer"),
+            std::string::npos);
+  EXPECT_NE(loadError("seed", std::string("7\0", 2)).find("'seed'"),
+            std::string::npos);
+  EXPECT_NE(loadError("loss_scale", "inf")
+                .find("'loss_scale' = 'inf' is not a positive number"),
+            std::string::npos);
+  EXPECT_NE(loadError("loss_scale", "0x1p+2000").find("'loss_scale'"),
+            std::string::npos);
+  EXPECT_NE(loadError("learning_rate_factor", std::string("0x1p-1\0", 7))
+                .find("'learning_rate_factor'"),
+            std::string::npos);
+}
+
 // Tests that a write that fails half way (here: the file size limit is hit
 // in the middle of the data) leaves the previous file untouched and no
 // temporary file behind.
