@@ -2,6 +2,7 @@
 # Installs what building and testing Tessera needs, and only what is missing.
 #
 #   scripts/install-deps.sh            Debian packages: compiler, CMake, Ninja, MLIR/LLVM 22, ONNX, CBC, GoogleTest,
+#                                      clang 22 with its sanitizer and libFuzzer runtimes (scripts/fuzz.sh),
 #                                      and a Python venv (at $TESSERA_VENV, default <repo>/.venv) holding the
 #                                      header-only cuDNN frontend, which the CUDA runtime's attention builds on
 #   scripts/install-deps.sh --python   the same, plus onnx, onnxruntime and numpy in the venv, for the scripts
@@ -16,7 +17,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${TESSERA_VENV:-$repo/.venv}"
 
 usage() {
-  sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+  sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 want_python=0
@@ -33,6 +34,7 @@ system_packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   coinor-libcbc-dev pkg-config libgtest-dev
+  clang-22 libclang-rt-22-dev
   python3 python3-venv
 )
 # onnx is pinned to the minor version whose IR (10) and opset (20) the test models use.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds Tessera and runs every test through ctest: the lit suites (one ctest test, `lit`, over
-# test/) and the GoogleTest unit tests (one ctest test per test case). Exits non-zero when the
-# build or any test fails. Safe to run again: it configures only once and Ninja rebuilds only
+# test/) and the GoogleTest unit tests (one ctest test per test case); then fuzzes each of the
+# training driver's readers for a bounded time (scripts/fuzz.sh, $TESSERA_FUZZ_SECONDS each, default
+# 20). Exits non-zero when the build or any test fails, or the fuzzing finds a bug. Safe to run again: it configures only once and Ninja rebuilds only
 # what changed (re-running CMake by itself when a CMakeLists.txt changed).
 set -euo pipefail
 
@@ -24,3 +25,7 @@ ninja -C "$build" -j"$(nproc)"
 
 # --no-tests=error: a configuration that registers no test at all is a failure, not a pass.
 ctest --test-dir "$build" --output-on-failure --no-tests=error
+
+# The readers' libFuzzer targets (safetensors, checkpoints, .npy, token shards), built apart in
+# build-fuzz with clang, ASan and UBSan: about two minutes on two cores, the build included.
+bash scripts/fuzz.sh "${TESSERA_FUZZ_SECONDS:-20}"
