@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing Tessera needs, and only what is missing.
 #
-#   scripts/install-deps.sh            Debian packages: compiler, CMake, Ninja, MLIR/LLVM 22, ONNX, CBC, GoogleTest,
+#   scripts/install-deps.sh            Debian packages: compiler, CMake, Ninja, MLIR/LLVM 22, ONNX, CBC, GoogleTest, nlohmann-json,
 #                                      clang 22 with its sanitizer and libFuzzer runtimes (scripts/fuzz.sh),
 #                                      and a Python venv (at $TESSERA_VENV, default <repo>/.venv) holding the
 #                                      header-only cuDNN frontend, which the CUDA runtime's attention builds on
@@ -33,7 +33,7 @@ system_packages=(
   cmake ninja-build g++
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
-  coinor-libcbc-dev pkg-config libgtest-dev
+  coinor-libcbc-dev pkg-config libgtest-dev nlohmann-json3-dev
   clang-22 libclang-rt-22-dev
   python3 python3-venv
 )

@@ -1,8 +1,13 @@
-//===- Json.cpp - A strict recursive-descent JSON reader -----------------===//
+//===- Json.cpp - JSON read through nlohmann-json ------------------------===//
 //
-// Design: recursive descent over the RFC 8259 grammar, with a depth limit so
-// that a hostile header ("[[[[...") cannot overflow the stack. Errors name the
-// byte offset, which is what one needs to look at a damaged header.
+// Design: nlohmann-json's SAX parser does the RFC 8259 grammar (strict: one
+// value, no comments, valid UTF-8, no trailing text); the handler below only
+// builds the driver's JsonValue tree from its events. It keeps the limits
+// the driver relies on: no value nested deeper than kMaxDepth containers, so
+// that a hostile header ("[[[[...") cannot blow up the tree or the readers
+// that walk it recursively, and every error names the file and the byte
+// offset, which is what one needs to look at a damaged header. The SAX
+// parser is iterative, so the depth check is ours, not a guard of the stack.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,7 +15,7 @@
 
 #include "TrainError.h"
 
-#include <cstdlib>
+#include <nlohmann/json.hpp>
 
 namespace tessera::train {
 
@@ -24,244 +29,137 @@ const JsonValue *JsonValue::find(const std::string &key) const {
 
 namespace {
 
-constexpr int kMaxDepth = 64;
+constexpr size_t kMaxDepth = 64;
 
-class JsonReader {
+/// nlohmann's message without its "[json.exception.parse_error.101] parse
+/// error at line 1, column 5: " prefix: the byte offset replaces the line
+/// and column (a header is one line).
+std::string describeParseError(const std::string &message) {
+  std::string text = message;
+  if (!text.empty() && text.front() == '[') {
+    size_t close = text.find("] ");
+    if (close != std::string::npos)
+      text.erase(0, close + 2);
+  }
+  if (text.rfind("parse error", 0) == 0) {
+    size_t colon = text.find(": ");
+    if (colon != std::string::npos)
+      text.erase(0, colon + 2);
+  }
+  return text;
+}
+
+/// Builds a JsonValue from nlohmann's SAX events (the interface
+/// nlohmann::json::sax_parse expects). A callback returning false stops the
+/// parse; `error` then says why.
+class JsonBuilder {
 public:
-  JsonReader(const std::string &text, const std::string &what)
-      : text(text), what(what) {}
+  JsonValue document;
+  std::string error;
 
-  JsonValue parseDocument() {
-    JsonValue value = parseValue(0);
-    skipSpace();
-    if (position != text.size())
-      error("unexpected text after the JSON value");
-    return value;
+  bool null() { return place() != nullptr; }
+  bool boolean(bool value) {
+    JsonValue *slot = place();
+    if (!slot)
+      return false;
+    slot->kind = JsonValue::Kind::Bool;
+    slot->boolean = value;
+    return true;
   }
-
-private:
-  const std::string &text;
-  const std::string &what;
-  size_t position = 0;
-
-  [[noreturn]] void error(const std::string &message) {
-    fail(what + ": malformed JSON at byte " + std::to_string(position) + ": " +
-         message);
+  // nlohmann reports a number written with a '-' as a signed integer and one
+  // without as unsigned, so the text is rebuilt exactly, "-0" included.
+  bool number_integer(int64_t value) {
+    return number(static_cast<double>(value),
+                  value == 0 ? "-0" : std::to_string(value));
   }
-
-  void skipSpace() {
-    while (position < text.size() &&
-           (text[position] == ' ' || text[position] == '\t' ||
-            text[position] == '\n' || text[position] == '\r'))
-      ++position;
+  bool number_unsigned(uint64_t value) {
+    return number(static_cast<double>(value), std::to_string(value));
   }
-
-  bool consume(char expected) {
-    skipSpace();
-    if (position < text.size() && text[position] == expected) {
-      ++position;
-      return true;
-    }
+  bool number_float(double value, const std::string &text) {
+    return number(value, text);
+  }
+  bool string(std::string &value) {
+    JsonValue *slot = place();
+    if (!slot)
+      return false;
+    slot->kind = JsonValue::Kind::String;
+    slot->string = std::move(value);
+    return true;
+  }
+  bool binary(nlohmann::json::binary_t &) {
+    error = "binary data in a JSON document";
+    return false;
+  }
+  bool start_object(size_t) { return openContainer(JsonValue::Kind::Object); }
+  bool key(std::string &name) {
+    containers.back()->object.emplace_back(std::move(name), JsonValue());
+    return true;
+  }
+  bool end_object() { return closeContainer(); }
+  bool start_array(size_t) { return openContainer(JsonValue::Kind::Array); }
+  bool end_array() { return closeContainer(); }
+  bool parse_error(size_t position, const std::string &,
+                   const nlohmann::json::exception &exception) {
+    error = "malformed JSON at byte " + std::to_string(position) + ": " +
+            describeParseError(exception.what());
     return false;
   }
 
-  void expect(char expected) {
-    if (!consume(expected))
-      error(std::string("expected '") + expected + "'");
+private:
+  /// The containers being filled, outermost first. A pointer stays valid
+  /// while its container is open: only the innermost one grows.
+  std::vector<JsonValue *> containers;
+
+  /// The JsonValue the next value goes to, or null past the depth limit.
+  JsonValue *place() {
+    if (containers.size() > kMaxDepth) {
+      error = "malformed JSON: nested deeper than " +
+              std::to_string(kMaxDepth) + " levels";
+      return nullptr;
+    }
+    if (containers.empty())
+      return &document;
+    JsonValue &parent = *containers.back();
+    if (parent.kind == JsonValue::Kind::Array)
+      return &parent.array.emplace_back();
+    return &parent.object.back().second; // key() added the member
   }
 
-  void expectWord(const char *word) {
-    for (const char *c = word; *c; ++c, ++position)
-      if (position >= text.size() || text[position] != *c)
-        error(std::string("expected '") + word + "'");
+  bool number(double value, std::string text) {
+    JsonValue *slot = place();
+    if (!slot)
+      return false;
+    slot->kind = JsonValue::Kind::Number;
+    slot->number = value;
+    slot->numberText = std::move(text);
+    return true;
   }
 
-  JsonValue parseValue(int depth) {
-    if (depth > kMaxDepth)
-      error("nested deeper than " + std::to_string(kMaxDepth) + " levels");
-    skipSpace();
-    if (position >= text.size())
-      error("unexpected end");
-    JsonValue value;
-    char c = text[position];
-    if (c == '{') {
-      ++position;
-      value.kind = JsonValue::Kind::Object;
-      if (consume('}'))
-        return value;
-      do {
-        skipSpace();
-        std::string key = parseString();
-        expect(':');
-        value.object.emplace_back(std::move(key), parseValue(depth + 1));
-      } while (consume(','));
-      expect('}');
-    } else if (c == '[') {
-      ++position;
-      value.kind = JsonValue::Kind::Array;
-      if (consume(']'))
-        return value;
-      do
-        value.array.push_back(parseValue(depth + 1));
-      while (consume(','));
-      expect(']');
-    } else if (c == '"') {
-      value.kind = JsonValue::Kind::String;
-      value.string = parseString();
-    } else if (c == 't') {
-      expectWord("true");
-      value.kind = JsonValue::Kind::Bool;
-      value.boolean = true;
-    } else if (c == 'f') {
-      expectWord("false");
-      value.kind = JsonValue::Kind::Bool;
-    } else if (c == 'n') {
-      expectWord("null");
-    } else {
-      value.kind = JsonValue::Kind::Number;
-      parseNumber(value);
-    }
-    return value;
+  bool openContainer(JsonValue::Kind kind) {
+    JsonValue *slot = place();
+    if (!slot)
+      return false;
+    slot->kind = kind;
+    containers.push_back(slot);
+    return true;
   }
 
-  void parseNumber(JsonValue &value) {
-    size_t start = position;
-    auto digits = [&] {
-      size_t first = position;
-      while (position < text.size() && text[position] >= '0' &&
-             text[position] <= '9')
-        ++position;
-      if (position == first)
-        error("expected a digit");
-    };
-    if (text[position] == '-')
-      ++position;
-    if (position < text.size() && text[position] == '0')
-      ++position;
-    else
-      digits();
-    if (position < text.size() && text[position] == '.') {
-      ++position;
-      digits();
-    }
-    if (position < text.size() &&
-        (text[position] == 'e' || text[position] == 'E')) {
-      ++position;
-      if (position < text.size() &&
-          (text[position] == '+' || text[position] == '-'))
-        ++position;
-      digits();
-    }
-    value.numberText = text.substr(start, position - start);
-    value.number = std::strtod(value.numberText.c_str(), nullptr);
-  }
-
-  unsigned parseHex4() {
-    if (position + 4 > text.size())
-      error("truncated \\u escape");
-    unsigned code = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = text[position++];
-      code <<= 4;
-      if (c >= '0' && c <= '9')
-        code |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        code |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        code |= static_cast<unsigned>(c - 'A' + 10);
-      else
-        error("bad hex digit in \\u escape");
-    }
-    return code;
-  }
-
-  static void appendUtf8(std::string &out, unsigned code) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xC0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xE0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (code & 0x3F));
-    }
-  }
-
-  std::string parseString() {
-    if (position >= text.size() || text[position] != '"')
-      error("expected a string");
-    ++position;
-    std::string out;
-    while (true) {
-      if (position >= text.size())
-        error("unterminated string");
-      char c = text[position++];
-      if (c == '"')
-        return out;
-      if (static_cast<unsigned char>(c) < 0x20)
-        error("control character in a string");
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (position >= text.size())
-        error("unterminated escape");
-      char escape = text[position++];
-      switch (escape) {
-      case '"':
-      case '\\':
-      case '/':
-        out += escape;
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        unsigned code = parseHex4();
-        if (code >= 0xD800 && code < 0xDC00) {
-          if (position + 2 > text.size() || text[position] != '\\' ||
-              text[position + 1] != 'u')
-            error("unpaired surrogate in \\u escape");
-          position += 2;
-          unsigned low = parseHex4();
-          if (low < 0xDC00 || low >= 0xE000)
-            error("unpaired surrogate in \\u escape");
-          code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-        } else if (code >= 0xDC00 && code < 0xE000) {
-          error("unpaired surrogate in \\u escape");
-        }
-        appendUtf8(out, code);
-        break;
-      }
-      default:
-        error(std::string("unknown escape '\\") + escape + "'");
-      }
-    }
+  bool closeContainer() {
+    containers.pop_back();
+    return true;
   }
 };
 
 } // namespace
 
 JsonValue parseJson(const std::string &text, const std::string &what) {
-  return JsonReader(text, what).parseDocument();
+  JsonBuilder builder;
+  if (!nlohmann::json::sax_parse(text, &builder,
+                                 nlohmann::json::input_format_t::json,
+                                 /*strict=*/true, /*ignore_comments=*/false))
+    fail(what + ": " +
+         (builder.error.empty() ? "malformed JSON" : builder.error));
+  return std::move(builder.document);
 }
 
 std::string quoteJson(const std::string &text) {

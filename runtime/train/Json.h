@@ -1,9 +1,9 @@
 //===- Json.h - The little JSON the driver reads and writes -----*- C++ -*-===//
 //
 // The safetensors header is JSON, and the metrics file is JSON lines. The
-// runtime must build without third-party libraries, so this is a small,
-// strict reader (RFC 8259 values; duplicate keys keep the last) and the one
-// escaping helper the writers need.
+// reader is nlohmann-json's strict parser (RFC 8259, valid UTF-8; duplicate
+// keys keep the last) behind the small tree below, with a depth limit; the
+// writers need only the one escaping helper.
 //
 //===----------------------------------------------------------------------===//
 
