@@ -177,6 +177,42 @@ double kernelTime(const DeviceModel &device, OpKind kind, bool usesMatrixUnits,
   return device.roofline(flops, rate, bytes) + device.kernelSeconds;
 }
 
+namespace {
+
+/// A dense layer's GEMM (and bias): tess.linear and the fused ops built
+/// on it.
+OpCost linearCost(Operation *op, Value input, Value weight, Value bias,
+                  bool transposeWeight) {
+  auto weightType = llvm::cast<RankedTensorType>(weight.getType());
+  double in = weightType.getDimSize(transposeWeight ? 1 : 0);
+  double out = weightType.getDimSize(transposeWeight ? 0 : 1);
+  double rows = elementsOf(input) / in;
+  double flops = 2 * rows * in * out + (bias ? rows * out : 0);
+  OpCost cost = contraction(op, flops, flops, OpKind::Linear);
+  cost.m = rows;
+  cost.n = out;
+  cost.k = in;
+  return cost;
+}
+
+/// A (batched) matrix product: tess.matmul and the fused ops built on it.
+OpCost matmulCost(Operation *op, Value lhs, bool transposeLhs, Value result) {
+  auto lhsType = llvm::cast<RankedTensorType>(lhs.getType());
+  int64_t rank = lhsType.getRank();
+  double contracted = lhsType.getDimSize(transposeLhs ? rank - 2 : rank - 1);
+  // Every result element is a dot product of length `contracted`.
+  double products = elementsOf(result);
+  double flops = 2 * products * contracted;
+  OpCost cost = contraction(op, flops, flops, OpKind::Linear);
+  auto resultType = llvm::cast<RankedTensorType>(result.getType());
+  cost.n = resultType.getRank() ? resultType.getShape().back() : 1;
+  cost.m = products / cost.n;
+  cost.k = contracted;
+  return cost;
+}
+
+} // namespace
+
 double OpCost::time(const DeviceModel &device) const {
   return kernelTime(device, kind, usesMatrixUnits, precision, flops, bytes, m,
                     n, k);
@@ -194,29 +230,41 @@ OpCost estimateOpCost(Operation *op) {
 
       // Contractions.
       .Case([&](tess::LinearOp linear) {
-        auto weight = llvm::cast<RankedTensorType>(linear.getWeight().getType());
-        double in = weight.getDimSize(linear.getTransposeWeight() ? 1 : 0);
-        double out = weight.getDimSize(linear.getTransposeWeight() ? 0 : 1);
-        double rows = elementsOf(linear.getInput()) / in;
-        double flops = 2 * rows * in * out + (linear.getBias() ? rows * out : 0);
-        OpCost cost = contraction(op, flops, flops, OpKind::Linear);
-        cost.m = rows;
-        cost.n = out;
-        cost.k = in;
-        return cost;
+        return linearCost(op, linear.getInput(), linear.getWeight(),
+                          linear.getBias(), linear.getTransposeWeight());
       })
       .Case([&](tess::MatmulOp matmul) {
-        auto lhs = llvm::cast<RankedTensorType>(matmul.getLhs().getType());
-        int64_t rank = lhs.getRank();
-        double contracted =
-            lhs.getDimSize(matmul.getTransposeLhs() ? rank - 2 : rank - 1);
-        // Every result element is a dot product of length `contracted`.
-        double flops = 2 * resultElements() * contracted;
-        OpCost cost = contraction(op, flops, flops, OpKind::Linear);
-        auto result = llvm::cast<RankedTensorType>(matmul.getType());
-        cost.n = result.getRank() ? result.getShape().back() : 1;
-        cost.m = resultElements() / cost.n;
-        cost.k = contracted;
+        return matmulCost(op, matmul.getLhs(), matmul.getTransposeLhs(),
+                          matmul.getResult());
+      })
+      // The fused ops (tess-fuse-epilogues): their GEMM, the epilogue's
+      // elementwise work riding on it; bytes are the fused op's own, which
+      // is what fusing saves.
+      .Case([&](tess::LinearAddOp linear) {
+        OpCost cost =
+            linearCost(op, linear.getInput(), linear.getWeight(),
+                       linear.getBias(), linear.getTransposeWeight());
+        cost.flops += resultElements();
+        return cost;
+      })
+      .Case([&](tess::LinearGeluOp linear) {
+        return linearCost(op, linear.getInput(), linear.getWeight(),
+                          linear.getBias(), linear.getTransposeWeight());
+      })
+      .Case([&](tess::LinearGeluGradOp linear) {
+        return linearCost(op, linear.getInput(), linear.getWeight(), Value(),
+                          linear.getTransposeWeight());
+      })
+      .Case([&](tess::MatmulAddOp matmul) {
+        OpCost cost = matmulCost(op, matmul.getLhs(), matmul.getTransposeLhs(),
+                                 matmul.getResult());
+        cost.flops += resultElements();
+        return cost;
+      })
+      .Case([&](tess::MatmulBiasGradOp matmul) {
+        OpCost cost = matmulCost(op, matmul.getLhs(), matmul.getTransposeLhs(),
+                                 matmul.getResult());
+        cost.flops += elementsOf(matmul.getRhs());
         return cost;
       })
       .Case([&](tess::AttentionOp attention) {

@@ -379,6 +379,53 @@ llvm::Error FunctionRun::execute(Operation &op) {
                                         linear.getTransposeWeight());
             });
       })
+      // The fused ops (tess-fuse-epilogues): the calls the executable makes.
+      .Case([&](tess::LinearAddOp linear) {
+        return callKernel(op,
+                          {linear.getInput(), linear.getWeight(),
+                           linear.getBias(), linear.getAddend()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_linear_add(
+                                in[0], in[1], in[2], in[3], &out[0],
+                                linear.getTransposeWeight());
+                          });
+      })
+      .Case([&](tess::LinearGeluOp linear) {
+        return callKernel(
+            op, {linear.getInput(), linear.getWeight(), linear.getBias()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_linear_gelu(in[0], in[1], in[2], &out[0],
+                                             &out[1],
+                                             linear.getTransposeWeight());
+            });
+      })
+      .Case([&](tess::LinearGeluGradOp linear) {
+        return callKernel(op,
+                          {linear.getInput(), linear.getWeight(),
+                           linear.getPreactivation()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_linear_dgelu(
+                                in[0], in[1], in[2], &out[0],
+                                linear.getTransposeWeight());
+                          });
+      })
+      .Case([&](tess::MatmulAddOp matmul) {
+        return callKernel(
+            op, {matmul.getLhs(), matmul.getRhs(), matmul.getAddend()},
+            [&](KernelInputs in, KernelOutputs out) {
+              return tessera_cpu_matmul_add(in[0], in[1], in[2], &out[0],
+                                            matmul.getTransposeLhs(),
+                                            matmul.getTransposeRhs());
+            });
+      })
+      .Case([&](tess::MatmulBiasGradOp matmul) {
+        return callKernel(op, {matmul.getLhs(), matmul.getRhs()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_matmul_bias_grad(
+                                in[0], in[1], &out[0], &out[1],
+                                matmul.getTransposeLhs(), 0);
+                          });
+      })
       .Case([&](tess::LayerNormOp norm) {
         int64_t axis = normalizedAxis(norm.getAxis(), norm.getInput());
         return callKernel(
@@ -493,26 +540,38 @@ llvm::Error FunctionRun::execute(Operation &op) {
       .Case([&](tess::LayerNormGradOp grad) {
         int64_t axis = normalizedAxis(grad.getAxis(), grad.getInput());
         return callKernel(
-            op, {grad.getInput(), grad.getScale(), grad.getDy()},
+            op,
+            {grad.getInput(), grad.getScale(), grad.getDy(),
+             grad.getResidual()},
             [&](KernelInputs in, KernelOutputs out) {
               // Results are [dx, dscale?, dbias?].
-              return tessera_cpu_layer_norm_grad(
-                  in[0], in[1], in[2], &out[0],
-                  grad.getDscale() ? &out[1] : nullptr,
-                  grad.getDbias() ? &out.back() : nullptr, axis,
-                  grad.getEpsilon().convertToDouble());
+              tessera_tensor *dscale = grad.getDscale() ? &out[1] : nullptr;
+              tessera_tensor *dbias = grad.getDbias() ? &out.back() : nullptr;
+              double epsilon = grad.getEpsilon().convertToDouble();
+              if (in[3])
+                return tessera_cpu_layer_norm_grad_add(in[0], in[1], in[2],
+                                                       in[3], &out[0], dscale,
+                                                       dbias, axis, epsilon);
+              return tessera_cpu_layer_norm_grad(in[0], in[1], in[2], &out[0],
+                                                 dscale, dbias, axis, epsilon);
             });
       })
       .Case([&](tess::RmsNormGradOp grad) {
         int64_t axis = normalizedAxis(grad.getAxis(), grad.getInput());
         return callKernel(
-            op, {grad.getInput(), grad.getScale(), grad.getDy()},
+            op,
+            {grad.getInput(), grad.getScale(), grad.getDy(),
+             grad.getResidual()},
             [&](KernelInputs in, KernelOutputs out) {
               // Results are [dx, dscale?].
-              return tessera_cpu_rms_norm_grad(
-                  in[0], in[1], in[2], &out[0],
-                  grad.getScale() ? &out[1] : nullptr, axis,
-                  grad.getEpsilon().convertToDouble());
+              tessera_tensor *dscale = grad.getScale() ? &out[1] : nullptr;
+              double epsilon = grad.getEpsilon().convertToDouble();
+              if (in[3])
+                return tessera_cpu_rms_norm_grad_add(in[0], in[1], in[2], in[3],
+                                                     &out[0], dscale, axis,
+                                                     epsilon);
+              return tessera_cpu_rms_norm_grad(in[0], in[1], in[2], &out[0],
+                                               dscale, axis, epsilon);
             });
       })
       .Case([&](tess::SoftmaxGradOp grad) {

@@ -8,7 +8,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Lowering/ArenaPlanning.h"
-#include "tessera/Lowering/FusedCalls.h"
 
 #include "Tess/IR/TessOps.h"
 
@@ -107,10 +106,8 @@ static Value inPlaceOperand(Operation &op, OpResult result) {
   // A matmul_add's partial sum, the GEMM's C, which it reads element by
   // element as it writes D: a weight gradient summed over blocks of rows
   // (tess-chunk-loss-head) is one buffer, not one per block.
-  if (auto add = dyn_cast<tess::AddOp>(op))
-    if (auto matmul = dyn_cast_or_null<tess::MatmulOp>(op.getPrevNode()))
-      if (residualAddAfterMatmul(matmul) == add)
-        return residualOf(add, matmul);
+  if (auto matmul = dyn_cast<tess::MatmulAddOp>(op))
+    return matmul.getAddend();
   return {};
 }
 
@@ -154,13 +151,13 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
         !isa<tess::ReshapeOp>(value.getDefiningOp()))
       outputOf[value] = index;
 
-  // Positions, then per storage root the last position it is needed at.
-  // The second op of a pair the lowering runs as one call shares the
-  // first's position (FusedCalls.h).
+  // Positions (one op, one call: tess-fuse-epilogues made each pair the
+  // kernels compute together one op), then per storage root the last
+  // position it is needed at.
   llvm::DenseMap<Operation *, int64_t> position;
   int64_t next = 0;
   for (Operation &op : body)
-    position[&op] = joinsPreviousCall(op) ? next - 1 : next++;
+    position[&op] = next++;
 
   // Per value, the last position that reads it (the return included);
   // per storage root, the values that share its bytes. An op may write a

@@ -51,7 +51,6 @@
 #include "tessera/CostModel/OpCost.h"
 #include "tessera/Execution/HostTensorBuffer.h"
 #include "tessera/Lowering/ArenaPlanning.h"
-#include "tessera/Lowering/FusedCalls.h"
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/runtime/program.h"
@@ -447,9 +446,6 @@ Value StepBuilder::flatView(Value value) {
 /// Descriptors of `op`'s results, where the plan puts them.
 LogicalResult StepBuilder::describeResults(Operation &op) {
   for (Value result : op.getResults()) {
-    // Described early: the second op of a fused pair (FusedCalls.h).
-    if (descriptors.count(result))
-      continue;
     const ValueStorage &storage = plan.storage.lookup(result);
     RankedTensorType type = tensorTypeOf(result);
     switch (storage.kind) {
@@ -646,33 +642,26 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
     return success();
   };
 
-  // A norm's backward: x, scale, dy, then dx, or the residual and the sum
-  // of the add after it (FusedCalls.h), then the parameter gradients,
-  // axis and epsilon.
+  // A norm's backward: x, scale, dy, the residual added to dx when there is
+  // one (the *_add kernel, tess-fuse-epilogues), dx, then the parameter
+  // gradients, axis and epsilon.
   auto normGradCall = [&](StringRef kernel, auto grad,
                           function_ref<void(CallArguments &)> parameters) {
-    tess::AddOp add = residualAddAfterNormGrad(grad);
-    std::string name = (kernel + (add ? "_add" : "")).str();
+    Value residual = grad.getResidual();
+    std::string name = (kernel + (residual ? "_add" : "")).str();
     return call(name, [&](CallArguments &a) {
       a.value(in(grad.getInput()))
           .optional(in(grad.getScale()))
           .value(in(grad.getDy()));
-      if (add)
-        a.value(in(residualOf(add, grad)))
-            .value(descriptors.lookup(add.getResult()));
-      else
-        a.value(out(0));
+      if (residual)
+        a.value(in(residual));
+      a.value(out(0));
       parameters(a);
       a.i64(axisOf(grad.getAxis(), grad.getInput()))
           .f64(grad.getEpsilon().convertToDouble());
     });
   };
 
-  // The second op of a fused pair: its call was made at the first
-  // (linear_gelu) or is made here for both (linear_dgelu, below).
-  if (isa<tess::GeluOp, tess::AddOp, tess::ReduceSumOp>(op) &&
-      joinsPreviousCall(op))
-    return success();
   if (const char *kind = unaryKind(&op))
     return call("unary", [&](CallArguments &a) {
       a.literal(kind).value(in(op.getOperand(0))).value(out());
@@ -738,24 +727,6 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::MatmulOp matmul) {
-        if (tess::ReduceSumOp sum = biasGradAfterMatmul(matmul))
-          return call("matmul_bias_grad", [&](CallArguments &a) {
-            a.value(in(matmul.getLhs()))
-                .value(in(matmul.getRhs()))
-                .value(out())
-                .value(descriptors.lookup(sum.getResult()))
-                .i32(matmul.getTransposeLhs())
-                .i32(matmul.getTransposeRhs());
-          });
-        if (tess::AddOp add = residualAddAfterMatmul(matmul))
-          return call("matmul_add", [&](CallArguments &a) {
-            a.value(in(matmul.getLhs()))
-                .value(in(matmul.getRhs()))
-                .value(in(residualOf(add, matmul)))
-                .value(descriptors.lookup(add.getResult()))
-                .i32(matmul.getTransposeLhs())
-                .i32(matmul.getTransposeRhs());
-          });
         return call("matmul", [&](CallArguments &a) {
           a.value(in(matmul.getLhs()))
               .value(in(matmul.getRhs()))
@@ -764,31 +735,60 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .i32(matmul.getTransposeRhs());
         });
       })
+      .Case([&](tess::MatmulBiasGradOp matmul) {
+        return call("matmul_bias_grad", [&](CallArguments &a) {
+          a.value(in(matmul.getLhs()))
+              .value(in(matmul.getRhs()))
+              .value(out(0))
+              .value(out(1))
+              .i32(matmul.getTransposeLhs())
+              .i32(0);
+        });
+      })
+      .Case([&](tess::MatmulAddOp matmul) {
+        return call("matmul_add", [&](CallArguments &a) {
+          a.value(in(matmul.getLhs()))
+              .value(in(matmul.getRhs()))
+              .value(in(matmul.getAddend()))
+              .value(out())
+              .i32(matmul.getTransposeLhs())
+              .i32(matmul.getTransposeRhs());
+        });
+      })
       .Case([&](tess::LinearOp linear) {
-        if (tess::GeluOp gelu = geluAfterLinear(linear))
-          return call("linear_gelu", [&](CallArguments &a) {
-            a.value(in(linear.getInput()))
-                .value(in(linear.getWeight()))
-                .optional(in(linear.getBias()))
-                .value(out())
-                .value(descriptors.lookup(gelu.getResult()))
-                .i32(linear.getTransposeWeight());
-          });
-        if (tess::AddOp add = residualAddAfterLinear(linear))
-          return call("linear_add", [&](CallArguments &a) {
-            a.value(in(linear.getInput()))
-                .value(in(linear.getWeight()))
-                .optional(in(linear.getBias()))
-                .value(in(residualOf(add, linear)))
-                .value(descriptors.lookup(add.getResult()))
-                .i32(linear.getTransposeWeight());
-          });
-        if (geluGradAfterLinear(linear))
-          return success();
         return call("linear", [&](CallArguments &a) {
           a.value(in(linear.getInput()))
               .value(in(linear.getWeight()))
               .optional(in(linear.getBias()))
+              .value(out())
+              .i32(linear.getTransposeWeight());
+        });
+      })
+      .Case([&](tess::LinearGeluOp linear) {
+        return call("linear_gelu", [&](CallArguments &a) {
+          a.value(in(linear.getInput()))
+              .value(in(linear.getWeight()))
+              .optional(in(linear.getBias()))
+              .value(out(0))
+              .value(out(1))
+              .i32(linear.getTransposeWeight());
+        });
+      })
+      .Case([&](tess::LinearAddOp linear) {
+        return call("linear_add", [&](CallArguments &a) {
+          a.value(in(linear.getInput()))
+              .value(in(linear.getWeight()))
+              .optional(in(linear.getBias()))
+              .value(in(linear.getAddend()))
+              .value(out())
+              .i32(linear.getTransposeWeight());
+        });
+      })
+      .Case([&](tess::LinearGeluGradOp linear) {
+        return call("linear_dgelu", [&](CallArguments &a) {
+          a.value(in(linear.getInput()))
+              .value(in(linear.getWeight()))
+              .value(in(linear.getPreactivation()))
               .value(out())
               .i32(linear.getTransposeWeight());
         });
@@ -904,16 +904,6 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::GeluGradOp grad) {
-        auto linear =
-            llvm::dyn_cast_or_null<tess::LinearOp>(grad->getPrevNode());
-        if (linear && geluGradAfterLinear(linear) == grad)
-          return call("linear_dgelu", [&](CallArguments &a) {
-            a.value(in(linear.getInput()))
-                .value(in(linear.getWeight()))
-                .value(in(grad.getInput()))
-                .value(out())
-                .i32(linear.getTransposeWeight());
-          });
         const char *kind =
             grad.getApproximation() == tess::GeluApproximation::tanh
                 ? "TESSERA_GELU_TANH"
@@ -1274,21 +1264,6 @@ LogicalResult StepBuilder::build() {
       continue;
     }
     if (failed(describeResults(op)))
-      return failure();
-    // linear_gelu, linear_add, the *_norm_grad_add, matmul_bias_grad and
-    // matmul_add write the next op's result too.
-    Operation *next = residualAddAfterNormGrad(&op);
-    if (auto matmul = dyn_cast<tess::MatmulOp>(op)) {
-      next = biasGradAfterMatmul(matmul);
-      if (!next)
-        next = residualAddAfterMatmul(matmul);
-    }
-    if (auto linear = dyn_cast<tess::LinearOp>(op)) {
-      next = geluAfterLinear(linear);
-      if (!next)
-        next = residualAddAfterLinear(linear);
-    }
-    if (next && failed(describeResults(*next)))
       return failure();
     if (failed(lowerOp(op)))
       return failure();

@@ -15,6 +15,7 @@
 #include "Tess/IR/TessOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
@@ -65,22 +66,35 @@ int64_t gemmScratchBytes(func::FuncOp function) {
   function.walk([&](Operation *op) {
     SmallVector<ShapedType, 3> operands;
     int64_t inner = 0;
-    if (auto linear = dyn_cast<tess::LinearOp>(op)) {
-      auto input = cast<ShapedType>(linear.getInput().getType());
-      inner = input.getShape().back();
-      operands = {input, cast<ShapedType>(linear.getWeight().getType()),
-                  cast<ShapedType>(linear.getResult().getType())};
-    } else if (auto matmul = dyn_cast<tess::MatmulOp>(op)) {
-      auto lhs = cast<ShapedType>(matmul.getLhs().getType());
-      auto result = cast<ShapedType>(matmul.getResult().getType());
-      // Batched products never take the padded path.
+    // A dense layer, fused with its epilogue (tess-fuse-epilogues) or not.
+    auto dense = [&](Value input, Value weight, Value result) {
+      auto inputType = cast<ShapedType>(input.getType());
+      inner = inputType.getShape().back();
+      operands = {inputType, cast<ShapedType>(weight.getType()),
+                  cast<ShapedType>(result.getType())};
+    };
+    // A matrix product; batched ones never take the padded path.
+    auto product = [&](Value lhsValue, bool transposeLhs, Value rhs,
+                       Value resultValue) {
+      auto lhs = cast<ShapedType>(lhsValue.getType());
+      auto result = cast<ShapedType>(resultValue.getType());
       if (result.getRank() != 2 || lhs.getRank() != 2)
         return;
-      inner = matmul.getTransposeLhs() ? lhs.getShape()[0] : lhs.getShape()[1];
-      operands = {lhs, cast<ShapedType>(matmul.getRhs().getType()), result};
-    } else {
+      inner = transposeLhs ? lhs.getShape()[0] : lhs.getShape()[1];
+      operands = {lhs, cast<ShapedType>(rhs.getType()), result};
+    };
+    llvm::TypeSwitch<Operation *>(op)
+        .Case<tess::LinearOp, tess::LinearAddOp, tess::LinearGeluOp,
+              tess::LinearGeluGradOp>([&](auto linear) {
+          dense(linear.getInput(), linear.getWeight(), linear.getResult());
+        })
+        .Case<tess::MatmulOp, tess::MatmulAddOp, tess::MatmulBiasGradOp>(
+            [&](auto matmul) {
+              product(matmul.getLhs(), matmul.getTransposeLhs(),
+                      matmul.getRhs(), matmul.getResult());
+            });
+    if (operands.empty())
       return;
-    }
     int64_t work = operands.back().getNumElements() * inner;
     largest = std::max(largest, paddedGemmScratch(operands, work));
   });

@@ -1,12 +1,12 @@
 //===- LinearEpilogues.cpp - A linear layer fused with the op after it ----===//
 //
-// The lowering runs a linear layer and the op right after it as one call
-// (lib/Lowering/FusedCalls): GPT-2's MLP input projection and its GELU, the
-// output projection's input gradient and the GELU's gradient, and each
-// projection and the residual add after it; and a matmul and the add of a
-// partial sum after it (a weight gradient summed over blocks of rows). The
-// CUDA backend makes each a
-// single GEMM with a cuBLASLt epilogue (GELU_AUX, DGELU) or the residual as
+// A linear layer and the op right after it as one call (the fused ops of
+// TessFusedOps.td, made by tess-fuse-epilogues): GPT-2's MLP input
+// projection and its GELU, the output projection's input gradient and the
+// GELU's gradient, and each projection and the residual add after it; and
+// a matmul and the add of a partial sum after it (a weight gradient summed
+// over blocks of rows). The CUDA backend makes each a single GEMM with a
+// cuBLASLt epilogue (GELU_AUX, DGELU) or the residual as
 // the GEMM's C. The CPU reference is the two kernels a call replaces, in
 // order, so fused and unfused programs agree bit for bit here; an
 // intermediate product lives in scratch of the result's type, rounded as

@@ -233,7 +233,15 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
       << pipeline;
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(mlir::createCSEPass());
+  if (setup.loweringPreparationLogitsBlock) {
+    LoweringPreparationOptions options;
+    options.logitsBlockBytes = *setup.loweringPreparationLogitsBlock;
+    buildLoweringPreparationPipeline(pm, options);
+  }
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  std::map<std::string, int> fused = countFusedOps(*module);
+  for (const std::string &kind : setup.fusedOps)
+    EXPECT_GT(fused[kind], 0) << "no " << kind << " in the prepared step";
 
   std::map<std::string, HostTensorBuffer> inputs;
   inputs["input_ids"] = fixtures::fixtureTokens(fixture, 0, setup.sequence);
@@ -286,4 +294,19 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   checkUpdatedParameters(
       fixture, resultsNamed(optimizerStep, *updated, "tess.parameter"),
       setup.file);
+}
+
+std::map<std::string, int> fixtures::countFusedOps(mlir::ModuleOp module) {
+  std::map<std::string, int> counts;
+  module.walk([&](mlir::Operation *op) {
+    if (mlir::isa<tess::LinearGeluOp, tess::LinearGeluGradOp,
+                  tess::LinearAddOp, tess::MatmulAddOp,
+                  tess::MatmulBiasGradOp>(op))
+      ++counts[op->getName().stripDialect().str()];
+    if (auto grad = mlir::dyn_cast<tess::LayerNormGradOp>(op))
+      counts["norm_grad_add"] += grad.getResidual() ? 1 : 0;
+    if (auto grad = mlir::dyn_cast<tess::RmsNormGradOp>(op))
+      counts["norm_grad_add"] += grad.getResidual() ? 1 : 0;
+  });
+  return counts;
 }

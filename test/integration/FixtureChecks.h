@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,21 @@ struct TrainingStepSetup {
   /// classes are a multiple of the default 64, so a test that wants the
   /// padded head asks for another multiple.
   int64_t vocabularyMultiple = 64;
+  /// Also run tess-lowering-preparation (with this logits-block-bytes)
+  /// before interpreting: the step as the lowering takes it, the fused ops
+  /// of tess-fuse-epilogues included, so the fixture tests the kernel calls
+  /// the executable makes. Unset: the step as tess-build-training makes it.
+  std::optional<int64_t> loweringPreparationLogitsBlock;
+  /// The fused kinds (countFusedOps' names) the prepared step must hold,
+  /// so that the check covers their kernels.
+  std::vector<std::string> fusedOps;
 };
+
+/// How many ops of each fused kind (tess-fuse-epilogues: linear_gelu,
+/// linear_gelu_grad, linear_add, matmul_add, matmul_bias_grad, and norm
+/// gradients with a residual) `module` holds, by op name ("norm_grad_add"
+/// for the latter).
+std::map<std::string, int> countFusedOps(mlir::ModuleOp module);
 
 /// Builds the fp32 training step of the model and checks it against the
 /// fixture: the loss within 1e-5 relative, every parameter's gradient norm

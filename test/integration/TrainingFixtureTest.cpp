@@ -7,7 +7,10 @@
 // betas 0.9/0.95, eps 1e-8, weight decay 0.1 on all) within 1e-5 absolute.
 // Each model also with its head padded from 512 to 576 classes
 // (vocabulary-multiple=96: zero weight rows, the lowest logit): the same
-// numbers, since the padded classes get probability and gradient 0.
+// numbers, since the padded classes get probability and gradient 0. And each
+// model as the lowering takes it (tess-lowering-preparation: the fused ops
+// of tess-fuse-epilogues, the head in blocks of rows), so that the kernel
+// calls the executable makes are the ones checked against PyTorch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +60,35 @@ TEST(TrainingFixtureTest, LlamaTinyPaddedVocabulary) {
   checkTrainingStep("llama-tiny", {"llama-tiny.raw.dyn.onnx", "causal-lm", 31,
                                    /*shiftTargets=*/true,
                                    /*vocabularyMultiple=*/96});
+}
+
+// As lowered: one block of GPT-2's 62 x 512 logits is 31 rows (two blocks
+// of 63,488 bytes), whose weight gradients sum through tess.matmul_add.
+TEST(TrainingFixtureTest, Gpt2TinyAsLowered) {
+  fixtures::TrainingStepSetup setup{"gpt2-tiny.raw.dyn.onnx", "causal-lm", 31,
+                                    /*shiftTargets=*/true};
+  setup.loweringPreparationLogitsBlock = 65536;
+  setup.fusedOps = {"linear_gelu", "linear_gelu_grad", "linear_add",
+                    "matmul_bias_grad", "matmul_add", "norm_grad_add"};
+  checkTrainingStep("gpt2-tiny", setup);
+}
+
+TEST(TrainingFixtureTest, BertTinyAsLowered) {
+  fixtures::TrainingStepSetup setup{"bert-tiny.raw.dyn.onnx", "mlm", 32,
+                                    /*shiftTargets=*/false};
+  setup.loweringPreparationLogitsBlock = int64_t(1) << 30;
+  // Post-LN: the residual's gradient is summed before each norm's backward,
+  // not after it; the bias gradients' sums are not next to their matmuls.
+  setup.fusedOps = {"linear_add"};
+  checkTrainingStep("bert-tiny", setup);
+}
+
+TEST(TrainingFixtureTest, LlamaTinyAsLowered) {
+  fixtures::TrainingStepSetup setup{"llama-tiny.raw.dyn.onnx", "causal-lm", 31,
+                                    /*shiftTargets=*/true};
+  setup.loweringPreparationLogitsBlock = 65536;
+  setup.fusedOps = {"linear_add", "matmul_add", "norm_grad_add"};
+  checkTrainingStep("llama-tiny", setup);
 }
 
 } // namespace

@@ -23,6 +23,11 @@ int main(int argc, char **argv) {
       "tess-import-cleanup",
       "Canonicalize and fuse a freshly imported forward graph",
       tessera::buildImportCleanupPipeline);
+  mlir::PassPipelineRegistration<tessera::LoweringPreparationOptions>(
+      "tess-lowering-preparation",
+      "Prepare a finished training step for the lowering: the chunked loss "
+      "head, attention layouts, schedules, and one op per kernel call",
+      tessera::buildLoweringPreparationPipeline);
 
   mlir::DialectRegistry registry;
   registry.insert<tessera::tess::TessDialect, mlir::func::FuncDialect,

@@ -391,26 +391,12 @@ int writeInitialWeights(mlir::ModuleOp module,
   return 0;
 }
 
-/// Turns the forward function into the training step (--loss,
-/// --precision), as --target, --emit=cpp and --explain all start from it.
-/// Returns 0, or 1 after printing the error.
 /// What runs on the finished step right before the lowering and before
-/// --summary plans its memory (so that both plan the same program): passes
-/// that only change how the step moves its bytes.
+/// --summary plans its memory (so that both plan the same program).
 void addLoweringPreparation(mlir::PassManager &pm) {
-  // The head a block of rows at a time, before the schedules below (its
-  // matmul/add pairs are already adjacent).
-  tessera::ChunkLossHeadOptions chunking;
-  chunking.maxBlockBytes = logitsBlockBytes;
-  pm.addNestedPass<mlir::func::FuncOp>(tessera::createChunkLossHead(chunking));
-  // Packed attention first: it takes the fused QKV's split whole, and the
-  // head split is left for attentions it does not cover.
-  pm.addNestedPass<mlir::func::FuncOp>(tessera::createFusePackedAttention());
-  pm.addNestedPass<mlir::func::FuncOp>(tessera::createFuseHeadSplit());
-  // The GELU gradients next to their linears, for linear_dgelu.
-  pm.addNestedPass<mlir::func::FuncOp>(tessera::createScheduleGeluGrad());
-  // The sums of input gradients next to their linears, for linear_add.
-  pm.addNestedPass<mlir::func::FuncOp>(tessera::createScheduleResidualAdds());
+  tessera::LoweringPreparationOptions options;
+  options.logitsBlockBytes = logitsBlockBytes;
+  tessera::buildLoweringPreparationPipeline(pm, options);
 }
 
 /// tess-build-training's options from the flags.
@@ -422,6 +408,9 @@ tessera::BuildTrainingOptions trainingOptions() {
   return options;
 }
 
+/// Turns the forward function into the training step (--loss,
+/// --precision), as --target, --emit=cpp and --explain all start from it.
+/// Returns 0, or 1 after printing the error.
 int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                       bool oneDevice) {
   mlir::PassManager training(&context);

@@ -27,6 +27,19 @@ mlir::LogicalResult inferNorm(std::optional<mlir::Location> location,
                               mlir::Value scale, mlir::Value bias,
                               llvm::SmallVectorImpl<mlir::Type> &inferred);
 
+/// Rules C1 to C4 of tess.matmul; pushes its result type.
+mlir::LogicalResult inferMatmul(std::optional<mlir::Location> location,
+                                mlir::Value lhs, mlir::Value rhs,
+                                bool transposeLhs, bool transposeRhs,
+                                llvm::SmallVectorImpl<mlir::Type> &inferred);
+
+/// Rules C1 to C4 of tess.linear; pushes its result type. `bias` may be
+/// null.
+mlir::LogicalResult inferLinear(std::optional<mlir::Location> location,
+                                mlir::Value input, mlir::Value weight,
+                                mlir::Value bias, bool transposeWeight,
+                                llvm::SmallVectorImpl<mlir::Type> &inferred);
+
 /// Rules C1 to C7 of tess.attention; pushes its result type. `mask` may be
 /// null.
 mlir::LogicalResult inferAttention(std::optional<mlir::Location> location,

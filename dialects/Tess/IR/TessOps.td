@@ -823,5 +823,6 @@ def Tess_ReduceMinOp : Tess_ReductionOp<"reduce_min", "minimum">;
 
 include "Tess/IR/TessTrainingOps.td"
 include "Tess/IR/TessCollectiveOps.td"
+include "Tess/IR/TessFusedOps.td"
 
 #endif // TESS_OPS_TD

@@ -222,22 +222,21 @@ LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
 // Contractions
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
-                                         std::optional<Location> location,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &inferred) {
-  RankedTensorType lhs = rankedType(adaptor.getLhs());
-  RankedTensorType rhs = rankedType(adaptor.getRhs());
+LogicalResult tessera::tess::detail::inferMatmul(
+    std::optional<Location> location, Value lhsValue, Value rhsValue,
+    bool transposeLhs, bool transposeRhs, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType lhs = rankedType(lhsValue);
+  RankedTensorType rhs = rankedType(rhsValue);
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
     return emitOptionalError(location, "C1: operands must have rank >= 2");
   if (lhs.getElementType() != rhs.getElementType())
     return emitOptionalError(location, "C2: operands have different element "
                                        "types");
   ArrayRef<int64_t> l = lhs.getShape(), r = rhs.getShape();
-  int64_t m = adaptor.getTransposeLhs() ? l.back() : l[l.size() - 2];
-  int64_t lk = adaptor.getTransposeLhs() ? l[l.size() - 2] : l.back();
-  int64_t rk = adaptor.getTransposeRhs() ? r.back() : r[r.size() - 2];
-  int64_t n = adaptor.getTransposeRhs() ? r[r.size() - 2] : r.back();
+  int64_t m = transposeLhs ? l.back() : l[l.size() - 2];
+  int64_t lk = transposeLhs ? l[l.size() - 2] : l.back();
+  int64_t rk = transposeRhs ? r.back() : r[r.size() - 2];
+  int64_t n = transposeRhs ? r[r.size() - 2] : r.back();
   if (lk != rk)
     return emitOptionalError(location, "C3: contracted dims differ: ", lk,
                              " vs ", rk);
@@ -250,25 +249,32 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> location,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &inferred) {
-  RankedTensorType input = rankedType(adaptor.getInput());
-  RankedTensorType weight = rankedType(adaptor.getWeight());
+  return detail::inferMatmul(location, adaptor.getLhs(), adaptor.getRhs(),
+                             adaptor.getTransposeLhs(),
+                             adaptor.getTransposeRhs(), inferred);
+}
+
+LogicalResult tessera::tess::detail::inferLinear(
+    std::optional<Location> location, Value inputValue, Value weightValue,
+    Value bias, bool transposed, SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(inputValue);
+  RankedTensorType weight = rankedType(weightValue);
   if (input.getRank() < 1 || weight.getRank() != 2)
     return emitOptionalError(location, "C1: input must have rank >= 1 and "
                                        "weight rank 2");
   if (input.getElementType() != weight.getElementType())
     return emitOptionalError(location, "C2: input and weight have different "
                                        "element types");
-  bool transposed = adaptor.getTransposeWeight();
   int64_t in = weight.getDimSize(transposed ? 1 : 0);
   int64_t out = weight.getDimSize(transposed ? 0 : 1);
   if (input.getShape().back() != in)
     return emitOptionalError(location, "C3: input features ",
                              input.getShape().back(), " != weight's ", in);
-  if (Value bias = adaptor.getBias()) {
+  if (bias) {
     RankedTensorType biasType = rankedType(bias);
     if (biasType.getShape() != ArrayRef<int64_t>{out} ||
         biasType.getElementType() != input.getElementType())
@@ -279,6 +285,15 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
   shape.push_back(out);
   inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  return detail::inferLinear(location, adaptor.getInput(),
+                             adaptor.getWeight(), adaptor.getBias(),
+                             adaptor.getTransposeWeight(), inferred);
 }
 
 //===----------------------------------------------------------------------===//

@@ -51,11 +51,15 @@ LogicalResult checkLogitsAndTargets(std::optional<Location> location,
   return success();
 }
 
-/// C4 of the norm gradients: the cotangent has the input's type.
+/// C4 and C6 of the norm gradients: the cotangent, and the residual added
+/// to dx when there is one, have the input's type.
 LogicalResult checkCotangent(std::optional<Location> location, Value input,
-                             Value dy) {
+                             Value dy, Value residual) {
   if (input.getType() != dy.getType())
     return emitOptionalError(location, "C4: dy ", dy.getType(),
+                             " must have the input's type ", input.getType());
+  if (residual && residual.getType() != input.getType())
+    return emitOptionalError(location, "C6: residual ", residual.getType(),
                              " must have the input's type ", input.getType());
   return success();
 }
@@ -135,7 +139,8 @@ LogicalResult LayerNormGradOp::inferReturnTypes(
   int64_t axis = adaptor.getAxis();
   if (failed(detail::inferNorm(location, input, axis, adaptor.getScale(),
                                Value(), inferred)) ||
-      failed(checkCotangent(location, input, adaptor.getDy())))
+      failed(checkCotangent(location, input, adaptor.getDy(),
+                            adaptor.getResidual())))
     return failure();
   if (adaptor.getScale())
     inferred.push_back(normalizedType(input, axis));
@@ -160,7 +165,8 @@ LogicalResult RmsNormGradOp::inferReturnTypes(
   int64_t axis = adaptor.getAxis();
   if (failed(detail::inferNorm(location, input, axis, adaptor.getScale(),
                                Value(), inferred)) ||
-      failed(checkCotangent(location, input, adaptor.getDy())))
+      failed(checkCotangent(location, input, adaptor.getDy(),
+                            adaptor.getResidual())))
     return failure();
   if (adaptor.getScale())
     inferred.push_back(normalizedType(input, axis));

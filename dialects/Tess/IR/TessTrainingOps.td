@@ -165,7 +165,8 @@ def Tess_SwigluGradOp : Tess_Op<"swiglu_grad",
 }
 
 def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
-    [Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor]> {
+    [Pure, AttrSizedOperandSegments, Tess_VerifiesBeforeInference,
+     InferTypeOpAdaptor]> {
   let summary = "gradients of tess.layer_norm";
   let description = [{
     From the forward's input `x`, its `scale` (when it had one) and the
@@ -173,12 +174,15 @@ def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
     result exactly when `scale` is an operand) and of the bias (a result
     exactly when `bias_grad` is set, i.e. the forward had a bias), in that
     order. `axis` and `epsilon` are the forward's; statistics are recomputed.
-    Kernel: `tessera_cpu_layer_norm_grad`.
+    Kernel: `tessera_cpu_layer_norm_grad`. With a `residual` (only
+    tess-fuse-epilogues adds one, from the `tess.add` of `dx` right after
+    the op), `dx` is `residual` plus the input's cotangent, in one kernel:
+    `tessera_cpu_layer_norm_grad_add`.
 
     Rules: (C1) `axis` is in `[-rank, rank)`; (C2) `scale` has the
     normalized shape and the input's element type; (C3) `epsilon >= 0`;
     (C4) `dy` has the input's type; (C5) one result for `dx`, one more with
-    `scale`, one more with `bias_grad`.
+    `scale`, one more with `bias_grad`; (C6) `residual` has the input's type.
 
     ```mlir
     %dx, %dscale, %dbias = tess.layer_norm_grad %x scale %g, %dy {bias_grad, epsilon = 1.0e-05 : f64}
@@ -188,12 +192,13 @@ def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
   }];
   let arguments = (ins Tess_FloatTensor:$input,
                    Optional<Tess_FloatTensor>:$scale, Tess_FloatTensor:$dy,
+                   Optional<Tess_FloatTensor>:$residual,
                    DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
                    DefaultValuedAttr<I64Attr, "-1">:$axis,
                    UnitAttr:$bias_grad);
   let results = (outs Variadic<Tess_FloatTensor>:$gradients);
   let assemblyFormat = [{
-    $input (`scale` $scale^)? `,` $dy attr-dict `:` functional-type(operands, results)
+    $input (`scale` $scale^)? `,` $dy (`residual` $residual^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -212,31 +217,38 @@ def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
 }
 
 def Tess_RmsNormGradOp : Tess_Op<"rms_norm_grad",
-    [Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor]> {
+    [Pure, AttrSizedOperandSegments, Tess_VerifiesBeforeInference,
+     InferTypeOpAdaptor]> {
   let summary = "gradients of tess.rms_norm";
   let description = [{
     From the forward's input `x`, its `scale` (when it had one) and the
     result's cotangent `dy`: the cotangent of the input and, when `scale` is
-    an operand, of the scale. Kernel: `tessera_cpu_rms_norm_grad`.
+    an operand, of the scale. Kernel: `tessera_cpu_rms_norm_grad`. With a
+    `residual` (tess-fuse-epilogues), `dx` is `residual` plus the input's
+    cotangent: `tessera_cpu_rms_norm_grad_add`.
 
     Rules: (C1) `axis` is in `[-rank, rank)`; (C2) `scale` has the
     normalized shape and the input's element type; (C3) `epsilon >= 0`;
     (C4) `dy` has the input's type; (C5) one result for `dx`, one more with
-    `scale`.
+    `scale`; (C6) `residual` has the input's type.
 
     ```mlir
     %dx, %dscale = tess.rms_norm_grad %x scale %g, %dy {epsilon = 1.0e-06 : f64}
       : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<2x32x64xf32>)
       -> (tensor<2x32x64xf32>, tensor<64xf32>)
+    %dxr, %dscaler = tess.rms_norm_grad %x scale %g, %dy residual %r {epsilon = 1.0e-06 : f64}
+      : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<2x32x64xf32>, tensor<2x32x64xf32>)
+      -> (tensor<2x32x64xf32>, tensor<64xf32>)
     ```
   }];
   let arguments = (ins Tess_FloatTensor:$input,
                    Optional<Tess_FloatTensor>:$scale, Tess_FloatTensor:$dy,
+                   Optional<Tess_FloatTensor>:$residual,
                    DefaultValuedAttr<F64Attr, "1.0e-6">:$epsilon,
                    DefaultValuedAttr<I64Attr, "-1">:$axis);
   let results = (outs Variadic<Tess_FloatTensor>:$gradients);
   let assemblyFormat = [{
-    $input (`scale` $scale^)? `,` $dy attr-dict `:` functional-type(operands, results)
+    $input (`scale` $scale^)? `,` $dy (`residual` $residual^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -5,6 +5,7 @@
 #include "Tess/IR/TessOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassOptions.h"
 
 #include <memory>
 
@@ -30,6 +31,23 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm);
 /// clones back into the forward).
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const BuildTrainingOptions &options);
+
+/// The options of the lowering preparation (tess-lowering-preparation).
+struct LoweringPreparationOptions
+    : mlir::PassPipelineOptions<LoweringPreparationOptions> {
+  Option<int64_t> logitsBlockBytes{
+      *this, "logits-block-bytes",
+      llvm::cl::desc("The most bytes one block of the head's logits may take "
+                     "(tess-chunk-loss-head; 0: never split)"),
+      llvm::cl::init(int64_t(1) << 30)};
+};
+
+/// Adds what runs on the finished training step right before the lowering
+/// (and before --summary plans its memory): the chunked loss head, the
+/// attention layout fusions, the schedules that put fusable pairs next to
+/// each other, then tess-fuse-epilogues.
+void buildLoweringPreparationPipeline(
+    mlir::OpPassManager &pm, const LoweringPreparationOptions &options);
 
 } // namespace tessera
 

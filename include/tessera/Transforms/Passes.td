@@ -181,12 +181,13 @@ def ScheduleResidualAdds : Pass<"tess-schedule-residual-adds", "::mlir::func::Fu
   let description = [{
     A `tess.add` one of whose operands is the result (and its only use) of a
     `tess.linear`, and whose other operand already exists before that
-    linear, moves right after it (after the later of two such linears). The
-    lowering then runs the pair as one call, `tessera_*_linear_add`, with
-    the other operand as the GEMM's C. Autodiff makes these sums where one
-    tensor feeds several linears (q/k/v, gate/up) and puts the weight
-    gradients between. An add right after a norm gradient whose dx it sums
-    stays (that pair is one call already). Only the order changes.
+    linear, moves right after it (after the later of two such linears).
+    tess-fuse-epilogues then makes the pair one `tess.linear_add` (one
+    call, `tessera_*_linear_add`, the other operand as the GEMM's C).
+    Autodiff makes these sums where one tensor feeds several linears
+    (q/k/v, gate/up) and puts the weight gradients between. An add right
+    after a norm gradient whose dx it sums stays (tess-fuse-epilogues makes
+    that pair one norm gradient with a residual). Only the order changes.
     tesserac runs it right before the lowering.
 
     Before:
@@ -260,15 +261,53 @@ def ChunkLossHead : Pass<"tess-chunk-loss-head", "::mlir::func::FuncOp"> {
   ];
 }
 
+def FuseEpilogues : Pass<"tess-fuse-epilogues", "::mlir::func::FuncOp"> {
+  let summary = "Make each pair of adjacent ops that one kernel call computes one op";
+  let description = [{
+    The kernels compute some adjacent pairs in one call, the second op in
+    the first's epilogue. Each such pair becomes one op, which the
+    interpreter, the arena planner and the lowering all see:
+    - `tess.linear` + the tanh `tess.gelu` of its result: `tess.linear_gelu`
+      (both results kept);
+    - bias-free `tess.linear` + the tanh `tess.gelu_grad` whose dy is its
+      result (its only use): `tess.linear_gelu_grad`;
+    - `tess.linear` + the `tess.add` of its result (its only use) and an
+      earlier value of the same type: `tess.linear_add`;
+    - `tess.matmul` + the `tess.reduce_sum` of its rhs over every dim but
+      the last (a weight and a bias gradient): `tess.matmul_bias_grad`;
+    - `tess.matmul` + the `tess.add` of its result (its only use):
+      `tess.matmul_add`;
+    - `tess.layer_norm_grad` / `tess.rms_norm_grad` + the `tess.add` of its
+      dx (its only use): the same op with a `residual` operand.
+    Only adjacent pairs fuse (the scheduling passes before it decide where
+    ops run); the fused op takes the second op's place. tesserac runs it
+    last before the lowering (`tess-lowering-preparation`).
+
+    Before:
+    ```mlir
+    %pre = tess.linear %x, %w1, %b1 ...
+    %h = tess.gelu %pre {approximation = #tess<gelu_approximation tanh>} ...
+    %m = tess.linear %h, %w2, %b2 ...
+    %y = tess.add %m, %x ...
+    ```
+    After:
+    ```mlir
+    %pre, %h = tess.linear_gelu %x, %w1, %b1 ...
+    %y = tess.linear_add %h, %w2, %b2 add %x ...
+    ```
+  }];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
   let summary = "Move each gelu_grad right after the linear that makes its dy";
   let description = [{
     A `tess.gelu_grad` whose `dy` is the result (and its only use) of a
     bias-free `tess.linear` (the input gradient of the layer the GELU fed)
     moves right after that linear, provided its input is defined before it.
-    The lowering then runs the pair as one call, `tessera_*_linear_dgelu`
-    (one GEMM with cuBLASLt's DGELU epilogue on the GPU). Only the order
-    changes. tesserac runs it right before the lowering.
+    tess-fuse-epilogues then makes the pair one `tess.linear_gelu_grad`
+    (one call, `tessera_*_linear_dgelu`: one GEMM with cuBLASLt's DGELU
+    epilogue on the GPU). Only the order changes. tesserac runs it right before the lowering.
 
     Before:
     ```mlir

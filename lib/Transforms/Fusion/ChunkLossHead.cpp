@@ -10,7 +10,7 @@
 // (Liger's and torchtune's chunked linear cross-entropy, here a rewrite of
 // the IR that every backend, the interpreter and the planner see). The
 // blocks' losses divide by the whole batch's count (count_over); the weight
-// gradient is summed in one buffer by matmul_add calls (FusedCalls.h).
+// gradient is summed in one buffer by tess.matmul_add ops (tess-fuse-epilogues).
 //
 //===----------------------------------------------------------------------===//
 

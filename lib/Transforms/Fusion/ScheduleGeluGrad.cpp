@@ -2,9 +2,9 @@
 //
 // Autodiff emits a linear layer's input gradient, then its weight and bias
 // gradients, and only then the gradient of the GELU that fed the layer. The
-// lowering runs the input gradient and the GELU's gradient as one call (one
-// GEMM with cuBLASLt's DGELU epilogue, FusedCalls.h) when they are
-// adjacent: this pass moves each such gelu_grad up, right after the linear
+// input gradient and the GELU's gradient are one call (one GEMM with
+// cuBLASLt's DGELU epilogue; tess-fuse-epilogues makes the pair
+// tess.linear_gelu_grad) when they are adjacent: this pass moves each such gelu_grad up, right after the linear
 // that computes its dy. Both of its operands exist there, so only the order
 // changes.
 //

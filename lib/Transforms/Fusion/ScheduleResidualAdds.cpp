@@ -2,10 +2,10 @@
 //
 // Where a tensor feeds two linear layers (q, k and v of one norm's output;
 // gate and up of the MLP's), autodiff sums the layers' input gradients:
-// linear, weight-gradient matmul, linear, matmul, add. The lowering runs a
-// linear and the add right after it of its result as one call, the sum in
-// the GEMM's C (tessera_*_linear_add, FusedCalls.h), but only when they are
-// adjacent. This pass moves each such add up, right after the later of its
+// linear, weight-gradient matmul, linear, matmul, add. A linear and the add
+// right after it of its result are one call, the sum in the GEMM's C
+// (tess-fuse-epilogues makes the pair tess.linear_add), but only when they
+// are adjacent. This pass moves each such add up, right after the later of its
 // linear operands, when the other operand already exists there: the
 // separate elementwise pass over the gradient (a read of two [tokens, d]
 // tensors and a write of one, per add) goes. Only the order changes.

@@ -1,7 +1,7 @@
 // RUN: tessera-opt %s -split-input-file | FileCheck %s
 
-// Every ```mlir example in the descriptions of TessBase.td, TessOps.td and
-// TessTrainingOps.td, copied verbatim between its function's arguments and
+// Every ```mlir example in the descriptions of TessBase.td, TessOps.td,
+// TessTrainingOps.td and TessFusedOps.td, copied verbatim between its function's arguments and
 // return, so that an example which stops parsing or verifying fails here.
 // When an example changes, change it here too.
 
@@ -373,13 +373,16 @@ func.func @activation_grads(%x: tensor<2x31x256xf32>, %dy: tensor<2x31x256xf32>)
 // -----
 
 // CHECK-LABEL: func.func @norm_grads
-func.func @norm_grads(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %dy: tensor<2x32x64xf32>) {
+func.func @norm_grads(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %dy: tensor<2x32x64xf32>, %r: tensor<2x32x64xf32>) {
   %dx, %dscale, %dbias = tess.layer_norm_grad %x scale %g, %dy {bias_grad, epsilon = 1.0e-05 : f64}
     : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<2x32x64xf32>)
     -> (tensor<2x32x64xf32>, tensor<64xf32>, tensor<64xf32>)
   %dx2, %dscale2 = tess.rms_norm_grad %x scale %g, %dy {epsilon = 1.0e-06 : f64}
     : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<2x32x64xf32>)
     -> (tensor<2x32x64xf32>, tensor<64xf32>)
+    %dxr, %dscaler = tess.rms_norm_grad %x scale %g, %dy residual %r {epsilon = 1.0e-06 : f64}
+      : (tensor<2x32x64xf32>, tensor<64xf32>, tensor<2x32x64xf32>, tensor<2x32x64xf32>)
+      -> (tensor<2x32x64xf32>, tensor<64xf32>)
   return
 }
 
@@ -445,5 +448,53 @@ func.func @adamw(%p: tensor<64x192xf32>, %g: tensor<64x192xbf16>, %m: tensor<64x
     : (tensor<64x192xf32>, tensor<64x192xbf16>, tensor<64x192xf32>, tensor<64x192xf32>,
        tensor<f32>, tensor<i64>, tensor<f32>)
     -> (tensor<64x192xf32>, tensor<64x192xf32>, tensor<64x192xf32>)
+  return
+}
+
+// -----
+
+// TessFusedOps.td
+
+// CHECK-LABEL: func.func @linear_add
+func.func @linear_add(%x: tensor<2x32x64xf32>, %w: tensor<64x64xf32>, %residual: tensor<2x32x64xf32>) {
+    %y = tess.linear_add %x, %w add %residual {transpose_weight}
+      : (tensor<2x32x64xf32>, tensor<64x64xf32>, tensor<2x32x64xf32>) -> tensor<2x32x64xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @linear_gelu
+func.func @linear_gelu(%x: tensor<2x32x64xf32>, %w: tensor<64x256xf32>, %b: tensor<256xf32>) {
+    %pre, %h = tess.linear_gelu %x, %w, %b
+      : (tensor<2x32x64xf32>, tensor<64x256xf32>, tensor<256xf32>)
+      -> (tensor<2x32x256xf32>, tensor<2x32x256xf32>)
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @linear_gelu_grad
+func.func @linear_gelu_grad(%dh: tensor<2x32x64xf32>, %w: tensor<256x64xf32>, %pre: tensor<2x32x256xf32>) {
+    %dpre = tess.linear_gelu_grad %dh, %w, %pre {transpose_weight}
+      : (tensor<2x32x64xf32>, tensor<256x64xf32>, tensor<2x32x256xf32>) -> tensor<2x32x256xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @matmul_add
+func.func @matmul_add(%dlogits: tensor<16x100xf32>, %h: tensor<16x64xf32>, %dw0: tensor<100x64xf32>) {
+    %dw1 = tess.matmul_add %dlogits, %h, %dw0 {transpose_lhs}
+      : (tensor<16x100xf32>, tensor<16x64xf32>, tensor<100x64xf32>) -> tensor<100x64xf32>
+  return
+}
+
+// -----
+
+// CHECK-LABEL: func.func @matmul_bias_grad
+func.func @matmul_bias_grad(%x: tensor<64x32xf32>, %dy: tensor<64x96xf32>) {
+    %dw, %db = tess.matmul_bias_grad %x, %dy {transpose_lhs}
+      : (tensor<64x32xf32>, tensor<64x96xf32>) -> (tensor<32x96xf32>, tensor<96xf32>)
   return
 }

@@ -1084,6 +1084,24 @@ func.func @rms_norm_grad_c5(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %dy: tensor<
 
 // -----
 
+func.func @layer_norm_grad_c6(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>, %r: tensor<2x8xbf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C6: residual 'tensor<2x8xbf16>' must have the input's type 'tensor<2x8xf32>'}}
+  %0 = tess.layer_norm_grad %x, %dy residual %r : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xbf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_c6(%x: tensor<2x8xf32>, %dy: tensor<2x8xf32>, %r: tensor<8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C6: residual 'tensor<8xf32>' must have the input's type 'tensor<2x8xf32>'}}
+  %0 = tess.rms_norm_grad %x, %dy residual %r : (tensor<2x8xf32>, tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 func.func @softmax_grad_c1(%y: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
   // expected-error@+1 {{C1: axis 2 is out of range for rank 2}}
   %0 = tess.softmax_grad %y, %dy {axis = 2 : i64} : tensor<2x8xf32>
@@ -1249,5 +1267,107 @@ func.func @rotary_c4_negative(%x: tensor<2x4x8xf32>, %c: tensor<1x4x8xf32>) {
 func.func @rotary_c4_rank(%x: tensor<8xf32>, %c: tensor<8xf32>) {
   // expected-error@+1 {{C4: rotated_heads 1 must be 0 or in [1, dim(-2)] of 'tensor<8xf32>'}}
   %0 = tess.rotary %x, %c, %c {rotated_heads = 1 : i64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  return
+}
+
+// -----
+
+// The fused ops (TessFusedOps.td): the rules of the ops they fuse, then the
+// rule that ties the pair.
+
+func.func @linear_add_c3(%x: tensor<2x8xf32>, %w: tensor<4x4xf32>, %r: tensor<2x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: input features 8 != weight's 4}}
+  %0 = tess.linear_add %x, %w add %r : (tensor<2x8xf32>, tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_add_c4(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %b: tensor<8xf32>, %r: tensor<2x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: bias must be [4] of 'f32'}}
+  %0 = tess.linear_add %x, %w, %b add %r : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x4xf32>, tensor<8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_add_c5(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>, %r: tensor<2x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C5: addend 'tensor<2x8xf32>' must have the product's type 'tensor<2x4xf32>'}}
+  %0 = tess.linear_add %x, %w add %r : (tensor<2x8xf32>, tensor<8x4xf32>, tensor<2x8xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_gelu_c2(%x: tensor<2x8xf32>, %w: tensor<8x4xf16>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: input and weight have different element types}}
+  %0:2 = tess.linear_gelu %x, %w : (tensor<2x8xf32>, tensor<8x4xf16>) -> (tensor<2x4xf32>, tensor<2x4xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_gelu_results(%x: tensor<2x8xf32>, %w: tensor<8x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{'tess.linear_gelu' op inferred type(s) 'tensor<2x4xf32>', 'tensor<2x4xf32>' are incompatible with return type(s) of operation 'tensor<2x4xf32>', 'tensor<2x8xf32>'}}
+  %0:2 = tess.linear_gelu %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> (tensor<2x4xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_gelu_grad_c1(%dy: tensor<2x4xf32>, %w: tensor<4xf32>, %pre: tensor<2x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: input must have rank >= 1 and weight rank 2}}
+  %0 = tess.linear_gelu_grad %dy, %w, %pre : (tensor<2x4xf32>, tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @linear_gelu_grad_c4(%dy: tensor<2x4xf32>, %w: tensor<16x4xf32>, %pre: tensor<2x4xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C4: preactivation 'tensor<2x4xf32>' must have the product's type 'tensor<2x16xf32>'}}
+  %0 = tess.linear_gelu_grad %dy, %w, %pre {transpose_weight} : (tensor<2x4xf32>, tensor<16x4xf32>, tensor<2x4xf32>) -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_add_c3(%a: tensor<4x8xf32>, %b: tensor<4x6xf32>, %c: tensor<4x6xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: contracted dims differ: 8 vs 4}}
+  %0 = tess.matmul_add %a, %b, %c : (tensor<4x8xf32>, tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_add_c5(%a: tensor<4x8xf32>, %b: tensor<4x6xf32>, %c: tensor<6x8xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C5: addend 'tensor<6x8xf32>' must have the product's type 'tensor<8x6xf32>'}}
+  %0 = tess.matmul_add %a, %b, %c {transpose_lhs} : (tensor<4x8xf32>, tensor<4x6xf32>, tensor<6x8xf32>) -> tensor<8x6xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_bias_grad_c1(%a: tensor<2x4x8xf32>, %b: tensor<2x4x6xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: operands must have rank 2}}
+  %0:2 = tess.matmul_bias_grad %a, %b {transpose_lhs} : (tensor<2x4x8xf32>, tensor<2x4x6xf32>) -> (tensor<2x8x6xf32>, tensor<6xf32>)
+  return
+}
+
+// -----
+
+func.func @matmul_bias_grad_c3(%a: tensor<5x8xf32>, %b: tensor<4x6xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: contracted dims differ: 5 vs 4}}
+  %0:2 = tess.matmul_bias_grad %a, %b {transpose_lhs} : (tensor<5x8xf32>, tensor<4x6xf32>) -> (tensor<8x6xf32>, tensor<6xf32>)
   return
 }

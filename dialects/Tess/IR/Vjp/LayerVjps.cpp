@@ -89,7 +89,8 @@ LogicalResult LayerNormOp::buildVjp(OpBuilder &builder,
   bool hasBias = static_cast<bool>(getBias());
   auto gradient =
       LayerNormGradOp::create(builder, getLoc(), getInput(), scale, dy,
-                              getEpsilon(), getAxis(), hasBias);
+                              /*residual=*/Value(), getEpsilon(), getAxis(),
+                              hasBias);
   // Operands are [input, scale?, bias?].
   unsigned next = 0;
   operandCotangents[next++] = gradient.getDx();
@@ -107,8 +108,8 @@ LogicalResult RmsNormOp::buildVjp(OpBuilder &builder,
   if (!dy)
     return success();
   auto gradient = RmsNormGradOp::create(builder, getLoc(), getInput(),
-                                        getScale(), dy, getEpsilon(),
-                                        getAxis());
+                                        getScale(), dy, /*residual=*/Value(),
+                                        getEpsilon(), getAxis());
   operandCotangents[0] = gradient.getDx();
   if (getScale())
     operandCotangents[1] = gradient.getDscale();
