@@ -338,6 +338,10 @@ OpCost estimateOpCost(Operation *op) {
       .Case([&](tess::CrossEntropyGradOp loss) {
         return streaming(op, OpKind::Loss, 5, elementsOf(loss.getLogits()));
       })
+      // The pair above as one op (tess-fuse-epilogues).
+      .Case([&](tess::CrossEntropyWithGradOp loss) {
+        return streaming(op, OpKind::Loss, 9, elementsOf(loss.getLogits()));
+      })
 
       // Optimizer: read param, grad, m, v; write param, m, v.
       .Case([&](tess::AdamWOp adamw) {

@@ -520,6 +520,20 @@ llvm::Error FunctionRun::execute(Operation &op) {
                   &output, grad.getIgnoreIndex());
             });
       })
+      .Case([&](tess::CrossEntropyWithGradOp loss) {
+        return callKernel(
+            op,
+            {loss.getLogits(), loss.getTargets(), loss.getAllTargets(),
+             loss.getDloss()},
+            [&](KernelInputs in, KernelOutputs out) {
+              tessera_tensor logits = flattenRows(in[0]);
+              tessera_tensor targets = flattenAll(in[1]);
+              tessera_tensor dlogits = flattenRows(out[1]);
+              return tessera_cpu_cross_entropy_with_grad(
+                  &logits, &targets, in[2], in[3], &out[0], &dlogits,
+                  loss.getIgnoreIndex());
+            });
+      })
       .Case([&](tess::GeluGradOp grad) {
         return unaryGrad(geluKind(grad.getApproximation()));
       })

@@ -103,6 +103,9 @@ static Value inPlaceOperand(Operation &op, OpResult result) {
   if (auto grad = dyn_cast<tess::CrossEntropyGradOp>(op))
     if (grad.getLogits().getType() == result.getType())
       return grad.getLogits();
+  if (auto loss = dyn_cast<tess::CrossEntropyWithGradOp>(op))
+    if (result == loss.getDlogits())
+      return loss.getLogits();
   // A matmul_add's partial sum, the GEMM's C, which it reads element by
   // element as it writes D: a weight gradient summed over blocks of rows
   // (tess-chunk-loss-head) is one buffer, not one per block.

@@ -864,9 +864,6 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         });
       })
       .Case([&](tess::CrossEntropyOp crossEntropy) {
-        // Its gradient, right after it, computes the loss too.
-        if (crossEntropy.fusedGradient())
-          return success();
         // The kernels take rows: logits [N, V], targets [N].
         Value logits = rowsView(crossEntropy.getLogits());
         Value targets = flatView(crossEntropy.getTargets());
@@ -882,18 +879,6 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
         Value logits = rowsView(grad.getLogits());
         Value targets = flatView(grad.getTargets());
         Value dlogits = rowsView(grad.getResult());
-        auto loss =
-            llvm::dyn_cast_or_null<tess::CrossEntropyOp>(grad->getPrevNode());
-        if (loss && loss.fusedGradient() == grad)
-          return call("cross_entropy_with_grad", [&](CallArguments &a) {
-            a.value(logits)
-                .value(targets)
-                .optional(in(grad.getAllTargets()))
-                .value(in(grad.getDloss()))
-                .value(in(loss.getResult()))
-                .value(dlogits)
-                .i64(grad.getIgnoreIndex());
-          });
         return call("cross_entropy_grad", [&](CallArguments &a) {
           a.value(logits)
               .value(targets)
@@ -901,6 +886,20 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
               .value(in(grad.getDloss()))
               .value(dlogits)
               .i64(grad.getIgnoreIndex());
+        });
+      })
+      .Case([&](tess::CrossEntropyWithGradOp loss) {
+        Value logits = rowsView(loss.getLogits());
+        Value targets = flatView(loss.getTargets());
+        Value dlogits = rowsView(loss.getDlogits());
+        return call("cross_entropy_with_grad", [&](CallArguments &a) {
+          a.value(logits)
+              .value(targets)
+              .optional(in(loss.getAllTargets()))
+              .value(in(loss.getDloss()))
+              .value(out(0))
+              .value(dlogits)
+              .i64(loss.getIgnoreIndex());
         });
       })
       .Case([&](tess::GeluGradOp grad) {
@@ -1558,27 +1557,41 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
 
   // The vocabulary and ignore index come from the loss: one op, or one
   // per block of rows of a head computed a block at a time
-  // (tess-chunk-loss-head), which agree.
-  SmallVector<tess::CrossEntropyOp> losses;
-  function.walk([&](tess::CrossEntropyOp op) { losses.push_back(op); });
+  // (tess-chunk-loss-head), which agree; each a tess.cross_entropy, or one
+  // fused with its gradient (tess.cross_entropy_with_grad).
+  struct Loss {
+    Operation *op;
+    int64_t ignoreIndex;
+    Value logits, allTargets;
+  };
+  SmallVector<Loss> losses;
+  function.walk([&](Operation *op) {
+    if (auto loss = dyn_cast<tess::CrossEntropyOp>(op))
+      losses.push_back({op, static_cast<int64_t>(loss.getIgnoreIndex()),
+                        loss.getLogits(), loss.getAllTargets()});
+    if (auto loss = dyn_cast<tess::CrossEntropyWithGradOp>(op))
+      losses.push_back({op, static_cast<int64_t>(loss.getIgnoreIndex()),
+                        loss.getLogits(), loss.getAllTargets()});
+  });
   if (losses.empty())
     return function.emitError("tess-lower-to-emitc: expected a "
                               "tess.cross_entropy in @forward_backward");
-  for (tess::CrossEntropyOp loss : losses)
-    if (loss.getIgnoreIndex() != losses[0].getIgnoreIndex() ||
-        tensorTypeOf(loss.getLogits()).getShape().back() !=
-            tensorTypeOf(losses[0].getLogits()).getShape().back() ||
-        (losses.size() > 1 && !loss.getAllTargets()))
-      return loss.emitError("tess-lower-to-emitc: the losses of "
-                            "@forward_backward must be blocks of one head "
-                            "(count_over, one ignore index and class count)");
+  for (const Loss &loss : losses)
+    if (loss.ignoreIndex != losses[0].ignoreIndex ||
+        tensorTypeOf(loss.logits).getShape().back() !=
+            tensorTypeOf(losses[0].logits).getShape().back() ||
+        (losses.size() > 1 && !loss.allTargets))
+      return loss.op->emitError(
+          "tess-lower-to-emitc: the losses of @forward_backward must be "
+          "blocks of one head (count_over, one ignore index and class "
+          "count)");
   // A padded head's logits have more classes than the model has tokens
   // (tess-build-training's tess.vocabulary).
   if (auto vocabulary = function->getAttrOfType<IntegerAttr>("tess.vocabulary"))
     info.vocabulary = vocabulary.getInt();
   else
-    info.vocabulary = tensorTypeOf(losses[0].getLogits()).getShape().back();
-  info.ignoreIndex = losses[0].getIgnoreIndex();
+    info.vocabulary = tensorTypeOf(losses[0].logits).getShape().back();
+  info.ignoreIndex = losses[0].ignoreIndex;
   return info;
 }
 

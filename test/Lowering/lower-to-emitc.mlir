@@ -1,8 +1,10 @@
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-fuse-epilogues --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s
+// The lowering takes the step as tess-lowering-preparation leaves it: each
+// pair one kernel call computes is one op (tess-fuse-epilogues).
 // With the head padded to 64 classes the program still names the model's
 // 16 (tess.vocabulary): the driver checks token ids against it.
-// RUN: tessera-opt %s --tess-build-training --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s --check-prefix=PADDEDHEAD
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc=print-arena-plan -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAN
+// RUN: tessera-opt %s --tess-build-training --tess-fuse-epilogues --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s --check-prefix=PADDEDHEAD
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-fuse-epilogues --tess-lower-to-emitc=print-arena-plan -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAN
 
 // A tied embedding / output projection: the smallest forward with a loss,
 // both gradient paths and a sum of cotangents.
@@ -90,5 +92,5 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // PLAN: buffer {{ *}}0  offset {{ *}}{{[0-9]+}}  bytes {{ *}}256  live [0, {{[0-9]+}}]  tensor<2x8x4xf32>
 // The logits' block is also the loss gradient's (written in place): one
 // [2, 8, 16] buffer, live until the gradient's reader.
-// PLAN: bytes {{ *}}1024  live [1, 7]  tensor<2x8x16xf32>
+// PLAN: bytes {{ *}}1024  live [1, 6]  tensor<2x8x16xf32>
 // PLAN-NOT: tensor<2x8x16xf32>

@@ -108,3 +108,24 @@ func.func @norm_gradients(%x: tensor<2x8x4xf32>, %g: tensor<4xf32>, %dy: tensor<
   %sum3 = tess.add %dx3, %r : (tensor<2x8x4xf32>, tensor<2x8x4xf32>) -> tensor<2x8x4xf32>
   return %sum, %dg, %db, %sum2, %dg2, %sum3, %dx3 : tensor<2x8x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x8x4xf32>, tensor<4xf32>, tensor<2x8x4xf32>, tensor<2x8x4xf32>
 }
+
+// -----
+
+// Tests that the loss and its gradient on the same logits become one pass
+// over them, with the block's count_over kept; and that a gradient on other
+// targets stays apart.
+// CHECK-LABEL: func.func @loss_and_gradient(
+// CHECK-SAME: %[[L:[^:]*]]: tensor<4x10xf32>, %[[T:[^:]*]]: tensor<4xi64>, %[[ALL:[^:]*]]: tensor<8xi64>, %[[D:[^:]*]]: tensor<f32>, %[[T2:[^:]*]]: tensor<4xi64>
+// CHECK: %[[LOSS:.*]], %[[DL:.*]] = tess.cross_entropy_with_grad %[[L]], %[[T]], %[[D]] count_over %[[ALL]] {ignore_index = -1 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>, tensor<8xi64>) -> (tensor<f32>, tensor<4x10xf32>)
+// CHECK-NEXT: tess.cross_entropy %[[L]], %[[T2]]
+// CHECK-NEXT: tess.cross_entropy_grad %[[L]], %[[T]], %[[D]]
+// ROUNDTRIP-LABEL: func.func @loss_and_gradient(
+// ROUNDTRIP: tess.cross_entropy_with_grad
+func.func @loss_and_gradient(%logits: tensor<4x10xf32>, %t: tensor<4xi64>, %all: tensor<8xi64>, %dloss: tensor<f32>, %t2: tensor<4xi64>)
+    -> (tensor<f32>, tensor<4x10xf32>, tensor<f32>, tensor<4x10xf32>) {
+  %loss = tess.cross_entropy %logits, %t count_over %all {ignore_index = -1 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<8xi64>) -> tensor<f32>
+  %dl = tess.cross_entropy_grad %logits, %t, %dloss count_over %all {ignore_index = -1 : i64} : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>, tensor<8xi64>) -> tensor<4x10xf32>
+  %loss2 = tess.cross_entropy %logits, %t2 : (tensor<4x10xf32>, tensor<4xi64>) -> tensor<f32>
+  %dl2 = tess.cross_entropy_grad %logits, %t, %dloss : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x10xf32>
+  return %loss, %dl, %loss2, %dl2 : tensor<f32>, tensor<4x10xf32>, tensor<f32>, tensor<4x10xf32>
+}

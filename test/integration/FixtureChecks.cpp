@@ -301,7 +301,7 @@ std::map<std::string, int> fixtures::countFusedOps(mlir::ModuleOp module) {
   module.walk([&](mlir::Operation *op) {
     if (mlir::isa<tess::LinearGeluOp, tess::LinearGeluGradOp,
                   tess::LinearAddOp, tess::MatmulAddOp,
-                  tess::MatmulBiasGradOp>(op))
+                  tess::MatmulBiasGradOp, tess::CrossEntropyWithGradOp>(op))
       ++counts[op->getName().stripDialect().str()];
     if (auto grad = mlir::dyn_cast<tess::LayerNormGradOp>(op))
       counts["norm_grad_add"] += grad.getResidual() ? 1 : 0;

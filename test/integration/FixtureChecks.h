@@ -49,8 +49,8 @@ struct TrainingStepSetup {
 };
 
 /// How many ops of each fused kind (tess-fuse-epilogues: linear_gelu,
-/// linear_gelu_grad, linear_add, matmul_add, matmul_bias_grad, and norm
-/// gradients with a residual) `module` holds, by op name ("norm_grad_add"
+/// linear_gelu_grad, linear_add, matmul_add, matmul_bias_grad,
+/// cross_entropy_with_grad, and norm gradients with a residual) `module` holds, by op name ("norm_grad_add"
 /// for the latter).
 std::map<std::string, int> countFusedOps(mlir::ModuleOp module);
 

@@ -68,8 +68,10 @@ TEST(TrainingFixtureTest, Gpt2TinyAsLowered) {
   fixtures::TrainingStepSetup setup{"gpt2-tiny.raw.dyn.onnx", "causal-lm", 31,
                                     /*shiftTargets=*/true};
   setup.loweringPreparationLogitsBlock = 65536;
-  setup.fusedOps = {"linear_gelu", "linear_gelu_grad", "linear_add",
-                    "matmul_bias_grad", "matmul_add", "norm_grad_add"};
+  setup.fusedOps = {"linear_gelu",      "linear_gelu_grad",
+                    "linear_add",       "matmul_bias_grad",
+                    "matmul_add",       "norm_grad_add",
+                    "cross_entropy_with_grad"};
   checkTrainingStep("gpt2-tiny", setup);
 }
 
@@ -79,7 +81,7 @@ TEST(TrainingFixtureTest, BertTinyAsLowered) {
   setup.loweringPreparationLogitsBlock = int64_t(1) << 30;
   // Post-LN: the residual's gradient is summed before each norm's backward,
   // not after it; the bias gradients' sums are not next to their matmuls.
-  setup.fusedOps = {"linear_add"};
+  setup.fusedOps = {"linear_add", "cross_entropy_with_grad"};
   checkTrainingStep("bert-tiny", setup);
 }
 
@@ -87,7 +89,8 @@ TEST(TrainingFixtureTest, LlamaTinyAsLowered) {
   fixtures::TrainingStepSetup setup{"llama-tiny.raw.dyn.onnx", "causal-lm", 31,
                                     /*shiftTargets=*/true};
   setup.loweringPreparationLogitsBlock = 65536;
-  setup.fusedOps = {"linear_add", "matmul_add", "norm_grad_add"};
+  setup.fusedOps = {"linear_add", "matmul_add", "norm_grad_add",
+                    "cross_entropy_with_grad"};
   checkTrainingStep("llama-tiny", setup);
 }
 

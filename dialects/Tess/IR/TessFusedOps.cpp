@@ -98,3 +98,15 @@ MatmulBiasGradOp::inferReturnTypes(MLIRContext *,
       RankedTensorType::get({rhs.getDimSize(1)}, rhs.getElementType()));
   return success();
 }
+
+LogicalResult CrossEntropyWithGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  if (failed(detail::inferCrossEntropy(location, adaptor.getLogits(),
+                                       adaptor.getTargets(),
+                                       adaptor.getAllTargets(), inferred)))
+    return failure();
+  // The loss, then dlogits of the logits' type.
+  inferred.push_back(adaptor.getLogits().getType());
+  return success();
+}

@@ -3,7 +3,8 @@
 // What tess-fuse-epilogues makes of an op and the op right after it when one
 // kernel call computes both: a GEMM with its residual add in the GEMM's C,
 // with GELU or its gradient in the epilogue, or with the bias gradient's
-// column sum. Each maps one to one onto a kernel of
+// column sum; a loss and its gradient in one pass over the logits. Each
+// maps one to one onto a kernel of
 // runtime/include/tessera/runtime/cpu_kernels.h (and its CUDA twin), named
 // in its description; its semantics are that kernel's, and equal, up to
 // rounding, to the pair it replaces.
@@ -151,6 +152,37 @@ def Tess_MatmulBiasGradOp : Tess_Op<"matmul_bias_grad",
   let results = (outs Tess_Tensor:$result, Tess_Tensor:$column_sum);
   let assemblyFormat = [{
     $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Tess_CrossEntropyWithGradOp : Tess_Op<"cross_entropy_with_grad",
+    [Pure, InferTypeOpAdaptor]> {
+  let summary = "the loss and its gradient in one pass over the logits";
+  let description = [{
+    `loss = tess.cross_entropy(logits, targets)` and
+    `dlogits = tess.cross_entropy_grad(logits, targets, dloss)`, with the
+    same `count_over` and `ignore_index`, from one read of each row of the
+    logits. As tess.cross_entropy_grad's, the kernels may write dlogits
+    over the logits (the arena planner gives them the logits' storage when
+    nothing reads the logits afterwards). Made of a `tess.cross_entropy`
+    and its gradient right after it (`CrossEntropyOp::fusedGradient`).
+    Kernel: `tessera_cpu_cross_entropy_with_grad`.
+
+    Rules: (C1)-(C3) those of tess.cross_entropy; `dloss` is `tensor<f32>`
+    (its type constraint).
+
+    ```mlir
+    %loss, %dlogits = tess.cross_entropy_with_grad %logits, %targets, %dloss {ignore_index = -100 : i64}
+      : (tensor<2x31x512xf32>, tensor<2x31xi64>, tensor<f32>) -> (tensor<f32>, tensor<2x31x512xf32>)
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$logits, Tess_IndexTensor:$targets,
+                   0DTensorOf<[F32]>:$dloss,
+                   Optional<Tess_IndexTensor>:$all_targets,
+                   DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs 0DTensorOf<[F32]>:$loss, Tess_FloatTensor:$dlogits);
+  let assemblyFormat = [{
+    $logits `,` $targets `,` $dloss (`count_over` $all_targets^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

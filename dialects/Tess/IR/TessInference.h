@@ -27,6 +27,19 @@ mlir::LogicalResult inferNorm(std::optional<mlir::Location> location,
                               mlir::Value scale, mlir::Value bias,
                               llvm::SmallVectorImpl<mlir::Type> &inferred);
 
+/// Rules C1 to C3 of the cross-entropy ops: targets index the logits'
+/// rows, and `allTargets` (may be null) can count them.
+mlir::LogicalResult checkLogitsAndTargets(std::optional<mlir::Location> location,
+                                          mlir::Value logits,
+                                          mlir::Value targets,
+                                          mlir::Value allTargets);
+
+/// Rules C1 to C3 of tess.cross_entropy; pushes its f32 scalar loss.
+mlir::LogicalResult inferCrossEntropy(std::optional<mlir::Location> location,
+                                      mlir::Value logits, mlir::Value targets,
+                                      mlir::Value allTargets,
+                                      llvm::SmallVectorImpl<mlir::Type> &inferred);
+
 /// Rules C1 to C4 of tess.matmul; pushes its result type.
 mlir::LogicalResult inferMatmul(std::optional<mlir::Location> location,
                                 mlir::Value lhs, mlir::Value rhs,

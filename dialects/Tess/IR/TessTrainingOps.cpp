@@ -21,36 +21,6 @@ RankedTensorType rankedType(Value value) {
   return llvm::cast<RankedTensorType>(value.getType());
 }
 
-/// C1 and C2 of the cross-entropy ops: targets index the logits' rows.
-LogicalResult checkLogitsAndTargets(std::optional<Location> location,
-                                    Value logits, Value targets,
-                                    Value allTargets) {
-  RankedTensorType logitsType = rankedType(logits);
-  if (logitsType.getRank() < 1)
-    return emitOptionalError(location, "C1: logits must have rank >= 1");
-  ArrayRef<int64_t> rows = logitsType.getShape().drop_back();
-  ArrayRef<int64_t> targetShape = rankedType(targets).getShape();
-  if (targetShape != rows)
-    return emitOptionalError(location, "C2: targets of shape ",
-                             shapeString(targetShape),
-                             " do not match the logits' rows ",
-                             shapeString(rows));
-  if (!allTargets)
-    return success();
-  RankedTensorType allType = rankedType(allTargets);
-  if (allType.getElementType() != rankedType(targets).getElementType())
-    return emitOptionalError(location, "C3: count_over targets of type ",
-                             allType, " must have the targets' element type ",
-                             rankedType(targets).getElementType());
-  if (allType.hasStaticShape() && rankedType(targets).hasStaticShape() &&
-      allType.getNumElements() < rankedType(targets).getNumElements())
-    return emitOptionalError(
-        location, "C3: count_over targets of shape ",
-        shapeString(allType.getShape()), " have fewer elements than the ",
-        "targets ", shapeString(targetShape));
-  return success();
-}
-
 /// C4 and C6 of the norm gradients: the cotangent, and the residual added
 /// to dx when there is one, have the input's type.
 LogicalResult checkCotangent(std::optional<Location> location, Value input,
@@ -95,23 +65,59 @@ LogicalResult checkGradientCount(Operation *op, size_t expected,
 // Loss
 //===----------------------------------------------------------------------===//
 
-LogicalResult CrossEntropyOp::inferReturnTypes(
-    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
-    SmallVectorImpl<Type> &inferred) {
-  if (failed(checkLogitsAndTargets(location, adaptor.getLogits(),
-                                   adaptor.getTargets(),
-                                   adaptor.getAllTargets())))
-    return failure();
-  inferred.push_back(RankedTensorType::get({}, Float32Type::get(context)));
+LogicalResult tessera::tess::detail::checkLogitsAndTargets(
+    std::optional<Location> location, Value logits, Value targets,
+    Value allTargets) {
+  RankedTensorType logitsType = rankedType(logits);
+  if (logitsType.getRank() < 1)
+    return emitOptionalError(location, "C1: logits must have rank >= 1");
+  ArrayRef<int64_t> rows = logitsType.getShape().drop_back();
+  ArrayRef<int64_t> targetShape = rankedType(targets).getShape();
+  if (targetShape != rows)
+    return emitOptionalError(location, "C2: targets of shape ",
+                             shapeString(targetShape),
+                             " do not match the logits' rows ",
+                             shapeString(rows));
+  if (!allTargets)
+    return success();
+  RankedTensorType allType = rankedType(allTargets);
+  if (allType.getElementType() != rankedType(targets).getElementType())
+    return emitOptionalError(location, "C3: count_over targets of type ",
+                             allType, " must have the targets' element type ",
+                             rankedType(targets).getElementType());
+  if (allType.hasStaticShape() && rankedType(targets).hasStaticShape() &&
+      allType.getNumElements() < rankedType(targets).getNumElements())
+    return emitOptionalError(
+        location, "C3: count_over targets of shape ",
+        shapeString(allType.getShape()), " have fewer elements than the ",
+        "targets ", shapeString(targetShape));
   return success();
+}
+
+LogicalResult tessera::tess::detail::inferCrossEntropy(
+    std::optional<Location> location, Value logits, Value targets,
+    Value allTargets, SmallVectorImpl<Type> &inferred) {
+  if (failed(checkLogitsAndTargets(location, logits, targets, allTargets)))
+    return failure();
+  inferred.push_back(
+      RankedTensorType::get({}, Float32Type::get(logits.getContext())));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  return detail::inferCrossEntropy(location, adaptor.getLogits(),
+                                   adaptor.getTargets(),
+                                   adaptor.getAllTargets(), inferred);
 }
 
 LogicalResult CrossEntropyGradOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
-  if (failed(checkLogitsAndTargets(location, adaptor.getLogits(),
-                                   adaptor.getTargets(),
-                                   adaptor.getAllTargets())))
+  if (failed(detail::checkLogitsAndTargets(location, adaptor.getLogits(),
+                                           adaptor.getTargets(),
+                                           adaptor.getAllTargets())))
     return failure();
   inferred.push_back(adaptor.getLogits().getType());
   return success();

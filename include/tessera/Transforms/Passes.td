@@ -279,6 +279,8 @@ def FuseEpilogues : Pass<"tess-fuse-epilogues", "::mlir::func::FuncOp"> {
       `tess.matmul_add`;
     - `tess.layer_norm_grad` / `tess.rms_norm_grad` + the `tess.add` of its
       dx (its only use): the same op with a `residual` operand.
+    - `tess.cross_entropy` + its `tess.cross_entropy_grad` on the same
+      logits and targets: `tess.cross_entropy_with_grad`.
     Only adjacent pairs fuse (the scheduling passes before it decide where
     ops run); the fused op takes the second op's place. tesserac runs it
     last before the lowering (`tess-lowering-preparation`).

@@ -2,7 +2,8 @@
 //
 // Design: the kernels compute some pairs of adjacent ops in one call, the
 // second op as the first's epilogue (a GEMM's C, its GELU or DGELU
-// epilogue, its bias-gradient column sum; a norm gradient's residual add).
+// epilogue, its bias-gradient column sum; a norm gradient's residual add;
+// a loss and its gradient in one pass over the logits).
 // This pass makes each such pair one op (TessFusedOps.td, or the norm
 // gradients' `residual` operand), so that the interpreter, the arena planner
 // and the lowering see one op and one call, and the interpreter's fixtures
@@ -177,6 +178,18 @@ Operation *fuseWithNext(Operation &op) {
       return fused;
     }
     return nullptr;
+  }
+
+  // The loss and its gradient: one pass over the logits.
+  if (auto loss = dyn_cast<tess::CrossEntropyOp>(op)) {
+    tess::CrossEntropyGradOp grad = loss.fusedGradient();
+    if (!grad)
+      return nullptr;
+    auto fused = tess::CrossEntropyWithGradOp::create(
+        builder, loc, loss.getLogits(), loss.getTargets(), grad.getDloss(),
+        loss.getAllTargets(), loss.getIgnoreIndex());
+    replacePair(loss, grad, fused.getLoss(), fused.getDlogits());
+    return fused;
   }
 
   // A norm gradient's dx and the gradient arriving through the residual

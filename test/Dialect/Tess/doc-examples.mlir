@@ -498,3 +498,12 @@ func.func @matmul_bias_grad(%x: tensor<64x32xf32>, %dy: tensor<64x96xf32>) {
       : (tensor<64x32xf32>, tensor<64x96xf32>) -> (tensor<32x96xf32>, tensor<96xf32>)
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @cross_entropy_with_grad
+func.func @cross_entropy_with_grad(%logits: tensor<2x31x512xf32>, %targets: tensor<2x31xi64>, %dloss: tensor<f32>) {
+    %loss, %dlogits = tess.cross_entropy_with_grad %logits, %targets, %dloss {ignore_index = -100 : i64}
+      : (tensor<2x31x512xf32>, tensor<2x31xi64>, tensor<f32>) -> (tensor<f32>, tensor<2x31x512xf32>)
+  return
+}

@@ -1371,3 +1371,21 @@ func.func @matmul_bias_grad_c3(%a: tensor<5x8xf32>, %b: tensor<4x6xf32>) {
   %0:2 = tess.matmul_bias_grad %a, %b {transpose_lhs} : (tensor<5x8xf32>, tensor<4x6xf32>) -> (tensor<8x6xf32>, tensor<6xf32>)
   return
 }
+
+// -----
+
+func.func @cross_entropy_with_grad_c2(%logits: tensor<4x10xf32>, %t: tensor<5xi64>, %d: tensor<f32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: targets of shape [5] do not match the logits' rows [4]}}
+  %0:2 = tess.cross_entropy_with_grad %logits, %t, %d : (tensor<4x10xf32>, tensor<5xi64>, tensor<f32>) -> (tensor<f32>, tensor<4x10xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_c3(%logits: tensor<4x10xf32>, %t: tensor<4xi64>, %d: tensor<f32>, %all: tensor<2xi64>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C3: count_over targets of shape [2] have fewer elements than the targets [4]}}
+  %0:2 = tess.cross_entropy_with_grad %logits, %t, %d count_over %all : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>, tensor<2xi64>) -> (tensor<f32>, tensor<4x10xf32>)
+  return
+}
