@@ -44,6 +44,8 @@
 
 #include "tessera/Lowering/Passes.h"
 
+#include "KernelCalls/KernelCalls.h"
+
 #include "MeshProgram.h"
 #include "PipelineProgram.h"
 #include "ProgramDefinition.h"
@@ -152,112 +154,23 @@ struct CTypes {
   Type contextPointer;
 };
 
-/// The operands and literal arguments of one emitc.call_opaque, in order.
-class CallArguments {
-public:
-  explicit CallArguments(MLIRContext *context) : builder(context) {}
-  CallArguments &value(Value operand) {
-    args.push_back(builder.getIndexAttr(operands.size()));
-    operands.push_back(operand);
-    return *this;
-  }
-  /// `operand`, or NULL for an absent optional tensor.
-  CallArguments &optional(Value operand) {
-    return operand ? value(operand) : literal("NULL");
-  }
-  CallArguments &literal(StringRef text) {
-    args.push_back(emitc::OpaqueAttr::get(builder.getContext(), text));
-    return *this;
-  }
-  CallArguments &i32(int64_t number) {
-    args.push_back(builder.getI32IntegerAttr(static_cast<int32_t>(number)));
-    return *this;
-  }
-  CallArguments &i64(int64_t number) {
-    args.push_back(builder.getI64IntegerAttr(number));
-    return *this;
-  }
-  CallArguments &f64(double number) {
-    args.push_back(builder.getF64FloatAttr(number));
-    return *this;
-  }
-  SmallVector<Value> operands;
-  SmallVector<Attribute> args;
-
-private:
-  Builder builder;
-};
-
-const char *unaryKind(Operation *op) {
-  return llvm::TypeSwitch<Operation *, const char *>(op)
-      .Case([](tess::NegOp) { return "TESSERA_NEG"; })
-      .Case([](tess::AbsOp) { return "TESSERA_ABS"; })
-      .Case([](tess::ExpOp) { return "TESSERA_EXP"; })
-      .Case([](tess::LogOp) { return "TESSERA_LOG"; })
-      .Case([](tess::SqrtOp) { return "TESSERA_SQRT"; })
-      .Case([](tess::RsqrtOp) { return "TESSERA_RSQRT"; })
-      .Case([](tess::ReciprocalOp) { return "TESSERA_RECIPROCAL"; })
-      .Case([](tess::TanhOp) { return "TESSERA_TANH"; })
-      .Case([](tess::ErfOp) { return "TESSERA_ERF"; })
-      .Case([](tess::SigmoidOp) { return "TESSERA_SIGMOID"; })
-      .Case([](tess::ReluOp) { return "TESSERA_RELU"; })
-      .Case([](tess::SiluOp) { return "TESSERA_SILU"; })
-      .Case([](tess::CosOp) { return "TESSERA_COS"; })
-      .Case([](tess::SinOp) { return "TESSERA_SIN"; })
-      .Case([](tess::LogicalNotOp) { return "TESSERA_LOGICAL_NOT"; })
-      .Case([](tess::GeluOp gelu) {
-        return gelu.getApproximation() == tess::GeluApproximation::tanh
-                   ? "TESSERA_GELU_TANH"
-                   : "TESSERA_GELU_ERF";
-      })
-      .Default([](Operation *) { return nullptr; });
-}
-
-const char *comparisonKind(tess::ComparisonPredicate predicate) {
-  switch (predicate) {
-  case tess::ComparisonPredicate::eq:
-    return "TESSERA_EQ";
-  case tess::ComparisonPredicate::ne:
-    return "TESSERA_NE";
-  case tess::ComparisonPredicate::lt:
-    return "TESSERA_LT";
-  case tess::ComparisonPredicate::le:
-    return "TESSERA_LE";
-  case tess::ComparisonPredicate::gt:
-    return "TESSERA_GT";
-  case tess::ComparisonPredicate::ge:
-    return "TESSERA_GE";
-  }
-  return "TESSERA_EQ";
-}
-
-const char *binaryKind(Operation *op) {
-  return llvm::TypeSwitch<Operation *, const char *>(op)
-      .Case([](tess::AddOp) { return "TESSERA_ADD"; })
-      .Case([](tess::SubOp) { return "TESSERA_SUB"; })
-      .Case([](tess::MulOp) { return "TESSERA_MUL"; })
-      .Case([](tess::DivOp) { return "TESSERA_DIV"; })
-      .Case([](tess::PowOp) { return "TESSERA_POW"; })
-      .Case([](tess::MaximumOp) { return "TESSERA_MAXIMUM"; })
-      .Case([](tess::MinimumOp) { return "TESSERA_MINIMUM"; })
-      .Case([](tess::LogicalAndOp) { return "TESSERA_LOGICAL_AND"; })
-      .Case([](tess::LogicalOrOp) { return "TESSERA_LOGICAL_OR"; })
-      .Case([](tess::CompareOp compare) {
-        return comparisonKind(compare.getPredicate());
-      })
-      .Default([](Operation *) { return nullptr; });
-}
-
-RankedTensorType tensorTypeOf(Value value) {
-  return llvm::cast<RankedTensorType>(value.getType());
-}
-
-int64_t axisOf(int64_t axis, Value value) {
-  return *tess::normalizeAxis(axis, tensorTypeOf(value).getRank());
+/// Every family's kernel-call patterns, made once and then only read.
+const KernelCallPatterns &kernelCallPatterns() {
+  static const KernelCallPatterns patterns = [] {
+    KernelCallPatterns all;
+    populateElementwiseKernelCalls(all);
+    populateContractionKernelCalls(all);
+    populateLayerKernelCalls(all);
+    populateLossKernelCalls(all);
+    populateDataMovementKernelCalls(all);
+    populateCollectiveKernelCalls(all);
+    return all;
+  }();
+  return patterns;
 }
 
 /// Builds the body of tessera_forward_backward_steps from @forward_backward.
-class StepBuilder {
+class StepBuilder : public KernelCallContext {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
               const FunctionArenaPlan &plan, const TargetConventions &target,
@@ -279,36 +192,39 @@ private:
   Value describe(StringRef helper, Value base, int64_t offset,
                  RankedTensorType type);
   Value elementPointer(Value array, unsigned index, Type pointerType);
-  Value int64Table(ArrayRef<int64_t> values);
-  /// `value` viewed as rows [N, V] / as one dim, as the cross-entropy
-  /// kernels take it (the interpreter's flattenRows / flattenAll).
-  Value rowsView(Value value);
-  Value flatView(Value value);
   LogicalResult describeResults(Operation &op);
 
   // Guarded calls.
   void guardedCall(StringRef callee, CallArguments &arguments);
   void guardedCall(StringRef callee,
                    function_ref<void(CallArguments &)> buildArguments);
-  /// The target's kernel `name` (tessera_cpu_name / tessera_cuda_name with
-  /// the stream last).
-  void kernelCall(StringRef name,
-                  function_ref<void(CallArguments &)> buildArguments);
   /// The target's lowering helper `name` (tessera_name / tessera_cuda_name
   /// with the stream last).
   void supportCall(StringRef name, CallArguments &arguments);
-  Value mixedSeed(int64_t opSeed);
-  /// An attention's seed argument: mixedSeed with dropout, else a literal
-  /// 0 (it draws nothing; a tessera_mix_seed call would mark the step as
-  /// random, which keeps the CUDA driver from replaying it as a graph).
-  Value attentionSeed(double dropout, int64_t opSeed);
+
+  // KernelCallContext: what the kernel-call patterns build with.
+  Value in(Value value) override { return descriptors.lookup(value); }
+  /// The target's kernel `name` (tessera_cpu_name / tessera_cuda_name with
+  /// the stream last).
+  void kernelCall(StringRef name,
+                  function_ref<void(CallArguments &)> buildArguments) override;
   /// `if (status == 0) status = tessera_[cuda_]mesh_<collective>(context,
-  /// <axis of op's `axis`>, arguments..., stream)` (mesh_step.h);
-  /// `withStream` false for the host's shard_slice, which does not
-  /// communicate (the GPU's slices on the step's stream).
-  LogicalResult meshCall(Operation &op, StringRef collective,
+  /// <axis of op's `axis`>, arguments..., stream)` (mesh_step.h).
+  LogicalResult meshCall(Operation *op, StringRef collective,
                          function_ref<void(CallArguments &)> buildArguments,
-                         bool withStream = true);
+                         bool withStream) override;
+  Value int64Table(ArrayRef<int64_t> values) override;
+  Value rowsView(Value value) override;
+  Value flatView(Value value) override;
+  Value mixedSeed(int64_t opSeed) override;
+  /// A literal 0 without dropout: a tessera_mix_seed call would mark the
+  /// step as random, which keeps the CUDA driver from replaying it as a
+  /// graph.
+  Value attentionSeed(double dropout, int64_t opSeed) override;
+  Value pointerArray(ValueRange pointers, bool constant) override;
+  bool isView(Value result) override {
+    return plan.storage.lookup(result).kind == StorageKind::Alias;
+  }
 
   // The cuda target's device scalars for what program.h passes through host
   // memory (the loss scale, the loss): blocks of the arena after the
@@ -566,16 +482,38 @@ Value StepBuilder::mixedSeed(int64_t opSeed) {
       .getResult(0);
 }
 
+/// `T *array[n]; array[i] = pointers[i]; ...` (const tessera_tensor * when
+/// `constant`, each pointer cast to it).
+Value StepBuilder::pointerArray(ValueRange pointers, bool constant) {
+  Type pointerType = constant ? types.constTensorPointer : types.tensorPointer;
+  auto arrayType = emitc::ArrayType::get(
+      {static_cast<int64_t>(pointers.size())}, pointerType);
+  Value array = emitc::VariableOp::create(builder, loc, arrayType,
+                                          emitc::OpaqueAttr::get(context, ""));
+  for (auto [index, pointer] : llvm::enumerate(pointers)) {
+    Value position = emitc::ConstantOp::create(builder, loc, types.index,
+                                               builder.getIndexAttr(index));
+    Value slot = emitc::SubscriptOp::create(
+        builder, loc, emitc::LValueType::get(pointerType), array,
+        ValueRange{position});
+    Value element = pointer;
+    if (element.getType() != pointerType)
+      element = emitc::CastOp::create(builder, loc, pointerType, element);
+    emitc::AssignOp::create(builder, loc, slot, element);
+  }
+  return array;
+}
+
 LogicalResult
-StepBuilder::meshCall(Operation &op, StringRef collective,
+StepBuilder::meshCall(Operation *op, StringRef collective,
                       function_ref<void(CallArguments &)> buildArguments,
                       bool withStream) {
-  StringRef axisName = op.getAttrOfType<StringAttr>("axis").getValue();
-  tess::MeshAttr mesh = tess::MeshAttr::lookup(&op);
+  StringRef axisName = op->getAttrOfType<StringAttr>("axis").getValue();
+  tess::MeshAttr mesh = tess::MeshAttr::lookup(op);
   std::optional<unsigned> axis =
       mesh ? mesh.axisIndex(axisName) : std::nullopt;
   if (!axis)
-    return op.emitError("tess-lower-to-emitc: no mesh axis '")
+    return op->emitError("tess-lower-to-emitc: no mesh axis '")
            << axisName << "' in the module's tess.mesh";
   std::string callee =
       ((target.cuda ? "tessera_cuda_mesh_" : "tessera_mesh_") + collective)
@@ -631,495 +569,14 @@ LogicalResult StepBuilder::lowerConstant(tess::ConstantOp constant) {
   return success();
 }
 
+/// The op's kernel calls, by its kernel-call pattern (KernelCalls/).
 LogicalResult StepBuilder::lowerOp(Operation &op) {
-  auto in = [&](Value value) { return descriptors.lookup(value); };
-  auto out = [&](unsigned index = 0) {
-    return descriptors.lookup(op.getResult(index));
-  };
-  auto call = [&](StringRef kernel,
-                  function_ref<void(CallArguments &)> buildArguments) {
-    kernelCall(kernel, buildArguments);
-    return success();
-  };
-
-  // A norm's backward: x, scale, dy, the residual added to dx when there is
-  // one (the *_add kernel, tess-fuse-epilogues), dx, then the parameter
-  // gradients, axis and epsilon.
-  auto normGradCall = [&](StringRef kernel, auto grad,
-                          function_ref<void(CallArguments &)> parameters) {
-    Value residual = grad.getResidual();
-    std::string name = (kernel + (residual ? "_add" : "")).str();
-    return call(name, [&](CallArguments &a) {
-      a.value(in(grad.getInput()))
-          .optional(in(grad.getScale()))
-          .value(in(grad.getDy()));
-      if (residual)
-        a.value(in(residual));
-      a.value(out(0));
-      parameters(a);
-      a.i64(axisOf(grad.getAxis(), grad.getInput()))
-          .f64(grad.getEpsilon().convertToDouble());
-    });
-  };
-
-  if (const char *kind = unaryKind(&op))
-    return call("unary", [&](CallArguments &a) {
-      a.literal(kind).value(in(op.getOperand(0))).value(out());
-    });
-  if (const char *kind = binaryKind(&op))
-    return call("binary", [&](CallArguments &a) {
-      a.literal(kind)
-          .value(in(op.getOperand(0)))
-          .value(in(op.getOperand(1)))
-          .value(out());
-    });
-
-  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
-      .Case([&](tess::ConstantOp constant) { return lowerConstant(constant); })
-      // A reshape is a view: its descriptor was made by describeResults.
-      .Case([&](tess::ReshapeOp) { return success(); })
-      .Case([&](tess::WhereOp where) {
-        return call("where", [&](CallArguments &a) {
-          a.value(in(where.getCondition()))
-              .value(in(where.getOnTrue()))
-              .value(in(where.getOnFalse()))
-              .value(out());
-        });
-      })
-      .Case([&](tess::CastOp cast) {
-        return call("cast", [&](CallArguments &a) {
-          a.value(in(cast.getOperand())).value(out());
-        });
-      })
-      .Case([&](tess::DropoutOp dropout) {
-        Value opSeed = mixedSeed(dropout.getSeed());
-        return call("dropout", [&](CallArguments &a) {
-          a.value(in(dropout.getOperand()))
-              .value(out())
-              .f64(dropout.getRate().convertToDouble())
-              .value(opSeed);
-        });
-      })
-      .Case([&](tess::BroadcastOp broadcast) {
-        return call("broadcast", [&](CallArguments &a) {
-          a.value(in(broadcast.getOperand())).value(out());
-        });
-      })
-      .Case([&](tess::TransposeOp transpose) {
-        Value permutation = int64Table(transpose.getPermutation());
-        return call("transpose", [&](CallArguments &a) {
-          a.value(in(transpose.getOperand())).value(out()).value(permutation);
-        });
-      })
-      .Case([&](tess::SliceOp slice) {
-        Value starts = int64Table(slice.getStarts());
-        Value strides = int64Table(slice.getStrides());
-        return call("slice", [&](CallArguments &a) {
-          a.value(in(slice.getOperand())).value(out()).value(starts).value(
-              strides);
-        });
-      })
-      .Case([&](tess::SoftmaxOp softmax) {
-        return call("softmax", [&](CallArguments &a) {
-          a.value(in(softmax.getInput()))
-              .value(out())
-              .i64(axisOf(softmax.getAxis(), softmax.getInput()));
-        });
-      })
-      .Case([&](tess::MatmulOp matmul) {
-        return call("matmul", [&](CallArguments &a) {
-          a.value(in(matmul.getLhs()))
-              .value(in(matmul.getRhs()))
-              .value(out())
-              .i32(matmul.getTransposeLhs())
-              .i32(matmul.getTransposeRhs());
-        });
-      })
-      .Case([&](tess::MatmulBiasGradOp matmul) {
-        return call("matmul_bias_grad", [&](CallArguments &a) {
-          a.value(in(matmul.getLhs()))
-              .value(in(matmul.getRhs()))
-              .value(out(0))
-              .value(out(1))
-              .i32(matmul.getTransposeLhs())
-              .i32(0);
-        });
-      })
-      .Case([&](tess::MatmulAddOp matmul) {
-        return call("matmul_add", [&](CallArguments &a) {
-          a.value(in(matmul.getLhs()))
-              .value(in(matmul.getRhs()))
-              .value(in(matmul.getAddend()))
-              .value(out())
-              .i32(matmul.getTransposeLhs())
-              .i32(matmul.getTransposeRhs());
-        });
-      })
-      .Case([&](tess::LinearOp linear) {
-        return call("linear", [&](CallArguments &a) {
-          a.value(in(linear.getInput()))
-              .value(in(linear.getWeight()))
-              .optional(in(linear.getBias()))
-              .value(out())
-              .i32(linear.getTransposeWeight());
-        });
-      })
-      .Case([&](tess::LinearGeluOp linear) {
-        return call("linear_gelu", [&](CallArguments &a) {
-          a.value(in(linear.getInput()))
-              .value(in(linear.getWeight()))
-              .optional(in(linear.getBias()))
-              .value(out(0))
-              .value(out(1))
-              .i32(linear.getTransposeWeight());
-        });
-      })
-      .Case([&](tess::LinearAddOp linear) {
-        return call("linear_add", [&](CallArguments &a) {
-          a.value(in(linear.getInput()))
-              .value(in(linear.getWeight()))
-              .optional(in(linear.getBias()))
-              .value(in(linear.getAddend()))
-              .value(out())
-              .i32(linear.getTransposeWeight());
-        });
-      })
-      .Case([&](tess::LinearGeluGradOp linear) {
-        return call("linear_dgelu", [&](CallArguments &a) {
-          a.value(in(linear.getInput()))
-              .value(in(linear.getWeight()))
-              .value(in(linear.getPreactivation()))
-              .value(out())
-              .i32(linear.getTransposeWeight());
-        });
-      })
-      .Case([&](tess::LayerNormOp norm) {
-        return call("layer_norm", [&](CallArguments &a) {
-          a.value(in(norm.getInput()))
-              .optional(in(norm.getScale()))
-              .optional(in(norm.getBias()))
-              .value(out())
-              .i64(axisOf(norm.getAxis(), norm.getInput()))
-              .f64(norm.getEpsilon().convertToDouble());
-        });
-      })
-      .Case([&](tess::RotaryOp rotary) {
-        return call("rotary", [&](CallArguments &a) {
-          a.value(in(rotary.getInput()))
-              .value(in(rotary.getCos()))
-              .value(in(rotary.getSin()))
-              .value(out())
-              .i32(rotary.getAdjoint())
-              .i64(static_cast<int64_t>(rotary.getRotatedHeads()));
-        });
-      })
-      .Case([&](tess::RmsNormOp norm) {
-        return call("rms_norm", [&](CallArguments &a) {
-          a.value(in(norm.getInput()))
-              .optional(in(norm.getScale()))
-              .value(out())
-              .i64(axisOf(norm.getAxis(), norm.getInput()))
-              .f64(norm.getEpsilon().convertToDouble());
-        });
-      })
-      .Case([&](tess::EmbeddingOp embedding) {
-        return call("embedding", [&](CallArguments &a) {
-          a.value(in(embedding.getTable()))
-              .value(in(embedding.getIndices()))
-              .value(out());
-        });
-      })
-      .Case([&](tess::GatherOp gather) {
-        return call("gather", [&](CallArguments &a) {
-          a.value(in(gather.getInput()))
-              .value(in(gather.getIndices()))
-              .value(out())
-              .i64(axisOf(gather.getAxis(), gather.getInput()));
-        });
-      })
-      .Case([&](tess::AttentionOp attention) {
-        Value opSeed = attentionSeed(attention.getDropout().convertToDouble(),
-                                     attention.getSeed());
-        return call("attention", [&](CallArguments &a) {
-          a.value(in(attention.getQuery()))
-              .value(in(attention.getKey()))
-              .value(in(attention.getValue()))
-              .optional(in(attention.getMask()))
-              .value(out())
-              .i32(attention.getCausal())
-              .f64(attention.getScale().convertToDouble())
-              .f64(attention.getDropout().convertToDouble())
-              .value(opSeed);
-        });
-      })
-      .Case([&](tess::PackedAttentionOp attention) {
-        return call("packed_attention", [&](CallArguments &a) {
-          a.value(in(attention.getQkv()))
-              .value(out(0))
-              .value(out(1))
-              .i64(static_cast<int64_t>(attention.getQueryHeads()))
-              .i64(static_cast<int64_t>(attention.getKeyHeads()))
-              .i32(attention.getCausal())
-              .f64(attention.getScale().convertToDouble());
-        });
-      })
-      .Case([&](tess::CrossEntropyOp crossEntropy) {
-        // The kernels take rows: logits [N, V], targets [N].
-        Value logits = rowsView(crossEntropy.getLogits());
-        Value targets = flatView(crossEntropy.getTargets());
-        return call("cross_entropy", [&](CallArguments &a) {
-          a.value(logits)
-              .value(targets)
-              .optional(in(crossEntropy.getAllTargets()))
-              .value(out())
-              .i64(crossEntropy.getIgnoreIndex());
-        });
-      })
-      .Case([&](tess::CrossEntropyGradOp grad) {
-        Value logits = rowsView(grad.getLogits());
-        Value targets = flatView(grad.getTargets());
-        Value dlogits = rowsView(grad.getResult());
-        return call("cross_entropy_grad", [&](CallArguments &a) {
-          a.value(logits)
-              .value(targets)
-              .optional(in(grad.getAllTargets()))
-              .value(in(grad.getDloss()))
-              .value(dlogits)
-              .i64(grad.getIgnoreIndex());
-        });
-      })
-      .Case([&](tess::CrossEntropyWithGradOp loss) {
-        Value logits = rowsView(loss.getLogits());
-        Value targets = flatView(loss.getTargets());
-        Value dlogits = rowsView(loss.getDlogits());
-        return call("cross_entropy_with_grad", [&](CallArguments &a) {
-          a.value(logits)
-              .value(targets)
-              .optional(in(loss.getAllTargets()))
-              .value(in(loss.getDloss()))
-              .value(out(0))
-              .value(dlogits)
-              .i64(loss.getIgnoreIndex());
-        });
-      })
-      .Case([&](tess::GeluGradOp grad) {
-        const char *kind =
-            grad.getApproximation() == tess::GeluApproximation::tanh
-                ? "TESSERA_GELU_TANH"
-                : "TESSERA_GELU_ERF";
-        return call("unary_grad", [&](CallArguments &a) {
-          a.literal(kind)
-              .value(in(op.getOperand(0)))
-              .value(in(op.getOperand(1)))
-              .value(out());
-        });
-      })
-      .Case([&](tess::SwigluOp swiglu) {
-        return call("swiglu", [&](CallArguments &a) {
-          a.value(in(swiglu.getGate())).value(in(swiglu.getUp())).value(out());
-        });
-      })
-      .Case([&](tess::SwigluGradOp grad) {
-        return call("swiglu_grad", [&](CallArguments &a) {
-          a.value(in(grad.getGate()))
-              .value(in(grad.getUp()))
-              .value(in(grad.getDy()))
-              .value(out(0))
-              .value(out(1));
-        });
-      })
-      .Case([&](tess::SiluGradOp) {
-        return call("unary_grad", [&](CallArguments &a) {
-          a.literal("TESSERA_SILU")
-              .value(in(op.getOperand(0)))
-              .value(in(op.getOperand(1)))
-              .value(out());
-        });
-      })
-      .Case([&](tess::LayerNormGradOp grad) {
-        return normGradCall("layer_norm_grad", grad, [&](CallArguments &a) {
-          a.optional(grad.getDscale() ? in(grad.getDscale()) : Value())
-              .optional(grad.getDbias() ? in(grad.getDbias()) : Value());
-        });
-      })
-      .Case([&](tess::RmsNormGradOp grad) {
-        return normGradCall("rms_norm_grad", grad, [&](CallArguments &a) {
-          a.optional(grad.getScale() ? out(1) : Value());
-        });
-      })
-      .Case([&](tess::SoftmaxGradOp grad) {
-        return call("softmax_grad", [&](CallArguments &a) {
-          a.value(in(grad.getOutput()))
-              .value(in(grad.getDy()))
-              .value(out())
-              .i64(axisOf(grad.getAxis(), grad.getOutput()));
-        });
-      })
-      .Case([&](tess::AttentionGradOp grad) {
-        Value opSeed = attentionSeed(grad.getDropout().convertToDouble(),
-                                     grad.getSeed());
-        return call("attention_grad", [&](CallArguments &a) {
-          a.value(in(grad.getQuery()))
-              .value(in(grad.getKey()))
-              .value(in(grad.getValue()))
-              .optional(in(grad.getMask()))
-              .value(in(grad.getDy()))
-              .value(out(0))
-              .value(out(1))
-              .value(out(2))
-              .i32(grad.getCausal())
-              .f64(grad.getScale().convertToDouble())
-              .f64(grad.getDropout().convertToDouble())
-              .value(opSeed);
-        });
-      })
-      .Case([&](tess::PackedAttentionGradOp grad) {
-        return call("packed_attention_grad", [&](CallArguments &a) {
-          a.value(in(grad.getQkv()))
-              .value(in(grad.getY()))
-              .value(in(grad.getLse()))
-              .value(in(grad.getDy()))
-              .value(out())
-              .i64(static_cast<int64_t>(grad.getQueryHeads()))
-              .i64(static_cast<int64_t>(grad.getKeyHeads()))
-              .i32(grad.getCausal())
-              .f64(grad.getScale().convertToDouble());
-        });
-      })
-      .Case([&](tess::EmbeddingGradOp grad) {
-        return call("embedding_grad", [&](CallArguments &a) {
-          a.value(in(grad.getIndices())).value(in(grad.getDy())).value(out());
-        });
-      })
-      .Case([&](tess::GatherGradOp grad) {
-        return call("gather_grad", [&](CallArguments &a) {
-          a.value(in(grad.getIndices()))
-              .value(in(grad.getDy()))
-              .value(out())
-              .i64(axisOf(grad.getAxis(), grad.getResult()));
-        });
-      })
-      .Case([&](tess::SliceGradOp grad) {
-        Value starts = int64Table(grad.getStarts());
-        Value strides = int64Table(grad.getStrides());
-        return call("slice_grad", [&](CallArguments &a) {
-          a.value(in(grad.getDy())).value(out()).value(starts).value(strides);
-        });
-      })
-      .Case([&](tess::ConcatOp concat) {
-        unsigned count = concat.getInputs().size();
-        return call("concat", [&](CallArguments &a) {
-          // const tessera_tensor *inputs[count] = {...};
-          auto arrayType = emitc::ArrayType::get({count}, types.constTensorPointer);
-          Value inputs = emitc::VariableOp::create(
-              builder, loc, arrayType, emitc::OpaqueAttr::get(context, ""));
-          for (auto [index, input] : llvm::enumerate(concat.getInputs())) {
-            Value position = emitc::ConstantOp::create(
-                builder, loc, types.index, builder.getIndexAttr(index));
-            Value slot = emitc::SubscriptOp::create(
-                builder, loc, emitc::LValueType::get(types.constTensorPointer),
-                inputs, ValueRange{position});
-            Value pointer = in(input);
-            if (pointer.getType() != types.constTensorPointer)
-              pointer = emitc::CastOp::create(builder, loc,
-                                              types.constTensorPointer, pointer);
-            emitc::AssignOp::create(builder, loc, slot, pointer);
-          }
-          a.value(inputs).i32(count).value(out()).i64(
-              axisOf(concat.getAxis(), concat.getResult()));
-        });
-      })
-      .Case([&](tess::SplitOp split) {
-        // Contiguous pieces are views of the input (describeResults).
-        if (plan.storage.lookup(split.getResult(0)).kind == StorageKind::Alias)
-          return success();
-        unsigned count = split.getNumResults();
-        return call("split", [&](CallArguments &a) {
-          auto arrayType = emitc::ArrayType::get({count}, types.tensorPointer);
-          Value outputs = emitc::VariableOp::create(
-              builder, loc, arrayType, emitc::OpaqueAttr::get(context, ""));
-          for (unsigned index = 0; index < count; ++index) {
-            Value position = emitc::ConstantOp::create(
-                builder, loc, types.index, builder.getIndexAttr(index));
-            Value slot = emitc::SubscriptOp::create(
-                builder, loc, emitc::LValueType::get(types.tensorPointer),
-                outputs, ValueRange{position});
-            emitc::AssignOp::create(builder, loc, slot, out(index));
-          }
-          a.value(in(split.getInput()))
-              .value(outputs)
-              .i32(count)
-              .i64(axisOf(split.getAxis(), split.getInput()));
-        });
-      })
-      .Case<tess::ReduceSumOp, tess::ReduceMeanOp, tess::ReduceMaxOp,
-            tess::ReduceMinOp>([&](auto reduction) {
-        const char *kind =
-            isa<tess::ReduceSumOp>(op)    ? "TESSERA_REDUCE_SUM"
-            : isa<tess::ReduceMeanOp>(op) ? "TESSERA_REDUCE_MEAN"
-            : isa<tess::ReduceMaxOp>(op)  ? "TESSERA_REDUCE_MAX"
-                                          : "TESSERA_REDUCE_MIN";
-        SmallVector<int64_t> dims;
-        for (int64_t dim : reduction.getDims())
-          dims.push_back(axisOf(dim, op.getOperand(0)));
-        llvm::sort(dims);
-        Value table = int64Table(dims);
-        return call("reduce", [&](CallArguments &a) {
-          a.literal(kind)
-              .value(in(op.getOperand(0)))
-              .value(out())
-              .value(table)
-              .i32(dims.size());
-        });
-      })
-      // The collectives of a partitioned step: comm.h on the communicator
-      // of the op's mesh axis (mesh_step.h). all_reduce works in place, so
-      // its result first takes a copy of the operand.
-      .Case([&](tess::AllReduceOp reduce) {
-        kernelCall("copy", [&](CallArguments &a) {
-          a.value(in(reduce.getInput())).value(out());
-        });
-        const char *kind =
-            reduce.getReduction() == tess::CollectiveReduction::max
-                ? "TESSERA_REDUCE_MAX"
-                : "TESSERA_REDUCE_SUM";
-        return meshCall(op, "all_reduce", [&](CallArguments &a) {
-          a.value(out()).literal(kind);
-        });
-      })
-      .Case([&](tess::AllGatherOp gather) {
-        return meshCall(op, "all_gather", [&](CallArguments &a) {
-          a.value(in(gather.getInput())).value(out()).i32(gather.getDim());
-        });
-      })
-      .Case([&](tess::ReduceScatterOp scatter) {
-        return meshCall(op, "reduce_scatter",
-                        [&](CallArguments &a) {
-                          a.value(in(scatter.getInput()))
-                              .value(out())
-                              .i32(scatter.getDim());
-                        });
-      })
-      .Case([&](tess::AllToAllOp exchange) {
-        return meshCall(op, "all_to_all", [&](CallArguments &a) {
-          a.value(in(exchange.getInput()))
-              .value(out())
-              .i32(exchange.getSplitDim())
-              .i32(exchange.getConcatDim());
-        });
-      })
-      .Case([&](tess::ShardSliceOp slice) {
-        return meshCall(
-            op, "shard_slice",
-            [&](CallArguments &a) {
-              a.value(in(slice.getInput())).value(out()).i32(slice.getDim());
-            },
-            /*withStream=*/false);
-      })
-      .Default([&](Operation *unknown) {
-        return unknown->emitError("tess-lower-to-emitc: no kernel for '")
-               << unknown->getName() << "' in @forward_backward";
-      });
+  if (auto constant = dyn_cast<tess::ConstantOp>(op))
+    return lowerConstant(constant);
+  if (const KernelCallPattern *pattern = kernelCallPatterns().lookup(op))
+    return (*pattern)(op, *this);
+  return op.emitError("tess-lower-to-emitc: no kernel for '")
+         << op.getName() << "' in @forward_backward";
 }
 
 /// Results not written in place are copied into the caller's storage (and
