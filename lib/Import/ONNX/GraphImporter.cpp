@@ -261,6 +261,39 @@ void GraphImporter::setConstantResult(unsigned index, HostTensor tensor) {
   }
 }
 
+std::string GraphImporter::boundDimsNote(llvm::ArrayRef<int64_t> shape) const {
+  if (options.dims.empty())
+    return "";
+  std::string named, all;
+  for (const auto &[name, value] : options.dims) {
+    std::string flag = "--dim " + name + "=" + std::to_string(value);
+    all += (all.empty() ? "" : ", ") + flag;
+    if (value > 1 && llvm::is_contained(shape, value))
+      named += (named.empty() ? "" : ", ") + flag;
+  }
+  return named.empty() ? " (bound dims: " + all + ")"
+                       : " (its dims come from " + named + ")";
+}
+
+std::string GraphImporter::foldLimitReason() const {
+  for (const std::string &output : currentNode->output()) {
+    auto it = values.find(output);
+    if (output.empty() || it == values.end() || !it->second.value)
+      continue;
+    auto type = llvm::dyn_cast<RankedTensorType>(it->second.value.getType());
+    // importNode has checked that the count fits in 64 bits.
+    if (!type || type.getNumElements() <= kMaxFoldedElements)
+      continue;
+    return "node '" + currentNode->name() + "' (" + currentNode->op_type() +
+           ") was not folded: its result '" + output + "' " +
+           shapeString(type.getShape()) + " has " +
+           std::to_string(type.getNumElements()) +
+           " elements, more than the " + std::to_string(kMaxFoldedElements) +
+           " Tessera folds on the host" + boundDimsNote(type.getShape());
+  }
+  return "";
+}
+
 int64_t GraphImporter::hostBytes(const HostTensor &tensor) {
   // HostTensor keeps one int64 or one double per element.
   return tensor.numElements() * 8;
@@ -643,7 +676,20 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
                      "': its inputs are all known at compile time, but it "
                      "could not be folded (Tessera folds results of up to " +
                      std::to_string(kMaxFoldedElements) +
-                     " elements) and has no run-time form");
+                     " elements) and has no run-time form" +
+                     boundDimsNote({}));
+  // An op that exists only on the host (CumSum, Range) reading a value that
+  // is run-time only because an earlier fold was too large: that fold, and
+  // the --dim behind it, is the cause, not the op.
+  if (handler == handlers.end())
+    for (const std::string &input : node.input()) {
+      auto it = input.empty() ? values.end() : values.find(input);
+      if (it != values.end() && !it->second.notFoldedBecause.empty())
+        return nodeError("'" + node.op_type() +
+                         "' has no run-time form and needs its input '" +
+                         input + "' known at compile time, but " +
+                         it->second.notFoldedBecause);
+    }
   if (handler == handlers.end())
     return nodeError("unsupported ONNX op '" + node.op_type() + "'");
   attributeError.reset();
@@ -662,8 +708,25 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
       continue;
     if (std::optional<std::string> reason =
             invalidShapeReason(type.getShape()))
-      return nodeError("output '" + output + "': " + *reason);
+      return nodeError("output '" + output + "': " + *reason +
+                       boundDimsNote(type.getShape()));
   }
+  // Remember why results that could have been constants are not (a fold
+  // over the limit here, or in a value this node reads).
+  std::string notFoldedBecause;
+  if (allConstant && !keepLargeSelect)
+    notFoldedBecause = foldLimitReason();
+  for (int i = 0; i < node.input_size() && notFoldedBecause.empty(); ++i) {
+    auto it = node.input(i).empty() ? values.end() : values.find(node.input(i));
+    if (it != values.end())
+      notFoldedBecause = it->second.notFoldedBecause;
+  }
+  if (!notFoldedBecause.empty())
+    for (const std::string &output : node.output()) {
+      auto it = output.empty() ? values.end() : values.find(output);
+      if (it != values.end() && it->second.value)
+        it->second.notFoldedBecause = notFoldedBecause;
+    }
   return llvm::Error::success();
 }
 
@@ -718,14 +781,31 @@ llvm::Expected<OwningOpRef<ModuleOp>> GraphImporter::run() {
                 checkDeclaredShape(*info->second, it->second, "value"))
           return std::move(error);
     }
-    if (foldedBytes > kFoldedBytesBudget)
+    if (foldedBytes > kFoldedBytesBudget) {
+      // Name the node's largest folded result and the dims in its shape.
+      std::string largest;
+      int64_t largestBytes = 0;
+      for (const std::string &output : node.output()) {
+        auto it = output.empty() ? values.end() : values.find(output);
+        if (it == values.end() || !it->second.constant ||
+            hostBytes(*it->second.constant) <= largestBytes)
+          continue;
+        largestBytes = hostBytes(*it->second.constant);
+        largest = ": its result '" + output + "' " +
+                  shapeString(it->second.constant->getShape()) +
+                  " alone takes " + std::to_string(largestBytes >> 20) +
+                  " MiB" + boundDimsNote(it->second.constant->getShape());
+      }
+      if (largest.empty())
+        largest = boundDimsNote({});
       return nodeError(
           "folding this graph on the host needs more than " +
           std::to_string(kFoldedBytesBudget >> 20) +
-          " MiB of compile-time constants at once: the bound dims are too "
-          "large for the shape and mask arithmetic it folds (compile one "
-          "micro-batch: a smaller --dim batch), or the model computes "
-          "something unreasonably large from its shapes");
+          " MiB of compile-time constants at once" + largest +
+          "; the bound dims are too large for the shape and mask arithmetic "
+          "it folds (compile one micro-batch: a smaller --dim batch), or the "
+          "model computes something unreasonably large from its shapes");
+    }
     releaseDeadInputs(node);
   }
   currentNode = nullptr;

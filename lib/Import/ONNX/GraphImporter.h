@@ -39,6 +39,12 @@ struct ImportedValue {
   /// The elements of an ONNX sequence.
   std::vector<ImportedValue> sequence;
   bool isSequence = false;
+  /// For a run-time value that would be known at compile time but for a
+  /// fold the evaluator declined as too large (here or in a value it is
+  /// computed from): why, naming that node and the --dim that made it so.
+  /// An op without a run-time form that reads it reports this reason
+  /// instead of calling itself unsupported.
+  std::string notFoldedBecause;
 
   bool isConstant() const { return constant != nullptr; }
 };
@@ -200,13 +206,24 @@ private:
   typedAttr(llvm::StringRef name, onnx::AttributeProto::AttributeType type,
             llvm::StringRef typeName) const;
   static int64_t hostBytes(const HostTensor &tensor);
+  /// " (its dims come from --dim batch=N)" naming the bound dims among
+  /// `shape`'s dims (those above 1), or " (bound dims: ...)" when none is;
+  /// empty without --dim.
+  std::string boundDimsNote(llvm::ArrayRef<int64_t> shape) const;
+  /// After the current node's handler ran although its inputs were all
+  /// known: why its results were not folded (one is over the fold limit),
+  /// or empty when that is not the reason.
+  std::string foldLimitReason() const;
   /// Drops the values `node` read for the last time.
   void releaseDeadInputs(const onnx::NodeProto &node);
 
   /// Live folded constants may hold at most this much host memory. GPT-2's
   /// exported causal mask folds through [batch, 1, seq, seq] tensors, so this
   /// bounds batch * seq^2 (about 48 x 1024^2); planning compiles one
-  /// micro-batch, which stays far below.
+  /// micro-batch, which stays far below. A much larger batch may compile
+  /// again: once a mask is over kMaxFoldedElements it is not folded at all
+  /// but stays a run-time op (its error, if a host-only op such as CumSum
+  /// then reads it, is ImportedValue::notFoldedBecause).
   static constexpr int64_t kFoldedBytesBudget = int64_t(3) << 29;
 
   const onnx::ModelProto &model;
