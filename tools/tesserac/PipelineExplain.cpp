@@ -1,6 +1,7 @@
 //===- PipelineExplain.cpp - the pipeline planner's flags and report ------===//
 
 #include "PipelineExplain.h"
+#include "PassDiagnostics.h"
 
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/PipelineReport.h"
@@ -82,21 +83,24 @@ bool requested() {
          tracePath.getNumOccurrences();
 }
 
-/// The training program of the model at `batch` samples.
-Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+/// The training program of the model at `batch` samples; null after the
+/// error is printed.
+mlir::OwningOpRef<mlir::ModuleOp>
 buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
              int64_t batch, const BuildTrainingOptions &training,
              mlir::MLIRContext &context) {
   options.dims["batch"] = batch;
   auto module = onnx_import::importOnnxModel(inputPath, options, context);
-  if (!module)
-    return module.takeError();
+  if (!module) {
+    fail(toString(module.takeError()));
+    return nullptr;
+  }
   mlir::PassManager passes(&context);
   buildImportCleanupPipeline(passes);
   buildTrainingPipeline(passes, training);
-  if (mlir::failed(passes.run(**module)))
-    return createStringError(inconvertibleErrorCode(),
-                             inputPath + ": building the training step failed");
+  if (runPasses(passes, **module,
+                inputPath + ": building the training step failed"))
+    return nullptr;
   return std::move(*module);
 }
 
@@ -204,16 +208,17 @@ std::optional<int> explainPipeline(StringRef inputPath,
   // The program at two batch sizes gives every cost at any micro-batch
   // (UnitProfile.h says why not batch 1).
   mlir::MLIRContext context;
+  PassDiagnostics diagnostics(context, inputPath.str());
   constexpr int64_t firstBatch = 2;
   auto first =
       buildProgram(inputPath, options, firstBatch, training, context);
   if (!first)
-    return fail(toString(first.takeError()));
+    return 1;
   auto second =
       buildProgram(inputPath, options, firstBatch + 1, training, context);
   if (!second)
-    return fail(toString(second.takeError()));
-  auto profile = pipeline::profileProgram(**first, **second, firstBatch);
+    return 1;
+  auto profile = pipeline::profileProgram(*first, *second, firstBatch);
   if (!profile)
     return fail(inputPath + ": " + toString(profile.takeError()));
   pipeline::MegatronStageOracle oracle(*profile, cluster);

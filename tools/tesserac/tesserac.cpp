@@ -34,8 +34,13 @@
 // executable runs the mesh's ranks as threads of one process, launched one
 // rank per GPU over NCCL (runtime/train/MeshParallel.h).
 //
+// Every error is one `tesserac: error: ...` line naming the file, node or
+// flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
+// in the same form instead of MLIR's raw `loc(...)` line.
+//
 //===----------------------------------------------------------------------===//
 
+#include "PassDiagnostics.h"
 #include "PipelineExplain.h"
 #include "tessera/Analysis/ModelSummary.h"
 #include "tessera/CostModel/TrainingStepEstimate.h"
@@ -63,6 +68,10 @@
 #include <optional>
 
 using namespace llvm;
+using tessera::tesserac::failUnlessReported;
+using tessera::tesserac::PassDiagnostics;
+using tessera::tesserac::printedErrorCount;
+using tessera::tesserac::runPasses;
 
 namespace {
 
@@ -421,9 +430,8 @@ int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
     training.addNestedPass<mlir::func::FuncOp>(
         tessera::createPackQkvProjections());
   tessera::buildTrainingPipeline(training, trainingOptions());
-  if (mlir::failed(training.run(module)))
-    return fail(inputPath + ": building the training step failed");
-  return 0;
+  return runPasses(training, module,
+                   inputPath + ": building the training step failed");
 }
 
 /// --remat: recomputes the chosen activations of every layer in the
@@ -440,9 +448,8 @@ int rematerializeStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
   tessera::RematerializeOptions options;
   options.mode = tessera::pipeline::rematName(*mode).str();
   remat.addPass(tessera::createRematerialize(options));
-  if (mlir::failed(remat.run(module)))
-    return fail(inputPath + ": --remat " + options.mode + " failed");
-  return 0;
+  return runPasses(remat, module,
+                   inputPath + ": --remat " + options.mode + " failed");
 }
 
 /// Parses --memory-limit: a number with an optional unit (B, KiB, MiB, GiB,
@@ -594,9 +601,8 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
       WithColor::remark(errs(), "tesserac") << "partition: " << line << "\n";
   }
   partitioning.addPass(tessera::createPartitionSpmd());
-  if (mlir::failed(partitioning.run(module)))
-    return fail(inputPath + ": partitioning the training step failed");
-  return 0;
+  return runPasses(partitioning, module,
+                   inputPath + ": partitioning the training step failed");
 }
 
 /// The mesh of --target/--emit=cpp --mesh: the program is partitioned for it
@@ -670,13 +676,16 @@ int compileTrainingProgram(
   lowerOptions.weightsFile = weightsPath;
   lowerOptions.targetName = target == Target::Cuda ? "cuda" : "cpu";
   lowering.addPass(tessera::createLowerToEmitC(lowerOptions));
-  if (mlir::failed(lowering.run(module)))
-    return fail(inputPath + ": lowering the training step to C++ failed");
+  if (runPasses(lowering, module,
+                inputPath + ": lowering the training step to C++ failed"))
+    return 1;
 
   std::string cpp;
   raw_string_ostream cppStream(cpp);
+  unsigned errorsBefore = printedErrorCount();
   if (mlir::failed(mlir::emitc::translateToCpp(module, cppStream)))
-    return fail(inputPath + ": translating the step to C++ failed");
+    return failUnlessReported(errorsBefore, inputPath +
+                                  ": translating the step to C++ failed");
 
   if (!buildExecutable)
     return writeOutput([&](raw_ostream &os) { os << cpp; });
@@ -904,6 +913,8 @@ int main(int argc, char **argv) {
                 "FILE");
 
   mlir::MLIRContext context;
+  // Every pass error is printed once, in tesserac's own style.
+  PassDiagnostics diagnostics(context, inputPath);
   auto module =
       tessera::onnx_import::importOnnxModel(inputPath, options, context);
   if (!module) {
@@ -921,8 +932,9 @@ int main(int argc, char **argv) {
   if (emit != EmitStage::TessImport) {
     mlir::PassManager pm(&context);
     tessera::buildImportCleanupPipeline(pm);
-    if (mlir::failed(pm.run(**module)))
-      return fail(inputPath + ": the import cleanup pipeline failed");
+    if (runPasses(pm, **module,
+                  inputPath + ": the import cleanup pipeline failed"))
+      return 1;
   }
 
   if (explain)
@@ -949,8 +961,9 @@ int main(int argc, char **argv) {
       return status;
     mlir::PassManager preparation(&context);
     addLoweringPreparation(preparation);
-    if (mlir::failed(preparation.run(*step)))
-      return fail(inputPath + ": preparing the training step failed");
+    if (runPasses(preparation, *step,
+                  inputPath + ": preparing the training step failed"))
+      return 1;
     auto forwardBackward =
         step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
     if (!forwardBackward)
