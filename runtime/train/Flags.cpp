@@ -293,8 +293,8 @@ const std::vector<FlagSpec> &flagTable() {
          o.overwriteCheckpoints = true;
        }},
       {"--metrics", "FILE.jsonl",
-       "also write one JSON object per step to FILE (appended to on "
-       "--resume)",
+       "also write one JSON object per step to FILE (replacing it at the "
+       "first step; --resume continues it from the checkpoint's step)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          if (v.empty())
            usageError(flag + ": the file name is empty");

@@ -12,14 +12,41 @@
 // --grad-norms-every's steps layer_grad_norms and param_grad_norms, objects
 // from names to norms in program order.
 //
+// The file (--metrics) is appended to a line a step, so it cannot be written
+// once and renamed as the dumps and the trace are; what a user of
+// llm.c's logs or TensorBoard's events expects of it is still this:
+// - It is checked at start (TrainMain: its directory takes new files, it is
+//   not a directory), not after the first step.
+// - An existing file is never left truncated or half replaced: the run
+//   writes a temporary file beside it (FILE.tmp.XXXXXX) and renames it
+//   over FILE when the first step is recorded. A run that fails before its
+//   first step (bad data, weights, a divergence at step 1) leaves the
+//   previous run's metrics as they were; from the first step on the file
+//   is the new run's, each line flushed as it is written.
+// - --resume continues the file as TensorBoard's purge_step does: of the
+//   existing lines it keeps the whole ones of steps up to the checkpoint's
+//   step, and drops those the killed run wrote after its last checkpoint
+//   (the resumed run computes them again) and a last line cut by the kill.
+//   So after any number of kills and resumes the file holds each step once,
+//   in order, like an uninterrupted run's (llm.c, which only appends, would
+//   hold some twice). The kept lines are copied into the temporary file,
+//   which replaces FILE at the first step as above. A line that is not one
+//   of ours (no leading "step") is kept.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Metrics.h"
 
 #include "Json.h"
+#include "RegularFile.h"
 #include "TrainError.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
 
 namespace tessera::train {
 namespace {
@@ -105,19 +132,99 @@ std::string formatMetricsLine(const StepMetrics &metrics) {
   return line;
 }
 
+namespace {
+
+/// The step of a metrics line ({"step":N,...}), or nothing for a line
+/// that does not start as ours do.
+std::optional<int64_t> stepOfLine(const std::string &line) {
+  static const std::string prefix = "{\"step\":";
+  if (line.compare(0, prefix.size(), prefix) != 0)
+    return std::nullopt;
+  const char *start = line.c_str() + prefix.size();
+  char *end = nullptr;
+  errno = 0;
+  long long step = std::strtoll(start, &end, 10);
+  if (end == start || errno != 0 || (*end != ',' && *end != '}'))
+    return std::nullopt;
+  return step;
+}
+
+/// Copies the whole lines of `path` whose step is at most `resumedStep`
+/// to `out`. A missing file holds none.
+void copyLinesUpTo(const std::string &path, int64_t resumedStep, FILE *out,
+                   const std::string &stagingPath) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 && errno == ENOENT)
+    return;
+  RegularFile existing(path);
+  FILE *in = ::fdopen(::dup(existing.descriptor()), "r");
+  if (!in)
+    fail("--metrics: cannot read " + describeSystemError(path));
+  char *buffer = nullptr;
+  size_t capacity = 0;
+  ssize_t length;
+  bool written = true;
+  while ((length = ::getline(&buffer, &capacity, in)) > 0) {
+    std::string line(buffer, static_cast<size_t>(length));
+    // A line without its newline is the one a kill cut short.
+    if (line.back() != '\n')
+      break;
+    std::optional<int64_t> step = stepOfLine(line);
+    if (step && *step > resumedStep)
+      continue;
+    written &= std::fputs(line.c_str(), out) >= 0;
+  }
+  bool readFailed = std::ferror(in) != 0;
+  std::free(buffer);
+  std::fclose(in);
+  if (readFailed)
+    fail("--metrics: cannot read " + describeSystemError(path));
+  if (!written || std::fflush(out) != 0)
+    fail("--metrics: cannot write " + describeSystemError(stagingPath));
+}
+
+} // namespace
+
 MetricsWriter::MetricsWriter(FILE *console, const std::string &jsonlPath,
-                             bool append)
+                             std::optional<int64_t> resumedStep)
     : console(console), jsonlPath(jsonlPath) {
   if (jsonlPath.empty())
     return;
-  jsonl = std::fopen(jsonlPath.c_str(), append ? "a" : "w");
-  if (!jsonl)
-    fail("--metrics: cannot open " + describeSystemError(jsonlPath));
+  std::string temporary = jsonlPath + ".tmp.XXXXXX";
+  std::vector<char> name(temporary.begin(), temporary.end());
+  name.push_back('\0');
+  int descriptor = ::mkstemp(name.data());
+  if (descriptor < 0)
+    fail("--metrics: cannot write " + describeSystemError(jsonlPath));
+  stagingPath = name.data();
+  // mkstemp creates the file 0600; metrics are ordinary data.
+  (void)::fchmod(descriptor, 0644);
+  jsonl = ::fdopen(descriptor, "w");
+  if (!jsonl) {
+    int savedErrno = errno;
+    ::close(descriptor);
+    ::unlink(stagingPath.c_str());
+    errno = savedErrno;
+    fail("--metrics: cannot write " + describeSystemError(stagingPath));
+  }
+  if (!resumedStep)
+    return;
+  try {
+    copyLinesUpTo(jsonlPath, *resumedStep, jsonl, stagingPath);
+  } catch (...) {
+    std::fclose(jsonl);
+    jsonl = nullptr;
+    ::unlink(stagingPath.c_str());
+    throw;
+  }
 }
 
 MetricsWriter::~MetricsWriter() {
   if (jsonl)
     std::fclose(jsonl);
+  // No step was recorded: the previous file stays as it was.
+  if (!stagingPath.empty())
+    ::unlink(stagingPath.c_str());
 }
 
 void MetricsWriter::record(const StepMetrics &metrics) {
@@ -129,6 +236,13 @@ void MetricsWriter::record(const StepMetrics &metrics) {
     std::string line = formatMetricsJson(metrics) + "\n";
     if (std::fputs(line.c_str(), jsonl) < 0 || std::fflush(jsonl) != 0)
       fail("--metrics: cannot write " + describeSystemError(jsonlPath));
+    // The first step's line is in the temporary file: it now replaces the
+    // previous file whole, and later lines are appended to it in place.
+    if (!stagingPath.empty()) {
+      if (std::rename(stagingPath.c_str(), jsonlPath.c_str()) != 0)
+        fail("--metrics: cannot replace " + describeSystemError(jsonlPath));
+      stagingPath.clear();
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace tessera::train {
@@ -50,10 +51,13 @@ struct StepMetrics {
 
 class MetricsWriter {
 public:
-  /// Opens `jsonlPath` (if not empty): truncated for a new run, appended to
-  /// when `append` (a resumed run continues the same file). Throws
-  /// TrainError naming the file if it cannot be opened.
-  MetricsWriter(FILE *console, const std::string &jsonlPath, bool append);
+  /// Prepares `jsonlPath` (if not empty; Metrics.cpp's design says how it
+  /// is written): a new run (`resumedStep` empty) starts it empty, a run
+  /// resumed at step S keeps the existing file's whole lines of steps up to
+  /// S. Nothing replaces the file before the first step is recorded.
+  /// Throws TrainError naming the file if it cannot be read or written.
+  MetricsWriter(FILE *console, const std::string &jsonlPath,
+                std::optional<int64_t> resumedStep);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter &) = delete;
   MetricsWriter &operator=(const MetricsWriter &) = delete;
@@ -66,6 +70,9 @@ private:
   FILE *console;
   FILE *jsonl = nullptr;
   std::string jsonlPath;
+  /// The file being written, under its temporary name until the first
+  /// step renames it over jsonlPath (then empty).
+  std::string stagingPath;
 };
 
 /// The JSON object of one step, without a newline.

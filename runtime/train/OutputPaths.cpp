@@ -1,7 +1,12 @@
 //===- OutputPaths.cpp - Checking where a run will write ------------------===//
 //
-// See OutputPaths.h. access(2) answers for this process's real ids, which
-// is what the driver writes with; a read-only mount answers EROFS.
+// See OutputPaths.h. Whether a directory takes new files is answered by
+// trying: a uniquely named file is created in it and removed at once.
+// access(2) cannot answer it: it says yes to root whatever the mode bits
+// (CI runs as root), and yes on a file system that refuses every new file
+// without being mounted read-only (sysfs, procfs, a full quota, an ACL or
+// an LSM policy it does not evaluate); the probe asks the file system
+// itself, with the ids and the path the writes will use.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +18,7 @@
 #include <cstring>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace tessera::train {
 std::string parentDirectory(const std::string &path) {
@@ -29,8 +35,15 @@ void requireWritableDirectory(const std::string &flag,
     fail(flag + ": " + describeSystemError(directory));
   if (!S_ISDIR(info.st_mode))
     fail(flag + ": " + directory + " is not a directory");
-  if (::access(directory.c_str(), W_OK | X_OK) != 0)
-    fail(flag + ": cannot write into " + describeSystemError(directory));
+  std::string probe = directory + "/.tessera-write-probe.XXXXXX";
+  std::vector<char> name(probe.begin(), probe.end());
+  name.push_back('\0');
+  int descriptor = ::mkstemp(name.data());
+  if (descriptor < 0)
+    fail(flag + ": cannot create files in " +
+         describeSystemError(directory));
+  ::close(descriptor);
+  ::unlink(name.data());
 }
 
 void requireWritableFile(const std::string &flag, const std::string &path) {

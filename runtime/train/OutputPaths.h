@@ -21,12 +21,14 @@ namespace tessera::train {
 std::string parentDirectory(const std::string &path);
 
 /// Throws TrainError naming `flag` unless `path` can be created or replaced
-/// as a file: not a directory, in an existing directory this process may
-/// write into.
+/// as a file: not a directory, in an existing directory this process can
+/// create files in (the file is created under a temporary name and renamed
+/// over `path`, so the directory, not `path`, must take writes).
 void requireWritableFile(const std::string &flag, const std::string &path);
 
 /// Throws TrainError naming `flag` unless `directory` (existing) is a
-/// directory this process may create files in.
+/// directory this process can create files in: it creates and removes a
+/// uniquely named file there (OutputPaths.cpp says why not access(2)).
 void requireWritableDirectory(const std::string &flag,
                               const std::string &directory);
 

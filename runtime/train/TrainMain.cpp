@@ -333,6 +333,8 @@ void Trainer::start() {
       requireWritableFile("--dump-grads", options.dumpGradientsFile);
     if (!options.traceFile.empty())
       requireWritableFile("--trace", options.traceFile);
+    if (!options.metricsFile.empty())
+      requireWritableFile("--metrics", options.metricsFile);
   }
   state.runId = newRunId();
   if (options.resume) {
@@ -502,7 +504,8 @@ int Trainer::run() {
   start();
   MetricsWriter metrics(isLeader() ? stdout : nullptr,
                         isLeader() ? options.metricsFile : std::string(),
-                        options.resume);
+                        options.resume ? std::optional<int64_t>(state.step)
+                                       : std::nullopt);
   const bool fp16 = program.precision == TESSERA_PRECISION_FP16;
   // Tokens of all ranks; MFU stays per GPU (each rank's FLOPs over its
   // own peak). A pipelined program counts every chunk's FLOPs: a stage's

@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -132,6 +134,20 @@ struct TrainRun {
   std::string out;
   std::string err;
 };
+
+/// The names in `directory` that look like a writer's temporary file
+/// (NAME.tmp.XXXXXX), space-separated: what a failed or finished run must
+/// not leave behind.
+std::string temporaryFilesIn(const std::string &directory) {
+  std::string found;
+  if (DIR *listing = ::opendir(directory.c_str())) {
+    while (dirent *entry = ::readdir(listing))
+      if (std::string(entry->d_name).find(".tmp.") != std::string::npos)
+        found += std::string(found.empty() ? "" : " ") + entry->d_name;
+    ::closedir(listing);
+  }
+  return found;
+}
 
 class TrainMainTest : public ::testing::Test {
 protected:
@@ -313,6 +329,111 @@ TEST_F(TrainMainTest, ResumeIsBitForBit) {
   EXPECT_TRUE(checkpoint.find("optimizer.m.linear.weight"));
   EXPECT_TRUE(checkpoint.find("optimizer.v.linear.bias"));
   EXPECT_EQ(checkpoint.tensors.size(), 6u);
+}
+
+// Tests that the metrics file of a resumed run holds each step once, as an
+// uninterrupted run's does: the killed run wrote step 5 after its last
+// checkpoint (step 4) and was cut short in the middle of step 6's line;
+// resuming from step 4 drops both and writes them again.
+TEST_F(TrainMainTest, ResumedMetricsHoldEachStepOnce) {
+  std::vector<std::string> common = {"--data",  dataPath, "--steps",
+                                     "8",       "--lr",   "0.05",
+                                     "--seed",  "7",      "--checkpoint-every",
+                                     "2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> words = common;
+    words.insert(words.end(), extra.begin(), extra.end());
+    return words;
+  };
+  TrainRun whole = train(with({"--checkpoint-dir", directory + "/whole",
+                               "--metrics", directory + "/whole.jsonl"}),
+                         program());
+  ASSERT_EQ(whole.exitCode, 0) << whole.err;
+
+  hooks = ProgramHooks();
+  hooks.failAtCall = 6;
+  const std::string metrics = directory + "/parts.jsonl";
+  TrainRun killed = train(
+      with({"--checkpoint-dir", directory + "/parts", "--metrics", metrics}),
+      program());
+  ASSERT_EQ(killed.exitCode, 1);
+  ASSERT_EQ(readMetrics(metrics).size(), 5u);
+  writeBytes(metrics, readBytes(metrics) + "{\"step\":6,\"loss\":2.0");
+
+  hooks = ProgramHooks();
+  TrainRun resumed = train(with({"--checkpoint-dir", directory + "/parts",
+                                 "--metrics", metrics, "--resume"}),
+                           program());
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.err;
+  std::vector<JsonValue> a = readMetrics(directory + "/whole.jsonl");
+  std::vector<JsonValue> b = readMetrics(metrics);
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u) << readBytes(metrics);
+  for (size_t i = 0; i < b.size(); ++i) {
+    EXPECT_EQ(b[i].find("step")->number, static_cast<double>(i + 1));
+    EXPECT_EQ(a[i].find("loss")->numberText, b[i].find("loss")->numberText)
+        << i;
+  }
+  EXPECT_EQ(temporaryFilesIn(directory), "");
+}
+
+// Tests that a run which fails before its first step leaves the previous
+// run's metrics file as it was (a new run replaces it only when it has a
+// step to write), and leaves no temporary file behind.
+TEST_F(TrainMainTest, AFailedStartKeepsThePreviousMetrics) {
+  const std::string metrics = directory + "/m.jsonl";
+  TrainRun first =
+      train({"--data", dataPath, "--steps", "2", "--metrics", metrics},
+            program());
+  ASSERT_EQ(first.exitCode, 0) << first.err;
+  const std::string before = readBytes(metrics);
+  ASSERT_EQ(readMetrics(metrics).size(), 2u);
+
+  TrainRun failed = train({"--data", directory + "/missing.bin", "--steps",
+                           "3", "--metrics", metrics},
+                          program());
+  EXPECT_EQ(failed.exitCode, 1);
+  EXPECT_EQ(readBytes(metrics), before);
+  hooks = ProgramHooks();
+  hooks.failAtCall = 1;
+  failed = train({"--data", dataPath, "--steps", "3", "--metrics", metrics},
+                 program());
+  EXPECT_EQ(failed.exitCode, 1);
+  EXPECT_EQ(readBytes(metrics), before);
+  EXPECT_EQ(temporaryFilesIn(directory), "");
+
+  // The next run that trains replaces it.
+  hooks = ProgramHooks();
+  TrainRun next =
+      train({"--data", dataPath, "--steps", "3", "--metrics", metrics},
+            program());
+  ASSERT_EQ(next.exitCode, 0) << next.err;
+  EXPECT_EQ(readMetrics(metrics).size(), 3u);
+}
+
+// Tests that outputs on a file system that refuses new files are refused at
+// start even for root (CI runs as root, for which access(2) says every
+// directory is writable): sysfs takes no new files (EACCES for root, EROFS
+// where it is mounted read-only). The driver probes by creating a file.
+TEST_F(TrainMainTest, OutputsOnAFileSystemThatTakesNoFilesAreRefusedAtStart) {
+  struct stat info;
+  if (::stat("/sys", &info) != 0 || !S_ISDIR(info.st_mode))
+    GTEST_SKIP() << "no /sys here";
+  for (const auto &[flag, path] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"--checkpoint-dir", "/sys"},
+           {"--dump-params", "/sys/params.safetensors"},
+           {"--dump-grads", "/sys/grads.safetensors"},
+           {"--metrics", "/sys/metrics.jsonl"},
+           {"--trace", "/sys/trace.json"}}) {
+    hooks = ProgramHooks();
+    TrainRun run = train({"--data", dataPath, "--steps", "1", flag, path},
+                         program());
+    EXPECT_EQ(run.exitCode, 1) << flag;
+    EXPECT_NE(run.err.find(flag + ": "), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("/sys"), std::string::npos) << run.err;
+    EXPECT_EQ(hooks.calls, 0) << flag;
+  }
 }
 
 // Tests fp16 dynamic loss scaling: infinite gradients in step 3 skip that
