@@ -779,6 +779,13 @@ int main(int argc, char **argv) {
       return fail("-o " + outputPath +
                   ": is a directory; name the output file in it, e.g. -o " +
                   outputPath + "/train");
+    // Checked before any work: the staging names would otherwise be the
+    // ones an open failure names.
+    StringRef parent = sys::path::parent_path(outputPath.getValue());
+    if (!parent.empty() && !sys::fs::is_directory(parent))
+      return fail("-o " + outputPath + ": the directory " + parent.str() +
+                  (sys::fs::exists(parent) ? " is not a directory"
+                                           : " does not exist"));
     for (const std::string &output :
          {outputPath.getValue(), outputPath + ".weights.safetensors"}) {
       bool same = false;
