@@ -25,6 +25,13 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || [[ $seconds -eq 0 ]]; then
   exit 2
 fi
 
+for target in "${targets[@]}"; do
+  case "$target" in
+    safetensors | checkpoint | npy | token-shard) ;;
+    *) echo "fuzz.sh: unknown target '$target' (safetensors, checkpoint, npy, token-shard)" >&2; exit 2 ;;
+  esac
+done
+
 if [[ ! -f "$build/build.ninja" ]]; then
   CC=clang-22 CXX=clang++-22 cmake -G Ninja -S runtime -B "$build" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -44,7 +51,6 @@ for target in "${targets[@]}"; do
     safetensors | checkpoint) dictionary=runtime/fuzz/safetensors.dict max_len=65536 ;;
     npy) dictionary=runtime/fuzz/npy.dict max_len=4096 ;;
     token-shard) dictionary="" max_len=4096 ;;
-    *) echo "fuzz.sh: unknown target '$target'" >&2; exit 2 ;;
   esac
   corpus="$build/corpus/$target"
   findings="$build/findings/$target"
