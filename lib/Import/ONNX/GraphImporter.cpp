@@ -476,6 +476,13 @@ llvm::Error GraphImporter::importInitializers() {
       InitializerClassifier::create(model.graph(), withoutPatterns);
   if (!modelClassifier)
     return modelClassifier.takeError();
+  // The right-hand operands of the graph's matrix products: a weight, when
+  // it is an initializer.
+  llvm::StringSet<> productWeights;
+  for (const onnx::NodeProto &node : model.graph().node())
+    if ((node.op_type() == "MatMul" || node.op_type() == "Gemm") &&
+        node.input_size() >= 2)
+      productWeights.insert(node.input(1));
   for (const onnx::TensorProto &tensor : model.graph().initializer()) {
     // A parameter is known by its name (checkpoints, --freeze, the runtime).
     if (tensor.name().empty())
@@ -485,6 +492,24 @@ llvm::Error GraphImporter::importInitializers() {
       return llvm::createStringError(modelPath + ": initializer '" +
                                      tensor.name() + "' is defined twice");
     InitializerRole role = classifier->classify(tensor);
+    // torch.onnx.export(..., optimize=True) folds a parameter's transpose
+    // into a new initializer that the graph signature does not name: by the
+    // signature it is data, yet it is a product's weight matrix. Nothing can
+    // tell, without the module, whether it was learned; it is not trained,
+    // and the user is told so rather than left with weights that never move.
+    if (role == InitializerRole::Constant &&
+        classifier->outsideSignature(tensor.name()) &&
+        productWeights.contains(tensor.name()) && tensor.dims_size() >= 2 &&
+        (tensor.data_type() == onnx::TensorProto::FLOAT ||
+         tensor.data_type() == onnx::TensorProto::FLOAT16 ||
+         tensor.data_type() == onnx::TensorProto::BFLOAT16))
+      mlir::emitWarning(NameLoc::get(StringAttr::get(context(), tensor.name())))
+          << "initializer '" << tensor.name()
+          << "' is a matrix product's weight but not in the export's graph "
+             "signature, so it is imported as a constant and will not be "
+             "trained; torch.onnx.export(..., optimize=True) makes such "
+             "tensors by folding a parameter's transpose: export with "
+             "optimize=False to train it";
     bool frozenWeight =
         role != InitializerRole::TrainableParameter &&
         modelClassifier->classify(tensor) ==

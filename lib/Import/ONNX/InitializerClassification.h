@@ -32,6 +32,12 @@ public:
 
   InitializerRole classify(const onnx::TensorProto &initializer) const;
 
+  /// Whether the graph has torch.export's signature and `name` is not in
+  /// it: a tensor the exporter's optimizer made (classified a constant).
+  bool outsideSignature(llvm::StringRef name) const {
+    return !exportKinds.empty() && !exportKinds.count(name);
+  }
+
 private:
   InitializerClassifier() = default;
 

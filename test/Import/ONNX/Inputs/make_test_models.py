@@ -391,6 +391,27 @@ def linear_matmul_add():
     return g.model()
 
 
+def optimized_signature():
+    """What torch.onnx.export(..., optimize=True) leaves of two bias-free nn.Linear layers: the graph
+    signature (the value_info metadata pkg.torch.export.graph_signature.InputSpec.kind) names fc1.weight
+    a PARAMETER, but the optimizer folded fc2's Transpose(weight) into a new initializer, val_7, which the
+    signature does not name."""
+    g = GraphBuilder("optimized_signature")
+    x = g.input("x", [2, 16])
+    weight = g.initializer("fc1.weight", weights(61, [16, 16]))
+    folded = g.initializer("val_7", weights(62, [16, 8]))
+    hidden = g.op("MatMul", [x, g.op("Transpose", [weight], perm=[1, 0])], out="hidden")
+    g.op("MatMul", [hidden, folded], out="y")
+    g.output("y", [2, 8])
+    model = g.model()
+    info = helper.make_tensor_value_info("fc1.weight", FLOAT, [16, 16])
+    entry = info.metadata_props.add()
+    entry.key = "pkg.torch.export.graph_signature.InputSpec.kind"
+    entry.value = "PARAMETER"
+    model.graph.value_info.append(info)
+    return model
+
+
 def matmul_batched():
     """Batched MatMul of two rank-4 inputs, and of a rank-4 input by a rank-2 weight (broadcast)."""
     g = GraphBuilder("matmul_batched")
@@ -590,6 +611,7 @@ WELL_FORMED = {
     "rotary": rotary,
     "linear_gemm": linear_gemm,
     "linear_matmul_add": linear_matmul_add,
+    "optimized_signature": optimized_signature,
     "matmul_batched": matmul_batched,
 }
 
@@ -678,6 +700,8 @@ def expected_outputs(name, model, feeds):
                 x @ initializer(model, "linear.weight").T + initializer(model, "linear.bias")]
     if name == "linear_matmul_add":
         return [x @ initializer(model, "linear.weight").T + initializer(model, "linear.bias")]
+    if name == "optimized_signature":
+        return [x @ initializer(model, "fc1.weight").T @ initializer(model, "val_7")]
     if name == "matmul_batched":
         return [feeds["a"] @ feeds["b"], feeds["a"] @ initializer(model, "proj.weight")]
     raise KeyError(name)
