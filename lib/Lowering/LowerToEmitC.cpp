@@ -57,7 +57,6 @@
 #include "Tess/IR/TessOps.h"
 #include "tessera/runtime/program.h"
 
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <map>

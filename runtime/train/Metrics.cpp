@@ -38,6 +38,7 @@
 #include "Metrics.h"
 
 #include "Json.h"
+#include "OutputPaths.h"
 #include "RegularFile.h"
 #include "TrainError.h"
 
@@ -46,7 +47,6 @@
 #include <cstdlib>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <vector>
 
 namespace tessera::train {
 namespace {
@@ -190,13 +190,9 @@ MetricsWriter::MetricsWriter(FILE *console, const std::string &jsonlPath,
     : console(console), jsonlPath(jsonlPath) {
   if (jsonlPath.empty())
     return;
-  std::string temporary = jsonlPath + ".tmp.XXXXXX";
-  std::vector<char> name(temporary.begin(), temporary.end());
-  name.push_back('\0');
-  int descriptor = ::mkstemp(name.data());
+  int descriptor = createUniqueFile(jsonlPath + ".tmp.", stagingPath);
   if (descriptor < 0)
     fail("--metrics: cannot write " + describeSystemError(jsonlPath));
-  stagingPath = name.data();
   // mkstemp creates the file 0600; metrics are ordinary data.
   (void)::fchmod(descriptor, 0644);
   jsonl = ::fdopen(descriptor, "w");

@@ -28,6 +28,17 @@ std::string parentDirectory(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+int createUniqueFile(const std::string &prefix, std::string &created) {
+  std::vector<char> name(prefix.begin(), prefix.end());
+  for (char c : std::string("XXXXXX"))
+    name.push_back(c);
+  name.push_back('\0');
+  int descriptor = ::mkstemp(name.data());
+  if (descriptor >= 0)
+    created = name.data();
+  return descriptor;
+}
+
 void requireWritableDirectory(const std::string &flag,
                               const std::string &directory) {
   struct stat info;
@@ -35,15 +46,14 @@ void requireWritableDirectory(const std::string &flag,
     fail(flag + ": " + describeSystemError(directory));
   if (!S_ISDIR(info.st_mode))
     fail(flag + ": " + directory + " is not a directory");
-  std::string probe = directory + "/.tessera-write-probe.XXXXXX";
-  std::vector<char> name(probe.begin(), probe.end());
-  name.push_back('\0');
-  int descriptor = ::mkstemp(name.data());
+  std::string probe;
+  int descriptor =
+      createUniqueFile(directory + "/.tessera-write-probe.", probe);
   if (descriptor < 0)
     fail(flag + ": cannot create files in " +
          describeSystemError(directory));
   ::close(descriptor);
-  ::unlink(name.data());
+  ::unlink(probe.c_str());
 }
 
 void requireWritableFile(const std::string &flag, const std::string &path) {

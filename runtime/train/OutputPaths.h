@@ -17,6 +17,12 @@
 
 namespace tessera::train {
 
+/// Creates a new file named `prefix` followed by six unique characters
+/// (mkstemp) and returns its descriptor, its name in `created`; -1 with
+/// errno set when it cannot. The staging file of every atomic write and
+/// the writability probe.
+int createUniqueFile(const std::string &prefix, std::string &created);
+
 /// The directory a file path is in ("." for a bare name).
 std::string parentDirectory(const std::string &path);
 

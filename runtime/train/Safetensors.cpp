@@ -320,13 +320,10 @@ void writeSafetensors(const std::string &path,
   std::vector<uint64_t> sizes;
   std::string header = buildHeader(tensors, metadata, sizes);
 
-  std::string temporary = path + ".tmp.XXXXXX";
-  std::vector<char> name(temporary.begin(), temporary.end());
-  name.push_back('\0');
-  int descriptor = ::mkstemp(name.data());
+  std::string temporary;
+  int descriptor = createUniqueFile(path + ".tmp.", temporary);
   if (descriptor < 0)
     fail("cannot write " + describeSystemError(path));
-  temporary = name.data();
 
   auto abandon = [&](const std::string &message) {
     int savedErrno = errno;
