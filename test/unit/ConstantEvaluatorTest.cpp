@@ -191,7 +191,9 @@ TEST(ConstantEvaluatorTest, ConstantAttributes) {
   onnx::AttributeProto *s = stringNode.add_attribute();
   s->set_name("value_string");
   s->set_s("hello");
-  EXPECT_TRUE(isNotFolded(stringNode, {}));
+  EXPECT_EQ(foldError(stringNode, {}),
+            "node 'node' (Constant): holds strings or a sparse tensor, which "
+            "Tessera does not compute with");
 
   EXPECT_EQ(foldError(makeNode("Constant", 0), {}),
             "node 'node' (Constant): has no value attribute");
@@ -357,6 +359,37 @@ TEST(ConstantEvaluatorTest, GatherND) {
   EXPECT_EQ(foldError(makeNode("GatherND", 2), {&data, &tooLong}),
             "node 'node' (GatherND): last indices dimension 4 must be between "
             "1 and 3");
+}
+
+TEST(ConstantEvaluatorTest, ScatterND) {
+  // OPT's mask as an in-place slice assignment: rows 2 then 0 of a 3 x 2
+  // constant rewritten (onnxruntime: [[5, 6], [2, 3], [7, 8]]).
+  HostTensor data = ints({3, 2}, {0, 1, 2, 3, 4, 5});
+  HostTensor rows = ints({2, 1}, {2, -3});
+  HostTensor updates = ints({2, 2}, {7, 8, 5, 6});
+  EXPECT_TENSOR_EQ(fold1(makeNode("ScatterND", 3), {&data, &rows, &updates}),
+                   ints({3, 2}, {5, 6, 2, 3, 7, 8}));
+  // One element by a full index tuple.
+  HostTensor element = ints({1, 2}, {1, 0});
+  HostTensor nine = ints({1}, {9});
+  EXPECT_TENSOR_EQ(
+      fold1(makeNode("ScatterND", 3), {&data, &element, &nine}),
+      ints({3, 2}, {0, 1, 9, 3, 4, 5}));
+  // A reduction is left to the importer, which refuses it by name.
+  onnx::NodeProto add = makeNode("ScatterND", 3);
+  onnx::AttributeProto *reduction = add.add_attribute();
+  reduction->set_name("reduction");
+  reduction->set_s("add");
+  EXPECT_TRUE(isNotFolded(add, {&data, &rows, &updates}));
+  HostTensor outOfRange = ints({1, 1}, {3});
+  HostTensor oneRow = ints({1, 2}, {1, 1});
+  EXPECT_EQ(foldError(makeNode("ScatterND", 3), {&data, &outOfRange, &oneRow}),
+            "node 'node' (ScatterND): index 3 is out of range for data "
+            "dimension 0 of size 3");
+  EXPECT_EQ(foldError(makeNode("ScatterND", 3), {&data, &rows, &nine}),
+            "node 'node' (ScatterND): updates INT64[1] must have the data's "
+            "element type and the shape indices.shape[:-1] + "
+            "data.shape[indices.shape[-1]:]");
 }
 
 TEST(ConstantEvaluatorTest, Slice) {

@@ -45,6 +45,7 @@ Evaluator lookupEvaluator(llvm::StringRef opType) {
       .Case("Gather", evaluateGather)
       .Case("GatherElements", evaluateGatherElements)
       .Case("GatherND", evaluateGatherND)
+      .Case("ScatterND", evaluateScatterND)
       .Case("Slice", evaluateSlice)
       .Case("Expand", evaluateExpand)
       .Case("Transpose", evaluateTranspose)
@@ -94,6 +95,10 @@ tessera::onnx_import::broadcastShapes(llvm::ArrayRef<int64_t> lhs,
     result[i] = a == 1 ? b : a;
   }
   return result;
+}
+
+bool tessera::onnx_import::isFoldableOpType(llvm::StringRef opType) {
+  return lookupEvaluator(opType) != nullptr;
 }
 
 llvm::Expected<std::optional<std::vector<HostTensor>>>

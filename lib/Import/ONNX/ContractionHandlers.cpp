@@ -15,17 +15,6 @@ namespace tess = tessera::tess;
 
 namespace {
 
-llvm::Expected<Value> reshapeTo(GraphImporter &importer, Value input,
-                                ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, tensorType(input).getElementType());
-  if (type == input.getType())
-    return input;
-  auto op = importer.create<tess::ReshapeOp>({input}, {}, {type});
-  if (!op)
-    return op.takeError();
-  return op->getResult();
-}
-
 /// ONNX MatMul follows numpy.matmul: a rank-1 operand is promoted to a
 /// matrix and the added dim removed from the result.
 llvm::Error importMatMul(GraphImporter &importer) {

@@ -178,6 +178,8 @@ GraphImporter::GraphImporter(const onnx::ModelProto &model,
   registerNormalizationHandlers(handlers);
   registerShapeHandlers(handlers);
   registerReductionHandlers(handlers);
+  registerIndexingHandlers(handlers);
+  registerPrefixSumHandlers(handlers);
 }
 
 llvm::Error GraphImporter::nodeError(const llvm::Twine &message) const {
@@ -292,6 +294,39 @@ std::string GraphImporter::foldLimitReason() const {
            " Tessera folds on the host" + boundDimsNote(type.getShape());
   }
   return "";
+}
+
+llvm::Error GraphImporter::unhandledNodeError(bool foldDeclined) const {
+  const std::string &opType = currentNode->op_type();
+  if (!isFoldableOpType(opType))
+    return nodeError("unsupported op '" + opType + "' (opset " +
+                     std::to_string(opsetVersion) + ")");
+  if (foldDeclined)
+    return nodeError("'" + opType +
+                     "' has no run-time form, and its result was not folded: "
+                     "it has more than the " +
+                     std::to_string(kMaxFoldedElements) +
+                     " elements Tessera folds on the host" + boundDimsNote({}));
+  // A run-time input: because an earlier fold was too large (that fold, and
+  // the --dim behind it, is the cause), or computed from the graph's inputs.
+  for (const std::string &input : currentNode->input()) {
+    auto it = input.empty() ? values.end() : values.find(input);
+    if (it != values.end() && !it->second.notFoldedBecause.empty())
+      return nodeError("'" + opType +
+                       "' has no run-time form and needs its input '" + input +
+                       "' known at compile time, but " +
+                       it->second.notFoldedBecause);
+  }
+  for (const std::string &input : currentNode->input()) {
+    auto it = input.empty() ? values.end() : values.find(input);
+    if (it != values.end() && !it->second.isConstant())
+      return nodeError("'" + opType +
+                       "' has no run-time form and needs its input '" + input +
+                       "' known at compile time, but it is computed at run "
+                       "time");
+  }
+  return nodeError("unsupported op '" + opType + "' (opset " +
+                   std::to_string(opsetVersion) + ")");
 }
 
 int64_t GraphImporter::hostBytes(const HostTensor &tensor) {
@@ -693,30 +728,8 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
   }
 
   auto handler = handlers.find(node.op_type());
-  // Ops such as Range exist only on the host; when the evaluator declines
-  // one (most often because its result is too large), say so rather than
-  // calling a familiar op unsupported.
-  if (handler == handlers.end() && allConstant && !keepLargeSelect)
-    return nodeError("unsupported ONNX op '" + node.op_type() +
-                     "': its inputs are all known at compile time, but it "
-                     "could not be folded (Tessera folds results of up to " +
-                     std::to_string(kMaxFoldedElements) +
-                     " elements) and has no run-time form" +
-                     boundDimsNote({}));
-  // An op that exists only on the host (CumSum, Range) reading a value that
-  // is run-time only because an earlier fold was too large: that fold, and
-  // the --dim behind it, is the cause, not the op.
   if (handler == handlers.end())
-    for (const std::string &input : node.input()) {
-      auto it = input.empty() ? values.end() : values.find(input);
-      if (it != values.end() && !it->second.notFoldedBecause.empty())
-        return nodeError("'" + node.op_type() +
-                         "' has no run-time form and needs its input '" +
-                         input + "' known at compile time, but " +
-                         it->second.notFoldedBecause);
-    }
-  if (handler == handlers.end())
-    return nodeError("unsupported ONNX op '" + node.op_type() + "'");
+    return unhandledNodeError(allConstant && !keepLargeSelect);
   attributeError.reset();
   if (llvm::Error error = handler->second(*this))
     return error;

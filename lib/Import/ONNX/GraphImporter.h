@@ -77,6 +77,16 @@ void registerContractionHandlers(HandlerTable &table);
 void registerNormalizationHandlers(HandlerTable &table);
 void registerShapeHandlers(HandlerTable &table);
 void registerReductionHandlers(HandlerTable &table);
+void registerIndexingHandlers(HandlerTable &table);
+void registerPrefixSumHandlers(HandlerTable &table);
+
+/// `input` as a tess.reshape to `shape` (itself when it has that shape).
+llvm::Expected<mlir::Value> reshapeTo(GraphImporter &importer,
+                                      mlir::Value input,
+                                      llvm::ArrayRef<int64_t> shape);
+/// reshapeTo, then the result is the current node's output 0.
+llvm::Error setReshaped(GraphImporter &importer, mlir::Value input,
+                        llvm::ArrayRef<int64_t> shape);
 
 /// Maps an ONNX element type to the MLIR element type (signless integers);
 /// null for types Tessera does not compute with.
@@ -214,6 +224,11 @@ private:
   /// known: why its results were not folded (one is over the fold limit),
   /// or empty when that is not the reason.
   std::string foldLimitReason() const;
+  /// Why the current node, which has no handler, cannot be imported: an op
+  /// Tessera does not know, or one that exists only on the host (Range)
+  /// whose fold was declined (`foldDeclined`: its inputs were all known, so
+  /// its result was over the fold limit) or that reads a run-time value.
+  llvm::Error unhandledNodeError(bool foldDeclined) const;
   /// Drops the values `node` read for the last time.
   void releaseDeadInputs(const onnx::NodeProto &node);
 
@@ -222,7 +237,7 @@ private:
   /// bounds batch * seq^2 (about 48 x 1024^2); planning compiles one
   /// micro-batch, which stays far below. A much larger batch may compile
   /// again: once a mask is over kMaxFoldedElements it is not folded at all
-  /// but stays a run-time op (its error, if a host-only op such as CumSum
+  /// but stays a run-time op (its error, if a host-only op such as Range
   /// then reads it, is ImportedValue::notFoldedBecause).
   static constexpr int64_t kFoldedBytesBudget = int64_t(3) << 29;
 

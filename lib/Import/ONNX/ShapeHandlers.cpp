@@ -16,16 +16,6 @@ namespace tess = tessera::tess;
 
 namespace {
 
-llvm::Error setReshaped(GraphImporter &importer, Value input,
-                        ArrayRef<int64_t> shape) {
-  auto type = RankedTensorType::get(shape, tensorType(input).getElementType());
-  if (type == input.getType()) {
-    importer.setResult(0, input);
-    return llvm::Error::success();
-  }
-  return importer.createResult<tess::ReshapeOp>({input}, {}, {type});
-}
-
 /// Normalized, sorted, distinct axes for a tensor of `rank`.
 llvm::Expected<SmallVector<int64_t>> normalizeAxes(GraphImporter &importer,
                                                    ArrayRef<int64_t> axes,

@@ -53,6 +53,12 @@ evaluateNode(const onnx::NodeProto &node,
              llvm::ArrayRef<const HostTensor *> inputs, int64_t opsetVersion,
              llvm::StringRef modelDirectory = "");
 
+/// Whether evaluateNode folds nodes of `opType` (of the default domain) at
+/// all. For those it declines anyway on valid input, the result is over
+/// kMaxFoldedElements: what the importer reports for an op that exists only
+/// on the host.
+bool isFoldableOpType(llvm::StringRef opType);
+
 /// Numpy-style multidirectional broadcast of two shapes. Fails when a pair of
 /// aligned dimensions differs and neither is 1.
 llvm::Expected<std::vector<int64_t>>

@@ -327,6 +327,7 @@ FoldResult evaluateSplit(const NodeContext &context);
 FoldResult evaluateGather(const NodeContext &context);
 FoldResult evaluateGatherElements(const NodeContext &context);
 FoldResult evaluateGatherND(const NodeContext &context);
+FoldResult evaluateScatterND(const NodeContext &context);
 FoldResult evaluateSlice(const NodeContext &context);
 FoldResult evaluateExpand(const NodeContext &context);
 FoldResult evaluateTranspose(const NodeContext &context);

@@ -48,10 +48,12 @@ FoldResult constant_evaluation::evaluateConstant(const NodeContext &context) {
     return foldedTo(HostTensor::fromInts(
         TensorProto::INT64, {value->ints_size()},
         std::vector<int64_t>(value->ints().begin(), value->ints().end())));
-  // value_string(s) and sparse_value are not numeric tensors we fold.
+  // Tessera has no run-time form of a Constant either: declining to fold
+  // one would make the importer blame the fold limit.
   if (context.attribute("value_string") || context.attribute("value_strings") ||
       context.attribute("sparse_value"))
-    return notFolded();
+    return context.error("holds strings or a sparse tensor, which Tessera "
+                         "does not compute with");
   return context.error("has no value attribute");
 }
 

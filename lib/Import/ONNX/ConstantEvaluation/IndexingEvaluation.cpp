@@ -318,7 +318,7 @@ FoldResult constant_evaluation::evaluateSplit(const NodeContext &context) {
 }
 
 //===----------------------------------------------------------------------===//
-// Gather, GatherElements, GatherND
+// Gather, GatherElements, GatherND, ScatterND
 //===----------------------------------------------------------------------===//
 
 /// The data and integer indices operands that every Gather variant takes.
@@ -464,6 +464,59 @@ FoldResult constant_evaluation::evaluateGatherND(const NodeContext &context) {
       offset += index * dataStrides[batchDims + k];
     }
     copyElements(data, offset, result, tuple * sliceSize, sliceSize);
+  }
+  return foldedTo(std::move(result));
+}
+
+/// ScatterND without a reduction: the data with each update's slice written
+/// at its index tuple. OPT's and BLOOM's exports build their masks so (an
+/// in-place slice assignment); a reduction is left to the importer.
+FoldResult constant_evaluation::evaluateScatterND(const NodeContext &context) {
+  if (llvm::Error failure = context.checkInputCount(3, 3))
+    return failure;
+  const HostTensor &data = *context.input(0);
+  const HostTensor &indices = *context.input(1);
+  const HostTensor &updates = *context.input(2);
+  if (llvm::Error failure = context.requireIntegerInput(indices, "indices"))
+    return failure;
+  const onnx::AttributeProto *reduction = context.attribute("reduction");
+  if (reduction && reduction->s() != "none")
+    return notFolded();
+  llvm::ArrayRef<int64_t> dataShape = data.getShape();
+  llvm::ArrayRef<int64_t> indicesShape = indices.getShape();
+  if (data.getRank() < 1 || indices.getRank() < 1)
+    return context.error("data and indices must have rank at least 1");
+  int64_t tupleSize = indicesShape.back();
+  if (tupleSize < 1 || tupleSize > data.getRank())
+    return context.error("last indices dimension " + llvm::Twine(tupleSize) +
+                         " must be between 1 and " +
+                         llvm::Twine(data.getRank()));
+  std::vector<int64_t> updatesShape(indicesShape.begin(),
+                                    indicesShape.end() - 1);
+  llvm::append_range(updatesShape, dataShape.drop_front(tupleSize));
+  if (updates.getShape() != llvm::ArrayRef<int64_t>(updatesShape) ||
+      updates.getElementType() != data.getElementType())
+    return context.error("updates " + updates.describe() +
+                         " must have the data's element type and the shape "
+                         "indices.shape[:-1] + data.shape[indices.shape[-1]:]");
+  if (exceedsFoldLimit(dataShape))
+    return notFolded();
+  int64_t sliceSize = product(dataShape.drop_front(tupleSize));
+  int64_t tupleCount = product(indicesShape.drop_back());
+  Strides dataStrides = contiguousStrides(dataShape);
+  HostTensor result = data;
+  for (int64_t tuple = 0; tuple < tupleCount; ++tuple) {
+    int64_t offset = 0;
+    for (int64_t k = 0; k < tupleSize; ++k) {
+      int64_t index = indices.getInt(tuple * tupleSize + k);
+      int64_t size = dataShape[k];
+      if (index < -size || index >= size)
+        return context.error("index " + llvm::Twine(index) +
+                             " is out of range for data dimension " +
+                             llvm::Twine(k) + " of size " + llvm::Twine(size));
+      offset += (index < 0 ? index + size : index) * dataStrides[k];
+    }
+    copyElements(updates, tuple * sliceSize, result, offset, sliceSize);
   }
   return foldedTo(std::move(result));
 }

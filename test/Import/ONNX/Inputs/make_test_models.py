@@ -426,6 +426,111 @@ def matmul_batched():
 
 
 # ---------------------------------------------------------------------------------------------
+# Indexing and prefix sums on run-time tensors (no tess op of their own: rewritten at import)
+# ---------------------------------------------------------------------------------------------
+
+def move_axis_first_and_gather_nd(g, x, axis, rank, index):
+    """torch's aten::index(x, [None, ..., tensor([index])]) as the exporter writes it: the indexed axis
+    transposed to the front, GatherND by the [1, 1] index tensor, transposed back."""
+    to_front = [axis] + [d for d in range(rank) if d != axis]
+    back = [to_front.index(d) for d in range(rank)]
+    front = g.op("Transpose", [x], perm=to_front)
+    indices = g.op("Concat", [g.constant([[index]], dtype=np.int64)], axis=-1)
+    return g.op("Transpose", [g.op("GatherND", [front, indices], batch_dims=0)], perm=back)
+
+
+def gather_nd_split():
+    """Falcon's new-decoder-architecture split of its fused projection, qkv viewed as [batch, seq, groups,
+    heads_per_group + 2, head_dim]: key = qkv[..., [-2], :], value = qkv[..., [-1], :] (GatherND), output
+    side by side along the heads axis."""
+    g = GraphBuilder("gather_nd_split")
+    qkv = g.input("qkv", [1, 2, 1, 3, 2])
+    key = move_axis_first_and_gather_nd(g, qkv, 3, 5, -2)
+    value = move_axis_first_and_gather_nd(g, qkv, 3, 5, -1)
+    g.op("Concat", [key, value], out="key_value", axis=3)
+    g.output("key_value", [1, 2, 1, 2, 2])
+    return g.model()
+
+
+def gather_nd_batched():
+    """GatherND with batch_dims=1 and rows out of order: each batch row picks its own rows."""
+    g = GraphBuilder("gather_nd_batched")
+    x = g.input("x", [2, 3, 2])
+    indices = g.constant([[[2], [0]], [[1], [1]]], dtype=np.int64)
+    g.op("GatherND", [x, indices], out="y", batch_dims=1)
+    g.output("y", [2, 2, 2])
+    return g.model()
+
+
+def scatter_nd_rows():
+    """ScatterND writing run-time rows (x[0:2] * 10) over rows 3 and 1 of a run-time tensor, as an in-place
+    slice assignment exports; and OPT's mask written by ScatterND into a constant, which folds."""
+    g = GraphBuilder("scatter_nd_rows")
+    x = g.input("x", [4, 2])
+    rows = g.op("Slice", [x, g.constant_ints([0]), g.constant_ints([2]), g.constant_ints([0])])
+    updates = g.op("Mul", [rows, g.constant(10.0)])
+    g.op("ScatterND", [x, g.constant([[3], [1]], dtype=np.int64), updates], out="y")
+    blank = g.op("ConstantOfShape", [g.constant_ints([3, 4])],
+                 value=numpy_helper.from_array(np.array([0.0], dtype=np.float32)))
+    masked = g.constant(np.full([1, 4], MASK_MIN, dtype=np.float32))
+    g.op("ScatterND", [blank, g.constant([[1]], dtype=np.int64), masked], out="mask")
+    g.output("y", [4, 2])
+    g.output("mask", [3, 4])
+    return g.model()
+
+
+def cumsum_positions():
+    """RoBERTa's position ids as exported: a running count of the non-padding tokens (pad id 1),
+    cumsum(ids != 1, dim=1) * (ids != 1) + 1, and its token types looked up at those positions from an
+    expanded buffer by GatherElements (output 0, each position p reading 10 * p)."""
+    g = GraphBuilder("cumsum_positions")
+    ids = g.input("ids", [2, 4], INT64)
+    keep = g.op("Cast", [g.op("Not", [g.op("Equal", [ids, g.constant(1, dtype=np.int64)])])],
+                to=TensorProto.INT32)
+    count = g.op("CumSum", [keep, g.constant(1, dtype=np.int64)])
+    positions = g.op("Cast", [g.op("Add", [g.op("Mul", [count, keep]), g.constant(1, dtype=np.int32)])],
+                     to=INT64, out="positions")
+    table = g.initializer("token_types", (np.arange(6, dtype=np.int64) * 10)[None, :])
+    expanded = g.op("Expand", [table, g.constant_ints([2, 6])])
+    g.op("GatherElements", [expanded, positions], out="types", axis=1)
+    g.output("types", [2, 4], INT64)
+    g.output("positions", [2, 4], INT64)
+    return g.model()
+
+
+def cumsum_float(reverse):
+    """CumSum of a float run-time tensor along its last axis, inclusive and exclusive (stacked), forward
+    or reversed."""
+    g = GraphBuilder("cumsum_float_reverse" if reverse else "cumsum_float")
+    x = g.input("x", [1, 5])
+    axis = g.constant(-1, dtype=np.int64)
+    sums = [g.op("CumSum", [x, axis], exclusive=exclusive, reverse=int(reverse)) for exclusive in (0, 1)]
+    g.op("Concat", sums, out="y", axis=0)
+    g.output("y", [2, 5])
+    return g.model()
+
+
+def range_of_input():
+    """Range up to a graph input: Range exists only at compile time, and its limit is not known then."""
+    g = GraphBuilder("range_of_input")
+    limit = g.input("limit", [], INT64)
+    g.op("Range", [g.constant(0, dtype=np.int64), limit, g.constant(1, dtype=np.int64)], out="y",
+         name="my_range")
+    g.output("y", ["n"], INT64)
+    return g.model()
+
+
+def gather_nd_runtime_indices():
+    """GatherND whose indices are a graph input: not known at compile time, so not rewritten."""
+    g = GraphBuilder("gather_nd_runtime_indices")
+    x = g.input("x", [4, 2])
+    indices = g.input("indices", [3, 1], INT64)
+    g.op("GatherND", [x, indices], out="y", name="my_gather_nd")
+    g.output("y", [3, 2])
+    return g.model()
+
+
+# ---------------------------------------------------------------------------------------------
 # Inputs the importer must reject with a clear diagnostic
 # ---------------------------------------------------------------------------------------------
 
@@ -613,6 +718,23 @@ WELL_FORMED = {
     "linear_matmul_add": linear_matmul_add,
     "optimized_signature": optimized_signature,
     "matmul_batched": matmul_batched,
+    "gather_nd_split": gather_nd_split,
+    "gather_nd_batched": gather_nd_batched,
+    "scatter_nd_rows": scatter_nd_rows,
+    "cumsum_positions": cumsum_positions,
+    "cumsum_float": lambda: cumsum_float(reverse=False),
+    "cumsum_float_reverse": lambda: cumsum_float(reverse=True),
+}
+
+# The inputs tessera-run reads in the lit tests (saved beside the model as NAME.INPUT.npy), small
+# numbers so that the printed results read at a glance; onnxruntime is checked on the same ones.
+FIXED_FEEDS = {
+    "gather_nd_split": lambda: {"qkv": np.arange(12, dtype=np.float32).reshape(1, 2, 1, 3, 2)},
+    "gather_nd_batched": lambda: {"x": np.arange(12, dtype=np.float32).reshape(2, 3, 2)},
+    "scatter_nd_rows": lambda: {"x": np.arange(8, dtype=np.float32).reshape(4, 2)},
+    "cumsum_positions": lambda: {"ids": np.array([[5, 1, 7, 8], [1, 1, 9, 4]], dtype=np.int64)},
+    "cumsum_float": lambda: {"x": np.array([[1, 2, 4, 8, 16]], dtype=np.float32)},
+    "cumsum_float_reverse": lambda: {"x": np.array([[1, 2, 4, 8, 16]], dtype=np.float32)},
 }
 
 # Well-formed protobuf, wrong content: onnx.checker is not run on these.
@@ -632,6 +754,8 @@ MALFORMED = {
     "fuzz-gather-out-of-range": fuzz_gather_out_of_range,
     "fuzz-initializer-no-name": fuzz_initializer_no_name,
     "fuzz-fold-memory": fuzz_fold_memory,
+    "gather_nd_runtime_indices": gather_nd_runtime_indices,
+    "range_of_input": range_of_input,
 }
 
 
@@ -704,10 +828,33 @@ def expected_outputs(name, model, feeds):
         return [x @ initializer(model, "fc1.weight").T @ initializer(model, "val_7")]
     if name == "matmul_batched":
         return [feeds["a"] @ feeds["b"], feeds["a"] @ initializer(model, "proj.weight")]
+    if name == "gather_nd_split":
+        qkv = feeds["qkv"]
+        return [np.concatenate([qkv[:, :, :, [-2]], qkv[:, :, :, [-1]]], axis=3)]
+    if name == "gather_nd_batched":
+        x = feeds["x"]
+        return [np.stack([x[0, [2, 0]], x[1, [1, 1]]])]
+    if name == "scatter_nd_rows":
+        y = feeds["x"].copy()
+        y[[3, 1]] = feeds["x"][0:2] * 10
+        mask = np.zeros([3, 4], dtype=np.float32)
+        mask[1] = MASK_MIN
+        return [y, mask]
+    if name == "cumsum_positions":
+        keep = (feeds["ids"] != 1).astype(np.int64)
+        positions = np.cumsum(keep, axis=1) * keep + 1
+        return [positions * 10, positions]
+    if name in ("cumsum_float", "cumsum_float_reverse"):
+        x = feeds["x"]
+        inclusive = (np.cumsum(x, axis=-1) if name == "cumsum_float"
+                     else np.cumsum(x[:, ::-1], axis=-1)[:, ::-1])
+        return [np.concatenate([inclusive, inclusive - x])]
     raise KeyError(name)
 
 
-def random_feeds(model):
+def random_feeds(name, model):
+    if name in FIXED_FEEDS:
+        return FIXED_FEEDS[name]()
     feeds = {}
     for index, value in enumerate(model.graph.input):
         shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
@@ -724,7 +871,7 @@ def verify(name, model, session_factory):
     onnx.checker.check_model(model, full_check=True)
     if session_factory is None:
         return "checked"
-    feeds = random_feeds(model)
+    feeds = random_feeds(name, model)
     actual = session_factory(model).run(None, feeds)
     expected = expected_outputs(name, model, feeds)
     worst = 0.0
@@ -764,6 +911,8 @@ def main():
         status = "written" if args.no_verify else verify(name, model, session_factory)
         save(model, name)
         print(f"{name}.onnx: {status}")
+        for input_name, array in FIXED_FEEDS.get(name, dict)().items():
+            np.save(os.path.join(HERE, f"{name}.{input_name}.npy"), array)
     for name, build in MALFORMED.items():
         save(build(), name)
         print(f"{name}.onnx: written")
