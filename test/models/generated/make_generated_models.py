@@ -6,7 +6,7 @@ Each model varies one thing that matters to the importer, the fusion patterns or
 builder (depth, width and head count, vocabulary and position-table sizes, grouped-query and
 multi-query attention, rotary base, tied embeddings, MLP width, q/k/v biases, sliding-window masks,
 parallel residual with partial rotary, transformers' default SDPA attention) against the bundled
-tiny models. The settings are exactly those of the shared models: random init from a config
+tiny models, or is another architecture the importer must take (Falcon, RoBERTa, OPT, BLOOM). The settings are exactly those of the shared models: random init from a config
 (nothing is downloaded), every parameter perturbed with N(0, 0.02) noise by
 ../shared/tools/export_hf.py's perturb(), the dynamo exporter with optimize=False, opset 20,
 symbolic `batch` and `seq`, weights inline; only the per-node debugging provenance (stack traces,
@@ -31,15 +31,22 @@ from torch.export import Dim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 0
+# nn.Embedding(padding_idx=p) never trains row p, which no ONNX graph can say (the export is a Gather),
+# so the fixture's batch must not hold a model's pad token (export() checks). OPT's and RoBERTa's default,
+# 1, is in it: OPT pads with the last token instead, RoBERTa with 0 (RoBERTa numbers its positions from
+# the pad id up, so its pad must be small).
+OPT_PAD = 511
+ROBERTA_PAD = 0
 
 
 def configs():
     """name -> (what it varies, builder of the model, causal LM?, vocabulary, max positions)."""
     import export_hf
     import export_llama_tiny
-    from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig,
-                              GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig,
-                              MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+    from transformers import (BertConfig, BertForMaskedLM, BloomConfig, BloomForCausalLM, FalconConfig,
+                              FalconForCausalLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM,
+                              LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, OPTConfig,
+                              OPTForCausalLM, Qwen2Config, Qwen2ForCausalLM, RobertaConfig, RobertaForMaskedLM)
 
     # The bundled tiny models' configurations are the baselines each variant departs from.
     gpt2 = export_hf.MODELS["gpt2-tiny"][0]().config.to_dict()
@@ -48,6 +55,7 @@ def configs():
     # The decoder shape shared by the Llama-like families (Qwen2, Mistral, GPT-NeoX).
     decoder = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                    num_attention_heads=4, max_position_embeddings=64, use_cache=False, attention_dropout=0.0)
+    falcon = dict(decoder, hidden_dropout=0.0, bias=False, parallel_attn=True)
 
     def variant(config_class, model_class, base, attention="eager", **changes):
         # to_dict() leaves out the attention implementation: name it, or transformers picks "sdpa",
@@ -96,6 +104,25 @@ def configs():
         "gpt-neox-tiny": ("GPT-NeoX: parallel residual, partial rotary (25% of each head), biases, untied",
                           variant(GPTNeoXConfig, GPTNeoXForCausalLM, decoder, hidden_dropout=0.0,
                                   classifier_dropout=0.0), True, 512, 64),
+        "falcon-mqa": ("Falcon (7B-style): multi-query attention (the fused projection split [heads, 1, 1]), "
+                       "parallel attention and MLP off one layer norm, rotary, no biases, tied",
+                       variant(FalconConfig, FalconForCausalLM, falcon, multi_query=True), True, 512, 64),
+        "falcon-gqa": ("Falcon (40B-style new decoder architecture): GQA 4/2, the fused projection viewed as "
+                       "[kv heads, group + 2, head dim] and indexed (key = qkv[..., -2, :]), two layer norms per "
+                       "layer",
+                       variant(FalconConfig, FalconForCausalLM, falcon, new_decoder_architecture=True,
+                               num_kv_heads=2), True, 512, 64),
+        "roberta-tiny": ("RoBERTa (masked LM): position ids from a CumSum over the input ids' non-padding mask, "
+                         "token types gathered at them (GatherElements)",
+                         variant(RobertaConfig, RobertaForMaskedLM, bert, max_position_embeddings=66,
+                                 pad_token_id=ROBERTA_PAD), False, 512, 32),
+        "opt-tiny": ("OPT: learned positions offset by 2 (a CumSum of the attention mask), ReLU MLP, pre-norm, "
+                     "biases, tied",
+                     variant(OPTConfig, OPTForCausalLM, decoder, ffn_dim=128, dropout=0.0, enable_bias=True,
+                             pad_token_id=OPT_PAD),
+                     True, 512, 64),
+        "bloom-tiny": ("BLOOM: ALiBi position biases, embedding layer norm, fused query/key/value, tied",
+                       variant(BloomConfig, BloomForCausalLM, decoder, n_layer=2, n_head=4), True, 512, 64),
     }
 
 
@@ -136,6 +163,11 @@ def export(name, make, causal, vocab, max_positions, out):
     model = make()
     export_hf.perturb(model, SEED + 100)
     ids = torch.randint(0, vocab, (2, 32), generator=torch.Generator().manual_seed(SEED + 1))
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
+            if (ids == module.padding_idx).any():
+                raise SystemExit(f"{name}: the batch holds pad token {module.padding_idx}, whose embedding row "
+                                 "PyTorch does not train and the exported graph does; pick another pad token")
     model.eval()
     program = torch.onnx.export(
         model, (ids,), dynamo=True, optimize=False, opset_version=20, input_names=["input_ids"],
