@@ -29,14 +29,16 @@ rm -rf "$out" && mkdir -p "$out/peer"
 # name batch seq: the shapes the benchmark runs (run.sh has their peers).
 # llama3-8b-l4: Llama 3 8B's layer (d=4096, head dim 128, GQA 32/8, SwiGLU
 # 14336, untied) four times, the shape the 8B model runs at that fits.
-specs=("llama3.2-1b 8 2048" "llama3-8b-l4 2 4096")
+# qwen2.5-0.5b: Qwen2.5 0.5B (d=896, GQA 14/2, q/k/v biases, vocabulary
+# 151,936, tied): widths that are not powers of two (bench/llama/export_shape.py).
+specs=("llama3.2-1b 8 2048" "llama3-8b-l4 2 4096" "qwen2.5-0.5b 8 2048")
 for spec in "${specs[@]}"; do
   read -r name batch seq <<< "$spec"
   model="$models/$name.meta.dyn.onnx"
   if [[ ! -f "$model" ]]; then
     echo "== export $name (graph only) with $python"
-    if [[ "$name" == llama3-8b-l* ]]; then
-      "$python" "$root/bench/llama/export_llama3_8b.py" "$shared/tools" "$models" "${name#llama3-8b-l}"
+    if [[ "$name" != llama3.2-1b ]]; then
+      "$python" "$root/bench/llama/export_shape.py" "$shared/tools" "$models" "$name"
     else
       "$python" "$shared/tools/export_hf.py" --model "$name" --meta --out "$models"
     fi
@@ -79,7 +81,7 @@ cp "$root/bench/gpt2/onnx_to_safetensors.py" "$root/bench/gpt2/make_tokens.py" \
 # Compiled, not run (its training state alone exceeds one H200): the
 # compile time of a deep program.
 model="$models/llama3-8b.meta.dyn.onnx"
-[[ -f "$model" ]] || "$python" "$root/bench/llama/export_llama3_8b.py" "$shared/tools" "$models"
+[[ -f "$model" ]] || "$python" "$root/bench/llama/export_shape.py" "$shared/tools" "$models" llama3-8b
 echo "== tesserac llama3-8b (batch 2 x 4096, bf16, --target cuda; compile only)"
 start=$(date +%s%N)
 "$tesserac" "$model" --dim batch=2 --dim seq=4096 --loss causal-lm --precision bf16 \

@@ -50,8 +50,11 @@ for name in names:
     mfu = f"{t['mfu'] * 100:.1f}%" if t and t["mfu"] else "-"
     eager = f"{e['tok']:,.0f}" if e else "-"
     print(f"| {name} | {fmt(t)} | {fmt(c)} | {eager} | {ratio} | {mfu} | {mem} | {pmem} |")
-    r = tessera(name + "-remat-selective")
-    if r:
+    for variant in ("remat-selective", "gemm-autotune"):
+        r = tessera(f"{name}-{variant}")
+        if not r:
+            continue
         ratio = f"{r['tok'] / c['tok']:.2f}x" if c else "-"
         mfu = f"{r['mfu'] * 100:.1f}%" if r["mfu"] else "-"
-        print(f"| {name}, --remat selective | {fmt(r)} |  |  | {ratio} | {mfu} | {r['mem']:.1f} |  |")
+        flag = "--remat selective" if variant == "remat-selective" else "--gemm-autotune on"
+        print(f"| {name}, {flag} | {fmt(r)} |  |  | {ratio} | {mfu} | {r['mem']:.1f} |  |")

@@ -4,7 +4,8 @@
 #   run(command="bash bench/llama/run.sh [--quick]", carry=["bench/llama/out"])
 # For each compiled shape (bf16):
 #  1. writes random weights (random_weights.py) and random int32 tokens (.npy);
-#  2. runs Tessera, then the PyTorch peer (torch_llama_baseline.py:
+#  2. runs Tessera (and, unless AUTOTUNE=0, again with --gemm-autotune on:
+#     cuBLASLt's candidates timed per shape), then the PyTorch peer (torch_llama_baseline.py:
 #     torch.compile; eager unless --quick) with the same shape and batch;
 #  3. traces one Tessera step (--trace) and summarizes where its GPU time goes
 #     (bench/profile/summarize_trace.py), so the top of the profile is read
@@ -26,9 +27,11 @@ for dir in /usr/local/cuda/extras/CUPTI/lib64; do
 done
 log() { echo "[$(date +%T)] $*"; }
 
-# name batch seq | peer's L D H KV F V tied theta
+# name batch seq | peer's L D H KV F V tied theta. The peer has no q/k/v
+# biases: against qwen2.5-0.5b it does a little less work than Tessera.
 specs=("llama3.2-1b 8 2048 16 2048 32 8 8192 128256 1 500000"
-       "llama3-8b-l4 2 4096 4 4096 32 8 14336 128256 0 500000")
+       "llama3-8b-l4 2 4096 4 4096 32 8 14336 128256 0 500000"
+       "qwen2.5-0.5b 8 2048 24 896 14 2 4864 151936 1 1000000")
 for spec in "${specs[@]}"; do
   read -r name batch seq L D H KV F V tied theta <<< "$spec"
   [[ -x "$here/$name-train" ]] || { log "$name: no executable"; continue; }
@@ -50,6 +53,13 @@ for spec in "${specs[@]}"; do
         --metrics "$OUT/tessera-$name-remat-selective.jsonl" > "$OUT/tessera-$name-remat-selective.log" 2>&1 \
       || log "tessera $name --remat selective failed: $?"
     tail -n 1 "$OUT/tessera-$name-remat-selective.log"
+  fi
+  if [[ "${AUTOTUNE:-1}" != 0 ]]; then
+    log "tessera $name, --gemm-autotune on"
+    "$here/$name-train" "${common[@]}" --steps "$steps" --gemm-autotune on \
+        --metrics "$OUT/tessera-$name-gemm-autotune.jsonl" > "$OUT/tessera-$name-gemm-autotune.log" 2>&1 \
+      || log "tessera $name --gemm-autotune on failed: $?"
+    tail -n 1 "$OUT/tessera-$name-gemm-autotune.log"
   fi
   log "trace $name"
   "$here/$name-train" "${common[@]}" --steps 4 --trace "$work/$name.trace.json" --trace-steps 3:3 \

@@ -46,9 +46,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 using namespace tessera::cuda;
 using tessera::cpu::broadcastStrides;
@@ -371,6 +373,20 @@ Placement placePadded(const GemmProblem &problem, const Placement &original,
   return placement;
 }
 
+/// How many of the heuristic's algorithms the autotuning times.
+constexpr int kAutotuneCandidates = 8;
+
+/// tessera_cuda_set_gemm_autotune: each shape's algorithm is the fastest of
+/// the heuristic's first kAutotuneCandidates, timed on the shape's first
+/// call that runs eagerly and writes a fresh output (what cuBLAS's heuristic
+/// ranks first is a model's guess, and can be a tile shape that leaves SMs
+/// idle in the last wave). Off by default: a timed choice can differ between
+/// runs, so two runs (or a run and its resume) would no longer compute the
+/// same bits.
+std::atomic<bool> autotuneEnabled{false};
+
+bool gemmAutotune() { return autotuneEnabled.load(); }
+
 /// What cuBLASLt decided for one shape of product: its descriptors and the
 /// algorithm its heuristic picked (or that it found none). Everything but
 /// the data pointers (and the bias pointer, set per call) is in the key.
@@ -378,6 +394,9 @@ struct GemmPlan {
   Descriptors descriptors;
   cublasLtMatmulHeuristicResult_t heuristic{};
   bool found = false;
+  /// The heuristic's other candidates, best first (heuristic is the first),
+  /// until the plan is measured (gemmAutotune); then empty.
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;
 };
 
 using GemmPlanKey = std::array<int64_t, 24>;
@@ -520,12 +539,59 @@ std::unique_ptr<GemmPlan> makeGemmPlan(cublasLtHandle_t handle,
         sizeof(alignments[i])));
 
   int found = 0;
+  std::array<cublasLtMatmulHeuristicResult_t, kAutotuneCandidates> results{};
+  int requested = gemmAutotune() ? kAutotuneCandidates : 1;
   cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle, descriptors.operation, descriptors.a, descriptors.b,
-      descriptors.y, descriptors.y, descriptors.preference, 1, &plan->heuristic,
-      &found);
+      descriptors.y, descriptors.y, descriptors.preference, requested,
+      results.data(), &found);
   plan->found = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (plan->found) {
+    plan->heuristic = results[0];
+    if (found > 1)
+      plan->candidates.assign(results.begin(), results.begin() + found);
+  }
   return plan;
+}
+
+/// With more than one candidate and an eagerly running stream, times each
+/// candidate of `plan` through `launch` (a warm-up, then kTrials calls) and
+/// keeps the fastest as plan.heuristic; the candidates are then dropped. A
+/// candidate that fails to launch is skipped. Inside a stream capture it
+/// waits for an eager call (events cannot be waited on there).
+template <typename Launch>
+void chooseFastest(GemmPlan &plan, const Launch &launch, cudaStream_t stream) {
+  constexpr int kTrials = 3;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaCheck(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaCheck(cudaEventCreate(&start));
+  cudaCheck(cudaEventCreate(&stop));
+  float best = 0.0f;
+  bool timed = false;
+  for (size_t i = 0; i < plan.candidates.size(); ++i) {
+    const cublasLtMatmulHeuristicResult_t &candidate = plan.candidates[i];
+    if (launch(candidate.algo) != CUBLAS_STATUS_SUCCESS)
+      continue;
+    cudaCheck(cudaEventRecord(start, stream));
+    for (int t = 0; t < kTrials; ++t)
+      cublasCheck(launch(candidate.algo));
+    cudaCheck(cudaEventRecord(stop, stream));
+    cudaCheck(cudaEventSynchronize(stop));
+    float milliseconds = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&milliseconds, start, stop));
+    // Ties keep the heuristic's order.
+    if (!timed || milliseconds < best) {
+      timed = true;
+      best = milliseconds;
+      plan.heuristic = candidate;
+    }
+  }
+  cudaCheck(cudaEventDestroy(start));
+  cudaCheck(cudaEventDestroy(stop));
+  plan.candidates.clear();
 }
 
 // The plans of every shape seen, made once: a GPT step asks for the same few
@@ -593,11 +659,17 @@ bool tryGemm(const GemmProblem &problem, cudaStream_t stream) {
   void *output = const_cast<void *>(result.data);
   const void *addend = problem.addend ? problem.addend : output;
   const Descriptors &descriptors = plan->descriptors;
-  cublasCheck(cublasLtMatmul(handle, descriptors.operation, alpha, first.data,
-                             descriptors.a, second.data, descriptors.b, beta,
-                             addend, descriptors.y, output, descriptors.y,
-                             &plan->heuristic.algo, workspace, kWorkspaceBytes,
-                             stream));
+  auto launch = [&](const cublasLtMatmulAlgo_t &algo) {
+    return cublasLtMatmul(handle, descriptors.operation, alpha, first.data,
+                          descriptors.a, second.data, descriptors.b, beta,
+                          addend, descriptors.y, output, descriptors.y, &algo,
+                          workspace, kWorkspaceBytes, stream);
+  };
+  // Trials write what this call writes: they may not run where the call
+  // reads its own output (an in-place sum).
+  if (!plan->candidates.empty() && !(addC && addend == output))
+    chooseFastest(*plan, launch, stream);
+  cublasCheck(launch(plan->heuristic.algo));
   if (placement.copied[2])
     copyMatrix(result, original.operands[2], stream);
   return true;
@@ -772,6 +844,10 @@ bool matmulInto(const tessera_tensor *a, const tessera_tensor *b,
 }
 
 } // namespace
+
+extern "C" void tessera_cuda_set_gemm_autotune(int32_t enabled) {
+  autotuneEnabled.store(enabled != 0);
+}
 
 extern "C" int tessera_cuda_matmul(const tessera_tensor *a,
                                    const tessera_tensor *b, tessera_tensor *y,

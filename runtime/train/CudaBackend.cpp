@@ -261,6 +261,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
   checkCuda(cudaStreamCreateWithFlags(&streamHandle, cudaStreamNonBlocking),
             "creating the training stream");
   context.stream = streamHandle;
+  tessera_cuda_set_gemm_autotune(options.gemmAutotune ? 1 : 0);
   stepGraph = std::make_unique<CudaStepGraph>(streamHandle, options.cudaGraphs);
   stageGraphs =
       std::make_unique<CudaStageGraphs>(streamHandle, options.cudaGraphs);

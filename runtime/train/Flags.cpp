@@ -72,6 +72,12 @@ uint64_t parseUnsigned(const std::string &flag, const std::string &text) {
   return static_cast<uint64_t>(value);
 }
 
+bool parseOnOff(const std::string &flag, const std::string &text) {
+  if (text != "on" && text != "off")
+    usageError(flag + ": '" + text + "' is not one of on, off");
+  return text == "on";
+}
+
 void requireAtLeast(const std::string &flag, double value, double minimum) {
   if (value < minimum) {
     std::ostringstream message;
@@ -423,12 +429,14 @@ const std::vector<FlagSpec> &flagTable() {
        "as a CUDA graph and replay it (default on; off launches every "
        "kernel every step)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
-         if (v == "on")
-           o.cudaGraphs = true;
-         else if (v == "off")
-           o.cudaGraphs = false;
-         else
-           usageError(flag + ": '" + v + "' is not one of on, off");
+         o.cudaGraphs = parseOnOff(flag, v);
+       }},
+      {"--gemm-autotune", "on|off",
+       "GPU programs: each GEMM shape runs the fastest of cuBLASLt's "
+       "heuristic candidates, timed in the first step (default off: the "
+       "heuristic's first choice, the same bits in every run and resume)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.gemmAutotune = parseOnOff(flag, v);
        }},
       {"--bucket-mb", "N",
        "data parallelism: all-reduce gradients in buckets of about N MiB, "

@@ -103,6 +103,8 @@ struct TrainOptions {
   int32_t zeroStage = -1;
   /// --cuda-graphs: replay the step as a CUDA graph (CudaStepGraph.h).
   bool cudaGraphs = true;
+  /// --gemm-autotune: time cuBLASLt's candidate algorithms per GEMM shape.
+  bool gemmAutotune = false;
   bool help = false;
 };
 

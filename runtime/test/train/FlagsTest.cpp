@@ -116,6 +116,9 @@ TEST(Flags, EveryFlag) {
   EXPECT_FALSE(options.shuffle);
   EXPECT_FALSE(options.cudaGraphs);
   EXPECT_TRUE(parse({"--cuda-graphs=on"}).cudaGraphs);
+  EXPECT_FALSE(parse({}).gemmAutotune);
+  EXPECT_TRUE(parse({"--gemm-autotune", "on"}).gemmAutotune);
+  EXPECT_FALSE(parse({"--gemm-autotune=off"}).gemmAutotune);
   EXPECT_EQ(parse({"--schedule", "linear"}).schedule, ScheduleKind::Linear);
 }
 
@@ -180,6 +183,7 @@ TEST(Flags, Errors) {
       {{"--loss-scale-window", "0"}, "--loss-scale-window: 0 is below"},
       {{"--resume=yes"}, "--resume: takes no value"},
       {{"--cuda-graphs", "yes"}, "--cuda-graphs: 'yes' is not one of on, off"},
+      {{"--gemm-autotune", "1"}, "--gemm-autotune: '1' is not one of on, off"},
       {{"--data="}, "--data: the pattern is empty"},
       {{"--resume"}, "--resume: needs --checkpoint-dir"},
       {{"--checkpoint-every", "5"},

@@ -64,6 +64,11 @@ int tessera_cuda_dropout(const tessera_tensor *x, tessera_tensor *y,
                          double rate, uint64_t seed, cudaStream_t stream);
 
 /*--- Contractions --------------------------------------------------------*/
+/* Every later product's algorithm is the fastest of cuBLASLt's heuristic
+ * candidates, timed on its shape's first eager call (enabled != 0), or the
+ * heuristic's first (0, the default: the same bits every run). Plans made
+ * before the call keep their algorithm. */
+void tessera_cuda_set_gemm_autotune(int32_t enabled);
 int tessera_cuda_matmul(const tessera_tensor *a, const tessera_tensor *b,
                         tessera_tensor *y, int32_t transpose_a,
                         int32_t transpose_b, cudaStream_t stream);
