@@ -266,6 +266,15 @@ const std::vector<FlagSpec> &flagTable() {
          else
            usageError(flag + ": '" + v + "' is not one of onnx, random");
        }},
+      {"--rope-theta", "X",
+       "with --init random: the rotary frequencies (buffers named inv_freq) "
+       "are 1 / X^(2i / head_dim), so a graph-only export needs no weights "
+       "file (X is the model's rope_theta; unscaled rotary only)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.ropeTheta = parseReal(flag, v);
+         if (!(o.ropeTheta > 1))
+           usageError(flag + ": " + v + " is not above 1");
+       }},
       {"--weights", "FILE",
        "safetensors with the initial weights, instead of the file tesserac "
        "wrote next to the executable",
@@ -485,6 +494,9 @@ void checkCombinations(const TrainOptions &options) {
   if (options.onSpike.has(SpikeActions::Checkpoint) &&
       options.checkpointDirectory.empty())
     usageError("--on-spike checkpoint: needs --checkpoint-dir");
+  if (options.ropeTheta > 0 && options.init != InitKind::Random)
+    usageError("--rope-theta: needs --init random (the ONNX initializers "
+               "already hold the frequencies)");
   if (options.warmupSteps > options.steps)
     usageError("--warmup: " + std::to_string(options.warmupSteps) +
                " warmup steps exceed --steps " + std::to_string(options.steps));

@@ -60,6 +60,9 @@ struct TrainOptions {
   bool shuffle = true;
   InitKind init = InitKind::Onnx;
   std::string weightsFile;
+  /// --rope-theta: with --init random, the rotary frequency buffers'
+  /// base (InitialWeights.h); 0: read them from the weights file.
+  double ropeTheta = 0;
   std::string checkpointDirectory;
   int64_t checkpointEvery = 0;
   bool resume = false;

@@ -16,6 +16,16 @@
 // Each parameter draws from its own stream, seeded from (seed, parameter
 // index), so the values do not depend on the order tensors are visited.
 //
+// --rope-theta fills the buffers that are rotary frequencies (by
+// transformers' name for them, `inv_freq`) with the plain rotary formula, so
+// a graph-only export, whose only buffers they usually are, trains from
+// --init random with no weights file at all. It is never guessed: the base
+// is a model's configuration (10,000 for Llama 2, 500,000 for Llama 3, 10^6
+// for Qwen2), absent from the graph, and a wrong one trains a different
+// model without any error. Scaled variants (Llama 3.1's, YaRN) are not this
+// formula and still need their file. Given, it wins over a weights file's
+// copy of the frequencies.
+//
 //===----------------------------------------------------------------------===//
 
 #include "InitialWeights.h"
@@ -23,6 +33,9 @@
 #include "Checkpoint.h"
 #include "Random.h"
 #include "TrainError.h"
+
+#include <cmath>
+#include <cstring>
 
 namespace tessera::train {
 namespace {
@@ -51,18 +64,49 @@ void initializeRandomly(const tessera_tensor_info &info, uint64_t seed,
     value = fill;
 }
 
+bool isRotaryFrequencies(const tessera_tensor_info &info) {
+  std::string name = info.name;
+  return info.rank == 1 && info.dtype == TESSERA_F32 &&
+         (name == "inv_freq" || endsWith(name, ".inv_freq"));
+}
+
+std::vector<float> rotaryFrequencies(double theta, size_t count) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] = static_cast<float>(
+        1.0 / std::pow(theta, static_cast<double>(2 * i) /
+                                  static_cast<double>(2 * count)));
+  return values;
+}
+
 void loadInitialWeights(const tessera_program &program,
                         const TrainOptions &options, TrainingState &state) {
   std::string path = options.weightsFile;
   if (path.empty() && program.weights_file)
     path = program.weights_file;
   bool random = options.init == InitKind::Random;
-  bool needFile = !random || program.buffer_count > 0;
-  if (needFile && path.empty())
-    fail(random ? "the program has buffers but no weights file to read them "
-                  "from; pass --weights FILE"
-                : "no initial weights: the program was compiled without a "
-                  "weights file; pass --weights FILE or --init random");
+  // The buffers --rope-theta defines, and the names of the others.
+  std::vector<bool> defined(static_cast<size_t>(program.buffer_count), false);
+  std::string undefinedNames, rotaryNames;
+  for (int32_t i = 0; i < program.buffer_count; ++i) {
+    bool rotary = isRotaryFrequencies(program.buffers[i]);
+    defined[static_cast<size_t>(i)] = rotary && options.ropeTheta > 0;
+    std::string &names = rotary ? rotaryNames : undefinedNames;
+    if (!defined[static_cast<size_t>(i)])
+      names += std::string(names.empty() ? "" : ", ") + program.buffers[i].name;
+  }
+  bool needFile = !random || !undefinedNames.empty() || !rotaryNames.empty();
+  if (needFile && path.empty()) {
+    if (!random)
+      fail("no initial weights: the program was compiled without a weights "
+           "file; pass --weights FILE or --init random");
+    if (undefinedNames.empty())
+      fail("the program's rotary frequencies (" + rotaryNames +
+           ") have no values: pass --rope-theta THETA (the model "
+           "configuration's rope_theta) or --weights FILE");
+    fail("the program has buffers (" + undefinedNames +
+         ") but no weights file to read them from; pass --weights FILE");
+  }
 
   if (!path.empty() && needFile) {
     SafetensorsFile file = readSafetensors(path);
@@ -70,9 +114,11 @@ void loadInitialWeights(const tessera_program &program,
     for (int32_t i = 0; i < program.parameter_count; ++i)
       expected.push_back(
           {program.parameters[i].name, shapeOf(program.parameters[i])});
+    // A defined buffer the file also holds is checked, not read.
     for (int32_t i = 0; i < program.buffer_count; ++i)
-      expected.push_back(
-          {program.buffers[i].name, shapeOf(program.buffers[i])});
+      if (!defined[static_cast<size_t>(i)] || file.find(program.buffers[i].name))
+        expected.push_back(
+            {program.buffers[i].name, shapeOf(program.buffers[i])});
     checkTensorSet(path, file, expected,
                    program.model_name ? program.model_name : "(unnamed)");
     if (!random)
@@ -80,10 +126,20 @@ void loadInitialWeights(const tessera_program &program,
         convertParameter(path, *file.find(program.parameters[i].name),
                          state.parameters[static_cast<size_t>(i)].data());
     for (int32_t i = 0; i < program.buffer_count; ++i)
-      convertTensor(path, *file.find(program.buffers[i].name),
-                    program.buffers[i].dtype,
-                    state.buffers[static_cast<size_t>(i)].data());
+      if (!defined[static_cast<size_t>(i)])
+        convertTensor(path, *file.find(program.buffers[i].name),
+                      program.buffers[i].dtype,
+                      state.buffers[static_cast<size_t>(i)].data());
   }
+  for (int32_t i = 0; i < program.buffer_count; ++i)
+    if (defined[static_cast<size_t>(i)]) {
+      std::vector<float> values = rotaryFrequencies(
+          options.ropeTheta,
+          static_cast<size_t>(program.buffers[i].shape[0]));
+      std::vector<unsigned char> &bytes =
+          state.buffers[static_cast<size_t>(i)];
+      std::memcpy(bytes.data(), values.data(), values.size() * sizeof(float));
+    }
   if (random)
     for (int32_t i = 0; i < program.parameter_count; ++i)
       initializeRandomly(

@@ -25,6 +25,17 @@ void loadInitialWeights(const tessera_program &program,
 void initializeRandomly(const tessera_tensor_info &info, uint64_t seed,
                         std::vector<float> &values);
 
+/// Whether `info` is a rotary embedding's frequencies as transformers'
+/// rotary modules name and shape them: a rank-1 f32 buffer named
+/// `inv_freq` or ending in `.inv_freq`. A graph-only export (the meta
+/// device) has no values for it; --rope-theta defines them.
+bool isRotaryFrequencies(const tessera_tensor_info &info);
+
+/// The plain (unscaled) rotary frequencies of a head dim of 2 x count:
+/// 1 / theta^(2i / (2 count)), i < count, computed in f64 and rounded once,
+/// as transformers' default rope initialization defines them.
+std::vector<float> rotaryFrequencies(double theta, size_t count);
+
 } // namespace tessera::train
 
 #endif // TESSERA_RUNTIME_TRAIN_INITIALWEIGHTS_H

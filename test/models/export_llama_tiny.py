@@ -10,6 +10,10 @@ exporter with optimize=False, symbolic `batch` and `seq`, opset 20, weights inli
 Needs torch and transformers (PyPI's CPU wheels are enough), run from the repository root:
 
   python3 test/models/export_llama_tiny.py [--shared ../shared] [--out test/models] [--fixtures test/fixtures]
+
+With --meta it writes test/models/llama-tiny.meta.dyn.onnx instead: the same model exported graph-only
+by export_hf.py --meta (built on the meta device, so no tensor has values: the case of a model too
+large to export with its weights), with the nodes' debugging provenance dropped to keep it small.
 """
 import argparse
 import os
@@ -29,14 +33,33 @@ def make_model():
         use_cache=False, attn_implementation="eager", attention_dropout=0.0))
 
 
+def export_meta(export_hf, out):
+    import onnx
+    export_hf.MODELS["llama-tiny"] = (make_model, True, VOCAB, MAX_POSITIONS)
+    sys.argv = ["export_hf.py", "--model", "llama-tiny", "--meta", "--out", out]
+    export_hf.main()
+    path = os.path.join(out, "llama-tiny.meta.dyn.onnx")
+    model = onnx.load(path, load_external_data=False)
+    for node in model.graph.node:
+        del node.metadata_props[:]
+        node.doc_string = ""
+    for value in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
+        del value.metadata_props[:]
+    onnx.save(model, path)
+    print(f"wrote {path} ({os.path.getsize(path)} bytes, graph only)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shared", default="../shared", help="the shared/ folder holding tools/export_hf.py")
     ap.add_argument("--out", default="test/models")
     ap.add_argument("--fixtures", default="test/fixtures")
+    ap.add_argument("--meta", action="store_true", help="write the graph-only export instead")
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(a.shared, "tools"))
     import export_hf  # the reference exporter: perturb() and reference() keep the fixtures comparable
+    if a.meta:
+        return export_meta(export_hf, a.out)
 
     torch.manual_seed(SEED)
     model = make_model()
