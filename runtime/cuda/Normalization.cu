@@ -505,6 +505,22 @@ __device__ RowStatistics rowBlockStatistics(
   return {mean, static_cast<float>(rsqrt(variance + epsilon))};
 }
 
+/// Asks L2 for this thread's packs of row `row` (past `width`: nothing), so
+/// that a row-at-a-time kernel's next row streams in from DRAM while its
+/// block is busy with this row's reductions: without it, a block's loads
+/// and its barriers alternate and DRAM idles between them.
+template <int kPacks>
+__device__ __forceinline__ void prefetchRow(const void *data, int dtype,
+                                            int64_t row, int64_t width) {
+  const char *bytes = static_cast<const char *>(data);
+  int64_t elementBytes = dtype == TESSERA_F32 ? 4 : 2;
+#pragma unroll
+  for (int p = 0; p < kPacks; ++p)
+    if (rowColumn(p) < width)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(
+          bytes + (row * width + rowColumn(p)) * elementBytes));
+}
+
 /// Loads pack p of this thread from row `row`, or zeros past `width`.
 template <int kPacks>
 __device__ __forceinline__ void loadRow(const void *data, int dtype,
@@ -550,9 +566,14 @@ __global__ void __launch_bounds__(kRowThreads)
 /// dy * xhat and dy of its columns over the block's rows in f32, in row
 /// order, and writes them to partials[blockIdx.x][0 .. 2 width) for
 /// reducePartials. A pack a thread, kThreads threads (a block of kThreads
-/// is at most 64 registers a thread: 1024 threads an SM).
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads, 1024 / kThreads)
+/// is at most 64 registers a thread: 1024 threads an SM). kPrefetch: each
+/// row first asks L2 for the block's next row of x, dy and the residual
+/// (prefetchRow),
+/// which needs a few registers more: 768 threads an SM (used for blocks of
+/// 256 only).
+template <int kThreads, bool kPrefetch>
+__global__ void __launch_bounds__(kThreads,
+                                  (kPrefetch ? 768 : 1024) / kThreads)
     normBackwardRowKernel(const void *x, int xType, const void *scale,
                           int scaleType, const void *dy, int dyType,
                           const void *residual, int residualType, void *dx,
@@ -582,6 +603,14 @@ __global__ void __launch_bounds__(kThreads, 1024 / kThreads)
 #pragma unroll
         for (int k = 0; k < kPack; ++k)
           scales[p][k] = 1.0f;
+    }
+    // Before this row's loads, while few registers are live (the kernel is
+    // held to 64 a thread).
+    if (kPrefetch && row + 1 < lastRow) {
+      prefetchRow<kPacks>(x, xType, row + 1, width);
+      prefetchRow<kPacks>(dy, dyType, row + 1, width);
+      if (residual)
+        prefetchRow<kPacks>(residual, residualType, row + 1, width);
     }
     loadRow(x, xType, row, width, values);
     loadRow(dy, dyType, row, width, upstream);
@@ -953,6 +982,16 @@ bool fusePartials() {
   return fuse;
 }
 
+/// Whether the wide-row backward prefetches its block's next row into L2
+/// (the default) or not: TESSERA_NORM_PREFETCH=0, for A/B measurements.
+bool prefetchRows() {
+  static const bool prefetch = [] {
+    const char *value = std::getenv("TESSERA_NORM_PREFETCH");
+    return !(value && std::string(value) == "0");
+  }();
+  return prefetch;
+}
+
 /// dx = (residual +) the norm's gradient; dscale and dbias optional.
 void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
                   const tessera_tensor *dy, const tessera_tensor *residual,
@@ -996,12 +1035,18 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
         // One wave: as many chunks as blocks fit on the device at once (a
         // second, partial wave left SMs idle: 16-row chunks of [16384,
         // 2048] ran 0.144 ms, one wave of 32-row chunks 0.137).
+        // Prefetching takes a few registers more: 3 blocks of 256 an SM
+        // instead of 4; blocks of 512 would drop from 2 to 1, so wider rows
+        // (4 packs a row a thread and up) do without.
+        auto kernel = kThreads == 256 && prefetchRows()
+                          ? normBackwardRowKernel<kThreads, kThreads == 256>
+                          : normBackwardRowKernel<kThreads, false>;
         int device = 0, sms = 0, blocksPerSm = 0;
         cudaCheck(cudaGetDevice(&device));
         cudaCheck(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
                                          device));
         cudaCheck(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &blocksPerSm, normBackwardRowKernel<kThreads>, kThreads, 0));
+            &blocksPerSm, kernel, kThreads, 0));
         int64_t wave = std::max<int64_t>(1, int64_t{sms} * blocksPerSm);
         int64_t rowsPerChunk = std::max<int64_t>(
             {kMinRowsPerRowChunk, (layout.rows + wave - 1) / wave,
@@ -1013,13 +1058,11 @@ void normBackward(const tessera_tensor *x, const tessera_tensor *scale,
                             kParameterGradientSlot));
         if (layout.rows == 0)
           return;
-        normBackwardRowKernel<kThreads>
-            <<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
-                input.data, input.dtype, dataOf(scaleTensor),
-                typeOf(scaleTensor), upstream.data, upstream.dtype,
-                dataOf(residual), typeOf(residual), inputGradient.data,
-                inputGradient.dtype, layout.rows, layout.width, epsilon, rms,
-                rowsPerChunk, partials);
+        kernel<<<static_cast<unsigned>(chunks), kThreads, 0, stream>>>(
+            input.data, input.dtype, dataOf(scaleTensor), typeOf(scaleTensor),
+            upstream.data, upstream.dtype, dataOf(residual), typeOf(residual),
+            inputGradient.data, inputGradient.dtype, layout.rows, layout.width,
+            epsilon, rms, rowsPerChunk, partials);
         cudaCheckLaunch();
       });
       if (parameterGradients)
