@@ -50,11 +50,17 @@ for spec in "${specs[@]}"; do
   elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
   printf '   compile: %d.%03d s\n' $((elapsed / 1000)) $((elapsed % 1000)) | tee "$out/$name.compile-seconds.txt"
   # The same program with selective recomputation (each layer's cheap
-  # outputs recomputed in the backward), for the memory/speed trade; for
-  # the 1B shape only (the carry to the GPU machine is 64 MiB).
+  # outputs recomputed in the backward), for the memory/speed trade, and
+  # with the loss head in blocks of up to 2 GiB of logits instead of 1 (half
+  # as many, taller head GEMMs, for about 1 GiB more at the peak); for the
+  # 1B shape only (the carry to the GPU machine is 64 MiB).
   if [[ "$name" == llama3.2-1b ]]; then
     "$tesserac" "$model" "${flags[@]}" --remat selective --target cuda --without-weights \
         -o "$out/$name-remat-selective-train"
+    "$tesserac" "$model" "${flags[@]}" --logits-block 2GiB --target cuda --without-weights \
+        -o "$out/$name-logits-block-2gib-train"
+    "$tesserac" "$model" "${flags[@]}" --logits-block 2GiB --summary \
+        > "$out/$name-logits-block-2gib.summary.txt"
   fi
   "$tesserac" "$model" "${flags[@]}" --summary > "$out/$name.summary.txt"
   # The program's parameters and buffers with their shapes ("name d0 d1 ..."),

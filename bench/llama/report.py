@@ -9,6 +9,10 @@ device memory beside tesserac --summary's prediction and PyTorch's.
 import glob, json, os, re, statistics, sys
 
 res, exe = sys.argv[1], sys.argv[2]
+# The rows under each model: the executables build.sh compiled with other
+# flags, and run.sh's run with --gemm-autotune on.
+VARIANTS = {"remat-selective": "--remat selective", "logits-block-2gib": "--logits-block 2GiB",
+            "gemm-autotune": "--gemm-autotune on"}
 
 def tessera(name):
     path = os.path.join(res, f"tessera-{name}.jsonl")
@@ -36,7 +40,7 @@ def predicted(name):
     return float(m.group(1)) if m else None
 
 names = sorted({os.path.basename(p)[: -len("-train")] for p in glob.glob(os.path.join(exe, "*-train"))
-                if not p.endswith("-remat-selective-train") and "llama-8x1024" not in p})
+                if not any(p.endswith(f"-{v}-train") for v in VARIANTS) and "llama-8x1024" not in p})
 print("| model | Tessera tok/s (ms/step) | torch.compile tok/s (ms) | eager tok/s | Tessera / torch.compile | "
       "Tessera MFU | Tessera peak GiB (predicted) | PyTorch peak GiB (compile/eager) |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -50,11 +54,12 @@ for name in names:
     mfu = f"{t['mfu'] * 100:.1f}%" if t and t["mfu"] else "-"
     eager = f"{e['tok']:,.0f}" if e else "-"
     print(f"| {name} | {fmt(t)} | {fmt(c)} | {eager} | {ratio} | {mfu} | {mem} | {pmem} |")
-    for variant in ("remat-selective", "gemm-autotune"):
+    for variant, flag in VARIANTS.items():
         r = tessera(f"{name}-{variant}")
         if not r:
             continue
         ratio = f"{r['tok'] / c['tok']:.2f}x" if c else "-"
         mfu = f"{r['mfu'] * 100:.1f}%" if r["mfu"] else "-"
-        flag = "--remat selective" if variant == "remat-selective" else "--gemm-autotune on"
-        print(f"| {name}, {flag} | {fmt(r)} |  |  | {ratio} | {mfu} | {r['mem']:.1f} |  |")
+        pred = predicted(f"{name}-{variant}")
+        mem = f"{r['mem']:.1f}" + (f" ({pred:.1f})" if pred else "")
+        print(f"| {name}, {flag} | {fmt(r)} |  |  | {ratio} | {mfu} | {mem} |  |")

@@ -47,13 +47,15 @@ for spec in "${specs[@]}"; do
       > "$OUT/tessera-$name.log" 2>&1 || log "tessera $name failed: $?"
   tail -n 3 "$OUT/tessera-$name.log"
   grep -m3 "tessera:" "$OUT/tessera-$name.log"
-  if [[ -x "$here/$name-remat-selective-train" ]]; then
-    log "tessera $name, --remat selective"
-    "$here/$name-remat-selective-train" "${common[@]}" --steps "$steps" \
-        --metrics "$OUT/tessera-$name-remat-selective.jsonl" > "$OUT/tessera-$name-remat-selective.log" 2>&1 \
-      || log "tessera $name --remat selective failed: $?"
-    tail -n 1 "$OUT/tessera-$name-remat-selective.log"
-  fi
+  # The variants build.sh compiled (other flags, the same model).
+  for variant in remat-selective logits-block-2gib; do
+    [[ -x "$here/$name-$variant-train" ]] || continue
+    log "tessera $name, $variant"
+    "$here/$name-$variant-train" "${common[@]}" --steps "$steps" \
+        --metrics "$OUT/tessera-$name-$variant.jsonl" > "$OUT/tessera-$name-$variant.log" 2>&1 \
+      || log "tessera $name $variant failed: $?"
+    tail -n 1 "$OUT/tessera-$name-$variant.log"
+  done
   if [[ "${AUTOTUNE:-1}" != 0 ]]; then
     log "tessera $name, --gemm-autotune on"
     "$here/$name-train" "${common[@]}" --steps "$steps" --gemm-autotune on \
