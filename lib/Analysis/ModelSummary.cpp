@@ -112,6 +112,12 @@ void tessera::printModelSummary(const ModelSummary &summary,
                       withCommas(summary.bufferElements),
                       humanBytes(summary.bufferBytes));
 
+  if (!summary.initializerKinds.empty()) {
+    os << "Initializers by kind:\n";
+    for (const auto &[kind, count] : summary.initializerKinds)
+      os << llvm::formatv("  {0,-24} {1,16}\n", kind, withCommas(count));
+  }
+
   os << "\nTraining memory, mixed precision (bf16 weights and gradients, fp32 "
         "master weights and AdamW moments: 16 bytes a parameter), before "
         "activations:\n";

@@ -748,6 +748,8 @@ int main(int argc, char **argv) {
   }
 
   tessera::onnx_import::ImportOptions options;
+  tessera::onnx_import::InitializerCounts initializerCounts;
+  options.initializerCounts = &initializerCounts;
   for (const std::string &binding : dims) {
     auto [name, value] = StringRef(binding).split('=');
     long long number;
@@ -984,9 +986,11 @@ int main(int argc, char **argv) {
   }
 
   return writeOutput([&](raw_ostream &os) {
-    if (summary)
-      tessera::printModelSummary(tessera::summarizeModel(**module), inputPath,
-                                 os);
+    if (summary) {
+      tessera::ModelSummary numbers = tessera::summarizeModel(**module);
+      numbers.initializerKinds = initializerCounts.byKind;
+      tessera::printModelSummary(numbers, inputPath, os);
+    }
     if (stepMemory)
       tessera::lowering::printStepMemory(*stepMemory, os);
     if (emit != EmitStage::None)

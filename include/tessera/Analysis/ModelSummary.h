@@ -22,6 +22,9 @@ struct ModelSummary {
   int64_t bufferTensors = 0;
   int64_t bufferElements = 0;
   int64_t bufferBytes = 0;
+  /// The importer's count of the model's initializers by what it made of
+  /// each (onnx_import::InitializerCounts); empty unless the caller sets it.
+  std::vector<std::pair<std::string, int64_t>> initializerKinds;
   /// "name: tensor<...>" for each function argument and result.
   std::vector<std::string> inputs, outputs;
 

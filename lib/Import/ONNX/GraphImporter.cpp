@@ -2,6 +2,7 @@
 
 #include "GraphImporter.h"
 #include "InitializerClassification.h"
+#include "ParameterViews.h"
 
 #include "tessera/Import/ONNX/ConstantEvaluator.h"
 
@@ -511,13 +512,15 @@ llvm::Error GraphImporter::importInitializers() {
       InitializerClassifier::create(model.graph(), withoutPatterns);
   if (!modelClassifier)
     return modelClassifier.takeError();
-  // The right-hand operands of the graph's matrix products: a weight, when
-  // it is an initializer.
-  llvm::StringSet<> productWeights;
-  for (const onnx::NodeProto &node : model.graph().node())
-    if ((node.op_type() == "MatMul" || node.op_type() == "Gemm") &&
-        node.input_size() >= 2)
-      productWeights.insert(node.input(1));
+  // A copy of a weight (a tied head's transposed embedding) is that weight,
+  // read through a transpose: one parameter, with the whole gradient.
+  llvm::StringMap<ParameterView> views = findParameterViews(
+      model.graph(), [&](const onnx::TensorProto &tensor) {
+        return modelClassifier->classify(tensor) ==
+               InitializerRole::TrainableParameter;
+      });
+  InitializerCensus census;
+  std::vector<const onnx::TensorProto *> deferredViews;
   for (const onnx::TensorProto &tensor : model.graph().initializer()) {
     // A parameter is known by its name (checkpoints, --freeze, the runtime).
     if (tensor.name().empty())
@@ -526,106 +529,142 @@ llvm::Error GraphImporter::importInitializers() {
     if (values.count(tensor.name()))
       return llvm::createStringError(modelPath + ": initializer '" +
                                      tensor.name() + "' is defined twice");
-    InitializerRole role = classifier->classify(tensor);
-    // torch.onnx.export(..., optimize=True) folds a parameter's transpose
-    // into a new initializer that the graph signature does not name: by the
-    // signature it is data, yet it is a product's weight matrix. Nothing can
-    // tell, without the module, whether it was learned; it is not trained,
-    // and the user is told so rather than left with weights that never move.
-    if (role == InitializerRole::Constant &&
-        classifier->outsideSignature(tensor.name()) &&
-        productWeights.contains(tensor.name()) && tensor.dims_size() >= 2 &&
-        (tensor.data_type() == onnx::TensorProto::FLOAT ||
-         tensor.data_type() == onnx::TensorProto::FLOAT16 ||
-         tensor.data_type() == onnx::TensorProto::BFLOAT16))
-      mlir::emitWarning(NameLoc::get(StringAttr::get(context(), tensor.name())))
-          << "initializer '" << tensor.name()
-          << "' is a matrix product's weight but not in the export's graph "
-             "signature, so it is imported as a constant and will not be "
-             "trained; torch.onnx.export(..., optimize=True) makes such "
-             "tensors by folding a parameter's transpose: export with "
-             "optimize=False to train it";
-    bool frozenWeight =
-        role != InitializerRole::TrainableParameter &&
-        modelClassifier->classify(tensor) ==
-            InitializerRole::TrainableParameter;
-    Type element = convertElementType(tensor.data_type(), context());
-    if (!element)
-      return llvm::createStringError(
-          modelPath + ": initializer '" + tensor.name() + "' has element type " +
-          elementTypeName(tensor.data_type()) +
-          ", which Tessera does not support");
-    llvm::SmallVector<int64_t> shape(tensor.dims().begin(),
-                                     tensor.dims().end());
-    if (std::optional<std::string> reason = invalidShapeReason(shape))
-      return llvm::createStringError(modelPath + ": initializer '" +
-                                     tensor.name() + "': " + *reason);
-    auto type = RankedTensorType::get(shape, element);
-    bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
-
-    // Constants and small buffers are read now, so that the graph that
-    // computes with them (masks, positions) folds away. Weights are not.
-    bool readNow = role == InitializerRole::Constant ||
-                   (role == InitializerRole::Buffer && !frozenWeight &&
-                    type.getNumElements() <= kLargeMaskElements);
-    if (readNow || options.loadWeights) {
-      llvm::Expected<HostTensor> decoded =
-          decodeTensorProto(tensor, modelDirectory);
-      if (decoded && readNow) {
-        values[tensor.name()] = ImportedValue{
-            std::make_shared<const HostTensor>(std::move(*decoded)), Value(),
-            {}};
-        continue;
-      }
-      // A graph-only (meta) export has no data for its weights; such a
-      // value stays a named run-time tensor unless weights were asked for.
-      if (!decoded && options.loadWeights)
-        return llvm::createStringError(modelPath + ": " +
-                                       llvm::toString(decoded.takeError()));
-      if (decoded && options.loadWeights) {
-        auto parameter = tess::ParameterOp::create(
-            opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
-            type, tensor.name(), role == InitializerRole::TrainableParameter,
-            nullptr, toElementsAttr(*decoded, context()));
-        values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
-        continue;
-      }
-      llvm::consumeError(decoded.takeError());
+    if (views.count(tensor.name())) {
+      deferredViews.push_back(&tensor);
+      continue;
     }
-
-    tess::WeightLocationAttr location;
-    if (external) {
-      std::string file;
-      std::optional<int64_t> offset, length;
-      for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
-        if (entry.key() == "location") {
-          file = entry.value();
-          continue;
-        }
-        if (entry.key() != "offset" && entry.key() != "length")
-          continue;
-        int64_t number;
-        if (llvm::StringRef(entry.value()).getAsInteger(10, number) ||
-            number < 0)
-          return llvm::createStringError(
-              modelPath + ": initializer '" + tensor.name() +
-              "': external data " + entry.key() + " '" + entry.value() +
-              "' is not a non-negative integer");
-        (entry.key() == "offset" ? offset : length) = number;
-      }
-      location = tess::WeightLocationAttr::get(context(), file,
-                                               offset.value_or(0), length);
-    } else {
-      location = tess::WeightLocationAttr::get(
-          context(), llvm::sys::path::filename(modelPath), std::nullopt,
-          std::nullopt);
-    }
-    auto parameter = tess::ParameterOp::create(
-        opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
-        type, tensor.name(), role == InitializerRole::TrainableParameter,
-        location, nullptr);
-    values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
+    if (llvm::Error error =
+            importInitializer(tensor, *classifier, *modelClassifier, census))
+      return error;
   }
+  for (const onnx::TensorProto *tensor : deferredViews) {
+    const ParameterView &view = views.find(tensor->name())->second;
+    auto source = values.find(view.source);
+    // A source that became a host constant (not a weight after all) leaves
+    // its copy a tensor of its own.
+    if (source == values.end() || !source->second.value) {
+      if (llvm::Error error = importInitializer(*tensor, *classifier,
+                                                *modelClassifier, census))
+        return error;
+      continue;
+    }
+    Value value = source->second.value;
+    if (view.transposed)
+      value = tess::TransposeOp::create(
+          opBuilder, NameLoc::get(StringAttr::get(context(), tensor->name())),
+          value, opBuilder.getDenseI64ArrayAttr({1, 0}));
+    values[tensor->name()] = ImportedValue{nullptr, value, {}};
+    ++census.views;
+  }
+  // The optimizer's folded weights are trained, under the names it gave
+  // them; said once, unless --freeze/--train chose what to train.
+  if (!census.foldedWeights.empty() && !options.freezePattern &&
+      !options.trainPattern) {
+    std::string names;
+    for (const std::string &name : census.foldedWeights)
+      names += (names.empty() ? "'" : ", '") + name + "'";
+    mlir::emitWarning(FileLineColLoc::get(context(), modelPath, 0, 0))
+        << "initializers " << names
+        << " are matrix products' weights outside the export's graph "
+           "signature (torch.onnx.export(..., optimize=True) folds a "
+           "parameter's transpose into a new initializer and drops the "
+           "parameter): they are trained, in the layout and under the names "
+           "the export gave them; --freeze or --train choose otherwise";
+  }
+  if (options.initializerCounts)
+    *options.initializerCounts = census.byKind();
+  return llvm::Error::success();
+}
+
+llvm::Error GraphImporter::importInitializer(
+    const onnx::TensorProto &tensor, const InitializerClassifier &classifier,
+    const InitializerClassifier &modelClassifier, InitializerCensus &census) {
+  InitializerRole role = classifier.classify(tensor);
+  if (classifier.isFoldedWeight(tensor))
+    census.foldedWeights.push_back(tensor.name());
+  bool frozenWeight =
+      role != InitializerRole::TrainableParameter &&
+      modelClassifier.classify(tensor) ==
+          InitializerRole::TrainableParameter;
+  Type element = convertElementType(tensor.data_type(), context());
+  if (!element)
+    return llvm::createStringError(
+        modelPath + ": initializer '" + tensor.name() + "' has element type " +
+        elementTypeName(tensor.data_type()) +
+        ", which Tessera does not support");
+  llvm::SmallVector<int64_t> shape(tensor.dims().begin(),
+                                   tensor.dims().end());
+  if (std::optional<std::string> reason = invalidShapeReason(shape))
+    return llvm::createStringError(modelPath + ": initializer '" +
+                                   tensor.name() + "': " + *reason);
+  auto type = RankedTensorType::get(shape, element);
+  bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
+
+  // Constants and small buffers are read now, so that the graph that
+  // computes with them (masks, positions) folds away. Weights are not.
+  bool readNow = role == InitializerRole::Constant ||
+                 (role == InitializerRole::Buffer && !frozenWeight &&
+                  type.getNumElements() <= kLargeMaskElements);
+  if (readNow || options.loadWeights) {
+    llvm::Expected<HostTensor> decoded =
+        decodeTensorProto(tensor, modelDirectory);
+    if (decoded && readNow) {
+      values[tensor.name()] = ImportedValue{
+          std::make_shared<const HostTensor>(std::move(*decoded)), Value(),
+          {}};
+      census.count(role);
+      return llvm::Error::success();
+    }
+    // A graph-only (meta) export has no data for its weights; such a
+    // value stays a named run-time tensor unless weights were asked for.
+    if (!decoded && options.loadWeights)
+      return llvm::createStringError(modelPath + ": " +
+                                     llvm::toString(decoded.takeError()));
+    if (decoded && options.loadWeights) {
+      auto parameter = tess::ParameterOp::create(
+          opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
+          type, tensor.name(), role == InitializerRole::TrainableParameter,
+          nullptr, toElementsAttr(*decoded, context()));
+      values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
+      census.count(role);
+      return llvm::Error::success();
+    }
+    llvm::consumeError(decoded.takeError());
+  }
+
+  tess::WeightLocationAttr location;
+  if (external) {
+    std::string file;
+    std::optional<int64_t> offset, length;
+    for (const onnx::StringStringEntryProto &entry : tensor.external_data()) {
+      if (entry.key() == "location") {
+        file = entry.value();
+        continue;
+      }
+      if (entry.key() != "offset" && entry.key() != "length")
+        continue;
+      int64_t number;
+      if (llvm::StringRef(entry.value()).getAsInteger(10, number) ||
+          number < 0)
+        return llvm::createStringError(
+            modelPath + ": initializer '" + tensor.name() +
+            "': external data " + entry.key() + " '" + entry.value() +
+            "' is not a non-negative integer");
+      (entry.key() == "offset" ? offset : length) = number;
+    }
+    location = tess::WeightLocationAttr::get(context(), file,
+                                             offset.value_or(0), length);
+  } else {
+    location = tess::WeightLocationAttr::get(
+        context(), llvm::sys::path::filename(modelPath), std::nullopt,
+        std::nullopt);
+  }
+  auto parameter = tess::ParameterOp::create(
+      opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
+      type, tensor.name(), role == InitializerRole::TrainableParameter,
+      location, nullptr);
+  values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
+  census.count(role);
   return llvm::Error::success();
 }
 

@@ -66,6 +66,8 @@ inline mlir::RankedTensorType tensorType(mlir::Value value) {
 }
 
 class GraphImporter;
+class InitializerClassifier;
+struct InitializerCensus;
 /// Emits the `tess` ops of the current node; errors go through
 /// GraphImporter::nodeError so they name the node.
 using NodeHandler = llvm::Error (*)(GraphImporter &);
@@ -204,6 +206,12 @@ private:
   llvm::Error importInputs(mlir::Block &body,
                            llvm::SmallVectorImpl<mlir::Type> &inputTypes);
   llvm::Error importInitializers();
+  /// One initializer that is not a view of another, as its classification
+  /// says: a host constant or a `tess.parameter`, counted in `census`.
+  llvm::Error importInitializer(const onnx::TensorProto &tensor,
+                                const InitializerClassifier &classifier,
+                                const InitializerClassifier &modelClassifier,
+                                InitializerCensus &census);
   llvm::Error importNode(const onnx::NodeProto &node);
   llvm::Error checkDeclaredShape(const onnx::ValueInfoProto &info,
                                  const ImportedValue &value,

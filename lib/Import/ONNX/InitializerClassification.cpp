@@ -5,10 +5,13 @@
 // `pkg.torch.export.graph_signature.InputSpec.kind` on the initializer's
 // value_info. That is the ground truth and is used when present; in a graph
 // that has it, an initializer without it was made by the exporter's
-// optimizer and is a constant. The fallback, for models from other
-// exporters, is the convention those
-// graphs follow: a learned tensor is a floating tensor with at least one
-// element beyond a scalar, and well-known buffer names are not learned.
+// optimizer and is a constant, unless it is a matrix product's weight: the
+// optimizer folds Transpose(W) into a new initializer and drops W, and what
+// it leaves is W's values in another layout, which AdamW (elementwise)
+// trains exactly as it would train W. The fallback, for models from other
+// exporters, is the convention those graphs follow: a learned tensor is a
+// floating tensor with at least one element beyond a scalar, and
+// well-known buffer names are not learned.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,7 +94,19 @@ InitializerClassifier::create(const onnx::GraphProto &graph,
   for (const onnx::ValueInfoProto &info : graph.value_info())
     if (std::optional<std::string> kind = exportKindOf(info))
       classifier.exportKinds[info.name()] = *kind;
+  for (const onnx::NodeProto &node : graph.node())
+    if ((node.op_type() == "MatMul" || node.op_type() == "Gemm") &&
+        node.input_size() >= 2)
+      classifier.productWeights.insert(node.input(1));
   return classifier;
+}
+
+bool InitializerClassifier::isFoldedWeight(
+    const onnx::TensorProto &initializer) const {
+  return outsideSignature(initializer.name()) &&
+         productWeights.contains(initializer.name()) &&
+         initializer.dims_size() >= 2 &&
+         isFloatingType(initializer.data_type());
 }
 
 InitializerRole
@@ -106,6 +121,8 @@ InitializerClassifier::classify(const onnx::TensorProto &initializer) const {
       role = InitializerRole::Buffer;
     else
       role = InitializerRole::Constant;
+  } else if (isFoldedWeight(initializer)) {
+    role = InitializerRole::TrainableParameter;
   } else if (!exportKinds.empty()) {
     // The exporter recorded the module's signature, and this tensor is not
     // in it: its graph optimizer made it (a folded mask, a parameter gathered
@@ -129,4 +146,27 @@ InitializerClassifier::classify(const onnx::TensorProto &initializer) const {
       (trainPattern && !matches(trainPattern, name)))
     return InitializerRole::Buffer;
   return role;
+}
+
+void InitializerCensus::count(InitializerRole role) {
+  switch (role) {
+  case InitializerRole::TrainableParameter:
+    ++parameters;
+    return;
+  case InitializerRole::Buffer:
+    ++buffers;
+    return;
+  case InitializerRole::Constant:
+    ++constants;
+    return;
+  }
+}
+
+InitializerCounts InitializerCensus::byKind() const {
+  return {{{"trained", parameters},
+           {"  outside the signature",
+            static_cast<int64_t>(foldedWeights.size())},
+           {"copies of a parameter", views},
+           {"buffers", buffers},
+           {"constants", constants}}};
 }

@@ -14,6 +14,7 @@
 #include "tessera/Import/ONNX/Importer.h"
 
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 
 #include <onnx/onnx_pb.h>
@@ -33,10 +34,16 @@ public:
   InitializerRole classify(const onnx::TensorProto &initializer) const;
 
   /// Whether the graph has torch.export's signature and `name` is not in
-  /// it: a tensor the exporter's optimizer made (classified a constant).
+  /// it: a tensor the exporter's optimizer made.
   bool outsideSignature(llvm::StringRef name) const {
     return !exportKinds.empty() && !exportKinds.count(name);
   }
+
+  /// Whether `initializer` is outside the signature yet a matrix product's
+  /// float weight matrix: what torch.onnx.export(..., optimize=True) makes
+  /// of a parameter by folding its transpose (the parameter itself is then
+  /// gone from the graph). classify() trains it.
+  bool isFoldedWeight(const onnx::TensorProto &initializer) const;
 
 private:
   InitializerClassifier() = default;
@@ -44,8 +51,25 @@ private:
   /// Initializer name -> torch.export's InputSpec kind ("PARAMETER",
   /// "BUFFER", "CONSTANT_TENSOR"), when the exporter recorded it.
   llvm::StringMap<std::string> exportKinds;
+  /// The right-hand operands of the graph's MatMul and Gemm nodes.
+  llvm::StringSet<> productWeights;
   std::optional<std::string> freezePattern;
   std::optional<std::string> trainPattern;
+};
+
+/// How many initializers the import made of each kind, which `--summary`
+/// prints against PyTorch's counts.
+struct InitializerCensus {
+  int64_t parameters = 0;
+  int64_t buffers = 0;
+  int64_t constants = 0;
+  /// Copies of a parameter (ParameterViews.h), imported as that parameter.
+  int64_t views = 0;
+  /// Matrix products' weights outside the graph signature (trained).
+  std::vector<std::string> foldedWeights;
+
+  void count(InitializerRole role);
+  InitializerCounts byKind() const;
 };
 
 } // namespace tessera::onnx_import

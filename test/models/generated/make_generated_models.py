@@ -40,7 +40,8 @@ ROBERTA_PAD = 0
 
 
 def configs():
-    """name -> (what it varies, builder of the model, causal LM?, vocabulary, max positions)."""
+    """name -> (what it varies, builder of the model, causal LM?, vocabulary, max positions[, exporter]),
+    the exporter as export_graph() names it ("dynamo" unless given)."""
     import export_hf
     import export_llama_tiny
     from transformers import (BertConfig, BertForMaskedLM, BloomConfig, BloomForCausalLM, FalconConfig,
@@ -123,6 +124,14 @@ def configs():
                      True, 512, 64),
         "bloom-tiny": ("BLOOM: ALiBi position biases, embedding layer norm, fused query/key/value, tied",
                        variant(BloomConfig, BloomForCausalLM, decoder, n_layer=2, n_head=4), True, 512, 64),
+        # The same models through the exporter's other paths: each linear weight is left only as a
+        # transposed copy under a name of its own, and the tied head as a second, transposed copy.
+        "llama-optimized": ("Llama exported with optimize=True (torch's default): every linear weight folded "
+                            "into a transposed initializer outside the graph signature",
+                            llama_variant(), True, 512, 64, "dynamo-optimized"),
+        "bert-legacy-tied": ("BERT (masked LM) exported by the legacy exporter (dynamo=False): linear weights "
+                             "as transposed copies, the tied head as a transposed copy of the word embeddings",
+                             variant(BertConfig, BertForMaskedLM, bert), False, 512, 64, "legacy"),
     }
 
 
@@ -138,26 +147,49 @@ def drop_node_provenance(program):
             node.metadata_props.pop(key, None)
 
 
-def initializer_names(program, model):
-    """PyTorch parameter name -> the ONNX initializer that holds it. A tied weight is exported once,
-    under one of its names, so a parameter missing by name is found by its (perturbed, hence
-    unique) value."""
-    initializers = {name: value.const_value.numpy() for name, value in program.model.graph.initializers.items()}
+def initializer_names(path, model):
+    """PyTorch parameter name -> (the ONNX initializer that holds it, whether it holds its transpose). A
+    tied weight is exported once, under one of its names, and optimize=True and legacy exports keep a
+    linear layer's weight only as a transposed copy under a name of their own, so a parameter missing
+    by name is found by its (perturbed, hence unique) value, as it is or transposed."""
+    import onnx
+    from onnx import numpy_helper
+    initializers = {tensor.name: numpy_helper.to_array(tensor) for tensor in onnx.load(path).graph.initializer}
     names = {}
     for name, parameter in model.named_parameters():
         if name in initializers:
-            names[name] = name
+            names[name] = (name, False)
             continue
         data = parameter.detach().numpy()
-        matches = [other for other, array in initializers.items()
+        matches = [(other, False) for other, array in initializers.items()
                    if array.shape == data.shape and np.array_equal(array, data)]
+        if not matches and data.ndim == 2:
+            matches = [(other, True) for other, array in initializers.items()
+                       if array.shape == data.T.shape and np.array_equal(array, data.T)]
         if len(matches) != 1:
             raise SystemExit(f"parameter {name}: {len(matches)} initializers hold its value")
         names[name] = matches[0]
     return names
 
 
-def export(name, make, causal, vocab, max_positions, out):
+def export_graph(model, ids, exporter, max_positions, path):
+    """Writes the ONNX export of `model` to `path` the way `exporter` says: "dynamo" (the family's
+    setting), "dynamo-optimized" (the same with the exporter's graph optimizer, torch's default) or
+    "legacy" (the TorchScript exporter, dynamo=False)."""
+    if exporter == "legacy":
+        torch.onnx.export(model, (ids,), path, dynamo=False, opset_version=20, input_names=["input_ids"],
+                          output_names=["logits"],
+                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch", 1: "seq"}})
+        return
+    program = torch.onnx.export(
+        model, (ids,), dynamo=True, optimize=exporter == "dynamo-optimized", opset_version=20,
+        input_names=["input_ids"], output_names=["logits"],
+        dynamic_shapes={"input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("seq", min=2, max=max_positions)}})
+    drop_node_provenance(program)
+    program.save(path, external_data=False)
+
+
+def export(name, make, causal, vocab, max_positions, out, exporter="dynamo"):
     import export_hf
     torch.manual_seed(SEED)
     model = make()
@@ -169,14 +201,9 @@ def export(name, make, causal, vocab, max_positions, out):
                 raise SystemExit(f"{name}: the batch holds pad token {module.padding_idx}, whose embedding row "
                                  "PyTorch does not train and the exported graph does; pick another pad token")
     model.eval()
-    program = torch.onnx.export(
-        model, (ids,), dynamo=True, optimize=False, opset_version=20, input_names=["input_ids"],
-        output_names=["logits"],
-        dynamic_shapes={"input_ids": {0: Dim("batch", min=1, max=4096), 1: Dim("seq", min=2, max=max_positions)}})
     path = os.path.join(out, name + ".raw.dyn.onnx")
-    drop_node_provenance(program)
-    program.save(path, external_data=False)
-    holders = initializer_names(program, model)
+    export_graph(model, ids, exporter, max_positions, path)
+    holders = initializer_names(path, model)
 
     reference = export_hf.reference(model, ids, causal)
     reference["model"] = name
@@ -188,9 +215,17 @@ def export(name, make, causal, vocab, max_positions, out):
     reference["note"] = (
         f"Produced by PyTorch {torch.__version__.split('+')[0]} / transformers {__import__('transformers').__version__} "
         f"(fp32, CPU) by make_generated_models.py from the same model that was exported to {name}.raw.dyn.onnx. "
-        "'onnx_initializer' names the ONNX initializer that holds each parameter.")
+        "'onnx_initializer' names the ONNX initializer that holds each parameter; where it holds the "
+        "transpose ('onnx_transposed'), after_step_first8 are the first elements of the transposed "
+        "parameter, as that initializer lays them out.")
+    # reference() stepped the model: its parameters are now the values after the step.
+    after = dict(model.named_parameters())
     for parameter, info in reference["params"].items():
-        info["onnx_initializer"] = holders[parameter]
+        holder, transposed = holders[parameter]
+        info["onnx_initializer"] = holder
+        if transposed:
+            info["onnx_transposed"] = True
+            info["after_step_first8"] = after[parameter].detach().T.flatten()[:8].tolist()
     with open(os.path.join(out, name + ".reference.json"), "w") as f:
         json.dump(reference, f, indent=1)
     print(f"{name}: {os.path.getsize(path)} bytes, {reference['num_parameters']} parameters, "
@@ -216,10 +251,10 @@ def main():
     if unknown:
         ap.error(f"unknown models: {', '.join(sorted(unknown))}")
     os.makedirs(a.out, exist_ok=True)
-    for name, (_, make, causal, vocab, max_positions) in models.items():
+    for name, (_, make, causal, vocab, max_positions, *exporter) in models.items():
         if a.only and name not in a.only:
             continue
-        export(name, make, causal, vocab, max_positions, a.out)
+        export(name, make, causal, vocab, max_positions, a.out, *exporter)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,20 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera::onnx_import {
+
+/// What the importer made of the model's initializers, by kind, to be read
+/// against PyTorch's counts (`tesserac --summary`).
+struct InitializerCounts {
+  /// (kind, count), as printed: trained; of those, outside the signature
+  /// (matrix products' weights torch.onnx.export(..., optimize=True) folded);
+  /// copies of a parameter (imported as that parameter); buffers;
+  /// constants.
+  std::vector<std::pair<std::string, int64_t>> byKind;
+};
 
 struct ImportOptions {
   /// Values of the model's symbolic input dims (`--dim batch=8`).
@@ -31,6 +43,8 @@ struct ImportOptions {
   std::optional<std::string> trainPattern;
   /// Attach every weight's bytes to its `tess.parameter` (`value`).
   bool loadWeights = false;
+  /// When set, filled with the counts of the initializers by kind.
+  InitializerCounts *initializerCounts = nullptr;
 };
 
 /// Imports the model at `path`. Every failure (unreadable or non-ONNX file,

@@ -412,6 +412,20 @@ def optimized_signature():
     return model
 
 
+def tied_head_copy():
+    """A legacy export (dynamo=False, no graph signature) of a tied head: the embedding `embed.weight`
+    [8, 4] for the lookup, and its transpose stored again as `onnx::MatMul_7` [4, 8] for the head."""
+    g = GraphBuilder("tied_head_copy")
+    ids = g.input("ids", [2, 3], INT64)
+    table = weights(71, [8, 4])
+    g.initializer("embed.weight", table)
+    g.initializer("onnx::MatMul_7", np.ascontiguousarray(table.T))
+    hidden = g.op("Gather", ["embed.weight", ids], axis=0)
+    g.op("MatMul", [hidden, "onnx::MatMul_7"], out="logits")
+    g.output("logits", [2, 3, 8])
+    return g.model()
+
+
 def matmul_batched():
     """Batched MatMul of two rank-4 inputs, and of a rank-4 input by a rank-2 weight (broadcast)."""
     g = GraphBuilder("matmul_batched")
@@ -718,6 +732,7 @@ WELL_FORMED = {
     "linear_matmul_add": linear_matmul_add,
     "optimized_signature": optimized_signature,
     "matmul_batched": matmul_batched,
+    "tied_head_copy": tied_head_copy,
     "gather_nd_split": gather_nd_split,
     "gather_nd_batched": gather_nd_batched,
     "scatter_nd_rows": scatter_nd_rows,
@@ -729,6 +744,7 @@ WELL_FORMED = {
 # The inputs tessera-run reads in the lit tests (saved beside the model as NAME.INPUT.npy), small
 # numbers so that the printed results read at a glance; onnxruntime is checked on the same ones.
 FIXED_FEEDS = {
+    "tied_head_copy": lambda: {"ids": np.array([[0, 3, 7], [5, 5, 1]], dtype=np.int64)},
     "gather_nd_split": lambda: {"qkv": np.arange(12, dtype=np.float32).reshape(1, 2, 1, 3, 2)},
     "gather_nd_batched": lambda: {"x": np.arange(12, dtype=np.float32).reshape(2, 3, 2)},
     "scatter_nd_rows": lambda: {"x": np.arange(8, dtype=np.float32).reshape(4, 2)},
@@ -828,6 +844,9 @@ def expected_outputs(name, model, feeds):
         return [x @ initializer(model, "fc1.weight").T @ initializer(model, "val_7")]
     if name == "matmul_batched":
         return [feeds["a"] @ feeds["b"], feeds["a"] @ initializer(model, "proj.weight")]
+    if name == "tied_head_copy":
+        table = initializer(model, "embed.weight")
+        return [table[feeds["ids"]] @ table.T]
     if name == "gather_nd_split":
         qkv = feeds["qkv"]
         return [np.concatenate([qkv[:, :, :, [-2]], qkv[:, :, :, [-1]]], axis=3)]
