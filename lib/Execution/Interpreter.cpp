@@ -475,11 +475,16 @@ llvm::Error FunctionRun::execute(Operation &op) {
             {attention.getQuery(), attention.getKey(), attention.getValue(),
              attention.getMask()},
             [&](KernelInputs in, KernelOutputs out) {
-              return tessera_cpu_attention(
-                  in[0], in[1], in[2], in[3], &out[0], attention.getCausal(),
-                  attention.getScale().convertToDouble(),
-                  attention.getDropout().convertToDouble(),
-                  mixSeed(stepSeed, attention.getSeed()));
+              double scale = attention.getScale().convertToDouble();
+              double dropout = attention.getDropout().convertToDouble();
+              uint64_t seed = mixSeed(stepSeed, attention.getSeed());
+              if (auto window = static_cast<int64_t>(attention.getWindow()))
+                return tessera_cpu_sliding_window_attention(
+                    in[0], in[1], in[2], in[3], &out[0], window, scale,
+                    dropout, seed);
+              return tessera_cpu_attention(in[0], in[1], in[2], in[3],
+                                           &out[0], attention.getCausal(),
+                                           scale, dropout, seed);
             });
       })
       .Case([&](tess::PackedAttentionOp attention) {
@@ -602,11 +607,16 @@ llvm::Error FunctionRun::execute(Operation &op) {
             {grad.getQuery(), grad.getKey(), grad.getValue(), grad.getMask(),
              grad.getDy()},
             [&](KernelInputs in, KernelOutputs out) {
+              double scale = grad.getScale().convertToDouble();
+              double dropout = grad.getDropout().convertToDouble();
+              uint64_t seed = mixSeed(stepSeed, grad.getSeed());
+              if (auto window = static_cast<int64_t>(grad.getWindow()))
+                return tessera_cpu_sliding_window_attention_grad(
+                    in[0], in[1], in[2], in[3], in[4], &out[0], &out[1],
+                    &out[2], window, scale, dropout, seed);
               return tessera_cpu_attention_grad(
                   in[0], in[1], in[2], in[3], in[4], &out[0], &out[1],
-                  &out[2], grad.getCausal(), grad.getScale().convertToDouble(),
-                  grad.getDropout().convertToDouble(),
-                  mixSeed(stepSeed, grad.getSeed()));
+                  &out[2], grad.getCausal(), scale, dropout, seed);
             });
       })
       .Case([&](tess::PackedAttentionGradOp grad) {

@@ -1,7 +1,8 @@
 //===- Attention.cpp - Scaled dot-product attention, forward and backward -===//
 //
 // The reference is the textbook formula, one query row at a time:
-//   s_j = scale * q_i . k_j + mask_ij        (j hidden by causal: dropped)
+//   s_j = scale * q_i . k_j + mask_ij        (j hidden by causal or by the
+//                                             sliding window: dropped)
 //   p_j = softmax(s)_j                        (f64 sum, max subtracted)
 //   w_j = p_j * keep_ij / (1 - dropout)       (keep from Random.h)
 //   y_i = sum_j w_j v_j
@@ -16,6 +17,11 @@
 //   dq_i  = scale * sum_j ds_j k_j,   dk_j += scale * ds_j q_i
 // dk and dv sum over the query heads that share a K/V head. A query whose
 // keys are all masked to -inf gets weights 0 (output 0), as in PyTorch.
+//
+// The sliding window (Mistral's) is a band of the causal mask: query i sees
+// keys [i + o - window + 1, i + o], o = Skv - Sq. Like causal, it is a
+// range of j per row, so the loops visit only the band: the cost is
+// O(S * window), not O(S^2), and no [S, S] mask exists.
 //
 // The dropout index of weight (b, h, i, j) is its row-major position in
 // [B, Hq, Sq, Skv], so tessera_cpu_dropout on a tensor of that shape with the
@@ -43,12 +49,15 @@ class AttentionProblem {
 public:
   AttentionProblem(const tessera_tensor *q, const tessera_tensor *k,
                    const tessera_tensor *v, const tessera_tensor *mask,
-                   int32_t causal, double scale, double dropout, uint64_t seed)
+                   int32_t causal, int64_t window, double scale, double dropout,
+                   uint64_t seed)
       : query(requireTensor(q, "q")), key(requireTensor(k, "k")),
-        value(requireTensor(v, "v")), isCausal(causal != 0),
-        scoreScale(static_cast<float>(scale)), dropoutRate(dropout),
-        dropoutMask(seed, dropout) {
+        value(requireTensor(v, "v")), isCausal(causal != 0 || window > 0),
+        windowKeys(window), scoreScale(static_cast<float>(scale)),
+        dropoutRate(dropout), dropoutMask(seed, dropout) {
     checkShapes();
+    if (window < 0)
+      fail("window " + std::to_string(window) + " is negative");
     if (!(scale > 0.0) || !std::isfinite(scale))
       fail("scale " + std::to_string(scale) + " must be positive and finite");
     if (!(dropout >= 0.0 && dropout < 1.0))
@@ -88,15 +97,21 @@ public:
   int64_t visibleKeys(int64_t i) const {
     return isCausal ? std::min(keySeq, i + keySeq - querySeq + 1) : keySeq;
   }
+  /// Keys j < firstVisibleKey(i) are before query i's window.
+  int64_t firstVisibleKey(int64_t i) const {
+    return windowKeys > 0 ? std::max<int64_t>(0, visibleKeys(i) - windowKeys)
+                          : 0;
+  }
 
   /// The softmax probabilities of query row (b, h, i) into p[0, keySeq)
   /// (0 where hidden).
   void probabilities(int64_t b, int64_t h, int64_t i, float *p) const {
     const float *q = queryRow(b, h, i);
     int64_t headRow = keyHeadRow(b, h);
-    int64_t visible = visibleKeys(i);
+    int64_t first = firstVisibleKey(i), visible = visibleKeys(i);
+    std::fill(p, p + first, 0.0f);
     float maximum = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < visible; ++j) {
+    for (int64_t j = first; j < visible; ++j) {
       const float *k = keyRow(headRow, j);
       float dot = 0.0f;
       for (int64_t d = 0; d < headDim; ++d)
@@ -115,12 +130,12 @@ public:
       return;
     }
     double sum = 0.0;
-    for (int64_t j = 0; j < visible; ++j) {
+    for (int64_t j = first; j < visible; ++j) {
       p[j] = std::exp(p[j] - maximum);
       sum += p[j];
     }
     float reciprocalSum = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < visible; ++j)
+    for (int64_t j = first; j < visible; ++j)
       p[j] *= reciprocalSum;
     std::fill(p + visible, p + keySeq, 0.0f);
   }
@@ -159,6 +174,8 @@ private:
 
   const tessera_tensor &query, &key, &value;
   bool isCausal;
+  /// 0: no window.
+  int64_t windowKeys;
   float scoreScale;
   double dropoutRate;
   float keptScale = 1.0f;
@@ -166,6 +183,116 @@ private:
   std::optional<FloatInput> queryValues, keyValues, valueValues, maskValues;
   Shape maskStrides;
 };
+
+/// The problem of a sliding-window entry point: causal, and a window of at
+/// least one key (0, no window, is the plain entry points').
+AttentionProblem slidingWindowProblem(const tessera_tensor *q,
+                                      const tessera_tensor *k,
+                                      const tessera_tensor *v,
+                                      const tessera_tensor *mask,
+                                      int64_t window, double scale,
+                                      double dropout, uint64_t seed) {
+  if (window < 1)
+    fail("window " + std::to_string(window) + " must be at least 1");
+  return AttentionProblem(q, k, v, mask, /*causal=*/1, window, scale, dropout,
+                          seed);
+}
+
+void attentionForward(const AttentionProblem &problem, tessera_tensor *y) {
+  tessera_tensor &output = requireTensor(y, "y");
+  requireShape(output, problem.outputShape(), "y");
+  FloatOutput result(output, "y");
+  std::vector<float> p(static_cast<size_t>(problem.keySeq));
+  for (int64_t b = 0; b < problem.batch; ++b) {
+    for (int64_t h = 0; h < problem.queryHeads; ++h) {
+      int64_t headRow = problem.keyHeadRow(b, h);
+      for (int64_t i = 0; i < problem.querySeq; ++i) {
+        problem.probabilities(b, h, i, p.data());
+        float *yRow = result.data() +
+                      ((b * problem.queryHeads + h) * problem.querySeq + i) *
+                          problem.valueDim;
+        std::fill(yRow, yRow + problem.valueDim, 0.0f);
+        for (int64_t j = problem.firstVisibleKey(i); j < problem.visibleKeys(i);
+             ++j) {
+          float weight = p[j] * problem.dropoutFactor(b, h, i, j);
+          if (weight == 0.0f)
+            continue;
+          const float *vRow = problem.valueRow(headRow, j);
+          for (int64_t d = 0; d < problem.valueDim; ++d)
+            yRow[d] += weight * vRow[d];
+        }
+      }
+    }
+  }
+  result.commit();
+}
+
+void attentionBackward(const AttentionProblem &problem, const tessera_tensor *q,
+                       const tessera_tensor *k, const tessera_tensor *v,
+                       const tessera_tensor *dy, tessera_tensor *dq,
+                       tessera_tensor *dk, tessera_tensor *dv, double scale) {
+  const tessera_tensor &upstream = requireTensor(dy, "dy");
+  requireShape(upstream, problem.outputShape(), "dy");
+  tessera_tensor &queryGradient = requireTensor(dq, "dq");
+  tessera_tensor &keyGradient = requireTensor(dk, "dk");
+  tessera_tensor &valueGradient = requireTensor(dv, "dv");
+  requireShape(queryGradient, shapeOf(*q), "dq");
+  requireShape(keyGradient, shapeOf(*k), "dk");
+  requireShape(valueGradient, shapeOf(*v), "dv");
+  FloatInput upstreamValues(upstream, "dy");
+  FloatOutput dqValues(queryGradient, "dq");
+  FloatOutput dkValues(keyGradient, "dk");
+  FloatOutput dvValues(valueGradient, "dv");
+  dkValues.fill(0.0f);
+  dvValues.fill(0.0f);
+  float scale32 = static_cast<float>(scale);
+  std::vector<float> p(static_cast<size_t>(problem.keySeq));
+  std::vector<float> dp(static_cast<size_t>(problem.keySeq));
+  for (int64_t b = 0; b < problem.batch; ++b) {
+    for (int64_t h = 0; h < problem.queryHeads; ++h) {
+      int64_t headRow = problem.keyHeadRow(b, h);
+      for (int64_t i = 0; i < problem.querySeq; ++i) {
+        int64_t row = (b * problem.queryHeads + h) * problem.querySeq + i;
+        const float *dyRow = upstreamValues.data() + row * problem.valueDim;
+        const float *qRow = problem.queryRow(b, h, i);
+        float *dqRow = dqValues.data() + row * problem.headDim;
+        problem.probabilities(b, h, i, p.data());
+        int64_t first = problem.firstVisibleKey(i);
+        int64_t visible = problem.visibleKeys(i);
+        double sumPdp = 0.0;
+        for (int64_t j = first; j < visible; ++j) {
+          float factor = problem.dropoutFactor(b, h, i, j);
+          const float *vRow = problem.valueRow(headRow, j);
+          float *dvRow = dvValues.data() + (headRow + j) * problem.valueDim;
+          float weight = p[j] * factor;
+          float dWeight = 0.0f;
+          for (int64_t d = 0; d < problem.valueDim; ++d) {
+            dvRow[d] += weight * dyRow[d];
+            dWeight += dyRow[d] * vRow[d];
+          }
+          dp[j] = dWeight * factor;
+          sumPdp += static_cast<double>(p[j]) * dp[j];
+        }
+        std::fill(dqRow, dqRow + problem.headDim, 0.0f);
+        float correction = static_cast<float>(sumPdp);
+        for (int64_t j = first; j < visible; ++j) {
+          float dScore = scale32 * p[j] * (dp[j] - correction);
+          if (dScore == 0.0f)
+            continue;
+          const float *kRow = problem.keyRow(headRow, j);
+          float *dkRow = dkValues.data() + (headRow + j) * problem.headDim;
+          for (int64_t d = 0; d < problem.headDim; ++d) {
+            dqRow[d] += dScore * kRow[d];
+            dkRow[d] += dScore * qRow[d];
+          }
+        }
+      }
+    }
+  }
+  dqValues.commit();
+  dkValues.commit();
+  dvValues.commit();
+}
 
 } // namespace
 
@@ -175,32 +302,19 @@ tessera_cpu_attention(const tessera_tensor *q, const tessera_tensor *k,
                       tessera_tensor *y, int32_t causal, double scale,
                       double dropout, uint64_t seed) {
   return runKernel("tessera_cpu_attention", [&] {
-    AttentionProblem problem(q, k, v, mask, causal, scale, dropout, seed);
-    tessera_tensor &output = requireTensor(y, "y");
-    requireShape(output, problem.outputShape(), "y");
-    FloatOutput result(output, "y");
-    std::vector<float> p(static_cast<size_t>(problem.keySeq));
-    for (int64_t b = 0; b < problem.batch; ++b) {
-      for (int64_t h = 0; h < problem.queryHeads; ++h) {
-        int64_t headRow = problem.keyHeadRow(b, h);
-        for (int64_t i = 0; i < problem.querySeq; ++i) {
-          problem.probabilities(b, h, i, p.data());
-          float *yRow = result.data() +
-                        ((b * problem.queryHeads + h) * problem.querySeq + i) *
-                            problem.valueDim;
-          std::fill(yRow, yRow + problem.valueDim, 0.0f);
-          for (int64_t j = 0; j < problem.visibleKeys(i); ++j) {
-            float weight = p[j] * problem.dropoutFactor(b, h, i, j);
-            if (weight == 0.0f)
-              continue;
-            const float *vRow = problem.valueRow(headRow, j);
-            for (int64_t d = 0; d < problem.valueDim; ++d)
-              yRow[d] += weight * vRow[d];
-          }
-        }
-      }
-    }
-    result.commit();
+    attentionForward(AttentionProblem(q, k, v, mask, causal, /*window=*/0,
+                                      scale, dropout, seed),
+                     y);
+  });
+}
+
+extern "C" int tessera_cpu_sliding_window_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int64_t window, double scale,
+    double dropout, uint64_t seed) {
+  return runKernel("tessera_cpu_sliding_window_attention", [&] {
+    attentionForward(
+        slidingWindowProblem(q, k, v, mask, window, scale, dropout, seed), y);
   });
 }
 
@@ -210,66 +324,20 @@ extern "C" int tessera_cpu_attention_grad(
     tessera_tensor *dk, tessera_tensor *dv, int32_t causal, double scale,
     double dropout, uint64_t seed) {
   return runKernel("tessera_cpu_attention_grad", [&] {
-    AttentionProblem problem(q, k, v, mask, causal, scale, dropout, seed);
-    const tessera_tensor &upstream = requireTensor(dy, "dy");
-    requireShape(upstream, problem.outputShape(), "dy");
-    tessera_tensor &queryGradient = requireTensor(dq, "dq");
-    tessera_tensor &keyGradient = requireTensor(dk, "dk");
-    tessera_tensor &valueGradient = requireTensor(dv, "dv");
-    requireShape(queryGradient, shapeOf(*q), "dq");
-    requireShape(keyGradient, shapeOf(*k), "dk");
-    requireShape(valueGradient, shapeOf(*v), "dv");
-    FloatInput upstreamValues(upstream, "dy");
-    FloatOutput dqValues(queryGradient, "dq");
-    FloatOutput dkValues(keyGradient, "dk");
-    FloatOutput dvValues(valueGradient, "dv");
-    dkValues.fill(0.0f);
-    dvValues.fill(0.0f);
-    float scale32 = static_cast<float>(scale);
-    std::vector<float> p(static_cast<size_t>(problem.keySeq));
-    std::vector<float> dp(static_cast<size_t>(problem.keySeq));
-    for (int64_t b = 0; b < problem.batch; ++b) {
-      for (int64_t h = 0; h < problem.queryHeads; ++h) {
-        int64_t headRow = problem.keyHeadRow(b, h);
-        for (int64_t i = 0; i < problem.querySeq; ++i) {
-          int64_t row = (b * problem.queryHeads + h) * problem.querySeq + i;
-          const float *dyRow = upstreamValues.data() + row * problem.valueDim;
-          const float *qRow = problem.queryRow(b, h, i);
-          float *dqRow = dqValues.data() + row * problem.headDim;
-          problem.probabilities(b, h, i, p.data());
-          int64_t visible = problem.visibleKeys(i);
-          double sumPdp = 0.0;
-          for (int64_t j = 0; j < visible; ++j) {
-            float factor = problem.dropoutFactor(b, h, i, j);
-            const float *vRow = problem.valueRow(headRow, j);
-            float *dvRow = dvValues.data() + (headRow + j) * problem.valueDim;
-            float weight = p[j] * factor;
-            float dWeight = 0.0f;
-            for (int64_t d = 0; d < problem.valueDim; ++d) {
-              dvRow[d] += weight * dyRow[d];
-              dWeight += dyRow[d] * vRow[d];
-            }
-            dp[j] = dWeight * factor;
-            sumPdp += static_cast<double>(p[j]) * dp[j];
-          }
-          std::fill(dqRow, dqRow + problem.headDim, 0.0f);
-          float correction = static_cast<float>(sumPdp);
-          for (int64_t j = 0; j < visible; ++j) {
-            float dScore = scale32 * p[j] * (dp[j] - correction);
-            if (dScore == 0.0f)
-              continue;
-            const float *kRow = problem.keyRow(headRow, j);
-            float *dkRow = dkValues.data() + (headRow + j) * problem.headDim;
-            for (int64_t d = 0; d < problem.headDim; ++d) {
-              dqRow[d] += dScore * kRow[d];
-              dkRow[d] += dScore * qRow[d];
-            }
-          }
-        }
-      }
-    }
-    dqValues.commit();
-    dkValues.commit();
-    dvValues.commit();
+    attentionBackward(AttentionProblem(q, k, v, mask, causal, /*window=*/0,
+                                       scale, dropout, seed),
+                      q, k, v, dy, dq, dk, dv, scale);
+  });
+}
+
+extern "C" int tessera_cpu_sliding_window_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int64_t window, double scale,
+    double dropout, uint64_t seed) {
+  return runKernel("tessera_cpu_sliding_window_attention_grad", [&] {
+    attentionBackward(
+        slidingWindowProblem(q, k, v, mask, window, scale, dropout, seed), q, k,
+        v, dy, dq, dk, dv, scale);
   });
 }

@@ -161,6 +161,76 @@ TEST(Attention, AFullyMaskedQueryAttendsToNothing) {
     EXPECT_EQ(dq.at(d), 0.0f);
 }
 
+/// The sliding-window kernels against tessera_cpu_attention with the same
+/// band written out as an additive mask (-inf outside it): the window is
+/// that mask, computed without one.
+void checkSlidingWindowIsTheBandMask(int64_t querySeq, int64_t keySeq,
+                                     int64_t window) {
+  SCOPED_TRACE("Sq " + std::to_string(querySeq) + ", Skv " +
+               std::to_string(keySeq) + ", window " + std::to_string(window));
+  const int64_t batch = 2, queryHeads = 4, keyHeads = 2, headDim = 3;
+  Shape qShape = {batch, queryHeads, querySeq, headDim};
+  Shape kShape = {batch, keyHeads, keySeq, headDim};
+  Tensor q = randomTensor(qShape, 21, -1.5f, 1.5f);
+  Tensor k = randomTensor(kShape, 22, -1.5f, 1.5f);
+  Tensor v = randomTensor(kShape, 23);
+  std::vector<float> band(querySeq * keySeq);
+  int64_t offset = keySeq - querySeq;
+  for (int64_t i = 0; i < querySeq; ++i)
+    for (int64_t j = 0; j < keySeq; ++j)
+      band[i * keySeq + j] = j <= i + offset && j > i + offset - window
+                                 ? 0.0f
+                                 : -std::numeric_limits<float>::infinity();
+  Tensor mask = Tensor::floats({querySeq, keySeq}, band);
+  Tensor y(TESSERA_F32, qShape), expected(TESSERA_F32, qShape);
+  EXPECT_KERNEL_OK(tessera_cpu_sliding_window_attention(
+      q.get(), k.get(), v.get(), nullptr, y.get(), window, 0.6, 0.0, 0));
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), mask.get(),
+                                         expected.get(), 0, 0.6, 0.0, 0));
+  expectAllNear(y.values(), expected.values().data(), expected.count(), 1e-6,
+                "y");
+
+  Tensor dy = randomTensor(qShape, 24);
+  Tensor dq(TESSERA_F32, qShape), dk(TESSERA_F32, kShape),
+      dv(TESSERA_F32, kShape);
+  Tensor dqExpected(TESSERA_F32, qShape), dkExpected(TESSERA_F32, kShape),
+      dvExpected(TESSERA_F32, kShape);
+  EXPECT_KERNEL_OK(tessera_cpu_sliding_window_attention_grad(
+      q.get(), k.get(), v.get(), nullptr, dy.get(), dq.get(), dk.get(),
+      dv.get(), window, 0.6, 0.0, 0));
+  EXPECT_KERNEL_OK(tessera_cpu_attention_grad(
+      q.get(), k.get(), v.get(), mask.get(), dy.get(), dqExpected.get(),
+      dkExpected.get(), dvExpected.get(), 0, 0.6, 0.0, 0));
+  expectAllNear(dq.values(), dqExpected.values().data(), dq.count(), 1e-6,
+                "dq");
+  expectAllNear(dk.values(), dkExpected.values().data(), dk.count(), 1e-6,
+                "dk");
+  expectAllNear(dv.values(), dvExpected.values().data(), dv.count(), 1e-6,
+                "dv");
+}
+
+TEST(SlidingWindowAttention, IsTheCausalBandMask) {
+  checkSlidingWindowIsTheBandMask(7, 7, 3);
+  // Fewer queries than keys: the band follows the shifted diagonal.
+  checkSlidingWindowIsTheBandMask(4, 7, 2);
+  // A window of one: each query sees only itself.
+  checkSlidingWindowIsTheBandMask(5, 5, 1);
+  // A window as long as the sequence is plain causal attention.
+  checkSlidingWindowIsTheBandMask(5, 5, 5);
+}
+
+TEST(SlidingWindowAttention, RejectsAWindowBelowOne) {
+  Tensor q(TESSERA_F32, {1, 1, 2, 4}), k(TESSERA_F32, {1, 1, 2, 4});
+  Tensor v(TESSERA_F32, {1, 1, 2, 4}), y(TESSERA_F32, {1, 1, 2, 4});
+  EXPECT_NE(tessera_cpu_sliding_window_attention(q.get(), k.get(), v.get(),
+                                                 nullptr, y.get(), 0, 1.0,
+                                                 0.0, 0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("at least 1"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
 TEST(Attention, RejectsHeadCountsThatDoNotGroup) {
   Tensor q(TESSERA_F32, {1, 3, 2, 4}), k(TESSERA_F32, {1, 2, 2, 4});
   Tensor v(TESSERA_F32, {1, 2, 2, 4}), y(TESSERA_F32, {1, 3, 2, 4});

@@ -314,3 +314,118 @@ func.func @nan_select_not_zero(%q: tensor<2x2x4x8xf32>, %k: tensor<2x2x4x8xf32>,
   %o = tess.matmul %g, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x4x8xf32>
   return %o : tensor<2x2x4x8xf32>
 }
+
+// -----
+
+// Tests that a constant band mask (each query sees itself and the 2 keys
+// before it) becomes a causal attention with window 3.
+// CHECK-LABEL: func.func @sliding_window_constant_mask
+// CHECK-NEXT: %[[O:.*]] = tess.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 1.000000e+00 : f64, window = 3 : i64}
+// CHECK-NEXT: return %[[O]]
+func.func @sliding_window_constant_mask(%q: tensor<1x2x6x4xf32>, %k: tensor<1x2x6x4xf32>, %v: tensor<1x2x6x4xf32>) -> tensor<1x2x6x4xf32> {
+  %mask = tess.constant dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0xFF800000, 0.0, 0.0, 0.0, 0xFF800000, 0xFF800000], [0xFF800000, 0xFF800000, 0.0, 0.0, 0.0, 0xFF800000], [0xFF800000, 0xFF800000, 0xFF800000, 0.0, 0.0, 0.0]]> : tensor<6x6xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x6x4xf32>, tensor<1x2x6x4xf32>) -> tensor<1x2x6x6xf32>
+  %u = tess.add %s, %mask : (tensor<1x2x6x6xf32>, tensor<6x6xf32>) -> tensor<1x2x6x6xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x2x6x6xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x6x6xf32>, tensor<1x2x6x4xf32>) -> tensor<1x2x6x4xf32>
+  return %o : tensor<1x2x6x4xf32>
+}
+
+// -----
+
+// Tests that transformers' causal mask, left unfolded by the importer at long
+// sequences, is read from its arithmetic: key positions <= query positions,
+// and-ed with an all-true constant and with equal (here all-zero) packed
+// sequence ids, selecting 0 or the lowest f32. The result is causal.
+// CHECK-LABEL: func.func @causal_from_positions
+// CHECK-NEXT: %[[O:.*]] = tess.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 1.000000e+00 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @causal_from_positions(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %q_pos = tess.constant dense<[[[[0], [1], [2], [3], [4], [5], [6], [7]]]]> : tensor<1x1x8x1xi64>
+  %kv_pos = tess.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7]]]]> : tensor<1x1x1x8xi64>
+  %ids = tess.constant dense<0> : tensor<1x1x8x1xi64>
+  %kv_ids = tess.constant dense<0> : tensor<1x1x1x8xi64>
+  %true = tess.constant dense<true> : tensor<i1>
+  %le = tess.compare le, %kv_pos, %q_pos : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+  %and = tess.logical_and %true, %le : (tensor<i1>, tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xi1>
+  %same = tess.compare eq, %ids, %kv_ids : (tensor<1x1x8x1xi64>, tensor<1x1x1x8xi64>) -> tensor<1x1x8x8xi1>
+  %cond = tess.logical_and %and, %same : (tensor<1x1x8x8xi1>, tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xi1>
+  %zero = tess.constant dense<0.0> : tensor<f32>
+  %lowest = tess.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = tess.where %cond, %zero, %lowest : (tensor<1x1x8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x8x8xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x8xf32>
+  %u = tess.add %s, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x2x8x8xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Tests that Mistral's sliding-window mask is read from its arithmetic:
+// kv > q - 4 (the query positions minus the window, folded) and kv <= q is a
+// band of 4 keys, the selection written with the hidden value first.
+// CHECK-LABEL: func.func @sliding_window_from_positions
+// CHECK-NEXT: %[[O:.*]] = tess.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, scale = 1.000000e+00 : f64, window = 4 : i64}
+// CHECK-NEXT: return %[[O]]
+func.func @sliding_window_from_positions(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %q_pos = tess.constant dense<[[[[0], [1], [2], [3], [4], [5], [6], [7]]]]> : tensor<1x1x8x1xi64>
+  %q_start = tess.constant dense<[[[[-4], [-3], [-2], [-1], [0], [1], [2], [3]]]]> : tensor<1x1x8x1xi64>
+  %kv_pos = tess.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7]]]]> : tensor<1x1x1x8xi64>
+  %after = tess.compare gt, %kv_pos, %q_start : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+  %le = tess.compare le, %kv_pos, %q_pos : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+  %band = tess.logical_and %after, %le : (tensor<1x1x8x8xi1>, tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xi1>
+  %cond = tess.logical_not %band : tensor<1x1x8x8xi1>
+  %zero = tess.constant dense<0.0> : tensor<f32>
+  %lowest = tess.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = tess.where %cond, %lowest, %zero : (tensor<1x1x8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x8x8xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x8xf32>
+  %u = tess.add %s, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x2x8x8xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Tests that a band that stops before the diagonal (kv < q: a query does
+// not see itself) is not causal: the mask stays an operand.
+// CHECK-LABEL: func.func @strict_band_stays
+// CHECK: tess.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {scale = 1.000000e+00 : f64}
+func.func @strict_band_stays(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %q_pos = tess.constant dense<[[[[0], [1], [2], [3], [4], [5], [6], [7]]]]> : tensor<1x1x8x1xi64>
+  %kv_pos = tess.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7]]]]> : tensor<1x1x1x8xi64>
+  %cond = tess.compare lt, %kv_pos, %q_pos : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+  %zero = tess.constant dense<0.0> : tensor<f32>
+  %lowest = tess.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = tess.where %cond, %zero, %lowest : (tensor<1x1x8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x8x8xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x8xf32>
+  %u = tess.add %s, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x2x8x8xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Tests that packed sequences (ids 0 0 0 0 1 1 1 1: each token sees only its
+// own sequence) are not a band of positions: the mask stays an operand.
+// CHECK-LABEL: func.func @packed_sequences_stay
+// CHECK: tess.attention %{{.*}}, %{{.*}}, %{{.*}} mask %{{.*}} {scale = 1.000000e+00 : f64}
+func.func @packed_sequences_stay(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32>, %v: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %q_pos = tess.constant dense<[[[[0], [1], [2], [3], [4], [5], [6], [7]]]]> : tensor<1x1x8x1xi64>
+  %kv_pos = tess.constant dense<[[[[0, 1, 2, 3, 4, 5, 6, 7]]]]> : tensor<1x1x1x8xi64>
+  %ids = tess.constant dense<[[[[0], [0], [0], [0], [1], [1], [1], [1]]]]> : tensor<1x1x8x1xi64>
+  %kv_ids = tess.constant dense<[[[[0, 0, 0, 0, 1, 1, 1, 1]]]]> : tensor<1x1x1x8xi64>
+  %le = tess.compare le, %kv_pos, %q_pos : (tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) -> tensor<1x1x8x8xi1>
+  %same = tess.compare eq, %ids, %kv_ids : (tensor<1x1x8x1xi64>, tensor<1x1x1x8xi64>) -> tensor<1x1x8x8xi1>
+  %cond = tess.logical_and %le, %same : (tensor<1x1x8x8xi1>, tensor<1x1x8x8xi1>) -> tensor<1x1x8x8xi1>
+  %zero = tess.constant dense<0.0> : tensor<f32>
+  %lowest = tess.constant dense<-3.40282347E+38> : tensor<f32>
+  %mask = tess.where %cond, %zero, %lowest : (tensor<1x1x8x8xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x8x8xf32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x8x4xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x8xf32>
+  %u = tess.add %s, %mask : (tensor<1x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x2x8x8xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
+  return %o : tensor<1x2x8x4xf32>
+}

@@ -272,6 +272,10 @@ const VjpCase kCases[] = {
     {"attention_causal_gqa", R"(func.func @f(%q: tensor<1x4x5x3xf32>, %k: tensor<1x2x5x3xf32>, %v: tensor<1x2x5x3xf32>) -> tensor<1x4x5x3xf32> {
       %0 = tess.attention %q, %k, %v {causal, scale = 0.5 : f64} : (tensor<1x4x5x3xf32>, tensor<1x2x5x3xf32>, tensor<1x2x5x3xf32>) -> tensor<1x4x5x3xf32>
       return %0 : tensor<1x4x5x3xf32> })"},
+    // A sliding window over more keys than queries: each query sees 2 keys.
+    {"attention_sliding_window", R"(func.func @f(%q: tensor<1x4x3x3xf32>, %k: tensor<1x2x6x3xf32>, %v: tensor<1x2x6x3xf32>) -> tensor<1x4x3x3xf32> {
+      %0 = tess.attention %q, %k, %v {causal, scale = 0.5 : f64, window = 2 : i64} : (tensor<1x4x3x3xf32>, tensor<1x2x6x3xf32>, tensor<1x2x6x3xf32>) -> tensor<1x4x3x3xf32>
+      return %0 : tensor<1x4x3x3xf32> })"},
     {"attention_mask", R"(func.func @f(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x5x4xf32>, %v: tensor<2x2x5x4xf32>, %m: tensor<2x1x3x5xf32>) -> tensor<2x2x3x4xf32> {
       %0 = tess.attention %q, %k, %v mask %m {scale = 0.5 : f64} : (tensor<2x2x3x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x1x3x5xf32>) -> tensor<2x2x3x4xf32>
       return %0 : tensor<2x2x3x4xf32> })"},

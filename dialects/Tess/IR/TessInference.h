@@ -53,12 +53,13 @@ mlir::LogicalResult inferLinear(std::optional<mlir::Location> location,
                                 mlir::Value bias, bool transposeWeight,
                                 llvm::SmallVectorImpl<mlir::Type> &inferred);
 
-/// Rules C1 to C7 of tess.attention; pushes its result type. `mask` may be
-/// null.
+/// Rules C1 to C8 of tess.attention; pushes its result type. `mask` may be
+/// null; `window` 0 is none.
 mlir::LogicalResult inferAttention(std::optional<mlir::Location> location,
                                    mlir::Value query, mlir::Value key,
                                    mlir::Value value, mlir::Value mask,
                                    bool causal, double scale, double dropout,
+                                   int64_t window,
                                    llvm::SmallVectorImpl<mlir::Type> &inferred);
 
 /// Rules C1 to C4 of tess.packed_attention; pushes its two result types.

@@ -585,7 +585,11 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     Per batch and query head h:
     `softmax(scale * Q[h] K[g]^T + mask) V[g]` with `g = h / (Hq / Hkv)`,
     i.e. grouped-query attention when K/V have fewer heads. `causal` hides
-    key positions after the query's; `mask`, when present, is added to the
+    key positions after the query's: query i sees keys j <= i + o, with
+    o = kv_seq - q_seq. A nonzero `window` W narrows that to the W most
+    recent keys, i + o - W < j <= i + o (Mistral's sliding window; W-1 is
+    FlashAttention's window_size_left), so a kernel skips the blocks outside
+    the band instead of reading an [S, S] mask. `mask`, when present, is added to the
     scores (0 keeps, a large negative value hides). A query whose every key
     is hidden (all scores -inf) gets weights 0 and an output of 0, as
     PyTorch's scaled_dot_product_attention defines it, not NaN: every backend
@@ -599,11 +603,16 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     `[batch, q_heads, q_seq, kv_seq]`; (C5) `scale` is positive and finite;
     (C6) causal needs q_seq <= kv_seq; (C7) `dropout`, the probability with
     which training drops each attention weight (after the softmax), is in
-    `[0, 1)`. `seed` names the random stream of that dropout, as for
+    `[0, 1)`; (C8) `window` is not negative, and a nonzero one needs
+    `causal`. `seed` names the random stream of that dropout, as for
     `tess.dropout`.
 
     ```mlir
     %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
+      : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
+      -> tensor<2x4x32x16xf32>
+    // Each query sees itself and the 7 keys before it.
+    %w = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, window = 8 : i64}
       : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
       -> tensor<2x4x32x16xf32>
     ```
@@ -612,7 +621,8 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
                    Tess_FloatTensor:$value, Optional<Tess_FloatTensor>:$mask,
                    UnitAttr:$causal, F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                   DefaultValuedAttr<I64Attr, "0">:$seed);
+                   DefaultValuedAttr<I64Attr, "0">:$seed,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
@@ -623,7 +633,7 @@ def Tess_PackedAttentionOp : Tess_Op<"packed_attention",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "attention over a QKV-packed tensor, with each row's log-sum-exp";
   let description = [{
-    `tess.attention` (no mask, no dropout) on the heads of one packed
+    `tess.attention` (no mask, no dropout, no window) on the heads of one packed
     tensor, the layout of a fused QKV projection's output and of
     FlashAttention's `qkvpacked` entry: `qkv` is `[batch, seq, (Hq + 2 Hkv)
     head_dim]`, each token's `query_heads` query heads, then `key_heads` key

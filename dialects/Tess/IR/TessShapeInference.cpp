@@ -341,12 +341,13 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
       location, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
       adaptor.getMask(), adaptor.getCausal(),
       adaptor.getScale().convertToDouble(),
-      adaptor.getDropout().convertToDouble(), inferred);
+      adaptor.getDropout().convertToDouble(),
+      static_cast<int64_t>(adaptor.getWindow()), inferred);
 }
 
 LogicalResult tessera::tess::detail::inferAttention(
     std::optional<Location> location, Value query, Value key, Value value,
-    Value mask, bool causal, double scale, double dropout,
+    Value mask, bool causal, double scale, double dropout, int64_t window,
     SmallVectorImpl<Type> &inferred) {
   RankedTensorType q = rankedType(query);
   RankedTensorType k = rankedType(key);
@@ -393,6 +394,11 @@ LogicalResult tessera::tess::detail::inferAttention(
   if (causal && q.getDimSize(2) > k.getDimSize(2))
     return emitOptionalError(location, "C6: a causal attention needs no more "
                                        "queries than keys");
+  // The band is measured back from the causal diagonal, which only a
+  // causal attention has.
+  if (window < 0 || (window > 0 && !causal))
+    return emitOptionalError(location, "C8: window ", window,
+                             " must be 0 (none) or positive with causal");
   inferred.push_back(RankedTensorType::get(
       {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
       q.getElementType()));

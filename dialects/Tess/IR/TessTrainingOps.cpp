@@ -197,10 +197,11 @@ LogicalResult AttentionGradOp::inferReturnTypes(
           location, adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
           adaptor.getMask(), adaptor.getCausal(),
           adaptor.getScale().convertToDouble(),
-          adaptor.getDropout().convertToDouble(), output)))
+          adaptor.getDropout().convertToDouble(),
+          static_cast<int64_t>(adaptor.getWindow()), output)))
     return failure();
   if (adaptor.getDy().getType() != output.front())
-    return emitOptionalError(location, "C8: dy ", adaptor.getDy().getType(),
+    return emitOptionalError(location, "C9: dy ", adaptor.getDy().getType(),
                              " must have the attention's result type ",
                              output.front());
   inferred.push_back(adaptor.getQuery().getType());

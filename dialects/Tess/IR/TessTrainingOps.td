@@ -293,7 +293,7 @@ def Tess_AttentionGradOp : Tess_Op<"attention_grad",
     numbers are consumed and the op is pure. Kernel:
     `tessera_cpu_attention_grad`.
 
-    Rules: (C1) to (C7) are `tess.attention`'s; (C8) `dy` has the
+    Rules: (C1) to (C8) are `tess.attention`'s; (C9) `dy` has the
     attention's result type.
 
     ```mlir
@@ -307,7 +307,8 @@ def Tess_AttentionGradOp : Tess_Op<"attention_grad",
                    Tess_FloatTensor:$dy,
                    UnitAttr:$causal, F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
-                   DefaultValuedAttr<I64Attr, "0">:$seed);
+                   DefaultValuedAttr<I64Attr, "0">:$seed,
+                   DefaultValuedAttr<I64Attr, "0">:$window);
   let results = (outs Tess_FloatTensor:$dq, Tess_FloatTensor:$dk,
                       Tess_FloatTensor:$dv);
   let assemblyFormat = [{

@@ -51,12 +51,16 @@ def FuseAttention : Pass<"tess-fuse-attention", "::mlir::func::FuncOp"> {
   let description = [{
     Recognizes scaled dot-product attention as exporters write it:
     `softmax(Q K^T * s + M) V` (the scale may also divide, or multiply Q and
-    K separately) and replaces it by one `tess.attention`. A constant
-    additive mask that hides exactly the keys after each query becomes the
-    `causal` flag; a mask that hides nothing is dropped; any other mask stays
-    an operand. K/V heads repeated for grouped-query attention
-    (`broadcast` + `reshape` of `[B, Hkv, 1, S, D]`) are folded back, so
-    the op sees the `Hkv` heads and does the grouping itself.
+    K separately) and replaces it by one `tess.attention`. An additive mask
+    that hides exactly the keys after each query becomes the `causal` flag,
+    one that also hides all but the last W of them (a sliding window) the
+    flag and `window = W`; a mask that hides nothing is dropped; any other
+    mask stays an operand. The mask is read from its values when it is a
+    constant, and from its arithmetic when it is a comparison of token
+    positions (`kv_pos <= q_pos`, `kv_pos > q_pos - W`), which the importer
+    leaves unfolded at long sequences. K/V heads repeated for grouped-query
+    attention (`broadcast` + `reshape` of `[B, Hkv, 1, S, D]`) are folded
+    back, so the op sees the `Hkv` heads and does the grouping itself.
 
     Before:
     ```mlir

@@ -36,6 +36,20 @@ LogicalResult normGradCall(KernelCallContext &c, StringRef kernel,
   });
 }
 
+/// A sliding-window attention (or its gradient) on a target without a
+/// windowed kernel is refused here: the plain causal kernel would attend
+/// past the window and train a different model without a word.
+template <typename AttentionLikeOp>
+LogicalResult checkWindowHasKernel(AttentionLikeOp op, KernelCallContext &c) {
+  if (op.getWindow() == 0 || !c.targetsCuda())
+    return success();
+  return op.emitOpError("tess-lower-to-emitc: a sliding-window attention "
+                        "(window = ")
+         << op.getWindow()
+         << ") has no CUDA kernel yet (cuda_kernels.h); compile for --target "
+            "cpu, or export the model without a sliding window";
+}
+
 } // namespace
 
 void populateLayerKernelCalls(KernelCallPatterns &patterns) {
@@ -87,19 +101,26 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionOp>(
       [](tess::AttentionOp attention, KernelCallContext &c) {
+        if (failed(checkWindowHasKernel(attention, c)))
+          return failure();
         Value opSeed = c.attentionSeed(attention.getDropout().convertToDouble(),
                                        attention.getSeed());
-        return c.call("attention", [&](CallArguments &a) {
-          a.value(c.in(attention.getQuery()))
-              .value(c.in(attention.getKey()))
-              .value(c.in(attention.getValue()))
-              .optional(c.in(attention.getMask()))
-              .value(c.out(attention))
-              .i32(attention.getCausal())
-              .f64(attention.getScale().convertToDouble())
-              .f64(attention.getDropout().convertToDouble())
-              .value(opSeed);
-        });
+        auto window = static_cast<int64_t>(attention.getWindow());
+        return c.call(window ? "sliding_window_attention" : "attention",
+                      [&](CallArguments &a) {
+                        a.value(c.in(attention.getQuery()))
+                            .value(c.in(attention.getKey()))
+                            .value(c.in(attention.getValue()))
+                            .optional(c.in(attention.getMask()))
+                            .value(c.out(attention));
+                        if (window)
+                          a.i64(window);
+                        else
+                          a.i32(attention.getCausal());
+                        a.f64(attention.getScale().convertToDouble())
+                            .f64(attention.getDropout().convertToDouble())
+                            .value(opSeed);
+                      });
       });
   patterns.add<tess::PackedAttentionOp>(
       [](tess::PackedAttentionOp attention, KernelCallContext &c) {
@@ -137,22 +158,29 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionGradOp>([](tess::AttentionGradOp grad,
                                          KernelCallContext &c) {
+    if (failed(checkWindowHasKernel(grad, c)))
+      return failure();
     Value opSeed =
         c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed());
-    return c.call("attention_grad", [&](CallArguments &a) {
-      a.value(c.in(grad.getQuery()))
-          .value(c.in(grad.getKey()))
-          .value(c.in(grad.getValue()))
-          .optional(c.in(grad.getMask()))
-          .value(c.in(grad.getDy()))
-          .value(c.out(grad, 0))
-          .value(c.out(grad, 1))
-          .value(c.out(grad, 2))
-          .i32(grad.getCausal())
-          .f64(grad.getScale().convertToDouble())
-          .f64(grad.getDropout().convertToDouble())
-          .value(opSeed);
-    });
+    auto window = static_cast<int64_t>(grad.getWindow());
+    return c.call(window ? "sliding_window_attention_grad" : "attention_grad",
+                  [&](CallArguments &a) {
+                    a.value(c.in(grad.getQuery()))
+                        .value(c.in(grad.getKey()))
+                        .value(c.in(grad.getValue()))
+                        .optional(c.in(grad.getMask()))
+                        .value(c.in(grad.getDy()))
+                        .value(c.out(grad, 0))
+                        .value(c.out(grad, 1))
+                        .value(c.out(grad, 2));
+                    if (window)
+                      a.i64(window);
+                    else
+                      a.i32(grad.getCausal());
+                    a.f64(grad.getScale().convertToDouble())
+                        .f64(grad.getDropout().convertToDouble())
+                        .value(opSeed);
+                  });
   });
   patterns.add<tess::PackedAttentionGradOp>(
       [](tess::PackedAttentionGradOp grad, KernelCallContext &c) {

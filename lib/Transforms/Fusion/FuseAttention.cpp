@@ -4,24 +4,22 @@
 // softmax, with the scale and the additive mask as separate elementwise ops.
 // As one `tess.attention` it can run as a flash-attention kernel that never
 // materializes the [S, S] scores, and the sharding search sees heads it can
-// split. The mask is the delicate part: exporters fold a causal mask into a
-// constant tensor (or a `where` between constants), and recognizing it turns
-// a [B, 1, S, S] operand into the `causal` flag, which a kernel applies by
-// skipping blocks instead of reading a tensor.
+// split. The mask is the delicate part (AttentionMasks.h): exporters build a
+// causal or sliding-window mask from token positions, and recognizing it
+// turns a [B, 1, S, S] operand into the `causal` flag and `window`, which a
+// kernel applies by skipping blocks instead of reading a tensor.
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionMasks.h"
 #include "FusionMatchers.h"
 #include "tessera/Transforms/Passes.h"
-
-#include <array>
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 #include <cmath>
 #include <numeric>
-#include <variant>
 
 namespace tessera {
 #define GEN_PASS_DEF_FUSEATTENTION
@@ -33,274 +31,6 @@ using namespace tessera;
 using namespace tessera::fusion;
 
 namespace {
-
-//===----------------------------------------------------------------------===//
-// Mask classification
-//===----------------------------------------------------------------------===//
-
-/// An additive mask entry at or below this hides its key: softmax gives it a
-/// weight of at most e^-10000 relative to a kept entry, i.e. exactly zero in
-/// any float format. Exporters use -inf, the dtype's lowest value
-/// (-3.4e38 for f32) or -10000 (older BERT code).
-constexpr double kHidingThreshold = -1.0e4;
-
-/// What an additive attention mask does.
-enum class MaskEffect {
-  /// Every entry keeps its key: the mask can be dropped.
-  HidesNothing,
-  /// Entry (i, j) hides exactly the keys j > i + (kv_seq - q_seq).
-  Causal,
-  /// Anything else, or not known at compile time: the mask stays an operand.
-  Other,
-};
-
-/// One input of the mask expression, readable at any index of the scores:
-/// either constant data (with its own shape, broadcast numpy-style) or one
-/// scalar value not known at compile time.
-struct MaskLeaf {
-  SmallVector<int64_t> shape;
-  /// Row-major constant data; for an i1 condition 0 or 1.
-  std::vector<double> values;
-  /// The scalar when the leaf is not constant.
-  Value unknownScalar;
-  /// Strides into `values` for each dim of the scores, 0 where broadcast.
-  SmallVector<int64_t> strides;
-};
-
-/// A mask or mask leaf without the broadcasts and leading-unit reshapes
-/// that only stretch it to the scores' shape.
-Value stripMaskBroadcasts(Value value) {
-  while (true) {
-    value = stripLeadingUnitReshapes(value);
-    auto broadcast = value.getDefiningOp<tess::BroadcastOp>();
-    if (!broadcast)
-      return value;
-    value = broadcast.getInput();
-  }
-}
-
-/// The constant data of `value` as doubles (i1 as 0/1), when `value` is a
-/// `tess.constant` or a buffer (a non-trainable `tess.parameter` carrying its
-/// bytes: the optimizer never changes it, so its imported value is the one
-/// the model computes with).
-std::optional<std::vector<double>> readConstant(Value value) {
-  Attribute attribute;
-  if (!matchPattern(value, m_Constant(&attribute)))
-    if (auto parameter = value.getDefiningOp<tess::ParameterOp>();
-        parameter && !parameter.getTrainable() && parameter.getValue())
-      attribute = *parameter.getValue();
-  auto dense = llvm::dyn_cast_if_present<DenseElementsAttr>(attribute);
-  if (!dense)
-    return std::nullopt;
-  Type element = dense.getElementType();
-  std::vector<double> values;
-  values.reserve(dense.isSplat() ? 1 : dense.getNumElements());
-  if (element.isInteger(1)) {
-    if (dense.isSplat())
-      return std::vector<double>{dense.getSplatValue<bool>() ? 1.0 : 0.0};
-    for (bool bit : dense.getValues<bool>())
-      values.push_back(bit ? 1.0 : 0.0);
-    return values;
-  }
-  if (!llvm::isa<FloatType>(element))
-    return std::nullopt;
-  if (dense.isSplat())
-    return std::vector<double>{
-        dense.getSplatValue<APFloat>().convertToDouble()};
-  for (const APFloat &number : dense.getValues<APFloat>())
-    values.push_back(number.convertToDouble());
-  return values;
-}
-
-/// Reads `value` as a mask leaf, looking through broadcasts and
-/// leading-unit reshapes (the leaf broadcasts against the scores anyway).
-std::optional<MaskLeaf> readLeaf(Value value) {
-  value = stripMaskBroadcasts(value);
-  MaskLeaf leaf;
-  auto type = llvm::cast<RankedTensorType>(value.getType());
-  if (std::optional<std::vector<double>> values = readConstant(value)) {
-    leaf.values = std::move(*values);
-    // A splat holds one value: read it as a scalar.
-    if (leaf.values.size() == 1)
-      return leaf;
-    leaf.shape.assign(type.getShape().begin(), type.getShape().end());
-    return leaf;
-  }
-  if (isScalarShaped(type)) {
-    leaf.unknownScalar = value;
-    return leaf;
-  }
-  return std::nullopt;
-}
-
-/// Fills `leaf.strides` for reading it at an index of `scoresShape`.
-void computeStrides(MaskLeaf &leaf, ArrayRef<int64_t> scoresShape) {
-  int64_t rank = scoresShape.size();
-  leaf.strides.assign(rank, 0);
-  int64_t stride = 1;
-  int64_t leafRank = leaf.shape.size();
-  for (int64_t dim = leafRank - 1; dim >= 0; --dim) {
-    int64_t scoresDim = rank - leafRank + dim;
-    if (leaf.shape[dim] != 1)
-      leaf.strides[scoresDim] = stride;
-    stride *= leaf.shape[dim];
-  }
-}
-
-/// One mask entry: hidden, or kept with a constant or an unknown value.
-struct MaskEntry {
-  bool hidden = false;
-  std::variant<double, Value> kept;
-};
-
-/// Classifies the additive mask `mask` of scores shaped
-/// `[batch, heads, q_seq, kv_seq]`.
-///
-/// The mask is `where(C, a, b)` (broadcast to the scores) or a constant. An
-/// entry is hidden when its value is at or below kHidingThreshold. All kept
-/// entries must hold one and the same scalar: softmax is unchanged when the
-/// same finite amount is added to every kept score of a row (it cancels
-/// between numerator and denominator), so a uniform kept value, even one not
-/// known at compile time such as GPT-2's `lifted_tensor_0` parameter, may be
-/// dropped. Every batch and head slice is checked, not just the first: the
-/// constant is a broadcast in practice, but nothing guarantees it.
-MaskEffect classifyMask(Value mask, ArrayRef<int64_t> scoresShape) {
-  // Decompose the mask into condition and branches (no condition: the mask
-  // is its own single leaf, read as the "true" branch).
-  Value stripped = stripMaskBroadcasts(mask);
-  std::optional<MaskLeaf> condition, onTrue, onFalse;
-  if (auto where = stripped.getDefiningOp<tess::WhereOp>()) {
-    condition = readLeaf(where.getCondition());
-    onTrue = readLeaf(where.getOnTrue());
-    onFalse = readLeaf(where.getOnFalse());
-    // An unknown condition says nothing about which entries are hidden.
-    if (!condition || condition->unknownScalar || !onTrue || !onFalse)
-      return MaskEffect::Other;
-  } else {
-    onTrue = readLeaf(stripped);
-    if (!onTrue)
-      return MaskEffect::Other;
-  }
-
-  int64_t batch = scoresShape[0], heads = scoresShape[1];
-  int64_t querySeq = scoresShape[2], keySeq = scoresShape[3];
-  for (MaskLeaf *leaf : {condition ? &*condition : nullptr, &*onTrue,
-                         onFalse ? &*onFalse : nullptr})
-    if (leaf)
-      computeStrides(*leaf, scoresShape);
-
-  // Batch and head dims that no leaf varies along need visiting once.
-  auto varies = [&](int dim) {
-    for (MaskLeaf *leaf : {condition ? &*condition : nullptr, &*onTrue,
-                           onFalse ? &*onFalse : nullptr})
-      if (leaf && leaf->values.size() > 1 && leaf->strides[dim] != 0)
-        return true;
-    return false;
-  };
-  int64_t batchCount = varies(0) ? batch : 1;
-  int64_t headCount = varies(1) ? heads : 1;
-
-  auto read = [](const MaskLeaf &leaf, ArrayRef<int64_t> index) -> double {
-    if (leaf.values.size() == 1)
-      return leaf.values.front();
-    int64_t offset = 0;
-    for (auto [position, stride] : llvm::zip(index, leaf.strides))
-      offset += position * stride;
-    return leaf.values[offset];
-  };
-  auto entryOf = [&](const MaskLeaf &leaf,
-                     ArrayRef<int64_t> index) -> MaskEntry {
-    if (leaf.unknownScalar)
-      return MaskEntry{false, leaf.unknownScalar};
-    double value = read(leaf, index);
-    return MaskEntry{value <= kHidingThreshold, value};
-  };
-
-  bool hidesNothing = true, causal = true;
-  std::optional<std::variant<double, Value>> keptValue;
-  int64_t causalOffset = keySeq - querySeq;
-  for (int64_t b = 0; b < batchCount; ++b)
-    for (int64_t h = 0; h < headCount; ++h)
-      for (int64_t i = 0; i < querySeq; ++i)
-        for (int64_t j = 0; j < keySeq; ++j) {
-          int64_t index[] = {b, h, i, j};
-          const MaskLeaf &chosen =
-              !condition || read(*condition, index) != 0.0 ? *onTrue
-                                                           : *onFalse;
-          MaskEntry entry = entryOf(chosen, index);
-          if (const double *number = std::get_if<double>(&entry.kept);
-              number && std::isnan(*number))
-            return MaskEffect::Other;
-          if (entry.hidden) {
-            hidesNothing = false;
-          } else {
-            // +inf, or kept entries that differ, change the softmax.
-            if (const double *number = std::get_if<double>(&entry.kept);
-                number && std::isinf(*number))
-              return MaskEffect::Other;
-            if (!keptValue)
-              keptValue = entry.kept;
-            else if (*keptValue != entry.kept)
-              return MaskEffect::Other;
-          }
-          causal &= entry.hidden == (j > i + causalOffset);
-        }
-  if (hidesNothing)
-    return MaskEffect::HidesNothing;
-  if (causal && querySeq <= keySeq)
-    return MaskEffect::Causal;
-  return MaskEffect::Other;
-}
-
-/// What a mask leaf is, cheaply: its constant attribute (uniqued by the
-/// context, so equal masks share one) or, for a run-time scalar, its value.
-const void *leafIdentity(Value value) {
-  value = stripMaskBroadcasts(value);
-  Attribute attribute;
-  if (matchPattern(value, m_Constant(&attribute)))
-    return attribute.getAsOpaquePointer();
-  if (auto parameter = value.getDefiningOp<tess::ParameterOp>();
-      parameter && !parameter.getTrainable() && parameter.getValue())
-    return parameter.getValue()->getAsOpaquePointer();
-  return value.getAsOpaquePointer();
-}
-
-/// Every layer of a Transformer adds the same mask, and reading an
-/// [8, 1, 1024, 1024] constant takes a tenth of a second: classify each
-/// distinct mask once per pass run. The key is the mask's leaves (condition
-/// and branches of its `where`, or the constant itself) and the scores'
-/// shape, not the mask Value, whose op may be erased mid-pass.
-class MaskClassificationCache {
-public:
-  MaskEffect classify(Value mask, ArrayRef<int64_t> scoresShape) {
-    Value stripped = stripMaskBroadcasts(mask);
-    Key key;
-    if (auto where = stripped.getDefiningOp<tess::WhereOp>())
-      key.leaves = {leafIdentity(where.getCondition()),
-                    leafIdentity(where.getOnTrue()),
-                    leafIdentity(where.getOnFalse())};
-    else
-      key.leaves = {leafIdentity(stripped), nullptr, nullptr};
-    key.scoresShape.assign(scoresShape.begin(), scoresShape.end());
-    for (const auto &[known, effect] : entries)
-      if (known == key)
-        return effect;
-    MaskEffect effect = classifyMask(mask, scoresShape);
-    entries.emplace_back(std::move(key), effect);
-    return effect;
-  }
-
-private:
-  struct Key {
-    std::array<const void *, 3> leaves;
-    SmallVector<int64_t, 4> scoresShape;
-    bool operator==(const Key &other) const {
-      return leaves == other.leaves && scoresShape == other.scoresShape;
-    }
-  };
-  /// A model has one or two masks: a list beats a hash map here.
-  std::vector<std::pair<Key, MaskEffect>> entries;
-};
 
 //===----------------------------------------------------------------------===//
 // Operand matching
@@ -570,8 +300,8 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
         llvm::cast<RankedTensorType>(value.getType()).getRank() != 4)
       return rewriter.notifyMatchFailure(output, "operands are not rank 4");
 
-    MaskEffect effect = mask ? masks.classify(mask, scoresType.getShape())
-                             : MaskEffect::HidesNothing;
+    MaskKind maskKind = mask ? masks.classify(mask, scoresType.getShape())
+                             : MaskKind{MaskKind::HidesNothing, 0};
 
     SwappedValue key = product.getTransposeRhs() ? asIs(keyOperand)
                                                  : swapInnerDims(keyOperand);
@@ -617,12 +347,13 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
     rewriter.setInsertionPoint(output);
     Value keyValue = key.materialize(rewriter, output.getLoc());
     Value valueValue = values.materialize(rewriter, output.getLoc());
-    bool causal = effect == MaskEffect::Causal;
-    Value maskOperand = effect == MaskEffect::Other ? mask : Value();
+    bool causal = maskKind.effect == MaskKind::Causal;
+    Value maskOperand = maskKind.effect == MaskKind::Other ? mask : Value();
     auto attention = tess::AttentionOp::create(
         rewriter, output.getLoc(), output.getType(), query, keyValue,
         valueValue, maskOperand, causal, APFloat(scale),
-        dropout ? dropout.getRate() : APFloat(0.0));
+        dropout ? dropout.getRate() : APFloat(0.0), /*seed=*/0,
+        maskKind.window);
     rewriter.replaceOp(output, attention.getResult());
     // Dropout draws random numbers, so it is not erased as dead on its own.
     if (dropout)

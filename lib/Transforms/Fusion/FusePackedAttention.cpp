@@ -133,9 +133,11 @@ std::optional<PackedHeads> matchPackedHeads(Value q, Value k, Value v) {
   return heads;
 }
 
-/// The attention ops the kernels cover: no mask, no dropout.
+/// The attention ops the kernels cover: no mask, no dropout, no window.
 template <typename OpTy> bool plainAttention(OpTy op) {
-  return !op.getMask() && op.getDropout().convertToDouble() == 0.0;
+  // A windowed attention stays unpacked rather than losing its band.
+  return !op.getMask() && op.getDropout().convertToDouble() == 0.0 &&
+         op.getWindow() == 0;
 }
 
 /// `packed` ([B, T, H Dh]) viewed as [B, T, H, Dh] and transposed to the

@@ -654,6 +654,33 @@ func.func @attention_c7(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: 
 
 // -----
 
+func.func @attention_c8_negative(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C8: window -1 must be 0 (none) or positive with causal}}
+  %0 = tess.attention %q, %k, %v {causal, scale = 1.0 : f64, window = -1 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c8_not_causal(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C8: window 4 must be 0 (none) or positive with causal}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64, window = 4 : i64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_c8(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C8: window 2 must be 0 (none) or positive with causal}}
+  %0:3 = tess.attention_grad %q, %k, %v, %dy {scale = 1.0 : f64, window = 2 : i64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}
+
+// -----
+
 func.func @dropout_c1(%x: tensor<4xf32>) {
   // expected-error@+1 {{C1: rate must be in [0, 1), got -1.000000e-01}}
   %0 = tess.dropout %x {rate = -0.1 : f64} : tensor<4xf32>
@@ -1119,9 +1146,9 @@ func.func @attention_grad_c3(%q: tensor<2x3x8x16xf32>, %k: tensor<2x2x8x16xf32>,
 
 // -----
 
-func.func @attention_grad_c8(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x8xf32>) {
+func.func @attention_grad_c9(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x8xf32>) {
   // expected-error@+2 {{failed to infer returned types}}
-  // expected-error@+1 {{C8: dy 'tensor<2x4x8x8xf32>' must have the attention's result type 'tensor<2x4x8x16xf32>'}}
+  // expected-error@+1 {{C9: dy 'tensor<2x4x8x8xf32>' must have the attention's result type 'tensor<2x4x8x16xf32>'}}
   %0:3 = tess.attention_grad %q, %k, %v, %dy {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   return
 }

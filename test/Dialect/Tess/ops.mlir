@@ -146,6 +146,10 @@ func.func @attention(%q: tensor<2x8x16x32xf16>, %k: tensor<2x2x24x32xf16>, %v: t
   // CHECK: tess.attention %[[Q]], %[[K]], %[[V]] {dropout = 1.000000e-01 : f64, scale = 1.000000e+00 : f64} : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
   %2 = tess.attention %q, %k, %v {dropout = 0.1 : f64, scale = 1.0 : f64}
     : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
+  // A sliding window: each query sees its 4 most recent keys.
+  // CHECK: tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 1.000000e+00 : f64, window = 4 : i64} : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
+  %3 = tess.attention %q, %k, %v {causal, scale = 1.0 : f64, window = 4 : i64}
+    : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
   return
 }
 

@@ -104,6 +104,24 @@ TEST_F(OpCostTest, AttentionForwardAndRecomputingBackward) {
   EXPECT_DOUBLE_EQ(gradient.modelFlops, 2.0 * forward);
 }
 
+// Tests that a sliding window is priced at the keys each query visits: a
+// window of 8 of 32 keys is a quarter of the causal attention's FLOPs, in
+// the forward and the backward.
+TEST_F(OpCostTest, SlidingWindowAttentionVisitsWindowKeys) {
+  std::string source = R"(
+    func.func @f(%q: tensor<2x4x32x16xbf16>, %k: tensor<2x4x32x16xbf16>, %v: tensor<2x4x32x16xbf16>, %dy: tensor<2x4x32x16xbf16>)
+        -> (tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>) {
+      %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, window = 8 : i64} : (tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>) -> tensor<2x4x32x16xbf16>
+      %dq, %dk, %dv = tess.attention_grad %q, %k, %v, %dy {causal, scale = 2.500000e-01 : f64, window = 8 : i64}
+        : (tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>)
+        -> (tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>)
+      return %o, %dq : tensor<2x4x32x16xbf16>, tensor<2x4x32x16xbf16>
+    })";
+  double forward = 4.0 * 2 * 4 * 32 * 8 * 16; // 4 b h s window d
+  EXPECT_DOUBLE_EQ(costOf(source, "tess.attention").flops, forward);
+  EXPECT_DOUBLE_EQ(costOf(source, "tess.attention_grad").flops, 2.5 * forward);
+}
+
 // Tests that a loss followed by its gradient moves no bytes of its own:
 // the fused kernel's one pass is the gradient's (logits read, dlogits
 // written), so the pair is priced once. Alone, the loss reads its logits.

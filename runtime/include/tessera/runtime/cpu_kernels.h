@@ -221,6 +221,18 @@ int tessera_cpu_attention_grad(const tessera_tensor *q, const tessera_tensor *k,
                                tessera_tensor *dk, tessera_tensor *dv,
                                int32_t causal, double scale, double dropout,
                                uint64_t seed);
+/* tessera_cpu_attention, causal, with a sliding window (Mistral's): query i
+ * sees only keys i + Skv - Sq - window < j <= i + Skv - Sq; window >= 1.
+ * Only the band is computed, so the cost is O(Sq * window), not O(Sq Skv). */
+int tessera_cpu_sliding_window_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int64_t window, double scale,
+    double dropout, uint64_t seed);
+int tessera_cpu_sliding_window_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int64_t window, double scale,
+    double dropout, uint64_t seed);
 /* QKV-packed attention (FlashAttention's qkvpacked layout, which is GPT-2's
  * fused c_attn output): qkv [B, T, (Hq + 2 Hkv) D] holds, per token, Hq query
  * heads, then Hkv key heads, then Hkv value heads, each D wide. y [B, T, Hq D]
