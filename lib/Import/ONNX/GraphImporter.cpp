@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 
 using namespace mlir;
@@ -19,6 +20,42 @@ namespace {
 /// Constants up to this many elements are materialized by value; larger
 /// ones stay ops so the IR (and its printed form) stays small.
 constexpr int64_t kLargeMaskElements = int64_t(1) << 16;
+
+/// Whether `node` is a comparison or logical op of compile-time operands
+/// whose result is their outer product, larger than every operand and than
+/// kLargeMaskElements: the causal mask's `kv_pos <= q_pos` over
+/// [batch, 1, 1, seq] and [batch, 1, seq, 1] positions, or a sliding
+/// window's `kv_pos > q_pos - window`. Folded, such a node costs
+/// batch * seq^2 host memory (8 GiB at seq 32768), and so does everything
+/// computed from it; left a run-time op on its small operands, the mask is
+/// read from its arithmetic by tess-fuse-attention, which turns it into the
+/// attention's `causal` flag and `window`, and the ops go away.
+bool isOuterProductMask(const onnx::NodeProto &node,
+                        llvm::ArrayRef<const HostTensor *> inputs) {
+  static const llvm::StringSet<> maskOps = {
+      "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+      "And",   "Or",   "Xor"};
+  if (!maskOps.contains(node.op_type()) || inputs.size() != 2 ||
+      !inputs[0] || !inputs[1])
+    return false;
+  llvm::ArrayRef<int64_t> lhs = inputs[0]->getShape();
+  llvm::ArrayRef<int64_t> rhs = inputs[1]->getShape();
+  // The numpy broadcast of the two shapes, counted (a mismatch is left to
+  // the evaluator to report).
+  int64_t elements = 1;
+  size_t rank = std::max(lhs.size(), rhs.size());
+  for (size_t dim = 0; dim < rank; ++dim) {
+    int64_t a = dim < rank - lhs.size() ? 1 : lhs[dim - (rank - lhs.size())];
+    int64_t b = dim < rank - rhs.size() ? 1 : rhs[dim - (rank - rhs.size())];
+    if (a != b && a != 1 && b != 1)
+      return false;
+    if (llvm::MulOverflow(elements, std::max(a, b), elements))
+      return true;
+  }
+  return elements > kLargeMaskElements &&
+         elements > inputs[0]->numElements() &&
+         elements > inputs[1]->numElements();
+}
 
 std::string shapeString(llvm::ArrayRef<int64_t> shape) {
   std::string text = "[";
@@ -730,9 +767,11 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
                        "' is already defined (by an input, an initializer "
                        "or an earlier node)");
 
-  // Fold when everything the node reads is known. A huge boolean mask
-  // selecting between two scalars is the exception: it stays a `tess.where`
-  // on a compact i1 constant, which the attention fusion reads as causal.
+  // Fold when everything the node reads is known. Attention masks are the
+  // exceptions: a huge boolean mask selecting between two scalars stays a
+  // `tess.where` on a compact i1 constant, and a comparison that would
+  // build one from position vectors stays a run-time op (see
+  // isOuterProductMask); the attention fusion reads either as its mask kind.
   bool allConstant = true;
   std::vector<const HostTensor *> inputs;
   for (int i = 0; i < node.input_size(); ++i) {
@@ -752,7 +791,9 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
       llvm::all_of(inputs, [](const HostTensor *input) { return input; }) &&
       inputs[0]->numElements() > kLargeMaskElements &&
       inputs[1]->numElements() == 1 && inputs[2]->numElements() == 1;
-  if (allConstant && !keepLargeSelect) {
+  bool keepAsOp =
+      allConstant && (keepLargeSelect || isOuterProductMask(node, inputs));
+  if (allConstant && !keepAsOp) {
     llvm::Expected<std::optional<std::vector<HostTensor>>> folded =
         evaluateNode(node, inputs, opsetVersion, modelDirectory);
     // The evaluator's message already names the node and op.
@@ -768,7 +809,7 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
 
   auto handler = handlers.find(node.op_type());
   if (handler == handlers.end())
-    return unhandledNodeError(allConstant && !keepLargeSelect);
+    return unhandledNodeError(allConstant && !keepAsOp);
   attributeError.reset();
   if (llvm::Error error = handler->second(*this))
     return error;
@@ -791,7 +832,7 @@ llvm::Error GraphImporter::importNode(const onnx::NodeProto &node) {
   // Remember why results that could have been constants are not (a fold
   // over the limit here, or in a value this node reads).
   std::string notFoldedBecause;
-  if (allConstant && !keepLargeSelect)
+  if (allConstant && !keepAsOp)
     notFoldedBecause = foldLimitReason();
   for (int i = 0; i < node.input_size() && notFoldedBecause.empty(); ++i) {
     auto it = node.input(i).empty() ? values.end() : values.find(node.input(i));
