@@ -705,6 +705,44 @@ llvm::Error GraphImporter::importInitializer(
   return llvm::Error::success();
 }
 
+std::string GraphImporter::declaredShape(
+    const onnx::ValueInfoProto &info,
+    llvm::SmallVectorImpl<std::optional<int64_t>> &expected) const {
+  std::string declared;
+  for (const auto &dim : info.type().tensor_type().shape().dim()) {
+    declared += declared.empty() ? "" : ",";
+    if (dim.has_dim_value()) {
+      expected.push_back(dim.dim_value());
+      declared += std::to_string(dim.dim_value());
+      continue;
+    }
+    auto bound = options.dims.find(dim.dim_param());
+    expected.push_back(bound == options.dims.end()
+                           ? std::nullopt
+                           : std::optional<int64_t>(bound->second));
+    declared += dim.dim_param();
+    if (expected.back())
+      declared += "=" + std::to_string(*expected.back());
+  }
+  return "[" + declared + "]";
+}
+
+std::string GraphImporter::graphInputsNote() const {
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &tensor : model.graph().initializer())
+    initializers.insert(tensor.name());
+  std::string inputs;
+  for (const onnx::ValueInfoProto &input : model.graph().input()) {
+    if (initializers.contains(input.name()) ||
+        !input.type().tensor_type().has_shape())
+      continue;
+    llvm::SmallVector<std::optional<int64_t>> unused;
+    inputs += (inputs.empty() ? "" : ", ") + input.name() + " " +
+              declaredShape(input, unused);
+  }
+  return inputs.empty() ? "" : " from its inputs " + inputs;
+}
+
 llvm::Error GraphImporter::checkDeclaredShape(const onnx::ValueInfoProto &info,
                                               const ImportedValue &value,
                                               llvm::StringRef what) {
@@ -715,35 +753,22 @@ llvm::Error GraphImporter::checkDeclaredShape(const onnx::ValueInfoProto &info,
       value.constant ? value.constant->getShape()
                      : llvm::cast<RankedTensorType>(value.value.getType())
                            .getShape();
-  const auto &dims = info.type().tensor_type().shape().dim();
-  auto mismatch = [&](const std::string &declared) {
+  llvm::SmallVector<std::optional<int64_t>> expected;
+  std::string declared = declaredShape(info, expected);
+  // Which input disagrees with the declaration (a static dim of a second
+  // input of a legacy export, an unbound or wrongly bound --dim) is read off
+  // the inputs' declared and bound shapes.
+  auto mismatch = [&](const std::string &declaration) {
     return llvm::createStringError(modelPath + ": " + what.str() + " '" +
-                                   info.name() + "' is declared " + declared +
-                                   " but the graph computes " +
-                                   shapeString(actual));
+                                   info.name() + "' is declared " +
+                                   declaration + " but the graph computes " +
+                                   shapeString(actual) + graphInputsNote());
   };
-  if (dims.size() != static_cast<int>(actual.size()))
-    return mismatch("with rank " + std::to_string(dims.size()));
-  std::string declared = "[";
-  bool contradicts = false;
-  for (int i = 0; i < dims.size(); ++i) {
-    std::optional<int64_t> expected;
-    if (dims[i].has_dim_value()) {
-      expected = dims[i].dim_value();
-      declared += std::to_string(*expected);
-    } else {
-      auto bound = options.dims.find(dims[i].dim_param());
-      if (bound != options.dims.end())
-        expected = bound->second;
-      declared += dims[i].dim_param();
-      if (expected)
-        declared += "=" + std::to_string(*expected);
-    }
-    declared += i + 1 < dims.size() ? "," : "]";
-    contradicts |= expected && *expected != actual[i];
-  }
-  if (contradicts)
-    return mismatch(declared);
+  if (expected.size() != actual.size())
+    return mismatch("with rank " + std::to_string(expected.size()));
+  for (auto [dim, size] : llvm::zip_equal(expected, actual))
+    if (dim && *dim != size)
+      return mismatch(declared);
   return llvm::Error::success();
 }
 

@@ -216,6 +216,15 @@ private:
   llvm::Error checkDeclaredShape(const onnx::ValueInfoProto &info,
                                  const ImportedValue &value,
                                  llvm::StringRef what);
+  /// `info`'s declared shape as "[batch=2,seq=32,512]" (a symbolic dim with
+  /// its --dim value when bound); `expected` gets each dim's value, where
+  /// known.
+  std::string
+  declaredShape(const onnx::ValueInfoProto &info,
+                llvm::SmallVectorImpl<std::optional<int64_t>> &expected) const;
+  /// " from its inputs x [batch=2,seq=32], mask [2,7]": the graph's inputs
+  /// and their declared shapes, for a declared shape the graph contradicts.
+  std::string graphInputsNote() const;
   llvm::Expected<mlir::RankedTensorType>
   declaredType(const onnx::ValueInfoProto &info);
   const onnx::AttributeProto *findAttr(llvm::StringRef name) const;

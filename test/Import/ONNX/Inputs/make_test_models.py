@@ -534,6 +534,17 @@ def range_of_input():
     return g.model()
 
 
+def declared_output_two_inputs():
+    """A legacy export's second input with static dims: `mask` [2, 7] beside `x` [batch, seq], the output
+    declared [batch, seq] but computed from the mask alone, so with --dim seq=32 it contradicts."""
+    g = GraphBuilder("declared_output_two_inputs")
+    x = g.input("x", ["batch", "seq"])
+    mask = g.input("mask", [2, 7])
+    g.op("Mul", [mask, g.op("ReduceSum", [x], keepdims=0)], out="y")
+    g.output("y", ["batch", "seq"])
+    return g.model()
+
+
 def gather_nd_runtime_indices():
     """GatherND whose indices are a graph input: not known at compile time, so not rewritten."""
     g = GraphBuilder("gather_nd_runtime_indices")
@@ -772,6 +783,7 @@ MALFORMED = {
     "fuzz-fold-memory": fuzz_fold_memory,
     "gather_nd_runtime_indices": gather_nd_runtime_indices,
     "range_of_input": range_of_input,
+    "declared_output_two_inputs": declared_output_two_inputs,
 }
 
 
