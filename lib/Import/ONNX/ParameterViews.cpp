@@ -2,7 +2,10 @@
 //
 // Pairs are compared only where their shapes allow it (equal, or reversed
 // for rank 2) and their data is inline; random or trained weights differ in
-// their first elements, so a comparison that will fail fails at once.
+// their first elements, so a comparison that will fail fails at once. The
+// exporters' raw little-endian bytes are compared in place (an inline model
+// may hold up to 2 GB of weights); only tensors written in the typed fields
+// (small, hand-made ones) are decoded.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +15,7 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,23 +32,53 @@ bool isFloat(int32_t type) {
          type == onnx::TensorProto::DOUBLE;
 }
 
-/// Whether `view` holds `source`'s values: the same layout, or (`transposed`)
-/// view[j][i] == source[i][j].
-bool holdsValuesOf(const HostTensor &view, const HostTensor &source,
-                   bool transposed) {
-  int64_t count = source.numElements();
-  if (view.numElements() != count)
-    return false;
-  if (!transposed) {
-    for (int64_t i = 0; i < count; ++i)
-      if (view.getDouble(i) != source.getDouble(i))
-        return false;
-    return true;
+/// A tensor's elements as fixed-size byte strings: its raw data in place,
+/// or its typed fields decoded (as doubles).
+class Elements {
+public:
+  explicit Elements(const onnx::TensorProto &tensor) {
+    int64_t size = elementByteSize(tensor.data_type());
+    int64_t count = 1;
+    for (int64_t dim : tensor.dims())
+      count *= dim;
+    if (tensor.has_raw_data() &&
+        static_cast<int64_t>(tensor.raw_data().size()) == count * size) {
+      bytes = tensor.raw_data().data();
+      elementSize = size;
+      return;
+    }
+    llvm::Expected<HostTensor> values = decodeTensorProto(tensor, "");
+    if (!values) {
+      llvm::consumeError(values.takeError());
+      return;
+    }
+    decoded = values->getFloatData();
+    bytes = reinterpret_cast<const char *>(decoded.data());
+    elementSize = sizeof(double);
   }
-  int64_t rows = source.getShape()[0], columns = source.getShape()[1];
+
+  bool valid() const { return bytes != nullptr; }
+  bool sameAs(int64_t index, const Elements &other, int64_t otherIndex) const {
+    return elementSize == other.elementSize &&
+           std::memcmp(bytes + index * elementSize,
+                       other.bytes + otherIndex * elementSize,
+                       elementSize) == 0;
+  }
+
+private:
+  std::vector<double> decoded;
+  const char *bytes = nullptr;
+  int64_t elementSize = 0;
+};
+
+/// Whether `view` holds `source`'s `rows` x `columns` values: the same
+/// layout, or (`transposed`) view[j][i] == source[i][j].
+bool holdsValuesOf(const Elements &view, const Elements &source, int64_t rows,
+                   int64_t columns, bool transposed) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < columns; ++j)
-      if (view.getDouble(j * rows + i) != source.getDouble(i * columns + j))
+      if (!view.sameAs(transposed ? j * rows + i : i * columns + j, source,
+                       i * columns + j))
         return false;
   return true;
 }
@@ -69,18 +103,13 @@ llvm::StringMap<ParameterView> tessera::onnx_import::findParameterViews(
     if (node.op_type() == "Gather" && node.input_size() > 0)
       gathered.insert(node.input(0));
 
-  // Decoded once, and only where another candidate has a matching shape.
-  std::map<const onnx::TensorProto *, std::unique_ptr<HostTensor>> decoded;
-  auto valuesOf = [&](const onnx::TensorProto *tensor) -> const HostTensor * {
-    auto [it, inserted] = decoded.try_emplace(tensor);
-    if (inserted) {
-      llvm::Expected<HostTensor> values = decodeTensorProto(*tensor, "");
-      if (values)
-        it->second = std::make_unique<HostTensor>(std::move(*values));
-      else
-        llvm::consumeError(values.takeError());
-    }
-    return it->second.get();
+  // Read once, and only where another candidate has a matching shape.
+  std::map<const onnx::TensorProto *, std::unique_ptr<Elements>> elements;
+  auto elementsOf = [&](const onnx::TensorProto *tensor) -> const Elements & {
+    std::unique_ptr<Elements> &read = elements[tensor];
+    if (!read)
+      read = std::make_unique<Elements>(*tensor);
+    return *read;
   };
 
   // Sources first: those a Gather reads (the embedding of a tied head).
@@ -114,10 +143,17 @@ llvm::StringMap<ParameterView> tessera::onnx_import::findParameterViews(
         transposed = true;
       if (!transposed)
         continue;
-      const HostTensor *sourceValues = valuesOf(source);
-      const HostTensor *viewValues = valuesOf(view);
-      if (sourceValues && viewValues &&
-          holdsValuesOf(*viewValues, *sourceValues, *transposed))
+      const Elements &sourceElements = elementsOf(source);
+      const Elements &viewElements = elementsOf(view);
+      // Rank > 2 copies compare as one row of all their elements.
+      int64_t rows = shape.size() == 2 ? shape[0] : 1;
+      int64_t columns = 1;
+      for (int64_t dim : shape)
+        columns *= dim;
+      columns /= rows == 0 ? 1 : rows;
+      if (sourceElements.valid() && viewElements.valid() &&
+          holdsValuesOf(viewElements, sourceElements, rows, columns,
+                        *transposed))
         views[view->name()] = ParameterView{source->name(), *transposed};
     }
   }
