@@ -552,9 +552,13 @@ llvm::Error GraphImporter::importInitializers() {
   // A copy of a weight (a tied head's transposed embedding) is that weight,
   // read through a transpose: one parameter, with the whole gradient.
   llvm::StringMap<ParameterView> views = findParameterViews(
-      model.graph(), [&](const onnx::TensorProto &tensor) {
+      model.graph(),
+      [&](const onnx::TensorProto &tensor) {
         return modelClassifier->classify(tensor) ==
                InitializerRole::TrainableParameter;
+      },
+      [&](const onnx::TensorProto &tensor) {
+        return !modelClassifier->isSignatureParameter(tensor.name());
       });
   InitializerCensus census;
   std::vector<const onnx::TensorProto *> deferredViews;

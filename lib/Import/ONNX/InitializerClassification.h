@@ -39,6 +39,13 @@ public:
     return !exportKinds.empty() && !exportKinds.count(name);
   }
 
+  /// Whether the export's graph signature names `name` a parameter of the
+  /// module: a tensor of its own, never a copy of another.
+  bool isSignatureParameter(llvm::StringRef name) const {
+    auto kind = exportKinds.find(name);
+    return kind != exportKinds.end() && kind->second == "PARAMETER";
+  }
+
   /// Whether `initializer` is outside the signature yet a matrix product's
   /// float weight matrix: what torch.onnx.export(..., optimize=True) makes
   /// of a parameter by folding its transpose (the parameter itself is then

@@ -58,6 +58,14 @@ public:
   }
 
   bool valid() const { return bytes != nullptr; }
+  /// Whether every element equals the first (a zero-initialized weight): no
+  /// value can tell a copy of it from another weight initialized alike.
+  bool uniform(int64_t count) const {
+    for (int64_t i = 1; i < count; ++i)
+      if (!sameAs(i, *this, 0))
+        return false;
+    return true;
+  }
   bool sameAs(int64_t index, const Elements &other, int64_t otherIndex) const {
     return elementSize == other.elementSize &&
            std::memcmp(bytes + index * elementSize,
@@ -87,7 +95,8 @@ bool holdsValuesOf(const Elements &view, const Elements &source, int64_t rows,
 
 llvm::StringMap<ParameterView> tessera::onnx_import::findParameterViews(
     const onnx::GraphProto &graph,
-    llvm::function_ref<bool(const onnx::TensorProto &)> canBeSource) {
+    llvm::function_ref<bool(const onnx::TensorProto &)> canBeSource,
+    llvm::function_ref<bool(const onnx::TensorProto &)> canBeView) {
   std::vector<const onnx::TensorProto *> candidates;
   std::map<std::vector<int64_t>, int> shapeCounts;
   for (const onnx::TensorProto &tensor : graph.initializer()) {
@@ -143,6 +152,8 @@ llvm::StringMap<ParameterView> tessera::onnx_import::findParameterViews(
         transposed = true;
       if (!transposed)
         continue;
+      if (!canBeView(*view))
+        continue;
       const Elements &sourceElements = elementsOf(source);
       const Elements &viewElements = elementsOf(view);
       // Rank > 2 copies compare as one row of all their elements.
@@ -152,6 +163,7 @@ llvm::StringMap<ParameterView> tessera::onnx_import::findParameterViews(
         columns *= dim;
       columns /= rows == 0 ? 1 : rows;
       if (sourceElements.valid() && viewElements.valid() &&
+          !sourceElements.uniform(rows * columns) &&
           holdsValuesOf(viewElements, sourceElements, rows, columns,
                         *transposed))
         views[view->name()] = ParameterView{source->name(), *transposed};

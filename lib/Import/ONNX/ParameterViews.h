@@ -32,16 +32,20 @@ struct ParameterView {
   bool transposed = false;
 };
 
-/// Initializer name -> the view it is, for every float initializer of rank
-/// 2 or more that equals a `canBeSource` initializer (or its transpose),
-/// found among those whose data is in the model file (external data is not
-/// read: weights are not needed to compile). `canBeSource` picks the
-/// trained tensors; of two trained tensors equal to each other, the one a
-/// Gather reads (the embedding) or else the first is the source.
-llvm::StringMap<ParameterView>
-findParameterViews(const onnx::GraphProto &graph,
-                   llvm::function_ref<bool(const onnx::TensorProto &)>
-                       canBeSource);
+/// Initializer name -> the view it is, for every `canBeView` float
+/// initializer of rank 2 or more that equals a `canBeSource` initializer (or
+/// its transpose), found among those whose data is in the model file
+/// (external data is not read: weights are not needed to compile).
+/// `canBeSource` picks the trained tensors, `canBeView` leaves out those
+/// known to be parameters of their own (the export's graph signature names
+/// them); of two trained tensors equal to each other, the one a Gather reads
+/// (the embedding) or else the first is the source. A source whose elements
+/// are all equal (zero-initialized) has no copies: equal values cannot tell
+/// a copy from a weight initialized alike.
+llvm::StringMap<ParameterView> findParameterViews(
+    const onnx::GraphProto &graph,
+    llvm::function_ref<bool(const onnx::TensorProto &)> canBeSource,
+    llvm::function_ref<bool(const onnx::TensorProto &)> canBeView);
 
 } // namespace tessera::onnx_import
 

@@ -426,6 +426,18 @@ def tied_head_copy():
     return g.model()
 
 
+def zero_initialized_weights():
+    """Two zero-initialized weights (a LoRA pair's B matrices) of a legacy export, [4, 4] each: equal,
+    yet two parameters (equal values cannot tell a copy from a weight initialized alike)."""
+    g = GraphBuilder("zero_initialized_weights")
+    x = g.input("x", [2, 4])
+    g.initializer("lora_a.B", np.zeros([4, 4], dtype=np.float32))
+    g.initializer("lora_b.B", np.zeros([4, 4], dtype=np.float32))
+    g.op("Add", [g.op("MatMul", [x, "lora_a.B"]), g.op("MatMul", [x, "lora_b.B"])], out="y")
+    g.output("y", [2, 4])
+    return g.model()
+
+
 def matmul_batched():
     """Batched MatMul of two rank-4 inputs, and of a rank-4 input by a rank-2 weight (broadcast)."""
     g = GraphBuilder("matmul_batched")
@@ -744,6 +756,7 @@ WELL_FORMED = {
     "optimized_signature": optimized_signature,
     "matmul_batched": matmul_batched,
     "tied_head_copy": tied_head_copy,
+    "zero_initialized_weights": zero_initialized_weights,
     "gather_nd_split": gather_nd_split,
     "gather_nd_batched": gather_nd_batched,
     "scatter_nd_rows": scatter_nd_rows,
@@ -859,6 +872,8 @@ def expected_outputs(name, model, feeds):
     if name == "tied_head_copy":
         table = initializer(model, "embed.weight")
         return [table[feeds["ids"]] @ table.T]
+    if name == "zero_initialized_weights":
+        return [np.zeros([2, 4], dtype=np.float32)]
     if name == "gather_nd_split":
         qkv = feeds["qkv"]
         return [np.concatenate([qkv[:, :, :, [-2]], qkv[:, :, :, [-1]]], axis=3)]
