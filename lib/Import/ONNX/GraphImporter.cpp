@@ -57,6 +57,18 @@ bool isOuterProductMask(const onnx::NodeProto &node,
          elements > inputs[1]->numElements();
 }
 
+/// "'a', 'b', 'c' and 12 more": the names a warning lists, the first few of
+/// a large model's hundreds.
+std::string quotedNames(llvm::ArrayRef<std::string> names) {
+  constexpr size_t kListed = 8;
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < kListed; ++i)
+    text += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > kListed)
+    text += " and " + std::to_string(names.size() - kListed) + " more";
+  return text;
+}
+
 std::string shapeString(llvm::ArrayRef<int64_t> shape) {
   std::string text = "[";
   for (auto [index, dim] : llvm::enumerate(shape))
@@ -601,16 +613,23 @@ llvm::Error GraphImporter::importInitializers() {
   // them; said once, unless --freeze/--train chose what to train.
   if (!census.foldedWeights.empty() && !options.freezePattern &&
       !options.trainPattern) {
-    std::string names;
-    for (const std::string &name : census.foldedWeights)
-      names += (names.empty() ? "'" : ", '") + name + "'";
     mlir::emitWarning(FileLineColLoc::get(context(), modelPath, 0, 0))
-        << "initializers " << names
+        << "initializers " << quotedNames(census.foldedWeights)
         << " are matrix products' weights outside the export's graph "
            "signature (torch.onnx.export(..., optimize=True) folds a "
            "parameter's transpose into a new initializer and drops the "
            "parameter): they are trained, in the layout and under the names "
            "the export gave them; --freeze or --train choose otherwise";
+  }
+  // A lookup table outside the signature may be learned or derived from a
+  // buffer: the importer cannot tell, and says what it chose.
+  if (!census.foldedTables.empty()) {
+    mlir::emitWarning(FileLineColLoc::get(context(), modelPath, 0, 0))
+        << "initializers " << quotedNames(census.foldedTables)
+        << " are lookup tables outside the export's graph signature, which "
+           "may be learned embeddings or tables computed from buffers: they "
+           "are imported as constants and not trained; if one was learned, "
+           "export with torch.onnx.export(..., optimize=False)";
   }
   if (options.initializerCounts)
     *options.initializerCounts = census.byKind();
@@ -623,6 +642,8 @@ llvm::Error GraphImporter::importInitializer(
   InitializerRole role = classifier.classify(tensor);
   if (classifier.isFoldedWeight(tensor))
     census.foldedWeights.push_back(tensor.name());
+  if (classifier.isFoldedLookupTable(tensor))
+    census.foldedTables.push_back(tensor.name());
   bool frozenWeight =
       role != InitializerRole::TrainableParameter &&
       modelClassifier.classify(tensor) ==

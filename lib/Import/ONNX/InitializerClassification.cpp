@@ -98,14 +98,15 @@ InitializerClassifier::create(const onnx::GraphProto &graph,
     if ((node.op_type() == "MatMul" || node.op_type() == "Gemm") &&
         node.input_size() >= 2)
       classifier.productWeights.insert(node.input(1));
+    else if (node.op_type() == "Gather" && node.input_size() >= 1)
+      classifier.lookupTables.insert(node.input(0));
   return classifier;
 }
 
-bool InitializerClassifier::isFoldedWeight(
-    const onnx::TensorProto &initializer) const {
+bool InitializerClassifier::isFoldedMatrixIn(
+    const onnx::TensorProto &initializer, const llvm::StringSet<> &uses) const {
   return outsideSignature(initializer.name()) &&
-         productWeights.contains(initializer.name()) &&
-         initializer.dims_size() >= 2 &&
+         uses.contains(initializer.name()) && initializer.dims_size() >= 2 &&
          isFloatingType(initializer.data_type());
 }
 

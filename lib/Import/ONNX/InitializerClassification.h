@@ -50,16 +50,32 @@ public:
   /// float weight matrix: what torch.onnx.export(..., optimize=True) makes
   /// of a parameter by folding its transpose (the parameter itself is then
   /// gone from the graph). classify() trains it.
-  bool isFoldedWeight(const onnx::TensorProto &initializer) const;
+  bool isFoldedWeight(const onnx::TensorProto &initializer) const {
+    return isFoldedMatrixIn(initializer, productWeights);
+  }
+
+  /// Whether `initializer` is outside the signature and a Gather's float
+  /// table: learned (an embedding the optimizer rewrote) or derived from a
+  /// buffer (a rotary cos/sin cache), which nothing in the graph tells
+  /// apart. classify() makes it a constant; the importer says so.
+  bool isFoldedLookupTable(const onnx::TensorProto &initializer) const {
+    return isFoldedMatrixIn(initializer, lookupTables);
+  }
 
 private:
   InitializerClassifier() = default;
+  /// A float initializer of rank 2 or more, outside the signature, that
+  /// `uses` (operands of one kind of node) holds.
+  bool isFoldedMatrixIn(const onnx::TensorProto &initializer,
+                        const llvm::StringSet<> &uses) const;
 
   /// Initializer name -> torch.export's InputSpec kind ("PARAMETER",
   /// "BUFFER", "CONSTANT_TENSOR"), when the exporter recorded it.
   llvm::StringMap<std::string> exportKinds;
   /// The right-hand operands of the graph's MatMul and Gemm nodes.
   llvm::StringSet<> productWeights;
+  /// The tables (input 0) of the graph's Gather nodes.
+  llvm::StringSet<> lookupTables;
   std::optional<std::string> freezePattern;
   std::optional<std::string> trainPattern;
 };
@@ -74,6 +90,8 @@ struct InitializerCensus {
   int64_t views = 0;
   /// Matrix products' weights outside the graph signature (trained).
   std::vector<std::string> foldedWeights;
+  /// Lookup tables outside the graph signature (constants: undecidable).
+  std::vector<std::string> foldedTables;
 
   void count(InitializerRole role);
   InitializerCounts byKind() const;

@@ -85,6 +85,18 @@ class GraphBuilder:
         return model
 
 
+def with_parameters(model, shapes):
+    """`model` with the dynamo exporter's graph-signature metadata naming each of `shapes` (name -> shape)
+    a PARAMETER on its value_info; any other initializer is then outside the signature."""
+    for name, shape in shapes.items():
+        info = helper.make_tensor_value_info(name, FLOAT, shape)
+        entry = info.metadata_props.add()
+        entry.key = "pkg.torch.export.graph_signature.InputSpec.kind"
+        entry.value = "PARAMETER"
+        model.graph.value_info.append(info)
+    return model
+
+
 def rng(seed):
     return np.random.default_rng(seed)
 
@@ -403,13 +415,7 @@ def optimized_signature():
     hidden = g.op("MatMul", [x, g.op("Transpose", [weight], perm=[1, 0])], out="hidden")
     g.op("MatMul", [hidden, folded], out="y")
     g.output("y", [2, 8])
-    model = g.model()
-    info = helper.make_tensor_value_info("fc1.weight", FLOAT, [16, 16])
-    entry = info.metadata_props.add()
-    entry.key = "pkg.torch.export.graph_signature.InputSpec.kind"
-    entry.value = "PARAMETER"
-    model.graph.value_info.append(info)
-    return model
+    return with_parameters(g.model(), {"fc1.weight": [16, 16]})
 
 
 def tied_head_copy():
@@ -436,6 +442,20 @@ def zero_initialized_weights():
     g.op("Add", [g.op("MatMul", [x, "lora_a.B"]), g.op("MatMul", [x, "lora_b.B"])], out="y")
     g.output("y", [2, 4])
     return g.model()
+
+
+def folded_lookup_table():
+    """An export with a graph signature (`proj.weight` a PARAMETER) whose Gather reads `val_3` [8, 4], a
+    table outside the signature: a learned embedding the optimizer rewrote, or a cos/sin cache computed
+    from a buffer; nothing in the graph tells which."""
+    g = GraphBuilder("folded_lookup_table")
+    ids = g.input("ids", [2, 3], INT64)
+    g.initializer("val_3", weights(81, [8, 4]))
+    g.initializer("proj.weight", weights(82, [4, 4]))
+    hidden = g.op("Gather", ["val_3", ids], axis=0)
+    g.op("MatMul", [hidden, "proj.weight"], out="y")
+    g.output("y", [2, 3, 4])
+    return with_parameters(g.model(), {"proj.weight": [4, 4]})
 
 
 def matmul_batched():
@@ -757,6 +777,7 @@ WELL_FORMED = {
     "matmul_batched": matmul_batched,
     "tied_head_copy": tied_head_copy,
     "zero_initialized_weights": zero_initialized_weights,
+    "folded_lookup_table": folded_lookup_table,
     "gather_nd_split": gather_nd_split,
     "gather_nd_batched": gather_nd_batched,
     "scatter_nd_rows": scatter_nd_rows,
@@ -769,6 +790,7 @@ WELL_FORMED = {
 # numbers so that the printed results read at a glance; onnxruntime is checked on the same ones.
 FIXED_FEEDS = {
     "tied_head_copy": lambda: {"ids": np.array([[0, 3, 7], [5, 5, 1]], dtype=np.int64)},
+    "folded_lookup_table": lambda: {"ids": np.array([[0, 3, 7], [5, 5, 1]], dtype=np.int64)},
     "gather_nd_split": lambda: {"qkv": np.arange(12, dtype=np.float32).reshape(1, 2, 1, 3, 2)},
     "gather_nd_batched": lambda: {"x": np.arange(12, dtype=np.float32).reshape(2, 3, 2)},
     "scatter_nd_rows": lambda: {"x": np.arange(8, dtype=np.float32).reshape(4, 2)},
@@ -872,6 +894,8 @@ def expected_outputs(name, model, feeds):
     if name == "tied_head_copy":
         table = initializer(model, "embed.weight")
         return [table[feeds["ids"]] @ table.T]
+    if name == "folded_lookup_table":
+        return [initializer(model, "val_3")[feeds["ids"]] @ initializer(model, "proj.weight")]
     if name == "zero_initialized_weights":
         return [np.zeros([2, 4], dtype=np.float32)]
     if name == "gather_nd_split":
