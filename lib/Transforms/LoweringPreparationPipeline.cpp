@@ -30,6 +30,8 @@ void tessera::buildLoweringPreparationPipeline(
   // gradients next to their linears, for the fusions below.
   function.addPass(createScheduleGeluGrad());
   function.addPass(createScheduleResidualAdds());
+  // An untied embedding table's compute copy is not made: its rows are.
+  function.addPass(createLookUpBeforeCast());
   // Last: one op per kernel call.
   function.addPass(createFuseEpilogues());
 }

@@ -3,7 +3,9 @@
 forward logits of Tessera's CPU backend (tessera-run, fused graph) must equal onnxruntime's on the
 same random int64 input within 1e-4 relative (max abs difference / max abs onnxruntime logit).
 
-Models: test/models/*.onnx, test/models/generated/*.onnx, and every ../shared/models export whose
+Models: test/models/*.onnx, test/models/generated/*.onnx, test/models/padding/*.onnx (which also
+take an attention_mask, fed with padding: see padding_mask), all but graph-only exports (no weights
+to run: llama-tiny.meta.dyn.onnx), and every ../shared/models export whose
 weights are inline (the tiny GPT-2 and BERT exports; the large ones point at data files that are
 not there, and meta exports have none). Symbolic `batch` and `seq` are bound to 3 and 24, which
 differ from the fixtures' [2, 32], so shape handling is exercised too; static inputs keep their shape.
@@ -37,6 +39,9 @@ def has_inline_weights(path):
 def models(source, shared):
     paths = sorted(glob.glob(os.path.join(source, "test", "models", "*.onnx")))
     paths += sorted(glob.glob(os.path.join(source, "test", "models", "generated", "*.onnx")))
+    paths += sorted(glob.glob(os.path.join(source, "test", "models", "padding", "*.onnx")))
+    # A graph-only export (llama-tiny.meta.dyn.onnx) has no weights to run.
+    paths = [path for path in paths if has_inline_weights(path)]
     shared_models = sorted(glob.glob(os.path.join(shared, "models", "*.onnx")))
     if not shared_models:
         print(f"note: no models under {os.path.join(shared, 'models')}", file=sys.stderr)
@@ -57,25 +62,42 @@ def input_shape(session_input):
     return shape
 
 
+def padding_mask(shape):
+    """An attention_mask [batch, seq] with the paddings a batch of real sequences has: the first
+    row padded on the left, the last on the right, a hole in the middle row (1 keeps a token)."""
+    mask = np.ones(shape, dtype=np.int64)
+    batch, seq = shape
+    mask[0, : seq // 3] = 0
+    mask[batch - 1, seq - seq // 4:] = 0
+    if batch > 2:
+        mask[batch // 2, seq // 2] = 0
+    return mask
+
+
 def compare(path, tessera_run, scratch):
     options = onnxruntime.SessionOptions()
     # The graph as written: no fusions or precision-changing rewrites in the oracle.
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    (model_input,) = session.get_inputs()
+    model_input, *other_inputs = session.get_inputs()
+    if any(other.name != "attention_mask" for other in other_inputs):
+        raise ValueError("inputs other than the token ids and an attention_mask")
     vocabulary = session.get_outputs()[0].shape[-1]
     if not isinstance(vocabulary, int):
         raise ValueError("the logits' last dim (the vocabulary) is not static")
     shape = input_shape(model_input)
-    ids = np.random.default_rng(SEED).integers(0, vocabulary, size=shape, dtype=np.int64)
-    expected = session.run(None, {model_input.name: ids})[0]
+    feeds = {model_input.name: np.random.default_rng(SEED).integers(0, vocabulary, size=shape, dtype=np.int64)}
+    for other in other_inputs:
+        feeds[other.name] = padding_mask(input_shape(other))
+    expected = session.run(None, feeds)[0]
 
-    ids_file = os.path.join(scratch, "ids.npy")
     logits_file = os.path.join(scratch, "logits.npy")
-    np.save(ids_file, ids)
-    command = [tessera_run, path, f"--input={model_input.name}={ids_file}", "-o", logits_file]
-    command += [f"--dim={name}={value}" for name, value in DYNAMIC_DIMS.items()
-                if name in [dim for dim in model_input.shape if isinstance(dim, str)]]
+    command = [tessera_run, path, "-o", logits_file]
+    for name, value in feeds.items():
+        np.save(os.path.join(scratch, f"{name}.npy"), value)
+        command.append(f"--input={name}={os.path.join(scratch, name + '.npy')}")
+    symbolic = {dim for graph_input in session.get_inputs() for dim in graph_input.shape if isinstance(dim, str)}
+    command += [f"--dim={name}={value}" for name, value in DYNAMIC_DIMS.items() if name in symbolic]
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"tessera-run exited {run.returncode}: {run.stderr.strip()}")

@@ -305,6 +305,30 @@ def FuseEpilogues : Pass<"tess-fuse-epilogues", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def LookUpBeforeCast : Pass<"tess-look-up-before-cast", "::mlir::func::FuncOp"> {
+  let summary = "Look embedding rows up in the master table, then cast them";
+  let description = [{
+    A `tess.cast` whose every user is a `tess.embedding` reading it as the
+    table (mixed precision's compute copy of a table nothing else reads: an
+    untied model's token embedding) is dropped; each lookup reads the cast's
+    input instead and its rows are cast. A lookup commutes with an
+    elementwise cast, so the values are the same, while the step no longer
+    writes (or keeps, until the lookup) a [vocabulary, d] copy: 1 GiB of
+    bf16 for Llama 3 8B. Part of tess-lowering-preparation, after autodiff.
+
+    Before:
+    ```mlir
+    %t = tess.cast %wte : tensor<512x64xf32> to tensor<512x64xbf16>
+    %e = tess.embedding %t, %ids : (tensor<512x64xbf16>, tensor<2x32xi64>) -> tensor<2x32x64xbf16>
+    ```
+    After:
+    ```mlir
+    %r = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<2x32xi64>) -> tensor<2x32x64xf32>
+    %e = tess.cast %r : tensor<2x32x64xf32> to tensor<2x32x64xbf16>
+    ```
+  }];
+}
+
 def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
   let summary = "Move each gelu_grad right after the linear that makes its dy";
   let description = [{
