@@ -6,8 +6,9 @@
 #   run(command="bash <OUT_DIR>/run.sh", carry=["<OUT_DIR>"])
 # BUILD_DIR must have been configured with the CUDA runtime (the default where
 # nvcc is found). What it holds:
-# - gpt2-tiny (causal LM) and bert-tiny (MLM), fp32: the first-step check
-#   against PyTorch's fixtures;
+# - gpt2-tiny (causal LM), bert-tiny (MLM), llama-tiny and mistral-tiny
+#   (its sliding window), fp32: the first-step check against PyTorch's
+#   fixtures;
 # - gpt2-tiny in bf16: a short run with two micro-batches a step, once
 #   straight and once stopped at a checkpoint and resumed (the GPU backend's
 #   accumulation, checkpoint download and --resume upload);
@@ -34,6 +35,12 @@ rm -rf "$out" && mkdir -p "$out"
     --loss mlm --precision fp32 --target cuda -o "$out/bert-tiny-train"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision bf16 --target cuda -o "$out/gpt2-tiny-bf16-train"
+# The Llama family: llama-tiny (rotary, RMSNorm, SwiGLU, grouped K/V heads)
+# and mistral-tiny (the same with a sliding window of 16 over 31 tokens).
+"$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda -o "$out/llama-tiny-train"
+"$tesserac" "$repo/test/models/generated/mistral-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda -o "$out/mistral-tiny-train"
 # Partitioned for meshes (tensor parallel on 2, data x tensor parallel on
 # 2x2), without weights of their own: they start from gpt2-tiny-train's.
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
@@ -50,8 +57,12 @@ rm -rf "$out" && mkdir -p "$out"
 step="$repo/test/Lowering/Inputs/training_step.py"
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/fixtures/bert-tiny.reference.json" "$out/bert-tiny.batch.npy" --mlm
+python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$out/llama-tiny.batch.npy"
+python3 "$step" write-batch "$repo/test/models/generated/mistral-tiny.reference.json" "$out/mistral-tiny.batch.npy"
 cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" "$out/"
-cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" "$out/"
+cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" \
+   "$repo/test/fixtures/llama-tiny.reference.json" \
+   "$repo/test/models/generated/mistral-tiny.reference.json" "$out/"
 cp "$repo/scripts/gpu-check-run.sh" "$out/run.sh"
 cp "$repo/bench/gpu-env.sh" "$out/"
 

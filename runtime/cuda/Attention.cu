@@ -60,6 +60,9 @@ struct AttentionParams {
   int64_t batch, queryHeads, keyHeads, querySeq, keySeq, headDim, valueDim;
   int64_t maskStrides[4];
   bool causal;
+  /// A sliding window's length (0: none; with causal): query i sees keys
+  /// i + keySeq - querySeq - window < j <= i + keySeq - querySeq.
+  int64_t window;
   float scale;
   bool dropout;
   float keptScale;
@@ -67,7 +70,8 @@ struct AttentionParams {
 };
 
 struct RowPosition {
-  int64_t b, h, i, row, keyHeadRow, visible;
+  /// The row sees keys [first, visible).
+  int64_t b, h, i, row, keyHeadRow, first, visible;
 };
 
 __device__ RowPosition rowPosition(const AttentionParams &p, int64_t row) {
@@ -80,6 +84,7 @@ __device__ RowPosition rowPosition(const AttentionParams &p, int64_t row) {
       (r.b * p.keyHeads + r.h / (p.queryHeads / p.keyHeads)) * p.keySeq;
   r.visible = p.causal ? min(p.keySeq, r.i + p.keySeq - p.querySeq + 1)
                        : p.keySeq;
+  r.first = p.window ? max(int64_t{0}, r.visible - p.window) : 0;
   return r;
 }
 
@@ -154,7 +159,7 @@ __device__ void rowNormalizer(const AttentionParams &p, const RowPosition &r,
                               float &sum) {
   maximum = -INFINITY;
   sum = 0.0f;
-  for (int64_t j = 0; j < r.visible; ++j) {
+  for (int64_t j = r.first; j < r.visible; ++j) {
     float score = scoreOf(p, r, q, j);
     if (score == -INFINITY)
       continue;
@@ -179,7 +184,7 @@ __global__ void attentionForwardKernel(AttentionParams p, void *y, int yType,
   float q[kValuesPerLane], accumulator[kValuesPerLane] = {};
   loadRow(p.q, p.qType, row * p.headDim, p.headDim, q);
   float maximum = -INFINITY, sum = 0.0f;
-  for (int64_t j = 0; j < r.visible; ++j) {
+  for (int64_t j = r.first; j < r.visible; ++j) {
     float score = scoreOf(p, r, q, j);
     if (score == -INFINITY)
       continue;
@@ -242,7 +247,7 @@ __global__ void attentionQueryGradientKernel(AttentionParams p, const void *dy,
     reciprocal = 1.0f / sum;
     // Pass 2: sum_j p_j dp_j.
     double weightedSum = 0.0;
-    for (int64_t j = 0; j < r.visible; ++j) {
+    for (int64_t j = r.first; j < r.visible; ++j) {
       float score = scoreOf(p, r, q, j);
       if (score == -INFINITY)
         continue;
@@ -254,7 +259,7 @@ __global__ void attentionQueryGradientKernel(AttentionParams p, const void *dy,
     }
     correction = static_cast<float>(weightedSum);
     // Pass 3: ds_j and dq_i.
-    for (int64_t j = 0; j < r.visible; ++j) {
+    for (int64_t j = r.first; j < r.visible; ++j) {
       float score = scoreOf(p, r, q, j);
       if (score == -INFINITY)
         continue;
@@ -301,14 +306,17 @@ __global__ void attentionKeyGradientKernel(AttentionParams p, const void *dy,
   float keyGradient[kValuesPerLane] = {}, valueGradient[kValuesPerLane] = {};
   loadRow(p.k, p.kType, keyRow * p.headDim, p.headDim, key);
   loadRow(p.v, p.vType, keyRow * p.valueDim, p.valueDim, value);
-  // Row i sees key j when j < visible(i) = i + keySeq - querySeq + 1.
-  int64_t firstQuery = p.causal ? max(int64_t{0}, j - (p.keySeq - p.querySeq))
-                                : 0;
-  RowPosition r{}; // visible is unused here
+  // Row i sees key j when j < visible(i) = i + keySeq - querySeq + 1 and,
+  // with a window, j >= visible(i) - window.
+  int64_t offset = p.keySeq - p.querySeq;
+  int64_t firstQuery = p.causal ? max(int64_t{0}, j - offset) : 0;
+  int64_t endQuery =
+      p.window ? min(p.querySeq, j - offset + p.window) : p.querySeq;
+  RowPosition r{}; // first and visible are unused here
   r.b = b;
   r.keyHeadRow = keyRow - j;
   for (r.h = keyHead * group; r.h < (keyHead + 1) * group; ++r.h) {
-    for (r.i = firstQuery; r.i < p.querySeq; ++r.i) {
+    for (r.i = firstQuery; r.i < endQuery; ++r.i) {
       r.row = (b * p.queryHeads + r.h) * p.querySeq + r.i;
       RowSoftmax s = softmax[r.row];
       if (s.reciprocal == 0.0f)
@@ -346,7 +354,8 @@ __global__ void attentionKeyGradientKernel(AttentionParams p, const void *dy,
 AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
                              const tessera_tensor *v,
                              const tessera_tensor *mask, int32_t causal,
-                             double scale, double dropout, uint64_t seed) {
+                             int64_t window, double scale, double dropout,
+                             uint64_t seed) {
   const tessera_tensor &query = requireTensor(q, "q");
   const tessera_tensor &key = requireTensor(k, "k");
   const tessera_tensor &value = requireTensor(v, "v");
@@ -387,7 +396,11 @@ AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
     fail("scale " + std::to_string(scale) + " must be positive and finite");
   if (!(dropout >= 0.0 && dropout < 1.0))
     fail("dropout " + std::to_string(dropout) + " is outside [0, 1)");
+  if (window < 0 || (window > 0 && !causal))
+    fail("a sliding window (" + std::to_string(window) +
+         ") must be at least 1, on causal attention");
   p.causal = causal != 0;
+  p.window = window;
   p.scale = static_cast<float>(scale);
   p.dropout = dropout != 0.0;
   p.keptScale = static_cast<float>(1.0 / (1.0 - dropout));
@@ -426,24 +439,94 @@ void tessera::cuda::attentionForward(const tessera_tensor *q,
                                      const tessera_tensor *v,
                                      const tessera_tensor *mask,
                                      tessera_tensor *y, float *lse,
-                                     bool causal, double scale, double dropout,
-                                     uint64_t seed, cudaStream_t stream) {
-  AttentionParams p = checkProblem(q, k, v, mask, causal, scale, dropout, seed);
+                                     bool causal, int64_t window, double scale,
+                                     double dropout, uint64_t seed,
+                                     cudaStream_t stream) {
+  AttentionParams p =
+      checkProblem(q, k, v, mask, causal, window, scale, dropout, seed);
   tessera_tensor &output = requireTensor(y, "y");
   requireShape(output, {p.batch, p.queryHeads, p.querySeq, p.valueDim}, "y");
   requireKernelFloat(output, "y");
   if (elementCount(output) == 0)
     return;
   if (!mask && dropout == 0.0 &&
-      cudnnAttentionForward(*q, *k, *v, output, lse, p.causal, scale, stream))
+      cudnnAttentionForward(*q, *k, *v, output, lse, p.causal, window, scale,
+                            stream))
     return;
-  if (flashAttentionForward(*q, *k, *v, mask != nullptr, dropout, output, lse,
-                            p.causal, scale, stream))
+  // The flash kernels have no window: the general ones skip its outside.
+  if (!window && flashAttentionForward(*q, *k, *v, mask != nullptr, dropout,
+                                       output, lse, p.causal, scale, stream))
     return;
   attentionForwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
                            stream>>>(p, output.data, output.dtype, lse);
   cudaCheckLaunch();
 }
+
+namespace {
+
+/// tessera_cuda_attention_grad's work, with the sliding window of
+/// attentionForward.
+void attentionBackward(const tessera_tensor *q, const tessera_tensor *k,
+                       const tessera_tensor *v, const tessera_tensor *mask,
+                       const tessera_tensor *dy, tessera_tensor *dq,
+                       tessera_tensor *dk, tessera_tensor *dv, bool causal,
+                       int64_t window, double scale, double dropout,
+                       uint64_t seed, cudaStream_t stream) {
+  AttentionParams p =
+      checkProblem(q, k, v, mask, causal, window, scale, dropout, seed);
+  const tessera_tensor &upstream = requireTensor(dy, "dy");
+  requireShape(upstream, {p.batch, p.queryHeads, p.querySeq, p.valueDim},
+               "dy");
+  tessera_tensor &queryGradient = requireTensor(dq, "dq");
+  tessera_tensor &keyGradient = requireTensor(dk, "dk");
+  tessera_tensor &valueGradient = requireTensor(dv, "dv");
+  requireShape(queryGradient, shapeOf(*q), "dq");
+  requireShape(keyGradient, shapeOf(*k), "dk");
+  requireShape(valueGradient, shapeOf(*v), "dv");
+  requireKernelFloat(upstream, "dy");
+  requireKernelFloat(queryGradient, "dq");
+  requireKernelFloat(keyGradient, "dk");
+  requireKernelFloat(valueGradient, "dv");
+  bool nonEmpty =
+      elementCount(queryGradient) > 0 && elementCount(keyGradient) > 0;
+  if (nonEmpty && !mask && dropout == 0.0 &&
+      cudnnAttentionBackward(*q, *k, *v, upstream, queryGradient, keyGradient,
+                             valueGradient, p.causal, window, scale, stream))
+    return;
+  if (nonEmpty && !window &&
+      flashAttentionBackward(*q, *k, *v, mask != nullptr, dropout, upstream,
+                             queryGradient, keyGradient, valueGradient,
+                             p.causal, scale, stream))
+    return;
+  int64_t queryRows = p.batch * p.queryHeads * p.querySeq;
+  int64_t keyRows = p.batch * p.keyHeads * p.keySeq;
+  RowSoftmax *softmax = static_cast<RowSoftmax *>(
+      streamScratch(stream, queryRows * sizeof(RowSoftmax), kSoftmaxSlot));
+  if (queryRows > 0) {
+    attentionQueryGradientKernel<<<warpRowGrid(queryRows), kWarpsPerBlock * 32,
+                                   0, stream>>>(p, upstream.data,
+                                                upstream.dtype,
+                                                queryGradient.data,
+                                                queryGradient.dtype, softmax);
+    cudaCheckLaunch();
+  }
+  if (keyRows > 0) {
+    attentionKeyGradientKernel<<<warpRowGrid(keyRows), kWarpsPerBlock * 32, 0,
+                                 stream>>>(
+        p, upstream.data, upstream.dtype, softmax, keyGradient.data,
+        keyGradient.dtype, valueGradient.data, valueGradient.dtype);
+    cudaCheckLaunch();
+  }
+}
+
+/// The sliding-window entries' own check: the CPU kernels' rule.
+void requireWindow(int64_t window) {
+  if (window < 1)
+    fail("the sliding window must be at least 1, got " +
+         std::to_string(window));
+}
+
+} // namespace
 
 extern "C" int tessera_cuda_attention(const tessera_tensor *q,
                                       const tessera_tensor *k,
@@ -453,8 +536,8 @@ extern "C" int tessera_cuda_attention(const tessera_tensor *q,
                                       double scale, double dropout,
                                       uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_attention", [&] {
-    attentionForward(q, k, v, mask, y, nullptr, causal != 0, scale, dropout,
-                     seed, stream);
+    attentionForward(q, k, v, mask, y, nullptr, causal != 0, /*window=*/0,
+                     scale, dropout, seed, stream);
   });
 }
 
@@ -464,49 +547,30 @@ extern "C" int tessera_cuda_attention_grad(
     tessera_tensor *dk, tessera_tensor *dv, int32_t causal, double scale,
     double dropout, uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_attention_grad", [&] {
-    AttentionParams p =
-        checkProblem(q, k, v, mask, causal, scale, dropout, seed);
-    const tessera_tensor &upstream = requireTensor(dy, "dy");
-    requireShape(upstream, {p.batch, p.queryHeads, p.querySeq, p.valueDim},
-                 "dy");
-    tessera_tensor &queryGradient = requireTensor(dq, "dq");
-    tessera_tensor &keyGradient = requireTensor(dk, "dk");
-    tessera_tensor &valueGradient = requireTensor(dv, "dv");
-    requireShape(queryGradient, shapeOf(*q), "dq");
-    requireShape(keyGradient, shapeOf(*k), "dk");
-    requireShape(valueGradient, shapeOf(*v), "dv");
-    requireKernelFloat(upstream, "dy");
-    requireKernelFloat(queryGradient, "dq");
-    requireKernelFloat(keyGradient, "dk");
-    requireKernelFloat(valueGradient, "dv");
-    if (elementCount(queryGradient) > 0 && elementCount(keyGradient) > 0 &&
-        !mask && dropout == 0.0 &&
-        cudnnAttentionBackward(*q, *k, *v, upstream, queryGradient,
-                               keyGradient, valueGradient, p.causal, scale,
-                               stream))
-      return;
-    if (elementCount(queryGradient) > 0 && elementCount(keyGradient) > 0 &&
-        flashAttentionBackward(*q, *k, *v, mask != nullptr, dropout, upstream,
-                               queryGradient, keyGradient, valueGradient,
-                               p.causal, scale, stream))
-      return;
-    int64_t queryRows = p.batch * p.queryHeads * p.querySeq;
-    int64_t keyRows = p.batch * p.keyHeads * p.keySeq;
-    RowSoftmax *softmax = static_cast<RowSoftmax *>(
-        streamScratch(stream, queryRows * sizeof(RowSoftmax), kSoftmaxSlot));
-    if (queryRows > 0) {
-      attentionQueryGradientKernel<<<warpRowGrid(queryRows),
-                                     kWarpsPerBlock * 32, 0, stream>>>(
-          p, upstream.data, upstream.dtype, queryGradient.data,
-          queryGradient.dtype, softmax);
-      cudaCheckLaunch();
-    }
-    if (keyRows > 0) {
-      attentionKeyGradientKernel<<<warpRowGrid(keyRows), kWarpsPerBlock * 32,
-                                   0, stream>>>(
-          p, upstream.data, upstream.dtype, softmax, keyGradient.data,
-          keyGradient.dtype, valueGradient.data, valueGradient.dtype);
-      cudaCheckLaunch();
-    }
+    attentionBackward(q, k, v, mask, dy, dq, dk, dv, causal != 0,
+                      /*window=*/0, scale, dropout, seed, stream);
+  });
+}
+
+extern "C" int tessera_cuda_sliding_window_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int64_t window,
+    double scale, double dropout, uint64_t seed, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_sliding_window_attention", [&] {
+    requireWindow(window);
+    attentionForward(q, k, v, mask, y, nullptr, /*causal=*/true, window,
+                     scale, dropout, seed, stream);
+  });
+}
+
+extern "C" int tessera_cuda_sliding_window_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int64_t window, double scale,
+    double dropout, uint64_t seed, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_sliding_window_attention_grad", [&] {
+    requireWindow(window);
+    attentionBackward(q, k, v, mask, dy, dq, dk, dv, /*causal=*/true, window,
+                      scale, dropout, seed, stream);
   });
 }

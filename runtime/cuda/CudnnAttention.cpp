@@ -17,7 +17,8 @@
 // log-sum-exp of the scaled scores), so either library's forward feeds
 // either library's backward.
 //
-// A graph is built once per (device, shape, dtype, causal, scale, direction)
+// A graph is built once per (device, shape, dtype, causal, window, scale,
+// direction)
 // and per thread: a cuDNN handle and the plans built on it are not shared
 // between threads, and the thread ranks of one process call concurrently.
 // The first call of a shape pays the build (tens of milliseconds); a
@@ -27,7 +28,8 @@
 // tess.attention (separate q, k, v in [B, heads, T, D], grouped K/V heads
 // read as they are: what Llama-family exports produce) runs on the same
 // engines, contiguous head-major strides instead of packed ones, when it has
-// no mask and no dropout. Its backward has no saved statistics (the op
+// no mask and no dropout; its sliding window (Mistral's) is cuDNN's diagonal
+// band with that left bound, so the engines skip the tiles outside it. Its backward has no saved statistics (the op
 // recomputes its forward by definition), so it runs cuDNN's forward once
 // more into scratch for o and the statistics, then the backward: about a
 // third of the backward's time again, far less than the flash kernels'
@@ -48,6 +50,7 @@
 #include "TensorAccess.h"
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -133,13 +136,15 @@ struct AttentionShape {
   int device, dtype;
   int64_t batch, seq, queryHeads, keyHeads, headDim;
   bool causal;
+  /// A sliding window's length (0: none): cuDNN's diagonal band, left bound.
+  int64_t window = 0;
   float scale;
   bool backward;
   bool packed = true; // qkv [B, T, (Hq + 2 Hkv) D]; else [B, heads, T, D] each
 
   auto tie() const {
     return std::tie(device, dtype, batch, seq, queryHeads, keyHeads, headDim,
-                    causal, scale, backward, packed);
+                    causal, window, scale, backward, packed);
   }
   bool operator<(const AttentionShape &other) const {
     return tie() < other.tie();
@@ -149,7 +154,8 @@ struct AttentionShape {
     return std::string(backward ? "backward" : "forward") +
            " B=" + std::to_string(batch) + " T=" + std::to_string(seq) +
            " Hq=" + std::to_string(queryHeads) +
-           " Hkv=" + std::to_string(keyHeads) + " D=" + std::to_string(headDim);
+           " Hkv=" + std::to_string(keyHeads) + " D=" + std::to_string(headDim) +
+           (window ? " window=" + std::to_string(window) : "");
   }
 };
 
@@ -216,6 +222,8 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
                        .set_generate_stats(true)
                        .set_causal_mask(shape.causal)
                        .set_attn_scale(shape.scale);
+    if (shape.window)
+      options.set_sliding_window_length(static_cast<int>(shape.window));
     auto [o, stats] = graph.sdpa(q, k, v, options);
     setHeadOutput(*o, kO, shape, shape.queryHeads, outputWidth);
     stats->set_output(true)
@@ -237,6 +245,8 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
                        .set_name("tess.attention_grad")
                        .set_causal_mask(shape.causal)
                        .set_attn_scale(shape.scale);
+    if (shape.window)
+      options.set_sliding_window_length(static_cast<int>(shape.window));
     auto [dq, dk, dv] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
     setHeadOutput(*dq, kDQ, shape, shape.queryHeads, width);
     setHeadOutput(*dk, kDK, shape, shape.keyHeads, width);
@@ -361,8 +371,9 @@ constexpr int kStatsSlot = 2204;  // and its statistics
 /// not apply: another sequence length for keys than queries, a V head dim
 /// other than Q's, head dims not a multiple of 8, or unaligned data.
 bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
-                    const tessera_tensor &v, bool causal, double scale,
-                    bool backward, std::initializer_list<const void *> pointers,
+                    const tessera_tensor &v, bool causal, int64_t window,
+                    double scale, bool backward,
+                    std::initializer_list<const void *> pointers,
                     AttentionShape &shape) {
   if (q.rank != 4 || k.rank != 4 || v.rank != 4)
     return false;
@@ -379,10 +390,14 @@ bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
   shape.headDim = q.shape[3];
   shape.keyHeads = k.shape[1];
   shape.causal = causal;
+  shape.window = window;
   shape.scale = static_cast<float>(scale);
   shape.backward = backward;
   shape.packed = false;
-  return shape.headDim % 8 == 0;
+  // A window past the sequence is no window; one beyond int is refused.
+  if (window >= shape.seq)
+    shape.window = 0;
+  return shape.headDim % 8 == 0 && shape.window <= INT32_MAX;
 }
 #endif // TESSERA_HAVE_CUDNN_FRONTEND
 
@@ -390,11 +405,11 @@ bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
 
 bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
                            const tessera_tensor &v, tessera_tensor &y,
-                           float *lse, bool causal, double scale,
-                           cudaStream_t stream) {
+                           float *lse, bool causal, int64_t window,
+                           double scale, cudaStream_t stream) {
 #ifdef TESSERA_HAVE_CUDNN_FRONTEND
   AttentionShape shape;
-  if (!headMajorShape(q, k, v, causal, scale, false,
+  if (!headMajorShape(q, k, v, causal, window, scale, false,
                       {q.data, k.data, v.data, y.data, lse}, shape))
     return false;
   // The graph always writes the statistics; without a caller's buffer they
@@ -410,8 +425,8 @@ bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
                    {kStats, stats}},
                   stream);
 #else
-  (void)q, (void)k, (void)v, (void)y, (void)lse, (void)causal, (void)scale,
-      (void)stream;
+  (void)q, (void)k, (void)v, (void)y, (void)lse, (void)causal, (void)window,
+      (void)scale, (void)stream;
   return false;
 #endif
 }
@@ -419,12 +434,12 @@ bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
 bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
                             const tessera_tensor &v, const tessera_tensor &dy,
                             tessera_tensor &dq, tessera_tensor &dk,
-                            tessera_tensor &dv, bool causal, double scale,
-                            cudaStream_t stream) {
+                            tessera_tensor &dv, bool causal, int64_t window,
+                            double scale, cudaStream_t stream) {
 #ifdef TESSERA_HAVE_CUDNN_FRONTEND
   AttentionShape forward;
-  if (!headMajorShape(q, k, v, causal, scale, false, {q.data, k.data, v.data},
-                      forward) ||
+  if (!headMajorShape(q, k, v, causal, window, scale, false,
+                      {q.data, k.data, v.data}, forward) ||
       !aligned16({dy.data, dq.data, dk.data, dv.data}))
     return false;
   AttentionShape backward = forward;
@@ -453,7 +468,7 @@ bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
                   stream);
 #else
   (void)q, (void)k, (void)v, (void)dy, (void)dq, (void)dk, (void)dv,
-      (void)causal, (void)scale, (void)stream;
+      (void)causal, (void)window, (void)scale, (void)stream;
   return false;
 #endif
 }

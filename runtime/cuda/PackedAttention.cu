@@ -135,8 +135,8 @@ extern "C" int tessera_cuda_packed_attention(const tessera_tensor *qkv,
     heads.move(1, packed.data, width, query_heads, false);
     heads.move(2, packed.data, width, query_heads + key_heads, false);
     attentionForward(&heads[0], &heads[1], &heads[2], nullptr, &heads[3],
-                     static_cast<float *>(statistics.data), causal != 0, scale,
-                     0.0, 0, stream);
+                     static_cast<float *>(statistics.data), causal != 0,
+                     /*window=*/0, scale, 0.0, 0, stream);
     heads.move(3, output.data, query_heads * layout.headDim, 0, true);
   });
 }

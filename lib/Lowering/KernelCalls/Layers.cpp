@@ -36,20 +36,6 @@ LogicalResult normGradCall(KernelCallContext &c, StringRef kernel,
   });
 }
 
-/// A sliding-window attention (or its gradient) on a target without a
-/// windowed kernel is refused here: the plain causal kernel would attend
-/// past the window and train a different model without a word.
-template <typename AttentionLikeOp>
-LogicalResult checkWindowHasKernel(AttentionLikeOp op, KernelCallContext &c) {
-  if (op.getWindow() == 0 || !c.targetsCuda())
-    return success();
-  return op.emitOpError("tess-lower-to-emitc: a sliding-window attention "
-                        "(window = ")
-         << op.getWindow()
-         << ") has no CUDA kernel yet (cuda_kernels.h); compile for --target "
-            "cpu, or export the model without a sliding window";
-}
-
 } // namespace
 
 void populateLayerKernelCalls(KernelCallPatterns &patterns) {
@@ -101,8 +87,6 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionOp>(
       [](tess::AttentionOp attention, KernelCallContext &c) {
-        if (failed(checkWindowHasKernel(attention, c)))
-          return failure();
         Value opSeed = c.attentionSeed(attention.getDropout().convertToDouble(),
                                        attention.getSeed());
         auto window = static_cast<int64_t>(attention.getWindow());
@@ -158,8 +142,6 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionGradOp>([](tess::AttentionGradOp grad,
                                          KernelCallContext &c) {
-    if (failed(checkWindowHasKernel(grad, c)))
-      return failure();
     Value opSeed =
         c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed());
     auto window = static_cast<int64_t>(grad.getWindow());

@@ -24,6 +24,7 @@ struct AttentionCase {
   double dropout;
   int32_t dtype;
   float querySpread = 1.0f; // q in [-spread, spread]: larger, peakier scores
+  int64_t window = 0;       // a sliding window (causal): the *_sliding_window_* entries
 };
 
 void checkAttention(const AttentionCase &c) {
@@ -49,21 +50,39 @@ void checkAttention(const AttentionCase &c) {
   const tessera_tensor *maskArg = c.mask ? mask.get() : nullptr;
   Tensor y(c.dtype, yShape), dq(c.dtype, qShape), dk(c.dtype, kShape),
       dv(c.dtype, vShape);
-  EXPECT_CPU_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), maskArg,
-                                             y.get(), c.causal, scale,
-                                             c.dropout, seed));
-  EXPECT_CPU_KERNEL_OK(tessera_cpu_attention_grad(
-      q.get(), k.get(), v.get(), maskArg, dy.get(), dq.get(), dk.get(),
-      dv.get(), c.causal, scale, c.dropout, seed));
+  if (c.window) {
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_sliding_window_attention(
+        q.get(), k.get(), v.get(), maskArg, y.get(), c.window, scale,
+        c.dropout, seed));
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_sliding_window_attention_grad(
+        q.get(), k.get(), v.get(), maskArg, dy.get(), dq.get(), dk.get(),
+        dv.get(), c.window, scale, c.dropout, seed));
+  } else {
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(),
+                                               maskArg, y.get(), c.causal,
+                                               scale, c.dropout, seed));
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_attention_grad(
+        q.get(), k.get(), v.get(), maskArg, dy.get(), dq.get(), dk.get(),
+        dv.get(), c.causal, scale, c.dropout, seed));
+  }
   DeviceTensor gq(q), gk(k), gv(v), gmask(mask), gdy(dy), gy(c.dtype, yShape),
       gdq(c.dtype, qShape), gdk(c.dtype, kShape), gdv(c.dtype, vShape);
   const tessera_tensor *gmaskArg = c.mask ? gmask.get() : nullptr;
-  EXPECT_CUDA_KERNEL_OK(tessera_cuda_attention(gq.get(), gk.get(), gv.get(),
-                                               gmaskArg, gy.get(), c.causal,
-                                               scale, c.dropout, seed, nullptr));
-  EXPECT_CUDA_KERNEL_OK(tessera_cuda_attention_grad(
-      gq.get(), gk.get(), gv.get(), gmaskArg, gdy.get(), gdq.get(), gdk.get(),
-      gdv.get(), c.causal, scale, c.dropout, seed, nullptr));
+  if (c.window) {
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_sliding_window_attention(
+        gq.get(), gk.get(), gv.get(), gmaskArg, gy.get(), c.window, scale,
+        c.dropout, seed, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_sliding_window_attention_grad(
+        gq.get(), gk.get(), gv.get(), gmaskArg, gdy.get(), gdq.get(),
+        gdk.get(), gdv.get(), c.window, scale, c.dropout, seed, nullptr));
+  } else {
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_attention(
+        gq.get(), gk.get(), gv.get(), gmaskArg, gy.get(), c.causal, scale,
+        c.dropout, seed, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_attention_grad(
+        gq.get(), gk.get(), gv.get(), gmaskArg, gdy.get(), gdq.get(),
+        gdk.get(), gdv.get(), c.causal, scale, c.dropout, seed, nullptr));
+  }
   expectDeviceClean();
   double rtol = c.dtype == TESSERA_F32 ? 1e-4 : toleranceFor(c.dtype);
   expectTensorsNear(gy.download(), y, rtol, attentionAbsoluteTolerance(c.dtype, y),
@@ -173,6 +192,67 @@ TEST(AttentionCuda, CudnnMatchesTheCpuReference) {
       EXPECT_EQ(cudnnAttentionCalls() - before, expectedCalls(c)) << c.name;
     }
   }
+}
+
+// Mistral's sliding window against the CPU's banded kernels: the general
+// kernels (f32, and 16-bit with cuDNN off) over the band only, including
+// fewer queries than keys, a window of 1 and one past the sequence; then,
+// with cuDNN on, 16-bit grouped heads on its engines (the diagonal band:
+// forward 1 call, backward 2), and a mask or dropout falling back.
+TEST(AttentionCuda, SlidingWindowMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  CudnnDefault restore;
+  const AttentionCase general[] = {
+      {"window 16 f32 grouped", 2, 4, 2, 100, 100, 32, 32, true, false, 0.0,
+       TESSERA_F32, 2.0f, 16},
+      {"window 5 f32 shorter queries", 1, 2, 2, 20, 37, 16, 16, true, false,
+       0.0, TESSERA_F32, 1.0f, 5},
+      {"window 1 f32", 1, 2, 1, 24, 24, 16, 16, true, false, 0.0, TESSERA_F32,
+       1.0f, 1},
+      {"window past the sequence f32", 1, 2, 2, 24, 24, 16, 16, true, false,
+       0.0, TESSERA_F32, 1.0f, 500},
+      {"window 8 f32 mask and dropout", 1, 2, 2, 30, 30, 16, 16, true, true,
+       0.1, TESSERA_F32, 1.0f, 8},
+      {"window 40 bf16 grouped", 1, 4, 1, 130, 130, 64, 64, true, false, 0.0,
+       TESSERA_BF16, 2.0f, 40},
+  };
+  setCudnnAttentionEnabled(false);
+  for (const AttentionCase &c : general)
+    checkAttention(c);
+  setCudnnAttentionEnabled(true);
+  if (!cudnnAttentionAvailable())
+    GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "
+                    "did not open";
+  const AttentionCase cudnn[] = {
+      {"cudnn window 64 bf16 grouped 4:1", 2, 8, 2, 256, 256, 64, 64, true,
+       false, 0.0, TESSERA_BF16, 2.0f, 64},
+      {"cudnn window 100 f16 head dim 128", 1, 4, 2, 300, 300, 128, 128, true,
+       false, 0.0, TESSERA_F16, 2.0f, 100},
+  };
+  for (const AttentionCase &c : cudnn) {
+    int64_t before = cudnnAttentionCalls();
+    checkAttention(c);
+    EXPECT_EQ(cudnnAttentionCalls() - before, 3) << c.name;
+  }
+  AttentionCase masked = cudnn[0];
+  masked.name = "cudnn window with a mask falls back";
+  masked.mask = true;
+  int64_t before = cudnnAttentionCalls();
+  checkAttention(masked);
+  EXPECT_EQ(cudnnAttentionCalls() - before, 0);
+}
+
+// A window below 1 is an error naming it, as on the CPU.
+TEST(AttentionCuda, SlidingWindowBelowOneIsAnError) {
+  REQUIRE_GPU();
+  DeviceTensor q(TESSERA_F32, {1, 1, 4, 8}), y(TESSERA_F32, {1, 1, 4, 8});
+  EXPECT_NE(tessera_cuda_sliding_window_attention(q.get(), q.get(), q.get(),
+                                                  nullptr, y.get(), 0, 1.0,
+                                                  0.0, 0, nullptr),
+            0);
+  EXPECT_NE(std::string(tessera_cuda_last_error()).find("at least 1"),
+            std::string::npos)
+      << tessera_cuda_last_error();
 }
 
 // The general kernels' dk and dv sum over every query row that sees a key

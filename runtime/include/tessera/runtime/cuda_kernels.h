@@ -171,6 +171,20 @@ int tessera_cuda_attention_grad(const tessera_tensor *q, const tessera_tensor *k
                                 tessera_tensor *dk, tessera_tensor *dv,
                                 int32_t causal, double scale, double dropout,
                                 uint64_t seed, cudaStream_t stream);
+/* tessera_cpu_sliding_window_attention(_grad) on the GPU: causal attention
+ * in which query i sees only keys i + Skv - Sq - window < j <= i + Skv - Sq
+ * (window >= 1). On cuDNN's fused engines (a diagonal band, the tiles
+ * outside it skipped) where they apply (bf16/f16, no mask, no dropout);
+ * elsewhere the general kernels, over the band only. */
+int tessera_cuda_sliding_window_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int64_t window,
+    double scale, double dropout, uint64_t seed, cudaStream_t stream);
+int tessera_cuda_sliding_window_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int64_t window, double scale,
+    double dropout, uint64_t seed, cudaStream_t stream);
 /* tess.packed_attention and its gradient: the layouts and semantics of
  * tessera_cpu_packed_attention(_grad). The backward reads the forward's y
  * and lse instead of rerunning the forward. */
