@@ -7,7 +7,8 @@
 #  2. runs Tessera (and, unless AUTOTUNE=0, again with --gemm-autotune on:
 #     cuBLASLt's candidates timed per shape), then the PyTorch peer (torch_llama_baseline.py:
 #     torch.compile; eager unless --quick) with the same shape and batch;
-#  3. traces one Tessera step (--trace) and summarizes where its GPU time goes
+#  3. traces one Tessera step (--trace; TRACE="name ..." limits it to those
+#     shapes) and summarizes where its GPU time goes
 #     (bench/profile/summarize_trace.py), so the top of the profile is read
 #     beside the ratio;
 #  4. trains llama-8x1024 (exported with weights there) 50 steps in bf16
@@ -63,11 +64,14 @@ for spec in "${specs[@]}"; do
       || log "tessera $name --gemm-autotune on failed: $?"
     tail -n 1 "$OUT/tessera-$name-gemm-autotune.log"
   fi
-  log "trace $name"
-  "$here/$name-train" "${common[@]}" --steps 4 --trace "$work/$name.trace.json" --trace-steps 3:3 \
-      > "$OUT/trace-$name.log" 2>&1 || log "traced run failed: $?"
-  python3 "$here/summarize_trace.py" "$work/$name.trace.json" --top 30 > "$OUT/profile-$name.txt" 2>&1
-  head -n 40 "$OUT/profile-$name.txt"
+  # TRACE="name ...": trace only those shapes (default: every one).
+  if [[ -z "${TRACE:-}" || " $TRACE " == *" $name "* ]]; then
+    log "trace $name"
+    "$here/$name-train" "${common[@]}" --steps 4 --trace "$work/$name.trace.json" --trace-steps 3:3 \
+        > "$OUT/trace-$name.log" 2>&1 || log "traced run failed: $?"
+    python3 "$here/summarize_trace.py" "$work/$name.trace.json" --top 30 > "$OUT/profile-$name.txt" 2>&1
+    head -n 40 "$OUT/profile-$name.txt"
+  fi
   peer=(python3 "$here/peer/torch_llama_baseline.py" --L "$L" --D "$D" --H "$H" --KV "$KV" --F "$F" --V "$V"
         --tied "$tied" --theta "$theta" --B "$batch" --T "$seq" --steps "$steps")
   # PEER=0 leaves the PyTorch runs out (iterating on Tessera alone; a
