@@ -1,8 +1,9 @@
 //===- Attention.cpp - Scaled dot-product attention, forward and backward -===//
 //
 // The reference is the textbook formula, one query row at a time:
-//   s_j = scale * q_i . k_j + mask_ij        (j hidden by causal or by the
+//   s_j = scale * q_i . k_j                  (j hidden by causal or by the
 //                                             sliding window: dropped)
+//   s_j = cap * tanh(s_j / cap) + mask_ij    (the softcap only when cap > 0)
 //   p_j = softmax(s)_j                        (f64 sum, max subtracted)
 //   w_j = p_j * keep_ij / (1 - dropout)       (keep from Random.h)
 //   y_i = sum_j w_j v_j
@@ -13,7 +14,7 @@
 // forward. Per row, with dy_i the output gradient:
 //   dv_j += w_j dy_i
 //   dw_j  = dy_i . v_j,  dp_j = dw_j * keep_ij / (1 - dropout)
-//   ds_j  = p_j (dp_j - sum_l p_l dp_l)
+//   ds_j  = p_j (dp_j - sum_l p_l dp_l) (1 - tanh^2(s_j / cap))
 //   dq_i  = scale * sum_j ds_j k_j,   dk_j += scale * ds_j q_i
 // dk and dv sum over the query heads that share a K/V head. A query whose
 // keys are all masked to -inf gets weights 0 (output 0), as in PyTorch.
@@ -22,6 +23,11 @@
 // keys [i + o - window + 1, i + o], o = Skv - Sq. Like causal, it is a
 // range of j per row, so the loops visit only the band: the cost is
 // O(S * window), not O(S^2), and no [S, S] mask exists.
+//
+// The softcap (Gemma-2's attn_logit_softcapping) squashes the scaled scores
+// into (-cap, cap) before the mask, so an added -inf still hides a key. Its
+// derivative is taken from the same tanh the forward computes, which the
+// backward keeps per row beside the probabilities.
 //
 // The dropout index of weight (b, h, i, j) is its row-major position in
 // [B, Hq, Sq, Skv], so tessera_cpu_dropout on a tensor of that shape with the
@@ -49,15 +55,19 @@ class AttentionProblem {
 public:
   AttentionProblem(const tessera_tensor *q, const tessera_tensor *k,
                    const tessera_tensor *v, const tessera_tensor *mask,
-                   int32_t causal, int64_t window, double scale, double dropout,
-                   uint64_t seed)
+                   int32_t causal, int64_t window, double scale, double softcap,
+                   double dropout, uint64_t seed)
       : query(requireTensor(q, "q")), key(requireTensor(k, "k")),
         value(requireTensor(v, "v")), isCausal(causal != 0 || window > 0),
         windowKeys(window), scoreScale(static_cast<float>(scale)),
-        dropoutRate(dropout), dropoutMask(seed, dropout) {
+        scoreCap(static_cast<float>(softcap)), dropoutRate(dropout),
+        dropoutMask(seed, dropout) {
     checkShapes();
     if (window < 0)
       fail("window " + std::to_string(window) + " is negative");
+    if (!(softcap >= 0.0) || !std::isfinite(softcap))
+      fail("softcap " + std::to_string(softcap) +
+           " must be 0 (none) or positive and finite");
     if (!(scale > 0.0) || !std::isfinite(scale))
       fail("scale " + std::to_string(scale) + " must be positive and finite");
     if (!(dropout >= 0.0 && dropout < 1.0))
@@ -103,9 +113,14 @@ public:
                           : 0;
   }
 
+  /// Whether the scores are softcapped.
+  bool softcapped() const { return scoreCap > 0.0f; }
+
   /// The softmax probabilities of query row (b, h, i) into p[0, keySeq)
-  /// (0 where hidden).
-  void probabilities(int64_t b, int64_t h, int64_t i, float *p) const {
+  /// (0 where hidden). With a softcap, `capTanh` (when given) receives
+  /// tanh(s_j / cap) over the visible keys, the backward's derivative.
+  void probabilities(int64_t b, int64_t h, int64_t i, float *p,
+                     float *capTanh = nullptr) const {
     const float *q = queryRow(b, h, i);
     int64_t headRow = keyHeadRow(b, h);
     int64_t first = firstVisibleKey(i), visible = visibleKeys(i);
@@ -117,6 +132,12 @@ public:
       for (int64_t d = 0; d < headDim; ++d)
         dot += q[d] * k[d];
       float score = scoreScale * dot;
+      if (softcapped()) {
+        float squashed = std::tanh(score / scoreCap);
+        if (capTanh)
+          capTanh[j] = squashed;
+        score = scoreCap * squashed;
+      }
       if (maskValues)
         score += (*maskValues)[b * maskStrides[0] + h * maskStrides[1] +
                                i * maskStrides[2] + j * maskStrides[3]];
@@ -177,6 +198,8 @@ private:
   /// 0: no window.
   int64_t windowKeys;
   float scoreScale;
+  /// 0: no softcap.
+  float scoreCap;
   double dropoutRate;
   float keptScale = 1.0f;
   DropoutMask dropoutMask;
@@ -194,8 +217,25 @@ AttentionProblem slidingWindowProblem(const tessera_tensor *q,
                                       double dropout, uint64_t seed) {
   if (window < 1)
     fail("window " + std::to_string(window) + " must be at least 1");
-  return AttentionProblem(q, k, v, mask, /*causal=*/1, window, scale, dropout,
-                          seed);
+  return AttentionProblem(q, k, v, mask, /*causal=*/1, window, scale,
+                          /*softcap=*/0.0, dropout, seed);
+}
+
+/// The problem of a softcapped entry point: a positive cap (0, none, is the
+/// other entry points'), and a window only on a causal attention, as
+/// tess.attention's rule C8 has it.
+AttentionProblem softcappedProblem(const tessera_tensor *q,
+                                   const tessera_tensor *k,
+                                   const tessera_tensor *v,
+                                   const tessera_tensor *mask, int32_t causal,
+                                   int64_t window, double scale, double softcap,
+                                   double dropout, uint64_t seed) {
+  if (!(softcap > 0.0))
+    fail("softcap " + std::to_string(softcap) + " must be positive");
+  if (window != 0 && !causal)
+    fail("window " + std::to_string(window) + " needs causal attention");
+  return AttentionProblem(q, k, v, mask, causal, window, scale, softcap,
+                          dropout, seed);
 }
 
 void attentionForward(const AttentionProblem &problem, tessera_tensor *y) {
@@ -248,6 +288,8 @@ void attentionBackward(const AttentionProblem &problem, const tessera_tensor *q,
   float scale32 = static_cast<float>(scale);
   std::vector<float> p(static_cast<size_t>(problem.keySeq));
   std::vector<float> dp(static_cast<size_t>(problem.keySeq));
+  std::vector<float> capTanh(
+      problem.softcapped() ? static_cast<size_t>(problem.keySeq) : 0);
   for (int64_t b = 0; b < problem.batch; ++b) {
     for (int64_t h = 0; h < problem.queryHeads; ++h) {
       int64_t headRow = problem.keyHeadRow(b, h);
@@ -256,7 +298,7 @@ void attentionBackward(const AttentionProblem &problem, const tessera_tensor *q,
         const float *dyRow = upstreamValues.data() + row * problem.valueDim;
         const float *qRow = problem.queryRow(b, h, i);
         float *dqRow = dqValues.data() + row * problem.headDim;
-        problem.probabilities(b, h, i, p.data());
+        problem.probabilities(b, h, i, p.data(), capTanh.data());
         int64_t first = problem.firstVisibleKey(i);
         int64_t visible = problem.visibleKeys(i);
         double sumPdp = 0.0;
@@ -277,6 +319,8 @@ void attentionBackward(const AttentionProblem &problem, const tessera_tensor *q,
         float correction = static_cast<float>(sumPdp);
         for (int64_t j = first; j < visible; ++j) {
           float dScore = scale32 * p[j] * (dp[j] - correction);
+          if (problem.softcapped())
+            dScore *= 1.0f - capTanh[j] * capTanh[j];
           if (dScore == 0.0f)
             continue;
           const float *kRow = problem.keyRow(headRow, j);
@@ -303,7 +347,7 @@ tessera_cpu_attention(const tessera_tensor *q, const tessera_tensor *k,
                       double dropout, uint64_t seed) {
   return runKernel("tessera_cpu_attention", [&] {
     attentionForward(AttentionProblem(q, k, v, mask, causal, /*window=*/0,
-                                      scale, dropout, seed),
+                                      scale, /*softcap=*/0.0, dropout, seed),
                      y);
   });
 }
@@ -325,7 +369,7 @@ extern "C" int tessera_cpu_attention_grad(
     double dropout, uint64_t seed) {
   return runKernel("tessera_cpu_attention_grad", [&] {
     attentionBackward(AttentionProblem(q, k, v, mask, causal, /*window=*/0,
-                                       scale, dropout, seed),
+                                       scale, /*softcap=*/0.0, dropout, seed),
                       q, k, v, dy, dq, dk, dv, scale);
   });
 }
@@ -339,5 +383,29 @@ extern "C" int tessera_cpu_sliding_window_attention_grad(
     attentionBackward(
         slidingWindowProblem(q, k, v, mask, window, scale, dropout, seed), q, k,
         v, dy, dq, dk, dv, scale);
+  });
+}
+
+extern "C" int tessera_cpu_softcapped_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int32_t causal,
+    int64_t window, double scale, double softcap, double dropout,
+    uint64_t seed) {
+  return runKernel("tessera_cpu_softcapped_attention", [&] {
+    attentionForward(softcappedProblem(q, k, v, mask, causal, window, scale,
+                                       softcap, dropout, seed),
+                     y);
+  });
+}
+
+extern "C" int tessera_cpu_softcapped_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int32_t causal, int64_t window,
+    double scale, double softcap, double dropout, uint64_t seed) {
+  return runKernel("tessera_cpu_softcapped_attention_grad", [&] {
+    attentionBackward(softcappedProblem(q, k, v, mask, causal, window, scale,
+                                        softcap, dropout, seed),
+                      q, k, v, dy, dq, dk, dv, scale);
   });
 }

@@ -3,6 +3,8 @@
 #include "TestUtil.h"
 #include "reference/TorchReferences.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 using namespace tessera_test;
@@ -227,6 +229,141 @@ TEST(SlidingWindowAttention, RejectsAWindowBelowOne) {
                                                  0.0, 0),
             0);
   EXPECT_NE(std::string(tessera_cpu_last_error()).find("at least 1"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
+/// Gemma-2's softcapped attention written out: every score of query row
+/// (b, h, i) computed, scaled, tanh-capped, masked (the causal band and the
+/// additive mask), then softmaxed in f64 and applied to V.
+std::vector<float> softcappedReference(const Tensor &q, const Tensor &k,
+                                       const Tensor &v, const Tensor *mask,
+                                       bool causal, int64_t window,
+                                       double scale, double cap) {
+  const Shape &qs = q.dims(), &ks = k.dims();
+  int64_t batch = qs[0], queryHeads = qs[1], querySeq = qs[2], headDim = qs[3];
+  int64_t keyHeads = ks[1], keySeq = ks[2], valueDim = v.dims()[3];
+  int64_t offset = keySeq - querySeq;
+  std::vector<float> y(batch * queryHeads * querySeq * valueDim, 0.0f);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < queryHeads; ++h) {
+      int64_t kvHead = h / (queryHeads / keyHeads);
+      for (int64_t i = 0; i < querySeq; ++i) {
+        std::vector<double> scores(keySeq);
+        for (int64_t j = 0; j < keySeq; ++j) {
+          double dot = 0.0;
+          for (int64_t d = 0; d < headDim; ++d)
+            dot += q.at(((b * queryHeads + h) * querySeq + i) * headDim + d) *
+                   k.at(((b * keyHeads + kvHead) * keySeq + j) * headDim + d);
+          double score = cap * std::tanh(scale * dot / cap);
+          if (mask)
+            score += mask->at(i * keySeq + j);
+          bool hidden = (causal && j > i + offset) ||
+                        (window > 0 && j <= i + offset - window);
+          scores[j] = hidden ? -std::numeric_limits<double>::infinity() : score;
+        }
+        double maximum = *std::max_element(scores.begin(), scores.end());
+        double sum = 0.0;
+        for (double &score : scores)
+          sum += (score = std::exp(score - maximum));
+        for (int64_t j = 0; j < keySeq; ++j)
+          for (int64_t d = 0; d < valueDim; ++d)
+            y[((b * queryHeads + h) * querySeq + i) * valueDim + d] +=
+                static_cast<float>(
+                    scores[j] / sum *
+                    v.at(((b * keyHeads + kvHead) * keySeq + j) * valueDim +
+                         d));
+      }
+    }
+  return y;
+}
+
+struct SoftcapCase {
+  const char *name;
+  int64_t queryHeads, keyHeads, querySeq, keySeq;
+  bool causal, withMask;
+  int64_t window;
+  double cap;
+};
+
+/// The softcapped forward against softcappedReference, and its gradient
+/// against finite differences of the forward. The scores reach several
+/// times the cap, so the tanh is far from linear.
+void checkSoftcappedAttention(const SoftcapCase &c) {
+  SCOPED_TRACE(c.name);
+  const int64_t batch = 2, headDim = 3;
+  Shape qShape = {batch, c.queryHeads, c.querySeq, headDim};
+  Shape kShape = {batch, c.keyHeads, c.keySeq, headDim};
+  Tensor q = randomTensor(qShape, 31, -2.0f, 2.0f);
+  Tensor k = randomTensor(kShape, 32, -2.0f, 2.0f);
+  Tensor v = randomTensor(kShape, 33);
+  Tensor mask = randomTensor({c.querySeq, c.keySeq}, 34, -1, 1);
+  const Tensor *maskTensor = c.withMask ? &mask : nullptr;
+  const tessera_tensor *maskArgument = c.withMask ? mask.get() : nullptr;
+  const double scale = 0.8;
+  Tensor y(TESSERA_F32, qShape);
+  EXPECT_KERNEL_OK(tessera_cpu_softcapped_attention(
+      q.get(), k.get(), v.get(), maskArgument, y.get(), c.causal, c.window,
+      scale, c.cap, 0.0, 0));
+  std::vector<float> expected =
+      softcappedReference(q, k, v, maskTensor, c.causal, c.window, scale, c.cap);
+  expectAllNear(y.values(), expected.data(), expected.size(), 2e-6, "y");
+
+  std::vector<float> weights = randomFloats(countOf(qShape), 35);
+  Tensor dy = Tensor::floats(qShape, weights);
+  Tensor dq(TESSERA_F32, qShape), dk(TESSERA_F32, kShape),
+      dv(TESSERA_F32, kShape);
+  EXPECT_KERNEL_OK(tessera_cpu_softcapped_attention_grad(
+      q.get(), k.get(), v.get(), maskArgument, dy.get(), dq.get(), dk.get(),
+      dv.get(), c.causal, c.window, scale, c.cap, 0.0, 0));
+  auto objective = [&] {
+    EXPECT_KERNEL_OK(tessera_cpu_softcapped_attention(
+        q.get(), k.get(), v.get(), maskArgument, y.get(), c.causal, c.window,
+        scale, c.cap, 0.0, 0));
+    return weightedSum(y, weights);
+  };
+  expectGradientNear(dq, numericGradient(q, objective), "dq");
+  expectGradientNear(dk, numericGradient(k, objective), "dk");
+  expectGradientNear(dv, numericGradient(v, objective), "dv");
+}
+
+TEST(SoftcappedAttention, MatchesTheCappedScoresAndFiniteDifferences) {
+  checkSoftcappedAttention({"causal", 2, 2, 5, 5, true, false, 0, 1.5});
+  checkSoftcappedAttention(
+      {"mask, GQA, Sq < Skv", 4, 2, 3, 5, false, true, 0, 2.0});
+  // Gemma-2's local layers: a softcap and a sliding window together.
+  checkSoftcappedAttention(
+      {"causal, window 2, GQA", 4, 2, 6, 6, true, false, 2, 1.0});
+}
+
+TEST(SoftcappedAttention, ALargeCapIsPlainAttention) {
+  // cap * tanh(s / cap) -> s as cap grows: the kernels meet the plain ones.
+  Shape shape = {1, 2, 4, 3};
+  Tensor q = randomTensor(shape, 41), k = randomTensor(shape, 42);
+  Tensor v = randomTensor(shape, 43);
+  Tensor y(TESSERA_F32, shape), plain(TESSERA_F32, shape);
+  EXPECT_KERNEL_OK(tessera_cpu_softcapped_attention(
+      q.get(), k.get(), v.get(), nullptr, y.get(), 1, 0, 0.5, 1e4, 0.0, 0));
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
+                                         plain.get(), 1, 0.5, 0.0, 0));
+  expectAllNear(y.values(), plain.values().data(), plain.count(), 1e-6, "y");
+}
+
+TEST(SoftcappedAttention, RejectsANonPositiveCapAndAWindowWithoutCausal) {
+  Tensor q(TESSERA_F32, {1, 1, 2, 4}), k(TESSERA_F32, {1, 1, 2, 4});
+  Tensor v(TESSERA_F32, {1, 1, 2, 4}), y(TESSERA_F32, {1, 1, 2, 4});
+  EXPECT_NE(tessera_cpu_softcapped_attention(q.get(), k.get(), v.get(),
+                                             nullptr, y.get(), 1, 0, 1.0, 0.0,
+                                             0.0, 0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("must be positive"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+  EXPECT_NE(tessera_cpu_softcapped_attention(q.get(), k.get(), v.get(),
+                                             nullptr, y.get(), 0, 2, 1.0, 5.0,
+                                             0.0, 0),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("needs causal"),
             std::string::npos)
       << tessera_cpu_last_error();
 }

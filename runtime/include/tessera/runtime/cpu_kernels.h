@@ -233,6 +233,21 @@ int tessera_cpu_sliding_window_attention_grad(
     const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
     tessera_tensor *dk, tessera_tensor *dv, int64_t window, double scale,
     double dropout, uint64_t seed);
+/* tessera_cpu_attention with Gemma-2's logit softcap: the scaled score s
+ * becomes softcap * tanh(s / softcap) before the mask is added and the
+ * softmax taken; softcap > 0 (0, none, is the entry points above). window
+ * is 0 (none) or, with causal, tessera_cpu_sliding_window_attention's band.
+ * The gradient multiplies each score's gradient by 1 - tanh^2(s / softcap). */
+int tessera_cpu_softcapped_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int32_t causal,
+    int64_t window, double scale, double softcap, double dropout,
+    uint64_t seed);
+int tessera_cpu_softcapped_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int32_t causal, int64_t window,
+    double scale, double softcap, double dropout, uint64_t seed);
 /* QKV-packed attention (FlashAttention's qkvpacked layout, which is GPT-2's
  * fused c_attn output): qkv [B, T, (Hq + 2 Hkv) D] holds, per token, Hq query
  * heads, then Hkv key heads, then Hkv value heads, each D wide. y [B, T, Hq D]
