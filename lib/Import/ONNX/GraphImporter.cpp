@@ -561,8 +561,9 @@ llvm::Error GraphImporter::importInitializers() {
       InitializerClassifier::create(model.graph(), withoutPatterns);
   if (!modelClassifier)
     return modelClassifier.takeError();
-  // A copy of a weight (a tied head's transposed embedding) is that weight,
-  // read through a transpose: one parameter, with the whole gradient.
+  // An initializer derived from weights (a tied head's transposed
+  // embedding, a fused QKV weight, a reshaped or cast copy) is that function
+  // of them: the weights stay parameters, each with its whole gradient.
   llvm::StringMap<ParameterView> views = findParameterViews(
       model.graph(),
       [&](const onnx::TensorProto &tensor) {
@@ -592,21 +593,22 @@ llvm::Error GraphImporter::importInitializers() {
   }
   for (const onnx::TensorProto *tensor : deferredViews) {
     const ParameterView &view = views.find(tensor->name())->second;
-    auto source = values.find(view.source);
+    llvm::SmallVector<Value> sources;
+    for (const std::string &name : view.sources) {
+      auto source = values.find(name);
+      if (source != values.end() && source->second.value)
+        sources.push_back(source->second.value);
+    }
     // A source that became a host constant (not a weight after all) leaves
-    // its copy a tensor of its own.
-    if (source == values.end() || !source->second.value) {
+    // its view a tensor of its own.
+    if (sources.size() != view.sources.size()) {
       if (llvm::Error error = importInitializer(*tensor, *classifier,
                                                 *modelClassifier, census))
         return error;
       continue;
     }
-    Value value = source->second.value;
-    if (view.transposed)
-      value = tess::TransposeOp::create(
-          opBuilder, NameLoc::get(StringAttr::get(context(), tensor->name())),
-          value, opBuilder.getDenseI64ArrayAttr({1, 0}));
-    values[tensor->name()] = ImportedValue{nullptr, value, {}};
+    values[tensor->name()] =
+        ImportedValue{nullptr, importParameterView(*tensor, view, sources), {}};
     ++census.views;
   }
   // The optimizer's folded weights are trained, under the names it gave
@@ -634,6 +636,46 @@ llvm::Error GraphImporter::importInitializers() {
   if (options.initializerCounts)
     *options.initializerCounts = census.byKind();
   return llvm::Error::success();
+}
+
+Value GraphImporter::importParameterView(const onnx::TensorProto &tensor,
+                                         const ParameterView &view,
+                                         llvm::ArrayRef<Value> sources) {
+  auto loc = NameLoc::get(StringAttr::get(context(), tensor.name()));
+  Type element = convertElementType(tensor.data_type(), context());
+  llvm::SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+  if (view.transposed)
+    std::swap(shape[0], shape[1]);
+  llvm::SmallVector<Value> pieces;
+  for (Value source : sources) {
+    auto type = cast<RankedTensorType>(source.getType());
+    if (type.getElementType() != element)
+      source = tess::CastOp::create(opBuilder, loc, type.clone(element), source);
+    pieces.push_back(source);
+  }
+  Value value = pieces.front();
+  if (pieces.size() > 1) {
+    value = tess::ConcatOp::create(opBuilder, loc, pieces, view.concatAxis);
+  } else if (view.sliceAxis) {
+    auto type = cast<RankedTensorType>(value.getType());
+    llvm::SmallVector<int64_t> starts(shape.size(), 0);
+    llvm::SmallVector<int64_t> limits(type.getShape());
+    starts[*view.sliceAxis] = view.sliceStart;
+    limits[*view.sliceAxis] = view.sliceStart + shape[*view.sliceAxis];
+    value = tess::SliceOp::create(
+        opBuilder, loc, value, opBuilder.getDenseI64ArrayAttr(starts),
+        opBuilder.getDenseI64ArrayAttr(limits),
+        opBuilder.getDenseI64ArrayAttr(
+            llvm::SmallVector<int64_t>(shape.size(), 1)));
+  } else if (cast<RankedTensorType>(value.getType()).getShape() !=
+             llvm::ArrayRef<int64_t>(shape)) {
+    value = tess::ReshapeOp::create(
+        opBuilder, loc, RankedTensorType::get(shape, element), value);
+  }
+  if (view.transposed)
+    value = tess::TransposeOp::create(opBuilder, loc, value,
+                                      opBuilder.getDenseI64ArrayAttr({1, 0}));
+  return value;
 }
 
 llvm::Error GraphImporter::importInitializer(

@@ -68,6 +68,7 @@ inline mlir::RankedTensorType tensorType(mlir::Value value) {
 class GraphImporter;
 class InitializerClassifier;
 struct InitializerCensus;
+struct ParameterView;
 /// Emits the `tess` ops of the current node; errors go through
 /// GraphImporter::nodeError so they name the node.
 using NodeHandler = llvm::Error (*)(GraphImporter &);
@@ -212,6 +213,11 @@ private:
                                 const InitializerClassifier &classifier,
                                 const InitializerClassifier &modelClassifier,
                                 InitializerCensus &census);
+  /// A view's value: the function (ParameterViews.h) of its `sources`'
+  /// values, named after the initializer it replaces.
+  mlir::Value importParameterView(const onnx::TensorProto &tensor,
+                                  const ParameterView &view,
+                                  llvm::ArrayRef<mlir::Value> sources);
   llvm::Error importNode(const onnx::NodeProto &node);
   llvm::Error checkDeclaredShape(const onnx::ValueInfoProto &info,
                                  const ImportedValue &value,

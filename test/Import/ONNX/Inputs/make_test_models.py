@@ -458,6 +458,39 @@ def folded_lookup_table():
     return with_parameters(g.model(), {"proj.weight": [4, 4]})
 
 
+def derived_parameters():
+    """What torch.onnx.export(..., optimize=True) can leave beside parameters it keeps (the graph
+    signature names q/k/v_proj.weight [4, 8] and attn.bias [12] PARAMETERs): `val_10` [8, 12], the
+    transpose of their concatenation (a fused QKV weight); `val_11` [1, 12], attn.bias reshaped;
+    `val_12` [4], its first four elements (a slice); `val_13` [4, 8], k_proj.weight cast to float16;
+    and `val_14`, val_10 with one element changed, which is no function of the parameters."""
+    g = GraphBuilder("derived_parameters")
+    x = g.input("x", [2, 8])
+    q, k, v = (weights(91 + i, [4, 8]) for i in range(3))
+    bias = weights(94, [12])
+    for name, value in (("attn.q_proj.weight", q), ("attn.k_proj.weight", k), ("attn.v_proj.weight", v),
+                        ("attn.bias", bias)):
+        g.initializer(name, value)
+    fused = np.ascontiguousarray(np.concatenate([q, k, v]).T)
+    g.initializer("val_10", fused)
+    g.initializer("val_11", bias.reshape(1, 12))
+    g.initializer("val_12", bias[:4].copy())
+    g.initializer("val_13", k.astype(np.float16))
+    changed = fused.copy()
+    changed[7, 11] += 1
+    g.initializer("val_14", changed)
+    g.op("Add", [g.op("MatMul", [x, "val_10"]), "val_11"], out="qkv")
+    g.op("Add", [g.op("MatMul", [x, g.op("Transpose", ["attn.q_proj.weight"], perm=[1, 0])]), "val_12"],
+         out="query")
+    key_weight = g.op("Cast", ["val_13"], to=FLOAT)
+    g.op("MatMul", [x, g.op("Transpose", [key_weight], perm=[1, 0])], out="key")
+    g.op("MatMul", [x, "val_14"], out="other")
+    for name, width in (("qkv", 12), ("query", 4), ("key", 4), ("other", 12)):
+        g.output(name, [2, width])
+    return with_parameters(g.model(), {"attn.q_proj.weight": [4, 8], "attn.k_proj.weight": [4, 8],
+                                       "attn.v_proj.weight": [4, 8], "attn.bias": [12]})
+
+
 def matmul_batched():
     """Batched MatMul of two rank-4 inputs, and of a rank-4 input by a rank-2 weight (broadcast)."""
     g = GraphBuilder("matmul_batched")
@@ -778,6 +811,7 @@ WELL_FORMED = {
     "tied_head_copy": tied_head_copy,
     "zero_initialized_weights": zero_initialized_weights,
     "folded_lookup_table": folded_lookup_table,
+    "derived_parameters": derived_parameters,
     "gather_nd_split": gather_nd_split,
     "gather_nd_batched": gather_nd_batched,
     "scatter_nd_rows": scatter_nd_rows,
@@ -791,6 +825,7 @@ WELL_FORMED = {
 FIXED_FEEDS = {
     "tied_head_copy": lambda: {"ids": np.array([[0, 3, 7], [5, 5, 1]], dtype=np.int64)},
     "folded_lookup_table": lambda: {"ids": np.array([[0, 3, 7], [5, 5, 1]], dtype=np.int64)},
+    "derived_parameters": lambda: {"x": np.arange(16, dtype=np.float32).reshape(2, 8) / 8},
     "gather_nd_split": lambda: {"qkv": np.arange(12, dtype=np.float32).reshape(1, 2, 1, 3, 2)},
     "gather_nd_batched": lambda: {"x": np.arange(12, dtype=np.float32).reshape(2, 3, 2)},
     "scatter_nd_rows": lambda: {"x": np.arange(8, dtype=np.float32).reshape(4, 2)},
@@ -896,6 +931,13 @@ def expected_outputs(name, model, feeds):
         return [table[feeds["ids"]] @ table.T]
     if name == "folded_lookup_table":
         return [initializer(model, "val_3")[feeds["ids"]] @ initializer(model, "proj.weight")]
+    if name == "derived_parameters":
+        q, k, v, bias = (initializer(model, f"attn.{n}") for n in ("q_proj.weight", "k_proj.weight",
+                                                                 "v_proj.weight", "bias"))
+        k16 = k.astype(np.float16).astype(np.float32)
+        changed = np.concatenate([q, k, v]).T.copy()
+        changed[7, 11] += 1
+        return [x @ np.concatenate([q, k, v]).T + bias, x @ q.T + bias[:4], x @ k16.T, x @ changed]
     if name == "zero_initialized_weights":
         return [np.zeros([2, 4], dtype=np.float32)]
     if name == "gather_nd_split":
