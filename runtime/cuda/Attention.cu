@@ -63,6 +63,9 @@ struct AttentionParams {
   /// A sliding window's length (0: none; with causal): query i sees keys
   /// i + keySeq - querySeq - window < j <= i + keySeq - querySeq.
   int64_t window;
+  /// Gemma-2's logit softcapping (0: none): a score s becomes
+  /// softcap * tanh(s / softcap) before the mask is added.
+  float softcap;
   float scale;
   bool dropout;
   float keptScale;
@@ -131,11 +134,22 @@ __device__ float dotRegisters(const float (&a)[kValuesPerLane],
 __device__ float scoreFromDot(const AttentionParams &p, const RowPosition &r,
                               float dot, int64_t j) {
   float score = p.scale * dot;
+  if (p.softcap != 0.0f)
+    score = p.softcap * tanhf(score / p.softcap);
   if (p.mask)
     score += loadFloat(p.mask, p.maskType,
                        r.b * p.maskStrides[0] + r.h * p.maskStrides[1] +
                            r.i * p.maskStrides[2] + j * p.maskStrides[3]);
   return score;
+}
+
+/// d score / d (scale q.k): 1 without softcapping, else 1 - tanh^2 of the
+/// capped argument (the mask is added after the cap and does not enter).
+__device__ float capSlope(const AttentionParams &p, float dot) {
+  if (p.softcap == 0.0f)
+    return 1.0f;
+  float t = tanhf(p.scale * dot / p.softcap);
+  return 1.0f - t * t;
 }
 
 __device__ float scoreOf(const AttentionParams &p, const RowPosition &r,
@@ -260,14 +274,17 @@ __global__ void attentionQueryGradientKernel(AttentionParams p, const void *dy,
     correction = static_cast<float>(weightedSum);
     // Pass 3: ds_j and dq_i.
     for (int64_t j = r.first; j < r.visible; ++j) {
-      float score = scoreOf(p, r, q, j);
+      float dot =
+          dotRow(q, p.k, p.kType, (r.keyHeadRow + j) * p.headDim, p.headDim);
+      float score = scoreFromDot(p, r, dot, j);
       if (score == -INFINITY)
         continue;
       float probability = expf(score - maximum) * reciprocal;
       float factor = dropoutFactor(p, r, j);
       float dWeight = dotRow(upstream, p.v, p.vType,
                              (r.keyHeadRow + j) * p.valueDim, p.valueDim);
-      float dScore = p.scale * probability * (dWeight * factor - correction);
+      float dScore = p.scale * capSlope(p, dot) * probability *
+                     (dWeight * factor - correction);
       if (dScore == 0.0f)
         continue;
       int64_t keyStart = (r.keyHeadRow + j) * p.headDim;
@@ -324,8 +341,8 @@ __global__ void attentionKeyGradientKernel(AttentionParams p, const void *dy,
       float query[kValuesPerLane], upstream[kValuesPerLane];
       loadRow(p.q, p.qType, r.row * p.headDim, p.headDim, query);
       loadRow(dy, dyType, r.row * p.valueDim, p.valueDim, upstream);
-      float score =
-          scoreFromDot(p, r, dotRegisters(query, key, p.headDim), j);
+      float dot = dotRegisters(query, key, p.headDim);
+      float score = scoreFromDot(p, r, dot, j);
       if (score == -INFINITY)
         continue;
       float probability = expf(score - s.maximum) * s.reciprocal;
@@ -335,7 +352,8 @@ __global__ void attentionKeyGradientKernel(AttentionParams p, const void *dy,
         for (int t = 0; t < kValuesPerLane; ++t)
           valueGradient[t] += weight * upstream[t];
       float dWeight = dotRegisters(upstream, value, p.valueDim);
-      float dScore = p.scale * probability * (dWeight * factor - s.correction);
+      float dScore = p.scale * capSlope(p, dot) * probability *
+                     (dWeight * factor - s.correction);
       if (dScore == 0.0f)
         continue;
       for (int t = 0; t < kValuesPerLane; ++t)
@@ -354,8 +372,8 @@ __global__ void attentionKeyGradientKernel(AttentionParams p, const void *dy,
 AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
                              const tessera_tensor *v,
                              const tessera_tensor *mask, int32_t causal,
-                             int64_t window, double scale, double dropout,
-                             uint64_t seed) {
+                             int64_t window, double softcap, double scale,
+                             double dropout, uint64_t seed) {
   const tessera_tensor &query = requireTensor(q, "q");
   const tessera_tensor &key = requireTensor(k, "k");
   const tessera_tensor &value = requireTensor(v, "v");
@@ -399,8 +417,12 @@ AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
   if (window < 0 || (window > 0 && !causal))
     fail("a sliding window (" + std::to_string(window) +
          ") must be at least 1, on causal attention");
+  if (!(softcap >= 0.0) || !std::isfinite(softcap))
+    fail("softcap " + std::to_string(softcap) +
+         " must be 0 (none) or positive and finite");
   p.causal = causal != 0;
   p.window = window;
+  p.softcap = static_cast<float>(softcap);
   p.scale = static_cast<float>(scale);
   p.dropout = dropout != 0.0;
   p.keptScale = static_cast<float>(1.0 / (1.0 - dropout));
@@ -439,22 +461,24 @@ void tessera::cuda::attentionForward(const tessera_tensor *q,
                                      const tessera_tensor *v,
                                      const tessera_tensor *mask,
                                      tessera_tensor *y, float *lse,
-                                     bool causal, int64_t window, double scale,
+                                     bool causal, int64_t window,
+                                     double softcap, double scale,
                                      double dropout, uint64_t seed,
                                      cudaStream_t stream) {
-  AttentionParams p =
-      checkProblem(q, k, v, mask, causal, window, scale, dropout, seed);
+  AttentionParams p = checkProblem(q, k, v, mask, causal, window, softcap,
+                                   scale, dropout, seed);
   tessera_tensor &output = requireTensor(y, "y");
   requireShape(output, {p.batch, p.queryHeads, p.querySeq, p.valueDim}, "y");
   requireKernelFloat(output, "y");
   if (elementCount(output) == 0)
     return;
   if (!mask && dropout == 0.0 &&
-      cudnnAttentionForward(*q, *k, *v, output, lse, p.causal, window, scale,
-                            stream))
+      cudnnAttentionForward(*q, *k, *v, output, lse, p.causal, window, softcap,
+                            scale, stream))
     return;
-  // The flash kernels have no window: the general ones skip its outside.
-  if (!window && flashAttentionForward(*q, *k, *v, mask != nullptr, dropout,
+  // The flash kernels have no window or softcap: the general ones skip the
+  // window's outside and cap each score.
+  if (!window && softcap == 0.0 && flashAttentionForward(*q, *k, *v, mask != nullptr, dropout,
                                        output, lse, p.causal, scale, stream))
     return;
   attentionForwardKernel<<<attentionGrid(p), kWarpsPerBlock * 32, 0,
@@ -470,10 +494,10 @@ void attentionBackward(const tessera_tensor *q, const tessera_tensor *k,
                        const tessera_tensor *v, const tessera_tensor *mask,
                        const tessera_tensor *dy, tessera_tensor *dq,
                        tessera_tensor *dk, tessera_tensor *dv, bool causal,
-                       int64_t window, double scale, double dropout,
-                       uint64_t seed, cudaStream_t stream) {
-  AttentionParams p =
-      checkProblem(q, k, v, mask, causal, window, scale, dropout, seed);
+                       int64_t window, double softcap, double scale,
+                       double dropout, uint64_t seed, cudaStream_t stream) {
+  AttentionParams p = checkProblem(q, k, v, mask, causal, window, softcap,
+                                   scale, dropout, seed);
   const tessera_tensor &upstream = requireTensor(dy, "dy");
   requireShape(upstream, {p.batch, p.queryHeads, p.querySeq, p.valueDim},
                "dy");
@@ -491,9 +515,10 @@ void attentionBackward(const tessera_tensor *q, const tessera_tensor *k,
       elementCount(queryGradient) > 0 && elementCount(keyGradient) > 0;
   if (nonEmpty && !mask && dropout == 0.0 &&
       cudnnAttentionBackward(*q, *k, *v, upstream, queryGradient, keyGradient,
-                             valueGradient, p.causal, window, scale, stream))
+                             valueGradient, p.causal, window, softcap, scale,
+                             stream))
     return;
-  if (nonEmpty && !window &&
+  if (nonEmpty && !window && softcap == 0.0 &&
       flashAttentionBackward(*q, *k, *v, mask != nullptr, dropout, upstream,
                              queryGradient, keyGradient, valueGradient,
                              p.causal, scale, stream))
@@ -526,6 +551,14 @@ void requireWindow(int64_t window) {
          std::to_string(window));
 }
 
+/// The softcapped entries' own check: the CPU kernels' rule (0, no cap, is
+/// the plain entries').
+void requireSoftcap(double softcap) {
+  if (!(softcap > 0.0) || !std::isfinite(softcap))
+    fail("the softcap must be positive and finite, got " +
+         std::to_string(softcap));
+}
+
 } // namespace
 
 extern "C" int tessera_cuda_attention(const tessera_tensor *q,
@@ -537,7 +570,7 @@ extern "C" int tessera_cuda_attention(const tessera_tensor *q,
                                       uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_attention", [&] {
     attentionForward(q, k, v, mask, y, nullptr, causal != 0, /*window=*/0,
-                     scale, dropout, seed, stream);
+                     /*softcap=*/0.0, scale, dropout, seed, stream);
   });
 }
 
@@ -548,7 +581,33 @@ extern "C" int tessera_cuda_attention_grad(
     double dropout, uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_attention_grad", [&] {
     attentionBackward(q, k, v, mask, dy, dq, dk, dv, causal != 0,
-                      /*window=*/0, scale, dropout, seed, stream);
+                      /*window=*/0, /*softcap=*/0.0, scale, dropout, seed,
+                      stream);
+  });
+}
+
+extern "C" int tessera_cuda_softcapped_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int32_t causal,
+    int64_t window, double scale, double softcap, double dropout,
+    uint64_t seed, cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_softcapped_attention", [&] {
+    requireSoftcap(softcap);
+    attentionForward(q, k, v, mask, y, nullptr, causal != 0, window, softcap,
+                     scale, dropout, seed, stream);
+  });
+}
+
+extern "C" int tessera_cuda_softcapped_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int32_t causal, int64_t window,
+    double scale, double softcap, double dropout, uint64_t seed,
+    cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_softcapped_attention_grad", [&] {
+    requireSoftcap(softcap);
+    attentionBackward(q, k, v, mask, dy, dq, dk, dv, causal != 0, window,
+                      softcap, scale, dropout, seed, stream);
   });
 }
 
@@ -559,7 +618,7 @@ extern "C" int tessera_cuda_sliding_window_attention(
   return runCudaKernel("tessera_cuda_sliding_window_attention", [&] {
     requireWindow(window);
     attentionForward(q, k, v, mask, y, nullptr, /*causal=*/true, window,
-                     scale, dropout, seed, stream);
+                     /*softcap=*/0.0, scale, dropout, seed, stream);
   });
 }
 
@@ -571,6 +630,6 @@ extern "C" int tessera_cuda_sliding_window_attention_grad(
   return runCudaKernel("tessera_cuda_sliding_window_attention_grad", [&] {
     requireWindow(window);
     attentionBackward(q, k, v, mask, dy, dq, dk, dv, /*causal=*/true, window,
-                      scale, dropout, seed, stream);
+                      /*softcap=*/0.0, scale, dropout, seed, stream);
   });
 }

@@ -68,16 +68,19 @@ bool cudnnPackedAttentionBackward(const tessera_tensor &qkv,
 /// contiguous); false, with nothing launched, where cuDNN is off, absent or
 /// refuses the shape. `lse` may be null.
 /// A nonzero `window` (with causal) is a sliding window: query i sees keys
-/// i - window < j <= i, cuDNN's diagonal band with that left bound.
+/// i - window < j <= i, cuDNN's diagonal band with that left bound. A
+/// nonzero `softcap` caps each scaled score s at softcap * tanh(s /
+/// softcap) (Gemma-2), cuDNN's Softcap score modifier.
 bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
                            const tessera_tensor &v, tessera_tensor &y,
                            float *lse, bool causal, int64_t window,
-                           double scale, cudaStream_t stream);
+                           double softcap, double scale, cudaStream_t stream);
 bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
                             const tessera_tensor &v, const tessera_tensor &dy,
                             tessera_tensor &dq, tessera_tensor &dk,
                             tessera_tensor &dv, bool causal, int64_t window,
-                            double scale, cudaStream_t stream);
+                            double softcap, double scale,
+                            cudaStream_t stream);
 
 void setCudnnAttentionEnabled(bool on);
 /// Whether this build has the cuDNN path and libcudnn.so.9 opened.
@@ -88,13 +91,13 @@ int64_t cudnnAttentionCalls();
 /// tessera_cuda_attention's work (cuDNN, flash or general), also writing
 /// each query row's natural-log log-sum-exp into `lse` (f32 [B Hq Sq])
 /// unless it is null; a nonzero `window` (causal) is a sliding window, as
-/// tessera_cuda_sliding_window_attention. Throws KernelError on bad
-/// operands.
+/// tessera_cuda_sliding_window_attention, and a nonzero `softcap` caps the
+/// scores (cudnnAttentionForward). Throws KernelError on bad operands.
 void attentionForward(const tessera_tensor *q, const tessera_tensor *k,
                       const tessera_tensor *v, const tessera_tensor *mask,
                       tessera_tensor *y, float *lse, bool causal,
-                      int64_t window, double scale, double dropout,
-                      uint64_t seed, cudaStream_t stream);
+                      int64_t window, double softcap, double scale,
+                      double dropout, uint64_t seed, cudaStream_t stream);
 
 } // namespace tessera::cuda
 

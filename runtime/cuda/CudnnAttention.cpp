@@ -138,13 +138,15 @@ struct AttentionShape {
   bool causal;
   /// A sliding window's length (0: none): cuDNN's diagonal band, left bound.
   int64_t window = 0;
+  /// Gemma-2's logit softcap (0: none): cuDNN's Softcap score modifier.
+  float softcap = 0;
   float scale;
   bool backward;
   bool packed = true; // qkv [B, T, (Hq + 2 Hkv) D]; else [B, heads, T, D] each
 
   auto tie() const {
     return std::tie(device, dtype, batch, seq, queryHeads, keyHeads, headDim,
-                    causal, window, scale, backward, packed);
+                    causal, window, softcap, scale, backward, packed);
   }
   bool operator<(const AttentionShape &other) const {
     return tie() < other.tie();
@@ -155,7 +157,8 @@ struct AttentionShape {
            " B=" + std::to_string(batch) + " T=" + std::to_string(seq) +
            " Hq=" + std::to_string(queryHeads) +
            " Hkv=" + std::to_string(keyHeads) + " D=" + std::to_string(headDim) +
-           (window ? " window=" + std::to_string(window) : "");
+           (window ? " window=" + std::to_string(window) : "") +
+           (softcap != 0 ? " softcap=" + std::to_string(softcap) : "");
   }
 };
 
@@ -202,6 +205,27 @@ std::vector<int64_t> statsStrides(const AttentionShape &shape) {
   return {shape.queryHeads * shape.seq, shape.seq, 1, 1};
 }
 
+/// The softcap score modifier of one graph: the frontend's Softcap keeps its
+/// forward's pre-tanh tensor for the backward's, so the two modifiers of a
+/// backward graph share one, and one compile-time scalar.
+struct SoftcapModifier {
+  fe::graph::attn::score_modifiers::Softcap softcap;
+  std::shared_ptr<fe::graph::Tensor_attributes> cap;
+  float value;
+
+  std::shared_ptr<fe::graph::Tensor_attributes>
+  forward(std::shared_ptr<fe::graph::Graph> graph,
+          std::shared_ptr<fe::graph::Tensor_attributes> score) {
+    cap = graph->tensor(value, fe::graph::ScalarType::COMPILE_TIME_CONST);
+    return softcap.forward(graph, score, cap);
+  }
+  std::shared_ptr<fe::graph::Tensor_attributes>
+  backward(std::shared_ptr<fe::graph::Graph> graph,
+           std::shared_ptr<fe::graph::Tensor_attributes> dscore) {
+    return softcap.backward(graph, dscore, cap);
+  }
+};
+
 /// The forward (o and, when `stats`, the statistics) or backward (dq, dk,
 /// dv) graph of `shape`, or an error naming what cuDNN refused.
 fe::error_t describeGraph(fe::graph::Graph &graph,
@@ -224,6 +248,13 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
                        .set_attn_scale(shape.scale);
     if (shape.window)
       options.set_sliding_window_length(static_cast<int>(shape.window));
+    if (shape.softcap != 0) {
+      auto modifier = std::make_shared<SoftcapModifier>();
+      modifier->value = shape.softcap;
+      options.set_score_mod([modifier](auto graph, auto score) {
+        return modifier->forward(graph, score);
+      });
+    }
     auto [o, stats] = graph.sdpa(q, k, v, options);
     setHeadOutput(*o, kO, shape, shape.queryHeads, outputWidth);
     stats->set_output(true)
@@ -247,6 +278,17 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
                        .set_attn_scale(shape.scale);
     if (shape.window)
       options.set_sliding_window_length(static_cast<int>(shape.window));
+    if (shape.softcap != 0) {
+      auto modifier = std::make_shared<SoftcapModifier>();
+      modifier->value = shape.softcap;
+      options
+          .set_score_mod([modifier](auto graph, auto score) {
+            return modifier->forward(graph, score);
+          })
+          .set_score_mod_bprop([modifier](auto graph, auto dscore) {
+            return modifier->backward(graph, dscore);
+          });
+    }
     auto [dq, dk, dv] = graph.sdpa_backward(q, k, v, o, dO, stats, options);
     setHeadOutput(*dq, kDQ, shape, shape.queryHeads, width);
     setHeadOutput(*dk, kDK, shape, shape.keyHeads, width);
@@ -372,7 +414,7 @@ constexpr int kStatsSlot = 2204;  // and its statistics
 /// other than Q's, head dims not a multiple of 8, or unaligned data.
 bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
                     const tessera_tensor &v, bool causal, int64_t window,
-                    double scale, bool backward,
+                    double softcap, double scale, bool backward,
                     std::initializer_list<const void *> pointers,
                     AttentionShape &shape) {
   if (q.rank != 4 || k.rank != 4 || v.rank != 4)
@@ -391,6 +433,7 @@ bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
   shape.keyHeads = k.shape[1];
   shape.causal = causal;
   shape.window = window;
+  shape.softcap = static_cast<float>(softcap);
   shape.scale = static_cast<float>(scale);
   shape.backward = backward;
   shape.packed = false;
@@ -406,10 +449,10 @@ bool headMajorShape(const tessera_tensor &q, const tessera_tensor &k,
 bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
                            const tessera_tensor &v, tessera_tensor &y,
                            float *lse, bool causal, int64_t window,
-                           double scale, cudaStream_t stream) {
+                           double softcap, double scale, cudaStream_t stream) {
 #ifdef TESSERA_HAVE_CUDNN_FRONTEND
   AttentionShape shape;
-  if (!headMajorShape(q, k, v, causal, window, scale, false,
+  if (!headMajorShape(q, k, v, causal, window, softcap, scale, false,
                       {q.data, k.data, v.data, y.data, lse}, shape))
     return false;
   // The graph always writes the statistics; without a caller's buffer they
@@ -426,7 +469,7 @@ bool cudnnAttentionForward(const tessera_tensor &q, const tessera_tensor &k,
                   stream);
 #else
   (void)q, (void)k, (void)v, (void)y, (void)lse, (void)causal, (void)window,
-      (void)scale, (void)stream;
+      (void)softcap, (void)scale, (void)stream;
   return false;
 #endif
 }
@@ -435,10 +478,11 @@ bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
                             const tessera_tensor &v, const tessera_tensor &dy,
                             tessera_tensor &dq, tessera_tensor &dk,
                             tessera_tensor &dv, bool causal, int64_t window,
-                            double scale, cudaStream_t stream) {
+                            double softcap, double scale,
+                            cudaStream_t stream) {
 #ifdef TESSERA_HAVE_CUDNN_FRONTEND
   AttentionShape forward;
-  if (!headMajorShape(q, k, v, causal, window, scale, false,
+  if (!headMajorShape(q, k, v, causal, window, softcap, scale, false,
                       {q.data, k.data, v.data}, forward) ||
       !aligned16({dy.data, dq.data, dk.data, dv.data}))
     return false;
@@ -468,7 +512,7 @@ bool cudnnAttentionBackward(const tessera_tensor &q, const tessera_tensor &k,
                   stream);
 #else
   (void)q, (void)k, (void)v, (void)dy, (void)dq, (void)dk, (void)dv,
-      (void)causal, (void)window, (void)scale, (void)stream;
+      (void)causal, (void)window, (void)softcap, (void)scale, (void)stream;
   return false;
 #endif
 }

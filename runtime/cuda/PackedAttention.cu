@@ -136,7 +136,7 @@ extern "C" int tessera_cuda_packed_attention(const tessera_tensor *qkv,
     heads.move(2, packed.data, width, query_heads + key_heads, false);
     attentionForward(&heads[0], &heads[1], &heads[2], nullptr, &heads[3],
                      static_cast<float *>(statistics.data), causal != 0,
-                     /*window=*/0, scale, 0.0, 0, stream);
+                     /*window=*/0, /*softcap=*/0.0, scale, 0.0, 0, stream);
     heads.move(3, output.data, query_heads * layout.headDim, 0, true);
   });
 }

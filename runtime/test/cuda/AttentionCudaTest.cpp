@@ -25,6 +25,7 @@ struct AttentionCase {
   int32_t dtype;
   float querySpread = 1.0f; // q in [-spread, spread]: larger, peakier scores
   int64_t window = 0;       // a sliding window (causal): the *_sliding_window_* entries
+  double softcap = 0.0;     // Gemma-2's logit cap: the *_softcapped_* entries
 };
 
 void checkAttention(const AttentionCase &c) {
@@ -50,7 +51,14 @@ void checkAttention(const AttentionCase &c) {
   const tessera_tensor *maskArg = c.mask ? mask.get() : nullptr;
   Tensor y(c.dtype, yShape), dq(c.dtype, qShape), dk(c.dtype, kShape),
       dv(c.dtype, vShape);
-  if (c.window) {
+  if (c.softcap != 0.0) {
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_softcapped_attention(
+        q.get(), k.get(), v.get(), maskArg, y.get(), c.causal, c.window, scale,
+        c.softcap, c.dropout, seed));
+    EXPECT_CPU_KERNEL_OK(tessera_cpu_softcapped_attention_grad(
+        q.get(), k.get(), v.get(), maskArg, dy.get(), dq.get(), dk.get(),
+        dv.get(), c.causal, c.window, scale, c.softcap, c.dropout, seed));
+  } else if (c.window) {
     EXPECT_CPU_KERNEL_OK(tessera_cpu_sliding_window_attention(
         q.get(), k.get(), v.get(), maskArg, y.get(), c.window, scale,
         c.dropout, seed));
@@ -68,7 +76,15 @@ void checkAttention(const AttentionCase &c) {
   DeviceTensor gq(q), gk(k), gv(v), gmask(mask), gdy(dy), gy(c.dtype, yShape),
       gdq(c.dtype, qShape), gdk(c.dtype, kShape), gdv(c.dtype, vShape);
   const tessera_tensor *gmaskArg = c.mask ? gmask.get() : nullptr;
-  if (c.window) {
+  if (c.softcap != 0.0) {
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_softcapped_attention(
+        gq.get(), gk.get(), gv.get(), gmaskArg, gy.get(), c.causal, c.window,
+        scale, c.softcap, c.dropout, seed, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_softcapped_attention_grad(
+        gq.get(), gk.get(), gv.get(), gmaskArg, gdy.get(), gdq.get(),
+        gdk.get(), gdv.get(), c.causal, c.window, scale, c.softcap, c.dropout,
+        seed, nullptr));
+  } else if (c.window) {
     EXPECT_CUDA_KERNEL_OK(tessera_cuda_sliding_window_attention(
         gq.get(), gk.get(), gv.get(), gmaskArg, gy.get(), c.window, scale,
         c.dropout, seed, nullptr));
@@ -240,6 +256,65 @@ TEST(AttentionCuda, SlidingWindowMatchesTheCpuReference) {
   int64_t before = cudnnAttentionCalls();
   checkAttention(masked);
   EXPECT_EQ(cudnnAttentionCalls() - before, 0);
+}
+
+// Gemma-2's softcap against the CPU's softcapped kernels, on scores spread
+// wide enough (q in [-6, 6]) for the cap to bend them: the general kernels
+// (f32, and bf16 with cuDNN off) plain, causal with a window, with a mask
+// and dropout, fewer queries than keys; then, with cuDNN on, grouped bf16
+// heads with its Softcap score modifier. Whether cuDNN builds that graph
+// depends on its version (a refused shape falls back to the general
+// kernels): the values must match either way, and the calls it served are
+// recorded.
+TEST(AttentionCuda, SoftcapMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  CudnnDefault restore;
+  const AttentionCase general[] = {
+      {"softcap 2 f32 grouped plain", 2, 4, 2, 40, 40, 32, 32, false, false,
+       0.0, TESSERA_F32, 6.0f, 0, 2.0},
+      {"softcap 3 f32 causal window 9", 1, 2, 1, 37, 37, 16, 16, true, false,
+       0.0, TESSERA_F32, 6.0f, 9, 3.0},
+      {"softcap 2 f32 mask and dropout", 1, 2, 2, 20, 20, 16, 16, true, true,
+       0.1, TESSERA_F32, 6.0f, 0, 2.0},
+      {"softcap 4 f32 shorter queries", 1, 2, 2, 12, 30, 16, 16, true, false,
+       0.0, TESSERA_F32, 6.0f, 0, 4.0},
+      {"softcap 5 bf16 causal", 1, 4, 2, 70, 70, 64, 64, true, false, 0.0,
+       TESSERA_BF16, 6.0f, 0, 5.0},
+  };
+  setCudnnAttentionEnabled(false);
+  for (const AttentionCase &c : general)
+    checkAttention(c);
+  setCudnnAttentionEnabled(true);
+  if (!cudnnAttentionAvailable())
+    GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "
+                    "did not open";
+  const AttentionCase cudnn[] = {
+      {"cudnn softcap 5 bf16 grouped causal", 2, 8, 2, 256, 256, 64, 64, true,
+       false, 0.0, TESSERA_BF16, 6.0f, 0, 5.0},
+      {"cudnn softcap 5 bf16 window 64", 1, 4, 2, 200, 200, 128, 128, true,
+       false, 0.0, TESSERA_BF16, 6.0f, 64, 5.0},
+  };
+  for (const AttentionCase &c : cudnn) {
+    int64_t before = cudnnAttentionCalls();
+    checkAttention(c);
+    ::testing::Test::RecordProperty(
+        c.name, std::to_string(cudnnAttentionCalls() - before));
+    std::printf("%s: %lld of 3 calls on cuDNN\n", c.name,
+                static_cast<long long>(cudnnAttentionCalls() - before));
+  }
+}
+
+// A softcap that is not positive is an error naming it, as on the CPU.
+TEST(AttentionCuda, SoftcapNotPositiveIsAnError) {
+  REQUIRE_GPU();
+  DeviceTensor q(TESSERA_F32, {1, 1, 4, 8}), y(TESSERA_F32, {1, 1, 4, 8});
+  EXPECT_NE(tessera_cuda_softcapped_attention(q.get(), q.get(), q.get(),
+                                              nullptr, y.get(), 1, 0, 1.0,
+                                              0.0, 0.0, 0, nullptr),
+            0);
+  EXPECT_NE(std::string(tessera_cuda_last_error()).find("softcap"),
+            std::string::npos)
+      << tessera_cuda_last_error();
 }
 
 // A window below 1 is an error naming it, as on the CPU.

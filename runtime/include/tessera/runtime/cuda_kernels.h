@@ -185,6 +185,22 @@ int tessera_cuda_sliding_window_attention_grad(
     const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
     tessera_tensor *dk, tessera_tensor *dv, int64_t window, double scale,
     double dropout, uint64_t seed, cudaStream_t stream);
+/* tessera_cpu_softcapped_attention(_grad) on the GPU: Gemma-2's logit
+ * softcap (softcap > 0) on the scaled scores before the mask, with an
+ * optional causal window. On cuDNN's fused engines with its Softcap score
+ * modifier where they apply (bf16/f16, no mask, no dropout, and a cuDNN
+ * that builds the graph); elsewhere the general kernels. */
+int tessera_cuda_softcapped_attention(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, tessera_tensor *y, int32_t causal,
+    int64_t window, double scale, double softcap, double dropout,
+    uint64_t seed, cudaStream_t stream);
+int tessera_cuda_softcapped_attention_grad(
+    const tessera_tensor *q, const tessera_tensor *k, const tessera_tensor *v,
+    const tessera_tensor *mask, const tessera_tensor *dy, tessera_tensor *dq,
+    tessera_tensor *dk, tessera_tensor *dv, int32_t causal, int64_t window,
+    double scale, double softcap, double dropout, uint64_t seed,
+    cudaStream_t stream);
 /* tess.packed_attention and its gradient: the layouts and semantics of
  * tessera_cpu_packed_attention(_grad). The backward reads the forward's y
  * and lse instead of rerunning the forward. */
