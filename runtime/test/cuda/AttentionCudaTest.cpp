@@ -11,6 +11,12 @@ using tessera::cuda::setCudnnAttentionEnabled;
 
 namespace {
 
+/// Ends the test as skipped where the cuDNN path cannot run.
+#define SKIP_WITHOUT_CUDNN()                                                   \
+  if (!cudnnAttentionAvailable())                                              \
+  GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "    \
+                  "did not open"
+
 /// Turns cuDNN's engines back on when a test that chose the path ends.
 struct CudnnDefault {
   ~CudnnDefault() { setCudnnAttentionEnabled(true); }
@@ -176,9 +182,7 @@ TEST(AttentionCuda, FlashPathMatchesTheCpuReference) {
 // head dims 64, 128 and 256.
 TEST(AttentionCuda, CudnnMatchesTheCpuReference) {
   REQUIRE_GPU();
-  if (!cudnnAttentionAvailable())
-    GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "
-                    "did not open";
+  SKIP_WITHOUT_CUDNN();
   CudnnDefault restore;
   const AttentionCase llamaCases[] = {
       {"cudnn bf16 grouped 4:1 causal 256", 2, 8, 2, 256, 256, 64, 64, true,
@@ -236,9 +240,7 @@ TEST(AttentionCuda, SlidingWindowMatchesTheCpuReference) {
   for (const AttentionCase &c : general)
     checkAttention(c);
   setCudnnAttentionEnabled(true);
-  if (!cudnnAttentionAvailable())
-    GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "
-                    "did not open";
+  SKIP_WITHOUT_CUDNN();
   const AttentionCase cudnn[] = {
       {"cudnn window 64 bf16 grouped 4:1", 2, 8, 2, 256, 256, 64, 64, true,
        false, 0.0, TESSERA_BF16, 2.0f, 64},
@@ -285,9 +287,7 @@ TEST(AttentionCuda, SoftcapMatchesTheCpuReference) {
   for (const AttentionCase &c : general)
     checkAttention(c);
   setCudnnAttentionEnabled(true);
-  if (!cudnnAttentionAvailable())
-    GTEST_SKIP() << "cuDNN attention is not in this build or libcudnn.so.9 "
-                    "did not open";
+  SKIP_WITHOUT_CUDNN();
   const AttentionCase cudnn[] = {
       {"cudnn softcap 5 bf16 grouped causal", 2, 8, 2, 256, 256, 64, 64, true,
        false, 0.0, TESSERA_BF16, 6.0f, 0, 5.0},
