@@ -478,7 +478,12 @@ llvm::Error FunctionRun::execute(Operation &op) {
               double scale = attention.getScale().convertToDouble();
               double dropout = attention.getDropout().convertToDouble();
               uint64_t seed = mixSeed(stepSeed, attention.getSeed());
-              if (auto window = static_cast<int64_t>(attention.getWindow()))
+              auto window = static_cast<int64_t>(attention.getWindow());
+              if (double softcap = attention.getSoftcap().convertToDouble())
+                return tessera_cpu_softcapped_attention(
+                    in[0], in[1], in[2], in[3], &out[0], attention.getCausal(),
+                    window, scale, softcap, dropout, seed);
+              if (window)
                 return tessera_cpu_sliding_window_attention(
                     in[0], in[1], in[2], in[3], &out[0], window, scale,
                     dropout, seed);
@@ -610,7 +615,13 @@ llvm::Error FunctionRun::execute(Operation &op) {
               double scale = grad.getScale().convertToDouble();
               double dropout = grad.getDropout().convertToDouble();
               uint64_t seed = mixSeed(stepSeed, grad.getSeed());
-              if (auto window = static_cast<int64_t>(grad.getWindow()))
+              auto window = static_cast<int64_t>(grad.getWindow());
+              if (double softcap = grad.getSoftcap().convertToDouble())
+                return tessera_cpu_softcapped_attention_grad(
+                    in[0], in[1], in[2], in[3], in[4], &out[0], &out[1],
+                    &out[2], grad.getCausal(), window, scale, softcap, dropout,
+                    seed);
+              if (window)
                 return tessera_cpu_sliding_window_attention_grad(
                     in[0], in[1], in[2], in[3], in[4], &out[0], &out[1],
                     &out[2], window, scale, dropout, seed);

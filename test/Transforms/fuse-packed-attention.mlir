@@ -70,15 +70,18 @@ func.func @grouped_backward_only(%qkv: tensor<2x8x64xf32>, %dYh: tensor<2x4x8x8x
 
 // -----
 
-// Tests that attention is left as it is with a mask, with dropout, or when
+// Tests that attention is left as it is with a mask, with dropout, with a
+// sliding window or a softcap (the packed kernels have neither), or when
 // q, k and v are not the pieces of one split in order.
 // CHECK-LABEL: func.func @not_packed(
 // CHECK-NOT: tess.packed_attention
 // CHECK: tess.attention %{{.*}} mask
 // CHECK: tess.attention %{{.*}} {dropout
 // CHECK: tess.attention %[[K:.*]], %[[Q:.*]], %{{.*}} {scale
+// CHECK: tess.attention %{{.*}} {causal, scale = 5.000000e-01 : f64, window = 4 : i64}
+// CHECK: tess.attention %{{.*}} {causal, scale = 5.000000e-01 : f64, softcap = 5.000000e+01 : f64}
 // CHECK-NOT: tess.packed_attention
-func.func @not_packed(%qkv: tensor<2x8x48xf32>, %m: tensor<1x1x8x8xf32>) -> (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) {
+func.func @not_packed(%qkv: tensor<2x8x48xf32>, %m: tensor<1x1x8x8xf32>) -> (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) {
   %q, %k, %v = tess.split %qkv {axis = 2 : i64, sizes = array<i64: 16, 16, 16>} : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   %q4 = tess.reshape %q : (tensor<2x8x16xf32>) -> tensor<2x8x2x8xf32>
   %qh = tess.transpose %q4 {permutation = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x8xf32>) -> tensor<2x2x8x8xf32>
@@ -89,7 +92,9 @@ func.func @not_packed(%qkv: tensor<2x8x48xf32>, %m: tensor<1x1x8x8xf32>) -> (ten
   %0 = tess.attention %qh, %kh, %vh mask %m {scale = 0.5 : f64} : (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<1x1x8x8xf32>) -> tensor<2x2x8x8xf32>
   %1 = tess.attention %qh, %kh, %vh {dropout = 0.1 : f64, scale = 0.5 : f64, seed = 3 : i64} : (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
   %2 = tess.attention %kh, %qh, %vh {scale = 0.5 : f64} : (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
-  return %0, %1, %2 : tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>
+  %3 = tess.attention %qh, %kh, %vh {causal, scale = 0.5 : f64, window = 4 : i64} : (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
+  %4 = tess.attention %qh, %kh, %vh {causal, scale = 0.5 : f64, softcap = 50.0 : f64} : (tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) -> tensor<2x2x8x8xf32>
+  return %0, %1, %2, %3, %4 : tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>
 }
 
 // -----

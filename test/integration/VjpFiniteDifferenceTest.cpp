@@ -276,6 +276,11 @@ const VjpCase kCases[] = {
     {"attention_sliding_window", R"(func.func @f(%q: tensor<1x4x3x3xf32>, %k: tensor<1x2x6x3xf32>, %v: tensor<1x2x6x3xf32>) -> tensor<1x4x3x3xf32> {
       %0 = tess.attention %q, %k, %v {causal, scale = 0.5 : f64, window = 2 : i64} : (tensor<1x4x3x3xf32>, tensor<1x2x6x3xf32>, tensor<1x2x6x3xf32>) -> tensor<1x4x3x3xf32>
       return %0 : tensor<1x4x3x3xf32> })"},
+    // Gemma-2's softcap at 1.0 with scores past it, and a window: the tanh's
+    // derivative in dq and dk.
+    {"attention_softcap", R"(func.func @f(%q: tensor<1x4x4x3xf32>, %k: tensor<1x2x4x3xf32>, %v: tensor<1x2x4x3xf32>) -> tensor<1x4x4x3xf32> {
+      %0 = tess.attention %q, %k, %v {causal, scale = 2.0 : f64, softcap = 1.0 : f64, window = 3 : i64} : (tensor<1x4x4x3xf32>, tensor<1x2x4x3xf32>, tensor<1x2x4x3xf32>) -> tensor<1x4x4x3xf32>
+      return %0 : tensor<1x4x4x3xf32> })"},
     {"attention_mask", R"(func.func @f(%q: tensor<2x2x3x4xf32>, %k: tensor<2x2x5x4xf32>, %v: tensor<2x2x5x4xf32>, %m: tensor<2x1x3x5xf32>) -> tensor<2x2x3x4xf32> {
       %0 = tess.attention %q, %k, %v mask %m {scale = 0.5 : f64} : (tensor<2x2x3x4xf32>, tensor<2x2x5x4xf32>, tensor<2x2x5x4xf32>, tensor<2x1x3x5xf32>) -> tensor<2x2x3x4xf32>
       return %0 : tensor<2x2x3x4xf32> })"},

@@ -53,13 +53,13 @@ mlir::LogicalResult inferLinear(std::optional<mlir::Location> location,
                                 mlir::Value bias, bool transposeWeight,
                                 llvm::SmallVectorImpl<mlir::Type> &inferred);
 
-/// Rules C1 to C8 of tess.attention; pushes its result type. `mask` may be
-/// null; `window` 0 is none.
+/// Rules C1 to C9 of tess.attention; pushes its result type. `mask` may be
+/// null; `window` and `softcap` 0 are none.
 mlir::LogicalResult inferAttention(std::optional<mlir::Location> location,
                                    mlir::Value query, mlir::Value key,
                                    mlir::Value value, mlir::Value mask,
                                    bool causal, double scale, double dropout,
-                                   int64_t window,
+                                   int64_t window, double softcap,
                                    llvm::SmallVectorImpl<mlir::Type> &inferred);
 
 /// Rules C1 to C4 of tess.packed_attention; pushes its two result types.

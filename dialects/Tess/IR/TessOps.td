@@ -583,8 +583,11 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
   let summary = "scaled dot-product attention (causal, masked, grouped K/V)";
   let description = [{
     Per batch and query head h:
-    `softmax(scale * Q[h] K[g]^T + mask) V[g]` with `g = h / (Hq / Hkv)`,
-    i.e. grouped-query attention when K/V have fewer heads. `causal` hides
+    `softmax(cap(scale * Q[h] K[g]^T) + mask) V[g]` with `g = h / (Hq / Hkv)`,
+    i.e. grouped-query attention when K/V have fewer heads. `cap` is the
+    identity unless `softcap` c is nonzero, when it is Gemma-2's logit
+    softcapping `c * tanh(s / c)` (attn_logit_softcapping), which bounds each
+    score to (-c, c) before the mask hides keys. `causal` hides
     key positions after the query's: query i sees keys j <= i + o, with
     o = kv_seq - q_seq. A nonzero `window` W narrows that to the W most
     recent keys, i + o - W < j <= i + o (Mistral's sliding window; W-1 is
@@ -604,7 +607,7 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     (C6) causal needs q_seq <= kv_seq; (C7) `dropout`, the probability with
     which training drops each attention weight (after the softmax), is in
     `[0, 1)`; (C8) `window` is not negative, and a nonzero one needs
-    `causal`. `seed` names the random stream of that dropout, as for
+    `causal`; (C9) `softcap` is 0 (none) or positive and finite. `seed` names the random stream of that dropout, as for
     `tess.dropout`.
 
     ```mlir
@@ -615,6 +618,10 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     %w = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, window = 8 : i64}
       : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
       -> tensor<2x4x32x16xf32>
+    // Gemma-2: every score squashed into (-50, 50) before the softmax.
+    %c = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, softcap = 5.000000e+01 : f64}
+      : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
+      -> tensor<2x4x32x16xf32>
     ```
   }];
   let arguments = (ins Tess_FloatTensor:$query, Tess_FloatTensor:$key,
@@ -622,7 +629,8 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
                    UnitAttr:$causal, F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$seed,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   DefaultValuedAttr<I64Attr, "0">:$window,
+                   DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
@@ -633,7 +641,7 @@ def Tess_PackedAttentionOp : Tess_Op<"packed_attention",
     [Pure, InferTypeOpAdaptor]> {
   let summary = "attention over a QKV-packed tensor, with each row's log-sum-exp";
   let description = [{
-    `tess.attention` (no mask, no dropout, no window) on the heads of one packed
+    `tess.attention` (no mask, no dropout, no window, no softcap) on the heads of one packed
     tensor, the layout of a fused QKV projection's output and of
     FlashAttention's `qkvpacked` entry: `qkv` is `[batch, seq, (Hq + 2 Hkv)
     head_dim]`, each token's `query_heads` query heads, then `key_heads` key

@@ -342,13 +342,14 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
       adaptor.getMask(), adaptor.getCausal(),
       adaptor.getScale().convertToDouble(),
       adaptor.getDropout().convertToDouble(),
-      static_cast<int64_t>(adaptor.getWindow()), inferred);
+      static_cast<int64_t>(adaptor.getWindow()),
+      adaptor.getSoftcap().convertToDouble(), inferred);
 }
 
 LogicalResult tessera::tess::detail::inferAttention(
     std::optional<Location> location, Value query, Value key, Value value,
     Value mask, bool causal, double scale, double dropout, int64_t window,
-    SmallVectorImpl<Type> &inferred) {
+    double softcap, SmallVectorImpl<Type> &inferred) {
   RankedTensorType q = rankedType(query);
   RankedTensorType k = rankedType(key);
   RankedTensorType v = rankedType(value);
@@ -399,6 +400,9 @@ LogicalResult tessera::tess::detail::inferAttention(
   if (window < 0 || (window > 0 && !causal))
     return emitOptionalError(location, "C8: window ", window,
                              " must be 0 (none) or positive with causal");
+  if (!(softcap >= 0.0) || !std::isfinite(softcap))
+    return emitOptionalError(location, "C9: softcap ", softcap,
+                             " must be 0 (none) or positive and finite");
   inferred.push_back(RankedTensorType::get(
       {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
       q.getElementType()));

@@ -198,10 +198,11 @@ LogicalResult AttentionGradOp::inferReturnTypes(
           adaptor.getMask(), adaptor.getCausal(),
           adaptor.getScale().convertToDouble(),
           adaptor.getDropout().convertToDouble(),
-          static_cast<int64_t>(adaptor.getWindow()), output)))
+          static_cast<int64_t>(adaptor.getWindow()),
+          adaptor.getSoftcap().convertToDouble(), output)))
     return failure();
   if (adaptor.getDy().getType() != output.front())
-    return emitOptionalError(location, "C9: dy ", adaptor.getDy().getType(),
+    return emitOptionalError(location, "C10: dy ", adaptor.getDy().getType(),
                              " must have the attention's result type ",
                              output.front());
   inferred.push_back(adaptor.getQuery().getType());

@@ -293,8 +293,9 @@ def Tess_AttentionGradOp : Tess_Op<"attention_grad",
     numbers are consumed and the op is pure. Kernel:
     `tessera_cpu_attention_grad`.
 
-    Rules: (C1) to (C8) are `tess.attention`'s; (C9) `dy` has the
-    attention's result type.
+    Rules: (C1) to (C9) are `tess.attention`'s; (C10) `dy` has the
+    attention's result type. A `softcap` c scales each score's gradient by
+    `1 - tanh^2(s / c)`.
 
     ```mlir
     %dq, %dk, %dv = tess.attention_grad %q, %k, %v, %dy {causal, scale = 2.500000e-01 : f64}
@@ -308,7 +309,8 @@ def Tess_AttentionGradOp : Tess_Op<"attention_grad",
                    UnitAttr:$causal, F64Attr:$scale,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$seed,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   DefaultValuedAttr<I64Attr, "0">:$window,
+                   DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Tess_FloatTensor:$dq, Tess_FloatTensor:$dk,
                       Tess_FloatTensor:$dv);
   let assemblyFormat = [{

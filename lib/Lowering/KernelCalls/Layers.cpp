@@ -36,6 +36,49 @@ LogicalResult normGradCall(KernelCallContext &c, StringRef kernel,
   });
 }
 
+/// The entry point of an attention or its gradient: the softcapped kernels
+/// for a softcap (they take a window too), the windowed ones for a window
+/// alone, else the plain ones.
+template <typename AttentionLikeOp>
+std::string attentionKernel(AttentionLikeOp op, StringRef suffix) {
+  if (op.getSoftcap().convertToDouble() != 0.0)
+    return ("softcapped_attention" + suffix).str();
+  if (op.getWindow() != 0)
+    return ("sliding_window_attention" + suffix).str();
+  return ("attention" + suffix).str();
+}
+
+/// The arguments after the tensors that attentionKernel's entry point takes,
+/// up to the seed: which keys each query sees, the scale, the softcap and
+/// the dropout rate.
+template <typename AttentionLikeOp>
+void attentionOptions(AttentionLikeOp op, CallArguments &a) {
+  auto window = static_cast<int64_t>(op.getWindow());
+  double softcap = op.getSoftcap().convertToDouble();
+  if (softcap != 0.0 || !window)
+    a.i32(op.getCausal());
+  if (softcap != 0.0 || window)
+    a.i64(window);
+  a.f64(op.getScale().convertToDouble());
+  if (softcap != 0.0)
+    a.f64(softcap);
+  a.f64(op.getDropout().convertToDouble());
+}
+
+/// A softcapped attention (or its gradient) on a target without a softcapped
+/// kernel is refused here: the plain kernel would skip the tanh and train a
+/// different model without a word.
+template <typename AttentionLikeOp>
+LogicalResult checkSoftcapHasKernel(AttentionLikeOp op, KernelCallContext &c) {
+  if (op.getSoftcap().convertToDouble() == 0.0 || !c.targetsCuda())
+    return success();
+  return op.emitOpError("tess-lower-to-emitc: a softcapped attention "
+                        "(softcap = ")
+         << op.getSoftcap().convertToDouble()
+         << ") has no CUDA kernel yet (cuda_kernels.h); compile for --target "
+            "cpu";
+}
+
 } // namespace
 
 void populateLayerKernelCalls(KernelCallPatterns &patterns) {
@@ -87,24 +130,19 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionOp>(
       [](tess::AttentionOp attention, KernelCallContext &c) {
+        if (failed(checkSoftcapHasKernel(attention, c)))
+          return failure();
         Value opSeed = c.attentionSeed(attention.getDropout().convertToDouble(),
                                        attention.getSeed());
-        auto window = static_cast<int64_t>(attention.getWindow());
-        return c.call(window ? "sliding_window_attention" : "attention",
-                      [&](CallArguments &a) {
-                        a.value(c.in(attention.getQuery()))
-                            .value(c.in(attention.getKey()))
-                            .value(c.in(attention.getValue()))
-                            .optional(c.in(attention.getMask()))
-                            .value(c.out(attention));
-                        if (window)
-                          a.i64(window);
-                        else
-                          a.i32(attention.getCausal());
-                        a.f64(attention.getScale().convertToDouble())
-                            .f64(attention.getDropout().convertToDouble())
-                            .value(opSeed);
-                      });
+        return c.call(attentionKernel(attention, ""), [&](CallArguments &a) {
+          a.value(c.in(attention.getQuery()))
+              .value(c.in(attention.getKey()))
+              .value(c.in(attention.getValue()))
+              .optional(c.in(attention.getMask()))
+              .value(c.out(attention));
+          attentionOptions(attention, a);
+          a.value(opSeed);
+        });
       });
   patterns.add<tess::PackedAttentionOp>(
       [](tess::PackedAttentionOp attention, KernelCallContext &c) {
@@ -142,27 +180,22 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionGradOp>([](tess::AttentionGradOp grad,
                                          KernelCallContext &c) {
+    if (failed(checkSoftcapHasKernel(grad, c)))
+      return failure();
     Value opSeed =
         c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed());
-    auto window = static_cast<int64_t>(grad.getWindow());
-    return c.call(window ? "sliding_window_attention_grad" : "attention_grad",
-                  [&](CallArguments &a) {
-                    a.value(c.in(grad.getQuery()))
-                        .value(c.in(grad.getKey()))
-                        .value(c.in(grad.getValue()))
-                        .optional(c.in(grad.getMask()))
-                        .value(c.in(grad.getDy()))
-                        .value(c.out(grad, 0))
-                        .value(c.out(grad, 1))
-                        .value(c.out(grad, 2));
-                    if (window)
-                      a.i64(window);
-                    else
-                      a.i32(grad.getCausal());
-                    a.f64(grad.getScale().convertToDouble())
-                        .f64(grad.getDropout().convertToDouble())
-                        .value(opSeed);
-                  });
+    return c.call(attentionKernel(grad, "_grad"), [&](CallArguments &a) {
+      a.value(c.in(grad.getQuery()))
+          .value(c.in(grad.getKey()))
+          .value(c.in(grad.getValue()))
+          .optional(c.in(grad.getMask()))
+          .value(c.in(grad.getDy()))
+          .value(c.out(grad, 0))
+          .value(c.out(grad, 1))
+          .value(c.out(grad, 2));
+      attentionOptions(grad, a);
+      a.value(opSeed);
+    });
   });
   patterns.add<tess::PackedAttentionGradOp>(
       [](tess::PackedAttentionGradOp grad, KernelCallContext &c) {

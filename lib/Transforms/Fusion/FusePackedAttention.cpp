@@ -133,11 +133,13 @@ std::optional<PackedHeads> matchPackedHeads(Value q, Value k, Value v) {
   return heads;
 }
 
-/// The attention ops the kernels cover: no mask, no dropout, no window.
+/// The attention ops the kernels cover: no mask, no dropout, no window, no
+/// softcap.
 template <typename OpTy> bool plainAttention(OpTy op) {
-  // A windowed attention stays unpacked rather than losing its band.
+  // A windowed or softcapped attention stays unpacked rather than losing
+  // its band or its cap.
   return !op.getMask() && op.getDropout().convertToDouble() == 0.0 &&
-         op.getWindow() == 0;
+         op.getWindow() == 0 && op.getSoftcap().convertToDouble() == 0.0;
 }
 
 /// `packed` ([B, T, H Dh]) viewed as [B, T, H, Dh] and transposed to the

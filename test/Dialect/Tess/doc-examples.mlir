@@ -274,6 +274,14 @@ func.func @attention(%q: tensor<2x4x32x16xf32>, %k: tensor<2x4x32x16xf32>, %v: t
   %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
     : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
     -> tensor<2x4x32x16xf32>
+  // Each query sees itself and the 7 keys before it.
+  %w = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, window = 8 : i64}
+    : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
+    -> tensor<2x4x32x16xf32>
+  // Gemma-2: every score squashed into (-50, 50) before the softmax.
+  %c = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, softcap = 5.000000e+01 : f64}
+    : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>)
+    -> tensor<2x4x32x16xf32>
   return %o : tensor<2x4x32x16xf32>
 }
 

@@ -681,6 +681,33 @@ func.func @attention_grad_c8(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>,
 
 // -----
 
+func.func @attention_c9_negative(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C9: softcap -5.000000e+00 must be 0 (none) or positive and finite}}
+  %0 = tess.attention %q, %k, %v {causal, scale = 1.0 : f64, softcap = -5.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_c9_infinite(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>, %v: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C9: softcap INF must be 0 (none) or positive and finite}}
+  %0 = tess.attention %q, %k, %v {scale = 1.0 : f64, softcap = 0x7FF0000000000000 : f64} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_c9(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x16xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C9: softcap -1.000000e+00 must be 0 (none) or positive and finite}}
+  %0:3 = tess.attention_grad %q, %k, %v, %dy {scale = 1.0 : f64, softcap = -1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  return
+}
+
+// -----
+
 func.func @dropout_c1(%x: tensor<4xf32>) {
   // expected-error@+1 {{C1: rate must be in [0, 1), got -1.000000e-01}}
   %0 = tess.dropout %x {rate = -0.1 : f64} : tensor<4xf32>
@@ -1146,9 +1173,9 @@ func.func @attention_grad_c3(%q: tensor<2x3x8x16xf32>, %k: tensor<2x2x8x16xf32>,
 
 // -----
 
-func.func @attention_grad_c9(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x8xf32>) {
+func.func @attention_grad_c10(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x8xf32>) {
   // expected-error@+2 {{failed to infer returned types}}
-  // expected-error@+1 {{C9: dy 'tensor<2x4x8x8xf32>' must have the attention's result type 'tensor<2x4x8x16xf32>'}}
+  // expected-error@+1 {{C10: dy 'tensor<2x4x8x8xf32>' must have the attention's result type 'tensor<2x4x8x16xf32>'}}
   %0:3 = tess.attention_grad %q, %k, %v, %dy {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   return
 }

@@ -150,6 +150,10 @@ func.func @attention(%q: tensor<2x8x16x32xf16>, %k: tensor<2x2x24x32xf16>, %v: t
   // CHECK: tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 1.000000e+00 : f64, window = 4 : i64} : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
   %3 = tess.attention %q, %k, %v {causal, scale = 1.0 : f64, window = 4 : i64}
     : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
+  // Gemma-2's softcap, with a window as its local layers have.
+  // CHECK: tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 1.000000e+00 : f64, softcap = 5.000000e+01 : f64, window = 4 : i64} : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
+  %4 = tess.attention %q, %k, %v {causal, scale = 1.0 : f64, softcap = 50.0 : f64, window = 4 : i64}
+    : (tensor<2x8x16x32xf16>, tensor<2x2x24x32xf16>, tensor<2x2x24x8xf16>) -> tensor<2x8x16x8xf16>
   return
 }
 

@@ -146,7 +146,8 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
     return success();
   auto gradient = AttentionGradOp::create(
       builder, getLoc(), getQuery(), getKey(), getValue(), getMask(), dy,
-      getCausal(), getScale(), getDropout(), getSeed(), getWindow());
+      getCausal(), getScale(), getDropout(), getSeed(), getWindow(),
+      getSoftcap());
   operandCotangents[0] = gradient.getDq();
   operandCotangents[1] = gradient.getDk();
   operandCotangents[2] = gradient.getDv();
