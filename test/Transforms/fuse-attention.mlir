@@ -429,3 +429,83 @@ func.func @packed_sequences_stay(%q: tensor<1x2x8x4xf32>, %k: tensor<1x2x8x4xf32
   %o = tess.matmul %p, %v : (tensor<1x2x8x8xf32>, tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32>
   return %o : tensor<1x2x8x4xf32>
 }
+
+// -----
+
+// Tests that Gemma-2's logit softcapping, mul(tanh(div(s, 5)), 5) between
+// the scale and the causal mask, becomes the op's softcap.
+// CHECK-LABEL: func.func @softcap_between_scale_and_mask
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x4x8xf32>, %[[K:.*]]: tensor<1x2x4x8xf32>, %[[V:.*]]: tensor<1x2x4x8xf32>)
+// CHECK-NEXT: %[[O:.*]] = tess.attention %[[Q]], %[[K]], %[[V]] {causal, scale = 2.500000e-01 : f64, softcap = 5.000000e+00 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @softcap_between_scale_and_mask(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %mask = tess.constant dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]> : tensor<4x4xf32>
+  %scale = tess.constant dense<2.500000e-01> : tensor<f32>
+  %cap = tess.constant dense<5.000000e+00> : tensor<f32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %t = tess.mul %s, %scale : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %d = tess.div %t, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %h = tess.tanh %d : tensor<1x2x4x4xf32>
+  %c = tess.mul %h, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %u = tess.add %c, %mask : (tensor<1x2x4x4xf32>, tensor<4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = tess.softmax %u {axis = -1 : i64} : tensor<1x2x4x4xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that a softcap with no mask fuses too, its inner division written
+// as a multiplication by 1/c and the outer multiplication's operands swapped.
+// CHECK-LABEL: func.func @softcap_without_mask
+// CHECK-NEXT: %[[O:.*]] = tess.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f64, softcap = 5.000000e+01 : f64}
+// CHECK-NEXT: return %[[O]]
+func.func @softcap_without_mask(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %reciprocal = tess.constant dense<2.000000e-02> : tensor<f32>
+  %cap = tess.constant dense<5.000000e+01> : tensor<f32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %d = tess.mul %s, %reciprocal : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %h = tess.tanh %d : tensor<1x2x4x4xf32>
+  %c = tess.mul %cap, %h : (tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = tess.softmax %c {axis = -1 : i64} : tensor<1x2x4x4xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that tanh between two different constants (2 * tanh(s / 5)) is not
+// a softcap: the chain is some other function of the scores and stays.
+// CHECK-LABEL: func.func @tanh_with_unequal_constants_is_not_softcap
+// CHECK-NOT: tess.attention
+// CHECK: tess.tanh
+// CHECK: tess.softmax
+func.func @tanh_with_unequal_constants_is_not_softcap(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %five = tess.constant dense<5.000000e+00> : tensor<f32>
+  %two = tess.constant dense<2.000000e+00> : tensor<f32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %d = tess.div %s, %five : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %h = tess.tanh %d : tensor<1x2x4x4xf32>
+  %c = tess.mul %h, %two : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = tess.softmax %c {axis = -1 : i64} : tensor<1x2x4x4xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o : tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// Tests that a softcap whose capped scores are also read elsewhere stays
+// unfused: the fused op would not produce them.
+// CHECK-LABEL: func.func @softcap_with_second_use
+// CHECK-NOT: tess.attention
+// CHECK: tess.tanh
+func.func @softcap_with_second_use(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>) {
+  %cap = tess.constant dense<5.000000e+00> : tensor<f32>
+  %s = tess.matmul %q, %k {transpose_rhs} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x4xf32>
+  %d = tess.div %s, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %h = tess.tanh %d : tensor<1x2x4x4xf32>
+  %c = tess.mul %h, %cap : (tensor<1x2x4x4xf32>, tensor<f32>) -> tensor<1x2x4x4xf32>
+  %p = tess.softmax %c {axis = -1 : i64} : tensor<1x2x4x4xf32>
+  %o = tess.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  return %o, %h : tensor<1x2x4x8xf32>, tensor<1x2x4x4xf32>
+}

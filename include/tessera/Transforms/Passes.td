@@ -58,7 +58,9 @@ def FuseAttention : Pass<"tess-fuse-attention", "::mlir::func::FuncOp"> {
     mask stays an operand. The mask is read from its values when it is a
     constant, and from its arithmetic when it is a comparison of token
     positions (`kv_pos <= q_pos`, `kv_pos > q_pos - W`), which the importer
-    leaves unfolded at long sequences. K/V heads repeated for grouped-query
+    leaves unfolded at long sequences. Gemma-2's logit softcapping between
+    the scale and the mask, `mul(tanh(div(s, c)), c)`, becomes
+    `softcap = c`. K/V heads repeated for grouped-query
     attention (`broadcast` + `reshape` of `[B, Hkv, 1, S, D]`) are folded
     back, so the op sees the `Hkv` heads and does the grouping itself.
 

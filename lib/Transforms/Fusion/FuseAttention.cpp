@@ -7,7 +7,10 @@
 // split. The mask is the delicate part (AttentionMasks.h): exporters build a
 // causal or sliding-window mask from token positions, and recognizing it
 // turns a [B, 1, S, S] operand into the `causal` flag and `window`, which a
-// kernel applies by skipping blocks instead of reading a tensor.
+// kernel applies by skipping blocks instead of reading a tensor. Gemma-2's
+// logit softcapping, `c * tanh(s / c)` between the scale and the mask,
+// becomes the op's `softcap`: left as three elementwise ops it would keep
+// the [B, H, S, S] scores materialized.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,6 +81,42 @@ Value peelScale(Value value, double &scale) {
     }
   }
   return value;
+}
+
+/// Gemma-2's attention logit softcapping as transformers writes it,
+/// `mul(tanh(div(s, c)), c)` (the Mul's operands in either order, the Div
+/// also as a Mul by 1/c), each op feeding only the next: returns s and sets
+/// `softcap` to c. Returns `value` itself when it is not that chain, or when
+/// the inner and outer constants are not one cap (then the chain is some
+/// other function, which stays unfused).
+Value peelSoftcap(Value value, double &softcap) {
+  auto mul = value.getDefiningOp<tess::MulOp>();
+  if (!mul)
+    return value;
+  Value input;
+  double cap = 0;
+  if (!matchEitherOrder(mul.getLhs(), mul.getRhs(), [&](Value squashed,
+                                                        Value outer) {
+        std::optional<double> outerCap = getSplatFloatAsWritten(outer);
+        auto tanh = squashed.getDefiningOp<tess::TanhOp>();
+        if (!outerCap || *outerCap <= 0 || !tanh || !squashed.hasOneUse() ||
+            squashed.getType() != value.getType() ||
+            !tanh.getInput().hasOneUse())
+          return false;
+        double innerFactor = 1.0;
+        Value scores = peelScale(tanh.getInput(), innerFactor);
+        // The constants are written in the model's type: 1/c in f32 is
+        // within a few ulps of the reciprocal of c.
+        if (scores == tanh.getInput() ||
+            std::abs(innerFactor * *outerCap - 1.0) > 1e-6)
+          return false;
+        input = scores;
+        cap = *outerCap;
+        return true;
+      }))
+    return value;
+  softcap = cap;
+  return input;
 }
 
 /// A value with its last two dims swapped, not yet built: either an existing
@@ -269,8 +308,12 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
         add && logits.hasOneUse()) {
       matchEitherOrder(add.getLhs(), add.getRhs(), [&](Value scaled,
                                                        Value candidate) {
-        double unused = 1.0;
-        Value unscaled = scaled.hasOneUse() ? peelScale(scaled, unused) : scaled;
+        double unusedScale = 1.0, unusedCap = 0.0;
+        Value uncapped =
+            scaled.hasOneUse() ? peelSoftcap(scaled, unusedCap) : scaled;
+        Value unscaled = uncapped.hasOneUse()
+                             ? peelScale(uncapped, unusedScale)
+                             : uncapped;
         if (scaled.getType() != scoresType ||
             !unscaled.getDefiningOp<tess::MatmulOp>())
           return false;
@@ -280,7 +323,10 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
       });
     }
 
-    // Optional scale on the scores.
+    // Optional softcap, then scale, on the scores.
+    double softcap = 0.0;
+    if (logits.hasOneUse())
+      logits = peelSoftcap(logits, softcap);
     double scale = 1.0;
     Value scores = logits;
     if (logits.hasOneUse())
@@ -353,7 +399,7 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
         rewriter, output.getLoc(), output.getType(), query, keyValue,
         valueValue, maskOperand, causal, APFloat(scale),
         dropout ? dropout.getRate() : APFloat(0.0), /*seed=*/0,
-        maskKind.window);
+        maskKind.window, APFloat(softcap));
     rewriter.replaceOp(output, attention.getResult());
     // Dropout draws random numbers, so it is not erased as dead on its own.
     if (dropout)
