@@ -5,8 +5,8 @@ and PyTorch's reference numbers for each (test/models/generated/<name>.reference
 Each model varies one thing that matters to the importer, the fusion patterns or the training
 builder (depth, width and head count, vocabulary and position-table sizes, grouped-query and
 multi-query attention, rotary base, tied embeddings, MLP width, q/k/v biases, sliding-window masks,
-parallel residual with partial rotary, transformers' default SDPA attention) against the bundled
-tiny models, or is another architecture the importer must take (Falcon, RoBERTa, OPT, BLOOM). The settings are exactly those of the shared models: random init from a config
+parallel residual with partial rotary, transformers' default SDPA attention, Gemma-2's attention logit
+softcapping) against the bundled tiny models, or is another architecture the importer must take (Falcon, RoBERTa, OPT, BLOOM). The settings are exactly those of the shared models: random init from a config
 (nothing is downloaded), every parameter perturbed with N(0, 0.02) noise by
 ../shared/tools/export_hf.py's perturb(), the dynamo exporter with optimize=False, opset 20,
 symbolic `batch` and `seq`, weights inline; only the per-node debugging provenance (stack traces,
@@ -45,9 +45,10 @@ def configs():
     import export_hf
     import export_llama_tiny
     from transformers import (BertConfig, BertForMaskedLM, BloomConfig, BloomForCausalLM, FalconConfig,
-                              FalconForCausalLM, GPT2Config, GPT2LMHeadModel, GPTNeoXConfig, GPTNeoXForCausalLM,
-                              LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, OPTConfig,
-                              OPTForCausalLM, Qwen2Config, Qwen2ForCausalLM, RobertaConfig, RobertaForMaskedLM)
+                              FalconForCausalLM, Gemma2Config, Gemma2ForCausalLM, GPT2Config, GPT2LMHeadModel,
+                              GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                              MistralForCausalLM, OPTConfig, OPTForCausalLM, Qwen2Config, Qwen2ForCausalLM,
+                              RobertaConfig, RobertaForMaskedLM)
 
     # The bundled tiny models' configurations are the baselines each variant departs from.
     gpt2 = export_hf.MODELS["gpt2-tiny"][0]().config.to_dict()
@@ -102,6 +103,15 @@ def configs():
         "mistral-tiny": ("Mistral: Llama-like with a sliding-window causal mask (window 16 < seq 32), GQA 4/2",
                          variant(MistralConfig, MistralForCausalLM, decoder, num_key_value_heads=2,
                                  sliding_window=16), True, 512, 64),
+        # The tiny model's scaled scores stay below 0.06 at Gemma-2's cap (50) and scale (256^-0.5), where the
+        # tanh is the identity to 1e-6: scale 1 and a cap of 0.5 put them in its bend (without the cap, q/k
+        # gradients are 15 % larger).
+        "gemma2-tiny": ("Gemma-2: attention logits softcapped (0.5 * tanh(s / 0.5)) between the scale (1) and the "
+                        "mask, sliding-window (16) and global layers alternating, GQA 4/2, final logits softcapped, "
+                        "(1 + w) RMSNorm, tanh GELU, tied",
+                        variant(Gemma2Config, Gemma2ForCausalLM, decoder, num_key_value_heads=2, head_dim=16,
+                                sliding_window=16, query_pre_attn_scalar=1, attn_logit_softcapping=0.5),
+                        True, 512, 64),
         "gpt-neox-tiny": ("GPT-NeoX: parallel residual, partial rotary (25% of each head), biases, untied",
                           variant(GPTNeoXConfig, GPTNeoXForCausalLM, decoder, hidden_dropout=0.0,
                                   classifier_dropout=0.0), True, 512, 64),
