@@ -187,7 +187,7 @@ double fixtures::checkUpdatedParameters(
   double largest = 0;
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
-    std::string name = initializerOf(pytorchName, *info);
+    std::string name = programNameOf(pytorchName, *info, updated);
     auto found = updated.find(name);
     if (found == updated.end()) {
       ADD_FAILURE() << where << ": no updated value of " << name;
@@ -270,7 +270,7 @@ void fixtures::checkTrainingStep(const llvm::json::Object &fixture,
   EXPECT_EQ(gradients.size(), parameters->size());
   for (const auto &[pytorchName, entry] : *parameters) {
     const llvm::json::Object *info = entry.getAsObject();
-    std::string name = fixtures::initializerOf(pytorchName, *info);
+    std::string name = fixtures::programNameOf(pytorchName, *info, gradients);
     auto gradient = gradients.find(name);
     ASSERT_NE(gradient, gradients.end()) << "no gradient for " << name;
     double expectedNorm = *info->getNumber("grad_norm");

@@ -45,6 +45,18 @@ std::vector<double> numbers(const llvm::json::Value *array);
 std::string initializerOf(llvm::StringRef pytorchName,
                           const llvm::json::Object &info);
 
+/// The name the compiled program gives the PyTorch parameter `pytorchName`,
+/// among `byName`'s keys: PyTorch's own where the importer recovered it (an
+/// optimize=True export's folded weight), else the initializer's.
+template <typename Value>
+std::string programNameOf(llvm::StringRef pytorchName,
+                          const llvm::json::Object &info,
+                          const std::map<std::string, Value> &byName) {
+  if (byName.count(pytorchName.str()))
+    return pytorchName.str();
+  return initializerOf(pytorchName, info);
+}
+
 /// The L2 norm of all the tensor's elements, summed in double: what the
 /// fixtures' grad_norm holds.
 double norm(const execution::HostTensorBuffer &tensor);

@@ -620,8 +620,10 @@ llvm::Error GraphImporter::importInitializers() {
         << " are matrix products' weights outside the export's graph "
            "signature (torch.onnx.export(..., optimize=True) folds a "
            "parameter's transpose into a new initializer and drops the "
-           "parameter): they are trained, in the layout and under the names "
-           "the export gave them; --freeze or --train choose otherwise";
+           "parameter): they are trained, in the layout the export gave "
+           "them, under the parameter's PyTorch name where the optimizer "
+           "recorded the one it folded (pkg.onnxscript.optimizer.folded_from) "
+           "and else under the export's; --freeze or --train choose otherwise";
   }
   // A lookup table outside the signature may be learned or derived from a
   // buffer: the importer cannot tell, and says what it chose.
@@ -684,6 +686,12 @@ llvm::Error GraphImporter::importInitializer(
   InitializerRole role = classifier.classify(tensor);
   if (classifier.isFoldedWeight(tensor))
     census.foldedWeights.push_back(tensor.name());
+  // Checkpoints and --summary name a parameter as PyTorch does wherever the
+  // export says which one a folded weight is.
+  std::string name =
+      modelClassifier.pytorchNameOf(tensor).value_or(tensor.name());
+  if (name != tensor.name())
+    ++census.pytorchNamed;
   if (classifier.isFoldedLookupTable(tensor))
     census.foldedTables.push_back(tensor.name());
   bool frozenWeight =
@@ -726,8 +734,8 @@ llvm::Error GraphImporter::importInitializer(
                                      llvm::toString(decoded.takeError()));
     if (decoded && options.loadWeights) {
       auto parameter = tess::ParameterOp::create(
-          opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
-          type, tensor.name(), role == InitializerRole::TrainableParameter,
+          opBuilder, NameLoc::get(StringAttr::get(context(), name)), type,
+          name, role == InitializerRole::TrainableParameter,
           nullptr, toElementsAttr(*decoded, context()));
       values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
       census.count(role);
@@ -764,9 +772,8 @@ llvm::Error GraphImporter::importInitializer(
         std::nullopt);
   }
   auto parameter = tess::ParameterOp::create(
-      opBuilder, NameLoc::get(StringAttr::get(context(), tensor.name())),
-      type, tensor.name(), role == InitializerRole::TrainableParameter,
-      location, nullptr);
+      opBuilder, NameLoc::get(StringAttr::get(context(), name)), type, name,
+      role == InitializerRole::TrainableParameter, location, nullptr);
   values[tensor.name()] = ImportedValue{nullptr, parameter, {}};
   census.count(role);
   return llvm::Error::success();

@@ -27,11 +27,16 @@ namespace {
 
 constexpr const char *kExportKindKey =
     "pkg.torch.export.graph_signature.InputSpec.kind";
+/// What onnxscript's optimizer (torch.onnx.export(..., optimize=True))
+/// records on a value it folded: the names of the values it was computed
+/// from, as a Python list literal ("['lm_head.weight']").
+constexpr const char *kFoldedFromKey = "pkg.onnxscript.optimizer.folded_from";
 
 /// ValueInfoProto.metadata_props is field 4 since ONNX IR 10; libonnx 1.12
 /// predates it, so protobuf keeps it among the unknown fields. Each entry is
 /// a StringStringEntryProto, which 1.12 does know.
-std::optional<std::string> exportKindOf(const onnx::ValueInfoProto &info) {
+std::optional<std::string> metadataOf(const onnx::ValueInfoProto &info,
+                                      llvm::StringRef key) {
   constexpr int kMetadataPropsField = 4;
   const google::protobuf::UnknownFieldSet &unknown =
       info.GetReflection()->GetUnknownFields(info);
@@ -41,11 +46,32 @@ std::optional<std::string> exportKindOf(const onnx::ValueInfoProto &info) {
         field.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
       continue;
     onnx::StringStringEntryProto entry;
-    if (entry.ParseFromString(field.length_delimited()) &&
-        entry.key() == kExportKindKey)
+    if (entry.ParseFromString(field.length_delimited()) && entry.key() == key)
       return entry.value();
   }
   return std::nullopt;
+}
+
+/// The names in a Python list literal of strings, or nothing if `list` is
+/// not one.
+std::optional<std::vector<std::string>> namesInList(llvm::StringRef list) {
+  list = list.trim();
+  if (!list.consume_front("[") || !list.consume_back("]"))
+    return std::nullopt;
+  std::vector<std::string> names;
+  for (list = list.trim(); !list.empty(); list = list.trim()) {
+    char quote = list.front();
+    if (quote != '\'' && quote != '"')
+      return std::nullopt;
+    size_t end = list.find(quote, 1);
+    if (end == llvm::StringRef::npos)
+      return std::nullopt;
+    names.push_back(list.slice(1, end).str());
+    list = list.drop_front(end + 1).trim();
+    if (!list.empty() && !list.consume_front(","))
+      return std::nullopt;
+  }
+  return names;
 }
 
 bool isFloatingType(int32_t type) {
@@ -91,15 +117,39 @@ InitializerClassifier::create(const onnx::GraphProto &graph,
   InitializerClassifier classifier;
   classifier.freezePattern = options.freezePattern;
   classifier.trainPattern = options.trainPattern;
-  for (const onnx::ValueInfoProto &info : graph.value_info())
-    if (std::optional<std::string> kind = exportKindOf(info))
+  llvm::StringSet<> initializers;
+  for (const onnx::TensorProto &tensor : graph.initializer())
+    initializers.insert(tensor.name());
+  for (const onnx::ValueInfoProto &info : graph.value_info()) {
+    if (std::optional<std::string> kind = metadataOf(info, kExportKindKey))
       classifier.exportKinds[info.name()] = *kind;
+    // One original the export no longer holds: the parameter this tensor
+    // is all that is left of. Folded from several (a fused weight), it has
+    // no one name.
+    std::optional<std::string> list = metadataOf(info, kFoldedFromKey);
+    std::optional<std::vector<std::string>> names =
+        list ? namesInList(*list) : std::nullopt;
+    if (names && names->size() == 1 && !names->front().empty() &&
+        !initializers.contains(names->front()))
+      classifier.foldedFrom[info.name()] = names->front();
+  }
   for (const onnx::NodeProto &node : graph.node())
     if ((node.op_type() == "MatMul" || node.op_type() == "Gemm") &&
         node.input_size() >= 2)
       classifier.productWeights.insert(node.input(1));
     else if (node.op_type() == "Gather" && node.input_size() >= 1)
       classifier.lookupTables.insert(node.input(0));
+  // A name is one parameter's: of two folded weights claiming it, the
+  // first in the file takes it and the other keeps the export's name.
+  llvm::StringSet<> claimed;
+  for (const onnx::TensorProto &tensor : graph.initializer()) {
+    auto origin = classifier.foldedFrom.find(tensor.name());
+    if (origin == classifier.foldedFrom.end())
+      continue;
+    if (!classifier.isFoldedWeight(tensor) ||
+        !claimed.insert(origin->second).second)
+      classifier.foldedFrom.erase(origin);
+  }
   return classifier;
 }
 
@@ -142,9 +192,11 @@ InitializerClassifier::classify(const onnx::TensorProto &initializer) const {
   }
   if (role != InitializerRole::TrainableParameter)
     return role;
-  // The user's patterns only ever narrow the trained set.
-  if (matches(freezePattern, name) ||
-      (trainPattern && !matches(trainPattern, name)))
+  // The user's patterns only ever narrow the trained set, and read the
+  // name the parameter is imported under.
+  std::string imported = pytorchNameOf(initializer).value_or(name.str());
+  if (matches(freezePattern, imported) ||
+      (trainPattern && !matches(trainPattern, imported)))
     return InitializerRole::Buffer;
   return role;
 }
@@ -164,10 +216,11 @@ void InitializerCensus::count(InitializerRole role) {
 }
 
 InitializerCounts InitializerCensus::byKind() const {
-  return {{{"trained", parameters},
-           {"  outside the signature",
-            static_cast<int64_t>(foldedWeights.size())},
-           {"copies of a parameter", views},
-           {"buffers", buffers},
-           {"constants", constants}}};
+  return {
+      {{"trained", parameters},
+       {"  outside the signature", static_cast<int64_t>(foldedWeights.size())},
+       {"    under PyTorch's name", pytorchNamed},
+       {"copies of a parameter", views},
+       {"buffers", buffers},
+       {"constants", constants}}};
 }

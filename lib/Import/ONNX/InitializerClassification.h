@@ -62,6 +62,17 @@ public:
     return isFoldedMatrixIn(initializer, lookupTables);
   }
 
+  /// The PyTorch name of the one parameter a folded weight was computed
+  /// from, where the optimizer recorded it and dropped that parameter
+  /// (onnxscript's `pkg.onnxscript.optimizer.folded_from`).
+  std::optional<std::string>
+  pytorchNameOf(const onnx::TensorProto &initializer) const {
+    auto name = foldedFrom.find(initializer.name());
+    if (name == foldedFrom.end() || !isFoldedWeight(initializer))
+      return std::nullopt;
+    return name->second;
+  }
+
 private:
   InitializerClassifier() = default;
   /// A float initializer of rank 2 or more, outside the signature, that
@@ -72,6 +83,9 @@ private:
   /// Initializer name -> torch.export's InputSpec kind ("PARAMETER",
   /// "BUFFER", "CONSTANT_TENSOR"), when the exporter recorded it.
   llvm::StringMap<std::string> exportKinds;
+  /// Initializer name -> the one value it was folded from, where that value
+  /// is not in the graph.
+  llvm::StringMap<std::string> foldedFrom;
   /// The right-hand operands of the graph's MatMul and Gemm nodes.
   llvm::StringSet<> productWeights;
   /// The tables (input 0) of the graph's Gather nodes.
@@ -90,6 +104,8 @@ struct InitializerCensus {
   int64_t views = 0;
   /// Matrix products' weights outside the graph signature (trained).
   std::vector<std::string> foldedWeights;
+  /// Of those, the ones named after the parameter they were folded from.
+  int64_t pytorchNamed = 0;
   /// Lookup tables outside the graph signature (constants: undecidable).
   std::vector<std::string> foldedTables;
 

@@ -418,6 +418,32 @@ def optimized_signature():
     return with_parameters(g.model(), {"fc1.weight": [16, 16]})
 
 
+def folded_names():
+    """optimized_signature with the record onnxscript's optimizer keeps of what it folded (the value_info
+    metadata pkg.onnxscript.optimizer.folded_from): `val_7` [16, 8] was folded from fc2.weight alone, which
+    the export no longer holds; `val_8` [16, 8] from two parameters (a fused weight), so no one name; `val_9`
+    [16, 8] claims fc2.weight too (other values), and a name is given once."""
+    g = GraphBuilder("folded_names")
+    x = g.input("x", [2, 16])
+    weight = g.initializer("fc1.weight", weights(61, [16, 16]))
+    g.initializer("val_7", weights(62, [16, 8]))
+    g.initializer("val_8", weights(63, [16, 8]))
+    g.initializer("val_9", weights(64, [16, 8]))
+    hidden = g.op("MatMul", [x, g.op("Transpose", [weight], perm=[1, 0])], out="hidden")
+    pair = g.op("Add", [g.op("MatMul", [hidden, "val_7"]), g.op("MatMul", [hidden, "val_8"])])
+    g.op("Add", [pair, g.op("MatMul", [hidden, "val_9"])], out="y")
+    g.output("y", [2, 8])
+    model = with_parameters(g.model(), {"fc1.weight": [16, 16]})
+    for name, origins in (("val_7", ["fc2.weight"]), ("val_8", ["fc3.weight", "fc4.weight"]),
+                          ("val_9", ["fc2.weight"])):
+        info = helper.make_tensor_value_info(name, FLOAT, [16, 8])
+        entry = info.metadata_props.add()
+        entry.key = "pkg.onnxscript.optimizer.folded_from"
+        entry.value = repr(origins)
+        model.graph.value_info.append(info)
+    return model
+
+
 def tied_head_copy():
     """A legacy export (dynamo=False, no graph signature) of a tied head: the embedding `embed.weight`
     [8, 4] for the lookup, and its transpose stored again as `onnx::MatMul_7` [4, 8] for the head."""
@@ -807,6 +833,7 @@ WELL_FORMED = {
     "linear_gemm": linear_gemm,
     "linear_matmul_add": linear_matmul_add,
     "optimized_signature": optimized_signature,
+    "folded_names": folded_names,
     "matmul_batched": matmul_batched,
     "tied_head_copy": tied_head_copy,
     "zero_initialized_weights": zero_initialized_weights,
@@ -924,6 +951,9 @@ def expected_outputs(name, model, feeds):
         return [x @ initializer(model, "linear.weight").T + initializer(model, "linear.bias")]
     if name == "optimized_signature":
         return [x @ initializer(model, "fc1.weight").T @ initializer(model, "val_7")]
+    if name == "folded_names":
+        hidden = x @ initializer(model, "fc1.weight").T
+        return [sum(hidden @ initializer(model, name) for name in ("val_7", "val_8", "val_9"))]
     if name == "matmul_batched":
         return [feeds["a"] @ feeds["b"], feeds["a"] @ initializer(model, "proj.weight")]
     if name == "tied_head_copy":
