@@ -635,6 +635,19 @@ llvm::Error GraphImporter::importInitializers() {
            "are imported as constants and not trained; if one was learned, "
            "export with torch.onnx.export(..., optimize=False)";
   }
+  // A value the optimizer computed from a module tensor it then dropped
+  // (GPT-2's position embeddings gathered at the positions 0..seq-1) may
+  // hold a parameter's values or a buffer's: the importer cannot tell.
+  if (!census.foldedConstants.empty()) {
+    mlir::emitWarning(FileLineColLoc::get(context(), modelPath, 0, 0))
+        << "initializers " << quotedNames(census.foldedConstants)
+        << " are constants the export's optimizer computed from "
+        << quotedNames(census.droppedOrigins)
+        << ", which the export no longer holds "
+           "(pkg.onnxscript.optimizer.folded_from): they are not trained; "
+           "if one of those was a learned parameter, export with "
+           "torch.onnx.export(..., optimize=False)";
+  }
   if (options.initializerCounts)
     *options.initializerCounts = census.byKind();
   return llvm::Error::success();
@@ -692,8 +705,16 @@ llvm::Error GraphImporter::importInitializer(
       modelClassifier.pytorchNameOf(tensor).value_or(tensor.name());
   if (name != tensor.name())
     ++census.pytorchNamed;
-  if (classifier.isFoldedLookupTable(tensor))
+  if (classifier.isFoldedLookupTable(tensor)) {
     census.foldedTables.push_back(tensor.name());
+  } else if (llvm::ArrayRef<std::string> origins =
+                 classifier.droppedOriginsOf(tensor);
+             !origins.empty() && role == InitializerRole::Constant) {
+    census.foldedConstants.push_back(tensor.name());
+    for (const std::string &origin : origins)
+      if (!llvm::is_contained(census.droppedOrigins, origin))
+        census.droppedOrigins.push_back(origin);
+  }
   bool frozenWeight =
       role != InitializerRole::TrainableParameter &&
       modelClassifier.classify(tensor) ==

@@ -132,6 +132,11 @@ InitializerClassifier::create(const onnx::GraphProto &graph,
     if (names && names->size() == 1 && !names->front().empty() &&
         !initializers.contains(names->front()))
       classifier.foldedFrom[info.name()] = names->front();
+    // torch.export names a lifted parameter or buffer by its module path
+    // (dotted), a computed value by an identifier ("arange", "val_4").
+    for (const std::string &name : names.value_or(std::vector<std::string>()))
+      if (llvm::StringRef(name).contains('.') && !initializers.contains(name))
+        classifier.droppedOrigins[info.name()].push_back(name);
   }
   for (const onnx::NodeProto &node : graph.node())
     if ((node.op_type() == "MatMul" || node.op_type() == "Gemm") &&
@@ -158,6 +163,15 @@ bool InitializerClassifier::isFoldedMatrixIn(
   return outsideSignature(initializer.name()) &&
          uses.contains(initializer.name()) && initializer.dims_size() >= 2 &&
          isFloatingType(initializer.data_type());
+}
+
+llvm::ArrayRef<std::string> InitializerClassifier::droppedOriginsOf(
+    const onnx::TensorProto &initializer) const {
+  auto origins = droppedOrigins.find(initializer.name());
+  if (origins == droppedOrigins.end() ||
+      !isFloatingType(initializer.data_type()))
+    return {};
+  return origins->second;
 }
 
 InitializerRole

@@ -73,6 +73,13 @@ public:
     return name->second;
   }
 
+  /// The module tensors a float initializer was folded from that the
+  /// export no longer holds (a parameter the optimizer gathered at fixed
+  /// positions, a buffer it computed a table from): whether one was learned,
+  /// nothing in the graph tells.
+  llvm::ArrayRef<std::string>
+  droppedOriginsOf(const onnx::TensorProto &initializer) const;
+
 private:
   InitializerClassifier() = default;
   /// A float initializer of rank 2 or more, outside the signature, that
@@ -86,6 +93,9 @@ private:
   /// Initializer name -> the one value it was folded from, where that value
   /// is not in the graph.
   llvm::StringMap<std::string> foldedFrom;
+  /// Initializer name -> the module tensors it was folded from that are not
+  /// in the graph.
+  llvm::StringMap<std::vector<std::string>> droppedOrigins;
   /// The right-hand operands of the graph's MatMul and Gemm nodes.
   llvm::StringSet<> productWeights;
   /// The tables (input 0) of the graph's Gather nodes.
@@ -108,6 +118,10 @@ struct InitializerCensus {
   int64_t pytorchNamed = 0;
   /// Lookup tables outside the graph signature (constants: undecidable).
   std::vector<std::string> foldedTables;
+  /// Other constants folded from module tensors the export dropped, and
+  /// those tensors (undecidable: learned or not).
+  std::vector<std::string> foldedConstants;
+  std::vector<std::string> droppedOrigins;
 
   void count(InitializerRole role);
   InitializerCounts byKind() const;

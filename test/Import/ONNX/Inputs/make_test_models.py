@@ -444,6 +444,26 @@ def folded_names():
     return model
 
 
+def folded_constant():
+    """An optimize=True export's GPT-2 position embeddings: the optimizer gathered transformer.wpe.weight at
+    the positions 0..3 into a constant, `embedding_1` [4, 8], and dropped the parameter; its folded_from
+    record names the parameter among the values it computed with (`arange`, `val_4`). `proj.weight` is
+    a PARAMETER."""
+    g = GraphBuilder("folded_constant")
+    x = g.input("x", [4, 8])
+    g.initializer("embedding_1", weights(101, [4, 8]))
+    g.initializer("proj.weight", weights(102, [8, 8]))
+    g.op("MatMul", [g.op("Add", [x, "embedding_1"]), "proj.weight"], out="y")
+    g.output("y", [4, 8])
+    model = with_parameters(g.model(), {"proj.weight": [8, 8]})
+    info = helper.make_tensor_value_info("embedding_1", FLOAT, [4, 8])
+    entry = info.metadata_props.add()
+    entry.key = "pkg.onnxscript.optimizer.folded_from"
+    entry.value = repr(["arange", "transformer.wpe.weight", "val_4"])
+    model.graph.value_info.append(info)
+    return model
+
+
 def tied_head_copy():
     """A legacy export (dynamo=False, no graph signature) of a tied head: the embedding `embed.weight`
     [8, 4] for the lookup, and its transpose stored again as `onnx::MatMul_7` [4, 8] for the head."""
@@ -834,6 +854,7 @@ WELL_FORMED = {
     "linear_matmul_add": linear_matmul_add,
     "optimized_signature": optimized_signature,
     "folded_names": folded_names,
+    "folded_constant": folded_constant,
     "matmul_batched": matmul_batched,
     "tied_head_copy": tied_head_copy,
     "zero_initialized_weights": zero_initialized_weights,
@@ -954,6 +975,8 @@ def expected_outputs(name, model, feeds):
     if name == "folded_names":
         hidden = x @ initializer(model, "fc1.weight").T
         return [sum(hidden @ initializer(model, name) for name in ("val_7", "val_8", "val_9"))]
+    if name == "folded_constant":
+        return [(x + initializer(model, "embedding_1")) @ initializer(model, "proj.weight")]
     if name == "matmul_batched":
         return [feeds["a"] @ feeds["b"], feeds["a"] @ initializer(model, "proj.weight")]
     if name == "tied_head_copy":
