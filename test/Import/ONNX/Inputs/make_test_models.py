@@ -537,6 +537,24 @@ def derived_parameters():
                                        "attn.v_proj.weight": [4, 8], "attn.bias": [12]})
 
 
+def derived_parameters_legacy():
+    """A legacy export (no graph signature: every float initializer may be trained) whose first
+    initializer, `onnx::MatMul_9` [8, 8], is the transposed concatenation of attn.q_proj.weight and
+    attn.k_proj.weight [4, 8] stored after it; q_proj.weight is read on its own too. Each could be
+    written as a function of the other (the pieces as slices of the fused weight)."""
+    g = GraphBuilder("derived_parameters_legacy")
+    x = g.input("x", [2, 8])
+    q, k = weights(111, [4, 8]), weights(112, [4, 8])
+    g.initializer("onnx::MatMul_9", np.ascontiguousarray(np.concatenate([q, k]).T))
+    g.initializer("attn.q_proj.weight", q)
+    g.initializer("attn.k_proj.weight", k)
+    g.op("MatMul", [x, "onnx::MatMul_9"], out="qk")
+    g.op("MatMul", [x, g.op("Transpose", ["attn.q_proj.weight"], perm=[1, 0])], out="query")
+    g.output("qk", [2, 8])
+    g.output("query", [2, 4])
+    return g.model()
+
+
 def matmul_batched():
     """Batched MatMul of two rank-4 inputs, and of a rank-4 input by a rank-2 weight (broadcast)."""
     g = GraphBuilder("matmul_batched")
@@ -860,6 +878,7 @@ WELL_FORMED = {
     "zero_initialized_weights": zero_initialized_weights,
     "folded_lookup_table": folded_lookup_table,
     "derived_parameters": derived_parameters,
+    "derived_parameters_legacy": derived_parameters_legacy,
     "gather_nd_split": gather_nd_split,
     "gather_nd_batched": gather_nd_batched,
     "scatter_nd_rows": scatter_nd_rows,
@@ -991,6 +1010,9 @@ def expected_outputs(name, model, feeds):
         changed = np.concatenate([q, k, v]).T.copy()
         changed[7, 11] += 1
         return [x @ np.concatenate([q, k, v]).T + bias, x @ q.T + bias[:4], x @ k16.T, x @ changed]
+    if name == "derived_parameters_legacy":
+        q, k = initializer(model, "attn.q_proj.weight"), initializer(model, "attn.k_proj.weight")
+        return [x @ np.concatenate([q, k]).T, x @ q.T]
     if name == "zero_initialized_weights":
         return [np.zeros([2, 4], dtype=np.float32)]
     if name == "gather_nd_split":
