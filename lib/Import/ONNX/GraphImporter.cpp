@@ -571,7 +571,7 @@ llvm::Error GraphImporter::importInitializers() {
                InitializerRole::TrainableParameter;
       },
       [&](const onnx::TensorProto &tensor) {
-        return !modelClassifier->isSignatureParameter(tensor.name());
+        return !modelClassifier->inSignature(tensor.name());
       });
   InitializerCensus census;
   std::vector<const onnx::TensorProto *> deferredViews;

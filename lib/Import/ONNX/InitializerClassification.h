@@ -39,11 +39,11 @@ public:
     return !exportKinds.empty() && !exportKinds.count(name);
   }
 
-  /// Whether the export's graph signature names `name` a parameter of the
-  /// module: a tensor of its own, never a copy of another.
-  bool isSignatureParameter(llvm::StringRef name) const {
-    auto kind = exportKinds.find(name);
-    return kind != exportKinds.end() && kind->second == "PARAMETER";
+  /// Whether the export's graph signature names `name` (a parameter or a
+  /// buffer of the module): a tensor of its own, never a copy of another,
+  /// even where its values equal another's (a frozen teacher's copy).
+  bool inSignature(llvm::StringRef name) const {
+    return exportKinds.count(name);
   }
 
   /// Whether `initializer` is outside the signature yet a matrix product's

@@ -55,7 +55,7 @@ struct ParameterView {
 /// `canBeSource` initializers, found among those whose data is in the model
 /// file (external data is not read: weights are not needed to compile).
 /// `canBeSource` picks the trained tensors, `canBeView` leaves out those
-/// known to be parameters of their own (the export's graph signature names
+/// known to be tensors of their own (the export's graph signature names
 /// them). Of trained tensors that can each be written as a function of the
 /// other (a tied head and its embedding, a fused QKV weight and its
 /// pieces), the one a Gather reads (the embedding), else one whose name is

@@ -555,6 +555,26 @@ def derived_parameters_legacy():
     return g.model()
 
 
+def buffer_copy():
+    """A dynamo export whose graph signature names `student.weight` [4, 4] a PARAMETER and
+    `teacher.weight` a BUFFER holding the same values (a frozen teacher copied from the student at
+    export time): equal, yet the buffer is a tensor of its own and is not trained."""
+    g = GraphBuilder("buffer_copy")
+    x = g.input("x", [2, 4])
+    student = weights(121, [4, 4])
+    g.initializer("student.weight", student)
+    g.initializer("teacher.weight", student.copy())
+    g.op("Add", [g.op("MatMul", [x, "student.weight"]), g.op("MatMul", [x, "teacher.weight"])], out="y")
+    g.output("y", [2, 4])
+    model = with_parameters(g.model(), {"student.weight": [4, 4]})
+    info = helper.make_tensor_value_info("teacher.weight", FLOAT, [4, 4])
+    entry = info.metadata_props.add()
+    entry.key = "pkg.torch.export.graph_signature.InputSpec.kind"
+    entry.value = "BUFFER"
+    model.graph.value_info.append(info)
+    return model
+
+
 def matmul_batched():
     """Batched MatMul of two rank-4 inputs, and of a rank-4 input by a rank-2 weight (broadcast)."""
     g = GraphBuilder("matmul_batched")
@@ -879,6 +899,7 @@ WELL_FORMED = {
     "folded_lookup_table": folded_lookup_table,
     "derived_parameters": derived_parameters,
     "derived_parameters_legacy": derived_parameters_legacy,
+    "buffer_copy": buffer_copy,
     "gather_nd_split": gather_nd_split,
     "gather_nd_batched": gather_nd_batched,
     "scatter_nd_rows": scatter_nd_rows,
@@ -1013,6 +1034,8 @@ def expected_outputs(name, model, feeds):
     if name == "derived_parameters_legacy":
         q, k = initializer(model, "attn.q_proj.weight"), initializer(model, "attn.k_proj.weight")
         return [x @ np.concatenate([q, k]).T, x @ q.T]
+    if name == "buffer_copy":
+        return [2 * x @ initializer(model, "student.weight")]
     if name == "zero_initialized_weights":
         return [np.zeros([2, 4], dtype=np.float32)]
     if name == "gather_nd_split":
