@@ -2,8 +2,8 @@
 # The GPU checks of the --target cuda executables, on the GPU machine:
 #   run(command="bash build-gpu/gpu-check/run.sh", carry=["build-gpu/gpu-check"])
 # after scripts/make-gpu-check.sh made that directory (copied there as run.sh).
-# 1. gpt2-tiny (causal-lm), bert-tiny (mlm), llama-tiny and mistral-tiny
-#    (a sliding window), fp32, and gpt2-tiny
+# 1. gpt2-tiny (causal-lm), bert-tiny (mlm), llama-tiny, mistral-tiny (a
+#    sliding window) and gemma2-tiny (softcap), fp32, and gpt2-tiny
 #    partitioned for the meshes 2 (tp) and 2x2 (dp-tp): each executable trains
 #    one step on the fixture batch with the fixture's AdamW settings (as
 #    test/Lowering/train-{gpt2,bert}-tiny.test do on the CPU), writing
@@ -66,7 +66,7 @@ first_step() {
   grep -q '^OK' "$out/$name.check.txt" || status=1
 }
 
-for model in gpt2-tiny bert-tiny llama-tiny mistral-tiny; do
+for model in gpt2-tiny bert-tiny llama-tiny mistral-tiny gemma2-tiny; do
   echo "=== $model (--target cuda, fp32) ==="
   first_step "$model" "$model" "$model-train.weights.safetensors"
 done

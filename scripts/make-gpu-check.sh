@@ -6,9 +6,9 @@
 #   run(command="bash <OUT_DIR>/run.sh", carry=["<OUT_DIR>"])
 # BUILD_DIR must have been configured with the CUDA runtime (the default where
 # nvcc is found). What it holds:
-# - gpt2-tiny (causal LM), bert-tiny (MLM), llama-tiny and mistral-tiny
-#   (its sliding window), fp32: the first-step check against PyTorch's
-#   fixtures;
+# - gpt2-tiny (causal LM), bert-tiny (MLM), llama-tiny, mistral-tiny (its
+#   sliding window) and gemma2-tiny (softcap, alternating windows), fp32:
+#   the first-step check against PyTorch's fixtures;
 # - gpt2-tiny in bf16: a short run with two micro-batches a step, once
 #   straight and once stopped at a checkpoint and resumed (the GPU backend's
 #   accumulation, checkpoint download and --resume upload);
@@ -41,6 +41,8 @@ rm -rf "$out" && mkdir -p "$out"
     --loss causal-lm --precision fp32 --target cuda -o "$out/llama-tiny-train"
 "$tesserac" "$repo/test/models/generated/mistral-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda -o "$out/mistral-tiny-train"
+"$tesserac" "$repo/test/models/generated/gemma2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda -o "$out/gemma2-tiny-train"
 # Partitioned for meshes (tensor parallel on 2, data x tensor parallel on
 # 2x2), without weights of their own: they start from gpt2-tiny-train's.
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
@@ -59,10 +61,12 @@ python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out
 python3 "$step" write-batch "$repo/test/fixtures/bert-tiny.reference.json" "$out/bert-tiny.batch.npy" --mlm
 python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$out/llama-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/models/generated/mistral-tiny.reference.json" "$out/mistral-tiny.batch.npy"
+python3 "$step" write-batch "$repo/test/models/generated/gemma2-tiny.reference.json" "$out/gemma2-tiny.batch.npy"
 cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" "$out/"
 cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" \
    "$repo/test/fixtures/llama-tiny.reference.json" \
-   "$repo/test/models/generated/mistral-tiny.reference.json" "$out/"
+   "$repo/test/models/generated/mistral-tiny.reference.json" \
+   "$repo/test/models/generated/gemma2-tiny.reference.json" "$out/"
 cp "$repo/scripts/gpu-check-run.sh" "$out/run.sh"
 cp "$repo/bench/gpu-env.sh" "$out/"
 

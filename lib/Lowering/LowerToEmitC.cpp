@@ -224,7 +224,6 @@ private:
   bool isView(Value result) override {
     return plan.storage.lookup(result).kind == StorageKind::Alias;
   }
-  bool targetsCuda() const override { return target.cuda; }
 
   // The cuda target's device scalars for what program.h passes through host
   // memory (the loss scale, the loss): blocks of the arena after the

@@ -107,10 +107,6 @@ public:
   /// Whether the plan made `result` a view of another value's bytes
   /// (contiguous split pieces): nothing to compute.
   virtual bool isView(mlir::Value result) = 0;
-  /// Whether the kernels are cuda_kernels.h's: a pattern whose op has no
-  /// CUDA kernel yet refuses it with a diagnostic rather than calling one
-  /// that does not exist.
-  virtual bool targetsCuda() const = 0;
 };
 
 /// Lowers one op (of the type it was registered for) to its calls.

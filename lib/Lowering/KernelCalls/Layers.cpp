@@ -65,20 +65,6 @@ void attentionOptions(AttentionLikeOp op, CallArguments &a) {
   a.f64(op.getDropout().convertToDouble());
 }
 
-/// A softcapped attention (or its gradient) on a target without a softcapped
-/// kernel is refused here: the plain kernel would skip the tanh and train a
-/// different model without a word.
-template <typename AttentionLikeOp>
-LogicalResult checkSoftcapHasKernel(AttentionLikeOp op, KernelCallContext &c) {
-  if (op.getSoftcap().convertToDouble() == 0.0 || !c.targetsCuda())
-    return success();
-  return op.emitOpError("tess-lower-to-emitc: a softcapped attention "
-                        "(softcap = ")
-         << op.getSoftcap().convertToDouble()
-         << ") has no CUDA kernel yet (cuda_kernels.h); compile for --target "
-            "cpu";
-}
-
 } // namespace
 
 void populateLayerKernelCalls(KernelCallPatterns &patterns) {
@@ -130,8 +116,6 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionOp>(
       [](tess::AttentionOp attention, KernelCallContext &c) {
-        if (failed(checkSoftcapHasKernel(attention, c)))
-          return failure();
         Value opSeed = c.attentionSeed(attention.getDropout().convertToDouble(),
                                        attention.getSeed());
         return c.call(attentionKernel(attention, ""), [&](CallArguments &a) {
@@ -180,8 +164,6 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionGradOp>([](tess::AttentionGradOp grad,
                                          KernelCallContext &c) {
-    if (failed(checkSoftcapHasKernel(grad, c)))
-      return failure();
     Value opSeed =
         c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed());
     return c.call(attentionKernel(grad, "_grad"), [&](CallArguments &a) {
