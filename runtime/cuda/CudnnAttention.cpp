@@ -207,7 +207,11 @@ std::vector<int64_t> statsStrides(const AttentionShape &shape) {
 
 /// The softcap score modifier of one graph: the frontend's Softcap keeps its
 /// forward's pre-tanh tensor for the backward's, so the two modifiers of a
-/// backward graph share one, and one compile-time scalar.
+/// backward graph share one, and one compile-time scalar. On an H100 with
+/// this frontend a causal graph with it is refused ("Attention score mod
+/// enabled and hence other subgraphs are disabled": the causal mask would
+/// have to be built inside the modifier), so Gemma-2's causal softcapped
+/// attention falls back to the general kernels.
 struct SoftcapModifier {
   fe::graph::attn::score_modifiers::Softcap softcap;
   std::shared_ptr<fe::graph::Tensor_attributes> cap;
