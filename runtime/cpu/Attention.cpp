@@ -36,6 +36,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Errors.h"
+#include "OperandChecks.h"
 #include "Random.h"
 #include "TensorAccess.h"
 
@@ -63,15 +64,7 @@ public:
         scoreCap(static_cast<float>(softcap)), dropoutRate(dropout),
         dropoutMask(seed, dropout) {
     checkShapes();
-    if (window < 0)
-      fail("window " + std::to_string(window) + " is negative");
-    if (!(softcap >= 0.0) || !std::isfinite(softcap))
-      fail("softcap " + std::to_string(softcap) +
-           " must be 0 (none) or positive and finite");
-    if (!(scale > 0.0) || !std::isfinite(scale))
-      fail("scale " + std::to_string(scale) + " must be positive and finite");
-    if (!(dropout >= 0.0 && dropout < 1.0))
-      fail("dropout " + std::to_string(dropout) + " is outside [0, 1)");
+    requireAttentionOptions(causal != 0, window, softcap, scale, dropout);
     keptScale = static_cast<float>(1.0 / (1.0 - dropout));
     queryValues.emplace(query, "q");
     keyValues.emplace(key, "k");
@@ -215,8 +208,7 @@ AttentionProblem slidingWindowProblem(const tessera_tensor *q,
                                       const tessera_tensor *mask,
                                       int64_t window, double scale,
                                       double dropout, uint64_t seed) {
-  if (window < 1)
-    fail("window " + std::to_string(window) + " must be at least 1");
+  requireSlidingWindow(window);
   return AttentionProblem(q, k, v, mask, /*causal=*/1, window, scale,
                           /*softcap=*/0.0, dropout, seed);
 }
@@ -230,10 +222,7 @@ AttentionProblem softcappedProblem(const tessera_tensor *q,
                                    const tessera_tensor *mask, int32_t causal,
                                    int64_t window, double scale, double softcap,
                                    double dropout, uint64_t seed) {
-  if (!(softcap > 0.0))
-    fail("softcap " + std::to_string(softcap) + " must be positive");
-  if (window != 0 && !causal)
-    fail("window " + std::to_string(window) + " needs causal attention");
+  requireSoftcap(softcap);
   return AttentionProblem(q, k, v, mask, causal, window, scale, softcap,
                           dropout, seed);
 }

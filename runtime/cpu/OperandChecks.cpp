@@ -284,6 +284,31 @@ LinearLayout requireLinearOperands(const tessera_tensor &x,
   return {elementCount(y) / std::max<int64_t>(columns, 1), inner, columns};
 }
 
+void requireAttentionOptions(bool causal, int64_t window, double softcap,
+                             double scale, double dropout) {
+  if (window < 0)
+    fail("window " + std::to_string(window) + " is negative");
+  if (window > 0 && !causal)
+    fail("window " + std::to_string(window) + " needs causal attention");
+  if (!(softcap >= 0.0) || !std::isfinite(softcap))
+    fail("softcap " + std::to_string(softcap) +
+         " must be 0 (none) or positive and finite");
+  if (!(scale > 0.0) || !std::isfinite(scale))
+    fail("scale " + std::to_string(scale) + " must be positive and finite");
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    fail("dropout " + std::to_string(dropout) + " is outside [0, 1)");
+}
+
+void requireSlidingWindow(int64_t window) {
+  if (window < 1)
+    fail("window " + std::to_string(window) + " must be at least 1");
+}
+
+void requireSoftcap(double softcap) {
+  if (!(softcap > 0.0) || !std::isfinite(softcap))
+    fail("softcap " + std::to_string(softcap) + " must be positive and finite");
+}
+
 PackedAttentionLayout requirePackedAttentionOperands(const tessera_tensor &qkv,
                                                      const tessera_tensor &y,
                                                      const tessera_tensor &lse,

@@ -138,6 +138,19 @@ LinearLayout requireMatmulBiasGradOperands(const tessera_tensor &a,
                                            int32_t transposeA,
                                            int32_t transposeB);
 
+/// The options of an attention call, tess.attention's rules: a window is 0
+/// (none) or, with causal, the band's length; a softcap is 0 (none) or
+/// positive and finite; the scale is positive and finite; dropout is in
+/// [0, 1).
+void requireAttentionOptions(bool causal, int64_t window, double softcap,
+                             double scale, double dropout);
+/// The sliding-window entry points' window: at least 1 (0, none, is the
+/// plain entries').
+void requireSlidingWindow(int64_t window);
+/// The softcapped entry points' cap: positive (0, none, is the plain
+/// entries').
+void requireSoftcap(double softcap);
+
 /// packed_attention: qkv [B, T, (Hq + 2 Hkv) D] holds each token's query,
 /// key and value heads; y is [B, T, Hq D] of qkv's dtype, lse f32
 /// [B, Hq, T].

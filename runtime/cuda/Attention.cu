@@ -40,6 +40,7 @@
 
 #include "Common.cuh"
 #include "AttentionKernels.h"
+#include "OperandChecks.h"
 
 using namespace tessera::cuda;
 using tessera::cpu::elementCount;
@@ -410,16 +411,8 @@ AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
     fail("head dims above " + std::to_string(kMaxHeadDim) +
          " are not supported on the GPU yet (q " + formatShape(shapeOf(query)) +
          ", v " + formatShape(shapeOf(value)) + ")");
-  if (!(scale > 0.0) || !std::isfinite(scale))
-    fail("scale " + std::to_string(scale) + " must be positive and finite");
-  if (!(dropout >= 0.0 && dropout < 1.0))
-    fail("dropout " + std::to_string(dropout) + " is outside [0, 1)");
-  if (window < 0 || (window > 0 && !causal))
-    fail("a sliding window (" + std::to_string(window) +
-         ") must be at least 1, on causal attention");
-  if (!(softcap >= 0.0) || !std::isfinite(softcap))
-    fail("softcap " + std::to_string(softcap) +
-         " must be 0 (none) or positive and finite");
+  tessera::cpu::requireAttentionOptions(causal != 0, window, softcap, scale,
+                                        dropout);
   p.causal = causal != 0;
   p.window = window;
   p.softcap = static_cast<float>(softcap);
@@ -544,21 +537,6 @@ void attentionBackward(const tessera_tensor *q, const tessera_tensor *k,
   }
 }
 
-/// The sliding-window entries' own check: the CPU kernels' rule.
-void requireWindow(int64_t window) {
-  if (window < 1)
-    fail("the sliding window must be at least 1, got " +
-         std::to_string(window));
-}
-
-/// The softcapped entries' own check: the CPU kernels' rule (0, no cap, is
-/// the plain entries').
-void requireSoftcap(double softcap) {
-  if (!(softcap > 0.0) || !std::isfinite(softcap))
-    fail("the softcap must be positive and finite, got " +
-         std::to_string(softcap));
-}
-
 } // namespace
 
 extern "C" int tessera_cuda_attention(const tessera_tensor *q,
@@ -592,7 +570,7 @@ extern "C" int tessera_cuda_softcapped_attention(
     int64_t window, double scale, double softcap, double dropout,
     uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_softcapped_attention", [&] {
-    requireSoftcap(softcap);
+    tessera::cpu::requireSoftcap(softcap);
     attentionForward(q, k, v, mask, y, nullptr, causal != 0, window, softcap,
                      scale, dropout, seed, stream);
   });
@@ -605,7 +583,7 @@ extern "C" int tessera_cuda_softcapped_attention_grad(
     double scale, double softcap, double dropout, uint64_t seed,
     cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_softcapped_attention_grad", [&] {
-    requireSoftcap(softcap);
+    tessera::cpu::requireSoftcap(softcap);
     attentionBackward(q, k, v, mask, dy, dq, dk, dv, causal != 0, window,
                       softcap, scale, dropout, seed, stream);
   });
@@ -616,7 +594,7 @@ extern "C" int tessera_cuda_sliding_window_attention(
     const tessera_tensor *mask, tessera_tensor *y, int64_t window,
     double scale, double dropout, uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_sliding_window_attention", [&] {
-    requireWindow(window);
+    tessera::cpu::requireSlidingWindow(window);
     attentionForward(q, k, v, mask, y, nullptr, /*causal=*/true, window,
                      /*softcap=*/0.0, scale, dropout, seed, stream);
   });
@@ -628,7 +606,7 @@ extern "C" int tessera_cuda_sliding_window_attention_grad(
     tessera_tensor *dk, tessera_tensor *dv, int64_t window, double scale,
     double dropout, uint64_t seed, cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_sliding_window_attention_grad", [&] {
-    requireWindow(window);
+    tessera::cpu::requireSlidingWindow(window);
     attentionBackward(q, k, v, mask, dy, dq, dk, dv, /*causal=*/true, window,
                       /*softcap=*/0.0, scale, dropout, seed, stream);
   });
