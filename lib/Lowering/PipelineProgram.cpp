@@ -2,6 +2,7 @@
 
 #include "PipelineProgram.h"
 
+#include "Tess/IR/TessOps.h"
 #include "tessera/Execution/HostTensorBuffer.h"
 #include "tessera/runtime/program.h"
 
@@ -307,6 +308,12 @@ preparePipelineProgram(ModuleOp module, const ProgramInfo &info,
   PipelineProgram program;
   program.stages = stagesAttr.getInt();
   program.virtualStages = virtualAttr.getInt();
+  // The module's plan decides the schedule and the micro-batches; the
+  // options are for a module split without one (tessera-opt).
+  if (auto plan = tess::PlanAttr::lookup(module); plan && plan.isPipelined()) {
+    schedule = plan.getSchedule();
+    microBatches = plan.getMicrobatches();
+  }
   program.microBatches = microBatches;
   if (microBatches < 1)
     return module.emitError("tess-lower-to-emitc: micro-batches must be at "

@@ -74,7 +74,9 @@ struct PipelineProgram {
 /// std::nullopt for a module without tess.pipeline. Otherwise the chunk
 /// functions with their signatures and tables, checked as above against
 /// `info` (the parameters and buffers of @forward_backward) and with the
-/// task order of `schedule` over `microBatches`; errors name the function.
+/// task order of the schedule over the micro-batches of the module's
+/// pipelined tess.plan, or without one of `schedule` over `microBatches`;
+/// errors name the function.
 mlir::FailureOr<std::optional<PipelineProgram>>
 preparePipelineProgram(mlir::ModuleOp module, const ProgramInfo &info,
                        llvm::StringRef schedule, int64_t microBatches);

@@ -384,10 +384,10 @@ void runPartitioned(const PartitionCase &test) {
   if (llvm::Error error = partitionOptimizerStep(*module, mesh))
     FAIL() << llvm::toString(std::move(error));
   auto optimizer = module->lookupSymbol<mlir::func::FuncOp>("optimizer_step");
-  auto layoutOf = [&](mlir::StringAttr text, unsigned rank) {
-    if (!text)
+  auto layoutOf = [&](tess::LayoutAttr attribute, unsigned rank) {
+    if (!attribute)
       return TensorLayout::replicated(rank);
-    auto layout = sharding::parseTensorLayout(text.getValue(), mesh);
+    auto layout = sharding::tensorLayout(attribute, mesh);
     EXPECT_TRUE(static_cast<bool>(layout));
     return layout ? *layout : TensorLayout::replicated(rank);
   };
@@ -411,7 +411,7 @@ void runPartitioned(const PartitionCase &test) {
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
       local.push_back(fixtures::localBlock(
           arguments[i],
-          layoutOf(step.getArgAttrOfType<mlir::StringAttr>(i, "tess.layout"),
+          layoutOf(step.getArgAttrOfType<tess::LayoutAttr>(i, "tess.layout"),
                    arguments[i].shape().size()),
           comms.coordinates, mesh));
     execution::Interpreter interpreter;
@@ -435,7 +435,7 @@ void runPartitioned(const PartitionCase &test) {
               i, "tess.parameter"))
         parameters[name.str()] = fixtures::localBlock(
             weights.at(name.str()),
-            layoutOf(optimizer.getArgAttrOfType<mlir::StringAttr>(
+            layoutOf(optimizer.getArgAttrOfType<tess::LayoutAttr>(
                          i, "tess.layout"),
                      weights.at(name.str()).shape().size()),
             comms.coordinates, mesh);
@@ -471,7 +471,7 @@ void runPartitioned(const PartitionCase &test) {
       blocks.push_back(rank[i]);
     auto type = llvm::cast<mlir::RankedTensorType>(step.getResultTypes()[i]);
     TensorLayout layout = layoutOf(
-        step.getResultAttrOfType<mlir::StringAttr>(i, "tess.layout"),
+        step.getResultAttrOfType<tess::LayoutAttr>(i, "tess.layout"),
         type.getRank());
     HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh);
     const HostTensorBuffer &single = (*reference)[i];
@@ -538,7 +538,7 @@ void runPartitioned(const PartitionCase &test) {
     auto type =
         llvm::cast<mlir::RankedTensorType>(optimizer.getResultTypes()[i]);
     TensorLayout layout = layoutOf(
-        optimizer.getResultAttrOfType<mlir::StringAttr>(i, "tess.layout"),
+        optimizer.getResultAttrOfType<tess::LayoutAttr>(i, "tess.layout"),
         type.getRank());
     HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh);
     const HostTensorBuffer &reference = wholeParameters[name.str()];

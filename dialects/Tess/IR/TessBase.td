@@ -34,6 +34,11 @@ def Tess_Dialect : Dialect {
   let dependentDialects = ["::mlir::func::FuncDialect"];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  // The plan's discardable attributes (tess.plan, tess.layout,
+  // tess.layouts; TessPlanAttrs.td) are checked where they sit.
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 class Tess_Attr<string name, string attrMnemonic, list<Trait> traits = []>

@@ -841,6 +841,7 @@ def Tess_ReduceMinOp : Tess_ReductionOp<"reduce_min", "minimum">;
 
 include "Tess/IR/TessTrainingOps.td"
 include "Tess/IR/TessCollectiveOps.td"
+include "Tess/IR/TessPlanAttrs.td"
 include "Tess/IR/TessFusedOps.td"
 
 #endif // TESS_OPS_TD

@@ -66,8 +66,10 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
     it sends and saves as `outputs`), each with its own thread-local arena
     and tables named after it; `tessera_pipeline` describes every call's
     inputs, outputs, parameters read and gradients completed, and each
-    device's task order for `pipeline-schedule` over `micro-batches`
-    (lib/Pipeline's scheduleTaskOrder). The messages of neighbouring chunks
+    device's task order for the schedule over the micro-batches of the
+    module's `tess.plan` (TessPlanAttrs.td), or of `pipeline-schedule` over
+    `micro-batches` in a module without a plan (lib/Pipeline's
+    scheduleTaskOrder). The messages of neighbouring chunks
     are checked to agree in dtype and shape, and every parameter's gradient
     to be completed by exactly one chunk. `@forward_backward` then only
     describes the program (parameters, buffers, micro-batch shape, loss,

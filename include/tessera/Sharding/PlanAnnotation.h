@@ -1,12 +1,16 @@
 //===- PlanAnnotation.h - a sharding plan written into the IR ---*- C++ -*-===//
 //
-// The plan the partitioner (`tess-partition-spmd`) reads, as discardable
-// attributes in the text form of TensorLayout.h:
+// The plan the partitioner (`tess-partition-spmd`) reads, as the dialect's
+// typed attributes (dialects/Tess/IR/TessPlanAttrs.td, which verifies them
+// against the mesh and the values' ranks):
 //   module     tess.mesh = #tess.mesh<dp = 2, tp = 2>
-//   argument   tess.layout = "[dp, -]"            (the shard a rank is given)
-//   op         tess.layouts = ["[dp, -, tp]"]     (one per result, as the op
-//                                                  leaves it)
-//   result     tess.layout = "[-, tp] partial(dp)" (what a rank returns)
+//              tess.plan = #tess.plan<mesh = ..., zero = 1, ...>
+//   argument   tess.layout = #tess.layout<[dp, -]>   (the shard a rank is
+//                                                     given)
+//   op         tess.layouts = [#tess.layout<[dp, -, tp]>]  (one per result,
+//                                                     as the op leaves it)
+//   result     tess.layout = #tess.layout<[-, tp] partial(dp)>  (what a rank
+//                                                     returns)
 // A value without an attribute is replicated. The layouts are complete: the
 // partitioner needs no propagation, only each op's local rule
 // (lib/Transforms/Partition/OpDimLabels.h) to see what its operands must
@@ -29,13 +33,23 @@ namespace tessera::sharding {
 inline constexpr llvm::StringLiteral kMeshAttrName = "tess.mesh";
 inline constexpr llvm::StringLiteral kLayoutAttrName = "tess.layout";
 inline constexpr llvm::StringLiteral kLayoutsAttrName = "tess.layouts";
+inline constexpr llvm::StringLiteral kPlanAttrName = "tess.plan";
 
 /// The attribute form of `mesh`, and back.
 tess::MeshAttr meshAttr(mlir::MLIRContext *context,
                         const cost::DeviceMesh &mesh);
 cost::DeviceMesh deviceMesh(tess::MeshAttr mesh);
 
-/// Writes `mesh` on `function`'s module and, for every value of `function`
+/// The attribute form of `layout` on `mesh` (axes by name), and back.
+/// Errors: an axis that is not one of `mesh`'s.
+tess::LayoutAttr layoutAttr(mlir::MLIRContext *context,
+                            const TensorLayout &layout,
+                            const cost::DeviceMesh &mesh);
+llvm::Expected<TensorLayout> tensorLayout(tess::LayoutAttr layout,
+                                          const cost::DeviceMesh &mesh);
+
+/// Writes `mesh` on `function`'s module (and into its tess.plan, if it has
+/// one) and, for every value of `function`
 /// (arguments and op results) a layout in `layouts`, and for result i of
 /// the function `resultLayouts[i]` (replicated where `resultLayouts` is
 /// shorter). Values missing from `layouts` are replicated; ops whose
@@ -47,7 +61,8 @@ llvm::Error annotateShardingPlan(
     llvm::ArrayRef<TensorLayout> resultLayouts);
 
 /// The layout the plan gives `value` (replicated without an attribute).
-/// Errors: malformed text or a layout of the wrong rank.
+/// Errors: an attribute that is no #tess.layout, an axis not of `mesh`, a
+/// layout of the wrong rank.
 llvm::Expected<TensorLayout> readLayout(mlir::Value value,
                                         const cost::DeviceMesh &mesh);
 /// The layout the plan gives result `index` of `function`.

@@ -556,8 +556,9 @@ def AnnotateSharding : Pass<"tess-annotate-sharding", "::mlir::ModuleOp"> {
   let summary = "Write a forced sharding plan (DP, TP, DP x TP) on @forward_backward";
   let description = [{
     Writes a complete plan (lib/Sharding's PlanAnnotation.h: `tess.mesh` on
-    the module, `tess.layout` on arguments and results, `tess.layouts` on
-    ops) for the training step that `tess-build-training` built, for one of
+    the module, a `#tess.layout` as `tess.layout` on arguments and results
+    and as `tess.layouts` on ops) for the training step that
+    `tess-build-training` built, for one of
     the classic layouts, so that `tess-partition-spmd` can be tested against
     single-device numbers without the search:
 
@@ -582,16 +583,16 @@ def AnnotateSharding : Pass<"tess-annotate-sharding", "::mlir::ModuleOp"> {
     the rules do not name. The loss is replicated. A gradient leaves in its
     parameter's layout, completed over `dp` in the program; with
     `defer-gradient-reduction` it leaves as the pending partial sum over
-    `dp` (`tess.layout = "[-, tp] partial(dp)"`) for the driver's bucketed
+    `dp` (`tess.layout = #tess.layout<[-, tp] partial(dp)>`) for the driver's bucketed
     reducer.
 
     ```mlir
     // tess-annotate-sharding{mesh=2x2 strategy=dp-tp}, an MLP block:
     func.func @forward_backward(
-        %w1: tensor<64x256xf32> {tess.layout = "[-, tp]", tess.parameter = "fc.weight"}, ...
-        %ids: tensor<4x32xi64> {tess.input = "input_ids", tess.layout = "[dp, -]"}, ...
-      %h = tess.linear %x, %w1 {tess.layouts = ["[dp, -, tp]"]} ...
-      %y = tess.linear %g, %w2 {tess.layouts = ["[dp, -, -] partial(tp)"]} ...
+        %w1: tensor<64x256xf32> {tess.layout = #tess.layout<[-, tp]>, tess.parameter = "fc.weight"}, ...
+        %ids: tensor<4x32xi64> {tess.input = "input_ids", tess.layout = #tess.layout<[dp, -]>}, ...
+      %h = tess.linear %x, %w1 {tess.layouts = [#tess.layout<[dp, -, tp]>]} ...
+      %y = tess.linear %g, %w2 {tess.layouts = [#tess.layout<[dp, -, -] partial(tp)>]} ...
     ```
   }];
   let options = [
@@ -637,7 +638,7 @@ def PartitionSpmd : Pass<"tess-partition-spmd", "::mlir::ModuleOp"> {
 
     Before (mesh `tp = 2`), a row-parallel layer:
     ```mlir
-    %y = tess.linear %h, %w, %b {tess.layouts = ["[-, -] partial(tp)"]}
+    %y = tess.linear %h, %w, %b {tess.layouts = [#tess.layout<[-, -] partial(tp)>]}
       : (tensor<8x256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
     %z = tess.gelu %y : tensor<8x64xf32>
     ```
@@ -711,7 +712,14 @@ def SplitPipelineStages : Pass<"tess-split-pipeline-stages", "::mlir::ModuleOp">
     gradient summed from several stages (a tied embedding's) in parts.
     Each function carries `tess.pipeline_stage`
     (c) and `tess.pipeline_device` (c mod stages); the module gets
-    `tess.pipeline = {stages, virtual}`. @forward_backward and
+    `tess.pipeline = {stages, virtual}`.
+
+    A module with a `tess.plan` (TessPlanAttrs.td) is split as its plan
+    says, and the options are ignored: `stages` devices, V chunks per
+    device for the schedule interleaved:V (else 1), and the plan's `chunks`
+    where it has them (otherwise the even split above, which is then
+    written into the plan's `chunks`). A plan without a schedule is an
+    error. @forward_backward and
     @optimizer_step stay. The cross-entropy's `loss_scale` input scales
     the gradients: a schedule of m micro-batches passes 1/m to get the
     global batch's mean.
@@ -747,6 +755,9 @@ def Rematerialize : Pass<"tess-rematerialize", "::mlir::ModuleOp"> {
       dropouts' outputs are recomputed from values the backward keeps
       anyway; matmul and attention outputs stay kept.
     - `full`: everything but the layer's input is recomputed from it.
+
+    A module with a `tess.plan` takes the mode from the plan's `remat`
+    (`mode` is then ignored).
 
     Dropout draws its mask from its `seed` attribute and the element index,
     so a clone reproduces the same mask and the numbers are unchanged.

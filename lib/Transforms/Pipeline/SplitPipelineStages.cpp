@@ -36,6 +36,9 @@ namespace {
 /// Where the values of @forward_backward go once it is cut into stages.
 struct StageCut {
   int64_t stageCount = 0;
+  /// firstUnit[c]: the first unit of stage c; firstUnit[stageCount]: the
+  /// unit count.
+  SmallVector<int64_t> firstUnit;
   /// The stage of every op but constants (copied wherever they are read).
   llvm::DenseMap<Operation *, int64_t> stageOf;
   /// Per stage, its forward and backward ops in program order.
@@ -358,6 +361,11 @@ struct SplitPipelineStagesPass
   void runOnOperation() override;
 
 private:
+  /// The module's tess.plan, or null (then the options decide).
+  tess::PlanAttr plan;
+  /// Pipeline devices and chunks per device: the plan's, or the options'.
+  int64_t deviceCount = 1, chunksPerDevice = 1;
+
   /// Assigns ops to stages and finds what crosses between functions.
   FailureOr<StageCut> cut(const pipeline::ProgramUnits &units);
   /// Builds one stage function: `arguments` first (each with the unit
@@ -375,18 +383,33 @@ SplitPipelineStagesPass::cut(const pipeline::ProgramUnits &units) {
   func::FuncOp function = units.forwardBackward;
   int64_t unitCount = static_cast<int64_t>(units.units.size());
   StageCut result;
-  result.stageCount = stages * virtualStages;
+  result.stageCount = deviceCount * chunksPerDevice;
   if (result.stageCount > unitCount) {
     function.emitError("tess-split-pipeline-stages: ")
-        << static_cast<int64_t>(stages) << " stages x "
-        << static_cast<int64_t>(virtualStages) << " virtual = "
+        << deviceCount << " stages x " << chunksPerDevice << " virtual = "
         << result.stageCount << " pipeline stages, but the program has only "
         << unitCount << " units to cut (embedding, "
         << units.layerCount() << " layers, head)";
     return failure();
   }
-  SmallVector<int64_t> firstUnit =
-      firstUnitOfStage(unitCount, result.stageCount);
+  // The plan's chunks where it has them (its verifier checked their count
+  // and order), otherwise as equal a unit count per stage as possible.
+  SmallVector<int64_t> &firstUnit = result.firstUnit;
+  if (plan && !plan.getChunks().empty()) {
+    for (tess::ChunkAttr chunk : plan.getChunks())
+      firstUnit.push_back(chunk.getFirst());
+    int64_t planned = plan.getChunks().back().getLast() + 1;
+    if (planned != unitCount) {
+      function.emitError("tess-split-pipeline-stages: the plan's chunks "
+                         "cover units 0 to ")
+          << planned - 1 << ", the program has " << unitCount
+          << " units (embedding, " << units.layerCount() << " layers, head)";
+      return failure();
+    }
+    firstUnit.push_back(unitCount);
+  } else {
+    firstUnit = firstUnitOfStage(unitCount, result.stageCount);
+  }
   auto stageOfUnit = [&](int64_t unit) {
     int64_t stage = 0;
     while (firstUnit[stage + 1] <= unit)
@@ -513,14 +536,26 @@ func::FuncOp SplitPipelineStagesPass::buildFunction(
     function.setResultAttrs(index, DictionaryAttr::get(context, {result.second}));
   function->setAttr("tess.pipeline_stage", builder.getI64IntegerAttr(stage));
   function->setAttr("tess.pipeline_device",
-                    builder.getI64IntegerAttr(stage % stages));
+                    builder.getI64IntegerAttr(stage % deviceCount));
   return function;
 }
 
 void SplitPipelineStagesPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *context = &getContext();
-  if (stages < 1 || virtualStages < 1) {
+  plan = tess::PlanAttr::lookup(module);
+  deviceCount = stages;
+  chunksPerDevice = virtualStages;
+  if (plan) {
+    if (!plan.isPipelined()) {
+      module.emitError("tess-split-pipeline-stages: the module's tess.plan "
+                       "has no pipeline schedule");
+      return signalPassFailure();
+    }
+    deviceCount = plan.getStages();
+    chunksPerDevice = plan.getVirtualStages();
+  }
+  if (deviceCount < 1 || chunksPerDevice < 1) {
     module.emitError("tess-split-pipeline-stages: stages and virtual must be "
                      "at least 1, got stages=")
         << static_cast<int64_t>(stages)
@@ -650,9 +685,17 @@ void SplitPipelineStagesPass::runOnOperation() {
       DictionaryAttr::get(
           context,
           {NamedAttribute(StringAttr::get(context, "stages"),
-                          builder.getI64IntegerAttr(stages)),
+                          builder.getI64IntegerAttr(deviceCount)),
            NamedAttribute(StringAttr::get(context, "virtual"),
-                          builder.getI64IntegerAttr(virtualStages))}));
+                          builder.getI64IntegerAttr(chunksPerDevice))}));
+  if (plan) {
+    SmallVector<tess::ChunkAttr> chunks;
+    for (int64_t chunk = 0; chunk < stageCut->stageCount; ++chunk)
+      chunks.push_back(tess::ChunkAttr::get(
+          context, chunk % deviceCount, stageCut->firstUnit[chunk],
+          stageCut->firstUnit[chunk + 1] - 1));
+    module->setAttr("tess.plan", plan.withChunks(chunks));
+  }
 }
 
 } // namespace

@@ -71,10 +71,14 @@ void recompute(const pipeline::LayerRecomputation &plan,
 
 void RematerializePass::runOnOperation() {
   ModuleOp module = getOperation();
+  // The module's plan decides the mode; the option is for a module without
+  // one (tessera-opt).
+  tess::PlanAttr plan = tess::PlanAttr::lookup(module);
+  std::string modeName = plan ? plan.getRemat().str() : std::string(mode);
   std::optional<pipeline::RematMode> parsedMode =
-      pipeline::parseRematName(mode);
+      pipeline::parseRematName(modeName);
   if (!parsedMode) {
-    module.emitError() << "tess-rematerialize: mode '" << mode
+    module.emitError() << "tess-rematerialize: mode '" << modeName
                        << "': expected none, selective or full";
     return signalPassFailure();
   }

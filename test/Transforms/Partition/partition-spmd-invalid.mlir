@@ -10,8 +10,8 @@ module {
 // -----
 
 module attributes {tess.mesh = #tess.mesh<dp = 2>} {
-  // expected-error@+1 {{invalid tensor layout '[tp]': no mesh axis named 'tp'}}
-  func.func @forward_backward(%x: tensor<4xf32> {tess.layout = "[tp]"}) -> tensor<4xf32> {
+  // expected-error@+1 {{C2: axis 'tp' of argument 0's layout is not an axis of the mesh #tess.mesh<dp = 2>}}
+  func.func @forward_backward(%x: tensor<4xf32> {tess.layout = #tess.layout<[tp]>}) -> tensor<4xf32> {
     return %x : tensor<4xf32>
   }
 }
@@ -20,7 +20,7 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>} {
 
 module attributes {tess.mesh = #tess.mesh<dp = 2>} {
   // expected-error@+1 {{argument 0 cannot arrive as a partial sum}}
-  func.func @forward_backward(%x: tensor<4xf32> {tess.layout = "[-] partial(dp)"}) -> tensor<4xf32> {
+  func.func @forward_backward(%x: tensor<4xf32> {tess.layout = #tess.layout<[-] partial(dp)>}) -> tensor<4xf32> {
     return %x : tensor<4xf32>
   }
 }

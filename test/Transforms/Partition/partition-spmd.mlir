@@ -6,7 +6,7 @@
 // A row-parallel linear layer: the bias becomes an equal addend of the
 // partial sum (times 1/2), the plan's replicated result an all-reduce.
 // CHECK-LABEL: func.func @forward_backward
-// CHECK-SAME: (%[[H:.*]]: tensor<8x128xf32> {tess.layout = "[-, tp]"}, %[[W:.*]]: tensor<128x64xf32> {tess.layout = "[tp, -]"}, %[[B:.*]]: tensor<64xf32>)
+// CHECK-SAME: (%[[H:.*]]: tensor<8x128xf32> {tess.layout = #tess.layout<[-, tp]>}, %[[W:.*]]: tensor<128x64xf32> {tess.layout = #tess.layout<[tp, -]>}, %[[B:.*]]: tensor<64xf32>)
 // CHECK-SAME: attributes {tess.partitioned}
 // CHECK: %[[HALF:.*]] = tess.constant dense<5.000000e-01> : tensor<f32>
 // CHECK: %[[SHARE:.*]] = tess.mul %[[B]], %[[HALF]]
@@ -14,10 +14,10 @@
 // CHECK: %[[R:.*]] = tess.all_reduce %[[Y]] {axis = "tp"} : tensor<8x64xf32>
 // CHECK: tess.gelu %[[R]] : tensor<8x64xf32>
 module attributes {tess.mesh = #tess.mesh<tp = 2>} {
-  func.func @forward_backward(%h: tensor<8x256xf32> {tess.layout = "[-, tp]"},
-                              %w: tensor<256x64xf32> {tess.layout = "[tp, -]"},
+  func.func @forward_backward(%h: tensor<8x256xf32> {tess.layout = #tess.layout<[-, tp]>},
+                              %w: tensor<256x64xf32> {tess.layout = #tess.layout<[tp, -]>},
                               %b: tensor<64xf32>) -> tensor<8x64xf32> {
-    %y = tess.linear %h, %w, %b {tess.layouts = ["[-, -] partial(tp)"]}
+    %y = tess.linear %h, %w, %b {tess.layouts = [#tess.layout<[-, -] partial(tp)>]}
       : (tensor<8x256xf32>, tensor<256x64xf32>, tensor<64xf32>) -> tensor<8x64xf32>
     %z = tess.gelu %y : tensor<8x64xf32>
     return %z : tensor<8x64xf32>
@@ -33,10 +33,10 @@ module attributes {tess.mesh = #tess.mesh<tp = 2>} {
 // CHECK: %[[S:.*]] = tess.reduce_scatter %[[G]] {axis = "dp", dim = 0 : i64} : (tensor<16x32xf32>) -> tensor<8x32xf32>
 // CHECK: return %[[S]] : tensor<8x32xf32>
 module attributes {tess.mesh = #tess.mesh<dp = 2>} {
-  func.func @forward_backward(%x: tensor<8x16xf32> {tess.layout = "[dp, -]"},
-                              %dy: tensor<8x32xf32> {tess.layout = "[dp, -]"})
-      -> (tensor<16x32xf32> {tess.layout = "[dp, -]"}) {
-    %g = tess.matmul %x, %dy {transpose_lhs, tess.layouts = ["[-, -] partial(dp)"]}
+  func.func @forward_backward(%x: tensor<8x16xf32> {tess.layout = #tess.layout<[dp, -]>},
+                              %dy: tensor<8x32xf32> {tess.layout = #tess.layout<[dp, -]>})
+      -> (tensor<16x32xf32> {tess.layout = #tess.layout<[dp, -]>}) {
+    %g = tess.matmul %x, %dy {transpose_lhs, tess.layouts = [#tess.layout<[-, -] partial(dp)>]}
       : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
     return %g : tensor<16x32xf32>
   }
@@ -47,15 +47,15 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>} {
 // A split value returned whole: an all-gather; split on another dim: an
 // all-to-all.
 // CHECK-LABEL: func.func @forward_backward
-// CHECK-SAME: -> (tensor<16x64xf32>, tensor<16x32xf32> {tess.layout = "[-, tp]"})
+// CHECK-SAME: -> (tensor<16x64xf32>, tensor<16x32xf32> {tess.layout = #tess.layout<[-, tp]>})
 // CHECK: %[[E:.*]] = tess.exp %{{.*}} : tensor<8x64xf32>
 // CHECK: %[[A:.*]] = tess.all_gather %[[E]] {axis = "tp", dim = 0 : i64} : (tensor<8x64xf32>) -> tensor<16x64xf32>
 // CHECK: %[[T:.*]] = tess.all_to_all %[[E]] {axis = "tp", concat_dim = 0 : i64, split_dim = 1 : i64} : (tensor<8x64xf32>) -> tensor<16x32xf32>
 // CHECK: return %[[A]], %[[T]]
 module attributes {tess.mesh = #tess.mesh<tp = 2>} {
-  func.func @forward_backward(%x: tensor<16x64xf32> {tess.layout = "[tp, -]"})
-      -> (tensor<16x64xf32>, tensor<16x64xf32> {tess.layout = "[-, tp]"}) {
-    %e = tess.exp %x {tess.layouts = ["[tp, -]"]} : tensor<16x64xf32>
+  func.func @forward_backward(%x: tensor<16x64xf32> {tess.layout = #tess.layout<[tp, -]>})
+      -> (tensor<16x64xf32>, tensor<16x64xf32> {tess.layout = #tess.layout<[-, tp]>}) {
+    %e = tess.exp %x {tess.layouts = [#tess.layout<[tp, -]>]} : tensor<16x64xf32>
     return %e, %e : tensor<16x64xf32>, tensor<16x64xf32>
   }
 }
@@ -71,7 +71,7 @@ module attributes {tess.mesh = #tess.mesh<tp = 2>} {
 module attributes {tess.mesh = #tess.mesh<tp = 2>} {
   func.func @forward_backward(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x8x16xf32>,
                               %v: tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32> {
-    %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, tess.layouts = ["[-, tp, -, -]"]}
+    %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64, tess.layouts = [#tess.layout<[-, tp, -, -]>]}
       : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
     return %o : tensor<2x4x8x16xf32>
   }
@@ -92,12 +92,12 @@ module attributes {tess.mesh = #tess.mesh<tp = 2>} {
 // CHECK: tess.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1x8x16xf32>, tensor<1x8xi64>, tensor<f32>) -> tensor<1x8x16xf32>
 // CHECK: return %[[MEAN]]
 module attributes {tess.mesh = #tess.mesh<dp = 2>} {
-  func.func @forward_backward(%logits: tensor<2x8x16xf32> {tess.layout = "[dp, -, -]"},
-                              %targets: tensor<2x8xi64> {tess.layout = "[dp, -]"},
+  func.func @forward_backward(%logits: tensor<2x8x16xf32> {tess.layout = #tess.layout<[dp, -, -]>},
+                              %targets: tensor<2x8xi64> {tess.layout = #tess.layout<[dp, -]>},
                               %scale: tensor<f32>)
-      -> (tensor<f32>, tensor<2x8x16xf32> {tess.layout = "[dp, -, -]"}) {
+      -> (tensor<f32>, tensor<2x8x16xf32> {tess.layout = #tess.layout<[dp, -, -]>}) {
     %loss = tess.cross_entropy %logits, %targets : (tensor<2x8x16xf32>, tensor<2x8xi64>) -> tensor<f32>
-    %d = tess.cross_entropy_grad %logits, %targets, %scale {tess.layouts = ["[dp, -, -]"]}
+    %d = tess.cross_entropy_grad %logits, %targets, %scale {tess.layouts = [#tess.layout<[dp, -, -]>]}
       : (tensor<2x8x16xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x16xf32>
     return %loss, %d : tensor<f32>, tensor<2x8x16xf32>
   }

@@ -3,6 +3,9 @@
 // RUN: tessera-opt %s -tess-build-training -canonicalize -cse -tess-rematerialize=mode=full | FileCheck %s --check-prefix=FULL
 // RUN: tessera-opt %s -tess-build-training -canonicalize -cse -tess-rematerialize='mode=full layers=h\.1' | FileCheck %s --check-prefix=LAYER1
 // RUN: tessera-opt %s -tess-build-training -canonicalize -cse -tess-rematerialize=mode=none | FileCheck %s --check-prefix=NONE
+// A module's tess.plan decides the mode over the option: selective here.
+// RUN: sed -e '1i module attributes {tess.plan = #tess.plan<remat = "selective">} {' -e '$a }' %s \
+// RUN:   | tessera-opt -tess-build-training -canonicalize -cse -tess-rematerialize=mode=none | FileCheck %s --check-prefix=SEL
 
 // A two-layer pre-norm MLP stack (layer norm, linear, GELU, dropout,
 // linear, residual) between an embedding and a final norm with a tied head. The backward

@@ -1,0 +1,406 @@
+//===- TessPlanAttrs.cpp - the plan attributes and where they may sit -----===//
+//
+// Syntax and rules of TessPlanAttrs.td: `#tess.layout<[dp, -] partial(tp)>`,
+// `#tess.chunk<...>`, `#tess.plan<...>`, and the dialect's checks of the
+// discardable attributes that carry them (tess.plan on the module,
+// tess.layout on function arguments and results, tess.layouts on ops),
+// which need the mesh and the laid-out value's type that the attributes
+// alone do not know.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tess/IR/TessOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <functional>
+
+using namespace mlir;
+using namespace tessera::tess;
+
+namespace {
+constexpr StringLiteral kPlanAttrName = "tess.plan";
+constexpr StringLiteral kLayoutAttrName = "tess.layout";
+constexpr StringLiteral kLayoutsAttrName = "tess.layouts";
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// #tess.layout
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// `dp, tp` up to the closing delimiter: axis names, or `-` (an unsplit
+/// dim, the empty name) where `allowUnsplit`.
+ParseResult parseAxisList(AsmParser &parser, AsmParser::Delimiter delimiter,
+                          bool allowUnsplit, SmallVector<StringAttr> &axes) {
+  return parser.parseCommaSeparatedList(delimiter, [&]() -> ParseResult {
+    if (allowUnsplit && succeeded(parser.parseOptionalMinus())) {
+      axes.push_back(StringAttr::get(parser.getContext(), ""));
+      return success();
+    }
+    std::string name;
+    if (parser.parseKeywordOrString(&name))
+      return failure();
+    axes.push_back(StringAttr::get(parser.getContext(), name));
+    return success();
+  });
+}
+
+} // namespace
+
+Attribute LayoutAttr::parse(AsmParser &parser, Type) {
+  SMLoc at = parser.getCurrentLocation();
+  SmallVector<StringAttr> dims, partial;
+  if (parser.parseLess() ||
+      parseAxisList(parser, AsmParser::Delimiter::Square,
+                    /*allowUnsplit=*/true, dims))
+    return {};
+  if (succeeded(parser.parseOptionalKeyword("partial")) &&
+      parseAxisList(parser, AsmParser::Delimiter::Paren,
+                    /*allowUnsplit=*/false, partial))
+    return {};
+  if (parser.parseGreater())
+    return {};
+  // The generated getChecked (ArrayRef parameters): the storage is defined
+  // in TessDialect.cpp only.
+  return LayoutAttr::getChecked([&] { return parser.emitError(at); },
+                                parser.getContext(), ArrayRef(dims),
+                                ArrayRef(partial));
+}
+
+void LayoutAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  llvm::interleaveComma(getDims(), printer, [&](StringAttr axis) {
+    if (axis.getValue().empty())
+      printer << "-";
+    else
+      printer.printKeywordOrString(axis.getValue());
+  });
+  printer << "]";
+  if (!getPartial().empty()) {
+    printer << " partial(";
+    llvm::interleaveComma(getPartial(), printer, [&](StringAttr axis) {
+      printer.printKeywordOrString(axis.getValue());
+    });
+    printer << ")";
+  }
+  printer << ">";
+}
+
+LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 ArrayRef<StringAttr> dims,
+                                 ArrayRef<StringAttr> partial) {
+  llvm::StringSet<> seen;
+  for (StringAttr axis : llvm::concat<const StringAttr>(dims, partial)) {
+    if (axis.getValue().empty())
+      continue; // `-`; the parser allows no empty partial axis
+    if (!seen.insert(axis.getValue()).second)
+      return emitError() << "C1: layout uses mesh axis '" << axis.getValue()
+                         << "' twice";
+  }
+  return success();
+}
+
+bool LayoutAttr::isReplicated() const {
+  return getPartial().empty() &&
+         llvm::all_of(getDims(),
+                      [](StringAttr axis) { return axis.getValue().empty(); });
+}
+
+LogicalResult
+LayoutAttr::verifyPlacement(function_ref<InFlightDiagnostic()> emitError,
+                            Type type, MeshAttr mesh, StringRef what) const {
+  for (StringAttr axis : llvm::concat<const StringAttr>(getDims(),
+                                                        getPartial())) {
+    if (axis.getValue().empty())
+      continue;
+    if (!mesh)
+      return emitError() << "C2: " << what << " is laid out as " << *this
+                         << " but the module has no tess.mesh";
+    if (!mesh.axisIndex(axis.getValue()))
+      return emitError() << "C2: axis '" << axis.getValue() << "' of " << what
+                         << "'s layout is not an axis of the mesh " << mesh;
+  }
+  if (!type)
+    return success(); // a region argument without a block to check against
+  auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+  int64_t rank = tensor ? tensor.getRank() : 0;
+  if ((!tensor && !isReplicated()) || rank != getRank())
+    return emitError() << "C3: layout " << *this << " has " << getRank()
+                       << " dims, " << what << " is a " << type;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// #tess.chunk
+//===----------------------------------------------------------------------===//
+
+LogicalResult ChunkAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t device, int64_t first, int64_t last) {
+  if (first < 0 || first > last)
+    return emitError() << "C1: a chunk's units must satisfy 0 <= first <= "
+                          "last, got "
+                       << first << " to " << last;
+  if (device < 0)
+    return emitError() << "C2: a chunk's device must be >= 0, got " << device;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// #tess.plan
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr StringLiteral kNoRemat = "none";
+
+/// The chunks per device `schedule` runs (1 but for interleaved:V), or
+/// std::nullopt for a name that is no schedule. lib/Pipeline's
+/// parseSchedule reads the same names for the flags; the dialect cannot
+/// link it.
+std::optional<int64_t> chunksPerDevice(StringRef schedule) {
+  if (schedule == "gpipe" || schedule == "1f1b")
+    return 1;
+  int64_t chunks;
+  if (schedule.consume_front("interleaved:") &&
+      !schedule.getAsInteger(10, chunks) && chunks >= 2)
+    return chunks;
+  return std::nullopt;
+}
+
+} // namespace
+
+PlanAttr PlanAttr::get(MLIRContext *context) {
+  return get(context, MeshAttr(), /*zero=*/0, StringRef(kNoRemat),
+             /*stages=*/1, /*schedule=*/StringRef(), /*microbatches=*/1,
+             ArrayRef<ChunkAttr>());
+}
+
+PlanAttr PlanAttr::withChunks(ArrayRef<ChunkAttr> chunks) const {
+  return get(getContext(), getMesh(), getZero(), getRemat(), getStages(),
+             getSchedule(), getMicrobatches(), chunks);
+}
+
+int64_t PlanAttr::getVirtualStages() const {
+  return chunksPerDevice(getSchedule()).value_or(1);
+}
+
+PlanAttr PlanAttr::lookup(Operation *op) {
+  auto module = llvm::dyn_cast<ModuleOp>(op);
+  if (!module)
+    module = op->getParentOfType<ModuleOp>();
+  return module ? module->getAttrOfType<PlanAttr>(kPlanAttrName) : PlanAttr();
+}
+
+Attribute PlanAttr::parse(AsmParser &parser, Type) {
+  SMLoc start = parser.getCurrentLocation();
+  MeshAttr mesh;
+  int64_t zero = 0, stages = 1, microbatches = 1;
+  std::string remat = kNoRemat.str(), schedule;
+  SmallVector<ChunkAttr> chunks;
+  llvm::StringSet<> seen;
+  auto parseField = [&]() -> ParseResult {
+    std::string key;
+    SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeywordOrString(&key) || parser.parseEqual())
+      return failure();
+    if (!seen.insert(key).second)
+      return parser.emitError(at) << "tess.plan: '" << key << "' given twice";
+    if (key == "mesh")
+      return parser.parseAttribute(mesh);
+    if (key == "zero") {
+      if (succeeded(parser.parseOptionalKeyword("mixed"))) {
+        zero = kMixedZero;
+        return success();
+      }
+      return parser.parseInteger(zero);
+    }
+    if (key == "remat")
+      return parser.parseString(&remat);
+    if (key == "stages")
+      return parser.parseInteger(stages);
+    if (key == "schedule")
+      return parser.parseString(&schedule);
+    if (key == "microbatches")
+      return parser.parseInteger(microbatches);
+    if (key == "chunks")
+      return parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            ChunkAttr chunk;
+            if (parser.parseAttribute(chunk))
+              return failure();
+            chunks.push_back(chunk);
+            return success();
+          });
+    return parser.emitError(at)
+           << "tess.plan: unknown field '" << key
+           << "' (expected mesh, zero, remat, stages, schedule, "
+              "microbatches or chunks)";
+  };
+  if (parser.parseLess())
+    return {};
+  if (failed(parser.parseOptionalGreater()) &&
+      (parser.parseCommaSeparatedList(parseField) || parser.parseGreater()))
+    return {};
+  return PlanAttr::getChecked([&] { return parser.emitError(start); },
+                              parser.getContext(), mesh, zero, StringRef(remat),
+                              stages, StringRef(schedule), microbatches,
+                              ArrayRef(chunks));
+}
+
+void PlanAttr::print(AsmPrinter &printer) const {
+  // Only what differs from one device's defaults.
+  SmallVector<std::function<void()>> fields;
+  if (getMesh())
+    fields.push_back([&] { printer << "mesh = " << getMesh(); });
+  if (getZero() == kMixedZero)
+    fields.push_back([&] { printer << "zero = mixed"; });
+  else if (getZero() != 0)
+    fields.push_back([&] { printer << "zero = " << getZero(); });
+  if (getRemat() != kNoRemat)
+    fields.push_back([&] { printer << "remat = \"" << getRemat() << "\""; });
+  if (getStages() != 1)
+    fields.push_back([&] { printer << "stages = " << getStages(); });
+  if (!getSchedule().empty())
+    fields.push_back(
+        [&] { printer << "schedule = \"" << getSchedule() << "\""; });
+  if (getMicrobatches() != 1)
+    fields.push_back(
+        [&] { printer << "microbatches = " << getMicrobatches(); });
+  if (!getChunks().empty())
+    fields.push_back([&] {
+      printer << "chunks = [";
+      llvm::interleaveComma(getChunks(), printer,
+                            [&](ChunkAttr chunk) { printer << chunk; });
+      printer << "]";
+    });
+  printer << "<";
+  llvm::interleaveComma(fields, printer,
+                        [](const std::function<void()> &field) { field(); });
+  printer << ">";
+}
+
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               MeshAttr, int64_t zero, StringRef remat,
+                               int64_t stages, StringRef schedule,
+                               int64_t microbatches,
+                               ArrayRef<ChunkAttr> chunks) {
+  if (zero != kMixedZero && (zero < 0 || zero > 3))
+    return emitError() << "C1: zero must be 0 to 3 or mixed, got " << zero;
+  if (remat != "none" && remat != "selective" && remat != "full")
+    return emitError() << "C2: remat must be none, selective or full, got '"
+                       << remat << "'";
+  if (stages < 1 || microbatches < 1)
+    return emitError() << "C3: stages and microbatches must be >= 1, got "
+                       << stages << " and " << microbatches;
+  std::optional<int64_t> virtualStages = 1;
+  if (schedule.empty()) {
+    if (stages != 1 || microbatches != 1 || !chunks.empty())
+      return emitError() << "C4: stages, microbatches and chunks need a "
+                            "schedule";
+  } else if (!(virtualStages = chunksPerDevice(schedule))) {
+    return emitError() << "C4: schedule must be gpipe, 1f1b or "
+                          "interleaved:V with V >= 2, got '"
+                       << schedule << "'";
+  }
+  if (chunks.empty())
+    return success();
+  if (static_cast<int64_t>(chunks.size()) != stages * *virtualStages)
+    return emitError() << "C5: " << stages << " stages of schedule "
+                       << schedule << " run " << stages * *virtualStages
+                       << " chunks, got " << chunks.size();
+  int64_t nextUnit = 0;
+  for (auto [index, chunk] : llvm::enumerate(chunks)) {
+    if (chunk.getDevice() != static_cast<int64_t>(index) % stages)
+      return emitError() << "C5: chunk " << index << " must run on device "
+                         << static_cast<int64_t>(index) % stages << ", got "
+                         << chunk.getDevice();
+    if (chunk.getFirst() != nextUnit)
+      return emitError() << "C5: chunk " << index << " must start at unit "
+                         << nextUnit << ", got " << chunk.getFirst();
+    nextUnit = chunk.getLast() + 1;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Where the plan's attributes sit
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// C4 of #tess.layout: `attribute` is a layout; then C2 and C3 for a value
+/// of `type`.
+LogicalResult verifyLayoutOf(Operation *op, Attribute attribute, Type type,
+                             StringRef what) {
+  auto layout = llvm::dyn_cast<LayoutAttr>(attribute);
+  if (!layout)
+    return op->emitOpError("C4: tess.layout of ")
+           << what << " must be a #tess.layout, got " << attribute;
+  return layout.verifyPlacement([&] { return op->emitOpError(); }, type,
+                                MeshAttr::lookup(op), what);
+}
+
+/// The type of argument (or result) `index` of region `region` of `op`:
+/// a function's signature, else the region's entry block.
+Type regionValueType(Operation *op, unsigned region, unsigned index,
+                     bool result) {
+  if (auto function = llvm::dyn_cast<FunctionOpInterface>(op))
+    return result ? function.getResultTypes()[index]
+                  : function.getArgumentTypes()[index];
+  if (result || op->getRegion(region).empty())
+    return {};
+  return op->getRegion(region).getArgument(index).getType();
+}
+
+} // namespace
+
+LogicalResult TessDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attribute) {
+  if (attribute.getName() == kPlanAttrName) {
+    auto plan = llvm::dyn_cast<PlanAttr>(attribute.getValue());
+    if (!plan || !llvm::isa<ModuleOp>(op))
+      return op->emitOpError("C6: tess.plan must be a #tess.plan on a module");
+    auto mesh = op->getAttrOfType<MeshAttr>("tess.mesh");
+    if (mesh && plan.getMesh() && plan.getMesh() != mesh)
+      return op->emitOpError("C6: the plan's mesh ")
+             << plan.getMesh() << " is not the module's tess.mesh " << mesh;
+    return success();
+  }
+  if (attribute.getName() != kLayoutsAttrName)
+    return success();
+  auto layouts = llvm::dyn_cast<ArrayAttr>(attribute.getValue());
+  if (!layouts || layouts.size() != op->getNumResults())
+    return op->emitOpError("C4: tess.layouts must be an array of one "
+                           "#tess.layout per result (")
+           << op->getNumResults() << "), got " << attribute.getValue();
+  for (auto [index, layout] : llvm::enumerate(layouts))
+    if (failed(verifyLayoutOf(op, layout, op->getResult(index).getType(),
+                              "result " + std::to_string(index))))
+      return failure();
+  return success();
+}
+
+LogicalResult TessDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned region,
+                                                    unsigned argument,
+                                                    NamedAttribute attribute) {
+  if (attribute.getName() != kLayoutAttrName)
+    return success();
+  return verifyLayoutOf(op, attribute.getValue(),
+                        regionValueType(op, region, argument, false),
+                        "argument " + std::to_string(argument));
+}
+
+LogicalResult TessDialect::verifyRegionResultAttribute(
+    Operation *op, unsigned region, unsigned result, NamedAttribute attribute) {
+  if (attribute.getName() != kLayoutAttrName)
+    return success();
+  return verifyLayoutOf(op, attribute.getValue(),
+                        regionValueType(op, region, result, true),
+                        "result " + std::to_string(result));
+}

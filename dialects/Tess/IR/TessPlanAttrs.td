@@ -1,0 +1,155 @@
+//===- TessPlanAttrs.td - the parallel plan as typed attributes -*- tablegen -*-===//
+//
+// What the searches decide, as attributes every later pass reads: the layout
+// of each value on the mesh (`#tess.layout`, lib/Sharding's TensorLayout)
+// and the module's plan (`#tess.plan`: mesh, ZeRO stage, recomputation,
+// pipeline stages, schedule and micro-batches). Being dialect attributes,
+// they are parsed, printed and verified with the IR: a plan that names an
+// axis the mesh lacks, or a schedule the stages cannot run, is an error
+// where it is written, not in the pass that reads it.
+//
+// Where they sit (the dialect's attribute verifier checks the places):
+//   module          tess.plan = #tess.plan<...>
+//   func argument   tess.layout = #tess.layout<[dp, -]>  (the block a rank is given)
+//   func result     tess.layout = #tess.layout<[-, tp] partial(dp)>
+//   op              tess.layouts = [#tess.layout<...>, ...]  (one per result)
+//
+// Included by TessOps.td after TessCollectiveOps.td (the plan holds a mesh).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESS_PLAN_ATTRS_TD
+#define TESS_PLAN_ATTRS_TD
+
+def Tess_LayoutAttr : Tess_Attr<"Layout", "layout"> {
+  let summary = "how one tensor lies on the module's device mesh";
+  let description = [{
+    For every tensor dim, the mesh axis it is split over in equal contiguous
+    blocks (`-`: not split), then optionally the axes over which the tensor
+    is a pending partial sum (each rank of the group holds an addend; the
+    tensor is their sum), as a row-parallel linear layer leaves it. The
+    text is lib/Sharding's TensorLayout text form; no mention of an axis
+    means replicated over it.
+
+    Why not upstream `shard.sharding`: it has no partial-sum state, which
+    row-parallel layers and a vocabulary-parallel embedding produce and the
+    search prices.
+
+    Rules. Of the attribute: (C1) no axis appears twice (two dims, or a dim
+    and the partial sum). Where it is attached (tess.layout on a function
+    argument or result, tess.layouts on an op): (C2) the module has a
+    `tess.mesh` and every axis named is one of its axes; (C3) one entry per
+    dim of the value it lays out; (C4) `tess.layout` is a `#tess.layout`,
+    and `tess.layouts` an array of them, one per result of the op.
+
+    ```mlir
+    module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
+      func.func @step(%x: tensor<4x8xf32> {tess.layout = #tess.layout<[dp, -]>})
+          -> (tensor<4x8xf32> {tess.layout = #tess.layout<[-, tp] partial(dp)>}) {
+        %y = tess.exp %x {tess.layouts = [#tess.layout<[dp, tp]>]} : tensor<4x8xf32>
+        return %y : tensor<4x8xf32>
+      }
+    }
+    ```
+  }];
+  // An unsplit dim is the empty name.
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$dims,
+                        ArrayRefParameter<"::mlir::StringAttr">:$partial);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    unsigned getRank() const { return getDims().size(); }
+    /// No dim split, no partial sum.
+    bool isReplicated() const;
+    /// C2 and C3 for a value of `type` in a module with `mesh` (null when
+    /// the module has none); `what` names the value in the message.
+    ::mlir::LogicalResult
+    verifyPlacement(::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError,
+                    ::mlir::Type type, MeshAttr mesh, ::llvm::StringRef what) const;
+  }];
+}
+
+def Tess_ChunkAttr : Tess_Attr<"Chunk", "chunk"> {
+  let summary = "one chunk of a pipelined step: its units and its device";
+  let description = [{
+    The program units (lib/Pipeline's ProgramUnits: 0 the embedding, 1..L
+    the Transformer layers, L + 1 the head) `first` to `last`, inclusive,
+    that `tess-split-pipeline-stages` puts into chunk c (its
+    `@stage{c}_forward` and `@stage{c}_backward`), and the pipeline device
+    that runs it.
+
+    Rules: (C1) 0 <= first <= last; (C2) device >= 0.
+
+    ```mlir
+    #tess.chunk<device = 1, units = 3 to 5>
+    ```
+  }];
+  let parameters = (ins "int64_t":$device, "int64_t":$first, "int64_t":$last);
+  let assemblyFormat =
+      "`<` `device` `=` $device `,` `units` `=` $first `to` $last `>`";
+  let genVerifyDecl = 1;
+}
+
+def Tess_PlanAttr : Tess_Attr<"Plan", "plan"> {
+  let summary = "the module's parallel plan: mesh, ZeRO, remat, pipeline";
+  let description = [{
+    The module attribute `tess.plan`: what tesserac (from the search or the
+    user's flags) and `tess-split-pipeline-stages` decided, for the passes
+    after them to read instead of options.
+
+    - `mesh`: the device mesh one pipeline stage is partitioned over
+      (absent: one device); equal to the module's `tess.mesh` when both
+      are present.
+    - `zero`: the parameters' ZeRO stage, 0 to 3, or `mixed` when the
+      search chose per parameter (their layouts say how); default 0.
+    - `remat`: what each Transformer layer recomputes in its backward:
+      `none` (default), `selective` or `full` (tess-rematerialize's modes).
+    - `stages`, `schedule`, `microbatches`: a pipelined step runs on
+      `stages` devices with the schedule `gpipe`, `1f1b` or
+      `interleaved:V` (V chunks per device) over `microbatches` per step.
+      No schedule: not pipelined.
+    - `chunks`: the stage split, chunk c being `@stage{c}_*` (written by
+      `tess-split-pipeline-stages`).
+
+    Rules: (C1) `zero` is 0 to 3 or mixed; (C2) `remat` is none, selective
+    or full; (C3) `stages` >= 1 and `microbatches` >= 1; (C4) `schedule`
+    is gpipe, 1f1b or interleaved:V with V >= 2, or absent, and without
+    one, `stages` and `microbatches` are 1 and there are no chunks;
+    (C5) there are no chunks or `stages` x V of them (V = 1 but for
+    interleaved:V), chunk c on device c mod `stages`, their units
+    consecutive from 0; (C6) `tess.plan` sits on a module, and where
+    both the plan and the module have a mesh they are the same.
+
+    ```mlir
+    module attributes {tess.plan = #tess.plan<zero = 1, remat = "selective",
+        stages = 2, schedule = "interleaved:2", microbatches = 4,
+        chunks = [#tess.chunk<device = 0, units = 0 to 1>,
+                  #tess.chunk<device = 1, units = 2 to 2>,
+                  #tess.chunk<device = 0, units = 3 to 3>,
+                  #tess.chunk<device = 1, units = 4 to 5>]>} {}
+    ```
+  }];
+  let parameters = (ins "MeshAttr":$mesh, "int64_t":$zero,
+                        StringRefParameter<"recomputation mode">:$remat,
+                        "int64_t":$stages,
+                        StringRefParameter<"pipeline schedule">:$schedule,
+                        "int64_t":$microbatches,
+                        ArrayRefParameter<"ChunkAttr">:$chunks);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The value of `zero` when the search's stages differ per parameter.
+    static constexpr int64_t kMixedZero = -1;
+    /// One device, nothing decided: the defaults of every field.
+    static PlanAttr get(::mlir::MLIRContext *context);
+    /// A copy with `chunks` replaced.
+    PlanAttr withChunks(::llvm::ArrayRef<ChunkAttr> chunks) const;
+    bool isPipelined() const { return !getSchedule().empty(); }
+    /// Chunks per device: V of interleaved:V, otherwise 1.
+    int64_t getVirtualStages() const;
+    /// The `tess.plan` of the module that contains `op`, or null.
+    static PlanAttr lookup(::mlir::Operation *op);
+  }];
+}
+
+#endif // TESS_PLAN_ATTRS_TD

@@ -1,0 +1,67 @@
+// RUN: tessera-opt %s -split-input-file | tessera-opt -split-input-file | FileCheck %s
+// RUN: tessera-opt %s -split-input-file --mlir-print-op-generic | tessera-opt -split-input-file | FileCheck %s
+
+// Round trip of the plan's attributes (TessPlanAttrs.td) through the custom
+// and the generic form: a value's layout where it may sit, and the module's
+// plan with and without a pipeline.
+
+// CHECK: module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>}
+module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
+  // CHECK-LABEL: func.func @layouts
+  // CHECK-SAME: (%{{.*}}: tensor<4x8xf32> {tess.layout = #tess.layout<[dp, -]>}, %{{.*}}: tensor<f32> {tess.layout = #tess.layout<[]>})
+  // CHECK-SAME: -> (tensor<4x8xf32> {tess.layout = #tess.layout<[-, tp] partial(dp)>})
+  func.func @layouts(%x: tensor<4x8xf32> {tess.layout = #tess.layout<[dp, -]>},
+                     %s: tensor<f32> {tess.layout = #tess.layout<[]>})
+      -> (tensor<4x8xf32> {tess.layout = #tess.layout<[-, tp] partial(dp)>}) {
+    // CHECK: tess.exp %{{.*}} {tess.layouts = [#tess.layout<[dp, tp]>]}
+    %y = tess.exp %x {tess.layouts = [#tess.layout<[dp, tp]>]} : tensor<4x8xf32>
+    // CHECK: tess.exp %{{.*}} {tess.layouts = [#tess.layout<[-, -] partial(tp, dp)>]}
+    %z = tess.exp %y {tess.layouts = [#tess.layout<[-, -] partial(tp, dp)>]} : tensor<4x8xf32>
+    return %z : tensor<4x8xf32>
+  }
+}
+
+// -----
+
+// One device: every field at its default prints as nothing.
+// CHECK: module attributes {tess.plan = #tess.plan<>}
+module attributes {tess.plan = #tess.plan<zero = 0, remat = "none", stages = 1, microbatches = 1>} {}
+
+// -----
+
+// A mesh plan: the same mesh as the module's.
+// CHECK: module attributes {tess.mesh = #tess.mesh<dp = 4>, tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>, zero = mixed, remat = "full">}
+module attributes {tess.mesh = #tess.mesh<dp = 4>,
+                   tess.plan = #tess.plan<remat = "full", zero = mixed, mesh = #tess.mesh<dp = 4>>} {}
+
+// -----
+
+// A pipeline before tess-split-pipeline-stages has chunked it.
+// CHECK: module attributes {tess.plan = #tess.plan<zero = 1, stages = 4, schedule = "gpipe", microbatches = 8>}
+module attributes {tess.plan = #tess.plan<zero = 1, stages = 4, schedule = "gpipe", microbatches = 8>} {}
+
+// -----
+
+// The example of the description: an interleaved pipeline, chunked.
+// CHECK: module attributes {tess.plan = #tess.plan<zero = 1, remat = "selective", stages = 2, schedule = "interleaved:2", microbatches = 4,
+// CHECK-SAME: chunks = [#tess.chunk<device = 0, units = 0 to 1>, #tess.chunk<device = 1, units = 2 to 2>, #tess.chunk<device = 0, units = 3 to 3>, #tess.chunk<device = 1, units = 4 to 5>]>}
+module attributes {tess.plan = #tess.plan<zero = 1, remat = "selective",
+    stages = 2, schedule = "interleaved:2", microbatches = 4,
+    chunks = [#tess.chunk<device = 0, units = 0 to 1>,
+              #tess.chunk<device = 1, units = 2 to 2>,
+              #tess.chunk<device = 0, units = 3 to 3>,
+              #tess.chunk<device = 1, units = 4 to 5>]>} {}
+
+// -----
+
+// The example of #tess.layout's description.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: tess.layout = #tess.layout<[dp, -]>
+// CHECK: tess.exp %{{.*}} {tess.layouts = [#tess.layout<[dp, tp]>]}
+module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
+  func.func @step(%x: tensor<4x8xf32> {tess.layout = #tess.layout<[dp, -]>})
+      -> (tensor<4x8xf32> {tess.layout = #tess.layout<[-, tp] partial(dp)>}) {
+    %y = tess.exp %x {tess.layouts = [#tess.layout<[dp, tp]>]} : tensor<4x8xf32>
+    return %y : tensor<4x8xf32>
+  }
+}
