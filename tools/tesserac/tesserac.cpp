@@ -534,6 +534,38 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   return 0;
 }
 
+/// Writes the module's tess.plan with what this compile decided: the
+/// search's ZeRO stage (`searched`), --remat, and --stages, --schedule and
+/// --microbatches (`stepPipeline`). The passes after it read the plan, not
+/// options: the mesh joins it when the step is annotated, the chunks when
+/// tess-split-pipeline-stages cuts it. Returns 0, or 1 after the error.
+int writeModulePlan(
+    mlir::MLIRContext &context, mlir::ModuleOp module,
+    const SearchedPlan &searched,
+    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
+  Expected<tessera::pipeline::RematMode> remat =
+      tessera::tesserac::stepRematMode();
+  if (!remat)
+    return fail(toString(remat.takeError()));
+  using tessera::tess::PlanAttr;
+  int64_t zero = 0;
+  if (searched.plan)
+    zero = searched.plan->zeroStage < 0 ? PlanAttr::kMixedZero
+                                        : searched.plan->zeroStage;
+  int64_t stages = 1, microBatches = 1;
+  std::string schedule;
+  if (stepPipeline) {
+    stages = stepPipeline->stages;
+    microBatches = stepPipeline->microBatches;
+    schedule = stepPipeline->schedule;
+  }
+  module->setAttr(tessera::sharding::kPlanAttrName,
+                  PlanAttr::get(&context, tessera::tess::MeshAttr(), zero,
+                                tessera::pipeline::rematName(*remat), stages,
+                                schedule, microBatches, {}));
+  return 0;
+}
+
 /// --explain: the cost model's estimate of the unsharded step on one device,
 /// then the searched sharding plan on `mesh`.
 int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
@@ -565,6 +597,8 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   bool forced = !forcedStrategy.empty();
   if (int status = buildAndSearch(context, module, cluster, mesh, options,
                                   /*search=*/!forced, searched))
+    return status;
+  if (int status = writeModulePlan(context, module, searched, std::nullopt))
     return status;
   if (int status = partitionForMesh(context, module, searched))
     return status;
@@ -635,6 +669,8 @@ int compileTrainingProgram(
                  buildTrainingStep(context, module, /*oneDevice=*/true)) {
     return status;
   }
+  if (int status = writeModulePlan(context, module, searched, stepPipeline))
+    return status;
   if (int status = rematerializeStep(context, module))
     return status;
 
