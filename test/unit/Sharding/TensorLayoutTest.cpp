@@ -3,6 +3,10 @@
 
 #include "tessera/Sharding/TensorLayout.h"
 
+#include "tessera/Sharding/PlanAnnotation.h"
+
+#include "mlir/IR/MLIRContext.h"
+
 #include <gtest/gtest.h>
 
 using namespace tessera;
@@ -84,6 +88,35 @@ TEST(TensorLayoutTest, ChecksShapesAndCountsLocalElements) {
   TensorLayout partial =
       llvm::cantFail(parseTensorLayout("[-, -] partial(tp)", mesh));
   EXPECT_DOUBLE_EQ(partial.localElements({8, 6}, mesh), 48.0);
+}
+
+// The IR form (#tess.layout, PlanAnnotation.h) names the axes the mesh
+// indexes: the same layout both ways, partial axes back in the mesh's
+// order whatever order the attribute lists them in.
+TEST(TensorLayoutTest, ConvertsToAndFromTheLayoutAttribute) {
+  mlir::MLIRContext context;
+  context.loadDialect<tess::TessDialect>();
+  cost::DeviceMesh mesh = dpTpMesh();
+  TensorLayout layout =
+      llvm::cantFail(parseTensorLayout("[-, dp] partial(tp)", mesh));
+  tess::LayoutAttr attribute = layoutAttr(&context, layout, mesh);
+  std::string printed;
+  llvm::raw_string_ostream(printed) << attribute;
+  EXPECT_EQ(printed, "#tess.layout<[-, dp] partial(tp)>");
+  EXPECT_EQ(llvm::cantFail(tensorLayout(attribute, mesh)), layout);
+
+  auto name = [&](llvm::StringRef text) {
+    return mlir::StringAttr::get(&context, text);
+  };
+  auto bothPartial =
+      tess::LayoutAttr::get(&context, {name("")}, {name("tp"), name("dp")});
+  EXPECT_EQ(llvm::cantFail(tensorLayout(bothPartial, mesh)).print(mesh),
+            "[-] partial(dp, tp)");
+  auto unknown = tess::LayoutAttr::get(&context, {name("sp")}, {});
+  llvm::Expected<TensorLayout> read = tensorLayout(unknown, mesh);
+  ASSERT_FALSE(static_cast<bool>(read));
+  EXPECT_EQ(llvm::toString(read.takeError()),
+            "layout #tess.layout<[sp]> names 'sp', no axis of the mesh");
 }
 
 } // namespace
