@@ -31,20 +31,20 @@ double TrainingStepEstimate::modelFlopsUtilization() const {
 }
 
 llvm::Expected<TrainingStepEstimate>
-estimateTrainingStep(ModuleOp module, const Cluster &cluster,
-                     const DeviceMesh &mesh) {
-  llvm::Expected<MemoryEstimate> memory = estimateTrainingMemory(module);
-  if (!memory)
-    return memory.takeError();
-
+estimateTrainingStep(ModuleOp module, const StepMemory &memory,
+                     const Cluster &cluster, const DeviceMesh &mesh) {
   TrainingStepEstimate estimate;
   estimate.clusterName = cluster.name;
   estimate.device = cluster.device;
   estimate.mesh = mesh;
-  estimate.memory = *memory;
+  estimate.memory = memory;
+  estimate.memoryLimitBytes = cluster.device.memoryBytes;
 
   auto forwardBackward = module.lookupSymbol<func::FuncOp>("forward_backward");
   auto optimizerStep = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (!forwardBackward || forwardBackward.isExternal() || !optimizerStep)
+    return stepError("the module has no @forward_backward and "
+                     "@optimizer_step (run tess-build-training first)");
   if (auto precision =
           forwardBackward->getAttrOfType<StringAttr>("tess.precision")) {
     std::optional<Precision> parsed = parsePrecisionName(precision.getValue());
@@ -83,7 +83,7 @@ estimateTrainingStep(ModuleOp module, const Cluster &cluster,
     });
   }
 
-  estimate.gradientBytes = static_cast<double>(estimate.memory.gradients);
+  estimate.gradientBytes = static_cast<double>(memory.state.gradients);
   estimate.gradientAllReduceSeconds =
       meshAllReduceTime(mesh, cluster, estimate.gradientBytes);
   return estimate;

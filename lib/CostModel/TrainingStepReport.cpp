@@ -34,7 +34,7 @@ void memoryLine(raw_ostream &os, StringRef label, int64_t bytes,
 
 void printTrainingStepEstimate(const TrainingStepEstimate &estimate,
                                StringRef title, raw_ostream &os) {
-  const MemoryEstimate &memory = estimate.memory;
+  const StepMemory &memory = estimate.memory;
   StringRef precision = precisionName(estimate.precision);
   os << "Training step estimate: " << title << "\n";
   os << formatv("  cluster    {0} ({1}, {2:F1} GiB, {3:F0} TFLOP/s {4})\n",
@@ -56,33 +56,50 @@ void printTrainingStepEstimate(const TrainingStepEstimate &estimate,
                 precision, withCommas(estimate.tokensPerDevice),
                 withCommas(estimate.tokensPerStep));
 
-  int64_t total = memory.total();
-  os << formatv("\n{0,-42} {1,12} {2,7}\n", "Memory per device", "MiB",
-                "share");
-  memoryLine(os, "master weights (fp32)", memory.masterWeights, total);
-  memoryLine(os, formatv("compute weights ({0})", precision).str(),
-             memory.computeWeights, total);
-  memoryLine(os, "gradients", memory.gradients, total);
-  memoryLine(os, "optimizer state (AdamW m, v)", memory.optimizerState, total);
-  memoryLine(os, "inputs and buffers", memory.inputsAndBuffers, total);
-  memoryLine(os, "activations (peak)", memory.activations, total);
-  memoryLine(os, "communication buffers", memory.communicationBuffers, total);
+  // The compiled step's memory (tessera/Analysis/StepMemory.h), the number
+  // --summary prints and the executable allocates.
+  const TrainingStateBytes &state = memory.state;
+  int64_t total = memory.totalBytes();
+  os << formatv("\n{0,-42} {1,12} {2,7}\n",
+                "Memory per device (the compiled step)", "MiB", "share");
+  memoryLine(os, "master weights (fp32)", state.masterWeights, total);
+  memoryLine(os, formatv("compute copies of the weights ({0})", precision).str(),
+             state.computeCopies, total);
+  memoryLine(os, "gradients", state.gradients, total);
+  memoryLine(os, "optimizer state (AdamW m, v)", state.optimizerState, total);
+  if (state.accumulators)
+    memoryLine(os, "gradient accumulators (fp32)", state.accumulators, total);
+  memoryLine(os, "buffers", state.buffers, total);
+  memoryLine(os, "step arena (activations, temporaries)",
+             memory.arenaBytes, total);
+  if (memory.gemmScratchBytes)
+    memoryLine(os, "padded-GEMM scratch (CUDA)", memory.gemmScratchBytes,
+               total);
   os << formatv("  {0,-40} {1,12:F3} of {2:F1} GiB ({3:F1}%)\n", "total",
                 total / kMiB, estimate.device.memoryBytes / kGiB,
                 100.0 * total / estimate.device.memoryBytes);
   os << formatv("  resident state: {0:F2} bytes per parameter ({1} "
                 "parameters)\n",
-                memory.trainableElements
-                    ? static_cast<double>(memory.resident() -
-                                          memory.inputsAndBuffers) /
-                          memory.trainableElements
+                state.trainableElements
+                    ? static_cast<double>(state.total() - state.buffers) /
+                          state.trainableElements
                     : 0.0,
-                withCommas(memory.trainableElements));
-  os << formatv("  activations peak at {0}; {1:F3} MiB kept by the forward "
+                withCommas(state.trainableElements));
+  os << formatv("  the arena peaks at {0}; {1:F3} MiB kept by the forward "
                 "for the backward\n",
-                memory.peakOpName, memory.savedForBackward / kMiB);
-  if (total > estimate.device.memoryBytes)
-    os << "  warning: the estimate exceeds the device's memory\n";
+                memory.peakOpName, memory.savedForBackwardBytes / kMiB);
+  // The fit decision tesserac made with this analysis (--memory-limit, else
+  // the device's memory).
+  double limit = estimate.memoryLimitBytes;
+  if (total <= limit)
+    os << formatv("  fits the limit of {0:F3} MiB per device{1}\n", limit / kMiB,
+                  estimate.remat == "none"
+                      ? std::string()
+                      : formatv(" with --remat {0}", estimate.remat).str());
+  else
+    os << formatv("  does not fit the limit of {0:F3} MiB on one device: the "
+                  "sharding plan below divides it\n",
+                  limit / kMiB);
 
   double step = estimate.stepSeconds();
   os << formatv("\n{0,-28} {1,11} {2,10} {3,7} {4,12}\n",

@@ -52,7 +52,7 @@
 #include "StepSignature.h"
 #include "tessera/CostModel/OpCost.h"
 #include "tessera/Execution/HostTensorBuffer.h"
-#include "tessera/Lowering/ArenaPlanning.h"
+#include "tessera/Analysis/ArenaPlanning.h"
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/runtime/program.h"
@@ -1082,7 +1082,7 @@ FailureOr<FunctionArenaPlan> planLoweredFunction(func::FuncOp function,
     // A pipelined program's plans, one per chunk function.
     if (function.getSymName() != "forward_backward")
       llvm::errs() << "@" << function.getSymName() << ":\n";
-    lowering::printArenaPlan(*plan, llvm::errs());
+    tessera::printArenaPlan(*plan, llvm::errs());
   }
   for (Operation &op : function.getBody().front())
     for (Value result : op.getResults()) {

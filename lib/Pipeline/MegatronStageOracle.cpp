@@ -19,8 +19,9 @@
 //   with ZeRO-1;
 // - memory: weights, gradients and AdamW state of the stage's parameters
 //   (rank >= 2 ones split by t; master weights and moments by d with
-//   ZeRO-1), the kept activations per micro-batch, the largest backward
-//   working set of a unit.
+//   ZeRO-1), fp32 gradient accumulators when a step has several
+//   micro-batches, the kept activations per micro-batch, the largest
+//   backward working set of a unit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -223,6 +224,11 @@ MegatronStageOracle::plans(const StageQuery &query) const {
       plan.memory.gradients = gradientBytes;
       plan.memory.optimizerState =
           parametersPerDevice * profile.optimizerBytesPerParameter / shard;
+      // The driver sums the micro-batches' gradients in fp32, whole on
+      // every replica.
+      if (query.microBatches > 1)
+        plan.memory.accumulators =
+            parametersPerDevice * profile.accumulatorBytesPerParameter;
       result.push_back(std::move(plan));
     }
   }

@@ -201,6 +201,9 @@ void printPipelinePlan(const PipelinePlan &plan, const ProgramProfile &profile,
                      full.cost.zero ? " / DP" : "")
                  .str(),
              memory.optimizerState);
+  if (memory.accumulators)
+    memoryLine("gradient accumulators (fp32, several micro-batches)",
+               memory.accumulators);
   memoryLine(formatv("activations ({0:F1} micro-batches in flight x {1:F2} "
                      "GiB)",
                      full.inFlight, memory.activationsPerMicroBatch / kGiB)

@@ -3,7 +3,7 @@
 #include "tessera/Pipeline/UnitProfile.h"
 
 #include "Tess/IR/TessOps.h"
-#include "tessera/CostModel/MemoryEstimate.h"
+#include "tessera/Analysis/StepMemory.h"
 #include "tessera/Pipeline/Remat.h"
 
 #include "llvm/ADT/DenseSet.h"
@@ -118,6 +118,21 @@ void addBytes(TensorBytes &total, const Affine &bytes, bool split) {
   (split ? total.split : total.replicated) += bytes;
 }
 
+/// Bytes of the compute-precision copies `function` makes of its parameters
+/// (their casts): weights, not activations, in the stages' memory.
+double parameterCastBytes(func::FuncOp function) {
+  double bytes = 0;
+  function.walk([&](tess::CastOp cast) {
+    auto argument = llvm::dyn_cast<BlockArgument>(cast.getInput());
+    auto type = llvm::cast<RankedTensorType>(cast.getType());
+    if (argument && argument.getOwner()->getParentOp() == function &&
+        function.getArgAttr(argument.getArgNumber(), "tess.parameter"))
+      bytes += static_cast<double>(type.getNumElements()) *
+               (type.getElementTypeBitWidth() / 8);
+  });
+  return bytes;
+}
+
 } // namespace
 
 double OpRecord::time(const cost::DeviceModel &device, double batch,
@@ -150,10 +165,6 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
   llvm::Expected<ProgramUnits> unitsTwo = partitionIntoUnits(second);
   if (!unitsTwo)
     return unitsTwo.takeError();
-  llvm::Expected<cost::MemoryEstimate> memory =
-      cost::estimateTrainingMemory(first);
-  if (!memory)
-    return memory.takeError();
 
   Twins twins;
   twins.one = unitsOne->forwardBackward;
@@ -446,15 +457,25 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     profile.structures.push_back(std::move(unitProfile));
   }
 
-  // Resident state per parameter, and the tied parameters.
-  double elements = static_cast<double>(memory->trainableElements);
-  profile.trainableParameters = memory->trainableElements;
+  // Resident state per parameter (the driver's, TrainingStateBytes), and
+  // the tied parameters. Each stage keeps the compute copies of its
+  // weights for the whole step (its prepare casts them once).
+  FailureOr<TrainingStateBytes> state =
+      trainingStateBytes(function, /*microBatches=*/1);
+  if (failed(state))
+    return profileError("the training state of the program cannot be "
+                        "stored by the runtime");
+  double elements = static_cast<double>(state->trainableElements);
+  profile.trainableParameters = state->trainableElements;
   if (elements > 0) {
-    profile.masterBytesPerParameter = memory->masterWeights / elements;
-    profile.computeBytesPerParameter = memory->computeWeights / elements;
-    profile.gradientBytesPerParameter = memory->gradients / elements;
-    profile.optimizerBytesPerParameter = memory->optimizerState / elements;
+    profile.masterBytesPerParameter = state->masterWeights / elements;
+    profile.computeBytesPerParameter =
+        (state->computeCopies + parameterCastBytes(function)) / elements;
+    profile.gradientBytesPerParameter = state->gradients / elements;
+    profile.optimizerBytesPerParameter = state->optimizerState / elements;
   }
+  profile.accumulatorBytesPerParameter =
+      TrainingStateBytes::kAccumulatorBytesPerElement;
   llvm::DenseMap<unsigned, unsigned> unitsReading;
   for (const ProgramUnit &unit : profile.units)
     for (unsigned parameter : unit.parameters)

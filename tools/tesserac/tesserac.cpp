@@ -43,11 +43,11 @@
 #include "PassDiagnostics.h"
 #include "PipelineExplain.h"
 #include "tessera/Analysis/ModelSummary.h"
+#include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/TrainingStepEstimate.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Lowering/HostCompiler.h"
 #include "tessera/Lowering/Passes.h"
-#include "tessera/Lowering/StepMemory.h"
 #include "tessera/Lowering/WeightsFile.h"
 #include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Sharding/PlanAnnotation.h"
@@ -58,6 +58,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/CommandLine.h"
@@ -437,16 +438,13 @@ int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// --remat: recomputes the chosen activations of every layer in the
 /// backward (after buildTrainingStep's CSE, which would merge the clones
 /// back into the forward). Returns 0, or 1 after printing the error.
-int rematerializeStep(mlir::MLIRContext &context, mlir::ModuleOp module) {
-  Expected<tessera::pipeline::RematMode> mode =
-      tessera::tesserac::stepRematMode();
-  if (!mode)
-    return fail(toString(mode.takeError()));
-  if (*mode == tessera::pipeline::RematMode::None)
+int rematerializeStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                      tessera::pipeline::RematMode mode) {
+  if (mode == tessera::pipeline::RematMode::None)
     return 0;
   mlir::PassManager remat(&context);
   tessera::RematerializeOptions options;
-  options.mode = tessera::pipeline::rematName(*mode).str();
+  options.mode = tessera::pipeline::rematName(mode).str();
   remat.addPass(tessera::createRematerialize(options));
   return runPasses(remat, module,
                    inputPath + ": --remat " + options.mode + " failed");
@@ -471,6 +469,78 @@ std::optional<double> parseMemorySize(StringRef text) {
   return value * scale;
 }
 
+/// The memory of the step --target compiles for one device from the forward
+/// in `module` (left as it is), recomputing `remat` in the backward: the
+/// training step, tess-rematerialize and tess-lowering-preparation on a
+/// copy, then the arena analysis (tessera/Analysis/StepMemory.h). --summary
+/// and --explain both read it, so that their numbers are the executable's.
+/// Returns nullopt after printing the error.
+std::optional<tessera::StepMemory>
+compiledStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
+                   tessera::pipeline::RematMode remat) {
+  mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
+  if (buildTrainingStep(context, *step, /*oneDevice=*/true) ||
+      rematerializeStep(context, *step, remat))
+    return std::nullopt;
+  mlir::PassManager preparation(&context);
+  addLoweringPreparation(preparation);
+  if (runPasses(preparation, *step,
+                inputPath + ": preparing the training step failed"))
+    return std::nullopt;
+  auto forwardBackward =
+      step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  if (!forwardBackward) {
+    fail(inputPath + ": the training step has no @forward_backward");
+    return std::nullopt;
+  }
+  FailureOr<tessera::StepMemory> memory =
+      tessera::estimateStepMemory(forwardBackward, /*microBatches=*/1);
+  if (failed(memory)) {
+    fail(inputPath + ": cannot plan the training step's memory");
+    return std::nullopt;
+  }
+  return *memory;
+}
+
+/// The compiled one-device step that fits `limitBytes`, by the arena
+/// analysis: without recomputation, else with selective, else with full
+/// (the least recomputation that fits). On a mesh of several devices the
+/// step is the unsharded one the search divides, without recomputation
+/// (the mesh program is built without it), whether or not it fits one
+/// device. Returns 0, or 1 after printing the error (nothing fits one
+/// device, with what each mode needs).
+int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                    const tessera::cost::DeviceMesh &mesh, double limitBytes,
+                    tessera::StepMemory &memory,
+                    tessera::pipeline::RematMode &remat) {
+  using tessera::pipeline::RematMode;
+  auto size = [](double bytes) {
+    return bytes < 1073741824.0 ? formatv("{0:F3} MiB", bytes / 1048576.0).str()
+                                : formatv("{0:F2} GiB", bytes / 1073741824.0).str();
+  };
+  std::string needs;
+  for (RematMode mode :
+       {RematMode::None, RematMode::Selective, RematMode::Full}) {
+    std::optional<tessera::StepMemory> analysed =
+        compiledStepMemory(context, module, mode);
+    if (!analysed)
+      return 1;
+    memory = *analysed;
+    remat = mode;
+    if (mesh.deviceCount() > 1 || memory.totalBytes() <= limitBytes)
+      return 0;
+    needs += formatv("{0}{1} with --remat {2}", needs.empty() ? "" : ", ",
+                     size(memory.totalBytes()), tessera::pipeline::rematName(mode))
+                 .str();
+  }
+  return fail(formatv("{0}: no plan fits {1} on one device: the "
+                      "compiled step needs {2} (its arena planned from "
+                      "liveness and the training state); raise "
+                      "--memory-limit, lower --dim batch or use more "
+                      "devices",
+                      inputPath, size(limitBytes), needs));
+}
+
 /// The search's plan of the forward function and what it was calibrated by.
 /// `planned` holds the forward function the plan's ops belong to.
 struct SearchedPlan {
@@ -493,32 +563,57 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   auto forward = result.planned->lookupSymbol<mlir::func::FuncOp>("forward");
   if (!forward)
     return fail(inputPath + ": the imported module has no @forward");
+  if (!searchOptions.memoryLimitBytes)
+    searchOptions.memoryLimitBytes = cluster.device.memoryBytes;
+  // The memory of the step as compiled decides what fits; the search's own
+  // per-op model is calibrated to it below.
+  tessera::StepMemory memory;
+  tessera::pipeline::RematMode remat = tessera::pipeline::RematMode::None;
+  if (search && fitCompiledStep(context, module, mesh,
+                                *searchOptions.memoryLimitBytes, memory, remat))
+    return 1;
   if (int status = buildTrainingStep(context, module, /*oneDevice=*/false))
     return status;
   if (!search)
     return 0;
   auto estimate = tessera::cost::estimateTrainingStep(
-      module, cluster, tessera::cost::DeviceMesh());
+      module, memory, cluster, tessera::cost::DeviceMesh());
   if (!estimate)
     return fail(inputPath + ": " + toString(estimate.takeError()));
+  estimate->memoryLimitBytes = *searchOptions.memoryLimitBytes;
+  estimate->remat = tessera::pipeline::rematName(remat).str();
+  // On one device the analysis has decided: the search's only plan is the
+  // replicated one, whose calibrated total is the analysis's up to
+  // rounding, and a second check could only disagree by that.
+  if (mesh.deviceCount() == 1)
+    searchOptions.memoryLimitBytes.reset();
 
   using tessera::cost::OpKind;
   double optimizerSeconds =
       estimate->secondsByKind[static_cast<size_t>(OpKind::Optimizer)];
   searchOptions.trainingComputeSeconds =
       estimate->computeSeconds() - optimizerSeconds;
-  searchOptions.activationPeakBytes =
-      static_cast<double>(estimate->memory.activations);
-  searchOptions.fixedMemoryBytes =
-      static_cast<double>(estimate->memory.inputsAndBuffers);
-  if (estimate->memory.trainableElements > 0)
+  const tessera::TrainingStateBytes &state = memory.state;
+  if (state.trainableElements > 0)
     searchOptions.optimizerSecondsPerElement =
-        optimizerSeconds / estimate->memory.trainableElements;
+        optimizerSeconds / state.trainableElements;
   bool mixed = precision != "fp32";
   searchOptions.computeWeightBytes = mixed ? 2 : 0;
   searchOptions.gradientBytes = mixed ? 2 : 4;
-  if (!searchOptions.memoryLimitBytes)
-    searchOptions.memoryLimitBytes = cluster.device.memoryBytes;
+  // The search prices each parameter's state by its layout and ZeRO stage
+  // (ShardingStrategy), the buffers and the GEMM scratch as fixed, and
+  // scales its activations to the rest of the compiled step's memory: its
+  // replicated plan predicts exactly the analysis's peak.
+  double parameterStateBytes =
+      (tessera::TrainingStateBytes::kMasterBytesPerElement +
+       searchOptions.computeWeightBytes + searchOptions.gradientBytes +
+       tessera::TrainingStateBytes::kOptimizerBytesPerElement) *
+      static_cast<double>(state.trainableElements);
+  searchOptions.fixedMemoryBytes =
+      static_cast<double>(state.buffers + memory.gemmScratchBytes);
+  searchOptions.activationPeakBytes =
+      std::max(1.0, static_cast<double>(memory.totalBytes()) -
+                        searchOptions.fixedMemoryBytes - parameterStateBytes);
   if (mixed) {
     mlir::Type computeType = precision == "bf16"
                                  ? mlir::Type(mlir::BFloat16Type::get(&context))
@@ -671,7 +766,11 @@ int compileTrainingProgram(
   }
   if (int status = writeModulePlan(context, module, searched, stepPipeline))
     return status;
-  if (int status = rematerializeStep(context, module))
+  Expected<tessera::pipeline::RematMode> remat =
+      tessera::tesserac::stepRematMode();
+  if (!remat)
+    return fail(toString(remat.takeError()));
+  if (int status = rematerializeStep(context, module, *remat))
     return status;
 
   // The weights file and the executable are written under staging names
@@ -999,26 +1098,12 @@ int main(int argc, char **argv) {
 
   // --summary with --loss or --precision: also the device memory of the
   // compiled training step (its planned arena and the driver's state).
-  std::optional<tessera::lowering::StepMemory> stepMemory;
+  std::optional<tessera::StepMemory> stepMemory;
   if (summary && (loss.getNumOccurrences() || precision.getNumOccurrences())) {
-    mlir::OwningOpRef<mlir::ModuleOp> step((**module).clone());
-    if (int status = buildTrainingStep(context, *step, /*oneDevice=*/true))
-      return status;
-    mlir::PassManager preparation(&context);
-    addLoweringPreparation(preparation);
-    if (runPasses(preparation, *step,
-                  inputPath + ": preparing the training step failed"))
+    stepMemory = compiledStepMemory(context, **module,
+                                    tessera::pipeline::RematMode::None);
+    if (!stepMemory)
       return 1;
-    auto forwardBackward =
-        step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
-    if (!forwardBackward)
-      return fail(inputPath + ": the training step has no @forward_backward");
-    FailureOr<tessera::lowering::StepMemory> memory =
-        tessera::lowering::estimateStepMemory(forwardBackward,
-                                              /*microBatches=*/1);
-    if (failed(memory))
-      return fail(inputPath + ": cannot plan the training step's memory");
-    stepMemory = *memory;
   }
 
   return writeOutput([&](raw_ostream &os) {
@@ -1028,7 +1113,7 @@ int main(int argc, char **argv) {
       tessera::printModelSummary(numbers, inputPath, os);
     }
     if (stepMemory)
-      tessera::lowering::printStepMemory(*stepMemory, os);
+      tessera::printStepMemory(*stepMemory, os);
     if (emit != EmitStage::None)
       (*module)->print(os);
   });

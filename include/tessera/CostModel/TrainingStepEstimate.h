@@ -3,7 +3,9 @@
 // Puts the pieces together for a module built by `tess-build-training`: the
 // roofline time of every op of @forward_backward and @optimizer_step on one
 // device of the cluster, summed by kind (one stream, no overlap between
-// kernels), the FLOPs, the memory estimate, and from them tokens/s and MFU.
+// kernels), the FLOPs, and from them tokens/s and MFU; beside them the
+// memory of the step as it is compiled (tessera/Analysis/StepMemory.h), which
+// the caller analyses on the program the lowering gets.
 //
 // There is no sharding plan yet (the search of issue 5 will make one), so a
 // mesh of more than one device is priced as pure data parallelism over all
@@ -16,9 +18,9 @@
 #ifndef TESSERA_COSTMODEL_TRAININGSTEPESTIMATE_H
 #define TESSERA_COSTMODEL_TRAININGSTEPESTIMATE_H
 
+#include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/CostModel/DeviceMesh.h"
-#include "tessera/CostModel/MemoryEstimate.h"
 #include "tessera/CostModel/OpCost.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -54,7 +56,12 @@ struct TrainingStepEstimate {
   double gradientBytes = 0;
   double gradientAllReduceSeconds = 0;
 
-  MemoryEstimate memory;
+  /// The compiled step's memory on one device, and the limit it is held
+  /// to (--memory-limit, else the device's memory).
+  StepMemory memory;
+  double memoryLimitBytes = 0;
+  /// The recomputation that makes the step fit (none, selective, full).
+  std::string remat = "none";
   /// Names of tess ops the cost table does not know (priced as copies).
   std::vector<std::string> unmodelledOps;
 
@@ -68,11 +75,12 @@ struct TrainingStepEstimate {
   double modelFlopsUtilization() const;
 };
 
-/// Estimates `module` (the per-device program: @forward_backward and
-/// @optimizer_step) on `mesh`, which must already be placed on `cluster`.
+/// Estimates the time of `module` (the per-device program: @forward_backward
+/// and @optimizer_step) on `mesh`, which must already be placed on
+/// `cluster`; `memory` is the same step's as compiled (see above).
 llvm::Expected<TrainingStepEstimate>
-estimateTrainingStep(mlir::ModuleOp module, const Cluster &cluster,
-                     const DeviceMesh &mesh);
+estimateTrainingStep(mlir::ModuleOp module, const StepMemory &memory,
+                     const Cluster &cluster, const DeviceMesh &mesh);
 
 /// The report `tesserac --explain` prints (TrainingStepReport.cpp): the cluster and mesh, memory per
 /// device by category (with the limit), time by op kind, FLOPs, predicted

@@ -62,12 +62,16 @@ struct StageMemory {
   double weights = 0;        // master and compute copies
   double gradients = 0;
   double optimizerState = 0;
+  /// fp32 gradient accumulators, when a step has several micro-batches.
+  double accumulators = 0;
   /// Kept activations of one micro-batch.
   double activationsPerMicroBatch = 0;
   /// Working set of the backward of one layer beyond what is kept.
   double working = 0;
 
-  double resident() const { return weights + gradients + optimizerState; }
+  double resident() const {
+    return weights + gradients + optimizerState + accumulators;
+  }
   double total(double inFlight) const {
     return resident() + inFlight * activationsPerMicroBatch + working;
   }

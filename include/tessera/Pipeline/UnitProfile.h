@@ -147,11 +147,14 @@ struct ProgramProfile {
   /// u (u >= 1), per micro-batch: what a stage starting at u receives.
   std::vector<Affine> boundary;
 
-  /// Resident bytes per trainable element (cost::MemoryEstimate's rule).
+  /// Resident bytes per trainable element (the driver's training state,
+  /// tessera/Analysis/StepMemory.h's TrainingStateBytes), and those of the
+  /// fp32 gradient accumulators a step of several micro-batches adds.
   double masterBytesPerParameter = 0;
   double computeBytesPerParameter = 0;
   double gradientBytesPerParameter = 0;
   double optimizerBytesPerParameter = 0;
+  double accumulatorBytesPerParameter = 0;
   /// Gradient bytes of parameters read by more than one unit (a tied
   /// embedding), all-reduced between the stages holding a copy.
   double tiedGradientBytes = 0;

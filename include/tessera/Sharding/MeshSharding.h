@@ -13,7 +13,7 @@
 // Parameters are nodes too: a strategy per layout some consumer needs the
 // weight in, times a ZeRO stage 0-3 over the axes the layout leaves it
 // replicated on. The stage sets the parameter's memory (fp32 master, compute
-// copy, gradient, AdamW moments; MemoryEstimate.h's bytes), its optimizer
+// copy, gradient, AdamW moments; Analysis/StepMemory.h's bytes), its optimizer
 // time (on the local shard) and its collectives: the gradient's way back on
 // the parameter's edges (ShardingProblem.h; an all-reduce, or with ZeRO a
 // reduce-scatter), the all-gather of the updated weight for stages 1-2, the
@@ -22,7 +22,7 @@
 // Memory (Alpa's constraint): per device, parameter state plus activations,
 // the latter as the op results' local bytes times `activationScale`, which
 // calibrates the sum to the liveness peak of the unsharded training step
-// (MemoryEstimate), plus `fixedMemoryBytes` (inputs), must fit
+// (Analysis/StepMemory.h), plus `fixedMemoryBytes` (buffers), must fit
 // `memoryLimitBytes`.
 //
 // Repeated layers (LayerRepetition.h): every instance of a run takes its
@@ -77,9 +77,10 @@ struct MeshSearchOptions {
   /// forward alone.
   bool training = true;
   /// Unsharded forward+backward seconds on one device of the training step
-  /// (TrainingStepEstimate) and its activation peak (MemoryEstimate): the
-  /// ops' times and activation bytes are scaled so that the replicated plan
-  /// predicts them exactly. 0: no scaling.
+  /// (TrainingStepEstimate) and the bytes of its compiled peak
+  /// (Analysis/StepMemory.h) beyond the parameters' state and the fixed
+  /// bytes: the ops' times and activation bytes are scaled so that the
+  /// replicated plan predicts them exactly. 0: no scaling.
   double trainingComputeSeconds = 0;
   double activationPeakBytes = 0;
   /// Seconds of AdamW per parameter element (0: not priced).

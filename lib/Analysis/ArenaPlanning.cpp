@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tessera/Lowering/ArenaPlanning.h"
+#include "tessera/Analysis/ArenaPlanning.h"
 
 #include "Tess/IR/TessOps.h"
 
@@ -19,7 +19,7 @@
 
 using namespace mlir;
 
-namespace tessera::lowering {
+namespace tessera {
 
 namespace {
 
@@ -262,4 +262,4 @@ void printArenaPlan(const FunctionArenaPlan &plan, llvm::raw_ostream &os) {
   }
 }
 
-} // namespace tessera::lowering
+} // namespace tessera

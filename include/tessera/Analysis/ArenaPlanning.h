@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef TESSERA_LOWERING_ARENAPLANNING_H
-#define TESSERA_LOWERING_ARENAPLANNING_H
+#ifndef TESSERA_ANALYSIS_ARENAPLANNING_H
+#define TESSERA_ANALYSIS_ARENAPLANNING_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace tessera::lowering {
+namespace tessera {
 
 /// The alignment of every arena offset (a cache line; enough for any dtype
 /// and for vector loads).
@@ -112,6 +112,6 @@ void printArenaPlan(const FunctionArenaPlan &plan, llvm::raw_ostream &os);
 /// The bytes of one element of `type` in the runtime's storage (bool = 1).
 mlir::FailureOr<int64_t> elementBytes(mlir::Type elementType);
 
-} // namespace tessera::lowering
+} // namespace tessera
 
-#endif // TESSERA_LOWERING_ARENAPLANNING_H
+#endif // TESSERA_ANALYSIS_ARENAPLANNING_H

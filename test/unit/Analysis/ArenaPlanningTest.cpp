@@ -1,6 +1,6 @@
 //===- ArenaPlanningTest.cpp - the static arena's interval packing -------===//
 
-#include "tessera/Lowering/ArenaPlanning.h"
+#include "tessera/Analysis/ArenaPlanning.h"
 
 #include "Tess/IR/TessOps.h"
 
@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-using tessera::lowering::ArenaLayout;
-using tessera::lowering::ArenaRequest;
-using tessera::lowering::packArena;
-using tessera::lowering::StorageKind;
+using tessera::ArenaLayout;
+using tessera::ArenaRequest;
+using tessera::packArena;
+using tessera::StorageKind;
 
 namespace {
 
@@ -98,7 +98,7 @@ TEST(ArenaPlanningTest, ManyRandomIntervalsNeverCollide) {
 struct ParsedPlan {
   mlir::MLIRContext context;
   mlir::OwningOpRef<mlir::ModuleOp> module;
-  tessera::lowering::FunctionArenaPlan plan;
+  tessera::FunctionArenaPlan plan;
   mlir::func::FuncOp function;
 
   explicit ParsedPlan(const char *source) {
@@ -106,7 +106,7 @@ struct ParsedPlan {
     module = mlir::parseSourceString<mlir::ModuleOp>(source, &context);
     EXPECT_TRUE(module);
     function = *module->getOps<mlir::func::FuncOp>().begin();
-    auto planned = tessera::lowering::planFunctionArena(function);
+    auto planned = tessera::planFunctionArena(function);
     EXPECT_TRUE(mlir::succeeded(planned));
     plan = *planned;
   }

@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "tessera/Lowering/StepMemory.h"
+#include "tessera/Analysis/StepMemory.h"
 
-#include "tessera/Lowering/ArenaPlanning.h"
+#include "tessera/Analysis/ArenaPlanning.h"
 
 #include "Tess/IR/TessOps.h"
 
@@ -20,7 +20,7 @@
 
 using namespace mlir;
 
-namespace tessera::lowering {
+namespace tessera {
 
 namespace {
 
@@ -101,51 +101,117 @@ int64_t gemmScratchBytes(func::FuncOp function) {
   return largest;
 }
 
+/// The op where the arena's blocks, live over [first, last], add up to the
+/// most bytes, and the bytes of the blocks alive across the first loss that
+/// the forward made (not casts of parameters, which are weights).
+void analyzeLiveness(func::FuncOp function, const FunctionArenaPlan &plan,
+                     StepMemory &memory) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : function.getBody().front())
+    ops.push_back(&op);
+  std::vector<int64_t> change(ops.size() + 1, 0);
+  for (const ArenaRequest &request : plan.buffers) {
+    change[request.first] += request.bytes;
+    change[request.last + 1] -= request.bytes;
+  }
+  int64_t live = 0, peak = -1;
+  for (auto [position, op] : llvm::enumerate(ops)) {
+    live += change[position];
+    if (live > peak) {
+      peak = live;
+      memory.peakOpName = op->getName().getStringRef().str();
+    }
+  }
+
+  auto loss = llvm::find_if(ops, [](Operation *op) {
+    return isa<tess::CrossEntropyOp, tess::CrossEntropyWithGradOp>(op);
+  });
+  if (loss == ops.end())
+    return;
+  int64_t boundary = loss - ops.begin();
+  for (auto [request, value] : llvm::zip(plan.buffers, plan.bufferValues)) {
+    auto cast = value.getDefiningOp<tess::CastOp>();
+    auto argument =
+        cast ? dyn_cast<BlockArgument>(cast.getInput()) : BlockArgument();
+    if (argument &&
+        function.getArgAttr(argument.getArgNumber(), "tess.parameter"))
+      continue;
+    if (request.first < boundary && request.last > boundary)
+      memory.savedForBackwardBytes += request.bytes;
+  }
+}
+
 } // namespace
+
+FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
+                                                 int64_t microBatches) {
+  TrainingStateBytes state;
+  auto storedBytes = [&](Type type, StringRef what,
+                         unsigned index) -> FailureOr<int64_t> {
+    auto shaped = cast<ShapedType>(type);
+    FailureOr<int64_t> bytes = elementBytes(shaped.getElementType());
+    if (failed(bytes))
+      return forwardBackward.emitError()
+             << what << " " << index
+             << " has an element type the runtime cannot store";
+    return shaped.getNumElements() * *bytes;
+  };
+  for (unsigned i = 0, e = forwardBackward.getNumArguments(); i < e; ++i) {
+    Type type = forwardBackward.getArgument(i).getType();
+    if (!isa<RankedTensorType>(type))
+      continue;
+    if (forwardBackward.getArgAttr(i, "tess.parameter")) {
+      FailureOr<int64_t> bytes = storedBytes(type, "parameter", i);
+      if (failed(bytes))
+        return failure();
+      state.trainableElements += elementsOf(type);
+      // The step reads either the master itself or the copy the driver
+      // keeps beside it.
+      if (!cast<ShapedType>(type).getElementType().isF32())
+        state.computeCopies += *bytes;
+    } else if (forwardBackward.getArgAttr(i, "tess.buffer")) {
+      FailureOr<int64_t> bytes = storedBytes(type, "buffer", i);
+      if (failed(bytes))
+        return failure();
+      state.buffers += *bytes;
+    }
+  }
+  for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
+    if (!forwardBackward.getResultAttr(i, "tess.gradient"))
+      continue;
+    FailureOr<int64_t> bytes =
+        storedBytes(forwardBackward.getResultTypes()[i], "gradient", i);
+    if (failed(bytes))
+      return failure();
+    state.gradients += *bytes;
+  }
+  int64_t elements = state.trainableElements;
+  state.masterWeights = TrainingStateBytes::kMasterBytesPerElement * elements;
+  state.optimizerState =
+      TrainingStateBytes::kOptimizerBytesPerElement * elements;
+  // The driver sums micro-batches in fp32 accumulators; with one micro-batch
+  // it reads the step's gradients directly (widening bf16/fp16 to f32 is
+  // exact), so no accumulator exists.
+  if (microBatches > 1)
+    state.accumulators =
+        TrainingStateBytes::kAccumulatorBytesPerElement * elements;
+  return state;
+}
 
 FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,
                                          int64_t microBatches) {
   FailureOr<FunctionArenaPlan> plan = planFunctionArena(forwardBackward);
   if (failed(plan))
     return failure();
+  FailureOr<TrainingStateBytes> state =
+      trainingStateBytes(forwardBackward, microBatches);
+  if (failed(state))
+    return failure();
   StepMemory memory;
+  memory.state = *state;
   memory.arenaBytes = plan->layout.totalBytes;
-
-  // Gradients are the results marked tess.gradient, in the compute precision.
-  int64_t parameterElements = 0;
-  for (unsigned i = 0, e = forwardBackward.getNumArguments(); i < e; ++i) {
-    Type type = forwardBackward.getArgument(i).getType();
-    if (!isa<RankedTensorType>(type))
-      continue;
-    if (forwardBackward.getArgAttr(i, "tess.parameter")) {
-      parameterElements += elementsOf(type);
-    } else if (forwardBackward.getArgAttr(i, "tess.buffer")) {
-      FailureOr<int64_t> bytes =
-          elementBytes(cast<ShapedType>(type).getElementType());
-      if (failed(bytes))
-        return forwardBackward.emitError("buffer ") << i << " has an element "
-               "type the runtime cannot store";
-      memory.bufferBytes += elementsOf(type) * *bytes;
-    }
-  }
-  for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
-    if (!forwardBackward.getResultAttr(i, "tess.gradient"))
-      continue;
-    auto type = cast<ShapedType>(forwardBackward.getResultTypes()[i]);
-    FailureOr<int64_t> bytes = elementBytes(type.getElementType());
-    if (failed(bytes))
-      return forwardBackward.emitError("gradient ") << i << " has an element "
-             "type the runtime cannot store";
-    memory.gradientBytes += type.getNumElements() * *bytes;
-  }
-  memory.masterWeightBytes = 4 * parameterElements;
-  memory.optimizerStateBytes = 8 * parameterElements;
-  // The driver sums micro-batches in fp32 accumulators; with one micro-batch
-  // it reads the step's gradients directly (widening bf16/fp16 to f32 is
-  // exact), so no accumulator exists.
-  if (microBatches > 1)
-    memory.accumulatorBytes = 4 * parameterElements;
   memory.gemmScratchBytes = gemmScratchBytes(forwardBackward);
+  analyzeLiveness(forwardBackward, *plan, memory);
   return memory;
 }
 
@@ -156,14 +222,17 @@ void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os) {
   };
   os << "\nDevice memory of the compiled training step (one device, arena "
         "planned from liveness):\n";
+  const TrainingStateBytes &state = memory.state;
   line("step arena (activations, temporaries)", memory.arenaBytes);
-  line("fp32 master weights", memory.masterWeightBytes);
-  line("AdamW moments (fp32 m, v)", memory.optimizerStateBytes);
-  line("gradients (compute precision)", memory.gradientBytes);
-  if (memory.accumulatorBytes)
-    line("fp32 gradient accumulators", memory.accumulatorBytes);
-  if (memory.bufferBytes)
-    line("buffers", memory.bufferBytes);
+  line("fp32 master weights", state.masterWeights);
+  if (state.computeCopies)
+    line("compute copies of the weights", state.computeCopies);
+  line("AdamW moments (fp32 m, v)", state.optimizerState);
+  line("gradients (compute precision)", state.gradients);
+  if (state.accumulators)
+    line("fp32 gradient accumulators", state.accumulators);
+  if (state.buffers)
+    line("buffers", state.buffers);
   if (memory.gemmScratchBytes)
     line("padded-GEMM scratch (CUDA)", memory.gemmScratchBytes);
   os << llvm::formatv("Peak device memory per GPU (predicted): {0:F3} GiB "
@@ -172,4 +241,4 @@ void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os) {
                           double(int64_t(1) << 30));
 }
 
-} // namespace tessera::lowering
+} // namespace tessera

@@ -1,0 +1,101 @@
+//===- StepMemory.h - device memory of a compiled training step -*- C++ -*-===//
+//
+// The one memory model of the compiler: what one device holds while the
+// compiled training executable runs, derived from the program itself rather
+// than from a formula. `tesserac --summary`, `--explain` (its prediction and
+// its fit decision) and the lowering's arena all read it:
+// - the step arena: every intermediate of @forward_backward at the offset the
+//   liveness-based arena planner gives it (planFunctionArena), so it is
+//   exactly what the executable allocates;
+// - the driver's training state (trainingStateBytes below, the one place
+//   that says what the driver keeps per parameter);
+// - on the GPU, the scratch of products that runtime/cuda/Matmul.cu pads
+//   (a vocabulary like GPT-2's 50257 makes the LM head's rows misaligned; the
+//   runtime copies such operands into one zero-padded buffer per stream).
+// Not included: the CUDA context and cuBLASLt's workspace, which the
+// measured peak (the driver's "peak mem") does include.
+//
+// The program analysed must be the one the lowering gets (after
+// tess-lowering-preparation: the loss head in blocks, the fused ops, the
+// weights read as compute copies), or the arena is another program's.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_ANALYSIS_STEPMEMORY_H
+#define TESSERA_ANALYSIS_STEPMEMORY_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+/// What the training driver (runtime/train: ParameterLayout's flat buffers,
+/// TrainingBackend) keeps for the whole run beside the step's arena. The
+/// per-element rules live here and nowhere else; the planners that price a
+/// parameter before any step exists (the pipeline's stages, the sharding
+/// search) take their bytes from these constants.
+struct TrainingStateBytes {
+  /// fp32 master weights, and AdamW's two fp32 moments, per element.
+  static constexpr int64_t kMasterBytesPerElement = 4;
+  static constexpr int64_t kOptimizerBytesPerElement = 8;
+  /// The fp32 gradient accumulators of a step of several micro-batches.
+  static constexpr int64_t kAccumulatorBytesPerElement = 4;
+
+  int64_t trainableElements = 0;
+  int64_t masterWeights = 0;
+  /// The compute-precision copies of the parameters the step reads as such
+  /// (arguments marked tess.parameter whose type is not f32): the driver
+  /// keeps them and the optimizer rewrites them. A step that casts its
+  /// masters instead has its casts in the arena.
+  int64_t computeCopies = 0;
+  int64_t optimizerState = 0;
+  /// The results marked tess.gradient, in the type the step writes them.
+  int64_t gradients = 0;
+  int64_t accumulators = 0;
+  /// The non-trained initializers (tess.buffer) the step reads.
+  int64_t buffers = 0;
+
+  int64_t total() const {
+    return masterWeights + computeCopies + optimizerState + gradients +
+           accumulators + buffers;
+  }
+};
+
+/// The state of `forwardBackward` (after tess-build-training) trained with
+/// `microBatches` micro-batches per step. Fails with a diagnostic on a
+/// parameter, buffer or gradient whose element type the runtime cannot store.
+mlir::FailureOr<TrainingStateBytes>
+trainingStateBytes(mlir::func::FuncOp forwardBackward, int64_t microBatches);
+
+struct StepMemory {
+  TrainingStateBytes state;
+  int64_t arenaBytes = 0;
+  int64_t gemmScratchBytes = 0;
+  /// The op at the arena's peak of live bytes (its name), and the bytes of
+  /// forward values alive across the loss that are not parameter casts:
+  /// what the forward keeps for the backward (Korthikanti et al.'s count).
+  std::string peakOpName;
+  int64_t savedForBackwardBytes = 0;
+
+  int64_t totalBytes() const {
+    return arenaBytes + state.total() + gemmScratchBytes;
+  }
+};
+
+/// The memory of `forwardBackward` as the lowering will compile it (see the
+/// file comment) trained with `microBatches` micro-batches per step. Fails
+/// with a diagnostic when the arena cannot be planned (a dynamic shape).
+mlir::FailureOr<StepMemory> estimateStepMemory(mlir::func::FuncOp forwardBackward,
+                                               int64_t microBatches);
+
+/// The report block of `tesserac --summary --loss ... --precision ...`; its
+/// last line, "Peak device memory per GPU (predicted): N GiB", is what
+/// bench/gpt2/report.py sets beside the measured peak.
+void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os);
+
+} // namespace tessera
+
+#endif // TESSERA_ANALYSIS_STEPMEMORY_H

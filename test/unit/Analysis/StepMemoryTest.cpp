@@ -1,0 +1,119 @@
+//===- StepMemoryTest.cpp - the training state and the arena's liveness ---===//
+//
+// tessera/Analysis/StepMemory.h on GPT-2-shaped training programs written
+// in tess IR (test/unit/CostModel/GptTrainingProgram.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "../CostModel/GptTrainingProgram.h"
+
+#include "tessera/Analysis/StepMemory.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+using tessera::StepMemory;
+using tessera::cost::test_programs::GptShape;
+namespace test_programs = tessera::cost::test_programs;
+
+namespace {
+
+StepMemory estimate(const GptShape &shape, const std::string &precision,
+                    int64_t microBatches = 1) {
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      test_programs::buildGptTrainingProgram(context, shape, precision);
+  EXPECT_TRUE(module);
+  if (!module)
+    return StepMemory();
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  EXPECT_TRUE(step);
+  if (!step)
+    return StepMemory();
+  mlir::FailureOr<StepMemory> result =
+      tessera::estimateStepMemory(step, microBatches);
+  EXPECT_TRUE(mlir::succeeded(result));
+  return mlir::succeeded(result) ? *result : StepMemory();
+}
+
+// Tests the driver's state per parameter, by category, for GPT-2 124M: the
+// fp32 master and moments, the gradients as the step writes them, and fp32
+// accumulators only when a step has several micro-batches. A step that casts
+// its masters (as this one) has no compute copies in the state: its casts
+// are in the arena.
+TEST(StepMemory, TrainingStatePerParameter) {
+  GptShape shape = test_programs::gpt2Small();
+  int64_t parameters = shape.parameters();
+  EXPECT_EQ(parameters, 124439808); // PyTorch's count for GPT-2 124M.
+
+  StepMemory bf16 = estimate(shape, "bf16");
+  EXPECT_EQ(bf16.state.trainableElements, parameters);
+  EXPECT_EQ(bf16.state.masterWeights, 4 * parameters);
+  EXPECT_EQ(bf16.state.computeCopies, 0);
+  EXPECT_EQ(bf16.state.gradients, 2 * parameters);
+  EXPECT_EQ(bf16.state.optimizerState, 8 * parameters);
+  EXPECT_EQ(bf16.state.accumulators, 0);
+  EXPECT_EQ(bf16.state.total(), 14 * parameters);
+  // The bf16 casts of the weights live in the arena, beside what the
+  // forward keeps (most of them across the loss, though not all: a bias's
+  // cast is dead once the forward has added it).
+  EXPECT_GE(bf16.arenaBytes, bf16.savedForBackwardBytes + parameters);
+  EXPECT_EQ(bf16.totalBytes(), bf16.state.total() + bf16.arenaBytes +
+                                   bf16.gemmScratchBytes);
+
+  StepMemory accumulated = estimate(shape, "bf16", /*microBatches=*/4);
+  EXPECT_EQ(accumulated.state.accumulators, 4 * parameters);
+  EXPECT_EQ(accumulated.arenaBytes, bf16.arenaBytes);
+
+  StepMemory fp32 = estimate(shape, "fp32");
+  EXPECT_EQ(fp32.state.gradients, 4 * parameters);
+  EXPECT_EQ(fp32.state.total(), 16 * parameters);
+}
+
+// Tests the activations one layer keeps for the backward against Korthikanti
+// et al.'s sbh(34 + 5as/h) bytes (16-bit activations, with dropout, softmax
+// stored). Our attention is fused and recomputes its scores, and GPT-2 as
+// exported has no dropout, so a layer keeps: LN1 input and output (2 + 2),
+// Q, K, V (6), the attention output (2), LN2 input and output (2 + 2), the
+// MLP's up-projection and GELU output (8 + 8): 32 sbh, 34 sbh less the two
+// dropout masks.
+TEST(StepMemory, ActivationsPerLayerMatchKorthikanti) {
+  GptShape one = test_programs::gpt2Small(), two = test_programs::gpt2Small();
+  one.batch = two.batch = 4;
+  one.layers = 1;
+  two.layers = 2;
+  StepMemory small = estimate(one, "bf16");
+  StepMemory large = estimate(two, "bf16");
+  double perLayer = static_cast<double>(large.savedForBackwardBytes -
+                                        small.savedForBackwardBytes);
+
+  double s = one.sequence, b = one.batch, h = one.width, a = one.heads;
+  double sbh = s * b * h;
+  double korthikanti = sbh * (34 + 5 * a * s / h);
+  std::printf("saved per layer: %.1f sbh; / 34 sbh = %.3f; / sbh(34 + 5as/h) "
+              "= %.3f\n",
+              perLayer / sbh, perLayer / (34 * sbh), perLayer / korthikanti);
+  EXPECT_DOUBLE_EQ(perLayer, 32 * sbh);
+  EXPECT_NEAR(perLayer / (34 * sbh), 32.0 / 34, 1e-12);
+}
+
+// Tests that the loss's gradient takes no bytes of its own: the arena holds
+// what the forward keeps (the logits among it), and dlogits are written over
+// the logits (ArenaPlanning.h's in-place rule), so the peak is below the
+// kept bytes plus a second copy of the logits.
+TEST(StepMemory, LogitsGradientWrittenInPlace) {
+  GptShape shape = test_programs::gpt2Small();
+  shape.layers = 2;
+  shape.batch = 2;
+  StepMemory memory = estimate(shape, "bf16");
+  double logits = 2.0 * shape.batch * shape.sequence * shape.vocabulary;
+  EXPECT_GE(memory.arenaBytes, memory.savedForBackwardBytes);
+  EXPECT_LT(memory.arenaBytes, memory.savedForBackwardBytes + logits);
+  EXPECT_FALSE(memory.peakOpName.empty());
+}
+
+} // namespace
