@@ -935,9 +935,15 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
                                          type.getShape().begin(),
                                          type.getShape().end())};
     if (StringRef name = roleName(attributes, "tess.parameter"); !name.empty()) {
-      if (bufferCount != 0 || !type.getElementType().isF32())
+      if (bufferCount != 0)
         return function.emitError("tess-lower-to-emitc: trainable parameters "
-                                  "must come first and be f32 master weights");
+                                  "must come first");
+      // The table describes the f32 master (the weights file's and the
+      // checkpoints' tensor); the step may read the driver's compute copy
+      // instead (tess-read-compute-copies), checked against the precision
+      // below.
+      info.parameterStepDtypes.push_back(*dtype);
+      tensor.dtype = TESSERA_F32;
       tensor.name = name.str();
       info.parameters.push_back(tensor);
       ++parameterCount;
@@ -1010,6 +1016,24 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
   else
     return function.emitError("tess-lower-to-emitc: unknown tess.precision '")
            << precision << "'";
+  const int32_t computeDtype = info.precision == TESSERA_PRECISION_BF16
+                                   ? TESSERA_BF16
+                                   : info.precision == TESSERA_PRECISION_FP16
+                                         ? TESSERA_F16
+                                         : TESSERA_F32;
+  for (unsigned i = 0; i < parameterCount; ++i) {
+    int32_t dtype = info.parameterStepDtypes[i];
+    if (dtype == TESSERA_F32 || dtype == computeDtype)
+      continue;
+    InFlightDiagnostic error =
+        function.emitError("tess-lower-to-emitc: parameter '")
+        << info.parameters[i].name << "' is read as "
+        << tensorTypeOf(function.getArgument(i)).getElementType() << "; ";
+    if (computeDtype == TESSERA_F32)
+      return error << "an fp32 step reads every parameter as its f32 master";
+    return error << "a " << precision << " step reads a parameter as its f32 "
+                 << "master or its compute copy of that precision";
+  }
 
   // The vocabulary and ignore index come from the loss: one op, or one
   // per block of rows of a head computed a block at a time
@@ -1168,6 +1192,8 @@ void LowerToEmitCPass::runOnOperation() {
   std::string forwardBackward = "NULL", pipelineTable = "NULL";
   if (*pipeline) {
     // Every chunk's calls; @forward_backward only describes the program.
+    // The chunks read the masters (their prepare casts once a step).
+    info->parameterStepDtypes.clear();
     PipelineProgram &program = **pipeline;
     info->flopsPerMicroBatch = 0;
     for (auto *stages :

@@ -168,6 +168,17 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
   std::string bufferSplits = emitSplitTable(
       builder, loc, "tessera_buffer_splits", info.buffers, partitioned);
   auto [meshShape, meshAxisNames] = emitMeshTables(builder, loc, info);
+  // NULL when the step reads every master (f32 and pipelined programs).
+  std::string stepDtypes = "NULL";
+  if (llvm::any_of(info.parameterStepDtypes,
+                   [](int32_t dtype) { return dtype != TESSERA_F32; })) {
+    std::string row;
+    for (auto [index, dtype] : llvm::enumerate(info.parameterStepDtypes))
+      row += std::string(index ? ", " : "") + dtypeName(dtype);
+    stepDtypes = emitConstTable(builder, loc, "tessera_parameter_step_dtypes",
+                                "int32_t", info.parameterStepDtypes.size(),
+                                "{" + row + "}");
+  }
 
   static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
                                           "TESSERA_LOSS_MLM"};
@@ -202,7 +213,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << llvm::format("%.17g", info.flopsPerMicroBatch)
      << ",\n    /*parameter_splits=*/" << parameterSplits
      << ",\n    /*buffer_splits=*/" << bufferSplits
-     << ",\n    /*pipeline=*/" << pipeline << "}";
+     << ",\n    /*pipeline=*/" << pipeline
+     << ",\n    /*parameter_step_dtypes=*/" << stepDtypes << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",

@@ -35,6 +35,10 @@ struct ProgramInfo {
   /// Model FLOPs of one forward_backward call (program.h).
   double flopsPerMicroBatch = 0;
   std::vector<ProgramTensor> parameters, buffers;
+  /// Per parameter, the dtype the step reads it in (program.h's
+  /// parameter_step_dtypes): f32, or the compute copy's bf16/f16. Empty
+  /// for a pipelined program (its chunks read the masters).
+  std::vector<int32_t> parameterStepDtypes;
   /// The mesh a partitioned program runs on, outermost axis first (empty:
   /// one device).
   std::vector<std::string> meshAxisNames;

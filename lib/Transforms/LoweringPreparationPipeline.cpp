@@ -32,6 +32,10 @@ void tessera::buildLoweringPreparationPipeline(
   function.addPass(createScheduleResidualAdds());
   // An untied embedding table's compute copy is not made: its rows are.
   function.addPass(createLookUpBeforeCast());
+  // Every other parameter the step only casts is read as the copy the
+  // driver keeps (after the lookup above, so an untied table stays f32
+  // and no copy of it is kept).
+  function.addPass(createReadComputeCopies());
   // Last: one op per kernel call.
   function.addPass(createFuseEpilogues());
 }

@@ -11,7 +11,12 @@
 //   (tensor_chunks.h) with one block per chunk, as PyTorch's foreach
 //   kernels do. Its per-chunk weight-decay flag picks the decay factor; a
 //   parameter without decay gets 1 - lr * 0 = 1, exactly what the
-//   per-tensor call with weight_decay 0 computes.
+//   per-tensor call with weight_decay 0 computes. A chunk with a copy_offset
+//   also stores the updated weight rounded to the compute precision: the
+//   copy the step reads (tess-read-compute-copies), two more bytes an
+//   element of a pass that moves 26, where a cast in the step would read
+//   four and write two. tessera_cuda_round_chunk_copies makes the copies
+//   from the masters alone (at load, after ZeRO-1's all-gather).
 //
 // The sum of squares feeds the global gradient norm without a host round
 // trip per tensor. tessera_cuda_chunk_sum_squares (the driver's) writes one
@@ -91,11 +96,13 @@ __global__ void adamwKernel(void *param, int paramType, const void *grad,
 /// the failure path.
 __global__ void multiTensorAdamWKernel(float *param, const void *grad,
                                        int gradType, float *m, float *v,
+                                       void *copies, int copyType,
                                        const tessera_tensor_chunk *chunks,
                                        AdamWFactors f, int32_t chunkCount,
                                        int32_t *nonfinite) {
   const tessera_tensor_chunk chunk = chunks[blockIdx.x];
   const float decay = chunk.weight_decay ? f.decay : 1.0f;
+  const bool copied = copies && chunk.copy_offset >= 0;
   bool finite = true;
   for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x) {
     int64_t i = chunk.offset + k;
@@ -103,6 +110,8 @@ __global__ void multiTensorAdamWKernel(float *param, const void *grad,
     float updated = adamwElement(param[i], loadFloat(grad, gradType, i), m, v,
                                  i, f, decay, vi);
     param[i] = updated;
+    if (copied)
+      storeFloat(copies, copyType, chunk.copy_offset + k, updated);
     // |m| is at most the largest |gradient| seen, which the finite norm
     // bounds; v, its square's average, is what can overflow.
     finite &=
@@ -110,6 +119,19 @@ __global__ void multiTensorAdamWKernel(float *param, const void *grad,
   }
   if (!finite && nonfinite)
     atomicMax(nonfinite, chunkCount - static_cast<int32_t>(blockIdx.x));
+}
+
+/// copies[copy_offset + k] = params[offset + k] rounded, for every chunk
+/// with a copy.
+__global__ void roundChunkCopiesKernel(const float *param, void *copies,
+                                       int copyType,
+                                       const tessera_tensor_chunk *chunks) {
+  const tessera_tensor_chunk chunk = chunks[blockIdx.x];
+  if (chunk.copy_offset < 0)
+    return;
+  for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x)
+    storeFloat(copies, copyType, chunk.copy_offset + k,
+               param[chunk.offset + k]);
 }
 
 /// partialSums[block] = the block's sum of squares.
@@ -228,12 +250,15 @@ extern "C" int tessera_cuda_adamw(tessera_tensor *param,
 
 extern "C" int tessera_cuda_multi_tensor_adamw(
     float *params, const void *grad, int32_t grad_dtype, float *m, float *v,
-    const tessera_tensor_chunk *chunks, int32_t chunk_count, int64_t step,
-    double lr, double beta1, double beta2, double eps, double weight_decay,
-    double grad_scale, int32_t *nonfinite, cudaStream_t stream) {
+    void *copies, int32_t copy_dtype, const tessera_tensor_chunk *chunks,
+    int32_t chunk_count, int64_t step, double lr, double beta1, double beta2,
+    double eps, double weight_decay, double grad_scale, int32_t *nonfinite,
+    cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_multi_tensor_adamw", [&] {
     requireChunks(chunks, chunk_count);
     requireFloatDtype(grad_dtype, "grad");
+    if (copies)
+      requireFloatDtype(copy_dtype, "copies");
     if (chunk_count > 0 && (!params || !grad || !m || !v))
       fail("params, grad, m and v must not be null");
     AdamWFactors factors =
@@ -244,8 +269,25 @@ extern "C" int tessera_cuda_multi_tensor_adamw(
       return;
     multiTensorAdamWKernel<<<static_cast<unsigned>(chunk_count), kChunkThreads,
                              0, stream>>>(params, grad, grad_dtype, m, v,
-                                          chunks, factors, chunk_count,
-                                          nonfinite);
+                                          copies, copy_dtype, chunks, factors,
+                                          chunk_count, nonfinite);
+    cudaCheckLaunch();
+  });
+}
+
+extern "C" int tessera_cuda_round_chunk_copies(
+    const float *params, void *copies, int32_t copy_dtype,
+    const tessera_tensor_chunk *chunks, int32_t chunk_count,
+    cudaStream_t stream) {
+  return runCudaKernel("tessera_cuda_round_chunk_copies", [&] {
+    requireChunks(chunks, chunk_count);
+    requireFloatDtype(copy_dtype, "copies");
+    if (chunk_count == 0)
+      return;
+    if (!params || !copies)
+      fail("params and copies must not be null");
+    roundChunkCopiesKernel<<<static_cast<unsigned>(chunk_count), kChunkThreads,
+                             0, stream>>>(params, copies, copy_dtype, chunks);
     cudaCheckLaunch();
   });
 }

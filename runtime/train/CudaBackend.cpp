@@ -2,7 +2,8 @@
 //
 // Made once before the first step, the backend allocates in device memory:
 // the fp32 master weights, the AdamW moments, the compute-precision
-// gradients (one flat buffer each, ParameterLayout), the f32 accumulators
+// gradients (one flat buffer each, ParameterLayout), the compute copies the
+// step reads (program.h's parameter_step_dtypes), the f32 accumulators
 // when K > 1, the buffers, the micro-batch's tokens and targets, the chunk
 // table and the per-chunk sums of squares; in pinned host memory the
 // micro-batch the data loader fills and the sums' readback. The step loop
@@ -12,7 +13,8 @@
 //     forward_backward on the stream (it reads the loss back: the one
 //     synchronization of a micro-batch); K > 1: accumulate in f32;
 //   per step: sums of squares per chunk -> host (one small readback);
-//     multi-tensor AdamW; finishStep waits for it.
+//     multi-tensor AdamW, which also rounds the compute copies; finishStep
+//     waits for it.
 //
 // A pipelined program (PipelineParallel.h) asks for more, also before the
 // first step: device memory for its messages and saved activations, and
@@ -125,6 +127,19 @@ private:
   void *memory = nullptr;
 };
 
+/// `table` in device memory (a synchronous copy: before the step loop).
+DeviceBuffer uploadChunkTable(const std::vector<tessera_tensor_chunk> &table,
+                              const char *what) {
+  const int64_t bytes =
+      static_cast<int64_t>(table.size() * sizeof(tessera_tensor_chunk));
+  DeviceBuffer buffer(bytes, what);
+  if (!table.empty())
+    checkCuda(cudaMemcpy(buffer.get(), table.data(), static_cast<size_t>(bytes),
+                         cudaMemcpyHostToDevice),
+              std::string("uploading ") + what);
+  return buffer;
+}
+
 int64_t deviceBytesInUse() {
   size_t free = 0, total = 0;
   checkCuda(cudaMemGetInfo(&free, &total), "reading the GPU's memory use");
@@ -195,6 +210,7 @@ public:
   void sumsOfSquares(const std::vector<bool> *counted,
                      std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
+  void refreshComputeCopies() override;
   int32_t nonFiniteParameter() override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
@@ -215,7 +231,7 @@ private:
   /// foldedStageLoss.
   void foldStagedLosses();
   /// The chunks the norm and AdamW work on, and their sums' buffers.
-  void useChunks(const std::vector<tessera_tensor_chunk> &table);
+  void useChunks(std::vector<tessera_tensor_chunk> table);
 
   cudaStream_t streamHandle = nullptr;
   /// The step replayed as a CUDA graph (--cuda-graphs).
@@ -226,6 +242,10 @@ private:
   int64_t microBatchBytes = 0;
   int32_t chunkCount = 0;
   DeviceBuffer deviceTokens, deviceTargets, chunks, partialSums;
+  /// Every chunk of the copied parameters, whatever AdamW's chunks are
+  /// (ZeRO-1 restricts those): refreshComputeCopies' table.
+  DeviceBuffer copyChunks;
+  int32_t copyChunkCount = 0;
   std::vector<DeviceBuffer> bufferStorage;
   /// A pipelined run's messages and saved activations (allocate), and its
   /// step's micro-batches, one [batch, sequence] after another.
@@ -245,7 +265,8 @@ private:
   PinnedBuffer hostNonFiniteFlag;
   bool updated = false;
   std::vector<int32_t> chunkTensors;
-  std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
+  /// What the program reads per parameter: its master or compute copy.
+  std::vector<tessera_tensor> stepTensors, bufferTensors, gradientTensors;
 };
 
 CudaBackend::CudaBackend(const tessera_program &program,
@@ -273,6 +294,10 @@ CudaBackend::CudaBackend(const tessera_program &program,
   gradients = DeviceBuffer(layout.totalBytes(computeDtype), "the gradients");
   if (accumulating())
     accumulators = DeviceBuffer(f32Bytes, "the gradient accumulators");
+  if (computeCopyElements() > 0)
+    computeCopies = DeviceBuffer(
+        computeCopyElements() * dtypeSize(computeDtype),
+        "the compute copies of the weights");
   for (int32_t i = 0; i < program.buffer_count; ++i) {
     const tessera_tensor_info &info = program.buffers[i];
     bufferStorage.emplace_back(elementCount(info) * dtypeSize(info.dtype),
@@ -287,30 +312,33 @@ CudaBackend::CudaBackend(const tessera_program &program,
   hostTokens = PinnedBuffer(microBatchBytes);
   hostTargets = PinnedBuffer(microBatchBytes);
 
-  useChunks(layout.chunks(getDecays()));
+  std::vector<tessera_tensor_chunk> whole = layout.chunks(getDecays());
+  useChunks(whole);
+  placeComputeCopies(whole);
+  whole.erase(std::remove_if(whole.begin(), whole.end(),
+                             [](const tessera_tensor_chunk &chunk) {
+                               return chunk.copy_offset < 0;
+                             }),
+              whole.end());
+  copyChunkCount = static_cast<int32_t>(whole.size());
+  copyChunks = uploadChunkTable(whole, "the compute copies' chunk table");
 
-  parameterTensors = sliceTensors(master.get(), TESSERA_F32);
+  stepTensors = stepParameterTensors(master.get(), computeCopies.get());
   gradientTensors = sliceTensors(gradients.get(), computeDtype);
   // The clearing and the table's copy ran on the legacy default stream,
   // which the non-blocking training stream does not wait for.
   checkCuda(cudaDeviceSynchronize(), "preparing the training state");
 }
 
-void CudaBackend::useChunks(const std::vector<tessera_tensor_chunk> &table) {
+void CudaBackend::useChunks(std::vector<tessera_tensor_chunk> table) {
   // Not in the step loop: once at the start, and once more for ZeRO-1.
   checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
+  placeComputeCopies(table);
   chunkCount = static_cast<int32_t>(table.size());
   chunkTensors.clear();
   for (const tessera_tensor_chunk &chunk : table)
     chunkTensors.push_back(chunk.tensor);
-  const int64_t tableBytes =
-      static_cast<int64_t>(table.size() * sizeof(tessera_tensor_chunk));
-  chunks = DeviceBuffer(tableBytes, "the parameter chunk table");
-  if (!table.empty())
-    checkCuda(cudaMemcpy(chunks.get(), table.data(),
-                         static_cast<size_t>(tableBytes),
-                         cudaMemcpyHostToDevice),
-              "uploading the parameter chunk table");
+  chunks = uploadChunkTable(table, "the parameter chunk table");
   const int64_t sumBytes = chunkCount * static_cast<int64_t>(sizeof(double));
   partialSums = DeviceBuffer(sumBytes, "the gradient's sums of squares");
   hostPartialSums = PinnedBuffer(sumBytes);
@@ -337,6 +365,8 @@ void CudaBackend::loadState(const TrainingState &state) {
               "uploading the buffers");
   // A copy from pageable memory may still be in flight when it returns.
   checkCuda(cudaDeviceSynchronize(), "uploading the training state");
+  refreshComputeCopies();
+  checkCuda(cudaStreamSynchronize(streamHandle), "rounding the compute copies");
 }
 
 std::vector<unsigned char> CudaBackend::download(const FlatBuffer &buffer) {
@@ -387,12 +417,12 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
           ? stepGraph->run(lossScale,
                            [&](float *lossOut) {
                              return program.forward_backward(
-                                 &context, parameterTensors.data(),
+                                 &context, stepTensors.data(),
                                  bufferTensors.data(), &tokenTensor,
                                  &targetTensor, lossScale, seed, lossOut,
                                  gradientTensors.data());
                            })
-          : callProgram(parameterTensors.data(), bufferTensors.data(),
+          : callProgram(stepTensors.data(), bufferTensors.data(),
                         &tokenTensor, &targetTensor, lossScale, seed,
                         gradientTensors.data());
   if (accumulating())
@@ -453,7 +483,7 @@ void CudaBackend::runStage(const tessera_stage_function &function,
     key.push_back(reinterpret_cast<uintptr_t>(outputs[i].data));
   tessera_step_context *callContext = &stepContext();
   stageGraphs->run(key, lossStaging, [&](float *loss) {
-    return function.call(callContext, parameterTensors.data(),
+    return function.call(callContext, stepTensors.data(),
                          bufferTensors.data(), &tokenTensor, &targetTensor,
                          inputs, lossScale, seed, loss, gradientTensors.data(),
                          outputs);
@@ -526,6 +556,7 @@ void CudaBackend::applyAdamW(const AdamWUpdate &update) {
                   static_cast<float *>(master.get()), source.data, source.dtype,
                   static_cast<float *>(firstMomentValues.get()),
                   static_cast<float *>(secondMomentValues.get()),
+                  computeCopies.get(), computeDtype,
                   static_cast<const tessera_tensor_chunk *>(chunks.get()),
                   chunkCount, update.step, update.learningRate, update.beta1,
                   update.beta2, update.epsilon, update.weightDecay,
@@ -537,6 +568,17 @@ void CudaBackend::applyAdamW(const AdamWUpdate &update) {
                             streamHandle),
             "reading AdamW's non-finite flag");
   updated = true;
+}
+
+void CudaBackend::refreshComputeCopies() {
+  if (copyChunkCount == 0)
+    return;
+  checkKernel(tessera_cuda_round_chunk_copies(
+                  static_cast<const float *>(master.get()), computeCopies.get(),
+                  computeDtype,
+                  static_cast<const tessera_tensor_chunk *>(copyChunks.get()),
+                  copyChunkCount, streamHandle),
+              "rounding the compute copies");
 }
 
 int32_t CudaBackend::nonFiniteParameter() {

@@ -111,8 +111,11 @@ std::vector<double> DataParallelGradients::parameterSumsOfSquares() {
 }
 
 void DataParallelGradients::afterOptimizer() {
-  if (sharded)
-    reducer->allGatherShards(backend.masterWeights().data, TESSERA_F32);
+  if (!sharded)
+    return;
+  reducer->allGatherShards(backend.masterWeights().data, TESSERA_F32);
+  // AdamW rounded only this rank's shard into the copies the step reads.
+  backend.refreshComputeCopies();
 }
 
 void DataParallelGradients::gatherOptimizerState() {

@@ -102,6 +102,7 @@ public:
   void sumsOfSquares(const std::vector<bool> *counted,
                      std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
+  void refreshComputeCopies() override;
   int32_t nonFiniteParameter() override {
     int32_t found = nonFinite;
     nonFinite = -1;
@@ -129,6 +130,8 @@ private:
   /// 1-D views of the pieces restrictOptimizer named.
   struct OptimizerViews {
     std::vector<tessera_tensor> parameters, gradients, first, second;
+    /// Where each view's compute copy is (data null: none).
+    std::vector<tessera_tensor> copies;
     std::vector<bool> decays;
     /// The parameter each view belongs to.
     std::vector<int32_t> owners;
@@ -156,7 +159,10 @@ private:
   std::vector<ParameterLayout::Piece> restriction;
   std::vector<std::vector<unsigned char>> bufferValues;
   std::vector<int64_t> tokenValues, targetValues;
-  std::vector<tessera_tensor> parameterTensors, bufferTensors, gradientTensors;
+  /// The masters' slices (what AdamW updates) and what the program reads
+  /// per parameter (the master or its compute copy).
+  std::vector<tessera_tensor> masterTensors, stepTensors;
+  std::vector<tessera_tensor> bufferTensors, gradientTensors;
 };
 
 HostBackend::HostBackend(const tessera_program &program,
@@ -183,7 +189,11 @@ HostBackend::HostBackend(const tessera_program &program,
   size_t tokenCount = static_cast<size_t>(program.batch * program.sequence);
   tokenValues.assign(tokenCount, 0);
   targetValues.assign(tokenCount, 0);
-  parameterTensors = sliceTensors(master.get(), TESSERA_F32);
+  if (computeCopyElements() > 0)
+    computeCopies = AlignedBuffer(computeCopyElements() *
+                                  static_cast<int64_t>(dtypeSize(computeDtype)));
+  masterTensors = sliceTensors(master.get(), TESSERA_F32);
+  stepTensors = stepParameterTensors(master.get(), computeCopies.get());
   gradientTensors = sliceTensors(gradients.get(), computeDtype);
 }
 
@@ -196,6 +206,15 @@ void HostBackend::loadState(const TrainingState &state) {
   bufferValues = state.buffers;
   for (size_t i = 0; i < bufferTensors.size(); ++i)
     bufferTensors[i].data = bufferValues[i].data();
+  refreshComputeCopies();
+}
+
+void HostBackend::refreshComputeCopies() {
+  for (int32_t i = 0; i < layout.size(); ++i)
+    if (readsComputeCopy(i))
+      checkKernel(tessera_cpu_cast(&masterTensors[static_cast<size_t>(i)],
+                                   &stepTensors[static_cast<size_t>(i)]),
+                  "rounding the compute copies");
 }
 
 void HostBackend::storeState(TrainingState &state) {
@@ -215,7 +234,7 @@ double HostBackend::runMicroBatch(int64_t micro, float lossScale,
   tessera_tensor targetTensor =
       makeTensor(targetValues.data(), TESSERA_I64, info);
   double loss =
-      callProgram(parameterTensors.data(), bufferTensors.data(), &tokenTensor,
+      callProgram(stepTensors.data(), bufferTensors.data(), &tokenTensor,
                   &targetTensor, lossScale, seed, gradientTensors.data());
   if (!accumulating())
     return loss;
@@ -258,7 +277,7 @@ void HostBackend::runStage(const tessera_stage_function &function,
       makeTensor(slotTokens.data() + at, TESSERA_I64, info);
   tessera_tensor targetTensor =
       makeTensor(slotTargets.data() + at, TESSERA_I64, info);
-  stageLossSum += callStage(function, parameterTensors.data(),
+  stageLossSum += callStage(function, stepTensors.data(),
                             bufferTensors.data(), &tokenTensor, &targetTensor,
                             inputs, lossScale, seed, gradientTensors.data(),
                             outputs);
@@ -294,7 +313,11 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
   FlatBuffer source = optimizerGradients();
   OptimizerViews views;
   if (!restricted) {
-    views.parameters = parameterTensors;
+    views.parameters = masterTensors;
+    views.copies = stepTensors;
+    for (int32_t i = 0; i < layout.size(); ++i)
+      if (!readsComputeCopy(i))
+        views.copies[static_cast<size_t>(i)].data = nullptr;
     views.gradients = sliceTensors(source.data, source.dtype);
     views.first = sliceTensors(firstMomentValues.get(), TESSERA_F32);
     views.second = sliceTensors(secondMomentValues.get(), TESSERA_F32);
@@ -310,6 +333,14 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
   };
   for (const ParameterLayout::Piece &piece : restriction) {
     views.parameters.push_back(at(master.get(), TESSERA_F32, piece));
+    tessera_tensor copy{};
+    if (readsComputeCopy(piece.parameter))
+      copy = flatTensor(static_cast<unsigned char *>(computeCopies.get()) +
+                            (computeCopyOffset(piece.parameter) + piece.offset -
+                             layout.offset(piece.parameter)) *
+                                dtypeSize(computeDtype),
+                        computeDtype, piece.count);
+    views.copies.push_back(copy);
     views.gradients.push_back(at(source.data, source.dtype, piece));
     views.first.push_back(at(firstMomentValues.get(), TESSERA_F32, piece));
     views.second.push_back(at(secondMomentValues.get(), TESSERA_F32, piece));
@@ -340,6 +371,9 @@ void HostBackend::applyAdamW(const AdamWUpdate &update) {
                                   update.beta1, update.beta2, update.epsilon,
                                   weightDecay, update.gradientScale),
                 "AdamW");
+    if (views.copies[i].data)
+      checkKernel(tessera_cpu_cast(&views.parameters[i], &views.copies[i]),
+                  "rounding the compute copies");
     if (nonFinite < 0 &&
         !(allFinite(views.parameters[i]) && allFinite(views.second[i])))
       nonFinite = views.owners[i];

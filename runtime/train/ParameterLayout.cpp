@@ -84,6 +84,7 @@ ParameterLayout::chunksOf(const std::vector<Piece> &pieces,
       chunk.count = std::min(chunkElements, piece.count - start);
       chunk.tensor = piece.parameter;
       chunk.weight_decay = decays[static_cast<size_t>(piece.parameter)] ? 1 : 0;
+      chunk.copy_offset = -1; // TrainingBackend::placeComputeCopies
       table.push_back(chunk);
     }
   }

@@ -4,6 +4,8 @@
 
 #include "TrainError.h"
 
+#include "../cpu/DataTypes.h"
+
 #include <cstring>
 #include <regex>
 
@@ -31,6 +33,51 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
   for (int32_t i = 0; i < program.parameter_count; ++i)
     decays.push_back(options.noDecayPattern.empty() ||
                      !std::regex_search(program.parameters[i].name, noDecay));
+  if (program.pipeline && program.parameter_step_dtypes)
+    fail("internal error: a pipelined program's chunks read the masters, "
+         "but its parameter_step_dtypes is set");
+  // The copies get their own packed buffer, so a parameter the step reads
+  // as its master (an untied embedding table: 1 GiB for Llama 3 8B) costs
+  // no copy memory.
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    const int32_t dtype = program.parameter_step_dtypes
+                              ? program.parameter_step_dtypes[i]
+                              : TESSERA_F32;
+    if (dtype == TESSERA_F32) {
+      copyOffsets.push_back(-1);
+      continue;
+    }
+    if (dtype != computeDtype)
+      fail(std::string("the program reads parameter '") +
+           program.parameters[i].name + "' as " + cpu::dtypeName(dtype) +
+           ", neither its f32 master nor the " + cpu::dtypeName(computeDtype) +
+           " compute precision");
+    copyOffsets.push_back(copyElements);
+    const int64_t align = ParameterLayout::kSliceAlignment;
+    copyElements += (layout.count(i) + align - 1) / align * align;
+  }
+}
+
+std::vector<tessera_tensor>
+TrainingBackend::stepParameterTensors(void *masters, void *copies) const {
+  std::vector<tessera_tensor> tensors = sliceTensors(masters, TESSERA_F32);
+  for (int32_t i = 0; i < program.parameter_count; ++i)
+    if (readsComputeCopy(i))
+      tensors[static_cast<size_t>(i)] = makeTensor(
+          static_cast<unsigned char *>(copies) +
+              computeCopyOffset(i) * dtypeSize(computeDtype),
+          computeDtype, program.parameters[i]);
+  return tensors;
+}
+
+void TrainingBackend::placeComputeCopies(
+    std::vector<tessera_tensor_chunk> &chunks) const {
+  for (tessera_tensor_chunk &chunk : chunks)
+    chunk.copy_offset =
+        readsComputeCopy(chunk.tensor)
+            ? computeCopyOffset(chunk.tensor) +
+                  (chunk.offset - layout.offset(chunk.tensor))
+            : -1;
 }
 
 std::vector<tessera_tensor> TrainingBackend::sliceTensors(void *base,

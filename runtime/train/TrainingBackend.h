@@ -161,8 +161,18 @@ public:
   const std::vector<double> &lastParameterSumsOfSquares() const {
     return lastSums;
   }
-  /// Updates master weights and moments in place.
+  /// Updates master weights and moments in place, and the compute copies
+  /// of the parameters it updates (readsComputeCopy).
   virtual void applyAdamW(const AdamWUpdate &update) = 0;
+  /// Rewrites every compute copy from its master: after the masters changed
+  /// other than by applyAdamW over every element (ZeRO-1's all-gather of
+  /// the other ranks' shards). loadState makes the copies itself.
+  virtual void refreshComputeCopies() = 0;
+  /// Whether forward_backward reads parameter `index` as the compute copy
+  /// the backend keeps (program.h's parameter_step_dtypes), not the master.
+  bool readsComputeCopy(int32_t index) const {
+    return copyOffsets[static_cast<size_t>(index)] >= 0;
+  }
   /// After finishStep: the first parameter whose master weights or moments
   /// the last applyAdamW left non-finite (an update too large for f32: a
   /// huge --lr), or -1 when all are finite or no update ran since the last
@@ -196,6 +206,21 @@ protected:
                              std::vector<double> &sums) = 0;
   /// Program-order descriptors of the slices of a flat buffer at `base`.
   std::vector<tessera_tensor> sliceTensors(void *base, int32_t dtype) const;
+  /// What forward_backward reads per parameter: its slice of the masters at
+  /// `masters` (f32), or of the compute copies at `copies`.
+  std::vector<tessera_tensor> stepParameterTensors(void *masters,
+                                                   void *copies) const;
+  /// Elements of the compute copies' flat buffer: the copied parameters
+  /// only, each slice starting at a multiple of
+  /// ParameterLayout::kSliceAlignment (0: the step reads every master).
+  int64_t computeCopyElements() const { return copyElements; }
+  /// Parameter `index`'s first element in that buffer (readsComputeCopy).
+  int64_t computeCopyOffset(int32_t index) const {
+    return copyOffsets[static_cast<size_t>(index)];
+  }
+  /// Sets each chunk's copy_offset (tensor_chunks.h) from its place in its
+  /// parameter's slice, -1 for parameters read as masters.
+  void placeComputeCopies(std::vector<tessera_tensor_chunk> &chunks) const;
   /// Per parameter weight decay applies (not matched by --no-decay).
   const std::vector<bool> &getDecays() const { return decays; }
   /// forward_backward over the backend's tensors; throws TrainError with
@@ -225,6 +250,9 @@ protected:
 private:
   std::vector<bool> decays;
   std::vector<double> lastSums;
+  /// Per parameter its compute copy's offset, or -1 (read as the master).
+  std::vector<int64_t> copyOffsets;
+  int64_t copyElements = 0;
 
   /// sumsOfSquares into lastSums, then their total in program order: the
   /// norm's grouping on either device, per parameter and then over
@@ -242,8 +270,9 @@ private:
 /// The training state both backends keep the same way: five flat buffers
 /// placed by the ParameterLayout (fp32 master weights and moments, the
 /// compute-precision gradients, fp32 accumulators when a step has several
-/// micro-batches), owned by `Buffer` (host or device memory; `get()` is the
-/// pointer).
+/// micro-batches), and the compute copies the step reads (their own flat
+/// buffer of the copied parameters only), owned by `Buffer` (host or device
+/// memory; `get()` is the pointer).
 template <typename Buffer>
 class FlatStateBackend : public TrainingBackend {
 public:
@@ -268,7 +297,7 @@ protected:
   }
 
   Buffer master, firstMomentValues, secondMomentValues, gradients,
-      accumulators;
+      accumulators, computeCopies;
 };
 
 /// Makes the backend of `program` (its device must be the one the factory

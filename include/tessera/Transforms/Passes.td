@@ -331,6 +331,44 @@ def LookUpBeforeCast : Pass<"tess-look-up-before-cast", "::mlir::func::FuncOp"> 
   }];
 }
 
+def ReadComputeCopies : Pass<"tess-read-compute-copies", "::mlir::func::FuncOp"> {
+  let summary = "Let @forward_backward read the compute-precision copies of the parameters it only casts";
+  let description = [{
+    Mixed precision casts every f32 master weight to the compute type at the
+    start of each step: for Llama 3.2 1B, 147 casts reading 4.9 GB and
+    writing 2.5 GB a step, into copies live for the whole step. The driver
+    can keep that copy instead, rounded from the master by the optimizer as
+    it writes the master (one more store in AdamW's pass), so the step reads
+    it as an input and makes nothing.
+
+    On `@forward_backward` of a bf16 or fp16 step (`tess.precision`), each
+    `tess.parameter` argument whose every user is a `tess.cast` to the
+    compute type becomes an argument of the compute type and the casts are
+    dropped: the values the step reads are the same bit for bit (the
+    driver's copy is the same round-to-nearest-even cast). A parameter with
+    another use (a lookup tess-look-up-before-cast left on the master table,
+    a collective) stays the f32 master. The lowering records which
+    parameters are read as copies in program.h's `parameter_step_dtypes`.
+    Pipelined programs' chunk functions keep their casts (their prepare
+    makes them once a step). Part of tess-lowering-preparation, after
+    tess-look-up-before-cast.
+
+    Before:
+    ```mlir
+    func.func @forward_backward(%w: tensor<64x64xf32> {tess.parameter = "w"}, ...)
+        attributes {tess.precision = "bf16"} {
+      %c = tess.cast %w : tensor<64x64xf32> to tensor<64x64xbf16>
+      %y = tess.linear %x, %c : ...
+    ```
+    After:
+    ```mlir
+    func.func @forward_backward(%w: tensor<64x64xbf16> {tess.parameter = "w"}, ...)
+        attributes {tess.precision = "bf16"} {
+      %y = tess.linear %x, %w : ...
+    ```
+  }];
+}
+
 def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
   let summary = "Move each gelu_grad right after the linear that makes its dy";
   let description = [{

@@ -33,6 +33,8 @@ struct FlatLayout {
         chunk.count = std::min(kChunk, counts[t] - start);
         chunk.tensor = static_cast<int32_t>(t);
         chunk.weight_decay = decays[t] ? 1 : 0;
+        // Parameters 0 and 2 have compute copies, at the masters' offsets.
+        chunk.copy_offset = t == 1 ? -1 : chunk.offset;
         table.push_back(chunk);
       }
     return table;
@@ -110,14 +112,61 @@ TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
       EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
           static_cast<float *>(gparam.get()->data), ggrad.get()->data,
           gradDtype, static_cast<float *>(gm.get()->data),
-          static_cast<float *>(gv.get()->data), chunks.get(), chunks.size(),
-          step, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, nullptr, nullptr));
+          static_cast<float *>(gv.get()->data), nullptr, TESSERA_BF16,
+          chunks.get(), chunks.size(), step, 1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5,
+          nullptr, nullptr));
     }
     expectDeviceClean();
     // The gaps are zero on both sides: nothing writes them.
     expectTensorsNear(gparam.download(), param, 1e-5, 1e-7, "param");
     expectTensorsNear(gm.download(), m, 1e-5, 1e-8, "m");
     expectTensorsNear(gv.download(), v, 1e-5, 1e-10, "v");
+  }
+}
+
+// The compute copies AdamW writes are its updated masters rounded to
+// nearest even, bit for bit what tessera_cpu_cast makes of them, only for
+// the chunks that have one; tessera_cuda_round_chunk_copies makes the same
+// from the masters alone.
+TEST(DriverKernelsCuda, MultiTensorAdamWRoundsTheComputeCopies) {
+  REQUIRE_GPU();
+  FlatLayout layout;
+  DeviceChunks chunks(layout.chunks());
+  Shape shape = {layout.total};
+  for (int32_t copyDtype : {TESSERA_BF16, TESSERA_F16}) {
+    SCOPED_TRACE("copy dtype " + std::to_string(copyDtype));
+    DeviceTensor param(
+        withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 31)));
+    DeviceTensor grad(
+        withZeroGaps(layout, randomTensor(TESSERA_BF16, shape, 32)));
+    DeviceTensor m(withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 33)));
+    DeviceTensor v(withZeroGaps(
+        layout, randomTensor(TESSERA_F32, shape, 34, 0.0f, 0.01f)));
+    // Sentinel copies: what a chunk without a copy leaves alone.
+    Tensor sentinel = Tensor::floats(
+        shape, std::vector<float>(static_cast<size_t>(layout.total), 7.0f),
+        copyDtype);
+    DeviceTensor copies(sentinel), rounded(sentinel);
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
+        static_cast<float *>(param.get()->data), grad.get()->data,
+        TESSERA_BF16, static_cast<float *>(m.get()->data),
+        static_cast<float *>(v.get()->data), copies.get()->data, copyDtype,
+        chunks.get(), chunks.size(), 1, 1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0,
+        nullptr, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_round_chunk_copies(
+        static_cast<const float *>(param.get()->data), rounded.get()->data,
+        copyDtype, chunks.get(), chunks.size(), nullptr));
+    expectDeviceClean();
+    Tensor updated = param.download();
+    Tensor expected = sentinel;
+    for (size_t t : {size_t(0), size_t(2)}) {
+      tessera_tensor from = slice(updated, layout.offsets[t], layout.counts[t]);
+      tessera_tensor to = slice(expected, layout.offsets[t], layout.counts[t]);
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_cast(&from, &to));
+    }
+    expectTensorsNear(copies.download(), expected, 0.0, 0.0, "AdamW's copies");
+    expectTensorsNear(rounded.download(), expected, 0.0, 0.0,
+                      "the masters rounded");
   }
 }
 
@@ -141,8 +190,9 @@ TEST(DriverKernelsCuda, MultiTensorAdamWFlagsTheFirstNonFiniteChunk) {
     EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
         static_cast<float *>(param.get()->data), grad.get()->data, TESSERA_F32,
         static_cast<float *>(m.get()->data),
-        static_cast<float *>(v.get()->data), chunks.get(), chunks.size(), 1,
-        lr, 0.9, 0.95, 1e-8, 0.0, 1.0, flag, nullptr));
+        static_cast<float *>(v.get()->data), nullptr, TESSERA_BF16,
+        chunks.get(), chunks.size(), 1, lr, 0.9, 0.95, 1e-8, 0.0, 1.0, flag,
+        nullptr));
     int32_t value = -1;
     EXPECT_EQ(cudaMemcpy(&value, flag, sizeof value, cudaMemcpyDeviceToHost),
               cudaSuccess);
@@ -162,16 +212,27 @@ TEST(DriverKernelsCuda, MultiTensorAdamWRejectsBadArguments) {
   REQUIRE_GPU();
   float *none = nullptr;
   EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_I32, none, none,
-                                            nullptr, 0, 1, 1e-3, 0.9, 0.95,
-                                            1e-8, 0, 1, nullptr, nullptr),
+                                            nullptr, TESSERA_BF16, nullptr, 0,
+                                            1, 1e-3, 0.9, 0.95, 1e-8, 0, 1,
+                                            nullptr, nullptr),
             0);
   EXPECT_NE(std::string(tessera_cuda_last_error()).find("grad must be f32"),
             std::string::npos)
       << tessera_cuda_last_error();
   EXPECT_NE(tessera_cuda_multi_tensor_adamw(none, none, TESSERA_F32, none, none,
-                                            nullptr, 0, 0, 1e-3, 0.9, 0.95,
+                                            nullptr, TESSERA_BF16, nullptr, 0,
+                                            0, 1e-3, 0.9, 0.95, 1e-8, 0, 1,
+                                            nullptr, nullptr),
+            0);
+  float value = 0;
+  EXPECT_NE(tessera_cuda_multi_tensor_adamw(&value, &value, TESSERA_F32,
+                                            &value, &value, &value, TESSERA_I32,
+                                            nullptr, 0, 1, 1e-3, 0.9, 0.95,
                                             1e-8, 0, 1, nullptr, nullptr),
             0);
+  EXPECT_NE(std::string(tessera_cuda_last_error()).find("copies must be f32"),
+            std::string::npos)
+      << tessera_cuda_last_error();
 }
 
 TEST(DriverKernelsCuda, AccumulationCastsAndAddsInF32) {

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../../cpu/DataTypes.h"
+
 #include <cmath>
 
 using namespace tessera::train;
@@ -26,6 +28,9 @@ const tessera_tensor_info kParameters[] = {
 struct Calls {
   int count = 0;
   const tessera_step_context *lastContext = nullptr;
+  /// The last call's parameters as it got them: dtype, and values widened.
+  std::vector<int32_t> parameterDtypes;
+  std::vector<std::vector<float>> parameterValues;
 };
 Calls calls;
 
@@ -35,12 +40,24 @@ float knownGradient(int call, int64_t element, float lossScale) {
 }
 
 int knownProgram(const tessera_step_context *context,
-                 const tessera_tensor * /*parameters*/,
+                 const tessera_tensor *parameters,
                  const tessera_tensor * /*buffers*/,
                  const tessera_tensor * /*tokens*/,
                  const tessera_tensor * /*targets*/, float lossScale,
                  uint64_t /*seed*/, float *loss, tessera_tensor *gradients) {
   calls.lastContext = context;
+  calls.parameterDtypes.clear();
+  calls.parameterValues.clear();
+  for (int i = 0; i < 2; ++i) {
+    tessera_tensor widened = parameters[i];
+    calls.parameterValues.emplace_back(
+        static_cast<size_t>(elementCount(kParameters[i])));
+    widened.data = calls.parameterValues.back().data();
+    widened.dtype = TESSERA_F32;
+    calls.parameterDtypes.push_back(parameters[i].dtype);
+    if (tessera_cpu_cast(&parameters[i], &widened) != 0)
+      return 1;
+  }
   for (int i = 0; i < 2; ++i) {
     tessera_tensor &gradient = gradients[i];
     int64_t count = 1;
@@ -249,6 +266,89 @@ TEST_F(HostBackendTest, TheProgramGetsTheBackendsStepContext) {
   EXPECT_EQ(calls.lastContext->gradient_ready_user, &marker);
   EXPECT_EQ(calls.lastContext->stream, nullptr);
   EXPECT_EQ(backend->stream(), nullptr);
+}
+
+/// `values` rounded to bf16 and widened back: what a bf16 copy holds.
+std::vector<float> roundedToBf16(const std::vector<float> &values) {
+  std::vector<float> rounded(values.size());
+  for (size_t e = 0; e < values.size(); ++e)
+    rounded[e] = tessera::cpu::bf16ToFloat(tessera::cpu::floatToBf16(values[e]));
+  return rounded;
+}
+
+// Tests a program that reads its weight as the bf16 compute copy and its
+// bias as the master (program.h's parameter_step_dtypes): the step gets the
+// copy, the master rounded, after the load and after every AdamW update,
+// including one that covered only a piece (ZeRO-1), once the copies are
+// refreshed.
+TEST_F(HostBackendTest, TheStepReadsComputeCopiesTheOptimizerKeepsCurrent) {
+  tessera_program program = programOf(TESSERA_PRECISION_BF16);
+  const int32_t stepDtypes[] = {TESSERA_BF16, TESSERA_F32};
+  program.parameter_step_dtypes = stepDtypes;
+  TrainOptions options;
+  std::unique_ptr<TrainingBackend> backend = makeHostBackend(program, options);
+  EXPECT_TRUE(backend->readsComputeCopy(0));
+  EXPECT_FALSE(backend->readsComputeCopy(1));
+  TrainingState state = stateOf(program);
+  // Values bf16 cannot hold, so a copy that is not rounded shows.
+  state.parameters[0][5] = 1.0f + 1.0f / 1024.0f;
+  backend->loadState(state);
+
+  auto expectCopies = [&](const char *when) {
+    SCOPED_TRACE(when);
+    TrainingState now = stateOf(program);
+    backend->storeState(now);
+    backend->runMicroBatch(0, 1.0f, 0);
+    ASSERT_EQ(calls.parameterDtypes, (std::vector<int32_t>{TESSERA_BF16,
+                                                           TESSERA_F32}));
+    EXPECT_EQ(calls.parameterValues[0], roundedToBf16(now.parameters[0]));
+    EXPECT_EQ(calls.parameterValues[1], now.parameters[1]);
+  };
+  expectCopies("after the load");
+  EXPECT_NE(calls.parameterValues[0][5], state.parameters[0][5]);
+
+  AdamWUpdate update;
+  update.learningRate = 1e-2;
+  update.gradientScale = 0.25;
+  backend->applyAdamW(update);
+  expectCopies("after an update of every element");
+
+  // An update of elements 0..4 of the weight only (a ZeRO-1 shard) rounds
+  // their copies alone; a master written behind the optimizer's back (as
+  // ZeRO-1's all-gather writes the other shards) reaches the copy only
+  // through refreshComputeCopies.
+  const ParameterLayout &layout = backend->getLayout();
+  backend->restrictOptimizer({{0, layout.offset(0), 5}});
+  update.step = 2;
+  backend->applyAdamW(update);
+  auto *flat = static_cast<float *>(backend->masterWeights().data);
+  flat[layout.offset(0) + 7] = 3.0f;
+  TrainingState masters = stateOf(program);
+  backend->storeState(masters);
+  backend->runMicroBatch(0, 1.0f, 0);
+  std::vector<float> rounded = roundedToBf16(masters.parameters[0]);
+  for (size_t e = 0; e < 5; ++e)
+    EXPECT_EQ(calls.parameterValues[0][e], rounded[e]) << "element " << e;
+  EXPECT_NE(calls.parameterValues[0][7], 3.0f);
+  backend->refreshComputeCopies();
+  expectCopies("after a piece's update and the refresh");
+}
+
+TEST_F(HostBackendTest, AComputeCopyOfAnotherPrecisionIsRefused) {
+  tessera_program program = programOf(TESSERA_PRECISION_BF16);
+  const int32_t stepDtypes[] = {TESSERA_F16, TESSERA_F32};
+  program.parameter_step_dtypes = stepDtypes;
+  TrainOptions options;
+  try {
+    makeHostBackend(program, options);
+    FAIL() << "expected a TrainError";
+  } catch (const TrainError &error) {
+    EXPECT_NE(std::string(error.what()).find(
+                  "reads parameter 'layer.weight' as f16, neither its f32 "
+                  "master nor the bf16 compute precision"),
+              std::string::npos)
+        << error.what();
+  }
 }
 
 TEST_F(HostBackendTest, ACudaProgramIsRefused) {

@@ -38,16 +38,28 @@ int tessera_cuda_chunk_sum_squares(const void *x, int32_t dtype,
                                    cudaStream_t stream);
 
 /* One AdamW step of every chunk: params, m, v f32; grad f32, bf16 or f16.
- * Weight decay applies to the chunks whose weight_decay flag is set.
+ * Weight decay applies to the chunks whose weight_decay flag is set. With
+ * `copies` (may be null), each chunk whose copy_offset is >= 0 also stores
+ * its updated parameters there, rounded to nearest even to `copy_dtype`
+ * (f32, bf16 or f16): the compute copies the step reads.
  * `nonfinite` (device memory, may be null) is zeroed on `stream`, then set
  * to chunk_count - c for the first chunk c whose update left a parameter or
  * a moment non-finite (0: every value is finite): the driver reads it back
  * with the step's other scalars instead of passing over the weights again. */
 int tessera_cuda_multi_tensor_adamw(
     float *params, const void *grad, int32_t grad_dtype, float *m, float *v,
-    const tessera_tensor_chunk *chunks, int32_t chunk_count, int64_t step,
-    double lr, double beta1, double beta2, double eps, double weight_decay,
-    double grad_scale, int32_t *nonfinite, cudaStream_t stream);
+    void *copies, int32_t copy_dtype, const tessera_tensor_chunk *chunks,
+    int32_t chunk_count, int64_t step, double lr, double beta1, double beta2,
+    double eps, double weight_decay, double grad_scale, int32_t *nonfinite,
+    cudaStream_t stream);
+
+/* copies[chunk.copy_offset + k] = params[chunk.offset + k] rounded to
+ * nearest even to `copy_dtype`, for every chunk with copy_offset >= 0: the
+ * compute copies made from the masters alone. */
+int tessera_cuda_round_chunk_copies(const float *params, void *copies,
+                                    int32_t copy_dtype,
+                                    const tessera_tensor_chunk *chunks,
+                                    int32_t chunk_count, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

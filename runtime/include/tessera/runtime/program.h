@@ -201,8 +201,9 @@ typedef struct tessera_program {
   /* One micro-batch: loss (unscaled, f32, always written to host memory)
    * and the gradient of loss * loss_scale for every parameter, in the
    * compute precision. parameters and buffers are in the order above
-   * (parameters in fp32 master precision); tokens are [batch, sequence] I64,
-   * targets [batch, sequence] I64, all in the memory `device` names. `seed`
+   * (parameters as parameter_step_dtypes says: fp32 masters or compute
+   * copies); tokens are [batch, sequence] I64, targets [batch, sequence]
+   * I64, all in the memory `device` names. `seed`
    * drives dropout. A CUDA program enqueues its kernels on context->stream
    * and has finished them when it returns (it reads the loss back). Returns
    * 0, or nonzero with tessera_cpu_last_error() set (e.g. a token id out of
@@ -253,6 +254,16 @@ typedef struct tessera_program {
    * flops_per_micro_batch is the sum over all chunks' calls. It is not
    * partitioned (mesh_axis_count 0). */
   const tessera_pipeline *pipeline;
+
+  /* Per parameter (the order of `parameters`), the dtype forward_backward
+   * reads it in, or NULL when it reads every fp32 master. TESSERA_F32: the
+   * master itself; the compute precision's TESSERA_BF16/TESSERA_F16: a
+   * copy the driver keeps, the master rounded to nearest even, made when
+   * the masters are loaded and rewritten by every optimizer update
+   * (tess-read-compute-copies: the step then casts nothing). The tensor
+   * passed has the parameter's shape (its block's, when partitioned) and
+   * this dtype. */
+  const int32_t *parameter_step_dtypes;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),

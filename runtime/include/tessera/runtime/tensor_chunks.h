@@ -24,6 +24,11 @@ typedef struct tessera_tensor_chunk {
   int64_t count;        /* elements in the chunk */
   int32_t tensor;       /* the parameter it is part of */
   int32_t weight_decay; /* nonzero: AdamW's decoupled weight decay applies */
+  int64_t copy_offset;  /* first element of the chunk's compute copy in the
+                           copies' flat buffer (program.h's
+                           parameter_step_dtypes), which the multi-tensor
+                           AdamW rewrites from the updated master; -1: the
+                           step reads the master, no copy */
 } tessera_tensor_chunk;
 
 #ifdef __cplusplus
