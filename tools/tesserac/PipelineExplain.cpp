@@ -11,6 +11,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -70,6 +71,8 @@ cl::opt<std::string>
               cl::desc("--pipeline: write the predicted schedule of one step "
                        "as a Chrome/Perfetto trace"),
               cl::value_desc("FILE.json"), cl::cat(pipelineOptionCategory()));
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "tesserac") << message << "\n";
@@ -163,6 +166,7 @@ std::optional<int> explainPipeline(StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,
                                    const BuildTrainingOptions &training,
+                                   CompiledStepMemory compiledMemory,
                                    StringRef outputPath) {
   if (!requested())
     return std::nullopt;
@@ -225,6 +229,36 @@ std::optional<int> explainPipeline(StringRef inputPath,
   auto plan = pipeline::searchPipeline(*profile, cluster, oracle, search);
   if (!plan)
     return fail(inputPath + ": " + toString(plan.takeError()));
+  // On one device the plan is the step --target compiles (its micro-batches
+  // accumulated, --grad-accum): the arena analysis, not the stage model,
+  // decides whether it fits, as for --explain without --pipeline.
+  std::optional<StepMemory> compiled;
+  bool rematForced = search.remat.has_value();
+  while (plan->devices == 1 && plan->stages.size() == 1) {
+    pipeline::RematMode remat = plan->stages.front().remat;
+    compiled = compiledMemory(plan->microBatchSamples, remat, plan->microBatches);
+    if (!compiled)
+      return 1;
+    double limit = cluster.device.memoryBytes;
+    if (compiled->totalBytes() <= limit)
+      break;
+    if (rematForced || remat == pipeline::RematMode::Full)
+      return fail(formatv("{0}: the plan on one device needs {1:F2} GiB as "
+                          "compiled (its arena planned from liveness and the "
+                          "training state; the stage model said {2:F2}), "
+                          "more than the {3:F2} GiB of the device",
+                          inputPath, compiled->totalBytes() / kGiB,
+                          plan->stages.front().cost.memory.total(
+                              plan->stages.front().inFlight) /
+                              kGiB,
+                          limit / kGiB));
+    search.remat = remat == pipeline::RematMode::None
+                       ? pipeline::RematMode::Selective
+                       : pipeline::RematMode::Full;
+    plan = pipeline::searchPipeline(*profile, cluster, oracle, search);
+    if (!plan)
+      return fail(inputPath + ": " + toString(plan.takeError()));
+  }
 
   std::string error;
   auto output = mlir::openOutputFile(outputPath, &error);
@@ -233,6 +267,12 @@ std::optional<int> explainPipeline(StringRef inputPath,
   std::string title = sys::path::filename(inputPath).str();
   pipeline::printPipelinePlan(*plan, *profile, cluster, oracle,
                               search.globalBatch, title, output->os());
+  if (compiled)
+    output->os() << formatv(
+        "Peak device memory per GPU (the compiled step, as --summary and "
+        "--explain): {0:F3} MiB ({1:F2} GiB) of {2:F1} GiB\n",
+        compiled->totalBytes() / (1024.0 * 1024.0),
+        compiled->totalBytes() / kGiB, cluster.device.memoryBytes / kGiB);
   output->keep();
 
   if (!tracePath.empty()) {

@@ -17,6 +17,7 @@
 #ifndef TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 #define TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 
+#include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Pipeline/Remat.h"
@@ -56,16 +57,26 @@ struct StepPipeline {
 /// micro-batches do not divide.
 llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 
+/// The memory of the one-device step --target compiles for `batch` samples
+/// a micro-batch, `microBatches` of them a step, recomputing `remat`
+/// (tesserac's compiledStepMemory); nullopt after printing the error.
+using CompiledStepMemory = llvm::function_ref<std::optional<StepMemory>(
+    int64_t batch, pipeline::RematMode remat, int64_t microBatches)>;
+
 /// Nothing when no pipeline flag was given (the ordinary --explain runs);
 /// otherwise imports the model at two batch sizes, builds its training step
 /// with `training` (tesserac's --loss, --precision, ...), plans it on
 /// `cluster`,
 /// prints the plan to `outputPath` ("-": stdout) and returns the exit
-/// status (1 after printing "tesserac: error: ...").
+/// status (1 after printing "tesserac: error: ..."). A plan on one device is
+/// the step --target compiles: `compiledMemory` gives its peak, which decides
+/// the fit (a plan that does not fit by it is searched again with the next
+/// stronger recomputation) and is the peak the report gives.
 std::optional<int> explainPipeline(llvm::StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,
                                    const BuildTrainingOptions &training,
+                                   CompiledStepMemory compiledMemory,
                                    llvm::StringRef outputPath);
 
 } // namespace tessera::tesserac

@@ -470,14 +470,16 @@ std::optional<double> parseMemorySize(StringRef text) {
 }
 
 /// The memory of the step --target compiles for one device from the forward
-/// in `module` (left as it is), recomputing `remat` in the backward: the
+/// in `module` (left as it is), recomputing `remat` in the backward, trained
+/// with `microBatches` micro-batches a step (--grad-accum): the
 /// training step, tess-rematerialize and tess-lowering-preparation on a
 /// copy, then the arena analysis (tessera/Analysis/StepMemory.h). --summary
 /// and --explain both read it, so that their numbers are the executable's.
 /// Returns nullopt after printing the error.
 std::optional<tessera::StepMemory>
 compiledStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
-                   tessera::pipeline::RematMode remat) {
+                   tessera::pipeline::RematMode remat,
+                   int64_t microBatches = 1) {
   mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
   if (buildTrainingStep(context, *step, /*oneDevice=*/true) ||
       rematerializeStep(context, *step, remat))
@@ -494,12 +496,34 @@ compiledStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
     return std::nullopt;
   }
   FailureOr<tessera::StepMemory> memory =
-      tessera::estimateStepMemory(forwardBackward, /*microBatches=*/1);
+      tessera::estimateStepMemory(forwardBackward, microBatches);
   if (failed(memory)) {
     fail(inputPath + ": cannot plan the training step's memory");
     return std::nullopt;
   }
   return *memory;
+}
+
+/// compiledStepMemory of the model imported at `batch` samples (for
+/// --explain --pipeline, which plans before the model is imported).
+std::optional<tessera::StepMemory>
+importedStepMemory(tessera::onnx_import::ImportOptions options, int64_t batch,
+                   tessera::pipeline::RematMode remat, int64_t microBatches) {
+  mlir::MLIRContext context;
+  PassDiagnostics diagnostics(context, inputPath);
+  options.dims["batch"] = batch;
+  auto module =
+      tessera::onnx_import::importOnnxModel(inputPath, options, context);
+  if (!module) {
+    fail(toString(module.takeError()));
+    return std::nullopt;
+  }
+  mlir::PassManager cleanup(&context);
+  tessera::buildImportCleanupPipeline(cleanup);
+  if (runPasses(cleanup, **module,
+                inputPath + ": the import cleanup pipeline failed"))
+    return std::nullopt;
+  return compiledStepMemory(context, **module, remat, microBatches);
 }
 
 /// The compiled one-device step that fits `limitBytes`, by the arena
@@ -1004,10 +1028,17 @@ int main(int argc, char **argv) {
     if (!loaded)
       return fail(toString(loaded.takeError()));
     cluster = std::move(*loaded);
-    if (explain)
+    if (explain) {
+      auto compiledMemory = [&](int64_t batch,
+                                tessera::pipeline::RematMode remat,
+                                int64_t microBatches) {
+        return importedStepMemory(options, batch, remat, microBatches);
+      };
       if (std::optional<int> status = tessera::tesserac::explainPipeline(
-              inputPath, options, *cluster, trainingOptions(), outputPath))
+              inputPath, options, *cluster, trainingOptions(), compiledMemory,
+              outputPath))
         return *status;
+    }
     auto parsed = tessera::cost::parseMesh(meshSpec);
     if (!parsed)
       return fail(toString(parsed.takeError()));
