@@ -685,6 +685,35 @@ int writeModulePlan(
   return 0;
 }
 
+int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
+                     const SearchedPlan &searched);
+
+/// The memory of one rank's program for the searched plan, as --target
+/// --mesh compiles it: the training step in `module` partitioned (a copy),
+/// prepared for the lowering and analysed. Nullopt after printing the error.
+std::optional<tessera::StepMemory>
+partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
+                      const SearchedPlan &searched) {
+  mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
+  if (partitionForMesh(context, *step, searched))
+    return std::nullopt;
+  mlir::PassManager preparation(&context);
+  addLoweringPreparation(preparation);
+  if (runPasses(preparation, *step,
+                inputPath + ": preparing the partitioned step failed"))
+    return std::nullopt;
+  auto forwardBackward =
+      step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  FailureOr<tessera::StepMemory> memory =
+      forwardBackward ? tessera::estimateStepMemory(forwardBackward, 1)
+                      : FailureOr<tessera::StepMemory>(failure());
+  if (failed(memory)) {
+    fail(inputPath + ": cannot plan the partitioned step's memory");
+    return std::nullopt;
+  }
+  return *memory;
+}
+
 /// --explain: the cost model's estimate of the unsharded step on one device,
 /// then the searched sharding plan on `mesh`.
 int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
@@ -692,18 +721,51 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                         const tessera::cost::DeviceMesh &mesh,
                         const tessera::sharding::MeshSearchOptions &options,
                         StringRef title) {
+  // On a mesh the search's per-op model chooses; the analysis of the rank's
+  // compiled program then decides whether the plan fits. When it does not,
+  // the search runs again under a bound lowered by what its model missed.
+  mlir::OwningOpRef<mlir::ModuleOp> forward(module.clone());
+  tessera::sharding::MeshSearchOptions bounded = options;
+  double limit = options.memoryLimitBytes.value_or(cluster.device.memoryBytes);
   SearchedPlan searched;
-  if (int status = buildAndSearch(context, module, cluster, mesh, options,
-                                  /*search=*/true, searched))
-    return status;
+  std::optional<tessera::StepMemory> rank;
+  for (int attempt = 0;; ++attempt) {
+    mlir::OwningOpRef<mlir::ModuleOp> step(forward->clone());
+    searched = SearchedPlan();
+    if (int status = buildAndSearch(context, *step, cluster, mesh, bounded,
+                                    /*search=*/true, searched))
+      return status;
+    if (mesh.deviceCount() == 1)
+      break;
+    rank = partitionedStepMemory(context, *step, searched);
+    if (!rank)
+      return 1;
+    double missed = rank->totalBytes() - searched.plan->predicted.memoryBytes();
+    if (rank->totalBytes() <= limit)
+      break;
+    if (attempt == 2 || missed <= 0)
+      return fail(formatv("{0}: no sharding plan fits {1:F3} MiB per device "
+                          "on mesh {2} as compiled: the search's plan needs "
+                          "{3:F3} MiB per rank (its arena planned from "
+                          "liveness and the training state; the search "
+                          "predicted {4:F3}); raise --memory-limit or use "
+                          "more devices",
+                          inputPath, limit / 1048576.0, mesh.describe(),
+                          rank->totalBytes() / 1048576.0,
+                          searched.plan->predicted.memoryBytes() / 1048576.0));
+    bounded.memoryLimitBytes = limit - missed;
+  }
   return writeOutput([&](raw_ostream &os) {
     tessera::cost::printTrainingStepEstimate(*searched.estimate, title, os);
     tessera::sharding::printTrainingShardingPlan(*searched.plan, cluster, os);
+    if (rank)
+      os << formatv("Peak device memory per rank as compiled (the partitioned "
+                    "step's arena and training state): {0:F3} MiB; the "
+                    "search's prediction: {1:F3} MiB\n",
+                    rank->totalBytes() / 1048576.0,
+                    searched.plan->predicted.memoryBytes() / 1048576.0);
   });
 }
-
-int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     const SearchedPlan &searched);
 
 /// --partition: the training step as one rank of `mesh` runs it, for the
 /// searched plan (written into the step by annotateFromSearchPlan, each

@@ -7,6 +7,11 @@
       allocates (tessera_arena_bytes in the emitted C++).
   step_memory_numbers.py limit SUMMARY DELTA
       prints the --summary peak plus DELTA bytes, for --memory-limit.
+  step_memory_numbers.py rank EXPLAIN LIMIT_MIB
+      prints "rank fits" when --explain --mesh's compiled rank peak is at
+      most LIMIT_MIB, else "rank needs <peak>".
+  step_memory_numbers.py below-rank EXPLAIN DELTA_MIB
+      prints the compiled rank peak less DELTA_MIB, for --memory-limit.
 """
 import re
 import sys
@@ -39,6 +44,14 @@ def main():
         print("arena %.3f %.3f %.3f" % (
             explain_mib(explain, "step arena (activations, temporaries)"),
             lines["step arena (activations, temporaries)"] / MIB, arena / MIB))
+    elif sys.argv[1] in ("rank", "below-rank"):
+        peak = float(re.search(r"per rank as compiled .*?: ([0-9.]+) MiB",
+                               open(sys.argv[2]).read()).group(1))
+        if sys.argv[1] == "rank":
+            print("rank fits" if peak <= float(sys.argv[3]) else
+                  "rank needs %.3f" % peak)
+        else:
+            print("%.3fMiB" % (peak - float(sys.argv[3])))
     elif sys.argv[1] == "limit":
         print("%dB" % (sum(summary_bytes(sys.argv[2]).values()) + int(sys.argv[3])))
 
