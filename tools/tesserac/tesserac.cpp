@@ -469,6 +469,32 @@ std::optional<double> parseMemorySize(StringRef text) {
   return value * scale;
 }
 
+/// The memory of the training step in `step` (consumed) once prepared for
+/// the lowering (tess-lowering-preparation), as the lowering will plan it.
+/// Nullopt after printing the error.
+std::optional<tessera::StepMemory>
+preparedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp step,
+                   int64_t microBatches) {
+  mlir::PassManager preparation(&context);
+  addLoweringPreparation(preparation);
+  if (runPasses(preparation, step,
+                inputPath + ": preparing the training step failed"))
+    return std::nullopt;
+  auto forwardBackward =
+      step.lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  if (!forwardBackward) {
+    fail(inputPath + ": the training step has no @forward_backward");
+    return std::nullopt;
+  }
+  FailureOr<tessera::StepMemory> memory =
+      tessera::estimateStepMemory(forwardBackward, microBatches);
+  if (failed(memory)) {
+    fail(inputPath + ": cannot plan the training step's memory");
+    return std::nullopt;
+  }
+  return *memory;
+}
+
 /// The memory of the step --target compiles for one device from the forward
 /// in `module` (left as it is), recomputing `remat` in the backward, trained
 /// with `microBatches` micro-batches a step (--grad-accum): the
@@ -484,24 +510,7 @@ compiledStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (buildTrainingStep(context, *step, /*oneDevice=*/true) ||
       rematerializeStep(context, *step, remat))
     return std::nullopt;
-  mlir::PassManager preparation(&context);
-  addLoweringPreparation(preparation);
-  if (runPasses(preparation, *step,
-                inputPath + ": preparing the training step failed"))
-    return std::nullopt;
-  auto forwardBackward =
-      step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
-  if (!forwardBackward) {
-    fail(inputPath + ": the training step has no @forward_backward");
-    return std::nullopt;
-  }
-  FailureOr<tessera::StepMemory> memory =
-      tessera::estimateStepMemory(forwardBackward, microBatches);
-  if (failed(memory)) {
-    fail(inputPath + ": cannot plan the training step's memory");
-    return std::nullopt;
-  }
-  return *memory;
+  return preparedStepMemory(context, *step, microBatches);
 }
 
 /// compiledStepMemory of the model imported at `batch` samples (for
@@ -697,21 +706,7 @@ partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
   mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
   if (partitionForMesh(context, *step, searched))
     return std::nullopt;
-  mlir::PassManager preparation(&context);
-  addLoweringPreparation(preparation);
-  if (runPasses(preparation, *step,
-                inputPath + ": preparing the partitioned step failed"))
-    return std::nullopt;
-  auto forwardBackward =
-      step->lookupSymbol<mlir::func::FuncOp>("forward_backward");
-  FailureOr<tessera::StepMemory> memory =
-      forwardBackward ? tessera::estimateStepMemory(forwardBackward, 1)
-                      : FailureOr<tessera::StepMemory>(failure());
-  if (failed(memory)) {
-    fail(inputPath + ": cannot plan the partitioned step's memory");
-    return std::nullopt;
-  }
-  return *memory;
+  return preparedStepMemory(context, *step, /*microBatches=*/1);
 }
 
 /// --explain: the cost model's estimate of the unsharded step on one device,
