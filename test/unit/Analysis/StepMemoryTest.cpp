@@ -9,8 +9,11 @@
 
 #include "tessera/Analysis/StepMemory.h"
 
+#include "Tess/IR/TessDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 
 #include <gtest/gtest.h>
 
@@ -114,6 +117,42 @@ TEST(StepMemory, LogitsGradientWrittenInPlace) {
   EXPECT_GE(memory.arenaBytes, memory.savedForBackwardBytes);
   EXPECT_LT(memory.arenaBytes, memory.savedForBackwardBytes + logits);
   EXPECT_FALSE(memory.peakOpName.empty());
+}
+
+// Tests the state of a step that reads its weights as compute copies (as
+// tess-read-compute-copies leaves it): a bf16 parameter argument is a copy
+// the driver keeps beside its f32 master (4 + 2 bytes an element), an f32
+// one is the master alone; gradients count in the type the step returns
+// them, buffers whole, inputs not at all.
+TEST(StepMemory, ComputeCopiesAreStateBesideTheMasters) {
+  mlir::MLIRContext context;
+  context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @forward_backward(
+        %x: tensor<4x8xbf16>,
+        %w: tensor<16x8xbf16> {tess.parameter},
+        %b: tensor<16xf32> {tess.parameter},
+        %table: tensor<10x8xf32> {tess.buffer})
+        -> (tensor<16x8xbf16> {tess.gradient}, tensor<16xf32> {tess.gradient}) {
+      %y = tess.linear %x, %w {transpose_weight} : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+      %dw = tess.matmul %y, %x {transpose_lhs} : (tensor<4x16xbf16>, tensor<4x8xbf16>) -> tensor<16x8xbf16>
+      return %dw, %b : tensor<16x8xbf16>, tensor<16xf32>
+    })mlir",
+                                              &context);
+  ASSERT_TRUE(module);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  mlir::FailureOr<tessera::TrainingStateBytes> state =
+      tessera::trainingStateBytes(step, /*microBatches=*/2);
+  ASSERT_TRUE(mlir::succeeded(state));
+  int64_t elements = 16 * 8 + 16;
+  EXPECT_EQ(state->trainableElements, elements);
+  EXPECT_EQ(state->masterWeights, 4 * elements);
+  EXPECT_EQ(state->computeCopies, 2 * 16 * 8);
+  EXPECT_EQ(state->optimizerState, 8 * elements);
+  EXPECT_EQ(state->gradients, 2 * 16 * 8 + 4 * 16);
+  EXPECT_EQ(state->accumulators, 4 * elements);
+  EXPECT_EQ(state->buffers, 4 * 10 * 8);
 }
 
 } // namespace
