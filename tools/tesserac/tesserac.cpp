@@ -20,7 +20,9 @@
 // the CUDA kernels and the driver's GPU backend (the step, the optimizer and
 // the training state on the GPU), when this tesserac was built with the CUDA
 // runtime. `--explain` builds the training
-// step and prints lib/CostModel's prediction of its memory and time.
+// step and prints lib/CostModel's prediction of its time and the memory of
+// the step as compiled (lib/Analysis/StepMemory.h, as --summary prints it),
+// which decides whether the plan fits.
 // `--partition --mesh SHAPE --emit=mlir` writes the training step as one rank
 // runs it (tess-partition-spmd): for the plan the search picks (the flags of
 // --explain's search apply: --memory-limit, --zero, --shard,
