@@ -203,6 +203,15 @@ MegatronStageOracle::plans(const StageQuery &query) const {
 
     double parametersPerDevice =
         range.splitParameters / tensorParallel + range.replicatedParameters;
+    // A tied parameter each of whose readers the stage holds is one tensor.
+    for (const ProgramProfile::TiedParameter &tied : profile.tiedParameters) {
+      auto inStage = llvm::count_if(tied.units, [&](size_t unit) {
+        return unit >= query.firstUnit && unit < query.endUnit;
+      });
+      if (inStage > 1)
+        parametersPerDevice -= (inStage - 1) * tied.elements /
+                               (tied.split ? tensorParallel : 1);
+    }
     double gradientBytes =
         parametersPerDevice * profile.gradientBytesPerParameter;
     cost::DeviceMesh replicasMesh =

@@ -7,6 +7,7 @@
 #include "tessera/Pipeline/Remat.h"
 
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -476,16 +477,23 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
   }
   profile.accumulatorBytesPerParameter =
       TrainingStateBytes::kAccumulatorBytesPerElement;
-  llvm::DenseMap<unsigned, unsigned> unitsReading;
-  for (const ProgramUnit &unit : profile.units)
+  llvm::MapVector<unsigned, std::vector<size_t>> unitsReading;
+  for (auto [index, unit] : llvm::enumerate(profile.units))
     for (unsigned parameter : unit.parameters)
-      ++unitsReading[parameter];
-  for (auto [parameter, readers] : unitsReading)
-    if (readers > 1)
-      profile.tiedGradientBytes +=
-          llvm::cast<RankedTensorType>(function.getArgument(parameter).getType())
-              .getNumElements() *
-          profile.gradientBytesPerParameter;
+      unitsReading[parameter].push_back(index);
+  for (auto &[parameter, readers] : unitsReading) {
+    if (readers.size() < 2)
+      continue;
+    auto type =
+        llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
+    ProgramProfile::TiedParameter tied;
+    tied.elements = static_cast<double>(type.getNumElements());
+    tied.split = type.getRank() >= 2;
+    tied.units = readers;
+    profile.tiedGradientBytes +=
+        tied.elements * profile.gradientBytesPerParameter;
+    profile.tiedParameters.push_back(std::move(tied));
+  }
 
   if (auto precision = function->getAttrOfType<StringAttr>("tess.precision"))
     if (std::optional<cost::Precision> parsed =

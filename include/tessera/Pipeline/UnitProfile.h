@@ -158,6 +158,15 @@ struct ProgramProfile {
   /// Gradient bytes of parameters read by more than one unit (a tied
   /// embedding), all-reduced between the stages holding a copy.
   double tiedGradientBytes = 0;
+  /// Each such parameter: its elements, whether tensor parallelism splits
+  /// it (rank >= 2), and the units reading it. A stage holding several of
+  /// those units holds the parameter once, though each unit counts it.
+  struct TiedParameter {
+    double elements = 0;
+    bool split = false;
+    std::vector<size_t> units;
+  };
+  std::vector<TiedParameter> tiedParameters;
 
   cost::Precision precision = cost::Precision::FP32;
   /// Model shape, for the Megatron FLOPs formula and the report.
