@@ -184,9 +184,10 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     base.recompute = range.recompute;
     base.tensorParallelCommunication = range.tensorParallelCommunication;
     base.modelFlops = range.modelFlops;
-    base.memory.activationsPerMicroBatch = range.kept;
+    base.memory.activationsPerMicroBatch = range.kept * profile.activationScale;
     base.memory.working = unitSums.workingOver(query.firstUnit, query.endUnit,
-                                               profile.structureOf);
+                                               profile.structureOf) *
+                          profile.activationScale;
 
     // Receive the input and send the output, activations forward and
     // gradients backward, 1/t per device.

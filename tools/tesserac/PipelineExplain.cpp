@@ -107,6 +107,32 @@ buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
   return std::move(*module);
 }
 
+/// Scales the stage model's activations so that the whole program as one
+/// stage on one device, at `batch` samples and without recomputation,
+/// predicts the compiled step's peak: the search's estimate of every
+/// candidate is then calibrated to the analysis that decides the fit.
+/// False after printing the error.
+bool calibrateActivations(pipeline::ProgramProfile &profile,
+                          const pipeline::MegatronStageOracle &oracle,
+                          int64_t batch, CompiledStepMemory compiledMemory) {
+  std::optional<StepMemory> compiled =
+      compiledMemory(batch, pipeline::RematMode::None, /*microBatches=*/1);
+  if (!compiled)
+    return false;
+  pipeline::StageQuery whole;
+  whole.endUnit = profile.units.size();
+  whole.microBatchSamples = batch;
+  std::vector<pipeline::StageCost> plans = oracle.plans(whole);
+  if (plans.empty())
+    return true;
+  const pipeline::StageMemory &model = plans.front().memory;
+  double activations = model.total(1.0) - model.resident();
+  double measured = compiled->totalBytes() - model.resident();
+  if (activations > 0 && measured > 0)
+    profile.activationScale = measured / activations;
+  return true;
+}
+
 } // namespace
 
 bool rematRequested() { return remat.getNumOccurrences() > 0; }
@@ -226,6 +252,8 @@ std::optional<int> explainPipeline(StringRef inputPath,
   if (!profile)
     return fail(inputPath + ": " + toString(profile.takeError()));
   pipeline::MegatronStageOracle oracle(*profile, cluster);
+  if (!calibrateActivations(*profile, oracle, firstBatch, compiledMemory))
+    return 1;
   auto plan = pipeline::searchPipeline(*profile, cluster, oracle, search);
   if (!plan)
     return fail(inputPath + ": " + toString(plan.takeError()));

@@ -167,6 +167,10 @@ struct ProgramProfile {
     std::vector<size_t> units;
   };
   std::vector<TiedParameter> tiedParameters;
+  /// Scales every unit's kept activations and backward working set: set so
+  /// that the whole program as one stage on one device predicts the peak of
+  /// the step as compiled (tessera/Analysis/StepMemory.h); 1 until then.
+  double activationScale = 1;
 
   cost::Precision precision = cost::Precision::FP32;
   /// Model shape, for the Megatron FLOPs formula and the report.
