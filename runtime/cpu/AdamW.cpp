@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AdamWFactors.h"
 #include "Errors.h"
 #include "TensorAccess.h"
 
@@ -37,23 +38,18 @@ extern "C" int tessera_cpu_adamw(tessera_tensor *param,
     requireShape(secondMoment, shape, "v");
     if (firstMoment.dtype != TESSERA_F32 || secondMoment.dtype != TESSERA_F32)
       fail("the moments m and v must be f32");
-    if (step < 1)
-      fail("step " + std::to_string(step) + " must be >= 1");
+    const AdamWFactors f =
+        adamwFactors(step, lr, beta1, beta2, eps, weight_decay, grad_scale);
 
     FloatOutput parameterValues(parameter, "param", /*loadCurrent=*/true);
     FloatInput gradientValues(gradient, "grad");
     float *mValues = static_cast<float *>(firstMoment.data);
     float *vValues = static_cast<float *>(secondMoment.data);
-    double stepD = static_cast<double>(step);
-    float decay = static_cast<float>(1.0 - lr * weight_decay);
-    float stepSize = static_cast<float>(lr / (1.0 - std::pow(beta1, stepD)));
-    float sqrtCorrection2 =
-        static_cast<float>(std::sqrt(1.0 - std::pow(beta2, stepD)));
-    float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
-    float oneMinusB1 = static_cast<float>(1.0 - beta1);
-    float oneMinusB2 = static_cast<float>(1.0 - beta2);
-    float epsilon = static_cast<float>(eps);
-    float scale = static_cast<float>(grad_scale);
+    float decay = f.decay, stepSize = f.stepSize;
+    float sqrtCorrection2 = f.sqrtCorrection2;
+    float b1 = f.beta1, b2 = f.beta2;
+    float oneMinusB1 = f.oneMinusBeta1, oneMinusB2 = f.oneMinusBeta2;
+    float epsilon = f.epsilon, scale = f.gradScale;
     int64_t count = elementCount(parameter);
     for (int64_t i = 0; i < count; ++i) {
       float g = gradientValues[i] * scale;

@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AdamWFactors.h"
 #include "Common.cuh"
 
 #include "tessera/runtime/cuda_optimizer.h"
@@ -35,6 +36,8 @@
 #include <cmath>
 
 using namespace tessera::cuda;
+using tessera::cpu::adamwFactors;
+using tessera::cpu::AdamWFactors;
 using tessera::cpu::elementCount;
 using tessera::cpu::requireShape;
 using tessera::cpu::requireTensor;
@@ -42,41 +45,25 @@ using tessera::cpu::shapeOf;
 
 namespace {
 
-struct AdamWFactors {
-  float decay, stepSize, sqrtCorrection2, beta1, beta2, oneMinusBeta1,
-      oneMinusBeta2, epsilon, gradScale;
-};
-
-AdamWFactors adamwFactors(int64_t step, double lr, double beta1, double beta2,
-                          double eps, double weightDecay, double gradScale) {
-  if (step < 1)
-    fail("step " + std::to_string(step) + " must be >= 1");
-  double stepD = static_cast<double>(step);
-  return AdamWFactors{
-      static_cast<float>(1.0 - lr * weightDecay),
-      static_cast<float>(lr / (1.0 - std::pow(beta1, stepD))),
-      static_cast<float>(std::sqrt(1.0 - std::pow(beta2, stepD))),
-      static_cast<float>(beta1),
-      static_cast<float>(beta2),
-      static_cast<float>(1.0 - beta1),
-      static_cast<float>(1.0 - beta2),
-      static_cast<float>(eps),
-      static_cast<float>(gradScale)};
-}
-
 /// Updates m[i], v[i] (also left in `vi`) and returns the new parameter
-/// value.
+/// value. Every product and sum is an explicitly rounded intrinsic, which
+/// nvcc never contracts into an FMA: the update is then bit for bit
+/// tessera_cpu_adamw's (sqrtf and `/` are IEEE-rounded without fast math),
+/// so a run whose AdamW runs on the host (--offload optimizer,
+/// tessera_cpu_chunk_adamw) computes the same weights as one that keeps it
+/// here. The pass is bound by memory, not by these few operations.
 __device__ __forceinline__ float adamwElement(float p, float grad, float *m,
                                               float *v, int64_t i,
                                               const AdamWFactors &f,
                                               float decay, float &vi) {
-  float g = grad * f.gradScale;
-  float mi = f.beta1 * m[i] + f.oneMinusBeta1 * g;
-  vi = f.beta2 * v[i] + f.oneMinusBeta2 * g * g;
+  float g = __fmul_rn(grad, f.gradScale);
+  float mi = __fadd_rn(__fmul_rn(f.beta1, m[i]), __fmul_rn(f.oneMinusBeta1, g));
+  vi = __fadd_rn(__fmul_rn(f.beta2, v[i]),
+                 __fmul_rn(__fmul_rn(f.oneMinusBeta2, g), g));
   m[i] = mi;
   v[i] = vi;
-  float denominator = sqrtf(vi) / f.sqrtCorrection2 + f.epsilon;
-  return p * decay - f.stepSize * mi / denominator;
+  float denominator = __fadd_rn(sqrtf(vi) / f.sqrtCorrection2, f.epsilon);
+  return __fsub_rn(__fmul_rn(p, decay), __fmul_rn(f.stepSize, mi) / denominator);
 }
 
 __global__ void adamwKernel(void *param, int paramType, const void *grad,
