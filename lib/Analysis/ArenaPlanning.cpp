@@ -111,6 +111,13 @@ static Value inPlaceOperand(Operation &op, OpResult result) {
   // (tess-chunk-loss-head) is one buffer, not one per block.
   if (auto matmul = dyn_cast<tess::MatmulAddOp>(op))
     return matmul.getAddend();
+  // A rotation reads each pair of x whole before writing it (both
+  // backends): a packed q/k/v rotated in place leaves its value heads
+  // where they are instead of copying them, and no second q/k/v-sized
+  // buffer exists.
+  if (auto rotary = dyn_cast<tess::RotaryOp>(op))
+    if (rotary.getInput().getType() == result.getType())
+      return rotary.getInput();
   return {};
 }
 

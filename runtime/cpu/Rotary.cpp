@@ -5,6 +5,7 @@
 // adjoint applies the transposed rotation: the gradient with respect to x.
 // Each element is one product pair summed in f64 and rounded once into y's
 // storage type (the decomposed chain rounded after each of its five ops).
+// y may be x: each pair is read whole before it is written.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,32 +27,39 @@ extern "C" int tessera_cpu_rotary(const tessera_tensor *x,
     Shape shape = shapeOf(input);
     int64_t width = shape.back(), half = width / 2;
     StridedWalker walker(shape, {operands.cosStrides, operands.sinStrides});
+    int64_t lastCos = operands.cosStrides.back();
     int64_t lastSin = operands.sinStrides.back();
     int64_t count = elementCount(input);
+    // One pair a visit, at its low element: both values are read before
+    // either is written, so y may be x itself (the arena runs the rotation
+    // in place, tess.rotary's x being dead after it).
     for (int64_t i = 0; i < count; ++i, walker.advance()) {
-      int64_t j = walker.index().back();
-      bool low = j < half;
-      int64_t step = low ? half : -half; // partner - j
-      double value = loadNumber(input.data, input.dtype, i);
+      if (walker.index().back() >= half)
+        continue;
+      double a = loadNumber(input.data, input.dtype, i);
+      double b = loadNumber(input.data, input.dtype, i + half);
       // Heads at or past rotated_heads pass through (value heads).
       if (shape.size() >= 2 &&
           walker.index()[shape.size() - 2] >= operands.rotatedHeads) {
-        storeNumber(y->data, y->dtype, i, value);
+        if (y->data != input.data) {
+          storeNumber(y->data, y->dtype, i, a);
+          storeNumber(y->data, y->dtype, i + half, b);
+        }
         continue;
       }
-      double partner = loadNumber(input.data, input.dtype, i + step);
-      double c = loadNumber(cos->data, cos->dtype, walker.offset(0));
-      double s, sign;
-      if (!adjoint) {
-        // y[j] = x[j] c[j] -+ x[partner] s[j].
-        s = loadNumber(sin->data, sin->dtype, walker.offset(1));
-        sign = low ? -1.0 : 1.0;
-      } else {
-        // dx[j] = dy[j] c[j] +- dy[partner] s[partner].
-        s = loadNumber(sin->data, sin->dtype, walker.offset(1) + step * lastSin);
-        sign = low ? 1.0 : -1.0;
-      }
-      storeNumber(y->data, y->dtype, i, value * c + sign * partner * s);
+      double cosLow = loadNumber(cos->data, cos->dtype, walker.offset(0));
+      double cosHigh =
+          loadNumber(cos->data, cos->dtype, walker.offset(0) + half * lastCos);
+      double sinLow = loadNumber(sin->data, sin->dtype, walker.offset(1));
+      double sinHigh =
+          loadNumber(sin->data, sin->dtype, walker.offset(1) + half * lastSin);
+      // Forward: y[j] = x[j] c[j] - x[j+h] s[j], y[j+h] = x[j+h] c[j+h] +
+      // x[j] s[j+h]; the adjoint (the gradient) the transposed rotation.
+      double low = adjoint ? a * cosLow + b * sinHigh : a * cosLow - b * sinLow;
+      double high =
+          adjoint ? b * cosHigh - a * sinLow : b * cosHigh + a * sinHigh;
+      storeNumber(y->data, y->dtype, i, low);
+      storeNumber(y->data, y->dtype, i + half, high);
     }
   });
 }

@@ -10,7 +10,10 @@
 // is two products summed in f32 and rounded once into its storage type, as
 // the CPU kernel does in f64; the chain it replaces rounded after each of
 // five ops and made seven passes over x. Rows whose dim -2 index is at or
-// past rotated_heads (a packed q/k/v's value heads) are copied.
+// past rotated_heads (a packed q/k/v's value heads) are copied, or not
+// touched when y is x: each thread reads its pairs whole before writing
+// them, so the arena runs the rotation in place (x is dead after it), and
+// a packed q/k/v's values then cost nothing.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,8 +69,10 @@ __global__ void rotaryKernel(const Element *x, const Element *cos,
     int64_t row = p / half, i = p - row * half;
     int64_t low = row * 2 * half + i, high = low + half;
     if (rotatedHeads < heads && row % heads >= rotatedHeads) {
-      y[low] = x[low];
-      y[high] = x[high];
+      if (x != y) {
+        y[low] = x[low];
+        y[high] = x[high];
+      }
       continue;
     }
     int64_t base[2];
@@ -110,10 +115,14 @@ __global__ void rotaryPackKernel(const void *x, const void *cos,
     Index low = row * 2 * half + i, high = low + half;
     float a[kPack], b[kPack], cosLow[kPack], cosHigh[kPack], sinLow[kPack],
         sinHigh[kPack];
+    // Heads past rotatedHeads (a packed q/k/v's values) are copied, or
+    // left where they are when the rotation runs in place.
+    const bool passThrough = rotatedHeads < heads && row % heads >= rotatedHeads;
+    if (passThrough && x == y)
+      continue;
     loadPack(x, dtype, low, a);
     loadPack(x, dtype, high, b);
-    // Heads past rotatedHeads (a packed q/k/v's values) are copied.
-    if (rotatedHeads < heads && row % heads >= rotatedHeads) {
+    if (passThrough) {
       storePack(y, dtype, low, a);
       storePack(y, dtype, high, b);
       continue;

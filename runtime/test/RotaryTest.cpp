@@ -76,6 +76,29 @@ TEST(Rotary, RotatesOnlyTheFirstHeads) {
   }
 }
 
+// y may be x (the arena runs the rotation in place when x is dead after
+// it): the same values as into a separate y, forward and adjoint, the value
+// heads of a packed q/k/v untouched.
+TEST(Rotary, InPlaceEqualsOutOfPlace) {
+  const int64_t batch = 2, positions = 5, heads = 6, rotated = 4, width = 8;
+  Shape shape = {batch, positions, heads, width};
+  Tensor cos = randomTensor({1, positions, 1, width}, 32),
+         sin = randomTensor({1, positions, 1, width}, 33);
+  for (int64_t rotatedHeads : {int64_t(0), rotated})
+    for (int32_t adjoint : {0, 1}) {
+      Tensor x = randomTensor(shape, 31), place = randomTensor(shape, 31);
+      Tensor y(TESSERA_F32, shape);
+      EXPECT_KERNEL_OK(tessera_cpu_rotary(x.get(), cos.get(), sin.get(),
+                                          y.get(), adjoint, rotatedHeads));
+      EXPECT_KERNEL_OK(tessera_cpu_rotary(place.get(), cos.get(), sin.get(),
+                                          place.get(), adjoint, rotatedHeads));
+      for (int64_t i = 0; i < x.count(); ++i)
+        EXPECT_EQ(place.at(i), y.at(i))
+            << "element " << i << " adjoint " << adjoint << " rotated "
+            << rotatedHeads;
+    }
+}
+
 TEST(Rotary, AdjointIsTheTransposedRotation) {
   // <R x, w> = <x, R^T w> for any x, w, with tables whose halves differ (the
   // op does not assume cos[i] == cos[i + h]).

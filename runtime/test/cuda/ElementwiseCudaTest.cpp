@@ -359,6 +359,14 @@ TEST(ElementwiseCuda, RotaryMatchesTheCpuKernel) {
         expectDeviceClean();
         double rtol = dtype == TESSERA_F32 ? 1e-6 : toleranceFor(dtype);
         expectTensorsNear(gy.download(), expected, rtol, rtol, "rotary");
+        // In place (the arena's choice when x is dead after the rotation):
+        // the same bits as into a separate y.
+        EXPECT_CUDA_KERNEL_OK(tessera_cuda_rotary(gx.get(), gcos.get(),
+                                                  gsin.get(), gx.get(), adjoint,
+                                                  c.rotatedHeads, nullptr));
+        expectDeviceClean();
+        expectTensorsNear(gx.download(), gy.download(), 0.0, 0.0,
+                          "rotary in place");
       }
 }
 

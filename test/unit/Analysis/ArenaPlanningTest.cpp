@@ -166,4 +166,34 @@ TEST(ArenaPlanningTest, LogitsReadAfterTheGradientKeepTheirBytes) {
   });
 }
 
+TEST(ArenaPlanningTest, ARotationOfADeadInputRunsInPlace) {
+  // The packed q/k/v is read by its rotation only: the rotated tensor takes
+  // its bytes (the value heads stay put). A rotation whose input is read
+  // again (the second one's, by the add) gets a block of its own.
+  ParsedPlan parsed(R"mlir(
+    func.func @step(%x: tensor<2x4x6x8xf32>, %w: tensor<48x48xf32>, %cos: tensor<1x4x1x8xf32>, %sin: tensor<1x4x1x8xf32>)
+        -> tensor<2x4x6x8xf32> {
+      %flat = tess.reshape %x : (tensor<2x4x6x8xf32>) -> tensor<8x48xf32>
+      %qkv = tess.linear %flat, %w {transpose_weight} : (tensor<8x48xf32>, tensor<48x48xf32>) -> tensor<8x48xf32>
+      %heads = tess.reshape %qkv : (tensor<8x48xf32>) -> tensor<2x4x6x8xf32>
+      %r = tess.rotary %heads, %cos, %sin {rotated_heads = 4 : i64} : (tensor<2x4x6x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>) -> tensor<2x4x6x8xf32>
+      %e = tess.exp %r : tensor<2x4x6x8xf32>
+      %r2 = tess.rotary %e, %cos, %sin : (tensor<2x4x6x8xf32>, tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>) -> tensor<2x4x6x8xf32>
+      %sum = tess.add %r2, %e : (tensor<2x4x6x8xf32>, tensor<2x4x6x8xf32>) -> tensor<2x4x6x8xf32>
+      %t = tess.exp %sum : tensor<2x4x6x8xf32>
+      return %t : tensor<2x4x6x8xf32>
+    })mlir");
+  std::vector<mlir::Value> rotations;
+  parsed.function.walk([&](tessera::tess::RotaryOp rotary) {
+    rotations.push_back(rotary.getResult());
+  });
+  ASSERT_EQ(rotations.size(), 2u);
+  EXPECT_EQ(parsed.plan.storage.lookup(rotations[0]).kind,
+            StorageKind::Alias);
+  EXPECT_EQ(parsed.plan.resolveAlias(rotations[0]),
+            parsed.resultOf("tess.linear"));
+  EXPECT_EQ(parsed.plan.storage.lookup(rotations[1]).kind,
+            StorageKind::Arena);
+}
+
 } // namespace
