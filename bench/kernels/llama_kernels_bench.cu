@@ -173,6 +173,18 @@ int main() {
                                            rotated.get(), 1,
                                            queryHeads + keyHeads, nullptr));
          });
+    // In place, as the arena runs it when the projection is dead after the
+    // rotation: the value heads are not moved, so only the q and k heads'
+    // bytes count (read and written).
+    const double rotatedBytes = 2.0 * static_cast<double>(qkv.bytes) *
+                                static_cast<double>(queryHeads + keyHeads) /
+                                static_cast<double>(packedHeads);
+    time("rotary packed qkv [8,2048,48,64] in place", Bound::Memory,
+         rotatedBytes, [&] {
+           checkKernel(tessera_cuda_rotary(qkv.get(), cos.get(), sin.get(),
+                                           qkv.get(), 0,
+                                           queryHeads + keyHeads, nullptr));
+         });
   }
   {
     // SwiGLU: gate, up read, y written; the gradient reads gate, up, dy and
@@ -232,6 +244,18 @@ int main() {
         checkKernel(tessera_cuda_linear(x.get(), weight.get(), nullptr, y.get(),
                                         1, nullptr));
       });
+      // Its backward as the step runs it: dx [M,K] = dy W (a linear without
+      // the transpose) and dW [N,K] = dy^T x (a matmul of dy transposed).
+      time((std::string(p.name) + " dx").c_str(), Bound::Compute,
+           2.0 * rows * p.n * p.k, [&] {
+             checkKernel(tessera_cuda_linear(y.get(), weight.get(), nullptr,
+                                             x.get(), 0, nullptr));
+           });
+      time((std::string(p.name) + " dW").c_str(), Bound::Compute,
+           2.0 * rows * p.n * p.k, [&] {
+             checkKernel(tessera_cuda_matmul(y.get(), x.get(), weight.get(), 1,
+                                             0, nullptr));
+           });
     }
   }
   {
@@ -245,6 +269,16 @@ int main() {
          2.0 * rows * vocabulary * width, [&] {
            checkKernel(tessera_cuda_linear(x.get(), weight.get(), nullptr,
                                            logits.get(), 1, nullptr));
+         });
+    time("linear head dx", Bound::Compute, 2.0 * rows * vocabulary * width,
+         [&] {
+           checkKernel(tessera_cuda_linear(logits.get(), weight.get(), nullptr,
+                                           x.get(), 0, nullptr));
+         });
+    time("linear head dW", Bound::Compute, 2.0 * rows * vocabulary * width,
+         [&] {
+           checkKernel(tessera_cuda_matmul(logits.get(), x.get(), weight.get(),
+                                           1, 0, nullptr));
          });
     // The fill's [-2, 2) serves as logits; dloss is set to 1, as in training.
     float one = 1.0f;

@@ -67,10 +67,13 @@ for spec in "${specs[@]}"; do
   # TRACE="name ...": trace only those shapes (default: every one).
   if [[ -z "${TRACE:-}" || " $TRACE " == *" $name "* ]]; then
     log "trace $name"
-    "$here/$name-train" "${common[@]}" --steps 4 --trace "$work/$name.trace.json" --trace-steps 3:3 \
+    # Steps 3-6: a slow step every fourth shows among them.
+    "$here/$name-train" "${common[@]}" --steps 6 --trace "$work/$name.trace.json" --trace-steps 3:6 \
         > "$OUT/trace-$name.log" 2>&1 || log "traced run failed: $?"
     python3 "$here/summarize_trace.py" "$work/$name.trace.json" --top 30 > "$OUT/profile-$name.txt" 2>&1
     head -n 40 "$OUT/profile-$name.txt"
+    # TRACE_KEEP=1: the trace itself comes back too (xz, a few hundred KB).
+    [[ "${TRACE_KEEP:-0}" == 1 ]] && xz -T4 -c "$work/$name.trace.json" > "$OUT/trace-$name.json.xz"
   fi
   peer=(python3 "$here/peer/torch_llama_baseline.py" --L "$L" --D "$D" --H "$H" --KV "$KV" --F "$F" --V "$V"
         --tied "$tied" --theta "$theta" --B "$batch" --T "$seq" --steps "$steps")
