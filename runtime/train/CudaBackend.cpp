@@ -25,6 +25,13 @@
 // step, so the host never stalls the GPU between a stage's calls and its
 // sends. Its gradients are accumulated one range of parameters at a time.
 //
+// With --offload optimizer (CudaOffloadedOptimizer.h) the fp32 masters and
+// the moments are pinned host memory instead, and AdamW runs on the host:
+// the norm's sums are read back as before, the gradients follow them to the
+// host range by range, and each range's updated copies (and the f32 mirror
+// of the weights the step reads as masters) come back on the same stream,
+// ahead of the next step's forward.
+//
 // Memory is reported as what is in use on the device beyond what was when
 // this process's first backend on it started (after the CUDA context was
 // made), read from cudaMemGetInfo: our buffers, the program's arena, the
@@ -37,6 +44,8 @@
 
 #include "CudaBackend.h"
 
+#include "CudaBuffers.h"
+#include "CudaOffloadedOptimizer.h"
 #include "CudaStageGraphs.h"
 #include "CudaStepGraph.h"
 #include "TrainCudaCheck.h"
@@ -47,6 +56,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -58,74 +68,6 @@ void checkKernel(int status, const char *what) {
   if (status != 0)
     fail(std::string(what) + ": " + tessera_cuda_last_error());
 }
-
-std::string gibibytesText(int64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB",
-                static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
-  return text;
-}
-
-/// A zeroed device allocation, freed with the backend.
-class DeviceBuffer {
-public:
-  DeviceBuffer() = default;
-  DeviceBuffer(int64_t bytes, const char *what) {
-    size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 256;
-    cudaError_t error = cudaMalloc(&memory, size);
-    if (error != cudaSuccess) {
-      memory = nullptr;
-      fail(std::string("cannot allocate ") + gibibytesText(bytes) +
-           " of GPU memory for " + what + ": " + cudaGetErrorString(error));
-    }
-    checkCuda(cudaMemset(memory, 0, size), "clearing device memory");
-  }
-  DeviceBuffer(DeviceBuffer &&other) noexcept : memory(other.memory) {
-    other.memory = nullptr;
-  }
-  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept {
-    std::swap(memory, other.memory);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  ~DeviceBuffer() {
-    if (memory)
-      cudaFree(memory);
-  }
-  void *get() const { return memory; }
-
-private:
-  void *memory = nullptr;
-};
-
-/// Page-locked host memory, so copies from it are truly asynchronous.
-class PinnedBuffer {
-public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(int64_t bytes) {
-    size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 64;
-    checkCuda(cudaMallocHost(&memory, size), "allocating pinned host memory");
-    std::memset(memory, 0, size);
-  }
-  PinnedBuffer(PinnedBuffer &&other) noexcept : memory(other.memory) {
-    other.memory = nullptr;
-  }
-  PinnedBuffer &operator=(PinnedBuffer &&other) noexcept {
-    std::swap(memory, other.memory);
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer &) = delete;
-  PinnedBuffer &operator=(const PinnedBuffer &) = delete;
-  ~PinnedBuffer() {
-    if (memory)
-      cudaFreeHost(memory);
-  }
-  void *get() const { return memory; }
-
-private:
-  void *memory = nullptr;
-};
 
 /// `table` in device memory (a synchronous copy: before the step loop).
 DeviceBuffer uploadChunkTable(const std::vector<tessera_tensor_chunk> &table,
@@ -166,11 +108,28 @@ public:
               const ParameterLayout *plannedLayout);
   ~CudaBackend() override {
     stepGraph.reset();
+    offload.reset();
+    if (sumsReady)
+      cudaEventDestroy(sumsReady);
     if (streamHandle)
       cudaStreamDestroy(streamHandle);
   }
 
   tessera_device_kind device() const override { return TESSERA_DEVICE_CUDA; }
+  // Offloaded, the masters and moments are host memory, which no caller of
+  // these (data parallelism, pipelines, meshes: all refused) may get.
+  FlatBuffer masterWeights() override {
+    requireResident("master weights");
+    return FlatStateBackend::masterWeights();
+  }
+  FlatBuffer firstMoments() override {
+    requireResident("first moments");
+    return FlatStateBackend::firstMoments();
+  }
+  FlatBuffer secondMoments() override {
+    requireResident("second moments");
+    return FlatStateBackend::secondMoments();
+  }
   void *stream() override { return streamHandle; }
 
   void loadState(const TrainingState &state) override;
@@ -214,10 +173,13 @@ public:
   int32_t nonFiniteParameter() override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
+    requireResident("master weights and moments");
     useChunks(ParameterLayout::chunksOf(pieces, getDecays()));
   }
   void finishStep() override {
     checkCuda(cudaStreamSynchronize(streamHandle), "finishing the step");
+    if (offload)
+      offload->endStep();
   }
   std::vector<std::vector<float>> copyOptimizerGradients() override;
   int64_t peakMemoryBytes() override {
@@ -225,6 +187,11 @@ public:
   }
 
 private:
+  void requireResident(const char *what) const {
+    if (offload)
+      fail(std::string("internal error: the ") + what +
+           " of an offloaded optimizer are in host memory");
+  }
   /// A host copy of a whole flat device buffer.
   std::vector<unsigned char> download(const FlatBuffer &buffer);
   /// Waits for the deferred stage calls and adds their losses into
@@ -234,6 +201,12 @@ private:
   void useChunks(std::vector<tessera_tensor_chunk> table);
 
   cudaStream_t streamHandle = nullptr;
+  /// --offload optimizer: the masters and moments on the host, AdamW there;
+  /// null when they are device buffers here.
+  std::unique_ptr<CudaOffloadedOptimizer> offload;
+  /// Offloaded: the norm's sums have landed (the gradients' download is
+  /// enqueued behind them, not waited for).
+  cudaEvent_t sumsReady = nullptr;
   /// The step replayed as a CUDA graph (--cuda-graphs).
   std::unique_ptr<CudaStepGraph> stepGraph;
   /// A pipeline's stage calls, each replayed as a CUDA graph.
@@ -288,9 +261,11 @@ CudaBackend::CudaBackend(const tessera_program &program,
       std::make_unique<CudaStageGraphs>(streamHandle, options.cudaGraphs);
 
   const int64_t f32Bytes = layout.totalBytes(TESSERA_F32);
-  master = DeviceBuffer(f32Bytes, "the fp32 master weights");
-  firstMomentValues = DeviceBuffer(f32Bytes, "AdamW's first moments");
-  secondMomentValues = DeviceBuffer(f32Bytes, "AdamW's second moments");
+  if (!options.offloadOptimizer) {
+    master = DeviceBuffer(f32Bytes, "the fp32 master weights");
+    firstMomentValues = DeviceBuffer(f32Bytes, "AdamW's first moments");
+    secondMomentValues = DeviceBuffer(f32Bytes, "AdamW's second moments");
+  }
   gradients = DeviceBuffer(layout.totalBytes(computeDtype), "the gradients");
   if (accumulating())
     accumulators = DeviceBuffer(f32Bytes, "the gradient accumulators");
@@ -315,6 +290,20 @@ CudaBackend::CudaBackend(const tessera_program &program,
   std::vector<tessera_tensor_chunk> whole = layout.chunks(getDecays());
   useChunks(whole);
   placeComputeCopies(whole);
+  if (options.offloadOptimizer) {
+    offload = std::make_unique<CudaOffloadedOptimizer>(
+        layout, whole, computeDtype, computeCopies.get(),
+        computeCopyElements(), optimizerGradients().dtype, streamHandle);
+    checkCuda(cudaEventCreateWithFlags(&sumsReady, cudaEventDisableTiming),
+              "creating the gradient norm's event");
+    std::printf("%s; AdamW on %d host threads\n",
+                describeOffload(offloadFootprint(
+                                    layout, computeDtype, computeCopyElements(),
+                                    offload->mirrorElements(), accumulating()))
+                    .c_str(),
+                offload->threads());
+    std::fflush(stdout);
+  }
   whole.erase(std::remove_if(whole.begin(), whole.end(),
                              [](const tessera_tensor_chunk &chunk) {
                                return chunk.copy_offset < 0;
@@ -324,6 +313,11 @@ CudaBackend::CudaBackend(const tessera_program &program,
   copyChunks = uploadChunkTable(whole, "the compute copies' chunk table");
 
   stepTensors = stepParameterTensors(master.get(), computeCopies.get());
+  if (offload)
+    for (int32_t i = 0; i < program.parameter_count; ++i)
+      if (!readsComputeCopy(i))
+        stepTensors[static_cast<size_t>(i)] = makeTensor(
+            offload->mirrorOf(i), TESSERA_F32, program.parameters[i]);
   gradientTensors = sliceTensors(gradients.get(), computeDtype);
   // The clearing and the table's copy ran on the legacy default stream,
   // which the non-blocking training stream does not wait for.
@@ -349,11 +343,16 @@ void CudaBackend::useChunks(std::vector<tessera_tensor_chunk> table) {
 }
 
 void CudaBackend::loadState(const TrainingState &state) {
+  if (offload) {
+    flattenF32(layout, state.parameters, offload->masters());
+    flattenF32(layout, state.firstMoments, offload->firstMoments());
+    flattenF32(layout, state.secondMoments, offload->secondMoments());
+  }
   std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
   const std::vector<std::vector<float>> *sources[] = {
       &state.parameters, &state.firstMoments, &state.secondMoments};
   DeviceBuffer *targets[] = {&master, &firstMomentValues, &secondMomentValues};
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < (offload ? 0 : 3); ++k) {
     flattenF32(layout, *sources[k], flat.data());
     checkCuda(cudaMemcpy(targets[k]->get(), flat.data(),
                          flat.size() * sizeof(float), cudaMemcpyHostToDevice),
@@ -380,12 +379,20 @@ std::vector<unsigned char> CudaBackend::download(const FlatBuffer &buffer) {
 }
 
 void CudaBackend::storeState(TrainingState &state) {
-  FlatBuffer kinds[] = {masterWeights(), firstMoments(), secondMoments()};
   std::vector<std::vector<float>> *targets[] = {
       &state.parameters, &state.firstMoments, &state.secondMoments};
-  for (int k = 0; k < 3; ++k)
-    *targets[k] = unflattenToF32(program, layout, download(kinds[k]).data(),
-                                 TESSERA_F32);
+  if (offload) {
+    // applyAdamW updated them before it returned.
+    const float *hostState[] = {offload->masters(), offload->firstMoments(),
+                                offload->secondMoments()};
+    for (int k = 0; k < 3; ++k)
+      *targets[k] = unflattenToF32(program, layout, hostState[k], TESSERA_F32);
+  } else {
+    FlatBuffer kinds[] = {masterWeights(), firstMoments(), secondMoments()};
+    for (int k = 0; k < 3; ++k)
+      *targets[k] = unflattenToF32(program, layout, download(kinds[k]).data(),
+                                   TESSERA_F32);
+  }
   for (size_t i = 0; i < bufferStorage.size(); ++i)
     checkCuda(cudaMemcpy(state.buffers[i].data(), bufferStorage[i].get(),
                          state.buffers[i].size(), cudaMemcpyDeviceToHost),
@@ -538,7 +545,17 @@ void CudaBackend::sumsOfSquares(const std::vector<bool> *counted,
     checkCuda(cudaMemcpyAsync(hostPartialSums.get(), partialSums.get(), bytes,
                               cudaMemcpyDeviceToHost, streamHandle),
               "reading the gradient norm");
-  checkCuda(cudaStreamSynchronize(streamHandle), "computing the gradient norm");
+  if (offload) {
+    // The gradients start for the host while it reads the sums and
+    // decides the step.
+    checkCuda(cudaEventRecord(sumsReady, streamHandle),
+              "marking the gradient norm");
+    offload->startGradientDownload(source.data);
+    checkCuda(cudaEventSynchronize(sumsReady), "computing the gradient norm");
+  } else {
+    checkCuda(cudaStreamSynchronize(streamHandle),
+              "computing the gradient norm");
+  }
   // Each parameter's chunks in order (the host backend adds its one sum the
   // same way; TrainingBackend::computeSumsOfSquares adds over parameters).
   const auto *partial = static_cast<const double *>(hostPartialSums.get());
@@ -552,6 +569,11 @@ void CudaBackend::sumsOfSquares(const std::vector<bool> *counted,
 
 void CudaBackend::applyAdamW(const AdamWUpdate &update) {
   FlatBuffer source = optimizerGradients();
+  if (offload) {
+    offload->update(update, source.data);
+    updated = true;
+    return;
+  }
   checkKernel(tessera_cuda_multi_tensor_adamw(
                   static_cast<float *>(master.get()), source.data, source.dtype,
                   static_cast<float *>(firstMomentValues.get()),
@@ -571,6 +593,8 @@ void CudaBackend::applyAdamW(const AdamWUpdate &update) {
 }
 
 void CudaBackend::refreshComputeCopies() {
+  if (offload)
+    return offload->uploadWeights();
   if (copyChunkCount == 0)
     return;
   checkKernel(tessera_cuda_round_chunk_copies(
@@ -585,6 +609,8 @@ int32_t CudaBackend::nonFiniteParameter() {
   if (!updated)
     return -1;
   updated = false;
+  if (offload)
+    return offload->nonFiniteParameter();
   const int32_t flag = *static_cast<const int32_t *>(hostNonFiniteFlag.get());
   if (flag <= 0 || flag > chunkCount)
     return -1;

@@ -447,6 +447,19 @@ const std::vector<FlagSpec> &flagTable() {
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          o.gemmAutotune = parseOnOff(flag, v);
        }},
+      {"--offload", "none|optimizer",
+       "GPU programs, one rank: 'optimizer' keeps the fp32 master weights "
+       "and AdamW's moments in pinned host memory and runs AdamW on the "
+       "host's cores, the GPU holding only what the step reads and writes "
+       "(ZeRO-Offload; default none)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         if (v == "none")
+           o.offloadOptimizer = false;
+         else if (v == "optimizer")
+           o.offloadOptimizer = true;
+         else
+           usageError(flag + ": '" + v + "' is not one of none, optimizer");
+       }},
       {"--bucket-mb", "N",
        "data parallelism: all-reduce gradients in buckets of about N MiB, "
        "overlapped with the backward pass (default 25)",

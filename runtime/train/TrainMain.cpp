@@ -88,6 +88,7 @@
 #include "LossScaling.h"
 #include "MeshParallel.h"
 #include "Metrics.h"
+#include "OptimizerOffload.h"
 #include "OutputPaths.h"
 #include "PipelineParallel.h"
 #include "Random.h"
@@ -942,6 +943,7 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
       return 0;
     }
     checkProgram(program);
+    requireOffloadSupported(*program, options, place.worldSize);
     if (PipelineLayout::isPipelined(*program)) {
       TrainOptions pipelined = pipelineOptions(
           *program, options, place,

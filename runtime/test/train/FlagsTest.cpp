@@ -119,6 +119,9 @@ TEST(Flags, EveryFlag) {
   EXPECT_FALSE(parse({}).gemmAutotune);
   EXPECT_TRUE(parse({"--gemm-autotune", "on"}).gemmAutotune);
   EXPECT_FALSE(parse({"--gemm-autotune=off"}).gemmAutotune);
+  EXPECT_FALSE(parse({}).offloadOptimizer);
+  EXPECT_TRUE(parse({"--offload", "optimizer"}).offloadOptimizer);
+  EXPECT_FALSE(parse({"--offload=none"}).offloadOptimizer);
   EXPECT_DOUBLE_EQ(parse({}).ropeTheta, 0);
   EXPECT_DOUBLE_EQ(
       parse({"--init", "random", "--rope-theta", "5e5"}).ropeTheta, 5e5);
@@ -187,6 +190,8 @@ TEST(Flags, Errors) {
       {{"--resume=yes"}, "--resume: takes no value"},
       {{"--cuda-graphs", "yes"}, "--cuda-graphs: 'yes' is not one of on, off"},
       {{"--gemm-autotune", "1"}, "--gemm-autotune: '1' is not one of on, off"},
+      {{"--offload", "moments"},
+       "--offload: 'moments' is not one of none, optimizer"},
       {{"--rope-theta", "1", "--init", "random"}, "--rope-theta: 1 is not above 1"},
       {{"--rope-theta", "1e4"}, "--rope-theta: needs --init random"},
       {{"--data="}, "--data: the pattern is empty"},

@@ -955,6 +955,15 @@ TEST_F(TrainMainTest, Errors) {
   EXPECT_EQ(run.exitCode, 0);
   EXPECT_NE(run.out.find("usage: train --data PATTERN"), std::string::npos);
 
+  // A host program's optimizer state is in host memory already.
+  run = train({"--data", dataPath, "--offload", "optimizer"}, program());
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("train: error: --offload optimizer: this is a host "
+                         "(CPU) program"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(hooks.calls, 0);
+
   run = train({"--data", directory + "/nothing_*.npy"}, program());
   EXPECT_EQ(run.exitCode, 1);
   EXPECT_NE(run.err.find("no file matches"), std::string::npos);

@@ -1,0 +1,107 @@
+//===- CudaOffloadedOptimizer.h - AdamW on the host, GPU run ----*- C++ -*-===//
+//
+// The state and the transfers of `--offload optimizer` (OptimizerOffload.h
+// says what lives where). A step, on the backend's one stream:
+//
+//   backward (the graph or eager kernels) writes the gradients;
+//   sums of squares per chunk -> host (the norm, as without offload);
+//   per range: gradients device -> pinned host, an event after each;
+//   [host] per range: wait for its event, AdamW over its chunks on the
+//     pool's threads (tessera_cpu_chunk_adamw: masters, moments, and the
+//     rounded copies into pinned staging), then enqueue its copies (and
+//     mirrored masters) host -> device;
+//   the next step's forward is enqueued behind those uploads on the same
+//   stream, so it reads the updated weights without a host wait.
+//
+// So the host's AdamW of range r overlaps the download of ranges > r and the
+// upload of ranges < r. The host writes a range's staging only after that
+// range's download of the next step has landed, which is after the forward
+// that read the previous upload (one stream), so staging is never
+// overwritten while a copy reads it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_CUDAOFFLOADEDOPTIMIZER_H
+#define TESSERA_RUNTIME_TRAIN_CUDAOFFLOADEDOPTIMIZER_H
+
+#include "CudaBuffers.h"
+#include "HostThreadPool.h"
+#include "OptimizerOffload.h"
+#include "TrainingBackend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <vector>
+
+namespace tessera::train {
+
+class CudaOffloadedOptimizer {
+public:
+  /// 32 MiB of f32 masters a range: enough that its copies run at PCIe
+  /// speed, few enough elements that a GPT-2 124M step has 16 ranges for
+  /// the host to overlap with the transfers.
+  static constexpr int64_t kDefaultRangeElements = int64_t(1) << 23;
+
+  /// `chunks`: the whole table, copy_offset placed; `deviceCopies`: the
+  /// backend's compute copies (`copyElements` of `computeDtype`);
+  /// `gradientDtype`: the optimizer gradients' dtype (f32 when
+  /// accumulating); `rangeElements`: about how many elements a range of
+  /// the pipelined transfers holds. Allocates the pinned host state and the
+  /// device mirror.
+  CudaOffloadedOptimizer(const ParameterLayout &layout,
+                         std::vector<tessera_tensor_chunk> chunks,
+                         int32_t computeDtype, void *deviceCopies,
+                         int64_t copyElements, int32_t gradientDtype,
+                         cudaStream_t stream,
+                         int64_t rangeElements = kDefaultRangeElements);
+  ~CudaOffloadedOptimizer();
+  CudaOffloadedOptimizer(const CudaOffloadedOptimizer &) = delete;
+  CudaOffloadedOptimizer &operator=(const CudaOffloadedOptimizer &) = delete;
+
+  /// The host state (layout order, f32): what loadState fills and
+  /// storeState reads.
+  float *masters() { return static_cast<float *>(hostMasters.get()); }
+  float *firstMoments() { return static_cast<float *>(hostFirst.get()); }
+  float *secondMoments() { return static_cast<float *>(hostSecond.get()); }
+  /// Where the step reads parameter `index` when it reads its master.
+  void *mirrorOf(int32_t index) const;
+  int64_t mirrorElements() const { return plan.mirrorElements; }
+
+  /// Rounds every copy from the host masters and uploads the copies and
+  /// the mirror (start, --resume), on the stream.
+  void uploadWeights();
+  /// Enqueues the gradients' download (`deviceGradients`: the optimizer
+  /// gradients, flat) range by range, after the backward; a second call
+  /// before endStep does nothing.
+  void startGradientDownload(const void *deviceGradients);
+  /// The step is over (updated or skipped): the next one downloads anew.
+  void endStep() { downloading = false; }
+  /// AdamW over every chunk on the host (the download started if it was
+  /// not), each range's uploads enqueued as soon as it is updated.
+  void update(const AdamWUpdate &update, const void *deviceGradients);
+  /// The first parameter the last update left non-finite, or -1.
+  int32_t nonFiniteParameter() const { return nonFiniteTensor; }
+  int32_t threads() const { return pool.size(); }
+
+private:
+  void uploadRange(const OffloadRange &range);
+
+  const ParameterLayout &layout;
+  std::vector<tessera_tensor_chunk> chunks;
+  OffloadPlan plan;
+  int32_t computeDtype, gradientDtype;
+  void *deviceCopies;
+  cudaStream_t stream;
+  PinnedBuffer hostMasters, hostFirst, hostSecond, hostGradients, hostCopies;
+  DeviceBuffer deviceMirror;
+  /// One per range: its gradients have landed on the host.
+  std::vector<cudaEvent_t> downloaded;
+  bool downloading = false;
+  int32_t nonFiniteTensor = -1;
+  HostThreadPool pool;
+};
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_CUDAOFFLOADEDOPTIMIZER_H
