@@ -169,6 +169,8 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
       // keeps beside it.
       if (!cast<ShapedType>(type).getElementType().isF32())
         state.computeCopies += *bytes;
+      else
+        state.masterReadWeights += *bytes;
     } else if (forwardBackward.getArgAttr(i, "tess.buffer")) {
       FailureOr<int64_t> bytes = storedBytes(type, "buffer", i);
       if (failed(bytes))
@@ -238,6 +240,13 @@ void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os) {
   os << llvm::formatv("Peak device memory per GPU (predicted): {0:F3} GiB "
                       "(plus the CUDA context and cuBLASLt's workspace)\n",
                       double(memory.totalBytes()) /
+                          double(int64_t(1) << 30));
+  os << llvm::formatv("With --offload optimizer: {0:F3} GiB per GPU (fp32 "
+                      "master weights and AdamW moments, {1:F3} GiB, in "
+                      "pinned host memory)\n",
+                      double(memory.offloadedTotalBytes()) /
+                          double(int64_t(1) << 30),
+                      double(state.offloadedToHost()) /
                           double(int64_t(1) << 30));
 }
 

@@ -100,6 +100,12 @@ void printTrainingStepEstimate(const TrainingStepEstimate &estimate,
     os << formatv("  does not fit the limit of {0:F3} MiB on one device: the "
                   "sharding plan below divides it\n",
                   limit / kMiB);
+  // The executable's --offload optimizer, never assumed by the fit above.
+  os << formatv("  with --offload optimizer: {0:F3} MiB per device (fp32 "
+                "master weights and AdamW moments, {1:F3} MiB, in pinned host "
+                "memory)\n",
+                memory.offloadedTotalBytes() / kMiB,
+                state.offloadedToHost() / kMiB);
 
   double step = estimate.stepSeconds();
   os << formatv("\n{0,-28} {1,11} {2,10} {3,7} {4,12}\n",

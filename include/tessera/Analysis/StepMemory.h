@@ -57,10 +57,24 @@ struct TrainingStateBytes {
   int64_t accumulators = 0;
   /// The non-trained initializers (tess.buffer) the step reads.
   int64_t buffers = 0;
+  /// The f32 parameters the step reads as their masters (an untied
+  /// embedding table that only a lookup reads; every parameter of an fp32
+  /// step): offloaded, the GPU keeps an f32 mirror of these alone.
+  int64_t masterReadWeights = 0;
 
   int64_t total() const {
     return masterWeights + computeCopies + optimizerState + gradients +
            accumulators + buffers;
+  }
+  /// The executable's `--offload optimizer` (runtime/train/
+  /// OptimizerOffload.h): the fp32 masters and AdamW's moments move to
+  /// pinned host memory; the GPU keeps the compute copies, the mirror of
+  /// the weights read as masters, the gradients, the accumulators (the
+  /// backward adds into them) and the buffers.
+  int64_t offloadedToHost() const { return masterWeights + optimizerState; }
+  int64_t offloadedTotal() const {
+    return computeCopies + masterReadWeights + gradients + accumulators +
+           buffers;
   }
 };
 
@@ -83,6 +97,11 @@ struct StepMemory {
   int64_t totalBytes() const {
     return arenaBytes + state.total() + gemmScratchBytes;
   }
+  /// The same with `--offload optimizer` (TrainingStateBytes::
+  /// offloadedTotal): the default prediction stays totalBytes.
+  int64_t offloadedTotalBytes() const {
+    return arenaBytes + state.offloadedTotal() + gemmScratchBytes;
+  }
 };
 
 /// The memory of `forwardBackward` as the lowering will compile it (see the
@@ -92,8 +111,9 @@ mlir::FailureOr<StepMemory> estimateStepMemory(mlir::func::FuncOp forwardBackwar
                                                int64_t microBatches);
 
 /// The report block of `tesserac --summary --loss ... --precision ...`; its
-/// last line, "Peak device memory per GPU (predicted): N GiB", is what
-/// bench/gpt2/report.py sets beside the measured peak.
+/// line "Peak device memory per GPU (predicted): N GiB" is what
+/// bench/gpt2/report.py sets beside the measured peak, and the last one
+/// what the GPU would hold with `--offload optimizer`.
 void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os);
 
 } // namespace tessera

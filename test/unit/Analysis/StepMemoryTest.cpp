@@ -153,6 +153,34 @@ TEST(StepMemory, ComputeCopiesAreStateBesideTheMasters) {
   EXPECT_EQ(state->gradients, 2 * 16 * 8 + 4 * 16);
   EXPECT_EQ(state->accumulators, 4 * elements);
   EXPECT_EQ(state->buffers, 4 * 10 * 8);
+
+  // With --offload optimizer the masters and moments (12 bytes an element)
+  // go to the host; the GPU keeps w's bf16 copy, an f32 mirror of b (read
+  // as its master), the gradients, the accumulators and the buffers.
+  EXPECT_EQ(state->masterReadWeights, 4 * 16);
+  EXPECT_EQ(state->offloadedToHost(), 12 * elements);
+  EXPECT_EQ(state->offloadedTotal(), 2 * 16 * 8 + 4 * 16 +
+                                         (2 * 16 * 8 + 4 * 16) +
+                                         4 * elements + 4 * 10 * 8);
+  EXPECT_EQ(state->offloadedTotal() + state->offloadedToHost(),
+            state->total() + state->masterReadWeights);
+}
+
+// Tests that the offloaded prediction leaves the default one alone and
+// takes the masters and moments of GPT-2 124M off the GPU: 12 of the 14
+// bytes a parameter holds in bf16 go, the casting step's f32 reads stay.
+TEST(StepMemory, OffloadedOptimizerKeepsTheStepsStateOnTheGpu) {
+  GptShape shape = test_programs::gpt2Small();
+  const int64_t parameters = shape.parameters();
+  StepMemory bf16 = estimate(shape, "bf16");
+  EXPECT_EQ(bf16.totalBytes(), bf16.state.total() + bf16.arenaBytes +
+                                   bf16.gemmScratchBytes);
+  EXPECT_EQ(bf16.state.offloadedToHost(), 12 * parameters);
+  // This step casts its masters in the arena, so it reads every one: the
+  // mirror is all of them (a compiled step reads copies instead).
+  EXPECT_EQ(bf16.state.masterReadWeights, 4 * parameters);
+  EXPECT_EQ(bf16.offloadedTotalBytes(),
+            bf16.totalBytes() - 12 * parameters + 4 * parameters);
 }
 
 } // namespace
