@@ -13,8 +13,9 @@
 // - fast enough not to dominate the step: the inner loop is branch-free
 //   over plain f32 arrays (the gradient widened by a bit shift for bf16),
 //   which the compiler vectorizes (IEEE sqrt and division vectorize
-//   exactly), and a call covers only its chunks, so the driver's threads
-//   run disjoint sub-tables at once.
+//   exactly; -fno-math-errno keeps std::sqrt one instruction, with the
+//   same IEEE result), and a call covers only its chunks, so the driver's
+//   threads run disjoint sub-tables at once.
 // The copies are rounded to nearest even with NaN kept quiet: floatToBf16's
 // rule, what tessera_cpu_cast and the GPU's __float2bfloat16_rn make.
 //
@@ -60,9 +61,11 @@ inline bool nonFinite(float value) {
   return (bitsOf(value) & 0x7f800000u) == 0x7f800000u;
 }
 
-/// One chunk: `loadGradient(i)` is gradient element i as f32. Returns
-/// whether a parameter or second moment came out non-finite.
-template <typename LoadGradient>
+/// One chunk: `loadGradient(i)` is gradient element i as f32; with
+/// kBf16Copy, the updated weights are also rounded into `bf16Copy` (a
+/// template flag, so that each loop is branch-free and vectorizes).
+/// Returns whether a parameter or second moment came out non-finite.
+template <bool kBf16Copy, typename LoadGradient>
 bool updateChunk(float *__restrict params, float *__restrict m,
                  float *__restrict v, uint16_t *__restrict bf16Copy,
                  int64_t count, const AdamWFactors &f, float decay,
@@ -76,7 +79,7 @@ bool updateChunk(float *__restrict params, float *__restrict m,
     float denominator = std::sqrt(v[i]) / f.sqrtCorrection2 + f.epsilon;
     float updated = params[i] * decay - f.stepSize * m[i] / denominator;
     params[i] = updated;
-    if (bf16Copy)
+    if constexpr (kBf16Copy)
       bf16Copy[i] = roundToBf16(updated);
     bad |= static_cast<uint32_t>(nonFinite(updated)) |
            static_cast<uint32_t>(nonFinite(v[i]));
@@ -127,21 +130,24 @@ extern "C" int tessera_cpu_chunk_adamw(
           copied && copy_dtype == TESSERA_BF16
               ? static_cast<uint16_t *>(copies) + chunk.copy_offset
               : nullptr;
+      auto update = [&](auto loadGradient) {
+        return bf16Copy
+                   ? updateChunk<true>(params + at, m + at, v + at, bf16Copy,
+                                       chunk.count, f, decay, loadGradient)
+                   : updateChunk<false>(params + at, m + at, v + at, nullptr,
+                                        chunk.count, f, decay, loadGradient);
+      };
+      const auto *g16 = static_cast<const uint16_t *>(grad) + at;
       bool bad;
       if (grad_dtype == TESSERA_F32) {
         const float *g = static_cast<const float *>(grad) + at;
-        bad = updateChunk(params + at, m + at, v + at, bf16Copy, chunk.count, f,
-                          decay, [g](int64_t i) { return g[i]; });
+        bad = update([g](int64_t i) { return g[i]; });
       } else if (grad_dtype == TESSERA_BF16) {
-        const uint16_t *g = static_cast<const uint16_t *>(grad) + at;
-        bad = updateChunk(params + at, m + at, v + at, bf16Copy, chunk.count, f,
-                          decay, [g](int64_t i) {
-                            return floatOf(static_cast<uint32_t>(g[i]) << 16);
-                          });
+        bad = update([g16](int64_t i) {
+          return floatOf(static_cast<uint32_t>(g16[i]) << 16);
+        });
       } else {
-        const uint16_t *g = static_cast<const uint16_t *>(grad) + at;
-        bad = updateChunk(params + at, m + at, v + at, bf16Copy, chunk.count, f,
-                          decay, [g](int64_t i) { return f16ToFloat(g[i]); });
+        bad = update([g16](int64_t i) { return f16ToFloat(g16[i]); });
       }
       if (copied && copy_dtype == TESSERA_F16) {
         uint16_t *copy = static_cast<uint16_t *>(copies) + chunk.copy_offset;
