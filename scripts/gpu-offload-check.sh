@@ -206,7 +206,9 @@ else
   fail offload-gtest "tessera_runtime_offload_gpu_tests was not built (configure with the CUDA runtime)"
 fi
 
-# train NAME EXECUTABLE [FLAGS...]: 50 steps unless FLAGS say otherwise;
+# train NAME EXECUTABLE [FLAGS...]: 50 steps unless FLAGS say otherwise
+# (a constant rate after the warmup, so a run stopped early follows the
+# same schedule);
 # metrics in $work/NAME.jsonl, parameters in $work/NAME.safetensors, the
 # console in $work/NAME.log. Returns the executable's status.
 train() {
@@ -214,7 +216,7 @@ train() {
   shift 2
   rm -f "$work/$name".*
   "$here/$exe" --data "$here/tiny.tokens.bin" --steps 50 --lr 3e-3 --warmup 5 \
-      --schedule cosine --grad-clip 1 --weight-decay 0.1 --no-decay 'bias|ln_|norm' \
+      --schedule constant --grad-clip 1 --weight-decay 0.1 --no-decay 'bias|ln_|norm' \
       --metrics "$work/$name.jsonl" --dump-params "$work/$name.safetensors" \
       "$@" > "$work/$name.log" 2>&1
   local rc=$?
