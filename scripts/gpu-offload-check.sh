@@ -25,8 +25,10 @@
 #    a refusal (--zero 1) naming the flag;
 # 3. the GPT-2 124M shape (bf16, 16 x 1024, --init random, a random token
 #    shard): 50 steps resident and offloaded, the same loss check, and the
-#    step time of each (median ms of steps 6-50), the overhead of offload and
-#    both peak memories.
+#    step time of each (median ms of steps 6-50), the overhead of offload,
+#    both peak memories, and what the offloaded run measured: the host
+#    AdamW's ms a step and Gelem/s, the gradients' device -> host and the
+#    weights' host -> device GB/s (the cost model's host and PCIe numbers).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$repo/build}"
@@ -300,6 +302,8 @@ if [[ -x "$here/gpt2-124m-bf16-train" ]]; then
     fi
   done
   grep -m1 '^offload optimizer:' "$work/gpt2-124m-offloaded.log" || true
+  # The host AdamW rate and the PCIe rates (for the cluster file).
+  grep -m1 '^offload optimizer, ' "$work/gpt2-124m-offloaded.log" || true
   if [[ -s "$work/gpt2-124m-resident.jsonl" && -s "$work/gpt2-124m-offloaded.jsonl" ]]; then
     check gpt2-124m-loss-1e-6 python3 "$here/compare.py" curves \
         "$work/gpt2-124m-resident.jsonl" "$work/gpt2-124m-offloaded.jsonl" 1e-6

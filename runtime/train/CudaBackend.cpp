@@ -108,6 +108,10 @@ public:
               const ParameterLayout *plannedLayout);
   ~CudaBackend() override {
     stepGraph.reset();
+    // What the offloaded run measured: the host and PCIe numbers the cost
+    // model's cluster file wants (issue 23).
+    if (offload && !offload->measurements().empty())
+      std::printf("%s\n", offload->measurements().c_str());
     offload.reset();
     if (sumsReady)
       cudaEventDestroy(sumsReady);

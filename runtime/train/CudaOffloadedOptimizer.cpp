@@ -8,6 +8,8 @@
 #include "tessera/runtime/host_optimizer.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -43,11 +45,53 @@ CudaOffloadedOptimizer::CudaOffloadedOptimizer(
               "creating the offloaded optimizer's events");
     downloaded.push_back(event);
   }
+  checkCuda(cudaEventCreate(&burstStart),
+            "creating the offloaded optimizer's events");
+  checkCuda(cudaEventCreate(&burstEnd),
+            "creating the offloaded optimizer's events");
 }
 
 CudaOffloadedOptimizer::~CudaOffloadedOptimizer() {
   for (cudaEvent_t event : downloaded)
     cudaEventDestroy(event);
+  for (cudaEvent_t event : {burstStart, burstEnd})
+    if (event)
+      cudaEventDestroy(event);
+}
+
+int64_t CudaOffloadedOptimizer::uploadBytes() const {
+  int64_t bytes = 0;
+  for (const OffloadRange &range : plan.ranges) {
+    bytes += range.copies.count * dtypeSize(computeDtype);
+    for (const OffloadSegment &mirror : range.mirrors)
+      bytes += mirror.count * dtypeSize(TESSERA_F32);
+  }
+  return bytes;
+}
+
+std::string CudaOffloadedOptimizer::measurements() const {
+  if (updates == 0)
+    return "";
+  int64_t elements = 0, downloadBytes = 0;
+  for (const tessera_tensor_chunk &chunk : chunks)
+    elements += chunk.count;
+  for (const OffloadRange &range : plan.ranges)
+    downloadBytes += range.gradients.count * dtypeSize(gradientDtype);
+  const double seconds = adamwSeconds / static_cast<double>(updates);
+  char text[320];
+  std::snprintf(
+      text, sizeof(text),
+      "offload optimizer, %lld updates: host AdamW %.2f ms a step (%.2f "
+      "Gelem/s on %d threads); gradients device -> host %.1f GB/s; weights "
+      "host -> device %.1f GB/s (at load)",
+      static_cast<long long>(updates), 1e3 * seconds,
+      static_cast<double>(elements) / seconds / 1e9, pool.size(),
+      downloadMilliseconds > 0
+          ? static_cast<double>(downloadBytes) * static_cast<double>(updates) /
+                (downloadMilliseconds * 1e6)
+          : 0.0,
+      uploadGigabytesPerSecond);
+  return text;
 }
 
 void *CudaOffloadedOptimizer::mirrorOf(int32_t index) const {
@@ -82,14 +126,24 @@ void CudaOffloadedOptimizer::uploadWeights() {
                                      static_cast<int32_t>(chunks.size())) != 0)
     fail(std::string("rounding the compute copies: ") +
          tessera_cpu_last_error());
+  checkCuda(cudaEventRecord(burstStart, stream), "timing the upload");
   for (const OffloadRange &range : plan.ranges)
     uploadRange(range);
+  checkCuda(cudaEventRecord(burstEnd, stream), "timing the upload");
+  checkCuda(cudaEventSynchronize(burstEnd), "uploading the weights");
+  float milliseconds = 0;
+  checkCuda(cudaEventElapsedTime(&milliseconds, burstStart, burstEnd),
+            "timing the upload");
+  if (milliseconds > 0)
+    uploadGigabytesPerSecond =
+        static_cast<double>(uploadBytes()) / (milliseconds * 1e6);
 }
 
 void CudaOffloadedOptimizer::startGradientDownload(
     const void *deviceGradients) {
   if (downloading)
     return;
+  checkCuda(cudaEventRecord(burstStart, stream), "timing the download");
   for (size_t r = 0; r < plan.ranges.size(); ++r) {
     const OffloadSegment &span = plan.ranges[r].gradients;
     checkCuda(cudaMemcpyAsync(
@@ -102,6 +156,7 @@ void CudaOffloadedOptimizer::startGradientDownload(
     checkCuda(cudaEventRecord(downloaded[r], stream),
               "marking the gradients' download");
   }
+  checkCuda(cudaEventRecord(burstEnd, stream), "timing the download");
   downloading = true;
 }
 
@@ -116,6 +171,7 @@ void CudaOffloadedOptimizer::update(const AdamWUpdate &update,
     const OffloadRange &range = plan.ranges[r];
     checkCuda(cudaEventSynchronize(downloaded[r]),
               "waiting for the gradients' download");
+    const auto begin = std::chrono::steady_clock::now();
     pool.run(range.endChunk - range.firstChunk, [&](int64_t item) {
       const int32_t c = range.firstChunk + static_cast<int32_t>(item);
       int32_t nonfinite = -1;
@@ -135,10 +191,19 @@ void CudaOffloadedOptimizer::update(const AdamWUpdate &update,
       while (c < seen && !firstBad.compare_exchange_weak(seen, c)) {
       }
     });
+    adamwSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin)
+            .count();
     if (!error.empty())
       fail("AdamW on the host: " + error);
     uploadRange(range);
   }
+  // burstEnd was recorded before the uploads: the last range's wait
+  // passed it.
+  float milliseconds = 0;
+  if (cudaEventElapsedTime(&milliseconds, burstStart, burstEnd) == cudaSuccess)
+    downloadMilliseconds += milliseconds;
+  ++updates;
   const int32_t bad = firstBad.load();
   nonFiniteTensor = bad < static_cast<int32_t>(chunks.size())
                         ? chunks[static_cast<size_t>(bad)].tensor

@@ -32,6 +32,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace tessera::train {
@@ -83,9 +84,17 @@ public:
   /// The first parameter the last update left non-finite, or -1.
   int32_t nonFiniteParameter() const { return nonFiniteTensor; }
   int32_t threads() const { return pool.size(); }
+  /// What the run measured, for the end-of-run line and the cluster file's
+  /// host and PCIe numbers: the host AdamW's time a step and rate, the
+  /// gradients' download rate (timed by events around the burst), and the
+  /// weights' upload rate at load (one burst, not overlapped). Empty before
+  /// the first update.
+  std::string measurements() const;
 
 private:
   void uploadRange(const OffloadRange &range);
+  /// Bytes a step uploads: the copies and the mirrored masters.
+  int64_t uploadBytes() const;
 
   const ParameterLayout &layout;
   std::vector<tessera_tensor_chunk> chunks;
@@ -98,6 +107,11 @@ private:
   /// One per range: its gradients have landed on the host.
   std::vector<cudaEvent_t> downloaded;
   bool downloading = false;
+  /// Timing events around the download's burst and the load's upload.
+  cudaEvent_t burstStart = nullptr, burstEnd = nullptr;
+  int64_t updates = 0;
+  double adamwSeconds = 0, downloadMilliseconds = 0,
+         uploadGigabytesPerSecond = 0;
   int32_t nonFiniteTensor = -1;
   HostThreadPool pool;
 };
