@@ -303,7 +303,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
     std::printf("%s; AdamW on %d host threads\n",
                 describeOffload(offloadFootprint(
                                     layout, computeDtype, computeCopyElements(),
-                                    offload->mirrorElements(), accumulating()))
+                                    offload->getPlan(), accumulating()))
                     .c_str(),
                 offload->threads());
     std::fflush(stdout);

@@ -7,6 +7,7 @@
 #include "tessera/runtime/cpu_kernels.h"
 #include "tessera/runtime/host_optimizer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -35,8 +36,10 @@ CudaOffloadedOptimizer::CudaOffloadedOptimizer(
   hostMasters = PinnedBuffer(f32Bytes);
   hostFirst = PinnedBuffer(f32Bytes);
   hostSecond = PinnedBuffer(f32Bytes);
-  hostGradients = PinnedBuffer(layout.totalBytes(gradientDtype));
-  hostCopies = PinnedBuffer(copyElements * dtypeSize(computeDtype));
+  hostGradients = PinnedBuffer(kOffloadStagingSlots * plan.largestGradientSpan *
+                               dtypeSize(gradientDtype));
+  hostCopies = PinnedBuffer(kOffloadStagingSlots * plan.largestCopySpan *
+                            dtypeSize(computeDtype));
   deviceMirror = DeviceBuffer(plan.mirrorElements * dtypeSize(TESSERA_F32),
                               "the f32 weights the step reads as masters");
   for (size_t r = 0; r < plan.ranges.size(); ++r) {
@@ -75,8 +78,9 @@ std::string CudaOffloadedOptimizer::measurements() const {
   int64_t elements = 0, downloadBytes = 0;
   for (const tessera_tensor_chunk &chunk : chunks)
     elements += chunk.count;
-  for (const OffloadRange &range : plan.ranges)
-    downloadBytes += range.gradients.count * dtypeSize(gradientDtype);
+  for (size_t r = 0;
+       r < std::min<size_t>(plan.ranges.size(), kOffloadStagingSlots); ++r)
+    downloadBytes += plan.ranges[r].gradients.count * dtypeSize(gradientDtype);
   const double seconds = adamwSeconds / static_cast<double>(updates);
   char text[320];
   std::snprintf(
@@ -99,12 +103,49 @@ void *CudaOffloadedOptimizer::mirrorOf(int32_t index) const {
   return offset < 0 ? nullptr : at(deviceMirror.get(), offset, TESSERA_F32);
 }
 
-void CudaOffloadedOptimizer::uploadRange(const OffloadRange &range) {
+unsigned char *CudaOffloadedOptimizer::gradientSlot(size_t range) {
+  return at(hostGradients.get(),
+            static_cast<int64_t>(range % kOffloadStagingSlots) *
+                plan.largestGradientSpan,
+            gradientDtype);
+}
+
+unsigned char *CudaOffloadedOptimizer::copySlot(size_t range) {
+  return at(hostCopies.get(),
+            static_cast<int64_t>(range % kOffloadStagingSlots) *
+                plan.largestCopySpan,
+            computeDtype);
+}
+
+CudaOffloadedOptimizer::ChunkView CudaOffloadedOptimizer::viewOf(size_t range,
+                                                                 int32_t c) {
+  const OffloadRange &span = plan.ranges[range];
+  ChunkView view;
+  view.chunk = chunks[static_cast<size_t>(c)];
+  const int64_t offset = view.chunk.offset;
+  view.masters = masters() + offset;
+  view.first = firstMoments() + offset;
+  view.second = secondMoments() + offset;
+  view.gradient = at(gradientSlot(range), offset - span.gradients.hostOffset,
+                     gradientDtype);
+  view.copy =
+      view.chunk.copy_offset >= 0
+          ? at(copySlot(range), view.chunk.copy_offset - span.copies.hostOffset,
+               computeDtype)
+          : nullptr;
+  view.chunk.offset = 0;
+  if (view.chunk.copy_offset >= 0)
+    view.chunk.copy_offset = 0;
+  return view;
+}
+
+void CudaOffloadedOptimizer::uploadRange(size_t r) {
+  const OffloadRange &range = plan.ranges[r];
   if (range.copies.count > 0)
     checkCuda(
         cudaMemcpyAsync(
             at(deviceCopies, range.copies.deviceOffset, computeDtype),
-            at(hostCopies.get(), range.copies.hostOffset, computeDtype),
+            copySlot(r),
             static_cast<size_t>(range.copies.count * dtypeSize(computeDtype)),
             cudaMemcpyHostToDevice, stream),
         "uploading the updated compute copies");
@@ -118,17 +159,22 @@ void CudaOffloadedOptimizer::uploadRange(const OffloadRange &range) {
 }
 
 void CudaOffloadedOptimizer::uploadWeights() {
-  // The stream may still be reading the staging (an upload in flight).
-  checkCuda(cudaStreamSynchronize(stream), "waiting for the GPU");
-  if (deviceCopies &&
-      tessera_cpu_round_chunk_copies(masters(), hostCopies.get(), computeDtype,
-                                     chunks.data(),
-                                     static_cast<int32_t>(chunks.size())) != 0)
-    fail(std::string("rounding the compute copies: ") +
-         tessera_cpu_last_error());
   checkCuda(cudaEventRecord(burstStart, stream), "timing the upload");
-  for (const OffloadRange &range : plan.ranges)
-    uploadRange(range);
+  for (size_t r = 0; r < plan.ranges.size(); ++r) {
+    // Its slot's last upload must be done before the host rewrites it.
+    if (r % kOffloadStagingSlots == 0)
+      checkCuda(cudaStreamSynchronize(stream), "uploading the weights");
+    const OffloadRange &range = plan.ranges[r];
+    for (int32_t c = range.firstChunk; c < range.endChunk; ++c) {
+      ChunkView view = viewOf(r, c);
+      if (view.copy &&
+          tessera_cpu_round_chunk_copies(view.masters, view.copy, computeDtype,
+                                         &view.chunk, 1) != 0)
+        fail(std::string("rounding the compute copies: ") +
+             tessera_cpu_last_error());
+    }
+    uploadRange(r);
+  }
   checkCuda(cudaEventRecord(burstEnd, stream), "timing the upload");
   checkCuda(cudaEventSynchronize(burstEnd), "uploading the weights");
   float milliseconds = 0;
@@ -139,23 +185,29 @@ void CudaOffloadedOptimizer::uploadWeights() {
         static_cast<double>(uploadBytes()) / (milliseconds * 1e6);
 }
 
+void CudaOffloadedOptimizer::downloadRange(size_t r,
+                                           const void *deviceGradients) {
+  const OffloadSegment &span = plan.ranges[r].gradients;
+  checkCuda(cudaMemcpyAsync(
+                gradientSlot(r),
+                at(const_cast<void *>(deviceGradients), span.deviceOffset,
+                   gradientDtype),
+                static_cast<size_t>(span.count * dtypeSize(gradientDtype)),
+                cudaMemcpyDeviceToHost, stream),
+            "downloading the gradients");
+  checkCuda(cudaEventRecord(downloaded[r], stream),
+            "marking the gradients' download");
+}
+
 void CudaOffloadedOptimizer::startGradientDownload(
     const void *deviceGradients) {
   if (downloading)
     return;
+  // Timed: the first slots' burst, which nothing interleaves.
   checkCuda(cudaEventRecord(burstStart, stream), "timing the download");
-  for (size_t r = 0; r < plan.ranges.size(); ++r) {
-    const OffloadSegment &span = plan.ranges[r].gradients;
-    checkCuda(cudaMemcpyAsync(
-                  at(hostGradients.get(), span.hostOffset, gradientDtype),
-                  at(const_cast<void *>(deviceGradients), span.deviceOffset,
-                     gradientDtype),
-                  static_cast<size_t>(span.count * dtypeSize(gradientDtype)),
-                  cudaMemcpyDeviceToHost, stream),
-              "downloading the gradients");
-    checkCuda(cudaEventRecord(downloaded[r], stream),
-              "marking the gradients' download");
-  }
+  for (size_t r = 0;
+       r < std::min<size_t>(plan.ranges.size(), kOffloadStagingSlots); ++r)
+    downloadRange(r, deviceGradients);
   checkCuda(cudaEventRecord(burstEnd, stream), "timing the download");
   downloading = true;
 }
@@ -166,7 +218,6 @@ void CudaOffloadedOptimizer::update(const AdamWUpdate &update,
   std::atomic<int32_t> firstBad{static_cast<int32_t>(chunks.size())};
   std::mutex errorMutex;
   std::string error;
-  void *copies = deviceCopies ? hostCopies.get() : nullptr;
   for (size_t r = 0; r < plan.ranges.size(); ++r) {
     const OffloadRange &range = plan.ranges[r];
     checkCuda(cudaEventSynchronize(downloaded[r]),
@@ -174,12 +225,14 @@ void CudaOffloadedOptimizer::update(const AdamWUpdate &update,
     const auto begin = std::chrono::steady_clock::now();
     pool.run(range.endChunk - range.firstChunk, [&](int64_t item) {
       const int32_t c = range.firstChunk + static_cast<int32_t>(item);
+      ChunkView view = viewOf(r, c);
       int32_t nonfinite = -1;
       if (tessera_cpu_chunk_adamw(
-              masters(), hostGradients.get(), gradientDtype, firstMoments(),
-              secondMoments(), copies, computeDtype, &chunks[c], 1, update.step,
-              update.learningRate, update.beta1, update.beta2, update.epsilon,
-              update.weightDecay, update.gradientScale, &nonfinite) != 0) {
+              view.masters, view.gradient, gradientDtype, view.first,
+              view.second, deviceCopies ? view.copy : nullptr, computeDtype,
+              &view.chunk, 1, update.step, update.learningRate, update.beta1,
+              update.beta2, update.epsilon, update.weightDecay,
+              update.gradientScale, &nonfinite) != 0) {
         std::lock_guard<std::mutex> lock(errorMutex);
         if (error.empty())
           error = tessera_cpu_last_error();
@@ -196,10 +249,13 @@ void CudaOffloadedOptimizer::update(const AdamWUpdate &update,
             .count();
     if (!error.empty())
       fail("AdamW on the host: " + error);
-    uploadRange(range);
+    uploadRange(r);
+    // Range r's gradient slot is read: the next range it stages may come.
+    if (r + kOffloadStagingSlots < plan.ranges.size())
+      downloadRange(r + kOffloadStagingSlots, deviceGradients);
   }
-  // burstEnd was recorded before the uploads: the last range's wait
-  // passed it.
+  // burstEnd was recorded behind the first slots' downloads, which the
+  // waits above passed.
   float milliseconds = 0;
   if (cudaEventElapsedTime(&milliseconds, burstStart, burstEnd) == cudaSuccess)
     downloadMilliseconds += milliseconds;

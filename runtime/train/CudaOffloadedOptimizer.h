@@ -5,19 +5,21 @@
 //
 //   backward (the graph or eager kernels) writes the gradients;
 //   sums of squares per chunk -> host (the norm, as without offload);
-//   per range: gradients device -> pinned host, an event after each;
-//   [host] per range: wait for its event, AdamW over its chunks on the
+//   the first kOffloadStagingSlots ranges' gradients device -> their
+//     pinned staging slots, an event after each;
+//   [host] per range r: wait for its event, AdamW over its chunks on the
 //     pool's threads (tessera_cpu_chunk_adamw: masters, moments, and the
-//     rounded copies into pinned staging), then enqueue its copies (and
-//     mirrored masters) host -> device;
+//     rounded copies into r's copy slot), then enqueue r's copies (and
+//     mirrored masters) host -> device, then range r + slots' gradients
+//     into the slot r just freed;
 //   the next step's forward is enqueued behind those uploads on the same
 //   stream, so it reads the updated weights without a host wait.
 //
-// So the host's AdamW of range r overlaps the download of ranges > r and the
-// upload of ranges < r. The host writes a range's staging only after that
-// range's download of the next step has landed, which is after the forward
-// that read the previous upload (one stream), so staging is never
-// overwritten while a copy reads it.
+// So the host's AdamW of range r overlaps the downloads of the next ranges
+// and the uploads of the previous ones. A slot is never overwritten while a
+// copy reads it: the host refills range r's slots only after waiting for
+// range r + slots' download, which the one stream runs after r's upload;
+// a download into r's slot is enqueued only after the host has read it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,14 +69,15 @@ public:
   float *secondMoments() { return static_cast<float *>(hostSecond.get()); }
   /// Where the step reads parameter `index` when it reads its master.
   void *mirrorOf(int32_t index) const;
-  int64_t mirrorElements() const { return plan.mirrorElements; }
+  const OffloadPlan &getPlan() const { return plan; }
 
   /// Rounds every copy from the host masters and uploads the copies and
   /// the mirror (start, --resume), on the stream.
   void uploadWeights();
   /// Enqueues the gradients' download (`deviceGradients`: the optimizer
-  /// gradients, flat) range by range, after the backward; a second call
-  /// before endStep does nothing.
+  /// gradients, flat) of the first ranges, one a slot, after the backward
+  /// (update enqueues the others as slots free); a second call before
+  /// endStep does nothing.
   void startGradientDownload(const void *deviceGradients);
   /// The step is over (updated or skipped): the next one downloads anew.
   void endStep() { downloading = false; }
@@ -92,7 +95,21 @@ public:
   std::string measurements() const;
 
 private:
-  void uploadRange(const OffloadRange &range);
+  void uploadRange(size_t range);
+  void downloadRange(size_t range, const void *deviceGradients);
+  /// Range `range`'s staging slots.
+  unsigned char *gradientSlot(size_t range);
+  unsigned char *copySlot(size_t range);
+  /// `chunk` re-based for tessera_cpu_chunk_adamw and
+  /// tessera_cpu_round_chunk_copies, which index every buffer by the
+  /// chunk's offsets: the pointers of its slice of the masters, moments,
+  /// gradient slot and copy slot, its offsets 0.
+  struct ChunkView {
+    tessera_tensor_chunk chunk;
+    float *masters, *first, *second;
+    unsigned char *gradient, *copy;
+  };
+  ChunkView viewOf(size_t range, int32_t chunk);
   /// Bytes a step uploads: the copies and the mirrored masters.
   int64_t uploadBytes() const;
 

@@ -109,6 +109,9 @@ OffloadPlan planOffload(const ParameterLayout &layout,
     }
     if (copyBegin >= 0)
       range.copies = {copyBegin, copyBegin, copyEnd - copyBegin};
+    plan.largestGradientSpan =
+        std::max(plan.largestGradientSpan, range.gradients.count);
+    plan.largestCopySpan = std::max(plan.largestCopySpan, range.copies.count);
     plan.ranges.push_back(std::move(range));
     first = end;
   }
@@ -117,16 +120,18 @@ OffloadPlan planOffload(const ParameterLayout &layout,
 
 OffloadFootprint offloadFootprint(const ParameterLayout &layout,
                                   int32_t computeDtype, int64_t copyElements,
-                                  int64_t mirrorElements, bool accumulating) {
+                                  const OffloadPlan &plan, bool accumulating) {
   OffloadFootprint footprint;
   const int64_t f32 = layout.totalBytes(TESSERA_F32);
   footprint.hostMasters = f32;
   footprint.hostMoments = 2 * f32;
-  const int64_t copyBytes = copyElements * dtypeSize(computeDtype);
   footprint.hostStaging =
-      layout.totalBytes(accumulating ? TESSERA_F32 : computeDtype) + copyBytes;
-  footprint.deviceCopies = copyBytes;
-  footprint.deviceMirror = mirrorElements * dtypeSize(TESSERA_F32);
+      kOffloadStagingSlots *
+      (plan.largestGradientSpan *
+           dtypeSize(accumulating ? TESSERA_F32 : computeDtype) +
+       plan.largestCopySpan * dtypeSize(computeDtype));
+  footprint.deviceCopies = copyElements * dtypeSize(computeDtype);
+  footprint.deviceMirror = plan.mirrorElements * dtypeSize(TESSERA_F32);
   footprint.deviceGradients = layout.totalBytes(computeDtype);
   footprint.deviceAccumulators = accumulating ? f32 : 0;
   return footprint;

@@ -50,18 +50,28 @@ struct OffloadSegment {
 /// A run of consecutive chunks moved and updated together.
 struct OffloadRange {
   int32_t firstChunk = 0, endChunk = 0;
-  /// The gradients device -> host: one span of the flat layout.
+  /// The gradients device -> host: one span of the flat layout (its offsets
+  /// the layout's; on the host it lands at the start of a staging slot).
   OffloadSegment gradients;
-  /// The compute copies host -> device (staging and device copies share
-  /// their offsets); count 0 when the range has none.
+  /// The compute copies host -> device: one span of the copies' buffer
+  /// (its offsets that buffer's; on the host it is written at the start of
+  /// a staging slot); count 0 when the range has none.
   OffloadSegment copies;
   /// The host masters -> the device's f32 mirror, per parameter read as
   /// its master.
   std::vector<OffloadSegment> mirrors;
 };
 
+/// Ranges in flight at once: range r's gradients and copies are staged in
+/// pinned slot r % kOffloadStagingSlots, so the host holds a few ranges'
+/// staging, not a whole gradient and a whole set of copies (16 GiB more
+/// for an 8B model: the difference between fitting a 128 GiB host or not).
+inline constexpr int32_t kOffloadStagingSlots = 4;
+
 struct OffloadPlan {
   std::vector<OffloadRange> ranges;
+  /// The largest range's gradient and copy spans: a staging slot's size.
+  int64_t largestGradientSpan = 0, largestCopySpan = 0;
   /// Per parameter its first element in the f32 mirror, or -1 (the step
   /// reads its compute copy).
   std::vector<int64_t> mirrorOffsets;
@@ -79,8 +89,8 @@ OffloadPlan planOffload(const ParameterLayout &layout,
 
 /// Bytes an offloaded run holds, where.
 struct OffloadFootprint {
-  /// Pinned host memory: the fp32 masters, both moments, and the staging of
-  /// the gradients (their dtype) and the compute copies.
+  /// Pinned host memory: the fp32 masters, both moments, and the staging
+  /// slots of the gradients (their dtype) and the compute copies.
   int64_t hostMasters = 0, hostMoments = 0, hostStaging = 0;
   /// Device memory the driver allocates for the state (the program's arena,
   /// the buffers and the micro-batch come on top).
@@ -93,12 +103,12 @@ struct OffloadFootprint {
   }
 };
 
-/// `computeDtype`'s gradients; `copyElements`, `mirrorElements`: the
-/// copies' and the mirror's elements; `accumulating`: f32 accumulators on
-/// the device, whose dtype the gradient staging then takes.
+/// `computeDtype`'s gradients; `copyElements`: the copies' elements;
+/// `plan`: the mirror and the staging slots' sizes; `accumulating`: f32
+/// accumulators on the device, whose dtype the gradient staging then takes.
 OffloadFootprint offloadFootprint(const ParameterLayout &layout,
                                   int32_t computeDtype, int64_t copyElements,
-                                  int64_t mirrorElements, bool accumulating);
+                                  const OffloadPlan &plan, bool accumulating);
 
 /// The start-of-run line saying what lives where.
 std::string describeOffload(const OffloadFootprint &footprint);

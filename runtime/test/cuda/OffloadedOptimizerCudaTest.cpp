@@ -7,7 +7,8 @@
 // equal the GPU's multi-tensor AdamW's bit for bit (both compute
 // tessera_cpu_adamw's arithmetic without FMA contraction), and what the
 // step reads on the GPU (the copies, the mirrored master) too, ranges cut
-// small so that several are pipelined. Label gpu: skipped without one.
+// small so that several are pipelined and, a chunk a range, more ranges
+// than staging slots. Label gpu: skipped without one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -76,8 +77,9 @@ void expectBitEqual(const void *actual, const void *expected, size_t bytes,
       << what << " differ from the resident optimizer's";
 }
 
-TEST(OffloadedOptimizerCuda, EqualsTheResidentOptimizerBitForBit) {
-  REQUIRE_GPU();
+/// Three AdamW steps each way, the offloaded one in ranges of about
+/// `rangeElements`.
+void expectTheResidentOptimizersBits(int64_t rangeElements) {
   tessera_program program = offload_test::program();
   ParameterLayout layout(program);
   const size_t total = static_cast<size_t>(layout.totalElements());
@@ -111,7 +113,7 @@ TEST(OffloadedOptimizerCuda, EqualsTheResidentOptimizerBitForBit) {
   {
     CudaOffloadedOptimizer offload(layout, chunks, TESSERA_BF16, offloadCopies,
                                    copyElements, TESSERA_BF16, stream,
-                                   /*rangeElements=*/100000);
+                                   rangeElements);
     std::memcpy(offload.masters(), masters.data(), total * sizeof(float));
     offload.uploadWeights();
     for (int64_t step = 1; step <= 3; ++step) {
@@ -162,6 +164,20 @@ TEST(OffloadedOptimizerCuda, EqualsTheResidentOptimizerBitForBit) {
         static_cast<void *>(residentV), static_cast<void *>(residentCopies),
         static_cast<void *>(deviceChunks), static_cast<void *>(offloadCopies)})
     cudaFree(memory);
+}
+
+// Three ranges, fewer than the staging slots.
+TEST(OffloadedOptimizerCuda, EqualsTheResidentOptimizerBitForBit) {
+  REQUIRE_GPU();
+  expectTheResidentOptimizersBits(100000);
+}
+
+// A range a chunk: six ranges through four staging slots, each slot reused
+// within a step (the download into a slot after its range's AdamW, the
+// copies written after the previous upload from it).
+TEST(OffloadedOptimizerCuda, StagingSlotsAreReusedWithinAStep) {
+  REQUIRE_GPU();
+  expectTheResidentOptimizersBits(1);
 }
 
 } // namespace

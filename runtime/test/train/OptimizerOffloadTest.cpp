@@ -115,21 +115,32 @@ TEST(OptimizerOffload, FootprintSaysWhatLivesWhere) {
   tessera_program program = offload_test::program();
   ParameterLayout layout(program);
   const int64_t f32 = layout.totalBytes(TESSERA_F32);
-  OffloadFootprint resident =
-      offloadFootprint(layout, TESSERA_BF16, 384 + 140032, 100096, false);
+  // The ranges of the test above: the largest gradient span is the first
+  // range's (wte), the largest copy span the third's (h.1.w's last two
+  // chunks).
+  const OffloadPlan plan =
+      planOffload(layout, offload_test::placedChunks(layout), 100000);
+  EXPECT_EQ(plan.largestGradientSpan, 100000);
+  EXPECT_EQ(plan.largestCopySpan, 140000 - 65536);
+  OffloadFootprint resident = offloadFootprint(
+      layout, TESSERA_BF16, offload_test::kCopyElements, plan, false);
   EXPECT_EQ(resident.hostMasters, f32);
   EXPECT_EQ(resident.hostMoments, 2 * f32);
+  // A few slots of staging, not a whole gradient and a whole set of copies.
   EXPECT_EQ(resident.hostStaging,
-            layout.totalBytes(TESSERA_BF16) + (384 + 140032) * 2);
-  EXPECT_EQ(resident.deviceCopies, (384 + 140032) * 2);
+            kOffloadStagingSlots *
+                (plan.largestGradientSpan * 2 + plan.largestCopySpan * 2));
+  EXPECT_EQ(resident.deviceCopies, offload_test::kCopyElements * 2);
   EXPECT_EQ(resident.deviceMirror, 100096 * 4);
   EXPECT_EQ(resident.deviceGradients, layout.totalBytes(TESSERA_BF16));
   EXPECT_EQ(resident.deviceAccumulators, 0);
   // Accumulating: f32 sums on the GPU, and f32 gradients staged.
-  OffloadFootprint accumulating =
-      offloadFootprint(layout, TESSERA_BF16, 0, 0, true);
+  OffloadFootprint accumulating = offloadFootprint(
+      layout, TESSERA_BF16, offload_test::kCopyElements, plan, true);
   EXPECT_EQ(accumulating.deviceAccumulators, f32);
-  EXPECT_EQ(accumulating.hostStaging, f32);
+  EXPECT_EQ(accumulating.hostStaging,
+            kOffloadStagingSlots *
+                (plan.largestGradientSpan * 4 + plan.largestCopySpan * 2));
   const std::string line = describeOffload(resident);
   EXPECT_EQ(line.rfind("offload optimizer: host (pinned) ", 0), 0u) << line;
   EXPECT_NE(line.find("fp32 master weights"), std::string::npos);
