@@ -159,11 +159,11 @@ void CudaOffloadedOptimizer::uploadRange(size_t r) {
 }
 
 void CudaOffloadedOptimizer::uploadWeights() {
-  checkCuda(cudaEventRecord(burstStart, stream), "timing the upload");
+  // Once, at load: each range is rounded, uploaded and waited for (its
+  // slot is then free), and only its upload is timed.
+  checkCuda(cudaStreamSynchronize(stream), "waiting for the GPU");
+  double milliseconds = 0;
   for (size_t r = 0; r < plan.ranges.size(); ++r) {
-    // Its slot's last upload must be done before the host rewrites it.
-    if (r % kOffloadStagingSlots == 0)
-      checkCuda(cudaStreamSynchronize(stream), "uploading the weights");
     const OffloadRange &range = plan.ranges[r];
     for (int32_t c = range.firstChunk; c < range.endChunk; ++c) {
       ChunkView view = viewOf(r, c);
@@ -173,13 +173,15 @@ void CudaOffloadedOptimizer::uploadWeights() {
         fail(std::string("rounding the compute copies: ") +
              tessera_cpu_last_error());
     }
+    checkCuda(cudaEventRecord(burstStart, stream), "timing the upload");
     uploadRange(r);
+    checkCuda(cudaEventRecord(burstEnd, stream), "timing the upload");
+    checkCuda(cudaEventSynchronize(burstEnd), "uploading the weights");
+    float rangeMilliseconds = 0;
+    checkCuda(cudaEventElapsedTime(&rangeMilliseconds, burstStart, burstEnd),
+              "timing the upload");
+    milliseconds += rangeMilliseconds;
   }
-  checkCuda(cudaEventRecord(burstEnd, stream), "timing the upload");
-  checkCuda(cudaEventSynchronize(burstEnd), "uploading the weights");
-  float milliseconds = 0;
-  checkCuda(cudaEventElapsedTime(&milliseconds, burstStart, burstEnd),
-            "timing the upload");
   if (milliseconds > 0)
     uploadGigabytesPerSecond =
         static_cast<double>(uploadBytes()) / (milliseconds * 1e6);
