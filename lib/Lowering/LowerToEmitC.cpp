@@ -1162,6 +1162,12 @@ void LowerToEmitCPass::runOnOperation() {
       info->buffers[i].split = program.argumentSplits[parameterCount + i];
   }
   info->device = conventions->cuda ? TESSERA_DEVICE_CUDA : TESSERA_DEVICE_HOST;
+  // The plan as tesserac wrote it, with the mesh the annotation added and
+  // the chunks the stage split added: what the executable prints at start.
+  if (tess::PlanAttr plan = tess::PlanAttr::lookup(module)) {
+    llvm::raw_string_ostream os(info->plan);
+    os << Attribute(plan);
+  }
   FailureOr<std::optional<PipelineProgram>> pipeline =
       preparePipelineProgram(module, *info, pipelineSchedule, microBatches);
   if (failed(pipeline))

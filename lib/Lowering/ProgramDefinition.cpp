@@ -214,7 +214,10 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*parameter_splits=*/" << parameterSplits
      << ",\n    /*buffer_splits=*/" << bufferSplits
      << ",\n    /*pipeline=*/" << pipeline
-     << ",\n    /*parameter_step_dtypes=*/" << stepDtypes << "}";
+     << ",\n    /*parameter_step_dtypes=*/" << stepDtypes
+     << ",\n    /*plan=*/"
+     << (info.plan.empty() ? std::string("NULL") : cStringLiteral(info.plan))
+     << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",

@@ -43,6 +43,8 @@ struct ProgramInfo {
   /// one device).
   std::vector<std::string> meshAxisNames;
   std::vector<int64_t> meshShape;
+  /// The module's #tess.plan as printed (program.h's plan); empty: none.
+  std::string plan;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).

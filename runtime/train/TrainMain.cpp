@@ -338,6 +338,9 @@ void Trainer::start() {
       requireWritableFile("--metrics", options.metricsFile);
   }
   state.runId = newRunId();
+  // The plan tesserac compiled (its --explain --plan TEXT predicts this run).
+  if (isLeader() && program.plan)
+    std::fprintf(stdout, "plan: %s\n", program.plan);
   if (options.resume) {
     std::string path = findLatestCheckpoint(options.checkpointDirectory);
     if (path.empty())

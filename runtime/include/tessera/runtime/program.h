@@ -264,6 +264,14 @@ typedef struct tessera_program {
    * passed has the parameter's shape (its block's, when partitioned) and
    * this dtype. */
   const int32_t *parameter_step_dtypes;
+
+  /* The plan the program was compiled for, as the module's #tess.plan
+   * attribute prints it (mesh, ZeRO stage, remat, pipeline stages, schedule,
+   * micro-batches, chunks; `#tess.plan<>` is one device with nothing
+   * recomputed), or NULL when it was compiled without one. The executable
+   * prints it at start; `tesserac MODEL --explain --plan TEXT` predicts the
+   * step of that plan. */
+  const char *plan;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),
