@@ -256,11 +256,14 @@ void CudaOffloadedOptimizer::update(const AdamWUpdate &update,
     if (r + kOffloadStagingSlots < plan.ranges.size())
       downloadRange(r + kOffloadStagingSlots, deviceGradients);
   }
-  // burstEnd was recorded behind the first slots' downloads, which the
-  // waits above passed.
+  // burstEnd follows the first slots' downloads: waited for explicitly (a
+  // query of an unfinished event would leave cudaErrorNotReady behind for
+  // the next kernel check to report).
+  checkCuda(cudaEventSynchronize(burstEnd), "timing the download");
   float milliseconds = 0;
-  if (cudaEventElapsedTime(&milliseconds, burstStart, burstEnd) == cudaSuccess)
-    downloadMilliseconds += milliseconds;
+  checkCuda(cudaEventElapsedTime(&milliseconds, burstStart, burstEnd),
+            "timing the download");
+  downloadMilliseconds += milliseconds;
   ++updates;
   const int32_t bad = firstBad.load();
   nonFiniteTensor = bad < static_cast<int32_t>(chunks.size())
