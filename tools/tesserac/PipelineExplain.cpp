@@ -150,6 +150,18 @@ Expected<pipeline::RematMode> stepRematMode() {
 }
 
 Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch) {
+  auto error = [](const Twine &message) {
+    return createStringError(inconvertibleErrorCode(), message);
+  };
+  // The planner's flags would otherwise be ignored: its plan compiles only
+  // as the flags that pin it.
+  if (pipeline || pipelineDevices.getNumOccurrences() ||
+      tracePath.getNumOccurrences())
+    return error("--pipeline, --pipeline-devices and --trace plan with "
+                 "--explain; the compiled driver runs a pipeline plan one "
+                 "rank per stage without a mesh: pass the plan's --stages N "
+                 "--microbatches M --schedule NAME and --remat MODE "
+                 "(--explain --pipeline prints them)");
   if (!stages.getNumOccurrences()) {
     if (microBatches.getNumOccurrences() || schedule.getNumOccurrences())
       return createStringError(inconvertibleErrorCode(),
@@ -157,14 +169,6 @@ Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch) {
                                "built step: add --stages N");
     return std::nullopt;
   }
-  auto error = [](const Twine &message) {
-    return createStringError(inconvertibleErrorCode(), message);
-  };
-  if (pipeline || pipelineDevices.getNumOccurrences() ||
-      tracePath.getNumOccurrences())
-    return error("--pipeline, --pipeline-devices and --trace plan with "
-                 "--explain; the built step takes --stages, --microbatches "
-                 "and --schedule");
   StepPipeline step;
   if (stages < 1)
     return error("--stages " + Twine(stages) + ": must be positive");

@@ -52,9 +52,9 @@ struct StepPipeline {
 
 /// std::nullopt without --stages. Otherwise the pipeline of the built step
 /// (--microbatches defaults to the stage count, --schedule to 1f1b);
-/// errors: a non-positive count, an unknown schedule, --pipeline or
-/// --pipeline-devices (the planner's), or a global batch `batch` that the
-/// micro-batches do not divide.
+/// errors: --pipeline, --pipeline-devices or --trace (the planner's, with
+/// or without --stages), a non-positive count, an unknown schedule, or a
+/// global batch `batch` that the micro-batches do not divide.
 llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 
 /// The memory of the one-device step --target compiles for `batch` samples

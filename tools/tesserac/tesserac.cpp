@@ -5,7 +5,8 @@
 //            [--target cpu|cuda --loss causal-lm|mlm --precision fp32|bf16|fp16
 //             [--cxx CXX] [--runtime-dir DIR] -o train]
 //            [--explain [--loss ...] [--precision ...] [--mesh 2x4|dp=2,tp=4]
-//             [--cluster h200|h200-multinode|a100-megatron|FILE.json]]
+//             [--cluster h200|h200-multinode|a100-megatron|FILE.json]
+//             [--plan '#tess.plan<...>'|EXECUTABLE]]
 //            [--partition --mesh SHAPE --emit=mlir [--strategy dp|tp|dp-tp]]
 //            [--target cpu --mesh SHAPE [--strategy dp|tp|dp-tp] -o train]
 //
@@ -22,7 +23,12 @@
 // runtime. `--explain` builds the training
 // step and prints lib/CostModel's prediction of its time and the memory of
 // the step as compiled (lib/Analysis/StepMemory.h, as --summary prints it),
-// which decides whether the plan fits.
+// which decides whether the plan fits, and ends with that plan as the
+// module's #tess.plan. `--target` and `--emit=cpp` given --cluster, the
+// search's flags or a --mesh without --strategy make the same decision
+// (planTrainingStep) and compile its plan, which the executable carries and
+// prints at start; `--explain --plan TEXT|FILE` predicts the step of such a
+// plan (its mesh, ZeRO stage and recomputation pinned).
 // `--partition --mesh SHAPE --emit=mlir` writes the training step as one rank
 // runs it (tess-partition-spmd): for the plan the search picks (the flags of
 // --explain's search apply: --memory-limit, --zero, --shard,
@@ -44,6 +50,7 @@
 
 #include "PassDiagnostics.h"
 #include "PipelineExplain.h"
+#include "PlanArgument.h"
 #include "tessera/Analysis/ModelSummary.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/TrainingStepEstimate.h"
@@ -54,6 +61,8 @@
 #include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
+
+#include "Tess/IR/TessOps.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -197,6 +206,13 @@ cl::list<std::string> shardPins(
              "SPEC is tp-column, tp-row, dp, replicated, zero=N or a layout "
              "like [-, tp], comma separated"),
     cl::value_desc("REGEX=SPEC"), cl::cat(category));
+cl::opt<std::string> planArgument(
+    "plan",
+    cl::desc("With --explain: predict the step of this plan, a #tess.plan "
+             "attribute's text or a file holding one (a training executable, "
+             "or its output, which prints the plan at start): its mesh, ZeRO "
+             "stage and recomputation are pinned"),
+    cl::value_desc("TEXT|FILE"), cl::cat(category));
 // --partition: the per-rank training step.
 cl::opt<bool> partitionStep(
     "partition",
@@ -539,13 +555,15 @@ importedStepMemory(tessera::onnx_import::ImportOptions options, int64_t batch,
 
 /// The compiled one-device step that fits `limitBytes`, by the arena
 /// analysis: without recomputation, else with selective, else with full
-/// (the least recomputation that fits). On a mesh of several devices the
+/// (the least recomputation that fits); only `pinned` when the user gave
+/// one (--remat, or --explain --plan's). On a mesh of several devices the
 /// step is the unsharded one the search divides, without recomputation
 /// (the mesh program is built without it), whether or not it fits one
 /// device. Returns 0, or 1 after printing the error (nothing fits one
 /// device, with what each mode needs).
 int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                     const tessera::cost::DeviceMesh &mesh, double limitBytes,
+                    std::optional<tessera::pipeline::RematMode> pinned,
                     tessera::StepMemory &memory,
                     tessera::pipeline::RematMode &remat) {
   using tessera::pipeline::RematMode;
@@ -554,8 +572,11 @@ int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                                 : formatv("{0:F2} GiB", bytes / 1073741824.0).str();
   };
   std::string needs;
-  for (RematMode mode :
-       {RematMode::None, RematMode::Selective, RematMode::Full}) {
+  SmallVector<RematMode, 3> modes = {RematMode::None, RematMode::Selective,
+                                     RematMode::Full};
+  if (pinned)
+    modes = {*pinned};
+  for (RematMode mode : modes) {
     std::optional<tessera::StepMemory> analysed =
         compiledStepMemory(context, module, mode);
     if (!analysed)
@@ -582,7 +603,17 @@ struct SearchedPlan {
   mlir::OwningOpRef<mlir::ModuleOp> planned;
   std::optional<tessera::cost::TrainingStepEstimate> estimate;
   std::optional<tessera::sharding::TrainingShardingPlan> plan;
+  /// What every layer recomputes: the least that fits, or the pin.
+  tessera::pipeline::RematMode remat = tessera::pipeline::RematMode::None;
+  /// The module's #tess.plan as the lowering reads it (on a mesh, with the
+  /// mesh the partitioning added): what the executable carries.
+  tessera::tess::PlanAttr compiledPlan;
+  /// On a mesh: the memory of one rank's compiled program.
+  std::optional<tessera::StepMemory> rank;
 };
+
+/// --remat (a pin on the plan's recomputation), or --explain --plan's.
+std::optional<tessera::pipeline::RematMode> rematPin;
 
 /// Builds the training step in `module` (as --target does) and, unless
 /// `search` is false, searches the sharding plan of the forward function on
@@ -603,11 +634,15 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   // The memory of the step as compiled decides what fits; the search's own
   // per-op model is calibrated to it below.
   tessera::StepMemory memory;
-  tessera::pipeline::RematMode remat = tessera::pipeline::RematMode::None;
-  if (search && fitCompiledStep(context, module, mesh,
-                                *searchOptions.memoryLimitBytes, memory, remat))
+  result.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
+  if (search &&
+      fitCompiledStep(context, module, mesh, *searchOptions.memoryLimitBytes,
+                      rematPin, memory, result.remat))
     return 1;
-  if (int status = buildTrainingStep(context, module, /*oneDevice=*/false))
+  // One device compiles the step the analysis above measured (q/k/v
+  // packed); a mesh's is partitioned as the search planned the forward.
+  if (int status = buildTrainingStep(context, module,
+                                     /*oneDevice=*/mesh.deviceCount() == 1))
     return status;
   if (!search)
     return 0;
@@ -616,7 +651,7 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (!estimate)
     return fail(inputPath + ": " + toString(estimate.takeError()));
   estimate->memoryLimitBytes = *searchOptions.memoryLimitBytes;
-  estimate->remat = tessera::pipeline::rematName(remat).str();
+  estimate->remat = tessera::pipeline::rematName(result.remat).str();
   // On one device the analysis has decided: the search's only plan is the
   // replicated one, whose calibrated total is the analysis's up to
   // rounding, and a second check could only disagree by that.
@@ -665,18 +700,14 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 /// Writes the module's tess.plan with what this compile decided: the
-/// search's ZeRO stage (`searched`), --remat, and --stages, --schedule and
-/// --microbatches (`stepPipeline`). The passes after it read the plan, not
-/// options: the mesh joins it when the step is annotated, the chunks when
-/// tess-split-pipeline-stages cuts it. Returns 0, or 1 after the error.
-int writeModulePlan(
+/// search's ZeRO stage and recomputation (`searched`), and --stages,
+/// --schedule and --microbatches (`stepPipeline`). The passes after it read
+/// the plan, not options: the mesh joins it when the step is annotated, the
+/// chunks when tess-split-pipeline-stages cuts it.
+void writeModulePlan(
     mlir::MLIRContext &context, mlir::ModuleOp module,
     const SearchedPlan &searched,
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
-  Expected<tessera::pipeline::RematMode> remat =
-      tessera::tesserac::stepRematMode();
-  if (!remat)
-    return fail(toString(remat.takeError()));
   using tessera::tess::PlanAttr;
   int64_t zero = 0;
   if (searched.plan)
@@ -691,9 +722,8 @@ int writeModulePlan(
   }
   module->setAttr(tessera::sharding::kPlanAttrName,
                   PlanAttr::get(&context, tessera::tess::MeshAttr(), zero,
-                                tessera::pipeline::rematName(*remat), stages,
-                                schedule, microBatches, {}));
-  return 0;
+                                tessera::pipeline::rematName(searched.remat),
+                                stages, schedule, microBatches, {}));
 }
 
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
@@ -701,44 +731,57 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
 
 /// The memory of one rank's program for the searched plan, as --target
 /// --mesh compiles it: the training step in `module` partitioned (a copy),
-/// prepared for the lowering and analysed. Nullopt after printing the error.
+/// prepared for the lowering and analysed; `plan` is the copy's #tess.plan
+/// once partitioned (the mesh joined). Nullopt after printing the error.
 std::optional<tessera::StepMemory>
 partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
-                      const SearchedPlan &searched) {
+                      const SearchedPlan &searched,
+                      tessera::tess::PlanAttr &plan) {
   mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
   if (partitionForMesh(context, *step, searched))
     return std::nullopt;
+  plan = tessera::tess::PlanAttr::lookup(*step);
   return preparedStepMemory(context, *step, /*microBatches=*/1);
 }
 
-/// --explain: the cost model's estimate of the unsharded step on one device,
-/// then the searched sharding plan on `mesh`.
-int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                        const tessera::cost::Cluster &cluster,
-                        const tessera::cost::DeviceMesh &mesh,
-                        const tessera::sharding::MeshSearchOptions &options,
-                        StringRef title) {
-  // On a mesh the search's per-op model chooses; the analysis of the rank's
-  // compiled program then decides whether the plan fits. When it does not,
-  // the search runs again under a bound lowered by what its model missed.
+/// The plan of the training step for `mesh` on `cluster`: what --explain
+/// prints and what --target and --emit=cpp compile when the plan is
+/// searched (--cluster, --memory-limit or a --mesh without --strategy), so
+/// that both are one decision. Replaces the forward function in `module` by
+/// the training step with its #tess.plan written (not yet recomputed nor
+/// partitioned), and fills `searched`: the search's sharding plan and the
+/// least recomputation that fits one device (or the pinned one). On a mesh
+/// the search's per-op model chooses and the analysis of the rank's
+/// compiled program decides whether the plan fits; when it does not, the
+/// search runs again under a bound lowered by what its model missed.
+/// Returns 0, or 1 after printing the error.
+int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                     const tessera::cost::Cluster &cluster,
+                     const tessera::cost::DeviceMesh &mesh,
+                     const tessera::sharding::MeshSearchOptions &options,
+                     SearchedPlan &searched) {
   mlir::OwningOpRef<mlir::ModuleOp> forward(module.clone());
   tessera::sharding::MeshSearchOptions bounded = options;
   double limit = options.memoryLimitBytes.value_or(cluster.device.memoryBytes);
-  SearchedPlan searched;
-  std::optional<tessera::StepMemory> rank;
+  mlir::OwningOpRef<mlir::ModuleOp> step;
   for (int attempt = 0;; ++attempt) {
-    mlir::OwningOpRef<mlir::ModuleOp> step(forward->clone());
+    step = forward->clone();
     searched = SearchedPlan();
     if (int status = buildAndSearch(context, *step, cluster, mesh, bounded,
                                     /*search=*/true, searched))
       return status;
-    if (mesh.deviceCount() == 1)
+    writeModulePlan(context, *step, searched, std::nullopt);
+    if (mesh.deviceCount() == 1) {
+      searched.compiledPlan = tessera::tess::PlanAttr::lookup(*step);
       break;
-    rank = partitionedStepMemory(context, *step, searched);
-    if (!rank)
+    }
+    searched.rank =
+        partitionedStepMemory(context, *step, searched, searched.compiledPlan);
+    if (!searched.rank)
       return 1;
-    double missed = rank->totalBytes() - searched.plan->predicted.memoryBytes();
-    if (rank->totalBytes() <= limit)
+    const tessera::StepMemory &rank = *searched.rank;
+    double missed = rank.totalBytes() - searched.plan->predicted.memoryBytes();
+    if (rank.totalBytes() <= limit)
       break;
     if (attempt == 2 || missed <= 0)
       return fail(formatv("{0}: no sharding plan fits {1:F3} MiB per device "
@@ -748,20 +791,56 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                           "predicted {4:F3}); raise --memory-limit or use "
                           "more devices",
                           inputPath, limit / 1048576.0, mesh.describe(),
-                          rank->totalBytes() / 1048576.0,
+                          rank.totalBytes() / 1048576.0,
                           searched.plan->predicted.memoryBytes() / 1048576.0));
     bounded.memoryLimitBytes = limit - missed;
   }
+  module.getBodyRegion().takeBody(step->getBodyRegion());
+  module->setAttrs((*step)->getAttrDictionary());
+  return 0;
+}
+
+/// --explain: the cost model's estimate of the unsharded step on one device,
+/// the searched sharding plan on `mesh`, and the #tess.plan that --target
+/// compiles for the same flags (and its executable prints at start).
+int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                        const tessera::cost::Cluster &cluster,
+                        const tessera::cost::DeviceMesh &mesh,
+                        const tessera::sharding::MeshSearchOptions &options,
+                        StringRef title) {
+  SearchedPlan searched;
+  if (int status =
+          planTrainingStep(context, module, cluster, mesh, options, searched))
+    return status;
   return writeOutput([&](raw_ostream &os) {
     tessera::cost::printTrainingStepEstimate(*searched.estimate, title, os);
     tessera::sharding::printTrainingShardingPlan(*searched.plan, cluster, os);
-    if (rank)
+    if (searched.rank)
       os << formatv("Peak device memory per rank as compiled (the partitioned "
                     "step's arena and training state): {0:F3} MiB; the "
                     "search's prediction: {1:F3} MiB\n",
-                    rank->totalBytes() / 1048576.0,
+                    searched.rank->totalBytes() / 1048576.0,
                     searched.plan->predicted.memoryBytes() / 1048576.0);
+    os << "Plan as compiled: " << mlir::Attribute(searched.compiledPlan)
+       << "\n";
   });
+}
+
+/// The training step in `module` with its #tess.plan for `mesh`: the plan
+/// searched as --explain searches it, or the one --strategy forces.
+/// Returns 0, or 1 after printing the error.
+int buildPlannedStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                     const tessera::cost::Cluster &cluster,
+                     const tessera::cost::DeviceMesh &mesh,
+                     const tessera::sharding::MeshSearchOptions &options,
+                     SearchedPlan &searched) {
+  if (forcedStrategy.empty())
+    return planTrainingStep(context, module, cluster, mesh, options, searched);
+  if (int status = buildAndSearch(context, module, cluster, mesh, options,
+                                  /*search=*/false, searched))
+    return status;
+  writeModulePlan(context, module, searched, std::nullopt);
+  return 0;
 }
 
 /// --partition: the training step as one rank of `mesh` runs it, for the
@@ -772,11 +851,8 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                           const tessera::cost::DeviceMesh &mesh,
                           const tessera::sharding::MeshSearchOptions &options) {
   SearchedPlan searched;
-  bool forced = !forcedStrategy.empty();
-  if (int status = buildAndSearch(context, module, cluster, mesh, options,
-                                  /*search=*/!forced, searched))
-    return status;
-  if (int status = writeModulePlan(context, module, searched, std::nullopt))
+  if (int status =
+          buildPlannedStep(context, module, cluster, mesh, options, searched))
     return status;
   if (int status = partitionForMesh(context, module, searched))
     return status;
@@ -817,43 +893,68 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
                    inputPath + ": partitioning the training step failed");
 }
 
-/// The mesh of --target/--emit=cpp --mesh: the program is partitioned for it
-/// (the searched plan, or the forced --strategy).
-struct MeshTarget {
+/// Refuses a searched mesh plan the compiled driver cannot run: a
+/// parameter whose optimizer state (ZeRO-1) or gradient (ZeRO-2) alone is
+/// sharded leaves its gradient split where the driver updates whole blocks
+/// (its own ZeRO-1 shards over launched data-parallel ranks instead).
+/// Returns 0, or 1 after an error naming the flags that pin a runnable plan.
+int requireRunnableOnMesh(const SearchedPlan &searched) {
+  for (const tessera::sharding::ParameterSharding &parameter :
+       searched.plan->parameters)
+    if ((parameter.zeroStage == 1 || parameter.zeroStage == 2) &&
+        !parameter.zeroAxes.empty())
+      return fail(formatv(
+          "{0}: the searched plan shards the {1} of '{2}' (ZeRO-{3}), "
+          "which the compiled mesh program cannot run (it updates whole "
+          "blocks; the executable's ZeRO-1 works over launched "
+          "data-parallel ranks): pin a runnable plan with --zero 0 or "
+          "--zero 3, or force one with --strategy dp|tp|dp-tp",
+          inputPath,
+          parameter.zeroStage == 1 ? "optimizer state" : "gradient",
+          parameter.name, parameter.zeroStage));
+  return 0;
+}
+
+/// The cluster and mesh --target/--emit=cpp plan for: searched as --explain
+/// searches (--cluster, --memory-limit, a --mesh without --strategy), or a
+/// --mesh's forced --strategy. `partitioned`: --mesh was given, so the
+/// program is one rank's.
+struct PlanTarget {
   const tessera::cost::Cluster *cluster = nullptr;
   tessera::cost::DeviceMesh mesh;
   tessera::sharding::MeshSearchOptions searchOptions;
+  bool partitioned = false;
 };
 
 /// --emit=cpp and --target cpu -o FILE: the training program, lowered to
 /// C++, and (for an executable) its weights and the compiled binary. With
-/// `meshTarget`, the program one rank of its mesh runs; the weights file
-/// keeps the whole tensors (the driver cuts each rank's blocks).
+/// `planTarget`, the plan --explain prints for the same flags (or the forced
+/// --strategy); partitioned, the program one rank of its mesh runs, whose
+/// weights file keeps the whole tensors (the driver cuts each rank's
+/// blocks).
 /// With `stepPipeline`, the program is cut into its stages
 /// (tess-split-pipeline-stages) after remat and before the lowering's
 /// fusions, which then apply to every chunk function.
 int compileTrainingProgram(
     mlir::MLIRContext &context, mlir::ModuleOp module, bool buildExecutable,
-    const std::optional<MeshTarget> &meshTarget,
+    const std::optional<PlanTarget> &planTarget,
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
   SearchedPlan searched;
-  if (meshTarget) {
-    if (int status = buildAndSearch(
-            context, module, *meshTarget->cluster, meshTarget->mesh,
-            meshTarget->searchOptions, /*search=*/forcedStrategy.empty(),
-            searched))
+  searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
+  if (planTarget) {
+    if (int status = buildPlannedStep(context, module, *planTarget->cluster,
+                                      planTarget->mesh,
+                                      planTarget->searchOptions, searched))
       return status;
-  } else if (int status =
-                 buildTrainingStep(context, module, /*oneDevice=*/true)) {
-    return status;
+    if (planTarget->partitioned && searched.plan)
+      if (int status = requireRunnableOnMesh(searched))
+        return status;
+  } else {
+    if (int status = buildTrainingStep(context, module, /*oneDevice=*/true))
+      return status;
+    writeModulePlan(context, module, searched, stepPipeline);
   }
-  if (int status = writeModulePlan(context, module, searched, stepPipeline))
-    return status;
-  Expected<tessera::pipeline::RematMode> remat =
-      tessera::tesserac::stepRematMode();
-  if (!remat)
-    return fail(toString(remat.takeError()));
-  if (int status = rematerializeStep(context, module, *remat))
+  if (int status = rematerializeStep(context, module, searched.remat))
     return status;
 
   // The weights file and the executable are written under staging names
@@ -875,7 +976,7 @@ int compileTrainingProgram(
                                          staged.stage(weightsPath)))
       return status;
   }
-  if (meshTarget)
+  if (planTarget && planTarget->partitioned)
     if (int status = partitionForMesh(context, module, searched))
       return status;
 
@@ -942,7 +1043,6 @@ int compileTrainingProgram(
     return fail(error);
   return 0;
 }
-
 
 } // namespace
 
@@ -1021,6 +1121,15 @@ int main(int argc, char **argv) {
       emit != EmitStage::Cpp)
     return fail("--remat applies to --target, --emit=cpp or --explain "
                 "--pipeline");
+  // --remat pins the built step's recomputation (--explain hands it to the
+  // pipeline planner).
+  if (tessera::tesserac::rematRequested() && !explain) {
+    Expected<tessera::pipeline::RematMode> mode =
+        tessera::tesserac::stepRematMode();
+    if (!mode)
+      return fail(toString(mode.takeError()));
+    rematPin = *mode;
+  }
   if (loss != "causal-lm" && loss != "mlm")
     return fail("--loss " + loss + ": expected causal-lm or mlm");
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")
@@ -1053,12 +1162,19 @@ int main(int argc, char **argv) {
   tessera::sharding::MeshSearchOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
   // --mesh with --target or --emit=cpp: the program of one rank of the mesh.
-  bool meshProgram = meshSpec.getNumOccurrences() && !explain &&
-                     !partitionStep &&
-                     (buildExecutable || emit == EmitStage::Cpp);
-  if (meshProgram && !forcedStrategy.empty() &&
-      (memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
-       shardPins.getNumOccurrences() || searchTimeout.getNumOccurrences()))
+  bool compiling = !explain && (buildExecutable || emit == EmitStage::Cpp);
+  bool meshProgram =
+      meshSpec.getNumOccurrences() && !partitionStep && compiling;
+  bool searchFlags =
+      memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
+      shardPins.getNumOccurrences() || searchTimeout.getNumOccurrences();
+  // --target and --emit=cpp compile the plan --explain prints for the same
+  // flags when given its cluster or its search's flags, and for a --mesh
+  // without --strategy; --stages is a pipeline given by hand.
+  bool plannedProgram = compiling && !stepPipeline && forcedStrategy.empty() &&
+                        (clusterName.getNumOccurrences() || searchFlags ||
+                         meshProgram);
+  if (meshProgram && !forcedStrategy.empty() && searchFlags)
     return fail("--strategy forces the plan; --memory-limit, --zero, "
                 "--shard and --search-timeout configure the search it "
                 "replaces");
@@ -1079,7 +1195,25 @@ int main(int argc, char **argv) {
     return fail("--strategy chooses the plan of a --mesh: add --partition "
                 "--emit=mlir, or --target cpu|cuda / --emit=cpp with --mesh");
   }
-  if (explain || partitionStep || meshProgram) {
+  std::optional<tessera::tesserac::PlanPins> planPins;
+  if (planArgument.getNumOccurrences()) {
+    if (!explain)
+      return fail("--plan is --explain's: it predicts the step of a plan "
+                  "(--target compiles the plan --explain prints for the same "
+                  "flags)");
+    if (meshSpec.getNumOccurrences() || zeroStage.getNumOccurrences() ||
+        tessera::tesserac::rematRequested())
+      return fail("--plan gives the mesh, the ZeRO stage and the "
+                  "recomputation: drop --mesh, --zero and --remat");
+    Expected<tessera::tesserac::PlanPins> pins =
+        tessera::tesserac::readPlanPins(planArgument);
+    if (!pins)
+      return fail(toString(pins.takeError()));
+    planPins = *pins;
+    meshSpec = planPins->mesh;
+    rematPin = planPins->remat;
+  }
+  if (explain || partitionStep || meshProgram || plannedProgram) {
     if (explain && (emit != EmitStage::None || buildExecutable || summary))
       return fail("--explain cannot be combined with --emit, --summary or "
                   "--target");
@@ -1118,6 +1252,8 @@ int main(int argc, char **argv) {
                     ": expected a ZeRO stage 0, 1, 2 or 3");
       searchOptions.zeroStage = zeroStage.getValue();
     }
+    if (planPins && planPins->zero)
+      searchOptions.zeroStage = *planPins->zero;
     if (!(searchTimeout > 0))
       return fail("--search-timeout " + std::to_string(searchTimeout) +
                   ": expected a positive number of seconds");
@@ -1133,11 +1269,12 @@ int main(int argc, char **argv) {
       bound += (bound.empty() ? "" : ", ") + name + "=" + std::to_string(value);
     if (!bound.empty())
       explainTitle += " (" + bound + ")";
-  } else if (memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
-             shardPins.getNumOccurrences() ||
-             searchTimeout.getNumOccurrences()) {
+  } else if (searchFlags) {
     return fail("--memory-limit, --zero, --shard and --search-timeout "
-                "configure --explain's sharding search; add --explain");
+                "configure --explain's sharding search; add --explain" +
+                Twine(stepPipeline ? " (a pipeline given by --stages is not "
+                                     "searched)"
+                                   : " or --target/--emit=cpp"));
   }
   // The executable starts from the ONNX initializers, written beside it.
   options.loadWeights = loadWeights || (buildExecutable && !withoutWeights);
@@ -1179,11 +1316,11 @@ int main(int argc, char **argv) {
                                  searchOptions);
 
   if (emit == EmitStage::Cpp || buildExecutable) {
-    std::optional<MeshTarget> meshTarget;
-    if (meshProgram)
-      meshTarget = MeshTarget{&*cluster, mesh, searchOptions};
+    std::optional<PlanTarget> planTarget;
+    if (meshProgram || plannedProgram)
+      planTarget = PlanTarget{&*cluster, mesh, searchOptions, meshProgram};
     return compileTrainingProgram(context, **module, buildExecutable,
-                                  meshTarget, stepPipeline);
+                                  planTarget, stepPipeline);
   }
 
   // --summary with --loss or --precision: also the device memory of the
