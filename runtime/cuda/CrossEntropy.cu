@@ -35,10 +35,6 @@
 
 #include <cuda_pipeline.h>
 
-#include <cstdlib>
-#include <string>
-#include <type_traits>
-
 using namespace tessera::cuda;
 using tessera::cpu::ClassLayout;
 using tessera::cpu::requireLossGradOperands;
@@ -51,23 +47,11 @@ namespace {
 
 /// Threads per row and 16-byte vectors each thread keeps in shared memory:
 /// 512 threads x 13 vectors x 8 bf16 = 53248 classes in 104 KiB, two blocks
-/// to an SM's 228 KiB; or 1024 threads, one block an SM, caching 106496
-/// classes in 208 KiB: a 128256-class row is then read twice only past 83 %
-/// of it instead of past 41 % (TESSERA_CE_ROW_THREADS picks; A/B knob).
+/// to an SM's 228 KiB.
+constexpr int kRowThreads = 512;
 constexpr int kCachedVectors = 13;
-template <int Threads>
 constexpr size_t kCacheBytes =
-    sizeof(uint4) * static_cast<size_t>(kCachedVectors) * Threads;
-
-/// The block size of the row kernels: 512 unless TESSERA_CE_ROW_THREADS
-/// says 1024.
-int rowThreads() {
-  static const int threads = [] {
-    const char *value = std::getenv("TESSERA_CE_ROW_THREADS");
-    return value && std::string(value) == "1024" ? 1024 : 512;
-  }();
-  return threads;
-}
+    sizeof(uint4) * static_cast<size_t>(kCachedVectors) * kRowThreads;
 
 struct RowResult {
   double loss;
@@ -230,8 +214,8 @@ __device__ int64_t targetOf(const void *targets, int targetType, int64_t row,
   return target;
 }
 
-template <typename T, int Threads>
-__global__ void __launch_bounds__(Threads, 1024 / Threads)
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads, 2)
     rowLossKernel(const T *logits, const void *targets, int targetType,
                   int64_t classes, int64_t ignoreIndex, RowResult *results,
                   DeviceErrorRecord *errors) {
@@ -309,8 +293,8 @@ __device__ __forceinline__ float logitGradient(float logit, double normalizer,
   return rowWeight * (probability - (isTarget ? 1.0f : 0.0f));
 }
 
-template <typename T, bool VectorStore, int Threads>
-__global__ void __launch_bounds__(Threads, 1024 / Threads)
+template <typename T, bool VectorStore>
+__global__ void __launch_bounds__(kRowThreads, 2)
     rowGradientKernel(const T *logits, const void *targets, int targetType,
                       const void *dloss, int dlossType, const double *count,
                       void *dlogits, int dlogitType, int64_t classes,
@@ -387,26 +371,13 @@ __global__ void __launch_bounds__(Threads, 1024 / Threads)
 /// Lets `kernel` take the row cache's dynamic shared memory (more than the
 /// default 48 KiB), preferring shared memory to L1 so that two blocks fit an
 /// SM. Set on every launch: cheap, and right on whichever device is current.
-template <int Threads, typename Kernel> void allowRowCache(Kernel kernel) {
+template <typename Kernel> void allowRowCache(Kernel kernel) {
   cudaCheck(cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(kCacheBytes<Threads>)));
+      static_cast<int>(kCacheBytes)));
   cudaCheck(cudaFuncSetAttribute(
       kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
       cudaSharedmemCarveoutMaxShared));
-}
-
-template <typename T, int Threads>
-void launchRowLossWith(const tessera_tensor &logits,
-                       const tessera_tensor &targets, int64_t rows,
-                       int64_t classes, int64_t ignoreIndex,
-                       RowResult *results, DeviceErrorRecord *errors,
-                       cudaStream_t stream) {
-  allowRowCache<Threads>(rowLossKernel<T, Threads>);
-  rowLossKernel<T, Threads><<<static_cast<unsigned>(rows), Threads,
-                              kCacheBytes<Threads>, stream>>>(
-      static_cast<const T *>(logits.data), targets.data, targets.dtype,
-      classes, ignoreIndex, results, errors);
 }
 
 template <typename T>
@@ -414,12 +385,11 @@ void launchRowLoss(const tessera_tensor &logits, const tessera_tensor &targets,
                    int64_t rows, int64_t classes, int64_t ignoreIndex,
                    RowResult *results, DeviceErrorRecord *errors,
                    cudaStream_t stream) {
-  if (rowThreads() == 1024)
-    launchRowLossWith<T, 1024>(logits, targets, rows, classes, ignoreIndex,
-                               results, errors, stream);
-  else
-    launchRowLossWith<T, 512>(logits, targets, rows, classes, ignoreIndex,
-                              results, errors, stream);
+  allowRowCache(rowLossKernel<T>);
+  rowLossKernel<T><<<static_cast<unsigned>(rows), kRowThreads, kCacheBytes,
+                     stream>>>(
+      static_cast<const T *>(logits.data), targets.data, targets.dtype,
+      classes, ignoreIndex, results, errors);
 }
 
 template <typename T>
@@ -435,21 +405,13 @@ void launchRowGradient(const tessera_tensor &logits,
       dlogits.dtype == logits.dtype &&
       (reinterpret_cast<uintptr_t>(dlogits.data) -
        reinterpret_cast<uintptr_t>(logits.data)) % 16 == 0;
-  auto run = [&](auto threads) {
-    constexpr int Threads = decltype(threads)::value;
-    auto launch = vectorStore ? rowGradientKernel<T, true, Threads>
-                              : rowGradientKernel<T, false, Threads>;
-    allowRowCache<Threads>(launch);
-    launch<<<static_cast<unsigned>(rows), Threads, kCacheBytes<Threads>,
-             stream>>>(static_cast<const T *>(logits.data), targets.data,
-                       targets.dtype, dloss.data, dloss.dtype, count,
-                       dlogits.data, dlogits.dtype, classes, ignoreIndex,
-                       results, errors);
-  };
-  if (rowThreads() == 1024)
-    run(std::integral_constant<int, 1024>());
-  else
-    run(std::integral_constant<int, 512>());
+  auto launch = vectorStore ? rowGradientKernel<T, true>
+                            : rowGradientKernel<T, false>;
+  allowRowCache(launch);
+  launch<<<static_cast<unsigned>(rows), kRowThreads, kCacheBytes, stream>>>(
+      static_cast<const T *>(logits.data), targets.data, targets.dtype,
+      dloss.data, dloss.dtype, count, dlogits.data, dlogits.dtype, classes,
+      ignoreIndex, results, errors);
 }
 
 /// With `countTargets` (a block of a batch), counts the batch's counted
