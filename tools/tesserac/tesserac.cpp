@@ -4,7 +4,8 @@
 //            [--emit=tess-import|mlir|cpp] [--summary] [-o FILE]
 //            [--target cpu|cuda --loss causal-lm|mlm --precision fp32|bf16|fp16
 //             [--cxx CXX] [--runtime-dir DIR] -o train]
-//            [--explain [--loss ...] [--precision ...] [--mesh 2x4|dp=2,tp=4]
+//            [--explain [--loss ...] [--precision ...]
+//             [--mesh 2x4|dp=2,tp=4 | --devices N]
 //             [--cluster h200|h200-multinode|a100-megatron|FILE.json]
 //             [--plan '#tess.plan<...>'|EXECUTABLE]]
 //            [--partition --mesh SHAPE --emit=mlir [--strategy dp|tp|dp-tp]]
@@ -25,10 +26,11 @@
 // the step as compiled (lib/Analysis/StepMemory.h, as --summary prints it),
 // which decides whether the plan fits, and ends with that plan as the
 // module's #tess.plan. `--target` and `--emit=cpp` given --cluster, the
-// search's flags or a --mesh without --strategy make the same decision
-// (planTrainingStep) and compile its plan, which the executable carries and
-// prints at start; `--explain --plan TEXT|FILE` predicts the step of such a
-// plan (its mesh, ZeRO stage and recomputation pinned).
+// search's flags, --devices N (the mesh of N devices whose plan fits and is
+// fastest, chooseMesh) or a --mesh without --strategy make the same
+// decision (planTrainingStep) and compile its plan, which the executable
+// carries and prints at start; `--explain --plan TEXT|FILE` predicts the
+// step of such a plan (its mesh, ZeRO stage and recomputation pinned).
 // `--partition --mesh SHAPE --emit=mlir` writes the training step as one rank
 // runs it (tess-partition-spmd): for the plan the search picks (the flags of
 // --explain's search apply: --memory-limit, --zero, --shard,
@@ -77,6 +79,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <limits>
 #include <optional>
 
 using namespace llvm;
@@ -185,6 +188,12 @@ cl::opt<std::string>
                       "(default: 1 device); with --target or --emit=cpp, "
                       "the program is partitioned for it"),
              cl::value_desc("SHAPE"), cl::cat(category));
+cl::opt<int64_t> deviceCount(
+    "devices",
+    cl::desc("Instead of --mesh, with --explain, --target or --emit=cpp: "
+             "the mesh of N of the cluster's devices (dp, tp or dp x tp) "
+             "whose searched plan fits and is predicted fastest"),
+    cl::value_desc("N"), cl::cat(category));
 cl::opt<std::string> clusterName(
     "cluster",
     cl::desc("Cluster: h200, h200-multinode, a100-megatron or a cluster "
@@ -614,16 +623,21 @@ struct SearchedPlan {
 
 /// --remat (a pin on the plan's recomputation), or --explain --plan's.
 std::optional<tessera::pipeline::RematMode> rematPin;
+/// Off while --devices weighs the meshes it does not keep: the plan's
+/// deviations are remarked for the one chosen.
+bool partitionRemarks = true;
 
 /// Builds the training step in `module` (as --target does) and, unless
 /// `search` is false, searches the sharding plan of the forward function on
 /// `mesh`, calibrated by the cost model's estimate of the unsharded step on
-/// one device. Returns 0, or 1 after printing the error.
+/// one device. Returns 0, or 1 after printing the error; with `unfit`, a
+/// search that finds no plan returns 2 with its reason there instead.
 int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
                    const tessera::cost::Cluster &cluster,
                    const tessera::cost::DeviceMesh &mesh,
                    tessera::sharding::MeshSearchOptions searchOptions,
-                   bool search, SearchedPlan &result) {
+                   bool search, SearchedPlan &result,
+                   std::string *unfit = nullptr) {
   // The search plans the forward function; the training step replaces it.
   result.planned = module.clone();
   auto forward = result.planned->lookupSymbol<mlir::func::FuncOp>("forward");
@@ -692,8 +706,12 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   }
   auto plan = tessera::sharding::searchTrainingSharding(forward, mesh, cluster,
                                                         searchOptions);
-  if (!plan)
-    return fail(inputPath + ": " + toString(plan.takeError()));
+  if (!plan) {
+    if (!unfit)
+      return fail(inputPath + ": " + toString(plan.takeError()));
+    *unfit = toString(plan.takeError());
+    return 2;
+  }
   result.estimate = std::move(*estimate);
   result.plan = std::move(*plan);
   return 0;
@@ -754,12 +772,13 @@ partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// the search's per-op model chooses and the analysis of the rank's
 /// compiled program decides whether the plan fits; when it does not, the
 /// search runs again under a bound lowered by what its model missed.
-/// Returns 0, or 1 after printing the error.
+/// Returns 0, or 1 after printing the error; with `unfit`, 2 when no plan
+/// fits the mesh, the reason there instead of printed.
 int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                      const tessera::cost::Cluster &cluster,
                      const tessera::cost::DeviceMesh &mesh,
                      const tessera::sharding::MeshSearchOptions &options,
-                     SearchedPlan &searched) {
+                     SearchedPlan &searched, std::string *unfit = nullptr) {
   mlir::OwningOpRef<mlir::ModuleOp> forward(module.clone());
   tessera::sharding::MeshSearchOptions bounded = options;
   double limit = options.memoryLimitBytes.value_or(cluster.device.memoryBytes);
@@ -768,7 +787,7 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
     step = forward->clone();
     searched = SearchedPlan();
     if (int status = buildAndSearch(context, *step, cluster, mesh, bounded,
-                                    /*search=*/true, searched))
+                                    /*search=*/true, searched, unfit))
       return status;
     writeModulePlan(context, *step, searched, std::nullopt);
     if (mesh.deviceCount() == 1) {
@@ -783,20 +802,73 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
     double missed = rank.totalBytes() - searched.plan->predicted.memoryBytes();
     if (rank.totalBytes() <= limit)
       break;
-    if (attempt == 2 || missed <= 0)
-      return fail(formatv("{0}: no sharding plan fits {1:F3} MiB per device "
-                          "on mesh {2} as compiled: the search's plan needs "
-                          "{3:F3} MiB per rank (its arena planned from "
-                          "liveness and the training state; the search "
-                          "predicted {4:F3}); raise --memory-limit or use "
-                          "more devices",
-                          inputPath, limit / 1048576.0, mesh.describe(),
-                          rank.totalBytes() / 1048576.0,
-                          searched.plan->predicted.memoryBytes() / 1048576.0));
+    if (attempt == 2 || missed <= 0) {
+      std::string reason = formatv(
+          "no sharding plan fits {0:F3} MiB per device on mesh {1} as "
+          "compiled: the search's plan needs {2:F3} MiB per rank (its arena "
+          "planned from liveness and the training state; the search "
+          "predicted {3:F3}); raise --memory-limit or use more devices",
+          limit / 1048576.0, mesh.describe(), rank.totalBytes() / 1048576.0,
+          searched.plan->predicted.memoryBytes() / 1048576.0);
+      if (!unfit)
+        return fail(inputPath + ": " + reason);
+      *unfit = reason;
+      return 2;
+    }
     bounded.memoryLimitBytes = limit - missed;
   }
   module.getBodyRegion().takeBody(step->getBodyRegion());
   module->setAttrs((*step)->getAttrDictionary());
+  return 0;
+}
+
+/// --devices N: the mesh of N devices, dp=N, tp=N or dp=A,tp=B with A x B
+/// = N, whose searched plan fits (planTrainingStep's decision, on a copy of
+/// `module`) and is predicted the fastest; the first such on a tie. One
+/// place for --explain and --target, so both take the same mesh. Returns
+/// 0, or 1 after printing the error (with each mesh's reason when none
+/// fits).
+int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
+               const tessera::cost::Cluster &cluster, int64_t devices,
+               const tessera::sharding::MeshSearchOptions &options,
+               tessera::cost::DeviceMesh &chosen) {
+  double fastest = std::numeric_limits<double>::infinity();
+  std::string reasons;
+  for (int64_t dp = devices; dp >= 1; --dp) {
+    if (devices % dp != 0)
+      continue;
+    int64_t tp = devices / dp;
+    std::string spec = tp == 1   ? formatv("dp={0}", dp).str()
+                       : dp == 1 ? formatv("tp={0}", tp).str()
+                                 : formatv("dp={0},tp={1}", dp, tp).str();
+    auto mesh = tessera::cost::parseMesh(spec);
+    if (!mesh)
+      return fail(toString(mesh.takeError()));
+    if (Error placed = tessera::cost::placeOnCluster(*mesh, cluster))
+      return fail(toString(std::move(placed)));
+    mlir::OwningOpRef<mlir::ModuleOp> candidate(module.clone());
+    SearchedPlan searched;
+    std::string unfit;
+    partitionRemarks = false;
+    int status = planTrainingStep(context, *candidate, cluster, *mesh, options,
+                                  searched, &unfit);
+    partitionRemarks = true;
+    if (status == 1)
+      return 1;
+    if (status == 2) {
+      reasons += "\n  " + spec + ": " + unfit;
+      continue;
+    }
+    double seconds = searched.plan->predicted.stepSeconds();
+    if (seconds < fastest) {
+      fastest = seconds;
+      chosen = std::move(*mesh);
+    }
+  }
+  if (fastest == std::numeric_limits<double>::infinity())
+    return fail(formatv("{0}: --devices {1}: no mesh of {1} devices fits "
+                        "a plan on cluster '{2}':{3}",
+                        inputPath, devices, cluster.name, reasons));
   return 0;
 }
 
@@ -886,7 +958,9 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
     if (!report)
       return fail(inputPath + ": " + toString(report.takeError()));
     for (const std::string &line : report->deviations)
-      WithColor::remark(errs(), "tesserac") << "partition: " << line << "\n";
+      if (partitionRemarks)
+        WithColor::remark(errs(), "tesserac") << "partition: " << line
+                                              << "\n";
   }
   partitioning.addPass(tessera::createPartitionSpmd());
   return runPasses(partitioning, module,
@@ -1163,8 +1237,26 @@ int main(int argc, char **argv) {
   std::string explainTitle = sys::path::filename(inputPath).str();
   // --mesh with --target or --emit=cpp: the program of one rank of the mesh.
   bool compiling = !explain && (buildExecutable || emit == EmitStage::Cpp);
-  bool meshProgram =
-      meshSpec.getNumOccurrences() && !partitionStep && compiling;
+  bool devicesGiven = deviceCount.getNumOccurrences() > 0;
+  if (devicesGiven) {
+    if (!explain && !compiling)
+      return fail("--devices chooses the mesh of --explain, --target or "
+                  "--emit=cpp");
+    if (deviceCount < 1)
+      return fail("--devices " + Twine(deviceCount.getValue()) +
+                  ": must be positive");
+    if (meshSpec.getNumOccurrences() || planArgument.getNumOccurrences())
+      return fail("--devices chooses the mesh, which --mesh and --plan pin: "
+                  "give one of them");
+    if (!forcedStrategy.empty() || shardPins.getNumOccurrences())
+      return fail("--strategy and --shard name the axes of a --mesh: give "
+                  "the --mesh instead of --devices");
+    if (stepPipeline)
+      return fail("--devices searches one stage's mesh; a pipeline given by "
+                  "--stages runs one rank per stage (drop --devices)");
+  }
+  bool meshProgram = (meshSpec.getNumOccurrences() || deviceCount > 1) &&
+                     !partitionStep && compiling;
   bool searchFlags =
       memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
       shardPins.getNumOccurrences() || searchTimeout.getNumOccurrences();
@@ -1173,7 +1265,7 @@ int main(int argc, char **argv) {
   // without --strategy; --stages is a pipeline given by hand.
   bool plannedProgram = compiling && !stepPipeline && forcedStrategy.empty() &&
                         (clusterName.getNumOccurrences() || searchFlags ||
-                         meshProgram);
+                         devicesGiven || meshProgram);
   if (meshProgram && !forcedStrategy.empty() && searchFlags)
     return fail("--strategy forces the plan; --memory-limit, --zero, "
                 "--shard and --search-timeout configure the search it "
@@ -1308,6 +1400,12 @@ int main(int argc, char **argv) {
       return 1;
   }
 
+  // --devices: the mesh is the one whose plan is best, for the model as
+  // imported (so after the import, unlike --mesh).
+  if (devicesGiven && deviceCount > 1)
+    if (int status = chooseMesh(context, **module, *cluster, deviceCount,
+                                searchOptions, mesh))
+      return status;
   if (explain)
     return explainTrainingStep(context, **module, *cluster, mesh,
                                searchOptions, explainTitle);
