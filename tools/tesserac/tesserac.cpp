@@ -197,13 +197,15 @@ cl::opt<int64_t> deviceCount(
 cl::opt<std::string> clusterName(
     "cluster",
     cl::desc("Cluster: h200, h200-multinode, a100-megatron or a cluster "
-             "JSON file (lib/CostModel/README.md)"),
+             "JSON file (lib/CostModel/README.md); given to --target or "
+             "--emit=cpp, they compile the plan --explain prints on it"),
     cl::value_desc("NAME|FILE"), cl::init("h200"), cl::cat(category));
 // --explain's sharding search (lib/Sharding/README.md).
 cl::opt<std::string> memoryLimit(
     "memory-limit",
     cl::desc("Per-device memory the plan must fit: 40GiB, 512MiB, 80GB or "
-             "bytes (default: the cluster's device memory)"),
+             "bytes (default: the cluster's device memory), for --explain "
+             "and the plan --target and --emit=cpp compile"),
     cl::value_desc("SIZE"), cl::cat(category));
 cl::opt<int> zeroStage("zero",
                        cl::desc("Force ZeRO stage N (0-3) for every "
