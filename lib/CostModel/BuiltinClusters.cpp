@@ -32,6 +32,12 @@ constexpr const char *h200Json = R"json({
   "description": "one node of 8 NVLink-connected NVIDIA H200 (141 GB)",
   "nodes": 1,
   "devices_per_node": 8,
+  "host": {
+    "comment": "measured by an --offload optimizer run on the lent GPU machine's host (16 cores, pinned memory; GPT-2 124M, 2026-12-05, bench/RESULTS.md)",
+    "adamw_elements_per_second": 4.48e9,
+    "device_to_host_bandwidth": 5.45e10,
+    "host_to_device_bandwidth": 5.11e10
+  },
   "device": {
     "name": "NVIDIA H200",
     "comment": "bf16 GEMM 790 TFLOP/s measured (PyTorch, 8192^3, ANCHORS.md); fp16 assumed equal; fp32 (no TF32) 90% of the 67 TFLOP/s datasheet; peaks are the datasheet's dense rates; HBM 4.8 TB/s datasheet; attention: cuDNN 9's fused kernels (the CUDA backend's default) in a traced GPT-2 124M step (bench/profile, 2026-12-03: 12 packed forwards 1.03 ms, backwards 3.36 ms, 2,164 GFLOP as OpCost counts them; Tessera's own flash kernels: 7.44 ms, 2.91e14), fp16 assumed equal",

@@ -401,7 +401,8 @@ Expected<Cluster> ClusterReader::read(StringRef text) {
     return fail("the top level must be a JSON object");
   if (Error error = checkKeys(*root, "",
                               {"name", "description", "nodes",
-                               "devices_per_node", "device", "links"}))
+                               "devices_per_node", "device", "links",
+                               "host"}))
     return std::move(error);
 
   Cluster cluster;
@@ -453,6 +454,29 @@ Expected<Cluster> ClusterReader::read(StringRef text) {
     if (!interLink)
       return interLink.takeError();
     cluster.interNode = std::move(*interLink);
+  }
+
+  auto host = object(*root, "", "host", /*required=*/false);
+  if (!host)
+    return host.takeError();
+  if (*host) {
+    if (Error error = checkKeys(**host, "host",
+                                {"adamw_elements_per_second",
+                                 "device_to_host_bandwidth",
+                                 "host_to_device_bandwidth"}))
+      return std::move(error);
+    HostModel model;
+    std::pair<StringRef, double *> fields[] = {
+        {"adamw_elements_per_second", &model.adamwElementsPerSecond},
+        {"device_to_host_bandwidth", &model.deviceToHostBandwidth},
+        {"host_to_device_bandwidth", &model.hostToDeviceBandwidth}};
+    for (auto [key, target] : fields) {
+      auto value = number(**host, "host", key, /*required=*/true);
+      if (!value)
+        return value.takeError();
+      *target = **value;
+    }
+    cluster.host = model;
   }
   return cluster;
 }

@@ -564,6 +564,49 @@ importedStepMemory(tessera::onnx_import::ImportOptions options, int64_t batch,
   return compiledStepMemory(context, **module, remat, microBatches);
 }
 
+/// `bytes` in MiB below a GiB, else in GiB.
+std::string sizeText(double bytes) {
+  return bytes < 1073741824.0 ? formatv("{0:F3} MiB", bytes / 1048576.0).str()
+                              : formatv("{0:F2} GiB", bytes / 1073741824.0).str();
+}
+
+/// What `--offload optimizer` (the executable's: fp32 masters and AdamW's
+/// moments in pinned host memory, AdamW on the host) leaves on the GPU for
+/// `memory` compiled with `remat`: "; with ... it needs X on the GPU ...",
+/// saying whether that fits `limitBytes` and, with the cluster's `host`,
+/// what a step pays for it (the host's AdamW over every element, and the
+/// gradients' and copies' PCIe transfers, which the executable overlaps
+/// with it range by range).
+std::string offloadAdvice(const tessera::StepMemory &memory,
+                          tessera::pipeline::RematMode remat,
+                          double limitBytes,
+                          const std::optional<tessera::cost::HostModel> &host) {
+  const tessera::TrainingStateBytes &state = memory.state;
+  double gpu = static_cast<double>(memory.offloadedTotalBytes());
+  std::string advice = formatv(
+      "; with the executable's --offload optimizer (--remat {0}) the GPU "
+      "would hold {1} and pinned host memory {2}",
+      tessera::pipeline::rematName(remat), sizeText(gpu),
+      sizeText(static_cast<double>(state.offloadedToHost())));
+  if (gpu > limitBytes)
+    return advice + ", which does not fit either";
+  advice += ", which fits: compile with --remat " +
+            std::string(tessera::pipeline::rematName(remat)) +
+            " and run with --offload optimizer";
+  if (host)
+    advice += formatv(
+        " (a step adds the host's AdamW, {0:F3} ms, beside {1:F3} ms of "
+        "PCIe copies it overlaps range by range)",
+        1e3 * static_cast<double>(state.trainableElements) /
+            host->adamwElementsPerSecond,
+        1e3 * (static_cast<double>(state.gradients) /
+                   host->deviceToHostBandwidth +
+               static_cast<double>(state.computeCopies +
+                                   state.masterReadWeights) /
+                   host->hostToDeviceBandwidth));
+  return advice;
+}
+
 /// The compiled one-device step that fits `limitBytes`, by the arena
 /// analysis: without recomputation, else with selective, else with full
 /// (the least recomputation that fits); only `pinned` when the user gave
@@ -571,22 +614,23 @@ importedStepMemory(tessera::onnx_import::ImportOptions options, int64_t batch,
 /// step is the unsharded one the search divides, without recomputation
 /// (the mesh program is built without it), whether or not it fits one
 /// device. Returns 0, or 1 after printing the error (nothing fits one
-/// device, with what each mode needs).
+/// device, with what each mode needs, and what the executable's
+/// `--offload optimizer` would need, priced by the cluster's `host` when it
+/// has one).
 int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                     const tessera::cost::DeviceMesh &mesh, double limitBytes,
                     std::optional<tessera::pipeline::RematMode> pinned,
+                    const std::optional<tessera::cost::HostModel> &host,
                     tessera::StepMemory &memory,
                     tessera::pipeline::RematMode &remat) {
   using tessera::pipeline::RematMode;
-  auto size = [](double bytes) {
-    return bytes < 1073741824.0 ? formatv("{0:F3} MiB", bytes / 1048576.0).str()
-                                : formatv("{0:F2} GiB", bytes / 1073741824.0).str();
-  };
+  const auto &size = sizeText;
   std::string needs;
   SmallVector<RematMode, 3> modes = {RematMode::None, RematMode::Selective,
                                      RematMode::Full};
   if (pinned)
     modes = {*pinned};
+  SmallVector<std::pair<RematMode, tessera::StepMemory>, 3> tried;
   for (RematMode mode : modes) {
     std::optional<tessera::StepMemory> analysed =
         compiledStepMemory(context, module, mode);
@@ -594,18 +638,29 @@ int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
       return 1;
     memory = *analysed;
     remat = mode;
+    tried.push_back({mode, memory});
     if (mesh.deviceCount() > 1 || memory.totalBytes() <= limitBytes)
       return 0;
     needs += formatv("{0}{1} with --remat {2}", needs.empty() ? "" : ", ",
                      size(memory.totalBytes()), tessera::pipeline::rematName(mode))
                  .str();
   }
+  // Offloading the optimizer state is what is left on one device: with
+  // the least recomputation whose offloaded state fits, else the most.
+  auto offloaded = llvm::find_if(tried, [&](const auto &entry) {
+    return static_cast<double>(entry.second.offloadedTotalBytes()) <=
+           limitBytes;
+  });
+  if (offloaded == tried.end())
+    offloaded = std::prev(tried.end());
+  std::string offload = offloadAdvice(offloaded->second, offloaded->first,
+                                      limitBytes, host);
   return fail(formatv("{0}: no plan fits {1} on one device: the "
                       "compiled step needs {2} (its arena planned from "
-                      "liveness and the training state); raise "
+                      "liveness and the training state){3}; raise "
                       "--memory-limit, lower --dim batch or use more "
                       "devices",
-                      inputPath, size(limitBytes), needs));
+                      inputPath, size(limitBytes), needs, offload));
 }
 
 /// The search's plan of the forward function and what it was calibrated by.
@@ -653,7 +708,7 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   result.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
   if (search &&
       fitCompiledStep(context, module, mesh, *searchOptions.memoryLimitBytes,
-                      rematPin, memory, result.remat))
+                      rematPin, cluster.host, memory, result.remat))
     return 1;
   // One device compiles the step the analysis above measured (q/k/v
   // packed); a mesh's is partitioned as the search planned the forward.

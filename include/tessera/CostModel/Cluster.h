@@ -26,6 +26,17 @@ namespace tessera::cost {
 /// Which level of the interconnect a group of devices talks over.
 enum class LinkLevel { IntraNode, InterNode };
 
+/// The host of each node, where `--offload optimizer` keeps the fp32
+/// masters and AdamW's moments and runs AdamW: its rate and the PCIe
+/// copies' (the offloaded executable prints all three at the end of a run).
+struct HostModel {
+  /// AdamW over fp32 masters and moments on the host's cores, elements a
+  /// second (each reads its gradient, writes its compute copy).
+  double adamwElementsPerSecond = 0;
+  /// Pinned-memory copies: gradients device -> host, copies host -> device.
+  double deviceToHostBandwidth = 0, hostToDeviceBandwidth = 0;
+};
+
 struct Cluster {
   std::string name;
   std::string description;
@@ -36,6 +47,9 @@ struct Cluster {
   /// Present exactly when the file has an "inter_node" link; required when
   /// `nodes > 1`.
   std::optional<LinkModel> interNode;
+  /// Present exactly when the file has a "host" section: what prices
+  /// `--offload optimizer` (tesserac says when only it fits).
+  std::optional<HostModel> host;
 
   int64_t deviceCount() const { return nodes * devicesPerNode; }
   const LinkModel &link(LinkLevel level) const {

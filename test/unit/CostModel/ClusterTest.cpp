@@ -189,6 +189,20 @@ TEST(LinkModel, AlphaBetaAndMeasuredTable) {
   }
 }
 
+// Tests the optional host section (what prices --offload optimizer): the
+// h200 built-in's measured rates, and none in a file without it.
+TEST(Cluster, Host) {
+  llvm::Expected<Cluster> h200 = loadCluster("h200");
+  ASSERT_TRUE(static_cast<bool>(h200));
+  ASSERT_TRUE(h200->host.has_value());
+  EXPECT_DOUBLE_EQ(h200->host->adamwElementsPerSecond, 4.48e9);
+  EXPECT_DOUBLE_EQ(h200->host->deviceToHostBandwidth, 5.45e10);
+  EXPECT_DOUBLE_EQ(h200->host->hostToDeviceBandwidth, 5.11e10);
+  llvm::Expected<Cluster> plain = parseCluster(minimalCluster(), "p.json");
+  ASSERT_TRUE(static_cast<bool>(plain)) << llvm::toString(plain.takeError());
+  EXPECT_FALSE(plain->host.has_value());
+}
+
 // Tests a file that sets only link defaults and one collective override.
 TEST(Cluster, LinkDefaultsAndOverrides) {
   llvm::Expected<Cluster> cluster = parseCluster(
@@ -217,7 +231,15 @@ TEST(Cluster, Errors) {
 
   EXPECT_EQ(errorOf(parseCluster(minimalCluster(R"( "nodez": 2,)"), "b.json")),
             "cluster file 'b.json': unknown field 'nodez' (expected one of: "
-            "name, description, nodes, devices_per_node, device, links)");
+            "name, description, nodes, devices_per_node, device, links, "
+            "host)");
+
+  EXPECT_EQ(errorOf(parseCluster(
+                minimalCluster(R"( "host": {"adamw_elements_per_second": 1e9,
+                                  "device_to_host_bandwidth": 1e10},)"),
+                "h.json")),
+            "cluster file 'h.json': missing field "
+            "'host.host_to_device_bandwidth'");
 
   std::string twoNodes = minimalCluster();
   twoNodes.replace(twoNodes.find("\"nodes\": 1"), 10, "\"nodes\": 2");
