@@ -313,7 +313,7 @@ int main() {
     for (int64_t offset = 0; offset < parameters; offset += chunkElements)
       table.push_back(
           {offset, std::min(chunkElements, parameters - offset), 0, 1,
-           offset});
+           offset, offset});
     tessera_tensor_chunk *chunks = nullptr;
     check(cudaMalloc(&chunks, table.size() * sizeof *chunks), "cudaMalloc");
     check(cudaMemcpy(chunks, table.data(), table.size() * sizeof *chunks,

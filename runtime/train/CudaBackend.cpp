@@ -180,6 +180,11 @@ public:
     requireResident("master weights and moments");
     useChunks(ParameterLayout::chunksOf(pieces, getDecays()));
   }
+  void gatherState(const std::function<void(const FlatBuffer &)> &,
+                   bool) override {
+    fail("internal error: gathering the state of a backend that holds it "
+         "whole");
+  }
   void finishStep() override {
     checkCuda(cudaStreamSynchronize(streamHandle), "finishing the step");
     if (offload)
@@ -636,7 +641,11 @@ makeCudaBackend(const tessera_program &program, const TrainOptions &options,
     fail("tessera_cuda_train_main runs CUDA programs; this one's tensors are "
          "in host memory (device kind " +
          std::to_string(program.device) + ")");
-  return std::make_unique<CudaBackend>(program, options, layout);
+  // The GPU keeps the whole state under ZeRO-1 for now (its shard saves
+  // AdamW's time, not memory): the host backend holds the shard only.
+  const ParameterLayout whole =
+      layout ? layout->withoutShard() : ParameterLayout(program);
+  return std::make_unique<CudaBackend>(program, options, &whole);
 }
 
 } // namespace tessera::train

@@ -6,8 +6,22 @@
 #include "TrainError.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace tessera::train {
+namespace {
+
+/// Rank `rank`'s shard of `gradients` as pieces of the flat buffers.
+std::vector<ParameterLayout::Piece>
+shardPieces(const comm::GradientLayout &gradients, int32_t rank) {
+  std::vector<ParameterLayout::Piece> pieces;
+  for (const comm::ShardSegment &segment : gradients.shardSegments(rank))
+    pieces.push_back(
+        {segment.parameter, segment.bufferOffset, segment.elements, -1});
+  return pieces;
+}
+
+} // namespace
 
 comm::GradientLayout gradientLayoutOf(const ParameterLayout &layout,
                                       int64_t bucketElements) {
@@ -48,12 +62,20 @@ DataParallelPlan planDataParallel(const tessera_program &program,
   return {std::move(gradients), std::move(placed), true, accumulators};
 }
 
+ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
+  ParameterLayout placed = parameters;
+  if (sharded)
+    placed.holdShard(shardPieces(gradients, rank));
+  return placed;
+}
+
 DataParallelGradients::DataParallelGradients(RankWorld &world,
                                              TrainingBackend &backend,
                                              const DataParallelPlan &plan,
                                              Trace &trace)
     : backend(backend), trace(trace),
       ranks(tessera_comm_size(world.dataParallelComm())),
+      rank(tessera_comm_rank(world.dataParallelComm())),
       reduceAfterLastMicroBatch(plan.reduceAccumulators), sharded(plan.sharded),
       agreement(world.dataParallelComm(), backend.stream()) {
   if (backend.getLayout().totalElements() != plan.parameters.totalElements())
@@ -65,14 +87,15 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
       world.dataParallelComm(), plan.gradients, gradients.data, gradients.dtype,
       sharded ? comm::ReduceMode::ReduceScatter : comm::ReduceMode::AllReduce,
       backend.stream(), world.commStream());
-  if (sharded) {
-    std::vector<ParameterLayout::Piece> pieces;
-    for (const comm::ShardSegment &segment : plan.gradients.shardSegments(
-             tessera_comm_rank(world.dataParallelComm())))
-      pieces.push_back(
-          {segment.parameter, segment.bufferOffset, segment.elements});
-    backend.restrictOptimizer(pieces);
-  }
+  if (backend.holdsShardOnly() && !sharded)
+    fail("internal error: a backend holds a shard of an unsharded plan");
+  if (sharded)
+    backend.restrictOptimizer(shardPieces(plan.gradients, rank));
+  // Per rank, so that what ZeRO saves shows (rank 0's line first is not
+  // promised: the ranks print as they start).
+  std::fprintf(stdout, "rank %d: %s\n", rank,
+               describeResidentState(backend.residentState()).c_str());
+  std::fflush(stdout);
   if (!reduceAfterLastMicroBatch) {
     tessera_step_context &context = backend.stepContext();
     context.gradient_ready = comm::GradientReducer::gradientReady;
@@ -113,6 +136,13 @@ std::vector<double> DataParallelGradients::parameterSumsOfSquares() {
 void DataParallelGradients::afterOptimizer() {
   if (!sharded)
     return;
+  if (backend.holdsShardOnly()) {
+    // AdamW wrote this rank's shard of what the step reads; the masters
+    // stay the shard's.
+    for (const FlatBuffer &buffer : backend.shardedStepBuffers())
+      reducer->allGatherShards(buffer.data, buffer.dtype);
+    return;
+  }
   reducer->allGatherShards(backend.masterWeights().data, TESSERA_F32);
   // AdamW rounded only this rank's shard into the copies the step reads.
   backend.refreshComputeCopies();
@@ -121,6 +151,14 @@ void DataParallelGradients::afterOptimizer() {
 void DataParallelGradients::gatherOptimizerState() {
   if (!sharded)
     return;
+  if (backend.holdsShardOnly()) {
+    backend.gatherState(
+        [&](const FlatBuffer &whole) {
+          reducer->allGatherShards(whole.data, whole.dtype);
+        },
+        /*keep=*/rank == 0);
+    return;
+  }
   reducer->allGatherShards(backend.firstMoments().data, TESSERA_F32);
   reducer->allGatherShards(backend.secondMoments().data, TESSERA_F32);
 }

@@ -91,6 +91,10 @@ struct DataParallelPlan {
   /// last one, instead of the compute-precision gradients during the
   /// backward pass.
   bool reduceAccumulators = false;
+
+  /// The placement of rank `rank`'s backend: `parameters`, and when
+  /// sharded its masters and moments for the rank's shard only.
+  ParameterLayout rankLayout(int32_t rank) const;
 };
 
 /// The plan of `ranks` ranks with --bucket-mb and --grad-accum of
@@ -104,7 +108,8 @@ DataParallelPlan planDataParallel(const tessera_program &program,
 class DataParallelGradients {
 public:
   /// Hooks the reducer into `backend`, which was made with
-  /// `plan.parameters` (see above).
+  /// `plan.rankLayout(rank)` (or `plan.parameters`: the state whole), and
+  /// prints the rank's resident training state.
   DataParallelGradients(RankWorld &world, TrainingBackend &backend,
                         const DataParallelPlan &plan, Trace &trace);
   ~DataParallelGradients();
@@ -121,11 +126,14 @@ public:
   /// (TrainingBackend::lastParameterSumsOfSquares), on every rank.
   /// Collective when sharded.
   std::vector<double> parameterSumsOfSquares();
-  /// After AdamW: ZeRO-1 gives every rank every shard's new weights.
+  /// After AdamW: ZeRO-1 gives every rank every shard's new weights (what
+  /// the step reads: the copies and mirrors of a sharded state, else the
+  /// masters, then rounded into the copies).
   void afterOptimizer();
-  /// ZeRO-1: every rank's shard of the moments (before a checkpoint) or of
-  /// the reduced gradients (before --dump-grads) to every rank. Collective:
-  /// every rank calls it.
+  /// ZeRO-1: every rank's shard of the optimizer state (before a
+  /// checkpoint or --dump-params: rank 0 then stores the whole state) or
+  /// of the reduced gradients (before --dump-grads) to every rank.
+  /// Collective: every rank calls it.
   void gatherOptimizerState();
   void gatherGradients();
   /// The sum and the largest value of a host scalar over the ranks.
@@ -137,6 +145,7 @@ private:
   TrainingBackend &backend;
   Trace &trace;
   int32_t ranks;
+  int32_t rank;
   bool reduceAfterLastMicroBatch;
   bool sharded;
   std::unique_ptr<comm::GradientReducer> reducer;

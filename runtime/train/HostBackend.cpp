@@ -109,10 +109,9 @@ public:
     return found;
   }
   void restrictOptimizer(
-      const std::vector<ParameterLayout::Piece> &pieces) override {
-    restriction = pieces;
-    restricted = true;
-  }
+      const std::vector<ParameterLayout::Piece> &pieces) override;
+  void gatherState(const std::function<void(const FlatBuffer &)> &gather,
+                   bool keep) override;
   void finishStep() override {}
   std::vector<std::vector<float>> copyOptimizerGradients() override {
     FlatBuffer source = optimizerGradients();
@@ -157,6 +156,9 @@ private:
   double stageLossSum = 0;
   bool restricted = false;
   std::vector<ParameterLayout::Piece> restriction;
+  /// Under a sharded state: the whole masters and moments gatherState
+  /// kept for the next storeState (empty otherwise).
+  std::vector<AlignedBuffer> gathered;
   std::vector<std::vector<unsigned char>> bufferValues;
   std::vector<int64_t> tokenValues, targetValues;
   /// The masters' slices (what AdamW updates) and what the program reads
@@ -169,9 +171,11 @@ HostBackend::HostBackend(const tessera_program &program,
                          const TrainOptions &options,
                          const ParameterLayout *plannedLayout)
     : FlatStateBackend(program, options, plannedLayout) {
-  master = AlignedBuffer(layout.totalBytes(TESSERA_F32));
-  firstMomentValues = AlignedBuffer(layout.totalBytes(TESSERA_F32));
-  secondMomentValues = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  const int64_t stateBytes =
+      layout.stateElements() * dtypeSize(TESSERA_F32);
+  master = AlignedBuffer(stateBytes);
+  firstMomentValues = AlignedBuffer(stateBytes);
+  secondMomentValues = AlignedBuffer(stateBytes);
   gradients = AlignedBuffer(layout.totalBytes(computeDtype));
   if (accumulating()) {
     accumulators = AlignedBuffer(layout.totalBytes(TESSERA_F32));
@@ -192,24 +196,102 @@ HostBackend::HostBackend(const tessera_program &program,
   if (computeCopyElements() > 0)
     computeCopies = AlignedBuffer(computeCopyElements() *
                                   static_cast<int64_t>(dtypeSize(computeDtype)));
+  if (mirrorElements() > 0)
+    mirror = AlignedBuffer(mirrorElements() * dtypeSize(TESSERA_F32));
+  gradientTensors = sliceTensors(gradients.get(), computeDtype);
+  if (holdsShardOnly()) {
+    // The optimizer covers the shard from the start; the step reads the
+    // mirrors where it would read masters.
+    restriction = layout.shard();
+    restricted = true;
+    stepTensors = stepParameterTensors(mirror.get(), computeCopies.get());
+    return;
+  }
   masterTensors = sliceTensors(master.get(), TESSERA_F32);
   stepTensors = stepParameterTensors(master.get(), computeCopies.get());
-  gradientTensors = sliceTensors(gradients.get(), computeDtype);
+}
+
+void HostBackend::restrictOptimizer(
+    const std::vector<ParameterLayout::Piece> &pieces) {
+  if (holdsShardOnly()) {
+    // The shard the state was allocated for; another would read elements
+    // this rank does not hold.
+    const std::vector<ParameterLayout::Piece> &held = layout.shard();
+    bool same = pieces.size() == held.size();
+    for (size_t i = 0; same && i < pieces.size(); ++i)
+      same = pieces[i].parameter == held[i].parameter &&
+             pieces[i].offset == held[i].offset &&
+             pieces[i].count == held[i].count;
+    if (!same)
+      fail("internal error: the optimizer's shard is not the one the "
+           "backend holds the state of");
+    return;
+  }
+  restriction = pieces;
+  restricted = true;
+}
+
+void HostBackend::gatherState(
+    const std::function<void(const FlatBuffer &)> &gather, bool keep) {
+  if (!holdsShardOnly())
+    fail("internal error: gathering the state of a backend that holds it "
+         "whole");
+  gathered.clear();
+  const int64_t elements = layout.totalElements();
+  for (AlignedBuffer *kind : {&master, &firstMomentValues,
+                              &secondMomentValues}) {
+    AlignedBuffer whole(layout.totalBytes(TESSERA_F32));
+    auto *target = static_cast<float *>(whole.get());
+    const auto *source = static_cast<const float *>(kind->get());
+    for (const ParameterLayout::Piece &piece : layout.shard())
+      std::memcpy(target + piece.offset, source + piece.stateOffset,
+                  static_cast<size_t>(piece.count) * sizeof(float));
+    gather({whole.get(), TESSERA_F32, elements});
+    if (keep)
+      gathered.push_back(std::move(whole));
+  }
 }
 
 void HostBackend::loadState(const TrainingState &state) {
+  bufferValues = state.buffers;
+  for (size_t i = 0; i < bufferTensors.size(); ++i)
+    bufferTensors[i].data = bufferValues[i].data();
+  if (holdsShardOnly()) {
+    // The shard's pieces of the whole tensors, and every step tensor.
+    for (const ParameterLayout::Piece &piece : layout.shard()) {
+      const auto at = static_cast<size_t>(piece.offset -
+                                          layout.offset(piece.parameter));
+      const auto bytes = static_cast<size_t>(piece.count) * sizeof(float);
+      const auto p = static_cast<size_t>(piece.parameter);
+      const auto place = static_cast<size_t>(piece.stateOffset);
+      std::memcpy(static_cast<float *>(master.get()) + place,
+                  state.parameters[p].data() + at, bytes);
+      std::memcpy(static_cast<float *>(firstMomentValues.get()) + place,
+                  state.firstMoments[p].data() + at, bytes);
+      std::memcpy(static_cast<float *>(secondMomentValues.get()) + place,
+                  state.secondMoments[p].data() + at, bytes);
+    }
+    for (int32_t i = 0; i < layout.size(); ++i) {
+      tessera_tensor whole = makeTensor(
+          const_cast<float *>(state.parameters[static_cast<size_t>(i)].data()),
+          TESSERA_F32, program.parameters[i]);
+      checkKernel(tessera_cpu_cast(&whole, &stepTensors[static_cast<size_t>(i)]),
+                  "rounding the compute copies");
+    }
+    return;
+  }
   flattenF32(layout, state.parameters, static_cast<float *>(master.get()));
   flattenF32(layout, state.firstMoments,
              static_cast<float *>(firstMomentValues.get()));
   flattenF32(layout, state.secondMoments,
              static_cast<float *>(secondMomentValues.get()));
-  bufferValues = state.buffers;
-  for (size_t i = 0; i < bufferTensors.size(); ++i)
-    bufferTensors[i].data = bufferValues[i].data();
   refreshComputeCopies();
 }
 
 void HostBackend::refreshComputeCopies() {
+  if (holdsShardOnly())
+    fail("internal error: a sharded state's compute copies are gathered, "
+         "not rounded from masters this rank does not hold");
   for (int32_t i = 0; i < layout.size(); ++i)
     if (readsComputeCopy(i))
       checkKernel(tessera_cpu_cast(&masterTensors[static_cast<size_t>(i)],
@@ -218,13 +300,25 @@ void HostBackend::refreshComputeCopies() {
 }
 
 void HostBackend::storeState(TrainingState &state) {
+  state.buffers = bufferValues;
+  if (holdsShardOnly()) {
+    if (gathered.size() != 3)
+      fail("internal error: storing a sharded state that was not gathered");
+    state.parameters =
+        unflattenToF32(program, layout, gathered[0].get(), TESSERA_F32);
+    state.firstMoments =
+        unflattenToF32(program, layout, gathered[1].get(), TESSERA_F32);
+    state.secondMoments =
+        unflattenToF32(program, layout, gathered[2].get(), TESSERA_F32);
+    gathered.clear();
+    return;
+  }
   state.parameters =
       unflattenToF32(program, layout, master.get(), TESSERA_F32);
   state.firstMoments =
       unflattenToF32(program, layout, firstMomentValues.get(), TESSERA_F32);
   state.secondMoments =
       unflattenToF32(program, layout, secondMomentValues.get(), TESSERA_F32);
-  state.buffers = bufferValues;
 }
 
 double HostBackend::runMicroBatch(int64_t micro, float lossScale,
@@ -326,24 +420,32 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
       views.owners.push_back(i);
     return views;
   }
-  auto at = [](void *base, int32_t dtype, const ParameterLayout::Piece &piece) {
+  auto at = [](void *base, int32_t dtype, int64_t offset, int64_t count) {
     return flatTensor(static_cast<unsigned char *>(base) +
-                          piece.offset * dtypeSize(dtype),
-                      dtype, piece.count);
+                          offset * dtypeSize(dtype),
+                      dtype, count);
   };
   for (const ParameterLayout::Piece &piece : restriction) {
-    views.parameters.push_back(at(master.get(), TESSERA_F32, piece));
+    // A sharded state's piece is at its stateOffset in the compact buffers.
+    const int64_t state =
+        piece.stateOffset >= 0 ? piece.stateOffset : piece.offset;
+    views.parameters.push_back(
+        at(master.get(), TESSERA_F32, state, piece.count));
     tessera_tensor copy{};
     if (readsComputeCopy(piece.parameter))
-      copy = flatTensor(static_cast<unsigned char *>(computeCopies.get()) +
-                            (computeCopyOffset(piece.parameter) + piece.offset -
-                             layout.offset(piece.parameter)) *
-                                dtypeSize(computeDtype),
-                        computeDtype, piece.count);
+      copy = at(computeCopies.get(), computeDtype,
+                computeCopyOffset(piece.parameter) + piece.offset -
+                    layout.offset(piece.parameter),
+                piece.count);
+    else if (mirrorElements() > 0)
+      copy = at(mirror.get(), TESSERA_F32, piece.offset, piece.count);
     views.copies.push_back(copy);
-    views.gradients.push_back(at(source.data, source.dtype, piece));
-    views.first.push_back(at(firstMomentValues.get(), TESSERA_F32, piece));
-    views.second.push_back(at(secondMomentValues.get(), TESSERA_F32, piece));
+    views.gradients.push_back(
+        at(source.data, source.dtype, piece.offset, piece.count));
+    views.first.push_back(
+        at(firstMomentValues.get(), TESSERA_F32, state, piece.count));
+    views.second.push_back(
+        at(secondMomentValues.get(), TESSERA_F32, state, piece.count));
     views.decays.push_back(getDecays()[static_cast<size_t>(piece.parameter)]);
     views.owners.push_back(piece.parameter);
   }

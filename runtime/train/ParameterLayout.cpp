@@ -85,10 +85,38 @@ ParameterLayout::chunksOf(const std::vector<Piece> &pieces,
       chunk.tensor = piece.parameter;
       chunk.weight_decay = decays[static_cast<size_t>(piece.parameter)] ? 1 : 0;
       chunk.copy_offset = -1; // TrainingBackend::placeComputeCopies
+      chunk.state_offset =
+          (piece.stateOffset >= 0 ? piece.stateOffset : piece.offset) + start;
       table.push_back(chunk);
     }
   }
   return table;
+}
+
+void ParameterLayout::holdShard(std::vector<Piece> pieces) {
+  int64_t next = 0;
+  for (Piece &piece : pieces) {
+    if (piece.parameter < 0 || piece.parameter >= size() ||
+        piece.offset < offset(piece.parameter) ||
+        piece.offset + piece.count >
+            offset(piece.parameter) + count(piece.parameter))
+      fail("internal error: a shard piece outside parameter " +
+           std::to_string(piece.parameter) + "'s slice");
+    piece.stateOffset = next;
+    next += (piece.count + kSliceAlignment - 1) / kSliceAlignment *
+            kSliceAlignment;
+  }
+  shardPieces = std::move(pieces);
+  shardTotal = next;
+  holdsShard = true;
+}
+
+ParameterLayout ParameterLayout::withoutShard() const {
+  ParameterLayout whole = *this;
+  whole.holdsShard = false;
+  whole.shardPieces.clear();
+  whole.shardTotal = 0;
+  return whole;
 }
 
 } // namespace tessera::train

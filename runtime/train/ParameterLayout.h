@@ -79,6 +79,10 @@ public:
     int32_t parameter = 0;
     int64_t offset = 0;
     int64_t count = 0;
+    /// Where the piece's master weights and moments start in their
+    /// buffers: its place in a compact shard (holdShard), or -1 when the
+    /// state is whole (at `offset`).
+    int64_t stateOffset = -1;
   };
   /// Pieces (in buffer order, within one parameter's slice each) cut into
   /// chunks of at most `chunkElements`: what chunks() cuts from every whole
@@ -87,10 +91,29 @@ public:
   chunksOf(const std::vector<Piece> &pieces, const std::vector<bool> &decays,
            int64_t chunkElements = kChunkElements);
 
+  /// Makes the master weights and moments hold only `pieces` (a ZeRO-1
+  /// rank's shard, in buffer order): packed one after another into
+  /// compact buffers of stateElements(), each piece starting at a multiple
+  /// of kSliceAlignment. The other kinds stay whole.
+  void holdShard(std::vector<Piece> pieces);
+  /// The same placement, every rank's state whole (a backend that keeps
+  /// the whole state under ZeRO-1).
+  ParameterLayout withoutShard() const;
+  /// Whether holdShard was called: masters and moments are the shard's.
+  bool sharded() const { return holdsShard; }
+  /// The shard's pieces, their stateOffset set (empty unless sharded()).
+  const std::vector<Piece> &shard() const { return shardPieces; }
+  /// Elements of the masters' and moments' buffers: the shard's, or
+  /// totalElements().
+  int64_t stateElements() const { return holdsShard ? shardTotal : total; }
+
 private:
   std::vector<int64_t> offsets;
   std::vector<int64_t> counts;
   int64_t total = 0;
+  bool holdsShard = false;
+  std::vector<Piece> shardPieces;
+  int64_t shardTotal = 0;
 };
 
 } // namespace tessera::train

@@ -408,7 +408,8 @@ void Trainer::start() {
   }
   DataParallelPlan plan =
       planDataParallel(program, options, ranks, zeroStage == 1);
-  backend = makeBackend(program, options, &plan.parameters);
+  const ParameterLayout placed = plan.rankLayout(rank);
+  backend = makeBackend(program, options, &placed);
   backend->loadState(state);
   dataParallel =
       std::make_unique<DataParallelGradients>(*world, *backend, plan, trace);
@@ -698,6 +699,9 @@ int Trainer::run() {
 
   if (!options.checkpointDirectory.empty() && lastCheckpointStep != state.step)
     writeCheckpoint();
+  // ZeRO-1's masters are shards: every rank takes part in gathering them.
+  if (!options.dumpParametersFile.empty() && dataParallel)
+    dataParallel->gatherOptimizerState();
   if (!options.dumpParametersFile.empty() && (isLeader() || gathersState())) {
     TrainingState whole = wholeState();
     if (isLeader())

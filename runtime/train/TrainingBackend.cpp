@@ -56,6 +56,30 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
     const int64_t align = ParameterLayout::kSliceAlignment;
     copyElements += (layout.count(i) + align - 1) / align * align;
   }
+  // A sharded state all-gathers what the step reads by the shards of the
+  // gradients' layout, so the copies take its offsets (and the parameters
+  // read as f32 get mirrors, the masters being the shard's only).
+  if (layout.sharded()) {
+    const bool anyCopy = copyElements > 0;
+    copyElements = anyCopy ? layout.totalElements() : 0;
+    for (int32_t i = 0; i < program.parameter_count; ++i) {
+      int64_t &copy = copyOffsets[static_cast<size_t>(i)];
+      if (copy >= 0)
+        copy = layout.offset(i);
+      else
+        mirrors = layout.totalElements();
+    }
+  }
+}
+
+std::string describeResidentState(const ResidentState &resident) {
+  auto bytes = [](int64_t value) { return std::to_string(value); };
+  return "resident training state: " + bytes(resident.total()) +
+         " bytes (masters " + bytes(resident.masters) + ", moments " +
+         bytes(resident.moments) + ", copies/mirrors " +
+         bytes(resident.stepCopies) + ", gradients " +
+         bytes(resident.gradients) + ", accumulators " +
+         bytes(resident.accumulators) + ")";
 }
 
 std::vector<tessera_tensor>

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace tessera::train {
@@ -50,6 +51,30 @@ struct FlatBuffer {
   /// ParameterLayout::totalElements(): the slices and the zero gaps.
   int64_t elements = 0;
 };
+
+/// Bytes of the training state a backend holds for the whole run, per kind
+/// (what each data-parallel rank prints at start: ZeRO-1 shrinks masters
+/// and moments to the rank's shard).
+struct ResidentState {
+  /// The fp32 master weights (whole, or the shard).
+  int64_t masters = 0;
+  /// AdamW's two moments together.
+  int64_t moments = 0;
+  /// What the step reads instead of the masters: the compute copies, and
+  /// under a sharded state the f32 mirrors of parameters read as f32.
+  int64_t stepCopies = 0;
+  /// The compute-precision gradients.
+  int64_t gradients = 0;
+  /// The f32 accumulators (several micro-batches a step).
+  int64_t accumulators = 0;
+  int64_t total() const {
+    return masters + moments + stepCopies + gradients + accumulators;
+  }
+};
+
+/// One line: "resident training state: N bytes (masters N, moments N,
+/// copies/mirrors N, gradients N, accumulators N)".
+std::string describeResidentState(const ResidentState &resident);
 
 /// The arguments of one AdamW update of every parameter.
 struct AdamWUpdate {
@@ -70,7 +95,9 @@ public:
   virtual tessera_device_kind device() const = 0;
   const ParameterLayout &getLayout() const { return layout; }
 
-  /// The flat buffers. masterWeights: f32. computeGradients: the compute
+  /// The flat buffers. masterWeights: f32, like the moments laid out by
+  /// the layout's stateElements() (a ZeRO-1 shard is compact: its pieces'
+  /// stateOffset). computeGradients: the compute
   /// precision, written by forward_backward (scaled by the loss scale).
   /// optimizerGradients: what the norm and AdamW read, the f32 sums over
   /// the step's micro-batches when there are several, else
@@ -178,6 +205,25 @@ public:
   /// huge --lr), or -1 when all are finite or no update ran since the last
   /// call. The GPU's AdamW raises a flag as it writes (no second pass).
   virtual int32_t nonFiniteParameter() = 0;
+  /// Whether the masters and moments are this rank's shard only
+  /// (getLayout().sharded()): the step then reads whole buffers of its
+  /// own (shardedStepBuffers), which applyAdamW rewrites for the shard and
+  /// the data-parallel layer all-gathers; never the masters.
+  bool holdsShardOnly() const { return layout.sharded(); }
+  /// Under a sharded state, the whole flat buffers the step reads (the
+  /// compute copies, the f32 mirrors), placed by the layout's offsets so
+  /// that a shard's all-gather completes them; empty otherwise.
+  virtual std::vector<FlatBuffer> shardedStepBuffers() { return {}; }
+  /// Under a sharded state, the whole masters and moments for the next
+  /// storeState: each kind is written into a transient whole f32 buffer at
+  /// its shard's places (zeros elsewhere) and `gather` all-gathers the
+  /// shards of it in place. Every rank calls it (collective); `keep`: this
+  /// rank stores the state next (rank 0's checkpoint), the others drop it.
+  virtual void
+  gatherState(const std::function<void(const FlatBuffer &)> &gather,
+              bool keep) = 0;
+  /// What this backend holds for the run, per kind.
+  virtual ResidentState residentState() = 0;
   /// From now on gradientSumOfSquares and applyAdamW cover only these
   /// pieces of the slices (ZeRO-1: this rank's shard), not every element.
   virtual void
@@ -212,8 +258,14 @@ protected:
                                                    void *copies) const;
   /// Elements of the compute copies' flat buffer: the copied parameters
   /// only, each slice starting at a multiple of
-  /// ParameterLayout::kSliceAlignment (0: the step reads every master).
+  /// ParameterLayout::kSliceAlignment (0: the step reads every master);
+  /// under a sharded state the layout's whole buffer (the same offsets as
+  /// the gradients', so the shards' all-gather fills it).
   int64_t computeCopyElements() const { return copyElements; }
+  /// Under a sharded state, elements of the f32 mirrors' flat buffer (what
+  /// the step reads of parameters it reads as f32; the layout's offsets),
+  /// or 0 when every parameter is read as a copy or the state is whole.
+  int64_t mirrorElements() const { return mirrors; }
   /// Parameter `index`'s first element in that buffer (readsComputeCopy).
   int64_t computeCopyOffset(int32_t index) const {
     return copyOffsets[static_cast<size_t>(index)];
@@ -253,6 +305,7 @@ private:
   /// Per parameter its compute copy's offset, or -1 (read as the master).
   std::vector<int64_t> copyOffsets;
   int64_t copyElements = 0;
+  int64_t mirrors = 0;
 
   /// sumsOfSquares into lastSums, then their total in program order: the
   /// norm's grouping on either device, per parameter and then over
@@ -278,15 +331,38 @@ class FlatStateBackend : public TrainingBackend {
 public:
   using TrainingBackend::TrainingBackend;
 
-  FlatBuffer masterWeights() override { return f32(master); }
+  FlatBuffer masterWeights() override { return state(master); }
   FlatBuffer computeGradients() override {
     return {gradients.get(), computeDtype, layout.totalElements()};
   }
   FlatBuffer optimizerGradients() override {
     return accumulating() ? f32(accumulators) : computeGradients();
   }
-  FlatBuffer firstMoments() override { return f32(firstMomentValues); }
-  FlatBuffer secondMoments() override { return f32(secondMomentValues); }
+  FlatBuffer firstMoments() override { return state(firstMomentValues); }
+  FlatBuffer secondMoments() override { return state(secondMomentValues); }
+  std::vector<FlatBuffer> shardedStepBuffers() override {
+    std::vector<FlatBuffer> buffers;
+    if (!holdsShardOnly())
+      return buffers;
+    if (computeCopyElements() > 0)
+      buffers.push_back({computeCopies.get(), computeDtype,
+                         layout.totalElements()});
+    if (mirrorElements() > 0)
+      buffers.push_back(f32(mirror));
+    return buffers;
+  }
+  ResidentState residentState() override {
+    ResidentState resident;
+    const int64_t f32Bytes = dtypeSize(TESSERA_F32);
+    resident.masters = layout.stateElements() * f32Bytes;
+    resident.moments = 2 * resident.masters;
+    resident.stepCopies = computeCopyElements() * dtypeSize(computeDtype) +
+                          mirrorElements() * f32Bytes;
+    resident.gradients = layout.totalBytes(computeDtype);
+    resident.accumulators =
+        accumulating() ? layout.totalBytes(TESSERA_F32) : 0;
+    return resident;
+  }
 
 protected:
   bool accumulating() const {
@@ -295,9 +371,14 @@ protected:
   FlatBuffer f32(Buffer &buffer) {
     return {buffer.get(), TESSERA_F32, layout.totalElements()};
   }
+  /// A master or moment buffer: the shard's compact one, or whole.
+  FlatBuffer state(Buffer &buffer) {
+    return {buffer.get(), TESSERA_F32, layout.stateElements()};
+  }
 
+  /// `mirror`: the f32 mirrors of a sharded state (mirrorElements).
   Buffer master, firstMomentValues, secondMomentValues, gradients,
-      accumulators, computeCopies;
+      accumulators, computeCopies, mirror;
 };
 
 /// Makes the backend of `program` (its device must be the one the factory

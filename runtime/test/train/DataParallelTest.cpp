@@ -112,17 +112,26 @@ const tessera_tensor_info kParameters[] = {
     {"head", TESSERA_F32, 2, {30, 33}},
 };
 
+/// What the last step of this thread read as its parameters.
+thread_local std::vector<std::vector<float>> parametersRead;
+
 /// Gradient element e of every parameter: (e + 1) * (token[0] + 1) * scale,
 /// and the step reports each gradient ready, last first, as a backward pass
 /// does. The loss is token[0].
 int knownProgram(const tessera_step_context *context,
-                 const tessera_tensor * /*parameters*/,
+                 const tessera_tensor *parameters,
                  const tessera_tensor * /*buffers*/,
                  const tessera_tensor *tokens,
                  const tessera_tensor * /*targets*/, float lossScale,
                  uint64_t /*seed*/, float *loss, tessera_tensor *gradients) {
   const float first =
       static_cast<float>(static_cast<const int64_t *>(tokens->data)[0]);
+  parametersRead.clear();
+  for (int i = 0; i < 3; ++i) {
+    const auto *values = static_cast<const float *>(parameters[i].data);
+    parametersRead.emplace_back(
+        values, values + elementCount(kParameters[i]));
+  }
   for (int i = 2; i >= 0; --i) {
     tessera_tensor &gradient = gradients[i];
     int64_t count = 1;
@@ -207,30 +216,38 @@ TrainingState referenceUpdate(const tessera_program &program,
   return result;
 }
 
-// Tests that 2 thread ranks, with 1 and with 3 micro-batches, with and
-// without ZeRO-1, end a step holding the sum of both ranks' gradients
+// Tests that 2 and 4 thread ranks, with 1 and with 3 micro-batches, with
+// and without ZeRO-1, end a step holding the sum of every rank's gradients
 // (overlapped through gradient_ready, or after the last micro-batch), agree
 // on the norm and the scalars, and after AdamW hold the weights and moments
-// one rank with the summed gradient computes.
+// one rank with the summed gradient computes, bit for bit: the next step
+// reads them on every rank (ZeRO-1: the f32 mirrors gathered from the
+// shards), and rank 0 stores them whole (ZeRO-1: gathered from shards that
+// are all each rank holds of the masters and moments, about 1/N of them:
+// a checkpoint written under ZeRO-1 is a one-rank run's state, and each
+// rank loads its shard of the one-rank state it starts from).
 TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
   tessera_program program = knownProgramOf();
+  ParameterLayout unsharded(program);
+  for (int32_t ranks : {2, 4})
   for (bool sharded : {false, true})
     for (int64_t microBatches : {1, 3}) {
-      SCOPED_TRACE(std::string(sharded ? "ZeRO-1, " : "") + "micro-batches " +
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, " +
+                   (sharded ? "ZeRO-1, " : "") + "micro-batches " +
                    std::to_string(microBatches));
       TrainOptions options;
       options.gradientAccumulation = microBatches;
       // A tiny bucket: several buckets, launched mid-backward.
       options.bucketMegabytes = 0;
-      DataParallelPlan plan = planDataParallel(program, options, 2, sharded);
+      DataParallelPlan plan =
+          planDataParallel(program, options, ranks, sharded);
       EXPECT_GT(plan.gradients.buckets().size(), 1u);
       // Sum over ranks and micro-batches of (global + 1), times 2.
       double factor = 0, expectedLoss = 0, expectedSquares = 0;
-      for (int64_t g = 0; g < 2 * microBatches; ++g) {
+      for (int64_t g = 0; g < ranks * microBatches; ++g) {
         factor += static_cast<double>(g + 1) * 2;
         expectedLoss += static_cast<double>(g);
       }
-      ParameterLayout unsharded(program);
       std::vector<double> expectedPerParameter;
       for (int32_t i = 0; i < unsharded.size(); ++i) {
         double squares = 0;
@@ -252,19 +269,23 @@ TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
       TrainingState expected =
           referenceUpdate(program, initial, factor, update);
 
-      tessera::comm::ThreadWorld world({2}, 30);
+      std::vector<ResidentState> resident(static_cast<size_t>(ranks));
+      tessera::comm::ThreadWorld world({ranks}, 30);
       tessera::comm::runThreadRanks(
           world, [&](const tessera::comm::RankComms &comms) {
+            const ParameterLayout placed = plan.rankLayout(comms.rank);
             std::unique_ptr<TrainingBackend> backend =
-                makeHostBackend(program, options, &plan.parameters);
+                makeHostBackend(program, options, &placed);
+            resident[static_cast<size_t>(comms.rank)] =
+                backend->residentState();
             backend->loadState(initial);
             ThreadRankWorld rankWorld(comms.world);
             Trace trace;
             DataParallelGradients reducer(rankWorld, *backend, plan, trace);
             double lossSum = 0;
             for (int64_t micro = 0; micro < microBatches; ++micro) {
-              // Rank r's micro-batch k is global micro-batch 2k + r.
-              backend->tokens()[0] = 2 * micro + comms.rank;
+              // Rank r's micro-batch k is global micro-batch Nk + r.
+              backend->tokens()[0] = ranks * micro + comms.rank;
               lossSum += backend->runMicroBatch(micro, 2.0f, 0);
             }
             reducer.finishStep();
@@ -286,7 +307,13 @@ TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
               throw std::runtime_error("the flag's max differs");
             backend->applyAdamW(update);
             reducer.afterOptimizer();
+            backend->runMicroBatch(0, 1.0f, 0);
+            if (parametersRead != expected.parameters)
+              throw std::runtime_error("the next step reads other weights");
             reducer.gatherOptimizerState();
+            // A sharded state is whole on rank 0 alone (its checkpoint).
+            if (sharded && comms.rank != 0)
+              return 0;
             TrainingState after = initial;
             backend->storeState(after);
             if (after.parameters != expected.parameters ||
@@ -295,6 +322,30 @@ TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
               throw std::runtime_error("the update differs from one rank's");
             return 0;
           });
+      // ZeRO-1: masters and moments are the rank's shard, 1/N of the
+      // whole within the padding (each piece's state rounded up to 128
+      // elements, each bucket to N * 64); the rest stays whole.
+      const int64_t wholeState = unsharded.totalElements() * 4;
+      int64_t held = 0;
+      for (const ResidentState &rank : resident) {
+        EXPECT_EQ(rank.moments, 2 * rank.masters);
+        EXPECT_EQ(rank.gradients, plan.parameters.totalBytes(TESSERA_F32));
+        if (!sharded) {
+          EXPECT_EQ(rank.masters, plan.parameters.totalBytes(TESSERA_F32));
+          EXPECT_EQ(rank.stepCopies, 0);
+          continue;
+        }
+        const int64_t padding = static_cast<int64_t>(
+            plan.gradients.buckets().size() + 3) * 128 * 4;
+        EXPECT_LE(rank.masters, wholeState / ranks + padding);
+        // The f32 mirrors of the parameters the step reads.
+        EXPECT_EQ(rank.stepCopies, plan.parameters.totalBytes(TESSERA_F32));
+        held += rank.masters;
+      }
+      if (sharded) {
+        EXPECT_GE(held, static_cast<int64_t>(sizeof(float)) *
+                            (40 * 30 + 7 + 30 * 33));
+      }
     }
 }
 

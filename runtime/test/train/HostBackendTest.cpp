@@ -334,6 +334,85 @@ TEST_F(HostBackendTest, TheStepReadsComputeCopiesTheOptimizerKeepsCurrent) {
   expectCopies("after a piece's update and the refresh");
 }
 
+// Tests that a backend holding a ZeRO-1 shard (ParameterLayout::holdShard)
+// allocates masters and moments for its pieces alone, reads the whole state
+// at load into what the step reads (the bf16 copy of the weight, the f32
+// mirror of the bias it reads as f32), updates the pieces bit for bit as a
+// whole-state backend restricted to them does, and gives the whole state
+// back only through gatherState (rank 0's checkpoint).
+TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
+  tessera_program program = programOf(TESSERA_PRECISION_BF16);
+  const int32_t stepDtypes[] = {TESSERA_BF16, TESSERA_F32};
+  program.parameter_step_dtypes = stepDtypes;
+  TrainOptions options;
+  ParameterLayout layout(program);
+  const std::vector<ParameterLayout::Piece> pieces = {
+      {0, layout.offset(0) + 2, 7, -1}, {1, layout.offset(1) + 1, 3, -1}};
+  ParameterLayout sharded = layout;
+  sharded.holdShard(pieces);
+  std::unique_ptr<TrainingBackend> whole = makeHostBackend(program, options);
+  std::unique_ptr<TrainingBackend> backend =
+      makeHostBackend(program, options, &sharded);
+  ASSERT_TRUE(backend->holdsShardOnly());
+  EXPECT_FALSE(whole->holdsShardOnly());
+  const ResidentState resident = backend->residentState();
+  EXPECT_EQ(resident.masters, 2 * 128 * 4);
+  EXPECT_EQ(resident.moments, 2 * resident.masters);
+  // The copies and the mirrors are whole, at the gradients' offsets.
+  EXPECT_EQ(resident.stepCopies, layout.totalElements() * (2 + 4));
+  EXPECT_EQ(resident.gradients, layout.totalElements() * 2);
+  EXPECT_EQ(whole->residentState().masters, layout.totalElements() * 4);
+
+  TrainingState state = stateOf(program);
+  state.parameters[0][5] = 1.0f + 1.0f / 1024.0f;
+  whole->loadState(state);
+  backend->loadState(state);
+  whole->restrictOptimizer(pieces);
+  backend->restrictOptimizer(pieces);
+  auto stepReads = [&](TrainingBackend &on) {
+    calls.count = 0;
+    on.runMicroBatch(0, 1.0f, 0);
+    return std::make_pair(calls.parameterDtypes, calls.parameterValues);
+  };
+  EXPECT_EQ(stepReads(*backend), stepReads(*whole));
+  AdamWUpdate update;
+  update.learningRate = 1e-2;
+  update.weightDecay = 0.1;
+  update.gradientScale = 0.25;
+  whole->applyAdamW(update);
+  backend->applyAdamW(update);
+  // The pieces' copies and mirrors are the updated ones; the rest is the
+  // load's until the all-gather.
+  EXPECT_EQ(stepReads(*backend), stepReads(*whole));
+
+  TrainingState expected = stateOf(program), stored = stateOf(program);
+  whole->storeState(expected);
+  EXPECT_THROW(backend->storeState(stored), TrainError);
+  EXPECT_THROW(backend->refreshComputeCopies(), TrainError);
+  int gathers = 0;
+  backend->gatherState([&](const FlatBuffer &buffer) {
+    EXPECT_EQ(buffer.elements, layout.totalElements());
+    ++gathers;
+  }, /*keep=*/true);
+  EXPECT_EQ(gathers, 3);
+  backend->storeState(stored);
+  for (const ParameterLayout::Piece &piece : pieces) {
+    const auto p = static_cast<size_t>(piece.parameter);
+    for (int64_t e = piece.offset - layout.offset(piece.parameter);
+         e < piece.offset - layout.offset(piece.parameter) + piece.count;
+         ++e) {
+      const auto i = static_cast<size_t>(e);
+      EXPECT_EQ(stored.parameters[p][i], expected.parameters[p][i]);
+      EXPECT_EQ(stored.firstMoments[p][i], expected.firstMoments[p][i]);
+      EXPECT_EQ(stored.secondMoments[p][i], expected.secondMoments[p][i]);
+    }
+  }
+  // Outside the shard the gather (here none) fills in; this rank wrote 0.
+  EXPECT_EQ(stored.parameters[0][0], 0.0f);
+  // Gathered once, stored once.
+  EXPECT_THROW(backend->storeState(stored), TrainError);
+}
+
 TEST_F(HostBackendTest, AComputeCopyOfAnotherPrecisionIsRefused) {
   tessera_program program = programOf(TESSERA_PRECISION_BF16);
   const int32_t stepDtypes[] = {TESSERA_F16, TESSERA_F32};

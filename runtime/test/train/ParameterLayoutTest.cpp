@@ -71,6 +71,41 @@ TEST(ParameterLayout, ChunksCoverEverySliceOnceWithItsDecayFlag) {
   EXPECT_EQ(chunks[4].count, 150000 - 2 * 65536);
 }
 
+// Tests that a ZeRO-1 shard packs its pieces' state one after another, each
+// at a multiple of the slice alignment, that the chunks cut from the shard
+// carry those places as state_offset (and a whole layout's chunks their own
+// offset), and that withoutShard gives the whole state back.
+TEST(ParameterLayout, AShardPacksItsPiecesState) {
+  ParameterLayout layout(programOf(4));
+  for (const tessera_tensor_chunk &chunk : layout.chunks({true, true, true, true}))
+    EXPECT_EQ(chunk.state_offset, chunk.offset);
+  ParameterLayout sharded = layout;
+  sharded.holdShard({{0, layout.offset(0) + 5, 10, -1},
+                     {2, layout.offset(2) + 100, 70000, -1},
+                     {3, layout.offset(3), 1, -1}});
+  ASSERT_TRUE(sharded.sharded());
+  ASSERT_EQ(sharded.shard().size(), 3u);
+  EXPECT_EQ(sharded.shard()[0].stateOffset, 0);
+  EXPECT_EQ(sharded.shard()[1].stateOffset, 128);
+  EXPECT_EQ(sharded.shard()[2].stateOffset, 128 + 70016);
+  EXPECT_EQ(sharded.stateElements(), 128 + 70016 + 128);
+  // The other kinds keep the whole placement.
+  EXPECT_EQ(sharded.totalElements(), layout.totalElements());
+  std::vector<tessera_tensor_chunk> chunks = ParameterLayout::chunksOf(
+      sharded.shard(), {true, true, true, true});
+  ASSERT_EQ(chunks.size(), 4u);
+  EXPECT_EQ(chunks[1].offset, layout.offset(2) + 100);
+  EXPECT_EQ(chunks[1].state_offset, 128);
+  EXPECT_EQ(chunks[2].offset, layout.offset(2) + 100 + 65536);
+  EXPECT_EQ(chunks[2].state_offset, 128 + 65536);
+  EXPECT_EQ(chunks[3].state_offset, 128 + 70016);
+  ParameterLayout whole = sharded.withoutShard();
+  EXPECT_FALSE(whole.sharded());
+  EXPECT_EQ(whole.stateElements(), layout.totalElements());
+  EXPECT_THROW(sharded.holdShard({{1, layout.offset(1) + 100, 29, -1}}),
+               std::exception);
+}
+
 TEST(ParameterLayout, NoParametersIsAnEmptyLayout) {
   ParameterLayout layout(programOf(0));
   EXPECT_EQ(layout.size(), 0);

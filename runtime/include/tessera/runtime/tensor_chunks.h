@@ -2,7 +2,8 @@
  *
  * The driver keeps every per-parameter tensor of a run (master weights,
  * AdamW moments, gradients, accumulators) as one slice of a flat buffer per
- * kind, all with the same element offsets. Kernels that visit every
+ * kind, all with the same element offsets (a ZeRO-1 rank's master weights
+ * and moments hold only its shard, placed by `state_offset`). Kernels that visit every
  * parameter (the multi-tensor AdamW, the gradient's sum of squares) take a
  * table of chunks: each at most a fixed number of elements of one
  * parameter, so one launch over the table gives every block the same work
@@ -29,6 +30,10 @@ typedef struct tessera_tensor_chunk {
                            parameter_step_dtypes), which the multi-tensor
                            AdamW rewrites from the updated master; -1: the
                            step reads the master, no copy */
+  int64_t state_offset; /* first element of the chunk's master weights and
+                           AdamW moments in their flat buffers: `offset`
+                           when every rank holds the whole state, else the
+                           place in the rank's compact shard (ZeRO-1) */
 } tessera_tensor_chunk;
 
 #ifdef __cplusplus
