@@ -121,7 +121,10 @@ extern "C" int tessera_cpu_chunk_adamw(
       *nonfinite = -1;
     for (int32_t c = 0; c < chunk_count; ++c) {
       const tessera_tensor_chunk &chunk = chunks[c];
-      const int64_t at = chunk.offset;
+      // Masters and moments at the state's offset (a ZeRO-1 shard's
+      // compact place, else the flat buffers'); the gradient at the flat
+      // buffers'.
+      const int64_t at = chunk.state_offset;
       const float decay = chunk.weight_decay ? f.decay : 1.0f;
       const bool copied = copies && chunk.copy_offset >= 0;
       // f16 copies take the scalar rounding after the update; bf16 ones
@@ -137,10 +140,10 @@ extern "C" int tessera_cpu_chunk_adamw(
                    : updateChunk<false>(params + at, m + at, v + at, nullptr,
                                         chunk.count, f, decay, loadGradient);
       };
-      const auto *g16 = static_cast<const uint16_t *>(grad) + at;
+      const auto *g16 = static_cast<const uint16_t *>(grad) + chunk.offset;
       bool bad;
       if (grad_dtype == TESSERA_F32) {
-        const float *g = static_cast<const float *>(grad) + at;
+        const float *g = static_cast<const float *>(grad) + chunk.offset;
         bad = update([g](int64_t i) { return g[i]; });
       } else if (grad_dtype == TESSERA_BF16) {
         bad = update([g16](int64_t i) {
@@ -173,7 +176,7 @@ extern "C" int tessera_cpu_round_chunk_copies(
       const tessera_tensor_chunk &chunk = chunks[c];
       if (chunk.copy_offset < 0)
         continue;
-      const float *from = params + chunk.offset;
+      const float *from = params + chunk.state_offset;
       uint16_t *to = copy + chunk.copy_offset;
       for (int64_t k = 0; k < chunk.count; ++k)
         to[k] = copy_dtype == TESSERA_BF16 ? roundToBf16(from[k])

@@ -92,10 +92,13 @@ __global__ void multiTensorAdamWKernel(float *param, const void *grad,
   const bool copied = copies && chunk.copy_offset >= 0;
   bool finite = true;
   for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x) {
-    int64_t i = chunk.offset + k;
+    // The gradient at the flat buffers' offset; masters and moments at the
+    // state's (a ZeRO-1 shard's compact place, else the same).
+    const int64_t i = chunk.state_offset + k;
     float vi;
-    float updated = adamwElement(param[i], loadFloat(grad, gradType, i), m, v,
-                                 i, f, decay, vi);
+    float updated =
+        adamwElement(param[i], loadFloat(grad, gradType, chunk.offset + k), m,
+                     v, i, f, decay, vi);
     param[i] = updated;
     if (copied)
       storeFloat(copies, copyType, chunk.copy_offset + k, updated);
@@ -108,7 +111,7 @@ __global__ void multiTensorAdamWKernel(float *param, const void *grad,
     atomicMax(nonfinite, chunkCount - static_cast<int32_t>(blockIdx.x));
 }
 
-/// copies[copy_offset + k] = params[offset + k] rounded, for every chunk
+/// copies[copy_offset + k] = params[state_offset + k] rounded, for every chunk
 /// with a copy.
 __global__ void roundChunkCopiesKernel(const float *param, void *copies,
                                        int copyType,
@@ -118,7 +121,7 @@ __global__ void roundChunkCopiesKernel(const float *param, void *copies,
     return;
   for (int64_t k = threadIdx.x; k < chunk.count; k += blockDim.x)
     storeFloat(copies, copyType, chunk.copy_offset + k,
-               param[chunk.offset + k]);
+               param[chunk.state_offset + k]);
 }
 
 /// partialSums[block] = the block's sum of squares.

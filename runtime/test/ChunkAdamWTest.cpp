@@ -50,6 +50,7 @@ struct FlatLayout {
         chunk.tensor = static_cast<int32_t>(t);
         chunk.weight_decay = decays[t] ? 1 : 0;
         chunk.copy_offset = copyOffsets[t] < 0 ? -1 : copyOffsets[t] + start;
+        chunk.state_offset = chunk.offset;
         table.push_back(chunk);
       }
     return table;
@@ -248,6 +249,49 @@ TEST(ChunkAdamW, NamesTheFirstNonFiniteChunk) {
             0);
   EXPECT_TRUE(std::isnan(tessera::cpu::bf16ToFloat(
       static_cast<uint16_t>(copy[0] | copy[1] << 8))));
+}
+
+// Tests that chunks whose state_offset places their masters and moments in
+// a compact buffer (a ZeRO-1 rank's shard: here parameter 1's second chunk
+// and parameter 2) update them bit for bit as the whole buffers' run does,
+// reading the gradient at their offset in the whole flat buffer.
+TEST(ChunkAdamW, ReadsACompactShardsStateAtItsStateOffset) {
+  FlatLayout layout;
+  std::vector<tessera_tensor_chunk> whole = layout.chunks();
+  State reference(layout, TESSERA_BF16, 51);
+  State shard = reference;
+  std::vector<tessera_tensor_chunk> table = {whole[2], whole[3]};
+  int64_t next = 0;
+  for (tessera_tensor_chunk &chunk : table) {
+    chunk.state_offset = next;
+    chunk.copy_offset = -1;
+    next += (chunk.count + 127) / 128 * 128;
+  }
+  auto pack = [&](const std::vector<float> &flat) {
+    std::vector<float> compact(static_cast<size_t>(next), 0.0f);
+    for (const tessera_tensor_chunk &chunk : table)
+      std::copy_n(flat.begin() + chunk.offset, chunk.count,
+                  compact.begin() + chunk.state_offset);
+    return compact;
+  };
+  shard.params = pack(reference.params);
+  shard.m = pack(reference.m);
+  shard.v = pack(reference.v);
+  for (tessera_tensor_chunk &chunk : whole)
+    chunk.copy_offset = -1;
+  for (int64_t step = 1; step <= 2; ++step) {
+    ASSERT_EQ(runChunkAdamW(reference, nullptr, TESSERA_BF16, whole.data(), 4,
+                            step, nullptr),
+              0)
+        << tessera_cpu_last_error();
+    ASSERT_EQ(runChunkAdamW(shard, nullptr, TESSERA_BF16, table.data(), 2,
+                            step, nullptr),
+              0)
+        << tessera_cpu_last_error();
+  }
+  expectBitEqual(shard.params, pack(reference.params), "a shard's master");
+  expectBitEqual(shard.m, pack(reference.m), "a shard's first moment");
+  expectBitEqual(shard.v, pack(reference.v), "a shard's second moment");
 }
 
 TEST(ChunkAdamW, RejectsBadArguments) {

@@ -123,9 +123,10 @@ CudaOffloadedOptimizer::ChunkView CudaOffloadedOptimizer::viewOf(size_t range,
   ChunkView view;
   view.chunk = chunks[static_cast<size_t>(c)];
   const int64_t offset = view.chunk.offset;
-  view.masters = masters() + offset;
-  view.first = firstMoments() + offset;
-  view.second = secondMoments() + offset;
+  const int64_t state = view.chunk.state_offset;
+  view.masters = masters() + state;
+  view.first = firstMoments() + state;
+  view.second = secondMoments() + state;
   view.gradient = at(gradientSlot(range), offset - span.gradients.hostOffset,
                      gradientDtype);
   view.copy =
@@ -134,6 +135,7 @@ CudaOffloadedOptimizer::ChunkView CudaOffloadedOptimizer::viewOf(size_t range,
                computeDtype)
           : nullptr;
   view.chunk.offset = 0;
+  view.chunk.state_offset = 0;
   if (view.chunk.copy_offset >= 0)
     view.chunk.copy_offset = 0;
   return view;

@@ -35,6 +35,7 @@ struct FlatLayout {
         chunk.weight_decay = decays[t] ? 1 : 0;
         // Parameters 0 and 2 have compute copies, at the masters' offsets.
         chunk.copy_offset = t == 1 ? -1 : chunk.offset;
+        chunk.state_offset = chunk.offset;
         table.push_back(chunk);
       }
     return table;
@@ -124,6 +125,76 @@ TEST(DriverKernelsCuda, MultiTensorAdamWMatchesTheCpuStepPerParameter) {
     expectSameBits(gm.download(), m, "m");
     expectSameBits(gv.download(), v, "v");
   }
+}
+
+// Chunks whose state_offset places their masters and moments in a compact
+// buffer (a ZeRO-1 rank's shard: parameter 1's second chunk and parameter
+// 2) are updated bit for bit as the whole buffers' launch updates them,
+// the gradient read at their offset in the whole flat buffer, and their
+// compute copies rounded from the compact masters.
+TEST(DriverKernelsCuda, MultiTensorAdamWReadsACompactShardsState) {
+  REQUIRE_GPU();
+  FlatLayout layout;
+  std::vector<tessera_tensor_chunk> whole = layout.chunks();
+  ASSERT_EQ(whole.size(), 4u);
+  std::vector<tessera_tensor_chunk> shard = {whole[2], whole[3]};
+  int64_t next = 0;
+  for (tessera_tensor_chunk &chunk : shard) {
+    chunk.state_offset = next;
+    next += (chunk.count + 127) / 128 * 128;
+  }
+  Shape shape = {layout.total};
+  Tensor param = withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 21));
+  Tensor grad = withZeroGaps(layout, randomTensor(TESSERA_BF16, shape, 22));
+  Tensor m =
+      withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 23, -0.1f, 0.1f));
+  Tensor v =
+      withZeroGaps(layout, randomTensor(TESSERA_F32, shape, 24, 0.0f, 0.01f));
+  auto pack = [&](const std::vector<float> &flat) {
+    std::vector<float> compact(static_cast<size_t>(next), 0.0f);
+    for (const tessera_tensor_chunk &chunk : shard)
+      std::copy_n(flat.begin() + chunk.offset, chunk.count,
+                  compact.begin() + chunk.state_offset);
+    return Tensor::floats({next}, compact, TESSERA_F32);
+  };
+  DeviceTensor wholeParam(param), wholeM(m), wholeV(v), deviceGrad(grad);
+  DeviceTensor shardParam(pack(param.values())), shardM(pack(m.values())),
+      shardV(pack(v.values()));
+  Tensor copies = Tensor::floats(shape, std::vector<float>(
+                                            static_cast<size_t>(layout.total),
+                                            0.0f),
+                                 TESSERA_BF16);
+  DeviceTensor shardCopies(copies), rounded(copies);
+  DeviceChunks wholeChunks(whole), shardChunks(shard);
+  for (int64_t step = 1; step <= 2; ++step) {
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
+        static_cast<float *>(wholeParam.get()->data), deviceGrad.get()->data,
+        TESSERA_BF16, static_cast<float *>(wholeM.get()->data),
+        static_cast<float *>(wholeV.get()->data), nullptr, TESSERA_BF16,
+        wholeChunks.get(), wholeChunks.size(), step, 1e-3, 0.9, 0.95, 1e-8,
+        0.1, 0.5, nullptr, nullptr));
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_multi_tensor_adamw(
+        static_cast<float *>(shardParam.get()->data), deviceGrad.get()->data,
+        TESSERA_BF16, static_cast<float *>(shardM.get()->data),
+        static_cast<float *>(shardV.get()->data), shardCopies.get()->data,
+        TESSERA_BF16, shardChunks.get(), shardChunks.size(), step, 1e-3, 0.9,
+        0.95, 1e-8, 0.1, 0.5, nullptr, nullptr));
+  }
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_round_chunk_copies(
+      static_cast<const float *>(shardParam.get()->data),
+      rounded.get()->data, TESSERA_BF16, shardChunks.get(),
+      shardChunks.size(), nullptr));
+  expectDeviceClean();
+  expectSameBits(shardParam.download(), pack(wholeParam.download().values()),
+                 "a shard's master");
+  expectSameBits(shardM.download(), pack(wholeM.download().values()),
+                 "a shard's first moment");
+  expectSameBits(shardV.download(), pack(wholeV.download().values()),
+                 "a shard's second moment");
+  // Chunks with copy_offset = offset (the copies at the gradients'
+  // offsets, as a sharded backend places them).
+  expectSameBits(shardCopies.download(), rounded.download(),
+                 "the copies AdamW rounded");
 }
 
 // The compute copies AdamW writes are its updated masters rounded to
