@@ -91,7 +91,15 @@ void printTrainingStepEstimate(const TrainingStepEstimate &estimate,
   // The fit decision tesserac made with this analysis (--memory-limit, else
   // the device's memory).
   double limit = estimate.memoryLimitBytes;
-  if (total <= limit)
+  if (estimate.offloadOptimizer)
+    os << formatv("  fits the limit of {0:F3} MiB per device only with the "
+                  "optimizer offloaded{1}: {2:F3} MiB on the device\n",
+                  limit / kMiB,
+                  estimate.remat == "none"
+                      ? std::string()
+                      : formatv(" and --remat {0}", estimate.remat).str(),
+                  memory.offloadedTotalBytes() / kMiB);
+  else if (total <= limit)
     os << formatv("  fits the limit of {0:F3} MiB per device{1}\n", limit / kMiB,
                   estimate.remat == "none"
                       ? std::string()
@@ -100,7 +108,8 @@ void printTrainingStepEstimate(const TrainingStepEstimate &estimate,
     os << formatv("  does not fit the limit of {0:F3} MiB on one device: the "
                   "sharding plan below divides it\n",
                   limit / kMiB);
-  // The executable's --offload optimizer, never assumed by the fit above.
+  // The executable's --offload optimizer: the plan's only when nothing
+  // else fits (the line above says so).
   os << formatv("  with --offload optimizer: {0:F3} MiB per device (fp32 "
                 "master weights and AdamW moments, {1:F3} MiB, in pinned host "
                 "memory)\n",

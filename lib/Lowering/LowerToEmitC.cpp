@@ -1167,6 +1167,15 @@ void LowerToEmitCPass::runOnOperation() {
   if (tess::PlanAttr plan = tess::PlanAttr::lookup(module)) {
     llvm::raw_string_ostream os(info->plan);
     os << Attribute(plan);
+    // Only a GPU executable keeps its optimizer state apart from the host.
+    if (plan.isOffloaded() && !conventions->cuda) {
+      module.emitError("tess-lower-to-emitc: the plan offloads the "
+                       "optimizer to the host, which only a GPU program "
+                       "(--target cuda) does; a host program's state is in "
+                       "host memory already");
+      return signalPassFailure();
+    }
+    info->offloadOptimizer = plan.isOffloaded();
   }
   FailureOr<std::optional<PipelineProgram>> pipeline =
       preparePipelineProgram(module, *info, pipelineSchedule, microBatches);

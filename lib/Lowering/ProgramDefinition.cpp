@@ -217,6 +217,7 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*parameter_step_dtypes=*/" << stepDtypes
      << ",\n    /*plan=*/"
      << (info.plan.empty() ? std::string("NULL") : cStringLiteral(info.plan))
+     << ",\n    /*offload_optimizer=*/" << (info.offloadOptimizer ? 1 : 0)
      << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");

@@ -45,6 +45,8 @@ struct ProgramInfo {
   std::vector<int64_t> meshShape;
   /// The module's #tess.plan as printed (program.h's plan); empty: none.
   std::string plan;
+  /// The plan offloads the optimizer (program.h's offload_optimizer).
+  bool offloadOptimizer = false;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).

@@ -130,12 +130,7 @@ llvm::Error sharding::annotateShardingPlan(
   module->setAttr(kMeshAttrName, meshAttribute);
   // A module's plan names the mesh its layouts are on (the plan's C6).
   if (auto plan = module->getAttrOfType<tess::PlanAttr>(kPlanAttrName))
-    module->setAttr(kPlanAttrName,
-                    tess::PlanAttr::get(context, meshAttribute, plan.getZero(),
-                                        plan.getRemat(), plan.getStages(),
-                                        plan.getSchedule(),
-                                        plan.getMicrobatches(),
-                                        plan.getChunks()));
+    module->setAttr(kPlanAttrName, plan.withMesh(meshAttribute));
   for (BlockArgument argument : function.getArguments()) {
     auto layout = layouts.find(argument);
     if (layout == layouts.end() || layout->second.isReplicated()) {

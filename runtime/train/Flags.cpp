@@ -451,8 +451,10 @@ const std::vector<FlagSpec> &flagTable() {
        "GPU programs, one rank: 'optimizer' keeps the fp32 master weights "
        "and AdamW's moments in pinned host memory and runs AdamW on the "
        "host's cores, the GPU holding only what the step reads and writes "
-       "(ZeRO-Offload; default none)",
+       "(ZeRO-Offload; default: the compiled plan's, which offloads only "
+       "when nothing else fit the device, else none)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.offloadGiven = true;
          if (v == "none")
            o.offloadOptimizer = false;
          else if (v == "optimizer")

@@ -112,6 +112,8 @@ struct TrainOptions {
   /// live in pinned host memory and AdamW runs on the host's cores; the GPU
   /// keeps what the step reads and writes (OffloadedOptimizer.h).
   bool offloadOptimizer = false;
+  /// Whether --offload was given (else the program's plan decides).
+  bool offloadGiven = false;
   bool help = false;
 };
 

@@ -950,6 +950,10 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
       return 0;
     }
     checkProgram(program);
+    // The plan tesserac compiled offloads when nothing else fit the device;
+    // --offload none|optimizer overrides it.
+    if (!options.offloadGiven && program->offload_optimizer)
+      options.offloadOptimizer = true;
     requireOffloadSupported(*program, options, place.worldSize);
     if (PipelineLayout::isPipelined(*program)) {
       TrainOptions pipelined = pipelineOptions(

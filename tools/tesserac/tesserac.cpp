@@ -616,13 +616,15 @@ std::string offloadAdvice(const tessera::StepMemory &memory,
 /// device. Returns 0, or 1 after printing the error (nothing fits one
 /// device, with what each mode needs, and what the executable's
 /// `--offload optimizer` would need, priced by the cluster's `host` when it
-/// has one).
+/// has one). When only offloading the optimizer state fits, that is the
+/// plan (`offload`), with the least recomputation that fits so: the
+/// planner chooses offload only when nothing else fits.
 int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                     const tessera::cost::DeviceMesh &mesh, double limitBytes,
                     std::optional<tessera::pipeline::RematMode> pinned,
                     const std::optional<tessera::cost::HostModel> &host,
                     tessera::StepMemory &memory,
-                    tessera::pipeline::RematMode &remat) {
+                    tessera::pipeline::RematMode &remat, bool &offload) {
   using tessera::pipeline::RematMode;
   const auto &size = sizeText;
   std::string needs;
@@ -651,16 +653,25 @@ int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
     return static_cast<double>(entry.second.offloadedTotalBytes()) <=
            limitBytes;
   });
-  if (offloaded == tried.end())
-    offloaded = std::prev(tried.end());
-  std::string offload = offloadAdvice(offloaded->second, offloaded->first,
-                                      limitBytes, host);
+  if (offloaded != tried.end()) {
+    memory = offloaded->second;
+    remat = offloaded->first;
+    offload = true;
+    llvm::errs() << "tesserac: note: " << inputPath << ": no recomputation "
+                 << "fits " << size(limitBytes) << " with the optimizer "
+                 << "state on the device (" << needs << "); the plan "
+                 << "offloads it (the executable's --offload optimizer)\n";
+    return 0;
+  }
+  offloaded = std::prev(tried.end());
+  std::string advice = offloadAdvice(offloaded->second, offloaded->first,
+                                     limitBytes, host);
   return fail(formatv("{0}: no plan fits {1} on one device: the "
                       "compiled step needs {2} (its arena planned from "
                       "liveness and the training state){3}; raise "
                       "--memory-limit, lower --dim batch or use more "
                       "devices",
-                      inputPath, size(limitBytes), needs, offload));
+                      inputPath, size(limitBytes), needs, advice));
 }
 
 /// The search's plan of the forward function and what it was calibrated by.
@@ -671,6 +682,9 @@ struct SearchedPlan {
   std::optional<tessera::sharding::TrainingShardingPlan> plan;
   /// What every layer recomputes: the least that fits, or the pin.
   tessera::pipeline::RematMode remat = tessera::pipeline::RematMode::None;
+  /// Whether the optimizer state goes to the host: only when nothing
+  /// else fits one device.
+  bool offload = false;
   /// The module's #tess.plan as the lowering reads it (on a mesh, with the
   /// mesh the partitioning added): what the executable carries.
   tessera::tess::PlanAttr compiledPlan;
@@ -708,7 +722,8 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   result.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
   if (search &&
       fitCompiledStep(context, module, mesh, *searchOptions.memoryLimitBytes,
-                      rematPin, cluster.host, memory, result.remat))
+                      rematPin, cluster.host, memory, result.remat,
+                      result.offload))
     return 1;
   // One device compiles the step the analysis above measured (q/k/v
   // packed); a mesh's is partitioned as the search planned the forward.
@@ -723,6 +738,14 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
     return fail(inputPath + ": " + toString(estimate.takeError()));
   estimate->memoryLimitBytes = *searchOptions.memoryLimitBytes;
   estimate->remat = tessera::pipeline::rematName(result.remat).str();
+  estimate->offloadOptimizer = result.offload;
+  // Offloaded, AdamW runs on the host's cores (the PCIe copies overlap it
+  // range by range): its time, where the cluster says the host's rate.
+  if (result.offload && cluster.host)
+    estimate->secondsByKind[static_cast<size_t>(
+        tessera::cost::OpKind::Optimizer)] =
+        static_cast<double>(memory.state.trainableElements) /
+        cluster.host->adamwElementsPerSecond;
   // On one device the analysis has decided: the search's only plan is the
   // replicated one, whose calibrated total is the analysis's up to
   // rounding, and a second check could only disagree by that.
@@ -798,7 +821,8 @@ void writeModulePlan(
   module->setAttr(tessera::sharding::kPlanAttrName,
                   PlanAttr::get(&context, tessera::tess::MeshAttr(), zero,
                                 tessera::pipeline::rematName(searched.remat),
-                                stages, schedule, microBatches, {}));
+                                stages, schedule, microBatches, {},
+                                searched.offload ? "optimizer" : ""));
 }
 
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,

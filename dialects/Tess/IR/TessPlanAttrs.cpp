@@ -177,12 +177,17 @@ std::optional<int64_t> chunksPerDevice(StringRef schedule) {
 PlanAttr PlanAttr::get(MLIRContext *context) {
   return get(context, MeshAttr(), /*zero=*/0, StringRef(kNoRemat),
              /*stages=*/1, /*schedule=*/StringRef(), /*microbatches=*/1,
-             ArrayRef<ChunkAttr>());
+             ArrayRef<ChunkAttr>(), /*offload=*/StringRef());
 }
 
 PlanAttr PlanAttr::withChunks(ArrayRef<ChunkAttr> chunks) const {
   return get(getContext(), getMesh(), getZero(), getRemat(), getStages(),
-             getSchedule(), getMicrobatches(), chunks);
+             getSchedule(), getMicrobatches(), chunks, getOffload());
+}
+
+PlanAttr PlanAttr::withMesh(MeshAttr mesh) const {
+  return get(getContext(), mesh, getZero(), getRemat(), getStages(),
+             getSchedule(), getMicrobatches(), getChunks(), getOffload());
 }
 
 int64_t PlanAttr::getVirtualStages() const {
@@ -200,7 +205,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
   SMLoc start = parser.getCurrentLocation();
   MeshAttr mesh;
   int64_t zero = 0, stages = 1, microbatches = 1;
-  std::string remat = kNoRemat.str(), schedule;
+  std::string remat = kNoRemat.str(), schedule, offload;
   SmallVector<ChunkAttr> chunks;
   llvm::StringSet<> seen;
   auto parseField = [&]() -> ParseResult {
@@ -227,6 +232,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
       return parser.parseString(&schedule);
     if (key == "microbatches")
       return parser.parseInteger(microbatches);
+    if (key == "offload")
+      return parser.parseString(&offload);
     if (key == "chunks")
       return parser.parseCommaSeparatedList(
           AsmParser::Delimiter::Square, [&]() -> ParseResult {
@@ -239,7 +246,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
     return parser.emitError(at)
            << "tess.plan: unknown field '" << key
            << "' (expected mesh, zero, remat, stages, schedule, "
-              "microbatches or chunks)";
+              "microbatches, chunks or offload)";
   };
   if (parser.parseLess())
     return {};
@@ -249,7 +256,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
   return PlanAttr::getChecked([&] { return parser.emitError(start); },
                               parser.getContext(), mesh, zero, StringRef(remat),
                               stages, StringRef(schedule), microbatches,
-                              ArrayRef(chunks));
+                              ArrayRef(chunks), StringRef(offload));
 }
 
 void PlanAttr::print(AsmPrinter &printer) const {
@@ -278,6 +285,9 @@ void PlanAttr::print(AsmPrinter &printer) const {
                             [&](ChunkAttr chunk) { printer << chunk; });
       printer << "]";
     });
+  if (isOffloaded())
+    fields.push_back(
+        [&] { printer << "offload = \"" << getOffload() << "\""; });
   printer << "<";
   llvm::interleaveComma(fields, printer,
                         [](const std::function<void()> &field) { field(); });
@@ -285,10 +295,10 @@ void PlanAttr::print(AsmPrinter &printer) const {
 }
 
 LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               MeshAttr, int64_t zero, StringRef remat,
+                               MeshAttr mesh, int64_t zero, StringRef remat,
                                int64_t stages, StringRef schedule,
                                int64_t microbatches,
-                               ArrayRef<ChunkAttr> chunks) {
+                               ArrayRef<ChunkAttr> chunks, StringRef offload) {
   if (zero != kMixedZero && (zero < 0 || zero > 3))
     return emitError() << "C1: zero must be 0 to 3 or mixed, got " << zero;
   if (remat != "none" && remat != "selective" && remat != "full")
@@ -297,6 +307,12 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (stages < 1 || microbatches < 1)
     return emitError() << "C3: stages and microbatches must be >= 1, got "
                        << stages << " and " << microbatches;
+  if (!offload.empty() && offload != "optimizer")
+    return emitError() << "C7: offload must be optimizer, got '" << offload
+                       << "'";
+  if (!offload.empty() && (mesh || !schedule.empty() || zero != 0))
+    return emitError() << "C7: an offloaded plan is one device's: no mesh, "
+                          "no schedule, zero 0";
   std::optional<int64_t> virtualStages = 1;
   if (schedule.empty()) {
     if (stages != 1 || microbatches != 1 || !chunks.empty())

@@ -110,6 +110,10 @@ def Tess_PlanAttr : Tess_Attr<"Plan", "plan"> {
       No schedule: not pipelined.
     - `chunks`: the stage split, chunk c being `@stage{c}_*` (written by
       `tess-split-pipeline-stages`).
+    - `offload`: `optimizer` when the fp32 masters and AdamW's moments live
+      in pinned host memory and AdamW runs on the host (the executable's
+      `--offload optimizer`): what tesserac picks when nothing else fits
+      the device; absent: the whole state on the device.
 
     Rules: (C1) `zero` is 0 to 3 or mixed; (C2) `remat` is none, selective
     or full; (C3) `stages` >= 1 and `microbatches` >= 1; (C4) `schedule`
@@ -118,7 +122,10 @@ def Tess_PlanAttr : Tess_Attr<"Plan", "plan"> {
     (C5) there are no chunks or `stages` x V of them (V = 1 but for
     interleaved:V), chunk c on device c mod `stages`, their units
     consecutive from 0; (C6) `tess.plan` sits on a module, and where
-    both the plan and the module have a mesh they are the same.
+    both the plan and the module have a mesh they are the same; (C7)
+    `offload` is `optimizer` or absent, and an offloaded plan is one
+    device's: no mesh, no schedule, zero 0 (the executable offloads one
+    rank's whole optimizer state).
 
     ```mlir
     module attributes {tess.plan = #tess.plan<zero = 1, remat = "selective",
@@ -134,7 +141,8 @@ def Tess_PlanAttr : Tess_Attr<"Plan", "plan"> {
                         "int64_t":$stages,
                         StringRefParameter<"pipeline schedule">:$schedule,
                         "int64_t":$microbatches,
-                        ArrayRefParameter<"ChunkAttr">:$chunks);
+                        ArrayRefParameter<"ChunkAttr">:$chunks,
+                        StringRefParameter<"optimizer offload">:$offload);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -144,6 +152,10 @@ def Tess_PlanAttr : Tess_Attr<"Plan", "plan"> {
     static PlanAttr get(::mlir::MLIRContext *context);
     /// A copy with `chunks` replaced.
     PlanAttr withChunks(::llvm::ArrayRef<ChunkAttr> chunks) const;
+    /// A copy with `mesh` replaced.
+    PlanAttr withMesh(MeshAttr mesh) const;
+    /// Whether the optimizer state is offloaded to the host (C7).
+    bool isOffloaded() const { return !getOffload().empty(); }
     bool isPipelined() const { return !getSchedule().empty(); }
     /// Chunks per device: V of interleaved:V, otherwise 1.
     int64_t getVirtualStages() const;

@@ -62,6 +62,9 @@ struct TrainingStepEstimate {
   double memoryLimitBytes = 0;
   /// The recomputation that makes the step fit (none, selective, full).
   std::string remat = "none";
+  /// The plan offloads the optimizer state to the host (nothing else fit):
+  /// the fit is the offloaded footprint's, the optimizer's time the host's.
+  bool offloadOptimizer = false;
   /// Names of tess ops the cost table does not know (priced as copies).
   std::vector<std::string> unmodelledOps;
 

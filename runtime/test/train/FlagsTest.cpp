@@ -122,6 +122,9 @@ TEST(Flags, EveryFlag) {
   EXPECT_FALSE(parse({}).offloadOptimizer);
   EXPECT_TRUE(parse({"--offload", "optimizer"}).offloadOptimizer);
   EXPECT_FALSE(parse({"--offload=none"}).offloadOptimizer);
+  // Given or not: without the flag the compiled plan decides (TrainMain).
+  EXPECT_FALSE(parse({}).offloadGiven);
+  EXPECT_TRUE(parse({"--offload=none"}).offloadGiven);
   EXPECT_DOUBLE_EQ(parse({}).ropeTheta, 0);
   EXPECT_DOUBLE_EQ(
       parse({"--init", "random", "--rope-theta", "5e5"}).ropeTheta, 5e5);

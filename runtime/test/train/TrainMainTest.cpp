@@ -964,6 +964,21 @@ TEST_F(TrainMainTest, Errors) {
       << run.err;
   EXPECT_EQ(hooks.calls, 0);
 
+  // A plan that offloads (program.h's offload_optimizer) asks the same
+  // without the flag; --offload none overrides the plan.
+  tessera_program offloading = program();
+  offloading.offload_optimizer = 1;
+  run = train({"--data", dataPath}, offloading);
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("train: error: --offload optimizer: this is a host "
+                         "(CPU) program"),
+            std::string::npos)
+      << run.err;
+  run = train({"--data", dataPath, "--steps", "1", "--offload", "none"},
+              offloading);
+  EXPECT_EQ(run.exitCode, 0) << run.err;
+  hooks.calls = 0; // the checks below count from here
+
   run = train({"--data", directory + "/nothing_*.npy"}, program());
   EXPECT_EQ(run.exitCode, 1);
   EXPECT_NE(run.err.find("no file matches"), std::string::npos);

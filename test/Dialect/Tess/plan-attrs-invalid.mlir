@@ -144,5 +144,20 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>, tess.plan = #tess.plan<mesh =
 
 // -----
 
+// expected-error@+1 {{C7: offload must be optimizer, got 'weights'}}
+module attributes {tess.plan = #tess.plan<offload = "weights">} {}
+
+// -----
+
+// expected-error@+1 {{C7: an offloaded plan is one device's: no mesh, no schedule, zero 0}}
+module attributes {tess.plan = #tess.plan<zero = 1, offload = "optimizer">} {}
+
+// -----
+
+// expected-error@+1 {{C7: an offloaded plan is one device's: no mesh, no schedule, zero 0}}
+module attributes {tess.plan = #tess.plan<stages = 2, schedule = "1f1b", microbatches = 2, offload = "optimizer">} {}
+
+// -----
+
 // expected-error@+1 {{tess.plan: unknown field 'pipeline'}}
 module attributes {tess.plan = #tess.plan<pipeline = 2>} {}

@@ -29,6 +29,13 @@ module attributes {tess.plan = #tess.plan<zero = 0, remat = "none", stages = 1, 
 
 // -----
 
+// One device whose optimizer state is offloaded to the host (tesserac's
+// choice when nothing else fits), with full recomputation.
+// CHECK: module attributes {tess.plan = #tess.plan<remat = "full", offload = "optimizer">}
+module attributes {tess.plan = #tess.plan<offload = "optimizer", remat = "full">} {}
+
+// -----
+
 // A mesh plan: the same mesh as the module's.
 // CHECK: module attributes {tess.mesh = #tess.mesh<dp = 4>, tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>, zero = mixed, remat = "full">}
 module attributes {tess.mesh = #tess.mesh<dp = 4>,

@@ -272,6 +272,12 @@ typedef struct tessera_program {
    * prints it at start; `tesserac MODEL --explain --plan TEXT` predicts the
    * step of that plan. */
   const char *plan;
+
+  /* Nonzero when that plan offloads the optimizer (#tess.plan's
+   * `offload = "optimizer"`: tesserac found that nothing else fits the
+   * device): the executable runs as with --offload optimizer unless the
+   * flag says otherwise. */
+  int32_t offload_optimizer;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),
