@@ -178,13 +178,12 @@ public:
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
     requireResident("master weights and moments");
+    if (holdsShardOnly())
+      return requireHeldShard(pieces);
     useChunks(ParameterLayout::chunksOf(pieces, getDecays()));
   }
-  void gatherState(const std::function<void(const FlatBuffer &)> &,
-                   bool) override {
-    fail("internal error: gathering the state of a backend that holds it "
-         "whole");
-  }
+  void gatherState(const std::function<void(const FlatBuffer &)> &gather,
+                   bool keep) override;
   void finishStep() override {
     checkCuda(cudaStreamSynchronize(streamHandle), "finishing the step");
     if (offload)
@@ -208,6 +207,11 @@ private:
   void foldStagedLosses();
   /// The chunks the norm and AdamW work on, and their sums' buffers.
   void useChunks(std::vector<tessera_tensor_chunk> table);
+  /// Under a sharded state: copies `pieces`' elements between a whole flat
+  /// f32 buffer (at their offsets) and a compact state buffer (at their
+  /// stateOffset), on the stream.
+  void copyPieces(const std::vector<ParameterLayout::Piece> &pieces,
+                  float *whole, float *compact, bool toCompact);
 
   cudaStream_t streamHandle = nullptr;
   /// --offload optimizer: the masters and moments on the host, AdamW there;
@@ -246,6 +250,11 @@ private:
   DeviceBuffer nonFiniteFlag;
   PinnedBuffer hostNonFiniteFlag;
   bool updated = false;
+  /// Under a sharded state: the shard's pieces of parameters the step
+  /// reads as f32 (AdamW's result is copied into their mirrors), and the
+  /// whole masters and moments gatherState kept for storeState (host).
+  std::vector<ParameterLayout::Piece> mirroredPieces;
+  std::vector<std::vector<float>> gathered;
   std::vector<int32_t> chunkTensors;
   /// What the program reads per parameter: its master or compute copy.
   std::vector<tessera_tensor> stepTensors, bufferTensors, gradientTensors;
@@ -271,10 +280,16 @@ CudaBackend::CudaBackend(const tessera_program &program,
 
   const int64_t f32Bytes = layout.totalBytes(TESSERA_F32);
   if (!options.offloadOptimizer) {
-    master = DeviceBuffer(f32Bytes, "the fp32 master weights");
-    firstMomentValues = DeviceBuffer(f32Bytes, "AdamW's first moments");
-    secondMomentValues = DeviceBuffer(f32Bytes, "AdamW's second moments");
+    // A ZeRO-1 shard's alone under a sharded state.
+    const int64_t stateBytes =
+        layout.stateElements() * dtypeSize(TESSERA_F32);
+    master = DeviceBuffer(stateBytes, "the fp32 master weights");
+    firstMomentValues = DeviceBuffer(stateBytes, "AdamW's first moments");
+    secondMomentValues = DeviceBuffer(stateBytes, "AdamW's second moments");
   }
+  if (mirrorElements() > 0)
+    mirror = DeviceBuffer(mirrorElements() * dtypeSize(TESSERA_F32),
+                          "the f32 mirrors of the weights");
   gradients = DeviceBuffer(layout.totalBytes(computeDtype), "the gradients");
   if (accumulating())
     accumulators = DeviceBuffer(f32Bytes, "the gradient accumulators");
@@ -297,7 +312,12 @@ CudaBackend::CudaBackend(const tessera_program &program,
   hostTargets = PinnedBuffer(microBatchBytes);
 
   std::vector<tessera_tensor_chunk> whole = layout.chunks(getDecays());
-  useChunks(whole);
+  useChunks(holdsShardOnly()
+                ? ParameterLayout::chunksOf(layout.shard(), getDecays())
+                : whole);
+  for (const ParameterLayout::Piece &piece : layout.shard())
+    if (!readsComputeCopy(piece.parameter))
+      mirroredPieces.push_back(piece);
   placeComputeCopies(whole);
   if (options.offloadOptimizer) {
     offload = std::make_unique<CudaOffloadedOptimizer>(
@@ -321,7 +341,8 @@ CudaBackend::CudaBackend(const tessera_program &program,
   copyChunkCount = static_cast<int32_t>(whole.size());
   copyChunks = uploadChunkTable(whole, "the compute copies' chunk table");
 
-  stepTensors = stepParameterTensors(master.get(), computeCopies.get());
+  stepTensors = stepParameterTensors(
+      holdsShardOnly() ? mirror.get() : master.get(), computeCopies.get());
   if (offload)
     for (int32_t i = 0; i < program.parameter_count; ++i)
       if (!readsComputeCopy(i))
@@ -351,7 +372,96 @@ void CudaBackend::useChunks(std::vector<tessera_tensor_chunk> table) {
   checkCuda(cudaDeviceSynchronize(), "preparing the parameter chunks");
 }
 
+void CudaBackend::copyPieces(const std::vector<ParameterLayout::Piece> &pieces,
+                             float *whole, float *compact, bool toCompact) {
+  for (const ParameterLayout::Piece &piece : pieces) {
+    float *atWhole = whole + piece.offset;
+    float *atCompact = compact + piece.stateOffset;
+    checkCuda(cudaMemcpyAsync(toCompact ? atCompact : atWhole,
+                              toCompact ? atWhole : atCompact,
+                              static_cast<size_t>(piece.count) * sizeof(float),
+                              cudaMemcpyDeviceToDevice, streamHandle),
+              "copying a shard of the training state");
+  }
+}
+
+void CudaBackend::gatherState(
+    const std::function<void(const FlatBuffer &)> &gather, bool keep) {
+  if (!holdsShardOnly())
+    fail("internal error: gathering the state of a backend that holds it "
+         "whole");
+  gathered.clear();
+  // One transient whole buffer on the device at a time; rank 0 keeps the
+  // gathered kinds on the host, where the checkpoint is written from.
+  DeviceBuffer whole(layout.totalBytes(TESSERA_F32),
+                     "gathering the training state");
+  checkCuda(cudaDeviceSynchronize(), "clearing device memory");
+  const FlatBuffer wholeBuffer{whole.get(), TESSERA_F32,
+                               layout.totalElements()};
+  for (DeviceBuffer *kind : {&master, &firstMomentValues,
+                             &secondMomentValues}) {
+    checkCuda(cudaMemsetAsync(whole.get(), 0,
+                              static_cast<size_t>(
+                                  layout.totalBytes(TESSERA_F32)),
+                              streamHandle),
+              "clearing device memory");
+    copyPieces(layout.shard(), static_cast<float *>(whole.get()),
+               static_cast<float *>(kind->get()), /*toCompact=*/false);
+    gather(wholeBuffer);
+    if (!keep)
+      continue;
+    std::vector<unsigned char> bytes = download(wholeBuffer);
+    gathered.emplace_back(static_cast<size_t>(layout.totalElements()));
+    std::memcpy(gathered.back().data(), bytes.data(), bytes.size());
+  }
+  checkCuda(cudaStreamSynchronize(streamHandle),
+            "gathering the training state");
+}
+
 void CudaBackend::loadState(const TrainingState &state) {
+  if (holdsShardOnly()) {
+    // Each kind whole through one transient device buffer: the shard's
+    // pieces into the compact state, the parameters also into what the
+    // step reads (rounded into the copies, whole into the mirrors).
+    DeviceBuffer whole(layout.totalBytes(TESSERA_F32),
+                       "loading the training state");
+    std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
+    const std::vector<std::vector<float>> *sources[] = {
+        &state.parameters, &state.firstMoments, &state.secondMoments};
+    DeviceBuffer *targets[] = {&master, &firstMomentValues,
+                               &secondMomentValues};
+    for (int k = 0; k < 3; ++k) {
+      checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
+      flattenF32(layout, *sources[k], flat.data());
+      checkCuda(cudaMemcpy(whole.get(), flat.data(),
+                           flat.size() * sizeof(float),
+                           cudaMemcpyHostToDevice),
+                "uploading the training state");
+      copyPieces(layout.shard(), static_cast<float *>(whole.get()),
+                 static_cast<float *>(targets[k]->get()), /*toCompact=*/true);
+      if (k != 0)
+        continue;
+      if (mirrorElements() > 0)
+        checkCuda(cudaMemcpyAsync(mirror.get(), whole.get(),
+                                  flat.size() * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, streamHandle),
+                  "uploading the weights read as f32");
+      if (copyChunkCount > 0)
+        checkKernel(tessera_cuda_round_chunk_copies(
+                        static_cast<const float *>(whole.get()),
+                        computeCopies.get(), computeDtype,
+                        static_cast<const tessera_tensor_chunk *>(
+                            copyChunks.get()),
+                        copyChunkCount, streamHandle),
+                    "rounding the compute copies");
+    }
+    for (size_t i = 0; i < bufferStorage.size(); ++i)
+      checkCuda(cudaMemcpy(bufferStorage[i].get(), state.buffers[i].data(),
+                           state.buffers[i].size(), cudaMemcpyHostToDevice),
+                "uploading the buffers");
+    checkCuda(cudaDeviceSynchronize(), "uploading the training state");
+    return;
+  }
   if (offload) {
     flattenF32(layout, state.parameters, offload->masters());
     flattenF32(layout, state.firstMoments, offload->firstMoments());
@@ -396,6 +506,14 @@ void CudaBackend::storeState(TrainingState &state) {
                                 offload->secondMoments()};
     for (int k = 0; k < 3; ++k)
       *targets[k] = unflattenToF32(program, layout, hostState[k], TESSERA_F32);
+  } else if (holdsShardOnly()) {
+    if (gathered.size() != 3)
+      fail("internal error: storing a sharded state that was not gathered");
+    for (int k = 0; k < 3; ++k)
+      *targets[k] = unflattenToF32(program, layout,
+                                   gathered[static_cast<size_t>(k)].data(),
+                                   TESSERA_F32);
+    gathered.clear();
   } else {
     FlatBuffer kinds[] = {masterWeights(), firstMoments(), secondMoments()};
     for (int k = 0; k < 3; ++k)
@@ -598,10 +716,17 @@ void CudaBackend::applyAdamW(const AdamWUpdate &update) {
                             sizeof(int32_t), cudaMemcpyDeviceToHost,
                             streamHandle),
             "reading AdamW's non-finite flag");
+  // The kernel rounded the shard's copies; the f32 mirrors are the
+  // updated masters themselves.
+  copyPieces(mirroredPieces, static_cast<float *>(mirror.get()),
+             static_cast<float *>(master.get()), /*toCompact=*/false);
   updated = true;
 }
 
 void CudaBackend::refreshComputeCopies() {
+  if (holdsShardOnly())
+    fail("internal error: a sharded state's compute copies are gathered, "
+         "not rounded from masters this rank does not hold");
   if (offload)
     return offload->uploadWeights();
   if (copyChunkCount == 0)
@@ -641,11 +766,7 @@ makeCudaBackend(const tessera_program &program, const TrainOptions &options,
     fail("tessera_cuda_train_main runs CUDA programs; this one's tensors are "
          "in host memory (device kind " +
          std::to_string(program.device) + ")");
-  // The GPU keeps the whole state under ZeRO-1 for now (its shard saves
-  // AdamW's time, not memory): the host backend holds the shard only.
-  const ParameterLayout whole =
-      layout ? layout->withoutShard() : ParameterLayout(program);
-  return std::make_unique<CudaBackend>(program, options, &whole);
+  return std::make_unique<CudaBackend>(program, options, layout);
 }
 
 } // namespace tessera::train

@@ -213,20 +213,8 @@ HostBackend::HostBackend(const tessera_program &program,
 
 void HostBackend::restrictOptimizer(
     const std::vector<ParameterLayout::Piece> &pieces) {
-  if (holdsShardOnly()) {
-    // The shard the state was allocated for; another would read elements
-    // this rank does not hold.
-    const std::vector<ParameterLayout::Piece> &held = layout.shard();
-    bool same = pieces.size() == held.size();
-    for (size_t i = 0; same && i < pieces.size(); ++i)
-      same = pieces[i].parameter == held[i].parameter &&
-             pieces[i].offset == held[i].offset &&
-             pieces[i].count == held[i].count;
-    if (!same)
-      fail("internal error: the optimizer's shard is not the one the "
-           "backend holds the state of");
-    return;
-  }
+  if (holdsShardOnly())
+    return requireHeldShard(pieces);
   restriction = pieces;
   restricted = true;
 }

@@ -72,6 +72,19 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
   }
 }
 
+void TrainingBackend::requireHeldShard(
+    const std::vector<ParameterLayout::Piece> &pieces) const {
+  const std::vector<ParameterLayout::Piece> &held = layout.shard();
+  bool same = pieces.size() == held.size();
+  for (size_t i = 0; same && i < pieces.size(); ++i)
+    same = pieces[i].parameter == held[i].parameter &&
+           pieces[i].offset == held[i].offset &&
+           pieces[i].count == held[i].count;
+  if (!same)
+    fail("internal error: the optimizer's shard is not the one the backend "
+         "holds the state of");
+}
+
 std::string describeResidentState(const ResidentState &resident) {
   auto bytes = [](int64_t value) { return std::to_string(value); };
   return "resident training state: " + bytes(resident.total()) +

@@ -273,6 +273,10 @@ protected:
   /// Sets each chunk's copy_offset (tensor_chunks.h) from its place in its
   /// parameter's slice, -1 for parameters read as masters.
   void placeComputeCopies(std::vector<tessera_tensor_chunk> &chunks) const;
+  /// Under a sharded state: fails unless `pieces` are the shard the state
+  /// was allocated for (another would read elements this rank does not
+  /// hold).
+  void requireHeldShard(const std::vector<ParameterLayout::Piece> &pieces) const;
   /// Per parameter weight decay applies (not matched by --no-decay).
   const std::vector<bool> &getDecays() const { return decays; }
   /// forward_backward over the backend's tensors; throws TrainError with

@@ -9,6 +9,7 @@
 
 #include "HostBackend.h"
 #include "TrainError.h"
+#include "TrainTestSupport.h"
 
 #include <gtest/gtest.h>
 
@@ -92,15 +93,7 @@ tessera_program programOf(int32_t precision) {
 }
 
 TrainingState stateOf(const tessera_program &program) {
-  TrainingState state;
-  allocateState(program, state);
-  for (size_t i = 0; i < state.parameters.size(); ++i)
-    for (size_t e = 0; e < state.parameters[i].size(); ++e) {
-      state.parameters[i][e] = 0.1f * static_cast<float>(e + 1 + 10 * i);
-      state.firstMoments[i][e] = 0.01f * static_cast<float>(e);
-      state.secondMoments[i][e] = 0.001f * static_cast<float>(e + i);
-    }
-  return state;
+  return tessera_train_test::knownState(program, 0.1f);
 }
 
 class HostBackendTest : public ::testing::Test {

@@ -21,7 +21,25 @@
 #include <string>
 #include <vector>
 
+#include "TrainingState.h"
+
 namespace tessera_train_test {
+
+/// A state of `program` with distinct, known values: parameter i's element
+/// e is scale * (e + 1 + 10 i), its moments scale / 10 * e and
+/// scale / 100 * (e + i).
+inline tessera::train::TrainingState knownState(const tessera_program &program,
+                                                float scale) {
+  tessera::train::TrainingState state;
+  tessera::train::allocateState(program, state);
+  for (size_t i = 0; i < state.parameters.size(); ++i)
+    for (size_t e = 0; e < state.parameters[i].size(); ++e) {
+      state.parameters[i][e] = scale * static_cast<float>(e + 1 + 10 * i);
+      state.firstMoments[i][e] = scale / 10 * static_cast<float>(e);
+      state.secondMoments[i][e] = scale / 100 * static_cast<float>(e + i);
+    }
+  return state;
+}
 
 /// A new empty directory under the test temp dir, removed with everything in
 /// it when the object goes out of scope.
