@@ -18,9 +18,11 @@
 # and for fp32 also 1 GPU --grad-accum 4 vs --nproc 2 --grad-accum 2 (the f32
 # accumulators reduced after the last micro-batch), and a ZeRO-1 run stopped
 # at a checkpoint at step 5 and resumed (its steps 6..10 must be the straight
-# run's, bit for bit). Tolerances, relative: fp32 1e-5; bf16 2^-8, its
-# epsilon (NCCL sums bf16 gradients in bf16, the 1-GPU run accumulates them
-# in f32). Exit 0 when all agree. NCCL_NVLS_ENABLE=0.
+# run's, bit for bit), and each ZeRO-1 rank's resident masters and moments
+# (printed per rank) must be half the unsharded run's within the padding.
+# Tolerances, relative: fp32 1e-5; bf16 2^-8, its epsilon (NCCL sums bf16
+# gradients in bf16, the 1-GPU run accumulates them in f32). Exit 0 when all
+# agree. NCCL_NVLS_ENABLE=0.
 # Measured on 2 H200s (2026-11-30): fp32 equal to the last printed digit,
 # bf16 within 3.6e-5 relative over 10 steps.
 set -uo pipefail
@@ -108,8 +110,8 @@ torchrun_pair() {
   for pid in "${pids[@]}"; do
     wait "$pid" || { echo "--- $name FAILED:"; tail -n 20 "$out/$name".rank*.log; status=1; }
   done
-  # Rank 1 writes nothing but errors.
-  [[ -s "$out/$name.rank1.log" ]] && { echo "--- $name: rank 1 wrote:"; cat "$out/$name.rank1.log"; status=1; }
+  # Rank 1 writes nothing but its resident training state and errors.
+  grep -qv '^rank 1: resident training state' "$out/$name.rank1.log" && { echo "--- $name: rank 1 wrote:"; cat "$out/$name.rank1.log"; status=1; }
 }
 
 for precision in fp32 bf16; do
@@ -168,6 +170,22 @@ same = all(s in straight and joined.get(s) == straight[s] for s in range(1, 11))
 print("\nZeRO-1 stopped at step 5 and resumed vs straight: %s" %
       ("bit-identical losses" if same else "DIFFER: %s vs %s" % (joined, straight)))
 ok &= same
+
+# "rank R: resident training state: N bytes (masters M, moments M2, ...)"
+import re
+def resident(name):
+    text = open(os.path.join(out, name + ".log")).read()
+    return {int(r): (int(m), int(v)) for r, m, v in re.findall(
+        r"rank (\d+): resident training state: \d+ bytes \(masters (\d+), moments (\d+)", text)}
+for precision in ("fp32", "bf16"):
+    whole, sharded = resident(precision + "-dp"), resident(precision + "-zero")
+    print("\n%s resident masters, moments per rank: --nproc 2 %s, --zero 1 %s" %
+          (precision, whole, sharded))
+    fits = len(whole) == 2 and len(sharded) == 2 and all(
+        masters <= whole[0][0] / 2 + 2 ** 20 and moments == 2 * masters
+        for masters, moments in sharded.values())
+    print("ZeRO-1 holds half the masters and moments a rank: %s" % ("yes" if fits else "NO"))
+    ok &= fits
 print("OK" if ok else "MISMATCH")
 sys.exit(0 if ok else 1)
 PY
