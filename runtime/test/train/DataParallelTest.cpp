@@ -112,12 +112,13 @@ const tessera_tensor_info kParameters[] = {
     {"head", TESSERA_F32, 2, {30, 33}},
 };
 
-/// What the last step of this thread read as its parameters.
+/// What the last step of this thread read as its parameters, widened to
+/// f32.
 thread_local std::vector<std::vector<float>> parametersRead;
 
-/// Gradient element e of every parameter: (e + 1) * (token[0] + 1) * scale,
-/// and the step reports each gradient ready, last first, as a backward pass
-/// does. The loss is token[0].
+/// Gradient element e of every parameter: (e + 1) * (token[0] + 1) * scale
+/// (rounded to the gradient's dtype), and the step reports each gradient
+/// ready, last first, as a backward pass does. The loss is token[0].
 int knownProgram(const tessera_step_context *context,
                  const tessera_tensor *parameters,
                  const tessera_tensor * /*buffers*/,
@@ -128,18 +129,25 @@ int knownProgram(const tessera_step_context *context,
       static_cast<float>(static_cast<const int64_t *>(tokens->data)[0]);
   parametersRead.clear();
   for (int i = 0; i < 3; ++i) {
-    const auto *values = static_cast<const float *>(parameters[i].data);
     parametersRead.emplace_back(
-        values, values + elementCount(kParameters[i]));
+        static_cast<size_t>(elementCount(kParameters[i])));
+    tessera_tensor widened = parameters[i];
+    widened.data = parametersRead.back().data();
+    widened.dtype = TESSERA_F32;
+    if (tessera_cpu_cast(&parameters[i], &widened) != 0)
+      return 1;
   }
   for (int i = 2; i >= 0; --i) {
     tessera_tensor &gradient = gradients[i];
-    int64_t count = 1;
-    for (int32_t d = 0; d < gradient.rank; ++d)
-      count *= gradient.shape[d];
-    auto *values = static_cast<float *>(gradient.data);
-    for (int64_t e = 0; e < count; ++e)
+    std::vector<float> values(
+        static_cast<size_t>(elementCount(kParameters[i])));
+    for (size_t e = 0; e < values.size(); ++e)
       values[e] = static_cast<float>(e + 1) * (first + 1) * lossScale;
+    tessera_tensor exact = gradient;
+    exact.data = values.data();
+    exact.dtype = TESSERA_F32;
+    if (tessera_cpu_cast(&exact, &gradient) != 0)
+      return 1;
     if (context->gradient_ready)
       context->gradient_ready(context->gradient_ready_user, i);
   }
@@ -347,6 +355,89 @@ TEST(DataParallel, ThreadRanksReduceTheStepsGradients) {
                             (40 * 30 + 7 + 30 * 33));
       }
     }
+}
+
+/// What rank 0 of a data-parallel step of `program` on `ranks` thread
+/// ranks ends with: the parameters its next step reads, and the whole state
+/// it stores (a checkpoint's).
+struct RankZeroView {
+  std::vector<std::vector<float>> read;
+  TrainingState stored;
+};
+
+RankZeroView runDataParallelStep(const tessera_program &program,
+                                 const TrainOptions &options, int32_t ranks,
+                                 bool sharded, const TrainingState &initial,
+                                 const AdamWUpdate &update) {
+  DataParallelPlan plan = planDataParallel(program, options, ranks, sharded);
+  RankZeroView view;
+  tessera::comm::ThreadWorld world({ranks}, 30);
+  tessera::comm::runThreadRanks(
+      world, [&](const tessera::comm::RankComms &comms) {
+        const ParameterLayout placed = plan.rankLayout(comms.rank);
+        std::unique_ptr<TrainingBackend> backend =
+            makeHostBackend(program, options, &placed);
+        backend->loadState(initial);
+        ThreadRankWorld rankWorld(comms.world);
+        Trace trace;
+        DataParallelGradients reducer(rankWorld, *backend, plan, trace);
+        for (int64_t micro = 0; micro < options.gradientAccumulation;
+             ++micro) {
+          backend->tokens()[0] = ranks * micro + comms.rank;
+          backend->runMicroBatch(micro, 1.0f, 0);
+        }
+        reducer.finishStep();
+        reducer.gradientSumOfSquares();
+        backend->applyAdamW(update);
+        reducer.afterOptimizer();
+        backend->runMicroBatch(0, 1.0f, 0);
+        reducer.gatherOptimizerState();
+        if (comms.rank != 0)
+          return 0;
+        view.read = parametersRead;
+        view.stored = initial;
+        backend->storeState(view.stored);
+        return 0;
+      });
+  return view;
+}
+
+// Tests that under ZeRO-1 a bf16 program whose step reads two compute
+// copies and one parameter as f32 (a mirror) reads, after the all-gather
+// of both, what the whole-state data-parallel step reads, bit for bit, and
+// that rank 0's gathered checkpoint state is the whole-state run's: on 4
+// thread ranks, with the gradients reduced in bf16 during the backward pass
+// and in f32 after 3 micro-batches.
+TEST(DataParallel, ZeroOneGathersTheCopiesAndMirrorsTheStepReads) {
+  tessera_program program = knownProgramOf();
+  program.precision = TESSERA_PRECISION_BF16;
+  const int32_t stepDtypes[] = {TESSERA_BF16, TESSERA_F32, TESSERA_BF16};
+  program.parameter_step_dtypes = stepDtypes;
+  TrainingState initial;
+  allocateState(program, initial);
+  for (std::vector<float> &tensor : initial.parameters)
+    for (size_t e = 0; e < tensor.size(); ++e)
+      tensor[e] = 0.01f * static_cast<float>(e) + 1.0f / 1024.0f;
+  AdamWUpdate update;
+  update.learningRate = 0.1;
+  update.weightDecay = 0.01;
+  update.gradientScale = 1e-3;
+  for (int64_t microBatches : {1, 3}) {
+    SCOPED_TRACE("micro-batches " + std::to_string(microBatches));
+    TrainOptions options;
+    options.gradientAccumulation = microBatches;
+    options.bucketMegabytes = 0;
+    RankZeroView whole =
+        runDataParallelStep(program, options, 4, false, initial, update);
+    RankZeroView sharded =
+        runDataParallelStep(program, options, 4, true, initial, update);
+    EXPECT_EQ(sharded.read, whole.read);
+    EXPECT_EQ(sharded.stored.parameters, whole.stored.parameters);
+    EXPECT_EQ(sharded.stored.firstMoments, whole.stored.firstMoments);
+    EXPECT_EQ(sharded.stored.secondMoments, whole.stored.secondMoments);
+    // The step moved the weights: the mirror read is the updated master.
+    EXPECT_NE(sharded.read[1], initial.parameters[1]);
+  }
 }
 
 // Tests that a CPU executable started as rank 1 of 2 (torchrun's variables)
