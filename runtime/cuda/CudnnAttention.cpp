@@ -48,6 +48,7 @@
 #include "DataTypes.h"
 #include "HostSupport.h"
 #include "TensorAccess.h"
+#include "tessera/runtime/cuda_kernels.h"
 
 #include <atomic>
 #include <cstdint>
@@ -82,6 +83,8 @@ std::atomic<bool> enabled{[] {
            (std::strcmp(value, "0") == 0 || std::strcmp(value, "off") == 0));
 }()};
 std::atomic<int64_t> servedCalls{0};
+/// tessera_cuda_set_deterministic.
+std::atomic<bool> deterministic{false};
 
 /// Says once per distinct message why a call went to Tessera's kernels
 /// instead: a user comparing speeds should know which library ran.
@@ -143,10 +146,14 @@ struct AttentionShape {
   float scale;
   bool backward;
   bool packed = true; // qkv [B, T, (Hq + 2 Hkv) D]; else [B, heads, T, D] each
+  /// A backward built with a fixed reduction order (tessera_cuda_set_
+  /// deterministic): its own graph.
+  bool deterministic = false;
 
   auto tie() const {
     return std::tie(device, dtype, batch, seq, queryHeads, keyHeads, headDim,
-                    causal, window, softcap, scale, backward, packed);
+                    causal, window, softcap, scale, backward, packed,
+                    deterministic);
   }
   bool operator<(const AttentionShape &other) const {
     return tie() < other.tie();
@@ -282,6 +289,8 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
                        .set_attn_scale(shape.scale);
     if (shape.window)
       options.set_sliding_window_length(static_cast<int>(shape.window));
+    if (shape.deterministic)
+      options.set_deterministic_algorithm(true);
     if (shape.softcap != 0) {
       auto modifier = std::make_shared<SoftcapModifier>();
       modifier->value = shape.softcap;
@@ -357,15 +366,25 @@ Plan &planFor(const AttentionShape &shape, cudnnHandle_t handle) {
 bool runGraph(AttentionShape shape,
               std::unordered_map<int64_t, void *> pointers,
               cudaStream_t stream) {
+  shape.deterministic =
+      shape.backward && deterministic.load(std::memory_order_relaxed);
+  // A backward the flash kernels run instead adds dq atomically.
+  auto refuse = [&] {
+    if (shape.deterministic)
+      noteFallback("deterministic mode: Tessera's flash attention backward "
+                   "adds dq atomically, so a step with this shape is not "
+                   "reproducible bit for bit");
+    return false;
+  };
   if (shape.dtype != TESSERA_BF16 && shape.dtype != TESSERA_F16)
-    return false;
+    return refuse();
   if (!enabled.load(std::memory_order_relaxed) || !cudnnLibrary())
-    return false;
+    return refuse();
   cudaCheck(cudaGetDevice(&shape.device));
   cudnnHandle_t handle = threadHandle(shape.device);
   Plan &plan = planFor(shape, handle);
   if (!plan.graph)
-    return false;
+    return refuse();
   requireCudnn(fe::detail::set_stream(handle, stream), "cudnnSetStream");
   void *workspace =
       plan.workspaceBytes > 0
@@ -593,3 +612,7 @@ bool cudnnPackedAttentionBackward(const tessera_tensor &qkv, int64_t queryHeads,
 }
 
 } // namespace tessera::cuda
+
+extern "C" void tessera_cuda_set_deterministic(int32_t on) {
+  tessera::cuda::deterministic.store(on != 0);
+}

@@ -447,6 +447,14 @@ const std::vector<FlagSpec> &flagTable() {
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          o.gemmAutotune = parseOnOff(flag, v);
        }},
+      {"--deterministic", "on|off",
+       "GPU programs: the same bits every run, as PyTorch's "
+       "use_deterministic_algorithms: cuDNN's attention backward is built "
+       "with a fixed reduction order (slower); default off (it adds dq "
+       "atomically)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.deterministic = parseOnOff(flag, v);
+       }},
       {"--offload", "none|optimizer",
        "GPU programs, one rank: 'optimizer' keeps the fp32 master weights "
        "and AdamW's moments in pinned host memory and runs AdamW on the "

@@ -108,6 +108,9 @@ struct TrainOptions {
   bool cudaGraphs = true;
   /// --gemm-autotune: time cuBLASLt's candidate algorithms per GEMM shape.
   bool gemmAutotune = false;
+  /// --deterministic: a fixed reduction order wherever a kernel's is not
+  /// (tessera_cuda_set_deterministic).
+  bool deterministic = false;
   /// --offload optimizer: the fp32 master weights and AdamW's moments
   /// live in pinned host memory and AdamW runs on the host's cores; the GPU
   /// keeps what the step reads and writes (OffloadedOptimizer.h).

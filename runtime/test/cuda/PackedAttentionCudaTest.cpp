@@ -124,6 +124,43 @@ TEST(PackedAttentionCuda, CudnnStatisticsFeedTheFlashBackward) {
   EXPECT_EQ(cudnnAttentionCalls() - before, 2);
 }
 
+// tessera_cuda_set_deterministic: cuDNN's backward built with a fixed
+// reduction order gives the same dqkv bits on every call (at a length of
+// several key blocks, where the default's atomic dq additions vary), and
+// still matches the CPU reference.
+TEST(PackedAttentionCuda, DeterministicBackwardRepeatsItsBits) {
+  REQUIRE_GPU();
+  if (!cudnnAttentionAvailable())
+    GTEST_SKIP() << "cuDNN attention is not in this build";
+  CudnnDefault restore;
+  struct Deterministic {
+    Deterministic() { tessera_cuda_set_deterministic(1); }
+    ~Deterministic() { tessera_cuda_set_deterministic(0); }
+  } on;
+  const PackedCase c = {"deterministic bf16 grouped causal 1024", 2, 1024, 8,
+                        2, 64, true, TESSERA_BF16};
+  int64_t before = cudnnAttentionCalls();
+  checkPacked(c, {true, true});
+  EXPECT_EQ(cudnnAttentionCalls() - before, 2);
+  int64_t width = (c.queryHeads + 2 * c.keyHeads) * c.headDim;
+  Shape qkvShape = {c.batch, c.seq, width};
+  Shape yShape = {c.batch, c.seq, c.queryHeads * c.headDim};
+  DeviceTensor qkv(randomTensor(c.dtype, qkvShape, 21, -2.0f, 2.0f)),
+      dy(randomTensor(c.dtype, yShape, 22)), y(c.dtype, yShape),
+      lse(TESSERA_F32, {c.batch, c.queryHeads, c.seq}),
+      first(c.dtype, qkvShape), second(c.dtype, qkvShape);
+  EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_attention(
+      qkv.get(), y.get(), lse.get(), c.queryHeads, c.keyHeads, true, 0.125,
+      nullptr));
+  for (DeviceTensor *out : {&first, &second})
+    EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_attention_grad(
+        qkv.get(), y.get(), lse.get(), dy.get(), out->get(), c.queryHeads,
+        c.keyHeads, true, 0.125, nullptr));
+  expectDeviceClean();
+  expectTensorsNear(first.download(), second.download(), 0.0, 0.0,
+                    "dqkv of two deterministic calls");
+}
+
 TEST(PackedAttentionCuda, RejectsBadOperandsNamingThem) {
   REQUIRE_GPU();
   Shape qkvShape = {1, 8, 96};

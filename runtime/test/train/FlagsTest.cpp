@@ -119,6 +119,8 @@ TEST(Flags, EveryFlag) {
   EXPECT_FALSE(parse({}).gemmAutotune);
   EXPECT_TRUE(parse({"--gemm-autotune", "on"}).gemmAutotune);
   EXPECT_FALSE(parse({"--gemm-autotune=off"}).gemmAutotune);
+  EXPECT_FALSE(parse({}).deterministic);
+  EXPECT_TRUE(parse({"--deterministic", "on"}).deterministic);
   EXPECT_FALSE(parse({}).offloadOptimizer);
   EXPECT_TRUE(parse({"--offload", "optimizer"}).offloadOptimizer);
   EXPECT_FALSE(parse({"--offload=none"}).offloadOptimizer);

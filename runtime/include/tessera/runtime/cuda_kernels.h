@@ -69,6 +69,13 @@ int tessera_cuda_dropout(const tessera_tensor *x, tessera_tensor *y,
  * heuristic's first (0, the default: the same bits every run). Plans made
  * before the call keep their algorithm. */
 void tessera_cuda_set_gemm_autotune(int32_t enabled);
+/* enabled != 0: kernels whose reduction order is not fixed use a fixed one,
+ * so a run computes the same bits every time (PyTorch's
+ * use_deterministic_algorithms): cuDNN's attention backward, which adds dq
+ * across key blocks atomically by default, is built deterministic (slower).
+ * Where cuDNN does not run a backward, Tessera's flash kernels still add dq
+ * atomically: the first such shape says so on stderr. Off by default. */
+void tessera_cuda_set_deterministic(int32_t enabled);
 int tessera_cuda_matmul(const tessera_tensor *a, const tessera_tensor *b,
                         tessera_tensor *y, int32_t transpose_a,
                         int32_t transpose_b, cudaStream_t stream);
