@@ -1228,9 +1228,12 @@ void LowerToEmitCPass::runOnOperation() {
     pipelineTable = emitPipelineTables(builder, loc, program);
   } else {
     info->flopsPerMicroBatch = modelFlops(function);
+    // Thread-local state where ranks may be threads of one process
+    // running this one function: a mesh's, and a host program's
+    // data-parallel ranks (`--thread-ranks N`).
     FailureOr<std::string> call =
         lower(function, wholeStepSignature(parameterCount, bufferCount),
-              partitioned);
+              /*threadLocalState=*/partitioned || !conventions->cuda);
     if (failed(call))
       return signalPassFailure();
     forwardBackward = *call;

@@ -68,6 +68,24 @@ public:
   virtual const comm::RankComms &rankComms() = 0;
 };
 
+/// A thread rank's host comm (one process's in-process world) as the
+/// driver's RankWorld: what `--thread-ranks N` runs each rank on.
+class ThreadRankWorld final : public RankWorld {
+public:
+  explicit ThreadRankWorld(tessera_comm *comm) {
+    comms.world = comm;
+    comms.axes.push_back(comm);
+    comms.rank = tessera_comm_rank(comm);
+    comms.coordinates.push_back(comms.rank);
+  }
+  tessera_comm *dataParallelComm() override { return comms.world; }
+  void *commStream() override { return nullptr; }
+  const comm::RankComms &rankComms() override { return comms; }
+
+private:
+  comm::RankComms comms;
+};
+
 /// Makes the world of `launch` (world size > 1) arranged as `mesh` (its
 /// rank count is the world size); throws TrainError or comm::CommError
 /// when it cannot.

@@ -490,6 +490,14 @@ const std::vector<FlagSpec> &flagTable() {
          else
            usageError(flag + ": '" + v + "' is not one of 0, 1");
        }},
+      {"--thread-ranks", "N",
+       "CPU programs: data parallelism as N threads of this process over "
+       "the in-process collectives, the same arithmetic as N launched "
+       "ranks (a test bed for the reducer and ZeRO; default 1)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.threadRanks = parseInteger(flag, v);
+         requireAtLeast(flag, static_cast<double>(o.threadRanks), 1);
+       }},
       {"--help", nullptr, "print this text and exit",
        [](TrainOptions &o, const std::string &, const std::string &) {
          o.help = true;

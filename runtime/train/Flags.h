@@ -104,6 +104,8 @@ struct TrainOptions {
   /// --zero: ZeRO stage over the data-parallel ranks (0, or 1: optimizer
   /// state sharded); -1 when not given (the program's zero_stage applies).
   int32_t zeroStage = -1;
+  /// --thread-ranks: data-parallel ranks as threads of this process.
+  int64_t threadRanks = 1;
   /// --cuda-graphs: replay the step as a CUDA graph (CudaStepGraph.h).
   bool cudaGraphs = true;
   /// --gemm-autotune: time cuBLASLt's candidate algorithms per GEMM shape.

@@ -988,6 +988,24 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
                                  makeWorld, place, name,
                                  launch.commTimeoutSeconds);
     }
+    // --thread-ranks N: the data-parallel ranks as threads (a CPU
+    // program's only data parallelism: its launched ranks are refused).
+    if (options.threadRanks > 1) {
+      if (program->device != TESSERA_DEVICE_HOST || place.worldSize > 1)
+        fail("--thread-ranks runs a CPU program's data-parallel ranks as "
+             "threads of one process; a GPU program's are launched "
+             "(--nproc N)");
+      const auto ranks = static_cast<int32_t>(options.threadRanks);
+      return runRankThreads(
+          comm::MeshShape{ranks}, options, nullptr, name,
+          launch.commTimeoutSeconds,
+          [&](const comm::RankComms &comms, Trace &trace) {
+            ThreadRankWorld world(comms.world);
+            Trainer trainer(*program, options, makeBackend, trace, &world,
+                            comms.rank, ranks);
+            return trainer.run();
+          });
+    }
     // Before the backend: the NCCL world picks this rank's GPU.
     std::unique_ptr<RankWorld> world;
     if (place.worldSize > 1) {

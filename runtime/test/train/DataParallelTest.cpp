@@ -169,23 +169,6 @@ tessera_program knownProgramOf() {
   return program;
 }
 
-/// A thread rank's comms as the driver's RankWorld.
-class ThreadRankWorld final : public RankWorld {
-public:
-  explicit ThreadRankWorld(tessera_comm *comm) {
-    comms.world = comm;
-    comms.axes.push_back(comm);
-    comms.rank = tessera_comm_rank(comm);
-    comms.coordinates.push_back(comms.rank);
-  }
-  tessera_comm *dataParallelComm() override { return comms.world; }
-  void *commStream() override { return nullptr; }
-  const tessera::comm::RankComms &rankComms() override { return comms; }
-
-private:
-  tessera::comm::RankComms comms;
-};
-
 TEST(DataParallel, GradientLayoutIsTheParameterLayout) {
   tessera_program program = knownProgramOf();
   ParameterLayout layout(program);
