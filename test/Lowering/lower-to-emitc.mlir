@@ -20,7 +20,8 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // The layout table: one row of 3 + 8 int64 per descriptor.
 // CHECK: emitc.global static const @tessera_layouts : !emitc.array<{{[0-9]+}}xi64>
 // CHECK: emitc.global static const @tessera_arena_bytes : i64 = [[BYTES:[0-9]+]]
-// CHECK: emitc.global static @tessera_arena : !emitc.ptr<ui8> = #emitc.opaque<"NULL">
+// A host program's arena is thread_local: its data-parallel ranks may be threads.
+// CHECK: emitc.verbatim "static thread_local uint8_t* tessera_arena = NULL;"
 
 // CHECK-LABEL: emitc.func @tessera_forward_backward_steps(
 // CHECK-SAME: %[[ARENA:[a-z0-9]+]]: !emitc.ptr<ui8>, %[[CONTEXT:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"const tessera_step_context">>, %[[PARAMS:[a-z0-9]+]]: !emitc.ptr<!emitc.opaque<"const tessera_tensor">>,
