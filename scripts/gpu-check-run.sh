@@ -4,7 +4,8 @@
 # after scripts/make-gpu-check.sh made that directory (copied there as run.sh).
 # 1. gpt2-tiny (causal-lm), bert-tiny (mlm), llama-tiny, mistral-tiny (a
 #    sliding window) and gemma2-tiny (softcap), fp32, and gpt2-tiny
-#    partitioned for the meshes 2 (tp) and 2x2 (dp-tp): each executable trains
+#    partitioned for the meshes 2 (tp) and 2x2 (dp-tp), and pipelined over
+#    the stage meshes 2 (dp) and 2x2 (dp-tp): each executable trains
 #    one step on the fixture batch with the fixture's AdamW settings (as
 #    test/Lowering/train-{gpt2,bert}-tiny.test do on the CPU), writing
 #    metrics, parameters and gradients into $OUT; training_step.py compares
@@ -37,12 +38,13 @@ fi
 
 status=0
 # first_step NAME FIXTURE WEIGHTS [FLAGS...]: NAME-train (with FLAGS) trains
-# one step on FIXTURE's batch; training_step.py compares it with the fixture.
+# one step on FIXTURE's batch (or on $BATCH); training_step.py compares it
+# with the fixture.
 first_step() {
   local name="$1" fixture="$2" weights="$3"
   shift 3
   rm -f "$out/$name".*
-  "$here/$name-train" "$@" --data "$here/$fixture.batch.npy" --weights "$here/$weights" \
+  "$here/$name-train" "$@" --data "${BATCH:-$here/$fixture.batch.npy}" --weights "$here/$weights" \
       --steps 1 --grad-accum 1 --lr 1e-3 --beta1 0.9 --beta2 0.95 --eps 1e-8 \
       --weight-decay 0.1 --grad-clip 0 --schedule constant --warmup 0 \
       --no-shuffle --metrics "$out/$name.metrics.jsonl" \
@@ -79,6 +81,14 @@ for mesh in tp dptp pp2; do
   [[ -x "$here/gpt2-tiny-$mesh-train" ]] || continue
   echo "=== gpt2-tiny $mesh (--target cuda, fp32, thread ranks) ==="
   first_step "gpt2-tiny-$mesh" gpt2-tiny gpt2-tiny-train.weights.safetensors
+done
+# Pipelines over stage meshes (PP2 x DP2, PP2 x DP2 x TP2) on the fixture's
+# rows twice: 4 and 8 thread ranks.
+for mesh in ppdp ppdptp; do
+  [[ -x "$here/gpt2-tiny-$mesh-train" ]] || continue
+  echo "=== gpt2-tiny $mesh (--target cuda, fp32, thread ranks) ==="
+  BATCH="$here/gpt2-tiny-x2.batch.npy" first_step "gpt2-tiny-$mesh" gpt2-tiny \
+      gpt2-tiny-train.weights.safetensors
 done
 # From the second step on, the pipeline's stage calls are recorded and
 # replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): 4 steps so

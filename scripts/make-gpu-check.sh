@@ -17,6 +17,8 @@
 #   with 2 GPUs, the tp program launched on NCCL (--nproc 2);
 # - gpt2-tiny fp32 as a 2-stage 1F1B pipeline: the same check, the stages as
 #   threads and, with 2 GPUs, launched on NCCL;
+# - gpt2-tiny fp32 as 2 stages over the stage meshes 2 (dp) and 2x2 (dp-tp):
+#   the same check on the fixture's rows twice, 4 and 8 thread ranks;
 # - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered) and
 #   the device-staged comm's (tessera_runtime_comm_gpu_tests), when BUILD_DIR
 #   has them;
@@ -56,7 +58,18 @@ rm -rf "$out" && mkdir -p "$out"
     --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
     --without-weights -o "$out/gpt2-tiny-pp2-train"
 
+# Pipelined over stage meshes (PP2 x DP2, PP2 x DP2 x TP2): the step is the
+# fixture's 2 rows twice, 2 micro-batches of both rows.
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
+    --mesh 2 --strategy dp --without-weights -o "$out/gpt2-tiny-ppdp-train"
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
+    --schedule interleaved:2 --mesh 2x2 --strategy dp-tp --without-weights \
+    -o "$out/gpt2-tiny-ppdptp-train"
+
 step="$repo/test/Lowering/Inputs/training_step.py"
+python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny-x2.batch.npy" --repeat 2
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/fixtures/bert-tiny.reference.json" "$out/bert-tiny.batch.npy" --mlm
 python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$out/llama-tiny.batch.npy"

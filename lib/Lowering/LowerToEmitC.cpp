@@ -1134,16 +1134,11 @@ void LowerToEmitCPass::runOnOperation() {
                      "tess-build-training first)");
     return signalPassFailure();
   }
+  // A pipelined step may be partitioned over a stage mesh (PP x DP,
+  // PP x TP): its stage functions are then one mesh rank's.
   bool pipelined = module->hasAttr("tess.pipeline");
-  if (pipelined && module->hasAttr("tess.mesh")) {
-    module.emitError("tess-lower-to-emitc: a pipelined program partitioned "
-                     "for a mesh is run by the interpreter's pipeline "
-                     "executor only; the compiled driver runs one rank per "
-                     "stage (compile without --mesh)");
-    return signalPassFailure();
-  }
   FailureOr<std::optional<MeshProgram>> mesh =
-      prepareMeshProgram(module, function);
+      prepareMeshProgram(module, function, pipelined);
   if (failed(mesh))
     return signalPassFailure();
   unsigned parameterCount = 0, bufferCount = 0;
@@ -1181,6 +1176,10 @@ void LowerToEmitCPass::runOnOperation() {
       preparePipelineProgram(module, *info, pipelineSchedule, microBatches);
   if (failed(pipeline))
     return signalPassFailure();
+  if (*pipeline && partitioned)
+    for (const ProgramTensor &parameter : info->parameters)
+      (*pipeline)->gradientPartialAxes.push_back(
+          (*mesh)->gradientPartialAxes.lookup(parameter.name));
 
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToStart(module.getBody());

@@ -54,10 +54,29 @@ void takeWholeInput(func::FuncOp step, BlockArgument argument,
                      builder.getStringAttr(sharding::kLayoutAttrName));
 }
 
+/// Makes the tokens and targets of `function` (the step, or a stage
+/// function of it) whole; errors name `what` is laid out otherwise.
+LogicalResult takeWholeInputs(func::FuncOp function,
+                              const cost::DeviceMesh &mesh) {
+  for (BlockArgument argument : function.getArguments()) {
+    StringRef input = roleOf(function, argument.getArgNumber(), "tess.input");
+    if (input != "input_ids" && input != "targets")
+      continue;
+    llvm::Expected<TensorLayout> layout = sharding::readLayout(argument, mesh);
+    if (!layout)
+      return function.emitError("tess-lower-to-emitc: @")
+             << function.getSymName() << "'s '" << input
+             << "': " << llvm::toString(layout.takeError());
+    if (!layout->isReplicated())
+      takeWholeInput(function, argument, *layout, mesh);
+  }
+  return success();
+}
+
 } // namespace
 
 FailureOr<std::optional<MeshProgram>>
-prepareMeshProgram(ModuleOp module, func::FuncOp step) {
+prepareMeshProgram(ModuleOp module, func::FuncOp step, bool pipelined) {
   auto meshAttr = module->getAttrOfType<tess::MeshAttr>(sharding::kMeshAttrName);
   if (!meshAttr) {
     if (step->hasAttr("tess.partitioned"))
@@ -118,7 +137,18 @@ prepareMeshProgram(ModuleOp module, func::FuncOp step) {
     auto parameter = parameterLayouts.find(gradient.getValue());
     if (parameter == parameterLayouts.end())
       continue; // describeProgram names the missing parameter
-    if (*layout != parameter->second)
+    // A pipelined step's gradient may be pending over axes: the driver
+    // sums it there once a step (the header's contract).
+    TensorLayout completed = *layout;
+    if (pipelined && !layout->partialAxes.empty() &&
+        parameter->second.partialAxes.empty()) {
+      int32_t axes = 0;
+      for (unsigned axis : layout->partialAxes)
+        axes |= int32_t(1) << axis;
+      program.gradientPartialAxes[gradient.getValue()] = axes;
+      completed.partialAxes.clear();
+    }
+    if (completed != parameter->second)
       return step.emitError("tess-lower-to-emitc: the gradient of '")
              << gradient.getValue() << "' leaves as \"" << layout->print(mesh)
              << "\" but its parameter is laid out as \""
@@ -128,6 +158,12 @@ prepareMeshProgram(ModuleOp module, func::FuncOp step) {
                 "without defer-gradient-reduction, and keep gradients in "
                 "their parameters' layouts)";
   }
+  // The stage functions take the whole micro-batch as the step does.
+  if (pipelined)
+    for (auto function : module.getOps<func::FuncOp>())
+      if (function->hasAttr("tess.pipeline_stage") &&
+          failed(takeWholeInputs(function, mesh)))
+        return failure();
   return std::optional<MeshProgram>(std::move(program));
 }
 

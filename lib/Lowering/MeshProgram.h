@@ -11,15 +11,21 @@
 //   the whole weights into blocks and gather them back for checkpoints;
 // - every gradient leaves complete in its parameter's layout (the driver's
 //   AdamW updates the block it holds; a gradient still partial over an axis,
-//   or laid out otherwise than its parameter, has no block to update);
+//   or laid out otherwise than its parameter, has no block to update), but
+//   for a pipelined step (PipelineProgram.h, a stage mesh): there a gradient
+//   may also be a pending partial sum over axes (the data-parallel ones,
+//   tess-annotate-sharding's defer-gradient-reduction), which the driver
+//   sums once a step over the f32 sums of the micro-batches instead of the
+//   step all-reducing every micro-batch's in every backward;
 // - the loss leaves replicated (every rank reports the micro-batch's loss);
 // - tokens and targets arrive whole on every rank: one data loader feeds all
 //   ranks the same micro-batch, and the step cuts its own block of it
 //   (tess.shard_slice at the top of the step), whatever dims the plan
 //   splits.
 //
-// prepareMeshProgram checks the first three and rewrites the step for the
-// last before the lowering describes its signature.
+// prepareMeshProgram checks the first three and rewrites the step (and a
+// pipelined step's stage functions) for the last before the lowering
+// describes their signatures.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +34,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <optional>
 #include <string>
@@ -44,15 +51,21 @@ struct MeshProgram {
   /// are whole after the rewrite): per dim the mesh axis it is split over,
   /// or -1.
   std::vector<std::vector<int32_t>> argumentSplits;
+  /// A pipelined step's: per parameter name, the mesh axes (a bit each,
+  /// axis a as 1 << a) its gradient leaves as a pending partial sum over;
+  /// absent: complete.
+  llvm::StringMap<int32_t> gradientPartialAxes;
 };
 
 /// std::nullopt for a module without a tess.mesh (one device). For a
 /// partitioned step: checks the contract above (errors name the tensor and
-/// its layout), makes tokens and targets whole and returns the mesh and the
+/// its layout), makes tokens and targets whole (in `step` and, `pipelined`,
+/// in every stage function that takes them) and returns the mesh and the
 /// arguments' splits. The same for both targets: the collectives' memory
 /// and streams are the runtime's business (mesh_step.h).
 mlir::FailureOr<std::optional<MeshProgram>>
-prepareMeshProgram(mlir::ModuleOp module, mlir::func::FuncOp step);
+prepareMeshProgram(mlir::ModuleOp module, mlir::func::FuncOp step,
+                   bool pipelined);
 
 } // namespace tessera::lowering
 

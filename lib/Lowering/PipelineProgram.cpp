@@ -531,6 +531,14 @@ std::string emitPipelineTables(OpBuilder &builder, Location loc,
       emitConstTable(builder, loc, "tessera_pipeline_task_counts", "int32_t",
                      counts.size(), indexInitializer(counts));
 
+  std::string partialAxes = "NULL";
+  if (llvm::any_of(program.gradientPartialAxes,
+                   [](int32_t axes) { return axes != 0; }))
+    partialAxes = emitConstTable(builder, loc,
+                                 "tessera_pipeline_gradient_partial_axes",
+                                 "int32_t", program.gradientPartialAxes.size(),
+                                 indexInitializer(program.gradientPartialAxes));
+
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "{\n    /*stages=*/" << program.stages
@@ -540,7 +548,7 @@ std::string emitPipelineTables(OpBuilder &builder, Location loc,
      << ",\n    /*forwards=*/" << forwards << ",\n    /*backwards=*/"
      << backwards << ",\n    /*task_counts=*/" << taskCounts
      << ",\n    /*tasks=*/" << taskLists << ",\n    /*prepares=*/" << prepares
-     << "}";
+     << ",\n    /*gradient_partial_axes=*/" << partialAxes << "}";
   MLIRContext *context = builder.getContext();
   emitc::GlobalOp::create(builder, loc, "tessera_pipeline_definition",
                           emitc::OpaqueType::get(context, "tessera_pipeline"),

@@ -69,6 +69,9 @@ struct PipelineProgram {
   std::vector<StageFunction> prepares, forwards, backwards;
   /// Per device, its tasks in order (scheduleTaskOrder).
   std::vector<std::vector<pipeline::ScheduledTask>> tasks;
+  /// A stage mesh's (MeshProgram.h): per parameter, the mesh axes its
+  /// gradient is a pending partial sum over (a bit per axis); empty: none.
+  std::vector<int32_t> gradientPartialAxes;
 };
 
 /// std::nullopt for a module without tess.pipeline. Otherwise the chunk

@@ -262,8 +262,18 @@ void checkPipeline(const tessera_program &program) {
   const tessera_pipeline &pipeline = *program.pipeline;
   if (program.forward_backward)
     pipelineError("a pipelined program has forward_backward (it must be NULL)");
-  if (program.mesh_axis_count != 0)
-    pipelineError("a pipelined program is also partitioned for a mesh");
+  // Over a stage mesh, a gradient may be pending over the mesh's axes only.
+  if (pipeline.gradient_partial_axes) {
+    const int32_t axes = (int32_t(1) << std::max(program.mesh_axis_count, 0)) - 1;
+    for (int32_t p = 0; p < program.parameter_count; ++p)
+      if ((pipeline.gradient_partial_axes[p] & ~axes) != 0)
+        pipelineError("the gradient of '" +
+                      std::string(program.parameters[p].name) +
+                      "' is pending over mesh axes " +
+                      std::to_string(pipeline.gradient_partial_axes[p]) +
+                      " (a bit each) of a mesh of " +
+                      std::to_string(program.mesh_axis_count));
+  }
   if (pipeline.stages < 1 || pipeline.virtual_stages < 1 ||
       pipeline.micro_batches < 1)
     pipelineError("stages " + std::to_string(pipeline.stages) +
@@ -525,9 +535,10 @@ PipelineStep::Chunk &PipelineStep::chunkOf(int32_t chunk) {
 
 PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
                            TrainingBackend &backend, tessera_comm *comm,
-                           Trace &trace)
+                           Trace &trace,
+                           const std::vector<tessera_comm *> &meshAxes)
     : layout(layout), device(device), backend(backend), comm(comm),
-      trace(trace),
+      trace(trace), meshAxes(meshAxes),
       owned(layout.ownedBy(device)), agreement(comm, backend.stream()) {
   const tessera_pipeline &pipeline = layout.pipeline();
   const tessera_program &whole = layout.wholeProgram();
@@ -894,6 +905,7 @@ double PipelineStep::run(int64_t step, float lossScale,
     });
   }
   sumGradientParts(step);
+  sumOverMesh(step);
   double lossSum = 0;
   try {
     lossSum = backend.finishStages();
@@ -939,6 +951,50 @@ void PipelineStep::sumGradientParts(int64_t step) {
         fail(name + "from rank " + std::to_string(from) + ": " +
              tessera_comm_last_error());
       backend.addToAccumulator(p, partBuffer);
+    }
+  }
+}
+
+void PipelineStep::sumOverMesh(int64_t step) {
+  const int32_t *pending = layout.pipeline().gradient_partial_axes;
+  if (!pending)
+    return;
+  const tessera_program &whole = layout.wholeProgram();
+  const ParameterLayout &flat = backend.getLayout();
+  auto *sums = static_cast<float *>(backend.optimizerGradients().data);
+  // Every rank of an axis group is the same stage device, so it owns the
+  // same parameters and issues the same all-reduces: one per run of
+  // consecutive owned parameters pending over the axis (those this device
+  // does not hold have no elements and do not break a run; the zero gaps
+  // between slices stay zero).
+  for (size_t axis = 0; axis < meshAxes.size(); ++axis) {
+    auto pendingHere = [&](int32_t p) {
+      return owned[static_cast<size_t>(p)] && ((pending[p] >> axis) & 1) != 0;
+    };
+    for (int32_t p = 0; p < whole.parameter_count;) {
+      if (!pendingHere(p)) {
+        ++p;
+        continue;
+      }
+      int32_t end = p + 1, last = p;
+      for (; end < whole.parameter_count &&
+             (pendingHere(end) || flat.count(end) == 0);
+           ++end)
+        if (pendingHere(end))
+          last = end;
+      end = last + 1;
+      tessera_tensor run{};
+      run.data = sums + flat.offset(p);
+      run.dtype = TESSERA_F32;
+      run.rank = 1;
+      run.shape[0] = flat.spanElements(p, end);
+      if (tessera_comm_all_reduce(meshAxes[axis], &run, TESSERA_REDUCE_SUM,
+                                  backend.stream()) != 0)
+        fail("step " + std::to_string(step) + ": summing the gradients of '" +
+             std::string(whole.parameters[p].name) + "' to '" +
+             whole.parameters[end - 1].name + "' over mesh axis " +
+             std::to_string(axis) + ": " + tessera_comm_last_error());
+      p = end;
     }
   }
 }

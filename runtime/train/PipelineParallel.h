@@ -56,8 +56,20 @@
 // Interleaved schedules (virtual_stages > 1): a peer may send a message
 // before this device needs it (chunk 2's activations before chunk 0's
 // gradients); receiving follows the peer's order and keeps such messages
-// in slots until their task (pools sized from the task orders). Not
-// supported yet: pipeline x data parallelism.
+// in slots until their task (pools sized from the task orders).
+//
+// Over a stage mesh (program.h's mesh fields with a pipeline: PP x DP,
+// PP x TP, PP x DP x TP), each pipeline device is the mesh's ranks: the
+// world is the pipeline axis (outermost) times the mesh, the pipeline's
+// messages go between the ranks of one mesh coordinate, and the stage
+// functions call their collectives on the mesh's axes themselves (a tensor-
+// parallel layer's all-reduce, a data-parallel rank's block of the micro-
+// batch and its share of the loss). What the driver adds is the data-
+// parallel sum: the gradients the chunks return pending over a mesh axis
+// are summed over it once a step (sumOverMesh), after the tied
+// embedding's parts and before the norm, as each device's f32 sum over its
+// micro-batches, not once per micro-batch. Blocks, the norm's counting and
+// the gathered checkpoints are MeshParallel.h's, composed with the owners'.
 //
 //===----------------------------------------------------------------------===//
 
@@ -156,8 +168,11 @@ private:
 class PipelineStep {
 public:
   /// `trace` gets a range per task and per group of sends and receives.
+  /// Over a stage mesh, `meshAxes` are this rank's communicators of the
+  /// program's mesh axes (the gradients pending over them are summed there).
   PipelineStep(const PipelineLayout &layout, int32_t device,
-               TrainingBackend &backend, tessera_comm *comm, Trace &trace);
+               TrainingBackend &backend, tessera_comm *comm, Trace &trace,
+               const std::vector<tessera_comm *> &meshAxes = {});
   ~PipelineStep();
   PipelineStep(const PipelineStep &) = delete;
   PipelineStep &operator=(const PipelineStep &) = delete;
@@ -182,6 +197,11 @@ public:
   /// After the tasks: each gradient part held by a device other than its
   /// parameter's owner goes to the owner, which adds it (f32).
   void sumGradientParts(int64_t step);
+  /// Then, over a stage mesh: every owned gradient's f32 sum that is
+  /// pending over a mesh axis (program.h's gradient_partial_axes: the
+  /// data-parallel replicas' parts) all-reduced over that axis, once a step
+  /// and before the norm.
+  void sumOverMesh(int64_t step);
 
 private:
   struct Chunk;
@@ -197,6 +217,7 @@ private:
   TrainingBackend &backend;
   tessera_comm *comm;
   Trace &trace;
+  std::vector<tessera_comm *> meshAxes;
   std::vector<std::unique_ptr<Chunk>> chunks;
   std::vector<bool> owned;
   /// Per parameter, whether this step's gradient has its first

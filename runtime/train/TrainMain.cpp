@@ -65,7 +65,10 @@
 // every rank reads every micro-batch of the step, which are the step's
 // gradient accumulation (the effective --grad-accum is the program's
 // micro-batch count), so the data, the seeds and the divisors are one
-// device's with --grad-accum M. Rank 0 speaks and writes, as above.
+// device's with --grad-accum M. Rank 0 speaks and writes, as above. A
+// pipeline over a stage mesh (both at once: PP x DP, PP x TP) runs
+// stages x mesh ranks, each both a pipeline rank and a mesh rank: the
+// mesh's blocks of its own chunks' parameters.
 //
 // Errors: everything the user can get wrong throws TrainError deep down;
 // runTrainMain (tessera_train_main, tessera_cuda_train_main) turns it into "<program>: error: ..." on stderr and
@@ -293,10 +296,14 @@ uint64_t Trainer::dropoutSeed(int64_t step, int64_t micro) const {
 std::vector<std::vector<float>>
 Trainer::wholeParameters(const std::vector<std::vector<float>> &values) {
   void *stream = backend->stream();
-  if (pipeline)
-    return pipeline->layout.gatherFromOwners(values, pipeline->comm,
-                                             pipeline->device, stream);
-  return mesh->layout.gatherParameters(values, mesh->comms, stream);
+  if (!pipeline)
+    return mesh->layout.gatherParameters(values, mesh->comms, stream);
+  // Over a stage mesh: every rank's blocks from their owners (within its
+  // mesh coordinate), then the blocks of the mesh into whole tensors.
+  std::vector<std::vector<float>> blocks = pipeline->layout.gatherFromOwners(
+      values, pipeline->comm, pipeline->device, stream);
+  return mesh ? mesh->layout.gatherParameters(blocks, mesh->comms, stream)
+              : blocks;
 }
 
 TrainingState Trainer::wholeState() {
@@ -361,6 +368,13 @@ void Trainer::start() {
   }
   if (pipeline)
     state = pipeline->layout.takeHeld(state, pipeline->device);
+  // Over a stage mesh a block counts in the norm on the first replica of
+  // its owning stage only.
+  if (mesh && pipeline)
+    for (size_t p = 0; p < countedInNorm.size(); ++p)
+      countedInNorm[p] = countedInNorm[p] &&
+                         pipeline->layout.ownerOf(static_cast<int32_t>(p)) ==
+                             pipeline->device;
   if (state.step < options.steps) {
     if (options.dataPattern.empty())
       throw TrainError("--data: required to train (" +
@@ -400,7 +414,8 @@ void Trainer::start() {
     if (pipeline) {
       pipelineStep = std::make_unique<PipelineStep>(
           pipeline->layout, pipeline->device, *backend, pipeline->comm,
-          trace);
+          trace,
+          mesh ? mesh->comms.axes : std::vector<tessera_comm *>());
       microBatchSeeds.assign(
           static_cast<size_t>(options.gradientAccumulation), 0);
     }
@@ -778,19 +793,60 @@ int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
       });
 }
 
+/// The ranks of a pipelined program: one per pipeline device, or over a
+/// stage mesh (`meshLayout`) the pipeline axis (outermost) times its mesh.
+comm::MeshShape pipelineShape(const PipelineLayout &layout,
+                              const MeshLayout *meshLayout) {
+  comm::MeshShape shape{layout.stages()};
+  if (meshLayout)
+    shape.insert(shape.end(), meshLayout->getShape().begin(),
+                 meshLayout->getShape().end());
+  return shape;
+}
+
+/// Runs the steps of the pipeline rank whose comms are `comms` (of the
+/// world pipelineShape describes): a pipeline device, and over a stage
+/// mesh also the mesh rank of the axes after the pipeline's.
+int runPipelineRank(const PipelineLayout &layout, const MeshLayout *meshLayout,
+                    const comm::RankComms &comms,
+                    const std::function<int(const tessera_program &,
+                                            const MeshRank *,
+                                            const PipelineRank &)> &train) {
+  if (!meshLayout) {
+    PipelineRank rank{layout, comms.world, comms.rank};
+    return train(layout.deviceProgram(comms.rank), nullptr, rank);
+  }
+  const int32_t device = comms.coordinates[0];
+  PipelineRank rank{layout, comms.axes[0], device};
+  comm::RankComms meshComms;
+  meshComms.rank = comms.rank;
+  meshComms.world = comms.world;
+  meshComms.axes.assign(comms.axes.begin() + 1, comms.axes.end());
+  meshComms.coordinates.assign(comms.coordinates.begin() + 1,
+                               comms.coordinates.end());
+  MeshRank meshRank{*meshLayout, meshComms};
+  return train(layout.deviceProgram(device), &meshRank, rank);
+}
+
 /// A pipelined program started plainly: one thread rank per pipeline
-/// device, each running the steps of its chunks on its parameters.
-int runPipelineRanks(const PipelineLayout &layout, const TrainOptions &options,
+/// device (times the stage mesh's ranks), each running the steps of its
+/// chunks on its parameters (its blocks of them).
+int runPipelineRanks(const PipelineLayout &layout, const MeshLayout *meshLayout,
+                     const TrainOptions &options,
                      const BackendFactory &makeBackend,
                      const ThreadRankFactory &adoptRank,
                      const std::string &name, double timeoutSeconds) {
   return runRankThreads(
-      comm::MeshShape{layout.stages()}, options, adoptRank, name,
+      pipelineShape(layout, meshLayout), options, adoptRank, name,
       timeoutSeconds, [&](const comm::RankComms &comms, Trace &trace) {
-        PipelineRank rank{layout, comms.world, comms.rank};
-        Trainer trainer(layout.deviceProgram(comms.rank), options, makeBackend,
-                        trace, nullptr, comms.rank, 1, nullptr, &rank);
-        return trainer.run();
+        return runPipelineRank(
+            layout, meshLayout, comms,
+            [&](const tessera_program &program, const MeshRank *mesh,
+                const PipelineRank &rank) {
+              Trainer trainer(program, options, makeBackend, trace, nullptr,
+                              comms.rank, 1, mesh, &rank);
+              return trainer.run();
+            });
       });
 }
 
@@ -846,20 +902,26 @@ int runLaunchedMeshRank(const tessera_program &program,
                         world.get(), &rank);
 }
 
-/// One launched rank of a pipelined program: pipeline device `place.rank`,
-/// its peers on the world's NCCL communicator.
+/// One launched rank of a pipelined program: pipeline device `place.rank`
+/// (over a stage mesh, a rank of the pipeline axis times the mesh), its
+/// peers on the world's NCCL communicators.
 int runLaunchedPipelineRank(const PipelineLayout &layout,
+                            const MeshLayout *meshLayout,
                             const TrainOptions &options,
                             const BackendFactory &makeBackend,
                             const RankWorldFactory &makeWorld,
                             const comm::LaunchInfo &place,
                             const std::string &name, double timeoutSeconds) {
   // Before the backend: the world picks this rank's GPU.
-  std::unique_ptr<RankWorld> world =
-      makeWorld(place, comm::MeshShape{layout.stages()}, timeoutSeconds);
-  PipelineRank rank{layout, world->rankComms().world, place.rank};
-  return runProcessRank(layout.deviceProgram(place.rank), options, makeBackend,
-                        place, name, world.get(), nullptr, &rank);
+  std::unique_ptr<RankWorld> world = makeWorld(
+      place, pipelineShape(layout, meshLayout), timeoutSeconds);
+  return runPipelineRank(
+      layout, meshLayout, world->rankComms(),
+      [&](const tessera_program &program, const MeshRank *mesh,
+          const PipelineRank &rank) {
+        return runProcessRank(program, options, makeBackend, place, name,
+                              world.get(), mesh, &rank);
+      });
 }
 
 /// The options of a pipelined program's run: its micro-batches are the
@@ -892,25 +954,34 @@ TrainOptions pipelineOptions(const tessera_program &program,
          ": the driver's ZeRO shards data-parallel ranks, and a pipelined "
          "program runs without data parallelism; each device already holds "
          "only its own chunks' optimizer state");
+  // Over a stage mesh every stage is that mesh's ranks.
+  const int64_t stageRanks =
+      program.mesh_axis_count > 0
+          ? comm::meshRankCount(comm::MeshShape(
+                program.mesh_shape, program.mesh_shape + program.mesh_axis_count))
+          : 1;
+  const std::string ranksText =
+      stageRanks > 1 ? std::to_string(pipeline.stages) + " stages x " +
+                           std::to_string(stageRanks) + " mesh ranks"
+                     : std::to_string(pipeline.stages) + " stages (one rank each)";
   if (place.worldSize > 1) {
     if (!canLaunch)
-      fail("this program is pipelined over " +
-           std::to_string(pipeline.stages) +
-           " stages, whose ranks run as threads of one process (a CPU "
+      fail("this program is pipelined over " + ranksText +
+           ", whose ranks run as threads of one process (a CPU "
            "program); start it without a launcher (" + place.source +
            " started " + std::to_string(place.worldSize) + " ranks)");
-    if (place.worldSize != pipeline.stages)
-      fail("this program is pipelined over " +
-           std::to_string(pipeline.stages) + " stages (one rank each), but " +
+    if (place.worldSize != pipeline.stages * stageRanks)
+      fail("this program is pipelined over " + ranksText + ", but " +
            place.source + " started " + std::to_string(place.worldSize) +
-           " ranks (launch one rank per stage, or start it plainly to run "
-           "the stages as threads; pipeline x data parallelism is not "
-           "supported)");
+           " ranks (launch one rank per stage and mesh rank, or start it "
+           "plainly to run them as threads)");
   }
   TrainOptions pipelined = options;
   pipelined.gradientAccumulation = micro;
-  // Parts of a gradient from several stages are added in f32.
-  pipelined.accumulateInF32 = PipelineLayout::hasGradientParts(program);
+  // Parts of a gradient from several stages are added in f32, and so are
+  // the data-parallel replicas' sums.
+  pipelined.accumulateInF32 = PipelineLayout::hasGradientParts(program) ||
+                              pipeline.gradient_partial_axes != nullptr;
   return pipelined;
 }
 
@@ -960,12 +1031,19 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
           *program, options, place,
           program->device != TESSERA_DEVICE_HOST && makeWorld != nullptr);
       PipelineLayout layout(*program);
+      // A pipeline over a stage mesh: the stage functions are one mesh
+      // rank's.
+      std::optional<MeshLayout> meshLayout;
+      if (MeshLayout::isPartitioned(*program))
+        meshLayout.emplace(*program);
+      const MeshLayout *stageMesh = meshLayout ? &*meshLayout : nullptr;
       if (place.worldSize == 1)
-        return runPipelineRanks(layout, pipelined, makeBackend,
+        return runPipelineRanks(layout, stageMesh, pipelined, makeBackend,
                                 adoptThreadRank, name,
                                 launch.commTimeoutSeconds);
-      return runLaunchedPipelineRank(layout, pipelined, makeBackend, makeWorld,
-                                     place, name, launch.commTimeoutSeconds);
+      return runLaunchedPipelineRank(layout, stageMesh, pipelined, makeBackend,
+                                     makeWorld, place, name,
+                                     launch.commTimeoutSeconds);
     }
     if (MeshLayout::isPartitioned(*program)) {
       MeshLayout layout(*program);

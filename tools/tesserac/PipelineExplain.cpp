@@ -40,7 +40,8 @@ cl::opt<int64_t> stages("stages",
                         cl::desc("pipeline stages: forced for --pipeline's "
                                  "plan; with --target or --emit=cpp, the "
                                  "built step is cut into N stages, one rank "
-                                 "each"),
+                                 "each (with --mesh M --strategy S, each "
+                                 "stage partitioned over M: M's ranks)"),
                         cl::value_desc("N"), cl::cat(pipelineOptionCategory()));
 cl::opt<int64_t>
     microBatches("microbatches",

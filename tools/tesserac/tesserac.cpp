@@ -826,7 +826,8 @@ void writeModulePlan(
 }
 
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     const SearchedPlan &searched);
+                     const SearchedPlan &searched,
+                     bool deferGradientReduction = false);
 
 /// The memory of one rank's program for the searched plan, as --target
 /// --mesh compiles it: the training step in `module` partitioned (a copy),
@@ -980,19 +981,23 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 /// The training step in `module` with its #tess.plan for `mesh`: the plan
-/// searched as --explain searches it, or the one --strategy forces.
+/// searched as --explain searches it, or the one --strategy forces (with
+/// `stepPipeline`, the stage mesh of --stages' pipeline).
 /// Returns 0, or 1 after printing the error.
-int buildPlannedStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     const tessera::cost::Cluster &cluster,
-                     const tessera::cost::DeviceMesh &mesh,
-                     const tessera::sharding::MeshSearchOptions &options,
-                     SearchedPlan &searched) {
+int buildPlannedStep(
+    mlir::MLIRContext &context, mlir::ModuleOp module,
+    const tessera::cost::Cluster &cluster,
+    const tessera::cost::DeviceMesh &mesh,
+    const tessera::sharding::MeshSearchOptions &options,
+    SearchedPlan &searched,
+    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline =
+        std::nullopt) {
   if (forcedStrategy.empty())
     return planTrainingStep(context, module, cluster, mesh, options, searched);
   if (int status = buildAndSearch(context, module, cluster, mesh, options,
                                   /*search=*/false, searched))
     return status;
-  writeModulePlan(context, module, searched, std::nullopt);
+  writeModulePlan(context, module, searched, stepPipeline);
   return 0;
 }
 
@@ -1015,15 +1020,19 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// Rewrites the training step in `module` into one rank's program: the
 /// forced --strategy, or the searched plan (`searched`, written into the
 /// step by annotateFromSearchPlan, each place it cannot follow the plan a
-/// remark). Returns 0, or 1 after printing the error.
+/// remark). `deferGradientReduction` (a pipeline's stage mesh): the
+/// gradients leave pending over dp, which the driver sums once a step.
+/// Returns 0, or 1 after printing the error.
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     const SearchedPlan &searched) {
+                     const SearchedPlan &searched,
+                     bool deferGradientReduction) {
   bool forced = !forcedStrategy.empty();
   mlir::PassManager partitioning(&context);
   if (forced) {
     tessera::AnnotateShardingOptions annotate;
     annotate.mesh = meshSpec;
     annotate.strategy = forcedStrategy;
+    annotate.deferGradientReduction = deferGradientReduction;
     // `--mesh 4 --strategy tp`: a one-axis mesh given by its size alone is
     // the tensor-parallel axis (its default name is dp).
     if (forcedStrategy == "tp" && !StringRef(meshSpec).contains('=') &&
@@ -1099,7 +1108,8 @@ int compileTrainingProgram(
   if (planTarget) {
     if (int status = buildPlannedStep(context, module, *planTarget->cluster,
                                       planTarget->mesh,
-                                      planTarget->searchOptions, searched))
+                                      planTarget->searchOptions, searched,
+                                      stepPipeline))
       return status;
     if (planTarget->partitioned && searched.plan)
       if (int status = requireRunnableOnMesh(searched))
@@ -1131,8 +1141,12 @@ int compileTrainingProgram(
                                          staged.stage(weightsPath)))
       return status;
   }
+  // A pipeline's stage mesh: partitioned first, then cut into stages, so
+  // that every stage function is one mesh rank's.
   if (planTarget && planTarget->partitioned)
-    if (int status = partitionForMesh(context, module, searched))
+    if (int status = partitionForMesh(context, module, searched,
+                                      /*deferGradientReduction=*/
+                                      stepPipeline.has_value()))
       return status;
 
   mlir::PassManager lowering(&context);
@@ -1303,10 +1317,13 @@ int main(int argc, char **argv) {
       if (batch == options.dims.end())
         return fail("--stages: bind the step's global batch with --dim "
                     "batch=B (each micro-batch is B / --microbatches rows)");
-      if (meshSpec.getNumOccurrences())
-        return fail("--stages and --mesh: the compiled driver runs one rank "
-                    "per pipeline stage; a pipeline over a mesh runs in the "
-                    "interpreter's executor only");
+      // Each stage partitioned over --mesh by a forced plan (PP x DP,
+      // PP x TP, PP x DP x TP); the sharding search plans no pipeline.
+      if (meshSpec.getNumOccurrences() && forcedStrategy.empty())
+        return fail("--stages with --mesh: give each stage's plan with "
+                    "--strategy dp|tp|dp-tp (the sharding search plans a "
+                    "mesh without pipeline stages; --explain --pipeline "
+                    "plans both)");
       batch->second /= stepPipeline->microBatches;
     }
   }
@@ -1411,6 +1428,20 @@ int main(int argc, char **argv) {
     mesh = std::move(*parsed);
     if (Error placed = tessera::cost::placeOnCluster(mesh, *cluster))
       return fail(toString(std::move(placed)));
+    // A stage mesh's dp ranks split every micro-batch's rows (`--mesh 2
+    // --strategy tp` names its one axis tp, not the parsed default dp).
+    if (stepPipeline && forcedStrategy != "tp")
+      for (const tessera::cost::MeshAxis &axis : mesh.axes) {
+        int64_t rows = options.dims.at("batch");
+        if (axis.name == "dp" && rows % axis.size != 0)
+          return fail(formatv(
+              "--mesh {0}: its dp axis of {1} ranks does not divide a "
+              "micro-batch of {2} rows (--dim batch={3} / --microbatches "
+              "{4}); each data-parallel rank takes its rows of every "
+              "micro-batch",
+              meshSpec, axis.size, rows, rows * stepPipeline->microBatches,
+              stepPipeline->microBatches));
+      }
     if (memoryLimit.getNumOccurrences()) {
       std::optional<double> bytes = parseMemorySize(memoryLimit);
       if (!bytes)

@@ -541,6 +541,15 @@ TEST_F(PipelineParallelTest, MalformedTablesAreRefused) {
     pipelined.update();
     expectRefused(pipelined, "the task orders never finish");
   }
+  {
+    // A gradient pending over a mesh axis in a program of no mesh: the
+    // driver would have no axis to sum it over.
+    PipelinedProgram pipelined(twin, "1f1b");
+    int32_t pending[2] = {0, 1};
+    pipelined.pipeline.gradient_partial_axes = pending;
+    expectRefused(pipelined, "the gradient of 'w1' is pending over mesh axes "
+                             "1 (a bit each) of a mesh of 0");
+  }
 }
 
 } // namespace

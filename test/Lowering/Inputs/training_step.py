@@ -2,12 +2,15 @@
 """Feeds a compiled training executable the fixture batch and checks its first
 step against PyTorch's numbers (test/fixtures/<model>.reference.json).
 
-  training_step.py write-batch FIXTURE OUT.npy [--mlm]
+  training_step.py write-batch FIXTURE OUT.npy [--mlm] [--repeat N]
       The fixture's input_ids as an int64 .npy in the layout the runtime's data
       loader reads (runtime/train/DataLoader.cpp): causal LM [N, T + 1], one
       sample a row (the driver takes inputs = row[:T], targets = row[1:]);
       MLM [N, 2, T], the ids then the labels (here the ids themselves: the
-      fixture scores every position).
+      fixture scores every position). --repeat N writes the rows N times
+      over (a step of N x the fixture's rows whose every micro-batch holds
+      them once, as a pipeline over data-parallel ranks needs: its mean loss
+      and gradients are the fixture's).
   training_step.py check FIXTURE METRICS.jsonl PARAMS.safetensors [GRADS.safetensors]
       The first step's loss within 1e-5 relative, the first eight values of
       every parameter after one AdamW step within 1e-5 absolute and, with the
@@ -33,8 +36,8 @@ def write_npy(path, values, shape):
         out.write(struct.pack("<%dq" % len(values), *values))
 
 
-def write_batch(fixture_path, out_path, mlm):
-    ids = json.load(open(fixture_path))["input_ids"]
+def write_batch(fixture_path, out_path, mlm, repeat=1):
+    ids = json.load(open(fixture_path))["input_ids"] * repeat
     if mlm:
         values = [v for row in ids for v in row + row]
         write_npy(out_path, values, [len(ids), 2, len(ids[0])])
@@ -122,7 +125,10 @@ def check(fixture_path, metrics_path, params_path, grads_path=None):
 
 def main(argv):
     if len(argv) >= 4 and argv[1] == "write-batch":
-        write_batch(argv[2], argv[3], "--mlm" in argv[4:])
+        options = argv[4:]
+        repeat = (int(options[options.index("--repeat") + 1])
+                  if "--repeat" in options else 1)
+        write_batch(argv[2], argv[3], "--mlm" in options, repeat)
         return 0
     if len(argv) in (5, 6) and argv[1] == "check":
         return check(*argv[2:])

@@ -180,6 +180,14 @@ typedef struct tessera_pipeline {
   /* Per chunk: its prepare, which the chunk's device calls at the start of
    * every step (after the previous step's optimizer). */
   const tessera_stage_function *prepares;
+  /* A pipeline over a stage mesh (the program's mesh fields: each pipeline
+   * device is that many ranks, the stage functions one mesh rank's, their
+   * collectives on the context's axis communicators): per parameter, the
+   * mesh axes (bit a for axis a) over which the gradients the chunks return
+   * are pending partial sums, which the driver sums once a step over its f32
+   * sums of the micro-batches (the data-parallel axes). NULL: every gradient
+   * is complete in its parameter's layout. */
+  const int32_t *gradient_partial_axes;
 } tessera_pipeline;
 
 typedef struct tessera_program {
@@ -251,8 +259,9 @@ typedef struct tessera_program {
   /* A pipelined program's stages and schedule, or NULL (then forward_backward
    * is the step). A pipelined program's forward_backward is NULL; its batch
    * is one micro-batch's rows, a step runs pipeline->micro_batches of them;
-   * flops_per_micro_batch is the sum over all chunks' calls. It is not
-   * partitioned (mesh_axis_count 0). */
+   * flops_per_micro_batch is the sum over all chunks' calls. Partitioned
+   * (mesh_axis_count > 0), the mesh is one pipeline device's and the
+   * program's tables are one mesh rank's (PP x DP, PP x TP). */
   const tessera_pipeline *pipeline;
 
   /* Per parameter (the order of `parameters`), the dtype forward_backward
