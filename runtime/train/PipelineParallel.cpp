@@ -959,6 +959,8 @@ void PipelineStep::sumOverMesh(int64_t step) {
   const int32_t *pending = layout.pipeline().gradient_partial_axes;
   if (!pending)
     return;
+  // Once a step, beside the tasks' ranges in the rank's trace.
+  TraceRange range(trace, "mesh_gradient_sum");
   const tessera_program &whole = layout.wholeProgram();
   const ParameterLayout &flat = backend.getLayout();
   auto *sums = static_cast<float *>(backend.optimizerGradients().data);
