@@ -254,10 +254,16 @@ void HostBackend::loadState(const TrainingState &state) {
       const auto place = static_cast<size_t>(piece.stateOffset);
       std::memcpy(static_cast<float *>(master.get()) + place,
                   state.parameters[p].data() + at, bytes);
-      std::memcpy(static_cast<float *>(firstMomentValues.get()) + place,
-                  state.firstMoments[p].data() + at, bytes);
-      std::memcpy(static_cast<float *>(secondMomentValues.get()) + place,
-                  state.secondMoments[p].data() + at, bytes);
+      // Empty moments: a fresh start's zeros (TrainingState).
+      float *moments[] = {static_cast<float *>(firstMomentValues.get()),
+                          static_cast<float *>(secondMomentValues.get())};
+      const std::vector<float> *sources[] = {&state.firstMoments[p],
+                                             &state.secondMoments[p]};
+      for (int k = 0; k < 2; ++k)
+        if (sources[k]->empty())
+          std::memset(moments[k] + place, 0, bytes);
+        else
+          std::memcpy(moments[k] + place, sources[k]->data() + at, bytes);
     }
     for (int32_t i = 0; i < layout.size(); ++i) {
       tessera_tensor whole = makeTensor(

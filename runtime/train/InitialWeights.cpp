@@ -14,7 +14,9 @@
 // for rank-1 tensors whose name ends in "weight" or "scale" (LayerNorm and
 // RMSNorm scales, by the exporters' naming), zeros for the rest (biases).
 // Each parameter draws from its own stream, seeded from (seed, parameter
-// index), so the values do not depend on the order tensors are visited.
+// index), so the values do not depend on the order tensors are visited:
+// the parameters are drawn on every host core at once (a Llama 3 8B's 8e9
+// draws take minutes on one), with the same bits as one thread.
 //
 // --rope-theta fills the buffers that are rotary frequencies (by
 // transformers' name for them, `inv_freq`) with the plain rotary formula, so
@@ -31,11 +33,14 @@
 #include "InitialWeights.h"
 
 #include "Checkpoint.h"
+#include "HostThreadPool.h"
 #include "Random.h"
 #include "TrainError.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 namespace tessera::train {
 namespace {
@@ -48,6 +53,10 @@ bool endsWith(const std::string &text, const std::string &suffix) {
 }
 
 } // namespace
+
+uint64_t randomInitSeed(uint64_t runSeed, int32_t index) {
+  return deriveSeed(runSeed, kInitPurpose, static_cast<uint64_t>(index));
+}
 
 void initializeRandomly(const tessera_tensor_info &info, uint64_t seed,
                         std::vector<float> &values) {
@@ -140,12 +149,21 @@ void loadInitialWeights(const tessera_program &program,
           state.buffers[static_cast<size_t>(i)];
       std::memcpy(bytes.data(), values.data(), values.size() * sizeof(float));
     }
-  if (random)
-    for (int32_t i = 0; i < program.parameter_count; ++i)
-      initializeRandomly(
-          program.parameters[i],
-          deriveSeed(state.seed, kInitPurpose, static_cast<uint64_t>(i)),
-          state.parameters[static_cast<size_t>(i)]);
+  if (!random)
+    return;
+  // The largest first, so no core is left with a big tensor at the end.
+  std::vector<int32_t> order(static_cast<size_t>(program.parameter_count));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return elementCount(program.parameters[a]) >
+           elementCount(program.parameters[b]);
+  });
+  HostThreadPool pool;
+  pool.run(static_cast<int64_t>(order.size()), [&](int64_t k) {
+    int32_t i = order[static_cast<size_t>(k)];
+    initializeRandomly(program.parameters[i], randomInitSeed(state.seed, i),
+                       state.parameters[static_cast<size_t>(i)]);
+  });
 }
 
 } // namespace tessera::train

@@ -19,6 +19,10 @@ namespace tessera::train {
 void loadInitialWeights(const tessera_program &program,
                         const TrainOptions &options, TrainingState &state);
 
+/// The seed of parameter `index`'s own --init random stream in a run seeded
+/// `runSeed` (so its values do not depend on which thread draws them).
+uint64_t randomInitSeed(uint64_t runSeed, int32_t index);
+
 /// The --init random rule for one parameter (exposed for tests): N(0, 0.02)
 /// for rank >= 2, ones for rank <= 1 whose name ends in "weight" or "scale"
 /// (normalization scales), zeros for the rest (biases).

@@ -321,7 +321,8 @@ TrainingState Trainer::wholeState() {
 
 void Trainer::start() {
   const tessera_program &stored = storedProgram();
-  allocateState(stored, state);
+  // A fresh start's moments are zeros no host memory holds (TrainingState).
+  allocateState(stored, state, /*withMoments=*/options.resume);
   state.seed = options.seed;
   state.lossScale =
       program.precision == TESSERA_PRECISION_FP16 ? options.lossScaleInit : 1.0;
@@ -402,6 +403,7 @@ void Trainer::start() {
   if (!world) {
     backend = makeBackend(program, options, nullptr);
     backend->loadState(state);
+    releaseTensors(state);
     if (mesh) {
       tessera_step_context &context = backend->stepContext();
       context.mesh_axis_count =
@@ -426,6 +428,7 @@ void Trainer::start() {
   const ParameterLayout placed = plan.rankLayout(rank);
   backend = makeBackend(program, options, &placed);
   backend->loadState(state);
+  releaseTensors(state);
   dataParallel =
       std::make_unique<DataParallelGradients>(*world, *backend, plan, trace);
 }

@@ -188,9 +188,15 @@ std::vector<std::vector<float>> unflattenToF32(const tessera_program &program,
 
 void flattenF32(const ParameterLayout &layout,
                 const std::vector<std::vector<float>> &tensors, float *flat) {
-  for (int32_t i = 0; i < layout.size(); ++i)
-    std::memcpy(flat + layout.offset(i), tensors[static_cast<size_t>(i)].data(),
-                static_cast<size_t>(layout.count(i)) * sizeof(float));
+  for (int32_t i = 0; i < layout.size(); ++i) {
+    const std::vector<float> &values = tensors[static_cast<size_t>(i)];
+    auto bytes = static_cast<size_t>(layout.count(i)) * sizeof(float);
+    // Empty: a fresh start's moments (TrainingState), zeros.
+    if (values.empty())
+      std::memset(flat + layout.offset(i), 0, bytes);
+    else
+      std::memcpy(flat + layout.offset(i), values.data(), bytes);
+  }
 }
 
 } // namespace tessera::train

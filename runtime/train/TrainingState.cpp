@@ -69,7 +69,8 @@ int64_t dtypeSize(int32_t dtype) {
   }
 }
 
-void allocateState(const tessera_program &program, TrainingState &state) {
+void allocateState(const tessera_program &program, TrainingState &state,
+                   bool withMoments) {
   size_t parameters = static_cast<size_t>(program.parameter_count);
   state.parameters.assign(parameters, {});
   state.firstMoments.assign(parameters, {});
@@ -77,6 +78,8 @@ void allocateState(const tessera_program &program, TrainingState &state) {
   for (size_t i = 0; i < parameters; ++i) {
     auto count = static_cast<size_t>(elementCount(program.parameters[i]));
     state.parameters[i].assign(count, 0.0f);
+    if (!withMoments)
+      continue;
     state.firstMoments[i].assign(count, 0.0f);
     state.secondMoments[i].assign(count, 0.0f);
   }
@@ -86,6 +89,13 @@ void allocateState(const tessera_program &program, TrainingState &state) {
         static_cast<size_t>(elementCount(program.buffers[i]) *
                             dtypeSize(program.buffers[i].dtype)),
         0);
+}
+
+void releaseTensors(TrainingState &state) {
+  for (auto *kind : {&state.parameters, &state.firstMoments,
+                     &state.secondMoments})
+    for (std::vector<float> &values : *kind)
+      std::vector<float>().swap(values);
 }
 
 } // namespace tessera::train

@@ -21,7 +21,12 @@ namespace tessera::train {
 
 struct TrainingState {
   /// Per program parameter, in program order: the fp32 master weights and
-  /// AdamW's fp32 first and second moments.
+  /// AdamW's fp32 first and second moments. An empty moment vector means
+  /// zeros (a fresh start holds no host memory for them), and after the
+  /// backend's loadState the trainer releases all three (releaseTensors):
+  /// the host copy of a large model would otherwise hold as much as the
+  /// device, or beside an offloaded optimizer twice the state; storeState
+  /// fills them again for a checkpoint.
   std::vector<std::vector<float>> parameters;
   std::vector<std::vector<float>> firstMoments;
   std::vector<std::vector<float>> secondMoments;
@@ -68,7 +73,12 @@ int64_t dtypeSize(int32_t dtype);
 int64_t firstNonFinite(const float *values, int64_t count);
 
 /// Sizes the vectors of `state` for `program` (zero-filled).
-void allocateState(const tessera_program &program, TrainingState &state);
+/// Sizes every parameter (zeros) and buffer; the moments too unless
+/// `withMoments` is false (a fresh start: empty, meaning zeros).
+void allocateState(const tessera_program &program, TrainingState &state,
+                   bool withMoments = true);
+/// Frees the parameters' and moments' host copies (the vectors stay, empty).
+void releaseTensors(TrainingState &state);
 
 } // namespace tessera::train
 

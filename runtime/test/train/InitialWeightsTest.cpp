@@ -9,6 +9,7 @@
 
 #include "InitialWeights.h"
 #include "TrainError.h"
+#include "TrainingBackend.h"
 
 #include <gtest/gtest.h>
 
@@ -103,6 +104,60 @@ TEST(InitialWeights, RopeThetaDefinesTheFrequenciesWithoutAFile) {
   std::vector<float> values(4);
   std::memcpy(values.data(), run.state.buffers[0].data(), 16);
   EXPECT_EQ(values, rotaryFrequencies(1e4, 4));
+}
+
+// Tests that a random start drawn on every core is the one-thread draw: each
+// parameter from its own stream, whatever the thread and the order (the
+// largest first), over parameters of many sizes and both init rules.
+TEST(InitialWeights, RandomStartOnEveryCoreIsTheOneThreadDraw) {
+  std::vector<std::string> names;
+  std::vector<tessera_tensor_info> parameters;
+  for (int i = 0; i < 24; ++i)
+    names.push_back("layers." + std::to_string(i) +
+                    (i % 3 == 0 ? ".norm.weight" : ".proj.weight"));
+  for (int i = 0; i < 24; ++i)
+    parameters.push_back(
+        i % 3 == 0 ? tensorInfo(names[i].c_str(), TESSERA_F32, {8 + i})
+                   : tensorInfo(names[i].c_str(), TESSERA_F32,
+                                {1 + (i * 7) % 13, 64 + 5 * i}));
+  tessera_program program{};
+  program.parameter_count = static_cast<int32_t>(parameters.size());
+  program.parameters = parameters.data();
+  TrainingState state;
+  allocateState(program, state, /*withMoments=*/false);
+  state.seed = 1234;
+  loadInitialWeights(program, randomStart(0), state);
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    std::vector<float> expected(state.parameters[i].size());
+    initializeRandomly(parameters[i], randomInitSeed(1234, i), expected);
+    EXPECT_EQ(state.parameters[i], expected) << names[i];
+  }
+}
+
+// Tests the fresh start's memory: the moments are empty (zeros no host
+// memory holds), flattening them writes zeros over whatever was there, and
+// releaseTensors frees the parameters too once a backend holds them.
+TEST(InitialWeights, FreshMomentsAreZerosNoHostMemoryHolds) {
+  std::vector<tessera_tensor_info> parameters = {
+      tensorInfo("a.weight", TESSERA_F32, {3, 4}),
+      tensorInfo("b.bias", TESSERA_F32, {5})};
+  tessera_program program{};
+  program.parameter_count = 2;
+  program.parameters = parameters.data();
+  TrainingState state;
+  allocateState(program, state, /*withMoments=*/false);
+  ASSERT_EQ(state.firstMoments.size(), 2u);
+  EXPECT_TRUE(state.firstMoments[0].empty());
+  EXPECT_TRUE(state.secondMoments[1].empty());
+  ParameterLayout layout(program);
+  std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 7.0f);
+  flattenF32(layout, state.firstMoments, flat.data());
+  for (int32_t i = 0; i < layout.size(); ++i)
+    for (int64_t e = 0; e < layout.count(i); ++e)
+      EXPECT_EQ(flat[static_cast<size_t>(layout.offset(i) + e)], 0.0f);
+  releaseTensors(state);
+  EXPECT_EQ(state.parameters.size(), 2u);
+  EXPECT_EQ(state.parameters[0].capacity(), 0u);
 }
 
 // Tests the messages of the runs that still need a file: the frequencies
