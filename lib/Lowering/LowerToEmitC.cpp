@@ -184,6 +184,12 @@ public:
   LogicalResult build();
   /// The C function program.h calls (tessera_forward_backward, ...).
   StringRef wrapperName() const { return names.wrapper; }
+  /// After build(): per gradient result, the position of the one call that
+  /// writes it among the calls that write gradients (program.h's
+  /// gradient_write_positions).
+  const std::vector<int32_t> &gradientWritePositions() const {
+    return writePositions;
+  }
 
 private:
   // Layout rows and descriptors.
@@ -235,7 +241,8 @@ private:
   /// The caller's storage of result `index` (a gradient or an output; the
   /// loss is lossOutput's).
   Value resultStorage(unsigned index, RankedTensorType type);
-  /// `if (status == 0) status = tessera_gradient_ready(context, index);`.
+  /// `if (status == 0) status = tessera_gradient_ready(context, index);`,
+  /// recording the gradient's write position (`nextWritePosition`).
   void announceGradient(unsigned parameterIndex);
 
   LogicalResult lowerOp(Operation &op);
@@ -256,6 +263,10 @@ private:
   CTypes types;
   OpBuilder builder;
   Location loc;
+  /// Per gradient, the position of its writing call, and the next
+  /// position: a call that writes several gradients gives them one.
+  std::vector<int32_t> writePositions;
+  int32_t nextWritePosition = 0;
 
   // Values of the steps function.
   Value arena, stream, stepContext, parameters, buffers, tokens, targets,
@@ -458,6 +469,9 @@ Value StepBuilder::resultStorage(unsigned index, RankedTensorType type) {
 }
 
 void StepBuilder::announceGradient(unsigned parameterIndex) {
+  if (writePositions.size() <= parameterIndex)
+    writePositions.resize(parameterIndex + 1, -1);
+  writePositions[parameterIndex] = nextWritePosition;
   CallArguments arguments(context);
   arguments.value(stepContext).i32(parameterIndex);
   guardedCall("tessera_gradient_ready", arguments);
@@ -599,8 +613,10 @@ void StepBuilder::copyResultsOut(func::ReturnOp returnOp) {
       continue;
     Value copy = resultStorage(index, tensorTypeOf(value));
     kernelCall("copy", [&](CallArguments &a) { a.value(source).value(copy); });
-    if (result.destination == StepSignature::Destination::Gradient)
+    if (result.destination == StepSignature::Destination::Gradient) {
       announceGradient(result.index);
+      ++nextWritePosition;
+    }
   }
 }
 
@@ -722,13 +738,21 @@ LogicalResult StepBuilder::build() {
       return failure();
     if (failed(lowerOp(op)))
       return failure();
+    // The op's kernel call wrote these gradients, and nothing writes their
+    // storage again (ArenaPlanning: no value is placed in an output's
+    // bytes but its own), so they share one write position.
+    bool wroteGradient = false;
     for (Value result : op.getResults()) {
       const ValueStorage &storage = plan.storage.lookup(result);
       if (storage.kind == StorageKind::Output &&
           signature.results[storage.index].destination ==
-              StepSignature::Destination::Gradient)
+              StepSignature::Destination::Gradient) {
         announceGradient(signature.results[storage.index].index);
+        wroteGradient = true;
+      }
     }
+    if (wroteGradient)
+      ++nextWritePosition;
   }
   Value result = emitc::LoadOp::create(builder, loc, types.i32, status);
   emitc::ReturnOp::create(builder, loc, result);
@@ -1189,9 +1213,12 @@ void LowerToEmitCPass::runOnOperation() {
   if (partitioned)
     emitc::IncludeOp::create(builder, loc, "tessera/runtime/mesh_step.h");
 
-  // Lowers `source` bound by `signature`; returns its C function's name.
+  // Lowers `source` bound by `signature`; returns its C function's name
+  // (and, given `writePositions`, its gradients' write positions).
   auto lower = [&](func::FuncOp source, const StepSignature &signature,
-                   bool threadLocalState) -> FailureOr<std::string> {
+                   bool threadLocalState,
+                   std::vector<int32_t> *writePositions =
+                       nullptr) -> FailureOr<std::string> {
     FailureOr<FunctionArenaPlan> plan =
         planLoweredFunction(source, printArenaPlan);
     if (failed(plan))
@@ -1200,6 +1227,8 @@ void LowerToEmitCPass::runOnOperation() {
                       threadLocalState);
     if (failed(steps.build()))
       return failure();
+    if (writePositions)
+      *writePositions = steps.gradientWritePositions();
     return steps.wrapperName().str();
   };
 
@@ -1232,7 +1261,8 @@ void LowerToEmitCPass::runOnOperation() {
     // data-parallel ranks (`--thread-ranks N`).
     FailureOr<std::string> call =
         lower(function, wholeStepSignature(parameterCount, bufferCount),
-              /*threadLocalState=*/partitioned || !conventions->cuda);
+              /*threadLocalState=*/partitioned || !conventions->cuda,
+              &info->gradientWritePositions);
     if (failed(call))
       return signalPassFailure();
     forwardBackward = *call;

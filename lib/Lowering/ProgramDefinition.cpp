@@ -180,6 +180,17 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
                                 "{" + row + "}");
   }
 
+  // What a ZeRO-2 driver plans its ring of bucket buffers from.
+  std::string writePositions = "NULL";
+  if (!info.gradientWritePositions.empty()) {
+    std::string row;
+    for (auto [index, position] : llvm::enumerate(info.gradientWritePositions))
+      row += (index ? ", " : "") + std::to_string(position);
+    writePositions = emitConstTable(
+        builder, loc, "tessera_gradient_write_positions", "int32_t",
+        info.gradientWritePositions.size(), "{" + row + "}");
+  }
+
   static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
                                           "TESSERA_LOSS_MLM"};
   static const char *const precisions[] = {"TESSERA_PRECISION_FP32",
@@ -218,6 +229,7 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*plan=*/"
      << (info.plan.empty() ? std::string("NULL") : cStringLiteral(info.plan))
      << ",\n    /*offload_optimizer=*/" << (info.offloadOptimizer ? 1 : 0)
+     << ",\n    /*gradient_write_positions=*/" << writePositions
      << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");

@@ -47,6 +47,10 @@ struct ProgramInfo {
   std::string plan;
   /// The plan offloads the optimizer (program.h's offload_optimizer).
   bool offloadOptimizer = false;
+  /// Per parameter, the write position of its gradient in
+  /// forward_backward (program.h's gradient_write_positions); empty for a
+  /// pipelined program.
+  std::vector<int32_t> gradientWritePositions;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tessera/runtime/gradient_reducer.h"
+#include "tessera/runtime/gradient_ring.h"
 
 #include "CommBase.h"
 #include "TensorBlocks.h"
@@ -63,10 +64,29 @@ GradientReducer::GradientReducer(tessera_comm *comm, GradientLayout layout,
   resetStep();
 }
 
+GradientReducer::GradientReducer(tessera_comm *comm, GradientLayout layout,
+                                 const GradientRing &gradientRing,
+                                 ShardedGradientSink &shardSink,
+                                 int32_t dtype, void *computeStream,
+                                 void *commStream)
+    : GradientReducer(comm, std::move(layout), nullptr, dtype,
+                      ReduceMode::ReduceScatter, computeStream, commStream) {
+  mode = ReduceMode::ReduceScatterToShards;
+  ring = std::make_unique<GradientRing>(gradientRing);
+  sink = &shardSink;
+  if (bucketLayout.buckets().empty())
+    throw CommError("gradient reducer: a ring without buckets");
+  for (size_t b = 0; b < bucketLayout.buckets().size(); ++b)
+    bucketFreed.push_back(comm->streamOps().createEvent());
+  resetStep();
+}
+
 GradientReducer::~GradientReducer() {
   StreamOps &ops = comm->streamOps();
   ops.destroyEvent(bucketEvent);
   ops.destroyEvent(doneEvent);
+  for (void *event : bucketFreed)
+    ops.destroyEvent(event);
 }
 
 void GradientReducer::resetStep() {
@@ -76,6 +96,12 @@ void GradientReducer::resetStep() {
     pendingInBucket.push_back(bucket.lastParameter - bucket.firstParameter + 1);
   parameterReady.assign(bucketOfParameter.size(), false);
   launchedBuckets = 0;
+  if (!ring)
+    return;
+  pendingAtPosition.clear();
+  for (int32_t p = 0; p < ring->positionCount(); ++p)
+    pendingAtPosition.push_back(ring->gradientsAt(p));
+  currentPosition = 0;
 }
 
 void GradientReducer::gradientReady(void *user, int32_t parameter) {
@@ -95,6 +121,35 @@ void GradientReducer::onGradientReady(int32_t parameter) {
   parameterReady[index] = true;
   --pendingInBucket[static_cast<size_t>(bucketOfParameter[index])];
   launchReadyBuckets();
+  if (ring)
+    followRing(parameter);
+}
+
+void GradientReducer::followRing(int32_t parameter) {
+  const int32_t position = ring->writePosition(parameter);
+  if (position < currentPosition)
+    throw CommError("gradient reducer: gradient " + std::to_string(parameter) +
+                    " was announced at write position " +
+                    std::to_string(position) + " after position " +
+                    std::to_string(currentPosition) +
+                    ": the program's gradient_write_positions are not its "
+                    "step's order");
+  currentPosition = position;
+  if (--pendingAtPosition[static_cast<size_t>(position)] > 0 ||
+      position + 1 >= ring->positionCount())
+    return;
+  // The next call writes the first gradients of these buckets over
+  // earlier buckets' places, which must be reduced by then.
+  StreamOps &ops = comm->streamOps();
+  for (int32_t bucket : ring->bucketsReusingAt(position + 1))
+    for (int32_t before : ring->reusedBuckets(bucket)) {
+      if (static_cast<size_t>(before) >= launchedBuckets)
+        throw CommError("gradient reducer: bucket " + std::to_string(bucket) +
+                        "'s first gradient comes before bucket " +
+                        std::to_string(before) +
+                        " left its place in the ring (a wrong ring plan)");
+      ops.waitEvent(computeStream, bucketFreed[static_cast<size_t>(before)]);
+    }
 }
 
 void GradientReducer::launchReadyBuckets() {
@@ -103,13 +158,24 @@ void GradientReducer::launchReadyBuckets() {
   const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
   while (launchedBuckets < buckets.size() &&
          pendingInBucket[launchedBuckets] == 0)
-    launchBucket(buckets[launchedBuckets++]);
+    launchBucket(launchedBuckets++);
 }
 
-void GradientReducer::launchBucket(const GradientBucket &bucket) {
+void GradientReducer::launchBucket(size_t index) {
+  const GradientBucket &bucket = bucketLayout.buckets()[index];
   StreamOps &ops = comm->streamOps();
   ops.recordEvent(bucketEvent, computeStream);
   ops.waitEvent(commStream, bucketEvent);
+  if (mode == ReduceMode::ReduceScatterToShards) {
+    const auto at = static_cast<int32_t>(index);
+    tessera_tensor whole = sink->bucketForReduction(at, commStream);
+    tessera_tensor block =
+        sink->blockForReduction(bucket.elements / comm->size());
+    check(tessera_comm_reduce_scatter(comm, &whole, &block, 0, commStream));
+    sink->foldBlock(at, commStream);
+    ops.recordEvent(bucketFreed[index], commStream);
+    return;
+  }
   tessera_tensor whole =
       flatView(gradients, dtype, bucket.offset, bucket.elements);
   if (mode == ReduceMode::AllReduce) {
@@ -128,7 +194,7 @@ void GradientReducer::finish() {
   // written by now on the compute stream; the bucket event covers them.
   const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
   while (launchedBuckets < buckets.size())
-    launchBucket(buckets[launchedBuckets++]);
+    launchBucket(launchedBuckets++);
   StreamOps &ops = comm->streamOps();
   ops.recordEvent(doneEvent, commStream);
   ops.waitEvent(computeStream, doneEvent);

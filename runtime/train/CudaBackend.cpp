@@ -102,7 +102,8 @@ int64_t deviceBaselineBytes() {
   return found->second;
 }
 
-class CudaBackend final : public FlatStateBackend<DeviceBuffer> {
+class CudaBackend final : public FlatStateBackend<DeviceBuffer>,
+                          private comm::ShardedGradientSink {
 public:
   CudaBackend(const tessera_program &program, const TrainOptions &options,
               const ParameterLayout *plannedLayout);
@@ -184,6 +185,9 @@ public:
   }
   void gatherState(const std::function<void(const FlatBuffer &)> &gather,
                    bool keep) override;
+  comm::ShardedGradientSink *gradientShardSink() override {
+    return shardsGradients() ? this : nullptr;
+  }
   void finishStep() override {
     checkCuda(cudaStreamSynchronize(streamHandle), "finishing the step");
     if (offload)
@@ -195,11 +199,27 @@ public:
   }
 
 private:
+  // ZeRO-2's sink (gradient_reducer.h): enqueued on the comm stream, which
+  // runs one bucket's widening, reduce-scatter and fold after another.
+  tessera_tensor bucketForReduction(int32_t bucket, void *stream) override;
+  tessera_tensor blockForReduction(int64_t elements) override {
+    return flatView(reducedBlock.get(), gradientShardDtype(), 0, elements);
+  }
+  void foldBlock(int32_t bucket, void *stream) override;
+  /// ZeRO-2: the micro-batch being enqueued is the step's first (its
+  /// reduced blocks replace the shard's sums instead of adding to them).
+  bool firstMicroBatch = true;
+
   void requireResident(const char *what) const {
     if (offload)
       fail(std::string("internal error: the ") + what +
            " of an offloaded optimizer are in host memory");
   }
+  /// loadState's masters and moments, whole (device buffers) or the
+  /// shard's (returns the transient whole buffer their pieces come from,
+  /// still read on the stream).
+  void loadWholeState(const TrainingState &state);
+  DeviceBuffer loadShardedState(const TrainingState &state);
   /// A host copy of a whole flat device buffer.
   std::vector<unsigned char> download(const FlatBuffer &buffer);
   /// Waits for the deferred stage calls and adds their losses into
@@ -291,9 +311,26 @@ CudaBackend::CudaBackend(const tessera_program &program,
   if (mirrorElements() > 0)
     mirror = DeviceBuffer(mirrorElements() * dtypeSize(TESSERA_F32),
                           "the f32 mirrors of the weights");
-  gradients = DeviceBuffer(layout.totalBytes(computeDtype), "the gradients");
-  if (accumulating())
-    accumulators = DeviceBuffer(f32Bytes, "the gradient accumulators");
+  if (shardsGradients()) {
+    // The ring the step writes, the reduced shard and the reduction's room.
+    const GradientRing &ring = layout.gradientRing();
+    const int64_t shardBytes = dtypeSize(gradientShardDtype());
+    gradients = DeviceBuffer(ring.elements * dtypeSize(computeDtype),
+                             "the ring of whole gradients");
+    gradientShard = DeviceBuffer(layout.stateElements() * shardBytes,
+                                 "the rank's shard of the gradients");
+    reducedBlock = DeviceBuffer(ring.largestBlock * shardBytes,
+                                "a reduced block of gradients");
+    if (stagingElements() > 0)
+      reductionStaging =
+          DeviceBuffer(stagingElements() * dtypeSize(TESSERA_F32),
+                       "a bucket of gradients widened to f32");
+  } else {
+    gradients =
+        DeviceBuffer(layout.totalBytes(computeDtype), "the gradients");
+    if (accumulating())
+      accumulators = DeviceBuffer(f32Bytes, "the gradient accumulators");
+  }
   if (computeCopyElements() > 0)
     computeCopies = DeviceBuffer(
         computeCopyElements() * dtypeSize(computeDtype),
@@ -349,7 +386,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
       if (!readsComputeCopy(i))
         stepTensors[static_cast<size_t>(i)] = makeTensor(
             offload->mirrorOf(i), TESSERA_F32, program.parameters[i]);
-  gradientTensors = sliceTensors(gradients.get(), computeDtype);
+  gradientTensors = stepGradientTensors(gradients.get());
   // The clearing and the table's copy ran on the legacy default stream,
   // which the non-blocking training stream does not wait for.
   checkCuda(cudaDeviceSynchronize(), "preparing the training state");
@@ -359,6 +396,12 @@ void CudaBackend::useChunks(std::vector<tessera_tensor_chunk> table) {
   // Not in the step loop: once at the start, and once more for ZeRO-1.
   checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
   placeComputeCopies(table);
+  // ZeRO-2's gradient shard is placed like the masters: the kernels read a
+  // chunk's gradient at its `offset`, so that becomes its state_offset
+  // (after its copy_offset was placed from the whole layout's).
+  if (shardsGradients())
+    for (tessera_tensor_chunk &chunk : table)
+      chunk.offset = chunk.state_offset;
   chunkCount = static_cast<int32_t>(table.size());
   chunkTensors.clear();
   for (const tessera_tensor_chunk &chunk : table)
@@ -420,72 +463,81 @@ void CudaBackend::gatherState(
 }
 
 void CudaBackend::loadState(const TrainingState &state) {
-  if (holdsShardOnly()) {
-    // Each kind whole through one transient device buffer: the shard's
-    // pieces into the compact state, the parameters also into what the
-    // step reads (rounded into the copies, whole into the mirrors).
-    DeviceBuffer whole(layout.totalBytes(TESSERA_F32),
-                       "loading the training state");
-    std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
-    const std::vector<std::vector<float>> *sources[] = {
-        &state.parameters, &state.firstMoments, &state.secondMoments};
-    DeviceBuffer *targets[] = {&master, &firstMomentValues,
-                               &secondMomentValues};
-    for (int k = 0; k < 3; ++k) {
-      checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
-      flattenF32(layout, *sources[k], flat.data());
-      checkCuda(cudaMemcpy(whole.get(), flat.data(),
-                           flat.size() * sizeof(float),
-                           cudaMemcpyHostToDevice),
-                "uploading the training state");
-      copyPieces(layout.shard(), static_cast<float *>(whole.get()),
-                 static_cast<float *>(targets[k]->get()), /*toCompact=*/true);
-      if (k != 0)
-        continue;
-      if (mirrorElements() > 0)
-        checkCuda(cudaMemcpyAsync(mirror.get(), whole.get(),
-                                  flat.size() * sizeof(float),
-                                  cudaMemcpyDeviceToDevice, streamHandle),
-                  "uploading the weights read as f32");
-      if (copyChunkCount > 0)
-        checkKernel(tessera_cuda_round_chunk_copies(
-                        static_cast<const float *>(whole.get()),
-                        computeCopies.get(), computeDtype,
-                        static_cast<const tessera_tensor_chunk *>(
-                            copyChunks.get()),
-                        copyChunkCount, streamHandle),
-                    "rounding the compute copies");
-    }
-    for (size_t i = 0; i < bufferStorage.size(); ++i)
-      checkCuda(cudaMemcpy(bufferStorage[i].get(), state.buffers[i].data(),
-                           state.buffers[i].size(), cudaMemcpyHostToDevice),
-                "uploading the buffers");
-    checkCuda(cudaDeviceSynchronize(), "uploading the training state");
-    return;
-  }
+  // The masters and moments go where this backend keeps them; a sharded
+  // state's transient whole buffer lives until the wait below.
+  DeviceBuffer staging;
   if (offload) {
     flattenF32(layout, state.parameters, offload->masters());
     flattenF32(layout, state.firstMoments, offload->firstMoments());
     flattenF32(layout, state.secondMoments, offload->secondMoments());
-  }
-  std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
-  const std::vector<std::vector<float>> *sources[] = {
-      &state.parameters, &state.firstMoments, &state.secondMoments};
-  DeviceBuffer *targets[] = {&master, &firstMomentValues, &secondMomentValues};
-  for (int k = 0; k < (offload ? 0 : 3); ++k) {
-    flattenF32(layout, *sources[k], flat.data());
-    checkCuda(cudaMemcpy(targets[k]->get(), flat.data(),
-                         flat.size() * sizeof(float), cudaMemcpyHostToDevice),
-              "uploading the training state");
+  } else if (holdsShardOnly()) {
+    staging = loadShardedState(state);
+  } else {
+    loadWholeState(state);
   }
   for (size_t i = 0; i < bufferStorage.size(); ++i)
     checkCuda(cudaMemcpy(bufferStorage[i].get(), state.buffers[i].data(),
                          state.buffers[i].size(), cudaMemcpyHostToDevice),
               "uploading the buffers");
-  // A copy from pageable memory may still be in flight when it returns.
+  // One wait for every copy: one from pageable memory may still be in
+  // flight when it returns, and the shard's pieces are on the stream.
   checkCuda(cudaDeviceSynchronize(), "uploading the training state");
+  // A sharded state wrote what the step reads from the whole parameters.
+  if (holdsShardOnly())
+    return;
   refreshComputeCopies();
   checkCuda(cudaStreamSynchronize(streamHandle), "rounding the compute copies");
+}
+
+void CudaBackend::loadWholeState(const TrainingState &state) {
+  std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
+  const std::vector<std::vector<float>> *sources[] = {
+      &state.parameters, &state.firstMoments, &state.secondMoments};
+  DeviceBuffer *targets[] = {&master, &firstMomentValues, &secondMomentValues};
+  for (int k = 0; k < 3; ++k) {
+    flattenF32(layout, *sources[k], flat.data());
+    checkCuda(cudaMemcpy(targets[k]->get(), flat.data(),
+                         flat.size() * sizeof(float), cudaMemcpyHostToDevice),
+              "uploading the training state");
+  }
+}
+
+DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
+  // Each kind whole through one transient device buffer: the shard's
+  // pieces into the compact state, the parameters also into what the step
+  // reads (rounded into the copies, whole into the mirrors).
+  DeviceBuffer whole(layout.totalBytes(TESSERA_F32),
+                     "loading the training state");
+  std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
+  const std::vector<std::vector<float>> *sources[] = {
+      &state.parameters, &state.firstMoments, &state.secondMoments};
+  DeviceBuffer *targets[] = {&master, &firstMomentValues, &secondMomentValues};
+  for (int k = 0; k < 3; ++k) {
+    // The previous kind's pieces are read from `whole` on the stream.
+    checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
+    flattenF32(layout, *sources[k], flat.data());
+    checkCuda(cudaMemcpy(whole.get(), flat.data(), flat.size() * sizeof(float),
+                         cudaMemcpyHostToDevice),
+              "uploading the training state");
+    copyPieces(layout.shard(), static_cast<float *>(whole.get()),
+               static_cast<float *>(targets[k]->get()), /*toCompact=*/true);
+    if (k != 0)
+      continue;
+    if (mirrorElements() > 0)
+      checkCuda(cudaMemcpyAsync(mirror.get(), whole.get(),
+                                flat.size() * sizeof(float),
+                                cudaMemcpyDeviceToDevice, streamHandle),
+                "uploading the weights read as f32");
+    if (copyChunkCount > 0)
+      checkKernel(tessera_cuda_round_chunk_copies(
+                      static_cast<const float *>(whole.get()),
+                      computeCopies.get(), computeDtype,
+                      static_cast<const tessera_tensor_chunk *>(
+                          copyChunks.get()),
+                      copyChunkCount, streamHandle),
+                  "rounding the compute copies");
+  }
+  return whole;
 }
 
 std::vector<unsigned char> CudaBackend::download(const FlatBuffer &buffer) {
@@ -543,6 +595,9 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
   tessera_tensor tokenTensor = makeTensor(deviceTokens.get(), TESSERA_I64, info);
   tessera_tensor targetTensor =
       makeTensor(deviceTargets.get(), TESSERA_I64, info);
+  // ZeRO-2's reducer folds each bucket into the shard as the step
+  // announces it (foldBlock).
+  firstMicroBatch = micro == 0;
   // A step that hands gradients to a reducer or talks to peers while it
   // runs has host work between its kernels: that one runs eagerly.
   bool recordable =
@@ -560,13 +615,51 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
           : callProgram(stepTensors.data(), bufferTensors.data(),
                         &tokenTensor, &targetTensor, lossScale, seed,
                         gradientTensors.data());
-  if (accumulating())
+  if (accumulating() && !shardsGradients())
     checkKernel(tessera_cuda_accumulate_gradients(
                     static_cast<float *>(accumulators.get()), gradients.get(),
                     computeDtype, layout.totalElements(), micro == 0,
                     streamHandle),
                 "accumulating gradients");
   return loss;
+}
+
+tessera_tensor CudaBackend::bucketForReduction(int32_t bucket, void *stream) {
+  tessera_tensor slot = ringPlace(bucket);
+  if (stagingElements() == 0)
+    return slot;
+  // Summed over micro-batches in f32: reduced in f32 too (the
+  // accumulation kernel's first pass is a cast).
+  checkKernel(tessera_cuda_accumulate_gradients(
+                  static_cast<float *>(reductionStaging.get()), slot.data,
+                  computeDtype, slot.shape[0], 1,
+                  static_cast<cudaStream_t>(stream)),
+              "widening a bucket of gradients to f32");
+  return flatView(reductionStaging.get(), TESSERA_F32, 0, slot.shape[0]);
+}
+
+void CudaBackend::foldBlock(int32_t bucket, void *stream) {
+  const int32_t dtype = gradientShardDtype();
+  const int64_t bytes = dtypeSize(dtype);
+  auto *block = static_cast<unsigned char *>(reducedBlock.get());
+  auto *shard = static_cast<unsigned char *>(gradientShard.get());
+  auto *commStream = static_cast<cudaStream_t>(stream);
+  for (const GradientRing::BlockPiece &piece :
+       layout.gradientRing().buckets[static_cast<size_t>(bucket)].pieces) {
+    if (!accumulating()) {
+      checkCuda(cudaMemcpyAsync(shard + piece.shardOffset * bytes,
+                                block + piece.blockOffset * bytes,
+                                static_cast<size_t>(piece.count * bytes),
+                                cudaMemcpyDeviceToDevice, commStream),
+                "folding reduced gradients into the shard");
+      continue;
+    }
+    checkKernel(tessera_cuda_accumulate_gradients(
+                    reinterpret_cast<float *>(shard) + piece.shardOffset,
+                    block + piece.blockOffset * bytes, TESSERA_F32,
+                    piece.count, firstMicroBatch ? 1 : 0, commStream),
+                "adding reduced gradients into the shard");
+  }
 }
 
 void CudaBackend::storeMicroBatch(int64_t slot) {

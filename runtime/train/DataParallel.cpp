@@ -40,17 +40,23 @@ comm::GradientLayout gradientLayoutOf(const ParameterLayout &layout,
 
 DataParallelPlan planDataParallel(const tessera_program &program,
                                   const TrainOptions &options, int32_t ranks,
-                                  bool sharded) {
+                                  int32_t zeroStage) {
+  if (zeroStage < 0 || zeroStage > 2)
+    fail("ZeRO stage " + std::to_string(zeroStage) +
+         ": the driver shards the optimizer state (1) and the gradients (2) "
+         "at most (run with --zero 0, 1 or 2)");
   // One micro-batch: the compute-precision gradients are reduced, as the
-  // step writes them; several: the f32 sums the backend accumulates.
+  // step writes them; several: the f32 sums the backend accumulates (ZeRO-2:
+  // each micro-batch's, widened to f32).
   bool accumulators = options.gradientAccumulation > 1;
   int32_t dtype = accumulators ? TESSERA_F32 : computeDtypeOf(program);
-  int64_t bucketElements =
-      std::max<int64_t>(1, (options.bucketMegabytes << 20) / dtypeSize(dtype));
+  int64_t bucketElements = std::max<int64_t>(
+      1, static_cast<int64_t>(options.bucketMegabytes * double(1 << 20)) /
+             dtypeSize(dtype));
   ParameterLayout unsharded(program);
-  if (!sharded)
+  if (zeroStage == 0)
     return {gradientLayoutOf(unsharded, bucketElements), unsharded, false,
-            accumulators};
+            std::nullopt, accumulators};
   std::vector<int64_t> counts, offsets;
   for (int32_t i = 0; i < unsharded.size(); ++i)
     counts.push_back(unsharded.count(i));
@@ -59,13 +65,49 @@ DataParallelPlan planDataParallel(const tessera_program &program,
   for (const comm::GradientSlot &slot : gradients.parameters())
     offsets.push_back(slot.offset);
   ParameterLayout placed(program, offsets, gradients.totalElements());
-  return {std::move(gradients), std::move(placed), true, accumulators};
+  if (zeroStage == 1)
+    return {std::move(gradients), std::move(placed), true, std::nullopt,
+            accumulators};
+  if (!program.gradient_write_positions)
+    fail("--zero 2: this program does not record when its step writes each "
+         "gradient (program.h's gradient_write_positions), which the ring "
+         "of whole gradients is planned from; compile it again with this "
+         "tesserac, or run with --zero 1");
+  comm::GradientRing ring = comm::GradientRing::plan(
+      gradients, std::vector<int32_t>(program.gradient_write_positions,
+                                      program.gradient_write_positions +
+                                          program.parameter_count));
+  // ZeRO-2 reduces every micro-batch during its backward pass.
+  return {std::move(gradients), std::move(placed), true, std::move(ring),
+          false};
 }
 
 ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
   ParameterLayout placed = parameters;
   if (sharded)
     placed.holdShard(shardPieces(gradients, rank));
+  if (ring) {
+    ParameterLayout::GradientRingPlacement placement;
+    for (int32_t i = 0; i < placed.size(); ++i)
+      placement.offsets.push_back(ring->ringOffset(i));
+    placement.elements = ring->totalElements();
+    placement.largestBucket = ring->largestBucket();
+    placement.largestBlock = ring->largestBucket() / gradients.shardCount();
+    const std::vector<comm::GradientBucket> &buckets = gradients.buckets();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      ParameterLayout::GradientRingPlacement::Bucket bucket;
+      bucket.ringOffset = ring->bucketOffset(static_cast<int32_t>(b));
+      bucket.elements = buckets[b].elements;
+      const int64_t block = bucket.elements / gradients.shardCount();
+      const int64_t begin = buckets[b].offset + rank * block;
+      for (const ParameterLayout::Piece &piece : placed.shard())
+        if (piece.offset >= begin && piece.offset < begin + block)
+          bucket.pieces.push_back(
+              {piece.offset - begin, piece.stateOffset, piece.count});
+      placement.buckets.push_back(std::move(bucket));
+    }
+    placed.holdGradientShard(std::move(placement));
+  }
   return placed;
 }
 
@@ -77,16 +119,28 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
       ranks(tessera_comm_size(world.dataParallelComm())),
       rank(tessera_comm_rank(world.dataParallelComm())),
       reduceAfterLastMicroBatch(plan.reduceAccumulators), sharded(plan.sharded),
+      shardsGradients(plan.ring.has_value()),
       agreement(world.dataParallelComm(), backend.stream()) {
   if (backend.getLayout().totalElements() != plan.parameters.totalElements())
     fail("internal error: the backend's buffers are not the plan's");
-  FlatBuffer gradients = reduceAfterLastMicroBatch
-                             ? backend.optimizerGradients()
-                             : backend.computeGradients();
-  reducer = std::make_unique<comm::GradientReducer>(
-      world.dataParallelComm(), plan.gradients, gradients.data, gradients.dtype,
-      sharded ? comm::ReduceMode::ReduceScatter : comm::ReduceMode::AllReduce,
-      backend.stream(), world.commStream());
+  if (shardsGradients != backend.getLayout().gradientsSharded())
+    fail("internal error: the backend's gradients are not the plan's");
+  if (shardsGradients) {
+    reducer = std::make_unique<comm::GradientReducer>(
+        world.dataParallelComm(), plan.gradients, *plan.ring,
+        *backend.gradientShardSink(), backend.optimizerGradients().dtype,
+        backend.stream(), world.commStream());
+  } else {
+    FlatBuffer gradients = reduceAfterLastMicroBatch
+                               ? backend.optimizerGradients()
+                               : backend.computeGradients();
+    reducer = std::make_unique<comm::GradientReducer>(
+        world.dataParallelComm(), plan.gradients, gradients.data,
+        gradients.dtype,
+        sharded ? comm::ReduceMode::ReduceScatter
+                : comm::ReduceMode::AllReduce,
+        backend.stream(), world.commStream());
+  }
   if (backend.holdsShardOnly() && !sharded)
     fail("internal error: a backend holds a shard of an unsharded plan");
   if (sharded)
@@ -95,6 +149,14 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
   // promised: the ranks print as they start).
   std::fprintf(stdout, "rank %d: %s\n", rank,
                describeResidentState(backend.residentState()).c_str());
+  if (shardsGradients)
+    std::fprintf(stdout,
+                 "rank %d: gradient ring: %lld elements for %zu buckets "
+                 "(the largest %lld; the whole gradients %lld)\n",
+                 rank, static_cast<long long>(plan.ring->totalElements()),
+                 plan.gradients.buckets().size(),
+                 static_cast<long long>(plan.ring->largestBucket()),
+                 static_cast<long long>(plan.gradients.totalElements()));
   std::fflush(stdout);
   if (!reduceAfterLastMicroBatch) {
     tessera_step_context &context = backend.stepContext();
@@ -109,7 +171,17 @@ DataParallelGradients::~DataParallelGradients() {
   context.gradient_ready_user = nullptr;
 }
 
+void DataParallelGradients::finishMicroBatch() {
+  if (!shardsGradients)
+    return;
+  TraceRange range(trace, "gradient_reduction_wait");
+  reducer->finish();
+}
+
 void DataParallelGradients::finishStep() {
+  // ZeRO-2 reduced every micro-batch as it ended.
+  if (shardsGradients)
+    return;
   // With accumulation every gradient is final now; launched from the last
   // parameter back, as the backward pass would have.
   if (reduceAfterLastMicroBatch)
@@ -166,6 +238,9 @@ void DataParallelGradients::gatherOptimizerState() {
 void DataParallelGradients::gatherGradients() {
   if (!sharded)
     return;
+  if (shardsGradients)
+    fail("--dump-grads: under --zero 2 no rank holds the whole gradients "
+         "(run with --zero 0 or 1 to dump them)");
   FlatBuffer gradients = backend.optimizerGradients();
   reducer->allGatherShards(gradients.data, gradients.dtype);
 }

@@ -29,8 +29,19 @@
 //   sums of squares, and the updated master weights are all-gathered after
 //   AdamW. Before a checkpoint the moments' shards are all-gathered too, so
 //   rank 0 writes the whole state, as without ZeRO, in one file that
-//   resumes with any number of ranks. The buffers stay whole on every rank:
-//   this saves AdamW's time, not (yet) its memory.
+//   resumes with any number of ranks. A backend made with the plan's
+//   rankLayout holds only its shard of the masters and moments.
+// - ZeRO-2 (--zero 2): the gradients too. The step writes its whole
+//   gradients into a ring of bucket-sized slots (gradient_ring.h, planned
+//   from program.h's gradient_write_positions), every micro-batch's buckets
+//   are reduce-scattered as the backward pass completes them and folded
+//   into the rank's compact gradient shard (copied with one micro-batch;
+//   added in f32 over several, a bucket widened to f32 before its
+//   reduction, so that the sum over ranks is f32's as ZeRO-0's is). The
+//   norm, the clip and AdamW then read the shard; the rest is ZeRO-1's.
+//   Several micro-batches sum over ranks first and over micro-batches
+//   second, ZeRO-0 the other way round: equal to f32 rounding, not bit for
+//   bit (one micro-batch is bit for bit).
 //
 // World size 1 makes none of this: the driver runs exactly as before.
 //
@@ -42,12 +53,14 @@
 #include "TrainingBackend.h"
 
 #include "tessera/runtime/gradient_reducer.h"
+#include "tessera/runtime/gradient_ring.h"
 #include "tessera/runtime/launch.h"
 #include "tessera/runtime/mesh.h"
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace tessera::train {
 
@@ -105,6 +118,9 @@ struct DataParallelPlan {
   /// The backend's placement (ParameterLayout(program) unless sharded).
   ParameterLayout parameters;
   bool sharded = false;
+  /// ZeRO-2: the gradients are sharded too, the step writing the whole
+  /// ones into `ring`'s slots.
+  std::optional<comm::GradientRing> ring;
   /// Several micro-batches a step: their f32 sums are reduced after the
   /// last one, instead of the compute-precision gradients during the
   /// backward pass.
@@ -116,10 +132,11 @@ struct DataParallelPlan {
 };
 
 /// The plan of `ranks` ranks with --bucket-mb and --grad-accum of
-/// `options`; `sharded`: ZeRO-1.
+/// `options` for ZeRO stage `zeroStage` (0, 1 or 2); throws TrainError
+/// when the program cannot run it.
 DataParallelPlan planDataParallel(const tessera_program &program,
                                   const TrainOptions &options, int32_t ranks,
-                                  bool sharded);
+                                  int32_t zeroStage);
 
 /// Reduces one step's gradients over the ranks of `world` and agrees on the
 /// step's scalars.
@@ -134,6 +151,9 @@ public:
   DataParallelGradients(const DataParallelGradients &) = delete;
   DataParallelGradients &operator=(const DataParallelGradients &) = delete;
 
+  /// After each micro-batch: ZeRO-2 launches what is not reduced yet and
+  /// makes the compute stream wait, so the ring is free for the next one.
+  void finishMicroBatch();
   /// After the step's last micro-batch: launches what is not reduced yet
   /// and makes the compute stream wait; the backend's optimizerGradients
   /// then hold the sum over ranks.
@@ -166,6 +186,7 @@ private:
   int32_t rank;
   bool reduceAfterLastMicroBatch;
   bool sharded;
+  bool shardsGradients;
   std::unique_ptr<comm::GradientReducer> reducer;
   comm::ScalarAgreement agreement;
 };

@@ -471,24 +471,30 @@ const std::vector<FlagSpec> &flagTable() {
            usageError(flag + ": '" + v + "' is not one of none, optimizer");
        }},
       {"--bucket-mb", "N",
-       "data parallelism: all-reduce gradients in buckets of about N MiB, "
-       "overlapped with the backward pass (default 25)",
+       "data parallelism: all-reduce gradients in buckets of about N MiB "
+       "(a fraction is fine: 0.05), overlapped with the backward pass "
+       "(default 25)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
-         o.bucketMegabytes = parseInteger(flag, v);
-         requireAtLeast(flag, static_cast<double>(o.bucketMegabytes), 1);
-         if (o.bucketMegabytes > (int64_t(1) << 20))
+         o.bucketMegabytes = parseReal(flag, v);
+         if (!(o.bucketMegabytes > 0))
+           usageError(flag + ": " + v + " is not a positive size in MiB");
+         if (o.bucketMegabytes > double(int64_t(1) << 20))
            usageError(flag + ": " + v + " MiB is more than any GPU holds");
        }},
-      {"--zero", "0|1",
-       "data parallelism: ZeRO stage (1: each rank updates only its shard of "
-       "the optimizer state; default: the program's, else 0)",
+      {"--zero", "0|1|2",
+       "data parallelism: ZeRO stage (1: each rank holds and updates only its "
+       "shard of the optimizer state; 2: of the gradients too, reduce-"
+       "scattered per bucket as the backward pass writes them; default: the "
+       "program's, else 0)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          if (v == "0")
            o.zeroStage = 0;
          else if (v == "1")
            o.zeroStage = 1;
+         else if (v == "2")
+           o.zeroStage = 2;
          else
-           usageError(flag + ": '" + v + "' is not one of 0, 1");
+           usageError(flag + ": '" + v + "' is not one of 0, 1, 2");
        }},
       {"--thread-ranks", "N",
        "CPU programs: data parallelism as N threads of this process over "

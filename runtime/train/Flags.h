@@ -100,9 +100,10 @@ struct TrainOptions {
   int64_t traceLastStep = 4;
   /// Data parallelism (several ranks): gradients are reduced in buckets of
   /// about this many MiB, overlapped with the backward pass.
-  int64_t bucketMegabytes = 25;
-  /// --zero: ZeRO stage over the data-parallel ranks (0, or 1: optimizer
-  /// state sharded); -1 when not given (the program's zero_stage applies).
+  double bucketMegabytes = 25;
+  /// --zero: ZeRO stage over the data-parallel ranks (0; 1: optimizer
+  /// state sharded; 2: gradients too); -1 when not given (the program's
+  /// zero_stage applies).
   int32_t zeroStage = -1;
   /// --thread-ranks: data-parallel ranks as threads of this process.
   int64_t threadRanks = 1;

@@ -62,7 +62,8 @@ void checkKernel(int status, const char *what) {
     fail(std::string(what) + ": " + tessera_cpu_last_error());
 }
 
-class HostBackend final : public FlatStateBackend<AlignedBuffer> {
+class HostBackend final : public FlatStateBackend<AlignedBuffer>,
+                          private comm::ShardedGradientSink {
 public:
   HostBackend(const tessera_program &program, const TrainOptions &options,
               const ParameterLayout *plannedLayout);
@@ -110,6 +111,9 @@ public:
   }
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override;
+  comm::ShardedGradientSink *gradientShardSink() override {
+    return shardsGradients() ? this : nullptr;
+  }
   void gatherState(const std::function<void(const FlatBuffer &)> &gather,
                    bool keep) override;
   void finishStep() override {}
@@ -124,6 +128,15 @@ public:
   }
 
 private:
+  // ZeRO-2's sink (gradient_reducer.h): synchronous, as the host comm is.
+  tessera_tensor bucketForReduction(int32_t bucket, void *) override;
+  tessera_tensor blockForReduction(int64_t elements) override {
+    return flatView(reducedBlock.get(), gradientShardDtype(), 0, elements);
+  }
+  void foldBlock(int32_t bucket, void *) override;
+  /// ZeRO-2: the micro-batch being run is the step's first (its reduced
+  /// blocks replace the shard's sums instead of adding to them).
+  bool firstMicroBatch = true;
 
   /// The per-parameter views of the optimizer's work: whole slices, or
   /// 1-D views of the pieces restrictOptimizer named.
@@ -176,11 +189,23 @@ HostBackend::HostBackend(const tessera_program &program,
   master = AlignedBuffer(stateBytes);
   firstMomentValues = AlignedBuffer(stateBytes);
   secondMomentValues = AlignedBuffer(stateBytes);
-  gradients = AlignedBuffer(layout.totalBytes(computeDtype));
-  if (accumulating()) {
-    accumulators = AlignedBuffer(layout.totalBytes(TESSERA_F32));
-    if (computeDtype != TESSERA_F32)
-      scratch = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+  if (shardsGradients()) {
+    // The ring the step writes, the reduced shard and the reduction's room.
+    const GradientRing &ring = layout.gradientRing();
+    const int64_t shardBytes = dtypeSize(gradientShardDtype());
+    gradients = AlignedBuffer(ring.elements * dtypeSize(computeDtype));
+    gradientShard = AlignedBuffer(layout.stateElements() * shardBytes);
+    reducedBlock = AlignedBuffer(ring.largestBlock * shardBytes);
+    if (stagingElements() > 0)
+      reductionStaging =
+          AlignedBuffer(stagingElements() * dtypeSize(TESSERA_F32));
+  } else {
+    gradients = AlignedBuffer(layout.totalBytes(computeDtype));
+    if (accumulating()) {
+      accumulators = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+      if (computeDtype != TESSERA_F32)
+        scratch = AlignedBuffer(layout.totalBytes(TESSERA_F32));
+    }
   }
   for (int32_t i = 0; i < program.buffer_count; ++i)
     bufferValues.emplace_back(
@@ -198,7 +223,7 @@ HostBackend::HostBackend(const tessera_program &program,
                                   static_cast<int64_t>(dtypeSize(computeDtype)));
   if (mirrorElements() > 0)
     mirror = AlignedBuffer(mirrorElements() * dtypeSize(TESSERA_F32));
-  gradientTensors = sliceTensors(gradients.get(), computeDtype);
+  gradientTensors = stepGradientTensors(gradients.get());
   if (holdsShardOnly()) {
     // The optimizer covers the shard from the start; the step reads the
     // mirrors where it would read masters.
@@ -321,10 +346,13 @@ double HostBackend::runMicroBatch(int64_t micro, float lossScale,
   tessera_tensor tokenTensor = makeTensor(tokenValues.data(), TESSERA_I64, info);
   tessera_tensor targetTensor =
       makeTensor(targetValues.data(), TESSERA_I64, info);
+  // ZeRO-2's reducer folds each bucket into the shard as the step
+  // announces it (foldBlock).
+  firstMicroBatch = micro == 0;
   double loss =
       callProgram(stepTensors.data(), bufferTensors.data(), &tokenTensor,
                   &targetTensor, lossScale, seed, gradientTensors.data());
-  if (!accumulating())
+  if (!accumulating() || shardsGradients())
     return loss;
   const int64_t elements = layout.totalElements();
   tessera_tensor computed = flatTensor(gradients.get(), computeDtype, elements);
@@ -397,6 +425,39 @@ void HostBackend::accumulateGradients(int32_t begin, int32_t end,
       sum[e] += addend[e];
 }
 
+tessera_tensor HostBackend::bucketForReduction(int32_t bucket, void *) {
+  tessera_tensor slot = ringPlace(bucket);
+  if (stagingElements() == 0)
+    return slot;
+  // Summed over micro-batches in f32: reduced in f32 too.
+  tessera_tensor widened =
+      flatView(reductionStaging.get(), TESSERA_F32, 0, slot.shape[0]);
+  checkKernel(tessera_cpu_cast(&slot, &widened),
+              "widening a bucket of gradients to f32");
+  return widened;
+}
+
+void HostBackend::foldBlock(int32_t bucket, void *) {
+  const int32_t dtype = gradientShardDtype();
+  const auto bytes = static_cast<size_t>(dtypeSize(dtype));
+  auto *block = static_cast<unsigned char *>(reducedBlock.get());
+  auto *shard = static_cast<unsigned char *>(gradientShard.get());
+  for (const GradientRing::BlockPiece &piece :
+       layout.gradientRing().buckets[static_cast<size_t>(bucket)].pieces) {
+    if (!accumulating() || firstMicroBatch) {
+      std::memcpy(shard + static_cast<size_t>(piece.shardOffset) * bytes,
+                  block + static_cast<size_t>(piece.blockOffset) * bytes,
+                  static_cast<size_t>(piece.count) * bytes);
+      continue;
+    }
+    float *sum = reinterpret_cast<float *>(shard) + piece.shardOffset;
+    const float *add = reinterpret_cast<const float *>(block) +
+                       piece.blockOffset;
+    for (int64_t e = 0; e < piece.count; ++e)
+      sum[e] += add[e];
+  }
+}
+
 HostBackend::OptimizerViews HostBackend::optimizerViews() {
   FlatBuffer source = optimizerGradients();
   OptimizerViews views;
@@ -434,8 +495,10 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
     else if (mirrorElements() > 0)
       copy = at(mirror.get(), TESSERA_F32, piece.offset, piece.count);
     views.copies.push_back(copy);
+    // ZeRO-2's gradient shard is placed like the masters.
     views.gradients.push_back(
-        at(source.data, source.dtype, piece.offset, piece.count));
+        at(source.data, source.dtype,
+           shardsGradients() ? state : piece.offset, piece.count));
     views.first.push_back(
         at(firstMomentValues.get(), TESSERA_F32, state, piece.count));
     views.second.push_back(

@@ -111,8 +111,19 @@ void ParameterLayout::holdShard(std::vector<Piece> pieces) {
   holdsShard = true;
 }
 
+void ParameterLayout::holdGradientShard(GradientRingPlacement ring) {
+  if (!holdsShard || ring.offsets.size() != offsets.size())
+    fail("internal error: a gradient shard without the state's shard, or a "
+         "ring of " + std::to_string(ring.offsets.size()) + " gradients for " +
+         std::to_string(offsets.size()) + " parameters");
+  ringPlacement = std::move(ring);
+  holdsGradientShard = true;
+}
+
 ParameterLayout ParameterLayout::withoutShard() const {
   ParameterLayout whole = *this;
+  whole.holdsGradientShard = false;
+  whole.ringPlacement = {};
   whole.holdsShard = false;
   whole.shardPieces.clear();
   whole.shardTotal = 0;

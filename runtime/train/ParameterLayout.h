@@ -107,6 +107,39 @@ public:
   /// totalElements().
   int64_t stateElements() const { return holdsShard ? shardTotal : total; }
 
+  /// ZeRO-2: where the step's whole gradients go (gradient_ring.h) and the
+  /// transient room the reduction needs besides, in elements.
+  struct GradientRingPlacement {
+    /// Per parameter, its gradient's first element in the ring.
+    std::vector<int64_t> offsets;
+    /// The ring: its slots together.
+    int64_t elements = 0;
+    /// The largest bucket (what a bucket widened to f32 takes) and the
+    /// largest block of one rank (what a reduce-scatter writes).
+    int64_t largestBucket = 0;
+    int64_t largestBlock = 0;
+    /// One piece of the shard in a bucket's reduced block: `count`
+    /// elements at `blockOffset` of the block, at `shardOffset` of the
+    /// gradient shard (the piece's stateOffset).
+    struct BlockPiece {
+      int64_t blockOffset = 0, shardOffset = 0, count = 0;
+    };
+    /// Per bucket, in launch order: where it is in the ring, its elements
+    /// and the shard's pieces in this rank's block of it.
+    struct Bucket {
+      int64_t ringOffset = 0, elements = 0;
+      std::vector<BlockPiece> pieces;
+    };
+    std::vector<Bucket> buckets;
+  };
+  /// Makes the gradients the shard's too (after holdShard): the reduced
+  /// gradients in a compact buffer placed like the masters (stateOffset,
+  /// stateElements()), the whole ones the step writes in `ring`.
+  void holdGradientShard(GradientRingPlacement ring);
+  /// Whether holdGradientShard was called.
+  bool gradientsSharded() const { return holdsGradientShard; }
+  const GradientRingPlacement &gradientRing() const { return ringPlacement; }
+
 private:
   std::vector<int64_t> offsets;
   std::vector<int64_t> counts;
@@ -114,6 +147,8 @@ private:
   bool holdsShard = false;
   std::vector<Piece> shardPieces;
   int64_t shardTotal = 0;
+  bool holdsGradientShard = false;
+  GradientRingPlacement ringPlacement;
 };
 
 } // namespace tessera::train

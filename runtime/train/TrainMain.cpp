@@ -396,10 +396,10 @@ void Trainer::start() {
   // tensors is only the checkpoints' from here on.
   int32_t zeroStage =
       options.zeroStage >= 0 ? options.zeroStage : program.zero_stage;
-  if (zeroStage < 0 || zeroStage > 1)
+  if (zeroStage < 0 || zeroStage > 2)
     fail("the program asks for ZeRO stage " + std::to_string(zeroStage) +
-         "; the driver shards the optimizer state (stage 1) at most (run "
-         "with --zero 0 or --zero 1)");
+         "; the driver shards the optimizer state (stage 1) and the "
+         "gradients (stage 2) at most (run with --zero 0, 1 or 2)");
   if (!world) {
     backend = makeBackend(program, options, nullptr);
     backend->loadState(state);
@@ -423,8 +423,10 @@ void Trainer::start() {
     }
     return;
   }
-  DataParallelPlan plan =
-      planDataParallel(program, options, ranks, zeroStage == 1);
+  if (zeroStage == 2 && !options.dumpGradientsFile.empty())
+    fail("--dump-grads: under --zero 2 each rank holds only its shard of the "
+         "gradients (run with --zero 0 or --zero 1 to dump them)");
+  DataParallelPlan plan = planDataParallel(program, options, ranks, zeroStage);
   const ParameterLayout placed = plan.rankLayout(rank);
   backend = makeBackend(program, options, &placed);
   backend->loadState(state);
@@ -464,6 +466,9 @@ double Trainer::accumulateMicroBatches(int64_t step) {
       fail("step " + std::to_string(step) + ", micro-batch " +
            std::to_string(micro + 1) + ": " + error.what());
     }
+    // ZeRO-2: the ring is free for the next micro-batch.
+    if (dataParallel)
+      dataParallel->finishMicroBatch();
   }
   double loss = lossSum / static_cast<double>(options.gradientAccumulation);
   if (!dataParallel)

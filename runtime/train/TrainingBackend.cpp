@@ -92,7 +92,8 @@ std::string describeResidentState(const ResidentState &resident) {
          bytes(resident.moments) + ", copies/mirrors " +
          bytes(resident.stepCopies) + ", gradients " +
          bytes(resident.gradients) + ", accumulators " +
-         bytes(resident.accumulators) + ")";
+         bytes(resident.accumulators) + ", gradient ring " +
+         bytes(resident.gradientRing) + ")";
 }
 
 std::vector<tessera_tensor>
@@ -104,6 +105,20 @@ TrainingBackend::stepParameterTensors(void *masters, void *copies) const {
           static_cast<unsigned char *>(copies) +
               computeCopyOffset(i) * dtypeSize(computeDtype),
           computeDtype, program.parameters[i]);
+  return tensors;
+}
+
+std::vector<tessera_tensor>
+TrainingBackend::stepGradientTensors(void *base) const {
+  if (!layout.gradientsSharded())
+    return sliceTensors(base, computeDtype);
+  std::vector<tessera_tensor> tensors;
+  auto *bytes = static_cast<unsigned char *>(base);
+  const std::vector<int64_t> &offsets = layout.gradientRing().offsets;
+  for (int32_t i = 0; i < program.parameter_count; ++i)
+    tensors.push_back(makeTensor(
+        bytes + offsets[static_cast<size_t>(i)] * dtypeSize(computeDtype),
+        computeDtype, program.parameters[i]));
   return tensors;
 }
 

@@ -35,6 +35,8 @@
 #include "ParameterLayout.h"
 #include "TrainingState.h"
 
+#include "tessera/runtime/gradient_reducer.h"
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -67,13 +69,19 @@ struct ResidentState {
   int64_t gradients = 0;
   /// The f32 accumulators (several micro-batches a step).
   int64_t accumulators = 0;
+  /// ZeRO-2's transient room for whole gradients: the ring the step writes
+  /// (gradient_ring.h), a bucket widened to f32 (16-bit gradients summed
+  /// over micro-batches) and one reduced block. `gradients` is then the
+  /// rank's shard of the reduced gradients.
+  int64_t gradientRing = 0;
   int64_t total() const {
-    return masters + moments + stepCopies + gradients + accumulators;
+    return masters + moments + stepCopies + gradients + accumulators +
+           gradientRing;
   }
 };
 
 /// One line: "resident training state: N bytes (masters N, moments N,
-/// copies/mirrors N, gradients N, accumulators N)".
+/// copies/mirrors N, gradients N, accumulators N, gradient ring N)".
 std::string describeResidentState(const ResidentState &resident);
 
 /// The arguments of one AdamW update of every parameter.
@@ -224,6 +232,10 @@ public:
               bool keep) = 0;
   /// What this backend holds for the run, per kind.
   virtual ResidentState residentState() = 0;
+  /// ZeRO-2 (getLayout().gradientsSharded()): what folds the reduced
+  /// blocks of the ring's buckets into the gradient shard; nullptr
+  /// otherwise.
+  virtual comm::ShardedGradientSink *gradientShardSink() { return nullptr; }
   /// From now on gradientSumOfSquares and applyAdamW cover only these
   /// pieces of the slices (ZeRO-1: this rank's shard), not every element.
   virtual void
@@ -252,6 +264,9 @@ protected:
                              std::vector<double> &sums) = 0;
   /// Program-order descriptors of the slices of a flat buffer at `base`.
   std::vector<tessera_tensor> sliceTensors(void *base, int32_t dtype) const;
+  /// What forward_backward writes per parameter: its slice of the flat
+  /// gradients at `base`, or under ZeRO-2 its place in the ring at `base`.
+  std::vector<tessera_tensor> stepGradientTensors(void *base) const;
   /// What forward_backward reads per parameter: its slice of the masters at
   /// `masters` (f32), or of the compute copies at `copies`.
   std::vector<tessera_tensor> stepParameterTensors(void *masters,
@@ -336,10 +351,18 @@ public:
   using TrainingBackend::TrainingBackend;
 
   FlatBuffer masterWeights() override { return state(master); }
+  /// ZeRO-2: the ring the step writes (its own element layout).
   FlatBuffer computeGradients() override {
-    return {gradients.get(), computeDtype, layout.totalElements()};
+    return {gradients.get(), computeDtype,
+            shardsGradients() ? layout.gradientRing().elements
+                              : layout.totalElements()};
   }
+  /// ZeRO-2: the rank's shard of the reduced gradients, placed like the
+  /// masters.
   FlatBuffer optimizerGradients() override {
+    if (shardsGradients())
+      return {gradientShard.get(), gradientShardDtype(),
+              layout.stateElements()};
     return accumulating() ? f32(accumulators) : computeGradients();
   }
   FlatBuffer firstMoments() override { return state(firstMomentValues); }
@@ -362,6 +385,16 @@ public:
     resident.moments = 2 * resident.masters;
     resident.stepCopies = computeCopyElements() * dtypeSize(computeDtype) +
                           mirrorElements() * f32Bytes;
+    if (shardsGradients()) {
+      const GradientRing &ring = layout.gradientRing();
+      resident.gradients =
+          layout.stateElements() * dtypeSize(gradientShardDtype());
+      resident.gradientRing = ring.elements * dtypeSize(computeDtype) +
+                              stagingElements() * f32Bytes +
+                              ring.largestBlock *
+                                  dtypeSize(gradientShardDtype());
+      return resident;
+    }
     resident.gradients = layout.totalBytes(computeDtype);
     resident.accumulators =
         accumulating() ? layout.totalBytes(TESSERA_F32) : 0;
@@ -369,8 +402,41 @@ public:
   }
 
 protected:
+  using GradientRing = ParameterLayout::GradientRingPlacement;
+
   bool accumulating() const {
     return options.gradientAccumulation > 1 || options.accumulateInF32;
+  }
+  bool shardsGradients() const { return layout.gradientsSharded(); }
+  /// ZeRO-2's shard holds what the optimizer reads: the f32 sum over
+  /// micro-batches, or the one micro-batch's compute-precision gradients.
+  int32_t gradientShardDtype() const {
+    return accumulating() ? TESSERA_F32 : computeDtype;
+  }
+  /// ZeRO-2: elements of the f32 copy a 16-bit bucket is widened into
+  /// before its reduction when micro-batches are summed in f32 (0: none).
+  int64_t stagingElements() const {
+    return accumulating() && computeDtype != TESSERA_F32
+               ? layout.gradientRing().largestBucket
+               : 0;
+  }
+  /// ZeRO-2: bucket `bucket`'s whole gradients, its place in the ring.
+  tessera_tensor ringPlace(int32_t bucket) {
+    const GradientRing::Bucket &placed =
+        layout.gradientRing().buckets[static_cast<size_t>(bucket)];
+    return flatView(gradients.get(), computeDtype, placed.ringOffset,
+                    placed.elements);
+  }
+  /// ZeRO-2: element `offset` of `buffer` (of `dtype`) as a 1-D tensor of
+  /// `elements`: what the sink hands the reducer.
+  static tessera_tensor flatView(void *buffer, int32_t dtype, int64_t offset,
+                                 int64_t elements) {
+    tessera_tensor view{};
+    view.data = static_cast<unsigned char *>(buffer) + offset * dtypeSize(dtype);
+    view.dtype = dtype;
+    view.rank = 1;
+    view.shape[0] = elements;
+    return view;
   }
   FlatBuffer f32(Buffer &buffer) {
     return {buffer.get(), TESSERA_F32, layout.totalElements()};
@@ -381,8 +447,12 @@ protected:
   }
 
   /// `mirror`: the f32 mirrors of a sharded state (mirrorElements).
+  /// ZeRO-2: `gradients` is the ring, `gradientShard` the reduced shard,
+  /// `reductionStaging` a bucket widened to f32 (stagingElements) and
+  /// `reducedBlock` the block a reduce-scatter writes.
   Buffer master, firstMomentValues, secondMomentValues, gradients,
-      accumulators, computeCopies, mirror;
+      accumulators, computeCopies, mirror, gradientShard, reductionStaging,
+      reducedBlock;
 };
 
 /// Makes the backend of `program` (its device must be the one the factory

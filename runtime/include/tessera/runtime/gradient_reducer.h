@@ -32,6 +32,13 @@
 // every bucket is padded to a multiple of shardCount * kShardAlignment
 // elements.
 //
+// ZeRO-2 (ReduceMode::ReduceScatterToShards): the step writes the whole
+// gradients into a ring of bucket-sized slots (gradient_ring.h), and each
+// bucket is reduce-scattered out of its slot into a block the backend folds
+// into the rank's own gradient shard (a ShardedGradientSink); its place in
+// the ring is then free for a later bucket, the compute stream waiting for
+// it where the ring says.
+//
 // On a host comm (the CPU backend's thread ranks) the same class runs
 // synchronously: streams are ignored and a bucket is reduced inside the
 // onGradientReady call that completes it.
@@ -45,6 +52,7 @@
 #include "tessera/runtime/comm_error.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace tessera::comm {
@@ -116,7 +124,28 @@ private:
   int32_t shards = 1;
 };
 
-enum class ReduceMode { AllReduce, ReduceScatter };
+enum class ReduceMode { AllReduce, ReduceScatter, ReduceScatterToShards };
+
+class GradientRing;
+
+/// ZeRO-2: what becomes of a bucket's whole gradients and of this rank's
+/// reduced block of them, implemented by the backend with its kernels. The
+/// calls for one bucket come in the order below, enqueued on `stream` (the
+/// comm stream; the host runs them at once), bucket after bucket, so one
+/// staging buffer serves them all.
+class ShardedGradientSink {
+public:
+  virtual ~ShardedGradientSink() = default;
+  /// What the reduce-scatter of bucket `bucket` (the layout's, in launch
+  /// order) reads: its place in the ring, or that widened to f32 when
+  /// micro-batches are summed in f32.
+  virtual tessera_tensor bucketForReduction(int32_t bucket, void *stream) = 0;
+  /// Where this rank's reduced block of `elements` lands.
+  virtual tessera_tensor blockForReduction(int64_t elements) = 0;
+  /// Folds the block of bucket `bucket` just reduced into the rank's
+  /// gradient shard: a copy, or an add into the micro-batches' f32 sum.
+  virtual void foldBlock(int32_t bucket, void *stream) = 0;
+};
 
 class GradientReducer {
 public:
@@ -126,6 +155,11 @@ public:
   GradientReducer(tessera_comm *comm, GradientLayout layout, void *gradients,
                   int32_t dtype, ReduceMode mode, void *computeStream,
                   void *commStream);
+  /// ZeRO-2: the gradients are in `ring`'s slots (planned for `layout`,
+  /// sharded for the comm's size), reduced in `dtype` and folded by `sink`.
+  GradientReducer(tessera_comm *comm, GradientLayout layout,
+                  const GradientRing &ring, ShardedGradientSink &sink,
+                  int32_t dtype, void *computeStream, void *commStream);
   ~GradientReducer();
   GradientReducer(const GradientReducer &) = delete;
   GradientReducer &operator=(const GradientReducer &) = delete;
@@ -159,9 +193,21 @@ private:
   size_t launchedBuckets = 0;
   void *bucketEvent = nullptr;
   void *doneEvent = nullptr;
+  /// ZeRO-2: the ring, the sink, an event per bucket (recorded when its
+  /// place in the ring is free again), the gradients still to come per
+  /// write position and the latest position announced.
+  std::unique_ptr<GradientRing> ring;
+  ShardedGradientSink *sink = nullptr;
+  std::vector<void *> bucketFreed;
+  std::vector<int32_t> pendingAtPosition;
+  int32_t currentPosition = 0;
 
   void launchReadyBuckets();
-  void launchBucket(const GradientBucket &bucket);
+  void launchBucket(size_t index);
+  /// ZeRO-2, after gradient `parameter` was announced: checks the write
+  /// order and, once its position is complete, makes the compute stream
+  /// wait for the slots the next position's writes reuse.
+  void followRing(int32_t parameter);
   void resetStep();
 };
 

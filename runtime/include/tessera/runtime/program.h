@@ -287,6 +287,17 @@ typedef struct tessera_program {
    * device): the executable runs as with --offload optimizer unless the
    * flag says otherwise. */
   int32_t offload_optimizer;
+
+  /* Per parameter, when forward_backward writes its gradient: the position
+   * of the one kernel call that writes it among the step's calls that write
+   * gradients (0, 1, ... in the order they run; a call that writes several
+   * gradients gives them one position). Nothing else writes a gradient's
+   * memory, and the step announces it (gradient_ready) right after that
+   * call, in position order. A ZeRO-2 driver plans from it which buckets'
+   * whole gradients may share a buffer (a bucket's are needed from its
+   * first write until its reduce-scatter). NULL: not recorded (a pipelined
+   * program, or one compiled before it was). */
+  const int32_t *gradient_write_positions;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),

@@ -1,0 +1,119 @@
+//===- GradientRing.cpp - Which buckets share a slot of the ring ----------===//
+//
+// See gradient_ring.h. The busy interval of bucket b is [first write of its
+// gradients, launch position], the launch position being the largest last
+// write of buckets 0..b (the reducer launches in bucket order). Intervals
+// are closed: a call that writes the last gradient of one bucket and the
+// first of another needs both places at once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/runtime/gradient_ring.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+namespace tessera::comm {
+namespace {
+
+[[noreturn]] void fail(const std::string &message) {
+  throw CommError("gradient ring: " + message);
+}
+
+} // namespace
+
+GradientRing GradientRing::plan(const GradientLayout &layout,
+                                const std::vector<int32_t> &writePositions) {
+  const std::vector<GradientSlot> &slots = layout.parameters();
+  const std::vector<GradientBucket> &buckets = layout.buckets();
+  if (writePositions.size() != slots.size())
+    fail(std::to_string(writePositions.size()) + " write positions for " +
+         std::to_string(slots.size()) + " parameters");
+  GradientRing ring;
+  ring.positions = writePositions;
+  int32_t positionCount = 0;
+  for (size_t p = 0; p < writePositions.size(); ++p) {
+    if (writePositions[p] < 0)
+      fail("parameter " + std::to_string(p) +
+           "'s gradient has no write position");
+    positionCount = std::max(positionCount, writePositions[p] + 1);
+  }
+  ring.gradientCounts.assign(static_cast<size_t>(positionCount), 0);
+  for (int32_t position : writePositions)
+    ++ring.gradientCounts[static_cast<size_t>(position)];
+  ring.reusing.assign(static_cast<size_t>(positionCount), {});
+
+  // Busy intervals, in bucket (launch) order.
+  const size_t count = buckets.size();
+  std::vector<int32_t> first(count), launched(count);
+  int32_t launch = -1;
+  for (size_t b = 0; b < count; ++b) {
+    int32_t lo = positionCount, hi = -1;
+    for (int32_t p = buckets[b].firstParameter; p <= buckets[b].lastParameter;
+         ++p) {
+      lo = std::min(lo, writePositions[static_cast<size_t>(p)]);
+      hi = std::max(hi, writePositions[static_cast<size_t>(p)]);
+    }
+    launch = std::max(launch, hi);
+    first[b] = lo;
+    launched[b] = launch;
+    ring.largest = std::max(ring.largest, buckets[b].elements);
+  }
+  auto busyTogether = [&](size_t a, size_t b) {
+    return first[a] <= launched[b] && first[b] <= launched[a];
+  };
+  // Largest first, each at the lowest offset clear of the placed buckets
+  // busy with it.
+  std::vector<size_t> order(count);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return buckets[a].elements > buckets[b].elements;
+  });
+  ring.bucketOffsets.assign(count, -1);
+  std::vector<size_t> placed;
+  for (size_t b : order) {
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (size_t other : placed)
+      if (busyTogether(b, other))
+        taken.emplace_back(ring.bucketOffsets[other],
+                           ring.bucketOffsets[other] + buckets[other].elements);
+    std::sort(taken.begin(), taken.end());
+    int64_t offset = 0;
+    for (const auto &[begin, end] : taken) {
+      if (offset + buckets[b].elements <= begin)
+        break;
+      offset = std::max(offset, end);
+    }
+    ring.bucketOffsets[b] = offset;
+    ring.total = std::max(ring.total, offset + buckets[b].elements);
+    placed.push_back(b);
+  }
+  // Who waits for whom: the later of two buckets that share bytes.
+  ring.reused.assign(count, {});
+  for (size_t b = 0; b < count; ++b) {
+    for (size_t other = 0; other < count; ++other) {
+      const bool shareBytes =
+          other != b &&
+          ring.bucketOffsets[other] <
+              ring.bucketOffsets[b] + buckets[b].elements &&
+          ring.bucketOffsets[b] <
+              ring.bucketOffsets[other] + buckets[other].elements;
+      if (shareBytes && launched[other] < first[b])
+        ring.reused[b].push_back(static_cast<int32_t>(other));
+    }
+    if (!ring.reused[b].empty())
+      ring.reusing[static_cast<size_t>(first[b])].push_back(
+          static_cast<int32_t>(b));
+  }
+  ring.ringOffsets.assign(slots.size(), 0);
+  for (size_t b = 0; b < count; ++b)
+    for (int32_t p = buckets[b].firstParameter; p <= buckets[b].lastParameter;
+         ++p)
+      ring.ringOffsets[static_cast<size_t>(p)] =
+          ring.bucketOffsets[b] + slots[static_cast<size_t>(p)].offset -
+          buckets[b].offset;
+  return ring;
+}
+
+} // namespace tessera::comm
