@@ -35,6 +35,8 @@ specs=("llama3.2-1b 8 2048 16 2048 32 8 8192 128256 1 500000"
        "qwen2.5-0.5b 8 2048 24 896 14 2 4864 151936 1 1000000")
 for spec in "${specs[@]}"; do
   read -r name batch seq L D H KV F V tied theta <<< "$spec"
+  # ONLY="name ...": run only those shapes.
+  [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]] && continue
   [[ -x "$here/$name-train" ]] || { log "$name: no executable"; continue; }
   log "weights and tokens for $name"
   python3 "$here/random_weights.py" "$here/$name.tensors.txt" "$work/$name.safetensors" --theta "$theta"
@@ -83,6 +85,14 @@ for spec in "${specs[@]}"; do
   log "torch.compile $name"
   "${peer[@]}" --compile 1 > "$OUT/torch-$name-compile1.log" 2>&1
   grep RESULT "$OUT/torch-$name-compile1.log" || tail -n 5 "$OUT/torch-$name-compile1.log"
+  # PROFILE_PEER=1: where the peer's step goes by kernel kind (profile_peer.py,
+  # torch.profiler), to read beside profile-$name.txt, for the traced shapes.
+  if [[ "${PROFILE_PEER:-0}" == 1 && ( -z "${TRACE:-}" || " $TRACE " == *" $name "* ) ]]; then
+    log "profile torch.compile $name"
+    python3 "$here/profile_peer.py" -- "${peer[@]:1}" --compile 1 --steps 12 \
+        > "$OUT/profile-peer-$name.txt" 2>&1
+    grep -A 45 "^PyTorch peer" "$OUT/profile-peer-$name.txt" || tail -n 5 "$OUT/profile-peer-$name.txt"
+  fi
   if [[ $quick == 0 ]]; then
     log "eager $name"
     "${peer[@]}" --compile 0 > "$OUT/torch-$name-compile0.log" 2>&1
