@@ -71,6 +71,22 @@ private:
     RematMode remat = RematMode::None;
     unsigned plan = 0;
   };
+  /// Whether the forced intra-op choices (SearchOptions) admit `plan`.
+  bool allowed(const StageCost &plan) const {
+    if (options.tensorParallel && plan.tensorParallel != *options.tensorParallel)
+      return false;
+    return !options.zero || plan.dataParallel == 1 || plan.zero == *options.zero;
+  }
+  /// Whether units [first, end) may be the stage at `position` (the forced
+  /// boundaries, when given).
+  bool forcedRange(int64_t position, size_t first, size_t end) const {
+    if (options.stageUnitCounts.empty())
+      return true;
+    size_t start = 0;
+    for (int64_t stage = 0; stage < position; ++stage)
+      start += options.stageUnitCounts[stage];
+    return first == start && end == start + options.stageUnitCounts[position];
+  }
   size_t index(int64_t remaining, size_t first, size_t end) const {
     return ((remaining - 1) * units + first) * (units + 1) + end;
   }
@@ -127,18 +143,23 @@ std::vector<double> StageTable::build() {
         if (layers == 0 && remat != RematMode::None)
           continue;
         std::vector<StageCost> plans = oracle.plans(query(first, end, remat));
-        for (auto [planIndex, plan] : llvm::enumerate(plans))
+        for (auto [planIndex, plan] : llvm::enumerate(plans)) {
+          if (!allowed(plan))
+            continue;
           candidates.push_back(
               {plan.perMicroBatch() + plan.perStep() / microBatches,
                plan.memory.resident() + plan.memory.working,
                plan.memory.activationsPerMicroBatch, remat,
                static_cast<unsigned>(planIndex)});
+        }
       }
       std::sort(candidates.begin(), candidates.end(),
                 [](const Candidate &a, const Candidate &b) {
                   return a.time < b.time;
                 });
       for (int64_t remaining = 1; remaining <= stages; ++remaining) {
+        if (!forcedRange(stages - remaining, first, end))
+          continue;
         double inFlight = inFlightMicroBatches(
             schedule, stages, stages - remaining, microBatches);
         for (const Candidate &candidate : candidates)
@@ -270,10 +291,25 @@ llvm::Expected<PipelinePlan> searchPipeline(const ProgramProfile &profile,
           "of whole nodes or a power-of-two part of a node of {2}",
           stages, devices, cluster.devicesPerNode));
     stageCounts.push_back(stages);
+  } else if (!options.stageUnitCounts.empty()) {
+    return searchError("forced stage boundaries need the stage count");
   } else {
     for (int64_t stages = 1; stages <= std::min(units, devices); ++stages)
       if (devices % stages == 0 && submeshOf(devices / stages, cluster))
         stageCounts.push_back(stages);
+  }
+  if (!options.stageUnitCounts.empty()) {
+    size_t forced = 0;
+    for (size_t count : options.stageUnitCounts)
+      forced += count;
+    if (static_cast<int64_t>(options.stageUnitCounts.size()) !=
+            *options.stages ||
+        forced != static_cast<size_t>(units) ||
+        llvm::is_contained(options.stageUnitCounts, size_t(0)))
+      return searchError(llvm::formatv(
+          "the forced stage boundaries place {0} units on {1} stages; the "
+          "program has {2} units on {3} stages, at least one each",
+          forced, options.stageUnitCounts.size(), units, *options.stages));
   }
   std::vector<int64_t> microBatchCounts;
   if (options.microBatches) {

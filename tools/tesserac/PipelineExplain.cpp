@@ -1,8 +1,10 @@
 //===- PipelineExplain.cpp - the pipeline planner's flags and report ------===//
 
 #include "PipelineExplain.h"
+#include "CompiledPipelinePlan.h"
 #include "PassDiagnostics.h"
 
+#include "tessera/CostModel/DeviceMesh.h"
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/PipelineReport.h"
 #include "tessera/Transforms/Passes.h"
@@ -34,7 +36,10 @@ namespace {
 cl::opt<bool> pipeline("pipeline",
                        cl::desc("--explain: plan pipeline stages, DP x TP, "
                                 "ZeRO-1, micro-batches, schedule and remat "
-                                "over the cluster for the global --dim batch"),
+                                "over the cluster for the global --dim batch; "
+                                "with --target or --emit=cpp, compile that "
+                                "plan (--mesh pins the stage mesh, --devices "
+                                "the devices, --zero 0|1 ZeRO-1)"),
                        cl::cat(pipelineOptionCategory()));
 cl::opt<int64_t> stages("stages",
                         cl::desc("pipeline stages: forced for --pipeline's "
@@ -156,13 +161,9 @@ Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch) {
   };
   // The planner's flags would otherwise be ignored: its plan compiles only
   // as the flags that pin it.
-  if (pipeline || pipelineDevices.getNumOccurrences() ||
-      tracePath.getNumOccurrences())
-    return error("--pipeline, --pipeline-devices and --trace plan with "
-                 "--explain; the compiled driver runs a pipeline plan one "
-                 "rank per stage without a mesh: pass the plan's --stages N "
-                 "--microbatches M --schedule NAME and --remat MODE "
-                 "(--explain --pipeline prints them)");
+  if (tracePath.getNumOccurrences())
+    return error("--trace writes --explain --pipeline's predicted "
+                 "schedule; drop it from the compile");
   if (!stages.getNumOccurrences()) {
     if (microBatches.getNumOccurrences() || schedule.getNumOccurrences())
       return createStringError(inconvertibleErrorCode(),
@@ -193,20 +194,31 @@ Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch) {
   return step;
 }
 
-std::optional<int> explainPipeline(StringRef inputPath,
-                                   const onnx_import::ImportOptions &options,
-                                   const cost::Cluster &cluster,
-                                   const BuildTrainingOptions &training,
-                                   CompiledStepMemory compiledMemory,
-                                   StringRef outputPath) {
-  if (!requested())
-    return std::nullopt;
+bool pipelineSearchRequested() {
+  return pipeline || pipelineDevices.getNumOccurrences();
+}
 
-  pipeline::SearchOptions search;
+int searchPipelinePlan(StringRef inputPath,
+                       const onnx_import::ImportOptions &options,
+                       const cost::Cluster &cluster,
+                       const BuildTrainingOptions &training,
+                       CompiledStepMemory compiledMemory,
+                       const PipelineSearchPins &pins,
+                       SearchedPipeline &searched) {
+  pipeline::SearchOptions &search = searched.search;
   auto batch = options.dims.find("batch");
   if (batch == options.dims.end())
     return fail("--pipeline: bind the global batch with --dim batch=B (the "
                 "samples of one step over all devices)");
+  if (pins.plan) {
+    // --explain --plan: the plan's own choices, all of them.
+    search = *pins.plan;
+    if (*search.devices > cluster.deviceCount())
+      return fail(formatv("--plan: the plan runs on {0} devices; cluster "
+                          "'{1}' has {2}",
+                          *search.devices, cluster.name,
+                          cluster.deviceCount()));
+  }
   search.globalBatch = batch->second;
   if (stages.getNumOccurrences()) {
     if (stages < 1)
@@ -232,12 +244,53 @@ std::optional<int> explainPipeline(StringRef inputPath,
                   ": expected none, selective, full or auto");
     search.remat = *mode;
   }
-  if (pipelineDevices.getNumOccurrences()) {
-    if (pipelineDevices < 1 || pipelineDevices > cluster.deviceCount())
-      return fail("--pipeline-devices " + Twine(pipelineDevices) +
-                  ": cluster '" + cluster.name + "' has " +
-                  Twine(cluster.deviceCount()) + " devices");
-    search.devices = pipelineDevices;
+  if (pins.zero) {
+    if (*pins.zero < 0 || *pins.zero > 1)
+      return fail("--zero " + Twine(*pins.zero) +
+                  ": --pipeline's stage plans shard the optimizer state "
+                  "over their data-parallel replicas (ZeRO-1) or not: give "
+                  "--zero 0 or 1");
+    search.zero = *pins.zero == 1;
+  }
+  if (pipelineDevices.getNumOccurrences() && pins.devices &&
+      *pins.devices != pipelineDevices)
+    return fail("--devices and --pipeline-devices give different device "
+                "counts: give one");
+  std::optional<int64_t> devices = pins.devices;
+  if (pipelineDevices.getNumOccurrences())
+    devices = pipelineDevices;
+  if (devices) {
+    if (*devices < 1 || *devices > cluster.deviceCount())
+      return fail(formatv("--{0} {1}: cluster '{2}' has {3} devices",
+                          pins.devices ? "devices" : "pipeline-devices",
+                          *devices, cluster.name, cluster.deviceCount()));
+    search.devices = *devices;
+  }
+  if (!pins.stageMesh.empty()) {
+    auto mesh = cost::parseMesh(pins.stageMesh);
+    if (!mesh)
+      return fail(toString(mesh.takeError()));
+    search.tensorParallel = 1;
+    for (const cost::MeshAxis &axis : mesh->axes) {
+      if (axis.name != "dp" && axis.name != "tp")
+        return fail("--mesh " + pins.stageMesh + ": with --pipeline, the "
+                    "stage mesh's axes are dp and tp (axis '" + axis.name +
+                    "')");
+      if (axis.name == "tp")
+        search.tensorParallel = axis.size;
+    }
+    int64_t all = search.devices.value_or(cluster.deviceCount());
+    int64_t perStage = mesh->deviceCount();
+    if (all % perStage != 0 ||
+        (search.stages && *search.stages * perStage != all))
+      return fail(formatv("--mesh {0}: {1} devices are not {2}{3} of its "
+                          "{4} devices",
+                          pins.stageMesh, all,
+                          search.stages ? "--stages " : "whole stages",
+                          search.stages ? std::to_string(*search.stages)
+                                        : std::string(),
+                          perStage));
+    search.stages = all / perStage;
   }
 
   // The program at two batch sizes gives every cost at any micro-batch
@@ -256,31 +309,34 @@ std::optional<int> explainPipeline(StringRef inputPath,
   auto profile = pipeline::profileProgram(*first, *second, firstBatch);
   if (!profile)
     return fail(inputPath + ": " + toString(profile.takeError()));
-  pipeline::MegatronStageOracle oracle(*profile, cluster);
-  if (!calibrateActivations(*profile, oracle, firstBatch, compiledMemory))
+  searched.profile = std::move(*profile);
+  pipeline::MegatronStageOracle oracle(searched.profile, cluster);
+  if (!calibrateActivations(searched.profile, oracle, firstBatch,
+                            compiledMemory))
     return 1;
-  auto plan = pipeline::searchPipeline(*profile, cluster, oracle, search);
+  auto plan = pipeline::searchPipeline(searched.profile, cluster, oracle,
+                                       search);
   if (!plan)
     return fail(inputPath + ": " + toString(plan.takeError()));
   // On one device the plan is the step --target compiles (its micro-batches
   // accumulated, --grad-accum): the arena analysis, not the stage model,
   // decides whether it fits, as for --explain without --pipeline.
-  std::optional<StepMemory> compiled;
   bool rematForced = search.remat.has_value();
   while (plan->devices == 1 && plan->stages.size() == 1) {
     pipeline::RematMode remat = plan->stages.front().remat;
-    compiled = compiledMemory(plan->microBatchSamples, remat, plan->microBatches);
-    if (!compiled)
+    searched.compiled =
+        compiledMemory(plan->microBatchSamples, remat, plan->microBatches);
+    if (!searched.compiled)
       return 1;
     double limit = cluster.device.memoryBytes;
-    if (compiled->totalBytes() <= limit)
+    if (searched.compiled->totalBytes() <= limit)
       break;
     if (rematForced || remat == pipeline::RematMode::Full)
       return fail(formatv("{0}: the plan on one device needs {1:F2} GiB as "
                           "compiled (its arena planned from liveness and the "
                           "training state; the stage model said {2:F2}), "
                           "more than the {3:F2} GiB of the device",
-                          inputPath, compiled->totalBytes() / kGiB,
+                          inputPath, searched.compiled->totalBytes() / kGiB,
                           plan->stages.front().cost.memory.total(
                               plan->stages.front().inFlight) /
                               kGiB,
@@ -288,34 +344,69 @@ std::optional<int> explainPipeline(StringRef inputPath,
     search.remat = remat == pipeline::RematMode::None
                        ? pipeline::RematMode::Selective
                        : pipeline::RematMode::Full;
-    plan = pipeline::searchPipeline(*profile, cluster, oracle, search);
+    plan = pipeline::searchPipeline(searched.profile, cluster, oracle, search);
     if (!plan)
       return fail(inputPath + ": " + toString(plan.takeError()));
   }
+  searched.plan = std::move(*plan);
+  return 0;
+}
+
+std::optional<int> explainPipeline(StringRef inputPath,
+                                   const onnx_import::ImportOptions &options,
+                                   const cost::Cluster &cluster,
+                                   const BuildTrainingOptions &training,
+                                   CompiledStepMemory compiledMemory,
+                                   const PipelineSearchPins &pins,
+                                   StringRef outputPath) {
+  if (!requested() && !pins.plan)
+    return std::nullopt;
+  SearchedPipeline searched;
+  if (int status = searchPipelinePlan(inputPath, options, cluster, training,
+                                      compiledMemory, pins, searched))
+    return status;
+  const pipeline::PipelinePlan &plan = searched.plan;
+  pipeline::MegatronStageOracle oracle(searched.profile, cluster);
 
   std::string error;
   auto output = mlir::openOutputFile(outputPath, &error);
   if (!output)
     return fail(error);
   std::string title = sys::path::filename(inputPath).str();
-  pipeline::printPipelinePlan(*plan, *profile, cluster, oracle,
-                              search.globalBatch, title, output->os());
-  if (compiled)
+  pipeline::printPipelinePlan(plan, searched.profile, cluster, oracle,
+                              searched.search.globalBatch, title,
+                              output->os());
+  if (searched.compiled)
     output->os() << formatv(
         "Peak device memory per GPU (the compiled step, as --summary and "
         "--explain): {0:F3} MiB ({1:F2} GiB) of {2:F1} GiB\n",
-        compiled->totalBytes() / (1024.0 * 1024.0),
-        compiled->totalBytes() / kGiB, cluster.device.memoryBytes / kGiB);
+        searched.compiled->totalBytes() / (1024.0 * 1024.0),
+        searched.compiled->totalBytes() / kGiB,
+        cluster.device.memoryBytes / kGiB);
+  // What --target and --emit=cpp compile for the same flags, or why they
+  // refuse it.
+  Expected<CompiledPipelinePlan> compiled =
+      compiledPipelinePlan(plan, searched.profile);
+  if (compiled) {
+    mlir::MLIRContext context;
+    context.loadDialect<tess::TessDialect>();
+    output->os() << "Plan as compiled: "
+                 << mlir::Attribute(planAttribute(context, *compiled))
+                 << "\n";
+  } else {
+    output->os() << "Not compiled: " << toString(compiled.takeError())
+                 << "\n";
+  }
   output->keep();
 
   if (!tracePath.empty()) {
-    auto slices = pipeline::simulateSchedule(*plan);
+    auto slices = pipeline::simulateSchedule(plan);
     if (!slices)
       return fail(toString(slices.takeError()));
     auto trace = mlir::openOutputFile(tracePath, &error);
     if (!trace)
       return fail(error);
-    pipeline::writeChromeTrace(*plan, *slices, trace->os());
+    pipeline::writeChromeTrace(plan, *slices, trace->os());
     trace->keep();
   }
   return 0;

@@ -10,7 +10,8 @@
 // plan. --remat also means the same choice for the step that --target and
 // --emit=cpp build: tess-rematerialize applies it to every layer; and
 // --stages, --microbatches and --schedule there build a pipelined program
-// (stepPipeline).
+// (stepPipeline). --pipeline (or --pipeline-devices) there compiles the
+// search's plan instead (searchPipelinePlan, CompiledPipelinePlan.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +21,7 @@
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Import/ONNX/Importer.h"
+#include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/Remat.h"
 #include "tessera/Transforms/Passes.h"
 
@@ -48,13 +50,18 @@ llvm::Expected<pipeline::RematMode> stepRematMode();
 struct StepPipeline {
   int64_t stages = 1, virtualStages = 1, microBatches = 1;
   std::string schedule; // scheduleTaskOrder's name: gpipe, 1f1b, interleaved:V
+  /// The first and last unit of each chunk, as the searched plan places
+  /// them (CompiledPipelinePlan.h); empty: tess-split-pipeline-stages'
+  /// even split.
+  std::vector<std::pair<int64_t, int64_t>> chunks;
 };
 
 /// std::nullopt without --stages. Otherwise the pipeline of the built step
-/// (--microbatches defaults to the stage count, --schedule to 1f1b);
-/// errors: --pipeline, --pipeline-devices or --trace (the planner's, with
-/// or without --stages), a non-positive count, an unknown schedule, or a
-/// global batch `batch` that the micro-batches do not divide.
+/// given by hand (--microbatches defaults to the stage count, --schedule to
+/// 1f1b); errors: --trace (the planner's), a non-positive count, an unknown
+/// schedule, or a global batch `batch` that the micro-batches do not
+/// divide. (With --pipeline the compile takes the search's plan instead:
+/// searchPipelinePlan.)
 llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 
 /// The memory of the one-device step --target compiles for `batch` samples
@@ -63,20 +70,59 @@ llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 using CompiledStepMemory = llvm::function_ref<std::optional<StepMemory>(
     int64_t batch, pipeline::RematMode remat, int64_t microBatches)>;
 
-/// Nothing when no pipeline flag was given (the ordinary --explain runs);
-/// otherwise imports the model at two batch sizes, builds its training step
-/// with `training` (tesserac's --loss, --precision, ...), plans it on
-/// `cluster`,
-/// prints the plan to `outputPath` ("-": stdout) and returns the exit
-/// status (1 after printing "tesserac: error: ..."). A plan on one device is
-/// the step --target compiles: `compiledMemory` gives its peak, which decides
-/// the fit (a plan that does not fit by it is searched again with the next
-/// stronger recomputation) and is the peak the report gives.
+/// Whether --pipeline or --pipeline-devices asks for the search's plan:
+/// with --target or --emit=cpp, that plan is compiled.
+bool pipelineSearchRequested();
+
+/// What --pipeline's search takes from tesserac's own flags.
+struct PipelineSearchPins {
+  /// --zero 0|1: whether stages with replicas shard the optimizer state.
+  std::optional<int> zero;
+  /// --devices N: the devices the pipeline uses.
+  std::optional<int64_t> devices;
+  /// --mesh M: every stage's mesh (axes dp and tp), which pins the stages'
+  /// tensor-parallel degree and their count (the devices / M's).
+  std::string stageMesh;
+  /// --explain --plan's pipelined plan as pins (CompiledPipelinePlan.h's
+  /// searchPinsOf): every choice forced, so the search returns that plan.
+  std::optional<pipeline::SearchOptions> plan;
+};
+
+/// The search's plan and what it was found on.
+struct SearchedPipeline {
+  pipeline::SearchOptions search;
+  pipeline::ProgramProfile profile;
+  pipeline::PipelinePlan plan;
+  /// A plan on one device: its compiled step's memory, which decided it.
+  std::optional<StepMemory> compiled;
+};
+
+/// Imports the model at two batch sizes, builds its training step with
+/// `training` (tesserac's --loss, --precision, ...) and plans it on
+/// `cluster` with the pipeline flags and `pins` as constraints. A plan on
+/// one device is the step --target compiles: `compiledMemory` gives its
+/// peak, which decides the fit (a plan that does not fit by it is searched
+/// again with the next stronger recomputation). Returns 0, or 1 after
+/// printing "tesserac: error: ...".
+int searchPipelinePlan(llvm::StringRef inputPath,
+                       const onnx_import::ImportOptions &options,
+                       const cost::Cluster &cluster,
+                       const BuildTrainingOptions &training,
+                       CompiledStepMemory compiledMemory,
+                       const PipelineSearchPins &pins,
+                       SearchedPipeline &searched);
+
+/// Nothing when no pipeline flag was given and `pins` has no plan (the
+/// ordinary --explain runs); otherwise searchPipelinePlan, the plan
+/// printed to `outputPath` ("-": stdout), ending with the #tess.plan that
+/// --target compiles for the same flags ("Plan as compiled: ...") or why
+/// it is not compiled ("Not compiled: ..."), and the exit status.
 std::optional<int> explainPipeline(llvm::StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,
                                    const BuildTrainingOptions &training,
                                    CompiledStepMemory compiledMemory,
+                                   const PipelineSearchPins &pins,
                                    llvm::StringRef outputPath);
 
 } // namespace tessera::tesserac

@@ -1,6 +1,7 @@
 //===- PlanArgument.cpp - tesserac --explain --plan -----------------------===//
 
 #include "PlanArgument.h"
+#include "CompiledPipelinePlan.h"
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/Sharding/PlanAnnotation.h"
@@ -65,15 +66,15 @@ Expected<PlanPins> readPlanPins(StringRef argument) {
     return createStringError(
         "--plan " + *text + ": " +
         (message.empty() ? "expected a #tess.plan<...>" : message));
-  if (plan.isPipelined())
-    return createStringError(
-        formatv("--plan {0}: a pipelined plan; predict it with --explain "
-                "--pipeline --stages {1} --microbatches {2} --schedule {3} "
-                "--remat {4}",
-                *text, plan.getStages(), plan.getMicrobatches(),
-                plan.getSchedule(), plan.getRemat())
-            .str());
   PlanPins pins;
+  if (plan.isPipelined()) {
+    Expected<pipeline::SearchOptions> search = searchPinsOf(plan);
+    if (!search)
+      return createStringError("--plan " + *text + ": " +
+                               toString(search.takeError()));
+    pins.pipeline = std::move(*search);
+    return pins;
+  }
   if (plan.getMesh())
     pins.mesh = sharding::deviceMesh(plan.getMesh()).describe();
   if (plan.getZero() != tess::PlanAttr::kMixedZero)

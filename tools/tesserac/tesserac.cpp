@@ -50,6 +50,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CompiledPipelinePlan.h"
 #include "PassDiagnostics.h"
 #include "PipelineExplain.h"
 #include "PlanArgument.h"
@@ -799,7 +800,8 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
 
 /// Writes the module's tess.plan with what this compile decided: the
 /// search's ZeRO stage and recomputation (`searched`), and --stages,
-/// --schedule and --microbatches (`stepPipeline`). The passes after it read
+/// --schedule and --microbatches (`stepPipeline`, with the pipeline
+/// search's chunks when it gives them). The passes after it read
 /// the plan, not options: the mesh joins it when the step is annotated, the
 /// chunks when tess-split-pipeline-stages cuts it.
 void writeModulePlan(
@@ -818,10 +820,13 @@ void writeModulePlan(
     microBatches = stepPipeline->microBatches;
     schedule = stepPipeline->schedule;
   }
+  SmallVector<tessera::tess::ChunkAttr> chunks;
+  if (stepPipeline)
+    chunks = tessera::tesserac::chunkAttributes(context, *stepPipeline);
   module->setAttr(tessera::sharding::kPlanAttrName,
                   PlanAttr::get(&context, tessera::tess::MeshAttr(), zero,
                                 tessera::pipeline::rematName(searched.remat),
-                                stages, schedule, microBatches, {},
+                                stages, schedule, microBatches, chunks,
                                 searched.offload ? "optimizer" : ""));
 }
 
@@ -1306,7 +1311,55 @@ int main(int argc, char **argv) {
   // --stages with --target or --emit=cpp: a pipelined program, built for
   // one micro-batch of the global --dim batch.
   std::optional<tessera::tesserac::StepPipeline> stepPipeline;
-  if (!explain && (buildExecutable || emit == EmitStage::Cpp)) {
+  // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
+  // --explain --pipeline prints it for the same flags, compiled as its
+  // --stages, --mesh, --strategy, --remat and chunks say.
+  bool searchedPipeline = !explain &&
+                          (buildExecutable || emit == EmitStage::Cpp) &&
+                          tessera::tesserac::pipelineSearchRequested();
+  if (searchedPipeline) {
+    if (forcedStrategy.getNumOccurrences())
+      return fail("--pipeline searches each stage's plan: drop --strategy "
+                  "(--mesh pins the stage mesh; --stages N --mesh M "
+                  "--strategy S without --pipeline forces a pipeline)");
+    if (memoryLimit.getNumOccurrences() || shardPins.getNumOccurrences() ||
+        searchTimeout.getNumOccurrences())
+      return fail("--memory-limit, --shard and --search-timeout configure "
+                  "the one-stage sharding search; --pipeline's plans fit "
+                  "the cluster's device memory");
+    auto batch = options.dims.find("batch");
+    if (batch == options.dims.end())
+      return fail("--pipeline: bind the step's global batch with --dim "
+                  "batch=B");
+    auto loaded = tessera::cost::loadCluster(clusterName);
+    if (!loaded)
+      return fail(toString(loaded.takeError()));
+    tessera::tesserac::PipelineSearchPins pins;
+    if (zeroStage.getNumOccurrences())
+      pins.zero = zeroStage.getValue();
+    if (deviceCount.getNumOccurrences())
+      pins.devices = deviceCount.getValue();
+    pins.stageMesh = meshSpec;
+    auto compiledMemory = [&](int64_t rows, tessera::pipeline::RematMode remat,
+                              int64_t microBatches) {
+      return importedStepMemory(options, rows, remat, microBatches);
+    };
+    tessera::tesserac::SearchedPipeline searched;
+    if (int status = tessera::tesserac::searchPipelinePlan(
+            inputPath, options, *loaded, trainingOptions(), compiledMemory,
+            pins, searched))
+      return status;
+    Expected<tessera::tesserac::CompiledPipelinePlan> compiled =
+        tessera::tesserac::compiledPipelinePlan(searched.plan,
+                                                searched.profile);
+    if (!compiled)
+      return fail(inputPath + ": " + toString(compiled.takeError()));
+    stepPipeline = compiled->step;
+    meshSpec = compiled->mesh;
+    forcedStrategy = compiled->strategy;
+    rematPin = compiled->remat;
+    batch->second /= stepPipeline->microBatches;
+  } else if (!explain && (buildExecutable || emit == EmitStage::Cpp)) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
         batch == options.dims.end() ? 0 : batch->second);
@@ -1335,7 +1388,9 @@ int main(int argc, char **argv) {
   std::string explainTitle = sys::path::filename(inputPath).str();
   // --mesh with --target or --emit=cpp: the program of one rank of the mesh.
   bool compiling = !explain && (buildExecutable || emit == EmitStage::Cpp);
-  bool devicesGiven = deviceCount.getNumOccurrences() > 0;
+  // (--devices N with --pipeline is the pipeline's device count.)
+  bool devicesGiven = deviceCount.getNumOccurrences() > 0 &&
+                      !tessera::tesserac::pipelineSearchRequested();
   if (devicesGiven) {
     if (!explain && !compiling)
       return fail("--devices chooses the mesh of --explain, --target or "
@@ -1353,11 +1408,16 @@ int main(int argc, char **argv) {
       return fail("--devices searches one stage's mesh; a pipeline given by "
                   "--stages runs one rank per stage (drop --devices)");
   }
-  bool meshProgram = (meshSpec.getNumOccurrences() || deviceCount > 1) &&
-                     !partitionStep && compiling;
-  bool searchFlags =
-      memoryLimit.getNumOccurrences() || zeroStage.getNumOccurrences() ||
-      shardPins.getNumOccurrences() || searchTimeout.getNumOccurrences();
+  bool meshProgram =
+      ((meshSpec.getNumOccurrences() && !searchedPipeline) ||
+       (devicesGiven && deviceCount > 1) ||
+       (searchedPipeline && !meshSpec.empty())) &&
+      !partitionStep && compiling;
+  // (--zero with --pipeline pinned the pipeline search above.)
+  bool searchFlags = memoryLimit.getNumOccurrences() ||
+                     (zeroStage.getNumOccurrences() && !searchedPipeline) ||
+                     shardPins.getNumOccurrences() ||
+                     searchTimeout.getNumOccurrences();
   // --target and --emit=cpp compile the plan --explain prints for the same
   // flags when given its cluster or its search's flags, and for a --mesh
   // without --strategy; --stages is a pipeline given by hand.
@@ -1417,9 +1477,18 @@ int main(int argc, char **argv) {
                                 int64_t microBatches) {
         return importedStepMemory(options, batch, remat, microBatches);
       };
+      tessera::tesserac::PipelineSearchPins pins;
+      if (zeroStage.getNumOccurrences())
+        pins.zero = zeroStage.getValue();
+      if (deviceCount.getNumOccurrences())
+        pins.devices = deviceCount.getValue();
+      if (meshSpec.getNumOccurrences())
+        pins.stageMesh = meshSpec;
+      if (planPins)
+        pins.plan = planPins->pipeline;
       if (std::optional<int> status = tessera::tesserac::explainPipeline(
               inputPath, options, *cluster, trainingOptions(), compiledMemory,
-              outputPath))
+              pins, outputPath))
         return *status;
     }
     auto parsed = tessera::cost::parseMesh(meshSpec);

@@ -51,6 +51,17 @@ struct SearchOptions {
   std::optional<Schedule> schedule;
   /// A forced remat mode for every layer; nothing lets the search choose.
   std::optional<RematMode> remat;
+  /// A forced tensor-parallel degree of every stage's intra-op plan.
+  std::optional<int64_t> tensorParallel;
+  /// Whether every stage with data-parallel replicas shards its optimizer
+  /// state over them (ZeRO-1): forced, or (nothing) the search's choice.
+  std::optional<bool> zero;
+  /// Forced stage boundaries: the unit count of each stage, first to last
+  /// (as many as `stages`, summing to the program's units); empty: the
+  /// dynamic program places them. With every choice forced the search
+  /// returns that one plan, priced as when it was found (what `tesserac
+  /// --explain --plan` reproduces).
+  std::vector<size_t> stageUnitCounts;
 };
 
 struct StagePlan {

@@ -228,4 +228,70 @@ TEST(InterOpSearch, ForcedChoiceErrors) {
             std::string::npos);
 }
 
+// Tests forced stage boundaries: the search returns exactly them, priced as
+// when it found them unforced (what `tesserac --explain --plan` relies on),
+// and a split that does not cover the units is an error.
+TEST(InterOpSearch, ForcedBoundariesReturnThePlan) {
+  cost::Cluster cluster = eightDevices();
+  std::vector<SyntheticUnit> units = unevenUnits();
+  ProgramProfile profile = profileOf(units.size());
+  SyntheticOracle oracle(units);
+  SearchOptions options;
+  options.globalBatch = 32;
+  options.stages = 2;
+  options.microBatches = 4;
+  options.schedule = Schedule{ScheduleKind::OneForwardOneBackward, 1};
+  auto found = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(found)) << llvm::toString(found.takeError());
+  for (const StagePlan &stage : found->stages)
+    options.stageUnitCounts.push_back(stage.endUnit - stage.firstUnit);
+  auto pinned = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(pinned)) << llvm::toString(pinned.takeError());
+  ASSERT_EQ(pinned->stages.size(), found->stages.size());
+  for (size_t stage = 0; stage < found->stages.size(); ++stage)
+    EXPECT_EQ(pinned->stages[stage].endUnit, found->stages[stage].endUnit);
+  EXPECT_EQ(pinned->stepSeconds, found->stepSeconds);
+
+  // Another split is taken as given, even when it is slower.
+  options.stageUnitCounts = {1, units.size() - 1};
+  auto lopsided = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(lopsided))
+      << llvm::toString(lopsided.takeError());
+  EXPECT_EQ(lopsided->stages.front().endUnit, 1u);
+  EXPECT_GE(lopsided->stepSeconds, found->stepSeconds);
+
+  options.stageUnitCounts = {1, 1};
+  auto uncovered = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_FALSE(static_cast<bool>(uncovered));
+  EXPECT_NE(llvm::toString(uncovered.takeError()).find("forced stage "
+                                                       "boundaries"),
+            std::string::npos);
+}
+
+// Tests the forced intra-op choices: only the oracle's plans with that
+// tensor-parallel degree and ZeRO-1 choice are taken.
+TEST(InterOpSearch, ForcedIntraOpChoices) {
+  cost::Cluster cluster = eightDevices();
+  std::vector<SyntheticUnit> units = unevenUnits();
+  ProgramProfile profile = profileOf(units.size());
+  SyntheticOracle oracle(units);
+  SearchOptions options;
+  options.globalBatch = 32;
+  options.stages = 2;
+  options.tensorParallel = 2;
+  auto plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_FALSE(static_cast<bool>(plan)); // the stand-in has TP 1 only
+  llvm::consumeError(plan.takeError());
+  options.tensorParallel = 1;
+  options.zero = true;
+  plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_FALSE(static_cast<bool>(plan)); // nor ZeRO-1 over its replicas
+  llvm::consumeError(plan.takeError());
+  options.zero = false;
+  plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  for (const StagePlan &stage : plan->stages)
+    EXPECT_EQ(stage.cost.tensorParallel, 1);
+}
+
 } // namespace

@@ -1,0 +1,77 @@
+//===- CompiledPipelinePlan.h - the searched pipeline plan as compiled -*- C++ -*-===//
+//
+// `tesserac MODEL --cluster C [--devices N] --pipeline --target cpu|cuda -o
+// train` compiles the plan `--explain --pipeline` prints for the same flags
+// (issue 22 items 4 and 5). lib/Pipeline's plan says, per stage, its units,
+// its submesh's intra-op plan (DP d x TP t, ZeRO-1 or not) and its remat;
+// the compiled driver runs every stage on one stage mesh with one forced
+// strategy (tesserac --stages S --mesh M --strategy S'), the stage split
+// given as the plan's chunks, one recomputation for every layer. This file
+// is that translation, one place for --explain (which prints the
+// #tess.plan the compile writes) and the compile (which builds it), and
+// its inverse for --explain --plan (a pipelined #tess.plan back into the
+// search's pins, so that the search returns that plan and its prediction).
+//
+// What the driver cannot run is an error naming the flag that pins a plan
+// it can: stages whose recomputation differs (--remat), or whose intra-op
+// plans differ; ZeRO-1 inside a stage mesh (--zero 0): a pipeline rank's
+// backend holds its own chunks' whole masters and moments
+// (PipelineParallel's ownership), and the data-parallel ZeRO-1 machinery
+// (DataParallel.h's rank layout and reducer) shards a whole program's flat
+// buffers over the launched ranks, not a stage's owned slices over its dp
+// group.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_TOOLS_TESSERAC_COMPILEDPIPELINEPLAN_H
+#define TESSERA_TOOLS_TESSERAC_COMPILEDPIPELINEPLAN_H
+
+#include "PipelineExplain.h"
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/Pipeline/InterOpSearch.h"
+
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace tessera::tesserac {
+
+/// A searched pipeline plan as tesserac compiles it.
+struct CompiledPipelinePlan {
+  /// --stages, --microbatches and --schedule, with the chunks' units.
+  StepPipeline step;
+  /// The stage mesh as --mesh spells it ("dp=2,tp=2", "dp=4", "tp=2"), and
+  /// its --strategy (dp, tp, dp-tp); both empty for one device a stage.
+  std::string mesh, strategy;
+  pipeline::RematMode remat = pipeline::RematMode::None;
+};
+
+/// The compiled form of `plan` (of the program `profile` describes);
+/// errors: what the driver cannot run, with the flag that pins a plan it
+/// can.
+llvm::Expected<CompiledPipelinePlan>
+compiledPipelinePlan(const pipeline::PipelinePlan &plan,
+                     const pipeline::ProgramProfile &profile);
+
+/// The #tess.chunk of each of `step`'s chunks (none without them).
+llvm::SmallVector<tess::ChunkAttr> chunkAttributes(mlir::MLIRContext &context,
+                                                   const StepPipeline &step);
+
+/// The module's #tess.plan the compile writes for `plan` (its mesh, which
+/// the partitioning adds there, included): what the executable prints.
+tess::PlanAttr planAttribute(mlir::MLIRContext &context,
+                             const CompiledPipelinePlan &plan);
+
+/// The search's pins that make it return the plan `attribute` describes
+/// (a pipelined #tess.plan): stages, micro-batches, schedule, remat, the
+/// devices (stages x the stage mesh), the stage mesh's tensor-parallel
+/// degree, no ZeRO, and the stage boundaries (the chunks' units per
+/// device). Errors: a plan the compile never writes (mixed ZeRO, a chunk
+/// split that is no stage split).
+llvm::Expected<pipeline::SearchOptions>
+searchPinsOf(tess::PlanAttr attribute);
+
+} // namespace tessera::tesserac
+
+#endif // TESSERA_TOOLS_TESSERAC_COMPILEDPIPELINEPLAN_H
