@@ -40,6 +40,16 @@
 // data-parallel driver can start reducing gradient i while the rest of the
 // backward pass runs.
 //
+// Weights: a ZeRO-3 driver holds only its shard of the weights the step
+// reads and gathers them into transient places. Before every call that is
+// the first read of a parameter within the forward pass (the calls before
+// the first cross-entropy gradient) or within the backward pass, the step
+// calls tessera_weights_needed(context, position), `position` numbering the
+// calls that read any parameter (a view of a parameter reads it too);
+// program.h's parameter_read_intervals tells the driver, per parameter, the
+// first and last read position in each pass, from which it plans when each
+// gather runs and which places may share memory.
+//
 //===----------------------------------------------------------------------===//
 
 #include "tessera/Lowering/Passes.h"
@@ -57,6 +67,8 @@
 #include "Tess/IR/TessOps.h"
 #include "tessera/runtime/program.h"
 
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <map>
@@ -190,6 +202,12 @@ public:
   const std::vector<int32_t> &gradientWritePositions() const {
     return writePositions;
   }
+  /// After build(): per parameter, the first and last read position in
+  /// the forward pass, then in the backward pass, -1 where it is not read
+  /// (program.h's parameter_read_intervals).
+  const std::vector<int32_t> &parameterReadIntervals() const {
+    return readIntervals;
+  }
 
 private:
   // Layout rows and descriptors.
@@ -245,6 +263,13 @@ private:
   /// recording the gradient's write position (`nextWritePosition`).
   void announceGradient(unsigned parameterIndex);
 
+  /// The parameter whose bytes `value` is (itself or a view of it), or
+  /// nothing.
+  std::optional<unsigned> parameterOf(Value value) const;
+  /// Numbers the calls that read parameters and fills readIntervals, before
+  /// any op is lowered.
+  void planWeightReads(Block &body);
+
   LogicalResult lowerOp(Operation &op);
   LogicalResult lowerConstant(tess::ConstantOp constant);
   void copyResultsOut(func::ReturnOp returnOp);
@@ -267,6 +292,12 @@ private:
   /// position: a call that writes several gradients gives them one.
   std::vector<int32_t> writePositions;
   int32_t nextWritePosition = 0;
+  /// Per op that reads parameters, its read position; the positions at
+  /// which some parameter's read interval starts (tessera_weights_needed
+  /// precedes their calls); four per parameter, as parameterReadIntervals.
+  llvm::DenseMap<Operation *, int32_t> readPositions;
+  llvm::DenseSet<int32_t> intervalStarts;
+  std::vector<int32_t> readIntervals;
 
   // Values of the steps function.
   Value arena, stream, stepContext, parameters, buffers, tokens, targets,
@@ -466,6 +497,51 @@ Value StepBuilder::resultStorage(unsigned index, RankedTensorType type) {
                   elementPointer(gradient ? gradients : outputs, result.index,
                                  types.tensorPointer),
                   0, type);
+}
+
+std::optional<unsigned> StepBuilder::parameterOf(Value value) const {
+  // A view's bytes are its source's: follow the chain to its root.
+  while (!llvm::isa<BlockArgument>(value)) {
+    const ValueStorage &storage = plan.storage.lookup(value);
+    if (storage.kind != StorageKind::Alias || !storage.aliasOf)
+      return std::nullopt;
+    value = storage.aliasOf;
+  }
+  const StepSignature::Argument &from =
+      signature.arguments[llvm::cast<BlockArgument>(value).getArgNumber()];
+  if (from.source != StepSignature::Source::Parameter)
+    return std::nullopt;
+  return from.index;
+}
+
+void StepBuilder::planWeightReads(Block &body) {
+  // The backward pass starts at the loss's gradient: everything after it
+  // depends on it (the program is in dependency order).
+  bool backward = false;
+  int32_t nextReadPosition = 0;
+  for (Operation &op : body) {
+    backward = backward ||
+               llvm::isa<tess::CrossEntropyGradOp, tess::CrossEntropyWithGradOp>(
+                   op);
+    llvm::SmallSetVector<unsigned, 4> read;
+    for (Value operand : op.getOperands())
+      if (std::optional<unsigned> parameter = parameterOf(operand))
+        read.insert(*parameter);
+    if (read.empty())
+      continue;
+    const int32_t position = nextReadPosition++;
+    readPositions[&op] = position;
+    for (unsigned parameter : read) {
+      if (readIntervals.size() < 4 * (parameter + 1))
+        readIntervals.resize(4 * (parameter + 1), -1);
+      int32_t *interval = &readIntervals[4 * parameter + (backward ? 2 : 0)];
+      if (interval[0] < 0) {
+        interval[0] = position;
+        intervalStarts.insert(position);
+      }
+      interval[1] = position;
+    }
+  }
 }
 
 void StepBuilder::announceGradient(unsigned parameterIndex) {
@@ -729,10 +805,18 @@ LogicalResult StepBuilder::build() {
   }
 
   Block &sourceBody = source.getBody().front();
+  planWeightReads(sourceBody);
   for (Operation &op : sourceBody) {
     if (auto returnOp = dyn_cast<func::ReturnOp>(op)) {
       copyResultsOut(returnOp);
       continue;
+    }
+    // A ZeRO-3 driver gathers the weights whose reads start here.
+    auto read = readPositions.find(&op);
+    if (read != readPositions.end() && intervalStarts.contains(read->second)) {
+      CallArguments arguments(context);
+      arguments.value(stepContext).i32(read->second);
+      guardedCall("tessera_weights_needed", arguments);
     }
     if (failed(describeResults(op)))
       return failure();
@@ -1217,7 +1301,8 @@ void LowerToEmitCPass::runOnOperation() {
   // (and, given `writePositions`, its gradients' write positions).
   auto lower = [&](func::FuncOp source, const StepSignature &signature,
                    bool threadLocalState,
-                   std::vector<int32_t> *writePositions =
+                   std::vector<int32_t> *writePositions = nullptr,
+                   std::vector<int32_t> *readIntervals =
                        nullptr) -> FailureOr<std::string> {
     FailureOr<FunctionArenaPlan> plan =
         planLoweredFunction(source, printArenaPlan);
@@ -1229,6 +1314,11 @@ void LowerToEmitCPass::runOnOperation() {
       return failure();
     if (writePositions)
       *writePositions = steps.gradientWritePositions();
+    if (readIntervals) {
+      // A parameter the step never reads still has its four entries.
+      *readIntervals = steps.parameterReadIntervals();
+      readIntervals->resize(4 * static_cast<size_t>(parameterCount), -1);
+    }
     return steps.wrapperName().str();
   };
 
@@ -1262,7 +1352,7 @@ void LowerToEmitCPass::runOnOperation() {
     FailureOr<std::string> call =
         lower(function, wholeStepSignature(parameterCount, bufferCount),
               /*threadLocalState=*/partitioned || !conventions->cuda,
-              &info->gradientWritePositions);
+              &info->gradientWritePositions, &info->parameterReadIntervals);
     if (failed(call))
       return signalPassFailure();
     forwardBackward = *call;

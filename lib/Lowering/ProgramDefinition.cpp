@@ -180,16 +180,21 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
                                 "{" + row + "}");
   }
 
-  // What a ZeRO-2 driver plans its ring of bucket buffers from.
-  std::string writePositions = "NULL";
-  if (!info.gradientWritePositions.empty()) {
+  // What a ZeRO-2 driver plans its ring of bucket buffers from, and a
+  // ZeRO-3 driver its gathers of the weights.
+  auto int32Table = [&](StringRef name, const std::vector<int32_t> &values) {
+    if (values.empty())
+      return std::string("NULL");
     std::string row;
-    for (auto [index, position] : llvm::enumerate(info.gradientWritePositions))
-      row += (index ? ", " : "") + std::to_string(position);
-    writePositions = emitConstTable(
-        builder, loc, "tessera_gradient_write_positions", "int32_t",
-        info.gradientWritePositions.size(), "{" + row + "}");
-  }
+    for (auto [index, value] : llvm::enumerate(values))
+      row += (index ? ", " : "") + std::to_string(value);
+    return emitConstTable(builder, loc, name, "int32_t", values.size(),
+                          "{" + row + "}");
+  };
+  std::string writePositions = int32Table("tessera_gradient_write_positions",
+                                          info.gradientWritePositions);
+  std::string readIntervals = int32Table("tessera_parameter_read_intervals",
+                                         info.parameterReadIntervals);
 
   static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
                                           "TESSERA_LOSS_MLM"};
@@ -230,6 +235,7 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << (info.plan.empty() ? std::string("NULL") : cStringLiteral(info.plan))
      << ",\n    /*offload_optimizer=*/" << (info.offloadOptimizer ? 1 : 0)
      << ",\n    /*gradient_write_positions=*/" << writePositions
+     << ",\n    /*parameter_read_intervals=*/" << readIntervals
      << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");

@@ -51,6 +51,9 @@ struct ProgramInfo {
   /// forward_backward (program.h's gradient_write_positions); empty for a
   /// pipelined program.
   std::vector<int32_t> gradientWritePositions;
+  /// Per parameter four read positions in forward_backward (program.h's
+  /// parameter_read_intervals); empty for a pipelined program.
+  std::vector<int32_t> parameterReadIntervals;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).

@@ -15,25 +15,6 @@
 #include "TensorBlocks.h"
 
 namespace tessera::comm {
-namespace {
-
-void check(int status) {
-  if (status != 0)
-    throw CommError(tessera_comm_last_error());
-}
-
-tessera_tensor flatView(void *buffer, int32_t dtype, int64_t offset,
-                        int64_t elements) {
-  tessera_tensor view{};
-  view.data = static_cast<unsigned char *>(buffer) +
-              static_cast<size_t>(offset) * dtypeBytes(dtype);
-  view.dtype = dtype;
-  view.rank = 1;
-  view.shape[0] = elements;
-  return view;
-}
-
-} // namespace
 
 GradientReducer::GradientReducer(tessera_comm *comm, GradientLayout layout,
                                  void *gradients, int32_t dtype,
@@ -171,7 +152,7 @@ void GradientReducer::launchBucket(size_t index) {
     tessera_tensor whole = sink->bucketForReduction(at, commStream);
     tessera_tensor block =
         sink->blockForReduction(bucket.elements / comm->size());
-    check(tessera_comm_reduce_scatter(comm, &whole, &block, 0, commStream));
+    checkComm(tessera_comm_reduce_scatter(comm, &whole, &block, 0, commStream));
     sink->foldBlock(at, commStream);
     ops.recordEvent(bucketFreed[index], commStream);
     return;
@@ -179,14 +160,14 @@ void GradientReducer::launchBucket(size_t index) {
   tessera_tensor whole =
       flatView(gradients, dtype, bucket.offset, bucket.elements);
   if (mode == ReduceMode::AllReduce) {
-    check(
+    checkComm(
         tessera_comm_all_reduce(comm, &whole, TESSERA_REDUCE_SUM, commStream));
     return;
   }
   int64_t block = bucket.elements / comm->size();
   tessera_tensor shard =
       flatView(gradients, dtype, bucket.offset + comm->rank() * block, block);
-  check(tessera_comm_reduce_scatter(comm, &whole, &shard, 0, commStream));
+  checkComm(tessera_comm_reduce_scatter(comm, &whole, &shard, 0, commStream));
 }
 
 void GradientReducer::finish() {
@@ -215,7 +196,7 @@ void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {
         flatView(buffer, bufferDtype, bucket.offset, bucket.elements);
     tessera_tensor shard = flatView(
         buffer, bufferDtype, bucket.offset + comm->rank() * block, block);
-    check(tessera_comm_all_gather(comm, &shard, &whole, 0, commStream));
+    checkComm(tessera_comm_all_gather(comm, &shard, &whole, 0, commStream));
   }
   ops.recordEvent(doneEvent, commStream);
   ops.waitEvent(computeStream, doneEvent);
@@ -243,7 +224,7 @@ void ScalarAgreement::reduce(double *values, size_t count, int32_t op) {
   ops.copyToComm(deviceScalars, values, bytes, stream);
   tessera_tensor tensor =
       flatView(deviceScalars, TESSERA_F64, 0, static_cast<int64_t>(count));
-  check(tessera_comm_all_reduce(comm, &tensor, op, stream));
+  checkComm(tessera_comm_all_reduce(comm, &tensor, op, stream));
   ops.copyToHost(values, deviceScalars, bytes, stream);
 }
 

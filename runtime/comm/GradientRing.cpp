@@ -10,8 +10,9 @@
 
 #include "tessera/runtime/gradient_ring.h"
 
+#include "RingPlacement.h"
+
 #include <algorithm>
-#include <numeric>
 #include <string>
 
 namespace tessera::comm {
@@ -63,32 +64,13 @@ GradientRing GradientRing::plan(const GradientLayout &layout,
   auto busyTogether = [&](size_t a, size_t b) {
     return first[a] <= launched[b] && first[b] <= launched[a];
   };
-  // Largest first, each at the lowest offset clear of the placed buckets
-  // busy with it.
-  std::vector<size_t> order(count);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return buckets[a].elements > buckets[b].elements;
-  });
-  ring.bucketOffsets.assign(count, -1);
-  std::vector<size_t> placed;
-  for (size_t b : order) {
-    std::vector<std::pair<int64_t, int64_t>> taken;
-    for (size_t other : placed)
-      if (busyTogether(b, other))
-        taken.emplace_back(ring.bucketOffsets[other],
-                           ring.bucketOffsets[other] + buckets[other].elements);
-    std::sort(taken.begin(), taken.end());
-    int64_t offset = 0;
-    for (const auto &[begin, end] : taken) {
-      if (offset + buckets[b].elements <= begin)
-        break;
-      offset = std::max(offset, end);
-    }
-    ring.bucketOffsets[b] = offset;
-    ring.total = std::max(ring.total, offset + buckets[b].elements);
-    placed.push_back(b);
-  }
+  // Buckets busy together never share bytes.
+  std::vector<int64_t> sizes;
+  for (const GradientBucket &bucket : buckets)
+    sizes.push_back(bucket.elements);
+  RingPlacement placement = placeInRing(sizes, busyTogether);
+  ring.bucketOffsets = std::move(placement.offsets);
+  ring.total = placement.total;
   // Who waits for whom: the later of two buckets that share bytes.
   ring.reused.assign(count, {});
   for (size_t b = 0; b < count; ++b) {

@@ -4,6 +4,9 @@
 
 #include "DataTypes.h"
 
+#include "tessera/runtime/comm.h"
+#include "tessera/runtime/comm_error.h"
+
 #include <cstring>
 
 namespace tessera::comm {
@@ -16,6 +19,22 @@ int64_t tensorElements(const tessera_tensor &tensor) {
 }
 
 size_t dtypeBytes(int32_t dtype) { return cpu::dtypeSize(dtype); }
+
+tessera_tensor flatView(void *buffer, int32_t dtype, int64_t offset,
+                        int64_t elements) {
+  tessera_tensor view{};
+  view.data = static_cast<unsigned char *>(buffer) +
+              static_cast<size_t>(offset) * dtypeBytes(dtype);
+  view.dtype = dtype;
+  view.rank = 1;
+  view.shape[0] = elements;
+  return view;
+}
+
+void checkComm(int status) {
+  if (status != 0)
+    throw CommError(tessera_comm_last_error());
+}
 
 size_t tensorBytes(const tessera_tensor &tensor) {
   return static_cast<size_t>(tensorElements(tensor)) * dtypeBytes(tensor.dtype);

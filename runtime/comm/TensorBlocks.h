@@ -44,6 +44,12 @@ size_t tensorBytes(const tessera_tensor &tensor);
 size_t dtypeBytes(int32_t dtype);
 /// "bf16[4, 8]".
 std::string describeTensor(const tessera_tensor &tensor);
+/// Elements [offset, offset + elements) of a flat buffer of `dtype`, as a
+/// 1-D tensor (what the data-parallel collectives move).
+tessera_tensor flatView(void *buffer, int32_t dtype, int64_t offset,
+                        int64_t elements);
+/// Throws CommError with tessera_comm_last_error() unless `status` is 0.
+void checkComm(int status);
 
 /// Copies block `block` of `source` (geometry `geometry`) into a contiguous
 /// buffer, and back (host memory).

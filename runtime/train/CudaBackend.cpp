@@ -353,9 +353,18 @@ CudaBackend::CudaBackend(const tessera_program &program,
   useChunks(holdsShardOnly()
                 ? ParameterLayout::chunksOf(layout.shard(), getDecays())
                 : whole);
-  for (const ParameterLayout::Piece &piece : layout.shard())
-    if (!readsComputeCopy(piece.parameter))
+  for (ParameterLayout::Piece piece : layout.shard())
+    if (!readsComputeCopy(piece.parameter)) {
+      // copyPieces writes a mirror at the piece's `offset`: ZeRO-3's is
+      // its place in the mirrors' shard.
+      if (layout.weightsSharded())
+        piece.offset = stepCopyOffset(piece.parameter, piece.offset);
       mirroredPieces.push_back(piece);
+    }
+  // ZeRO-3's copies are the shard's, rounded by AdamW through the shard's
+  // chunks: no whole table to round them from.
+  if (layout.weightsSharded())
+    whole.clear();
   placeComputeCopies(whole);
   if (options.offloadOptimizer) {
     offload = std::make_unique<CudaOffloadedOptimizer>(
@@ -379,8 +388,19 @@ CudaBackend::CudaBackend(const tessera_program &program,
   copyChunkCount = static_cast<int32_t>(whole.size());
   copyChunks = uploadChunkTable(whole, "the compute copies' chunk table");
 
-  stepTensors = stepParameterTensors(
-      holdsShardOnly() ? mirror.get() : master.get(), computeCopies.get());
+  if (layout.weightsSharded()) {
+    // ZeRO-3: the step reads the buckets the gatherer fills.
+    const ParameterLayout::WeightShardPlacement &weights =
+        layout.weightShard();
+    copyRing = DeviceBuffer(weights.ringElements[0] * dtypeSize(computeDtype),
+                            "the ring of gathered compute copies");
+    mirrorRing = DeviceBuffer(weights.ringElements[1] * dtypeSize(TESSERA_F32),
+                              "the ring of gathered f32 mirrors");
+    stepTensors = stepRingTensors(copyRing.get(), mirrorRing.get());
+  } else {
+    stepTensors = stepParameterTensors(
+        holdsShardOnly() ? mirror.get() : master.get(), computeCopies.get());
+  }
   if (offload)
     for (int32_t i = 0; i < program.parameter_count; ++i)
       if (!readsComputeCopy(i))
@@ -523,6 +543,19 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
                static_cast<float *>(targets[k]->get()), /*toCompact=*/true);
     if (k != 0)
       continue;
+    if (layout.weightsSharded()) {
+      // ZeRO-3: the shard's copies and mirrors, from its masters (the
+      // chunks read them at their state offsets), as AdamW writes them.
+      copyPieces(mirroredPieces, static_cast<float *>(mirror.get()),
+                 static_cast<float *>(master.get()), /*toCompact=*/false);
+      checkKernel(tessera_cuda_round_chunk_copies(
+                      static_cast<const float *>(master.get()),
+                      computeCopies.get(), computeDtype,
+                      static_cast<const tessera_tensor_chunk *>(chunks.get()),
+                      chunkCount, streamHandle),
+                  "rounding the compute copies");
+      continue;
+    }
     if (mirrorElements() > 0)
       checkCuda(cudaMemcpyAsync(mirror.get(), whole.get(),
                                 flat.size() * sizeof(float),
@@ -600,8 +633,9 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
   firstMicroBatch = micro == 0;
   // A step that hands gradients to a reducer or talks to peers while it
   // runs has host work between its kernels: that one runs eagerly.
-  bool recordable =
-      context.gradient_ready == nullptr && context.mesh_axis_count == 0;
+  bool recordable = context.gradient_ready == nullptr &&
+                    context.weights_needed == nullptr &&
+                    context.mesh_axis_count == 0;
   double loss =
       recordable
           ? stepGraph->run(lossScale,

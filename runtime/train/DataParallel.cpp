@@ -41,10 +41,10 @@ comm::GradientLayout gradientLayoutOf(const ParameterLayout &layout,
 DataParallelPlan planDataParallel(const tessera_program &program,
                                   const TrainOptions &options, int32_t ranks,
                                   int32_t zeroStage) {
-  if (zeroStage < 0 || zeroStage > 2)
+  if (zeroStage < 0 || zeroStage > 3)
     fail("ZeRO stage " + std::to_string(zeroStage) +
-         ": the driver shards the optimizer state (1) and the gradients (2) "
-         "at most (run with --zero 0, 1 or 2)");
+         ": the driver shards the optimizer state (1), the gradients (2) "
+         "and the weights (3) at most (run with --zero 0, 1, 2 or 3)");
   // One micro-batch: the compute-precision gradients are reduced, as the
   // step writes them; several: the f32 sums the backend accumulates (ZeRO-2:
   // each micro-batch's, widened to f32).
@@ -69,7 +69,7 @@ DataParallelPlan planDataParallel(const tessera_program &program,
     return {std::move(gradients), std::move(placed), true, std::nullopt,
             accumulators};
   if (!program.gradient_write_positions)
-    fail("--zero 2: this program does not record when its step writes each "
+    fail("--zero " + std::to_string(zeroStage) + ": this program does not record when its step writes each "
          "gradient (program.h's gradient_write_positions), which the ring "
          "of whole gradients is planned from; compile it again with this "
          "tesserac, or run with --zero 1");
@@ -77,9 +77,30 @@ DataParallelPlan planDataParallel(const tessera_program &program,
       gradients, std::vector<int32_t>(program.gradient_write_positions,
                                       program.gradient_write_positions +
                                           program.parameter_count));
+  std::optional<comm::WeightRing> weights;
+  if (zeroStage == 3) {
+    if (!program.parameter_read_intervals)
+      fail("--zero 3: this program does not record when its step reads "
+           "each parameter (program.h's parameter_read_intervals), which "
+           "the gathers of the weights are planned from; compile it again "
+           "with this tesserac, or run with --zero 2");
+    // Kind 0: read as the compute copy; 1: as f32 (a mirror of the master).
+    std::vector<int32_t> kinds;
+    for (int32_t i = 0; i < program.parameter_count; ++i)
+      kinds.push_back(program.parameter_step_dtypes &&
+                              program.parameter_step_dtypes[i] != TESSERA_F32
+                          ? 0
+                          : 1);
+    weights = comm::WeightRing::plan(
+        gradients,
+        std::vector<int32_t>(program.parameter_read_intervals,
+                             program.parameter_read_intervals +
+                                 4 * program.parameter_count),
+        kinds);
+  }
   // ZeRO-2 reduces every micro-batch during its backward pass.
   return {std::move(gradients), std::move(placed), true, std::move(ring),
-          false};
+          false, std::move(weights)};
 }
 
 ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
@@ -107,6 +128,34 @@ ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
       placement.buckets.push_back(std::move(bucket));
     }
     placed.holdGradientShard(std::move(placement));
+  }
+  if (weights) {
+    ParameterLayout::WeightShardPlacement placement;
+    for (int32_t i = 0; i < placed.size(); ++i)
+      placement.ringOffsets.push_back(weights->parameterRingOffset(i));
+    for (int32_t kind = 0; kind < comm::WeightRing::kKinds; ++kind) {
+      placement.ringElements[kind] = weights->ringElements(kind);
+      placement.shardElements[kind] = weights->shardElements(kind);
+    }
+    // A piece is in this rank's block of one bucket, which sits in its
+    // kind's shard at the bucket's shardOffset.
+    const std::vector<comm::GradientBucket> &buckets = gradients.buckets();
+    for (const ParameterLayout::Piece &piece : placed.shard()) {
+      const int32_t kind = weights->kindOf(piece.parameter);
+      int64_t at = -1;
+      for (size_t b = 0; b < buckets.size() && at < 0; ++b) {
+        const int64_t block = buckets[b].elements / gradients.shardCount();
+        const int64_t begin = buckets[b].offset + rank * block;
+        if (piece.offset >= begin && piece.offset < begin + block)
+          at = weights->shardOffset(kind, static_cast<int32_t>(b)) +
+               piece.offset - begin;
+      }
+      if (at < 0)
+        fail("internal error: a shard piece of parameter " +
+             std::to_string(piece.parameter) + " outside the rank's blocks");
+      placement.pieceOffsets.push_back(at);
+    }
+    placed.holdWeightShard(std::move(placement));
   }
   return placed;
 }
@@ -141,6 +190,13 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
                 : comm::ReduceMode::AllReduce,
         backend.stream(), world.commStream());
   }
+  if (plan.weights) {
+    if (!backend.getLayout().weightsSharded())
+      fail("internal error: the backend's weights are not the plan's");
+    gatherer = std::make_unique<comm::WeightGatherer>(
+        world.dataParallelComm(), plan.gradients, *plan.weights,
+        backend.weightShardBuffers(), backend.stream(), world.commStream());
+  }
   if (backend.holdsShardOnly() && !sharded)
     fail("internal error: a backend holds a shard of an unsharded plan");
   if (sharded)
@@ -157,6 +213,25 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
                  plan.gradients.buckets().size(),
                  static_cast<long long>(plan.ring->largestBucket()),
                  static_cast<long long>(plan.gradients.totalElements()));
+  if (plan.weights) {
+    // What the step reads whole, against the ring it is gathered into.
+    int64_t ringBytes = 0, wholeBytes = 0;
+    const int32_t dtypes[] = {backend.computePrecision(), TESSERA_F32};
+    for (int32_t kind = 0; kind < comm::WeightRing::kKinds; ++kind)
+      ringBytes += plan.weights->ringElements(kind) * dtypeSize(dtypes[kind]);
+    for (int32_t i = 0; i < backend.getLayout().size(); ++i)
+      wholeBytes += backend.getLayout().count(i) *
+                    dtypeSize(dtypes[plan.weights->kindOf(i)]);
+    std::fprintf(stdout,
+                 "rank %d: weight ring: %lld bytes for %zu gathers a "
+                 "micro-batch (the whole weights read %lld bytes)\n",
+                 rank, static_cast<long long>(ringBytes),
+                 plan.weights->gathers().size(),
+                 static_cast<long long>(wholeBytes));
+    tessera_step_context &context = backend.stepContext();
+    context.weights_needed = comm::WeightGatherer::weightsNeeded;
+    context.weights_needed_user = gatherer.get();
+  }
   std::fflush(stdout);
   if (!reduceAfterLastMicroBatch) {
     tessera_step_context &context = backend.stepContext();
@@ -169,9 +244,13 @@ DataParallelGradients::~DataParallelGradients() {
   tessera_step_context &context = backend.stepContext();
   context.gradient_ready = nullptr;
   context.gradient_ready_user = nullptr;
+  context.weights_needed = nullptr;
+  context.weights_needed_user = nullptr;
 }
 
 void DataParallelGradients::finishMicroBatch() {
+  if (gatherer)
+    gatherer->finishMicroBatch();
   if (!shardsGradients)
     return;
   TraceRange range(trace, "gradient_reduction_wait");
@@ -208,6 +287,10 @@ std::vector<double> DataParallelGradients::parameterSumsOfSquares() {
 void DataParallelGradients::afterOptimizer() {
   if (!sharded)
     return;
+  // ZeRO-3: the step gathers what AdamW wrote into the shards as it
+  // reads it.
+  if (gatherer)
+    return;
   if (backend.holdsShardOnly()) {
     // AdamW wrote this rank's shard of what the step reads; the masters
     // stay the shard's.
@@ -239,8 +322,8 @@ void DataParallelGradients::gatherGradients() {
   if (!sharded)
     return;
   if (shardsGradients)
-    fail("--dump-grads: under --zero 2 no rank holds the whole gradients "
-         "(run with --zero 0 or 1 to dump them)");
+    fail("--dump-grads: under --zero 2 and 3 no rank holds the whole "
+         "gradients (run with --zero 0 or 1 to dump them)");
   FlatBuffer gradients = backend.optimizerGradients();
   reducer->allGatherShards(gradients.data, gradients.dtype);
 }

@@ -42,6 +42,15 @@
 //   Several micro-batches sum over ranks first and over micro-batches
 //   second, ZeRO-0 the other way round: equal to f32 rounding, not bit for
 //   bit (one micro-batch is bit for bit).
+// - ZeRO-3 (--zero 3): the weights the step reads too (FSDP). Each rank
+//   holds its block of every bucket of the compute copies (and of the f32
+//   mirrors of parameters read as f32), which AdamW rounds its masters
+//   into; the step's parameters point into a ring of gathered buckets
+//   (weight_ring.h, planned from program.h's parameter_read_intervals),
+//   and a WeightGatherer all-gathers each bucket before its first read in
+//   the forward pass and again in the backward pass, one gather ahead, as
+//   the step announces its reads. Nothing is all-gathered after AdamW; the
+//   gradients are ZeRO-2's. The arithmetic is ZeRO-2's, so are the bits.
 //
 // World size 1 makes none of this: the driver runs exactly as before.
 //
@@ -56,6 +65,7 @@
 #include "tessera/runtime/gradient_ring.h"
 #include "tessera/runtime/launch.h"
 #include "tessera/runtime/mesh.h"
+#include "tessera/runtime/weight_gatherer.h"
 
 #include <cstdint>
 #include <functional>
@@ -125,6 +135,9 @@ struct DataParallelPlan {
   /// last one, instead of the compute-precision gradients during the
   /// backward pass.
   bool reduceAccumulators = false;
+  /// ZeRO-3: the weights the step reads are sharded too, gathered into
+  /// `weights`' rings as the step reads them.
+  std::optional<comm::WeightRing> weights;
 
   /// The placement of rank `rank`'s backend: `parameters`, and when
   /// sharded its masters and moments for the rank's shard only.
@@ -132,7 +145,7 @@ struct DataParallelPlan {
 };
 
 /// The plan of `ranks` ranks with --bucket-mb and --grad-accum of
-/// `options` for ZeRO stage `zeroStage` (0, 1 or 2); throws TrainError
+/// `options` for ZeRO stage `zeroStage` (0 to 3); throws TrainError
 /// when the program cannot run it.
 DataParallelPlan planDataParallel(const tessera_program &program,
                                   const TrainOptions &options, int32_t ranks,
@@ -188,6 +201,8 @@ private:
   bool sharded;
   bool shardsGradients;
   std::unique_ptr<comm::GradientReducer> reducer;
+  /// ZeRO-3's gathers of the weights (null below stage 3).
+  std::unique_ptr<comm::WeightGatherer> gatherer;
   comm::ScalarAgreement agreement;
 };
 

@@ -481,11 +481,13 @@ const std::vector<FlagSpec> &flagTable() {
          if (o.bucketMegabytes > double(int64_t(1) << 20))
            usageError(flag + ": " + v + " MiB is more than any GPU holds");
        }},
-      {"--zero", "0|1|2",
+      {"--zero", "0|1|2|3",
        "data parallelism: ZeRO stage (1: each rank holds and updates only its "
        "shard of the optimizer state; 2: of the gradients too, reduce-"
-       "scattered per bucket as the backward pass writes them; default: the "
-       "program's, else 0)",
+       "scattered per bucket as the backward pass writes them; 3: of the "
+       "weights the step reads too, all-gathered per bucket before the "
+       "forward and the backward pass read them; default: the program's, "
+       "else 0)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          if (v == "0")
            o.zeroStage = 0;
@@ -493,8 +495,10 @@ const std::vector<FlagSpec> &flagTable() {
            o.zeroStage = 1;
          else if (v == "2")
            o.zeroStage = 2;
+         else if (v == "3")
+           o.zeroStage = 3;
          else
-           usageError(flag + ": '" + v + "' is not one of 0, 1, 2");
+           usageError(flag + ": '" + v + "' is not one of 0, 1, 2, 3");
        }},
       {"--thread-ranks", "N",
        "CPU programs: data parallelism as N threads of this process over "

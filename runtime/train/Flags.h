@@ -102,8 +102,8 @@ struct TrainOptions {
   /// about this many MiB, overlapped with the backward pass.
   double bucketMegabytes = 25;
   /// --zero: ZeRO stage over the data-parallel ranks (0; 1: optimizer
-  /// state sharded; 2: gradients too); -1 when not given (the program's
-  /// zero_stage applies).
+  /// state sharded; 2: gradients too; 3: the weights too); -1 when not
+  /// given (the program's zero_stage applies).
   int32_t zeroStage = -1;
   /// --thread-ranks: data-parallel ranks as threads of this process.
   int64_t threadRanks = 1;

@@ -226,9 +226,17 @@ HostBackend::HostBackend(const tessera_program &program,
   gradientTensors = stepGradientTensors(gradients.get());
   if (holdsShardOnly()) {
     // The optimizer covers the shard from the start; the step reads the
-    // mirrors where it would read masters.
+    // mirrors where it would read masters (ZeRO-3: gathered into rings).
     restriction = layout.shard();
     restricted = true;
+    if (layout.weightsSharded()) {
+      const ParameterLayout::WeightShardPlacement &weights =
+          layout.weightShard();
+      copyRing = AlignedBuffer(weights.ringElements[0] * dtypeSize(computeDtype));
+      mirrorRing = AlignedBuffer(weights.ringElements[1] * dtypeSize(TESSERA_F32));
+      stepTensors = stepRingTensors(copyRing.get(), mirrorRing.get());
+      return;
+    }
     stepTensors = stepParameterTensors(mirror.get(), computeCopies.get());
     return;
   }
@@ -289,6 +297,26 @@ void HostBackend::loadState(const TrainingState &state) {
           std::memset(moments[k] + place, 0, bytes);
         else
           std::memcpy(moments[k] + place, sources[k]->data() + at, bytes);
+    }
+    if (layout.weightsSharded()) {
+      // ZeRO-3: only the shard's pieces of what the step reads.
+      for (const ParameterLayout::Piece &piece : layout.shard()) {
+        const bool copy = readsComputeCopy(piece.parameter);
+        tessera_tensor master = flatTensor(
+            const_cast<float *>(
+                state.parameters[static_cast<size_t>(piece.parameter)].data()) +
+                (piece.offset - layout.offset(piece.parameter)),
+            TESSERA_F32, piece.count);
+        const int32_t dtype = copy ? computeDtype : TESSERA_F32;
+        tessera_tensor shard = flatTensor(
+            static_cast<unsigned char *>(copy ? computeCopies.get()
+                                              : mirror.get()) +
+                stepCopyOffset(piece.parameter, piece.offset) * dtypeSize(dtype),
+            dtype, piece.count);
+        checkKernel(tessera_cpu_cast(&master, &shard),
+                    "rounding the compute copies");
+      }
+      return;
     }
     for (int32_t i = 0; i < layout.size(); ++i) {
       tessera_tensor whole = makeTensor(
@@ -487,13 +515,11 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
     views.parameters.push_back(
         at(master.get(), TESSERA_F32, state, piece.count));
     tessera_tensor copy{};
+    const int64_t copyOffset = stepCopyOffset(piece.parameter, piece.offset);
     if (readsComputeCopy(piece.parameter))
-      copy = at(computeCopies.get(), computeDtype,
-                computeCopyOffset(piece.parameter) + piece.offset -
-                    layout.offset(piece.parameter),
-                piece.count);
+      copy = at(computeCopies.get(), computeDtype, copyOffset, piece.count);
     else if (mirrorElements() > 0)
-      copy = at(mirror.get(), TESSERA_F32, piece.offset, piece.count);
+      copy = at(mirror.get(), TESSERA_F32, copyOffset, piece.count);
     views.copies.push_back(copy);
     // ZeRO-2's gradient shard is placed like the masters.
     views.gradients.push_back(

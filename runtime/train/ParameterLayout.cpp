@@ -120,8 +120,36 @@ void ParameterLayout::holdGradientShard(GradientRingPlacement ring) {
   holdsGradientShard = true;
 }
 
+void ParameterLayout::holdWeightShard(WeightShardPlacement placement) {
+  if (!holdsGradientShard || placement.ringOffsets.size() != offsets.size() ||
+      placement.pieceOffsets.size() != shardPieces.size())
+    fail("internal error: a weight shard without the gradients' shard, or "
+         "one of " + std::to_string(placement.ringOffsets.size()) +
+         " parameters and " + std::to_string(placement.pieceOffsets.size()) +
+         " pieces for " + std::to_string(offsets.size()) + " and " +
+         std::to_string(shardPieces.size()));
+  weightPlacement = std::move(placement);
+  holdsWeightShard = true;
+}
+
+int64_t ParameterLayout::weightShardOffset(int64_t flatOffset) const {
+  // The pieces are in buffer order.
+  auto after = std::upper_bound(
+      shardPieces.begin(), shardPieces.end(), flatOffset,
+      [](int64_t offset, const Piece &piece) { return offset < piece.offset; });
+  if (after == shardPieces.begin() ||
+      flatOffset >= std::prev(after)->offset + std::prev(after)->count)
+    fail("internal error: element " + std::to_string(flatOffset) +
+         " is in no piece of this rank's weight shard");
+  const auto piece = static_cast<size_t>(after - shardPieces.begin()) - 1;
+  return weightPlacement.pieceOffsets[piece] + flatOffset -
+         shardPieces[piece].offset;
+}
+
 ParameterLayout ParameterLayout::withoutShard() const {
   ParameterLayout whole = *this;
+  whole.holdsWeightShard = false;
+  whole.weightPlacement = {};
   whole.holdsGradientShard = false;
   whole.ringPlacement = {};
   whole.holdsShard = false;

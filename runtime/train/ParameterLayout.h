@@ -25,6 +25,7 @@
 #include "tessera/runtime/program.h"
 #include "tessera/runtime/tensor_chunks.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -140,6 +141,26 @@ public:
   bool gradientsSharded() const { return holdsGradientShard; }
   const GradientRingPlacement &gradientRing() const { return ringPlacement; }
 
+  /// ZeRO-3: where the weights the step reads are (weight_ring.h), in
+  /// elements. Kind 0 is the compute copies (the compute dtype), kind 1
+  /// the f32 mirrors of the parameters read as f32.
+  struct WeightShardPlacement {
+    /// Per parameter, where the step reads it in its kind's ring.
+    std::vector<int64_t> ringOffsets;
+    /// Per kind, elements of its ring and of this rank's shard of it.
+    std::array<int64_t, 2> ringElements{}, shardElements{};
+    /// Per piece of the state's shard (shard() order), its first element
+    /// in its parameter's kind's shard.
+    std::vector<int64_t> pieceOffsets;
+  };
+  /// Makes the step's weights the shard's too (after holdGradientShard).
+  void holdWeightShard(WeightShardPlacement placement);
+  bool weightsSharded() const { return holdsWeightShard; }
+  const WeightShardPlacement &weightShard() const { return weightPlacement; }
+  /// ZeRO-3: where flat element `flatOffset`, in a piece of the shard, is in
+  /// its kind's weight shard.
+  int64_t weightShardOffset(int64_t flatOffset) const;
+
 private:
   std::vector<int64_t> offsets;
   std::vector<int64_t> counts;
@@ -149,6 +170,8 @@ private:
   int64_t shardTotal = 0;
   bool holdsGradientShard = false;
   GradientRingPlacement ringPlacement;
+  bool holdsWeightShard = false;
+  WeightShardPlacement weightPlacement;
 };
 
 } // namespace tessera::train

@@ -396,10 +396,11 @@ void Trainer::start() {
   // tensors is only the checkpoints' from here on.
   int32_t zeroStage =
       options.zeroStage >= 0 ? options.zeroStage : program.zero_stage;
-  if (zeroStage < 0 || zeroStage > 2)
+  if (zeroStage < 0 || zeroStage > 3)
     fail("the program asks for ZeRO stage " + std::to_string(zeroStage) +
-         "; the driver shards the optimizer state (stage 1) and the "
-         "gradients (stage 2) at most (run with --zero 0, 1 or 2)");
+         "; the driver shards the optimizer state (stage 1), the gradients "
+         "(stage 2) and the weights (stage 3) at most (run with --zero 0, 1, "
+         "2 or 3)");
   if (!world) {
     backend = makeBackend(program, options, nullptr);
     backend->loadState(state);
@@ -423,9 +424,16 @@ void Trainer::start() {
     }
     return;
   }
-  if (zeroStage == 2 && !options.dumpGradientsFile.empty())
-    fail("--dump-grads: under --zero 2 each rank holds only its shard of the "
-         "gradients (run with --zero 0 or --zero 1 to dump them)");
+  if (zeroStage >= 2 && !options.dumpGradientsFile.empty())
+    fail("--dump-grads: under --zero " + std::to_string(zeroStage) +
+         " each rank holds only its shard of the gradients (run with --zero "
+         "0 or --zero 1 to dump them)");
+  // The offloaded optimizer keeps whole masters on the host and uploads
+  // whole weights; ZeRO-3's are gathered from shards on the device.
+  if (zeroStage == 3 && options.offloadOptimizer)
+    fail("--zero 3 with --offload optimizer: the offloaded optimizer keeps "
+         "every weight whole, which ZeRO-3 shards (run with --offload none, "
+         "or --zero 1 or 2)");
   DataParallelPlan plan = planDataParallel(program, options, ranks, zeroStage);
   const ParameterLayout placed = plan.rankLayout(rank);
   backend = makeBackend(program, options, &placed);

@@ -59,7 +59,11 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
   // A sharded state all-gathers what the step reads by the shards of the
   // gradients' layout, so the copies take its offsets (and the parameters
   // read as f32 get mirrors, the masters being the shard's only).
-  if (layout.sharded()) {
+  if (layout.weightsSharded()) {
+    // ZeRO-3: the copies and mirrors are the rank's shards of them.
+    copyElements = layout.weightShard().shardElements[0];
+    mirrors = layout.weightShard().shardElements[1];
+  } else if (layout.sharded()) {
     const bool anyCopy = copyElements > 0;
     copyElements = anyCopy ? layout.totalElements() : 0;
     for (int32_t i = 0; i < program.parameter_count; ++i) {
@@ -93,7 +97,8 @@ std::string describeResidentState(const ResidentState &resident) {
          bytes(resident.stepCopies) + ", gradients " +
          bytes(resident.gradients) + ", accumulators " +
          bytes(resident.accumulators) + ", gradient ring " +
-         bytes(resident.gradientRing) + ")";
+         bytes(resident.gradientRing) + ", weight ring " +
+         bytes(resident.weightRing) + ")";
 }
 
 std::vector<tessera_tensor>
@@ -106,6 +111,30 @@ TrainingBackend::stepParameterTensors(void *masters, void *copies) const {
               computeCopyOffset(i) * dtypeSize(computeDtype),
           computeDtype, program.parameters[i]);
   return tensors;
+}
+
+std::vector<tessera_tensor>
+TrainingBackend::stepRingTensors(void *copyRing, void *mirrorRing) const {
+  std::vector<tessera_tensor> tensors;
+  const std::vector<int64_t> &offsets = layout.weightShard().ringOffsets;
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    const bool copy = readsComputeCopy(i);
+    const int32_t dtype = copy ? computeDtype : TESSERA_F32;
+    tensors.push_back(makeTensor(
+        static_cast<unsigned char *>(copy ? copyRing : mirrorRing) +
+            offsets[static_cast<size_t>(i)] * dtypeSize(dtype),
+        dtype, program.parameters[i]));
+  }
+  return tensors;
+}
+
+int64_t TrainingBackend::stepCopyOffset(int32_t parameter,
+                                        int64_t flatOffset) const {
+  if (layout.weightsSharded())
+    return layout.weightShardOffset(flatOffset);
+  if (readsComputeCopy(parameter))
+    return computeCopyOffset(parameter) + flatOffset - layout.offset(parameter);
+  return flatOffset;
 }
 
 std::vector<tessera_tensor>
@@ -125,11 +154,9 @@ TrainingBackend::stepGradientTensors(void *base) const {
 void TrainingBackend::placeComputeCopies(
     std::vector<tessera_tensor_chunk> &chunks) const {
   for (tessera_tensor_chunk &chunk : chunks)
-    chunk.copy_offset =
-        readsComputeCopy(chunk.tensor)
-            ? computeCopyOffset(chunk.tensor) +
-                  (chunk.offset - layout.offset(chunk.tensor))
-            : -1;
+    chunk.copy_offset = readsComputeCopy(chunk.tensor)
+                            ? stepCopyOffset(chunk.tensor, chunk.offset)
+                            : -1;
 }
 
 std::vector<tessera_tensor> TrainingBackend::sliceTensors(void *base,

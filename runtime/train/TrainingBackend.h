@@ -36,7 +36,9 @@
 #include "TrainingState.h"
 
 #include "tessera/runtime/gradient_reducer.h"
+#include "tessera/runtime/weight_gatherer.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,14 +76,19 @@ struct ResidentState {
   /// over micro-batches) and one reduced block. `gradients` is then the
   /// rank's shard of the reduced gradients.
   int64_t gradientRing = 0;
+  /// ZeRO-3's transient room for whole weights: the rings the step reads
+  /// its gathered copies and mirrors from (weight_ring.h). `stepCopies` is
+  /// then the rank's shard of them.
+  int64_t weightRing = 0;
   int64_t total() const {
     return masters + moments + stepCopies + gradients + accumulators +
-           gradientRing;
+           gradientRing + weightRing;
   }
 };
 
 /// One line: "resident training state: N bytes (masters N, moments N,
-/// copies/mirrors N, gradients N, accumulators N, gradient ring N)".
+/// copies/mirrors N, gradients N, accumulators N, gradient ring N, weight
+/// ring N)".
 std::string describeResidentState(const ResidentState &resident);
 
 /// The arguments of one AdamW update of every parameter.
@@ -236,6 +243,16 @@ public:
   /// blocks of the ring's buckets into the gradient shard; nullptr
   /// otherwise.
   virtual comm::ShardedGradientSink *gradientShardSink() { return nullptr; }
+  /// ZeRO-3 (getLayout().weightsSharded()): per kind of weights the step
+  /// reads (compute copies, f32 mirrors), the rank's shard and the ring it
+  /// is gathered into; empty buffers otherwise.
+  virtual std::array<comm::WeightGatherer::KindBuffers,
+                     comm::WeightRing::kKinds>
+  weightShardBuffers() {
+    return {};
+  }
+  /// The compute precision's dtype (f32, bf16, f16).
+  int32_t computePrecision() const { return computeDtype; }
   /// From now on gradientSumOfSquares and applyAdamW cover only these
   /// pieces of the slices (ZeRO-1: this rank's shard), not every element.
   virtual void
@@ -271,6 +288,14 @@ protected:
   /// `masters` (f32), or of the compute copies at `copies`.
   std::vector<tessera_tensor> stepParameterTensors(void *masters,
                                                    void *copies) const;
+  /// ZeRO-3: what forward_backward reads per parameter, its place in the
+  /// ring of its kind (`copyRing` of the compute dtype, `mirrorRing` f32).
+  std::vector<tessera_tensor> stepRingTensors(void *copyRing,
+                                              void *mirrorRing) const;
+  /// Where flat element `flatOffset` of parameter `parameter` is in the
+  /// buffer AdamW rounds it into: the compute copies (readsComputeCopy) or
+  /// the f32 mirrors of a sharded state, or ZeRO-3's shard of either.
+  int64_t stepCopyOffset(int32_t parameter, int64_t flatOffset) const;
   /// Elements of the compute copies' flat buffer: the copied parameters
   /// only, each slice starting at a multiple of
   /// ParameterLayout::kSliceAlignment (0: the step reads every master);
@@ -369,7 +394,8 @@ public:
   FlatBuffer secondMoments() override { return state(secondMomentValues); }
   std::vector<FlatBuffer> shardedStepBuffers() override {
     std::vector<FlatBuffer> buffers;
-    if (!holdsShardOnly())
+    // ZeRO-3's are gathered as the step reads them.
+    if (!holdsShardOnly() || layout.weightsSharded())
       return buffers;
     if (computeCopyElements() > 0)
       buffers.push_back({computeCopies.get(), computeDtype,
@@ -378,6 +404,13 @@ public:
       buffers.push_back(f32(mirror));
     return buffers;
   }
+  std::array<comm::WeightGatherer::KindBuffers, comm::WeightRing::kKinds>
+  weightShardBuffers() override {
+    if (!layout.weightsSharded())
+      return {};
+    return {{{computeCopies.get(), copyRing.get(), computeDtype},
+             {mirror.get(), mirrorRing.get(), TESSERA_F32}}};
+  }
   ResidentState residentState() override {
     ResidentState resident;
     const int64_t f32Bytes = dtypeSize(TESSERA_F32);
@@ -385,6 +418,10 @@ public:
     resident.moments = 2 * resident.masters;
     resident.stepCopies = computeCopyElements() * dtypeSize(computeDtype) +
                           mirrorElements() * f32Bytes;
+    if (layout.weightsSharded())
+      resident.weightRing =
+          layout.weightShard().ringElements[0] * dtypeSize(computeDtype) +
+          layout.weightShard().ringElements[1] * f32Bytes;
     if (shardsGradients()) {
       const GradientRing &ring = layout.gradientRing();
       resident.gradients =
@@ -450,9 +487,11 @@ protected:
   /// ZeRO-2: `gradients` is the ring, `gradientShard` the reduced shard,
   /// `reductionStaging` a bucket widened to f32 (stagingElements) and
   /// `reducedBlock` the block a reduce-scatter writes.
+  /// ZeRO-3: `computeCopies` and `mirror` are the rank's shards of the
+  /// weights, `copyRing` and `mirrorRing` what they are gathered into.
   Buffer master, firstMomentValues, secondMomentValues, gradients,
       accumulators, computeCopies, mirror, gradientShard, reductionStaging,
-      reducedBlock;
+      reducedBlock, copyRing, mirrorRing;
 };
 
 /// Makes the backend of `program` (its device must be the one the factory

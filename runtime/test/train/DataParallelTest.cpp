@@ -455,7 +455,9 @@ TEST(DataParallelFlags, BucketAndZero) {
   EXPECT_EQ(parseFlags(1, Arguments({}).argv()).bucketMegabytes, 25);
   Arguments zero({"--bucket-mb", "0"});
   EXPECT_THROW(parseFlags(zero.argc(), zero.argv()), TrainError);
-  Arguments stage({"--zero", "3"});
+  Arguments three({"--zero", "3"});
+  EXPECT_EQ(parseFlags(three.argc(), three.argv()).zeroStage, 3);
+  Arguments stage({"--zero", "4"});
   EXPECT_THROW(parseFlags(stage.argc(), stage.argv()), TrainError);
 }
 

@@ -83,6 +83,17 @@ static inline int tessera_gradient_ready(const tessera_step_context *context,
   return 0;
 }
 
+/* Tells the driver that the call at read position `position` starts some
+ * parameter's reads (program.h's parameter_read_intervals): calls
+ * context->weights_needed when there is one. Always returns 0, as
+ * tessera_gradient_ready does. */
+static inline int tessera_weights_needed(const tessera_step_context *context,
+                                         int32_t position) {
+  if (context && context->weights_needed)
+    context->weights_needed(context->weights_needed_user, position);
+  return 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

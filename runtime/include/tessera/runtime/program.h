@@ -62,6 +62,13 @@ typedef struct tessera_step_context {
   int32_t mesh_axis_count;
   tessera_comm *const *axis_comms;
   const int32_t *mesh_coordinates;
+  /* Called by the step before the call at read position `position` (see
+   * tessera_program's parameter_read_intervals) when some parameter's reads
+   * in the forward or the backward pass start there, so that a ZeRO-3
+   * driver can gather those weights (on the GPU: make `stream` wait for
+   * their gather) first. May be NULL. */
+  void (*weights_needed)(void *user, int32_t position);
+  void *weights_needed_user;
 } tessera_step_context;
 
 /* How a partitioned program (issue 5) cuts one of its tensors over the mesh:
@@ -298,6 +305,18 @@ typedef struct tessera_program {
    * first write until its reduce-scatter). NULL: not recorded (a pipelined
    * program, or one compiled before it was). */
   const int32_t *gradient_write_positions;
+
+  /* Per parameter four read positions in forward_backward: the first and
+   * the last call that reads it in the forward pass (the calls before the
+   * loss's gradient), then the first and the last in the backward pass, -1
+   * where it is not read. A read position numbers the step's calls that
+   * read any parameter (through a view too), 0, 1, ... in the order they
+   * run. Before the first call of every such interval the step calls the
+   * context's weights_needed with its position, in position order. A
+   * ZeRO-3 driver plans from it when to gather each weight and which
+   * gathered weights may share memory. NULL: not recorded (a pipelined
+   * program, or one compiled before it was). */
+  const int32_t *parameter_read_intervals;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),
