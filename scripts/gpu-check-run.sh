@@ -90,6 +90,13 @@ for mesh in ppdp ppdptp; do
   BATCH="$here/gpt2-tiny-x2.batch.npy" first_step "gpt2-tiny-$mesh" gpt2-tiny \
       gpt2-tiny-train.weights.safetensors
 done
+# The pipeline search's plan (PP2 x DP2 x TP2, 8 thread ranks) on the
+# fixture's rows twice.
+if [[ -x "$here/llama-tiny-searched-pipeline-train" ]]; then
+  echo "=== llama-tiny searched pipeline plan (--target cuda, fp32, thread ranks) ==="
+  BATCH="$here/llama-tiny-x2.batch.npy" first_step llama-tiny-searched-pipeline \
+      llama-tiny llama-tiny-train.weights.safetensors
+fi
 # From the second step on, the pipeline's stage calls are recorded and
 # replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): 4 steps so
 # replayed follow the same losses and norms as 4 launched kernel by kernel

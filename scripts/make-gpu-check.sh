@@ -19,6 +19,8 @@
 #   threads and, with 2 GPUs, launched on NCCL;
 # - gpt2-tiny fp32 as 2 stages over the stage meshes 2 (dp) and 2x2 (dp-tp):
 #   the same check on the fixture's rows twice, 4 and 8 thread ranks;
+# - llama-tiny fp32 as the pipeline search's plan on an 8-device cluster
+#   file (PP2 x DP2 x TP2): the same check, 8 thread ranks;
 # - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered) and
 #   the device-staged comm's (tessera_runtime_comm_gpu_tests), when BUILD_DIR
 #   has them;
@@ -67,12 +69,19 @@ rm -rf "$out" && mkdir -p "$out"
     --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
     --schedule interleaved:2 --mesh 2x2 --strategy dp-tp --without-weights \
     -o "$out/gpt2-tiny-ppdptp-train"
+# The pipeline search's plan on an 8-device cluster file (ZeRO-1 pinned
+# off): llama-tiny as PP2 x DP2 x TP2 (train-pipeline-plan.test on the CPU).
+"$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --pipeline --zero 0 \
+    --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \
+    --without-weights -o "$out/llama-tiny-searched-pipeline-train"
 
 step="$repo/test/Lowering/Inputs/training_step.py"
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny-x2.batch.npy" --repeat 2
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/fixtures/bert-tiny.reference.json" "$out/bert-tiny.batch.npy" --mlm
 python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$out/llama-tiny.batch.npy"
+python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$out/llama-tiny-x2.batch.npy" --repeat 2
 python3 "$step" write-batch "$repo/test/models/generated/mistral-tiny.reference.json" "$out/mistral-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/models/generated/gemma2-tiny.reference.json" "$out/gemma2-tiny.batch.npy"
 cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" "$out/"
