@@ -14,12 +14,14 @@
 #
 # The run trains 10 steps each way and prints a loss table per precision:
 #   1 GPU --grad-accum 2 | --nproc 2 (one micro-batch a rank: buckets reduced
-#   during the backward pass) | --nproc 2 --zero 1 | torchrun variables
+#   during the backward pass) | --nproc 2 --zero 1 | --nproc 2 --zero 3 (the
+#   weights all-gathered per bucket as the step reads them) | torchrun variables
 # and for fp32 also 1 GPU --grad-accum 4 vs --nproc 2 --grad-accum 2 (the f32
 # accumulators reduced after the last micro-batch), and a ZeRO-1 run stopped
 # at a checkpoint at step 5 and resumed (its steps 6..10 must be the straight
 # run's, bit for bit), and each ZeRO-1 rank's resident masters and moments
-# (printed per rank) must be half the unsharded run's within the padding.
+# (printed per rank) must be half the unsharded run's within the padding, and
+# each ZeRO-3 rank's compute weights half of those the step reads.
 # Tolerances, relative: fp32 1e-5; bf16 2^-8, its epsilon (NCCL sums bf16
 # gradients in bf16, the 1-GPU run accumulates them in f32). Exit 0 when all
 # agree. NCCL_NVLS_ENABLE=0.
@@ -120,6 +122,7 @@ for precision in fp32 bf16; do
   train "$precision-1gpu" "$exe" --steps 10 --grad-accum 2
   train "$precision-dp" "$exe" --steps 10 --nproc 2 --bucket-mb 1
   train "$precision-zero" "$exe" --steps 10 --nproc 2 --zero 1 --bucket-mb 1
+  train "$precision-zero3" "$exe" --steps 10 --nproc 2 --zero 3 --bucket-mb 0.01
   torchrun_pair "$precision-torchrun" "$exe" --steps 10
 done
 exe="$here/gpt2-tiny-fp32-train"
@@ -161,7 +164,7 @@ def table(title, names, tolerance):
 
 for precision, tolerance in (("fp32", 1e-5), ("bf16", 2.0 ** -8)):
     table("gpt2-tiny " + precision, ["%s-%s" % (precision, k) for k in
-          ("1gpu", "dp", "zero", "torchrun")], tolerance)
+          ("1gpu", "dp", "zero", "zero3", "torchrun")], tolerance)
 table("gpt2-tiny fp32, 2 micro-batches per GPU", ["fp32-1gpu-k4", "fp32-dp-k2"], 1e-5)
 straight, first, resumed = losses("fp32-zero"), losses("fp32-zero-part1"), losses("fp32-zero-part2")
 joined = dict(first)
@@ -186,6 +189,17 @@ for precision in ("fp32", "bf16"):
         for masters, moments in sharded.values())
     print("ZeRO-1 holds half the masters and moments a rank: %s" % ("yes" if fits else "NO"))
     ok &= fits
+    # ZeRO-3: the weights the step reads, half of the whole a rank (within
+    # the buckets' padding), and gathered into a ring.
+    text = open(os.path.join(out, precision + "-zero3.log")).read()
+    weights = re.findall(r"copies/mirrors (\d+), .*weight ring (\d+)\)", text)
+    read = re.findall(r"the whole weights read (\d+) bytes", text)
+    fits3 = bool(weights) and bool(read) and all(
+        int(copies) <= int(read[0]) / 2 * 1.06 and int(ring) > 0
+        for copies, ring in weights)
+    print("ZeRO-3 holds half the compute weights a rank (%s of %s): %s" %
+          (weights, read, "yes" if fits3 else "NO"))
+    ok &= fits3
 print("OK" if ok else "MISMATCH")
 sys.exit(0 if ok else 1)
 PY
