@@ -185,10 +185,10 @@ class StepBuilder : public KernelCallContext {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
               const FunctionArenaPlan &plan, const TargetConventions &target,
-              const StepSignature &signature, bool threadLocalState)
+              const StepSignature &signature)
       : module(module), source(source), plan(plan), target(target),
         signature(signature), names(StepNames::of(source.getSymName())),
-        threadLocalState(threadLocalState), context(module.getContext()),
+        context(module.getContext()),
         types(context), builder(context), loc(source.getLoc()) {}
 
   /// Emits the step functions before `source`; fails with a diagnostic on
@@ -283,7 +283,6 @@ private:
   /// One rank's program of a mesh (MeshProgram.h) or one stage of a
   /// pipeline: its ranks may be threads of one process, so the arena and
   /// the stream are per thread.
-  bool threadLocalState;
   MLIRContext *context;
   CTypes types;
   OpBuilder builder;
@@ -877,31 +876,24 @@ LogicalResult StepBuilder::build() {
                                      builder.getI32IntegerAttr(0));
   zero = emitc::ConstantOp::create(builder, loc, types.i32,
                                    builder.getI32IntegerAttr(0));
-  // The program's mutable globals (the arena, its own stream): a
-  // partitioned or pipelined program's are thread_locals, which emitc.global cannot
-  // declare (see below), so they are named by literals instead. A
-  // global's address, and its value read at `at`'s insertion point.
+  // The program's mutable globals (the arena, its own stream) are
+  // thread_locals, which emitc.global cannot declare (see below), so they
+  // are named by literals instead. A global's address, and its value read
+  // at `at`'s insertion point.
   struct MutableGlobal {
     StringRef name;
     Type type;
-    Value lvalue; // null when thread_local
   };
-  auto addressOf = [&](MutableGlobal &global) -> Value {
-    auto pointer = emitc::PointerType::get(global.type);
-    if (threadLocalState)
-      return emitc::LiteralOp::create(builder, loc, pointer,
-                                      ("&" + global.name).str());
-    global.lvalue = emitc::GetGlobalOp::create(
-        builder, loc, emitc::LValueType::get(global.type), global.name);
-    return emitc::AddressOfOp::create(builder, loc, pointer, global.lvalue);
+  auto addressOf = [&](const MutableGlobal &global) -> Value {
+    return emitc::LiteralOp::create(builder, loc,
+                                    emitc::PointerType::get(global.type),
+                                    ("&" + global.name).str());
   };
   auto valueOf = [&](OpBuilder &at, const MutableGlobal &global) -> Value {
-    if (threadLocalState)
-      return emitc::LiteralOp::create(at, loc, global.type, global.name);
-    return emitc::LoadOp::create(at, loc, global.type, global.lvalue);
+    return emitc::LiteralOp::create(at, loc, global.type, global.name);
   };
-  MutableGlobal arenaGlobal{names.arena, types.bytePointer, {}};
-  MutableGlobal streamGlobal{names.stream, types.stream, {}};
+  MutableGlobal arenaGlobal{names.arena, types.bytePointer};
+  MutableGlobal streamGlobal{names.stream, types.stream};
   Value arenaAddress = addressOf(arenaGlobal);
   Value arenaBytesGlobal = emitc::GetGlobalOp::create(
       builder, loc, emitc::LValueType::get(types.i64), names.arenaBytes);
@@ -958,25 +950,18 @@ LogicalResult StepBuilder::build() {
                           /*extern_specifier=*/false,
                           /*static_specifier=*/true,
                           /*const_specifier=*/true);
-  // The ranks of a partitioned program may be threads of one process (the
-  // drivers' mesh test beds), each with its own arena and stream.
-  auto mutableGlobal = [&](StringRef name, Type type, StringRef cType) {
-    if (threadLocalState)
-      emitc::VerbatimOp::create(
-          builder, loc,
-          builder.getStringAttr(
-              ("static thread_local " + cType + " " + name + " = NULL;")
-                  .str()));
-    else
-      emitc::GlobalOp::create(builder, loc, name, type,
-                              emitc::OpaqueAttr::get(context, "NULL"),
-                              /*extern_specifier=*/false,
-                              /*static_specifier=*/true,
-                              /*const_specifier=*/false);
+  // Any program's ranks may be threads of one process, each with its own
+  // arena and stream: a mesh's or a pipeline's (the drivers' test beds) and
+  // data-parallel ranks (`--thread-ranks N`, on the host or sharing a GPU).
+  auto threadLocalGlobal = [&](StringRef name, StringRef cType) {
+    emitc::VerbatimOp::create(
+        builder, loc,
+        builder.getStringAttr(
+            ("static thread_local " + cType + " " + name + " = NULL;").str()));
   };
-  mutableGlobal(names.arena, types.bytePointer, "uint8_t*");
+  threadLocalGlobal(names.arena, "uint8_t*");
   if (target.cuda)
-    mutableGlobal(names.stream, types.stream, "cudaStream_t");
+    threadLocalGlobal(names.stream, "cudaStream_t");
   return success();
 }
 
@@ -1300,7 +1285,6 @@ void LowerToEmitCPass::runOnOperation() {
   // Lowers `source` bound by `signature`; returns its C function's name
   // (and, given `writePositions`, its gradients' write positions).
   auto lower = [&](func::FuncOp source, const StepSignature &signature,
-                   bool threadLocalState,
                    std::vector<int32_t> *writePositions = nullptr,
                    std::vector<int32_t> *readIntervals =
                        nullptr) -> FailureOr<std::string> {
@@ -1308,8 +1292,7 @@ void LowerToEmitCPass::runOnOperation() {
         planLoweredFunction(source, printArenaPlan);
     if (failed(plan))
       return failure();
-    StepBuilder steps(module, source, *plan, *conventions, signature,
-                      threadLocalState);
+    StepBuilder steps(module, source, *plan, *conventions, signature);
     if (failed(steps.build()))
       return failure();
     if (writePositions)
@@ -1333,7 +1316,7 @@ void LowerToEmitCPass::runOnOperation() {
          {&program.prepares, &program.forwards, &program.backwards})
       for (StageFunction &stage : *stages) {
         FailureOr<std::string> call =
-            lower(stage.function, stage.signature, /*threadLocalState=*/true);
+            lower(stage.function, stage.signature);
         if (failed(call))
           return signalPassFailure();
         stage.call = *call;
@@ -1346,12 +1329,8 @@ void LowerToEmitCPass::runOnOperation() {
     pipelineTable = emitPipelineTables(builder, loc, program);
   } else {
     info->flopsPerMicroBatch = modelFlops(function);
-    // Thread-local state where ranks may be threads of one process
-    // running this one function: a mesh's, and a host program's
-    // data-parallel ranks (`--thread-ranks N`).
     FailureOr<std::string> call =
         lower(function, wholeStepSignature(parameterCount, bufferCount),
-              /*threadLocalState=*/partitioned || !conventions->cuda,
               &info->gradientWritePositions, &info->parameterReadIntervals);
     if (failed(call))
       return signalPassFailure();

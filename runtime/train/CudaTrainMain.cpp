@@ -5,9 +5,20 @@
 // only entry point of libtessera_runtime_train_cuda.a, which the main of a
 // `--target cuda` program calls, so a CPU executable never links CUDA.
 //
-// A partitioned program started plainly runs its mesh's ranks as threads
-// (the test bed, device_staged_comm.h): rank r on GPU r mod the GPU count,
-// its in-process comms staged through host memory.
+// A partitioned or pipelined program started plainly runs its ranks as
+// threads (the test bed, device_staged_comm.h), and so does --thread-ranks N
+// a plain program's data-parallel ranks: rank r on GPU r mod the GPU count
+// (on a one-GPU machine every rank shares it, each with its own backend,
+// streams and arena), its in-process comms staged through host memory. A
+// data-parallel thread rank's gradient and weight collectives run on a comm
+// stream of its own, ordered against its compute stream by events exactly
+// as a launched rank's NCCL ones are (gradient_reducer.h,
+// weight_gatherer.h). The kernels' shared state is the process's, and safe
+// for threads: the cuBLASLt handle is one per device (cuBLAS's documented
+// thread safety: a handle may be used by several host threads, and a
+// cuBLASLt handle has no stream or setting to change under them; the plans
+// are made and used under a lock, the workspace is per stream), cuDNN's
+// handles and plans are per thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,11 +41,25 @@ namespace {
 #ifdef TESSERA_RUNTIME_HAS_NCCL
 class StagedThreadRank final : public ThreadRankDevice {
 public:
-  explicit StagedThreadRank(const comm::RankComms &host) : staged(host) {}
+  /// On the rank's thread, its GPU current: the comm stream lives there.
+  explicit StagedThreadRank(const comm::RankComms &host) : staged(host) {
+    cudaError_t error =
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    if (error != cudaSuccess)
+      fail("rank " + std::to_string(host.rank) +
+           ": creating the gradient reduction stream: " +
+           cudaGetErrorString(error));
+  }
+  ~StagedThreadRank() override {
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
   const comm::RankComms &comms() const override { return staged.comms(); }
+  void *commStream() const override { return stream; }
 
 private:
   comm::DeviceStagedComms staged;
+  cudaStream_t stream = nullptr;
 };
 #endif
 
@@ -45,7 +70,7 @@ adoptCudaThreadRank(const comm::RankComms &host) {
   int devices = 0;
   cudaError_t error = cudaGetDeviceCount(&devices);
   if (error != cudaSuccess || devices < 1)
-    fail(std::string("no CUDA device for the mesh's thread ranks: ") +
+    fail(std::string("no CUDA device for the thread ranks: ") +
          (error != cudaSuccess ? cudaGetErrorString(error) : "none found"));
   error = cudaSetDevice(host.rank % devices);
   if (error != cudaSuccess)
@@ -56,8 +81,8 @@ adoptCudaThreadRank(const comm::RankComms &host) {
   return std::make_unique<StagedThreadRank>(host);
 #else
   fail("this executable's runtime was built without NCCL, which the GPU's "
-       "mesh collectives come with; rebuild the runtime where nccl.h and "
-       "libnccl are found");
+       "thread ranks' collectives come with; rebuild the runtime where "
+       "nccl.h and libnccl are found");
 #endif
 }
 

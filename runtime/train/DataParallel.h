@@ -91,22 +91,27 @@ public:
   virtual const comm::RankComms &rankComms() = 0;
 };
 
-/// A thread rank's host comm (one process's in-process world) as the
+/// A thread rank's comm (one process's in-process world: host memory, or
+/// on the GPU its device-staged wrapper, device_staged_comm.h) as the
 /// driver's RankWorld: what `--thread-ranks N` runs each rank on.
+/// `commStream`: the rank's stream for the gradient collectives (nullptr on
+/// the host).
 class ThreadRankWorld final : public RankWorld {
 public:
-  explicit ThreadRankWorld(tessera_comm *comm) {
+  explicit ThreadRankWorld(tessera_comm *comm, void *commStream = nullptr)
+      : stream(commStream) {
     comms.world = comm;
     comms.axes.push_back(comm);
     comms.rank = tessera_comm_rank(comm);
     comms.coordinates.push_back(comms.rank);
   }
   tessera_comm *dataParallelComm() override { return comms.world; }
-  void *commStream() override { return nullptr; }
+  void *commStream() override { return stream; }
   const comm::RankComms &rankComms() override { return comms; }
 
 private:
   comm::RankComms comms;
+  void *stream;
 };
 
 /// Makes the world of `launch` (world size > 1) arranged as `mesh` (its

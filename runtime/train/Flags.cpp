@@ -501,9 +501,11 @@ const std::vector<FlagSpec> &flagTable() {
            usageError(flag + ": '" + v + "' is not one of 0, 1, 2, 3");
        }},
       {"--thread-ranks", "N",
-       "CPU programs: data parallelism as N threads of this process over "
-       "the in-process collectives, the same arithmetic as N launched "
-       "ranks (a test bed for the reducer and ZeRO; default 1)",
+       "data parallelism as N threads of this process over the in-process "
+       "collectives, the same arithmetic as N launched ranks (a test bed "
+       "for the reducer and ZeRO; default 1). GPU programs: the ranks share "
+       "this machine's GPUs (rank r on GPU r mod their count), each with "
+       "its own streams and arena, collectives staged through the host",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          o.threadRanks = parseInteger(flag, v);
          requireAtLeast(flag, static_cast<double>(o.threadRanks), 1);

@@ -104,15 +104,20 @@ double meshGradientSumOfSquares(TrainingBackend &backend,
 std::vector<double> meshParameterSumsOfSquares(TrainingBackend &backend,
                                                comm::ScalarAgreement &world);
 
-/// A thread rank of a partitioned program started plainly, as its device
-/// sees it. Made on the rank's thread before its backend (the CUDA driver
-/// selects the rank's GPU there), it holds the comms the rank runs on: the
-/// in-process ones as they are on the host, wrapped for device memory on
-/// the GPU (device_staged_comm.h).
+/// A thread rank (of a partitioned or pipelined program started plainly, or
+/// of `--thread-ranks N`'s data parallelism) as its device sees it. Made on
+/// the rank's thread before its backend (the CUDA driver selects the rank's
+/// GPU there), it holds the comms the rank runs on: the in-process ones as
+/// they are on the host, wrapped for device memory on the GPU
+/// (device_staged_comm.h).
 class ThreadRankDevice {
 public:
   virtual ~ThreadRankDevice() = default;
   virtual const comm::RankComms &comms() const = 0;
+  /// The stream a data-parallel rank's gradient and weight collectives run
+  /// on, beside its backend's compute stream, as a launched rank's NCCL
+  /// ones do (NcclRankWorld); nullptr on the host.
+  virtual void *commStream() const { return nullptr; }
 };
 
 /// Makes a thread rank's device from its in-process comms; an empty

@@ -30,7 +30,8 @@ int64_t alignedElements(int64_t count) {
 } // namespace
 
 void requireOffloadSupported(const tessera_program &program,
-                             const TrainOptions &options, int32_t worldSize) {
+                             const TrainOptions &options,
+                             int64_t dataParallelRanks) {
   if (!options.offloadOptimizer)
     return;
   if (program.device != TESSERA_DEVICE_CUDA)
@@ -44,11 +45,11 @@ void requireOffloadSupported(const tessera_program &program,
   if (program.mesh_axis_count > 0)
     refuse("this program is partitioned for a mesh, which the offloaded "
            "optimizer does not support; leave --offload out");
-  if (worldSize > 1)
-    refuse(std::to_string(worldSize) +
-           " ranks were launched; the offloaded optimizer runs one rank "
-           "(data parallelism and ZeRO keep the state on the GPUs); start "
-           "one rank, or leave --offload out");
+  if (dataParallelRanks > 1)
+    refuse(std::to_string(dataParallelRanks) +
+           " data-parallel ranks (launched, or --thread-ranks); the offloaded "
+           "optimizer runs one rank (data parallelism and ZeRO keep the "
+           "state on the GPUs); start one rank, or leave --offload out");
   if (options.zeroStage > 0)
     refuse("--zero " + std::to_string(options.zeroStage) +
            " shards the optimizer state over data-parallel ranks, and an "

@@ -35,9 +35,11 @@ namespace tessera::train {
 /// Throws TrainError naming --offload when options.offloadOptimizer asks
 /// for what the driver cannot offload: a host program (its state is in
 /// host memory already), several ranks (data parallelism, ZeRO), a
-/// pipelined or mesh-partitioned program. `worldSize`: the ranks launched.
+/// pipelined or mesh-partitioned program. `dataParallelRanks`: the ranks
+/// launched, or run as threads (--thread-ranks).
 void requireOffloadSupported(const tessera_program &program,
-                             const TrainOptions &options, int32_t worldSize);
+                             const TrainOptions &options,
+                             int64_t dataParallelRanks);
 
 /// One contiguous copy of `count` elements between a host and a device
 /// buffer (element offsets, each buffer's own).

@@ -52,7 +52,10 @@
 // the order of the sums). Only rank 0 prints steps and writes the metrics
 // file, checkpoints and dumps; the others print only their errors, as
 // "rank R: ...". A checkpoint holds the global data position, so it resumes
-// with any number of ranks.
+// with any number of ranks. With --thread-ranks N the N ranks are threads of
+// this process instead (on the host; a GPU program's share this machine's
+// GPUs, each with its own backend, streams and arena), the same loop over
+// the in-process collectives.
 //
 // Partitioned programs (MeshParallel.h, program.h's mesh fields) started
 // plainly run their mesh's ranks as threads of this process, each with this
@@ -100,6 +103,7 @@
 #include "TrainMain.h"
 #include "TrainingState.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -743,15 +747,17 @@ int Trainer::run() {
 
 /// The ranks of `shape` as threads of this process over the in-process
 /// comm (adopted by `adoptRank`, the device's view of them, when given),
-/// each running `runRank` with its comms and its own trace (FILE.rankN.json,
-/// as launched ranks write; rank 0 alone prints where). The first rank to
-/// fail is the run's error (the others then fail waiting for it); returns
-/// the exit code.
+/// each running `runRank` with its comms, its comm stream (the device's;
+/// nullptr on the host) and its own trace (FILE.rankN.json, as launched
+/// ranks write; rank 0 alone prints where). The first rank to fail is the
+/// run's error (the others then fail waiting for it); returns the exit
+/// code.
 int runRankThreads(
     const comm::MeshShape &shape, const TrainOptions &options,
     const ThreadRankFactory &adoptRank, const std::string &name,
     double timeoutSeconds,
-    const std::function<int(const comm::RankComms &, Trace &)> &runRank) {
+    const std::function<int(const comm::RankComms &, void *commStream,
+                            Trace &)> &runRank) {
   comm::ThreadWorld world(shape, timeoutSeconds);
   // One process's GPU activity would mix every rank's kernels: the thread
   // ranks trace the host side only. Made here, before any rank starts, so
@@ -773,7 +779,8 @@ int runRankThreads(
         std::unique_ptr<ThreadRankDevice> device =
             adoptRank ? adoptRank(hostComms) : nullptr;
         const comm::RankComms &comms = device ? device->comms() : hostComms;
-        return runRank(comms, *traces[static_cast<size_t>(hostComms.rank)]);
+        return runRank(comms, device ? device->commStream() : nullptr,
+                       *traces[static_cast<size_t>(hostComms.rank)]);
       } catch (const TrainError &error) {
         std::lock_guard<std::mutex> lock(mutex);
         if (!firstError)
@@ -801,7 +808,7 @@ int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
                  double timeoutSeconds) {
   return runRankThreads(
       layout.getShape(), options, adoptRank, name, timeoutSeconds,
-      [&](const comm::RankComms &comms, Trace &trace) {
+      [&](const comm::RankComms &comms, void *, Trace &trace) {
         MeshRank rank{layout, comms};
         Trainer trainer(program, options, makeBackend, trace, nullptr,
                         comms.rank, 1, &rank);
@@ -854,7 +861,7 @@ int runPipelineRanks(const PipelineLayout &layout, const MeshLayout *meshLayout,
                      const std::string &name, double timeoutSeconds) {
   return runRankThreads(
       pipelineShape(layout, meshLayout), options, adoptRank, name,
-      timeoutSeconds, [&](const comm::RankComms &comms, Trace &trace) {
+      timeoutSeconds, [&](const comm::RankComms &comms, void *, Trace &trace) {
         return runPipelineRank(
             layout, meshLayout, comms,
             [&](const tessera_program &program, const MeshRank *mesh,
@@ -1001,6 +1008,28 @@ TrainOptions pipelineOptions(const tessera_program &program,
   return pipelined;
 }
 
+/// --thread-ranks N runs a plain program's data-parallel ranks as threads
+/// of one process. Refuses, before any rank starts, what it cannot run.
+void requireThreadRanksSupported(const tessera_program &program,
+                                 const TrainOptions &options,
+                                 const comm::LaunchInfo &place) {
+  const std::string flag =
+      "--thread-ranks " + std::to_string(options.threadRanks);
+  if (place.worldSize > 1)
+    fail(flag + ": " + place.source + " started " +
+         std::to_string(place.worldSize) +
+         " ranks; data-parallel ranks run either as threads of one process "
+         "(--thread-ranks) or as launched processes (--nproc, torchrun, "
+         "mpirun, srun), not both");
+  if (PipelineLayout::isPipelined(program) ||
+      MeshLayout::isPartitioned(program))
+    fail(flag + ": this program is " +
+         (PipelineLayout::isPipelined(program) ? "pipelined"
+                                               : "partitioned for a mesh") +
+         ", whose ranks already run as threads when it is started plainly; "
+         "leave --thread-ranks out");
+}
+
 std::string programName(int argc, char **argv) {
   if (argc < 1 || !argv || !argv[0])
     return "train";
@@ -1041,7 +1070,11 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
     // --offload none|optimizer overrides it.
     if (!options.offloadGiven && program->offload_optimizer)
       options.offloadOptimizer = true;
-    requireOffloadSupported(*program, options, place.worldSize);
+    requireOffloadSupported(*program, options,
+                            std::max<int64_t>(place.worldSize,
+                                              options.threadRanks));
+    if (options.threadRanks > 1)
+      requireThreadRanksSupported(*program, options, place);
     if (PipelineLayout::isPipelined(*program)) {
       TrainOptions pipelined = pipelineOptions(
           *program, options, place,
@@ -1083,18 +1116,15 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
                                  launch.commTimeoutSeconds);
     }
     // --thread-ranks N: the data-parallel ranks as threads (a CPU
-    // program's only data parallelism: its launched ranks are refused).
+    // program's only data parallelism; a GPU program's ranks share this
+    // machine's GPUs, their collectives staged through the host).
     if (options.threadRanks > 1) {
-      if (program->device != TESSERA_DEVICE_HOST || place.worldSize > 1)
-        fail("--thread-ranks runs a CPU program's data-parallel ranks as "
-             "threads of one process; a GPU program's are launched "
-             "(--nproc N)");
       const auto ranks = static_cast<int32_t>(options.threadRanks);
       return runRankThreads(
-          comm::MeshShape{ranks}, options, nullptr, name,
+          comm::MeshShape{ranks}, options, adoptThreadRank, name,
           launch.commTimeoutSeconds,
-          [&](const comm::RankComms &comms, Trace &trace) {
-            ThreadRankWorld world(comms.world);
+          [&](const comm::RankComms &comms, void *commStream, Trace &trace) {
+            ThreadRankWorld world(comms.world, commStream);
             Trainer trainer(*program, options, makeBackend, trace, &world,
                             comms.rank, ranks);
             return trainer.run();

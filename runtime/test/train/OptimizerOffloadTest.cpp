@@ -25,9 +25,9 @@ using namespace tessera::train;
 namespace {
 
 std::string refusal(const tessera_program &program, const TrainOptions &options,
-                    int32_t worldSize) {
+                    int64_t ranks) {
   try {
-    requireOffloadSupported(program, options, worldSize);
+    requireOffloadSupported(program, options, ranks);
   } catch (const TrainError &error) {
     EXPECT_EQ(error.getExitCode(), kUsageExitCode);
     return error.what();
@@ -48,7 +48,8 @@ TEST(OptimizerOffload, RefusesWhatItCannotOffloadNamingTheFlag) {
                 .find("--offload optimizer: this is a host (CPU) program"),
             std::string::npos);
   EXPECT_NE(refusal(program, options, 2)
-                .find("--offload optimizer: 2 ranks were launched"),
+                .find("--offload optimizer: 2 data-parallel ranks (launched, "
+                      "or --thread-ranks)"),
             std::string::npos);
   tessera_pipeline pipeline{};
   tessera_program pipelined = program;
