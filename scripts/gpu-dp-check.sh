@@ -1,17 +1,40 @@
 #!/usr/bin/env bash
-# Data parallelism of the --target cuda executables (issue 4) on 2 GPUs:
-# a 2-GPU run with B rows per GPU must follow the 1-GPU run that reads the
-# same tokens a step, i.e. the same executable with --grad-accum 2 (a rank's
-# micro-batch k is the global micro-batch 2k + r: runtime/train/DataLoader.h).
+# Data parallelism of the --target cuda executables (issues 4 and 23): on one
+# GPU, 4 data-parallel ranks as threads sharing it (--thread-ranks 4) with
+# ZeRO 0 to 3; on 2 GPUs, launched ranks over NCCL against one GPU.
 #
 #   scripts/gpu-dp-check.sh prepare [BUILD_DIR] [OUT_DIR]
 #       (defaults: build-gpu, BUILD_DIR/gpu-dp-check) on the CPU machine:
-#       compiles gpt2-tiny (B = 2, T = 31) in fp32 and bf16 with
-#       BUILD_DIR/bin/tesserac, writes a token shard, copies this script;
+#       compiles gpt2-tiny (B = 2, T = 31) in fp32 and bf16, and llama-tiny
+#       and gpt2-tiny (B = 2, T = 16) in fp32 and bf16 for the thread ranks,
+#       with BUILD_DIR/bin/tesserac, writes a token shard, copies this script,
+#       the test data and checkers; the executables are packed with xz (the
+#       folder stays under the device tool's 64 MiB carry; the run unpacks
+#       them);
 #   then on the GPU machine, through the device tool:
+#       run(command="bash <OUT_DIR>/gpu-dp-check.sh run one-gpu",
+#           carry=["<OUT_DIR>"])                      (the one-GPU section)
 #       run(command="bash <OUT_DIR>/gpu-dp-check.sh run", carry=["<OUT_DIR>"],
-#           kind="nvidia-h200-x2")
+#           kind="nvidia-h200-x2")                    (both sections)
+#   (`run` on one GPU runs the one-GPU section and says the other needs 2.)
 #
+# One GPU (ZeRO on thread ranks, issue 23's done-when; the same runs as
+# test/Lowering/train-zero*-thread-ranks.test on the CPU): for llama-tiny and
+# gpt2-tiny in bf16 and fp32, 3 steps at --lr 1e-2 on 4 thread ranks with
+# --zero 0, 1, 2 and 3 (2 and 3 with --bucket-mb 0.005: many buckets, rings
+# of them); each ZeRO stage's parameters must equal --zero 0's bit for bit
+# (--zero 0 is run twice to tell a step that does not repeat its own bits
+# from a ZeRO difference), and each rank's resident training state, printed
+# per rank, must hold 1/4 of the whole for the sharded kinds within the
+# padding (test/Lowering/Inputs/zero_resident.py). For llama-tiny bf16 also
+# two micro-batches a step (ZeRO-3 equal to ZeRO-2 bit for bit, to ZeRO-0
+# within 1e-6) and a ZeRO-3 checkpoint at step 2 resumed to step 3 (equal to
+# the straight run bit for bit).
+#
+# Two GPUs: a 2-GPU run with B rows per GPU must follow the 1-GPU run that
+# reads the same tokens a step, i.e. the same executable with --grad-accum 2
+# (a rank's micro-batch k is the global micro-batch 2k + r:
+# runtime/train/DataLoader.h).
 # The run trains 10 steps each way and prints a loss table per precision:
 #   1 GPU --grad-accum 2 | --nproc 2 (one micro-batch a rank: buckets reduced
 #   during the backward pass) | --nproc 2 --zero 1 | --nproc 2 --zero 3 (the
@@ -42,6 +65,19 @@ prepare)
         --dim batch=2 --dim seq=31 --loss causal-lm --precision "$precision" \
         --target cuda -o "$out/gpt2-tiny-$precision-train"
   done
+  # The thread ranks' programs, as the CPU tests compile them; every
+  # precision starts from the fp32 one's weights file. (TARGET=cpu builds
+  # them for the host: the one-GPU section's logic, tried on the CPU.)
+  for model in llama-tiny gpt2-tiny; do
+    for precision in fp32 bf16; do
+      "$build/bin/tesserac" "$repo/test/models/$model.raw.dyn.onnx" \
+          --dim batch=2 --dim seq=16 --loss causal-lm --precision "$precision" \
+          --target "${TARGET:-cuda}" -o "$out/$model-$precision-threads-train"
+    done
+    rm "$out/$model-bf16-threads-train.weights.safetensors"
+  done
+  cp "$repo/test/data/pattern.bin" "$repo/test/Lowering/Inputs/zero_resident.py" \
+     "$repo/test/Lowering/Inputs/compare_safetensors.py" "$out/"
   # An llm.c token shard of random ids below gpt2-tiny's 512: 200 chunks of
   # 2 x 31 (+1) tokens, so the seeded shuffle has something to permute.
   python3 - "$out/tokens.bin" <<'PY'
@@ -53,33 +89,142 @@ tokens = struct.pack("<%dH" % count, *(random.randrange(512) for _ in range(coun
 open(sys.argv[1], "wb").write(header + tokens)
 PY
   cp "${BASH_SOURCE[0]}" "$out/gpu-dp-check.sh"
+  # Each executable links the CUDA runtime statically (about 10 MB, 2.5
+  # packed).
+  xz -T2 "$out"/*-train
   du -sh "$out"
   exit 0
   ;;
 run) ;;
 *)
-  echo "usage: $0 prepare [BUILD_DIR] [OUT_DIR] | run" >&2
+  echo "usage: $0 prepare [BUILD_DIR] [OUT_DIR] | run [one-gpu]" >&2
   exit 2
   ;;
 esac
+part="${2:-all}"
+if [[ "$part" != all && "$part" != one-gpu ]]; then
+  echo "usage: $0 run [one-gpu]" >&2
+  exit 2
+fi
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 out="${OUT:-$here/out}"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 nvidia-smi -L 2>/dev/null || echo "gpu-dp-check: warning: nvidia-smi sees no GPU" >&2
 
+# The executables, unpacked (prepare packed them with xz; Python's lzma
+# needs no xz on this machine).
+bin="$(mktemp -d "${TMPDIR:-/tmp}/gpu-dp-check.XXXXXX")"
+for packed in "$here"/*-train.xz; do
+  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      "$packed" "$bin/$(basename "$packed" .xz)" || exit 2
+  chmod +x "$bin/$(basename "$packed" .xz)"
+done
+
 # The executables need cuBLASLt and NCCL; find them where the loader does not.
-missing="$(ldd "$here/gpt2-tiny-fp32-train" | grep 'not found' || true)"
+missing="$(ldd "$bin/gpt2-tiny-fp32-train" | grep 'not found' || true)"
 if [[ -n "$missing" ]]; then
   for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib \
              $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, s, "lib") for p in nvidia.__path__ for s in ("cu13", "cublas", "nccl", "cudnn")))' 2>/dev/null || true); do
     [[ -d "$dir" ]] && export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
-  ldd "$here/gpt2-tiny-fp32-train" | grep 'not found' && exit 2
+  ldd "$bin/gpt2-tiny-fp32-train" | grep 'not found' && exit 2
 fi
 
 status=0
+
+# --- One GPU: 4 data-parallel thread ranks, ZeRO 0 to 3 ---
+# threads NAME MODEL PRECISION ARGS...: MODEL's executable on 4 thread ranks
+# with the CPU tests' flags and ARGS, its parameters in $out/NAME.safetensors.
+threads() {
+  local name="$1" model="$2" precision="$3"
+  shift 3
+  rm -f "$out/$name.log" "$out/$name.safetensors"
+  local started=$SECONDS
+  if ! timeout 300 "$bin/$model-$precision-threads-train" --data "$here/pattern.bin" \
+       --weights "$here/$model-fp32-threads-train.weights.safetensors" \
+       --lr 1e-2 --thread-ranks 4 --comm-timeout 120 \
+       --dump-params "$out/$name.safetensors" "$@" > "$out/$name.log" 2>&1; then
+    echo "--- $name FAILED:"; tail -n 20 "$out/$name.log"; status=1
+  fi
+  echo "$name: $((SECONDS - started)) s"
+}
+# same_params A B: B's parameters are A's bit for bit; else how far apart.
+same_params() {
+  if cmp -s "$out/$1.safetensors" "$out/$2.safetensors"; then
+    echo "$2: the parameters of $1 bit for bit"
+  else
+    echo "$2: the parameters DIFFER from $1's:"
+    python3 "$here/compare_safetensors.py" "$out/$1.safetensors" "$out/$2.safetensors" 1e-6
+    status=1
+  fi
+}
+# resident WHOLE SHARDED [PADDING] [--tied-gradient-ring]: each rank of
+# SHARDED holds 1/4 of WHOLE's sharded kinds (zero_resident.py).
+resident() {
+  local whole="$1" sharded="$2"
+  shift 2
+  grep -h "^rank [0-9]*: \(resident training state\|weight ring\)" "$out/$sharded.log" | sort
+  if python3 "$here/zero_resident.py" "$out/$whole.log" "$out/$sharded.log" 4 "$@"; then
+    echo "$sharded: each rank holds its quarter"
+  else
+    echo "$sharded: the ranks do NOT hold a quarter each"
+    status=1
+  fi
+}
+
+for model in llama-tiny gpt2-tiny; do
+  # GPT-2's tied embedding: buckets of both weight kinds sit in both kinds'
+  # shards (5 %), and ZeRO-2's ring holds every bucket.
+  tied=()
+  [[ "$model" == gpt2-tiny ]] && tied=(0.05 --tied-gradient-ring)
+  for precision in bf16 fp32; do
+    run="$model-$precision"
+    echo "=== $run: 3 steps, --thread-ranks 4 on one GPU, --zero 0/1/2/3 ==="
+    threads "$run-zero0" "$model" "$precision" --steps 3 --zero 0
+    threads "$run-zero0-again" "$model" "$precision" --steps 3 --zero 0
+    threads "$run-zero1" "$model" "$precision" --steps 3 --zero 1
+    threads "$run-zero2" "$model" "$precision" --steps 3 --zero 2 --bucket-mb 0.005
+    threads "$run-zero3" "$model" "$precision" --steps 3 --zero 3 --bucket-mb 0.005
+    grep -h "^step     3/3" "$out/$run-zero0.log"
+    same_params "$run-zero0" "$run-zero0-again"
+    for zero in 1 2 3; do
+      same_params "$run-zero0" "$run-zero$zero"
+    done
+    resident "$run-zero0" "$run-zero1"
+    resident "$run-zero0" "$run-zero2" "${tied[@]}"
+    resident "$run-zero0" "$run-zero3" "${tied[@]}"
+  done
+done
+echo "=== llama-tiny bf16: 2 micro-batches a step; ZeRO-3 checkpoint and resume ==="
+threads accum-zero0 llama-tiny bf16 --steps 3 --grad-accum 2 --zero 0
+threads accum-zero2 llama-tiny bf16 --steps 3 --grad-accum 2 --zero 2 --bucket-mb 0.005
+threads accum-zero3 llama-tiny bf16 --steps 3 --grad-accum 2 --zero 3 --bucket-mb 0.005
+same_params accum-zero2 accum-zero3
+# ZeRO-2/3 sum the ranks before the micro-batches, ZeRO-0 after.
+python3 "$here/compare_safetensors.py" "$out/accum-zero0.safetensors" \
+    "$out/accum-zero3.safetensors" 1e-6 || status=1
+rm -rf "$out/zero3-ckpt"
+threads zero3-first llama-tiny bf16 --steps 2 --zero 3 --bucket-mb 0.005 \
+    --checkpoint-dir "$out/zero3-ckpt"
+threads zero3-resumed llama-tiny bf16 --steps 3 --zero 3 --bucket-mb 0.005 \
+    --checkpoint-dir "$out/zero3-ckpt" --resume
+same_params llama-tiny-bf16-zero3 zero3-resumed
+echo "one GPU, thread ranks: $([[ $status -eq 0 ]] && echo OK || echo FAILED)"
+
+if [[ "$part" == one-gpu ]]; then
+  rm -rf "$bin"
+  exit $status
+fi
+if [[ "$gpus" -lt 2 ]]; then
+  echo "two GPUs: skipped ($gpus GPU here; run with kind=nvidia-h200-x2)"
+  rm -rf "$bin"
+  exit $status
+fi
+
+# --- Two GPUs: launched ranks over NCCL ---
 # train NAME EXECUTABLE ARGS...: one run, its metrics in $out/NAME.jsonl.
 train() {
   local name="$1" exe="$2"
@@ -117,7 +262,7 @@ torchrun_pair() {
 }
 
 for precision in fp32 bf16; do
-  exe="$here/gpt2-tiny-$precision-train"
+  exe="$bin/gpt2-tiny-$precision-train"
   echo "=== gpt2-tiny $precision: 10 steps, 2 x 31 tokens per GPU ==="
   train "$precision-1gpu" "$exe" --steps 10 --grad-accum 2
   train "$precision-dp" "$exe" --steps 10 --nproc 2 --bucket-mb 1
@@ -125,7 +270,7 @@ for precision in fp32 bf16; do
   train "$precision-zero3" "$exe" --steps 10 --nproc 2 --zero 3 --bucket-mb 0.01
   torchrun_pair "$precision-torchrun" "$exe" --steps 10
 done
-exe="$here/gpt2-tiny-fp32-train"
+exe="$bin/gpt2-tiny-fp32-train"
 echo "=== gpt2-tiny fp32: 2 micro-batches per GPU; ZeRO-1 checkpoint and resume ==="
 train fp32-1gpu-k4 "$exe" --steps 10 --grad-accum 4
 train fp32-dp-k2 "$exe" --steps 10 --nproc 2 --grad-accum 2
@@ -203,4 +348,5 @@ for precision in ("fp32", "bf16"):
 print("OK" if ok else "MISMATCH")
 sys.exit(0 if ok else 1)
 PY
+rm -rf "$bin"
 exit $status
