@@ -78,6 +78,14 @@ prepare)
   done
   cp "$repo/test/data/pattern.bin" "$repo/test/Lowering/Inputs/zero_resident.py" \
      "$repo/test/Lowering/Inputs/compare_safetensors.py" "$out/"
+  # The device-staged comms' GPU tests (among them the thread ranks'
+  # reducer on comm streams), when BUILD_DIR has them.
+  for dir in "$build/bin" "$build/comm"; do
+    if [[ -x "$dir/tessera_runtime_comm_gpu_tests" ]]; then
+      cp "$dir/tessera_runtime_comm_gpu_tests" "$out/"
+      break
+    fi
+  done
   # An llm.c token shard of random ids below gpt2-tiny's 512: 200 chunks of
   # 2 x 31 (+1) tokens, so the seeded shuffle has something to permute.
   python3 - "$out/tokens.bin" <<'PY'
@@ -92,6 +100,7 @@ PY
   # Each executable links the CUDA runtime statically (about 10 MB, 2.5
   # packed).
   xz -T2 "$out"/*-train
+  [[ -e "$out/tessera_runtime_comm_gpu_tests" ]] && xz -T2 "$out/tessera_runtime_comm_gpu_tests"
   du -sh "$out"
   exit 0
   ;;
@@ -117,7 +126,7 @@ nvidia-smi -L 2>/dev/null || echo "gpu-dp-check: warning: nvidia-smi sees no GPU
 # The executables, unpacked (prepare packed them with xz; Python's lzma
 # needs no xz on this machine).
 bin="$(mktemp -d "${TMPDIR:-/tmp}/gpu-dp-check.XXXXXX")"
-for packed in "$here"/*-train.xz; do
+for packed in "$here"/*.xz; do
   python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
       "$packed" "$bin/$(basename "$packed" .xz)" || exit 2
   chmod +x "$bin/$(basename "$packed" .xz)"
@@ -212,6 +221,12 @@ threads zero3-first llama-tiny bf16 --steps 2 --zero 3 --bucket-mb 0.005 \
 threads zero3-resumed llama-tiny bf16 --steps 3 --zero 3 --bucket-mb 0.005 \
     --checkpoint-dir "$out/zero3-ckpt" --resume
 same_params llama-tiny-bf16-zero3 zero3-resumed
+if [[ -x "$bin/tessera_runtime_comm_gpu_tests" ]]; then
+  echo "=== the device-staged comms, the thread ranks' reducer on comm streams (GPU tests) ==="
+  "$bin/tessera_runtime_comm_gpu_tests" --gtest_filter='DeviceStagedComms.*' > "$out/comm-gpu-tests.log" 2>&1 \
+    || status=1
+  tail -n 8 "$out/comm-gpu-tests.log"
+fi
 echo "one GPU, thread ranks: $([[ $status -eq 0 ]] && echo OK || echo FAILED)"
 
 if [[ "$part" == one-gpu ]]; then

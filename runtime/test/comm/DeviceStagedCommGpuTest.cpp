@@ -4,7 +4,9 @@
 // every collective of their staged comms (on device tensors, on each rank's
 // own stream) must give what the in-process comm gives on host copies of
 // the same inputs. Also the helpers that move host values over a device
-// comm: ScalarAgreement and allGatherHostTensors. Skips without a GPU.
+// comm: ScalarAgreement and allGatherHostTensors; and the gradient reducer
+// of --thread-ranks on one GPU (four ranks, each with a compute and a comm
+// stream, as NCCL's ranks have). Skips without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +19,10 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 using namespace tessera::comm;
@@ -159,6 +164,109 @@ TEST(DeviceStagedComms, HostValuesTravelThroughDeviceBuffers) {
   for (size_t rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(sums[rank], 4.0) << "rank " << rank;
     EXPECT_EQ(gathered[rank], expected) << "rank " << rank;
+  }
+}
+
+/// Holds up the stream it is enqueued on, so that what follows is late.
+void CUDART_CB holdUpTheStream(void *) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+/// Rank r's gradient element e: sums over 4 ranks stay exact in f32.
+float gradientOf(int32_t rank, int64_t element) {
+  return static_cast<float>(rank * 4096 + element % 1024);
+}
+
+// Tests the gradient reduction of --thread-ranks on one GPU: 4 ranks share
+// device 0, each reducer on its rank's comm stream over the staged comms.
+// The compute stream's gradients arrive late (a host function holds the
+// stream up before their upload), so a reduction that did not wait for the
+// compute stream would read the stale buffer; reading the result on the
+// compute stream after finish() needs the compute stream to wait for the
+// reduction. ZeRO-0's all-reduce leaves the sum everywhere, ZeRO-1's
+// reduce-scatter each rank's shard of it.
+TEST(DeviceStagedComms, GradientReducerOnThreadRanksCommStreams) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU";
+  constexpr int32_t kRanks = 4;
+  const std::vector<int64_t> counts = {300, 5, 1000, 77};
+  for (ReduceMode mode : {ReduceMode::AllReduce, ReduceMode::ReduceScatter}) {
+    const bool sharded = mode == ReduceMode::ReduceScatter;
+    const GradientLayout layout = GradientLayout::plan(
+        counts, /*bucketElements=*/512, sharded ? kRanks : 1, 128);
+    const auto total = static_cast<size_t>(layout.totalElements());
+    ThreadWorld world(MeshShape{kRanks}, 30);
+    std::mutex mutex;
+    std::vector<std::vector<float>> reduced(kRanks);
+    runThreadRanks(world, [&](const RankComms &comms) {
+      EXPECT_EQ(cudaSetDevice(0), cudaSuccess);
+      cudaStream_t compute = nullptr, commStream = nullptr;
+      EXPECT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+                cudaSuccess);
+      EXPECT_EQ(cudaStreamCreateWithFlags(&commStream, cudaStreamNonBlocking),
+                cudaSuccess);
+      DeviceStagedComms staged(comms);
+      void *pinned = nullptr;
+      EXPECT_EQ(cudaMallocHost(&pinned, total * sizeof(float)), cudaSuccess);
+      auto *upload = static_cast<float *>(pinned);
+      std::fill(upload, upload + total, 0.0f);
+      for (const GradientSlot &slot : layout.parameters())
+        for (int64_t e = slot.offset; e < slot.offset + slot.elements; ++e)
+          upload[e] = gradientOf(comms.rank, e);
+      // Stale values, which a reduction ahead of the gradients would sum.
+      DeviceFloats gradients(std::vector<float>(total, -1.0f));
+      std::vector<float> result(total);
+      {
+        GradientReducer reducer(staged.comms().world, layout, gradients.data,
+                                TESSERA_F32, mode, compute, commStream);
+        EXPECT_EQ(cudaLaunchHostFunc(compute, holdUpTheStream, nullptr),
+                  cudaSuccess);
+        EXPECT_EQ(cudaMemcpyAsync(gradients.data, upload,
+                                  total * sizeof(float),
+                                  cudaMemcpyHostToDevice, compute),
+                  cudaSuccess);
+        // As the backward pass announces them: the last parameter first.
+        for (auto p = static_cast<int32_t>(counts.size()) - 1; p >= 0; --p)
+          reducer.onGradientReady(p);
+        reducer.finish();
+        EXPECT_EQ(cudaMemcpyAsync(result.data(), gradients.data,
+                                  total * sizeof(float),
+                                  cudaMemcpyDeviceToHost, compute),
+                  cudaSuccess);
+        EXPECT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
+      }
+      cudaFreeHost(pinned);
+      cudaStreamDestroy(commStream);
+      cudaStreamDestroy(compute);
+      std::lock_guard<std::mutex> lock(mutex);
+      reduced[static_cast<size_t>(comms.rank)] = result;
+      return 0;
+    });
+    auto sum = [&](int64_t element) {
+      float value = 0;
+      for (int32_t r = 0; r < kRanks; ++r)
+        value += gradientOf(r, element);
+      return value;
+    };
+    for (int32_t rank = 0; rank < kRanks; ++rank) {
+      const std::vector<float> &result = reduced[static_cast<size_t>(rank)];
+      ASSERT_EQ(result.size(), total);
+      int64_t checked = 0;
+      if (sharded) {
+        for (const ShardSegment &segment : layout.shardSegments(rank))
+          for (int64_t e = segment.bufferOffset;
+               e < segment.bufferOffset + segment.elements; ++e, ++checked)
+            ASSERT_EQ(result[static_cast<size_t>(e)], sum(e))
+                << "ZeRO-1, rank " << rank << ", element " << e;
+      } else {
+        for (const GradientSlot &slot : layout.parameters())
+          for (int64_t e = slot.offset; e < slot.offset + slot.elements;
+               ++e, ++checked)
+            ASSERT_EQ(result[static_cast<size_t>(e)], sum(e))
+                << "ZeRO-0, rank " << rank << ", element " << e;
+      }
+      EXPECT_GT(checked, 0) << "rank " << rank;
+    }
   }
 }
 
