@@ -243,7 +243,7 @@ void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os) {
                           double(int64_t(1) << 30));
   os << llvm::formatv("With --offload optimizer: {0:F3} GiB per GPU (fp32 "
                       "master weights and AdamW moments, {1:F3} GiB, in "
-                      "pinned host memory)\n",
+                      "host memory)\n",
                       double(memory.offloadedTotalBytes()) /
                           double(int64_t(1) << 30),
                       double(state.offloadedToHost()) /

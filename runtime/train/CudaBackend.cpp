@@ -25,8 +25,9 @@
 // step, so the host never stalls the GPU between a stage's calls and its
 // sends. Its gradients are accumulated one range of parameters at a time.
 //
-// With --offload optimizer (CudaOffloadedOptimizer.h) the fp32 masters and
-// the moments are pinned host memory instead, and AdamW runs on the host:
+// With --offload optimizer (CudaOffloadedOptimizer.h) the fp32 masters
+// (pinned) and the moments (pageable) are host memory instead, and AdamW
+// runs on the host:
 // the norm's sums are read back as before, the gradients follow them to the
 // host range by range, and each range's updated copies (and the f32 mirror
 // of the weights the step reads as masters) come back on the same stream,
@@ -488,8 +489,12 @@ void CudaBackend::loadState(const TrainingState &state) {
   DeviceBuffer staging;
   if (offload) {
     flattenF32(layout, state.parameters, offload->masters());
-    flattenF32(layout, state.firstMoments, offload->firstMoments());
-    flattenF32(layout, state.secondMoments, offload->secondMoments());
+    // The moments are fresh zero pages (HostBuffer): a fresh start's empty
+    // moments leave them unbacked until the first step writes them.
+    flattenF32(layout, state.firstMoments, offload->firstMoments(),
+               /*flatIsZero=*/true);
+    flattenF32(layout, state.secondMoments, offload->secondMoments(),
+               /*flatIsZero=*/true);
   } else if (holdsShardOnly()) {
     staging = loadShardedState(state);
   } else {

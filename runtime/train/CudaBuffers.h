@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -63,6 +64,36 @@ private:
 };
 
 /// Page-locked host memory, so copies from it are truly asynchronous.
+/// Host memory no copy engine reads (AdamW's moments beside an offloaded
+/// optimizer: only the host's AdamW touches them): pageable, from calloc,
+/// whose large blocks are fresh zero pages the kernel backs only when first
+/// written. A fresh start's zero moments cost neither memory nor pinning
+/// time until the first step writes them (Llama 3 8B's are 60 GiB).
+class HostBuffer {
+public:
+  HostBuffer() = default;
+  explicit HostBuffer(int64_t bytes) {
+    size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 64;
+    memory = std::calloc(size, 1);
+    if (!memory)
+      fail("allocating " + gibibytesText(bytes) + " of host memory");
+  }
+  HostBuffer(HostBuffer &&other) noexcept : memory(other.memory) {
+    other.memory = nullptr;
+  }
+  HostBuffer &operator=(HostBuffer &&other) noexcept {
+    std::swap(memory, other.memory);
+    return *this;
+  }
+  HostBuffer(const HostBuffer &) = delete;
+  HostBuffer &operator=(const HostBuffer &) = delete;
+  ~HostBuffer() { std::free(memory); }
+  void *get() const { return memory; }
+
+private:
+  void *memory = nullptr;
+};
+
 class PinnedBuffer {
 public:
   PinnedBuffer() = default;

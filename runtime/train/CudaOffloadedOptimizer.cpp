@@ -34,8 +34,8 @@ CudaOffloadedOptimizer::CudaOffloadedOptimizer(
       deviceCopies(copyElements > 0 ? deviceCopies : nullptr), stream(stream) {
   const int64_t f32Bytes = layout.totalBytes(TESSERA_F32);
   hostMasters = PinnedBuffer(f32Bytes);
-  hostFirst = PinnedBuffer(f32Bytes);
-  hostSecond = PinnedBuffer(f32Bytes);
+  hostFirst = HostBuffer(f32Bytes);
+  hostSecond = HostBuffer(f32Bytes);
   hostGradients = PinnedBuffer(kOffloadStagingSlots * plan.largestGradientSpan *
                                dtypeSize(gradientDtype));
   hostCopies = PinnedBuffer(kOffloadStagingSlots * plan.largestCopySpan *

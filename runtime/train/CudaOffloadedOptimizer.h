@@ -119,7 +119,10 @@ private:
   int32_t computeDtype, gradientDtype;
   void *deviceCopies;
   cudaStream_t stream;
-  PinnedBuffer hostMasters, hostFirst, hostSecond, hostGradients, hostCopies;
+  /// The masters are pinned (the f32-read weights upload from them); the
+  /// moments are only the host's AdamW's, so pageable (HostBuffer).
+  PinnedBuffer hostMasters, hostGradients, hostCopies;
+  HostBuffer hostFirst, hostSecond;
   DeviceBuffer deviceMirror;
   /// One per range: its gradients have landed on the host.
   std::vector<cudaEvent_t> downloaded;

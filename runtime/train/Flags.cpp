@@ -457,7 +457,7 @@ const std::vector<FlagSpec> &flagTable() {
        }},
       {"--offload", "none|optimizer",
        "GPU programs, one rank: 'optimizer' keeps the fp32 master weights "
-       "and AdamW's moments in pinned host memory and runs AdamW on the "
+       "(pinned) and AdamW's moments in host memory and runs AdamW on the "
        "host's cores, the GPU holding only what the step reads and writes "
        "(ZeRO-Offload; default: the compiled plan's, which offloads only "
        "when nothing else fit the device, else none)",

@@ -229,15 +229,19 @@ std::vector<std::vector<float>> unflattenToF32(const tessera_program &program,
 }
 
 void flattenF32(const ParameterLayout &layout,
-                const std::vector<std::vector<float>> &tensors, float *flat) {
+                const std::vector<std::vector<float>> &tensors, float *flat,
+                bool flatIsZero) {
   for (int32_t i = 0; i < layout.size(); ++i) {
     const std::vector<float> &values = tensors[static_cast<size_t>(i)];
     auto bytes = static_cast<size_t>(layout.count(i)) * sizeof(float);
-    // Empty: a fresh start's moments (TrainingState), zeros.
-    if (values.empty())
-      std::memset(flat + layout.offset(i), 0, bytes);
-    else
+    // Empty: a fresh start's moments (TrainingState), zeros, unless `flat`
+    // is known zero already (then its pages stay untouched).
+    if (values.empty()) {
+      if (!flatIsZero)
+        std::memset(flat + layout.offset(i), 0, bytes);
+    } else {
       std::memcpy(flat + layout.offset(i), values.data(), bytes);
+    }
   }
 }
 

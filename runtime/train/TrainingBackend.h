@@ -513,8 +513,11 @@ std::vector<std::vector<float>> unflattenToF32(const tessera_program &program,
                                                const ParameterLayout &layout,
                                                const void *flat,
                                                int32_t dtype);
+/// An empty tensor (a fresh start's moments) is zeros: written as such
+/// unless `flatIsZero` says `flat` holds zeros already.
 void flattenF32(const ParameterLayout &layout,
-                const std::vector<std::vector<float>> &tensors, float *flat);
+                const std::vector<std::vector<float>> &tensors, float *flat,
+                bool flatIsZero = false);
 
 } // namespace tessera::train
 

@@ -586,7 +586,7 @@ std::string offloadAdvice(const tessera::StepMemory &memory,
   double gpu = static_cast<double>(memory.offloadedTotalBytes());
   std::string advice = formatv(
       "; with the executable's --offload optimizer (--remat {0}) the GPU "
-      "would hold {1} and pinned host memory {2}",
+      "would hold {1} and host memory {2}",
       tessera::pipeline::rematName(remat), sizeText(gpu),
       sizeText(static_cast<double>(state.offloadedToHost())));
   if (gpu > limitBytes)
