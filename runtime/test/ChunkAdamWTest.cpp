@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "DataTypes.h"
+#include "FlatChunkLayout.h"
 
 #include "tessera/runtime/cpu_kernels.h"
 #include "tessera/runtime/host_optimizer.h"
@@ -27,34 +28,14 @@
 
 namespace {
 
-constexpr int64_t kChunk = 65536;
 constexpr double kLr = 1e-3, kBeta1 = 0.9, kBeta2 = 0.95, kEps = 1e-8,
                  kDecay = 0.1, kGradScale = 0.5;
 
-struct FlatLayout {
-  std::vector<int64_t> offsets = {0, 1024, 71040};
-  std::vector<int64_t> counts = {1000, 70000, 5};
-  int64_t total = 71168;
-  std::vector<bool> decays = {true, false, true};
-  /// Parameters 0 and 2 are read as copies (packed: 0 at 0, 2 at 1024).
-  std::vector<int64_t> copyOffsets = {0, -1, 1024};
+/// FlatChunkLayout's three parameters; 0 and 2 are read as copies (packed:
+/// 0 at 0, 2 at 1024).
+struct FlatLayout : tessera::test::FlatChunkLayout {
+  FlatLayout() : FlatChunkLayout({0, -1, 1024}) {}
   int64_t copyTotal = 1152;
-
-  std::vector<tessera_tensor_chunk> chunks() const {
-    std::vector<tessera_tensor_chunk> table;
-    for (size_t t = 0; t < counts.size(); ++t)
-      for (int64_t start = 0; start < counts[t]; start += kChunk) {
-        tessera_tensor_chunk chunk{};
-        chunk.offset = offsets[t] + start;
-        chunk.count = std::min(kChunk, counts[t] - start);
-        chunk.tensor = static_cast<int32_t>(t);
-        chunk.weight_decay = decays[t] ? 1 : 0;
-        chunk.copy_offset = copyOffsets[t] < 0 ? -1 : copyOffsets[t] + start;
-        chunk.state_offset = chunk.offset;
-        table.push_back(chunk);
-      }
-    return table;
-  }
 };
 
 /// Random values in the slices, zeros in the gaps.

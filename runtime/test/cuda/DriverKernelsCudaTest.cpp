@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CudaTestUtil.h"
+#include "FlatChunkLayout.h"
 
 #include "tessera/runtime/cuda_optimizer.h"
 
@@ -14,32 +15,10 @@ using namespace tessera_test;
 
 namespace {
 
-constexpr int64_t kChunk = 65536;
-
-/// Three parameters at 128-element aligned offsets: 1000, 70000 (two
-/// chunks) and 5 elements.
-struct FlatLayout {
-  std::vector<int64_t> offsets = {0, 1024, 71040};
-  std::vector<int64_t> counts = {1000, 70000, 5};
-  int64_t total = 71168;
-  std::vector<bool> decays = {true, false, true};
-
-  std::vector<tessera_tensor_chunk> chunks() const {
-    std::vector<tessera_tensor_chunk> table;
-    for (size_t t = 0; t < counts.size(); ++t)
-      for (int64_t start = 0; start < counts[t]; start += kChunk) {
-        tessera_tensor_chunk chunk{};
-        chunk.offset = offsets[t] + start;
-        chunk.count = std::min(kChunk, counts[t] - start);
-        chunk.tensor = static_cast<int32_t>(t);
-        chunk.weight_decay = decays[t] ? 1 : 0;
-        // Parameters 0 and 2 have compute copies, at the masters' offsets.
-        chunk.copy_offset = t == 1 ? -1 : chunk.offset;
-        chunk.state_offset = chunk.offset;
-        table.push_back(chunk);
-      }
-    return table;
-  }
+/// FlatChunkLayout's three parameters; 0 and 2 have compute copies, at the
+/// masters' offsets.
+struct FlatLayout : tessera::test::FlatChunkLayout {
+  FlatLayout() : FlatChunkLayout({0, -1, 71040}) {}
 };
 
 /// A view of `count` elements of `flat` from element `offset`.
