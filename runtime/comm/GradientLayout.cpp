@@ -23,19 +23,36 @@ namespace {
 }
 
 /// Parameter ranges [first, last] of the buckets, last parameters first.
+/// With `groups` (one per parameter), a bucket never holds parameters of
+/// two groups (-1: none; an empty parameter joins any bucket), so that
+/// each block of a sharded bucket is one group's.
 std::vector<std::pair<int32_t, int32_t>>
-cutBuckets(const std::vector<int64_t> &elements, int64_t bucketElements) {
+cutBuckets(const std::vector<int64_t> &elements, int64_t bucketElements,
+           const std::vector<int32_t> &groups) {
   if (bucketElements < 1)
     fail("the bucket size must be at least one element (--bucket-mb)");
+  if (!groups.empty() && groups.size() != elements.size())
+    fail("the parameter groups do not match the parameters");
   std::vector<std::pair<int32_t, int32_t>> buckets;
   int64_t filled = 0;
+  int32_t group = -1;
+  bool open = false;
   for (auto p = static_cast<int32_t>(elements.size()); p-- > 0;) {
-    if (filled == 0)
+    const int32_t mine = groups.empty() ? -1 : groups[static_cast<size_t>(p)];
+    if (open && mine >= 0 && group >= 0 && mine != group)
+      open = false;
+    if (!open) {
       buckets.emplace_back(p, p);
+      filled = 0;
+      group = -1;
+      open = true;
+    }
     buckets.back().first = p;
+    if (mine >= 0)
+      group = mine;
     filled += elements[static_cast<size_t>(p)];
     if (filled >= bucketElements)
-      filled = 0;
+      open = false;
   }
   return buckets;
 }
@@ -45,7 +62,8 @@ cutBuckets(const std::vector<int64_t> &elements, int64_t bucketElements) {
 GradientLayout
 GradientLayout::plan(const std::vector<int64_t> &parameterElements,
                      int64_t bucketElements, int32_t shardCount,
-                     int64_t sliceAlignment) {
+                     int64_t sliceAlignment,
+                     const std::vector<int32_t> &groups) {
   if (shardCount < 1)
     fail("the shard count must be positive");
   if (sliceAlignment < 1)
@@ -57,7 +75,7 @@ GradientLayout::plan(const std::vector<int64_t> &parameterElements,
   layout.shards = shardCount;
   layout.slots.resize(parameterElements.size());
   std::vector<std::pair<int32_t, int32_t>> ranges =
-      cutBuckets(parameterElements, bucketElements);
+      cutBuckets(parameterElements, bucketElements, groups);
   auto roundUp = [](int64_t value, int64_t multiple) {
     return (value + multiple - 1) / multiple * multiple;
   };
@@ -98,7 +116,7 @@ GradientLayout GradientLayout::fromSlots(std::vector<GradientSlot> slots,
     elements.push_back(slots[p].elements);
   }
   GradientLayout layout;
-  for (const auto &range : cutBuckets(elements, bucketElements)) {
+  for (const auto &range : cutBuckets(elements, bucketElements, {})) {
     GradientBucket bucket;
     bucket.firstParameter = range.first;
     bucket.lastParameter = range.second;

@@ -157,6 +157,10 @@ void GradientReducer::launchBucket(size_t index) {
     ops.recordEvent(bucketFreed[index], commStream);
     return;
   }
+  // A bucket of empty parameters only (a pipeline device's layout keeps
+  // the other devices' parameters at no elements) has nothing to reduce.
+  if (bucket.elements == 0)
+    return;
   tessera_tensor whole =
       flatView(gradients, dtype, bucket.offset, bucket.elements);
   if (mode == ReduceMode::AllReduce) {
@@ -191,6 +195,8 @@ void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {
   ops.recordEvent(bucketEvent, computeStream);
   ops.waitEvent(commStream, bucketEvent);
   for (const GradientBucket &bucket : bucketLayout.buckets()) {
+    if (bucket.elements == 0)
+      continue;
     int64_t block = bucket.elements / comm->size();
     tessera_tensor whole =
         flatView(buffer, bufferDtype, bucket.offset, bucket.elements);

@@ -11,13 +11,16 @@
 namespace tessera::train {
 namespace {
 
-/// Rank `rank`'s shard of `gradients` as pieces of the flat buffers.
-std::vector<ParameterLayout::Piece>
-shardPieces(const comm::GradientLayout &gradients, int32_t rank) {
+/// Rank `rank`'s shard of the plan's gradients as pieces of the flat
+/// buffers (of the parameters it updates).
+std::vector<ParameterLayout::Piece> shardPieces(const DataParallelPlan &plan,
+                                                int32_t rank) {
   std::vector<ParameterLayout::Piece> pieces;
-  for (const comm::ShardSegment &segment : gradients.shardSegments(rank))
-    pieces.push_back(
-        {segment.parameter, segment.bufferOffset, segment.elements, -1});
+  for (const comm::ShardSegment &segment : plan.gradients.shardSegments(rank))
+    if (plan.updated.empty() ||
+        plan.updated[static_cast<size_t>(segment.parameter)])
+      pieces.push_back(
+          {segment.parameter, segment.bufferOffset, segment.elements, -1});
   return pieces;
 }
 
@@ -106,7 +109,7 @@ DataParallelPlan planDataParallel(const tessera_program &program,
 ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
   ParameterLayout placed = parameters;
   if (sharded)
-    placed.holdShard(shardPieces(gradients, rank));
+    placed.holdShard(shardPieces(*this, rank));
   if (ring) {
     ParameterLayout::GradientRingPlacement placement;
     for (int32_t i = 0; i < placed.size(); ++i)
@@ -163,12 +166,15 @@ ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
 DataParallelGradients::DataParallelGradients(RankWorld &world,
                                              TrainingBackend &backend,
                                              const DataParallelPlan &plan,
-                                             Trace &trace)
+                                             Trace &trace,
+                                             const std::string &rankName,
+                                             bool everyRankStores)
     : backend(backend), trace(trace),
       ranks(tessera_comm_size(world.dataParallelComm())),
       rank(tessera_comm_rank(world.dataParallelComm())),
       reduceAfterLastMicroBatch(plan.reduceAccumulators), sharded(plan.sharded),
       shardsGradients(plan.ring.has_value()),
+      everyRankStores(everyRankStores),
       agreement(world.dataParallelComm(), backend.stream()) {
   if (backend.getLayout().totalElements() != plan.parameters.totalElements())
     fail("internal error: the backend's buffers are not the plan's");
@@ -200,10 +206,12 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
   if (backend.holdsShardOnly() && !sharded)
     fail("internal error: a backend holds a shard of an unsharded plan");
   if (sharded)
-    backend.restrictOptimizer(shardPieces(plan.gradients, rank));
+    backend.restrictOptimizer(shardPieces(plan, rank));
   // Per rank, so that what ZeRO saves shows (rank 0's line first is not
   // promised: the ranks print as they start).
-  std::fprintf(stdout, "rank %d: %s\n", rank,
+  const std::string name =
+      rankName.empty() ? "rank " + std::to_string(rank) : rankName;
+  std::fprintf(stdout, "%s: %s\n", name.c_str(),
                describeResidentState(backend.residentState()).c_str());
   if (shardsGradients)
     std::fprintf(stdout,
@@ -311,7 +319,7 @@ void DataParallelGradients::gatherOptimizerState() {
         [&](const FlatBuffer &whole) {
           reducer->allGatherShards(whole.data, whole.dtype);
         },
-        /*keep=*/rank == 0);
+        /*keep=*/rank == 0 || everyRankStores);
     return;
   }
   reducer->allGatherShards(backend.firstMoments().data, TESSERA_F32);

@@ -71,6 +71,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace tessera::train {
 
@@ -93,7 +95,9 @@ public:
 
 /// A thread rank's comm (one process's in-process world: host memory, or
 /// on the GPU its device-staged wrapper, device_staged_comm.h) as the
-/// driver's RankWorld: what `--thread-ranks N` runs each rank on.
+/// driver's RankWorld: what `--thread-ranks N` runs each rank on; also a
+/// pipeline stage's dp axis comm (any kind), the world of ZeRO-1 inside a
+/// stage mesh (StageZero.h).
 /// `commStream`: the rank's stream for the gradient collectives (nullptr on
 /// the host).
 class ThreadRankWorld final : public RankWorld {
@@ -143,6 +147,11 @@ struct DataParallelPlan {
   /// ZeRO-3: the weights the step reads are sharded too, gathered into
   /// `weights`' rings as the step reads them.
   std::optional<comm::WeightRing> weights;
+  /// Per parameter, whether this rank's optimizer updates it (empty: every
+  /// parameter). A pipeline device over a stage mesh shards only the
+  /// parameters it owns (PipelineParallel.h): a tied embedding's other
+  /// readers get its weights from the owner, so no state of theirs is kept.
+  std::vector<bool> updated;
 
   /// The placement of rank `rank`'s backend: `parameters`, and when
   /// sharded its masters and moments for the rank's shard only.
@@ -162,9 +171,14 @@ class DataParallelGradients {
 public:
   /// Hooks the reducer into `backend`, which was made with
   /// `plan.rankLayout(rank)` (or `plan.parameters`: the state whole), and
-  /// prints the rank's resident training state.
+  /// prints the rank's resident training state, as `rankName` ("rank R"
+  /// of the data-parallel comm when empty). `everyRankStores`: every rank
+  /// stores the gathered state (a pipeline over a stage mesh, whose ranks
+  /// all take part in gathering the whole model), not rank 0 alone.
   DataParallelGradients(RankWorld &world, TrainingBackend &backend,
-                        const DataParallelPlan &plan, Trace &trace);
+                        const DataParallelPlan &plan, Trace &trace,
+                        const std::string &rankName = {},
+                        bool everyRankStores = false);
   ~DataParallelGradients();
   DataParallelGradients(const DataParallelGradients &) = delete;
   DataParallelGradients &operator=(const DataParallelGradients &) = delete;
@@ -205,6 +219,7 @@ private:
   bool reduceAfterLastMicroBatch;
   bool sharded;
   bool shardsGradients;
+  bool everyRankStores;
   std::unique_ptr<comm::GradientReducer> reducer;
   /// ZeRO-3's gathers of the weights (null below stage 3).
   std::unique_ptr<comm::WeightGatherer> gatherer;

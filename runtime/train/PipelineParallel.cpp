@@ -536,9 +536,10 @@ PipelineStep::Chunk &PipelineStep::chunkOf(int32_t chunk) {
 PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
                            TrainingBackend &backend, tessera_comm *comm,
                            Trace &trace,
-                           const std::vector<tessera_comm *> &meshAxes)
+                           const std::vector<tessera_comm *> &meshAxes,
+                           int32_t shardedAxis)
     : layout(layout), device(device), backend(backend), comm(comm),
-      trace(trace), meshAxes(meshAxes),
+      trace(trace), meshAxes(meshAxes), shardedAxis(shardedAxis),
       owned(layout.ownedBy(device)), agreement(comm, backend.stream()) {
   const tessera_pipeline &pipeline = layout.pipeline();
   const tessera_program &whole = layout.wholeProgram();
@@ -699,15 +700,27 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
         "other stages' gradient parts"));
 
   // AdamW on the owned parameters only; the readers' copies come from the
-  // owners (afterOptimizer), in parameter order, then reader order.
+  // owners (afterOptimizer), in parameter order, then reader order. Under
+  // ZeRO-1 over the stage's dp group (a sharded state) the optimizer covers
+  // the owned parameters' shard already (DataParallelGradients), and what
+  // the readers need is the whole f32 mirror the step reads, which the
+  // group's all-gather completes before the transfers (a pipelined step
+  // reads f32: no compute copies).
   const ParameterLayout &flat = backend.getLayout();
   std::vector<ParameterLayout::Piece> pieces;
-  FlatBuffer master = backend.masterWeights();
+  FlatBuffer read = backend.masterWeights();
+  if (backend.holdsShardOnly()) {
+    std::vector<FlatBuffer> stepBuffers = backend.shardedStepBuffers();
+    if (stepBuffers.size() != 1 || stepBuffers[0].dtype != TESSERA_F32)
+      fail("internal error: a pipelined step over a sharded state reads "
+           "one f32 mirror of its parameters");
+    read = stepBuffers[0];
+  }
   for (int32_t p = 0; p < whole.parameter_count; ++p) {
     if (owned[static_cast<size_t>(p)])
       pieces.push_back({p, flat.offset(p), flat.count(p)});
     tessera_tensor slice = makeTensor(
-        static_cast<float *>(master.data) + flat.offset(p), TESSERA_F32,
+        static_cast<float *>(read.data) + flat.offset(p), TESSERA_F32,
         whole.parameters[p]);
     for (int32_t reader : layout.otherReaders(p)) {
       if (layout.ownerOf(p) == device)
@@ -716,7 +729,8 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
         transfers.push_back({slice, layout.ownerOf(p), false, p});
     }
   }
-  backend.restrictOptimizer(pieces);
+  if (!backend.holdsShardOnly())
+    backend.restrictOptimizer(pieces);
 }
 
 PipelineStep::~PipelineStep() = default;
@@ -970,6 +984,9 @@ void PipelineStep::sumOverMesh(int64_t step) {
   // does not hold have no elements and do not break a run; the zero gaps
   // between slices stay zero).
   for (size_t axis = 0; axis < meshAxes.size(); ++axis) {
+    // ZeRO-1's axis: reduce-scattered by the data-parallel layer instead.
+    if (static_cast<int32_t>(axis) == shardedAxis)
+      continue;
     auto pendingHere = [&](int32_t p) {
       return owned[static_cast<size_t>(p)] && ((pending[p] >> axis) & 1) != 0;
     };

@@ -70,6 +70,9 @@
 // embedding's parts and before the norm, as each device's f32 sum over its
 // micro-batches, not once per micro-batch. Blocks, the norm's counting and
 // the gathered checkpoints are MeshParallel.h's, composed with the owners'.
+// Under ZeRO-1 (StageZero.h) the dp axis's sum is a reduce-scatter of the
+// data-parallel layer instead, and each rank of the stage's dp group holds
+// and updates its shard of the owned parameters' masters and moments.
 //
 //===----------------------------------------------------------------------===//
 
@@ -169,10 +172,14 @@ class PipelineStep {
 public:
   /// `trace` gets a range per task and per group of sends and receives.
   /// Over a stage mesh, `meshAxes` are this rank's communicators of the
-  /// program's mesh axes (the gradients pending over them are summed there).
+  /// program's mesh axes (the gradients pending over them are summed there),
+  /// except `shardedAxis` (-1: none), the stage's dp axis under ZeRO-1, whose
+  /// sum a DataParallelGradients reduce-scatters (the backend then holds
+  /// the owned parameters' shard: see planStageZero).
   PipelineStep(const PipelineLayout &layout, int32_t device,
                TrainingBackend &backend, tessera_comm *comm, Trace &trace,
-               const std::vector<tessera_comm *> &meshAxes = {});
+               const std::vector<tessera_comm *> &meshAxes = {},
+               int32_t shardedAxis = -1);
   ~PipelineStep();
   PipelineStep(const PipelineStep &) = delete;
   PipelineStep &operator=(const PipelineStep &) = delete;
@@ -218,6 +225,7 @@ private:
   tessera_comm *comm;
   Trace &trace;
   std::vector<tessera_comm *> meshAxes;
+  int32_t shardedAxis;
   std::vector<std::unique_ptr<Chunk>> chunks;
   std::vector<bool> owned;
   /// Per parameter, whether this step's gradient has its first

@@ -71,7 +71,9 @@
 // device's with --grad-accum M. Rank 0 speaks and writes, as above. A
 // pipeline over a stage mesh (both at once: PP x DP, PP x TP) runs
 // stages x mesh ranks, each both a pipeline rank and a mesh rank: the
-// mesh's blocks of its own chunks' parameters.
+// mesh's blocks of its own chunks' parameters; with --zero 1 (or the
+// program's zero_stage) each stage's dp group shards their optimizer state
+// (StageZero.h).
 //
 // Errors: everything the user can get wrong throws TrainError deep down;
 // runTrainMain (tessera_train_main, tessera_cuda_train_main) turns it into "<program>: error: ..." on stderr and
@@ -98,6 +100,7 @@
 #include "OutputPaths.h"
 #include "PipelineParallel.h"
 #include "Random.h"
+#include "StageZero.h"
 #include "Trace.h"
 #include "TrainError.h"
 #include "TrainMain.h"
@@ -192,11 +195,14 @@ struct MeshRank {
 };
 
 /// One rank of a pipelined program (PipelineParallel.h): pipeline device
-/// `device` of the ranks of `comm`.
+/// `device` of the ranks of `comm`; `commStream` is the stream its
+/// data-parallel collectives run on (ZeRO-1 inside a stage mesh; nullptr on
+/// the host).
 struct PipelineRank {
   const PipelineLayout &layout;
   tessera_comm *comm;
   int32_t device;
+  void *commStream = nullptr;
 };
 
 /// Runs the steps of one invocation; returns the exit code.
@@ -248,6 +254,9 @@ private:
   std::unique_ptr<comm::ScalarAgreement> meshAgreement;
   /// A pipeline rank's step, and its micro-batches' dropout seeds.
   std::unique_ptr<PipelineStep> pipelineStep;
+  /// ZeRO-1 inside a stage mesh: the stage's dp group as the
+  /// data-parallel layer's world (StageZero.h).
+  std::unique_ptr<RankWorld> stageGroup;
   std::vector<uint64_t> microBatchSeeds;
 
   /// Rank 0 speaks and writes files for the run.
@@ -373,6 +382,19 @@ void Trainer::start() {
   }
   if (pipeline)
     state = pipeline->layout.takeHeld(state, pipeline->device);
+  const int32_t zeroStage =
+      pipeline ? pipelineZeroStage(program, options)
+      : options.zeroStage >= 0 ? options.zeroStage
+                               : program.zero_stage;
+  // ZeRO-1 inside a stage mesh: each rank of the stage's dp group holds a
+  // shard of its gradients' sums, which all count in the norm.
+  const int32_t shardedAxis =
+      pipeline && mesh && zeroStage == 1 ? stageDataParallelAxis(program) : -1;
+  if (shardedAxis >= 0) {
+    std::vector<int32_t> firstReplica = mesh->comms.coordinates;
+    firstReplica[static_cast<size_t>(shardedAxis)] = 0;
+    countedInNorm = mesh->layout.countedInNorm(firstReplica);
+  }
   // Over a stage mesh a block counts in the norm on the first replica of
   // its owning stage only.
   if (mesh && pipeline)
@@ -398,15 +420,23 @@ void Trainer::start() {
   }
   // Everything the steps need, allocated once; the host copy of the
   // tensors is only the checkpoints' from here on.
-  int32_t zeroStage =
-      options.zeroStage >= 0 ? options.zeroStage : program.zero_stage;
   if (zeroStage < 0 || zeroStage > 3)
     fail("the program asks for ZeRO stage " + std::to_string(zeroStage) +
          "; the driver shards the optimizer state (stage 1), the gradients "
          "(stage 2) and the weights (stage 3) at most (run with --zero 0, 1, "
          "2 or 3)");
   if (!world) {
-    backend = makeBackend(program, options, nullptr);
+    std::optional<DataParallelPlan> stagePlan;
+    std::optional<ParameterLayout> placed;
+    int32_t groupRank = 0;
+    if (shardedAxis >= 0) {
+      groupRank = mesh->comms.coordinates[static_cast<size_t>(shardedAxis)];
+      stagePlan = planStageZero(
+          pipeline->layout, pipeline->device, options,
+          static_cast<int32_t>(program.mesh_shape[shardedAxis]));
+      placed = stagePlan->rankLayout(groupRank);
+    }
+    backend = makeBackend(program, options, placed ? &*placed : nullptr);
     backend->loadState(state);
     releaseTensors(state);
     if (mesh) {
@@ -418,11 +448,47 @@ void Trainer::start() {
       meshAgreement = std::make_unique<comm::ScalarAgreement>(
           mesh->comms.world, backend->stream());
     }
+    // Per pipeline rank, what it holds for the run (under ZeRO-1 its
+    // shard of the stage's owned state: StageZero.h).
+    const std::string rankName =
+        "rank " + std::to_string(rank) +
+        (pipeline ? " (stage " + std::to_string(pipeline->device) + ")"
+                  : std::string());
+    if (stagePlan) {
+      stageGroup = std::make_unique<ThreadRankWorld>(
+          mesh->comms.axes[static_cast<size_t>(shardedAxis)],
+          pipeline->commStream);
+      dataParallel = std::make_unique<DataParallelGradients>(
+          *stageGroup, *backend, *stagePlan, trace, rankName,
+          /*everyRankStores=*/true);
+      // Against what the stage owns: the shard is 1/dp of it.
+      int64_t ownedElements = 0, ownedCount = 0;
+      for (int32_t p = 0; p < program.parameter_count; ++p)
+        if (pipeline->layout.ownerOf(p) == pipeline->device) {
+          ownedElements += elementCount(program.parameters[p]);
+          ownedCount += elementCount(program.parameters[p]) > 0;
+        }
+      std::fprintf(stdout,
+                   "%s: ZeRO-1 over dp rank %d of %d: masters of %lld of "
+                   "the stage's %lld owned elements (%lld parameters)\n",
+                   rankName.c_str(), groupRank,
+                   static_cast<int>(program.mesh_shape[shardedAxis]),
+                   static_cast<long long>(
+                       backend->residentState().masters /
+                       dtypeSize(TESSERA_F32)),
+                   static_cast<long long>(ownedElements),
+                   static_cast<long long>(ownedCount));
+      std::fflush(stdout);
+    } else if (pipeline && mesh) {
+      std::fprintf(stdout, "%s: %s\n", rankName.c_str(),
+                   describeResidentState(backend->residentState()).c_str());
+      std::fflush(stdout);
+    }
     if (pipeline) {
       pipelineStep = std::make_unique<PipelineStep>(
           pipeline->layout, pipeline->device, *backend, pipeline->comm,
-          trace,
-          mesh ? mesh->comms.axes : std::vector<tessera_comm *>());
+          trace, mesh ? mesh->comms.axes : std::vector<tessera_comm *>(),
+          shardedAxis);
       microBatchSeeds.assign(
           static_cast<size_t>(options.gradientAccumulation), 0);
     }
@@ -459,8 +525,15 @@ double Trainer::accumulateMicroBatches(int64_t step) {
       backend->storeMicroBatch(micro);
       microBatchSeeds[static_cast<size_t>(micro)] = dropoutSeed(step, micro);
     }
-    TraceRange range(trace, "pipeline");
-    return pipelineStep->run(step, lossScale, microBatchSeeds);
+    double loss;
+    {
+      TraceRange range(trace, "pipeline");
+      loss = pipelineStep->run(step, lossScale, microBatchSeeds);
+    }
+    // ZeRO-1 inside a stage mesh: the dp group's sums, reduce-scattered.
+    if (dataParallel)
+      dataParallel->finishStep();
+    return loss;
   }
   double lossSum = 0;
   for (int64_t micro = 0; micro < options.gradientAccumulation; ++micro) {
@@ -831,16 +904,16 @@ comm::MeshShape pipelineShape(const PipelineLayout &layout,
 /// world pipelineShape describes): a pipeline device, and over a stage
 /// mesh also the mesh rank of the axes after the pipeline's.
 int runPipelineRank(const PipelineLayout &layout, const MeshLayout *meshLayout,
-                    const comm::RankComms &comms,
+                    const comm::RankComms &comms, void *commStream,
                     const std::function<int(const tessera_program &,
                                             const MeshRank *,
                                             const PipelineRank &)> &train) {
   if (!meshLayout) {
-    PipelineRank rank{layout, comms.world, comms.rank};
+    PipelineRank rank{layout, comms.world, comms.rank, commStream};
     return train(layout.deviceProgram(comms.rank), nullptr, rank);
   }
   const int32_t device = comms.coordinates[0];
-  PipelineRank rank{layout, comms.axes[0], device};
+  PipelineRank rank{layout, comms.axes[0], device, commStream};
   comm::RankComms meshComms;
   meshComms.rank = comms.rank;
   meshComms.world = comms.world;
@@ -861,9 +934,10 @@ int runPipelineRanks(const PipelineLayout &layout, const MeshLayout *meshLayout,
                      const std::string &name, double timeoutSeconds) {
   return runRankThreads(
       pipelineShape(layout, meshLayout), options, adoptRank, name,
-      timeoutSeconds, [&](const comm::RankComms &comms, void *, Trace &trace) {
+      timeoutSeconds,
+      [&](const comm::RankComms &comms, void *commStream, Trace &trace) {
         return runPipelineRank(
-            layout, meshLayout, comms,
+            layout, meshLayout, comms, commStream,
             [&](const tessera_program &program, const MeshRank *mesh,
                 const PipelineRank &rank) {
               Trainer trainer(program, options, makeBackend, trace, nullptr,
@@ -939,7 +1013,7 @@ int runLaunchedPipelineRank(const PipelineLayout &layout,
   std::unique_ptr<RankWorld> world = makeWorld(
       place, pipelineShape(layout, meshLayout), timeoutSeconds);
   return runPipelineRank(
-      layout, meshLayout, world->rankComms(),
+      layout, meshLayout, world->rankComms(), world->commStream(),
       [&](const tessera_program &program, const MeshRank *mesh,
           const PipelineRank &rank) {
         return runProcessRank(program, options, makeBackend, place, name,
@@ -972,11 +1046,7 @@ TrainOptions pipelineOptions(const tessera_program &program,
             "gradient accumulation; leave --grad-accum out (or give " +
             std::to_string(micro) + ")",
         kUsageExitCode);
-  if (options.zeroStage > 0)
-    fail("--zero " + std::to_string(options.zeroStage) +
-         ": the driver's ZeRO shards data-parallel ranks, and a pipelined "
-         "program runs without data parallelism; each device already holds "
-         "only its own chunks' optimizer state");
+  (void)pipelineZeroStage(program, options);
   // Over a stage mesh every stage is that mesh's ranks.
   const int64_t stageRanks =
       program.mesh_axis_count > 0

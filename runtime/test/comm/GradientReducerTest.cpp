@@ -85,6 +85,30 @@ TEST(GradientLayoutTest, SliceAlignment) {
     EXPECT_EQ(slot.offset % 128, 0);
 }
 
+// Tests that with groups no bucket holds two groups' parameters (a pipeline
+// device's owned ones apart from those it only reads), empty parameters
+// joining whichever bucket is open, and a bucket of empty ones having no
+// elements.
+TEST(GradientLayoutTest, BucketsKeepGroupsApart) {
+  const std::vector<int64_t> sizes = {0, 300, 40, 0, 64, 0};
+  const std::vector<int32_t> groups = {-1, 1, 0, -1, 0, -1};
+  GradientLayout layout = GradientLayout::plan(sizes, 1000, 2, 128, groups);
+  ASSERT_EQ(layout.buckets().size(), 2u);
+  // The last parameters first: 5 (empty), 4 and 3 and 2 (group 0), then 1
+  // (group 1) with the empty 0.
+  EXPECT_EQ(layout.buckets()[0].firstParameter, 2);
+  EXPECT_EQ(layout.buckets()[0].lastParameter, 5);
+  EXPECT_EQ(layout.buckets()[1].firstParameter, 0);
+  EXPECT_EQ(layout.buckets()[1].lastParameter, 1);
+  for (int32_t rank = 0; rank < 2; ++rank)
+    for (const ShardSegment &segment : layout.shardSegments(rank))
+      EXPECT_NE(segment.elements, 0);
+  GradientLayout empty = GradientLayout::plan({0, 0}, 10, 2, 128, {-1, -1});
+  ASSERT_EQ(empty.buckets().size(), 1u);
+  EXPECT_EQ(empty.buckets()[0].elements, 0);
+  EXPECT_THROW(GradientLayout::plan({1, 2}, 10, 2, 128, {0}), CommError);
+}
+
 TEST(GradientLayoutTest, RejectsOverlappingSlots) {
   EXPECT_THROW(GradientLayout::fromSlots({{0, 10}, {5, 10}}, 4), CommError);
   GradientLayout layout = GradientLayout::fromSlots({{0, 10}, {16, 10}}, 1);

@@ -99,9 +99,14 @@ public:
   /// parameter backwards, each padded to a multiple of sliceAlignment. With
   /// shardCount N > 1 each bucket is padded to a multiple of N * max(
   /// sliceAlignment, kShardAlignment), so it splits into N aligned blocks.
+  /// `groups` (empty, or one per parameter, -1 for none): a bucket never
+  /// holds parameters of two groups, so every rank's block of a bucket is
+  /// one group's (a pipeline device shards only the parameters it owns,
+  /// group 0, and each rank's share of them stays 1/N).
   static GradientLayout plan(const std::vector<int64_t> &parameterElements,
                              int64_t bucketElements, int32_t shardCount = 1,
-                             int64_t sliceAlignment = 1);
+                             int64_t sliceAlignment = 1,
+                             const std::vector<int32_t> &groups = {});
   /// The driver's own placement (slots in parameter order, increasing,
   /// non-overlapping); buckets as in plan, unsharded.
   static GradientLayout fromSlots(std::vector<GradientSlot> slots,
