@@ -486,8 +486,9 @@ const std::vector<FlagSpec> &flagTable() {
        "shard of the optimizer state; 2: of the gradients too, reduce-"
        "scattered per bucket as the backward pass writes them; 3: of the "
        "weights the step reads too, all-gathered per bucket before the "
-       "forward and the backward pass read them; default: the program's, "
-       "else 0)",
+       "forward and the backward pass read them; a pipeline over a stage "
+       "mesh: 1 shards each stage's optimizer state over its dp group; "
+       "default: the program's, else 0)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          if (v == "0")
            o.zeroStage = 0;
