@@ -1,11 +1,14 @@
 //===- tessera-opt.cpp - run any Tessera pass on .mlir -------------------===//
 //
 // Like mlir-opt, with the tess dialect and every Tessera pass registered,
-// plus the upstream passes a pipeline of ours uses (canonicalize, cse, ...).
+// plus the upstream passes a pipeline of ours uses (canonicalize, cse, ...),
+// and tesserac's compile phases as `--tess-phase-<name>` (CompilePhases.h),
+// so that any step of a compile reruns on the previous phase's output.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Tess/IR/TessOps.h"
+#include "tessera/Driver/CompilePhases.h"
 #include "tessera/Lowering/Passes.h"
 #include "tessera/Transforms/Passes.h"
 
@@ -19,6 +22,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   tessera::registerTesseraPasses();
   tessera::registerTesseraLoweringPasses();
+  tessera::registerCompilePhasePipelines();
   mlir::PassPipelineRegistration<>(
       "tess-import-cleanup",
       "Canonicalize and fuse a freshly imported forward graph",

@@ -5,6 +5,7 @@
 #include "PassDiagnostics.h"
 
 #include "tessera/CostModel/DeviceMesh.h"
+#include "tessera/Driver/CompilePhases.h"
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/PipelineReport.h"
 #include "tessera/Transforms/Passes.h"
@@ -104,9 +105,16 @@ buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
     fail(toString(module.takeError()));
     return nullptr;
   }
+  // The fusion and training phases, q/k/v apart: the stages' meshes plan
+  // the projections one column split each.
+  CompilePhaseOptions phases;
+  phases.loss = training.loss;
+  phases.precision = training.precision;
+  phases.vocabularyMultiple = training.vocabularyMultiple;
+  phases.packQkv = false;
   mlir::PassManager passes(&context);
-  buildImportCleanupPipeline(passes);
-  buildTrainingPipeline(passes, training);
+  buildCompilePhase(passes, CompilePhase::Fusion, phases);
+  buildCompilePhase(passes, CompilePhase::Training, phases);
   if (runPasses(passes, **module,
                 inputPath + ": building the training step failed"))
     return nullptr;

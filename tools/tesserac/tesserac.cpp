@@ -44,6 +44,13 @@
 // executable runs the mesh's ranks as threads of one process, launched one
 // rank per GPU over NCCL (runtime/train/MeshParallel.h).
 //
+// The passes all of this runs are lib/Driver's named phases (import,
+// fusion, training, plan, remat, shard, partition, stages, preparation,
+// emitc: tessera/Driver/CompilePhases.h), built from the flags;
+// `--compile-to=PHASE` prints the module after PHASE, from which
+// `tessera-opt --tess-phase-<next>` continues. tesserac decides the plan
+// (the searches), writes the weights and links; it adds no pass itself.
+//
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
 // in the same form instead of MLIR's raw `loc(...)` line.
@@ -57,6 +64,7 @@
 #include "tessera/Analysis/ModelSummary.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/TrainingStepEstimate.h"
+#include "tessera/Driver/CompilePhases.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Lowering/HostCompiler.h"
 #include "tessera/Lowering/Passes.h"
@@ -116,6 +124,12 @@ cl::opt<EmitStage> emit(
                clEnumValN(EmitStage::Cpp, "cpp",
                           "the training program as C++ over the runtime")),
     cl::cat(category));
+cl::opt<std::string> compileTo(
+    "compile-to",
+    cl::desc("Stop the compile after PHASE and print the module"),
+    cl::value_desc("PHASE"), cl::cat(category));
+/// --compile-to's phase, once the flags are read.
+std::optional<tessera::CompilePhase> stopPhase;
 cl::opt<bool> summary("summary",
                       cl::desc("Print ops, parameters, buffers, inputs, "
                                "outputs and training memory"),
@@ -431,14 +445,6 @@ int writeInitialWeights(mlir::ModuleOp module,
   return 0;
 }
 
-/// What runs on the finished step right before the lowering and before
-/// --summary plans its memory (so that both plan the same program).
-void addLoweringPreparation(mlir::PassManager &pm) {
-  tessera::LoweringPreparationOptions options;
-  options.logitsBlockBytes = logitsBlockBytes;
-  tessera::buildLoweringPreparationPipeline(pm, options);
-}
-
 /// tess-build-training's options from the flags.
 tessera::BuildTrainingOptions trainingOptions() {
   tessera::BuildTrainingOptions options;
@@ -448,36 +454,105 @@ tessera::BuildTrainingOptions trainingOptions() {
   return options;
 }
 
-/// Turns the forward function into the training step (--loss,
-/// --precision), as --target, --emit=cpp and --explain all start from it.
-/// Returns 0, or 1 after printing the error.
-int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                      bool oneDevice) {
-  mlir::PassManager training(&context);
-  // One GEMM for each attention's q/k/v projections. Only where nothing is
-  // partitioned: the sharding search plans the forward as imported, one
-  // column split per projection, which a packed weight does not have.
-  if (oneDevice)
-    training.addNestedPass<mlir::func::FuncOp>(
-        tessera::createPackQkvProjections());
-  tessera::buildTrainingPipeline(training, trainingOptions());
-  return runPasses(training, module,
-                   inputPath + ": building the training step failed");
+/// The compile phases' options from the flags (tessera/Driver/
+/// CompilePhases.h); what the compile decides (the plan, the mesh, the
+/// stages) its steps set.
+std::unique_ptr<tessera::CompilePhaseOptions> phaseOptions() {
+  auto options = std::make_unique<tessera::CompilePhaseOptions>();
+  options->loss = loss.getValue();
+  options->precision = precision.getValue();
+  options->vocabularyMultiple = vocabularyMultiple.getValue();
+  options->logitsBlockBytes = logitsBlockBytes;
+  options->modelName = sys::path::filename(inputPath).str();
+  options->target = target == Target::Cuda ? "cuda" : "cpu";
+  return options;
 }
 
-/// --remat: recomputes the chosen activations of every layer in the
-/// backward (after buildTrainingStep's CSE, which would merge the clones
-/// back into the forward). Returns 0, or 1 after printing the error.
+/// Runs `phase` with `options` on `module` (the compile's module or a copy
+/// the analyses take). Returns 0, or 1 after printing the error (the
+/// passes' own, else `failure`).
+int runPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
+             tessera::CompilePhase phase,
+             const tessera::CompilePhaseOptions &options,
+             const Twine &failure) {
+  mlir::PassManager passes(&context);
+  tessera::buildCompilePhase(passes, phase, options);
+  return runPasses(passes, module, failure);
+}
+
+/// What a step of the compile returns once --compile-to has ended it, the
+/// module printed: main exits 0.
+constexpr int kStoppedAtPhase = -1;
+
+/// The compile's module after `phase`: printed when --compile-to names
+/// `phase`. Returns kStoppedAtPhase then (1 when the output cannot be
+/// written), else 0.
+int stopAfter(tessera::CompilePhase phase, mlir::ModuleOp module) {
+  if (stopPhase != phase)
+    return 0;
+  // With the blank line tessera-opt ends its output with, so that a phase
+  // rerun there compares equal byte for byte.
+  if (int status = writeOutput([&](raw_ostream &os) {
+        module->print(os);
+        os << "\n";
+      }))
+    return status;
+  return kStoppedAtPhase;
+}
+
+/// runPhase on the compile's own module, then stopAfter.
+int compilePhase(mlir::MLIRContext &context, mlir::ModuleOp module,
+                 tessera::CompilePhase phase,
+                 const tessera::CompilePhaseOptions &options,
+                 const Twine &failure) {
+  if (int status = runPhase(context, module, phase, options, failure))
+    return status;
+  return stopAfter(phase, module);
+}
+
+/// The fusion phase's failure.
+std::string importCleanupFailure() {
+  return inputPath + ": the import cleanup pipeline failed";
+}
+
+/// The training phase's failure.
+std::string trainingFailure() {
+  return inputPath + ": building the training step failed";
+}
+
+/// Turns the forward function into the training step (--loss,
+/// --precision), as --target, --emit=cpp and --explain all start from it:
+/// the training phase, q/k/v packed on `oneDevice`. Returns 0, or 1 after
+/// printing the error.
+int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                      bool oneDevice) {
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  options->packQkv = oneDevice;
+  return runPhase(context, module, tessera::CompilePhase::Training, *options,
+                  trainingFailure());
+}
+
+/// The shard and partition phases' failure.
+std::string partitionFailure() {
+  return inputPath + ": partitioning the training step failed";
+}
+
+/// The remat phase's failure for `mode`.
+std::string rematFailure(tessera::pipeline::RematMode mode) {
+  return inputPath + ": --remat " + tessera::pipeline::rematName(mode).str() +
+         " failed";
+}
+
+/// --remat on a step without a plan (the analyses' copies): recomputes the
+/// chosen activations of every layer in the backward (after the training
+/// phase's CSE, which would merge the clones back into the forward).
+/// Returns 0, or 1 after printing the error.
 int rematerializeStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                       tessera::pipeline::RematMode mode) {
-  if (mode == tessera::pipeline::RematMode::None)
-    return 0;
-  mlir::PassManager remat(&context);
-  tessera::RematerializeOptions options;
-  options.mode = tessera::pipeline::rematName(mode).str();
-  remat.addPass(tessera::createRematerialize(options));
-  return runPasses(remat, module,
-                   inputPath + ": --remat " + options.mode + " failed");
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  options->remat = tessera::pipeline::rematName(mode).str();
+  return runPhase(context, module, tessera::CompilePhase::Remat, *options,
+                  rematFailure(mode));
 }
 
 /// Parses --memory-limit: a number with an optional unit (B, KiB, MiB, GiB,
@@ -505,10 +580,9 @@ std::optional<double> parseMemorySize(StringRef text) {
 std::optional<tessera::StepMemory>
 preparedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp step,
                    int64_t microBatches) {
-  mlir::PassManager preparation(&context);
-  addLoweringPreparation(preparation);
-  if (runPasses(preparation, step,
-                inputPath + ": preparing the training step failed"))
+  if (runPhase(context, step, tessera::CompilePhase::Preparation,
+               *phaseOptions(),
+               inputPath + ": preparing the training step failed"))
     return std::nullopt;
   auto forwardBackward =
       step.lookupSymbol<mlir::func::FuncOp>("forward_backward");
@@ -557,10 +631,8 @@ importedStepMemory(tessera::onnx_import::ImportOptions options, int64_t batch,
     fail(toString(module.takeError()));
     return std::nullopt;
   }
-  mlir::PassManager cleanup(&context);
-  tessera::buildImportCleanupPipeline(cleanup);
-  if (runPasses(cleanup, **module,
-                inputPath + ": the import cleanup pipeline failed"))
+  if (runPhase(context, **module, tessera::CompilePhase::Fusion,
+               *phaseOptions(), importCleanupFailure()))
     return std::nullopt;
   return compiledStepMemory(context, **module, remat, microBatches);
 }
@@ -699,16 +771,15 @@ std::optional<tessera::pipeline::RematMode> rematPin;
 /// deviations are remarked for the one chosen.
 bool partitionRemarks = true;
 
-/// Builds the training step in `module` (as --target does) and, unless
-/// `search` is false, searches the sharding plan of the forward function on
-/// `mesh`, calibrated by the cost model's estimate of the unsharded step on
+/// Builds the training step in `module` (as --target does) and searches the
+/// sharding plan of the forward function on `mesh`, calibrated by the cost model's estimate of the unsharded step on
 /// one device. Returns 0, or 1 after printing the error; with `unfit`, a
 /// search that finds no plan returns 2 with its reason there instead.
 int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
                    const tessera::cost::Cluster &cluster,
                    const tessera::cost::DeviceMesh &mesh,
                    tessera::sharding::MeshSearchOptions searchOptions,
-                   bool search, SearchedPlan &result,
+                   SearchedPlan &result,
                    std::string *unfit = nullptr) {
   // The search plans the forward function; the training step replaces it.
   result.planned = module.clone();
@@ -721,8 +792,7 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   // per-op model is calibrated to it below.
   tessera::StepMemory memory;
   result.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
-  if (search &&
-      fitCompiledStep(context, module, mesh, *searchOptions.memoryLimitBytes,
+  if (fitCompiledStep(context, module, mesh, *searchOptions.memoryLimitBytes,
                       rematPin, cluster.host, memory, result.remat,
                       result.offload))
     return 1;
@@ -731,8 +801,6 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (int status = buildTrainingStep(context, module,
                                      /*oneDevice=*/mesh.deviceCount() == 1))
     return status;
-  if (!search)
-    return 0;
   auto estimate = tessera::cost::estimateTrainingStep(
       module, memory, cluster, tessera::cost::DeviceMesh());
   if (!estimate)
@@ -798,15 +866,14 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
   return 0;
 }
 
-/// Writes the module's tess.plan with what this compile decided: the
-/// search's ZeRO stage and recomputation (`searched`), and --stages,
-/// --schedule and --microbatches (`stepPipeline`, with the pipeline
-/// search's chunks when it gives them). The passes after it read
-/// the plan, not options: the mesh joins it when the step is annotated, the
-/// chunks when tess-split-pipeline-stages cuts it.
-void writeModulePlan(
-    mlir::MLIRContext &context, mlir::ModuleOp module,
-    const SearchedPlan &searched,
+/// The module's tess.plan with what this compile decided: the search's ZeRO
+/// stage and recomputation (`searched`), and --stages, --schedule and
+/// --microbatches (`stepPipeline`, with the pipeline search's chunks when
+/// it gives them). The passes after it read the plan, not options: the
+/// mesh joins it when the step is annotated, the chunks when
+/// tess-split-pipeline-stages cuts it.
+tessera::tess::PlanAttr modulePlan(
+    mlir::MLIRContext &context, const SearchedPlan &searched,
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
   using tessera::tess::PlanAttr;
   int64_t zero = 0;
@@ -819,20 +886,49 @@ void writeModulePlan(
     stages = stepPipeline->stages;
     microBatches = stepPipeline->microBatches;
     schedule = stepPipeline->schedule;
+    // The pipeline search's ZeRO-1 inside the stage mesh.
+    if (stepPipeline->zero)
+      zero = stepPipeline->zero;
   }
   SmallVector<tessera::tess::ChunkAttr> chunks;
   if (stepPipeline)
     chunks = tessera::tesserac::chunkAttributes(context, *stepPipeline);
-  module->setAttr(tessera::sharding::kPlanAttrName,
-                  PlanAttr::get(&context, tessera::tess::MeshAttr(), zero,
-                                tessera::pipeline::rematName(searched.remat),
-                                stages, schedule, microBatches, chunks,
-                                searched.offload ? "optimizer" : ""));
+  return PlanAttr::get(&context, tessera::tess::MeshAttr(), zero,
+                       tessera::pipeline::rematName(searched.remat), stages,
+                       schedule, microBatches, chunks,
+                       searched.offload ? "optimizer" : "");
+}
+
+/// The plan phase's options for `plan`: its text, which tess-write-plan
+/// parses back (so that tessera-opt, given the same text, writes the same
+/// plan).
+std::unique_ptr<tessera::CompilePhaseOptions>
+planPhaseOptions(tessera::tess::PlanAttr plan) {
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  std::string text;
+  raw_string_ostream os(text);
+  os << mlir::Attribute(plan);
+  options->plan = os.str();
+  return options;
+}
+
+/// The plan phase's failure.
+std::string planFailure() {
+  return inputPath + ": writing the plan failed";
+}
+
+/// Writes `plan` as the module's tess.plan (the plan phase) on a copy the
+/// analyses take. Returns 0, or 1 after printing the error.
+int writeModulePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
+                    tessera::tess::PlanAttr plan) {
+  return runPhase(context, module, tessera::CompilePhase::Plan,
+                  *planPhaseOptions(plan), planFailure());
 }
 
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
                      const SearchedPlan &searched,
-                     bool deferGradientReduction = false);
+                     bool deferGradientReduction = false,
+                     bool compiling = false);
 
 /// The memory of one rank's program for the searched plan, as --target
 /// --mesh compiles it: the training step in `module` partitioned (a copy),
@@ -852,9 +948,9 @@ partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// The plan of the training step for `mesh` on `cluster`: what --explain
 /// prints and what --target and --emit=cpp compile when the plan is
 /// searched (--cluster, --memory-limit or a --mesh without --strategy), so
-/// that both are one decision. Replaces the forward function in `module` by
-/// the training step with its #tess.plan written (not yet recomputed nor
-/// partitioned), and fills `searched`: the search's sharding plan and the
+/// that both are one decision. Leaves the forward function in `module` as
+/// it is (the compile then runs its training and plan phases with the
+/// decision) and fills `searched`: the search's sharding plan and the
 /// least recomputation that fits one device (or the pinned one). On a mesh
 /// the search's per-op model chooses and the analysis of the rank's
 /// compiled program decides whether the plan fits; when it does not, the
@@ -874,9 +970,11 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
     step = forward->clone();
     searched = SearchedPlan();
     if (int status = buildAndSearch(context, *step, cluster, mesh, bounded,
-                                    /*search=*/true, searched, unfit))
+                                    searched, unfit))
       return status;
-    writeModulePlan(context, *step, searched, std::nullopt);
+    if (writeModulePlan(context, *step,
+                        modulePlan(context, searched, std::nullopt)))
+      return 1;
     if (mesh.deviceCount() == 1) {
       searched.compiledPlan = tessera::tess::PlanAttr::lookup(*step);
       break;
@@ -904,8 +1002,6 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
     }
     bounded.memoryLimitBytes = limit - missed;
   }
-  module.getBodyRegion().takeBody(step->getBodyRegion());
-  module->setAttrs((*step)->getAttrDictionary());
   return 0;
 }
 
@@ -933,11 +1029,10 @@ int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
       return fail(toString(mesh.takeError()));
     if (Error placed = tessera::cost::placeOnCluster(*mesh, cluster))
       return fail(toString(std::move(placed)));
-    mlir::OwningOpRef<mlir::ModuleOp> candidate(module.clone());
     SearchedPlan searched;
     std::string unfit;
     partitionRemarks = false;
-    int status = planTrainingStep(context, *candidate, cluster, *mesh, options,
+    int status = planTrainingStep(context, module, cluster, *mesh, options,
                                   searched, &unfit);
     partitionRemarks = true;
     if (status == 1)
@@ -985,25 +1080,41 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   });
 }
 
-/// The training step in `module` with its #tess.plan for `mesh`: the plan
-/// searched as --explain searches it, or the one --strategy forces (with
-/// `stepPipeline`, the stage mesh of --stages' pipeline).
+/// The plan for `mesh` of the forward function in `module` (left as it
+/// is): searched as --explain searches it, or, under --strategy, the forced
+/// one (whose layouts the shard phase writes) with the pinned --remat.
 /// Returns 0, or 1 after printing the error.
-int buildPlannedStep(
-    mlir::MLIRContext &context, mlir::ModuleOp module,
-    const tessera::cost::Cluster &cluster,
-    const tessera::cost::DeviceMesh &mesh,
-    const tessera::sharding::MeshSearchOptions &options,
-    SearchedPlan &searched,
-    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline =
-        std::nullopt) {
+int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
+               const tessera::cost::Cluster &cluster,
+               const tessera::cost::DeviceMesh &mesh,
+               const tessera::sharding::MeshSearchOptions &options,
+               SearchedPlan &searched) {
   if (forcedStrategy.empty())
     return planTrainingStep(context, module, cluster, mesh, options, searched);
-  if (int status = buildAndSearch(context, module, cluster, mesh, options,
-                                  /*search=*/false, searched))
-    return status;
-  writeModulePlan(context, module, searched, stepPipeline);
+  searched = SearchedPlan();
+  searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
   return 0;
+}
+
+/// The training and plan phases on the forward function in `module`: the
+/// training step (q/k/v packed on `oneDevice`) with the #tess.plan of
+/// `searched` and `stepPipeline`. Returns 0, kStoppedAtPhase, or 1 after
+/// printing the error.
+int buildStepWithPlan(
+    mlir::MLIRContext &context, mlir::ModuleOp module,
+    const SearchedPlan &searched,
+    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline,
+    bool oneDevice) {
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  options->packQkv = oneDevice;
+  if (int status = compilePhase(context, module,
+                                tessera::CompilePhase::Training, *options,
+                                trainingFailure()))
+    return status;
+  return compilePhase(context, module, tessera::CompilePhase::Plan,
+                      *planPhaseOptions(
+                          modulePlan(context, searched, stepPipeline)),
+                      planFailure());
 }
 
 /// --partition: the training step as one rank of `mesh` runs it, for the
@@ -1014,8 +1125,11 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                           const tessera::cost::DeviceMesh &mesh,
                           const tessera::sharding::MeshSearchOptions &options) {
   SearchedPlan searched;
-  if (int status =
-          buildPlannedStep(context, module, cluster, mesh, options, searched))
+  if (int status = decidePlan(context, module, cluster, mesh, options,
+                              searched))
+    return status;
+  if (int status = buildStepWithPlan(context, module, searched, std::nullopt,
+                                     mesh.deviceCount() == 1))
     return status;
   if (int status = partitionForMesh(context, module, searched))
     return status;
@@ -1027,23 +1141,27 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// step by annotateFromSearchPlan, each place it cannot follow the plan a
 /// remark). `deferGradientReduction` (a pipeline's stage mesh): the
 /// gradients leave pending over dp, which the driver sums once a step.
-/// Returns 0, or 1 after printing the error.
+/// The shard phase (the layouts) then the partition phase; `compiling`: on
+/// the compile's own module, which --compile-to may stop after either.
+/// Returns 0, kStoppedAtPhase when compiling, or 1 after printing the error.
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
                      const SearchedPlan &searched,
-                     bool deferGradientReduction) {
-  bool forced = !forcedStrategy.empty();
-  mlir::PassManager partitioning(&context);
-  if (forced) {
-    tessera::AnnotateShardingOptions annotate;
-    annotate.mesh = meshSpec;
-    annotate.strategy = forcedStrategy;
-    annotate.deferGradientReduction = deferGradientReduction;
+                     bool deferGradientReduction, bool compiling) {
+  auto run = compiling ? compilePhase : runPhase;
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  options->partition = true;
+  if (!forcedStrategy.empty()) {
+    options->mesh = meshSpec.getValue();
+    options->strategy = forcedStrategy.getValue();
+    options->deferGradientReduction = deferGradientReduction;
     // `--mesh 4 --strategy tp`: a one-axis mesh given by its size alone is
     // the tensor-parallel axis (its default name is dp).
     if (forcedStrategy == "tp" && !StringRef(meshSpec).contains('=') &&
         !StringRef(meshSpec).contains('x'))
-      annotate.axes = {"tp"};
-    partitioning.addPass(tessera::createAnnotateSharding(annotate));
+      options->axes = ArrayRef<std::string>{"tp"};
+    if (int status = run(context, module, tessera::CompilePhase::Shard,
+                         *options, partitionFailure()))
+      return status;
   } else {
     auto step = module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
     if (!step)
@@ -1056,10 +1174,13 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
       if (partitionRemarks)
         WithColor::remark(errs(), "tesserac") << "partition: " << line
                                               << "\n";
+    // The search is no pass yet: its layouts are the shard phase's result.
+    if (compiling)
+      if (int status = stopAfter(tessera::CompilePhase::Shard, module))
+        return status;
   }
-  partitioning.addPass(tessera::createPartitionSpmd());
-  return runPasses(partitioning, module,
-                   inputPath + ": partitioning the training step failed");
+  return run(context, module, tessera::CompilePhase::Partition, *options,
+             partitionFailure());
 }
 
 /// Refuses a searched mesh plan the compiled driver cannot run: a
@@ -1110,21 +1231,24 @@ int compileTrainingProgram(
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
   SearchedPlan searched;
   searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
+  bool oneDevice = true;
   if (planTarget) {
-    if (int status = buildPlannedStep(context, module, *planTarget->cluster,
-                                      planTarget->mesh,
-                                      planTarget->searchOptions, searched,
-                                      stepPipeline))
+    if (int status = decidePlan(context, module, *planTarget->cluster,
+                                planTarget->mesh, planTarget->searchOptions,
+                                searched))
       return status;
     if (planTarget->partitioned && searched.plan)
       if (int status = requireRunnableOnMesh(searched))
         return status;
-  } else {
-    if (int status = buildTrainingStep(context, module, /*oneDevice=*/true))
-      return status;
-    writeModulePlan(context, module, searched, stepPipeline);
+    oneDevice = planTarget->mesh.deviceCount() == 1;
   }
-  if (int status = rematerializeStep(context, module, searched.remat))
+  if (int status = buildStepWithPlan(context, module, searched, stepPipeline,
+                                     oneDevice))
+    return status;
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  options->remat = tessera::pipeline::rematName(searched.remat).str();
+  if (int status = compilePhase(context, module, tessera::CompilePhase::Remat,
+                                *options, rematFailure(searched.remat)))
     return status;
 
   // The weights file and the executable are written under staging names
@@ -1148,30 +1272,37 @@ int compileTrainingProgram(
   }
   // A pipeline's stage mesh: partitioned first, then cut into stages, so
   // that every stage function is one mesh rank's.
-  if (planTarget && planTarget->partitioned)
+  if (planTarget && planTarget->partitioned) {
     if (int status = partitionForMesh(context, module, searched,
                                       /*deferGradientReduction=*/
-                                      stepPipeline.has_value()))
+                                      stepPipeline.has_value(),
+                                      /*compiling=*/true))
       return status;
-
-  mlir::PassManager lowering(&context);
-  tessera::LowerToEmitCOptions lowerOptions;
-  if (stepPipeline) {
-    tessera::SplitPipelineStagesOptions split;
-    split.stages = stepPipeline->stages;
-    split.virtualStages = stepPipeline->virtualStages;
-    lowering.addPass(tessera::createSplitPipelineStages(split));
-    lowerOptions.pipelineSchedule = stepPipeline->schedule;
-    lowerOptions.microBatches = stepPipeline->microBatches;
+  } else {
+    // Nothing to annotate or partition: the module after both phases is
+    // the one after remat.
+    for (tessera::CompilePhase phase :
+         {tessera::CompilePhase::Shard, tessera::CompilePhase::Partition})
+      if (int status = stopAfter(phase, module))
+        return status;
   }
-  addLoweringPreparation(lowering);
-  lowerOptions.modelName = sys::path::filename(inputPath).str();
-  lowerOptions.weightsFile = weightsPath;
-  lowerOptions.targetName = target == Target::Cuda ? "cuda" : "cpu";
-  lowering.addPass(tessera::createLowerToEmitC(lowerOptions));
-  if (runPasses(lowering, module,
-                inputPath + ": lowering the training step to C++ failed"))
-    return 1;
+
+  // The stage split, the preparation and the lowering: one failure line
+  // for the three, as before they were phases.
+  std::string lowering =
+      inputPath + ": lowering the training step to C++ failed";
+  if (stepPipeline) {
+    options->stages = stepPipeline->stages;
+    options->virtualStages = stepPipeline->virtualStages;
+    options->schedule = stepPipeline->schedule;
+    options->microBatches = stepPipeline->microBatches;
+  }
+  options->weightsFile = weightsPath;
+  for (tessera::CompilePhase phase :
+       {tessera::CompilePhase::Stages, tessera::CompilePhase::Preparation,
+        tessera::CompilePhase::EmitC})
+    if (int status = compilePhase(context, module, phase, *options, lowering))
+      return status;
 
   std::string cpp;
   raw_string_ostream cppStream(cpp);
@@ -1224,8 +1355,25 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(
       {&category, &tessera::tesserac::pipelineOptionCategory()});
+  // The phases' names from the one list of them (CompilePhases.h).
+  std::string compileToDescription =
+      "Stop the compile after PHASE and print the module (as IREE's "
+      "--compile-to), one of: " +
+      tessera::compilePhaseNames() +
+      "; tessera-opt --tess-phase-<next phase> continues from it";
+  compileTo.setDescription(compileToDescription);
   cl::ParseCommandLineOptions(argc, argv, "Tessera: ONNX Transformer -> "
                                           "training program\n");
+  if (compileTo.getNumOccurrences()) {
+    stopPhase = tessera::parseCompilePhase(compileTo);
+    if (!stopPhase)
+      return fail("--compile-to=" + compileTo + ": expected one of " +
+                  tessera::compilePhaseNames());
+    if (emit != EmitStage::None || summary || explain || partitionStep)
+      return fail("--compile-to=" + compileTo +
+                  " prints the module after that phase: drop --emit, "
+                  "--summary, --explain and --partition");
+  }
   if (vocabularyMultiple < 1)
     return fail("--vocabulary-multiple " + Twine(vocabularyMultiple) +
                 ": must be at least 1 (1 leaves the head as it is)");
@@ -1256,7 +1404,12 @@ int main(int argc, char **argv) {
     options.freezePattern = freeze;
   if (train.getNumOccurrences())
     options.trainPattern = train;
-  bool buildExecutable = target != Target::None && emit == EmitStage::None;
+  bool buildExecutable =
+      target != Target::None && emit == EmitStage::None && !stopPhase;
+  // What compiles the training program: the C++ (--emit=cpp), the
+  // executable, or the phases up to --compile-to's.
+  bool compileRequested =
+      buildExecutable || emit == EmitStage::Cpp || stopPhase.has_value();
   StringRef targetName = target == Target::Cuda ? "cuda" : "cpu";
   // --emit=cpp --target cuda only writes C++; linking needs the runtime.
   if (buildExecutable && target == Target::Cuda && !kHasCudaRuntime)
@@ -1292,7 +1445,7 @@ int main(int argc, char **argv) {
   if (buildExecutable && summary)
     return fail("--summary cannot be combined with building an executable");
   if (tessera::tesserac::rematRequested() && !explain && !buildExecutable &&
-      emit != EmitStage::Cpp)
+      !compileRequested)
     return fail("--remat applies to --target, --emit=cpp or --explain "
                 "--pipeline");
   // --remat pins the built step's recomputation (--explain hands it to the
@@ -1315,7 +1468,7 @@ int main(int argc, char **argv) {
   // --explain --pipeline prints it for the same flags, compiled as its
   // --stages, --mesh, --strategy, --remat and chunks say.
   bool searchedPipeline = !explain &&
-                          (buildExecutable || emit == EmitStage::Cpp) &&
+                          compileRequested &&
                           tessera::tesserac::pipelineSearchRequested();
   if (searchedPipeline) {
     if (forcedStrategy.getNumOccurrences())
@@ -1359,7 +1512,7 @@ int main(int argc, char **argv) {
     forcedStrategy = compiled->strategy;
     rematPin = compiled->remat;
     batch->second /= stepPipeline->microBatches;
-  } else if (!explain && (buildExecutable || emit == EmitStage::Cpp)) {
+  } else if (!explain && compileRequested) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
         batch == options.dims.end() ? 0 : batch->second);
@@ -1387,7 +1540,7 @@ int main(int argc, char **argv) {
   tessera::sharding::MeshSearchOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
   // --mesh with --target or --emit=cpp: the program of one rank of the mesh.
-  bool compiling = !explain && (buildExecutable || emit == EmitStage::Cpp);
+  bool compiling = !explain && compileRequested;
   // (--devices N with --pipeline is the pipeline's device count.)
   bool devicesGiven = deviceCount.getNumOccurrences() > 0 &&
                       !tessera::tesserac::pipelineSearchRequested();
@@ -1551,7 +1704,8 @@ int main(int argc, char **argv) {
   }
   // The executable starts from the ONNX initializers, written beside it.
   options.loadWeights = loadWeights || (buildExecutable && !withoutWeights);
-  if (emit == EmitStage::None && !summary && !buildExecutable && !explain)
+  if (emit == EmitStage::None && !summary && !buildExecutable && !explain &&
+      !stopPhase)
     return fail("nothing to do: pass --emit=mlir, --emit=tess-import, "
                 "--emit=cpp, --summary, --explain or --target cpu|cuda -o "
                 "FILE");
@@ -1573,13 +1727,17 @@ int main(int argc, char **argv) {
     return fail(message);
   }
 
-  if (emit != EmitStage::TessImport) {
-    mlir::PassManager pm(&context);
-    tessera::buildImportCleanupPipeline(pm);
-    if (runPasses(pm, **module,
-                  inputPath + ": the import cleanup pipeline failed"))
-      return 1;
-  }
+  // --compile-to's module is printed by its phase; the compile ends there.
+  auto exitStatus = [](int status) {
+    return status == kStoppedAtPhase ? 0 : status;
+  };
+  if (int status = stopAfter(tessera::CompilePhase::Import, **module))
+    return exitStatus(status);
+  if (emit != EmitStage::TessImport)
+    if (int status = compilePhase(context, **module,
+                                  tessera::CompilePhase::Fusion,
+                                  *phaseOptions(), importCleanupFailure()))
+      return exitStatus(status);
 
   // --devices: the mesh is the one whose plan is best, for the model as
   // imported (so after the import, unlike --mesh).
@@ -1594,12 +1752,13 @@ int main(int argc, char **argv) {
     return partitionTrainingStep(context, **module, *cluster, mesh,
                                  searchOptions);
 
-  if (emit == EmitStage::Cpp || buildExecutable) {
+  if (compileRequested) {
     std::optional<PlanTarget> planTarget;
     if (meshProgram || plannedProgram)
       planTarget = PlanTarget{&*cluster, mesh, searchOptions, meshProgram};
-    return compileTrainingProgram(context, **module, buildExecutable,
-                                  planTarget, stepPipeline);
+    return exitStatus(compileTrainingProgram(context, **module,
+                                             buildExecutable, planTarget,
+                                             stepPipeline));
   }
 
   // --summary with --loss or --precision: also the device memory of the

@@ -587,6 +587,39 @@ def BuildTraining : Pass<"tess-build-training", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Plan: the decisions every later pass reads
+//===----------------------------------------------------------------------===//
+
+def WritePlan : Pass<"tess-write-plan", "::mlir::ModuleOp"> {
+  let summary = "Write the module's #tess.plan";
+  let description = [{
+    Sets the module attribute `tess.plan` to `plan`, the text of a
+    `#tess.plan` (the attribute's own syntax and rules, C1 to C7), replacing
+    any plan already there. An empty `plan` writes the one-device plan that
+    decides nothing (`#tess.plan<>`: ZeRO 0, no recomputation, no pipeline).
+    tesserac's `plan` phase (tessera/Driver/CompilePhases.h) runs it with
+    the plan its search or its flags decided, so that `tess-rematerialize`,
+    `tess-annotate-sharding`, `tess-split-pipeline-stages` and the lowering
+    read one decision from the IR; given the same text, tessera-opt
+    reproduces that phase.
+
+    ```mlir
+    // tess-write-plan{plan="#tess.plan<remat = \"selective\">"}
+    module attributes {tess.plan = #tess.plan<remat = "selective">} {...}
+    ```
+
+    A text that does not parse, or parses to another attribute, is an error
+    naming the option.
+  }];
+  let options = [
+    Option<"plan", "plan", "std::string", /*default=*/"\"\"",
+           "The #tess.plan to write, as text (empty: one device, nothing "
+           "decided)">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Partitioning: a training step -> the per-rank program of a device mesh
 //===----------------------------------------------------------------------===//
 

@@ -1,0 +1,174 @@
+//===- CompilePhases.h - the compile pipeline as named phases --*- C++ -*-===//
+//
+// What tesserac runs between the ONNX file and the C++ of the training
+// program, as an ordered list of named phases, each a pass pipeline built
+// from one options struct (as IREE names its phases and stops after any with
+// --compile-to). tesserac turns its flags into CompilePhaseOptions and runs
+// the phases in order (`tesserac --compile-to=PHASE` prints the module after
+// PHASE); tessera-opt registers every phase but the import as
+// `--tess-phase-<name>` with the same options, so that any step of a compile
+// can be rerun, and inspected, on the previous phase's IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_DRIVER_COMPILEPHASES_H
+#define TESSERA_DRIVER_COMPILEPHASES_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <string>
+
+namespace tessera {
+
+/// The phases in the order a compile runs them.
+enum class CompilePhase {
+  /// The importer's graph: one tess op per ONNX node (no pass; tesserac's
+  /// --emit=tess-import).
+  Import,
+  /// Canonicalization and the fusions into Transformer-level ops
+  /// (tesserac's --emit=mlir).
+  Fusion,
+  /// The training step: q/k/v packed on one device, tess-build-training,
+  /// canonicalize, CSE.
+  Training,
+  /// The module's #tess.plan, which every later phase reads.
+  Plan,
+  /// The plan's recomputation (tess-rematerialize).
+  Remat,
+  /// A forced plan's layouts on the step (tess-annotate-sharding); a
+  /// searched one's are written here by tesserac from its search.
+  Shard,
+  /// The program one rank of the mesh runs (tess-partition-spmd).
+  Partition,
+  /// The pipeline stages (tess-split-pipeline-stages).
+  Stages,
+  /// The lowering preparation (tess-lowering-preparation).
+  Preparation,
+  /// The step as EmitC over the runtime's kernels (tess-lower-to-emitc).
+  EmitC,
+};
+
+/// A phase's name (its --compile-to value, tessera-opt's
+/// --tess-phase-<name>) and what it does.
+struct CompilePhaseInfo {
+  CompilePhase phase;
+  llvm::StringRef name;
+  llvm::StringRef summary;
+};
+
+/// Every phase, in order.
+llvm::ArrayRef<CompilePhaseInfo> compilePhases();
+
+/// The phase called `name`, or nullopt.
+std::optional<CompilePhase> parseCompilePhase(llvm::StringRef name);
+
+/// The name of `phase`.
+llvm::StringRef compilePhaseName(CompilePhase phase);
+
+/// "import, fusion, ..., emitc": the valid names, for messages.
+std::string compilePhaseNames();
+
+/// Everything the phases are built from. A phase reads only its own
+/// options; a phase whose options ask for nothing adds no pass (a one-device
+/// compile has no Shard, Partition or Stages work).
+struct CompilePhaseOptions
+    : mlir::PassPipelineOptions<CompilePhaseOptions> {
+  // Training.
+  Option<std::string> loss{*this, "loss",
+                           llvm::cl::desc("causal-lm or mlm"),
+                           llvm::cl::init("causal-lm")};
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc("fp32, bf16 or fp16"),
+                                llvm::cl::init("fp32")};
+  Option<int64_t> vocabularyMultiple{
+      *this, "vocabulary-multiple",
+      llvm::cl::desc("Pad the head's classes to a multiple of N"),
+      llvm::cl::init(64)};
+  Option<bool> packQkv{
+      *this, "pack-qkv",
+      llvm::cl::desc("One GEMM for each attention's q/k/v projections (one "
+                     "device: the sharding search plans them apart)"),
+      llvm::cl::init(true)};
+  // Plan.
+  Option<std::string> plan{
+      *this, "plan",
+      llvm::cl::desc("The module's #tess.plan as text (default: one device, "
+                     "nothing recomputed)"),
+      llvm::cl::init("")};
+  // Remat (a module with a plan takes the plan's mode).
+  Option<std::string> remat{
+      *this, "remat",
+      llvm::cl::desc("none, selective or full, for a module without a plan"),
+      llvm::cl::init("none")};
+  // Shard.
+  Option<std::string> mesh{*this, "mesh",
+                           llvm::cl::desc("The mesh of a forced plan: 2x2, "
+                                          "4 or dp=2,tp=2"),
+                           llvm::cl::init("")};
+  ListOption<std::string> axes{
+      *this, "axes", llvm::cl::desc("The mesh's axis names, outermost first")};
+  Option<std::string> strategy{
+      *this, "strategy",
+      llvm::cl::desc("A forced plan: dp, tp or dp-tp (empty: none)"),
+      llvm::cl::init("")};
+  Option<bool> deferGradientReduction{
+      *this, "defer-gradient-reduction",
+      llvm::cl::desc("Leave gradients as partial sums over dp (a "
+                     "pipeline's stage mesh)"),
+      llvm::cl::init(false)};
+  // Partition.
+  Option<bool> partition{
+      *this, "partition",
+      llvm::cl::desc("Rewrite the annotated step into one rank's program"),
+      llvm::cl::init(false)};
+  // Stages.
+  Option<int64_t> stages{*this, "stages",
+                         llvm::cl::desc("Pipeline stages (1: not pipelined)"),
+                         llvm::cl::init(1)};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages",
+      llvm::cl::desc("Chunks per device (interleaved:V)"), llvm::cl::init(1)};
+  // Preparation.
+  Option<int64_t> logitsBlockBytes{
+      *this, "logits-block-bytes",
+      llvm::cl::desc("The most bytes one block of the head's logits may "
+                     "take (0: never split)"),
+      llvm::cl::init(int64_t(1) << 30)};
+  // EmitC.
+  Option<std::string> modelName{
+      *this, "model-name",
+      llvm::cl::desc("The model the program was compiled from"),
+      llvm::cl::init("")};
+  Option<std::string> weightsFile{
+      *this, "weights-file",
+      llvm::cl::desc("The initial weights the executable reads by default"),
+      llvm::cl::init("")};
+  Option<std::string> target{*this, "target",
+                             llvm::cl::desc("cpu or cuda kernels"),
+                             llvm::cl::init("cpu")};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("A pipelined module's schedule: gpipe, 1f1b or "
+                     "interleaved:V"),
+      llvm::cl::init("1f1b")};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("A pipelined module's micro-batches per step"),
+      llvm::cl::init(1)};
+};
+
+/// Adds the passes of `phase` to `pm` (a module pass manager).
+void buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
+                       const CompilePhaseOptions &options);
+
+/// Registers `tess-phase-<name>` for every phase but the import, with
+/// CompilePhaseOptions.
+void registerCompilePhasePipelines();
+
+} // namespace tessera
+
+#endif // TESSERA_DRIVER_COMPILEPHASES_H

@@ -1,0 +1,165 @@
+//===- CompilePhases.cpp - the compile pipeline as named phases ----------===//
+//
+// The one place that says which passes a compile runs, and in which order:
+// tesserac runs these phases (it decides the plan, writes the weights and
+// links, but adds no pass of its own), and tessera-opt registers them, so
+// that `tesserac --compile-to=P` followed by `tessera-opt
+// --tess-phase-<next>` is `tesserac --compile-to=<next>`.
+//
+// The order is the compile's: the plan is written before the recomputation
+// and the partitioning because both read it; the mesh's layouts are written
+// after the recomputation (its clones in the backward take their layouts by
+// propagation, as every backward op does) and before the stage split (so
+// that each stage function is one mesh rank's); the lowering preparation
+// runs last, on whatever functions the step was cut into.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Driver/CompilePhases.h"
+
+#include "tessera/Lowering/Passes.h"
+#include "tessera/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace tessera;
+
+namespace {
+
+constexpr CompilePhaseInfo kPhases[] = {
+    {CompilePhase::Import, "import",
+     "the imported graph: one tess op per ONNX node"},
+    {CompilePhase::Fusion, "fusion",
+     "canonicalize and fuse the forward graph into Transformer-level ops"},
+    {CompilePhase::Training, "training",
+     "build the training step: autodiff, the loss, AdamW, the precision"},
+    {CompilePhase::Plan, "plan", "write the module's #tess.plan"},
+    {CompilePhase::Remat, "remat",
+     "recompute in the backward what the plan's remat says"},
+    {CompilePhase::Shard, "shard",
+     "write a forced plan's layouts on the step (a mesh's)"},
+    {CompilePhase::Partition, "partition",
+     "rewrite the annotated step into the program one rank runs"},
+    {CompilePhase::Stages, "stages",
+     "cut the step into pipeline stages"},
+    {CompilePhase::Preparation, "preparation",
+     "prepare the step for the lowering: the chunked head, layouts, "
+     "schedules, one op per kernel call"},
+    {CompilePhase::EmitC, "emitc",
+     "lower the step to EmitC over the runtime's kernels"},
+};
+
+} // namespace
+
+llvm::ArrayRef<CompilePhaseInfo> tessera::compilePhases() { return kPhases; }
+
+std::optional<CompilePhase> tessera::parseCompilePhase(llvm::StringRef name) {
+  for (const CompilePhaseInfo &info : kPhases)
+    if (info.name == name)
+      return info.phase;
+  return std::nullopt;
+}
+
+llvm::StringRef tessera::compilePhaseName(CompilePhase phase) {
+  return kPhases[static_cast<size_t>(phase)].name;
+}
+
+std::string tessera::compilePhaseNames() {
+  std::string names;
+  for (const CompilePhaseInfo &info : kPhases)
+    names += (names.empty() ? "" : ", ") + info.name.str();
+  return names;
+}
+
+void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
+                                const CompilePhaseOptions &options) {
+  switch (phase) {
+  case CompilePhase::Import:
+    // The importer reads ONNX, not IR: no pass.
+    return;
+  case CompilePhase::Fusion:
+    buildImportCleanupPipeline(pm);
+    return;
+  case CompilePhase::Training: {
+    // Only where nothing is partitioned: the sharding search plans the
+    // forward as imported, one column split per projection, which a packed
+    // weight does not have.
+    if (options.packQkv)
+      pm.addNestedPass<mlir::func::FuncOp>(createPackQkvProjections());
+    BuildTrainingOptions training;
+    training.loss = options.loss;
+    training.precision = options.precision;
+    training.vocabularyMultiple = options.vocabularyMultiple;
+    buildTrainingPipeline(pm, training);
+    return;
+  }
+  case CompilePhase::Plan: {
+    WritePlanOptions plan;
+    plan.plan = options.plan;
+    pm.addPass(createWritePlan(plan));
+    return;
+  }
+  case CompilePhase::Remat: {
+    // Runs always: a module's plan decides the mode (none changes nothing).
+    RematerializeOptions remat;
+    remat.mode = options.remat;
+    pm.addPass(createRematerialize(remat));
+    return;
+  }
+  case CompilePhase::Shard: {
+    if (options.strategy.empty())
+      return;
+    AnnotateShardingOptions annotate;
+    annotate.mesh = options.mesh;
+    annotate.axes.assign(options.axes.begin(), options.axes.end());
+    annotate.strategy = options.strategy;
+    annotate.deferGradientReduction = options.deferGradientReduction;
+    pm.addPass(createAnnotateSharding(annotate));
+    return;
+  }
+  case CompilePhase::Partition:
+    if (options.partition)
+      pm.addPass(createPartitionSpmd());
+    return;
+  case CompilePhase::Stages: {
+    if (options.stages <= 1)
+      return;
+    SplitPipelineStagesOptions split;
+    split.stages = options.stages;
+    split.virtualStages = options.virtualStages;
+    pm.addPass(createSplitPipelineStages(split));
+    return;
+  }
+  case CompilePhase::Preparation: {
+    LoweringPreparationOptions preparation;
+    preparation.logitsBlockBytes = options.logitsBlockBytes;
+    buildLoweringPreparationPipeline(pm, preparation);
+    return;
+  }
+  case CompilePhase::EmitC: {
+    LowerToEmitCOptions lowering;
+    lowering.modelName = options.modelName;
+    lowering.weightsFile = options.weightsFile;
+    lowering.targetName = options.target;
+    lowering.pipelineSchedule = options.schedule;
+    lowering.microBatches = options.microBatches;
+    pm.addPass(createLowerToEmitC(lowering));
+    return;
+  }
+  }
+}
+
+void tessera::registerCompilePhasePipelines() {
+  for (const CompilePhaseInfo &info : kPhases) {
+    if (info.phase == CompilePhase::Import)
+      continue;
+    CompilePhase phase = info.phase;
+    mlir::PassPipelineRegistration<CompilePhaseOptions>(
+        ("tess-phase-" + info.name).str(),
+        ("tesserac's " + info.name + " phase: " + info.summary).str(),
+        [phase](mlir::OpPassManager &pm, const CompilePhaseOptions &options) {
+          buildCompilePhase(pm, phase, options);
+        });
+  }
+}

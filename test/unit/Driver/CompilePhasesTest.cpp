@@ -1,0 +1,125 @@
+//===- CompilePhasesTest.cpp - the compile's named phases ----------------===//
+//
+// The phases' order and names (what --compile-to accepts and tessera-opt
+// registers), and that each phase is built from its own options: a phase
+// with nothing to do adds no pass, and the options reach the passes.
+// test/Driver/compile-to.test checks that tesserac and tessera-opt run the
+// same phases on a model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Driver/CompilePhases.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace tessera;
+
+namespace {
+
+/// The textual pipeline `phase` adds for `options` to a pass manager on any
+/// op (as tesserac's), as tessera-opt --pass-pipeline would take it.
+std::string pipelineText(CompilePhase phase,
+                         const CompilePhaseOptions &options) {
+  mlir::MLIRContext context;
+  mlir::PassManager passes(&context);
+  buildCompilePhase(passes, phase, options);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  passes.printAsTextualPipeline(os);
+  return os.str();
+}
+
+TEST(CompilePhases, ListedInCompileOrderWithDistinctNames) {
+  std::vector<std::string> names;
+  std::set<std::string> distinct;
+  for (const CompilePhaseInfo &info : compilePhases()) {
+    // The list's order is the enum's, so that index == phase.
+    EXPECT_EQ(static_cast<size_t>(info.phase), names.size());
+    names.push_back(info.name.str());
+    distinct.insert(info.name.str());
+    EXPECT_EQ(parseCompilePhase(info.name), info.phase);
+    EXPECT_EQ(compilePhaseName(info.phase), info.name);
+    EXPECT_FALSE(info.summary.empty());
+  }
+  EXPECT_EQ(distinct.size(), names.size());
+  EXPECT_EQ(names.front(), "import");
+  EXPECT_EQ(names.back(), "emitc");
+  EXPECT_EQ(compilePhaseNames(), "import, fusion, training, plan, remat, "
+                                 "shard, partition, stages, preparation, "
+                                 "emitc");
+  EXPECT_FALSE(parseCompilePhase("bogus"));
+  EXPECT_FALSE(parseCompilePhase(""));
+}
+
+TEST(CompilePhases, APhaseWithNothingToDoAddsNoPass) {
+  CompilePhaseOptions options;
+  EXPECT_EQ(pipelineText(CompilePhase::Import, options), "any()");
+  EXPECT_EQ(pipelineText(CompilePhase::Shard, options), "any()");
+  EXPECT_EQ(pipelineText(CompilePhase::Partition, options),
+            "any()");
+  EXPECT_EQ(pipelineText(CompilePhase::Stages, options), "any()");
+}
+
+TEST(CompilePhases, OptionsReachThePasses) {
+  CompilePhaseOptions options;
+  options.precision = "bf16";
+  std::string training = pipelineText(CompilePhase::Training, options);
+  EXPECT_NE(training.find("tess-pack-qkv-projections"), std::string::npos);
+  EXPECT_NE(training.find("precision=bf16"), std::string::npos);
+  options.packQkv = false;
+  EXPECT_EQ(pipelineText(CompilePhase::Training, options)
+                .find("tess-pack-qkv-projections"),
+            std::string::npos);
+
+  options.plan = "#tess.plan<remat = \"full\">";
+  EXPECT_NE(pipelineText(CompilePhase::Plan, options).find("tess-write-plan"),
+            std::string::npos);
+
+  options.mesh = "2x2";
+  options.strategy = "dp-tp";
+  std::string shard = pipelineText(CompilePhase::Shard, options);
+  EXPECT_NE(shard.find("tess-annotate-sharding"), std::string::npos);
+  EXPECT_NE(shard.find("strategy=dp-tp"), std::string::npos);
+  options.partition = true;
+  EXPECT_NE(pipelineText(CompilePhase::Partition, options)
+                .find("tess-partition-spmd"),
+            std::string::npos);
+
+  options.stages = 4;
+  options.virtualStages = 2;
+  std::string stages = pipelineText(CompilePhase::Stages, options);
+  EXPECT_NE(stages.find("stages=4"), std::string::npos);
+  EXPECT_NE(stages.find("virtual=2"), std::string::npos);
+
+  options.logitsBlockBytes = 65536;
+  EXPECT_NE(pipelineText(CompilePhase::Preparation, options)
+                .find("max-block-bytes=65536"),
+            std::string::npos);
+
+  options.target = "cuda";
+  options.microBatches = 3;
+  std::string emitc = pipelineText(CompilePhase::EmitC, options);
+  EXPECT_NE(emitc.find("target=cuda"), std::string::npos);
+  EXPECT_NE(emitc.find("micro-batches=3"), std::string::npos);
+}
+
+TEST(CompilePhases, RegisteredForTesseraOptButTheImport) {
+  registerCompilePhasePipelines();
+  for (const CompilePhaseInfo &info : compilePhases()) {
+    const mlir::PassPipelineInfo *pipeline =
+        mlir::PassPipelineInfo::lookup(("tess-phase-" + info.name).str());
+    if (info.phase == CompilePhase::Import)
+      EXPECT_EQ(pipeline, nullptr);
+    else
+      EXPECT_NE(pipeline, nullptr) << info.name.str();
+  }
+}
+
+} // namespace
