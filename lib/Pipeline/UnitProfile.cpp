@@ -3,6 +3,7 @@
 #include "tessera/Pipeline/UnitProfile.h"
 
 #include "Tess/IR/TessOps.h"
+#include "Tess/IR/TessShardingLabels.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/Pipeline/Remat.h"
 
@@ -93,9 +94,11 @@ Value rootOf(Value value) {
   return value;
 }
 
+/// A GEMM or attention: its backward divides by the TP degree whatever its
+/// operands (the op contracts a dim: its sharding labels say so).
 bool isContraction(Operation *op) {
-  return llvm::isa<tess::LinearOp, tess::MatmulOp, tess::AttentionOp,
-                   tess::AttentionGradOp>(op);
+  tess::ShardingLabels labels = tess::shardingLabels(op);
+  return llvm::is_contained(labels.kinds, tess::LabelKind::Contracted);
 }
 
 OpRecord recordOf(Operation *op, const Twins &twins, bool tensorParallel) {
@@ -206,40 +209,62 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     if (&op == terminator || isBackward(&op))
       continue;
     auto splitOperand = [&](Value value) { return split.contains(value); };
-    if (auto linear = llvm::dyn_cast<tess::LinearOp>(op)) {
-      auto weight = llvm::cast<RankedTensorType>(linear.getWeight().getType());
-      int64_t in = weight.getDimSize(linear.getTransposeWeight() ? 1 : 0);
-      int64_t out = weight.getDimSize(linear.getTransposeWeight() ? 0 : 1);
-      if (split.contains(linear.getInput())) {
-        forwardAllReduce[&op].push_back(twins.bytes(linear.getResult()));
-        divisors[&op].push_back(in);
+    // The op's roles in Megatron's recipe come from its sharding labels.
+    tess::ShardingLabels labels = tess::shardingLabels(&op);
+    const tess::NamedSplit *column =
+        labels.splitWithRole(tess::SplitRole::ColumnParallel);
+    const tess::NamedSplit *row =
+        labels.splitWithRole(tess::SplitRole::RowParallel);
+    if (column && row) {
+      // A linear layer; its activation is the first operand.
+      Value input = op.getOperand(0);
+      if (split.contains(input)) {
+        forwardAllReduce[&op].push_back(twins.bytes(op.getResult(0)));
+        divisors[&op].push_back(labels.sizeOf(&op, row->label));
       } else {
-        split.insert(linear.getResult());
-        backwardAllReduce[&op].push_back(twins.bytes(linear.getInput()));
-        divisors[&op].push_back(out);
+        split.insert(op.getResult(0));
+        backwardAllReduce[&op].push_back(twins.bytes(input));
+        divisors[&op].push_back(labels.sizeOf(&op, column->label));
       }
       continue;
     }
-    if (auto embedding = llvm::dyn_cast<tess::EmbeddingOp>(op)) {
-      auto argument = llvm::dyn_cast<BlockArgument>(embedding.getIndices());
+    if (const tess::NamedSplit *vocabulary =
+            labels.splitWithRole(tess::SplitRole::VocabularyParallel)) {
+      // The table is the operand with the vocabulary; the ids the other.
+      unsigned tableIndex = llvm::is_contained(labels.operands[0],
+                                               vocabulary->label)
+                                ? 0
+                                : 1;
+      Value table = op.getOperand(tableIndex);
+      Value indices = op.getOperand(1 - tableIndex);
+      auto argument = llvm::dyn_cast<BlockArgument>(indices);
       auto role = argument ? function.getArgAttrOfType<StringAttr>(
                                  argument.getArgNumber(), "tess.input")
                            : StringAttr();
       if (role && role.getValue() == "input_ids") {
-        forwardAllReduce[&op].push_back(twins.bytes(embedding.getResult()));
-        auto table = llvm::cast<RankedTensorType>(embedding.getTable().getType());
-        profile.vocabulary = table.getDimSize(0);
-        profile.width = table.getDimSize(1);
+        forwardAllReduce[&op].push_back(twins.bytes(op.getResult(0)));
+        profile.vocabulary = labels.sizeOf(&op, vocabulary->label);
+        auto tableType = llvm::cast<RankedTensorType>(table.getType());
+        profile.width = tableType.getShape().back();
         profile.sequence = llvm::cast<RankedTensorType>(argument.getType())
                                .getShape()
                                .back();
       }
       continue;
     }
-    if (auto attention = llvm::dyn_cast<tess::AttentionOp>(op)) {
-      for (Value operand : {attention.getQuery(), attention.getKey()})
-        divisors[&op].push_back(
-            llvm::cast<RankedTensorType>(operand.getType()).getDimSize(1));
+    if (const tess::NamedSplit *heads =
+            labels.splitWithRole(tess::SplitRole::Heads)) {
+      // Each head count (query heads, grouped K/V heads) once, in order.
+      std::vector<int64_t> &sizes = divisors[&op];
+      for (auto [index, list] : llvm::enumerate(labels.operands))
+        for (auto [dim, label] : llvm::enumerate(list))
+          if (label == heads->label) {
+            int64_t size = llvm::cast<RankedTensorType>(
+                               op.getOperand(index).getType())
+                               .getDimSize(dim);
+            if (!llvm::is_contained(sizes, size))
+              sizes.push_back(size);
+          }
     }
     if (llvm::any_of(op.getOperands(), splitOperand))
       for (Value result : op.getResults())

@@ -32,6 +32,7 @@ public:
 #define GET_ATTRDEF_CLASSES
 #include "Tess/IR/TessAttrs.h.inc"
 
+#include "Tess/IR/TessShardingLabels.h"
 #include "Tess/IR/TessInterfaces.h.inc"
 
 #define GET_OP_CLASSES

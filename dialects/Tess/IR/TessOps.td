@@ -77,7 +77,7 @@ def Tess_ParameterOp : Tess_Op<"parameter", [Pure]> {
 
 class Tess_UnaryOp<string mnemonic, Type operandType, list<Trait> traits = []>
     : Tess_Op<mnemonic, !listconcat(traits,
-        [Pure, SameOperandsAndResultType, Elementwise])> {
+        [Pure, SameOperandsAndResultType, Elementwise, Tess_Shardable])> {
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
@@ -151,7 +151,7 @@ def Tess_SiluOp : Tess_UnaryOp<"silu", Tess_FloatTensor, [Tess_Differentiable]> 
   }];
 }
 def Tess_SwigluOp : Tess_Op<"swiglu", [Pure, SameOperandsAndResultType,
-    Elementwise, Tess_Differentiable]> {
+    Elementwise, Tess_Differentiable, Tess_Shardable]> {
   let summary = "SwiGLU's gating: silu(gate) * up";
   let description = [{
     `gate * sigmoid(gate) * up`, elementwise: the gated MLP of Llama,
@@ -195,7 +195,7 @@ def Tess_GeluOp : Tess_UnaryOp<"gelu", Tess_FloatTensor, [Tess_Differentiable]> 
 class Tess_BinaryOp<string mnemonic, Type operandType, Type resultType,
                     list<Trait> traits = []>
     : Tess_Op<mnemonic, !listconcat(traits,
-        [Pure, InferTypeOpAdaptor])> {
+        [Pure, InferTypeOpAdaptor, Tess_Shardable])> {
   let arguments = (ins operandType:$lhs, operandType:$rhs);
   let results = (outs resultType:$result);
   let assemblyFormat = [{
@@ -305,7 +305,7 @@ def Tess_CompareOp : Tess_BinaryOp<"compare", Tess_Tensor, Tess_BoolTensor> {
 }
 
 def Tess_WhereOp : Tess_Op<"where",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "elementwise select with broadcasting";
   let description = [{
     `condition ? on_true : on_false`, all three broadcast together.
@@ -326,7 +326,7 @@ def Tess_WhereOp : Tess_Op<"where",
   let hasFolder = 1;
 }
 
-def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise, Tess_Differentiable]> {
+def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise, Tess_Differentiable, Tess_Shardable]> {
   let summary = "elementwise change of element type";
   let description = [{
     Converts every element to the result's element type (float rounding is
@@ -348,7 +348,7 @@ def Tess_CastOp : Tess_Op<"cast", [Pure, Elementwise, Tess_Differentiable]> {
 }
 
 def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType,
-    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>, Tess_Differentiable]> {
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>, Tess_Differentiable, Tess_Shardable]> {
   let summary = "training-time dropout";
   let description = [{
     Zeroes each element with probability `rate` and scales the rest by
@@ -379,7 +379,7 @@ def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType,
 //===----------------------------------------------------------------------===//
 
 def Tess_MatmulOp : Tess_Op<"matmul",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "batched matrix product with optional transposes";
   let description = [{
     `op(lhs) @ op(rhs)` over the last two dims, where `op` transposes those
@@ -403,7 +403,7 @@ def Tess_MatmulOp : Tess_Op<"matmul",
 }
 
 def Tess_LinearOp : Tess_Op<"linear",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "a dense layer: input @ weight (+ bias)";
   let description = [{
     `y[..., n] = sum_k x[..., k] * W[k, n] + b[n]`. The weight is stored as
@@ -435,7 +435,7 @@ def Tess_LinearOp : Tess_Op<"linear",
 //===----------------------------------------------------------------------===//
 
 def Tess_LayerNormOp : Tess_Op<"layer_norm",
-    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, AttrSizedOperandSegments, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "layer normalization over the trailing dims";
   let description = [{
     Normalizes over dims `[axis, rank)`: `(x - mean) / sqrt(var + epsilon)`,
@@ -463,7 +463,7 @@ def Tess_LayerNormOp : Tess_Op<"layer_norm",
 }
 
 def Tess_RmsNormOp : Tess_Op<"rms_norm",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "root-mean-square normalization over the trailing dims";
   let description = [{
     `x / sqrt(mean(x^2) + epsilon) * scale` over dims `[axis, rank)`
@@ -489,7 +489,7 @@ def Tess_RmsNormOp : Tess_Op<"rms_norm",
 }
 
 def Tess_RotaryOp : Tess_Op<"rotary",
-    [Pure, Tess_Differentiable]> {
+    [Pure, Tess_Differentiable, Tess_Shardable]> {
   let summary = "rotary position embedding of the last dim's two halves";
   let description = [{
     Rotates each pair `(x[..., i], x[..., i + h])`, `h = D / 2`, of the last
@@ -540,7 +540,7 @@ def Tess_RotaryOp : Tess_Op<"rotary",
 }
 
 def Tess_SoftmaxOp : Tess_Op<"softmax",
-    [Pure, SameOperandsAndResultType, Tess_Differentiable]> {
+    [Pure, SameOperandsAndResultType, Tess_Differentiable, Tess_Shardable]> {
   let summary = "softmax along one dim";
   let description = [{
     `exp(x - max) / sum(exp(x - max))` along `axis`. Rule: (C1) `axis` is in
@@ -558,7 +558,7 @@ def Tess_SoftmaxOp : Tess_Op<"softmax",
 }
 
 def Tess_EmbeddingOp : Tess_Op<"embedding",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "row lookup in an embedding table";
   let description = [{
     `result[i..., :] = table[indices[i...], :]`: the token (or position)
@@ -579,7 +579,7 @@ def Tess_EmbeddingOp : Tess_Op<"embedding",
 
 def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
-    DeclareOpInterfaceMethods<ConditionallySpeculatable>, Tess_Differentiable]> {
+    DeclareOpInterfaceMethods<ConditionallySpeculatable>, Tess_Differentiable, Tess_Shardable]> {
   let summary = "scaled dot-product attention (causal, masked, grouped K/V)";
   let description = [{
     Per batch and query head h:
@@ -678,7 +678,7 @@ def Tess_PackedAttentionOp : Tess_Op<"packed_attention",
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Tess_ReshapeOp : Tess_Op<"reshape", [Pure, Tess_Differentiable]> {
+def Tess_ReshapeOp : Tess_Op<"reshape", [Pure, Tess_Differentiable, Tess_Shardable]> {
   let summary = "same elements, another static shape";
   let description = [{
     Row-major reinterpretation. Rule: (C1) element counts and element types
@@ -697,7 +697,7 @@ def Tess_ReshapeOp : Tess_Op<"reshape", [Pure, Tess_Differentiable]> {
 }
 
 def Tess_TransposeOp : Tess_Op<"transpose",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "permute dims";
   let description = [{
     `result.dim(i) = input.dim(permutation[i])`. Rule: (C1) `permutation` is
@@ -715,7 +715,7 @@ def Tess_TransposeOp : Tess_Op<"transpose",
   let hasCanonicalizer = 1;
 }
 
-def Tess_BroadcastOp : Tess_Op<"broadcast", [Pure, Tess_Differentiable]> {
+def Tess_BroadcastOp : Tess_Op<"broadcast", [Pure, Tess_Differentiable, Tess_Shardable]> {
   let summary = "stretch size-1 dims (numpy rules) to the result shape";
   let description = [{
     ONNX Expand: the input's shape, right-aligned, broadcasts to the result
@@ -735,7 +735,7 @@ def Tess_BroadcastOp : Tess_Op<"broadcast", [Pure, Tess_Differentiable]> {
 }
 
 def Tess_SliceOp : Tess_Op<"slice",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "a strided window of a tensor";
   let description = [{
     `result[i] = input[start + i * stride]` per dim, `limit` exclusive, with
@@ -758,7 +758,7 @@ def Tess_SliceOp : Tess_Op<"slice",
 
 def Tess_SplitOp : Tess_Op<"split",
     [Pure, Tess_VerifiesBeforeInference, InferTypeOpAdaptor,
-     Tess_Differentiable]> {
+     Tess_Differentiable, Tess_Shardable]> {
   let summary = "cut a tensor into consecutive pieces along one dim";
   let description = [{
     GPT-2 splits its fused QKV projection this way. Rules: (C1) `axis` is in
@@ -781,7 +781,7 @@ def Tess_SplitOp : Tess_Op<"split",
 }
 
 def Tess_ConcatOp : Tess_Op<"concat",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "join tensors along one dim";
   let description = [{
     Rules: (C1) at least one input; (C2) equal ranks and element types;
@@ -799,7 +799,7 @@ def Tess_ConcatOp : Tess_Op<"concat",
 }
 
 def Tess_GatherOp : Tess_Op<"gather",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "ONNX Gather along any axis";
   let description = [{
     `result = input[:, ..., indices, ...]` at `axis`: the result's shape is
@@ -822,7 +822,7 @@ def Tess_GatherOp : Tess_Op<"gather",
 //===----------------------------------------------------------------------===//
 
 class Tess_ReductionOp<string mnemonic, string what>
-    : Tess_Op<mnemonic, [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    : Tess_Op<mnemonic, [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = what # " over the given dims";
   let description = "Reduces `dims` (each in `[-rank, rank)`, no repeats: "
     # "C1), keeping them as size 1 with `keep_dims`.\n\n"

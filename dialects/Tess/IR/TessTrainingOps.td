@@ -18,7 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 def Tess_CrossEntropyOp : Tess_Op<"cross_entropy",
-    [Pure, InferTypeOpAdaptor, Tess_Differentiable]> {
+    [Pure, InferTypeOpAdaptor, Tess_Differentiable, Tess_Shardable]> {
   let summary = "mean cross-entropy of logits against integer targets";
   let description = [{
     `mean over {i : targets[i] != ignore_index} of
@@ -69,7 +69,7 @@ def Tess_CrossEntropyOp : Tess_Op<"cross_entropy",
 }
 
 def Tess_CrossEntropyGradOp : Tess_Op<"cross_entropy_grad",
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptor, Tess_Shardable]> {
   let summary = "gradient of tess.cross_entropy with respect to the logits";
   let description = [{
     `dlogits[i, :] = dloss * (softmax(logits[i, :]) - onehot(targets[i])) /
@@ -111,7 +111,7 @@ def Tess_CrossEntropyGradOp : Tess_Op<"cross_entropy_grad",
 // Gradients of activations and layers
 //===----------------------------------------------------------------------===//
 
-def Tess_GeluGradOp : Tess_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def Tess_GeluGradOp : Tess_Op<"gelu_grad", [Pure, SameOperandsAndResultType, Tess_Shardable]> {
   let summary = "gradient of tess.gelu: dy * gelu'(x)";
   let description = [{
     The derivative of `tess.gelu` with the same `approximation`, at the
@@ -131,7 +131,7 @@ def Tess_GeluGradOp : Tess_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input `,` $dy attr-dict `:` type($input)";
 }
 
-def Tess_SiluGradOp : Tess_Op<"silu_grad", [Pure, SameOperandsAndResultType]> {
+def Tess_SiluGradOp : Tess_Op<"silu_grad", [Pure, SameOperandsAndResultType, Tess_Shardable]> {
   let summary = "gradient of tess.silu: dy * silu'(x)";
   let description = [{
     `dy * s (1 + x (1 - s))` with `s = sigmoid(x)`. Kernel:
@@ -147,7 +147,7 @@ def Tess_SiluGradOp : Tess_Op<"silu_grad", [Pure, SameOperandsAndResultType]> {
 }
 
 def Tess_SwigluGradOp : Tess_Op<"swiglu_grad",
-    [Pure, SameOperandsAndResultType, Elementwise]> {
+    [Pure, SameOperandsAndResultType, Elementwise, Tess_Shardable]> {
   let summary = "gradients of tess.swiglu with respect to gate and up";
   let description = [{
     With `s = sigmoid(gate)`: `dgate = dy * up * s (1 + gate (1 - s))` and
@@ -166,7 +166,7 @@ def Tess_SwigluGradOp : Tess_Op<"swiglu_grad",
 
 def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
     [Pure, AttrSizedOperandSegments, Tess_VerifiesBeforeInference,
-     InferTypeOpAdaptor]> {
+     InferTypeOpAdaptor, Tess_Shardable]> {
   let summary = "gradients of tess.layer_norm";
   let description = [{
     From the forward's input `x`, its `scale` (when it had one) and the
@@ -218,7 +218,7 @@ def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
 
 def Tess_RmsNormGradOp : Tess_Op<"rms_norm_grad",
     [Pure, AttrSizedOperandSegments, Tess_VerifiesBeforeInference,
-     InferTypeOpAdaptor]> {
+     InferTypeOpAdaptor, Tess_Shardable]> {
   let summary = "gradients of tess.rms_norm";
   let description = [{
     From the forward's input `x`, its `scale` (when it had one) and the
@@ -263,7 +263,7 @@ def Tess_RmsNormGradOp : Tess_Op<"rms_norm_grad",
 }
 
 def Tess_SoftmaxGradOp : Tess_Op<"softmax_grad",
-    [Pure, SameOperandsAndResultType]> {
+    [Pure, SameOperandsAndResultType, Tess_Shardable]> {
   let summary = "gradient of tess.softmax, from its output";
   let description = [{
     `dx = y * (dy - sum(dy * y, axis))` where `y` is the forward's result.
@@ -282,7 +282,7 @@ def Tess_SoftmaxGradOp : Tess_Op<"softmax_grad",
 }
 
 def Tess_AttentionGradOp : Tess_Op<"attention_grad",
-    [Pure, InferTypeOpAdaptor]> {
+    [Pure, InferTypeOpAdaptor, Tess_Shardable]> {
   let summary = "gradients of tess.attention with respect to q, k and v";
   let description = [{
     From the forward's operands and attributes and the result's cotangent
@@ -350,7 +350,7 @@ def Tess_PackedAttentionGradOp : Tess_Op<"packed_attention_grad",
 // Gradients of data movement
 //===----------------------------------------------------------------------===//
 
-def Tess_EmbeddingGradOp : Tess_Op<"embedding_grad", [Pure]> {
+def Tess_EmbeddingGradOp : Tess_Op<"embedding_grad", [Pure, Tess_Shardable]> {
   let summary = "gradient of tess.embedding with respect to the table";
   let description = [{
     `dtable = 0; dtable[ids[i...], :] += dy[i..., :]`: rows looked up
@@ -371,7 +371,7 @@ def Tess_EmbeddingGradOp : Tess_Op<"embedding_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tess_GatherGradOp : Tess_Op<"gather_grad", [Pure]> {
+def Tess_GatherGradOp : Tess_Op<"gather_grad", [Pure, Tess_Shardable]> {
   let summary = "gradient of tess.gather with respect to its input";
   let description = [{
     The adjoint of `tess.gather` along `axis`: `dx = 0`, then every `dy`
@@ -395,7 +395,7 @@ def Tess_GatherGradOp : Tess_Op<"gather_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tess_SliceGradOp : Tess_Op<"slice_grad", [Pure]> {
+def Tess_SliceGradOp : Tess_Op<"slice_grad", [Pure, Tess_Shardable]> {
   let summary = "gradient of tess.slice: dy written back into zeros";
   let description = [{
     The adjoint of `tess.slice`: `dx = 0`, then
@@ -424,7 +424,7 @@ def Tess_SliceGradOp : Tess_Op<"slice_grad", [Pure]> {
 // Optimizer
 //===----------------------------------------------------------------------===//
 
-def Tess_AdamWOp : Tess_Op<"adamw", [Pure, InferTypeOpAdaptor]> {
+def Tess_AdamWOp : Tess_Op<"adamw", [Pure, InferTypeOpAdaptor, Tess_Shardable]> {
   let summary = "one AdamW step, as new values of param, m and v";
   let description = [{
     PyTorch's `torch.optim.AdamW` for one tensor, written functionally: the

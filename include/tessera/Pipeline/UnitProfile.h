@@ -34,6 +34,15 @@
 // sequence parallelism: the norms and residual adds run replicated, as in
 // the Megatron-LM GPT-3 run.
 //
+// Each op's part in this recipe comes from its sharding labels (the tess
+// ShardingInterface, Tess/IR/TessShardingLabels.h), the rule the intra-op
+// search and the partition rewrite read: an op offering column- and
+// row-parallel splits is a linear layer (its in/out features are the sizes
+// of those labels), one offering a vocabulary-parallel split an embedding
+// (the vocabulary its indexed label), one offering a heads split attention
+// (the TP degree must divide each head count), and one with a contracted
+// label a contraction.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef TESSERA_PIPELINE_UNITPROFILE_H

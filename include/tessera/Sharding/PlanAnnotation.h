@@ -12,9 +12,9 @@
 //   result     tess.layout = #tess.layout<[-, tp] partial(dp)>  (what a rank
 //                                                     returns)
 // A value without an attribute is replicated. The layouts are complete: the
-// partitioner needs no propagation, only each op's local rule
-// (lib/Transforms/Partition/OpDimLabels.h) to see what its operands must
-// be.
+// partitioner needs no propagation, only each op's local rule (its
+// ShardingInterface, Tess/IR/TessShardingLabels.h) to see what its operands
+// must be.
 //
 //===----------------------------------------------------------------------===//
 

@@ -8,29 +8,37 @@
 // layout its producer leaves and the one its consumer needs is priced on the
 // edge (Resharding.h), not here.
 //
-// The strategies, on an axis of n devices:
-//   linear     replicated; column-parallel (weight split on `out`, result
-//              split on its last dim); row-parallel (input and weight split
-//              on `in`, result a partial sum; the bias is added on one
-//              device, i.e. needed as a partial sum); data-parallel (input
-//              and result split on dim 0, weight replicated)
-//   matmul     replicated; split on M, on N, on a batch dim both operands
-//              have, or on K (result a partial sum)
+// The strategies, on an axis of n devices: replicated, then each split the
+// op names in its sharding labels (Tess/IR/TessShardingLabels.h, the tess
+// ShardingInterface), in its order: every dim with the split's label split,
+// a result it is summed into a partial sum (and an operand added to that
+// sum: a bias), plus "partial sum" through the views that pass one on. So
+// the search offers exactly the layouts the partition rewrite builds from
+// the same labels:
+//   linear     column-parallel (weight split on `out`, result split on its
+//              last dim); row-parallel (input and weight split on `in`,
+//              result a partial sum, the bias added on one device, i.e.
+//              needed as a partial sum); data-parallel (input and result
+//              split on dim 0, weight replicated)
+//   matmul     split M, N, K (result a partial sum), or a batch dim both
+//              operands have
 //   elementwise, broadcast
-//              replicated; split on any result dim, operands following it
-//              (a broadcast operand dim stays whole)
-//   layer_norm, rms_norm, softmax
-//              replicated; split on a dim that is not normalized
-//   attention  replicated; split on batch; split on heads (with grouped K/V,
-//              the K/V head count must divide by n too, so every device
-//              holds whole groups)
-//   embedding  replicated; vocabulary-parallel (table split on rows, result a
-//              partial sum: rows a device lacks contribute zeros); split on
-//              the hidden dim; split on the token batch (dim 0)
+//              split on any result dim, operands following it (a broadcast
+//              operand dim stays whole)
+//   layer_norm, rms_norm, softmax, rotary
+//              split on a dim that is not normalized (rotary: batch, heads)
+//   attention  split on batch; split on heads (with grouped K/V, the K/V
+//              head count must divide by n too, so every device holds whole
+//              groups); with dropout too (the partition keeps it whole)
+//   embedding  vocabulary-parallel (table split on rows, result a partial
+//              sum: rows a device lacks contribute zeros; the work is not
+//              divided); split on the hidden dim; split on the token batch
 //   reshape, transpose
-//              replicated; a split dim that maps to one result dim (for a
-//              reshape: it starts at the same flat offset and both sizes
-//              divide by n); a partial sum passes through (both are linear)
+//              a split dim that maps to one result dim (a reshape: the
+//              outermost dim of a group of equal products); a partial sum
+//              passes through (both are linear)
+//   split      any dim, the split axis included (each device holds 1/n of
+//              every piece)
 //   others     replicated (a conservative fallback: always valid)
 // A split strategy needs every split dim divisible by n.
 //

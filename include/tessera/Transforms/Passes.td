@@ -730,6 +730,45 @@ def PartitionSpmd : Pass<"tess-partition-spmd", "::mlir::ModuleOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def PrintShardingLabels
+    : Pass<"tess-print-sharding-labels", "::mlir::func::FuncOp"> {
+  let summary = "Print each op's sharding labels and the layouts it runs in";
+  let description = [{
+    For every op with the tess ShardingInterface, prints to stdout what the
+    interface answers (TessShardingLabels.h): each label's kind, the labels
+    of every operand and result dim (`-` for a dim kept whole), the labels
+    summed into each result, the operands added to a sum, the groups of
+    operands the op is linear in, and the splits the intra-op search
+    offers. An op carrying `tess.arriving` (one `#tess.layout` per operand,
+    on `mesh`) also gets the layouts the partition rewrite runs it in for
+    those operands (LayoutChoice.h). A split the op keeps whole is warned
+    about: the op reads that operand gathered. It is how the per-op
+    partition rules are tested.
+
+    ```mlir
+    // tess-print-sharding-labels{mesh=2x2}
+    %y = tess.gelu %x {tess.arriving = [#tess.layout<[dp, tp]>]} : tensor<4x8xf32>
+    ```
+    prints
+    ```
+    tess.gelu
+      labels: 0 parallel, 1 parallel
+      operand 0: [0, 1]
+      result 0: [0, 1]
+      splits: split dim 0 = 0, split dim 1 = 1
+      runs in: operands [dp, tp] -> results [dp, tp]
+    ```
+    A `tess.arriving` of the wrong length, not a `#tess.layout`, or naming
+    an axis not of `mesh` is an error naming the op.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"2x2\"",
+           "The device mesh the `tess.arriving` layouts are on (e.g. 2x2, "
+           "dp=2,tp=4)">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Pipeline: a training step -> per-stage forward and backward functions
 //===----------------------------------------------------------------------===//

@@ -331,7 +331,7 @@ void PlanAnnotator::chooseOpLayouts() {
     SmallVector<TensorLayout> arriving;
     for (Value operand : op.getOperands())
       arriving.push_back(layoutOf(operand));
-    OpDimLabels labels = dimLabels(&op);
+    tess::ShardingLabels labels = tess::shardingLabels(&op);
     const sharding::OpSharding *entry = matched.lookup(&op);
     if (entry && propagated.contains(entry->op))
       entry = nullptr;

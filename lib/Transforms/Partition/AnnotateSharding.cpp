@@ -233,10 +233,10 @@ void AnnotateShardingPass::runOnOperation() {
     SmallVector<TensorLayout> operandLayouts;
     for (Value operand : op.getOperands())
       operandLayouts.push_back(layoutOf(operand));
-    OpDimLabels labels = dimLabels(&op);
+    tess::ShardingLabels labels = tess::shardingLabels(&op);
     llvm::DenseMap<int, unsigned> forced;
     if (tensorAxis >= 0 && isa<tess::AttentionOp, tess::AttentionGradOp>(op) &&
-        labels.operands[0][1] != kWhole)
+        labels.operands[0][1] != tess::kWhole)
       forced[labels.operands[0][1]] = tensorAxis;
     LayoutChoice choice = chooseLayouts(&op, labels, operandLayouts,
                                         deviceMesh, {}, &forced);

@@ -20,7 +20,7 @@ ArrayRef<int64_t> shapeOf(Value value) {
 
 class Chooser {
 public:
-  Chooser(Operation *op, const OpDimLabels &labels,
+  Chooser(Operation *op, const tess::ShardingLabels &labels,
           const cost::DeviceMesh &mesh, ArrayRef<TensorLayout> operandLayouts,
           bool operandsAreLocal)
       : op(op), labels(labels), mesh(mesh) {
@@ -38,7 +38,7 @@ public:
   /// Gives `label` the axis `axis` if both are free and every dim of the
   /// label divides by the axis's size.
   void tryAssign(int label, int axis) {
-    if (label == kWhole || axis == kUnsplit || assigned.count(label) ||
+    if (label == tess::kWhole || axis == kUnsplit || assigned.count(label) ||
         llvm::is_contained(usedAxes, axis) || !assignable(label))
       return;
     int64_t size = mesh.axes[axis].size;
@@ -84,12 +84,12 @@ public:
   TensorLayout layoutFor(ArrayRef<int> list) const {
     TensorLayout layout = TensorLayout::replicated(list.size());
     for (auto [dim, label] : llvm::enumerate(list))
-      layout.dimAxes[dim] = label == kWhole ? kUnsplit : axisOf(label);
+      layout.dimAxes[dim] = label == tess::kWhole ? kUnsplit : axisOf(label);
     return layout;
   }
 
   Operation *op;
-  const OpDimLabels &labels;
+  const tess::ShardingLabels &labels;
   const cost::DeviceMesh &mesh;
   llvm::DenseMap<int, int> assigned;
   SmallVector<int> usedAxes;
@@ -98,8 +98,9 @@ public:
 
 private:
   bool assignable(int label) const {
-    return labels.inResults(label) || labels.isSummed(label) ||
-           llvm::is_contained(labels.averaged, label);
+    return labels.isPartitionable(label) &&
+           (labels.inResults(label) || labels.isSummed(label) ||
+            llvm::is_contained(labels.averaged, label));
   }
 };
 
@@ -113,7 +114,7 @@ void addAxis(SmallVectorImpl<unsigned> &axes, unsigned axis) {
 } // namespace
 
 LayoutChoice partition::chooseLayouts(
-    Operation *op, const OpDimLabels &labels,
+    Operation *op, const tess::ShardingLabels &labels,
     ArrayRef<TensorLayout> operandLayouts, const cost::DeviceMesh &mesh,
     ArrayRef<TensorLayout> desiredResults,
     const llvm::DenseMap<int, unsigned> *forced, bool operandsAreLocal) {

@@ -1,12 +1,13 @@
 //===- LayoutChoice.h - the layouts one op runs in --------------*- C++ -*-===//
 //
 // Given the layouts an op's operands arrive in, which layouts it runs in:
-// the mesh axis of each label of OpDimLabels.h, from which the layouts the
-// operands must be resharded to and the layouts the results leave in
-// follow. Both the forced plans (tess-annotate-sharding, which propagates
-// layouts through the whole step) and the partitioner (tess-partition-spmd,
-// which rewrites each op to its local form) decide with this one function,
-// so an annotation and its partition agree.
+// the mesh axis of each of the op's sharding labels (its ShardingInterface,
+// Tess/IR/TessShardingLabels.h), from which the layouts the operands must be
+// resharded to and the layouts the results leave in follow. Both the forced
+// plans (tess-annotate-sharding, which propagates layouts through the whole
+// step) and the partitioner (tess-partition-spmd, which rewrites each op to
+// its local form) decide with this one function, so an annotation and its
+// partition agree.
 //
 // How labels get axes, first come first served (an axis splits one label;
 // every dim of a label must divide by the axis's size):
@@ -16,6 +17,9 @@
 //     the plan says how results leave), else from the operands in order (a
 //     split operand dim splits its label: propagation);
 //  3. summed and averaged labels: from the operands in order.
+// Indexed, pieced and positional labels (the embedding's vocabulary, a
+// split's axis, attention's heads with dropout) stay whole: only the search
+// splits them (LabelKind says why).
 // Partial sums: an operand partial over an axis passes it to the results
 // when the op is linear in a group of operands that are all partial over
 // it (and no label uses the axis); otherwise the operand must be completed
@@ -27,7 +31,7 @@
 #ifndef TESSERA_TRANSFORMS_PARTITION_LAYOUTCHOICE_H
 #define TESSERA_TRANSFORMS_PARTITION_LAYOUTCHOICE_H
 
-#include "OpDimLabels.h"
+#include "Tess/IR/TessOps.h"
 
 #include "tessera/Sharding/TensorLayout.h"
 
@@ -47,7 +51,7 @@ struct LayoutChoice {
 /// `operandsAreLocal`: the operands already have their local types in
 /// `operandLayouts` (the partitioner), not the global ones.
 LayoutChoice
-chooseLayouts(mlir::Operation *op, const OpDimLabels &labels,
+chooseLayouts(mlir::Operation *op, const tess::ShardingLabels &labels,
               llvm::ArrayRef<sharding::TensorLayout> operandLayouts,
               const cost::DeviceMesh &mesh,
               llvm::ArrayRef<sharding::TensorLayout> desiredResults = {},

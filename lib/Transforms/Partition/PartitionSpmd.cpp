@@ -121,7 +121,7 @@ private:
   llvm::DenseMap<Value, TensorLayout> layouts;
   /// Every op's labels, taken while all types are global (broadcasting
   /// compares sizes).
-  llvm::DenseMap<Operation *, OpDimLabels> labels;
+  llvm::DenseMap<Operation *, tess::ShardingLabels> labels;
 };
 
 LogicalResult PartitionSpmdPass::partitionArguments() {
@@ -285,7 +285,7 @@ void PartitionSpmdPass::runOnOperation() {
   SmallVector<Operation *> original;
   for (Operation &op : step.getBody().front().without_terminator()) {
     original.push_back(&op);
-    labels[&op] = dimLabels(&op);
+    labels[&op] = tess::shardingLabels(&op);
   }
   if (failed(partitionArguments()))
     return signalPassFailure();
