@@ -1264,6 +1264,10 @@ void LowerToEmitCPass::runOnOperation() {
       return signalPassFailure();
     }
     info->offloadOptimizer = plan.isOffloaded();
+    // ZeRO-1 inside a pipeline's stage mesh is the driver's (StageZero.h);
+    // any other plan's ZeRO is in the partitioned program's splits.
+    if (plan.isPipelined() && plan.getMesh() && plan.getZero() == 1)
+      info->zeroStage = 1;
   }
   FailureOr<std::optional<PipelineProgram>> pipeline =
       preparePipelineProgram(module, *info, pipelineSchedule, microBatches);

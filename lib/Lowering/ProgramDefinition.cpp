@@ -222,9 +222,10 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*mesh_axis_count=*/" << info.meshShape.size()
      << ",\n    /*mesh_shape=*/" << meshShape
      << ",\n    /*mesh_axis_names=*/" << meshAxisNames
-     // The driver's ZeRO over launched data-parallel ranks; a partitioned
-     // program's own sharding is in its splits.
-     << ",\n    /*zero_stage=*/0"
+     // The driver's ZeRO over data-parallel ranks: a pipeline's stage
+     // mesh's dp group; a partitioned program's own sharding is in its
+     // splits.
+     << ",\n    /*zero_stage=*/" << info.zeroStage
      << ",\n    /*flops_per_micro_batch=*/"
      << llvm::format("%.17g", info.flopsPerMicroBatch)
      << ",\n    /*parameter_splits=*/" << parameterSplits

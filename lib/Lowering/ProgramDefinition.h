@@ -47,6 +47,9 @@ struct ProgramInfo {
   std::string plan;
   /// The plan offloads the optimizer (program.h's offload_optimizer).
   bool offloadOptimizer = false;
+  /// program.h's zero_stage: the plan's ZeRO-1 inside a pipeline's stage
+  /// mesh (each stage's dp group shards its optimizer state), else 0.
+  int32_t zeroStage = 0;
   /// Per parameter, the write position of its gradient in
   /// forward_backward (program.h's gradient_write_positions); empty for a
   /// pipelined program.

@@ -90,14 +90,15 @@ compiledPipelinePlan(const pipeline::PipelinePlan &plan,
           "{2}; the compiled driver runs every stage on one stage mesh: pin "
           "the stage mesh with --mesh, or another --stages or --devices",
           first.cost.intraOpPlan(), index, stage.cost.intraOpPlan()));
-    if (stage.cost.zero && stage.cost.dataParallel > 1)
+    if (stage.cost.dataParallel > 1 && stage.cost.zero != first.cost.zero)
       return refuse(formatv(
-          "the searched pipeline plan shards stage {0}'s optimizer state "
-          "over its {1} data-parallel replicas (ZeRO-1), which the compiled "
-          "driver does not run inside a stage mesh (a pipeline rank keeps "
-          "its own chunks' whole optimizer state): pin --zero 0",
-          index, stage.cost.dataParallel));
+          "the searched pipeline plan shards the optimizer state of stage "
+          "{0} and not of stage {1} (ZeRO-1); the compiled driver runs "
+          "every stage alike: pin --zero 0 or --zero 1",
+          stage.cost.zero ? index : 0, stage.cost.zero ? 0 : index));
   }
+  // ZeRO-1 over each stage's dp group (runtime/train/StageZero.h).
+  compiled.step.zero = first.cost.zero && first.cost.dataParallel > 1 ? 1 : 0;
   int64_t dataParallel = first.cost.dataParallel;
   int64_t tensorParallel = first.cost.tensorParallel;
   if (dataParallel > 1 && tensorParallel > 1) {
@@ -138,17 +139,18 @@ tess::PlanAttr planAttribute(mlir::MLIRContext &context,
   if (!plan.mesh.empty())
     mesh = sharding::meshAttr(&context, cantFail(cost::parseMesh(plan.mesh)));
   return tess::PlanAttr::get(
-      &context, mesh, /*zero=*/0, pipeline::rematName(plan.remat),
+      &context, mesh, plan.step.zero, pipeline::rematName(plan.remat),
       plan.step.stages, plan.step.schedule, plan.step.microBatches,
       chunkAttributes(context, plan.step), /*offload=*/"");
 }
 
 Expected<pipeline::SearchOptions> searchPinsOf(tess::PlanAttr attribute) {
   pipeline::SearchOptions pins;
-  if (attribute.getZero() != 0)
+  if (attribute.getZero() != 0 && attribute.getZero() != 1)
     return refuse(formatv("a pipelined plan with zero = {0}: the compiled "
-                          "pipelines shard no optimizer state (expected "
-                          "zero 0)",
+                          "pipelines shard each stage's optimizer state "
+                          "over its data-parallel group at most (expected "
+                          "zero 0 or 1)",
                           attribute.getZero() == tess::PlanAttr::kMixedZero
                               ? std::string("mixed")
                               : std::to_string(attribute.getZero())));
@@ -160,7 +162,7 @@ Expected<pipeline::SearchOptions> searchPinsOf(tess::PlanAttr attribute) {
   pins.stages = attribute.getStages();
   pins.microBatches = attribute.getMicrobatches();
   pins.remat = *pipeline::parseRematName(attribute.getRemat());
-  pins.zero = false;
+  pins.zero = attribute.getZero() == 1;
   int64_t meshDevices = 1;
   pins.tensorParallel = 1;
   if (tess::MeshAttr mesh = attribute.getMesh()) {

@@ -12,14 +12,15 @@
 // its inverse for --explain --plan (a pipelined #tess.plan back into the
 // search's pins, so that the search returns that plan and its prediction).
 //
+// ZeRO-1 inside the stage mesh (the search shards a stage's optimizer
+// state over its dp replicas) compiles as the plan's zero = 1, which the
+// executable runs by default: each stage's dp group shards the masters and
+// moments of the parameters the stage owns (runtime/train/StageZero.h).
+//
 // What the driver cannot run is an error naming the flag that pins a plan
-// it can: stages whose recomputation differs (--remat), or whose intra-op
-// plans differ; ZeRO-1 inside a stage mesh (--zero 0): a pipeline rank's
-// backend holds its own chunks' whole masters and moments
-// (PipelineParallel's ownership), and the data-parallel ZeRO-1 machinery
-// (DataParallel.h's rank layout and reducer) shards a whole program's flat
-// buffers over the launched ranks, not a stage's owned slices over its dp
-// group.
+// it can: stages whose recomputation differs (--remat), whose intra-op
+// plans differ, or of which some shard their optimizer state and others do
+// not (--zero 0|1).
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,7 +67,7 @@ tess::PlanAttr planAttribute(mlir::MLIRContext &context,
 /// The search's pins that make it return the plan `attribute` describes
 /// (a pipelined #tess.plan): stages, micro-batches, schedule, remat, the
 /// devices (stages x the stage mesh), the stage mesh's tensor-parallel
-/// degree, no ZeRO, and the stage boundaries (the chunks' units per
+/// degree, ZeRO-1 or not, and the stage boundaries (the chunks' units per
 /// device). Errors: a plan the compile never writes (mixed ZeRO, a chunk
 /// split that is no stage split).
 llvm::Expected<pipeline::SearchOptions>
