@@ -123,7 +123,9 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
       pm.addPass(createPartitionSpmd());
     return;
   case CompilePhase::Stages: {
-    if (options.stages <= 1)
+    // One stage is still a pipeline (a schedule of micro-batches, the
+    // gradients reduced by the driver): cut into @stage0_*.
+    if (options.stages < 1)
       return;
     SplitPipelineStagesOptions split;
     split.stages = options.stages;

@@ -126,9 +126,11 @@ struct CompilePhaseOptions
       llvm::cl::desc("Rewrite the annotated step into one rank's program"),
       llvm::cl::init(false)};
   // Stages.
-  Option<int64_t> stages{*this, "stages",
-                         llvm::cl::desc("Pipeline stages (1: not pipelined)"),
-                         llvm::cl::init(1)};
+  Option<int64_t> stages{
+      *this, "stages",
+      llvm::cl::desc("Pipeline stages to cut the step into (0: not "
+                     "pipelined; 1: one stage, still run by a schedule)"),
+      llvm::cl::init(0)};
   Option<int64_t> virtualStages{
       *this, "virtual-stages",
       llvm::cl::desc("Chunks per device (interleaved:V)"), llvm::cl::init(1)};

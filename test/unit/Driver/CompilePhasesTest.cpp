@@ -92,6 +92,10 @@ TEST(CompilePhases, OptionsReachThePasses) {
                 .find("tess-partition-spmd"),
             std::string::npos);
 
+  options.stages = 1;
+  EXPECT_NE(pipelineText(CompilePhase::Stages, options)
+                .find("tess-split-pipeline-stages"),
+            std::string::npos);
   options.stages = 4;
   options.virtualStages = 2;
   std::string stages = pipelineText(CompilePhase::Stages, options);
