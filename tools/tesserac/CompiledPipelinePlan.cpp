@@ -163,15 +163,24 @@ Expected<pipeline::SearchOptions> searchPinsOf(tess::PlanAttr attribute) {
   pins.microBatches = attribute.getMicrobatches();
   pins.remat = *pipeline::parseRematName(attribute.getRemat());
   pins.zero = attribute.getZero() == 1;
-  int64_t meshDevices = 1;
+  int64_t meshDevices = 1, dataParallel = 1;
   pins.tensorParallel = 1;
   if (tess::MeshAttr mesh = attribute.getMesh()) {
     cost::DeviceMesh stageMesh = sharding::deviceMesh(mesh);
     meshDevices = stageMesh.deviceCount();
-    for (const cost::MeshAxis &axis : stageMesh.axes)
+    for (const cost::MeshAxis &axis : stageMesh.axes) {
       if (axis.name == "tp")
         pins.tensorParallel = axis.size;
+      if (axis.name == "dp")
+        dataParallel = axis.size;
+    }
   }
+  // The compile writes zero = 1 only over a stage mesh's dp replicas.
+  if (attribute.getZero() == 1 && dataParallel < 2)
+    return refuse("a pipelined plan with zero = 1 but no data-parallel "
+                  "stage mesh: the compiled pipelines shard a stage's "
+                  "optimizer state over its dp replicas only (expected "
+                  "zero 0, or a mesh with dp)");
   pins.devices = *pins.stages * meshDevices;
   // Each device's units are the search's stage: the chunks it runs.
   if (!attribute.getChunks().empty()) {
