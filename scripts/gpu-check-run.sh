@@ -97,6 +97,25 @@ if [[ -x "$here/llama-tiny-searched-pipeline-train" ]]; then
   BATCH="$here/llama-tiny-x2.batch.npy" first_step llama-tiny-searched-pipeline \
       llama-tiny llama-tiny-train.weights.safetensors
 fi
+# ZeRO-1 inside a stage mesh (runtime/train/StageZero.h): gpt2-tiny's
+# PP2 x DP2 x TP2 with --zero 1, and the search's unpinned plan (DP4 x TP2,
+# ZeRO-1 by default); each rank holds 1/dp of its stage's owned state.
+if [[ -x "$here/gpt2-tiny-ppdptp-train" ]]; then
+  echo "=== gpt2-tiny ppdptp --zero 1 (--target cuda, fp32, thread ranks) ==="
+  BATCH="$here/gpt2-tiny-x2.batch.npy" first_step gpt2-tiny-ppdptp gpt2-tiny \
+      gpt2-tiny-train.weights.safetensors --zero 1
+  python3 "$here/stage_zero.py" "$out/gpt2-tiny-ppdptp.train.log" 8 2 \
+      > "$out/gpt2-tiny-ppdptp.shards.txt" || status=1
+  tail -n 1 "$out/gpt2-tiny-ppdptp.shards.txt"
+fi
+if [[ -x "$here/llama-tiny-searched-zero1-train" ]]; then
+  echo "=== llama-tiny searched ZeRO-1 plan (--target cuda, fp32, thread ranks) ==="
+  BATCH="$here/llama-tiny-x2.batch.npy" first_step llama-tiny-searched-zero1 \
+      llama-tiny llama-tiny-train.weights.safetensors
+  python3 "$here/stage_zero.py" "$out/llama-tiny-searched-zero1.train.log" 8 4 \
+      > "$out/llama-tiny-searched-zero1.shards.txt" || status=1
+  tail -n 1 "$out/llama-tiny-searched-zero1.shards.txt"
+fi
 # From the second step on, the pipeline's stage calls are recorded and
 # replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): 4 steps so
 # replayed follow the same losses and norms as 4 launched kernel by kernel

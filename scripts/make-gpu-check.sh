@@ -20,7 +20,9 @@
 # - gpt2-tiny fp32 as 2 stages over the stage meshes 2 (dp) and 2x2 (dp-tp):
 #   the same check on the fixture's rows twice, 4 and 8 thread ranks;
 # - llama-tiny fp32 as the pipeline search's plan on an 8-device cluster
-#   file (PP2 x DP2 x TP2): the same check, 8 thread ranks;
+#   file (PP2 x DP2 x TP2): the same check, 8 thread ranks; unpinned (DP4 x
+#   TP2, ZeRO-1 inside the stage mesh) the same, each rank a quarter of the
+#   state, and gpt2-tiny's PP2 x DP2 x TP2 with --zero 1;
 # - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered) and
 #   the device-staged comm's (tessera_runtime_comm_gpu_tests), when BUILD_DIR
 #   has them;
@@ -75,6 +77,13 @@ rm -rf "$out" && mkdir -p "$out"
     --loss causal-lm --precision fp32 --target cuda --pipeline --zero 0 \
     --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \
     --without-weights -o "$out/llama-tiny-searched-pipeline-train"
+# Unpinned, the search shards the stage's optimizer state over its dp
+# replicas: llama-tiny as DP4 x TP2, ZeRO-1 inside the stage mesh, which the
+# executable runs by default (train-pipeline-plan.test on the CPU).
+"$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --pipeline \
+    --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \
+    --without-weights -o "$out/llama-tiny-searched-zero1-train"
 
 step="$repo/test/Lowering/Inputs/training_step.py"
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny-x2.batch.npy" --repeat 2
@@ -84,7 +93,8 @@ python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$ou
 python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$out/llama-tiny-x2.batch.npy" --repeat 2
 python3 "$step" write-batch "$repo/test/models/generated/mistral-tiny.reference.json" "$out/mistral-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/models/generated/gemma2-tiny.reference.json" "$out/gemma2-tiny.batch.npy"
-cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" "$out/"
+cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" \
+   "$repo/test/Lowering/Inputs/stage_zero.py" "$out/"
 cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" \
    "$repo/test/fixtures/llama-tiny.reference.json" \
    "$repo/test/models/generated/mistral-tiny.reference.json" \
