@@ -130,6 +130,12 @@ cl::opt<std::string> compileTo(
     cl::value_desc("PHASE"), cl::cat(category));
 /// --compile-to's phase, once the flags are read.
 std::optional<tessera::CompilePhase> stopPhase;
+cl::opt<bool> printPhasePipelines(
+    "print-phase-pipelines",
+    cl::desc("Print each compile phase's passes with their options to "
+             "stderr as it runs, in the form tessera-opt --pass-pipeline "
+             "takes"),
+    cl::cat(category));
 cl::opt<bool> summary("summary",
                       cl::desc("Print ops, parameters, buffers, inputs, "
                                "outputs and training memory"),
@@ -500,11 +506,20 @@ int stopAfter(tessera::CompilePhase phase, mlir::ModuleOp module) {
   return kStoppedAtPhase;
 }
 
-/// runPhase on the compile's own module, then stopAfter.
+/// runPhase on the compile's own module (its passes printed under
+/// --print-phase-pipelines), then stopAfter.
 int compilePhase(mlir::MLIRContext &context, mlir::ModuleOp module,
                  tessera::CompilePhase phase,
                  const tessera::CompilePhaseOptions &options,
                  const Twine &failure) {
+  if (printPhasePipelines) {
+    // Anchored on the module, as --pass-pipeline wants it.
+    mlir::PassManager passes(&context, mlir::ModuleOp::getOperationName());
+    tessera::buildCompilePhase(passes, phase, options);
+    errs() << "tesserac: phase " << tessera::compilePhaseName(phase) << ": ";
+    passes.printAsTextualPipeline(errs());
+    errs() << "\n";
+  }
   if (int status = runPhase(context, module, phase, options, failure))
     return status;
   return stopAfter(phase, module);
@@ -1175,6 +1190,8 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
         WithColor::remark(errs(), "tesserac") << "partition: " << line
                                               << "\n";
     // The search is no pass yet: its layouts are the shard phase's result.
+    if (compiling && printPhasePipelines)
+      errs() << "tesserac: phase shard: the search's layouts (no pass)\n";
     if (compiling)
       if (int status = stopAfter(tessera::CompilePhase::Shard, module))
         return status;
