@@ -127,16 +127,16 @@ MeshLayout::takeBlocks(const TrainingState &state,
     sliceBlock(state.parameters[i].data(), blocks.parameters[i].data(),
                TESSERA_F32, wholeParameters[i], block, split, coordinates);
     // Empty moments (a fresh start's zeros) stay empty.
-    if (state.firstMoments[i].empty())
-      std::vector<float>().swap(blocks.firstMoments[i]);
-    else
-      sliceBlock(state.firstMoments[i].data(), blocks.firstMoments[i].data(),
-                 TESSERA_F32, wholeParameters[i], block, split, coordinates);
-    if (state.secondMoments[i].empty())
-      std::vector<float>().swap(blocks.secondMoments[i]);
-    else
-      sliceBlock(state.secondMoments[i].data(), blocks.secondMoments[i].data(),
-                 TESSERA_F32, wholeParameters[i], block, split, coordinates);
+    for (auto kind : {&TrainingState::firstMoments,
+                      &TrainingState::secondMoments}) {
+      const std::vector<float> &whole = (state.*kind)[i];
+      std::vector<float> &part = (blocks.*kind)[i];
+      if (whole.empty())
+        std::vector<float>().swap(part);
+      else
+        sliceBlock(whole.data(), part.data(), TESSERA_F32, wholeParameters[i],
+                   block, split, coordinates);
+    }
   }
   for (size_t i = 0; i < bufferSplits.size(); ++i)
     sliceBlock(state.buffers[i].data(), blocks.buffers[i].data(),
