@@ -70,6 +70,27 @@ void checkKernel(int status, const char *what) {
     fail(std::string(what) + ": " + tessera_cuda_last_error());
 }
 
+/// Each of `tensors` (one kind of a TrainingState) at its layout offset in
+/// the device buffer `flat`, straight from its host vector: no flat host
+/// copy of the whole kind beside the state (32 GB for an 8B model's
+/// masters, which a resumed run's host memory could not also hold). An
+/// empty tensor (a fresh start's moment) is zeros; the padding between
+/// tensors is left as it is (zero since allocation). Synchronous: the
+/// vectors are pageable memory.
+void uploadFlat(const ParameterLayout &layout,
+                const std::vector<std::vector<float>> &tensors, float *flat) {
+  for (int32_t i = 0; i < layout.size(); ++i) {
+    const std::vector<float> &values = tensors[static_cast<size_t>(i)];
+    const auto bytes = static_cast<size_t>(layout.count(i)) * sizeof(float);
+    float *at = flat + layout.offset(i);
+    if (values.empty())
+      checkCuda(cudaMemset(at, 0, bytes), "clearing the fresh moments");
+    else
+      checkCuda(cudaMemcpy(at, values.data(), bytes, cudaMemcpyHostToDevice),
+                "uploading the training state");
+  }
+}
+
 /// `table` in device memory (a synchronous copy: before the step loop).
 DeviceBuffer uploadChunkTable(const std::vector<tessera_tensor_chunk> &table,
                               const char *what) {
@@ -515,16 +536,11 @@ void CudaBackend::loadState(const TrainingState &state) {
 }
 
 void CudaBackend::loadWholeState(const TrainingState &state) {
-  std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
-  const std::vector<std::vector<float>> *sources[] = {
-      &state.parameters, &state.firstMoments, &state.secondMoments};
-  DeviceBuffer *targets[] = {&master, &firstMomentValues, &secondMomentValues};
-  for (int k = 0; k < 3; ++k) {
-    flattenF32(layout, *sources[k], flat.data());
-    checkCuda(cudaMemcpy(targets[k]->get(), flat.data(),
-                         flat.size() * sizeof(float), cudaMemcpyHostToDevice),
-              "uploading the training state");
-  }
+  uploadFlat(layout, state.parameters, static_cast<float *>(master.get()));
+  uploadFlat(layout, state.firstMoments,
+             static_cast<float *>(firstMomentValues.get()));
+  uploadFlat(layout, state.secondMoments,
+             static_cast<float *>(secondMomentValues.get()));
 }
 
 DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
@@ -533,17 +549,13 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
   // reads (rounded into the copies, whole into the mirrors).
   DeviceBuffer whole(layout.totalBytes(TESSERA_F32),
                      "loading the training state");
-  std::vector<float> flat(static_cast<size_t>(layout.totalElements()), 0.0f);
   const std::vector<std::vector<float>> *sources[] = {
       &state.parameters, &state.firstMoments, &state.secondMoments};
   DeviceBuffer *targets[] = {&master, &firstMomentValues, &secondMomentValues};
   for (int k = 0; k < 3; ++k) {
     // The previous kind's pieces are read from `whole` on the stream.
     checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
-    flattenF32(layout, *sources[k], flat.data());
-    checkCuda(cudaMemcpy(whole.get(), flat.data(), flat.size() * sizeof(float),
-                         cudaMemcpyHostToDevice),
-              "uploading the training state");
+    uploadFlat(layout, *sources[k], static_cast<float *>(whole.get()));
     copyPieces(layout.shard(), static_cast<float *>(whole.get()),
                static_cast<float *>(targets[k]->get()), /*toCompact=*/true);
     if (k != 0)
@@ -563,7 +575,8 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
     }
     if (mirrorElements() > 0)
       checkCuda(cudaMemcpyAsync(mirror.get(), whole.get(),
-                                flat.size() * sizeof(float),
+                                static_cast<size_t>(layout.totalElements()) *
+                                    sizeof(float),
                                 cudaMemcpyDeviceToDevice, streamHandle),
                 "uploading the weights read as f32");
     if (copyChunkCount > 0)
