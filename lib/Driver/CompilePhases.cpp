@@ -6,7 +6,10 @@
 // that `tesserac --compile-to=P` followed by `tessera-opt
 // --tess-phase-<next>` is `tesserac --compile-to=<next>`.
 //
-// The order is the compile's: the plan is written before the recomputation
+// The order is the compile's: the sharding search plans the forward before
+// the training step is built, so that the step's copies of the forward ops
+// carry their plan (tessera/Sharding/SearchedPlan.h); the plan is written
+// before the recomputation
 // and the partitioning because both read it; the mesh's layouts are written
 // after the recomputation (its clones in the backward take their layouts by
 // propagation, as every backward op does) and before the stage split (so
@@ -32,6 +35,8 @@ constexpr CompilePhaseInfo kPhases[] = {
      "the imported graph: one tess op per ONNX node"},
     {CompilePhase::Fusion, "fusion",
      "canonicalize and fuse the forward graph into Transformer-level ops"},
+    {CompilePhase::Search, "search",
+     "search the sharding plan of a mesh and write it on the forward's ops"},
     {CompilePhase::Training, "training",
      "build the training step: autodiff, the loss, AdamW, the precision"},
     {CompilePhase::Plan, "plan", "write the module's #tess.plan"},
@@ -81,6 +86,21 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
   case CompilePhase::Fusion:
     buildImportCleanupPipeline(pm);
     return;
+  case CompilePhase::Search: {
+    if (!options.search)
+      return;
+    SearchShardingOptions search;
+    search.cluster = options.cluster;
+    search.mesh = options.mesh;
+    search.memoryLimit = options.memoryLimit;
+    search.zero = options.zero;
+    search.pins.assign(options.shard.begin(), options.shard.end());
+    search.searchTimeout = options.searchTimeout;
+    search.precision = options.precision;
+    search.calibration = options.calibration;
+    pm.addPass(createSearchSharding(search));
+    return;
+  }
   case CompilePhase::Training: {
     // Only where nothing is partitioned: the sharding search plans the
     // forward as imported, one column split per projection, which a packed

@@ -32,6 +32,9 @@ enum class CompilePhase {
   /// Canonicalization and the fusions into Transformer-level ops
   /// (tesserac's --emit=mlir).
   Fusion,
+  /// The sharding search on the forward, its plan written on the forward's
+  /// ops (tess-search-sharding), which the training step inherits.
+  Search,
   /// The training step: q/k/v packed on one device, tess-build-training,
   /// canonicalize, CSE.
   Training,
@@ -77,6 +80,36 @@ std::string compilePhaseNames();
 /// compile has no Shard, Partition or Stages work).
 struct CompilePhaseOptions
     : mlir::PassPipelineOptions<CompilePhaseOptions> {
+  // Search (the mesh is the shard phase's `mesh`).
+  Option<bool> search{
+      *this, "search",
+      llvm::cl::desc("Search the sharding plan of `mesh` on the forward"),
+      llvm::cl::init(false)};
+  Option<std::string> cluster{
+      *this, "cluster",
+      llvm::cl::desc("The search's cluster: a built-in name or a cluster "
+                     "JSON file"),
+      llvm::cl::init("h200")};
+  Option<int64_t> memoryLimit{
+      *this, "memory-limit",
+      llvm::cl::desc("Bytes per device the searched plan must fit (0: the "
+                     "cluster's device memory)"),
+      llvm::cl::init(0)};
+  Option<int> zero{*this, "zero",
+                   llvm::cl::desc("Pin every parameter's ZeRO stage (-1: "
+                                  "searched)"),
+                   llvm::cl::init(-1)};
+  ListOption<std::string> shard{
+      *this, "shard", llvm::cl::desc("REGEX=SPEC pins on the search")};
+  Option<double> searchTimeout{
+      *this, "search-timeout",
+      llvm::cl::desc("Seconds CBC may spend on the search's ILP"),
+      llvm::cl::init(10)};
+  Option<std::string> calibration{
+      *this, "calibration",
+      llvm::cl::desc("The compiled step's numbers the search is scaled to "
+                     "(tess-search-sharding's calibration)"),
+      llvm::cl::init("")};
   // Training.
   Option<std::string> loss{*this, "loss",
                            llvm::cl::desc("causal-lm or mlm"),
@@ -106,8 +139,8 @@ struct CompilePhaseOptions
       llvm::cl::init("none")};
   // Shard.
   Option<std::string> mesh{*this, "mesh",
-                           llvm::cl::desc("The mesh of a forced plan: 2x2, "
-                                          "4 or dp=2,tp=2"),
+                           llvm::cl::desc("The mesh of the search or of a "
+                                          "forced plan: 2x2, 4 or dp=2,tp=2"),
                            llvm::cl::init("")};
   ListOption<std::string> axes{
       *this, "axes", llvm::cl::desc("The mesh's axis names, outermost first")};

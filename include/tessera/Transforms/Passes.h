@@ -8,8 +8,14 @@
 #include "mlir/Pass/PassOptions.h"
 
 #include <memory>
+#include <string>
 
 namespace tessera {
+
+namespace sharding {
+struct MeshSearchOptions;
+struct TrainingShardingPlan;
+} // namespace sharding
 
 std::unique_ptr<mlir::Pass> createFuseActivationsPass();
 std::unique_ptr<mlir::Pass> createFuseAttentionPass();
@@ -24,6 +30,17 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm);
 #define GEN_PASS_DECL
 #define GEN_PASS_REGISTRATION
 #include "tessera/Transforms/Passes.h.inc"
+
+/// What tess-search-sharding does to `module` (the search on its @forward,
+/// the plan written on the forward's ops), for a caller that also reports
+/// the plan itself (tesserac --explain). Errors are the pass's.
+llvm::Expected<sharding::TrainingShardingPlan>
+searchSharding(mlir::ModuleOp module, const SearchShardingOptions &options);
+
+/// tess-search-sharding's `calibration` text for the calibrated numbers of
+/// `options`, printed exactly (so that tessera-opt, given it, searches the
+/// same problem).
+std::string shardingCalibrationText(const sharding::MeshSearchOptions &options);
 
 /// Adds the passes that turn the forward function into the training step:
 /// tess-build-training with `options`, then canonicalize and CSE (which a

@@ -590,6 +590,81 @@ def BuildTraining : Pass<"tess-build-training", "::mlir::ModuleOp"> {
 // Plan: the decisions every later pass reads
 //===----------------------------------------------------------------------===//
 
+def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
+  let summary = "Search the sharding plan of @forward on a mesh and write it "
+                "on the forward's ops";
+  let description = [{
+    Runs the whole-mesh intra-op search (lib/Sharding/MeshSharding.h: Alpa's
+    ILP over every axis at once, ZeRO per parameter, the per-device memory
+    bound, repeated layers solved once) on the module's `@forward`, in
+    place, and writes what it decided as IR (lib/Sharding/SearchedPlan.h):
+    the module's `tess.mesh` and `#tess.plan` (its mesh and ZeRO stage), and
+    on every forward op a `tess.planned` with its strategy and the layouts
+    it reads and leaves (a parameter's also its optimizer state's layout and
+    ZeRO stage), and on each result the layout the loss reads it in.
+
+    It runs before the training step is built (tesserac's `search` phase):
+    `tess-build-training` clones every forward op into `@forward_backward`
+    with its attributes, so the step's ops carry the plan by construction
+    and the shard phase reads it there; no copy of the module is searched
+    and nothing is matched back. The forward is the search's view because
+    its ops are the forward part of the step before the loss, the
+    autodiff and the precision casts, which the search prices itself.
+
+    ```mlir
+    // tess-search-sharding{mesh=4 calibration=compute=10}
+    module attributes {tess.mesh = #tess.mesh<dp = 4>,
+                       tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>>} {
+      func.func @forward(%ids: tensor<8x16xi64>)
+          -> (tensor<8x16x512xf32> {tess.planned = #tess.layout<[dp, -, -]>}) {
+        %wte = tess.parameter "wte" trainable {tess.planned = {
+                 results = [#tess.layout<[-, -]>], state = #tess.layout<[-, -]>,
+                 strategy = "[-, -] ZeRO-0", zero = 0 : i64}} : tensor<512x64xf32>
+        %x = tess.embedding %wte, %ids {tess.planned = {
+                 operands = [#tess.layout<[-, -]>, #tess.layout<[dp, -]>],
+                 results = [#tess.layout<[dp, -, -]>],
+                 strategy = "dp: split tokens"}} : ...
+    ```
+
+    The pins are constraints on the search, not another path: `zero` holds
+    every trainable parameter at one ZeRO stage, each `shard` value
+    (`REGEX=SPEC`, as tesserac's --shard) holds the parameters it matches and
+    their readers to a strategy or layout. `calibration` scales the search's
+    per-op model to the compiled one-device step (tesserac measures it:
+    `compute` and `optimizer` seconds per step and per element,
+    `activations` and `fixed` bytes; absent: the model's own numbers).
+
+    Errors, each naming the option: a cluster that is neither built in nor
+    a readable cluster file, a mesh that does not parse or does not fit the
+    cluster, a pin that does not parse or names an axis the mesh has not,
+    a module without `@forward`, and no plan that fits the memory limit
+    (with the least memory any plan needs).
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",
+           "h200, h200-multinode, a100-megatron or a cluster JSON file">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "The device mesh: 2x4, 8 or dp=2,tp=4 (empty: one device)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes per device the plan must fit (0: the cluster's device "
+           "memory; one device: not checked, the compiled step decides)">,
+    Option<"zero", "zero", "int", /*default=*/"-1",
+           "Every trainable parameter's ZeRO stage, 0 to 3 (-1: searched)">,
+    ListOption<"pins", "shard", "std::string",
+               "REGEX=SPEC pins (tesserac's --shard)">,
+    Option<"searchTimeout", "search-timeout", "double", /*default=*/"10",
+           "Seconds CBC may spend on the ILP; beyond it the greedy plan "
+           "answers">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "The step's precision, fp32, bf16 or fp16: the search prices "
+           "kernels, collectives and weight copies at it">,
+    Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
+           "compute=S,optimizer=S,activations=B,fixed=B: the compiled "
+           "step's numbers the search's model is scaled to">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def WritePlan : Pass<"tess-write-plan", "::mlir::ModuleOp"> {
   let summary = "Write the module's #tess.plan";
   let description = [{

@@ -51,9 +51,9 @@ TEST(CompilePhases, ListedInCompileOrderWithDistinctNames) {
   EXPECT_EQ(distinct.size(), names.size());
   EXPECT_EQ(names.front(), "import");
   EXPECT_EQ(names.back(), "emitc");
-  EXPECT_EQ(compilePhaseNames(), "import, fusion, training, plan, remat, "
-                                 "shard, partition, stages, preparation, "
-                                 "emitc");
+  EXPECT_EQ(compilePhaseNames(), "import, fusion, search, training, plan, "
+                                 "remat, shard, partition, stages, "
+                                 "preparation, emitc");
   EXPECT_FALSE(parseCompilePhase("bogus"));
   EXPECT_FALSE(parseCompilePhase(""));
 }
@@ -61,6 +61,7 @@ TEST(CompilePhases, ListedInCompileOrderWithDistinctNames) {
 TEST(CompilePhases, APhaseWithNothingToDoAddsNoPass) {
   CompilePhaseOptions options;
   EXPECT_EQ(pipelineText(CompilePhase::Import, options), "any()");
+  EXPECT_EQ(pipelineText(CompilePhase::Search, options), "any()");
   EXPECT_EQ(pipelineText(CompilePhase::Shard, options), "any()");
   EXPECT_EQ(pipelineText(CompilePhase::Partition, options),
             "any()");
@@ -77,6 +78,19 @@ TEST(CompilePhases, OptionsReachThePasses) {
   EXPECT_EQ(pipelineText(CompilePhase::Training, options)
                 .find("tess-pack-qkv-projections"),
             std::string::npos);
+
+  options.search = true;
+  options.mesh = "2x2";
+  options.cluster = "h200-multinode";
+  options.zero = 1;
+  options.shard = {"c_fc=tp-column"};
+  options.calibration = "compute=0.5";
+  std::string search = pipelineText(CompilePhase::Search, options);
+  EXPECT_NE(search.find("tess-search-sharding"), std::string::npos);
+  for (const char *option : {"mesh=2x2", "cluster=h200-multinode", "zero=1",
+                             "shard={c_fc=tp-column}", "calibration=compute=0.5",
+                             "precision=bf16"})
+    EXPECT_NE(search.find(option), std::string::npos) << option;
 
   options.plan = "#tess.plan<remat = \"full\">";
   EXPECT_NE(pipelineText(CompilePhase::Plan, options).find("tess-write-plan"),

@@ -1,0 +1,72 @@
+// RUN: split-file %s %t
+// RUN: tessera-opt %t/cluster.mlir --tess-search-sharding='cluster=nosuch mesh=4' -verify-diagnostics
+// RUN: tessera-opt %t/pin.mlir --tess-search-sharding='mesh=4 shard=wte=[tp,-]' -verify-diagnostics
+// RUN: tessera-opt %t/mesh.mlir --tess-search-sharding='mesh=3x3' -verify-diagnostics
+// RUN: tessera-opt %t/fit.mlir --tess-search-sharding='mesh=4 memory-limit=1000' -verify-diagnostics
+// RUN: tessera-opt %t/options.mlir --tess-search-sharding='mesh=4 zero=5' -verify-diagnostics
+// RUN: tessera-opt %t/forward.mlir --tess-search-sharding='mesh=4' -verify-diagnostics
+
+// Each file is one error of tess-search-sharding, each naming what is wrong.
+
+//--- cluster.mlir
+// Tests that a cluster that is neither built in nor a file is an error.
+// expected-error@below {{tess-search-sharding: --cluster nosuch: not a built-in cluster (h200, h200-multinode, a100-megatron) and not a readable file}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- pin.mlir
+// Tests that a pin naming an axis the mesh has not contradicts the mesh.
+// expected-error@below {{tess-search-sharding: --shard 'wte=[tp,-]': invalid tensor layout '[tp,-]': no mesh axis named 'tp' in dp=4}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- mesh.mlir
+// Tests that a mesh larger than the cluster is an error.
+// expected-error@below {{tess-search-sharding: --mesh dp=3,tp=3: needs 9 devices, but cluster 'h200' has 8}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- fit.mlir
+// Tests that no plan within the memory limit is an error with the least
+// memory any plan needs.
+// expected-error@below {{tess-search-sharding: no sharding plan fits 0.00 GiB per device on mesh dp=4: the smallest plan the search can build needs 0.00 GiB per device}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- options.mlir
+// Tests that a ZeRO stage outside 0-3 is an error.
+// expected-error@below {{tess-search-sharding: zero 5: expected a ZeRO stage 0, 1, 2 or 3 (-1: searched)}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- forward.mlir
+// Tests that the search needs the forward function: after
+// tess-build-training it is too late to plan.
+// expected-error@below {{tess-search-sharding: the module has no @forward with a body}}
+module {
+}

@@ -1,0 +1,45 @@
+// RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10' | FileCheck %s
+// RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10' --tess-build-training | FileCheck %s --check-prefix=STEP
+// RUN: tessera-opt %s --tess-search-sharding='calibration=compute=10' | FileCheck %s --check-prefix=ONE
+// RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10 zero=1 shard=head=dp' | FileCheck %s --check-prefix=PINNED
+
+// Tests that the search plans @forward in place and writes its decision as
+// IR: the module's mesh and #tess.plan, on every op its strategy and the
+// layouts it reads and leaves, on each parameter its state's layout and ZeRO
+// stage, on the result the layout the loss reads it in. A step costed as 10 s
+// of compute (calibration) is worth dividing over 4 devices.
+// CHECK: module attributes {tess.mesh = #tess.mesh<dp = 4>, tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>, zero = mixed>}
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: -> (tensor<8x16x512xf32> {tess.planned = #tess.layout<[-, -, -]>})
+// CHECK: tess.parameter "wte" trainable {tess.planned = {results = [#tess.layout<[-, dp]>], state = #tess.layout<[-, dp]>, strategy = "[-, dp] ZeRO-0", zero = 0 : i64}}
+// CHECK: tess.parameter "head.weight" trainable {tess.planned = {results = [#tess.layout<[dp, -]>], state = #tess.layout<[dp, -]>, strategy = "[-, -] ZeRO-3", zero = 3 : i64, zero_axes = ["dp"]}}
+// CHECK: tess.embedding %{{.*}} {tess.planned = {operands = [#tess.layout<[-, dp]>, #tess.layout<[-, -]>], results = [#tess.layout<[-, -, dp]>], strategy = "dp: split hidden"}}
+// CHECK: tess.linear %{{.*}} {tess.planned = {operands = [#tess.layout<[-, -, dp]>, #tess.layout<[dp, -]>, #tess.layout<[-] partial(dp)>], results = [#tess.layout<[-, -, -] partial(dp)>], strategy = "dp: row-parallel"}}
+
+// Tests that the training step's copies of the forward ops carry their plan:
+// nothing is matched back; the loss and the backward have none.
+// STEP-LABEL: func.func @forward_backward
+// STEP: tess.embedding %{{.*}} {tess.planned = {operands = [#tess.layout<[-, dp]>, #tess.layout<[-, -]>], results = [#tess.layout<[-, -, dp]>], strategy = "dp: split hidden"}}
+// STEP: tess.linear %{{.*}} {tess.planned = {{.*}} strategy = "dp: row-parallel"}}
+// STEP: tess.cross_entropy
+// STEP-NOT: tess.planned
+
+// Tests that one device writes the plan alone: every layout is replicated.
+// ONE: module attributes {tess.plan = #tess.plan<>}
+// ONE-NOT: tess.planned
+
+// Tests that the pins are constraints on the same search: every parameter at
+// ZeRO-1, the head's linear data-parallel (its weight whole).
+// PINNED: tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>, zero = 1>
+// PINNED: tess.parameter "head.weight" trainable {tess.planned = {results = [#tess.layout<[-, -]>], state = #tess.layout<[dp, -]>, strategy = "[-, -] ZeRO-1", zero = 1 : i64, zero_axes = ["dp"]}}
+// PINNED: tess.linear %{{.*}} {tess.planned = {{.*}} strategy = "dp: data-parallel"}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x512xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %w = tess.parameter "head.weight" trainable : tensor<64x512xf32>
+    %b = tess.parameter "head.bias" trainable : tensor<512xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    %y = tess.linear %x, %w, %b : (tensor<8x16x64xf32>, tensor<64x512xf32>, tensor<512xf32>) -> tensor<8x16x512xf32>
+    return %y : tensor<8x16x512xf32>
+  }
+}
