@@ -1273,10 +1273,16 @@ void LowerToEmitCPass::runOnOperation() {
       preparePipelineProgram(module, *info, pipelineSchedule, microBatches);
   if (failed(pipeline))
     return signalPassFailure();
-  if (*pipeline && partitioned)
+  // The gradients left pending over axes: a pipeline's table, or the
+  // program's (the mesh search's ZeRO-1/2 parameters).
+  if (partitioned && !(*mesh)->gradientPartialAxes.empty()) {
+    std::vector<int32_t> &partialAxes =
+        *pipeline ? (*pipeline)->gradientPartialAxes
+                  : info->gradientPartialAxes;
     for (const ProgramTensor &parameter : info->parameters)
-      (*pipeline)->gradientPartialAxes.push_back(
+      partialAxes.push_back(
           (*mesh)->gradientPartialAxes.lookup(parameter.name));
+  }
 
   OpBuilder builder(module.getContext());
   builder.setInsertionPointToStart(module.getBody());

@@ -137,10 +137,10 @@ prepareMeshProgram(ModuleOp module, func::FuncOp step, bool pipelined) {
     auto parameter = parameterLayouts.find(gradient.getValue());
     if (parameter == parameterLayouts.end())
       continue; // describeProgram names the missing parameter
-    // A pipelined step's gradient may be pending over axes: the driver
-    // sums it there once a step (the header's contract).
+    // A gradient may be pending over axes: the driver sums it there once
+    // a step (the header's contract).
     TensorLayout completed = *layout;
-    if (pipelined && !layout->partialAxes.empty() &&
+    if (!layout->partialAxes.empty() &&
         parameter->second.partialAxes.empty()) {
       int32_t axes = 0;
       for (unsigned axis : layout->partialAxes)

@@ -9,14 +9,16 @@
 // - parameters and buffers are the rank's blocks, and the program's tables
 //   say how each is split (tessera_tensor_split), so that the driver can cut
 //   the whole weights into blocks and gather them back for checkpoints;
-// - every gradient leaves complete in its parameter's layout (the driver's
-//   AdamW updates the block it holds; a gradient still partial over an axis,
-//   or laid out otherwise than its parameter, has no block to update), but
-//   for a pipelined step (PipelineProgram.h, a stage mesh): there a gradient
-//   may also be a pending partial sum over axes (the data-parallel ones,
-//   tess-annotate-sharding's defer-gradient-reduction), which the driver
-//   sums once a step over the f32 sums of the micro-batches instead of the
-//   step all-reducing every micro-batch's in every backward;
+// - every gradient leaves in its parameter's layout (the driver's AdamW
+//   updates the block it holds; a gradient laid out otherwise than its
+//   parameter has no block to update), complete or a pending partial sum
+//   over axes the parameter is whole on, which the driver sums once a step:
+//   in a pipelined step (PipelineProgram.h, a stage mesh) the data-parallel
+//   axes (tess-annotate-sharding's defer-gradient-reduction: once over the
+//   f32 sums of the micro-batches instead of every micro-batch's in every
+//   backward), in a step of the mesh search's plan the ZeRO axes of its
+//   ZeRO-1/2 parameters (the driver reduce-scatters them and shards their
+//   optimizer state, runtime/train/MeshZero.h);
 // - the loss leaves replicated (every rank reports the micro-batch's loss);
 // - tokens and targets arrive whole on every rank: one data loader feeds all
 //   ranks the same micro-batch, and the step cuts its own block of it
@@ -51,9 +53,8 @@ struct MeshProgram {
   /// are whole after the rewrite): per dim the mesh axis it is split over,
   /// or -1.
   std::vector<std::vector<int32_t>> argumentSplits;
-  /// A pipelined step's: per parameter name, the mesh axes (a bit each,
-  /// axis a as 1 << a) its gradient leaves as a pending partial sum over;
-  /// absent: complete.
+  /// Per parameter name, the mesh axes (a bit each, axis a as 1 << a) its
+  /// gradient leaves as a pending partial sum over; absent: complete.
   llvm::StringMap<int32_t> gradientPartialAxes;
 };
 

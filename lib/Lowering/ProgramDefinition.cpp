@@ -195,6 +195,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
                                           info.gradientWritePositions);
   std::string readIntervals = int32Table("tessera_parameter_read_intervals",
                                          info.parameterReadIntervals);
+  std::string partialAxes = int32Table("tessera_gradient_partial_axes",
+                                       info.gradientPartialAxes);
 
   static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
                                           "TESSERA_LOSS_MLM"};
@@ -237,7 +239,7 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*offload_optimizer=*/" << (info.offloadOptimizer ? 1 : 0)
      << ",\n    /*gradient_write_positions=*/" << writePositions
      << ",\n    /*parameter_read_intervals=*/" << readIntervals
-     << "}";
+     << ",\n    /*gradient_partial_axes=*/" << partialAxes << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",

@@ -57,6 +57,10 @@ struct ProgramInfo {
   /// Per parameter four read positions in forward_backward (program.h's
   /// parameter_read_intervals); empty for a pipelined program.
   std::vector<int32_t> parameterReadIntervals;
+  /// Per parameter, the mesh axes its gradient leaves pending over
+  /// (program.h's gradient_partial_axes); empty when none is, and for a
+  /// pipelined program (its pipeline's table).
+  std::vector<int32_t> gradientPartialAxes;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).

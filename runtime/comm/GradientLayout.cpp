@@ -25,7 +25,8 @@ namespace {
 /// Parameter ranges [first, last] of the buckets, last parameters first.
 /// With `groups` (one per parameter), a bucket never holds parameters of
 /// two groups (-1: none; an empty parameter joins any bucket), so that
-/// each block of a sharded bucket is one group's.
+/// each block of a sharded bucket is one group's; a kUnreduced parameter
+/// closes the bucket before it and joins none.
 std::vector<std::pair<int32_t, int32_t>>
 cutBuckets(const std::vector<int64_t> &elements, int64_t bucketElements,
            const std::vector<int32_t> &groups) {
@@ -39,6 +40,10 @@ cutBuckets(const std::vector<int64_t> &elements, int64_t bucketElements,
   bool open = false;
   for (auto p = static_cast<int32_t>(elements.size()); p-- > 0;) {
     const int32_t mine = groups.empty() ? -1 : groups[static_cast<size_t>(p)];
+    if (mine == GradientLayout::kUnreduced) {
+      open = false;
+      continue;
+    }
     if (open && mine >= 0 && group >= 0 && mine != group)
       open = false;
     if (!open) {
@@ -83,8 +88,24 @@ GradientLayout::plan(const std::vector<int64_t> &parameterElements,
                         ? shardCount * std::max(sliceAlignment, kShardAlignment)
                         : sliceAlignment;
   int64_t cursor = 0;
+  // The kUnreduced parameters from `next` up to `end`, each at its slice
+  // alignment, then the cursor at a block granule again for a bucket.
+  int32_t next = 0;
+  auto placeUnreduced = [&](int32_t end) {
+    if (next == end)
+      return;
+    for (; next < end; ++next) {
+      cursor = roundUp(cursor, sliceAlignment);
+      layout.slots[static_cast<size_t>(next)] = {
+          cursor, parameterElements[static_cast<size_t>(next)]};
+      cursor += parameterElements[static_cast<size_t>(next)];
+    }
+    cursor = roundUp(cursor, granule);
+  };
   // Place the buckets in memory order (first parameters first).
   for (auto range = ranges.rbegin(); range != ranges.rend(); ++range) {
+    placeUnreduced(range->first);
+    next = range->second + 1;
     GradientBucket bucket;
     bucket.firstParameter = range->first;
     bucket.lastParameter = range->second;
@@ -99,8 +120,17 @@ GradientLayout::plan(const std::vector<int64_t> &parameterElements,
     cursor = bucket.offset + bucket.elements;
     layout.bucketList.insert(layout.bucketList.begin(), bucket);
   }
+  placeUnreduced(static_cast<int32_t>(parameterElements.size()));
   layout.total = cursor;
   return layout;
+}
+
+bool GradientLayout::isReduced(int32_t parameter) const {
+  for (const GradientBucket &bucket : bucketList)
+    if (parameter >= bucket.firstParameter &&
+        parameter <= bucket.lastParameter)
+      return true;
+  return false;
 }
 
 GradientLayout GradientLayout::fromSlots(std::vector<GradientSlot> slots,

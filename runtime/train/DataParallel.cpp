@@ -12,15 +12,30 @@ namespace tessera::train {
 namespace {
 
 /// Rank `rank`'s shard of the plan's gradients as pieces of the flat
-/// buffers (of the parameters it updates).
+/// buffers (of the parameters it updates), and every parameter outside the
+/// buckets whole (each rank updates its complete gradient alike), in
+/// buffer order.
 std::vector<ParameterLayout::Piece> shardPieces(const DataParallelPlan &plan,
                                                 int32_t rank) {
   std::vector<ParameterLayout::Piece> pieces;
+  auto updates = [&](int32_t parameter) {
+    return plan.updated.empty() ||
+           plan.updated[static_cast<size_t>(parameter)];
+  };
   for (const comm::ShardSegment &segment : plan.gradients.shardSegments(rank))
-    if (plan.updated.empty() ||
-        plan.updated[static_cast<size_t>(segment.parameter)])
+    if (updates(segment.parameter))
       pieces.push_back(
           {segment.parameter, segment.bufferOffset, segment.elements, -1});
+  const std::vector<comm::GradientSlot> &slots = plan.gradients.parameters();
+  for (auto p = 0; p < static_cast<int32_t>(slots.size()); ++p)
+    if (slots[static_cast<size_t>(p)].elements > 0 &&
+        !plan.gradients.isReduced(p) && updates(p))
+      pieces.push_back({p, slots[static_cast<size_t>(p)].offset,
+                        slots[static_cast<size_t>(p)].elements, -1});
+  std::sort(pieces.begin(), pieces.end(),
+            [](const ParameterLayout::Piece &a, const ParameterLayout::Piece &b) {
+              return a.offset < b.offset;
+            });
   return pieces;
 }
 
@@ -104,6 +119,29 @@ DataParallelPlan planDataParallel(const tessera_program &program,
   // ZeRO-2 reduces every micro-batch during its backward pass.
   return {std::move(gradients), std::move(placed), true, std::move(ring),
           false, std::move(weights)};
+}
+
+DataParallelPlan planShardedGroups(const tessera_program &program,
+                                   const std::vector<int32_t> &groups,
+                                   const TrainOptions &options,
+                                   int32_t shards) {
+  std::vector<int64_t> counts;
+  for (int32_t p = 0; p < program.parameter_count; ++p)
+    counts.push_back(elementCount(program.parameters[p]));
+  const int64_t bucketElements = std::max<int64_t>(
+      1, static_cast<int64_t>(options.bucketMegabytes * double(1 << 20)) /
+             dtypeSize(TESSERA_F32));
+  DataParallelPlan plan{
+      comm::GradientLayout::plan(counts, bucketElements, shards,
+                                 ParameterLayout::kSliceAlignment, groups),
+      ParameterLayout(program)};
+  std::vector<int64_t> offsets;
+  for (const comm::GradientSlot &slot : plan.gradients.parameters())
+    offsets.push_back(slot.offset);
+  plan.parameters =
+      ParameterLayout(program, offsets, plan.gradients.totalElements());
+  plan.sharded = shards > 1;
+  return plan;
 }
 
 ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {

@@ -165,6 +165,17 @@ DataParallelPlan planDataParallel(const tessera_program &program,
                                   const TrainOptions &options, int32_t ranks,
                                   int32_t zeroStage);
 
+/// ZeRO-1 of `shards` ranks by parameter group (one per parameter, as
+/// GradientLayout::plan takes them): the buckets never mix groups, so each
+/// rank's shard of a group is 1/shards of it, and a kUnreduced parameter
+/// is in no bucket (its gradient complete as the step writes it, its state
+/// whole on every rank). One shard: the buckets all-reduced, nothing
+/// sharded. What ZeRO inside a mesh shards (StageZero.h, MeshZero.h); the
+/// caller sets `reduceAccumulators` and `updated`.
+DataParallelPlan planShardedGroups(const tessera_program &program,
+                                   const std::vector<int32_t> &groups,
+                                   const TrainOptions &options, int32_t shards);
+
 /// Reduces one step's gradients over the ranks of `world` and agrees on the
 /// step's scalars.
 class DataParallelGradients {

@@ -108,6 +108,7 @@ MeshLayout::MeshLayout(const tessera_program &program)
   whole.mesh_axis_names = nullptr;
   whole.parameter_splits = nullptr;
   whole.buffer_splits = nullptr;
+  whole.gradient_partial_axes = nullptr;
 }
 
 TrainingState

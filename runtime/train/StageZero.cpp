@@ -4,7 +4,6 @@
 
 #include "TrainError.h"
 
-#include <algorithm>
 
 namespace tessera::train {
 
@@ -58,26 +57,12 @@ DataParallelPlan planStageZero(const PipelineLayout &layout, int32_t device,
   // parameters bucketed apart from those the device only reads (or holds a
   // gradient part of): no rank's block mixes them, so each rank's shard of
   // the owned state is 1/ranks of it.
-  std::vector<int64_t> counts;
   std::vector<int32_t> groups;
-  for (int32_t p = 0; p < program.parameter_count; ++p) {
-    const int64_t count = elementCount(program.parameters[p]);
-    counts.push_back(count);
-    groups.push_back(count == 0 ? -1 : layout.ownerOf(p) == device ? 0 : 1);
-  }
-  const int64_t bucketElements = std::max<int64_t>(
-      1, static_cast<int64_t>(options.bucketMegabytes * double(1 << 20)) /
-             dtypeSize(TESSERA_F32));
-  DataParallelPlan plan{
-      comm::GradientLayout::plan(counts, bucketElements, ranks,
-                                 ParameterLayout::kSliceAlignment, groups),
-      ParameterLayout(program)};
-  std::vector<int64_t> offsets;
-  for (const comm::GradientSlot &slot : plan.gradients.parameters())
-    offsets.push_back(slot.offset);
-  plan.parameters =
-      ParameterLayout(program, offsets, plan.gradients.totalElements());
-  plan.sharded = true;
+  for (int32_t p = 0; p < program.parameter_count; ++p)
+    groups.push_back(elementCount(program.parameters[p]) == 0 ? -1
+                     : layout.ownerOf(p) == device          ? 0
+                                                            : 1);
+  DataParallelPlan plan = planShardedGroups(program, groups, options, ranks);
   // A pipeline's step accumulates its micro-batches in f32 (its dp sums
   // included), even with one: those sums are what is reduce-scattered,
   // after the step's tasks.

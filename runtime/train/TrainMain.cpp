@@ -95,6 +95,7 @@
 #include "LearningRateSchedule.h"
 #include "LossScaling.h"
 #include "MeshParallel.h"
+#include "MeshZero.h"
 #include "Metrics.h"
 #include "OptimizerOffload.h"
 #include "OutputPaths.h"
@@ -185,13 +186,27 @@ void checkProgram(const tessera_program *program) {
     programError("flops_per_micro_batch is negative or not finite");
   if (program->pipeline)
     checkPipeline(*program);
+  if (program->gradient_partial_axes) {
+    if (program->pipeline || program->mesh_axis_count == 0)
+      programError("gradient_partial_axes of a program that is pipelined "
+                   "or not partitioned");
+    const int32_t axes = (int32_t(1) << program->mesh_axis_count) - 1;
+    for (int32_t i = 0; i < program->parameter_count; ++i)
+      if ((program->gradient_partial_axes[i] & ~axes) != 0)
+        programError(std::string("the gradient of '") +
+                     program->parameters[i].name +
+                     "' is pending over an axis the mesh does not have");
+  }
 }
 
 /// One rank of a partitioned program's mesh (MeshParallel.h): a thread of
-/// this process, or a launched process of its own.
+/// this process, or a launched process of its own. `commStream`: the
+/// stream the driver's own collectives run on (the ZeRO of a mesh plan's
+/// ZeRO-1/2 parameters, MeshZero.h; nullptr on the host).
 struct MeshRank {
   const MeshLayout &layout;
   const comm::RankComms &comms;
+  void *commStream = nullptr;
 };
 
 /// One rank of a pipelined program (PipelineParallel.h): pipeline device
@@ -395,6 +410,14 @@ void Trainer::start() {
     firstReplica[static_cast<size_t>(shardedAxis)] = 0;
     countedInNorm = mesh->layout.countedInNorm(firstReplica);
   }
+  // Per-parameter ZeRO-1/2 of a mesh program: its pending parameters'
+  // shards count on every rank of their group.
+  const int32_t meshZeroGroup = mesh && !pipeline ? meshZeroAxes(program) : 0;
+  const int32_t meshZero =
+      meshZeroGroup != 0 ? meshZeroStage(program, options) : 0;
+  if (meshZero == 1)
+    countedInNorm = meshZeroCountedInNorm(
+        mesh->layout, program, mesh->comms.coordinates, meshZeroGroup);
   // Over a stage mesh a block counts in the norm on the first replica of
   // its owning stage only.
   if (mesh && pipeline)
@@ -429,11 +452,21 @@ void Trainer::start() {
     std::optional<DataParallelPlan> stagePlan;
     std::optional<ParameterLayout> placed;
     int32_t groupRank = 0;
+    tessera_comm *groupComm = nullptr;
+    void *groupStream = pipeline ? pipeline->commStream
+                        : mesh   ? mesh->commStream
+                                 : nullptr;
     if (shardedAxis >= 0) {
-      groupRank = mesh->comms.coordinates[static_cast<size_t>(shardedAxis)];
-      stagePlan = planStageZero(
-          pipeline->layout, pipeline->device, options,
-          static_cast<int32_t>(program.mesh_shape[shardedAxis]));
+      groupComm = mesh->comms.axes[static_cast<size_t>(shardedAxis)];
+      stagePlan = planStageZero(pipeline->layout, pipeline->device, options,
+                                tessera_comm_size(groupComm));
+    } else if (meshZeroGroup != 0) {
+      groupComm = meshZeroComm(mesh->comms, meshZeroGroup);
+      stagePlan = planMeshZero(program, options, tessera_comm_size(groupComm),
+                               meshZero);
+    }
+    if (stagePlan) {
+      groupRank = tessera_comm_rank(groupComm);
       placed = stagePlan->rankLayout(groupRank);
     }
     backend = makeBackend(program, options, placed ? &*placed : nullptr);
@@ -455,12 +488,41 @@ void Trainer::start() {
         (pipeline ? " (stage " + std::to_string(pipeline->device) + ")"
                   : std::string());
     if (stagePlan) {
-      stageGroup = std::make_unique<ThreadRankWorld>(
-          mesh->comms.axes[static_cast<size_t>(shardedAxis)],
-          pipeline->commStream);
+      stageGroup = std::make_unique<ThreadRankWorld>(groupComm, groupStream);
       dataParallel = std::make_unique<DataParallelGradients>(
           *stageGroup, *backend, *stagePlan, trace, rankName,
           /*everyRankStores=*/true);
+    }
+    if (meshZeroGroup != 0) {
+      // Against the rank's blocks: the driver's parameters' state is 1/N
+      // of theirs (under ZeRO-1), the others' whole.
+      int64_t pendingElements = 0, pendingCount = 0, blockElements = 0;
+      for (int32_t p = 0; p < program.parameter_count; ++p) {
+        blockElements += elementCount(program.parameters[p]);
+        if (program.gradient_partial_axes[p] != 0) {
+          pendingElements += elementCount(program.parameters[p]);
+          ++pendingCount;
+        }
+      }
+      std::string axes;
+      for (int32_t axis = 0; axis < program.mesh_axis_count; ++axis)
+        if ((meshZeroGroup >> axis) & 1)
+          axes += (axes.empty() ? "" : ",") +
+                  std::string(program.mesh_axis_names[axis]);
+      std::fprintf(stdout,
+                   "%s: ZeRO-%d over %s (group rank %d of %d) of the %lld "
+                   "ZeRO-1/2 parameters' %lld elements: masters of %lld "
+                   "elements for the rank's %lld block elements\n",
+                   rankName.c_str(), meshZero, axes.c_str(), groupRank,
+                   tessera_comm_size(groupComm),
+                   static_cast<long long>(pendingCount),
+                   static_cast<long long>(pendingElements),
+                   static_cast<long long>(
+                       backend->residentState().masters /
+                       dtypeSize(TESSERA_F32)),
+                   static_cast<long long>(blockElements));
+      std::fflush(stdout);
+    } else if (stagePlan) {
       // Against what the stage owns: the shard is 1/dp of it.
       int64_t ownedElements = 0, ownedCount = 0;
       for (int32_t p = 0; p < program.parameter_count; ++p)
@@ -559,6 +621,9 @@ double Trainer::accumulateMicroBatches(int64_t step) {
   if (!dataParallel)
     return loss;
   dataParallel->finishStep();
+  // Every rank of a mesh has the micro-batches' loss already.
+  if (mesh)
+    return loss;
   return dataParallel->sum(loss) / ranks;
 }
 
@@ -881,8 +946,8 @@ int runMeshRanks(const tessera_program &program, const MeshLayout &layout,
                  double timeoutSeconds) {
   return runRankThreads(
       layout.getShape(), options, adoptRank, name, timeoutSeconds,
-      [&](const comm::RankComms &comms, void *, Trace &trace) {
-        MeshRank rank{layout, comms};
+      [&](const comm::RankComms &comms, void *commStream, Trace &trace) {
+        MeshRank rank{layout, comms, commStream};
         Trainer trainer(program, options, makeBackend, trace, nullptr,
                         comms.rank, 1, &rank);
         return trainer.run();
@@ -994,7 +1059,7 @@ int runLaunchedMeshRank(const tessera_program &program,
   // Before the backend: the world picks this rank's GPU.
   std::unique_ptr<RankWorld> world =
       makeWorld(place, layout.getShape(), timeoutSeconds);
-  MeshRank rank{layout, world->rankComms()};
+  MeshRank rank{layout, world->rankComms(), world->commStream()};
   return runProcessRank(program, options, makeBackend, place, name,
                         world.get(), &rank);
 }
@@ -1167,11 +1232,7 @@ int runTrainMain(int argc, char **argv, const tessera_program *program,
     if (MeshLayout::isPartitioned(*program)) {
       MeshLayout layout(*program);
       // Before the ranks start, so that the run says it once.
-      if (options.zeroStage > 0)
-        fail("--zero " + std::to_string(options.zeroStage) +
-             ": the driver's ZeRO shards the data-parallel ranks it "
-             "launches; a partitioned program's sharding is the one it was "
-             "compiled with");
+      (void)meshZeroStage(*program, options);
       if (place.worldSize == 1)
         return runMeshRanks(*program, layout, options, makeBackend,
                             adoptThreadRank, name, launch.commTimeoutSeconds);

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 using namespace tessera::comm;
@@ -23,6 +24,24 @@ const std::vector<int64_t> kParameters = {5, 300, 7, 64, 1, 129};
 
 float gradientValue(int32_t rank, int64_t element) {
   return static_cast<float>(rank + 1) * 0.25f + static_cast<float>(element);
+}
+
+/// Fills `gradients` with the rank's gradientValues and reduce-scatters
+/// every bucket of `layout` (ZeRO-1), the gradients reported last one
+/// first; returns the reducer for its all-gathers.
+std::unique_ptr<GradientReducer> reduceScatter(const RankComms &comms,
+                                               const GradientLayout &layout,
+                                               std::vector<float> &gradients) {
+  gradients.resize(static_cast<size_t>(layout.totalElements()));
+  for (size_t e = 0; e < gradients.size(); ++e)
+    gradients[e] = gradientValue(comms.rank, static_cast<int64_t>(e));
+  auto reducer = std::make_unique<GradientReducer>(
+      comms.world, layout, gradients.data(), TESSERA_F32,
+      ReduceMode::ReduceScatter, nullptr, nullptr);
+  for (auto p = static_cast<int32_t>(layout.parameters().size()); p-- > 0;)
+    reducer->onGradientReady(p);
+  reducer->finish();
+  return reducer;
 }
 
 } // namespace
@@ -109,6 +128,56 @@ TEST(GradientLayoutTest, BucketsKeepGroupsApart) {
   EXPECT_THROW(GradientLayout::plan({1, 2}, 10, 2, 128, {0}), CommError);
 }
 
+// Tests that a kUnreduced parameter (a mesh program's gradient the step
+// completed) is in no bucket: the buckets around it close, it is placed
+// between them at its slice alignment, the next bucket starts on a block
+// granule, no shard holds it, and the reducer leaves it as written while
+// it reduce-scatters the others.
+TEST(GradientLayoutTest, UnreducedParametersStayOutOfBuckets) {
+  constexpr int32_t kOut = GradientLayout::kUnreduced;
+  const std::vector<int64_t> sizes = {64, 40, 100, 7};
+  const std::vector<int32_t> groups = {0, kOut, 0, kOut};
+  GradientLayout layout = GradientLayout::plan(sizes, 1000, 2, 128, groups);
+  ASSERT_EQ(layout.buckets().size(), 2u);
+  EXPECT_EQ(layout.buckets()[0].firstParameter, 2);
+  EXPECT_EQ(layout.buckets()[0].lastParameter, 2);
+  EXPECT_EQ(layout.buckets()[1].firstParameter, 0);
+  EXPECT_EQ(layout.buckets()[1].lastParameter, 0);
+  EXPECT_FALSE(layout.isReduced(1));
+  EXPECT_FALSE(layout.isReduced(3));
+  EXPECT_TRUE(layout.isReduced(0));
+  EXPECT_TRUE(layout.isReduced(2));
+  const std::vector<GradientSlot> &slots = layout.parameters();
+  EXPECT_EQ(slots[1].offset, layout.buckets()[1].elements);
+  EXPECT_EQ(layout.buckets()[0].offset % 256, 0);
+  EXPECT_GE(layout.buckets()[0].offset, slots[1].offset + 40);
+  EXPECT_GE(slots[3].offset,
+            layout.buckets()[0].offset + layout.buckets()[0].elements);
+  EXPECT_GE(layout.totalElements(), slots[3].offset + 7);
+  for (int32_t rank = 0; rank < 2; ++rank)
+    for (const ShardSegment &segment : layout.shardSegments(rank))
+      EXPECT_TRUE(segment.parameter == 0 || segment.parameter == 2);
+
+  ThreadWorld world({2});
+  runThreadRanks(world, [&](const RankComms &comms) {
+    std::vector<float> gradients;
+    reduceScatter(comms, layout, gradients);
+    for (int32_t p : {1, 3})
+      for (int64_t e = 0; e < sizes[static_cast<size_t>(p)]; ++e) {
+        const int64_t at = slots[static_cast<size_t>(p)].offset + e;
+        EXPECT_EQ(gradients[static_cast<size_t>(at)],
+                  gradientValue(comms.rank, at));
+      }
+    for (const ShardSegment &segment : layout.shardSegments(comms.rank))
+      for (int64_t e = 0; e < segment.elements; ++e) {
+        const int64_t at = segment.bufferOffset + e;
+        EXPECT_EQ(gradients[static_cast<size_t>(at)],
+                  gradientValue(0, at) + gradientValue(1, at));
+      }
+    return 0;
+  });
+}
+
 TEST(GradientLayoutTest, RejectsOverlappingSlots) {
   EXPECT_THROW(GradientLayout::fromSlots({{0, 10}, {5, 10}}, 4), CommError);
   GradientLayout layout = GradientLayout::fromSlots({{0, 10}, {16, 10}}, 1);
@@ -157,14 +226,9 @@ TEST(GradientReducerTest, ZeroOneShardsAndAllGather) {
   GradientLayout layout = GradientLayout::plan(kParameters, 100, 2);
   std::vector<std::vector<float>> finalWeights(2);
   runThreadRanks(world, [&](const RankComms &comms) {
-    std::vector<float> gradients(static_cast<size_t>(layout.totalElements()));
-    for (size_t e = 0; e < gradients.size(); ++e)
-      gradients[e] = gradientValue(comms.rank, static_cast<int64_t>(e));
-    GradientReducer reducer(comms.world, layout, gradients.data(), TESSERA_F32,
-                            ReduceMode::ReduceScatter, nullptr, nullptr);
-    for (int32_t p = 5; p >= 0; --p)
-      reducer.onGradientReady(p);
-    reducer.finish();
+    std::vector<float> gradients;
+    std::unique_ptr<GradientReducer> reducer =
+        reduceScatter(comms, layout, gradients);
     std::vector<float> weights(gradients.size(), 0.0f);
     for (const ShardSegment &segment : layout.shardSegments(comms.rank))
       for (int64_t e = 0; e < segment.elements; ++e) {
@@ -173,7 +237,7 @@ TEST(GradientReducerTest, ZeroOneShardsAndAllGather) {
         EXPECT_EQ(gradients[static_cast<size_t>(at)], expected);
         weights[static_cast<size_t>(at)] = -expected; // the "update"
       }
-    reducer.allGatherShards(weights.data(), TESSERA_F32);
+    reducer->allGatherShards(weights.data(), TESSERA_F32);
     finalWeights[static_cast<size_t>(comms.rank)] = weights;
     return 0;
   });

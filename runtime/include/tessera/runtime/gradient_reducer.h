@@ -102,7 +102,11 @@ public:
   /// `groups` (empty, or one per parameter, -1 for none): a bucket never
   /// holds parameters of two groups, so every rank's block of a bucket is
   /// one group's (a pipeline device shards only the parameters it owns,
-  /// group 0, and each rank's share of them stays 1/N).
+  /// group 0, and each rank's share of them stays 1/N). A parameter of
+  /// group kUnreduced is in no bucket: placed between them, it is never
+  /// reduced nor sharded (a mesh program's gradient the step completed
+  /// itself, beside the ones it leaves to the driver).
+  static constexpr int32_t kUnreduced = -2;
   static GradientLayout plan(const std::vector<int64_t> &parameterElements,
                              int64_t bucketElements, int32_t shardCount = 1,
                              int64_t sliceAlignment = 1,
@@ -121,6 +125,8 @@ public:
   /// What rank `rank` owns after a reduce-scatter, in buffer order, split
   /// at parameter boundaries (padding left out).
   std::vector<ShardSegment> shardSegments(int32_t rank) const;
+  /// Whether parameter `parameter` is in a bucket (not kUnreduced).
+  bool isReduced(int32_t parameter) const;
 
 private:
   std::vector<GradientSlot> slots;

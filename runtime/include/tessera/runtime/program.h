@@ -317,6 +317,20 @@ typedef struct tessera_program {
    * gathered weights may share memory. NULL: not recorded (a pipelined
    * program, or one compiled before it was). */
   const int32_t *parameter_read_intervals;
+
+  /* A partitioned program that is not pipelined, planned with a ZeRO stage
+   * per parameter (the mesh search's `zero = mixed`): per parameter, the
+   * mesh axes (bit a for axis a) over which the gradient forward_backward
+   * returns is a pending partial sum, or 0 when it is complete. Those are
+   * the plan's ZeRO-1 and ZeRO-2 parameters, whose weights are whole on
+   * these axes: the driver sums their gradients over the axes' group once a
+   * step (a reduce-scatter) and shards their masters and moments over it,
+   * all-gathering the updated weights (runtime/train/MeshZero.h). Every
+   * pending parameter has the same axes. NULL: every gradient is complete
+   * (the ZeRO-0 and ZeRO-3 parameters: the step all-reduces the first and
+   * holds the second split). A pipelined program's are its pipeline's
+   * gradient_partial_axes. */
+  const int32_t *gradient_partial_axes;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),

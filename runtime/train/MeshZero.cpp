@@ -1,0 +1,94 @@
+//===- MeshZero.cpp - per-parameter ZeRO-1/2 of a mesh program ------------===//
+
+#include "MeshZero.h"
+
+#include "TrainError.h"
+
+namespace tessera::train {
+
+int32_t meshZeroAxes(const tessera_program &program) {
+  if (program.pipeline || !program.gradient_partial_axes)
+    return 0;
+  int32_t axes = 0;
+  for (int32_t p = 0; p < program.parameter_count; ++p) {
+    const int32_t mine = program.gradient_partial_axes[p];
+    if (mine == 0)
+      continue;
+    if (axes != 0 && mine != axes)
+      fail(std::string("the program leaves the gradient of '") +
+           program.parameters[p].name + "' pending over mesh axes " +
+           std::to_string(mine) + " and another over " +
+           std::to_string(axes) +
+           "; the driver's ZeRO shards over one group of axes (compile "
+           "with --zero 0 or 3, or pin the ZeRO axes alike)");
+    axes = mine;
+  }
+  return axes;
+}
+
+tessera_comm *meshZeroComm(const comm::RankComms &comms, int32_t axes) {
+  const auto count = static_cast<int32_t>(comms.axes.size());
+  if (axes == (int32_t(1) << count) - 1)
+    return comms.world;
+  for (int32_t axis = 0; axis < count; ++axis)
+    if (axes == int32_t(1) << axis)
+      return comms.axes[static_cast<size_t>(axis)];
+  fail("the program leaves gradients pending over mesh axes " +
+       std::to_string(axes) +
+       ", neither one axis nor the whole mesh, which the driver has no "
+       "communicator for (compile with --zero 0 or 3)");
+}
+
+int32_t meshZeroStage(const tessera_program &program,
+                      const TrainOptions &options) {
+  const bool pending = meshZeroAxes(program) != 0;
+  if (options.zeroStage < 0)
+    return pending ? 1 : 0;
+  if (!pending && options.zeroStage > 0)
+    fail("--zero " + std::to_string(options.zeroStage) +
+         ": the driver's ZeRO shards the data-parallel ranks it launches; a "
+         "partitioned program's sharding is the one it was compiled with");
+  if (options.zeroStage > 1)
+    fail("--zero " + std::to_string(options.zeroStage) +
+         ": this program's plan leaves the optimizer state of its ZeRO-1/2 "
+         "parameters to the driver, which shards it (--zero 1, the "
+         "default) or keeps it whole (--zero 0); its other parameters' "
+         "sharding is the one it was compiled with");
+  return options.zeroStage;
+}
+
+DataParallelPlan planMeshZero(const tessera_program &program,
+                              const TrainOptions &options, int32_t ranks,
+                              int32_t stage) {
+  std::vector<int32_t> groups;
+  for (int32_t p = 0; p < program.parameter_count; ++p)
+    groups.push_back(program.gradient_partial_axes[p] != 0
+                         ? 0
+                         : comm::GradientLayout::kUnreduced);
+  DataParallelPlan plan =
+      planShardedGroups(program, groups, options, stage == 1 ? ranks : 1);
+  // One micro-batch: the compute-precision gradients, as the step's own
+  // all-reduce would have summed them; several: their f32 sums.
+  plan.reduceAccumulators = options.gradientAccumulation > 1;
+  return plan;
+}
+
+std::vector<bool> meshZeroCountedInNorm(const MeshLayout &layout,
+                                        const tessera_program &program,
+                                        const std::vector<int32_t> &coordinates,
+                                        int32_t axes) {
+  std::vector<bool> counted = layout.countedInNorm(coordinates);
+  // A shard counts on every rank of the group: as if at coordinate 0 of
+  // each of its axes.
+  std::vector<int32_t> firstOfGroup = coordinates;
+  for (size_t axis = 0; axis < firstOfGroup.size(); ++axis)
+    if ((axes >> axis) & 1)
+      firstOfGroup[axis] = 0;
+  const std::vector<bool> shards = layout.countedInNorm(firstOfGroup);
+  for (int32_t p = 0; p < program.parameter_count; ++p)
+    if (program.gradient_partial_axes[p] != 0)
+      counted[static_cast<size_t>(p)] = shards[static_cast<size_t>(p)];
+  return counted;
+}
+
+} // namespace tessera::train

@@ -1,0 +1,82 @@
+//===- MeshZero.h - per-parameter ZeRO-1/2 of a mesh program ----*- C++ -*-===//
+//
+// The whole-mesh search (tesserac --mesh/--devices with --cluster) picks a
+// ZeRO stage per parameter (#tess.plan's `zero = mixed`). ZeRO-0 and ZeRO-3
+// are the partitioned step's own: a ZeRO-0 gradient is all-reduced inside
+// the step, a ZeRO-3 weight is split over its ZeRO axes (tessera_tensor_
+// split) and gathered inside the step. A ZeRO-1 or ZeRO-2 parameter keeps
+// its weight whole on those axes but not its optimizer state, which no
+// step can hold: the step leaves its gradient a pending partial sum over
+// them (program.h's gradient_partial_axes), and the driver runs its
+// data-parallel ZeRO-1 (DataParallel.h) on the axes' communicator for those
+// parameters only (planShardedGroups: they are group 0, every other
+// parameter kUnreduced, in no bucket):
+//
+// - the pending gradients are reduce-scattered over the group, once per
+//   micro-batch (one a step) or once a step over their f32 sums;
+// - each rank of the group holds 1/N of their masters and moments and
+//   updates that shard; the updated weights the step reads are
+//   all-gathered over the group after AdamW;
+// - every other parameter's block is updated whole by every rank, as
+//   without ZeRO;
+// - the norm counts a pending parameter's shard on every rank of the group
+//   (the shards differ), any other block on its first replica only;
+// - checkpoints gather the shards, then the blocks, into whole tensors.
+//
+// `--zero 0` keeps their state whole instead (the pending gradients
+// all-reduced over the group): the same plan's run without the driver's
+// sharding, which the sharded run equals bit for bit.
+//
+// A ZeRO-2 parameter runs as ZeRO-1 does here: its gradient stays whole
+// until the driver's reduce-scatter (the step writes it whole), so it saves
+// the optimizer state but not the gradient's memory that ZeRO-2 prices.
+// With one micro-batch a step the reduction is ZeRO-0's in the step, a sum
+// in rank order of the same addends: the same bits.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_RUNTIME_TRAIN_MESHZERO_H
+#define TESSERA_RUNTIME_TRAIN_MESHZERO_H
+
+#include "DataParallel.h"
+#include "MeshParallel.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace tessera::train {
+
+/// The mesh axes (bit a for axis a) the gradients of a partitioned, not
+/// pipelined program are pending over, or 0 when every gradient is
+/// complete. Throws TrainError when two parameters' differ (the driver
+/// shards over one group).
+int32_t meshZeroAxes(const tessera_program &program);
+
+/// The communicator of the group over `axes` of the rank of `comms`: one
+/// axis's, or the world's for every axis. Throws TrainError otherwise.
+tessera_comm *meshZeroComm(const comm::RankComms &comms, int32_t axes);
+
+/// The ZeRO stage the driver runs the pending parameters with: the plan's
+/// (1: sharded), or --zero 0 (whole). Throws TrainError naming --zero for
+/// any other, or for any --zero of a program without pending gradients
+/// (its sharding is the one it was compiled with).
+int32_t meshZeroStage(const tessera_program &program,
+                      const TrainOptions &options);
+
+/// The plan of a group of `ranks` for ZeRO stage `stage` (0 or 1): the
+/// pending parameters sharded (or all-reduced whole), the others
+/// kUnreduced.
+DataParallelPlan planMeshZero(const tessera_program &program,
+                              const TrainOptions &options, int32_t ranks,
+                              int32_t stage);
+
+/// Per parameter, whether the rank at `coordinates` counts its block (a
+/// pending parameter's shard) in the gradient norm.
+std::vector<bool> meshZeroCountedInNorm(const MeshLayout &layout,
+                                        const tessera_program &program,
+                                        const std::vector<int32_t> &coordinates,
+                                        int32_t axes);
+
+} // namespace tessera::train
+
+#endif // TESSERA_RUNTIME_TRAIN_MESHZERO_H
