@@ -18,8 +18,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
-#include <utility>
 
 namespace tessera::train {
 
@@ -30,96 +30,76 @@ inline std::string gibibytesText(int64_t bytes) {
   return text;
 }
 
-/// A zeroed device allocation, freed with its owner.
-class DeviceBuffer {
+/// Memory owned by one object and released with it by `Release` (a
+/// functor calling cudaFree, cudaFreeHost or free): movable, not copyable,
+/// null once moved from.
+template <typename Release> class OwnedMemory {
+public:
+  void *get() const { return memory.get(); }
+
+protected:
+  void adopt(void *allocation) { memory.reset(allocation); }
+
+private:
+  std::unique_ptr<void, Release> memory;
+};
+
+struct ReleaseDeviceMemory {
+  void operator()(void *memory) const { cudaFree(memory); }
+};
+struct ReleasePinnedMemory {
+  void operator()(void *memory) const { cudaFreeHost(memory); }
+};
+struct ReleaseHostMemory {
+  void operator()(void *memory) const { std::free(memory); }
+};
+
+/// A zeroed device allocation.
+class DeviceBuffer : public OwnedMemory<ReleaseDeviceMemory> {
 public:
   DeviceBuffer() = default;
   DeviceBuffer(int64_t bytes, const char *what) {
     size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 256;
+    void *memory = nullptr;
     cudaError_t error = cudaMalloc(&memory, size);
-    if (error != cudaSuccess) {
-      memory = nullptr;
+    if (error != cudaSuccess)
       fail(std::string("cannot allocate ") + gibibytesText(bytes) +
            " of GPU memory for " + what + ": " + cudaGetErrorString(error));
-    }
+    adopt(memory);
     checkCuda(cudaMemset(memory, 0, size), "clearing device memory");
   }
-  DeviceBuffer(DeviceBuffer &&other) noexcept : memory(other.memory) {
-    other.memory = nullptr;
-  }
-  DeviceBuffer &operator=(DeviceBuffer &&other) noexcept {
-    std::swap(memory, other.memory);
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer &) = delete;
-  DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-  ~DeviceBuffer() {
-    if (memory)
-      cudaFree(memory);
-  }
-  void *get() const { return memory; }
-
-private:
-  void *memory = nullptr;
 };
 
-/// Page-locked host memory, so copies from it are truly asynchronous.
 /// Host memory no copy engine reads (AdamW's moments beside an offloaded
 /// optimizer: only the host's AdamW touches them): pageable, from calloc,
 /// whose large blocks are fresh zero pages the kernel backs only when first
 /// written. A fresh start's zero moments cost neither memory nor pinning
 /// time until the first step writes them (Llama 3 8B's are 60 GiB).
-class HostBuffer {
+class HostBuffer : public OwnedMemory<ReleaseHostMemory> {
 public:
   HostBuffer() = default;
   explicit HostBuffer(int64_t bytes) {
     size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 64;
-    memory = std::calloc(size, 1);
+    void *memory = std::calloc(size, 1);
     if (!memory)
       fail("allocating " + gibibytesText(bytes) + " of host memory");
+    adopt(memory);
   }
-  HostBuffer(HostBuffer &&other) noexcept : memory(other.memory) {
-    other.memory = nullptr;
-  }
-  HostBuffer &operator=(HostBuffer &&other) noexcept {
-    std::swap(memory, other.memory);
-    return *this;
-  }
-  HostBuffer(const HostBuffer &) = delete;
-  HostBuffer &operator=(const HostBuffer &) = delete;
-  ~HostBuffer() { std::free(memory); }
-  void *get() const { return memory; }
-
-private:
-  void *memory = nullptr;
 };
 
-class PinnedBuffer {
+/// Zeroed page-locked host memory, so copies from it are truly
+/// asynchronous.
+class PinnedBuffer : public OwnedMemory<ReleasePinnedMemory> {
 public:
   PinnedBuffer() = default;
   explicit PinnedBuffer(int64_t bytes) {
     size_t size = bytes > 0 ? static_cast<size_t>(bytes) : 64;
+    void *memory = nullptr;
     checkCuda(cudaMallocHost(&memory, size),
               "allocating " + gibibytesText(bytes) + " of pinned host memory");
+    adopt(memory);
     std::memset(memory, 0, size);
   }
-  PinnedBuffer(PinnedBuffer &&other) noexcept : memory(other.memory) {
-    other.memory = nullptr;
-  }
-  PinnedBuffer &operator=(PinnedBuffer &&other) noexcept {
-    std::swap(memory, other.memory);
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer &) = delete;
-  PinnedBuffer &operator=(const PinnedBuffer &) = delete;
-  ~PinnedBuffer() {
-    if (memory)
-      cudaFreeHost(memory);
-  }
-  void *get() const { return memory; }
-
-private:
-  void *memory = nullptr;
 };
 
 } // namespace tessera::train
