@@ -214,21 +214,40 @@ std::vector<int64_t> statsStrides(const AttentionShape &shape) {
 
 /// The softcap score modifier of one graph: the frontend's Softcap keeps its
 /// forward's pre-tanh tensor for the backward's, so the two modifiers of a
-/// backward graph share one, and one compile-time scalar. On an H100 with
-/// this frontend a causal graph with it is refused ("Attention score mod
-/// enabled and hence other subgraphs are disabled": the causal mask would
-/// have to be built inside the modifier), so Gemma-2's causal softcapped
-/// attention falls back to the general kernels.
+/// backward graph share one, and one compile-time scalar. The frontend
+/// refuses a score modifier beside its own causal mask or window ("Attention
+/// score mod enabled and hence other subgraphs are disabled"), so the
+/// modifier builds them itself after the cap, as the SDPA node would after
+/// its modifier (capping a masked -inf would make it -cap): Gemma-2's causal,
+/// windowed, softcapped attention stays on the fused engines. Their
+/// backward is the cap's alone: a masked score's probability, and so its
+/// gradient, is zero.
 struct SoftcapModifier {
   fe::graph::attn::score_modifiers::Softcap softcap;
   std::shared_ptr<fe::graph::Tensor_attributes> cap;
   float value;
+  bool causal;
+  /// A sliding window's length (0: none).
+  int64_t window;
 
   std::shared_ptr<fe::graph::Tensor_attributes>
   forward(std::shared_ptr<fe::graph::Graph> graph,
           std::shared_ptr<fe::graph::Tensor_attributes> score) {
     cap = graph->tensor(value, fe::graph::ScalarType::COMPILE_TIME_CONST);
-    return softcap.forward(graph, score, cap);
+    auto capped = softcap.forward(graph, score, cap);
+    if (!causal && window == 0)
+      return capped;
+    // The SDPA node's own masks, top-left aligned (square, unpadded
+    // sequences): the right bound at the diagonal, the window's left bound.
+    std::optional<int64_t> left;
+    if (window)
+      left = window;
+    std::optional<int64_t> right;
+    if (causal)
+      right = 0;
+    return fe::graph::attn::score_modifiers::sliding_window_mask(
+        graph, capped, fe::DiagonalAlignment_t::TOP_LEFT, left, right,
+        /*s_q=*/0, /*s_kv=*/0, /*s_q_ptr=*/nullptr, /*s_kv_ptr=*/nullptr);
   }
   std::shared_ptr<fe::graph::Tensor_attributes>
   backward(std::shared_ptr<fe::graph::Graph> graph,
@@ -236,6 +255,15 @@ struct SoftcapModifier {
     return softcap.backward(graph, dscore, cap);
   }
 };
+
+/// The score modifier of `shape`'s softcapped graph, with its masks.
+std::shared_ptr<SoftcapModifier> softcapModifier(const AttentionShape &shape) {
+  auto modifier = std::make_shared<SoftcapModifier>();
+  modifier->value = shape.softcap;
+  modifier->causal = shape.causal;
+  modifier->window = shape.window;
+  return modifier;
+}
 
 /// The forward (o and, when `stats`, the statistics) or backward (dq, dk,
 /// dv) graph of `shape`, or an error naming what cuDNN refused.
@@ -255,16 +283,16 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
     auto options = fe::graph::SDPA_attributes()
                        .set_name("tess.attention")
                        .set_generate_stats(true)
-                       .set_causal_mask(shape.causal)
                        .set_attn_scale(shape.scale);
-    if (shape.window)
-      options.set_sliding_window_length(static_cast<int>(shape.window));
     if (shape.softcap != 0) {
-      auto modifier = std::make_shared<SoftcapModifier>();
-      modifier->value = shape.softcap;
+      auto modifier = softcapModifier(shape);
       options.set_score_mod([modifier](auto graph, auto score) {
         return modifier->forward(graph, score);
       });
+    } else {
+      options.set_causal_mask(shape.causal);
+      if (shape.window)
+        options.set_sliding_window_length(static_cast<int>(shape.window));
     }
     auto [o, stats] = graph.sdpa(q, k, v, options);
     setHeadOutput(*o, kO, shape, shape.queryHeads, outputWidth);
@@ -285,15 +313,15 @@ fe::error_t describeGraph(fe::graph::Graph &graph,
                                   .set_stride(statsStrides(shape)));
     auto options = fe::graph::SDPA_backward_attributes()
                        .set_name("tess.attention_grad")
-                       .set_causal_mask(shape.causal)
                        .set_attn_scale(shape.scale);
-    if (shape.window)
-      options.set_sliding_window_length(static_cast<int>(shape.window));
     if (shape.deterministic)
       options.set_deterministic_algorithm(true);
-    if (shape.softcap != 0) {
-      auto modifier = std::make_shared<SoftcapModifier>();
-      modifier->value = shape.softcap;
+    if (shape.softcap == 0) {
+      options.set_causal_mask(shape.causal);
+      if (shape.window)
+        options.set_sliding_window_length(static_cast<int>(shape.window));
+    } else {
+      auto modifier = softcapModifier(shape);
       options
           .set_score_mod([modifier](auto graph, auto score) {
             return modifier->forward(graph, score);

@@ -264,10 +264,11 @@ TEST(AttentionCuda, SlidingWindowMatchesTheCpuReference) {
 // wide enough (q in [-6, 6]) for the cap to bend them: the general kernels
 // (f32, and bf16 with cuDNN off) plain, causal with a window, with a mask
 // and dropout, fewer queries than keys; then, with cuDNN on, grouped bf16
-// heads with its Softcap score modifier. Whether cuDNN builds that graph
-// depends on its version (a refused shape falls back to the general
-// kernels): the values must match either way, and the calls it served are
-// recorded.
+// heads with its Softcap score modifier, which also builds the causal mask
+// and the window (the frontend refuses its own beside a modifier), plain,
+// causal and windowed. Whether cuDNN builds those graphs depends on its
+// version (a refused shape falls back to the general kernels): the values
+// must match either way, and the calls it served are recorded.
 TEST(AttentionCuda, SoftcapMatchesTheCpuReference) {
   REQUIRE_GPU();
   CudnnDefault restore;
@@ -289,6 +290,8 @@ TEST(AttentionCuda, SoftcapMatchesTheCpuReference) {
   setCudnnAttentionEnabled(true);
   SKIP_WITHOUT_CUDNN();
   const AttentionCase cudnn[] = {
+      {"cudnn softcap 5 bf16 grouped", 2, 8, 2, 256, 256, 64, 64, false,
+       false, 0.0, TESSERA_BF16, 6.0f, 0, 5.0},
       {"cudnn softcap 5 bf16 grouped causal", 2, 8, 2, 256, 256, 64, 64, true,
        false, 0.0, TESSERA_BF16, 6.0f, 0, 5.0},
       {"cudnn softcap 5 bf16 window 64", 1, 4, 2, 200, 200, 128, 128, true,
