@@ -27,11 +27,12 @@
 // ranks runs the two rows twice (batch 4), which leaves the mean loss and
 // every gradient unchanged.
 //
-// Searched plans: the whole-mesh search (MeshSharding.h) on the forward
-// function, on the h200 cluster, uncalibrated (tesserac's --partition
+// Searched plans: tess-search-sharding on the forward function before the
+// step is built, on the h200 cluster, uncalibrated (tesserac's --partition
 // calibrates compute times by the cost model's step estimate; the choice
-// may differ, the bridge is the same), written into the step by
-// annotateFromSearchPlan: as found (on these tiny steps mostly
+// may differ, the bridge is the same), carried into the step by its ops and
+// written as layouts by annotateFromSearchedPlan: as found (on these tiny
+// steps mostly
 // replicated), with Megatron pins (--shard ...=tp-column/tp-row), under a
 // tight memory limit (ZeRO stages that differ by parameter) and with a
 // forced ZeRO stage.
@@ -44,7 +45,6 @@
 #include "Tess/IR/TessOps.h"
 #include "tessera/Execution/Interpreter.h"
 #include "tessera/CostModel/Cluster.h"
-#include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
 #include "tessera/runtime/thread_comm.h"
@@ -86,38 +86,22 @@ std::string describe(const PartitionCase &test) {
          (test.searched ? "searched " : "") + test.strategy;
 }
 
-/// The search's plan of `forward` on `meshSpec`, written into `step`.
+/// tess-search-sharding's options for `test`.
+SearchShardingOptions searchOptions(const PartitionCase &test) {
+  SearchShardingOptions options;
+  options.cluster = "h200";
+  options.mesh = test.mesh;
+  if (test.memoryLimitBytes)
+    options.memoryLimit = static_cast<int64_t>(*test.memoryLimitBytes);
+  options.zero = test.zeroStage.value_or(-1);
+  options.pins.assign(test.pins.begin(), test.pins.end());
+  return options;
+}
+
+/// The searched plan the ops of `step` carry, written as its layouts.
 /// Returns the deviations' count, or -1 after a failed assertion.
-int annotateSearched(const PartitionCase &test, mlir::func::FuncOp forward,
-                     mlir::func::FuncOp step) {
-  auto cluster = cost::loadCluster("h200");
-  EXPECT_TRUE(static_cast<bool>(cluster)) << llvm::toString(cluster.takeError());
-  auto mesh = cost::parseMesh(test.mesh);
-  EXPECT_TRUE(static_cast<bool>(mesh)) << llvm::toString(mesh.takeError());
-  if (!cluster || !mesh)
-    return -1;
-  if (llvm::Error error = cost::placeOnCluster(*mesh, *cluster)) {
-    ADD_FAILURE() << llvm::toString(std::move(error));
-    return -1;
-  }
-  sharding::MeshSearchOptions options;
-  options.computeWeightBytes = 0; // fp32: the master is the compute weight
-  options.gradientBytes = 4;
-  options.memoryLimitBytes = test.memoryLimitBytes;
-  options.zeroStage = test.zeroStage;
-  for (const std::string &text : test.pins) {
-    auto pin = sharding::parseShardPin(text, *mesh);
-    EXPECT_TRUE(static_cast<bool>(pin)) << llvm::toString(pin.takeError());
-    if (!pin)
-      return -1;
-    options.pins.push_back(std::move(*pin));
-  }
-  auto plan =
-      sharding::searchTrainingSharding(forward, *mesh, *cluster, options);
-  EXPECT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
-  if (!plan)
-    return -1;
-  auto report = sharding::annotateFromSearchPlan(step, *plan);
+int annotateSearched(const PartitionCase &test, mlir::func::FuncOp step) {
+  auto report = sharding::annotateFromSearchedPlan(step);
   EXPECT_TRUE(static_cast<bool>(report)) << llvm::toString(report.takeError());
   if (!report)
     return -1;
@@ -327,11 +311,12 @@ void runPartitioned(const PartitionCase &test) {
         std::move(*HostTensorBuffer::fromAttribute(*parameter.getValue()));
   });
 
-  // The search plans the forward function, which the training step copies.
-  mlir::OwningOpRef<mlir::ModuleOp> planned = module->clone();
-
+  // The search plans the forward function, whose ops the training step
+  // copies with their plan.
   registerTesseraPasses();
   mlir::PassManager build(&context);
+  if (test.searched)
+    build.addPass(createSearchSharding(searchOptions(test)));
   ASSERT_TRUE(mlir::succeeded(mlir::parsePassPipeline(
       fixtures::trainingPipeline(fixture, test.loss), build)));
   build.addPass(mlir::createCanonicalizerPass());
@@ -363,8 +348,7 @@ void runPartitioned(const PartitionCase &test) {
   mlir::PassManager partition(&context);
   int deviations = 0;
   if (test.searched) {
-    deviations = annotateSearched(
-        test, planned->lookupSymbol<mlir::func::FuncOp>("forward"), step);
+    deviations = annotateSearched(test, step);
     ASSERT_GE(deviations, 0);
     ASSERT_TRUE(mlir::succeeded(
         mlir::parsePassPipeline("tess-partition-spmd", partition)));

@@ -45,11 +45,14 @@
 // rank per GPU over NCCL (runtime/train/MeshParallel.h).
 //
 // The passes all of this runs are lib/Driver's named phases (import,
-// fusion, training, plan, remat, shard, partition, stages, preparation,
-// emitc: tessera/Driver/CompilePhases.h), built from the flags;
+// fusion, search, training, plan, remat, shard, partition, stages,
+// preparation, emitc: tessera/Driver/CompilePhases.h), built from the flags;
 // `--compile-to=PHASE` prints the module after PHASE, from which
-// `tessera-opt --tess-phase-<next>` continues. tesserac decides the plan
-// (the searches), writes the weights and links; it adds no pass itself.
+// `tessera-opt --tess-phase-<next>` continues. The intra-op search is the
+// search phase's pass (tess-search-sharding), its flags the pass's options;
+// tesserac measures the compiled step it is calibrated by, weighs meshes
+// and memory bounds (planTrainingStep, chooseMesh), runs the pipeline
+// search, writes the weights and links; it adds no pass itself.
 //
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
@@ -88,6 +91,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -530,6 +534,11 @@ std::string importCleanupFailure() {
   return inputPath + ": the import cleanup pipeline failed";
 }
 
+/// The search phase's failure.
+std::string searchFailure() {
+  return inputPath + ": the sharding search failed";
+}
+
 /// The training phase's failure.
 std::string trainingFailure() {
   return inputPath + ": building the training step failed";
@@ -763,9 +772,13 @@ int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 /// The search's plan of the forward function and what it was calibrated by.
-/// `planned` holds the forward function the plan's ops belong to.
+/// `planned` holds the module whose @forward the search planned (the plan's
+/// ops are its ops).
 struct SearchedPlan {
   mlir::OwningOpRef<mlir::ModuleOp> planned;
+  /// The search phase's options that found the plan: the compile reruns the
+  /// phase with them on its own module.
+  tessera::SearchShardingOptions search;
   std::optional<tessera::cost::TrainingStepEstimate> estimate;
   std::optional<tessera::sharding::TrainingShardingPlan> plan;
   /// What every layer recomputes: the least that fits, or the pin.
@@ -786,41 +799,51 @@ std::optional<tessera::pipeline::RematMode> rematPin;
 /// deviations are remarked for the one chosen.
 bool partitionRemarks = true;
 
-/// Builds the training step in `module` (as --target does) and searches the
-/// sharding plan of the forward function on `mesh`, calibrated by the cost model's estimate of the unsharded step on
-/// one device. Returns 0, or 1 after printing the error; with `unfit`, a
-/// search that finds no plan returns 2 with its reason there instead.
-int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
+/// `mesh` as tess-search-sharding's `mesh` option ("" for one device).
+std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
+  return mesh.axes.empty() ? std::string() : mesh.describe();
+}
+
+/// Runs the search phase's pass (tess-search-sharding, `searchOptions` with
+/// `mesh`) on the forward function in `step`, in place, calibrated by the
+/// cost model's estimate of the unsharded step on one device, then makes
+/// `step` the training step built from the planned forward (as --target
+/// does), whose ops carry the plan; the searched module, whose ops the
+/// plan names, becomes `result.planned`. Returns 0, or 1 after printing the
+/// error; with `unfit`, a search that finds no plan returns 2 with its
+/// reason there instead.
+int buildAndSearch(mlir::MLIRContext &context,
+                   mlir::OwningOpRef<mlir::ModuleOp> &step,
                    const tessera::cost::Cluster &cluster,
                    const tessera::cost::DeviceMesh &mesh,
-                   tessera::sharding::MeshSearchOptions searchOptions,
+                   tessera::SearchShardingOptions searchOptions,
                    SearchedPlan &result,
                    std::string *unfit = nullptr) {
-  // The search plans the forward function; the training step replaces it.
-  result.planned = module.clone();
-  auto forward = result.planned->lookupSymbol<mlir::func::FuncOp>("forward");
-  if (!forward)
+  mlir::ModuleOp module = *step;
+  if (!module.lookupSymbol<mlir::func::FuncOp>("forward"))
     return fail(inputPath + ": the imported module has no @forward");
-  if (!searchOptions.memoryLimitBytes)
-    searchOptions.memoryLimitBytes = cluster.device.memoryBytes;
+  double limitBytes = searchOptions.memoryLimit > 0
+                          ? static_cast<double>(searchOptions.memoryLimit)
+                          : cluster.device.memoryBytes;
   // The memory of the step as compiled decides what fits; the search's own
   // per-op model is calibrated to it below.
   tessera::StepMemory memory;
   result.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
-  if (fitCompiledStep(context, module, mesh, *searchOptions.memoryLimitBytes,
-                      rematPin, cluster.host, memory, result.remat,
-                      result.offload))
+  if (fitCompiledStep(context, module, mesh, limitBytes, rematPin,
+                      cluster.host, memory, result.remat, result.offload))
     return 1;
-  // One device compiles the step the analysis above measured (q/k/v
-  // packed); a mesh's is partitioned as the search planned the forward.
-  if (int status = buildTrainingStep(context, module,
+  // The unsharded step the search is calibrated by (one device's with q/k/v
+  // packed, as the analysis above measured), built on a copy: the search
+  // plans the forward before the step that partitions is built from it.
+  mlir::OwningOpRef<mlir::ModuleOp> unsharded(module.clone());
+  if (int status = buildTrainingStep(context, *unsharded,
                                      /*oneDevice=*/mesh.deviceCount() == 1))
     return status;
   auto estimate = tessera::cost::estimateTrainingStep(
-      module, memory, cluster, tessera::cost::DeviceMesh());
+      *unsharded, memory, cluster, tessera::cost::DeviceMesh());
   if (!estimate)
     return fail(inputPath + ": " + toString(estimate.takeError()));
-  estimate->memoryLimitBytes = *searchOptions.memoryLimitBytes;
+  estimate->memoryLimitBytes = limitBytes;
   estimate->remat = tessera::pipeline::rematName(result.remat).str();
   estimate->offloadOptimizer = result.offload;
   // Offloaded, AdamW runs on the host's cores (the PCIe copies overlap it
@@ -830,52 +853,61 @@ int buildAndSearch(mlir::MLIRContext &context, mlir::ModuleOp module,
         tessera::cost::OpKind::Optimizer)] =
         static_cast<double>(memory.state.trainableElements) /
         cluster.host->adamwElementsPerSecond;
-  // On one device the analysis has decided: the search's only plan is the
-  // replicated one, whose calibrated total is the analysis's up to
-  // rounding, and a second check could only disagree by that.
-  if (mesh.deviceCount() == 1)
-    searchOptions.memoryLimitBytes.reset();
+  // (On one device the analysis has decided: the pass checks no bound, the
+  // search's only plan being the replicated one.)
 
+  // The calibration: the pass scales its per-op model to these numbers.
   using tessera::cost::OpKind;
+  tessera::sharding::MeshSearchOptions calibrated;
   double optimizerSeconds =
       estimate->secondsByKind[static_cast<size_t>(OpKind::Optimizer)];
-  searchOptions.trainingComputeSeconds =
+  calibrated.trainingComputeSeconds =
       estimate->computeSeconds() - optimizerSeconds;
   const tessera::TrainingStateBytes &state = memory.state;
   if (state.trainableElements > 0)
-    searchOptions.optimizerSecondsPerElement =
+    calibrated.optimizerSecondsPerElement =
         optimizerSeconds / state.trainableElements;
   bool mixed = precision != "fp32";
-  searchOptions.computeWeightBytes = mixed ? 2 : 0;
-  searchOptions.gradientBytes = mixed ? 2 : 4;
+  calibrated.computeWeightBytes = mixed ? 2 : 0;
+  calibrated.gradientBytes = mixed ? 2 : 4;
   // The search prices each parameter's state by its layout and ZeRO stage
   // (ShardingStrategy), the buffers and the GEMM scratch as fixed, and
   // scales its activations to the rest of the compiled step's memory: its
   // replicated plan predicts exactly the analysis's peak.
   double parameterStateBytes =
       (tessera::TrainingStateBytes::kMasterBytesPerElement +
-       searchOptions.computeWeightBytes + searchOptions.gradientBytes +
+       calibrated.computeWeightBytes + calibrated.gradientBytes +
        tessera::TrainingStateBytes::kOptimizerBytesPerElement) *
       static_cast<double>(state.trainableElements);
-  searchOptions.fixedMemoryBytes =
+  calibrated.fixedMemoryBytes =
       static_cast<double>(state.buffers + memory.gemmScratchBytes);
-  searchOptions.activationPeakBytes =
+  calibrated.activationPeakBytes =
       std::max(1.0, static_cast<double>(memory.totalBytes()) -
-                        searchOptions.fixedMemoryBytes - parameterStateBytes);
-  if (mixed) {
-    mlir::Type computeType = precision == "bf16"
-                                 ? mlir::Type(mlir::BFloat16Type::get(&context))
-                                 : mlir::Type(mlir::Float16Type::get(&context));
-    tessera::sharding::setPlanningPrecision(forward, computeType);
-  }
-  auto plan = tessera::sharding::searchTrainingSharding(forward, mesh, cluster,
-                                                        searchOptions);
+                        calibrated.fixedMemoryBytes - parameterStateBytes);
+  searchOptions.calibration = tessera::shardingCalibrationText(calibrated);
+  searchOptions.mesh = meshOption(mesh);
+  auto plan = tessera::searchSharding(module, searchOptions);
   if (!plan) {
     if (!unfit)
       return fail(inputPath + ": " + toString(plan.takeError()));
     *unfit = toString(plan.takeError());
     return 2;
   }
+  // The searched module stays as it is for the report, which names its
+  // forward's ops (the training phase would pack a one-device forward's
+  // q/k/v, and canonicalizes every function). One device compiles the step
+  // the analysis above measured (q/k/v packed), the calibration's own; a
+  // mesh's step is built from the planned forward, its ops carrying the
+  // plan the partitioner follows.
+  result.planned = std::move(step);
+  if (mesh.deviceCount() == 1) {
+    step = std::move(unsharded);
+  } else {
+    step = result.planned->clone();
+    if (int status = buildTrainingStep(context, *step, /*oneDevice=*/false))
+      return status;
+  }
+  result.search = std::move(searchOptions);
   result.estimate = std::move(*estimate);
   result.plan = std::move(*plan);
   return 0;
@@ -975,16 +1007,18 @@ partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
 int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                      const tessera::cost::Cluster &cluster,
                      const tessera::cost::DeviceMesh &mesh,
-                     const tessera::sharding::MeshSearchOptions &options,
+                     const tessera::SearchShardingOptions &options,
                      SearchedPlan &searched, std::string *unfit = nullptr) {
   mlir::OwningOpRef<mlir::ModuleOp> forward(module.clone());
-  tessera::sharding::MeshSearchOptions bounded = options;
-  double limit = options.memoryLimitBytes.value_or(cluster.device.memoryBytes);
+  tessera::SearchShardingOptions bounded = options;
+  double limit = options.memoryLimit > 0
+                     ? static_cast<double>(options.memoryLimit)
+                     : cluster.device.memoryBytes;
   mlir::OwningOpRef<mlir::ModuleOp> step;
   for (int attempt = 0;; ++attempt) {
     step = forward->clone();
     searched = SearchedPlan();
-    if (int status = buildAndSearch(context, *step, cluster, mesh, bounded,
+    if (int status = buildAndSearch(context, step, cluster, mesh, bounded,
                                     searched, unfit))
       return status;
     if (writeModulePlan(context, *step,
@@ -1015,7 +1049,7 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
       *unfit = reason;
       return 2;
     }
-    bounded.memoryLimitBytes = limit - missed;
+    bounded.memoryLimit = static_cast<int64_t>(limit - missed);
   }
   return 0;
 }
@@ -1028,7 +1062,7 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// fits).
 int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
                const tessera::cost::Cluster &cluster, int64_t devices,
-               const tessera::sharding::MeshSearchOptions &options,
+               const tessera::SearchShardingOptions &options,
                tessera::cost::DeviceMesh &chosen) {
   double fastest = std::numeric_limits<double>::infinity();
   std::string reasons;
@@ -1075,7 +1109,7 @@ int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
 int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                         const tessera::cost::Cluster &cluster,
                         const tessera::cost::DeviceMesh &mesh,
-                        const tessera::sharding::MeshSearchOptions &options,
+                        const tessera::SearchShardingOptions &options,
                         StringRef title) {
   SearchedPlan searched;
   if (int status =
@@ -1102,7 +1136,7 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
                const tessera::cost::Cluster &cluster,
                const tessera::cost::DeviceMesh &mesh,
-               const tessera::sharding::MeshSearchOptions &options,
+               const tessera::SearchShardingOptions &options,
                SearchedPlan &searched) {
   if (forcedStrategy.empty())
     return planTrainingStep(context, module, cluster, mesh, options, searched);
@@ -1121,6 +1155,22 @@ int buildStepWithPlan(
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline,
     bool oneDevice) {
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  // A mesh's searched plan: the search phase writes it on the forward's ops
+  // with the options that found it, for the training step to inherit.
+  if (searched.plan && searched.plan->mesh.deviceCount() > 1) {
+    const tessera::SearchShardingOptions &search = searched.search;
+    options->search = true;
+    options->mesh = search.mesh;
+    options->cluster = search.cluster;
+    options->memoryLimit = search.memoryLimit;
+    options->zero = search.zero;
+    options->shard = ArrayRef<std::string>(search.pins);
+    options->searchTimeout = search.searchTimeout;
+    options->calibration = search.calibration;
+  }
+  if (int status = compilePhase(context, module, tessera::CompilePhase::Search,
+                                *options, searchFailure()))
+    return status;
   options->packQkv = oneDevice;
   if (int status = compilePhase(context, module,
                                 tessera::CompilePhase::Training, *options,
@@ -1133,12 +1183,13 @@ int buildStepWithPlan(
 }
 
 /// --partition: the training step as one rank of `mesh` runs it, for the
-/// searched plan (written into the step by annotateFromSearchPlan, each
-/// place it cannot follow the plan a remark) or the forced --strategy.
+/// searched plan (which the step's ops carry from the search phase, written
+/// as layouts by annotateFromSearchedPlan, each place it cannot follow the
+/// plan a remark) or the forced --strategy.
 int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                           const tessera::cost::Cluster &cluster,
                           const tessera::cost::DeviceMesh &mesh,
-                          const tessera::sharding::MeshSearchOptions &options) {
+                          const tessera::SearchShardingOptions &options) {
   SearchedPlan searched;
   if (int status = decidePlan(context, module, cluster, mesh, options,
                               searched))
@@ -1152,9 +1203,9 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 /// Rewrites the training step in `module` into one rank's program: the
-/// forced --strategy, or the searched plan (`searched`, written into the
-/// step by annotateFromSearchPlan, each place it cannot follow the plan a
-/// remark). `deferGradientReduction` (a pipeline's stage mesh): the
+/// forced --strategy, or the searched plan (which the step's ops carry,
+/// written as layouts by annotateFromSearchedPlan, each place it cannot
+/// follow the plan a remark). `deferGradientReduction` (a pipeline's stage mesh): the
 /// gradients leave pending over dp, which the driver sums once a step.
 /// The shard phase (the layouts) then the partition phase; `compiling`: on
 /// the compile's own module, which --compile-to may stop after either.
@@ -1181,17 +1232,17 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
     auto step = module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
     if (!step)
       return fail(inputPath + ": the training step has no @forward_backward");
-    auto report = tessera::sharding::annotateFromSearchPlan(step,
-                                                            *searched.plan);
+    auto report = tessera::sharding::annotateFromSearchedPlan(step);
     if (!report)
       return fail(inputPath + ": " + toString(report.takeError()));
     for (const std::string &line : report->deviations)
       if (partitionRemarks)
         WithColor::remark(errs(), "tesserac") << "partition: " << line
                                               << "\n";
-    // The search is no pass yet: its layouts are the shard phase's result.
+    // The layouts of the plan the step's ops carry: no pass yet.
     if (compiling && printPhasePipelines)
-      errs() << "tesserac: phase shard: the search's layouts (no pass)\n";
+      errs() << "tesserac: phase shard: the searched plan's layouts (no "
+                "pass)\n";
     if (compiling)
       if (int status = stopAfter(tessera::CompilePhase::Shard, module))
         return status;
@@ -1200,48 +1251,25 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
              partitionFailure());
 }
 
-/// Refuses a searched mesh plan the compiled driver cannot run. Its ZeRO-1
-/// and ZeRO-2 parameters leave their gradients pending over their ZeRO
-/// axes, over whose group the driver shards their optimizer state
-/// (runtime/train/MeshZero.h): one group for all of them, one mesh axis's or
-/// the whole mesh's. Returns 0, or 1 after an error naming the flags that
-/// pin a runnable plan.
+/// Refuses a searched mesh plan the compiled driver cannot run: a
+/// parameter whose optimizer state (ZeRO-1) or gradient (ZeRO-2) alone is
+/// sharded leaves its gradient split where the driver updates whole blocks
+/// (its own ZeRO-1 shards over launched data-parallel ranks instead).
+/// Returns 0, or 1 after an error naming the flags that pin a runnable plan.
 int requireRunnableOnMesh(const SearchedPlan &searched) {
-  const tessera::sharding::ParameterSharding *first = nullptr;
-  auto axesText = [&](const tessera::sharding::ParameterSharding &parameter) {
-    std::string text;
-    for (unsigned axis : parameter.zeroAxes)
-      text += (text.empty() ? "" : ",") + searched.plan->mesh.axes[axis].name;
-    return text;
-  };
   for (const tessera::sharding::ParameterSharding &parameter :
-       searched.plan->parameters) {
-    if ((parameter.zeroStage != 1 && parameter.zeroStage != 2) ||
-        parameter.zeroAxes.empty())
-      continue;
-    size_t axes = parameter.zeroAxes.size();
-    if (axes != 1 && axes != searched.plan->mesh.axes.size())
+       searched.plan->parameters)
+    if ((parameter.zeroStage == 1 || parameter.zeroStage == 2) &&
+        !parameter.zeroAxes.empty())
       return fail(formatv(
-          "{0}: the searched plan shards the optimizer state of '{1}' "
-          "(ZeRO-{2}) over the mesh axes {3}, which the compiled driver "
-          "shards over one axis or the whole mesh only: pin a runnable plan "
-          "with --zero 0 or --zero 3 (or --shard '{1}=zero=0'), or force "
-          "one with --strategy dp|tp|dp-tp",
-          inputPath, parameter.name, parameter.zeroStage,
-          axesText(parameter)));
-    if (!first) {
-      first = &parameter;
-      continue;
-    }
-    if (parameter.zeroAxes != first->zeroAxes)
-      return fail(formatv(
-          "{0}: the searched plan shards the optimizer state of '{1}' over "
-          "{2} and of '{3}' over {4} (ZeRO-1/2), which the compiled driver "
-          "shards over one group of axes: pin a runnable plan with --zero 0 "
-          "or --zero 3, or force one with --strategy dp|tp|dp-tp",
-          inputPath, first->name, axesText(*first), parameter.name,
-          axesText(parameter)));
-  }
+          "{0}: the searched plan shards the {1} of '{2}' (ZeRO-{3}), "
+          "which the compiled mesh program cannot run (it updates whole "
+          "blocks; the executable's ZeRO-1 works over launched "
+          "data-parallel ranks): pin a runnable plan with --zero 0 or "
+          "--zero 3, or force one with --strategy dp|tp|dp-tp",
+          inputPath,
+          parameter.zeroStage == 1 ? "optimizer state" : "gradient",
+          parameter.name, parameter.zeroStage));
   return 0;
 }
 
@@ -1252,7 +1280,7 @@ int requireRunnableOnMesh(const SearchedPlan &searched) {
 struct PlanTarget {
   const tessera::cost::Cluster *cluster = nullptr;
   tessera::cost::DeviceMesh mesh;
-  tessera::sharding::MeshSearchOptions searchOptions;
+  tessera::SearchShardingOptions searchOptions;
   bool partitioned = false;
 };
 
@@ -1577,7 +1605,7 @@ int main(int argc, char **argv) {
   // program keeps the whole batch (the plan divides it).
   std::optional<tessera::cost::Cluster> cluster;
   tessera::cost::DeviceMesh mesh;
-  tessera::sharding::MeshSearchOptions searchOptions;
+  tessera::SearchShardingOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
   // --mesh with --target or --emit=cpp: the program of one rank of the mesh.
   bool compiling = !explain && compileRequested;
@@ -1710,25 +1738,28 @@ int main(int argc, char **argv) {
         return fail("--memory-limit " + memoryLimit +
                     ": expected a positive size such as 40GiB, 512MiB or "
                     "80GB");
-      searchOptions.memoryLimitBytes = *bytes;
+      searchOptions.memoryLimit = static_cast<int64_t>(std::llround(*bytes));
     }
     if (zeroStage.getNumOccurrences()) {
       if (zeroStage < 0 || zeroStage > 3)
         return fail("--zero " + Twine(zeroStage.getValue()) +
                     ": expected a ZeRO stage 0, 1, 2 or 3");
-      searchOptions.zeroStage = zeroStage.getValue();
+      searchOptions.zero = zeroStage.getValue();
     }
     if (planPins && planPins->zero)
-      searchOptions.zeroStage = *planPins->zero;
+      searchOptions.zero = *planPins->zero;
     if (!(searchTimeout > 0))
       return fail("--search-timeout " + std::to_string(searchTimeout) +
                   ": expected a positive number of seconds");
-    searchOptions.timeLimitSeconds = searchTimeout;
+    searchOptions.searchTimeout = searchTimeout;
+    searchOptions.cluster = clusterName.getValue();
+    searchOptions.precision = precision.getValue();
+    // Checked here, before the import, against the mesh they pin.
     for (const std::string &text : shardPins) {
       auto pin = tessera::sharding::parseShardPin(text, mesh);
       if (!pin)
         return fail(toString(pin.takeError()));
-      searchOptions.pins.push_back(std::move(*pin));
+      searchOptions.pins.push_back(text);
     }
     std::string bound;
     for (const auto &[name, value] : options.dims)

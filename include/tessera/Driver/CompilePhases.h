@@ -43,7 +43,9 @@ enum class CompilePhase {
   /// The plan's recomputation (tess-rematerialize).
   Remat,
   /// A forced plan's layouts on the step (tess-annotate-sharding); a
-  /// searched one's are written here by tesserac from its search.
+  /// searched one's are written here by tesserac from the plan the step's
+  /// ops carry from the search phase (annotateFromSearchedPlan, not yet a
+  /// pass).
   Shard,
   /// The program one rank of the mesh runs (tess-partition-spmd).
   Partition,

@@ -70,27 +70,28 @@ llvm::Expected<TensorLayout> readResultLayout(mlir::func::FuncOp function,
                                               unsigned index,
                                               const cost::DeviceMesh &mesh);
 
-/// What `annotateFromSearchPlan` wrote where it could not follow the
+/// What `annotateFromSearchedPlan` wrote where it could not follow the
 /// search's plan: one line per deviation, naming the op (or parameter), what
 /// the plan asked and what the annotation does instead. Empty when the
 /// partitioner runs the plan as the search priced it.
 struct PlanAnnotationReport {
   std::vector<std::string> deviations;
-  /// Ops of the planned forward function (tess.parameter, constants and the
-  /// terminator aside) and how many of them were found in the step.
+  /// Ops of @forward the search planned (tess.parameter aside) and how
+  /// many of them the step still has (the others were folded).
   size_t plannedOps = 0, matchedOps = 0;
 };
 
-/// The bridge from the search (MeshSharding.h, which plans @forward) to the
-/// partitioner: writes a complete, consistent annotation of `step` (the
-/// @forward_backward of tess-build-training built from that @forward) for
-/// `plan`'s mesh. Defined in lib/Transforms/Partition/AnnotateFromPlan.cpp
-/// (TesseraTransforms), since it decides with the partitioner's own layout
-/// rule; see that file for the mapping. Errors: a step without the roles
-/// tess-build-training gives its arguments.
+/// The bridge from the search to the partitioner: writes a complete,
+/// consistent annotation of `step` (the @forward_backward that
+/// tess-build-training built from a @forward which tess-search-sharding
+/// planned, its ops carrying their `tess.planned`, SearchedPlan.h) on the
+/// module's tess.mesh, then erases the `tess.planned` wishes. Defined in
+/// lib/Transforms/Partition/AnnotateFromPlan.cpp (TesseraTransforms), since
+/// it decides with the partitioner's own layout rule; see that file for the
+/// mapping. Errors: a module without a searched plan, a step without the
+/// roles tess-build-training gives its arguments.
 llvm::Expected<PlanAnnotationReport>
-annotateFromSearchPlan(mlir::func::FuncOp step,
-                       const TrainingShardingPlan &plan);
+annotateFromSearchedPlan(mlir::func::FuncOp step);
 
 } // namespace tessera::sharding
 

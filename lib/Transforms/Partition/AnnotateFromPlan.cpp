@@ -1,34 +1,30 @@
 //===- AnnotateFromPlan.cpp - the search's plan as the partitioner's input ===//
 //
-// The search (lib/Sharding/MeshSharding.h) plans the forward function; the
-// partitioner (tess-partition-spmd) rewrites the training step
+// The search (tess-search-sharding) plans the forward function and writes
+// its decision on the forward's ops (lib/Sharding/SearchedPlan.h's
+// `tess.planned`), which tess-build-training's clones carry into the
+// training step; the partitioner (tess-partition-spmd) rewrites the step
 // @forward_backward from PlanAnnotation.h's attributes. This file writes
-// those attributes from a TrainingShardingPlan:
+// those attributes from the plan the step's ops carry:
 //
-//  - Arguments. A parameter or buffer takes its ParameterSharding's
-//    `computeLayout`, found by the name in its `tess.parameter` /
-//    `tess.buffer` attribute. The token ids take the layout the plan's first
-//    reader of @forward's argument needs (the embedding's), the targets the
-//    token dims of the layout the loss reads the logits in
-//    (`resultLayouts[0]`), the loss scale is replicated.
-//  - The forward ops of the step. tess-build-training copies @forward's ops
-//    in program order (tess.parameter ops become arguments) before the
-//    loss; canonicalization and CSE may fold some and hoist constants. The
-//    planned ops are matched to the step's ops before the first
-//    tess.cross_entropy in order, by op name, result shapes and operands
-//    (an operand whose producer is matched must map to the matching
-//    value), so a folded op is skipped rather than mismatched. A matched
-//    op's results get the plan's result layouts; the partitioner then runs
-//    it in the layouts LayoutChoice.h picks for them, which are the plan's
-//    operand layouts whenever the operands arrive as the plan has them.
+//  - Arguments. A parameter or buffer takes the compute layout its
+//    tess.parameter op in @forward was planned, found by the name in its
+//    `tess.parameter` / `tess.buffer` attribute. The token ids take the
+//    layout the plan's first reader of them needs (the embedding's), the
+//    targets the token dims of the layout the loss reads the logits in
+//    (@forward's result), the loss scale is replicated.
+//  - The forward ops of the step: those before the first tess.cross_entropy
+//    that carry a plan (canonicalization may have folded some; their
+//    replacements carry none). Such an op's results get the plan's result
+//    layouts; the partitioner then runs it in the layouts LayoutChoice.h
+//    picks for them, which are the plan's operand layouts whenever the
+//    operands arrive as the plan has them.
 //  - Everything else (the loss, the backward, ops the plan does not
 //    name): propagation with LayoutChoice.h, each op in the layouts its
 //    operands arrive in, as tess-annotate-sharding does.
 //  - Results: the loss replicated; a gradient in its parameter's
-//    `stateLayout` under ZeRO-3 (the shard the optimizer updates), else in
-//    its `computeLayout`, under ZeRO 1-2 a pending partial sum over the
-//    ZeRO axes: the driver, which holds the optimizer state, reduce-
-//    scatters it into its shard (runtime/train/MeshZero.h).
+//    `stateLayout` under ZeRO 1-3 (the gradient shard the optimizer
+//    updates), else in its `computeLayout`.
 //
 // What the partitioner cannot express, and what is written instead (each a
 // line of the report):
@@ -50,6 +46,7 @@
 #include "LayoutChoice.h"
 
 #include "tessera/Sharding/PlanAnnotation.h"
+#include "tessera/Sharding/SearchedPlan.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -79,26 +76,6 @@ Value throughArgumentCast(Value value) {
   return value;
 }
 
-bool isConstant(Value value) {
-  value = throughArgumentCast(value);
-  while (auto cast = value.getDefiningOp<tess::CastOp>())
-    value = cast.getInput();
-  return value.getDefiningOp<tess::ConstantOp>() != nullptr;
-}
-
-bool sameShapes(TypeRange left, TypeRange right) {
-  if (left.size() != right.size())
-    return false;
-  for (auto [a, b] : llvm::zip(left, right)) {
-    auto shapedA = llvm::dyn_cast<ShapedType>(a);
-    auto shapedB = llvm::dyn_cast<ShapedType>(b);
-    if (!shapedA || !shapedB ? a != b
-                             : shapedA.getShape() != shapedB.getShape())
-      return false;
-  }
-  return true;
-}
-
 /// The argument of `step` whose attribute `role` (tess.parameter,
 /// tess.buffer, tess.input) is `name`.
 BlockArgument argumentNamed(func::FuncOp step, StringRef role,
@@ -111,20 +88,98 @@ BlockArgument argumentNamed(func::FuncOp step, StringRef role,
   return {};
 }
 
+/// The name of the parameter whose argument of `step` `value` is (through
+/// its cast to the compute type), or "".
+StringRef parameterName(func::FuncOp step, Value value) {
+  auto argument = llvm::dyn_cast<BlockArgument>(throughArgumentCast(value));
+  if (!argument || argument.getOwner()->getParentOp() != step)
+    return "";
+  auto name = step.getArgAttrOfType<StringAttr>(argument.getArgNumber(),
+                                                "tess.parameter");
+  return name ? name.getValue() : "";
+}
+
+/// The searched plan that `step` (and @forward beside it) carry, read from
+/// their `tess.planned` (SearchedPlan.h): the parameters' from @forward's
+/// tess.parameter ops, the ops' from the step's own ops before the loss,
+/// the results' from @forward's. `plannedOps` counts @forward's planned
+/// ops (parameters aside), so that those folded in the step can be told.
+llvm::Expected<sharding::TrainingShardingPlan>
+readStepPlan(func::FuncOp step, size_t &plannedOps) {
+  auto module = step->getParentOfType<ModuleOp>();
+  auto meshAttribute =
+      module->getAttrOfType<tess::MeshAttr>(sharding::kMeshAttrName);
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!meshAttribute || !forward || forward.isExternal())
+    return llvm::createStringError(
+        "the module has no searched plan: tess-search-sharding writes it "
+        "(tess.mesh, and tess.planned on @forward's ops) before the step is "
+        "built");
+  sharding::TrainingShardingPlan plan;
+  plan.mesh = sharding::deviceMesh(meshAttribute);
+  plannedOps = 0;
+  for (Operation &op : forward.getBody().front()) {
+    auto planned = sharding::readPlannedOp(&op, plan.mesh);
+    if (!planned)
+      return planned.takeError();
+    if (!*planned)
+      continue;
+    auto parameter = dyn_cast<tess::ParameterOp>(op);
+    if (!parameter) {
+      ++plannedOps;
+      continue;
+    }
+    sharding::ParameterSharding state;
+    state.op = &op;
+    state.name = parameter.getName().str();
+    state.computeLayout = (*planned)->results[0];
+    state.stateLayout = (*planned)->state.value_or(state.computeLayout);
+    state.zeroStage = (*planned)->zeroStage;
+    state.zeroAxes = (*planned)->zeroAxes;
+    plan.parameters.push_back(std::move(state));
+  }
+  for (unsigned index = 0; index < forward.getNumResults(); ++index) {
+    llvm::Expected<TensorLayout> layout =
+        sharding::readPlannedResult(forward, index, plan.mesh);
+    if (!layout)
+      return layout.takeError();
+    plan.resultLayouts.push_back(std::move(*layout));
+  }
+  for (Operation &op : step.getBody().front()) {
+    if (isa<tess::CrossEntropyOp>(op))
+      break;
+    auto planned = sharding::readPlannedOp(&op, plan.mesh);
+    if (!planned)
+      return planned.takeError();
+    if (!*planned)
+      continue;
+    sharding::OpSharding entry;
+    entry.op = &op;
+    entry.strategy = (*planned)->strategy;
+    entry.layer = (*planned)->layer;
+    entry.operandLayouts = (*planned)->operands;
+    entry.resultLayouts = (*planned)->results;
+    plan.opIndex[&op] = plan.ops.size();
+    plan.ops.push_back(std::move(entry));
+  }
+  return plan;
+}
+
 class PlanAnnotator {
 public:
-  PlanAnnotator(func::FuncOp step, const sharding::TrainingShardingPlan &plan)
-      : step(step), plan(plan), mesh(plan.mesh) {}
+  PlanAnnotator(func::FuncOp step, const sharding::TrainingShardingPlan &plan,
+                size_t plannedOps)
+      : step(step), plan(plan), mesh(plan.mesh) {
+    report.plannedOps = plannedOps;
+  }
 
   llvm::Expected<sharding::PlanAnnotationReport> run();
 
 private:
-  /// Matches the planned forward ops to the step's copies (`matched`).
-  void matchForwardOps(func::FuncOp forward);
   /// Piece-major splits: the producers whose result dim must stay whole,
   /// and the parameters that stay whole on an axis.
   void findPieceMajorSplits();
-  void seedArguments(func::FuncOp forward);
+  void seedArguments();
   void chooseOpLayouts();
   SmallVector<TensorLayout> resultLayouts();
 
@@ -147,7 +202,7 @@ private:
   const sharding::TrainingShardingPlan &plan;
   const cost::DeviceMesh &mesh;
   sharding::PlanAnnotationReport report;
-  /// Step op -> its plan entry.
+  /// Step op -> its plan entry (the step's ops carry their plan).
   llvm::DenseMap<Operation *, const sharding::OpSharding *> matched;
   /// Planned (forward) ops that follow propagation instead of the plan.
   llvm::DenseSet<Operation *> propagated;
@@ -157,73 +212,6 @@ private:
   llvm::StringMap<SmallVector<unsigned, 1>> wholeParameters;
   llvm::DenseMap<Value, TensorLayout> layouts;
 };
-
-void PlanAnnotator::matchForwardOps(func::FuncOp forward) {
-  // Forward value -> step value.
-  llvm::DenseMap<Value, Value> values;
-  if (forward.getNumArguments() > 0)
-    if (BlockArgument ids = argumentNamed(step, "tess.input", "input_ids"))
-      values[forward.getArgument(0)] = ids;
-  SmallVector<Operation *> planned;
-  for (Operation &op : forward.getBody().front()) {
-    if (auto parameter = dyn_cast<tess::ParameterOp>(op)) {
-      BlockArgument argument = argumentNamed(step, "tess.parameter",
-                                             parameter.getName());
-      if (!argument)
-        argument = argumentNamed(step, "tess.buffer", parameter.getName());
-      if (argument)
-        values[parameter.getResult()] = argument;
-      continue;
-    }
-    if (!isa<tess::ConstantOp>(op) && !op.hasTrait<OpTrait::IsTerminator>())
-      planned.push_back(&op);
-  }
-  SmallVector<Operation *> candidates;
-  for (Operation &op : step.getBody().front()) {
-    if (isa<tess::CrossEntropyOp>(op))
-      break;
-    bool argumentCast = isa<tess::CastOp>(op) &&
-                        llvm::isa<BlockArgument>(op.getOperand(0));
-    if (!isa<tess::ConstantOp>(op) && !argumentCast)
-      candidates.push_back(&op);
-  }
-
-  auto matches = [&](Operation *original, Operation *copy) {
-    if (original->getName() != copy->getName() ||
-        original->getNumOperands() != copy->getNumOperands() ||
-        !sameShapes(original->getResultTypes(), copy->getResultTypes()))
-      return false;
-    for (auto [from, to] :
-         llvm::zip(original->getOperands(), copy->getOperands())) {
-      auto known = values.find(from);
-      if (known != values.end()) {
-        if (throughArgumentCast(to) != known->second)
-          return false;
-      } else if (isConstant(from) && !isConstant(to)) {
-        return false;
-      }
-    }
-    return true;
-  };
-  size_t next = 0;
-  report.plannedOps = planned.size();
-  for (Operation *original : planned) {
-    const sharding::OpSharding *entry = plan.find(original);
-    for (size_t index = next; index < candidates.size(); ++index) {
-      Operation *copy = candidates[index];
-      if (!matches(original, copy))
-        continue;
-      for (auto [from, to] :
-           llvm::zip(original->getResults(), copy->getResults()))
-        values[from] = to;
-      if (entry)
-        matched[copy] = entry;
-      ++report.matchedOps;
-      next = index + 1;
-      break;
-    }
-  }
-}
 
 void PlanAnnotator::findPieceMajorSplits() {
   for (const sharding::OpSharding &entry : plan.ops) {
@@ -245,9 +233,9 @@ void PlanAnnotator::findPieceMajorSplits() {
     if (producer && plan.find(producer)) {
       keepWhole[producer] = {static_cast<unsigned>(dim), axis};
       for (Value operand : producer->getOperands())
-        if (auto parameter = operand.getDefiningOp<tess::ParameterOp>()) {
-          wholeParameters[parameter.getName()].push_back(axis);
-          whole += (whole.empty() ? "" : ", ") + parameter.getName().str();
+        if (StringRef name = parameterName(step, operand); !name.empty()) {
+          wholeParameters[name].push_back(axis);
+          whole += (whole.empty() ? "" : ", ") + name.str();
         }
     }
     const sharding::OpSharding *producerEntry =
@@ -263,7 +251,7 @@ void PlanAnnotator::findPieceMajorSplits() {
   }
 }
 
-void PlanAnnotator::seedArguments(func::FuncOp forward) {
+void PlanAnnotator::seedArguments() {
   llvm::StringMap<const sharding::ParameterSharding *> parameters;
   for (const sharding::ParameterSharding &parameter : plan.parameters)
     parameters[parameter.name] = &parameter;
@@ -307,8 +295,7 @@ void PlanAnnotator::seedArguments(func::FuncOp forward) {
     }
     layouts[argument] = layout;
   };
-  if (forward.getNumArguments() > 0) {
-    Value ids = forward.getArgument(0);
+  if (BlockArgument ids = argumentNamed(step, "tess.input", "input_ids")) {
     for (const sharding::OpSharding &entry : plan.ops) {
       auto use = llvm::find(entry.op->getOperands(), ids);
       if (use == entry.op->operand_end())
@@ -400,14 +387,9 @@ SmallVector<TensorLayout> PlanAnnotator::resultLayouts() {
     auto found = name ? parameters.find(name.getValue()) : parameters.end();
     if (found != parameters.end()) {
       const sharding::ParameterSharding &parameter = *found->second;
-      bool sharded = !parameter.zeroAxes.empty();
-      TensorLayout planned = parameter.zeroStage == 3 && sharded
-                                 ? parameter.stateLayout
-                                 : parameter.computeLayout;
+      TensorLayout planned = parameter.zeroStage > 0 ? parameter.stateLayout
+                                                     : parameter.computeLayout;
       planned.partialAxes.clear();
-      if (sharded && (parameter.zeroStage == 1 || parameter.zeroStage == 2))
-        planned.partialAxes.assign(parameter.zeroAxes.begin(),
-                                   parameter.zeroAxes.end());
       for (unsigned axis : wholeParameters.lookup(name.getValue()))
         for (int &dimAxis : planned.dimAxes)
           if (dimAxis == (int)axis)
@@ -429,17 +411,11 @@ llvm::Expected<sharding::PlanAnnotationReport> PlanAnnotator::run() {
     return llvm::createStringError(
         "the training step has no input_ids/targets arguments (build it "
         "with tess-build-training)");
-  func::FuncOp forward;
   for (const sharding::OpSharding &entry : plan.ops)
-    if (entry.op) {
-      forward = entry.op->getParentOfType<func::FuncOp>();
-      break;
-    }
-  if (!forward)
-    return llvm::createStringError("the plan names no ops");
-  matchForwardOps(forward);
+    matched[entry.op] = &entry;
+  report.matchedOps = plan.ops.size();
   findPieceMajorSplits();
-  seedArguments(forward);
+  seedArguments();
   chooseOpLayouts();
   if (llvm::Error error = sharding::annotateShardingPlan(
           step, mesh, layouts, resultLayouts()))
@@ -455,7 +431,19 @@ llvm::Expected<sharding::PlanAnnotationReport> PlanAnnotator::run() {
 } // namespace
 
 llvm::Expected<sharding::PlanAnnotationReport>
-sharding::annotateFromSearchPlan(func::FuncOp step,
-                                 const TrainingShardingPlan &plan) {
-  return PlanAnnotator(step, plan).run();
+sharding::annotateFromSearchedPlan(func::FuncOp step) {
+  size_t plannedOps = 0;
+  llvm::Expected<TrainingShardingPlan> plan = readStepPlan(step, plannedOps);
+  if (!plan)
+    return plan.takeError();
+  llvm::Expected<PlanAnnotationReport> report =
+      PlanAnnotator(step, *plan, plannedOps).run();
+  // The wishes are layouts now: the step's later phases read those alone.
+  if (report) {
+    erasePlannedAttributes(step);
+    if (auto forward = step->getParentOfType<ModuleOp>()
+                           .lookupSymbol<func::FuncOp>("forward"))
+      erasePlannedAttributes(forward);
+  }
+  return report;
 }

@@ -1,0 +1,19 @@
+"""Reruns one phase of a compile with tessera-opt, from the pipeline tesserac
+printed for it under --print-phase-pipelines: a pipeline whose options hold
+numbers tesserac measured (the search's calibration) is taken as printed
+rather than retyped in the test.
+
+usage: rerun_phase.py PIPELINES.txt PHASE INPUT.mlir OUTPUT.mlir
+"""
+import subprocess
+import sys
+
+pipelines, phase, source, output = sys.argv[1:5]
+prefix = "tesserac: phase " + phase + ": "
+lines = [line[len(prefix):].rstrip("\n") for line in open(pipelines)
+         if line.startswith(prefix)]
+if len(lines) != 1:
+    sys.exit("expected one '%s' line in %s, got %d" % (prefix, pipelines,
+                                                      len(lines)))
+sys.exit(subprocess.call(["tessera-opt", source, "--pass-pipeline=" + lines[0],
+                          "-o", output]))
