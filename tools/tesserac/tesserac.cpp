@@ -1251,25 +1251,48 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
              partitionFailure());
 }
 
-/// Refuses a searched mesh plan the compiled driver cannot run: a
-/// parameter whose optimizer state (ZeRO-1) or gradient (ZeRO-2) alone is
-/// sharded leaves its gradient split where the driver updates whole blocks
-/// (its own ZeRO-1 shards over launched data-parallel ranks instead).
-/// Returns 0, or 1 after an error naming the flags that pin a runnable plan.
+/// Refuses a searched mesh plan the compiled driver cannot run. Its ZeRO-1
+/// and ZeRO-2 parameters leave their gradients pending over their ZeRO
+/// axes, over whose group the driver shards their optimizer state
+/// (runtime/train/MeshZero.h): one group for all of them, one mesh axis's or
+/// the whole mesh's. Returns 0, or 1 after an error naming the flags that
+/// pin a runnable plan.
 int requireRunnableOnMesh(const SearchedPlan &searched) {
+  const tessera::sharding::ParameterSharding *first = nullptr;
+  auto axesText = [&](const tessera::sharding::ParameterSharding &parameter) {
+    std::string text;
+    for (unsigned axis : parameter.zeroAxes)
+      text += (text.empty() ? "" : ",") + searched.plan->mesh.axes[axis].name;
+    return text;
+  };
   for (const tessera::sharding::ParameterSharding &parameter :
-       searched.plan->parameters)
-    if ((parameter.zeroStage == 1 || parameter.zeroStage == 2) &&
-        !parameter.zeroAxes.empty())
+       searched.plan->parameters) {
+    if ((parameter.zeroStage != 1 && parameter.zeroStage != 2) ||
+        parameter.zeroAxes.empty())
+      continue;
+    size_t axes = parameter.zeroAxes.size();
+    if (axes != 1 && axes != searched.plan->mesh.axes.size())
       return fail(formatv(
-          "{0}: the searched plan shards the {1} of '{2}' (ZeRO-{3}), "
-          "which the compiled mesh program cannot run (it updates whole "
-          "blocks; the executable's ZeRO-1 works over launched "
-          "data-parallel ranks): pin a runnable plan with --zero 0 or "
-          "--zero 3, or force one with --strategy dp|tp|dp-tp",
-          inputPath,
-          parameter.zeroStage == 1 ? "optimizer state" : "gradient",
-          parameter.name, parameter.zeroStage));
+          "{0}: the searched plan shards the optimizer state of '{1}' "
+          "(ZeRO-{2}) over the mesh axes {3}, which the compiled driver "
+          "shards over one axis or the whole mesh only: pin a runnable plan "
+          "with --zero 0 or --zero 3 (or --shard '{1}=zero=0'), or force "
+          "one with --strategy dp|tp|dp-tp",
+          inputPath, parameter.name, parameter.zeroStage,
+          axesText(parameter)));
+    if (!first) {
+      first = &parameter;
+      continue;
+    }
+    if (parameter.zeroAxes != first->zeroAxes)
+      return fail(formatv(
+          "{0}: the searched plan shards the optimizer state of '{1}' over "
+          "{2} and of '{3}' over {4} (ZeRO-1/2), which the compiled driver "
+          "shards over one group of axes: pin a runnable plan with --zero 0 "
+          "or --zero 3, or force one with --strategy dp|tp|dp-tp",
+          inputPath, first->name, axesText(*first), parameter.name,
+          axesText(parameter)));
+  }
   return 0;
 }
 

@@ -23,8 +23,10 @@
 //    name): propagation with LayoutChoice.h, each op in the layouts its
 //    operands arrive in, as tess-annotate-sharding does.
 //  - Results: the loss replicated; a gradient in its parameter's
-//    `stateLayout` under ZeRO 1-3 (the gradient shard the optimizer
-//    updates), else in its `computeLayout`.
+//    `stateLayout` under ZeRO-3 (the shard the optimizer updates), else in
+//    its `computeLayout`, under ZeRO 1-2 a pending partial sum over the
+//    ZeRO axes: the driver, which holds the optimizer state, reduce-
+//    scatters it into its shard (runtime/train/MeshZero.h).
 //
 // What the partitioner cannot express, and what is written instead (each a
 // line of the report):
@@ -387,9 +389,14 @@ SmallVector<TensorLayout> PlanAnnotator::resultLayouts() {
     auto found = name ? parameters.find(name.getValue()) : parameters.end();
     if (found != parameters.end()) {
       const sharding::ParameterSharding &parameter = *found->second;
-      TensorLayout planned = parameter.zeroStage > 0 ? parameter.stateLayout
-                                                     : parameter.computeLayout;
+      bool sharded = !parameter.zeroAxes.empty();
+      TensorLayout planned = parameter.zeroStage == 3 && sharded
+                                 ? parameter.stateLayout
+                                 : parameter.computeLayout;
       planned.partialAxes.clear();
+      if (sharded && (parameter.zeroStage == 1 || parameter.zeroStage == 2))
+        planned.partialAxes.assign(parameter.zeroAxes.begin(),
+                                   parameter.zeroAxes.end());
       for (unsigned axis : wholeParameters.lookup(name.getValue()))
         for (int &dimAxis : planned.dimAxes)
           if (dimAxis == (int)axis)
