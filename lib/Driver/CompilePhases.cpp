@@ -43,7 +43,7 @@ constexpr CompilePhaseInfo kPhases[] = {
     {CompilePhase::Remat, "remat",
      "recompute in the backward what the plan's remat says"},
     {CompilePhase::Shard, "shard",
-     "write a forced plan's layouts on the step (a mesh's)"},
+     "write a mesh plan's layouts on the step (searched or forced)"},
     {CompilePhase::Partition, "partition",
      "rewrite the annotated step into the program one rank runs"},
     {CompilePhase::Stages, "stages",
@@ -128,6 +128,12 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
     return;
   }
   case CompilePhase::Shard: {
+    if (options.searchedLayouts) {
+      AnnotateFromPlanOptions annotate;
+      annotate.remarks = options.planRemarks;
+      pm.addPass(createAnnotateFromPlan(annotate));
+      return;
+    }
     if (options.strategy.empty())
       return;
     AnnotateShardingOptions annotate;

@@ -58,9 +58,12 @@ PassDiagnostics::PassDiagnostics(mlir::MLIRContext &context,
     mlir::DiagnosticSeverity severity = diagnostic.getSeverity();
     if (severity == mlir::DiagnosticSeverity::Error)
       ++printedErrors;
-    prefix(severity) << inputPath << ": "
-                     << origin(diagnostic.getLocation()) << diagnostic.str()
-                     << "\n";
+    // A remark is about the plan (tess-annotate-from-plan's `partition:`
+    // lines name the op), not a fault of the file.
+    raw_ostream &os = prefix(severity);
+    if (severity != mlir::DiagnosticSeverity::Remark)
+      os << inputPath << ": ";
+    os << origin(diagnostic.getLocation()) << diagnostic.str() << "\n";
     for (const mlir::Diagnostic &note : diagnostic.getNotes())
       WithColor::note(errs(), "tesserac")
           << origin(note.getLocation()) << note.str() << "\n";

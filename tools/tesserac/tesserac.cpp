@@ -973,20 +973,19 @@ int writeModulePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     const SearchedPlan &searched,
                      bool deferGradientReduction = false,
                      bool compiling = false);
 
-/// The memory of one rank's program for the searched plan, as --target
-/// --mesh compiles it: the training step in `module` partitioned (a copy),
+/// The memory of one rank's program for the searched plan the ops of the
+/// training step in `module` carry, as --target --mesh compiles it: the
+/// step partitioned (a copy),
 /// prepared for the lowering and analysed; `plan` is the copy's #tess.plan
 /// once partitioned (the mesh joined). Nullopt after printing the error.
 std::optional<tessera::StepMemory>
 partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
-                      const SearchedPlan &searched,
                       tessera::tess::PlanAttr &plan) {
   mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
-  if (partitionForMesh(context, *step, searched))
+  if (partitionForMesh(context, *step))
     return std::nullopt;
   plan = tessera::tess::PlanAttr::lookup(*step);
   return preparedStepMemory(context, *step, /*microBatches=*/1);
@@ -1029,7 +1028,7 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
       break;
     }
     searched.rank =
-        partitionedStepMemory(context, *step, searched, searched.compiledPlan);
+        partitionedStepMemory(context, *step, searched.compiledPlan);
     if (!searched.rank)
       return 1;
     const tessera::StepMemory &rank = *searched.rank;
@@ -1184,7 +1183,7 @@ int buildStepWithPlan(
 
 /// --partition: the training step as one rank of `mesh` runs it, for the
 /// searched plan (which the step's ops carry from the search phase, written
-/// as layouts by annotateFromSearchedPlan, each place it cannot follow the
+/// as layouts by tess-annotate-from-plan, each place it cannot follow the
 /// plan a remark) or the forced --strategy.
 int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                           const tessera::cost::Cluster &cluster,
@@ -1197,21 +1196,20 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (int status = buildStepWithPlan(context, module, searched, std::nullopt,
                                      mesh.deviceCount() == 1))
     return status;
-  if (int status = partitionForMesh(context, module, searched))
+  if (int status = partitionForMesh(context, module))
     return status;
   return writeOutput([&](raw_ostream &os) { module->print(os); });
 }
 
 /// Rewrites the training step in `module` into one rank's program: the
 /// forced --strategy, or the searched plan (which the step's ops carry,
-/// written as layouts by annotateFromSearchedPlan, each place it cannot
+/// written as layouts by tess-annotate-from-plan, each place it cannot
 /// follow the plan a remark). `deferGradientReduction` (a pipeline's stage mesh): the
 /// gradients leave pending over dp, which the driver sums once a step.
 /// The shard phase (the layouts) then the partition phase; `compiling`: on
 /// the compile's own module, which --compile-to may stop after either.
 /// Returns 0, kStoppedAtPhase when compiling, or 1 after printing the error.
 int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     const SearchedPlan &searched,
                      bool deferGradientReduction, bool compiling) {
   auto run = compiling ? compilePhase : runPhase;
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
@@ -1225,28 +1223,14 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
     if (forcedStrategy == "tp" && !StringRef(meshSpec).contains('=') &&
         !StringRef(meshSpec).contains('x'))
       options->axes = ArrayRef<std::string>{"tp"};
-    if (int status = run(context, module, tessera::CompilePhase::Shard,
-                         *options, partitionFailure()))
-      return status;
   } else {
-    auto step = module.lookupSymbol<mlir::func::FuncOp>("forward_backward");
-    if (!step)
-      return fail(inputPath + ": the training step has no @forward_backward");
-    auto report = tessera::sharding::annotateFromSearchedPlan(step);
-    if (!report)
-      return fail(inputPath + ": " + toString(report.takeError()));
-    for (const std::string &line : report->deviations)
-      if (partitionRemarks)
-        WithColor::remark(errs(), "tesserac") << "partition: " << line
-                                              << "\n";
-    // The layouts of the plan the step's ops carry: no pass yet.
-    if (compiling && printPhasePipelines)
-      errs() << "tesserac: phase shard: the searched plan's layouts (no "
-                "pass)\n";
-    if (compiling)
-      if (int status = stopAfter(tessera::CompilePhase::Shard, module))
-        return status;
+    // The plan the step's ops carry from the search phase, as layouts.
+    options->searchedLayouts = true;
+    options->planRemarks = partitionRemarks;
   }
+  if (int status = run(context, module, tessera::CompilePhase::Shard, *options,
+                       partitionFailure()))
+    return status;
   return run(context, module, tessera::CompilePhase::Partition, *options,
              partitionFailure());
 }
@@ -1364,7 +1348,7 @@ int compileTrainingProgram(
   // A pipeline's stage mesh: partitioned first, then cut into stages, so
   // that every stage function is one mesh rank's.
   if (planTarget && planTarget->partitioned) {
-    if (int status = partitionForMesh(context, module, searched,
+    if (int status = partitionForMesh(context, module,
                                       /*deferGradientReduction=*/
                                       stepPipeline.has_value(),
                                       /*compiling=*/true))

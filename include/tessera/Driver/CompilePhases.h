@@ -42,10 +42,9 @@ enum class CompilePhase {
   Plan,
   /// The plan's recomputation (tess-rematerialize).
   Remat,
-  /// A forced plan's layouts on the step (tess-annotate-sharding); a
-  /// searched one's are written here by tesserac from the plan the step's
-  /// ops carry from the search phase (annotateFromSearchedPlan, not yet a
-  /// pass).
+  /// A forced plan's layouts on the step (tess-annotate-sharding), or a
+  /// searched one's from the plan the step's ops carry from the search
+  /// phase (tess-annotate-from-plan).
   Shard,
   /// The program one rank of the mesh runs (tess-partition-spmd).
   Partition,
@@ -150,6 +149,16 @@ struct CompilePhaseOptions
       *this, "strategy",
       llvm::cl::desc("A forced plan: dp, tp or dp-tp (empty: none)"),
       llvm::cl::init("")};
+  Option<bool> searchedLayouts{
+      *this, "searched-layouts",
+      llvm::cl::desc("Write the searched plan the step's ops carry as "
+                     "layouts (tess-annotate-from-plan)"),
+      llvm::cl::init(false)};
+  Option<bool> planRemarks{
+      *this, "plan-remarks",
+      llvm::cl::desc("With searched-layouts: a remark for each place the "
+                     "partitioner departs from the plan"),
+      llvm::cl::init(true)};
   Option<bool> deferGradientReduction{
       *this, "defer-gradient-reduction",
       llvm::cl::desc("Leave gradients as partial sums over dp (a "

@@ -698,6 +698,46 @@ def WritePlan : Pass<"tess-write-plan", "::mlir::ModuleOp"> {
 // Partitioning: a training step -> the per-rank program of a device mesh
 //===----------------------------------------------------------------------===//
 
+def AnnotateFromPlan : Pass<"tess-annotate-from-plan", "::mlir::ModuleOp"> {
+  let summary = "Write the searched plan the step's ops carry as the "
+                "partitioner's layouts";
+  let description = [{
+    The shard phase of a searched plan: `tess-search-sharding` wrote its
+    decision on @forward's ops (`tess.planned`, lib/Sharding/SearchedPlan.h)
+    and `tess-build-training`'s clones carried it into `@forward_backward`.
+    This pass writes the complete, verified annotation `tess-partition-spmd`
+    reads (lib/Sharding/PlanAnnotation.h: `tess.mesh`, `tess.layout` on
+    arguments and results, `tess.layouts` on ops) and erases the wishes:
+
+    - a parameter's argument takes the compute layout its `tess.parameter`
+      was planned (by name), the token ids the layout their first planned
+      reader needs, the targets the token dims of the logits' layout;
+    - a forward op of the step that carries a plan leaves its results in
+      the plan's layouts; every other op (the loss, the backward, an op
+      canonicalization made) takes the layouts its operands arrive in;
+    - a gradient leaves in its parameter's layout for its ZeRO stage.
+
+    ```mlir
+    // before: %1 = tess.linear %0, %arg1, %arg2 {tess.planned = {
+    //     operands = [...], results = [#tess.layout<[dp, -, -]>],
+    //     strategy = "dp: data-parallel"}} : ...
+    // after:  %1 = tess.linear %0, %arg1, %arg2
+    //     {tess.layouts = [#tess.layout<[dp, -, -]>]} : ...
+    ```
+
+    Where the partitioner cannot run the plan as the search priced it (a
+    split read piece by piece, an operand it reads in another layout, an op
+    folded away) it does what it can and, with `remarks`, says so in a
+    remark `partition: ...` on the step. Errors: a module without a searched
+    plan (no `tess.mesh`, no @forward) or without @forward_backward.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"true",
+           "A remark for each place the partitioner departs from the plan">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def AnnotateSharding : Pass<"tess-annotate-sharding", "::mlir::ModuleOp"> {
   let summary = "Write a forced sharding plan (DP, TP, DP x TP) on @forward_backward";
   let description = [{

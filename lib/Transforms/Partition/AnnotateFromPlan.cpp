@@ -1,5 +1,7 @@
 //===- AnnotateFromPlan.cpp - the search's plan as the partitioner's input ===//
 //
+// tess-annotate-from-plan, the shard phase of a searched plan.
+//
 // The search (tess-search-sharding) plans the forward function and writes
 // its decision on the forward's ops (lib/Sharding/SearchedPlan.h's
 // `tess.planned`), which tess-build-training's clones carry into the
@@ -49,8 +51,14 @@
 
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Sharding/SearchedPlan.h"
+#include "tessera/Transforms/Passes.h"
 
 #include "llvm/Support/FormatVariadic.h"
+
+namespace tessera {
+#define GEN_PASS_DEF_ANNOTATEFROMPLAN
+#include "tessera/Transforms/Passes.h.inc"
+} // namespace tessera
 
 using namespace mlir;
 using namespace tessera;
@@ -435,7 +443,33 @@ llvm::Expected<sharding::PlanAnnotationReport> PlanAnnotator::run() {
   return report;
 }
 
+struct AnnotateFromPlanPass
+    : tessera::impl::AnnotateFromPlanBase<AnnotateFromPlanPass> {
+  using AnnotateFromPlanBase::AnnotateFromPlanBase;
+  void runOnOperation() override;
+};
+
 } // namespace
+
+void AnnotateFromPlanPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto step = module.lookupSymbol<func::FuncOp>("forward_backward");
+  if (!step) {
+    module.emitError("tess-annotate-from-plan: the module has no "
+                     "@forward_backward (build it with tess-build-training)");
+    return signalPassFailure();
+  }
+  llvm::Expected<sharding::PlanAnnotationReport> report =
+      sharding::annotateFromSearchedPlan(step);
+  if (!report) {
+    module.emitError() << "tess-annotate-from-plan: "
+                       << llvm::toString(report.takeError());
+    return signalPassFailure();
+  }
+  if (remarks)
+    for (const std::string &line : report->deviations)
+      step.emitRemark() << "partition: " << line;
+}
 
 llvm::Expected<sharding::PlanAnnotationReport>
 sharding::annotateFromSearchedPlan(func::FuncOp step) {

@@ -96,6 +96,13 @@ TEST(CompilePhases, OptionsReachThePasses) {
   EXPECT_NE(pipelineText(CompilePhase::Plan, options).find("tess-write-plan"),
             std::string::npos);
 
+  options.searchedLayouts = true;
+  options.planRemarks = false;
+  EXPECT_NE(pipelineText(CompilePhase::Shard, options)
+                .find("tess-annotate-from-plan{remarks=false}"),
+            std::string::npos);
+  options.searchedLayouts = false;
+
   options.mesh = "2x2";
   options.strategy = "dp-tp";
   std::string shard = pipelineText(CompilePhase::Shard, options);
