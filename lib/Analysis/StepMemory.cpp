@@ -178,19 +178,55 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
       state.buffers += *bytes;
     }
   }
+  // A mesh program's gradient pending over mesh axes (not a pipeline's,
+  // whose driver sums them whole): the driver shards that parameter's
+  // masters and moments over the axes' group (runtime/train/MeshZero.h),
+  // and keeps a whole f32 mirror for the step when it reads f32.
+  auto module = forwardBackward->getParentOfType<ModuleOp>();
+  tess::MeshAttr mesh = module ? tess::MeshAttr::lookup(module) : nullptr;
+  bool meshZero = mesh && module && !module->hasAttr("tess.pipeline");
+  llvm::StringMap<int64_t> stateShards;
   for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
-    if (!forwardBackward.getResultAttr(i, "tess.gradient"))
+    auto name = forwardBackward.getResultAttrOfType<StringAttr>(
+        i, "tess.gradient");
+    if (!name)
       continue;
     FailureOr<int64_t> bytes =
         storedBytes(forwardBackward.getResultTypes()[i], "gradient", i);
     if (failed(bytes))
       return failure();
     state.gradients += *bytes;
+    auto layout = forwardBackward.getResultAttrOfType<tess::LayoutAttr>(
+        i, "tess.layout");
+    if (!meshZero || !layout || layout.getPartial().empty())
+      continue;
+    int64_t group = 1;
+    for (StringAttr axis : layout.getPartial())
+      group *= mesh.axisSize(axis.getValue()).value_or(1);
+    stateShards[name.getValue()] = group;
+  }
+  int64_t stateElements = 0;
+  for (unsigned i = 0, e = forwardBackward.getNumArguments(); i < e; ++i) {
+    auto name =
+        forwardBackward.getArgAttrOfType<StringAttr>(i, "tess.parameter");
+    if (!name)
+      continue;
+    Type type = forwardBackward.getArgument(i).getType();
+    auto shards = stateShards.find(name.getValue());
+    if (shards == stateShards.end()) {
+      stateElements += elementsOf(type);
+      continue;
+    }
+    stateElements += elementsOf(type) / shards->second;
+    if (cast<ShapedType>(type).getElementType().isF32())
+      state.computeCopies +=
+          TrainingStateBytes::kMasterBytesPerElement * elementsOf(type);
   }
   int64_t elements = state.trainableElements;
-  state.masterWeights = TrainingStateBytes::kMasterBytesPerElement * elements;
+  state.masterWeights =
+      TrainingStateBytes::kMasterBytesPerElement * stateElements;
   state.optimizerState =
-      TrainingStateBytes::kOptimizerBytesPerElement * elements;
+      TrainingStateBytes::kOptimizerBytesPerElement * stateElements;
   // The driver sums micro-batches in fp32 accumulators; with one micro-batch
   // it reads the step's gradients directly (widening bf16/fp16 to f32 is
   // exact), so no accumulator exists.
