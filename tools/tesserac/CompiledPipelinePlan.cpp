@@ -71,18 +71,20 @@ compiledPipelinePlan(const pipeline::PipelinePlan &plan,
         return true;
     return false;
   };
+  // The plan's remat is the first stage with layers'; a stage that
+  // recomputes otherwise says its own on its chunks.
   auto layered = llvm::find_if(plan.stages, hasLayers);
   if (layered != plan.stages.end())
     compiled.remat = layered->remat;
+  std::vector<std::string> stageRemats;
+  bool remats = false;
+  for (const pipeline::StagePlan &stage : plan.stages) {
+    bool differs = hasLayers(stage) && stage.remat != compiled.remat;
+    stageRemats.push_back(differs ? pipeline::rematName(stage.remat).str()
+                                  : std::string());
+    remats = remats || differs;
+  }
   for (auto [index, stage] : llvm::enumerate(plan.stages)) {
-    if (hasLayers(stage) && stage.remat != compiled.remat)
-      return refuse(formatv(
-          "the searched pipeline plan recomputes {0} in stage {1} and {2} "
-          "in stage {3}; the compiled program recomputes every layer alike: "
-          "pin one with --remat none|selective|full",
-          pipeline::rematName(stage.remat), index,
-          pipeline::rematName(compiled.remat),
-          layered - plan.stages.begin()));
     if (stage.cost.tensorParallel != first.cost.tensorParallel ||
         stage.cost.dataParallel != first.cost.dataParallel)
       return refuse(formatv(
@@ -120,6 +122,11 @@ compiledPipelinePlan(const pipeline::PipelinePlan &plan,
   if (!chunks)
     return chunks.takeError();
   compiled.step.chunks = std::move(*chunks);
+  // Chunk c runs on stage c mod stages, with that stage's remat.
+  if (remats)
+    for (size_t chunk = 0; chunk < compiled.step.chunks.size(); ++chunk)
+      compiled.step.chunkRemats.push_back(
+          stageRemats[chunk % stageRemats.size()]);
   return compiled;
 }
 
@@ -129,7 +136,9 @@ SmallVector<tess::ChunkAttr> chunkAttributes(mlir::MLIRContext &context,
   for (auto [index, units] : llvm::enumerate(step.chunks))
     chunks.push_back(tess::ChunkAttr::get(
         &context, static_cast<int64_t>(index) % step.stages, units.first,
-        units.second));
+        units.second,
+        index < step.chunkRemats.size() ? StringRef(step.chunkRemats[index])
+                                        : StringRef()));
   return chunks;
 }
 
@@ -161,7 +170,12 @@ Expected<pipeline::SearchOptions> searchPinsOf(tess::PlanAttr attribute) {
   pins.schedule = *schedule;
   pins.stages = attribute.getStages();
   pins.microBatches = attribute.getMicrobatches();
-  pins.remat = *pipeline::parseRematName(attribute.getRemat());
+  // Chunks that say their own remat: the search chose it per stage, which
+  // no pin forces; with the stages pinned it chooses the same again.
+  if (llvm::none_of(attribute.getChunks(), [](tess::ChunkAttr chunk) {
+        return !chunk.getRemat().empty();
+      }))
+    pins.remat = *pipeline::parseRematName(attribute.getRemat());
   pins.zero = attribute.getZero() == 1;
   int64_t meshDevices = 1, dataParallel = 1;
   pins.tensorParallel = 1;

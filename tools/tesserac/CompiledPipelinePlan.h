@@ -6,7 +6,10 @@
 // its submesh's intra-op plan (DP d x TP t, ZeRO-1 or not) and its remat;
 // the compiled driver runs every stage on one stage mesh with one forced
 // strategy (tesserac --stages S --mesh M --strategy S'), the stage split
-// given as the plan's chunks, one recomputation for every layer. This file
+// given as the plan's chunks, each stage's recomputation on its chunks
+// where the stages differ (#tess.chunk's remat, which tess-rematerialize
+// applies to the chunk's layers; the plan's remat is the first stage
+// with layers'). This file
 // is that translation, one place for --explain (which prints the
 // #tess.plan the compile writes) and the compile (which builds it), and
 // its inverse for --explain --plan (a pipelined #tess.plan back into the
@@ -18,8 +21,8 @@
 // moments of the parameters the stage owns (runtime/train/StageZero.h).
 //
 // What the driver cannot run is an error naming the flag that pins a plan
-// it can: stages whose recomputation differs (--remat), whose intra-op
-// plans differ, or of which some shard their optimizer state and others do
+// it can: stages whose intra-op plans differ (--mesh, --stages,
+// --devices), or of which some shard their optimizer state and others do
 // not (--zero 0|1).
 //
 //===----------------------------------------------------------------------===//
@@ -65,7 +68,9 @@ tess::PlanAttr planAttribute(mlir::MLIRContext &context,
                              const CompiledPipelinePlan &plan);
 
 /// The search's pins that make it return the plan `attribute` describes
-/// (a pipelined #tess.plan): stages, micro-batches, schedule, remat, the
+/// (a pipelined #tess.plan): stages, micro-batches, schedule, remat (left
+/// to the search where chunks say their own: with the stage boundaries
+/// pinned it chooses the same per stage again), the
 /// devices (stages x the stage mesh), the stage mesh's tensor-parallel
 /// degree, ZeRO-1 or not, and the stage boundaries (the chunks' units per
 /// device). Errors: a plan the compile never writes (mixed ZeRO, a chunk

@@ -54,6 +54,10 @@ struct StepPipeline {
   /// them (CompiledPipelinePlan.h); empty: tess-split-pipeline-stages'
   /// even split.
   std::vector<std::pair<int64_t, int64_t>> chunks;
+  /// Per chunk of `chunks`, what its layers recompute where the searched
+  /// plan's stages differ ("none", "selective", "full"; "": the plan's
+  /// remat); empty: every chunk the plan's.
+  std::vector<std::string> chunkRemats;
   /// ZeRO over each stage's data-parallel group: 1 when the searched plan
   /// shards the stages' optimizer state (the plan's zero, which the
   /// executable runs by default: runtime/train/StageZero.h), else 0.

@@ -140,13 +140,19 @@ LayoutAttr::verifyPlacement(function_ref<InFlightDiagnostic()> emitError,
 //===----------------------------------------------------------------------===//
 
 LogicalResult ChunkAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                int64_t device, int64_t first, int64_t last) {
+                                int64_t device, int64_t first, int64_t last,
+                                StringRef remat) {
   if (first < 0 || first > last)
     return emitError() << "C1: a chunk's units must satisfy 0 <= first <= "
                           "last, got "
                        << first << " to " << last;
   if (device < 0)
     return emitError() << "C2: a chunk's device must be >= 0, got " << device;
+  if (!remat.empty() && remat != "none" && remat != "selective" &&
+      remat != "full")
+    return emitError() << "C3: a chunk's remat must be none, selective or "
+                          "full, got '"
+                       << remat << "'";
   return success();
 }
 

@@ -76,17 +76,27 @@ def Tess_ChunkAttr : Tess_Attr<"Chunk", "chunk"> {
     the Transformer layers, L + 1 the head) `first` to `last`, inclusive,
     that `tess-split-pipeline-stages` puts into chunk c (its
     `@stage{c}_forward` and `@stage{c}_backward`), and the pipeline device
-    that runs it.
-
-    Rules: (C1) 0 <= first <= last; (C2) device >= 0.
-
+    that runs it; optionally what its layers recompute in their backward
+    (`tess-rematerialize`'s modes), where the pipeline search chose it per
+    stage: absent, the plan's `remat`.
+    Rules: (C1) 0 <= first <= last; (C2) device >= 0; (C3) `remat` is
+    none, selective or full, or absent.
     ```mlir
     #tess.chunk<device = 1, units = 3 to 5>
+    #tess.chunk<device = 0, units = 0 to 2, remat = "full">
     ```
   }];
-  let parameters = (ins "int64_t":$device, "int64_t":$first, "int64_t":$last);
+  let parameters = (ins "int64_t":$device, "int64_t":$first, "int64_t":$last,
+                        StringRefParameter<"the chunk's recomputation mode",
+                                           "\"\"">:$remat);
+  let builders = [
+    AttrBuilder<(ins "int64_t":$device, "int64_t":$first, "int64_t":$last), [{
+      return $_get($_ctxt, device, first, last, ::llvm::StringRef());
+    }]>
+  ];
   let assemblyFormat =
-      "`<` `device` `=` $device `,` `units` `=` $first `to` $last `>`";
+      "`<` `device` `=` $device `,` `units` `=` $first `to` $last "
+      "(`,` `remat` `=` $remat^)? `>`";
   let genVerifyDecl = 1;
 }
 

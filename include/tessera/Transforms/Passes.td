@@ -932,7 +932,10 @@ def SplitPipelineStages : Pass<"tess-split-pipeline-stages", "::mlir::ModuleOp">
     likewise for the activation gradients (a backward op reading a single
     gradient, a reshape, goes down to the stage of its readers, so that
     only its operand crosses); the saved values are the forward
-    values the stage's backward reads. The loss' stage returns it; each
+    values the stage's backward reads. tess-rematerialize's clones
+    (`tess.recomputed`) and the ops reading them are the backward's,
+    though they read forward values only: the stage's backward recomputes
+    from their saved inputs. The loss' stage returns it; each
     parameter gradient is returned by the stage that completes it, a
     gradient summed from several stages (a tied embedding's) in parts.
     Each function carries `tess.pipeline_stage`
@@ -982,7 +985,9 @@ def Rematerialize : Pass<"tess-rematerialize", "::mlir::ModuleOp"> {
     - `full`: everything but the layer's input is recomputed from it.
 
     A module with a `tess.plan` takes the mode from the plan's `remat`
-    (`mode` is then ignored).
+    (`mode` is then ignored), a layer of a chunk that says its own remat
+    (`#tess.chunk<..., remat = "full">`: the pipeline search chose it per
+    stage) that chunk's.
 
     Dropout draws its mask from its `seed` attribute and the element index,
     so a clone reproduces the same mask and the numbers are unchanged.

@@ -568,6 +568,21 @@ void SplitPipelineStagesPass::runOnOperation() {
         << llvm::toString(units.takeError());
     return signalPassFailure();
   }
+  // tess-rematerialize's clones read forward values only, but they are the
+  // backward's: in the stage's backward they recompute from saved inputs,
+  // instead of running twice in the forward and being saved. So is every
+  // op reading what they recompute (the VJP's reshapes of it).
+  llvm::DenseSet<Operation *> recomputed;
+  for (Operation &op : units->forwardBackward.getBody().front()) {
+    bool readsRecomputed = llvm::any_of(op.getOperands(), [&](Value operand) {
+      return recomputed.contains(operand.getDefiningOp());
+    });
+    if (op.hasAttr("tess.recomputed") ||
+        (readsRecomputed && !units->isBackward.lookup(&op))) {
+      recomputed.insert(&op);
+      units->isBackward[&op] = true;
+    }
+  }
   FailureOr<StageCut> stageCut = cut(*units);
   if (failed(stageCut))
     return signalPassFailure();
@@ -689,11 +704,16 @@ void SplitPipelineStagesPass::runOnOperation() {
            NamedAttribute(StringAttr::get(context, "virtual"),
                           builder.getI64IntegerAttr(chunksPerDevice))}));
   if (plan) {
+    // The plan's chunks (where it has them) are the cut: their remat stays.
+    ArrayRef<tess::ChunkAttr> planned = plan.getChunks();
     SmallVector<tess::ChunkAttr> chunks;
     for (int64_t chunk = 0; chunk < stageCut->stageCount; ++chunk)
       chunks.push_back(tess::ChunkAttr::get(
           context, chunk % deviceCount, stageCut->firstUnit[chunk],
-          stageCut->firstUnit[chunk + 1] - 1));
+          stageCut->firstUnit[chunk + 1] - 1,
+          chunk < static_cast<int64_t>(planned.size())
+              ? planned[static_cast<size_t>(chunk)].getRemat()
+              : StringRef()));
     module->setAttr("tess.plan", plan.withChunks(chunks));
   }
 }

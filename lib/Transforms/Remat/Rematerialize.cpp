@@ -47,7 +47,9 @@ Operation *firstBackwardReader(ArrayRef<Value> values,
 }
 
 /// Clones the plan's ops before the backward's first reader of its values
-/// and makes every read at or after `firstBackward` use the clones.
+/// and makes every read at or after `firstBackward` use the clones, each
+/// marked `tess.recomputed` (tess-split-pipeline-stages puts it in its
+/// stage's backward: by its operands alone it is a forward op).
 void recompute(const pipeline::LayerRecomputation &plan,
                Operation *firstBackward) {
   if (plan.values.empty())
@@ -58,7 +60,8 @@ void recompute(const pipeline::LayerRecomputation &plan,
   OpBuilder builder(insertionPoint);
   IRMapping clones;
   for (Operation *op : plan.ops)
-    builder.clone(*op, clones);
+    builder.clone(*op, clones)
+        ->setAttr("tess.recomputed", builder.getUnitAttr());
   for (Value value : plan.values)
     value.replaceUsesWithIf(clones.lookup(value), [&](OpOperand &use) {
       return !use.getOwner()->isBeforeInBlock(firstBackward);
@@ -69,10 +72,31 @@ void recompute(const pipeline::LayerRecomputation &plan,
       op->erase();
 }
 
+/// The mode of each program unit: the plan's chunk's that holds it (the
+/// pipeline search's per stage), else `planMode`.
+std::vector<pipeline::RematMode> unitModes(tess::PlanAttr plan,
+                                           pipeline::RematMode planMode,
+                                           size_t unitCount) {
+  std::vector<pipeline::RematMode> modes(unitCount, planMode);
+  if (!plan)
+    return modes;
+  for (tess::ChunkAttr chunk : plan.getChunks()) {
+    if (chunk.getRemat().empty())
+      continue;
+    // The attribute's verifier (C3) admits the three modes only.
+    pipeline::RematMode chunkMode = *pipeline::parseRematName(chunk.getRemat());
+    for (int64_t unit = chunk.getFirst();
+         unit <= chunk.getLast() && unit < static_cast<int64_t>(unitCount);
+         ++unit)
+      modes[static_cast<size_t>(unit)] = chunkMode;
+  }
+  return modes;
+}
+
 void RematerializePass::runOnOperation() {
   ModuleOp module = getOperation();
-  // The module's plan decides the mode; the option is for a module without
-  // one (tessera-opt).
+  // The module's plan decides the mode (its chunks', where they say one);
+  // the option is for a module without one (tessera-opt).
   tess::PlanAttr plan = tess::PlanAttr::lookup(module);
   std::string modeName = plan ? plan.getRemat().str() : std::string(mode);
   std::optional<pipeline::RematMode> parsedMode =
@@ -89,7 +113,11 @@ void RematerializePass::runOnOperation() {
                        << "': " << regexError;
     return signalPassFailure();
   }
-  if (*parsedMode == pipeline::RematMode::None)
+  bool chunkModes =
+      plan && llvm::any_of(plan.getChunks(), [](tess::ChunkAttr chunk) {
+        return !chunk.getRemat().empty();
+      });
+  if (*parsedMode == pipeline::RematMode::None && !chunkModes)
     return;
 
   llvm::Expected<pipeline::ProgramUnits> units =
@@ -103,15 +131,21 @@ void RematerializePass::runOnOperation() {
   // Every plan is made on the program as tess-build-training wrote it, then
   // applied: a plan reads which ops use a value, and the clones of another
   // layer must not count.
+  std::vector<pipeline::RematMode> modes =
+      unitModes(plan, *parsedMode, units->units.size());
   std::vector<pipeline::LayerRecomputation> plans;
+  bool matched = false;
   for (unsigned unit = 0; unit < units->units.size(); ++unit) {
     const pipeline::ProgramUnit &programUnit = units->units[unit];
-    if (programUnit.kind == pipeline::UnitKind::Layer &&
-        pattern.match(programUnit.name))
+    if (programUnit.kind != pipeline::UnitKind::Layer ||
+        !pattern.match(programUnit.name))
+      continue;
+    matched = true;
+    if (modes[unit] != pipeline::RematMode::None)
       plans.push_back(
-          pipeline::planLayerRecomputation(*units, unit, *parsedMode));
+          pipeline::planLayerRecomputation(*units, unit, modes[unit]));
   }
-  if (plans.empty()) {
+  if (!matched) {
     units->forwardBackward.emitError()
         << "tess-rematerialize: layers '" << layers
         << "' matches none of the " << units->layerCount()

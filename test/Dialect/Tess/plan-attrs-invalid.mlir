@@ -85,6 +85,11 @@ module attributes {tess.chunk = #tess.chunk<device = -1, units = 0 to 2>} {}
 
 // -----
 
+// expected-error@+1 {{C3: a chunk's remat must be none, selective or full, got 'some'}}
+module attributes {tess.chunk = #tess.chunk<device = 0, units = 0 to 2, remat = "some">} {}
+
+// -----
+
 // expected-error@+1 {{C1: zero must be 0 to 3 or mixed, got 4}}
 module attributes {tess.plan = #tess.plan<zero = 4>} {}
 

@@ -49,6 +49,17 @@ module attributes {tess.plan = #tess.plan<zero = 1, stages = 4, schedule = "gpip
 
 // -----
 
+// A chunk that says its own remat (the pipeline search's per stage); the
+// plan's is the other chunks'.
+// CHECK: module attributes {tess.plan = #tess.plan<remat = "full", stages = 2, schedule = "1f1b", microbatches = 2,
+// CHECK-SAME: chunks = [#tess.chunk<device = 0, units = 0 to 1>, #tess.chunk<device = 1, units = 2 to 3, remat = "none">]>}
+module attributes {tess.plan = #tess.plan<remat = "full", stages = 2,
+    schedule = "1f1b", microbatches = 2,
+    chunks = [#tess.chunk<device = 0, units = 0 to 1>,
+              #tess.chunk<device = 1, units = 2 to 3, remat = "none">]>} {}
+
+// -----
+
 // The example of the description: an interleaved pipeline, chunked.
 // CHECK: module attributes {tess.plan = #tess.plan<zero = 1, remat = "selective", stages = 2, schedule = "interleaved:2", microbatches = 4,
 // CHECK-SAME: chunks = [#tess.chunk<device = 0, units = 0 to 1>, #tess.chunk<device = 1, units = 2 to 2>, #tess.chunk<device = 0, units = 3 to 3>, #tess.chunk<device = 1, units = 4 to 5>]>}

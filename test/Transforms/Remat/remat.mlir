@@ -6,6 +6,10 @@
 // A module's tess.plan decides the mode over the option: selective here.
 // RUN: sed -e '1i module attributes {tess.plan = #tess.plan<remat = "selective">} {' -e '$a }' %s \
 // RUN:   | tessera-opt -tess-build-training -canonicalize -cse -tess-rematerialize=mode=none | FileCheck %s --check-prefix=SEL
+// A chunk that says its own remat (the pipeline search's per stage) decides
+// for its layers: layer 0 (unit 1) full, layer 1 the plan's none.
+// RUN: sed -e '1i module attributes {tess.plan = #tess.plan<stages = 2, schedule = "1f1b", microbatches = 2, chunks = [#tess.chunk<device = 0, units = 0 to 1, remat = "full">, #tess.chunk<device = 1, units = 2 to 3>]>} {' -e '$a }' %s \
+// RUN:   | tessera-opt -tess-build-training -canonicalize -cse -tess-rematerialize | FileCheck %s --check-prefix=CHUNK
 
 // A two-layer pre-norm MLP stack (layer norm, linear, GELU, dropout,
 // linear, residual) between an embedding and a final norm with a tied head. The backward
@@ -32,14 +36,14 @@
 // SEL: tess.matmul
 // SEL: %[[N1B:[0-9]+]] = tess.layer_norm %[[X1]] scale
 // SEL-NEXT: %[[A1B:[0-9]+]] = tess.gelu %[[F1]]
-// SEL-NEXT: %[[D1B:[0-9]+]] = tess.dropout %[[A1B]] {rate = 1.000000e-01 : f64, seed = 1 : i64}
+// SEL-NEXT: %[[D1B:[0-9]+]] = tess.dropout %[[A1B]] {rate = 1.000000e-01 : f64, seed = 1 : i64, tess.recomputed}
 // SEL-NEXT: tess.reshape %[[D1B]]
 // SEL: tess.gelu_grad %[[F1]],
 // SEL: tess.reshape %[[N1B]]
 // SEL: tess.layer_norm_grad %[[X1]]
 // SEL: %[[N0B:[0-9]+]] = tess.layer_norm %[[X0]] scale
 // SEL-NEXT: %[[A0B:[0-9]+]] = tess.gelu %[[F0]]
-// SEL-NEXT: %[[D0B:[0-9]+]] = tess.dropout %[[A0B]] {rate = 1.000000e-01 : f64}
+// SEL-NEXT: %[[D0B:[0-9]+]] = tess.dropout %[[A0B]] {rate = 1.000000e-01 : f64, tess.recomputed}
 // SEL-NEXT: tess.reshape %[[D0B]]
 // SEL: tess.gelu_grad %[[F0]],
 // SEL: tess.reshape %[[N0B]]
@@ -68,13 +72,13 @@
 // FULL: %[[N1B:[0-9]+]] = tess.layer_norm %[[X1]] scale
 // FULL-NEXT: %[[F1B:[0-9]+]] = tess.linear %[[N1B]]
 // FULL-NEXT: %[[A1B:[0-9]+]] = tess.gelu %[[F1B]]
-// FULL-NEXT: %[[D1B:[0-9]+]] = tess.dropout %[[A1B]] {rate = 1.000000e-01 : f64, seed = 1 : i64}
+// FULL-NEXT: %[[D1B:[0-9]+]] = tess.dropout %[[A1B]] {rate = 1.000000e-01 : f64, seed = 1 : i64, tess.recomputed}
 // FULL: tess.gelu_grad %[[F1B]],
 // FULL: tess.layer_norm_grad %[[X1]]
 // FULL: %[[N0B:[0-9]+]] = tess.layer_norm %[[X0]] scale
 // FULL-NEXT: %[[F0B:[0-9]+]] = tess.linear %[[N0B]]
 // FULL-NEXT: %[[A0B:[0-9]+]] = tess.gelu %[[F0B]]
-// FULL-NEXT: %[[D0B:[0-9]+]] = tess.dropout %[[A0B]] {rate = 1.000000e-01 : f64}
+// FULL-NEXT: %[[D0B:[0-9]+]] = tess.dropout %[[A0B]] {rate = 1.000000e-01 : f64, tess.recomputed}
 // FULL: tess.gelu_grad %[[F0B]],
 // FULL: tess.layer_norm_grad %[[X0]]
 // FULL: return
@@ -122,3 +126,16 @@ func.func @forward(%ids: tensor<1x4xi64>) -> tensor<1x4x16xf32> {
   %y = tess.linear %nf, %wte {transpose_weight} : (tensor<1x4x8xf32>, tensor<16x8xf32>) -> tensor<1x4x16xf32>
   return %y : tensor<1x4x16xf32>
 }
+
+// Layer 1's backward reads its kept values; layer 0's recomputes all but
+// its input, each clone marked tess.recomputed (tess-split-pipeline-stages
+// puts it in its stage's backward).
+// CHUNK-LABEL: func.func @forward_backward(
+// CHUNK: %[[X0:[0-9]+]] = tess.embedding
+// CHUNK: %[[X1:[0-9]+]] = tess.add %[[X0]],
+// CHUNK: tess.cross_entropy_grad
+// CHUNK-NOT: tess.recomputed
+// CHUNK: tess.layer_norm_grad %[[X1]]
+// CHUNK: tess.layer_norm %[[X0]] {{.*}}tess.recomputed
+// CHUNK: tess.linear {{.*}}tess.recomputed
+// CHUNK: tess.layer_norm_grad %[[X0]]
