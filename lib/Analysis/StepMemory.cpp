@@ -187,18 +187,18 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
   bool meshZero = mesh && module && !module->hasAttr("tess.pipeline");
   llvm::StringMap<int64_t> stateShards;
   for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
-    auto name = forwardBackward.getResultAttrOfType<StringAttr>(
-        i, "tess.gradient");
-    if (!name)
+    Attribute gradient = forwardBackward.getResultAttr(i, "tess.gradient");
+    if (!gradient)
       continue;
     FailureOr<int64_t> bytes =
         storedBytes(forwardBackward.getResultTypes()[i], "gradient", i);
     if (failed(bytes))
       return failure();
     state.gradients += *bytes;
+    auto name = dyn_cast<StringAttr>(gradient);
     auto layout = forwardBackward.getResultAttrOfType<tess::LayoutAttr>(
         i, "tess.layout");
-    if (!meshZero || !layout || layout.getPartial().empty())
+    if (!meshZero || !name || !layout || layout.getPartial().empty())
       continue;
     int64_t group = 1;
     for (StringAttr axis : layout.getPartial())
@@ -207,12 +207,12 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
   }
   int64_t stateElements = 0;
   for (unsigned i = 0, e = forwardBackward.getNumArguments(); i < e; ++i) {
-    auto name =
-        forwardBackward.getArgAttrOfType<StringAttr>(i, "tess.parameter");
-    if (!name)
-      continue;
+    Attribute parameter = forwardBackward.getArgAttr(i, "tess.parameter");
     Type type = forwardBackward.getArgument(i).getType();
-    auto shards = stateShards.find(name.getValue());
+    if (!parameter || !isa<RankedTensorType>(type))
+      continue;
+    auto name = dyn_cast<StringAttr>(parameter);
+    auto shards = name ? stateShards.find(name.getValue()) : stateShards.end();
     if (shards == stateShards.end()) {
       stateElements += elementsOf(type);
       continue;

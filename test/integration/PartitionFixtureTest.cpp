@@ -159,6 +159,9 @@ llvm::Error partitionOptimizerStep(mlir::ModuleOp module,
   auto optimizer = module.lookupSymbol<mlir::func::FuncOp>("optimizer_step");
   if (!step || !optimizer)
     return llvm::createStringError("no @forward_backward / @optimizer_step");
+  // A gradient the step leaves pending over mesh axes (a mesh plan's
+  // ZeRO-1/2 parameter's) reaches AdamW summed over them
+  // (completePendingGradients).
   std::map<std::string, TensorLayout> parameterLayouts, gradientLayouts;
   for (unsigned i = 0; i < step.getNumArguments(); ++i)
     if (auto name =
@@ -174,11 +177,7 @@ llvm::Error partitionOptimizerStep(mlir::ModuleOp module,
       auto layout = recordedLayout(step, i, /*result=*/true, mesh);
       if (!layout)
         return layout.takeError();
-      if (!layout->partialAxes.empty())
-        return llvm::createStringError(
-            "the gradient of " + name.str() +
-            " leaves the step as a partial sum; the optimizer needs it "
-            "reduced");
+      layout->partialAxes.clear();
       gradientLayouts[name.str()] = *layout;
     }
   auto lookup = [](const std::map<std::string, TensorLayout> &layouts,
@@ -256,6 +255,44 @@ llvm::Error partitionOptimizerStep(mlir::ModuleOp module,
   return llvm::Error::success();
 }
 
+/// The recorded layout of each gradient result of `step`, by result index.
+llvm::Expected<std::vector<std::pair<unsigned, TensorLayout>>>
+resultGradientLayouts(mlir::func::FuncOp step, const cost::DeviceMesh &mesh) {
+  std::vector<std::pair<unsigned, TensorLayout>> gradients;
+  for (unsigned i = 0; i < step.getNumResults(); ++i) {
+    if (!step.getResultAttr(i, "tess.gradient"))
+      continue;
+    auto layout = sharding::readResultLayout(step, i, mesh);
+    if (!layout)
+      return layout.takeError();
+    gradients.emplace_back(i, std::move(*layout));
+  }
+  return gradients;
+}
+
+/// Sums each gradient of `results` that the step leaves pending over mesh
+/// axes (a mesh plan's ZeRO-1/2 parameter's) over them, in place, as the
+/// driver does before its norm and AdamW (runtime/train/MeshZero.h; it
+/// reduce-scatters into shards, the same sums). Collective.
+llvm::Error completePendingGradients(mlir::func::FuncOp step,
+                                     std::vector<HostTensorBuffer> &results,
+                                     const comm::RankComms &comms,
+                                     const cost::DeviceMesh &mesh) {
+  auto gradients = resultGradientLayouts(step, mesh);
+  if (!gradients)
+    return gradients.takeError();
+  for (const auto &[index, layout] : *gradients)
+    for (unsigned axis : layout.partialAxes) {
+      tessera_tensor descriptor = results[index].descriptor();
+      if (tessera_comm_all_reduce(comms.axes[axis], &descriptor,
+                                  TESSERA_REDUCE_SUM, nullptr) != 0)
+        return llvm::createStringError(
+            std::string("pending gradient all-reduce: ") +
+            tessera_comm_last_error());
+    }
+  return llvm::Error::success();
+}
+
 /// The global gradient norm as every rank computes it from the blocks the
 /// step returns it: each block's sum of squares, summed over the mesh axes
 /// that split it (a replica along the others holds the same block), then
@@ -266,18 +303,16 @@ agreedGradientNorm(mlir::func::FuncOp step,
                    const comm::RankComms &comms, const cost::DeviceMesh &mesh) {
   // Per set of splitting axes, the squares of this rank's blocks.
   std::map<std::vector<unsigned>, double> squares;
-  for (unsigned i = 0; i < step.getNumResults(); ++i) {
-    if (!step.getResultAttr(i, "tess.gradient"))
-      continue;
-    auto layout = sharding::readResultLayout(step, i, mesh);
-    if (!layout)
-      return layout.takeError();
+  auto gradients = resultGradientLayouts(step, mesh);
+  if (!gradients)
+    return gradients.takeError();
+  for (const auto &[index, layout] : *gradients) {
     std::vector<unsigned> axes;
-    for (int axis : layout->dimAxes)
+    for (int axis : layout.dimAxes)
       if (axis != kUnsplit)
         axes.push_back(axis);
     llvm::sort(axes);
-    double norm = fixtures::norm(results[i]);
+    double norm = fixtures::norm(results[index]);
     squares[axes] += norm * norm;
   }
   double total = 0;
@@ -405,6 +440,10 @@ void runPartitioned(const PartitionCase &test) {
       errors[comms.rank] = llvm::toString(out.takeError());
       return 1;
     }
+    if (llvm::Error error = completePendingGradients(step, *out, comms, mesh)) {
+      errors[comms.rank] = llvm::toString(std::move(error));
+      return 1;
+    }
     auto norm = agreedGradientNorm(step, *out, comms, mesh);
     if (!norm) {
       errors[comms.rank] = llvm::toString(norm.takeError());
@@ -457,6 +496,8 @@ void runPartitioned(const PartitionCase &test) {
     TensorLayout layout = layoutOf(
         step.getResultAttrOfType<tess::LayoutAttr>(i, "tess.layout"),
         type.getRank());
+    // Pending gradients were completed on every rank.
+    layout.partialAxes.clear();
     HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh);
     const HostTensorBuffer &single = (*reference)[i];
     ASSERT_EQ(full.numElements(), single.numElements());
