@@ -116,6 +116,23 @@ if [[ -x "$here/llama-tiny-searched-zero1-train" ]]; then
       > "$out/llama-tiny-searched-zero1.shards.txt" || status=1
   tail -n 1 "$out/llama-tiny-searched-zero1.shards.txt"
 fi
+# The mesh search's ZeRO per parameter (MeshZero.h: the driver shards the
+# ZeRO-1/2 parameters' state over their group, each rank's line says how
+# much) and a pipeline whose stages recompute differently, on the fixture's
+# rows; the mixed-ZeRO plan again with --zero 0 (the state whole), whose
+# parameters must be the same bits.
+for plan in mixedzero mixedzerodptp mixedremat; do
+  [[ -x "$here/gpt2-tiny-$plan-train" ]] || continue
+  echo "=== gpt2-tiny $plan (--target cuda, fp32, thread ranks) ==="
+  first_step "gpt2-tiny-$plan" gpt2-tiny gpt2-tiny-train.weights.safetensors
+  grep -h 'ZeRO-1 over' "$out/gpt2-tiny-$plan.train.log" || true
+done
+if [[ -x "$here/gpt2-tiny-mixedzero-train" ]]; then
+  cp "$out/gpt2-tiny-mixedzero.params.safetensors" "$out/zero1-gpt2-tiny-mixedzero.params.safetensors"
+  first_step gpt2-tiny-mixedzero gpt2-tiny gpt2-tiny-train.weights.safetensors --zero 0
+  cmp "$out/gpt2-tiny-mixedzero.params.safetensors" \
+      "$out/zero1-gpt2-tiny-mixedzero.params.safetensors" || status=1
+fi
 # From the second step on, the pipeline's stage calls are recorded and
 # replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): 4 steps so
 # replayed follow the same losses and norms as 4 launched kernel by kernel

@@ -23,6 +23,10 @@
 #   file (PP2 x DP2 x TP2): the same check, 8 thread ranks; unpinned (DP4 x
 #   TP2, ZeRO-1 inside the stage mesh) the same, each rank a quarter of the
 #   state, and gpt2-tiny's PP2 x DP2 x TP2 with --zero 1;
+# - gpt2-tiny fp32 as the mesh search's plans with a ZeRO stage per
+#   parameter (mesh 2 under 2.5 MiB; a100-megatron's 2x2) and as a pipeline
+#   whose stages recompute differently: the same check, and the first plan
+#   with --zero 0 the same bits;
 # - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered) and
 #   the device-staged comm's (tessera_runtime_comm_gpu_tests), when BUILD_DIR
 #   has them;
@@ -84,6 +88,21 @@ rm -rf "$out" && mkdir -p "$out"
     --loss causal-lm --precision fp32 --target cuda --pipeline \
     --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \
     --without-weights -o "$out/llama-tiny-searched-zero1-train"
+# The mesh search's ZeRO per parameter (runtime/train/MeshZero.h): gpt2-tiny
+# on mesh 2 under 2.5 MiB (ZeRO-0, -2 and -3 by parameter) and on
+# a100-megatron's 2x2 (ZeRO-2 over dp), as train-mesh-mixed-zero.test runs
+# them on the CPU; and a pipeline whose stages recompute differently
+# (train-pipeline-mixed-remat.test).
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --mesh 2 --memory-limit 2.5MiB \
+    --without-weights -o "$out/gpt2-tiny-mixedzero-train"
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --mesh 2x2 --cluster a100-megatron \
+    --without-weights -o "$out/gpt2-tiny-mixedzerodptp-train"
+"$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --pipeline --stages 2 --microbatches 2 \
+    --cluster "$repo/test/Lowering/Inputs/two-small-devices.json" \
+    --without-weights -o "$out/gpt2-tiny-mixedremat-train"
 
 step="$repo/test/Lowering/Inputs/training_step.py"
 python3 "$step" write-batch "$repo/test/fixtures/gpt2-tiny.reference.json" "$out/gpt2-tiny-x2.batch.npy" --repeat 2
