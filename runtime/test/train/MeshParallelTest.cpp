@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "MeshParallel.h"
+#include "HostTestProgram.h"
 #include "HostBackend.h"
 #include "TrainError.h"
 #include "TrainingState.h"
@@ -72,13 +73,7 @@ struct MeshProgram {
   MeshProgram &operator=(const MeshProgram &) = delete;
 
   void refresh() {
-    program = tessera_program{};
-    program.model_name = "mesh.onnx";
-    program.precision = TESSERA_PRECISION_FP32;
-    program.device = TESSERA_DEVICE_HOST;
-    program.batch = 1;
-    program.sequence = 2;
-    program.vocabulary = 8;
+    program = tessera_train_test::hostTestProgram("mesh.onnx");
     program.parameter_count = static_cast<int32_t>(parameters.size());
     program.parameters = parameters.data();
     program.buffer_count = static_cast<int32_t>(buffers.size());

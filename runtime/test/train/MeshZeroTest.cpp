@@ -1,0 +1,165 @@
+//===- MeshZeroTest.cpp - per-parameter ZeRO-1/2 of a mesh program --------===//
+//
+// MeshZero.h over a hand-built program partitioned for a 2x2 mesh {dp, tp}
+// whose step leaves two parameters' gradients pending over dp (a mesh
+// plan's ZeRO-1/2 parameters): the group's axes and communicator, the
+// stage --zero picks, the plan (the pending parameters sharded over the
+// group, the other one whole on every rank) and the norm's counting; and
+// the programs and flags the driver refuses.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MeshZero.h"
+#include "HostTestProgram.h"
+#include "TrainError.h"
+
+#include "tessera/runtime/thread_comm.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace tessera::train;
+
+namespace {
+
+/// "a" [256] and "c" [384] whole, pending over dp (bit 0); "b" [4] split
+/// over tp, complete.
+struct PendingProgram {
+  PendingProgram() {
+    for (tessera_tensor_split &split : splits)
+      std::fill(std::begin(split.mesh_axis), std::end(split.mesh_axis), -1);
+    splits[1].mesh_axis[0] = 1;
+    program.parameter_count = 3;
+    program.parameters = parameters;
+    program.mesh_axis_count = 2;
+    program.mesh_shape = shape;
+    program.mesh_axis_names = names;
+    program.parameter_splits = splits;
+    program.gradient_partial_axes = pending;
+  }
+  tessera_tensor_info parameters[3] = {{"a", TESSERA_F32, 1, {256}},
+                                       {"b", TESSERA_F32, 1, {4}},
+                                       {"c", TESSERA_F32, 1, {384}}};
+  tessera_tensor_split splits[3];
+  int64_t shape[2] = {2, 2};
+  const char *names[2] = {"dp", "tp"};
+  int32_t pending[3] = {1, 0, 1};
+  tessera_program program =
+      tessera_train_test::hostTestProgram("mesh.onnx");
+};
+
+std::string failureOf(const std::function<void()> &run) {
+  try {
+    run();
+  } catch (const TrainError &error) {
+    return error.what();
+  }
+  return "";
+}
+
+} // namespace
+
+// Tests that the group is the pending gradients' axes, and that a program
+// without pending gradients (or a pipelined one) has none.
+TEST(MeshZero, GroupIsThePendingAxes) {
+  PendingProgram mesh;
+  EXPECT_EQ(meshZeroAxes(mesh.program), 1);
+  mesh.program.gradient_partial_axes = nullptr;
+  EXPECT_EQ(meshZeroAxes(mesh.program), 0);
+}
+
+// Tests that two parameters pending over different axes are refused,
+// naming one of them (the driver shards over one group).
+TEST(MeshZero, TwoGroupsAreRefused) {
+  PendingProgram mesh;
+  mesh.pending[2] = 2;
+  EXPECT_NE(failureOf([&] { meshZeroAxes(mesh.program); })
+                .find("the gradient of 'c' pending over mesh axes 2"),
+            std::string::npos);
+}
+
+// Tests --zero: the plan's sharding by default, 0 keeps the state whole,
+// 2 and 3 are refused; and any --zero of a program without pending
+// gradients is refused (its sharding is compiled).
+TEST(MeshZero, StageFromTheFlag) {
+  PendingProgram mesh;
+  TrainOptions options;
+  EXPECT_EQ(meshZeroStage(mesh.program, options), 1);
+  options.zeroStage = 0;
+  EXPECT_EQ(meshZeroStage(mesh.program, options), 0);
+  options.zeroStage = 2;
+  EXPECT_NE(failureOf([&] { meshZeroStage(mesh.program, options); })
+                .find("--zero 2: this program's plan leaves the optimizer "
+                      "state of its ZeRO-1/2 parameters to the driver"),
+            std::string::npos);
+  mesh.program.gradient_partial_axes = nullptr;
+  options.zeroStage = 1;
+  EXPECT_NE(failureOf([&] { meshZeroStage(mesh.program, options); })
+                .find("a partitioned program's sharding is the one it was "
+                      "compiled with"),
+            std::string::npos);
+}
+
+// Tests the communicator of a group: one axis's, the world's for every
+// axis, and no other (on 4 thread ranks of the 2x2 mesh).
+TEST(MeshZero, CommunicatorOfTheGroup) {
+  tessera::comm::ThreadWorld world({2, 2});
+  std::vector<std::string> failures(4);
+  tessera::comm::runThreadRanks(world, [&](const tessera::comm::RankComms &comms) {
+    EXPECT_EQ(meshZeroComm(comms, 1), comms.axes[0]);
+    EXPECT_EQ(meshZeroComm(comms, 2), comms.axes[1]);
+    EXPECT_EQ(meshZeroComm(comms, 3), comms.world);
+    failures[static_cast<size_t>(comms.rank)] =
+        failureOf([&] { meshZeroComm(comms, 4); });
+    return 0;
+  });
+  for (const std::string &failure : failures)
+    EXPECT_NE(failure.find("neither one axis nor the whole mesh"),
+              std::string::npos);
+}
+
+// Tests the plan of 2 ranks: each rank's shard holds half of each pending
+// parameter (the two halves together all of it) and "b" whole; one shard
+// (--zero 0) shards nothing.
+TEST(MeshZero, PendingParametersAreShardedTheOthersWhole) {
+  PendingProgram mesh;
+  TrainOptions options;
+  DataParallelPlan plan = planMeshZero(mesh.program, options, 2, 1);
+  ASSERT_TRUE(plan.sharded);
+  std::vector<int64_t> held(3, 0);
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    std::vector<int64_t> mine(3, 0);
+    const ParameterLayout placed = plan.rankLayout(rank);
+    for (const ParameterLayout::Piece &piece : placed.shard())
+      mine[static_cast<size_t>(piece.parameter)] += piece.count;
+    EXPECT_EQ(mine[1], 4) << "rank " << rank;
+    EXPECT_LT(mine[0], 256);
+    EXPECT_LT(mine[2], 384);
+    for (size_t p = 0; p < 3; ++p)
+      held[p] += mine[p];
+  }
+  EXPECT_EQ(held, (std::vector<int64_t>{256, 8, 384}));
+  EXPECT_FALSE(plan.gradients.isReduced(1));
+  EXPECT_TRUE(plan.gradients.isReduced(0));
+  EXPECT_FALSE(planMeshZero(mesh.program, options, 2, 0).sharded);
+}
+
+// Tests the norm's counting: a pending parameter's shard on every rank of
+// its dp group (at tp coordinate 0), "b" (split over tp) on dp coordinate
+// 0 only.
+TEST(MeshZero, ShardsCountOnEveryRankOfTheGroup) {
+  PendingProgram mesh;
+  MeshLayout layout(mesh.program);
+  for (int32_t dp = 0; dp < 2; ++dp)
+    for (int32_t tp = 0; tp < 2; ++tp) {
+      std::vector<bool> counted =
+          meshZeroCountedInNorm(layout, mesh.program, {dp, tp}, 1);
+      EXPECT_EQ(counted[0], tp == 0) << dp << "," << tp;
+      EXPECT_EQ(counted[1], dp == 0) << dp << "," << tp;
+      EXPECT_EQ(counted[2], tp == 0) << dp << "," << tp;
+    }
+}
