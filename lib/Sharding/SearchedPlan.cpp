@@ -20,29 +20,17 @@ llvm::Error plannedError(Operation *op, const Twine &why) {
       why.str());
 }
 
-/// The layouts of `field` of `planned` (an array of #tess.layout), read on
-/// `mesh`; empty when the field is absent.
-Expected<SmallVector<TensorLayout>> readLayouts(Operation *op,
-                                                DictionaryAttr planned,
-                                                StringRef field,
-                                                const cost::DeviceMesh &mesh) {
-  SmallVector<TensorLayout> layouts;
-  Attribute attribute = planned.get(field);
-  if (!attribute)
-    return layouts;
-  auto array = llvm::dyn_cast<ArrayAttr>(attribute);
-  if (!array)
-    return plannedError(op, field + " must be an array of #tess.layout");
-  for (Attribute element : array) {
-    auto layout = llvm::dyn_cast<tess::LayoutAttr>(element);
-    if (!layout)
-      return plannedError(op, field + " must be an array of #tess.layout");
-    Expected<TensorLayout> read = tensorLayout(layout, mesh);
-    if (!read)
-      return read.takeError();
-    layouts.push_back(std::move(*read));
+/// `layouts` read on `mesh`.
+Expected<SmallVector<TensorLayout>>
+readLayouts(ArrayRef<tess::LayoutAttr> layouts, const cost::DeviceMesh &mesh) {
+  SmallVector<TensorLayout> read;
+  for (tess::LayoutAttr layout : layouts) {
+    Expected<TensorLayout> one = tensorLayout(layout, mesh);
+    if (!one)
+      return one.takeError();
+    read.push_back(std::move(*one));
   }
-  return layouts;
+  return read;
 }
 
 } // namespace
@@ -68,12 +56,11 @@ void sharding::writeSearchedPlan(func::FuncOp forward,
     return;
 
   auto layouts = [&](ArrayRef<TensorLayout> list) {
-    SmallVector<Attribute> attributes;
+    SmallVector<tess::LayoutAttr> attributes;
     for (const TensorLayout &layout : list)
       attributes.push_back(layoutAttr(context, layout, plan.mesh));
-    return ArrayAttr::get(context, attributes);
+    return attributes;
   };
-  auto text = [&](StringRef value) { return StringAttr::get(context, value); };
   llvm::DenseMap<Operation *, const ParameterSharding *> parameters;
   for (const ParameterSharding &parameter : plan.parameters)
     parameters[parameter.op] = &parameter;
@@ -81,26 +68,21 @@ void sharding::writeSearchedPlan(func::FuncOp forward,
     // A constant is no decision: the step casts or folds its copies.
     if (llvm::isa<tess::ConstantOp>(entry.op))
       continue;
-    NamedAttrList fields;
-    fields.append("strategy", text(entry.strategy));
-    if (!entry.layer.empty())
-      fields.append("layer", text(entry.layer));
-    fields.append("results", layouts(entry.resultLayouts));
+    tess::LayoutAttr state;
+    int64_t zeroStage = 0;
+    SmallVector<StringAttr> zeroAxes;
     if (const ParameterSharding *parameter = parameters.lookup(entry.op)) {
-      fields.append("state",
-                    layoutAttr(context, parameter->stateLayout, plan.mesh));
-      fields.append("zero", IntegerAttr::get(IntegerType::get(context, 64),
-                                             parameter->zeroStage));
-      if (!parameter->zeroAxes.empty()) {
-        SmallVector<Attribute> axes;
-        for (unsigned axis : parameter->zeroAxes)
-          axes.push_back(text(plan.mesh.axes[axis].name));
-        fields.append("zero_axes", ArrayAttr::get(context, axes));
-      }
-    } else {
-      fields.append("operands", layouts(entry.operandLayouts));
+      state = layoutAttr(context, parameter->stateLayout, plan.mesh);
+      zeroStage = parameter->zeroStage;
+      for (unsigned axis : parameter->zeroAxes)
+        zeroAxes.push_back(StringAttr::get(context, plan.mesh.axes[axis].name));
     }
-    entry.op->setAttr(kPlannedAttrName, fields.getDictionary(context));
+    entry.op->setAttr(kPlannedAttrName,
+                      tess::PlannedAttr::get(
+                          context, entry.strategy, entry.layer,
+                          layouts(entry.operandLayouts),
+                          layouts(entry.resultLayouts), state, zeroStage,
+                          zeroAxes));
   }
   for (auto [index, layout] : llvm::enumerate(plan.resultLayouts))
     if (index < forward.getNumResults())
@@ -113,47 +95,36 @@ sharding::readPlannedOp(Operation *op, const cost::DeviceMesh &mesh) {
   Attribute attribute = op->getAttr(kPlannedAttrName);
   if (!attribute)
     return std::nullopt;
-  auto planned = llvm::dyn_cast<DictionaryAttr>(attribute);
+  auto planned = llvm::dyn_cast<tess::PlannedAttr>(attribute);
   if (!planned)
-    return plannedError(op, "must be a dictionary");
+    return plannedError(op, "must be a #tess.planned");
   PlannedOp result;
-  if (auto strategy = planned.getAs<StringAttr>("strategy"))
-    result.strategy = strategy.str();
-  if (auto layer = planned.getAs<StringAttr>("layer"))
-    result.layer = layer.str();
+  result.strategy = planned.getStrategy().str();
+  result.layer = planned.getLayer().str();
   Expected<SmallVector<TensorLayout>> operands =
-      readLayouts(op, planned, "operands", mesh);
+      readLayouts(planned.getOperands(), mesh);
   if (!operands)
     return operands.takeError();
   result.operands.assign(operands->begin(), operands->end());
   Expected<SmallVector<TensorLayout>> results =
-      readLayouts(op, planned, "results", mesh);
+      readLayouts(planned.getResults(), mesh);
   if (!results)
     return results.takeError();
-  if (results->size() != op->getNumResults())
-    return plannedError(op, llvm::formatv("results needs one layout per "
-                                          "result ({0})",
-                                          op->getNumResults()));
+  // One layout per operand and result: the attribute's C5, verified.
   result.results.assign(results->begin(), results->end());
-  if (Attribute state = planned.get("state")) {
-    auto layout = llvm::dyn_cast<tess::LayoutAttr>(state);
-    if (!layout)
-      return plannedError(op, "state must be a #tess.layout");
-    Expected<TensorLayout> read = tensorLayout(layout, mesh);
-    if (!read)
-      return read.takeError();
-    result.state = std::move(*read);
+  if (planned.isParameter()) {
+    Expected<TensorLayout> state = tensorLayout(planned.getState(), mesh);
+    if (!state)
+      return state.takeError();
+    result.state = std::move(*state);
   }
-  if (auto zero = planned.getAs<IntegerAttr>("zero"))
-    result.zeroStage = static_cast<int>(zero.getInt());
-  if (auto axes = planned.getAs<ArrayAttr>("zero_axes"))
-    for (Attribute name : axes) {
-      auto text = llvm::dyn_cast<StringAttr>(name);
-      int axis = text ? mesh.axisIndex(text.getValue()) : -1;
-      if (axis < 0)
-        return plannedError(op, "zero_axes must name axes of the mesh");
-      result.zeroAxes.push_back(static_cast<unsigned>(axis));
-    }
+  result.zeroStage = static_cast<int>(planned.getZero());
+  for (StringAttr name : planned.getZeroAxes()) {
+    int axis = mesh.axisIndex(name.getValue());
+    if (axis < 0)
+      return plannedError(op, "zero_axes must name axes of the mesh");
+    result.zeroAxes.push_back(static_cast<unsigned>(axis));
+  }
   return result;
 }
 

@@ -1,9 +1,10 @@
 //===- TessPlanAttrs.cpp - the plan attributes and where they may sit -----===//
 //
 // Syntax and rules of TessPlanAttrs.td: `#tess.layout<[dp, -] partial(tp)>`,
-// `#tess.chunk<...>`, `#tess.plan<...>`, and the dialect's checks of the
-// discardable attributes that carry them (tess.plan on the module,
-// tess.layout on function arguments and results, tess.layouts on ops),
+// `#tess.chunk<...>`, `#tess.plan<...>`, `#tess.planned<...>`, and the
+// dialect's checks of the discardable attributes that carry them (tess.plan
+// on the module, tess.layout on function arguments and results, tess.layouts
+// on ops, tess.planned on @forward's ops and results),
 // which need the mesh and the laid-out value's type that the attributes
 // alone do not know.
 //
@@ -25,6 +26,7 @@ namespace {
 constexpr StringLiteral kPlanAttrName = "tess.plan";
 constexpr StringLiteral kLayoutAttrName = "tess.layout";
 constexpr StringLiteral kLayoutsAttrName = "tess.layouts";
+constexpr StringLiteral kPlannedAttrName = "tess.planned";
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -48,6 +50,51 @@ ParseResult parseAxisList(AsmParser &parser, AsmParser::Delimiter delimiter,
     axes.push_back(StringAttr::get(parser.getContext(), name));
     return success();
   });
+}
+
+/// `dp, tp`: the names of `axes`, the other half of parseAxisList.
+void printAxisNames(AsmPrinter &printer, ArrayRef<StringAttr> axes) {
+  llvm::interleaveComma(axes, printer, [&](StringAttr axis) {
+    printer.printKeywordOrString(axis.getValue());
+  });
+}
+
+/// `<key = value, ...>` or `<>`: each key at most once, its value read by
+/// `parseValue(key, at)`; `attribute` names the attribute in messages.
+ParseResult
+parseFields(AsmParser &parser, StringRef attribute,
+            function_ref<ParseResult(StringRef key, SMLoc at)> parseValue) {
+  llvm::StringSet<> seen;
+  auto parseField = [&]() -> ParseResult {
+    std::string key;
+    SMLoc at = parser.getCurrentLocation();
+    if (parser.parseKeywordOrString(&key) || parser.parseEqual())
+      return failure();
+    if (!seen.insert(key).second)
+      return parser.emitError(at)
+             << attribute << ": '" << key << "' given twice";
+    return parseValue(key, at);
+  };
+  if (parser.parseLess())
+    return failure();
+  if (succeeded(parser.parseOptionalGreater()))
+    return success();
+  return failure(parser.parseCommaSeparatedList(parseField) ||
+                 parser.parseGreater());
+}
+
+/// `[#tess.x<...>, ...]`: a list of attributes of class `AttributeClass`.
+template <typename AttributeClass>
+ParseResult parseAttributeList(AsmParser &parser,
+                               SmallVectorImpl<AttributeClass> &list) {
+  return parser.parseCommaSeparatedList(
+      AsmParser::Delimiter::Square, [&]() -> ParseResult {
+        AttributeClass element;
+        if (parser.parseAttribute(element))
+          return failure();
+        list.push_back(element);
+        return success();
+      });
 }
 
 } // namespace
@@ -83,9 +130,7 @@ void LayoutAttr::print(AsmPrinter &printer) const {
   printer << "]";
   if (!getPartial().empty()) {
     printer << " partial(";
-    llvm::interleaveComma(getPartial(), printer, [&](StringAttr axis) {
-      printer.printKeywordOrString(axis.getValue());
-    });
+    printAxisNames(printer, getPartial());
     printer << ")";
   }
   printer << ">";
@@ -213,14 +258,7 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
   int64_t zero = 0, stages = 1, microbatches = 1;
   std::string remat = kNoRemat.str(), schedule, offload;
   SmallVector<ChunkAttr> chunks;
-  llvm::StringSet<> seen;
-  auto parseField = [&]() -> ParseResult {
-    std::string key;
-    SMLoc at = parser.getCurrentLocation();
-    if (parser.parseKeywordOrString(&key) || parser.parseEqual())
-      return failure();
-    if (!seen.insert(key).second)
-      return parser.emitError(at) << "tess.plan: '" << key << "' given twice";
+  auto parseField = [&](StringRef key, SMLoc at) -> ParseResult {
     if (key == "mesh")
       return parser.parseAttribute(mesh);
     if (key == "zero") {
@@ -241,23 +279,13 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
     if (key == "offload")
       return parser.parseString(&offload);
     if (key == "chunks")
-      return parser.parseCommaSeparatedList(
-          AsmParser::Delimiter::Square, [&]() -> ParseResult {
-            ChunkAttr chunk;
-            if (parser.parseAttribute(chunk))
-              return failure();
-            chunks.push_back(chunk);
-            return success();
-          });
+      return parseAttributeList(parser, chunks);
     return parser.emitError(at)
            << "tess.plan: unknown field '" << key
            << "' (expected mesh, zero, remat, stages, schedule, "
               "microbatches, chunks or offload)";
   };
-  if (parser.parseLess())
-    return {};
-  if (failed(parser.parseOptionalGreater()) &&
-      (parser.parseCommaSeparatedList(parseField) || parser.parseGreater()))
+  if (parseFields(parser, "tess.plan", parseField))
     return {};
   return PlanAttr::getChecked([&] { return parser.emitError(start); },
                               parser.getContext(), mesh, zero, StringRef(remat),
@@ -350,6 +378,153 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 }
 
 //===----------------------------------------------------------------------===//
+// #tess.planned
+//===----------------------------------------------------------------------===//
+
+Attribute PlannedAttr::parse(AsmParser &parser, Type) {
+  SMLoc start = parser.getCurrentLocation();
+  std::optional<std::string> strategy;
+  std::string layer;
+  SmallVector<LayoutAttr> operands, results;
+  LayoutAttr state;
+  int64_t zero = 0;
+  SmallVector<StringAttr> zeroAxes;
+  auto parseField = [&](StringRef key, SMLoc at) -> ParseResult {
+    if (key == "strategy")
+      return parser.parseString(&strategy.emplace());
+    if (key == "layer")
+      return parser.parseString(&layer);
+    if (key == "operands")
+      return parseAttributeList(parser, operands);
+    if (key == "results")
+      return parseAttributeList(parser, results);
+    if (key == "state")
+      return parser.parseAttribute(state);
+    if (key == "zero")
+      return parser.parseInteger(zero);
+    if (key == "zero_axes")
+      return parseAxisList(parser, AsmParser::Delimiter::Square,
+                           /*allowUnsplit=*/false, zeroAxes);
+    return parser.emitError(at)
+           << "tess.planned: unknown field '" << key
+           << "' (expected strategy, layer, operands, results, state, zero "
+              "or zero_axes)";
+  };
+  if (parseFields(parser, "tess.planned", parseField))
+    return {};
+  if (!strategy) {
+    parser.emitError(start) << "tess.planned: 'strategy' is required";
+    return {};
+  }
+  return PlannedAttr::getChecked([&] { return parser.emitError(start); },
+                                 parser.getContext(), StringRef(*strategy),
+                                 StringRef(layer), ArrayRef(operands),
+                                 ArrayRef(results), state, zero,
+                                 ArrayRef(zeroAxes));
+}
+
+void PlannedAttr::print(AsmPrinter &printer) const {
+  auto printLayouts = [&](StringRef key, ArrayRef<LayoutAttr> layouts) {
+    if (layouts.empty())
+      return;
+    printer << ", " << key << " = [";
+    llvm::interleaveComma(layouts, printer,
+                          [&](LayoutAttr layout) { printer << layout; });
+    printer << "]";
+  };
+  printer << "<strategy = ";
+  printer.printString(getStrategy());
+  if (!getLayer().empty()) {
+    printer << ", layer = ";
+    printer.printString(getLayer());
+  }
+  printLayouts("operands", getOperands());
+  printLayouts("results", getResults());
+  if (isParameter())
+    printer << ", state = " << getState() << ", zero = " << getZero();
+  if (!getZeroAxes().empty()) {
+    printer << ", zero_axes = [";
+    printAxisNames(printer, getZeroAxes());
+    printer << "]";
+  }
+  printer << ">";
+}
+
+LogicalResult
+PlannedAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                    StringRef strategy, StringRef layer,
+                    ArrayRef<LayoutAttr> operands, ArrayRef<LayoutAttr> results,
+                    LayoutAttr state, int64_t zero,
+                    ArrayRef<StringAttr> zeroAxes) {
+  if (zero < 0 || zero > 3)
+    return emitError() << "C1: a planned ZeRO stage must be 0 to 3, got "
+                       << zero;
+  llvm::StringSet<> seen;
+  for (StringAttr axis : zeroAxes)
+    if (!seen.insert(axis.getValue()).second)
+      return emitError() << "C2: zero_axes name '" << axis.getValue()
+                         << "' twice";
+  if (zero == 0 && !zeroAxes.empty())
+    return emitError() << "C2: zero_axes need a ZeRO stage > 0";
+  if (!state && (zero != 0 || !zeroAxes.empty()))
+    return emitError() << "C3: zero and zero_axes need a state layout (the "
+                          "parameter form)";
+  return success();
+}
+
+namespace {
+
+/// C6 of #tess.planned: `axes`, named by `what` of `op`'s plan, are axes of
+/// the module's mesh.
+LogicalResult verifyPlannedAxes(Operation *op, ArrayRef<StringAttr> axes,
+                                const Twine &what) {
+  MeshAttr mesh = MeshAttr::lookup(op);
+  for (StringAttr axis : axes) {
+    if (axis.getValue().empty())
+      continue; // `-`
+    if (!mesh)
+      return op->emitOpError("C6: the planned ")
+             << what << " names axis '" << axis.getValue()
+             << "' but the module has no tess.mesh";
+    if (!mesh.axisIndex(axis.getValue()))
+      return op->emitOpError("C6: axis '")
+             << axis.getValue() << "' of the planned " << what
+             << " is not an axis of the mesh " << mesh;
+  }
+  return success();
+}
+
+LogicalResult verifyPlannedLayout(Operation *op, LayoutAttr layout,
+                                  const Twine &what) {
+  if (failed(verifyPlannedAxes(op, layout.getDims(), what + " layout")))
+    return failure();
+  return verifyPlannedAxes(op, layout.getPartial(), what + " layout");
+}
+
+} // namespace
+
+LogicalResult PlannedAttr::verifyPlacement(Operation *op) const {
+  if (getOperands().size() != op->getNumOperands() ||
+      getResults().size() != op->getNumResults())
+    return op->emitOpError("C5: tess.planned needs one layout per operand (")
+           << op->getNumOperands() << ") and per result ("
+           << op->getNumResults() << "), got " << getOperands().size()
+           << " and " << getResults().size();
+  if (isParameter() && !llvm::isa<ParameterOp>(op))
+    return op->emitOpError("C5: a tess.planned with a state layout must sit "
+                           "on a tess.parameter");
+  for (auto [index, layout] : llvm::enumerate(getOperands()))
+    if (failed(verifyPlannedLayout(op, layout, "operand " + Twine(index))))
+      return failure();
+  for (auto [index, layout] : llvm::enumerate(getResults()))
+    if (failed(verifyPlannedLayout(op, layout, "result " + Twine(index))))
+      return failure();
+  if (isParameter() && failed(verifyPlannedLayout(op, getState(), "state")))
+    return failure();
+  return verifyPlannedAxes(op, getZeroAxes(), "zero_axes");
+}
+
+//===----------------------------------------------------------------------===//
 // Where the plan's attributes sit
 //===----------------------------------------------------------------------===//
 
@@ -393,6 +568,14 @@ LogicalResult TessDialect::verifyOperationAttribute(Operation *op,
              << plan.getMesh() << " is not the module's tess.mesh " << mesh;
     return success();
   }
+  if (attribute.getName() == kPlannedAttrName) {
+    auto planned = llvm::dyn_cast<PlannedAttr>(attribute.getValue());
+    if (!planned)
+      return op->emitOpError("C4: tess.planned of an op must be a "
+                             "#tess.planned, got ")
+             << attribute.getValue();
+    return planned.verifyPlacement(op);
+  }
   if (attribute.getName() != kLayoutsAttrName)
     return success();
   auto layouts = llvm::dyn_cast<ArrayAttr>(attribute.getValue());
@@ -420,6 +603,14 @@ LogicalResult TessDialect::verifyRegionArgAttribute(Operation *op,
 
 LogicalResult TessDialect::verifyRegionResultAttribute(
     Operation *op, unsigned region, unsigned result, NamedAttribute attribute) {
+  if (attribute.getName() == kPlannedAttrName) {
+    auto layout = llvm::dyn_cast<LayoutAttr>(attribute.getValue());
+    if (!layout)
+      return op->emitOpError("C4: tess.planned of result ")
+             << result << " must be a #tess.layout, got "
+             << attribute.getValue();
+    return verifyPlannedLayout(op, layout, "result " + Twine(result));
+  }
   if (attribute.getName() != kLayoutAttrName)
     return success();
   return verifyLayoutOf(op, attribute.getValue(),

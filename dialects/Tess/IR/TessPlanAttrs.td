@@ -1,10 +1,11 @@
 //===- TessPlanAttrs.td - the parallel plan as typed attributes -*- tablegen -*-===//
 //
 // What the searches decide, as attributes every later pass reads: the layout
-// of each value on the mesh (`#tess.layout`, lib/Sharding's TensorLayout)
-// and the module's plan (`#tess.plan`: mesh, ZeRO stage, recomputation,
-// pipeline stages, schedule and micro-batches). Being dialect attributes,
-// they are parsed, printed and verified with the IR: a plan that names an
+// of each value on the mesh (`#tess.layout`, lib/Sharding's TensorLayout),
+// the module's plan (`#tess.plan`: mesh, ZeRO stage, recomputation,
+// pipeline stages, schedule and micro-batches) and the sharding search's
+// decision per op (`#tess.planned`). Being dialect attributes, they are
+// parsed, printed and verified with the IR: a plan that names an
 // axis the mesh lacks, or a schedule the stages cannot run, is an error
 // where it is written, not in the pass that reads it.
 //
@@ -13,6 +14,9 @@
 //   func argument   tess.layout = #tess.layout<[dp, -]>  (the block a rank is given)
 //   func result     tess.layout = #tess.layout<[-, tp] partial(dp)>
 //   op              tess.layouts = [#tess.layout<...>, ...]  (one per result)
+//   forward op      tess.planned = #tess.planned<strategy = ..., ...>  (the
+//                   search's decision, before the step is built)
+//   forward result  tess.planned = #tess.layout<...>
 //
 // Included by TessOps.td after TessCollectiveOps.td (the plan holds a mesh).
 //
@@ -171,6 +175,67 @@ def Tess_PlanAttr : Tess_Attr<"Plan", "plan"> {
     int64_t getVirtualStages() const;
     /// The `tess.plan` of the module that contains `op`, or null.
     static PlanAttr lookup(::mlir::Operation *op);
+  }];
+}
+
+def Tess_PlannedAttr : Tess_Attr<"Planned", "planned"> {
+  let summary = "the sharding search's decision for one forward op";
+  let description = [{
+    The discardable attribute `tess.planned` that `tess-search-sharding`
+    writes on each op of @forward (lib/Sharding/SearchedPlan.h) and that
+    `tess-annotate-from-plan` reads from the step's copies of them: the
+    strategy the search chose, the Transformer layer the op belongs to (if
+    any), and the layout it wants for each operand and result. On a
+    `tess.parameter` it is the parameter form: its result's (compute)
+    layout, the layout of its optimizer state (`state`), its ZeRO stage
+    (`zero`, 0 to 3, printed whenever `state` is) and the mesh axes that
+    stage shards the state over (`zero_axes`). Empty lists are not printed.
+
+    It is the search's wish, not the partitioner's input: a layout that
+    does not divide its value is the shard phase's to refuse.
+
+    Rules. Of the attribute: (C1) `zero` is 0 to 3; (C2) `zero_axes` are
+    distinct, and there are none with `zero = 0` (a stage > 0 may have none:
+    the layout already splits the parameter over every axis, so the stage
+    shards nothing); (C3) `zero` and `zero_axes` only in the parameter form
+    (with `state`). Where it is attached: (C4) `tess.planned` on an op is a
+    `#tess.planned`, and on a function result (the layout the loss reads
+    that result in) a `#tess.layout`; (C5) one layout in `operands` per
+    operand and one in `results` per result of the op, and the parameter
+    form only on a `tess.parameter`; (C6) the module has a `tess.mesh` and
+    every axis named (by a layout or `zero_axes`) is one of its axes.
+
+    ```mlir
+    module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+      func.func @forward(%ids: tensor<8x16xi64>)
+          -> (tensor<8x16x64xf32> {tess.planned = #tess.layout<[dp, -, -]>}) {
+        %wte = tess.parameter "wte" trainable {tess.planned = #tess.planned<
+            strategy = "[-, -] ZeRO-3", results = [#tess.layout<[dp, -]>],
+            state = #tess.layout<[dp, -]>, zero = 3, zero_axes = [dp]>}
+            : tensor<512x64xf32>
+        %x = tess.embedding %wte, %ids {tess.planned = #tess.planned<
+            strategy = "dp: data-parallel", layer = "transformer.wte",
+            operands = [#tess.layout<[-, -]>, #tess.layout<[dp, -]>],
+            results = [#tess.layout<[dp, -, -]>]>}
+            : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+        return %x : tensor<8x16x64xf32>
+      }
+    }
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"the search's strategy">:$strategy,
+                        StringRefParameter<"the op's layer", "\"\"">:$layer,
+                        ArrayRefParameter<"LayoutAttr">:$operands,
+                        ArrayRefParameter<"LayoutAttr">:$results,
+                        "LayoutAttr":$state, "int64_t":$zero,
+                        ArrayRefParameter<"::mlir::StringAttr">:$zeroAxes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The parameter form: a `tess.parameter`'s, with a state layout.
+    bool isParameter() const { return static_cast<bool>(getState()); }
+    /// C4 to C6 where `tess.planned` sits on `op`.
+    ::mlir::LogicalResult verifyPlacement(::mlir::Operation *op) const;
   }];
 }
 

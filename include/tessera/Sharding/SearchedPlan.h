@@ -10,14 +10,18 @@
 //
 //   module      tess.mesh = #tess.mesh<dp = 2, tp = 2>
 //               tess.plan = #tess.plan<mesh = ..., zero = 1>
-//   op          tess.planned = {strategy = "dp: data-parallel",
-//                               layer = "transformer.h.0",
-//                               operands = [#tess.layout<[dp, -]>, ...],
-//                               results = [#tess.layout<[dp, -]>]}
-//   parameter   tess.planned = {strategy = ..., results = [compute layout],
-//                               state = #tess.layout<...>, zero = 1}
+//   op          tess.planned = #tess.planned<strategy = "dp: data-parallel",
+//                   layer = "transformer.h.0",
+//                   operands = [#tess.layout<[dp, -]>, ...],
+//                   results = [#tess.layout<[dp, -]>]>
+//   parameter   tess.planned = #tess.planned<strategy = ...,
+//                   results = [compute layout], state = #tess.layout<...>,
+//                   zero = 1, zero_axes = [dp]>
 //   result i    tess.planned = #tess.layout<[dp, -, -]>   (on @forward: the
 //                               layout the loss reads the logits in)
+//
+// #tess.planned is a dialect attribute (TessPlanAttrs.td): its form, ZeRO
+// stage and axes, layout counts and mesh axes are verified with the IR.
 //
 // `tess.planned` is the search's wish, not yet the partitioner's input: a
 // wish may not fit its value (which `tess.layouts`' verifier would reject)
@@ -61,7 +65,7 @@ struct PlannedOp {
 };
 
 /// `op`'s plan: nullopt without `tess.planned`. Errors: an attribute that is
-/// not of the form above, a layout naming an axis `mesh` has not.
+/// not a #tess.planned, a layout naming an axis `mesh` has not.
 llvm::Expected<std::optional<PlannedOp>>
 readPlannedOp(mlir::Operation *op, const cost::DeviceMesh &mesh);
 

@@ -599,7 +599,7 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
     bound, repeated layers solved once) on the module's `@forward`, in
     place, and writes what it decided as IR (lib/Sharding/SearchedPlan.h):
     the module's `tess.mesh` and `#tess.plan` (its mesh and ZeRO stage), and
-    on every forward op a `tess.planned` with its strategy and the layouts
+    on every forward op a `#tess.planned` with its strategy and the layouts
     it reads and leaves (a parameter's also its optimizer state's layout and
     ZeRO stage), and on each result the layout the loss reads it in.
 
@@ -617,13 +617,13 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
                        tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>>} {
       func.func @forward(%ids: tensor<8x16xi64>)
           -> (tensor<8x16x512xf32> {tess.planned = #tess.layout<[dp, -, -]>}) {
-        %wte = tess.parameter "wte" trainable {tess.planned = {
-                 results = [#tess.layout<[-, -]>], state = #tess.layout<[-, -]>,
-                 strategy = "[-, -] ZeRO-0", zero = 0 : i64}} : tensor<512x64xf32>
-        %x = tess.embedding %wte, %ids {tess.planned = {
+        %wte = tess.parameter "wte" trainable {tess.planned = #tess.planned<
+                 strategy = "[-, -] ZeRO-0", results = [#tess.layout<[-, -]>],
+                 state = #tess.layout<[-, -]>, zero = 0>} : tensor<512x64xf32>
+        %x = tess.embedding %wte, %ids {tess.planned = #tess.planned<
+                 strategy = "dp: split tokens",
                  operands = [#tess.layout<[-, -]>, #tess.layout<[dp, -]>],
-                 results = [#tess.layout<[dp, -, -]>],
-                 strategy = "dp: split tokens"}} : ...
+                 results = [#tess.layout<[dp, -, -]>]>} : ...
     ```
 
     The pins are constraints on the search, not another path: `zero` holds
@@ -718,9 +718,9 @@ def AnnotateFromPlan : Pass<"tess-annotate-from-plan", "::mlir::ModuleOp"> {
     - a gradient leaves in its parameter's layout for its ZeRO stage.
 
     ```mlir
-    // before: %1 = tess.linear %0, %arg1, %arg2 {tess.planned = {
-    //     operands = [...], results = [#tess.layout<[dp, -, -]>],
-    //     strategy = "dp: data-parallel"}} : ...
+    // before: %1 = tess.linear %0, %arg1, %arg2 {tess.planned =
+    //     #tess.planned<strategy = "dp: data-parallel", operands = [...],
+    //     results = [#tess.layout<[dp, -, -]>]>} : ...
     // after:  %1 = tess.linear %0, %arg1, %arg2
     //     {tess.layouts = [#tess.layout<[dp, -, -]>]} : ...
     ```

@@ -1,7 +1,7 @@
 // RUN: tessera-opt %s -split-input-file -verify-diagnostics
 
 // One case per numbered rule of TessPlanAttrs.td (#tess.layout,
-// #tess.chunk, #tess.plan), named after the rule it breaks.
+// #tess.chunk, #tess.plan, #tess.planned), named after the rule it breaks.
 
 module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
   // expected-error@+1 {{C1: layout uses mesh axis 'dp' twice}}
@@ -166,3 +166,139 @@ module attributes {tess.plan = #tess.plan<stages = 2, schedule = "1f1b", microba
 
 // expected-error@+1 {{tess.plan: unknown field 'pipeline'}}
 module attributes {tess.plan = #tess.plan<pipeline = 2>} {}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c1_zero() {
+    // expected-error@+1 {{C1: a planned ZeRO stage must be 0 to 3, got 4}}
+    %w = tess.parameter "w" trainable {tess.planned = #tess.planned<strategy = "[-] ZeRO-4", results = [#tess.layout<[-]>], state = #tess.layout<[dp]>, zero = 4, zero_axes = [dp]>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
+  func.func @planned_c2_axis_twice() {
+    // expected-error@+1 {{C2: zero_axes name 'dp' twice}}
+    %w = tess.parameter "w" trainable {tess.planned = #tess.planned<strategy = "[-] ZeRO-1", results = [#tess.layout<[-]>], state = #tess.layout<[dp]>, zero = 1, zero_axes = [dp, dp]>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c2_axes_without_stage() {
+    // expected-error@+1 {{C2: zero_axes need a ZeRO stage > 0}}
+    %w = tess.parameter "w" trainable {tess.planned = #tess.planned<strategy = "[-] ZeRO-0", results = [#tess.layout<[-]>], state = #tess.layout<[-]>, zero_axes = [dp]>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c3_zero_without_state(%x: tensor<4xf32>) {
+    // expected-error@+1 {{C3: zero and zero_axes need a state layout (the parameter form)}}
+    %y = tess.exp %x {tess.planned = #tess.planned<strategy = "dp", operands = [#tess.layout<[dp]>], results = [#tess.layout<[dp]>], zero = 1>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c4_dictionary(%x: tensor<4xf32>) {
+    // expected-error@+1 {{C4: tess.planned of an op must be a #tess.planned, got {strategy = "dp"}}}
+    %y = tess.exp %x {tess.planned = {strategy = "dp"}} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  // expected-error@+1 {{C4: tess.planned of result 0 must be a #tess.layout, got "[dp]"}}
+  func.func @planned_c4_result(%x: tensor<4xf32>) -> (tensor<4xf32> {tess.planned = "[dp]"}) {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c5_operands(%x: tensor<4xf32>) {
+    // expected-error@+1 {{C5: tess.planned needs one layout per operand (1) and per result (1), got 0 and 1}}
+    %y = tess.exp %x {tess.planned = #tess.planned<strategy = "dp", results = [#tess.layout<[dp]>]>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c5_results() {
+    // expected-error@+1 {{C5: tess.planned needs one layout per operand (0) and per result (1), got 0 and 0}}
+    %w = tess.parameter "w" trainable {tess.planned = #tess.planned<strategy = "[-] ZeRO-0", state = #tess.layout<[-]>>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c5_state_off_parameter(%x: tensor<4xf32>) {
+    // expected-error@+1 {{C5: a tess.planned with a state layout must sit on a tess.parameter}}
+    %y = tess.exp %x {tess.planned = #tess.planned<strategy = "dp", operands = [#tess.layout<[dp]>], results = [#tess.layout<[dp]>], state = #tess.layout<[dp]>>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+func.func @planned_c6_no_mesh(%x: tensor<4xf32>) {
+  // expected-error@+1 {{C6: the planned operand 0 layout names axis 'dp' but the module has no tess.mesh}}
+  %y = tess.exp %x {tess.planned = #tess.planned<strategy = "dp", operands = [#tess.layout<[dp]>], results = [#tess.layout<[dp]>]>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c6_layout_axis(%x: tensor<4xf32>) {
+    // expected-error@+1 {{C6: axis 'tp' of the planned result 0 layout is not an axis of the mesh #tess.mesh<dp = 2>}}
+    %y = tess.exp %x {tess.planned = #tess.planned<strategy = "dp", operands = [#tess.layout<[dp]>], results = [#tess.layout<[-] partial(tp)>]>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @planned_c6_zero_axis() {
+    // expected-error@+1 {{C6: axis 'tp' of the planned zero_axes is not an axis of the mesh #tess.mesh<dp = 2>}}
+    %w = tess.parameter "w" trainable {tess.planned = #tess.planned<strategy = "[-] ZeRO-1", results = [#tess.layout<[-]>], state = #tess.layout<[-]>, zero = 1, zero_axes = [tp]>} : tensor<4xf32>
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  // expected-error@+1 {{C6: axis 'tp' of the planned result 0 layout is not an axis of the mesh #tess.mesh<dp = 2>}}
+  func.func @planned_c6_result(%x: tensor<4xf32>) -> (tensor<4xf32> {tess.planned = #tess.layout<[tp]>}) {
+    return %x : tensor<4xf32>
+  }
+}
+
+// -----
+
+// expected-error@+1 {{tess.planned: 'strategy' is required}}
+module attributes {tess.x = #tess.planned<results = []>} {}
+
+// -----
+
+// expected-error@+1 {{tess.planned: unknown field 'stage'}}
+module attributes {tess.x = #tess.planned<strategy = "dp", stage = 1>} {}

@@ -83,3 +83,60 @@ module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
     return %y : tensor<4x8xf32>
   }
 }
+
+// -----
+
+// The sharding search's decision per op (#tess.planned): an op's, with and
+// without a layer, a parameter's (with and without ZeRO axes), a result's.
+// Empty lists print as nothing; a parameter's zero always prints.
+// CHECK-LABEL: func.func @planned
+// CHECK-SAME: -> (tensor<8x16x512xf32> {tess.planned = #tess.layout<[dp, -, -]>})
+// CHECK: tess.parameter "wte" trainable {tess.planned = #tess.planned<strategy = "[-, tp] ZeRO-0", results = [#tess.layout<[-, tp]>], state = #tess.layout<[-, tp]>, zero = 0>}
+// CHECK: tess.parameter "head.weight" trainable {tess.planned = #tess.planned<strategy = "[-, -] ZeRO-3", results = [#tess.layout<[dp, -]>], state = #tess.layout<[dp, -]>, zero = 3, zero_axes = [dp, tp]>}
+// CHECK: tess.parameter "head.bias" trainable {tess.planned = #tess.planned<strategy = "[tp] ZeRO-1", results = [#tess.layout<[tp]>], state = #tess.layout<[tp]>, zero = 1>}
+// CHECK: tess.embedding %{{.*}} {tess.planned = #tess.planned<strategy = "dp: split tokens", operands = [#tess.layout<[-, tp]>, #tess.layout<[dp, -]>], results = [#tess.layout<[dp, -, tp]>]>}
+// CHECK: tess.linear %{{.*}} {tess.planned = #tess.planned<strategy = "tp: row-parallel", layer = "transformer.h.0", operands = [#tess.layout<[dp, -, tp]>, #tess.layout<[tp, -]>, #tess.layout<[-] partial(tp)>], results = [#tess.layout<[dp, -, -] partial(tp)>]>}
+module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
+  func.func @planned(%ids: tensor<8x16xi64>)
+      -> (tensor<8x16x512xf32> {tess.planned = #tess.layout<[dp, -, -]>}) {
+    %wte = tess.parameter "wte" trainable {tess.planned = #tess.planned<
+        results = [#tess.layout<[-, tp]>], strategy = "[-, tp] ZeRO-0",
+        state = #tess.layout<[-, tp]>>} : tensor<512x64xf32>
+    %w = tess.parameter "head.weight" trainable {tess.planned = #tess.planned<
+        strategy = "[-, -] ZeRO-3", results = [#tess.layout<[dp, -]>],
+        state = #tess.layout<[dp, -]>, zero = 3, zero_axes = [dp, "tp"]>} : tensor<64x512xf32>
+    %b = tess.parameter "head.bias" trainable {tess.planned = #tess.planned<
+        strategy = "[tp] ZeRO-1", results = [#tess.layout<[tp]>],
+        state = #tess.layout<[tp]>, zero = 1, zero_axes = []>} : tensor<512xf32>
+    %x = tess.embedding %wte, %ids {tess.planned = #tess.planned<
+        strategy = "dp: split tokens", operands = [#tess.layout<[-, tp]>, #tess.layout<[dp, -]>],
+        results = [#tess.layout<[dp, -, tp]>]>} : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    %y = tess.linear %x, %w, %b {tess.planned = #tess.planned<
+        strategy = "tp: row-parallel", layer = "transformer.h.0",
+        operands = [#tess.layout<[dp, -, tp]>, #tess.layout<[tp, -]>, #tess.layout<[-] partial(tp)>],
+        results = [#tess.layout<[dp, -, -] partial(tp)>]>} : (tensor<8x16x64xf32>, tensor<64x512xf32>, tensor<512xf32>) -> tensor<8x16x512xf32>
+    return %y : tensor<8x16x512xf32>
+  }
+}
+
+// -----
+
+// The example of #tess.planned's description.
+// CHECK-LABEL: func.func @forward
+// CHECK: tess.parameter "wte" trainable {tess.planned = #tess.planned<strategy = "[-, -] ZeRO-3", results = [#tess.layout<[dp, -]>], state = #tess.layout<[dp, -]>, zero = 3, zero_axes = [dp]>}
+// CHECK: tess.embedding %{{.*}} {tess.planned = #tess.planned<strategy = "dp: data-parallel", layer = "transformer.wte", operands = [#tess.layout<[-, -]>, #tess.layout<[dp, -]>], results = [#tess.layout<[dp, -, -]>]>}
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @forward(%ids: tensor<8x16xi64>)
+      -> (tensor<8x16x64xf32> {tess.planned = #tess.layout<[dp, -, -]>}) {
+    %wte = tess.parameter "wte" trainable {tess.planned = #tess.planned<
+        strategy = "[-, -] ZeRO-3", results = [#tess.layout<[dp, -]>],
+        state = #tess.layout<[dp, -]>, zero = 3, zero_axes = [dp]>}
+        : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids {tess.planned = #tess.planned<
+        strategy = "dp: data-parallel", layer = "transformer.wte",
+        operands = [#tess.layout<[-, -]>, #tess.layout<[dp, -]>],
+        results = [#tess.layout<[dp, -, -]>]>}
+        : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
