@@ -84,17 +84,27 @@ echo "== tesserac $curve (${curve_flags[*]}, --target cuda)"
 cp "$root/bench/gpt2/onnx_to_safetensors.py" "$root/bench/gpt2/make_tokens.py" \
    "$root/bench/gpt2/torch_curve.py" "$root/bench/gpt2/compare_curves.py" "$out/"
 
-# Compiled, not run (its training state alone exceeds one H200): the
-# compile time of a deep program.
+# Llama 3 8B at 2 x 4096, compiled as the planner plans it for one H200
+# (--cluster h200: its training state fits only with full recomputation):
+# the compile time of a deep program. With LLAMA_8B=1 the executable is
+# kept for run-8b.sh, beside the 16 x 4096 one whose plan also offloads the
+# optimizer state (it fits an H200 only so); otherwise it is removed (the
+# folder stays under the device tool's 64 MiB carry).
 model="$models/llama3-8b.meta.dyn.onnx"
 [[ -f "$model" ]] || "$python" "$root/bench/llama/export_shape.py" "$shared/tools" "$models" llama3-8b
-echo "== tesserac llama3-8b (batch 2 x 4096, bf16, --target cuda; compile only)"
+flags_8b=(--dim seq=4096 --loss causal-lm --precision bf16 --cluster h200 --target cuda --without-weights)
+echo "== tesserac llama3-8b (batch 2 x 4096, bf16, --cluster h200, --target cuda)"
 start=$(date +%s%N)
-"$tesserac" "$model" --dim batch=2 --dim seq=4096 --loss causal-lm --precision bf16 \
-    --target cuda --without-weights -o "$models/llama3-8b-train"
+"$tesserac" "$model" --dim batch=2 "${flags_8b[@]}" -o "$out/llama3-8b-train"
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 printf '   compile: %d.%03d s\n' $((elapsed / 1000)) $((elapsed % 1000)) | tee "$out/llama3-8b.compile-seconds.txt"
-rm -f "$models/llama3-8b-train"
+if [[ "${LLAMA_8B:-0}" == 1 ]]; then
+  echo "== tesserac llama3-8b (batch 16 x 4096: remat full + the optimizer offloaded)"
+  "$tesserac" "$model" --dim batch=16 "${flags_8b[@]}" -o "$out/llama3-8b-b16-offload-train"
+  cp "$root/bench/llama/run-8b.sh" "$out/"
+else
+  rm -f "$out/llama3-8b-train"
+fi
 cp "$shared/bench/torch_llama_baseline.py" "$shared/tools/export_hf.py" "$out/peer/"
 cp "$root/bench/llama/"*.py "$root/bench/profile/summarize_trace.py" "$out/"
 ls -la "$out"
