@@ -94,7 +94,13 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
     search.mesh = options.mesh;
     search.memoryLimit = options.memoryLimit;
     search.zero = options.zero;
-    search.pins.assign(options.shard.begin(), options.shard.end());
+    // A pin's terms are comma separated, as a list option's elements are:
+    // one of several terms is quoted, so that the pipeline
+    // --print-phase-pipelines prints reparses to the same pins.
+    for (const std::string &pin : options.shard)
+      search.pins.push_back(pin.find(',') == std::string::npos
+                                ? pin
+                                : "\"" + pin + "\"");
     search.searchTimeout = options.searchTimeout;
     search.precision = options.precision;
     search.calibration = options.calibration;

@@ -108,8 +108,15 @@ Expected<SearchInputs> readOptions(MLIRContext *context,
   if (options.zero >= 0)
     search.zeroStage = options.zero;
   for (const std::string &text : options.pins) {
+    // A pin of several terms comes quoted from the compile phases, whose
+    // printed pipeline keeps its commas inside one list element that way;
+    // a parsed pipeline has already taken the quotes off.
+    StringRef unquoted = text;
+    if (unquoted.size() >= 2 && unquoted.front() == '"' &&
+        unquoted.back() == '"')
+      unquoted = unquoted.drop_front().drop_back();
     Expected<sharding::ShardPin> pin =
-        sharding::parseShardPin(text, inputs.mesh);
+        sharding::parseShardPin(unquoted, inputs.mesh);
     if (!pin)
       return pin.takeError();
     search.pins.push_back(std::move(*pin));
