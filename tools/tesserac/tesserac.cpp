@@ -1648,10 +1648,15 @@ int main(int argc, char **argv) {
                      searchTimeout.getNumOccurrences();
   // --target and --emit=cpp compile the plan --explain prints for the same
   // flags when given its cluster or its search's flags, and for a --mesh
-  // without --strategy; --stages is a pipeline given by hand.
+  // without --strategy; --stages is a pipeline given by hand. A GPU program
+  // is planned without them too, on --explain's default cluster: the
+  // recomputation or offload that fits its device is compiled, not a step
+  // that runs out of memory where --explain says a plan fits (a CPU
+  // program, whose memory is the host's, keeps the step as written).
   bool plannedProgram = compiling && !stepPipeline && forcedStrategy.empty() &&
                         (clusterName.getNumOccurrences() || searchFlags ||
-                         devicesGiven || meshProgram);
+                         devicesGiven || meshProgram ||
+                         target == Target::Cuda);
   if (meshProgram && !forcedStrategy.empty() && searchFlags)
     return fail("--strategy forces the plan; --memory-limit, --zero, "
                 "--shard and --search-timeout configure the search it "
