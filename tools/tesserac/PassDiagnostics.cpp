@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
+#include <utility>
 
 using namespace llvm;
 
@@ -69,6 +70,23 @@ PassDiagnostics::PassDiagnostics(mlir::MLIRContext &context,
           << origin(note.getLocation()) << note.str() << "\n";
     return mlir::success();
   });
+}
+
+HeldRemarks::HeldRemarks(mlir::MLIRContext &context)
+    : ScopedDiagnosticHandler(&context) {
+  setHandler([this](mlir::Diagnostic &diagnostic) {
+    if (diagnostic.getSeverity() != mlir::DiagnosticSeverity::Remark)
+      return mlir::failure();
+    held.push_back({diagnostic.getLocation(), diagnostic.str()});
+    return mlir::success();
+  });
+}
+
+std::vector<HeldRemark> HeldRemarks::take() { return std::exchange(held, {}); }
+
+void emitRemarks(const std::vector<HeldRemark> &remarks) {
+  for (const HeldRemark &remark : remarks)
+    mlir::emitRemark(remark.location) << remark.message;
 }
 
 unsigned printedErrorCount() { return printedErrors; }

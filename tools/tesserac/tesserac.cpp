@@ -52,7 +52,9 @@
 // search phase's pass (tess-search-sharding), its flags the pass's options;
 // tesserac measures the compiled step it is calibrated by, weighs meshes
 // and memory bounds (planTrainingStep, chooseMesh), runs the pipeline
-// search, writes the weights and links; it adds no pass itself.
+// search, writes the weights and links; it adds no pass itself. Each mesh
+// is searched once: the plan searched for the mesh --devices chooses (or
+// the one --mesh gives) is the module the compile's search phase yields.
 //
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
@@ -137,8 +139,9 @@ std::optional<tessera::CompilePhase> stopPhase;
 cl::opt<bool> printPhasePipelines(
     "print-phase-pipelines",
     cl::desc("Print each compile phase's passes with their options to "
-             "stderr as it runs, in the form tessera-opt --pass-pipeline "
-             "takes"),
+             "stderr as it runs, and each sharding search tesserac runs "
+             "(one per mesh --devices weighs), in the form tessera-opt "
+             "--pass-pipeline takes"),
     cl::cat(category));
 cl::opt<bool> summary("summary",
                       cl::desc("Print ops, parameters, buffers, inputs, "
@@ -478,6 +481,23 @@ std::unique_ptr<tessera::CompilePhaseOptions> phaseOptions() {
   return options;
 }
 
+/// Under --print-phase-pipelines, `phase`'s passes with `options` on
+/// stderr as `tesserac: WHAT: PIPELINE`, in the form tessera-opt
+/// --pass-pipeline takes.
+void printPhasePipeline(mlir::MLIRContext &context,
+                        tessera::CompilePhase phase,
+                        const tessera::CompilePhaseOptions &options,
+                        const Twine &what) {
+  if (!printPhasePipelines)
+    return;
+  // Anchored on the module, as --pass-pipeline wants it.
+  mlir::PassManager passes(&context, mlir::ModuleOp::getOperationName());
+  tessera::buildCompilePhase(passes, phase, options);
+  errs() << "tesserac: " << what << ": ";
+  passes.printAsTextualPipeline(errs());
+  errs() << "\n";
+}
+
 /// Runs `phase` with `options` on `module` (the compile's module or a copy
 /// the analyses take). Returns 0, or 1 after printing the error (the
 /// passes' own, else `failure`).
@@ -485,6 +505,9 @@ int runPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
              tessera::CompilePhase phase,
              const tessera::CompilePhaseOptions &options,
              const Twine &failure) {
+  // Every search tesserac runs is printed, here and in buildAndSearch.
+  if (phase == tessera::CompilePhase::Search && options.search)
+    printPhasePipeline(context, phase, options, "search");
   mlir::PassManager passes(&context);
   tessera::buildCompilePhase(passes, phase, options);
   return runPasses(passes, module, failure);
@@ -516,17 +539,26 @@ int compilePhase(mlir::MLIRContext &context, mlir::ModuleOp module,
                  tessera::CompilePhase phase,
                  const tessera::CompilePhaseOptions &options,
                  const Twine &failure) {
-  if (printPhasePipelines) {
-    // Anchored on the module, as --pass-pipeline wants it.
-    mlir::PassManager passes(&context, mlir::ModuleOp::getOperationName());
-    tessera::buildCompilePhase(passes, phase, options);
-    errs() << "tesserac: phase " << tessera::compilePhaseName(phase) << ": ";
-    passes.printAsTextualPipeline(errs());
-    errs() << "\n";
-  }
+  printPhasePipeline(context, phase, options,
+                     "phase " + tessera::compilePhaseName(phase));
   if (int status = runPhase(context, module, phase, options, failure))
     return status;
   return stopAfter(phase, module);
+}
+
+/// The search phase's options that run tess-search-sharding with `search`.
+std::unique_ptr<tessera::CompilePhaseOptions>
+searchPhaseOptions(const tessera::SearchShardingOptions &search) {
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  options->search = true;
+  options->mesh = search.mesh;
+  options->cluster = search.cluster;
+  options->memoryLimit = search.memoryLimit;
+  options->zero = search.zero;
+  options->shard = ArrayRef<std::string>(search.pins);
+  options->searchTimeout = search.searchTimeout;
+  options->calibration = search.calibration;
+  return options;
 }
 
 /// The fusion phase's failure.
@@ -795,9 +827,6 @@ struct SearchedPlan {
 
 /// --remat (a pin on the plan's recomputation), or --explain --plan's.
 std::optional<tessera::pipeline::RematMode> rematPin;
-/// Off while --devices weighs the meshes it does not keep: the plan's
-/// deviations are remarked for the one chosen.
-bool partitionRemarks = true;
 
 /// `mesh` as tess-search-sharding's `mesh` option ("" for one device).
 std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
@@ -886,6 +915,9 @@ int buildAndSearch(mlir::MLIRContext &context,
                         calibrated.fixedMemoryBytes - parameterStateBytes);
   searchOptions.calibration = tessera::shardingCalibrationText(calibrated);
   searchOptions.mesh = meshOption(mesh);
+  // Every search tesserac runs, as tessera-opt would rerun it.
+  printPhasePipeline(context, tessera::CompilePhase::Search,
+                     *searchPhaseOptions(searchOptions), "search");
   auto plan = tessera::searchSharding(module, searchOptions);
   if (!plan) {
     if (!unfit)
@@ -1008,14 +1040,13 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                      const tessera::cost::DeviceMesh &mesh,
                      const tessera::SearchShardingOptions &options,
                      SearchedPlan &searched, std::string *unfit = nullptr) {
-  mlir::OwningOpRef<mlir::ModuleOp> forward(module.clone());
   tessera::SearchShardingOptions bounded = options;
   double limit = options.memoryLimit > 0
                      ? static_cast<double>(options.memoryLimit)
                      : cluster.device.memoryBytes;
   mlir::OwningOpRef<mlir::ModuleOp> step;
   for (int attempt = 0;; ++attempt) {
-    step = forward->clone();
+    step = module.clone();
     searched = SearchedPlan();
     if (int status = buildAndSearch(context, step, cluster, mesh, bounded,
                                     searched, unfit))
@@ -1054,16 +1085,19 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 /// --devices N: the mesh of N devices, dp=N, tp=N or dp=A,tp=B with A x B
-/// = N, whose searched plan fits (planTrainingStep's decision, on a copy of
-/// `module`) and is predicted the fastest; the first such on a tie. One
-/// place for --explain and --target, so both take the same mesh. Returns
-/// 0, or 1 after printing the error (with each mesh's reason when none
-/// fits).
+/// = N, whose searched plan fits (planTrainingStep's decision, leaving
+/// `module` as it is) and is predicted the fastest; the first such on a
+/// tie. One place for --explain and --target, so both take the same mesh,
+/// and the plan searched for it (`chosenPlan`), which they take instead of
+/// searching it again: each mesh is searched once. The partitioner's
+/// remarks are the chosen plan's only. Returns 0, or 1 after printing the
+/// error (with each mesh's reason when none fits).
 int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
                const tessera::cost::Cluster &cluster, int64_t devices,
                const tessera::SearchShardingOptions &options,
-               tessera::cost::DeviceMesh &chosen) {
+               tessera::cost::DeviceMesh &chosen, SearchedPlan &chosenPlan) {
   double fastest = std::numeric_limits<double>::infinity();
+  std::vector<tessera::tesserac::HeldRemark> chosenRemarks;
   std::string reasons;
   for (int64_t dp = devices; dp >= 1; --dp) {
     if (devices % dp != 0)
@@ -1079,10 +1113,14 @@ int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
       return fail(toString(std::move(placed)));
     SearchedPlan searched;
     std::string unfit;
-    partitionRemarks = false;
-    int status = planTrainingStep(context, module, cluster, *mesh, options,
-                                  searched, &unfit);
-    partitionRemarks = true;
+    std::vector<tessera::tesserac::HeldRemark> remarks;
+    int status;
+    {
+      tessera::tesserac::HeldRemarks held(context);
+      status = planTrainingStep(context, module, cluster, *mesh, options,
+                                searched, &unfit);
+      remarks = held.take();
+    }
     if (status == 1)
       return 1;
     if (status == 2) {
@@ -1093,12 +1131,36 @@ int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
     if (seconds < fastest) {
       fastest = seconds;
       chosen = std::move(*mesh);
+      chosenPlan = std::move(searched);
+      chosenRemarks = std::move(remarks);
     }
   }
   if (fastest == std::numeric_limits<double>::infinity())
     return fail(formatv("{0}: --devices {1}: no mesh of {1} devices fits "
                         "a plan on cluster '{2}':{3}",
                         inputPath, devices, cluster.name, reasons));
+  tessera::tesserac::emitRemarks(chosenRemarks);
+  return 0;
+}
+
+/// The plan for `mesh` of the forward function in `module` (left as it
+/// is): searched as --explain searches it, or, under --strategy, the forced
+/// one (whose layouts the shard phase writes) with the pinned --remat.
+/// `weighed`: the plan chooseMesh searched for `mesh`, taken instead of
+/// searching again. Returns 0, or 1 after printing the error.
+int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
+               const tessera::cost::Cluster &cluster,
+               const tessera::cost::DeviceMesh &mesh,
+               const tessera::SearchShardingOptions &options,
+               SearchedPlan *weighed, SearchedPlan &searched) {
+  if (weighed) {
+    searched = std::move(*weighed);
+    return 0;
+  }
+  if (forcedStrategy.empty())
+    return planTrainingStep(context, module, cluster, mesh, options, searched);
+  searched = SearchedPlan();
+  searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
   return 0;
 }
 
@@ -1109,10 +1171,10 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                         const tessera::cost::Cluster &cluster,
                         const tessera::cost::DeviceMesh &mesh,
                         const tessera::SearchShardingOptions &options,
-                        StringRef title) {
+                        StringRef title, SearchedPlan *weighed) {
   SearchedPlan searched;
-  if (int status =
-          planTrainingStep(context, module, cluster, mesh, options, searched))
+  if (int status = decidePlan(context, module, cluster, mesh, options,
+                              weighed, searched))
     return status;
   return writeOutput([&](raw_ostream &os) {
     tessera::cost::printTrainingStepEstimate(*searched.estimate, title, os);
@@ -1128,48 +1190,41 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   });
 }
 
-/// The plan for `mesh` of the forward function in `module` (left as it
-/// is): searched as --explain searches it, or, under --strategy, the forced
-/// one (whose layouts the shard phase writes) with the pinned --remat.
-/// Returns 0, or 1 after printing the error.
-int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
-               const tessera::cost::Cluster &cluster,
-               const tessera::cost::DeviceMesh &mesh,
-               const tessera::SearchShardingOptions &options,
-               SearchedPlan &searched) {
-  if (forcedStrategy.empty())
-    return planTrainingStep(context, module, cluster, mesh, options, searched);
-  searched = SearchedPlan();
-  searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
-  return 0;
+/// Makes `module` the module `from` was (its operations, moved, and its
+/// attributes), leaving `from` empty.
+void adoptModule(mlir::ModuleOp module, mlir::ModuleOp from) {
+  mlir::Block *body = module.getBody();
+  body->clear();
+  body->getOperations().splice(body->end(), from.getBody()->getOperations());
+  module->setAttrs(from->getAttrDictionary());
 }
 
 /// The training and plan phases on the forward function in `module`: the
 /// training step (q/k/v packed on `oneDevice`) with the #tess.plan of
-/// `searched` and `stepPipeline`. Returns 0, kStoppedAtPhase, or 1 after
-/// printing the error.
+/// `searched` and `stepPipeline`; a searched mesh plan's planned module
+/// becomes `module` (taken from `searched`). Returns 0, kStoppedAtPhase, or
+/// 1 after printing the error.
 int buildStepWithPlan(
     mlir::MLIRContext &context, mlir::ModuleOp module,
-    const SearchedPlan &searched,
+    SearchedPlan &searched,
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline,
     bool oneDevice) {
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
-  // A mesh's searched plan: the search phase writes it on the forward's ops
-  // with the options that found it, for the training step to inherit.
   if (searched.plan && searched.plan->mesh.deviceCount() > 1) {
-    const tessera::SearchShardingOptions &search = searched.search;
-    options->search = true;
-    options->mesh = search.mesh;
-    options->cluster = search.cluster;
-    options->memoryLimit = search.memoryLimit;
-    options->zero = search.zero;
-    options->shard = ArrayRef<std::string>(search.pins);
-    options->searchTimeout = search.searchTimeout;
-    options->calibration = search.calibration;
-  }
-  if (int status = compilePhase(context, module, tessera::CompilePhase::Search,
-                                *options, searchFailure()))
+    // A mesh's searched plan: the search phase's module is the one the
+    // decision searched (its forward's ops carry the plan, for the
+    // training step to inherit), not a second search with the same
+    // options; printed as the phase that reproduces it.
+    printPhasePipeline(context, tessera::CompilePhase::Search,
+                       *searchPhaseOptions(searched.search), "phase search");
+    adoptModule(module, *searched.planned);
+    if (int status = stopAfter(tessera::CompilePhase::Search, module))
+      return status;
+  } else if (int status = compilePhase(context, module,
+                                       tessera::CompilePhase::Search,
+                                       *options, searchFailure())) {
     return status;
+  }
   options->packQkv = oneDevice;
   if (int status = compilePhase(context, module,
                                 tessera::CompilePhase::Training, *options,
@@ -1191,7 +1246,7 @@ int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                           const tessera::SearchShardingOptions &options) {
   SearchedPlan searched;
   if (int status = decidePlan(context, module, cluster, mesh, options,
-                              searched))
+                              /*weighed=*/nullptr, searched))
     return status;
   if (int status = buildStepWithPlan(context, module, searched, std::nullopt,
                                      mesh.deviceCount() == 1))
@@ -1226,7 +1281,6 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
   } else {
     // The plan the step's ops carry from the search phase, as layouts.
     options->searchedLayouts = true;
-    options->planRemarks = partitionRemarks;
   }
   if (int status = run(context, module, tessera::CompilePhase::Shard, *options,
                        partitionFailure()))
@@ -1289,6 +1343,8 @@ struct PlanTarget {
   tessera::cost::DeviceMesh mesh;
   tessera::SearchShardingOptions searchOptions;
   bool partitioned = false;
+  /// The plan --devices searched for `mesh` (chooseMesh), or null.
+  SearchedPlan *weighed = nullptr;
 };
 
 /// --emit=cpp and --target cpu -o FILE: the training program, lowered to
@@ -1310,7 +1366,7 @@ int compileTrainingProgram(
   if (planTarget) {
     if (int status = decidePlan(context, module, *planTarget->cluster,
                                 planTarget->mesh, planTarget->searchOptions,
-                                searched))
+                                planTarget->weighed, searched))
       return status;
     if (planTarget->partitioned && searched.plan)
       if (int status = requireRunnableOnMesh(searched))
@@ -1823,14 +1879,19 @@ int main(int argc, char **argv) {
       return exitStatus(status);
 
   // --devices: the mesh is the one whose plan is best, for the model as
-  // imported (so after the import, unlike --mesh).
-  if (devicesGiven && deviceCount > 1)
+  // imported (so after the import, unlike --mesh); its searched plan is the
+  // one --explain prints and the compile compiles.
+  std::optional<SearchedPlan> weighed;
+  if (devicesGiven && deviceCount > 1) {
+    weighed.emplace();
     if (int status = chooseMesh(context, **module, *cluster, deviceCount,
-                                searchOptions, mesh))
+                                searchOptions, mesh, *weighed))
       return status;
+  }
+  SearchedPlan *weighedPlan = weighed ? &*weighed : nullptr;
   if (explain)
     return explainTrainingStep(context, **module, *cluster, mesh,
-                               searchOptions, explainTitle);
+                               searchOptions, explainTitle, weighedPlan);
   if (partitionStep)
     return partitionTrainingStep(context, **module, *cluster, mesh,
                                  searchOptions);
@@ -1838,7 +1899,8 @@ int main(int argc, char **argv) {
   if (compileRequested) {
     std::optional<PlanTarget> planTarget;
     if (meshProgram || plannedProgram)
-      planTarget = PlanTarget{&*cluster, mesh, searchOptions, meshProgram};
+      planTarget =
+          PlanTarget{&*cluster, mesh, searchOptions, meshProgram, weighedPlan};
     return exitStatus(compileTrainingProgram(context, **module,
                                              buildExecutable, planTarget,
                                              stepPipeline));
