@@ -253,13 +253,14 @@ FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,
   return memory;
 }
 
-void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os) {
+void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os,
+                     StringRef device) {
   auto line = [&](StringRef what, int64_t bytes) {
     os << llvm::formatv("  {0,-38} {1,15} bytes  ({2:F3} GiB)\n", what, bytes,
                         double(bytes) / double(int64_t(1) << 30));
   };
-  os << "\nDevice memory of the compiled training step (one device, arena "
-        "planned from liveness):\n";
+  os << "\nDevice memory of the compiled training step (" << device
+     << ", arena planned from liveness):\n";
   const TrainingStateBytes &state = memory.state;
   line("step arena (activations, temporaries)", memory.arenaBytes);
   line("fp32 master weights", state.masterWeights);

@@ -31,6 +31,8 @@
 // decision (planTrainingStep) and compile its plan, which the executable
 // carries and prints at start; `--explain --plan TEXT|FILE` predicts the
 // step of such a plan (its mesh, ZeRO stage and recomputation pinned).
+// `--summary` given the same flags (or --strategy, --remat) describes that
+// step too (plannedStep): its plan and one device's or rank's memory.
 // `--partition --mesh SHAPE --emit=mlir` writes the training step as one rank
 // runs it (tess-partition-spmd): for the plan the search picks (the flags of
 // --explain's search apply: --memory-limit, --zero, --shard,
@@ -143,10 +145,14 @@ cl::opt<bool> printPhasePipelines(
              "(one per mesh --devices weighs), in the form tessera-opt "
              "--pass-pipeline takes"),
     cl::cat(category));
-cl::opt<bool> summary("summary",
-                      cl::desc("Print ops, parameters, buffers, inputs, "
-                               "outputs and training memory"),
-                      cl::cat(category));
+cl::opt<bool> summary(
+    "summary",
+    cl::desc("Print ops, parameters, buffers, inputs, outputs and training "
+             "memory; given a plan's flags (--mesh, --devices, --cluster, "
+             "--memory-limit, --zero, --shard, --strategy, --remat), also "
+             "the step --target compiles for them: its plan and one "
+             "device's or rank's memory"),
+    cl::cat(category));
 cl::opt<bool> loadWeights("load-weights",
                           cl::desc("Attach weight bytes to the parameters"),
                           cl::cat(category));
@@ -1347,17 +1353,14 @@ struct PlanTarget {
   SearchedPlan *weighed = nullptr;
 };
 
-/// --emit=cpp and --target cpu -o FILE: the training program, lowered to
-/// C++, and (for an executable) its weights and the compiled binary. With
-/// `planTarget`, the plan --explain prints for the same flags (or the forced
-/// --strategy); partitioned, the program one rank of its mesh runs, whose
-/// weights file keeps the whole tensors (the driver cuts each rank's
-/// blocks).
-/// With `stepPipeline`, the program is cut into its stages
-/// (tess-split-pipeline-stages) after remat and before the lowering's
-/// fusions, which then apply to every chunk function.
-int compileTrainingProgram(
-    mlir::MLIRContext &context, mlir::ModuleOp module, bool buildExecutable,
+/// The compile's plan and the phases up to the mesh's layouts, on the
+/// forward function in `module`: with `planTarget`, the plan --explain
+/// prints for the same flags (or the forced --strategy), else the step as
+/// written with the pinned --remat; the training step with that plan
+/// (`stepPipeline`'s stages in it), then its recomputation. Returns 0,
+/// kStoppedAtPhase, or 1 after printing the error.
+int buildPlannedStep(
+    mlir::MLIRContext &context, mlir::ModuleOp module,
     const std::optional<PlanTarget> &planTarget,
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
   SearchedPlan searched;
@@ -1378,9 +1381,26 @@ int compileTrainingProgram(
     return status;
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
   options->remat = tessera::pipeline::rematName(searched.remat).str();
-  if (int status = compilePhase(context, module, tessera::CompilePhase::Remat,
-                                *options, rematFailure(searched.remat)))
+  return compilePhase(context, module, tessera::CompilePhase::Remat, *options,
+                      rematFailure(searched.remat));
+}
+
+/// --emit=cpp and --target cpu -o FILE: the training program, lowered to
+/// C++, and (for an executable) its weights and the compiled binary: the
+/// planned step (buildPlannedStep); partitioned, the program one rank of
+/// its mesh runs, whose weights file keeps the whole tensors (the driver
+/// cuts each rank's blocks).
+/// With `stepPipeline`, the program is cut into its stages
+/// (tess-split-pipeline-stages) after remat and before the lowering's
+/// fusions, which then apply to every chunk function.
+int compileTrainingProgram(
+    mlir::MLIRContext &context, mlir::ModuleOp module, bool buildExecutable,
+    const std::optional<PlanTarget> &planTarget,
+    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
+  if (int status =
+          buildPlannedStep(context, module, planTarget, stepPipeline))
     return status;
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
 
   // The weights file and the executable are written under staging names
   // and renamed over the outputs only once both exist: a compile that fails
@@ -1480,6 +1500,64 @@ int compileTrainingProgram(
   return 0;
 }
 
+/// What --summary says of the step --target compiles for a plan's flags.
+struct PlannedStep {
+  /// Its #tess.plan, as the executable carries it.
+  tessera::tess::PlanAttr plan;
+  /// One device's or one rank's memory: the prepared step's arena and the
+  /// training state (tessera/Analysis/StepMemory.h).
+  tessera::StepMemory memory;
+  /// The mesh a rank of which runs it; empty for one device.
+  std::string mesh;
+};
+
+/// The step --target compiles for the flags (buildPlannedStep on a copy of
+/// the forward function in `module`, partitioned for a mesh) as the
+/// lowering plans it: the plan and the memory --explain predicts for them.
+/// Nullopt after printing the error.
+std::optional<PlannedStep>
+plannedStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+            const std::optional<PlanTarget> &planTarget) {
+  mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
+  if (buildPlannedStep(context, *step, planTarget, std::nullopt) != 0)
+    return std::nullopt;
+  if (planTarget && planTarget->partitioned &&
+      partitionForMesh(context, *step))
+    return std::nullopt;
+  PlannedStep planned;
+  planned.plan = tessera::tess::PlanAttr::lookup(*step);
+  // The mesh as the plan names its axes (`--mesh 4 --strategy tp`: tp=4).
+  if (tessera::tess::MeshAttr mesh = planned.plan.getMesh())
+    for (auto [name, size] : llvm::zip(mesh.getNames(), mesh.getSizes()))
+      planned.mesh += formatv("{0}{1}={2}", planned.mesh.empty() ? "" : ",",
+                              name.getValue(), size)
+                          .str();
+  std::optional<tessera::StepMemory> memory =
+      preparedStepMemory(context, *step, /*microBatches=*/1);
+  if (!memory)
+    return std::nullopt;
+  planned.memory = *memory;
+  return planned;
+}
+
+/// --summary's block for `planned`: the plan, then the memory of one device
+/// or rank as StepMemory prints it, and its peak in --explain's unit.
+void printPlannedStep(const PlannedStep &planned, raw_ostream &os) {
+  os << "\nPlan as compiled: " << mlir::Attribute(planned.plan) << "\n";
+  std::string device =
+      planned.mesh.empty() ? "one device" : "one rank of mesh " + planned.mesh;
+  tessera::printStepMemory(planned.memory, os, device);
+  os << formatv("Peak device memory per {0} as compiled (the step's arena "
+                "and training state, as --explain predicts): {1:F3} MiB",
+                planned.mesh.empty() ? "device" : "rank",
+                planned.memory.totalBytes() / 1048576.0);
+  if (planned.plan.getOffload() == "optimizer")
+    os << formatv("; the plan offloads the optimizer state, leaving {0:F3} "
+                  "MiB on the device",
+                  planned.memory.offloadedTotalBytes() / 1048576.0);
+  os << "\n";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -1541,6 +1619,17 @@ int main(int argc, char **argv) {
   // executable, or the phases up to --compile-to's.
   bool compileRequested =
       buildExecutable || emit == EmitStage::Cpp || stopPhase.has_value();
+  // --summary given a plan's flags also describes the step --target
+  // compiles for them (the plan, one device's or rank's memory).
+  bool planSummary =
+      summary && !explain && !compileRequested && !partitionStep &&
+      (meshSpec.getNumOccurrences() || deviceCount.getNumOccurrences() ||
+       clusterName.getNumOccurrences() || memoryLimit.getNumOccurrences() ||
+       zeroStage.getNumOccurrences() || shardPins.getNumOccurrences() ||
+       searchTimeout.getNumOccurrences() ||
+       forcedStrategy.getNumOccurrences() ||
+       tessera::tesserac::rematRequested() ||
+       tessera::tesserac::pipelineSearchRequested());
   StringRef targetName = target == Target::Cuda ? "cuda" : "cpu";
   // --emit=cpp --target cuda only writes C++; linking needs the runtime.
   if (buildExecutable && target == Target::Cuda && !kHasCudaRuntime)
@@ -1576,9 +1665,9 @@ int main(int argc, char **argv) {
   if (buildExecutable && summary)
     return fail("--summary cannot be combined with building an executable");
   if (tessera::tesserac::rematRequested() && !explain && !buildExecutable &&
-      !compileRequested)
-    return fail("--remat applies to --target, --emit=cpp or --explain "
-                "--pipeline");
+      !compileRequested && !planSummary)
+    return fail("--remat applies to --target, --emit=cpp, --summary or "
+                "--explain --pipeline");
   // --remat pins the built step's recomputation (--explain hands it to the
   // pipeline planner).
   if (tessera::tesserac::rematRequested() && !explain) {
@@ -1643,7 +1732,7 @@ int main(int argc, char **argv) {
     forcedStrategy = compiled->strategy;
     rematPin = compiled->remat;
     batch->second /= stepPipeline->microBatches;
-  } else if (!explain && compileRequested) {
+  } else if (!explain && (compileRequested || planSummary)) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
         batch == options.dims.end() ? 0 : batch->second);
@@ -1664,14 +1753,20 @@ int main(int argc, char **argv) {
       batch->second /= stepPipeline->microBatches;
     }
   }
+  if (planSummary &&
+      (stepPipeline || tessera::tesserac::pipelineSearchRequested()))
+    return fail("--summary describes the plan of one stage: a pipeline's "
+                "stages are not described (--explain --pipeline prints each "
+                "stage's memory)");
   // --explain: read the cluster, the mesh and the search's flags first; the
   // program keeps the whole batch (the plan divides it).
   std::optional<tessera::cost::Cluster> cluster;
   tessera::cost::DeviceMesh mesh;
   tessera::SearchShardingOptions searchOptions;
   std::string explainTitle = sys::path::filename(inputPath).str();
-  // --mesh with --target or --emit=cpp: the program of one rank of the mesh.
-  bool compiling = !explain && compileRequested;
+  // --mesh with --target or --emit=cpp: the program of one rank of the mesh
+  // (which --summary describes).
+  bool compiling = !explain && (compileRequested || planSummary);
   // (--devices N with --pipeline is the pipeline's device count.)
   bool devicesGiven = deviceCount.getNumOccurrences() > 0 &&
                       !tessera::tesserac::pipelineSearchRequested();
@@ -1896,20 +1991,28 @@ int main(int argc, char **argv) {
     return partitionTrainingStep(context, **module, *cluster, mesh,
                                  searchOptions);
 
-  if (compileRequested) {
-    std::optional<PlanTarget> planTarget;
-    if (meshProgram || plannedProgram)
-      planTarget =
-          PlanTarget{&*cluster, mesh, searchOptions, meshProgram, weighedPlan};
+  // What --target, --emit=cpp and --summary plan for (else the step as
+  // written, with the pinned --remat).
+  std::optional<PlanTarget> planTarget;
+  if (meshProgram || plannedProgram)
+    planTarget =
+        PlanTarget{&*cluster, mesh, searchOptions, meshProgram, weighedPlan};
+  if (compileRequested)
     return exitStatus(compileTrainingProgram(context, **module,
                                              buildExecutable, planTarget,
                                              stepPipeline));
-  }
 
-  // --summary with --loss or --precision: also the device memory of the
-  // compiled training step (its planned arena and the driver's state).
+  // --summary with a plan's flags: the step --target compiles for them;
+  // else, with --loss or --precision, the device memory of the step as
+  // written (its planned arena and the driver's state).
+  std::optional<PlannedStep> planned;
   std::optional<tessera::StepMemory> stepMemory;
-  if (summary && (loss.getNumOccurrences() || precision.getNumOccurrences())) {
+  if (planSummary) {
+    planned = plannedStep(context, **module, planTarget);
+    if (!planned)
+      return 1;
+  } else if (summary &&
+             (loss.getNumOccurrences() || precision.getNumOccurrences())) {
     stepMemory = compiledStepMemory(context, **module,
                                     tessera::pipeline::RematMode::None);
     if (!stepMemory)
@@ -1922,6 +2025,8 @@ int main(int argc, char **argv) {
       numbers.initializerKinds = initializerCounts.byKind;
       tessera::printModelSummary(numbers, inputPath, os);
     }
+    if (planned)
+      printPlannedStep(*planned, os);
     if (stepMemory)
       tessera::printStepMemory(*stepMemory, os);
     if (emit != EmitStage::None)

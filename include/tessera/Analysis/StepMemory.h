@@ -113,8 +113,10 @@ mlir::FailureOr<StepMemory> estimateStepMemory(mlir::func::FuncOp forwardBackwar
 /// The report block of `tesserac --summary --loss ... --precision ...`; its
 /// line "Peak device memory per GPU (predicted): N GiB" is what
 /// bench/gpt2/report.py sets beside the measured peak, and the last one
-/// what the GPU would hold with `--offload optimizer`.
-void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os);
+/// what the GPU would hold with `--offload optimizer`. `device` says whose
+/// memory it is (a planned step's: "one rank of mesh dp=2,tp=2").
+void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os,
+                     llvm::StringRef device = "one device");
 
 } // namespace tessera
 
