@@ -21,6 +21,7 @@
 #include "tessera/Driver/CompilePhases.h"
 
 #include "tessera/Lowering/Passes.h"
+#include "tessera/Transforms/CompiledStepMemory.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
@@ -36,7 +37,8 @@ constexpr CompilePhaseInfo kPhases[] = {
     {CompilePhase::Fusion, "fusion",
      "canonicalize and fuse the forward graph into Transformer-level ops"},
     {CompilePhase::Search, "search",
-     "search the sharding plan of a mesh and write it on the forward's ops"},
+     "fit the step's memory (recomputation, offload) and search the "
+     "sharding plan of a mesh, written on the forward's ops"},
     {CompilePhase::Training, "training",
      "build the training step: autodiff, the loss, AdamW, the precision"},
     {CompilePhase::Plan, "plan", "write the module's #tess.plan"},
@@ -77,6 +79,41 @@ std::string tessera::compilePhaseNames() {
   return names;
 }
 
+FitMemoryOptions
+tessera::fitMemoryOptions(const CompilePhaseOptions &options) {
+  FitMemoryOptions fit;
+  fit.cluster = options.cluster;
+  fit.mesh = options.mesh;
+  fit.memoryLimit = options.memoryLimit;
+  fit.remat = options.rematPin;
+  fit.offload = options.offloadPin;
+  fit.loss = options.loss;
+  fit.precision = options.precision;
+  fit.vocabularyMultiple = options.vocabularyMultiple;
+  fit.logitsBlockBytes = options.logitsBlockBytes;
+  return fit;
+}
+
+SearchShardingOptions
+tessera::searchShardingOptions(const CompilePhaseOptions &options) {
+  SearchShardingOptions search;
+  search.cluster = options.cluster;
+  search.mesh = options.mesh;
+  search.memoryLimit = options.memoryLimit;
+  search.zero = options.zero;
+  // A pin's terms are comma separated, as a list option's elements are:
+  // one of several terms is quoted, so that the pipeline
+  // --print-phase-pipelines prints reparses to the same pins.
+  for (const std::string &pin : options.shard)
+    search.pins.push_back(pin.find(',') == std::string::npos
+                              ? pin
+                              : "\"" + pin + "\"");
+  search.searchTimeout = options.searchTimeout;
+  search.precision = options.precision;
+  search.calibration = options.calibration;
+  return search;
+}
+
 void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
                                 const CompilePhaseOptions &options) {
   switch (phase) {
@@ -86,38 +123,23 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
   case CompilePhase::Fusion:
     buildImportCleanupPipeline(pm);
     return;
-  case CompilePhase::Search: {
+  case CompilePhase::Search:
     if (!options.search)
       return;
-    SearchShardingOptions search;
-    search.cluster = options.cluster;
-    search.mesh = options.mesh;
-    search.memoryLimit = options.memoryLimit;
-    search.zero = options.zero;
-    // A pin's terms are comma separated, as a list option's elements are:
-    // one of several terms is quoted, so that the pipeline
-    // --print-phase-pipelines prints reparses to the same pins.
-    for (const std::string &pin : options.shard)
-      search.pins.push_back(pin.find(',') == std::string::npos
-                                ? pin
-                                : "\"" + pin + "\"");
-    search.searchTimeout = options.searchTimeout;
-    search.precision = options.precision;
-    search.calibration = options.calibration;
-    pm.addPass(createSearchSharding(search));
+    // The recomputation and offload first: the search is calibrated by the
+    // step that recomputes what the plan says.
+    pm.addPass(createFitMemory(fitMemoryOptions(options)));
+    pm.addPass(createSearchSharding(searchShardingOptions(options)));
     return;
-  }
   case CompilePhase::Training: {
     // Only where nothing is partitioned: the sharding search plans the
     // forward as imported, one column split per projection, which a packed
     // weight does not have.
-    if (options.packQkv)
-      pm.addNestedPass<mlir::func::FuncOp>(createPackQkvProjections());
     BuildTrainingOptions training;
     training.loss = options.loss;
     training.precision = options.precision;
     training.vocabularyMultiple = options.vocabularyMultiple;
-    buildTrainingPipeline(pm, training);
+    buildTrainingStepPipeline(pm, training, options.packQkv);
     return;
   }
   case CompilePhase::Plan: {

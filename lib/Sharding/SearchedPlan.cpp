@@ -48,10 +48,18 @@ void sharding::writeSearchedPlan(func::FuncOp forward,
   }
   int64_t zero =
       plan.zeroStage < 0 ? tess::PlanAttr::kMixedZero : plan.zeroStage;
+  // The recomputation and offload tess-fit-memory decided before the
+  // search stay (an offload only where the plan is one device's, C7).
+  StringRef remat = "none", offload;
+  if (tess::PlanAttr fitted = tess::PlanAttr::lookup(module)) {
+    remat = fitted.getRemat();
+    if (!sharded)
+      offload = fitted.getOffload();
+  }
   module->setAttr(kPlanAttrName,
-                  tess::PlanAttr::get(context, mesh, zero, "none",
+                  tess::PlanAttr::get(context, mesh, zero, remat,
                                       /*stages=*/1, /*schedule=*/"",
-                                      /*microbatches=*/1, {}, /*offload=*/""));
+                                      /*microbatches=*/1, {}, offload));
   if (!sharded)
     return;
 

@@ -78,6 +78,7 @@
 #include "tessera/Lowering/WeightsFile.h"
 #include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Sharding/PlanAnnotation.h"
+#include "tessera/Transforms/CompiledStepMemory.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "Tess/IR/TessOps.h"
@@ -552,11 +553,17 @@ int compilePhase(mlir::MLIRContext &context, mlir::ModuleOp module,
   return stopAfter(phase, module);
 }
 
-/// The search phase's options that run tess-search-sharding with `search`.
+/// --remat (a pin on the plan's recomputation), or --explain --plan's.
+std::optional<tessera::pipeline::RematMode> rematPin;
+
+/// The search phase's options that run tess-fit-memory (--remat pinning
+/// its recomputation) and tess-search-sharding with `search`.
 std::unique_ptr<tessera::CompilePhaseOptions>
 searchPhaseOptions(const tessera::SearchShardingOptions &search) {
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
   options->search = true;
+  if (rematPin)
+    options->rematPin = tessera::pipeline::rematName(*rematPin).str();
   options->mesh = search.mesh;
   options->cluster = search.cluster;
   options->memoryLimit = search.memoryLimit;
@@ -605,18 +612,6 @@ std::string rematFailure(tessera::pipeline::RematMode mode) {
          " failed";
 }
 
-/// --remat on a step without a plan (the analyses' copies): recomputes the
-/// chosen activations of every layer in the backward (after the training
-/// phase's CSE, which would merge the clones back into the forward).
-/// Returns 0, or 1 after printing the error.
-int rematerializeStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                      tessera::pipeline::RematMode mode) {
-  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
-  options->remat = tessera::pipeline::rematName(mode).str();
-  return runPhase(context, module, tessera::CompilePhase::Remat, *options,
-                  rematFailure(mode));
-}
-
 /// Parses --memory-limit: a number with an optional unit (B, KiB, MiB, GiB,
 /// TiB, KB, MB, GB, TB).
 std::optional<double> parseMemorySize(StringRef text) {
@@ -636,28 +631,26 @@ std::optional<double> parseMemorySize(StringRef text) {
   return value * scale;
 }
 
+/// The step's options from the flags: how the compile builds and prepares
+/// it (tessera/Transforms/CompiledStepMemory.h).
+tessera::CompiledStepOptions stepOptions() {
+  tessera::CompiledStepOptions options;
+  options.loss = loss;
+  options.precision = precision;
+  options.vocabularyMultiple = vocabularyMultiple;
+  options.logitsBlockBytes = logitsBlockBytes;
+  return options;
+}
+
 /// The memory of the training step in `step` (consumed) once prepared for
 /// the lowering (tess-lowering-preparation), as the lowering will plan it.
 /// Nullopt after printing the error.
-std::optional<tessera::StepMemory>
-preparedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp step,
-                   int64_t microBatches) {
-  if (runPhase(context, step, tessera::CompilePhase::Preparation,
-               *phaseOptions(),
-               inputPath + ": preparing the training step failed"))
-    return std::nullopt;
-  auto forwardBackward =
-      step.lookupSymbol<mlir::func::FuncOp>("forward_backward");
-  if (!forwardBackward) {
-    fail(inputPath + ": the training step has no @forward_backward");
-    return std::nullopt;
-  }
+std::optional<tessera::StepMemory> preparedStepMemory(mlir::ModuleOp step,
+                                                      int64_t microBatches) {
   FailureOr<tessera::StepMemory> memory =
-      tessera::estimateStepMemory(forwardBackward, microBatches);
-  if (failed(memory)) {
-    fail(inputPath + ": cannot plan the training step's memory");
+      tessera::preparedStepMemory(step, stepOptions(), microBatches);
+  if (failed(memory))
     return std::nullopt;
-  }
   return *memory;
 }
 
@@ -669,14 +662,13 @@ preparedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp step,
 /// and --explain both read it, so that their numbers are the executable's.
 /// Returns nullopt after printing the error.
 std::optional<tessera::StepMemory>
-compiledStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
-                   tessera::pipeline::RematMode remat,
+compiledStepMemory(mlir::ModuleOp module, tessera::pipeline::RematMode remat,
                    int64_t microBatches = 1) {
-  mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
-  if (buildTrainingStep(context, *step, /*oneDevice=*/true) ||
-      rematerializeStep(context, *step, remat))
+  FailureOr<tessera::StepMemory> memory =
+      tessera::compiledStepMemory(module, remat, stepOptions(), microBatches);
+  if (failed(memory))
     return std::nullopt;
-  return preparedStepMemory(context, *step, microBatches);
+  return *memory;
 }
 
 /// compiledStepMemory of the model imported at `batch` samples (for
@@ -696,117 +688,7 @@ importedStepMemory(tessera::onnx_import::ImportOptions options, int64_t batch,
   if (runPhase(context, **module, tessera::CompilePhase::Fusion,
                *phaseOptions(), importCleanupFailure()))
     return std::nullopt;
-  return compiledStepMemory(context, **module, remat, microBatches);
-}
-
-/// `bytes` in MiB below a GiB, else in GiB.
-std::string sizeText(double bytes) {
-  return bytes < 1073741824.0 ? formatv("{0:F3} MiB", bytes / 1048576.0).str()
-                              : formatv("{0:F2} GiB", bytes / 1073741824.0).str();
-}
-
-/// What `--offload optimizer` (the executable's: fp32 masters and AdamW's
-/// moments in pinned host memory, AdamW on the host) leaves on the GPU for
-/// `memory` compiled with `remat`: "; with ... it needs X on the GPU ...",
-/// saying whether that fits `limitBytes` and, with the cluster's `host`,
-/// what a step pays for it (the host's AdamW over every element, and the
-/// gradients' and copies' PCIe transfers, which the executable overlaps
-/// with it range by range).
-std::string offloadAdvice(const tessera::StepMemory &memory,
-                          tessera::pipeline::RematMode remat,
-                          double limitBytes,
-                          const std::optional<tessera::cost::HostModel> &host) {
-  const tessera::TrainingStateBytes &state = memory.state;
-  double gpu = static_cast<double>(memory.offloadedTotalBytes());
-  std::string advice = formatv(
-      "; with the executable's --offload optimizer (--remat {0}) the GPU "
-      "would hold {1} and host memory {2}",
-      tessera::pipeline::rematName(remat), sizeText(gpu),
-      sizeText(static_cast<double>(state.offloadedToHost())));
-  if (gpu > limitBytes)
-    return advice + ", which does not fit either";
-  advice += ", which fits: compile with --remat " +
-            std::string(tessera::pipeline::rematName(remat)) +
-            " and run with --offload optimizer";
-  if (host)
-    advice += formatv(
-        " (a step adds the host's AdamW, {0:F3} ms, beside {1:F3} ms of "
-        "PCIe copies it overlaps range by range)",
-        1e3 * static_cast<double>(state.trainableElements) /
-            host->adamwElementsPerSecond,
-        1e3 * (static_cast<double>(state.gradients) /
-                   host->deviceToHostBandwidth +
-               static_cast<double>(state.computeCopies +
-                                   state.masterReadWeights) /
-                   host->hostToDeviceBandwidth));
-  return advice;
-}
-
-/// The compiled one-device step that fits `limitBytes`, by the arena
-/// analysis: without recomputation, else with selective, else with full
-/// (the least recomputation that fits); only `pinned` when the user gave
-/// one (--remat, or --explain --plan's). On a mesh of several devices the
-/// step is the unsharded one the search divides, without recomputation
-/// (the mesh program is built without it), whether or not it fits one
-/// device. Returns 0, or 1 after printing the error (nothing fits one
-/// device, with what each mode needs, and what the executable's
-/// `--offload optimizer` would need, priced by the cluster's `host` when it
-/// has one). When only offloading the optimizer state fits, that is the
-/// plan (`offload`), with the least recomputation that fits so: the
-/// planner chooses offload only when nothing else fits.
-int fitCompiledStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                    const tessera::cost::DeviceMesh &mesh, double limitBytes,
-                    std::optional<tessera::pipeline::RematMode> pinned,
-                    const std::optional<tessera::cost::HostModel> &host,
-                    tessera::StepMemory &memory,
-                    tessera::pipeline::RematMode &remat, bool &offload) {
-  using tessera::pipeline::RematMode;
-  const auto &size = sizeText;
-  std::string needs;
-  SmallVector<RematMode, 3> modes = {RematMode::None, RematMode::Selective,
-                                     RematMode::Full};
-  if (pinned)
-    modes = {*pinned};
-  SmallVector<std::pair<RematMode, tessera::StepMemory>, 3> tried;
-  for (RematMode mode : modes) {
-    std::optional<tessera::StepMemory> analysed =
-        compiledStepMemory(context, module, mode);
-    if (!analysed)
-      return 1;
-    memory = *analysed;
-    remat = mode;
-    tried.push_back({mode, memory});
-    if (mesh.deviceCount() > 1 || memory.totalBytes() <= limitBytes)
-      return 0;
-    needs += formatv("{0}{1} with --remat {2}", needs.empty() ? "" : ", ",
-                     size(memory.totalBytes()), tessera::pipeline::rematName(mode))
-                 .str();
-  }
-  // Offloading the optimizer state is what is left on one device: with
-  // the least recomputation whose offloaded state fits, else the most.
-  auto offloaded = llvm::find_if(tried, [&](const auto &entry) {
-    return static_cast<double>(entry.second.offloadedTotalBytes()) <=
-           limitBytes;
-  });
-  if (offloaded != tried.end()) {
-    memory = offloaded->second;
-    remat = offloaded->first;
-    offload = true;
-    llvm::errs() << "tesserac: note: " << inputPath << ": no recomputation "
-                 << "fits " << size(limitBytes) << " with the optimizer "
-                 << "state on the device (" << needs << "); the plan "
-                 << "offloads it (the executable's --offload optimizer)\n";
-    return 0;
-  }
-  offloaded = std::prev(tried.end());
-  std::string advice = offloadAdvice(offloaded->second, offloaded->first,
-                                     limitBytes, host);
-  return fail(formatv("{0}: no plan fits {1} on one device: the "
-                      "compiled step needs {2} (its arena planned from "
-                      "liveness and the training state){3}; raise "
-                      "--memory-limit, lower --dim batch or use more "
-                      "devices",
-                      inputPath, size(limitBytes), needs, advice));
+  return compiledStepMemory(**module, remat, microBatches);
 }
 
 /// The search's plan of the forward function and what it was calibrated by.
@@ -831,22 +713,20 @@ struct SearchedPlan {
   std::optional<tessera::StepMemory> rank;
 };
 
-/// --remat (a pin on the plan's recomputation), or --explain --plan's.
-std::optional<tessera::pipeline::RematMode> rematPin;
-
 /// `mesh` as tess-search-sharding's `mesh` option ("" for one device).
 std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
   return mesh.axes.empty() ? std::string() : mesh.describe();
 }
 
-/// Runs the search phase's pass (tess-search-sharding, `searchOptions` with
-/// `mesh`) on the forward function in `step`, in place, calibrated by the
-/// cost model's estimate of the unsharded step on one device, then makes
-/// `step` the training step built from the planned forward (as --target
-/// does), whose ops carry the plan; the searched module, whose ops the
-/// plan names, becomes `result.planned`. Returns 0, or 1 after printing the
-/// error; with `unfit`, a search that finds no plan returns 2 with its
-/// reason there instead.
+/// Runs the search phase (tess-fit-memory, then tess-search-sharding with
+/// `searchOptions` and `mesh`) on the forward function in `step`, in place:
+/// the recomputation and offload that fit one device, then the search
+/// calibrated by the cost model's estimate of the unsharded step on one
+/// device; then makes `step` the training step built from the planned
+/// forward (as --target does), whose ops carry the plan; the searched
+/// module, whose ops the plan names, becomes `result.planned`. Returns 0,
+/// or 1 after printing the error; with `unfit`, a search that finds no plan
+/// returns 2 with its reason there instead.
 int buildAndSearch(mlir::MLIRContext &context,
                    mlir::OwningOpRef<mlir::ModuleOp> &step,
                    const tessera::cost::Cluster &cluster,
@@ -857,16 +737,27 @@ int buildAndSearch(mlir::MLIRContext &context,
   mlir::ModuleOp module = *step;
   if (!module.lookupSymbol<mlir::func::FuncOp>("forward"))
     return fail(inputPath + ": the imported module has no @forward");
+  searchOptions.mesh = meshOption(mesh);
+  // The memory of the step as compiled decides what fits (the module's
+  // plan); the search's own per-op model is calibrated to it below.
+  FailureOr<std::string> offloaded = tessera::fitMemory(
+      module, tessera::fitMemoryOptions(*searchPhaseOptions(searchOptions)));
+  if (failed(offloaded))
+    return 1;
+  if (!offloaded->empty())
+    llvm::errs() << "tesserac: note: " << inputPath << ": " << *offloaded
+                 << "\n";
+  tessera::tess::PlanAttr fitted = tessera::tess::PlanAttr::lookup(module);
+  result.remat = *tessera::pipeline::parseRematName(fitted.getRemat());
+  result.offload = fitted.isOffloaded();
+  std::optional<tessera::StepMemory> measured =
+      compiledStepMemory(module, result.remat);
+  if (!measured)
+    return 1;
+  const tessera::StepMemory &memory = *measured;
   double limitBytes = searchOptions.memoryLimit > 0
                           ? static_cast<double>(searchOptions.memoryLimit)
                           : cluster.device.memoryBytes;
-  // The memory of the step as compiled decides what fits; the search's own
-  // per-op model is calibrated to it below.
-  tessera::StepMemory memory;
-  result.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
-  if (fitCompiledStep(context, module, mesh, limitBytes, rematPin,
-                      cluster.host, memory, result.remat, result.offload))
-    return 1;
   // The unsharded step the search is calibrated by (one device's with q/k/v
   // packed, as the analysis above measured), built on a copy: the search
   // plans the forward before the step that partitions is built from it.
@@ -920,7 +811,6 @@ int buildAndSearch(mlir::MLIRContext &context,
       std::max(1.0, static_cast<double>(memory.totalBytes()) -
                         calibrated.fixedMemoryBytes - parameterStateBytes);
   searchOptions.calibration = tessera::shardingCalibrationText(calibrated);
-  searchOptions.mesh = meshOption(mesh);
   // Every search tesserac runs, as tessera-opt would rerun it.
   printPhasePipeline(context, tessera::CompilePhase::Search,
                      *searchPhaseOptions(searchOptions), "search");
@@ -1026,7 +916,7 @@ partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
   if (partitionForMesh(context, *step))
     return std::nullopt;
   plan = tessera::tess::PlanAttr::lookup(*step);
-  return preparedStepMemory(context, *step, /*microBatches=*/1);
+  return preparedStepMemory(*step, /*microBatches=*/1);
 }
 
 /// The plan of the training step for `mesh` on `cluster`: what --explain
@@ -1533,7 +1423,7 @@ plannedStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                               name.getValue(), size)
                           .str();
   std::optional<tessera::StepMemory> memory =
-      preparedStepMemory(context, *step, /*microBatches=*/1);
+      preparedStepMemory(*step, /*microBatches=*/1);
   if (!memory)
     return std::nullopt;
   planned.memory = *memory;
@@ -2013,7 +1903,7 @@ int main(int argc, char **argv) {
       return 1;
   } else if (summary &&
              (loss.getNumOccurrences() || precision.getNumOccurrences())) {
-    stepMemory = compiledStepMemory(context, **module,
+    stepMemory = compiledStepMemory(**module,
                                     tessera::pipeline::RematMode::None);
     if (!stepMemory)
       return 1;

@@ -14,6 +14,8 @@
 #ifndef TESSERA_DRIVER_COMPILEPHASES_H
 #define TESSERA_DRIVER_COMPILEPHASES_H
 
+#include "tessera/Transforms/Passes.h"
+
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -32,8 +34,10 @@ enum class CompilePhase {
   /// Canonicalization and the fusions into Transformer-level ops
   /// (tesserac's --emit=mlir).
   Fusion,
-  /// The sharding search on the forward, its plan written on the forward's
-  /// ops (tess-search-sharding), which the training step inherits.
+  /// The recomputation and offload that fit (tess-fit-memory, the
+  /// module's #tess.plan), then the sharding search on the forward, its
+  /// plan written on the forward's ops (tess-search-sharding), which the
+  /// training step inherits.
   Search,
   /// The training step: q/k/v packed on one device, tess-build-training,
   /// canonicalize, CSE.
@@ -81,10 +85,12 @@ std::string compilePhaseNames();
 /// compile has no Shard, Partition or Stages work).
 struct CompilePhaseOptions
     : mlir::PassPipelineOptions<CompilePhaseOptions> {
-  // Search (the mesh is the shard phase's `mesh`).
+  // Search (the mesh is the shard phase's `mesh`; the step's options are
+  // the training and preparation phases').
   Option<bool> search{
       *this, "search",
-      llvm::cl::desc("Search the sharding plan of `mesh` on the forward"),
+      llvm::cl::desc("Fit the step's memory and search the sharding plan of "
+                     "`mesh` on the forward"),
       llvm::cl::init(false)};
   Option<std::string> cluster{
       *this, "cluster",
@@ -102,6 +108,18 @@ struct CompilePhaseOptions
                    llvm::cl::init(-1)};
   ListOption<std::string> shard{
       *this, "shard", llvm::cl::desc("REGEX=SPEC pins on the search")};
+  Option<std::string> rematPin{
+      *this, "remat-pin",
+      llvm::cl::desc("The search's pinned recomputation, none, selective or "
+                     "full (tess-fit-memory's remat; empty: the least that "
+                     "fits)"),
+      llvm::cl::init("")};
+  Option<std::string> offloadPin{
+      *this, "offload-pin",
+      llvm::cl::desc("The search's pinned optimizer offload, optimizer or "
+                     "none (tess-fit-memory's offload; empty: only when "
+                     "nothing else fits)"),
+      llvm::cl::init("")};
   Option<double> searchTimeout{
       *this, "search-timeout",
       llvm::cl::desc("Seconds CBC may spend on the search's ILP"),
@@ -206,6 +224,11 @@ struct CompilePhaseOptions
       llvm::cl::desc("A pipelined module's micro-batches per step"),
       llvm::cl::init(1)};
 };
+
+/// The search phase's passes' options in `options`: tess-fit-memory's
+/// (the step's memory fit) and tess-search-sharding's.
+FitMemoryOptions fitMemoryOptions(const CompilePhaseOptions &options);
+SearchShardingOptions searchShardingOptions(const CompilePhaseOptions &options);
 
 /// Adds the passes of `phase` to `pm` (a module pass manager).
 void buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,

@@ -47,7 +47,8 @@ namespace tessera::sharding {
 inline constexpr llvm::StringLiteral kPlannedAttrName = "tess.planned";
 
 /// Writes `plan`, which the search found for `forward` (its ops are
-/// forward's), as the attributes above, replacing any earlier plan.
+/// forward's), as the attributes above, replacing any earlier plan but the
+/// #tess.plan's recomputation and offload, which tess-fit-memory decided.
 void writeSearchedPlan(mlir::func::FuncOp forward,
                        const TrainingShardingPlan &plan);
 

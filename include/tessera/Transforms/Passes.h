@@ -31,6 +31,14 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm);
 #define GEN_PASS_REGISTRATION
 #include "tessera/Transforms/Passes.h.inc"
 
+/// What tess-fit-memory does to `module`: its decision written as the
+/// module's #tess.plan (`remat`, `offload`), for a caller that says itself
+/// why the plan offloads (tesserac's note, the pass's remark). Returns that
+/// reason, empty when the optimizer state stays on the device or its
+/// offload was pinned; failure after an error on the module.
+mlir::FailureOr<std::string> fitMemory(mlir::ModuleOp module,
+                                       const FitMemoryOptions &options);
+
 /// What tess-search-sharding does to `module` (the search on its @forward,
 /// the plan written on the forward's ops), for a caller that also reports
 /// the plan itself (tesserac --explain). Errors are the pass's.

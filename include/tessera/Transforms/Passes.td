@@ -590,6 +590,77 @@ def BuildTraining : Pass<"tess-build-training", "::mlir::ModuleOp"> {
 // Plan: the decisions every later pass reads
 //===----------------------------------------------------------------------===//
 
+def FitMemory : Pass<"tess-fit-memory", "::mlir::ModuleOp"> {
+  let summary = "Decide the recomputation and the optimizer offload that fit "
+                "one device, and write them in the module's #tess.plan";
+  let description = [{
+    The first decision of the compile's `search` phase, on the module's
+    `@forward` before the training step exists: what the step compiled for
+    one device (tess-build-training with q/k/v packed, tess-rematerialize,
+    the lowering preparation, on a copy) needs by the one memory analysis
+    (lib/Analysis/StepMemory.h: its arena planned from liveness, the
+    training state, the GEMM scratch), against `memory-limit`. It takes the
+    least recomputation that fits: none, else selective, else full (only
+    `remat` when pinned). When none fits with the optimizer state on the
+    device, the plan offloads it (the executable's `--offload optimizer`:
+    masters and moments in host memory), with the least recomputation that
+    fits so, and a remark says why; `offload` pins that choice either way.
+
+    The decision is the module's `#tess.plan` (its `remat` and `offload`,
+    replacing any plan there): tess-search-sharding adds the mesh and the
+    ZeRO stage to it, and the search is calibrated by the step recomputing
+    what it says.
+
+    ```mlir
+    // tess-fit-memory{memory-limit=4718592 precision=bf16}
+    module attributes {tess.plan = #tess.plan<remat = "selective">} {
+      func.func @forward(...) {...}
+    }
+    ```
+
+    On a mesh of several devices (`mesh`) nothing is measured: the search
+    divides the step without recomputation (or the pinned one) and checks
+    its own bound.
+
+    Errors (their advice names tesserac's flags): no recomputation fits
+    even with the optimizer offloaded, with what each mode needs and what
+    the offloaded step would hold, priced on the cluster's host where the
+    cluster has one; an offload pinned on a mesh; options that do not parse
+    (a cluster that is neither built in nor a file, a mesh that does not
+    fit it, an unknown mode).
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",
+           "h200, h200-multinode, a100-megatron or a cluster JSON file: its "
+           "device memory is the default limit, its host prices the "
+           "offload">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "The device mesh: 2x4, 8 or dp=2,tp=4 (empty: one device)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes the step must fit on one device (0: the cluster's device "
+           "memory)">,
+    Option<"remat", "remat", "std::string", /*default=*/"\"\"",
+           "Pin the recomputation: none, selective or full (empty: the "
+           "least that fits)">,
+    Option<"offload", "offload", "std::string", /*default=*/"\"\"",
+           "Pin the optimizer offload: optimizer or none (empty: offloaded "
+           "only when nothing else fits)">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
+           "The step's objective (tess-build-training's loss)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "The step's precision (tess-build-training's precision)">,
+    Option<"vocabularyMultiple", "vocabulary-multiple", "int64_t",
+           /*default=*/"64",
+           "The head's padding (tess-build-training's vocabulary-multiple)">,
+    Option<"logitsBlockBytes", "logits-block-bytes", "int64_t",
+           /*default=*/"int64_t(1) << 30",
+           "The lowering preparation's largest block of the head's logits "
+           "(0: never split)">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
   let summary = "Search the sharding plan of @forward on a mesh and write it "
                 "on the forward's ops";

@@ -4,12 +4,17 @@ numbers tesserac measured (the search's calibration) is taken as printed
 rather than retyped in the test.
 
 usage: rerun_phase.py PIPELINES.txt PHASE INPUT.mlir OUTPUT.mlir
+
+PHASE `decision` is the search tesserac ran to decide the plan
+(`tesserac: search: ...`), which a one-device compile runs on a copy, its
+decision reaching the compile through the plan phase.
 """
 import subprocess
 import sys
 
 pipelines, phase, source, output = sys.argv[1:5]
-prefix = "tesserac: phase " + phase + ": "
+prefix = ("tesserac: search: " if phase == "decision"
+          else "tesserac: phase " + phase + ": ")
 lines = [line[len(prefix):].rstrip("\n") for line in open(pipelines)
          if line.startswith(prefix)]
 if len(lines) != 1:

@@ -85,12 +85,32 @@ TEST(CompilePhases, OptionsReachThePasses) {
   options.zero = 1;
   options.shard = {"c_fc=tp-column"};
   options.calibration = "compute=0.5";
+  options.rematPin = "selective";
+  options.offloadPin = "none";
+  options.memoryLimit = 1048576;
   std::string search = pipelineText(CompilePhase::Search, options);
-  EXPECT_NE(search.find("tess-search-sharding"), std::string::npos);
+  // The memory fit first (the search is calibrated by the step recomputing
+  // what it decided), with the pins and the step's options.
+  size_t fit = search.find("tess-fit-memory{");
+  size_t sharding = search.find("tess-search-sharding{");
+  ASSERT_NE(fit, std::string::npos);
+  ASSERT_NE(sharding, std::string::npos);
+  EXPECT_LT(fit, sharding);
+  std::string fitOptions = search.substr(fit, sharding - fit);
+  for (const char *option :
+       {"remat=selective", "offload=none", "memory-limit=1048576",
+        "mesh=2x2", "cluster=h200-multinode", "precision=bf16",
+        "loss=causal-lm", "vocabulary-multiple=64",
+        "logits-block-bytes=1073741824"})
+    EXPECT_NE(fitOptions.find(option), std::string::npos) << option;
+  std::string searchOptions = search.substr(sharding);
   for (const char *option : {"mesh=2x2", "cluster=h200-multinode", "zero=1",
                              "shard={c_fc=tp-column}", "calibration=compute=0.5",
-                             "precision=bf16"})
-    EXPECT_NE(search.find(option), std::string::npos) << option;
+                             "precision=bf16", "memory-limit=1048576"})
+    EXPECT_NE(searchOptions.find(option), std::string::npos) << option;
+  options.rematPin = "";
+  options.offloadPin = "";
+  options.memoryLimit = 0;
 
   options.plan = "#tess.plan<remat = \"full\">";
   EXPECT_NE(pipelineText(CompilePhase::Plan, options).find("tess-write-plan"),
