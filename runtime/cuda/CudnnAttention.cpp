@@ -42,6 +42,14 @@
 // TESSERA_CUDNN_ATTENTION=0 (or off) in the environment, or
 // setCudnnAttentionEnabled(false), turns the path off, for comparisons.
 //
+// tessera_cuda_set_attention_autotune(1) (the driver's --attention-autotune
+// on) builds every engine configuration cuDNN's heuristics A and B offer for
+// a shape and times them on the shape's first eager call, keeping the
+// fastest: the heuristic's first choice is a model's guess (on an H100 it
+// ran the 1B Llama shape's backward with 64 x 64 tiles at about a third of
+// the GEMMs' rate). Off by default, as the GEMMs' autotuning is: a timed
+// choice can differ between runs, and so can its bits.
+//
 //===----------------------------------------------------------------------===//
 
 #include "AttentionKernels.h"
@@ -85,6 +93,8 @@ std::atomic<bool> enabled{[] {
 std::atomic<int64_t> servedCalls{0};
 /// tessera_cuda_set_deterministic.
 std::atomic<bool> deterministic{false};
+/// tessera_cuda_set_attention_autotune.
+std::atomic<bool> autotune{false};
 
 /// Says once per distinct message why a call went to Tessera's kernels
 /// instead: a user comparing speeds should know which library ran.
@@ -172,6 +182,12 @@ struct AttentionShape {
 struct Plan {
   std::unique_ptr<fe::graph::Graph> graph; // null: cuDNN refused the shape
   int64_t workspaceBytes = 0;
+  /// The configuration executed: the heuristic's first, or the fastest
+  /// timed.
+  int64_t index = 0;
+  /// Built with every configuration (autotune) and not yet timed: the
+  /// workspace is the largest any of them needs until then.
+  bool untimed = false;
 };
 
 /// The strides of a [B, heads, T, D] view: for a packed shape, of
@@ -357,6 +373,38 @@ cudnnHandle_t threadHandle(int device) {
   return handle;
 }
 
+/// Builds `graph` (described) for `plan`: with autotune, every
+/// configuration of heuristics A and B, left untimed when there is more
+/// than one; otherwise, or where that build fails, the heuristic's first
+/// (on a graph described afresh: a failed build leaves its graph spent).
+fe::error_t buildGraph(std::unique_ptr<fe::graph::Graph> &graph,
+                       const AttentionShape &shape, cudnnHandle_t handle,
+                       Plan &plan) {
+  fe::error_t status = describeGraph(*graph, shape);
+  if (!status.is_good())
+    return status;
+  if (autotune.load(std::memory_order_relaxed)) {
+    status = graph->build(handle, {fe::HeurMode_t::A, fe::HeurMode_t::B},
+                          fe::BuildPlanPolicy_t::ALL);
+    if (status.is_good()) {
+      plan.untimed = graph->get_execution_plan_count() > 1;
+      if (plan.untimed) {
+        plan.workspaceBytes = graph->get_autotune_workspace_size();
+        return status;
+      }
+      return graph->get_workspace_size(plan.workspaceBytes);
+    }
+    graph = std::make_unique<fe::graph::Graph>();
+    status = describeGraph(*graph, shape);
+    if (!status.is_good())
+      return status;
+  }
+  status = graph->build(handle, {fe::HeurMode_t::A});
+  if (status.is_good())
+    status = graph->get_workspace_size(plan.workspaceBytes);
+  return status;
+}
+
 /// The built plan of `shape` on this thread; a refused shape is remembered
 /// (graph null) so that it is tried once.
 Plan &planFor(const AttentionShape &shape, cudnnHandle_t handle) {
@@ -369,24 +417,83 @@ Plan &planFor(const AttentionShape &shape, cudnnHandle_t handle) {
   auto graph = std::make_unique<fe::graph::Graph>();
   std::string refusal;
   try {
-    fe::error_t status = describeGraph(*graph, shape);
+    fe::error_t status = buildGraph(graph, shape, handle, plan);
     if (status.is_good())
-      status = graph->build(handle, {fe::HeurMode_t::A});
-    int64_t workspace = 0;
-    if (status.is_good())
-      status = graph->get_workspace_size(workspace);
-    if (status.is_good()) {
-      plan.workspaceBytes = workspace;
       plan.graph = std::move(graph);
-    } else {
+    else
       refusal = status.get_message();
-    }
   } catch (const std::exception &error) {
     refusal = error.what();
   }
   if (!plan.graph)
     noteFallback("cuDNN refused " + shape.describe() + ": " + refusal);
   return plan;
+}
+
+/// Times every configuration of an untimed `plan` on this call's operands
+/// and keeps the fastest (the heuristic's first on a tie), saying once
+/// what it chose against the heuristic's first. The call is repeated
+/// as is: its outputs are written afresh and its inputs only read. Inside
+/// a stream capture it waits for an eager call (events cannot be waited on
+/// there); the capture runs the heuristic's first.
+void timeConfigurations(Plan &plan, const AttentionShape &shape,
+                        cudnnHandle_t handle,
+                        std::unordered_map<int64_t, void *> &pointers,
+                        void *workspace, cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaCheck(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return;
+  constexpr int kTrials = 3;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaCheck(cudaEventCreate(&start));
+  cudaCheck(cudaEventCreate(&stop));
+  int64_t count = plan.graph->get_execution_plan_count(), timed = 0;
+  float best = 0.0f, first = -1.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    // A configuration that does not run (not built, or refused at launch)
+    // is skipped.
+    if (plan.graph->execute_plan_at_index(handle, pointers, workspace, i)
+            .is_bad())
+      continue;
+    cudaCheck(cudaEventRecord(start, stream));
+    bool ran = true;
+    for (int t = 0; t < kTrials && ran; ++t)
+      ran = plan.graph->execute_plan_at_index(handle, pointers, workspace, i)
+                .is_good();
+    cudaCheck(cudaEventRecord(stop, stream));
+    cudaCheck(cudaEventSynchronize(stop));
+    if (!ran)
+      continue;
+    float milliseconds = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&milliseconds, start, stop));
+    milliseconds /= kTrials;
+    if (i == 0)
+      first = milliseconds;
+    if (timed++ == 0 || milliseconds < best) {
+      best = milliseconds;
+      plan.index = i;
+    }
+  }
+  cudaCheck(cudaEventDestroy(start));
+  cudaCheck(cudaEventDestroy(stop));
+  plan.untimed = false;
+  if (timed == 0)
+    cpu::fail("cuDNN attention " + shape.describe() +
+              ": none of its configurations ran");
+  int64_t bytes = 0;
+  if (plan.graph->get_workspace_size_plan_at_index(plan.index, bytes)
+          .is_good())
+    plan.workspaceBytes = bytes;
+  std::string name;
+  if (plan.graph->get_plan_name_at_index(plan.index, name).is_bad())
+    name = "?";
+  std::fprintf(stderr,
+               "tessera: cuDNN attention %s: %lld of %lld configurations "
+               "timed; the heuristic's first %.3f ms, the fastest (%s) "
+               "%.3f ms\n",
+               shape.describe().c_str(), static_cast<long long>(timed),
+               static_cast<long long>(count), first, name.c_str(), best);
 }
 
 /// Runs `shape`'s graph with `pointers`; false when cuDNN is off, absent
@@ -419,7 +526,10 @@ bool runGraph(AttentionShape shape,
           ? streamScratch(stream, static_cast<size_t>(plan.workspaceBytes),
                           kWorkspaceSlot)
           : nullptr;
-  fe::error_t result = plan.graph->execute(handle, pointers, workspace);
+  if (plan.untimed)
+    timeConfigurations(plan, shape, handle, pointers, workspace, stream);
+  fe::error_t result =
+      plan.graph->execute_plan_at_index(handle, pointers, workspace, plan.index);
   if (result.is_bad())
     cpu::fail("cuDNN attention " + shape.describe() +
               " failed: " + result.get_message());
@@ -643,4 +753,8 @@ bool cudnnPackedAttentionBackward(const tessera_tensor &qkv, int64_t queryHeads,
 
 extern "C" void tessera_cuda_set_deterministic(int32_t on) {
   tessera::cuda::deterministic.store(on != 0);
+}
+
+extern "C" void tessera_cuda_set_attention_autotune(int32_t enabled) {
+  tessera::cuda::autotune.store(enabled != 0);
 }

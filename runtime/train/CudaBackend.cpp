@@ -316,6 +316,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
             "creating the training stream");
   context.stream = streamHandle;
   tessera_cuda_set_gemm_autotune(options.gemmAutotune ? 1 : 0);
+  tessera_cuda_set_attention_autotune(options.attentionAutotune ? 1 : 0);
   tessera_cuda_set_deterministic(options.deterministic ? 1 : 0);
   stepGraph = std::make_unique<CudaStepGraph>(streamHandle, options.cudaGraphs);
   stageGraphs =

@@ -447,6 +447,14 @@ const std::vector<FlagSpec> &flagTable() {
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          o.gemmAutotune = parseOnOff(flag, v);
        }},
+      {"--attention-autotune", "on|off",
+       "GPU programs: each attention shape cuDNN runs uses the fastest of "
+       "the engine configurations its heuristics offer, timed in the first "
+       "step (default off: the heuristic's first, the same bits in every "
+       "run and resume)",
+       [](TrainOptions &o, const std::string &flag, const std::string &v) {
+         o.attentionAutotune = parseOnOff(flag, v);
+       }},
       {"--deterministic", "on|off",
        "GPU programs: the same bits every run, as PyTorch's "
        "use_deterministic_algorithms: cuDNN's attention backward is built "

@@ -111,6 +111,8 @@ struct TrainOptions {
   bool cudaGraphs = true;
   /// --gemm-autotune: time cuBLASLt's candidate algorithms per GEMM shape.
   bool gemmAutotune = false;
+  /// --attention-autotune: time cuDNN's attention configurations per shape.
+  bool attentionAutotune = false;
   /// --deterministic: a fixed reduction order wherever a kernel's is not
   /// (tessera_cuda_set_deterministic).
   bool deterministic = false;

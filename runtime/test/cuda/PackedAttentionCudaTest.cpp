@@ -161,6 +161,34 @@ TEST(PackedAttentionCuda, DeterministicBackwardRepeatsItsBits) {
                     "dqkv of two deterministic calls");
 }
 
+// tessera_cuda_set_attention_autotune: a shape first seen with autotuning
+// on is built with every configuration cuDNN's heuristics offer and runs
+// the fastest, timed on its first (eager) call; each must still match the
+// CPU reference, at the 1B Llama shape's heads (GQA 32/8 of 64) and at a
+// length of several tiles, and cuDNN must still serve every call. The
+// shapes are new to this process (plans are kept per shape), so these are
+// the autotuned plans, not earlier tests' ones.
+TEST(PackedAttentionCuda, AutotunedConfigurationsMatchTheCpuReference) {
+  REQUIRE_GPU();
+  if (!cudnnAttentionAvailable())
+    GTEST_SKIP() << "cuDNN attention is not in this build";
+  CudnnDefault restore;
+  struct Autotune {
+    Autotune() { tessera_cuda_set_attention_autotune(1); }
+    ~Autotune() { tessera_cuda_set_attention_autotune(0); }
+  } on;
+  const PackedCase cases[] = {
+      {"autotuned bf16 Llama 1B heads causal 512", 1, 512, 32, 8, 64, true,
+       TESSERA_BF16},
+      {"autotuned f16 plain 300", 2, 300, 4, 4, 64, false, TESSERA_F16},
+  };
+  for (const PackedCase &c : cases) {
+    int64_t before = cudnnAttentionCalls();
+    checkPacked(c, {true, true});
+    EXPECT_EQ(cudnnAttentionCalls() - before, 2) << c.name;
+  }
+}
+
 TEST(PackedAttentionCuda, RejectsBadOperandsNamingThem) {
   REQUIRE_GPU();
   Shape qkvShape = {1, 8, 96};

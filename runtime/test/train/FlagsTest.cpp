@@ -119,6 +119,8 @@ TEST(Flags, EveryFlag) {
   EXPECT_FALSE(parse({}).gemmAutotune);
   EXPECT_TRUE(parse({"--gemm-autotune", "on"}).gemmAutotune);
   EXPECT_FALSE(parse({"--gemm-autotune=off"}).gemmAutotune);
+  EXPECT_TRUE(parse({"--attention-autotune", "on"}).attentionAutotune);
+  EXPECT_FALSE(parse({"--attention-autotune=off"}).attentionAutotune);
   EXPECT_FALSE(parse({}).deterministic);
   EXPECT_TRUE(parse({"--deterministic", "on"}).deterministic);
   EXPECT_FALSE(parse({}).offloadOptimizer);
@@ -195,6 +197,8 @@ TEST(Flags, Errors) {
       {{"--resume=yes"}, "--resume: takes no value"},
       {{"--cuda-graphs", "yes"}, "--cuda-graphs: 'yes' is not one of on, off"},
       {{"--gemm-autotune", "1"}, "--gemm-autotune: '1' is not one of on, off"},
+      {{"--attention-autotune", "yes"},
+       "--attention-autotune: 'yes' is not one of on, off"},
       {{"--offload", "moments"},
        "--offload: 'moments' is not one of none, optimizer"},
       {{"--rope-theta", "1", "--init", "random"}, "--rope-theta: 1 is not above 1"},

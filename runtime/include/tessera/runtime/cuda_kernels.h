@@ -69,6 +69,12 @@ int tessera_cuda_dropout(const tessera_tensor *x, tessera_tensor *y,
  * heuristic's first (0, the default: the same bits every run). Plans made
  * before the call keep their algorithm. */
 void tessera_cuda_set_gemm_autotune(int32_t enabled);
+/* Every later attention shape that cuDNN serves runs the fastest of the
+ * engine configurations its heuristics (A and B) offer, timed on the
+ * shape's first eager call (enabled != 0), or the heuristic's first (0, the
+ * default: the same bits every run). Shapes built before the call keep
+ * their configuration. */
+void tessera_cuda_set_attention_autotune(int32_t enabled);
 /* enabled != 0: kernels whose reduction order is not fixed use a fixed one,
  * so a run computes the same bits every time (PyTorch's
  * use_deterministic_algorithms): cuDNN's attention backward, which adds dq
