@@ -324,7 +324,8 @@ namespace {
 // tess.rotary against the CPU kernel: Llama's [B, H, T, D] against a
 // [1, 1, T, D] table, head dims 64 and 128, a per-batch table [B, 1, T, D],
 // the adjoint, and a packed q/k/v [B, T, Hq + 2 Hkv, D] against [B, T, 1, D]
-// that rotates only its first heads (rotated_heads); f32, bf16 and f16.
+// that rotates only its first heads (rotated_heads), which runs a warp per
+// token; f32, bf16 and f16.
 TEST(ElementwiseCuda, RotaryMatchesTheCpuKernel) {
   REQUIRE_GPU();
   struct Case {
@@ -337,7 +338,16 @@ TEST(ElementwiseCuda, RotaryMatchesTheCpuKernel) {
                         {{2, 3, 5, 20}, {1, 1, 5, 20}, 0},
                         {{5, 6}, {1, 6}, 0},
                         {{2, 9, 6, 64}, {1, 9, 1, 64}, 4},
-                        {{2, 9, 6, 20}, {2, 9, 1, 20}, 5}};
+                        {{2, 9, 6, 20}, {2, 9, 1, 20}, 5},
+                        // A warp per token (the tables broadcast over the
+                        // heads): head dims 64, 128, 256 and 16, every head
+                        // or the first ones, head counts that leave lanes
+                        // idle, and more tokens than one block's warps.
+                        {{2, 9, 6, 64}, {1, 9, 1, 64}, 0},
+                        {{2, 37, 13, 64}, {1, 37, 1, 64}, 9},
+                        {{1, 11, 10, 128}, {1, 11, 1, 128}, 8},
+                        {{2, 5, 3, 256}, {2, 5, 1, 256}, 2},
+                        {{3, 7, 5, 16}, {1, 7, 1, 16}, 3}};
   for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
     for (const Case &c : cases)
       for (int32_t adjoint : {0, 1}) {
