@@ -230,7 +230,9 @@ std::vector<int64_t> statsStrides(const AttentionShape &shape) {
 
 /// The softcap score modifier of one graph: the frontend's Softcap keeps its
 /// forward's pre-tanh tensor for the backward's, so the two modifiers of a
-/// backward graph share one, and one compile-time scalar. The frontend
+/// backward graph share one, and one scalar, passed by value: a
+/// compile-time constant (CUDNN_ATTR_TENSOR_CONSTANT_VALUE) needs cuDNN
+/// 9.22, and an H100's 9.x refused every softcapped graph for it. The frontend
 /// refuses a score modifier beside its own causal mask or window ("Attention
 /// score mod enabled and hence other subgraphs are disabled"), so the
 /// modifier builds them itself after the cap, as the SDPA node would after
@@ -249,7 +251,7 @@ struct SoftcapModifier {
   std::shared_ptr<fe::graph::Tensor_attributes>
   forward(std::shared_ptr<fe::graph::Graph> graph,
           std::shared_ptr<fe::graph::Tensor_attributes> score) {
-    cap = graph->tensor(value, fe::graph::ScalarType::COMPILE_TIME_CONST);
+    cap = graph->tensor(value, fe::graph::ScalarType::RUNTIME_PARAM);
     auto capped = softcap.forward(graph, score, cap);
     if (!causal && window == 0)
       return capped;
