@@ -566,12 +566,14 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
       // chunks read them at their state offsets), as AdamW writes them.
       copyPieces(mirroredPieces, static_cast<float *>(mirror.get()),
                  static_cast<float *>(master.get()), /*toCompact=*/false);
-      checkKernel(tessera_cuda_round_chunk_copies(
-                      static_cast<const float *>(master.get()),
-                      computeCopies.get(), computeDtype,
-                      static_cast<const tessera_tensor_chunk *>(chunks.get()),
-                      chunkCount, streamHandle),
-                  "rounding the compute copies");
+      // An fp32 program has no copies: every weight is read as its master.
+      if (copyChunkCount > 0)
+        checkKernel(tessera_cuda_round_chunk_copies(
+                        static_cast<const float *>(master.get()),
+                        computeCopies.get(), computeDtype,
+                        static_cast<const tessera_tensor_chunk *>(chunks.get()),
+                        chunkCount, streamHandle),
+                    "rounding the compute copies");
       continue;
     }
     if (mirrorElements() > 0)
