@@ -41,6 +41,6 @@ for spec in "${specs[@]}"; do
   grep -m3 "plan:\|offload optimizer:" "$OUT/$name.log"
   grep "^step" "$OUT/$name.log" | tail -n "$steps"
   tail -n 2 "$OUT/$name.log" | grep -v "^step"
-  echo "sampled peaks: $(sort -k3 -n "/tmp/$name-mem.txt" | tail -1 | cut -d' ' -f2-4); host $(sort -k5 -n "/tmp/$name-mem.txt" | tail -1 | cut -d' ' -f5-6)"
+  echo "sampled peaks: $(sort -k3 -n "/tmp/$name-mem.txt" | tail -1 | cut -d' ' -f2-4); host $(sort -k6 -n "/tmp/$name-mem.txt" | tail -1 | cut -d' ' -f5-6)"
 done
 echo "[$(( $(date +%s) - t0 )) s]"
