@@ -123,6 +123,8 @@ private:
   /// moments are only the host's AdamW's, so pageable (HostBuffer).
   PinnedBuffer hostMasters, hostGradients, hostCopies;
   HostBuffer hostFirst, hostSecond;
+  /// TESSERA_OFFLOAD_PINNED_MOMENTS=1: hostFirst/hostSecond page-locked.
+  bool pinnedMoments = false;
   DeviceBuffer deviceMirror;
   /// One per range: its gradients have landed on the host.
   std::vector<cudaEvent_t> downloaded;

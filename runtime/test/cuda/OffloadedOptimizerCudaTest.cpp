@@ -22,6 +22,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -178,6 +179,16 @@ TEST(OffloadedOptimizerCuda, EqualsTheResidentOptimizerBitForBit) {
 TEST(OffloadedOptimizerCuda, StagingSlotsAreReusedWithinAStep) {
   REQUIRE_GPU();
   expectTheResidentOptimizersBits(1);
+}
+
+// TESSERA_OFFLOAD_PINNED_MOMENTS=1: the moments page-locked (an A/B of the
+// host AdamW's rate), the same bits; unpinned before they are freed.
+TEST(OffloadedOptimizerCuda, PinnedMomentsGiveTheSameBits) {
+  REQUIRE_GPU();
+  ASSERT_EQ(setenv("TESSERA_OFFLOAD_PINNED_MOMENTS", "1", 1), 0);
+  expectTheResidentOptimizersBits(100000);
+  unsetenv("TESSERA_OFFLOAD_PINNED_MOMENTS");
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 } // namespace
