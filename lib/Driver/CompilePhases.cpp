@@ -111,6 +111,9 @@ tessera::searchShardingOptions(const CompilePhaseOptions &options) {
   search.searchTimeout = options.searchTimeout;
   search.precision = options.precision;
   search.calibration = options.calibration;
+  search.loss = options.loss;
+  search.vocabularyMultiple = options.vocabularyMultiple;
+  search.logitsBlockBytes = options.logitsBlockBytes;
   return search;
 }
 

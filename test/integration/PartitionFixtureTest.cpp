@@ -86,11 +86,13 @@ std::string describe(const PartitionCase &test) {
          (test.searched ? "searched " : "") + test.strategy;
 }
 
-/// tess-search-sharding's options for `test`.
+/// tess-search-sharding's options for `test` (calibrated by the step built
+/// with the case's loss).
 SearchShardingOptions searchOptions(const PartitionCase &test) {
   SearchShardingOptions options;
   options.cluster = "h200";
   options.mesh = test.mesh;
+  options.loss = test.loss;
   if (test.memoryLimitBytes)
     options.memoryLimit = static_cast<int64_t>(*test.memoryLimitBytes);
   options.zero = test.zeroStage.value_or(-1);

@@ -721,15 +721,14 @@ std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
 /// Runs the search phase (tess-fit-memory, then tess-search-sharding with
 /// `searchOptions` and `mesh`) on the forward function in `step`, in place:
 /// the recomputation and offload that fit one device, then the search
-/// calibrated by the cost model's estimate of the unsharded step on one
-/// device; then makes `step` the training step built from the planned
-/// forward (as --target does), whose ops carry the plan; the searched
-/// module, whose ops the plan names, becomes `result.planned`. Returns 0,
-/// or 1 after printing the error; with `unfit`, a search that finds no plan
-/// returns 2 with its reason there instead.
+/// calibrated by the step that recomputes them; then makes `step` the
+/// training step built from the planned forward (as --target does), whose
+/// ops carry the plan; the searched module, whose ops the plan names,
+/// becomes `result.planned`. Returns 0, or 1 after printing the error; with
+/// `unfit`, a search that finds no plan returns 2 with its reason there
+/// instead.
 int buildAndSearch(mlir::MLIRContext &context,
                    mlir::OwningOpRef<mlir::ModuleOp> &step,
-                   const tessera::cost::Cluster &cluster,
                    const tessera::cost::DeviceMesh &mesh,
                    tessera::SearchShardingOptions searchOptions,
                    SearchedPlan &result,
@@ -738,10 +737,14 @@ int buildAndSearch(mlir::MLIRContext &context,
   if (!module.lookupSymbol<mlir::func::FuncOp>("forward"))
     return fail(inputPath + ": the imported module has no @forward");
   searchOptions.mesh = meshOption(mesh);
+  std::unique_ptr<tessera::CompilePhaseOptions> phase =
+      searchPhaseOptions(searchOptions);
+  // Every search tesserac runs, as tessera-opt would rerun it.
+  printPhasePipeline(context, tessera::CompilePhase::Search, *phase, "search");
   // The memory of the step as compiled decides what fits (the module's
-  // plan); the search's own per-op model is calibrated to it below.
-  FailureOr<std::string> offloaded = tessera::fitMemory(
-      module, tessera::fitMemoryOptions(*searchPhaseOptions(searchOptions)));
+  // plan), and calibrates the search's own per-op model.
+  FailureOr<std::string> offloaded =
+      tessera::fitMemory(module, tessera::fitMemoryOptions(*phase));
   if (failed(offloaded))
     return 1;
   if (!offloaded->empty())
@@ -750,71 +753,15 @@ int buildAndSearch(mlir::MLIRContext &context,
   tessera::tess::PlanAttr fitted = tessera::tess::PlanAttr::lookup(module);
   result.remat = *tessera::pipeline::parseRematName(fitted.getRemat());
   result.offload = fitted.isOffloaded();
-  std::optional<tessera::StepMemory> measured =
-      compiledStepMemory(module, result.remat);
-  if (!measured)
+  // The search as the phase runs it (its options the phase's, the step's
+  // among them).
+  tessera::SearchShardingOptions search =
+      tessera::searchShardingOptions(*phase);
+  FailureOr<tessera::ShardingCalibration> calibration =
+      tessera::calibrateSharding(module, search);
+  if (failed(calibration))
     return 1;
-  const tessera::StepMemory &memory = *measured;
-  double limitBytes = searchOptions.memoryLimit > 0
-                          ? static_cast<double>(searchOptions.memoryLimit)
-                          : cluster.device.memoryBytes;
-  // The unsharded step the search is calibrated by (one device's with q/k/v
-  // packed, as the analysis above measured), built on a copy: the search
-  // plans the forward before the step that partitions is built from it.
-  mlir::OwningOpRef<mlir::ModuleOp> unsharded(module.clone());
-  if (int status = buildTrainingStep(context, *unsharded,
-                                     /*oneDevice=*/mesh.deviceCount() == 1))
-    return status;
-  auto estimate = tessera::cost::estimateTrainingStep(
-      *unsharded, memory, cluster, tessera::cost::DeviceMesh());
-  if (!estimate)
-    return fail(inputPath + ": " + toString(estimate.takeError()));
-  estimate->memoryLimitBytes = limitBytes;
-  estimate->remat = tessera::pipeline::rematName(result.remat).str();
-  estimate->offloadOptimizer = result.offload;
-  // Offloaded, AdamW runs on the host's cores (the PCIe copies overlap it
-  // range by range): its time, where the cluster says the host's rate.
-  if (result.offload && cluster.host)
-    estimate->secondsByKind[static_cast<size_t>(
-        tessera::cost::OpKind::Optimizer)] =
-        static_cast<double>(memory.state.trainableElements) /
-        cluster.host->adamwElementsPerSecond;
-  // (On one device the analysis has decided: the pass checks no bound, the
-  // search's only plan being the replicated one.)
-
-  // The calibration: the pass scales its per-op model to these numbers.
-  using tessera::cost::OpKind;
-  tessera::sharding::MeshSearchOptions calibrated;
-  double optimizerSeconds =
-      estimate->secondsByKind[static_cast<size_t>(OpKind::Optimizer)];
-  calibrated.trainingComputeSeconds =
-      estimate->computeSeconds() - optimizerSeconds;
-  const tessera::TrainingStateBytes &state = memory.state;
-  if (state.trainableElements > 0)
-    calibrated.optimizerSecondsPerElement =
-        optimizerSeconds / state.trainableElements;
-  bool mixed = precision != "fp32";
-  calibrated.computeWeightBytes = mixed ? 2 : 0;
-  calibrated.gradientBytes = mixed ? 2 : 4;
-  // The search prices each parameter's state by its layout and ZeRO stage
-  // (ShardingStrategy), the buffers and the GEMM scratch as fixed, and
-  // scales its activations to the rest of the compiled step's memory: its
-  // replicated plan predicts exactly the analysis's peak.
-  double parameterStateBytes =
-      (tessera::TrainingStateBytes::kMasterBytesPerElement +
-       calibrated.computeWeightBytes + calibrated.gradientBytes +
-       tessera::TrainingStateBytes::kOptimizerBytesPerElement) *
-      static_cast<double>(state.trainableElements);
-  calibrated.fixedMemoryBytes =
-      static_cast<double>(state.buffers + memory.gemmScratchBytes);
-  calibrated.activationPeakBytes =
-      std::max(1.0, static_cast<double>(memory.totalBytes()) -
-                        calibrated.fixedMemoryBytes - parameterStateBytes);
-  searchOptions.calibration = tessera::shardingCalibrationText(calibrated);
-  // Every search tesserac runs, as tessera-opt would rerun it.
-  printPhasePipeline(context, tessera::CompilePhase::Search,
-                     *searchPhaseOptions(searchOptions), "search");
-  auto plan = tessera::searchSharding(module, searchOptions);
+  auto plan = tessera::searchSharding(module, search, *calibration);
   if (!plan) {
     if (!unfit)
       return fail(inputPath + ": " + toString(plan.takeError()));
@@ -823,20 +770,16 @@ int buildAndSearch(mlir::MLIRContext &context,
   }
   // The searched module stays as it is for the report, which names its
   // forward's ops (the training phase would pack a one-device forward's
-  // q/k/v, and canonicalizes every function). One device compiles the step
-  // the analysis above measured (q/k/v packed), the calibration's own; a
-  // mesh's step is built from the planned forward, its ops carrying the
-  // plan the partitioner follows.
+  // q/k/v, and canonicalizes every function); the step is built from the
+  // planned forward, q/k/v packed on one device, as the calibration's, its
+  // ops carrying the plan the partitioner follows on a mesh.
   result.planned = std::move(step);
-  if (mesh.deviceCount() == 1) {
-    step = std::move(unsharded);
-  } else {
-    step = result.planned->clone();
-    if (int status = buildTrainingStep(context, *step, /*oneDevice=*/false))
-      return status;
-  }
+  step = result.planned->clone();
+  if (int status = buildTrainingStep(context, *step,
+                                     /*oneDevice=*/mesh.deviceCount() == 1))
+    return status;
   result.search = std::move(searchOptions);
-  result.estimate = std::move(*estimate);
+  result.estimate = std::move(calibration->estimate);
   result.plan = std::move(*plan);
   return 0;
 }
@@ -944,8 +887,8 @@ int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
   for (int attempt = 0;; ++attempt) {
     step = module.clone();
     searched = SearchedPlan();
-    if (int status = buildAndSearch(context, step, cluster, mesh, bounded,
-                                    searched, unfit))
+    if (int status =
+            buildAndSearch(context, step, mesh, bounded, searched, unfit))
       return status;
     if (writeModulePlan(context, *step,
                         modulePlan(context, searched, std::nullopt)))

@@ -127,7 +127,8 @@ struct CompilePhaseOptions
   Option<std::string> calibration{
       *this, "calibration",
       llvm::cl::desc("The compiled step's numbers the search is scaled to "
-                     "(tess-search-sharding's calibration)"),
+                     "(tess-search-sharding's calibration; empty: measured "
+                     "from the module)"),
       llvm::cl::init("")};
   // Training.
   Option<std::string> loss{*this, "loss",

@@ -3,17 +3,18 @@
 #define TESSERA_TRANSFORMS_PASSES_H
 
 #include "Tess/IR/TessOps.h"
+#include "tessera/CostModel/TrainingStepEstimate.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace tessera {
 
 namespace sharding {
-struct MeshSearchOptions;
 struct TrainingShardingPlan;
 } // namespace sharding
 
@@ -39,16 +40,34 @@ void buildImportCleanupPipeline(mlir::OpPassManager &pm);
 mlir::FailureOr<std::string> fitMemory(mlir::ModuleOp module,
                                        const FitMemoryOptions &options);
 
-/// What tess-search-sharding does to `module` (the search on its @forward,
-/// the plan written on the forward's ops), for a caller that also reports
-/// the plan itself (tesserac --explain). Errors are the pass's.
-llvm::Expected<sharding::TrainingShardingPlan>
-searchSharding(mlir::ModuleOp module, const SearchShardingOptions &options);
+/// The numbers tess-search-sharding scales its per-op model to: those of
+/// the step compiled for one device from the module's @forward (its
+/// `calibration` option, else measured: CompiledStepMemory.h's step,
+/// recomputing what the module's #tess.plan says, priced by the cost
+/// model), and the cost model's estimate of that unsharded step when
+/// measured (what tesserac --explain prints above the plan).
+struct ShardingCalibration {
+  double trainingComputeSeconds = 0;
+  double optimizerSecondsPerElement = 0;
+  double activationPeakBytes = 0;
+  double fixedMemoryBytes = 0;
+  std::optional<cost::TrainingStepEstimate> estimate;
+};
 
-/// tess-search-sharding's `calibration` text for the calibrated numbers of
-/// `options`, printed exactly (so that tessera-opt, given it, searches the
-/// same problem).
-std::string shardingCalibrationText(const sharding::MeshSearchOptions &options);
+/// tess-search-sharding's calibration for `module` and `options`. Failure
+/// after an error on the module (an option that does not parse, no
+/// @forward, a step that cannot be built or measured).
+mlir::FailureOr<ShardingCalibration>
+calibrateSharding(mlir::ModuleOp module, const SearchShardingOptions &options);
+
+/// What tess-search-sharding does to `module` once calibrated (the search
+/// on its @forward, the plan written on the forward's ops), for a caller
+/// that also reports the plan itself (tesserac --explain) and weighs a
+/// search that finds no plan (the error) against other meshes'. Errors are
+/// the pass's.
+llvm::Expected<sharding::TrainingShardingPlan>
+searchSharding(mlir::ModuleOp module, const SearchShardingOptions &options,
+               const ShardingCalibration &calibration);
 
 /// Adds the passes that turn the forward function into the training step:
 /// tess-build-training with `options`, then canonicalize and CSE (which a

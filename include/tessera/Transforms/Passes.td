@@ -683,7 +683,7 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
     autodiff and the precision casts, which the search prices itself.
 
     ```mlir
-    // tess-search-sharding{mesh=4 calibration=compute=10}
+    // tess-fit-memory{mesh=4}, tess-search-sharding{mesh=4}
     module attributes {tess.mesh = #tess.mesh<dp = 4>,
                        tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>>} {
       func.func @forward(%ids: tensor<8x16xi64>)
@@ -700,10 +700,18 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
     The pins are constraints on the search, not another path: `zero` holds
     every trainable parameter at one ZeRO stage, each `shard` value
     (`REGEX=SPEC`, as tesserac's --shard) holds the parameters it matches and
-    their readers to a strategy or layout. `calibration` scales the search's
-    per-op model to the compiled one-device step (tesserac measures it:
-    `compute` and `optimizer` seconds per step and per element,
-    `activations` and `fixed` bytes; absent: the model's own numbers).
+    their readers to a strategy or layout.
+
+    The search's per-op model is scaled to the step the compile builds for
+    one device from `@forward` (tess-build-training with `loss`,
+    `precision` and `vocabulary-multiple`, the recomputation the module's
+    `#tess.plan` says, as tess-fit-memory wrote it, the lowering preparation
+    with `logits-block-bytes`), measured by the one memory analysis and
+    priced by the cost model: its compute and optimizer seconds, its
+    activations and fixed bytes. The replicated plan then predicts that
+    step's peak exactly. `calibration` gives those numbers instead
+    (`compute` and `optimizer` seconds per step and per element,
+    `activations` and `fixed` bytes), for a module whose step is not built.
 
     Errors, each naming the option: a cluster that is neither built in nor
     a readable cluster file, a mesh that does not parse or does not fit the
@@ -731,9 +739,21 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
            "kernels, collectives and weight copies at it">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
            "compute=S,optimizer=S,activations=B,fixed=B: the compiled "
-           "step's numbers the search's model is scaled to">,
+           "step's numbers the search's model is scaled to (empty: "
+           "measured from the module)">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
+           "The measured step's objective (tess-build-training's loss)">,
+    Option<"vocabularyMultiple", "vocabulary-multiple", "int64_t",
+           /*default=*/"64",
+           "The measured step's head padding (tess-build-training's "
+           "vocabulary-multiple)">,
+    Option<"logitsBlockBytes", "logits-block-bytes", "int64_t",
+           /*default=*/"int64_t(1) << 30",
+           "The measured step's largest block of the head's logits (the "
+           "lowering preparation's; 0: never split)">,
   ];
-  let dependentDialects = ["::tessera::tess::TessDialect"];
+  let dependentDialects = ["::tessera::tess::TessDialect",
+                           "::mlir::func::FuncDialect"];
 }
 
 def WritePlan : Pass<"tess-write-plan", "::mlir::ModuleOp"> {

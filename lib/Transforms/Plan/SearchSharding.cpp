@@ -11,10 +11,20 @@
 // precision step is priced at its compute type by retyping the forward's
 // f32 values for the search and restoring them before the plan is written.
 //
+// Its per-op model is calibrated by the module itself: the step the compile
+// builds for one device from the forward, recomputing what the module's
+// #tess.plan says (tess-fit-memory's decision), measured by the one memory
+// analysis and priced by the cost model (calibrateSharding). Its replicated
+// plan then predicts that step's peak and time exactly, and a sharded plan
+// divides them.
+//
 //===----------------------------------------------------------------------===//
 
+#include "tessera/CostModel/TrainingStepEstimate.h"
 #include "tessera/Sharding/MeshSharding.h"
+#include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Sharding/SearchedPlan.h"
+#include "tessera/Transforms/CompiledStepMemory.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -34,21 +44,21 @@ llvm::Error searchError(const Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), why);
 }
 
-/// The calibration text's fields, in the order calibrationText writes them.
+/// The calibration text's fields.
 struct CalibrationField {
   StringRef key;
-  double sharding::MeshSearchOptions::*value;
+  double ShardingCalibration::*value;
 };
 constexpr CalibrationField kCalibrationFields[] = {
-    {"compute", &sharding::MeshSearchOptions::trainingComputeSeconds},
-    {"optimizer", &sharding::MeshSearchOptions::optimizerSecondsPerElement},
-    {"activations", &sharding::MeshSearchOptions::activationPeakBytes},
-    {"fixed", &sharding::MeshSearchOptions::fixedMemoryBytes},
+    {"compute", &ShardingCalibration::trainingComputeSeconds},
+    {"optimizer", &ShardingCalibration::optimizerSecondsPerElement},
+    {"activations", &ShardingCalibration::activationPeakBytes},
+    {"fixed", &ShardingCalibration::fixedMemoryBytes},
 };
 
-/// Reads `calibration` (calibrationText's form) into `search`.
+/// Reads `calibration` (the option's text) into `numbers`.
 llvm::Error readCalibration(StringRef calibration,
-                            sharding::MeshSearchOptions &search) {
+                            ShardingCalibration &numbers) {
   SmallVector<StringRef> items;
   calibration.split(items, ',', -1, /*KeepEmpty=*/false);
   for (StringRef item : items) {
@@ -63,7 +73,7 @@ llvm::Error readCalibration(StringRef calibration,
       return searchError("calibration '" + calibration + "': expected " +
                          "compute=S,optimizer=S,activations=B,fixed=B "
                          "with numbers >= 0, got '" + item + "'");
-    search.*(field->value) = value;
+    numbers.*(field->value) = value;
   }
   return llvm::Error::success();
 }
@@ -73,6 +83,8 @@ struct SearchInputs {
   cost::Cluster cluster;
   cost::DeviceMesh mesh;
   sharding::MeshSearchOptions search;
+  /// Bytes per device: the option's, else the cluster's device memory.
+  double limitBytes = 0;
   /// The compute type a mixed-precision step's f32 values are priced at.
   Type planningType;
 };
@@ -95,12 +107,13 @@ Expected<SearchInputs> readOptions(MLIRContext *context,
   if (options.memoryLimit < 0)
     return searchError(llvm::formatv("memory-limit {0}: expected bytes >= 0",
                                      options.memoryLimit));
+  inputs.limitBytes = options.memoryLimit > 0
+                          ? static_cast<double>(options.memoryLimit)
+                          : inputs.cluster.device.memoryBytes;
   // On one device the compiled step's analysis has decided what fits: the
   // search's only plan is the replicated one.
   if (inputs.mesh.deviceCount() > 1)
-    search.memoryLimitBytes =
-        options.memoryLimit > 0 ? static_cast<double>(options.memoryLimit)
-                                : inputs.cluster.device.memoryBytes;
+    search.memoryLimitBytes = inputs.limitBytes;
   if (options.zero < -1 || options.zero > 3)
     return searchError(llvm::formatv(
         "zero {0}: expected a ZeRO stage 0, 1, 2 or 3 (-1: searched)",
@@ -138,9 +151,83 @@ Expected<SearchInputs> readOptions(MLIRContext *context,
   bool mixed = precision != "fp32";
   search.computeWeightBytes = mixed ? 2 : 0;
   search.gradientBytes = mixed ? 2 : 4;
-  if (llvm::Error error = readCalibration(options.calibration, search))
-    return std::move(error);
   return inputs;
+}
+
+/// The error of a module without the forward function the search plans.
+llvm::Error noForwardError() {
+  return searchError("the module has no @forward with a body (the search "
+                     "plans the forward function, before "
+                     "tess-build-training)");
+}
+
+/// The calibration measured from `module` for `inputs` (see
+/// calibrateSharding): the one-device step recomputing what the module's
+/// plan says, and the cost model's estimate of the unsharded step (q/k/v
+/// packed only where one device compiles it so). Failure after an error on
+/// the module.
+FailureOr<ShardingCalibration>
+measureCalibration(ModuleOp module, const SearchInputs &inputs,
+                   const SearchShardingOptions &options) {
+  pipeline::RematMode remat = pipeline::RematMode::None;
+  bool offload = false;
+  if (tess::PlanAttr plan = tess::PlanAttr::lookup(module)) {
+    remat = pipeline::parseRematName(plan.getRemat())
+                .value_or(pipeline::RematMode::None);
+    offload = plan.isOffloaded();
+  }
+  CompiledStepOptions stepOptions;
+  stepOptions.loss = options.loss;
+  stepOptions.precision = options.precision;
+  stepOptions.vocabularyMultiple = options.vocabularyMultiple;
+  stepOptions.logitsBlockBytes = options.logitsBlockBytes;
+  FailureOr<StepMemory> memory = compiledStepMemory(module, remat, stepOptions);
+  if (failed(memory))
+    return failure();
+  OwningOpRef<ModuleOp> unsharded(module.clone());
+  if (failed(buildTrainingStep(*unsharded, stepOptions,
+                               /*packQkv=*/inputs.mesh.deviceCount() == 1)))
+    return failure();
+  llvm::Expected<cost::TrainingStepEstimate> estimate =
+      cost::estimateTrainingStep(*unsharded, *memory, inputs.cluster,
+                                 cost::DeviceMesh());
+  if (!estimate)
+    return module.emitError()
+           << "tess-search-sharding: " << llvm::toString(estimate.takeError());
+  estimate->memoryLimitBytes = inputs.limitBytes;
+  estimate->remat = pipeline::rematName(remat).str();
+  estimate->offloadOptimizer = offload;
+  const TrainingStateBytes &state = memory->state;
+  // Offloaded, AdamW runs on the host's cores (the PCIe copies overlap it
+  // range by range): its time, where the cluster says the host's rate.
+  auto &optimizerSeconds =
+      estimate->secondsByKind[static_cast<size_t>(cost::OpKind::Optimizer)];
+  if (offload && inputs.cluster.host)
+    optimizerSeconds = static_cast<double>(state.trainableElements) /
+                       inputs.cluster.host->adamwElementsPerSecond;
+
+  ShardingCalibration calibration;
+  calibration.trainingComputeSeconds =
+      estimate->computeSeconds() - optimizerSeconds;
+  if (state.trainableElements > 0)
+    calibration.optimizerSecondsPerElement =
+        optimizerSeconds / state.trainableElements;
+  // The search prices each parameter's state by its layout and ZeRO stage
+  // (ShardingStrategy), the buffers and the GEMM scratch as fixed, and
+  // scales its activations to the rest of the compiled step's memory: its
+  // replicated plan predicts exactly the analysis's peak.
+  const sharding::MeshSearchOptions &search = inputs.search;
+  double parameterStateBytes =
+      (TrainingStateBytes::kMasterBytesPerElement + search.computeWeightBytes +
+       search.gradientBytes + TrainingStateBytes::kOptimizerBytesPerElement) *
+      static_cast<double>(state.trainableElements);
+  calibration.fixedMemoryBytes =
+      static_cast<double>(state.buffers + memory->gemmScratchBytes);
+  calibration.activationPeakBytes =
+      std::max(1.0, static_cast<double>(memory->totalBytes()) -
+                        calibration.fixedMemoryBytes - parameterStateBytes);
+  calibration.estimate = std::move(*estimate);
+  return calibration;
 }
 
 struct SearchShardingPass
@@ -151,16 +238,42 @@ struct SearchShardingPass
 
 } // namespace
 
+FailureOr<ShardingCalibration>
+tessera::calibrateSharding(ModuleOp module,
+                           const SearchShardingOptions &options) {
+  auto error = [&](llvm::Error why) {
+    return module.emitError()
+           << "tess-search-sharding: " << llvm::toString(std::move(why));
+  };
+  Expected<SearchInputs> inputs = readOptions(module.getContext(), options);
+  if (!inputs)
+    return error(inputs.takeError());
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.isExternal())
+    return error(noForwardError());
+  if (!StringRef(options.calibration).trim().empty()) {
+    ShardingCalibration given;
+    if (llvm::Error wrong = readCalibration(options.calibration, given))
+      return error(std::move(wrong));
+    return given;
+  }
+  return measureCalibration(module, *inputs, options);
+}
+
 Expected<sharding::TrainingShardingPlan>
-tessera::searchSharding(ModuleOp module, const SearchShardingOptions &options) {
+tessera::searchSharding(ModuleOp module, const SearchShardingOptions &options,
+                        const ShardingCalibration &calibration) {
   Expected<SearchInputs> inputs = readOptions(module.getContext(), options);
   if (!inputs)
     return inputs.takeError();
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward || forward.isExternal())
-    return searchError("the module has no @forward with a body (the search "
-                       "plans the forward function, before "
-                       "tess-build-training)");
+    return noForwardError();
+  sharding::MeshSearchOptions &search = inputs->search;
+  search.trainingComputeSeconds = calibration.trainingComputeSeconds;
+  search.optimizerSecondsPerElement = calibration.optimizerSecondsPerElement;
+  search.activationPeakBytes = calibration.activationPeakBytes;
+  search.fixedMemoryBytes = calibration.fixedMemoryBytes;
 
   // Priced at the compute type: the forward's own values, retyped for the
   // search and restored after it.
@@ -185,16 +298,6 @@ tessera::searchSharding(ModuleOp module, const SearchShardingOptions &options) {
   return plan;
 }
 
-std::string
-tessera::shardingCalibrationText(const sharding::MeshSearchOptions &options) {
-  std::string text;
-  for (const CalibrationField &field : kCalibrationFields)
-    text += llvm::formatv("{0}{1}={2}", text.empty() ? "" : ",", field.key,
-                          llvm::format("%.17g", options.*(field.value)))
-                .str();
-  return text;
-}
-
 void SearchShardingPass::runOnOperation() {
   ModuleOp module = getOperation();
   SearchShardingOptions options;
@@ -206,8 +309,15 @@ void SearchShardingPass::runOnOperation() {
   options.searchTimeout = searchTimeout;
   options.precision = precision;
   options.calibration = calibration;
+  options.loss = loss;
+  options.vocabularyMultiple = vocabularyMultiple;
+  options.logitsBlockBytes = logitsBlockBytes;
+  FailureOr<ShardingCalibration> calibrated =
+      calibrateSharding(module, options);
+  if (failed(calibrated))
+    return signalPassFailure();
   Expected<sharding::TrainingShardingPlan> plan =
-      searchSharding(module, options);
+      searchSharding(module, options, *calibrated);
   if (!plan) {
     module.emitError() << "tess-search-sharding: "
                        << llvm::toString(plan.takeError());

@@ -1,7 +1,6 @@
 """Reruns one phase of a compile with tessera-opt, from the pipeline tesserac
-printed for it under --print-phase-pipelines: a pipeline whose options hold
-numbers tesserac measured (the search's calibration) is taken as printed
-rather than retyped in the test.
+printed for it under --print-phase-pipelines: the pipeline is taken as
+printed (every option with its value) rather than retyped in the test.
 
 usage: rerun_phase.py PIPELINES.txt PHASE INPUT.mlir OUTPUT.mlir
 

@@ -5,6 +5,8 @@
 // RUN: tessera-opt %t/fit.mlir --tess-search-sharding='mesh=4 memory-limit=1000' -verify-diagnostics
 // RUN: tessera-opt %t/options.mlir --tess-search-sharding='mesh=4 zero=5' -verify-diagnostics
 // RUN: tessera-opt %t/forward.mlir --tess-search-sharding='mesh=4' -verify-diagnostics
+// RUN: tessera-opt %t/calibration.mlir --tess-search-sharding='mesh=4 calibration=compute=x' -verify-diagnostics
+// RUN: tessera-opt %t/step.mlir --tess-search-sharding='mesh=4 loss=ctc' -verify-diagnostics
 
 // Each file is one error of tess-search-sharding, each naming what is wrong.
 
@@ -69,4 +71,28 @@ module {
 // tess-build-training it is too late to plan.
 // expected-error@below {{tess-search-sharding: the module has no @forward with a body}}
 module {
+}
+
+//--- calibration.mlir
+// Tests that a calibration given as text must be the four numbers.
+// expected-error@below {{tess-search-sharding: calibration 'compute=x': expected compute=S,optimizer=S,activations=B,fixed=B with numbers >= 0, got 'compute=x'}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- step.mlir
+// Tests that without a calibration the search measures the step it builds
+// from @forward with its options: a loss tess-build-training does not know
+// fails there, with its error.
+// expected-error@below {{tess-build-training: loss must be causal-lm or mlm, got 'ctc'}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
 }

@@ -2,6 +2,7 @@
 // RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10' --tess-build-training | FileCheck %s --check-prefix=STEP
 // RUN: tessera-opt %s --tess-search-sharding='calibration=compute=10' | FileCheck %s --check-prefix=ONE
 // RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10 zero=1 shard=head=dp' | FileCheck %s --check-prefix=PINNED
+// RUN: tessera-opt %s --tess-fit-memory --tess-search-sharding='mesh=4' | FileCheck %s --check-prefix=MEASURED
 
 // Tests that the search plans @forward in place and writes its decision as
 // IR: the module's mesh and #tess.plan, on every op its strategy and the
@@ -33,6 +34,14 @@
 // PINNED: tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>, zero = 1>
 // PINNED: tess.parameter "head.weight" trainable {tess.planned = #tess.planned<strategy = "[-, -] ZeRO-1", results = [#tess.layout<[-, -]>], state = #tess.layout<[dp, -]>, zero = 1, zero_axes = [dp]>}
 // PINNED: tess.linear %{{.*}} {tess.planned = #tess.planned<strategy = "dp: data-parallel", {{.*}}>}
+// Tests that without `calibration` the search is calibrated by the module
+// itself: the step built from @forward for one device (measured on a copy:
+// the forward stays the forward), whose few microseconds of compute are not
+// worth dividing over 4 devices: every op replicated.
+// MEASURED: module attributes {tess.mesh = #tess.mesh<dp = 4>, tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>>}
+// MEASURED-NOT: @forward_backward
+// MEASURED: tess.embedding %{{.*}} {tess.planned = #tess.planned<strategy = "replicated"
+// MEASURED: tess.linear %{{.*}} {tess.planned = #tess.planned<strategy = "replicated"
 module {
   func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x512xf32> {
     %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
