@@ -18,6 +18,8 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+
 using namespace mlir;
 
 namespace tessera {
@@ -181,29 +183,84 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
   // A mesh program's gradient pending over mesh axes (not a pipeline's,
   // whose driver sums them whole): the driver shards that parameter's
   // masters and moments over the axes' group (runtime/train/MeshZero.h),
-  // and keeps a whole f32 mirror for the step when it reads f32.
+  // and keeps a whole f32 mirror for the step when it reads f32. When any
+  // pending gradient is ZeRO-2's (tess.zero_stage), the driver keeps every
+  // pending gradient as its shard too, the step writing them whole into a
+  // ring of bucket places that each bucket leaves once reduce-scattered.
   auto module = forwardBackward->getParentOfType<ModuleOp>();
   tess::MeshAttr mesh = module ? tess::MeshAttr::lookup(module) : nullptr;
   bool meshZero = mesh && module && !module->hasAttr("tess.pipeline");
   llvm::StringMap<int64_t> stateShards;
+  struct PendingGradient {
+    int64_t bytes, elements, group;
+  };
+  SmallVector<PendingGradient> pending;
+  bool shardsGradients = false;
+  // The driver's buckets never hold a complete gradient, so each run of
+  // pending gradients between complete ones (in the program's order) is
+  // bucketed apart; the largest run, or default bucket, is the ring's
+  // place when the step writes the buckets one after another.
+  int64_t run = 0, largestRun = 0;
   for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
     Attribute gradient = forwardBackward.getResultAttr(i, "tess.gradient");
     if (!gradient)
       continue;
-    FailureOr<int64_t> bytes =
-        storedBytes(forwardBackward.getResultTypes()[i], "gradient", i);
+    Type type = forwardBackward.getResultTypes()[i];
+    FailureOr<int64_t> bytes = storedBytes(type, "gradient", i);
     if (failed(bytes))
       return failure();
-    state.gradients += *bytes;
     auto name = dyn_cast<StringAttr>(gradient);
     auto layout = forwardBackward.getResultAttrOfType<tess::LayoutAttr>(
         i, "tess.layout");
-    if (!meshZero || !name || !layout || layout.getPartial().empty())
+    if (!meshZero || !name || !layout || layout.getPartial().empty()) {
+      state.gradients += *bytes;
+      run = 0;
       continue;
+    }
     int64_t group = 1;
     for (StringAttr axis : layout.getPartial())
       group *= mesh.axisSize(axis.getValue()).value_or(1);
     stateShards[name.getValue()] = group;
+    pending.push_back({*bytes, elementsOf(type), group});
+    run += elementsOf(type);
+    largestRun = std::max(largestRun, run);
+    auto stage = forwardBackward.getResultAttrOfType<IntegerAttr>(
+        i, "tess.zero_stage");
+    shardsGradients |= stage && stage.getInt() == 2;
+  }
+  // What the driver keeps of the pending gradients: whole (ZeRO-1), or
+  // the rank's shard, kept in f32 when it sums several micro-batches
+  // (counted as accumulators below), beside the ring (ZeRO-2).
+  int64_t pendingBytes = 0, pendingElements = 0, shardElements = 0;
+  for (const PendingGradient &gradient : pending) {
+    pendingBytes += gradient.bytes;
+    pendingElements += gradient.elements;
+    shardElements += gradient.elements / gradient.group;
+    if (!shardsGradients)
+      state.gradients += gradient.bytes;
+    else if (microBatches == 1)
+      state.gradients += gradient.bytes / gradient.group;
+  }
+  if (shardsGradients && pendingElements > 0) {
+    // The ring: the largest run of pending gradients, at most a default
+    // bucket (more when the step writes buckets whose places then overlap
+    // in time: a tied embedding's gradient, written last), the reduced
+    // block of one rank and, summing 16-bit gradients over micro-batches,
+    // a bucket widened to f32.
+    const int64_t elementBytes = pendingBytes / pendingElements;
+    const int64_t ringElements =
+        std::min(largestRun, TrainingStateBytes::kDefaultBucketElements);
+    const int64_t blockElements = ringElements / pending.front().group;
+    state.gradientRing = ringElements * elementBytes;
+    if (microBatches == 1) {
+      state.gradientRing += blockElements * elementBytes;
+    } else {
+      state.gradientRing +=
+          blockElements * TrainingStateBytes::kAccumulatorBytesPerElement;
+      if (elementBytes != TrainingStateBytes::kAccumulatorBytesPerElement)
+        state.gradientRing +=
+            ringElements * TrainingStateBytes::kAccumulatorBytesPerElement;
+    }
   }
   int64_t stateElements = 0;
   for (unsigned i = 0, e = forwardBackward.getNumArguments(); i < e; ++i) {
@@ -230,9 +287,13 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
   // The driver sums micro-batches in fp32 accumulators; with one micro-batch
   // it reads the step's gradients directly (widening bf16/fp16 to f32 is
   // exact), so no accumulator exists.
+  // Under a mesh plan's ZeRO-2 the pending gradients' f32 sums are the
+  // rank's shards of them.
   if (microBatches > 1)
     state.accumulators =
-        TrainingStateBytes::kAccumulatorBytesPerElement * elements;
+        TrainingStateBytes::kAccumulatorBytesPerElement *
+        (shardsGradients ? elements - pendingElements + shardElements
+                         : elements);
   return state;
 }
 
@@ -270,6 +331,8 @@ void printStepMemory(const StepMemory &memory, llvm::raw_ostream &os,
   line("gradients (compute precision)", state.gradients);
   if (state.accumulators)
     line("fp32 gradient accumulators", state.accumulators);
+  if (state.gradientRing)
+    line("ZeRO-2 gradient ring (estimated)", state.gradientRing);
   if (state.buffers)
     line("buffers", state.buffers);
   if (memory.gemmScratchBytes)

@@ -69,6 +69,9 @@ void printTrainingStepEstimate(const TrainingStepEstimate &estimate,
   memoryLine(os, "optimizer state (AdamW m, v)", state.optimizerState, total);
   if (state.accumulators)
     memoryLine(os, "gradient accumulators (fp32)", state.accumulators, total);
+  if (state.gradientRing)
+    memoryLine(os, "ZeRO-2 gradient ring (estimated)", state.gradientRing,
+               total);
   memoryLine(os, "buffers", state.buffers, total);
   memoryLine(os, "step arena (activations, temporaries)",
              memory.arenaBytes, total);

@@ -1282,6 +1282,18 @@ void LowerToEmitCPass::runOnOperation() {
     for (const ProgramTensor &parameter : info->parameters)
       partialAxes.push_back(
           (*mesh)->gradientPartialAxes.lookup(parameter.name));
+    // Which of the program's pending gradients the driver keeps as shards
+    // (ZeRO-2) rather than whole (ZeRO-1).
+    if (!*pipeline)
+      for (const ProgramTensor &parameter : info->parameters) {
+        const int32_t pending =
+            (*mesh)->gradientPartialAxes.lookup(parameter.name);
+        auto stage = (*mesh)->gradientZeroStages.find(parameter.name);
+        info->gradientZeroStages.push_back(
+            pending == 0                                    ? 0
+            : stage == (*mesh)->gradientZeroStages.end() ? 1
+                                                          : stage->second);
+      }
   }
 
   OpBuilder builder(module.getContext());

@@ -146,6 +146,10 @@ prepareMeshProgram(ModuleOp module, func::FuncOp step, bool pipelined) {
       for (unsigned axis : layout->partialAxes)
         axes |= int32_t(1) << axis;
       program.gradientPartialAxes[gradient.getValue()] = axes;
+      if (auto stage = step.getResultAttrOfType<IntegerAttr>(
+              index, sharding::kZeroStageAttrName))
+        program.gradientZeroStages[gradient.getValue()] =
+            static_cast<int32_t>(stage.getInt());
       completed.partialAxes.clear();
     }
     if (completed != parameter->second)

@@ -56,6 +56,10 @@ struct MeshProgram {
   /// Per parameter name, the mesh axes (a bit each, axis a as 1 << a) its
   /// gradient leaves as a pending partial sum over; absent: complete.
   llvm::StringMap<int32_t> gradientPartialAxes;
+  /// Per parameter name whose gradient is pending, the plan's ZeRO stage of
+  /// it (the result's tess.zero_stage: 1, or 2 when the driver keeps only
+  /// the gradient's shard); absent: 1.
+  llvm::StringMap<int32_t> gradientZeroStages;
 };
 
 /// std::nullopt for a module without a tess.mesh (one device). For a

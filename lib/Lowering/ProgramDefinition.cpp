@@ -197,6 +197,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
                                          info.parameterReadIntervals);
   std::string partialAxes = int32Table("tessera_gradient_partial_axes",
                                        info.gradientPartialAxes);
+  std::string zeroStages = int32Table("tessera_gradient_zero_stages",
+                                      info.gradientZeroStages);
 
   static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
                                           "TESSERA_LOSS_MLM"};
@@ -239,7 +241,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*offload_optimizer=*/" << (info.offloadOptimizer ? 1 : 0)
      << ",\n    /*gradient_write_positions=*/" << writePositions
      << ",\n    /*parameter_read_intervals=*/" << readIntervals
-     << ",\n    /*gradient_partial_axes=*/" << partialAxes << "}";
+     << ",\n    /*gradient_partial_axes=*/" << partialAxes
+     << ",\n    /*gradient_zero_stages=*/" << zeroStages << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",

@@ -61,6 +61,10 @@ struct ProgramInfo {
   /// (program.h's gradient_partial_axes); empty when none is, and for a
   /// pipelined program (its pipeline's table).
   std::vector<int32_t> gradientPartialAxes;
+  /// Per parameter, the plan's ZeRO stage of a gradient pending over mesh
+  /// axes (program.h's gradient_zero_stages: 1 or 2, 0 when complete);
+  /// empty when none is, and for a pipelined program.
+  std::vector<int32_t> gradientZeroStages;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).

@@ -100,11 +100,12 @@ void GradientReducer::onGradientReady(int32_t parameter) {
     throw CommError("gradient reducer: gradient " + std::to_string(parameter) +
                     " was reported ready twice in one step");
   parameterReady[index] = true;
-  // A kUnreduced parameter's gradient is complete as the step wrote it.
-  if (bucketOfParameter[index] < 0)
-    return;
-  --pendingInBucket[static_cast<size_t>(bucketOfParameter[index])];
-  launchReadyBuckets();
+  // A kUnreduced parameter's gradient is complete as the step wrote it;
+  // its write position still counts towards the ring's waits.
+  if (bucketOfParameter[index] >= 0) {
+    --pendingInBucket[static_cast<size_t>(bucketOfParameter[index])];
+    launchReadyBuckets();
+  }
   if (ring)
     followRing(parameter);
 }

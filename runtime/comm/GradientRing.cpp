@@ -88,7 +88,8 @@ GradientRing GradientRing::plan(const GradientLayout &layout,
       ring.reusing[static_cast<size_t>(first[b])].push_back(
           static_cast<int32_t>(b));
   }
-  ring.ringOffsets.assign(slots.size(), 0);
+  // A parameter in no bucket (kUnreduced) has no place in the ring.
+  ring.ringOffsets.assign(slots.size(), -1);
   for (size_t b = 0; b < count; ++b)
     for (int32_t p = buckets[b].firstParameter; p <= buckets[b].lastParameter;
          ++p)

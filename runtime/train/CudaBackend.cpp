@@ -338,7 +338,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
     // The ring the step writes, the reduced shard and the reduction's room.
     const GradientRing &ring = layout.gradientRing();
     const int64_t shardBytes = dtypeSize(gradientShardDtype());
-    gradients = DeviceBuffer(ring.elements * dtypeSize(computeDtype),
+    gradients = DeviceBuffer(ringElements() * dtypeSize(computeDtype),
                              "the ring of whole gradients");
     gradientShard = DeviceBuffer(layout.stateElements() * shardBytes,
                                  "the rank's shard of the gradients");
@@ -429,7 +429,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
       if (!readsComputeCopy(i))
         stepTensors[static_cast<size_t>(i)] = makeTensor(
             offload->mirrorOf(i), TESSERA_F32, program.parameters[i]);
-  gradientTensors = stepGradientTensors(gradients.get());
+  gradientTensors = stepGradientTensors(gradients.get(), wholeGradientsShard());
   // The clearing and the table's copy ran on the legacy default stream,
   // which the non-blocking training stream does not wait for.
   checkCuda(cudaDeviceSynchronize(), "preparing the training state");
@@ -676,6 +676,19 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
                     computeDtype, layout.totalElements(), micro == 0,
                     streamHandle),
                 "accumulating gradients");
+  // ZeRO-2 summing micro-batches: the gradients in no bucket, written whole
+  // into the ring, are added into the shard as accumulators would be.
+  if (accumulating() && shardsGradients()) {
+    auto *sums = static_cast<float *>(gradientShard.get());
+    auto *ring = static_cast<unsigned char *>(gradients.get());
+    for (const GradientRing::WholeGradient &whole :
+         layout.gradientRing().wholeGradients)
+      checkKernel(tessera_cuda_accumulate_gradients(
+                      sums + whole.shardOffset,
+                      ring + whole.ringOffset * dtypeSize(computeDtype),
+                      computeDtype, whole.count, micro == 0, streamHandle),
+                  "adding whole gradients into the shard");
+  }
   return loss;
 }
 

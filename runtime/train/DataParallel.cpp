@@ -153,6 +153,18 @@ ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
     for (int32_t i = 0; i < placed.size(); ++i)
       placement.offsets.push_back(ring->ringOffset(i));
     placement.elements = ring->totalElements();
+    // The gradients in no bucket are whole pieces of the shard.
+    for (const ParameterLayout::Piece &piece : placed.shard()) {
+      if (gradients.isReduced(piece.parameter))
+        continue;
+      const int64_t at = placement.elements + placement.wholeElements;
+      placement.offsets[static_cast<size_t>(piece.parameter)] = at;
+      placement.wholeGradients.push_back(
+          {piece.parameter, at, piece.stateOffset, piece.count});
+      placement.wholeElements +=
+          (piece.count + ParameterLayout::kSliceAlignment - 1) /
+          ParameterLayout::kSliceAlignment * ParameterLayout::kSliceAlignment;
+    }
     placement.largestBucket = ring->largestBucket();
     placement.largestBlock = ring->largestBucket() / gradients.shardCount();
     const std::vector<comm::GradientBucket> &buckets = gradients.buckets();
@@ -253,9 +265,10 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
                describeResidentState(backend.residentState()).c_str());
   if (shardsGradients)
     std::fprintf(stdout,
-                 "rank %d: gradient ring: %lld elements for %zu buckets "
+                 "%s: gradient ring: %lld elements for %zu buckets "
                  "(the largest %lld; the whole gradients %lld)\n",
-                 rank, static_cast<long long>(plan.ring->totalElements()),
+                 name.c_str(),
+                 static_cast<long long>(plan.ring->totalElements()),
                  plan.gradients.buckets().size(),
                  static_cast<long long>(plan.ring->largestBucket()),
                  static_cast<long long>(plan.gradients.totalElements()));

@@ -497,8 +497,8 @@ const std::vector<FlagSpec> &flagTable() {
        "forward and the backward pass read them; a pipeline over a stage "
        "mesh: 1 shards each stage's optimizer state over its dp group; a "
        "mesh plan with a ZeRO stage per parameter: 1 shards its ZeRO-1/2 "
-       "parameters' state over their group, 0 keeps it whole; "
-       "default: the program's, else 0)",
+       "parameters' state over their group, 2 their gradients too, 0 "
+       "keeps both whole; default: the program's, else 0)",
        [](TrainOptions &o, const std::string &flag, const std::string &v) {
          if (v == "0")
            o.zeroStage = 0;

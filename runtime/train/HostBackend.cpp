@@ -134,6 +134,10 @@ private:
     return flatView(reducedBlock.get(), gradientShardDtype(), 0, elements);
   }
   void foldBlock(int32_t bucket, void *) override;
+  /// ZeRO-2 summing micro-batches: adds the gradients in no bucket, which
+  /// the step wrote whole into the ring, into the shard.
+  void foldWholeGradients();
+  std::vector<float> wholeStaging;
   /// ZeRO-2: the micro-batch being run is the step's first (its reduced
   /// blocks replace the shard's sums instead of adding to them).
   bool firstMicroBatch = true;
@@ -193,7 +197,7 @@ HostBackend::HostBackend(const tessera_program &program,
     // The ring the step writes, the reduced shard and the reduction's room.
     const GradientRing &ring = layout.gradientRing();
     const int64_t shardBytes = dtypeSize(gradientShardDtype());
-    gradients = AlignedBuffer(ring.elements * dtypeSize(computeDtype));
+    gradients = AlignedBuffer(ringElements() * dtypeSize(computeDtype));
     gradientShard = AlignedBuffer(layout.stateElements() * shardBytes);
     reducedBlock = AlignedBuffer(ring.largestBlock * shardBytes);
     if (stagingElements() > 0)
@@ -223,7 +227,7 @@ HostBackend::HostBackend(const tessera_program &program,
                                   static_cast<int64_t>(dtypeSize(computeDtype)));
   if (mirrorElements() > 0)
     mirror = AlignedBuffer(mirrorElements() * dtypeSize(TESSERA_F32));
-  gradientTensors = stepGradientTensors(gradients.get());
+  gradientTensors = stepGradientTensors(gradients.get(), wholeGradientsShard());
   if (holdsShardOnly()) {
     // The optimizer covers the shard from the start; the step reads the
     // mirrors where it would read masters (ZeRO-3: gathered into rings).
@@ -380,6 +384,8 @@ double HostBackend::runMicroBatch(int64_t micro, float lossScale,
   double loss =
       callProgram(stepTensors.data(), bufferTensors.data(), &tokenTensor,
                   &targetTensor, lossScale, seed, gradientTensors.data());
+  if (shardsGradients() && accumulating())
+    foldWholeGradients();
   if (!accumulating() || shardsGradients())
     return loss;
   const int64_t elements = layout.totalElements();
@@ -463,6 +469,27 @@ tessera_tensor HostBackend::bucketForReduction(int32_t bucket, void *) {
   checkKernel(tessera_cpu_cast(&slot, &widened),
               "widening a bucket of gradients to f32");
   return widened;
+}
+
+void HostBackend::foldWholeGradients() {
+  auto *sums = static_cast<float *>(gradientShard.get());
+  for (const GradientRing::WholeGradient &whole :
+       layout.gradientRing().wholeGradients) {
+    tessera_tensor written =
+        flatView(gradients.get(), computeDtype, whole.ringOffset, whole.count);
+    float *sum = sums + whole.shardOffset;
+    // The first micro-batch's replaces the sum, a later one's is widened
+    // and added, as the accumulators of an unsharded gradient are.
+    wholeStaging.resize(static_cast<size_t>(whole.count));
+    float *widenedValues = firstMicroBatch ? sum : wholeStaging.data();
+    tessera_tensor widened =
+        flatView(widenedValues, TESSERA_F32, 0, whole.count);
+    checkKernel(tessera_cpu_cast(&written, &widened),
+                "converting gradients to f32");
+    if (!firstMicroBatch)
+      for (int64_t e = 0; e < whole.count; ++e)
+        sum[e] += widenedValues[e];
+  }
 }
 
 void HostBackend::foldBlock(int32_t bucket, void *) {

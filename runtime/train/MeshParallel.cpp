@@ -109,6 +109,7 @@ MeshLayout::MeshLayout(const tessera_program &program)
   whole.parameter_splits = nullptr;
   whole.buffer_splits = nullptr;
   whole.gradient_partial_axes = nullptr;
+  whole.gradient_zero_stages = nullptr;
 }
 
 TrainingState

@@ -4,6 +4,8 @@
 
 #include "TrainError.h"
 
+#include <algorithm>
+
 namespace tessera::train {
 
 int32_t meshZeroAxes(const tessera_program &program) {
@@ -39,21 +41,48 @@ tessera_comm *meshZeroComm(const comm::RankComms &comms, int32_t axes) {
        "communicator for (compile with --zero 0 or 3)");
 }
 
+int32_t meshZeroPlannedStage(const tessera_program &program) {
+  if (meshZeroAxes(program) == 0)
+    return 0;
+  int32_t stage = 1;
+  if (!program.gradient_zero_stages)
+    return stage;
+  for (int32_t p = 0; p < program.parameter_count; ++p) {
+    const int32_t mine = program.gradient_zero_stages[p];
+    const bool pending = program.gradient_partial_axes[p] != 0;
+    if (pending ? mine != 1 && mine != 2 : mine != 0)
+      fail(std::string("malformed program (a compiler bug): the gradient of "
+                       "'") +
+           program.parameters[p].name + "' has ZeRO stage " +
+           std::to_string(mine) +
+           (pending ? ", pending: 1 or 2" : ", complete: 0"));
+    stage = std::max(stage, mine);
+  }
+  return stage;
+}
+
 int32_t meshZeroStage(const tessera_program &program,
                       const TrainOptions &options) {
   const bool pending = meshZeroAxes(program) != 0;
+  const int32_t stage =
+      options.zeroStage < 0 ? meshZeroPlannedStage(program) : options.zeroStage;
+  if (pending && stage == 2 && !options.dumpGradientsFile.empty())
+    fail("--dump-grads: under ZeRO-2 the ranks hold only their shards of "
+         "the ZeRO-1/2 parameters' gradients (run with --zero 0 or 1 to "
+         "dump them)");
   if (options.zeroStage < 0)
-    return pending ? 1 : 0;
+    return stage;
   if (!pending && options.zeroStage > 0)
     fail("--zero " + std::to_string(options.zeroStage) +
          ": the driver's ZeRO shards the data-parallel ranks it launches; a "
          "partitioned program's sharding is the one it was compiled with");
-  if (options.zeroStage > 1)
+  if (options.zeroStage > 2)
     fail("--zero " + std::to_string(options.zeroStage) +
-         ": this program's plan leaves the optimizer state of its ZeRO-1/2 "
-         "parameters to the driver, which shards it (--zero 1, the "
-         "default) or keeps it whole (--zero 0); its other parameters' "
-         "sharding is the one it was compiled with");
+         ": this program's plan leaves the optimizer state and the "
+         "gradients of its ZeRO-1/2 parameters to the driver, which shards "
+         "both (--zero 2), the state only (--zero 1) or neither (--zero 0), "
+         "by default as the plan does; its other parameters' sharding is "
+         "the one it was compiled with");
   return options.zeroStage;
 }
 
@@ -66,10 +95,25 @@ DataParallelPlan planMeshZero(const tessera_program &program,
                          ? 0
                          : comm::GradientLayout::kUnreduced);
   DataParallelPlan plan =
-      planShardedGroups(program, groups, options, stage == 1 ? ranks : 1);
+      planShardedGroups(program, groups, options, stage >= 1 ? ranks : 1);
   // One micro-batch: the compute-precision gradients, as the step's own
   // all-reduce would have summed them; several: their f32 sums.
   plan.reduceAccumulators = options.gradientAccumulation > 1;
+  if (stage < 2)
+    return plan;
+  // ZeRO-2: every micro-batch's pending gradients are reduce-scattered as
+  // the step writes them, out of the ring.
+  if (!program.gradient_write_positions)
+    fail("--zero 2: this program does not record when its step writes each "
+         "gradient (program.h's gradient_write_positions), which the ring "
+         "of whole gradients is planned from; compile it again with this "
+         "tesserac, or run with --zero 1");
+  plan.ring = comm::GradientRing::plan(
+      plan.gradients,
+      std::vector<int32_t>(program.gradient_write_positions,
+                           program.gradient_write_positions +
+                               program.parameter_count));
+  plan.reduceAccumulators = false;
   return plan;
 }
 

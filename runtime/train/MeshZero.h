@@ -8,12 +8,26 @@
 // its weight whole on those axes but not its optimizer state, which no
 // step can hold: the step leaves its gradient a pending partial sum over
 // them (program.h's gradient_partial_axes), and the driver runs its
-// data-parallel ZeRO-1 (DataParallel.h) on the axes' communicator for those
+// data-parallel ZeRO (DataParallel.h) on the axes' communicator for those
 // parameters only (planShardedGroups: they are group 0, every other
 // parameter kUnreduced, in no bucket):
 //
-// - the pending gradients are reduce-scattered over the group, once per
-//   micro-batch (one a step) or once a step over their f32 sums;
+// - ZeRO-1 (a plan whose pending parameters are all ZeRO-1, or --zero 1):
+//   the pending gradients are written whole and reduce-scattered over the
+//   group, once per micro-batch (one a step) or once a step over their f32
+//   sums;
+// - ZeRO-2 (a plan with any ZeRO-2 parameter, program.h's
+//   gradient_zero_stages, or --zero 2): as the search prices it, a rank
+//   holds only its shard of the pending gradients. The step writes them
+//   whole into the ring of bucket places (gradient_ring.h), and each bucket
+//   is reduce-scattered as the step announces its last gradient and folded
+//   into the rank's compact gradient shard, every micro-batch (added in
+//   f32 over several). The complete gradients (kUnreduced) are whole
+//   pieces of that shard: the step writes them there itself, or, summing
+//   micro-batches, into places past the ring's that the backend adds into
+//   the shard after each micro-batch. The plan's ZeRO-1 parameters, if it
+//   has any, shard their gradients too (the ring covers every pending
+//   gradient): they hold less than the search priced, never more;
 // - each rank of the group holds 1/N of their masters and moments and
 //   updates that shard; the updated weights the step reads are
 //   all-gathered over the group after AdamW;
@@ -23,15 +37,15 @@
 //   (the shards differ), any other block on its first replica only;
 // - checkpoints gather the shards, then the blocks, into whole tensors.
 //
-// `--zero 0` keeps their state whole instead (the pending gradients
-// all-reduced over the group): the same plan's run without the driver's
-// sharding, which the sharded run equals bit for bit.
-//
-// A ZeRO-2 parameter runs as ZeRO-1 does here: its gradient stays whole
-// until the driver's reduce-scatter (the step writes it whole), so it saves
-// the optimizer state but not the gradient's memory that ZeRO-2 prices.
-// With one micro-batch a step the reduction is ZeRO-0's in the step, a sum
-// in rank order of the same addends: the same bits.
+// `--zero 0` keeps their state and gradients whole instead (the pending
+// gradients all-reduced over the group): the same plan's run without the
+// driver's sharding. With one micro-batch a step the sharded run equals it
+// bit for bit: the reduction is ZeRO-0's in the step, a sum in rank order
+// of the same addends. With several, ZeRO-1 sums the f32 sums over ranks
+// as --zero 0 does (the same bits) but ZeRO-2 sums over the ranks first
+// and the micro-batches second, --zero 0 the other way round: equal to f32
+// rounding. Under ZeRO-2 --dump-grads is refused (no rank holds the whole
+// gradients).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,16 +70,24 @@ int32_t meshZeroAxes(const tessera_program &program);
 /// axis's, or the world's for every axis. Throws TrainError otherwise.
 tessera_comm *meshZeroComm(const comm::RankComms &comms, int32_t axes);
 
+/// The ZeRO stage the plan runs its pending parameters with: 2 when any of
+/// them is ZeRO-2 (program.h's gradient_zero_stages), else 1; 0 without
+/// pending gradients. Throws TrainError for a table that gives a pending
+/// gradient a stage other than 1 or 2, or a complete one other than 0.
+int32_t meshZeroPlannedStage(const tessera_program &program);
+
 /// The ZeRO stage the driver runs the pending parameters with: the plan's
-/// (1: sharded), or --zero 0 (whole). Throws TrainError naming --zero for
-/// any other, or for any --zero of a program without pending gradients
-/// (its sharding is the one it was compiled with).
+/// (meshZeroPlannedStage), or --zero 0 (whole), 1 (the state sharded) or 2
+/// (the gradients too). Throws TrainError naming --zero for any other, or
+/// for any --zero of a program without pending gradients (its sharding is
+/// the one it was compiled with), and naming --dump-grads under stage 2 (no
+/// rank holds the whole gradients).
 int32_t meshZeroStage(const tessera_program &program,
                       const TrainOptions &options);
 
-/// The plan of a group of `ranks` for ZeRO stage `stage` (0 or 1): the
-/// pending parameters sharded (or all-reduced whole), the others
-/// kUnreduced.
+/// The plan of a group of `ranks` for ZeRO stage `stage` (0 to 2): the
+/// pending parameters sharded (or all-reduced whole), their gradients
+/// through a ring under stage 2, the others kUnreduced.
 DataParallelPlan planMeshZero(const tessera_program &program,
                               const TrainOptions &options, int32_t ranks,
                               int32_t stage);

@@ -111,10 +111,25 @@ public:
   /// ZeRO-2: where the step's whole gradients go (gradient_ring.h) and the
   /// transient room the reduction needs besides, in elements.
   struct GradientRingPlacement {
-    /// Per parameter, its gradient's first element in the ring.
+    /// Per parameter, its gradient's first element in the ring (a whole
+    /// gradient's: its place past the buckets' slots, below).
     std::vector<int64_t> offsets;
     /// The ring: its slots together.
     int64_t elements = 0;
+    /// A gradient in no bucket (a mesh program's complete one, beside the
+    /// pending ones the ring's buckets reduce: MeshZero.h), whole in the
+    /// shard at `shardOffset` (its piece's stateOffset). The step writes it
+    /// there itself when one micro-batch's gradients are what the optimizer
+    /// reads; when the shard sums micro-batches in f32 the step writes it
+    /// at `ringOffset`, past the buckets' slots (`wholeElements` more ring
+    /// elements, never reused), and the backend adds it into the shard
+    /// after every micro-batch.
+    struct WholeGradient {
+      int32_t parameter = 0;
+      int64_t ringOffset = 0, shardOffset = 0, count = 0;
+    };
+    std::vector<WholeGradient> wholeGradients;
+    int64_t wholeElements = 0;
     /// The largest bucket (what a bucket widened to f32 takes) and the
     /// largest block of one rank (what a reduce-scatter writes).
     int64_t largestBucket = 0;

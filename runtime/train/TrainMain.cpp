@@ -415,7 +415,7 @@ void Trainer::start() {
   const int32_t meshZeroGroup = mesh && !pipeline ? meshZeroAxes(program) : 0;
   const int32_t meshZero =
       meshZeroGroup != 0 ? meshZeroStage(program, options) : 0;
-  if (meshZero == 1)
+  if (meshZero >= 1)
     countedInNorm = meshZeroCountedInNorm(
         mesh->layout, program, mesh->comms.coordinates, meshZeroGroup);
   // Over a stage mesh a block counts in the norm on the first replica of
@@ -495,7 +495,8 @@ void Trainer::start() {
     }
     if (meshZeroGroup != 0) {
       // Against the rank's blocks: the driver's parameters' state is 1/N
-      // of theirs (under ZeRO-1), the others' whole.
+      // of theirs (under ZeRO-1 and 2; their gradients too under 2), the
+      // others' whole.
       int64_t pendingElements = 0, pendingCount = 0, blockElements = 0;
       for (int32_t p = 0; p < program.parameter_count; ++p) {
         blockElements += elementCount(program.parameters[p]);

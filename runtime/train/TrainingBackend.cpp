@@ -6,6 +6,7 @@
 
 #include "../cpu/DataTypes.h"
 
+#include <algorithm>
 #include <cstring>
 #include <regex>
 
@@ -138,16 +139,25 @@ int64_t TrainingBackend::stepCopyOffset(int32_t parameter,
 }
 
 std::vector<tessera_tensor>
-TrainingBackend::stepGradientTensors(void *base) const {
+TrainingBackend::stepGradientTensors(void *base, void *shard) const {
   if (!layout.gradientsSharded())
     return sliceTensors(base, computeDtype);
   std::vector<tessera_tensor> tensors;
   auto *bytes = static_cast<unsigned char *>(base);
   const std::vector<int64_t> &offsets = layout.gradientRing().offsets;
+  // An empty parameter has no place anywhere (offset -1): nothing is
+  // written through it.
   for (int32_t i = 0; i < program.parameter_count; ++i)
     tensors.push_back(makeTensor(
-        bytes + offsets[static_cast<size_t>(i)] * dtypeSize(computeDtype),
+        bytes + std::max<int64_t>(offsets[static_cast<size_t>(i)], 0) *
+                    dtypeSize(computeDtype),
         computeDtype, program.parameters[i]));
+  if (shard)
+    for (const ParameterLayout::GradientRingPlacement::WholeGradient &whole :
+         layout.gradientRing().wholeGradients)
+      tensors[static_cast<size_t>(whole.parameter)].data =
+          static_cast<unsigned char *>(shard) +
+          whole.shardOffset * dtypeSize(computeDtype);
   return tensors;
 }
 

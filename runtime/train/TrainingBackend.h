@@ -282,8 +282,12 @@ protected:
   /// Program-order descriptors of the slices of a flat buffer at `base`.
   std::vector<tessera_tensor> sliceTensors(void *base, int32_t dtype) const;
   /// What forward_backward writes per parameter: its slice of the flat
-  /// gradients at `base`, or under ZeRO-2 its place in the ring at `base`.
-  std::vector<tessera_tensor> stepGradientTensors(void *base) const;
+  /// gradients at `base`, or under ZeRO-2 its place in the ring at `base`,
+  /// a gradient in no bucket at its place in the gradient shard at `shard`
+  /// instead (nullptr: in the ring too, GradientRingPlacement's
+  /// WholeGradient).
+  std::vector<tessera_tensor> stepGradientTensors(void *base,
+                                                  void *shard = nullptr) const;
   /// What forward_backward reads per parameter: its slice of the masters at
   /// `masters` (f32), or of the compute copies at `copies`.
   std::vector<tessera_tensor> stepParameterTensors(void *masters,
@@ -379,8 +383,7 @@ public:
   /// ZeRO-2: the ring the step writes (its own element layout).
   FlatBuffer computeGradients() override {
     return {gradients.get(), computeDtype,
-            shardsGradients() ? layout.gradientRing().elements
-                              : layout.totalElements()};
+            shardsGradients() ? ringElements() : layout.totalElements()};
   }
   /// ZeRO-2: the rank's shard of the reduced gradients, placed like the
   /// masters.
@@ -426,7 +429,7 @@ public:
       const GradientRing &ring = layout.gradientRing();
       resident.gradients =
           layout.stateElements() * dtypeSize(gradientShardDtype());
-      resident.gradientRing = ring.elements * dtypeSize(computeDtype) +
+      resident.gradientRing = ringElements() * dtypeSize(computeDtype) +
                               stagingElements() * f32Bytes +
                               ring.largestBlock *
                                   dtypeSize(gradientShardDtype());
@@ -456,6 +459,19 @@ protected:
     return accumulating() && computeDtype != TESSERA_F32
                ? layout.gradientRing().largestBucket
                : 0;
+  }
+  /// ZeRO-2: elements of the ring the step writes: the buckets' slots, and
+  /// when the shard sums micro-batches the whole gradients' places past
+  /// them (GradientRingPlacement::WholeGradient).
+  int64_t ringElements() const {
+    const GradientRing &ring = layout.gradientRing();
+    return ring.elements + (accumulating() ? ring.wholeElements : 0);
+  }
+  /// ZeRO-2: where the step writes the gradients in no bucket: into the
+  /// shard (nullptr when in the ring: stepGradientTensors).
+  void *wholeGradientsShard() {
+    return shardsGradients() && !accumulating() ? gradientShard.get()
+                                                : nullptr;
   }
   /// ZeRO-2: bucket `bucket`'s whole gradients, its place in the ring.
   tessera_tensor ringPlace(int32_t bucket) {

@@ -43,6 +43,10 @@ struct TrainingStateBytes {
   static constexpr int64_t kOptimizerBytesPerElement = 8;
   /// The fp32 gradient accumulators of a step of several micro-batches.
   static constexpr int64_t kAccumulatorBytesPerElement = 4;
+  /// The elements of the driver's default gradient bucket (--bucket-mb 25
+  /// of f32 elements, runtime/train/Flags.h): what a ZeRO-2 ring holds at
+  /// least when the pending gradients are larger.
+  static constexpr int64_t kDefaultBucketElements = (int64_t(25) << 20) / 4;
 
   int64_t trainableElements = 0;
   int64_t masterWeights = 0;
@@ -52,9 +56,20 @@ struct TrainingStateBytes {
   /// masters instead has its casts in the arena.
   int64_t computeCopies = 0;
   int64_t optimizerState = 0;
-  /// The results marked tess.gradient, in the type the step writes them.
+  /// The results marked tess.gradient, in the type the step writes them;
+  /// under a mesh plan's ZeRO-2 the pending ones as the rank's shards
+  /// (with several micro-batches their f32 sums, in `accumulators`).
   int64_t gradients = 0;
   int64_t accumulators = 0;
+  /// A mesh plan's ZeRO-2: the driver's transient room for the whole
+  /// pending gradients the step writes (runtime/train/MeshZero.h) and one
+  /// rank's reduced block. An estimate: the largest run of pending
+  /// gradients between complete ones, at most a default bucket, which is
+  /// the run's ring when the step writes its buckets one after another (the
+  /// run's ring is larger when buckets are busy at once: a tied embedding's
+  /// gradient, written last, or a replicated step's pending gradients,
+  /// scaled at its end).
+  int64_t gradientRing = 0;
   /// The non-trained initializers (tess.buffer) the step reads.
   int64_t buffers = 0;
   /// The f32 parameters the step reads as their masters (an untied
@@ -64,7 +79,7 @@ struct TrainingStateBytes {
 
   int64_t total() const {
     return masterWeights + computeCopies + optimizerState + gradients +
-           accumulators + buffers;
+           accumulators + gradientRing + buffers;
   }
   /// The executable's `--offload optimizer` (runtime/train/
   /// OptimizerOffload.h): the fp32 masters and AdamW's moments move to
@@ -74,7 +89,7 @@ struct TrainingStateBytes {
   int64_t offloadedToHost() const { return masterWeights + optimizerState; }
   int64_t offloadedTotal() const {
     return computeCopies + masterReadWeights + gradients + accumulators +
-           buffers;
+           gradientRing + buffers;
   }
 };
 

@@ -11,6 +11,12 @@
 //                                                     as the op leaves it)
 //   result     tess.layout = #tess.layout<[-, tp] partial(dp)>  (what a rank
 //                                                     returns)
+//              tess.zero_stage = 2  (a gradient pending over its parameter's
+//                                    ZeRO axes: the plan's ZeRO stage, 1 or
+//                                    2, of the parameter, which says whether
+//                                    the driver keeps the whole gradient or
+//                                    only its shard: runtime/train/
+//                                    MeshZero.h)
 // A value without an attribute is replicated. The layouts are complete: the
 // partitioner needs no propagation, only each op's local rule (its
 // ShardingInterface, Tess/IR/TessShardingLabels.h) to see what its operands
@@ -34,6 +40,7 @@ inline constexpr llvm::StringLiteral kMeshAttrName = "tess.mesh";
 inline constexpr llvm::StringLiteral kLayoutAttrName = "tess.layout";
 inline constexpr llvm::StringLiteral kLayoutsAttrName = "tess.layouts";
 inline constexpr llvm::StringLiteral kPlanAttrName = "tess.plan";
+inline constexpr llvm::StringLiteral kZeroStageAttrName = "tess.zero_stage";
 
 /// The attribute form of `mesh`, and back.
 tess::MeshAttr meshAttr(mlir::MLIRContext *context,

@@ -28,7 +28,9 @@
 //    `stateLayout` under ZeRO-3 (the shard the optimizer updates), else in
 //    its `computeLayout`, under ZeRO 1-2 a pending partial sum over the
 //    ZeRO axes: the driver, which holds the optimizer state, reduce-
-//    scatters it into its shard (runtime/train/MeshZero.h).
+//    scatters it into its shard (runtime/train/MeshZero.h), the
+//    parameter's stage on the result (tess.zero_stage: under ZeRO-2 the
+//    driver keeps only the gradient's shard).
 //
 // What the partitioner cannot express, and what is written instead (each a
 // line of the report):
@@ -412,6 +414,15 @@ SmallVector<TensorLayout> PlanAnnotator::resultLayouts() {
       if (sharding::fitsShape(planned, tensorType(returned).getShape(), mesh))
         layout = planned;
     }
+    // Whether the driver keeps a pending gradient whole (ZeRO-1) or only
+    // its shard (ZeRO-2).
+    step.removeResultAttr(index, StringAttr::get(step.getContext(),
+                                                 sharding::kZeroStageAttrName));
+    if (!layout.partialAxes.empty())
+      step.setResultAttr(
+          index, sharding::kZeroStageAttrName,
+          IntegerAttr::get(IntegerType::get(step.getContext(), 64),
+                           found->second->zeroStage));
     results.push_back(layout);
   }
   return results;

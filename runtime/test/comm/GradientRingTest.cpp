@@ -108,3 +108,21 @@ TEST(GradientRingTest, RefusesPositionsThatDoNotFit) {
         << error.what();
   }
 }
+
+// Tests that a parameter in no bucket (a mesh program's complete gradient,
+// kUnreduced) has no place in the ring but still its write position, and
+// that the buckets around it are placed as if it were not there.
+TEST(GradientRingTest, UnreducedParametersHaveNoPlace) {
+  constexpr int32_t kOut = GradientLayout::kUnreduced;
+  GradientLayout layout = GradientLayout::plan(
+      {128, 128, 128}, 128, /*shardCount=*/2, 128, {0, kOut, 0});
+  ASSERT_EQ(layout.buckets().size(), 2u);
+  GradientRing ring = GradientRing::plan(layout, {2, 1, 0});
+  EXPECT_EQ(ring.ringOffset(1), -1);
+  EXPECT_EQ(ring.writePosition(1), 1);
+  EXPECT_EQ(ring.gradientsAt(1), 1);
+  EXPECT_GE(ring.ringOffset(0), 0);
+  EXPECT_GE(ring.ringOffset(2), 0);
+  // Written one after another, the two buckets share one place.
+  EXPECT_EQ(ring.totalElements(), ring.largestBucket());
+}

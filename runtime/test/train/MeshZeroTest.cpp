@@ -82,19 +82,44 @@ TEST(MeshZero, TwoGroupsAreRefused) {
             std::string::npos);
 }
 
-// Tests --zero: the plan's sharding by default, 0 keeps the state whole,
-// 2 and 3 are refused; and any --zero of a program without pending
-// gradients is refused (its sharding is compiled).
+// Tests --zero: the plan's sharding by default (2 when a pending gradient
+// is ZeRO-2's), 0 keeps the state whole, 1 and 2 shard it, 3 is refused,
+// and so is --dump-grads under ZeRO-2; and any --zero of a program without
+// pending gradients is refused (its sharding is compiled).
 TEST(MeshZero, StageFromTheFlag) {
   PendingProgram mesh;
   TrainOptions options;
   EXPECT_EQ(meshZeroStage(mesh.program, options), 1);
+  int32_t stages[3] = {1, 0, 2};
+  mesh.program.gradient_zero_stages = stages;
+  EXPECT_EQ(meshZeroPlannedStage(mesh.program), 2);
+  EXPECT_EQ(meshZeroStage(mesh.program, options), 2);
+  options.dumpGradientsFile = "grads.safetensors";
+  EXPECT_NE(failureOf([&] { meshZeroStage(mesh.program, options); })
+                .find("--dump-grads: under ZeRO-2 the ranks hold only their "
+                      "shards"),
+            std::string::npos);
+  options.zeroStage = 1;
+  EXPECT_EQ(meshZeroStage(mesh.program, options), 1);
+  options.dumpGradientsFile.clear();
   options.zeroStage = 0;
   EXPECT_EQ(meshZeroStage(mesh.program, options), 0);
-  options.zeroStage = 2;
+  stages[1] = 2;
+  EXPECT_NE(failureOf([&] { meshZeroPlannedStage(mesh.program); })
+                .find("malformed program (a compiler bug): the gradient of "
+                      "'b' has ZeRO stage 2, complete: 0"),
+            std::string::npos);
+  stages[1] = 0;
+  stages[2] = 3;
+  EXPECT_NE(failureOf([&] { meshZeroPlannedStage(mesh.program); })
+                .find("the gradient of 'c' has ZeRO stage 3, pending: 1 or 2"),
+            std::string::npos);
+  stages[2] = 1;
+  options.zeroStage = 3;
   EXPECT_NE(failureOf([&] { meshZeroStage(mesh.program, options); })
-                .find("--zero 2: this program's plan leaves the optimizer "
-                      "state of its ZeRO-1/2 parameters to the driver"),
+                .find("--zero 3: this program's plan leaves the optimizer "
+                      "state and the gradients of its ZeRO-1/2 parameters "
+                      "to the driver"),
             std::string::npos);
   mesh.program.gradient_partial_axes = nullptr;
   options.zeroStage = 1;
@@ -146,6 +171,48 @@ TEST(MeshZero, PendingParametersAreShardedTheOthersWhole) {
   EXPECT_FALSE(plan.gradients.isReduced(1));
   EXPECT_TRUE(plan.gradients.isReduced(0));
   EXPECT_FALSE(planMeshZero(mesh.program, options, 2, 0).sharded);
+}
+
+// Tests the ZeRO-2 plan of 2 ranks: the pending gradients reduced out of a
+// ring (one slot: both are written at once), "b", in no bucket, whole in
+// each rank's gradient shard at its state's place, written past the ring's
+// slots when micro-batches are summed; and that a program that does not
+// record its gradients' write positions is refused.
+TEST(MeshZero, ZeroTwoShardsThePendingGradients) {
+  PendingProgram mesh;
+  int32_t positions[3] = {0, 0, 0};
+  mesh.program.gradient_write_positions = positions;
+  TrainOptions options;
+  DataParallelPlan plan = planMeshZero(mesh.program, options, 2, 2);
+  ASSERT_TRUE(plan.ring.has_value());
+  EXPECT_FALSE(plan.reduceAccumulators);
+  EXPECT_EQ(plan.ring->ringOffset(1), -1);
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    const ParameterLayout placed = plan.rankLayout(rank);
+    ASSERT_TRUE(placed.gradientsSharded());
+    const ParameterLayout::GradientRingPlacement &ring = placed.gradientRing();
+    EXPECT_EQ(ring.elements, plan.ring->totalElements());
+    ASSERT_EQ(ring.wholeGradients.size(), 1u);
+    const auto &whole = ring.wholeGradients[0];
+    EXPECT_EQ(whole.parameter, 1);
+    EXPECT_EQ(whole.count, 4);
+    EXPECT_EQ(whole.ringOffset, ring.elements);
+    EXPECT_EQ(ring.offsets[1], ring.elements);
+    EXPECT_EQ(ring.wholeElements, ParameterLayout::kSliceAlignment);
+    auto piece = std::find_if(
+        placed.shard().begin(), placed.shard().end(),
+        [](const ParameterLayout::Piece &p) { return p.parameter == 1; });
+    ASSERT_NE(piece, placed.shard().end());
+    EXPECT_EQ(whole.shardOffset, piece->stateOffset);
+    // The gradient shard holds half the pending gradients (padded) and
+    // "b" whole.
+    EXPECT_LT(placed.stateElements(), 256 + 384);
+  }
+  mesh.program.gradient_write_positions = nullptr;
+  EXPECT_NE(failureOf([&] { planMeshZero(mesh.program, options, 2, 2); })
+                .find("--zero 2: this program does not record when its "
+                      "step writes each gradient"),
+            std::string::npos);
 }
 
 // Tests the norm's counting: a pending parameter's shard on every rank of

@@ -1,5 +1,6 @@
 // RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10 zero=1 shard=head=dp' --tess-build-training --tess-annotate-from-plan | FileCheck %s
 // RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10 zero=1 shard=head=dp' --tess-build-training --tess-annotate-from-plan --tess-partition-spmd | FileCheck %s --check-prefix=PARTITIONED
+// RUN: tessera-opt %s --tess-search-sharding='mesh=4 calibration=compute=10 zero=2 shard=head=dp' --tess-build-training --tess-annotate-from-plan --tess-partition-spmd | FileCheck %s --check-prefix=ZERO2
 
 // Tests that the plan the step's ops carry from tess-search-sharding becomes
 // the partitioner's layouts, nothing matched by name or shape: the token ids
@@ -11,6 +12,7 @@
 // CHECK-NOT: tess.planned
 // CHECK-LABEL: func.func @forward_backward(
 // CHECK-SAME: {tess.input = "input_ids", tess.layout = #tess.layout<[dp, -]>}
+// CHECK-SAME: {tess.gradient = "head.weight", tess.layout = #tess.layout<[-, -] partial(dp)>, tess.zero_stage = 1 : i64}
 // CHECK: tess.embedding %{{.*}} {tess.layouts = [#tess.layout<[dp, -, -]>]}
 // CHECK: tess.linear %{{.*}} {tess.layouts = [#tess.layout<[dp, -, -]>]}
 // CHECK: tess.cross_entropy
@@ -19,6 +21,14 @@
 
 // Tests that the annotation is one tess-partition-spmd runs.
 // PARTITIONED: tess.partitioned
+
+// Tests that a pending gradient carries its parameter's ZeRO stage, through
+// the partitioner, for the driver (ZeRO-2: it keeps only the gradient's
+// shard).
+// ZERO2-LABEL: func.func @forward_backward(
+// ZERO2-SAME: {tess.gradient = "head.weight", tess.layout = #tess.layout<[-, -] partial(dp)>, tess.zero_stage = 2 : i64}
+// ZERO2-SAME: {tess.gradient = "head.bias", tess.layout = #tess.layout<[-] partial(dp)>, tess.zero_stage = 2 : i64}
+// ZERO2-SAME: tess.partitioned
 module {
   func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x512xf32> {
     %wte = tess.parameter "wte" trainable : tensor<512x64xf32>

@@ -166,6 +166,62 @@ TEST(StepMemory, ComputeCopiesAreStateBesideTheMasters) {
             state->total() + state->masterReadWeights);
 }
 
+// Tests a mesh plan's ZeRO-1/2 gradients (pending over dp, the driver's
+// runtime/train/MeshZero.h): their masters and moments are the rank's
+// quarter, an f32 mirror of each whole beside them; with a ZeRO-2 one
+// (tess.zero_stage) every pending gradient is the rank's quarter too (its
+// f32 sums with several micro-batches), beside a ring of the largest run of
+// pending gradients and one reduced block; without, every gradient whole.
+TEST(StepMemory, MeshZeroTwoHoldsTheGradientsShard) {
+  mlir::MLIRContext context;
+  context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
+  auto parse = [&](const std::string &stages) {
+    return mlir::parseSourceString<mlir::ModuleOp>(
+        R"mlir(
+    module attributes {tess.mesh = #tess.mesh<dp = 4>} {
+      func.func @forward_backward(
+          %w: tensor<16x8xf32> {tess.parameter = "w"},
+          %v: tensor<32xf32> {tess.parameter = "v"},
+          %b: tensor<16xf32> {tess.parameter = "b"})
+          -> (tensor<16x8xf32> {tess.gradient = "w", tess.layout = #tess.layout<[-, -] partial(dp)>)mlir" +
+            stages + R"mlir(},
+              tensor<32xf32> {tess.gradient = "v", tess.layout = #tess.layout<[-] partial(dp)>, tess.zero_stage = 1 : i64},
+              tensor<16xf32> {tess.gradient = "b"}) {
+        return %w, %v, %b : tensor<16x8xf32>, tensor<32xf32>, tensor<16xf32>
+      }
+    })mlir",
+        &context);
+  };
+  mlir::OwningOpRef<mlir::ModuleOp> zeroTwo =
+      parse(", tess.zero_stage = 2 : i64");
+  ASSERT_TRUE(zeroTwo);
+  auto step = zeroTwo->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  mlir::FailureOr<tessera::TrainingStateBytes> one =
+      tessera::trainingStateBytes(step, /*microBatches=*/1);
+  ASSERT_TRUE(mlir::succeeded(one));
+  const int64_t pending = 16 * 8 + 32;
+  EXPECT_EQ(one->masterWeights, 4 * (16 + pending / 4));
+  EXPECT_EQ(one->computeCopies, 4 * pending);
+  EXPECT_EQ(one->gradients, 4 * (16 + pending / 4));
+  EXPECT_EQ(one->accumulators, 0);
+  EXPECT_EQ(one->gradientRing, 4 * (pending + pending / 4));
+  mlir::FailureOr<tessera::TrainingStateBytes> two =
+      tessera::trainingStateBytes(step, /*microBatches=*/2);
+  ASSERT_TRUE(mlir::succeeded(two));
+  EXPECT_EQ(two->gradients, 4 * 16);
+  EXPECT_EQ(two->accumulators, 4 * (16 + pending / 4));
+  EXPECT_EQ(two->gradientRing, 4 * (pending + pending / 4));
+
+  mlir::OwningOpRef<mlir::ModuleOp> zeroOne = parse("");
+  ASSERT_TRUE(zeroOne);
+  step = zeroOne->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  one = tessera::trainingStateBytes(step, /*microBatches=*/1);
+  ASSERT_TRUE(mlir::succeeded(one));
+  EXPECT_EQ(one->masterWeights, 4 * (16 + pending / 4));
+  EXPECT_EQ(one->gradients, 4 * (16 + pending));
+  EXPECT_EQ(one->gradientRing, 0);
+}
+
 // Tests that the offloaded prediction leaves the default one alone and
 // takes the masters and moments of GPT-2 124M off the GPU: 12 of the 14
 // bytes a parameter holds in bf16 go, the casting step's f32 reads stay.

@@ -53,11 +53,14 @@ public:
     return bucketOffsets[static_cast<size_t>(bucket)];
   }
   /// Where parameter `parameter`'s gradient is in the ring: its bucket's
-  /// place, at its place in the bucket.
+  /// place, at its place in the bucket; -1 for a parameter in no bucket
+  /// (GradientLayout::kUnreduced), whose whole gradient the driver keeps
+  /// elsewhere.
   int64_t ringOffset(int32_t parameter) const {
     return ringOffsets[static_cast<size_t>(parameter)];
   }
-  /// The write position of parameter `parameter`'s gradient.
+  /// The write position of parameter `parameter`'s gradient (every
+  /// parameter's, in a bucket or not: the step announces them all).
   int32_t writePosition(int32_t parameter) const {
     return positions[static_cast<size_t>(parameter)];
   }

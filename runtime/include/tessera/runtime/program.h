@@ -331,6 +331,14 @@ typedef struct tessera_program {
    * holds the second split). A pipelined program's are its pipeline's
    * gradient_partial_axes. */
   const int32_t *gradient_partial_axes;
+
+  /* Per parameter, the plan's ZeRO stage of a gradient gradient_partial_axes
+   * leaves pending: 1, the driver sums it whole once a step; 2, it keeps
+   * only its shard, reduce-scattering the gradient per bucket as the step
+   * writes it (runtime/train/MeshZero.h); 0 for a complete gradient. NULL:
+   * every pending gradient is ZeRO-1's (a program compiled before the
+   * table, or without pending gradients). */
+  const int32_t *gradient_zero_stages;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),
