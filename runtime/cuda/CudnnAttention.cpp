@@ -53,6 +53,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "AttentionKernels.h"
+#include "CandidateTiming.h"
 #include "DataTypes.h"
 #include "HostSupport.h"
 #include "TensorAccess.h"
@@ -66,6 +67,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -442,47 +444,22 @@ void timeConfigurations(Plan &plan, const AttentionShape &shape,
                         cudnnHandle_t handle,
                         std::unordered_map<int64_t, void *> &pointers,
                         void *workspace, cudaStream_t stream) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  cudaCheck(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone)
+  std::optional<TimedCandidates> timing = timeCandidates(
+      static_cast<size_t>(plan.graph->get_execution_plan_count()),
+      [&](size_t i) {
+        return plan.graph
+            ->execute_plan_at_index(handle, pointers, workspace,
+                                    static_cast<int64_t>(i))
+            .is_good();
+      },
+      stream);
+  if (!timing)
     return;
-  constexpr int kTrials = 3;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  cudaCheck(cudaEventCreate(&start));
-  cudaCheck(cudaEventCreate(&stop));
-  int64_t count = plan.graph->get_execution_plan_count(), timed = 0;
-  float best = 0.0f, first = -1.0f;
-  for (int64_t i = 0; i < count; ++i) {
-    // A configuration that does not run (not built, or refused at launch)
-    // is skipped.
-    if (plan.graph->execute_plan_at_index(handle, pointers, workspace, i)
-            .is_bad())
-      continue;
-    cudaCheck(cudaEventRecord(start, stream));
-    bool ran = true;
-    for (int t = 0; t < kTrials && ran; ++t)
-      ran = plan.graph->execute_plan_at_index(handle, pointers, workspace, i)
-                .is_good();
-    cudaCheck(cudaEventRecord(stop, stream));
-    cudaCheck(cudaEventSynchronize(stop));
-    if (!ran)
-      continue;
-    float milliseconds = 0.0f;
-    cudaCheck(cudaEventElapsedTime(&milliseconds, start, stop));
-    milliseconds /= kTrials;
-    if (i == 0)
-      first = milliseconds;
-    if (timed++ == 0 || milliseconds < best) {
-      best = milliseconds;
-      plan.index = i;
-    }
-  }
-  cudaCheck(cudaEventDestroy(start));
-  cudaCheck(cudaEventDestroy(stop));
   plan.untimed = false;
-  if (timed == 0)
+  if (timing->timed == 0)
     cpu::fail("cuDNN attention " + shape.describe() +
               ": none of its configurations ran");
+  plan.index = static_cast<int64_t>(timing->fastest);
   int64_t bytes = 0;
   if (plan.graph->get_workspace_size_plan_at_index(plan.index, bytes)
           .is_good())
@@ -494,8 +471,11 @@ void timeConfigurations(Plan &plan, const AttentionShape &shape,
                "tessera: cuDNN attention %s: %lld of %lld configurations "
                "timed; the heuristic's first %.3f ms, the fastest (%s) "
                "%.3f ms\n",
-               shape.describe().c_str(), static_cast<long long>(timed),
-               static_cast<long long>(count), first, name.c_str(), best);
+               shape.describe().c_str(),
+               static_cast<long long>(timing->timed),
+               static_cast<long long>(plan.graph->get_execution_plan_count()),
+               timing->firstMilliseconds, name.c_str(),
+               timing->fastestMilliseconds);
 }
 
 /// Runs `shape`'s graph with `pointers`; false when cuDNN is off, absent

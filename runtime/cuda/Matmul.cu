@@ -39,6 +39,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CandidateTiming.h"
 #include "Common.cuh"
 #include "OperandChecks.h"
 
@@ -50,6 +51,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 using namespace tessera::cuda;
@@ -561,36 +563,16 @@ std::unique_ptr<GemmPlan> makeGemmPlan(cublasLtHandle_t handle,
 /// waits for an eager call (events cannot be waited on there).
 template <typename Launch>
 void chooseFastest(GemmPlan &plan, const Launch &launch, cudaStream_t stream) {
-  constexpr int kTrials = 3;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  cudaCheck(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone)
+  std::optional<TimedCandidates> timing = timeCandidates(
+      plan.candidates.size(),
+      [&](size_t i) {
+        return launch(plan.candidates[i].algo) == CUBLAS_STATUS_SUCCESS;
+      },
+      stream);
+  if (!timing)
     return;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  cudaCheck(cudaEventCreate(&start));
-  cudaCheck(cudaEventCreate(&stop));
-  float best = 0.0f;
-  bool timed = false;
-  for (size_t i = 0; i < plan.candidates.size(); ++i) {
-    const cublasLtMatmulHeuristicResult_t &candidate = plan.candidates[i];
-    if (launch(candidate.algo) != CUBLAS_STATUS_SUCCESS)
-      continue;
-    cudaCheck(cudaEventRecord(start, stream));
-    for (int t = 0; t < kTrials; ++t)
-      cublasCheck(launch(candidate.algo));
-    cudaCheck(cudaEventRecord(stop, stream));
-    cudaCheck(cudaEventSynchronize(stop));
-    float milliseconds = 0.0f;
-    cudaCheck(cudaEventElapsedTime(&milliseconds, start, stop));
-    // Ties keep the heuristic's order.
-    if (!timed || milliseconds < best) {
-      timed = true;
-      best = milliseconds;
-      plan.heuristic = candidate;
-    }
-  }
-  cudaCheck(cudaEventDestroy(start));
-  cudaCheck(cudaEventDestroy(stop));
+  if (timing->timed > 0)
+    plan.heuristic = plan.candidates[timing->fastest];
   plan.candidates.clear();
 }
 
