@@ -38,7 +38,8 @@ constexpr CompilePhaseInfo kPhases[] = {
      "canonicalize and fuse the forward graph into Transformer-level ops"},
     {CompilePhase::Search, "search",
      "fit the step's memory (recomputation, offload) and search the "
-     "sharding plan of a mesh, written on the forward's ops"},
+     "sharding plan of a mesh, written on the forward's ops; or search a "
+     "pipeline's plan"},
     {CompilePhase::Training, "training",
      "build the training step: autodiff, the loss, AdamW, the precision"},
     {CompilePhase::Plan, "plan", "write the module's #tess.plan"},
@@ -117,6 +118,25 @@ tessera::searchShardingOptions(const CompilePhaseOptions &options) {
   return search;
 }
 
+SearchPipelineOptions
+tessera::searchPipelineOptions(const CompilePhaseOptions &options) {
+  SearchPipelineOptions search;
+  search.cluster = options.cluster;
+  search.devices = options.pipelineDevices;
+  search.memoryLimit = options.memoryLimit;
+  search.stages = options.pipelineStages;
+  search.microBatches = options.pipelineMicroBatches;
+  search.schedule = options.pipelineSchedule;
+  search.remat = options.rematPin;
+  search.zero = options.zero;
+  search.tensorParallel = options.pipelineTensorParallel;
+  search.loss = options.loss;
+  search.precision = options.precision;
+  search.vocabularyMultiple = options.vocabularyMultiple;
+  search.logitsBlockBytes = options.logitsBlockBytes;
+  return search;
+}
+
 void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
                                 const CompilePhaseOptions &options) {
   switch (phase) {
@@ -127,6 +147,12 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
     buildImportCleanupPipeline(pm);
     return;
   case CompilePhase::Search:
+    // A pipeline's plan is one search: its stages' meshes, ZeRO-1, remat
+    // and micro-batches together.
+    if (options.searchPipeline) {
+      pm.addPass(createSearchPipeline(searchPipelineOptions(options)));
+      return;
+    }
     if (!options.search)
       return;
     // The recomputation and offload first: the search is calibrated by the

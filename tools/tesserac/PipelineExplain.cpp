@@ -1,17 +1,13 @@
 //===- PipelineExplain.cpp - the pipeline planner's flags and report ------===//
 
 #include "PipelineExplain.h"
-#include "CompiledPipelinePlan.h"
-#include "PassDiagnostics.h"
 
 #include "tessera/CostModel/DeviceMesh.h"
-#include "tessera/Driver/CompilePhases.h"
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/PipelineReport.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -93,60 +89,6 @@ bool requested() {
          tracePath.getNumOccurrences();
 }
 
-/// The training program of the model at `batch` samples; null after the
-/// error is printed.
-mlir::OwningOpRef<mlir::ModuleOp>
-buildProgram(StringRef inputPath, onnx_import::ImportOptions options,
-             int64_t batch, const BuildTrainingOptions &training,
-             mlir::MLIRContext &context) {
-  options.dims["batch"] = batch;
-  auto module = onnx_import::importOnnxModel(inputPath, options, context);
-  if (!module) {
-    fail(toString(module.takeError()));
-    return nullptr;
-  }
-  // The fusion and training phases, q/k/v apart: the stages' meshes plan
-  // the projections one column split each.
-  CompilePhaseOptions phases;
-  phases.loss = training.loss;
-  phases.precision = training.precision;
-  phases.vocabularyMultiple = training.vocabularyMultiple;
-  phases.packQkv = false;
-  mlir::PassManager passes(&context);
-  buildCompilePhase(passes, CompilePhase::Fusion, phases);
-  buildCompilePhase(passes, CompilePhase::Training, phases);
-  if (runPasses(passes, **module,
-                inputPath + ": building the training step failed"))
-    return nullptr;
-  return std::move(*module);
-}
-
-/// Scales the stage model's activations so that the whole program as one
-/// stage on one device, at `batch` samples and without recomputation,
-/// predicts the compiled step's peak: the search's estimate of every
-/// candidate is then calibrated to the analysis that decides the fit.
-/// False after printing the error.
-bool calibrateActivations(pipeline::ProgramProfile &profile,
-                          const pipeline::MegatronStageOracle &oracle,
-                          int64_t batch, CompiledStepMemory compiledMemory) {
-  std::optional<StepMemory> compiled =
-      compiledMemory(batch, pipeline::RematMode::None, /*microBatches=*/1);
-  if (!compiled)
-    return false;
-  pipeline::StageQuery whole;
-  whole.endUnit = profile.units.size();
-  whole.microBatchSamples = batch;
-  std::vector<pipeline::StageCost> plans = oracle.plans(whole);
-  if (plans.empty())
-    return true;
-  const pipeline::StageMemory &model = plans.front().memory;
-  double activations = model.total(1.0) - model.resident();
-  double measured = compiled->totalBytes() - model.resident();
-  if (activations > 0 && measured > 0)
-    profile.activationScale = measured / activations;
-  return true;
-}
-
 } // namespace
 
 bool rematRequested() { return remat.getNumOccurrences() > 0; }
@@ -206,14 +148,10 @@ bool pipelineSearchRequested() {
   return pipeline || pipelineDevices.getNumOccurrences();
 }
 
-int searchPipelinePlan(StringRef inputPath,
-                       const onnx_import::ImportOptions &options,
-                       const cost::Cluster &cluster,
-                       const BuildTrainingOptions &training,
-                       CompiledStepMemory compiledMemory,
-                       const PipelineSearchPins &pins,
-                       SearchedPipeline &searched) {
-  pipeline::SearchOptions &search = searched.search;
+int pipelineSearchOptions(const onnx_import::ImportOptions &options,
+                          const cost::Cluster &cluster,
+                          const PipelineSearchPins &pins,
+                          pipeline::SearchOptions &search) {
   auto batch = options.dims.find("batch");
   if (batch == options.dims.end())
     return fail("--pipeline: bind the global batch with --dim batch=B (the "
@@ -300,79 +238,29 @@ int searchPipelinePlan(StringRef inputPath,
                           perStage));
     search.stages = all / perStage;
   }
-
-  // The program at two batch sizes gives every cost at any micro-batch
-  // (UnitProfile.h says why not batch 1).
-  mlir::MLIRContext context;
-  PassDiagnostics diagnostics(context, inputPath.str());
-  constexpr int64_t firstBatch = 2;
-  auto first =
-      buildProgram(inputPath, options, firstBatch, training, context);
-  if (!first)
-    return 1;
-  auto second =
-      buildProgram(inputPath, options, firstBatch + 1, training, context);
-  if (!second)
-    return 1;
-  auto profile = pipeline::profileProgram(*first, *second, firstBatch);
-  if (!profile)
-    return fail(inputPath + ": " + toString(profile.takeError()));
-  searched.profile = std::move(*profile);
-  pipeline::MegatronStageOracle oracle(searched.profile, cluster);
-  if (!calibrateActivations(searched.profile, oracle, firstBatch,
-                            compiledMemory))
-    return 1;
-  auto plan = pipeline::searchPipeline(searched.profile, cluster, oracle,
-                                       search);
-  if (!plan)
-    return fail(inputPath + ": " + toString(plan.takeError()));
-  // On one device the plan is the step --target compiles (its micro-batches
-  // accumulated, --grad-accum): the arena analysis, not the stage model,
-  // decides whether it fits, as for --explain without --pipeline.
-  bool rematForced = search.remat.has_value();
-  while (plan->devices == 1 && plan->stages.size() == 1) {
-    pipeline::RematMode remat = plan->stages.front().remat;
-    searched.compiled =
-        compiledMemory(plan->microBatchSamples, remat, plan->microBatches);
-    if (!searched.compiled)
-      return 1;
-    double limit = cluster.device.memoryBytes;
-    if (searched.compiled->totalBytes() <= limit)
-      break;
-    if (rematForced || remat == pipeline::RematMode::Full)
-      return fail(formatv("{0}: the plan on one device needs {1:F2} GiB as "
-                          "compiled (its arena planned from liveness and the "
-                          "training state; the stage model said {2:F2}), "
-                          "more than the {3:F2} GiB of the device",
-                          inputPath, searched.compiled->totalBytes() / kGiB,
-                          plan->stages.front().cost.memory.total(
-                              plan->stages.front().inFlight) /
-                              kGiB,
-                          limit / kGiB));
-    search.remat = remat == pipeline::RematMode::None
-                       ? pipeline::RematMode::Selective
-                       : pipeline::RematMode::Full;
-    plan = pipeline::searchPipeline(searched.profile, cluster, oracle, search);
-    if (!plan)
-      return fail(inputPath + ": " + toString(plan.takeError()));
-  }
-  searched.plan = std::move(*plan);
   return 0;
 }
 
 std::optional<int> explainPipeline(StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,
-                                   const BuildTrainingOptions &training,
-                                   CompiledStepMemory compiledMemory,
+                                   ForwardAtBatch forwardAt,
+                                   const CompiledStepOptions &step,
                                    const PipelineSearchPins &pins,
                                    StringRef outputPath) {
   if (!requested() && !pins.plan)
     return std::nullopt;
-  SearchedPipeline searched;
-  if (int status = searchPipelinePlan(inputPath, options, cluster, training,
-                                      compiledMemory, pins, searched))
+  pipeline::SearchOptions search;
+  if (int status = pipelineSearchOptions(options, cluster, pins, search))
     return status;
+  auto searchError = [&](const Twine &message) {
+    fail(inputPath + ": " + message);
+  };
+  mlir::FailureOr<SearchedPipeline> found =
+      searchPipelinePlan(forwardAt, cluster, search, step, searchError);
+  if (failed(found))
+    return 1;
+  const SearchedPipeline &searched = *found;
   const pipeline::PipelinePlan &plan = searched.plan;
   pipeline::MegatronStageOracle oracle(searched.profile, cluster);
 
@@ -393,13 +281,12 @@ std::optional<int> explainPipeline(StringRef inputPath,
         cluster.device.memoryBytes / kGiB);
   // What --target and --emit=cpp compile for the same flags, or why they
   // refuse it.
-  Expected<CompiledPipelinePlan> compiled =
-      compiledPipelinePlan(plan, searched.profile);
+  mlir::MLIRContext context;
+  context.loadDialect<tess::TessDialect>();
+  Expected<tess::PlanAttr> compiled =
+      pipelinePlanAttribute(context, plan, searched.profile);
   if (compiled) {
-    mlir::MLIRContext context;
-    context.loadDialect<tess::TessDialect>();
-    output->os() << "Plan as compiled: "
-                 << mlir::Attribute(planAttribute(context, *compiled))
+    output->os() << "Plan as compiled: " << mlir::Attribute(*compiled)
                  << "\n";
   } else {
     output->os() << "Not compiled: " << toString(compiled.takeError())

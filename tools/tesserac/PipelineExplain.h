@@ -11,7 +11,7 @@
 // --emit=cpp build: tess-rematerialize applies it to every layer; and
 // --stages, --microbatches and --schedule there build a pipelined program
 // (stepPipeline). --pipeline (or --pipeline-devices) there compiles the
-// search's plan instead (searchPipelinePlan, CompiledPipelinePlan.h).
+// search's plan instead (tess-search-pipeline, CompiledPipelinePlan.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,7 @@
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/Remat.h"
 #include "tessera/Transforms/Passes.h"
+#include "tessera/Transforms/PipelinePlan.h"
 
 #include "llvm/Support/CommandLine.h"
 
@@ -69,14 +70,8 @@ struct StepPipeline {
 /// 1f1b); errors: --trace (the planner's), a non-positive count, an unknown
 /// schedule, or a global batch `batch` that the micro-batches do not
 /// divide. (With --pipeline the compile takes the search's plan instead:
-/// searchPipelinePlan.)
+/// tess-search-pipeline's.)
 llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
-
-/// The memory of the one-device step --target compiles for `batch` samples
-/// a micro-batch, `microBatches` of them a step, recomputing `remat`
-/// (tesserac's compiledStepMemory); nullopt after printing the error.
-using CompiledStepMemory = llvm::function_ref<std::optional<StepMemory>(
-    int64_t batch, pipeline::RematMode remat, int64_t microBatches)>;
 
 /// Whether --pipeline or --pipeline-devices asks for the search's plan:
 /// with --target or --emit=cpp, that plan is compiled.
@@ -91,45 +86,31 @@ struct PipelineSearchPins {
   /// --mesh M: every stage's mesh (axes dp and tp), which pins the stages'
   /// tensor-parallel degree and their count (the devices / M's).
   std::string stageMesh;
-  /// --explain --plan's pipelined plan as pins (CompiledPipelinePlan.h's
-  /// searchPinsOf): every choice forced, so the search returns that plan.
+  /// --explain --plan's pipelined plan as pins (PipelinePlan.h's
+  /// pipelineSearchPins): every choice forced, so the search returns that plan.
   std::optional<pipeline::SearchOptions> plan;
 };
 
-/// The search's plan and what it was found on.
-struct SearchedPipeline {
-  pipeline::SearchOptions search;
-  pipeline::ProgramProfile profile;
-  pipeline::PipelinePlan plan;
-  /// A plan on one device: its compiled step's memory, which decided it.
-  std::optional<StepMemory> compiled;
-};
-
-/// Imports the model at two batch sizes, builds its training step with
-/// `training` (tesserac's --loss, --precision, ...) and plans it on
-/// `cluster` with the pipeline flags and `pins` as constraints. A plan on
-/// one device is the step --target compiles: `compiledMemory` gives its
-/// peak, which decides the fit (a plan that does not fit by it is searched
-/// again with the next stronger recomputation). Returns 0, or 1 after
-/// printing "tesserac: error: ...".
-int searchPipelinePlan(llvm::StringRef inputPath,
-                       const onnx_import::ImportOptions &options,
-                       const cost::Cluster &cluster,
-                       const BuildTrainingOptions &training,
-                       CompiledStepMemory compiledMemory,
-                       const PipelineSearchPins &pins,
-                       SearchedPipeline &searched);
+/// The pipeline search's pins from the flags and `pins`, for the global
+/// batch --dim binds in `options`, checked against `cluster`. Returns 0, or
+/// 1 after printing "tesserac: error: ..." naming the flag.
+int pipelineSearchOptions(const onnx_import::ImportOptions &options,
+                          const cost::Cluster &cluster,
+                          const PipelineSearchPins &pins,
+                          pipeline::SearchOptions &search);
 
 /// Nothing when no pipeline flag was given and `pins` has no plan (the
-/// ordinary --explain runs); otherwise searchPipelinePlan, the plan
-/// printed to `outputPath` ("-": stdout), ending with the #tess.plan that
-/// --target compiles for the same flags ("Plan as compiled: ...") or why
-/// it is not compiled ("Not compiled: ..."), and the exit status.
+/// ordinary --explain runs); otherwise the search (PipelinePlan.h's, on the
+/// forward `forwardAt` imports at each batch it asks for, the step built
+/// with `step`), the plan printed to `outputPath` ("-": stdout), ending
+/// with the #tess.plan that --target compiles for the same flags ("Plan as
+/// compiled: ...") or why it is not compiled ("Not compiled: ..."), and
+/// the exit status.
 std::optional<int> explainPipeline(llvm::StringRef inputPath,
                                    const onnx_import::ImportOptions &options,
                                    const cost::Cluster &cluster,
-                                   const BuildTrainingOptions &training,
-                                   CompiledStepMemory compiledMemory,
+                                   ForwardAtBatch forwardAt,
+                                   const CompiledStepOptions &step,
                                    const PipelineSearchPins &pins,
                                    llvm::StringRef outputPath);
 

@@ -1,7 +1,7 @@
 //===- PlanArgument.cpp - tesserac --explain --plan -----------------------===//
 
 #include "PlanArgument.h"
-#include "CompiledPipelinePlan.h"
+#include "tessera/Transforms/PipelinePlan.h"
 
 #include "Tess/IR/TessOps.h"
 #include "tessera/Sharding/PlanAnnotation.h"
@@ -68,7 +68,7 @@ Expected<PlanPins> readPlanPins(StringRef argument) {
         (message.empty() ? "expected a #tess.plan<...>" : message));
   PlanPins pins;
   if (plan.isPipelined()) {
-    Expected<pipeline::SearchOptions> search = searchPinsOf(plan);
+    Expected<pipeline::SearchOptions> search = pipelineSearchPins(plan);
     if (!search)
       return createStringError("--plan " + *text + ": " +
                                toString(search.takeError()));

@@ -40,7 +40,7 @@ struct PlanPins {
 /// Reads --plan's argument: a `#tess.plan<...>` text, else the first one in
 /// the file it names. Errors: an unreadable file or one without a plan, text
 /// that is no valid #tess.plan (its rule's message), and a pipelined plan
-/// the compile never writes (CompiledPipelinePlan.h's searchPinsOf).
+/// the compile never writes (PipelinePlan.h's pipelineSearchPins).
 llvm::Expected<PlanPins> readPlanPins(llvm::StringRef argument);
 
 } // namespace tessera::tesserac

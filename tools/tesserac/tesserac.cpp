@@ -53,8 +53,11 @@
 // `tessera-opt --tess-phase-<next>` continues. The intra-op search is the
 // search phase's pass (tess-search-sharding), its flags the pass's options;
 // tesserac measures the compiled step it is calibrated by, weighs meshes
-// and memory bounds (planTrainingStep, chooseMesh), runs the pipeline
-// search, writes the weights and links; it adds no pass itself. Each mesh
+// and memory bounds (planTrainingStep, chooseMesh), writes the weights and
+// links; it adds no pass itself. A --pipeline compile's plan is the search
+// phase's tess-search-pipeline on the forward at the global batch (printed
+// as `tesserac: search:`), which the plan phase of the step built at one
+// micro-batch then writes. Each mesh
 // is searched once: the plan searched for the mesh --devices chooses (or
 // the one --mesh gives) is the module the compile's search phase yields.
 //
@@ -465,15 +468,6 @@ int writeInitialWeights(mlir::ModuleOp module,
   return 0;
 }
 
-/// tess-build-training's options from the flags.
-tessera::BuildTrainingOptions trainingOptions() {
-  tessera::BuildTrainingOptions options;
-  options.loss = loss;
-  options.precision = precision;
-  options.vocabularyMultiple = vocabularyMultiple;
-  return options;
-}
-
 /// The compile phases' options from the flags (tessera/Driver/
 /// CompilePhases.h); what the compile decides (the plan, the mesh, the
 /// stages) its steps set.
@@ -513,7 +507,8 @@ int runPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
              const tessera::CompilePhaseOptions &options,
              const Twine &failure) {
   // Every search tesserac runs is printed, here and in buildAndSearch.
-  if (phase == tessera::CompilePhase::Search && options.search)
+  if (phase == tessera::CompilePhase::Search &&
+      (options.search || options.searchPipeline))
     printPhasePipeline(context, phase, options, "search");
   mlir::PassManager passes(&context);
   tessera::buildCompilePhase(passes, phase, options);
@@ -671,24 +666,66 @@ compiledStepMemory(mlir::ModuleOp module, tessera::pipeline::RematMode remat,
   return *memory;
 }
 
-/// compiledStepMemory of the model imported at `batch` samples (for
-/// --explain --pipeline, which plans before the model is imported).
-std::optional<tessera::StepMemory>
-importedStepMemory(tessera::onnx_import::ImportOptions options, int64_t batch,
-                   tessera::pipeline::RematMode remat, int64_t microBatches) {
-  mlir::MLIRContext context;
-  PassDiagnostics diagnostics(context, inputPath);
+/// The fusion phase's module of the model imported at `batch` samples, in
+/// `context` (for the pipeline search, which plans before the model is
+/// imported at the micro-batch it compiles). Failure after printing the
+/// error.
+FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+importedForward(mlir::MLIRContext &context,
+                tessera::onnx_import::ImportOptions options, int64_t batch) {
   options.dims["batch"] = batch;
   auto module =
       tessera::onnx_import::importOnnxModel(inputPath, options, context);
   if (!module) {
     fail(toString(module.takeError()));
-    return std::nullopt;
+    return failure();
   }
   if (runPhase(context, **module, tessera::CompilePhase::Fusion,
                *phaseOptions(), importCleanupFailure()))
-    return std::nullopt;
-  return compiledStepMemory(**module, remat, microBatches);
+    return failure();
+  return std::move(*module);
+}
+
+/// The search phase's options that run tess-search-pipeline with the
+/// pins `search` (the pipeline flags, checked).
+std::unique_ptr<tessera::CompilePhaseOptions>
+pipelineSearchPhaseOptions(const tessera::pipeline::SearchOptions &search) {
+  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
+  options->searchPipeline = true;
+  options->cluster = clusterName.getValue();
+  options->pipelineDevices = search.devices.value_or(0);
+  options->pipelineStages = search.stages.value_or(0);
+  options->pipelineMicroBatches = search.microBatches.value_or(0);
+  if (search.schedule)
+    options->pipelineSchedule = search.schedule->name();
+  if (search.remat)
+    options->rematPin = tessera::pipeline::rematName(*search.remat).str();
+  if (search.zero)
+    options->zero = *search.zero ? 1 : 0;
+  options->pipelineTensorParallel = search.tensorParallel.value_or(0);
+  return options;
+}
+
+/// --pipeline with --target or --emit=cpp: the plan of the search phase's
+/// tess-search-pipeline (printed as `tesserac: search:`) on the forward at
+/// the global batch of `options`, with the pins `search`, as the compile
+/// builds it. Returns 0, or 1 after printing the error.
+int decidePipelinePlan(const tessera::onnx_import::ImportOptions &options,
+                       const tessera::pipeline::SearchOptions &search,
+                       tessera::tesserac::CompiledPipelinePlan &compiled) {
+  mlir::MLIRContext context;
+  PassDiagnostics diagnostics(context, inputPath);
+  FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> forward =
+      importedForward(context, options, search.globalBatch);
+  if (failed(forward))
+    return 1;
+  if (runPhase(context, **forward, tessera::CompilePhase::Search,
+               *pipelineSearchPhaseOptions(search),
+               inputPath + ": the pipeline search failed"))
+    return 1;
+  compiled = tessera::tesserac::compiledPipelinePlan(
+      tessera::tess::PlanAttr::lookup(**forward));
+  return 0;
 }
 
 /// The search's plan of the forward function and what it was calibrated by.
@@ -1546,24 +1583,17 @@ int main(int argc, char **argv) {
     if (deviceCount.getNumOccurrences())
       pins.devices = deviceCount.getValue();
     pins.stageMesh = meshSpec;
-    auto compiledMemory = [&](int64_t rows, tessera::pipeline::RematMode remat,
-                              int64_t microBatches) {
-      return importedStepMemory(options, rows, remat, microBatches);
-    };
-    tessera::tesserac::SearchedPipeline searched;
-    if (int status = tessera::tesserac::searchPipelinePlan(
-            inputPath, options, *loaded, trainingOptions(), compiledMemory,
-            pins, searched))
+    tessera::pipeline::SearchOptions search;
+    if (int status = tessera::tesserac::pipelineSearchOptions(
+            options, *loaded, pins, search))
       return status;
-    Expected<tessera::tesserac::CompiledPipelinePlan> compiled =
-        tessera::tesserac::compiledPipelinePlan(searched.plan,
-                                                searched.profile);
-    if (!compiled)
-      return fail(inputPath + ": " + toString(compiled.takeError()));
-    stepPipeline = compiled->step;
-    meshSpec = compiled->mesh;
-    forcedStrategy = compiled->strategy;
-    rematPin = compiled->remat;
+    tessera::tesserac::CompiledPipelinePlan compiled;
+    if (int status = decidePipelinePlan(options, search, compiled))
+      return status;
+    stepPipeline = compiled.step;
+    meshSpec = compiled.mesh;
+    forcedStrategy = compiled.strategy;
+    rematPin = compiled.remat;
     batch->second /= stepPipeline->microBatches;
   } else if (!explain && (compileRequested || planSummary)) {
     auto batch = options.dims.find("batch");
@@ -1689,10 +1719,11 @@ int main(int argc, char **argv) {
       return fail(toString(loaded.takeError()));
     cluster = std::move(*loaded);
     if (explain) {
-      auto compiledMemory = [&](int64_t batch,
-                                tessera::pipeline::RematMode remat,
-                                int64_t microBatches) {
-        return importedStepMemory(options, batch, remat, microBatches);
+      // The pipeline search's forward at each batch it profiles.
+      mlir::MLIRContext searchContext;
+      PassDiagnostics searchDiagnostics(searchContext, inputPath);
+      auto forwardAt = [&](int64_t batch) {
+        return importedForward(searchContext, options, batch);
       };
       tessera::tesserac::PipelineSearchPins pins;
       if (zeroStage.getNumOccurrences())
@@ -1704,8 +1735,8 @@ int main(int argc, char **argv) {
       if (planPins)
         pins.plan = planPins->pipeline;
       if (std::optional<int> status = tessera::tesserac::explainPipeline(
-              inputPath, options, *cluster, trainingOptions(), compiledMemory,
-              pins, outputPath))
+              inputPath, options, *cluster, forwardAt, stepOptions(), pins,
+              outputPath))
         return *status;
     }
     auto parsed = tessera::cost::parseMesh(meshSpec);

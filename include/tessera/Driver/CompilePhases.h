@@ -37,7 +37,8 @@ enum class CompilePhase {
   /// The recomputation and offload that fit (tess-fit-memory, the
   /// module's #tess.plan), then the sharding search on the forward, its
   /// plan written on the forward's ops (tess-search-sharding), which the
-  /// training step inherits.
+  /// training step inherits; or, for a pipeline, the pipeline search
+  /// (tess-search-pipeline), its plan the module's #tess.plan.
   Search,
   /// The training step: q/k/v packed on one device, tess-build-training,
   /// canonicalize, CSE.
@@ -124,6 +125,33 @@ struct CompilePhaseOptions
       *this, "search-timeout",
       llvm::cl::desc("Seconds CBC may spend on the search's ILP"),
       llvm::cl::init(10)};
+  Option<bool> searchPipeline{
+      *this, "search-pipeline",
+      llvm::cl::desc("Search the pipeline plan of the forward at its global "
+                     "batch instead (tess-search-pipeline, with `cluster`, "
+                     "`memory-limit`, `zero`, `remat-pin` and the "
+                     "pipeline-* pins)"),
+      llvm::cl::init(false)};
+  Option<int64_t> pipelineDevices{
+      *this, "pipeline-devices",
+      llvm::cl::desc("The devices the pipeline uses (0: the cluster's)"),
+      llvm::cl::init(0)};
+  Option<int64_t> pipelineStages{
+      *this, "pipeline-stages",
+      llvm::cl::desc("Pin the pipeline's stages (0: searched)"),
+      llvm::cl::init(0)};
+  Option<int64_t> pipelineMicroBatches{
+      *this, "pipeline-micro-batches",
+      llvm::cl::desc("Pin the pipeline's micro-batches (0: searched)"),
+      llvm::cl::init(0)};
+  Option<std::string> pipelineSchedule{
+      *this, "pipeline-schedule",
+      llvm::cl::desc("Pin the pipeline's schedule (empty: searched)"),
+      llvm::cl::init("")};
+  Option<int64_t> pipelineTensorParallel{
+      *this, "pipeline-tensor-parallel",
+      llvm::cl::desc("Pin the stages' tensor-parallel degree (0: searched)"),
+      llvm::cl::init(0)};
   Option<std::string> calibration{
       *this, "calibration",
       llvm::cl::desc("The compiled step's numbers the search is scaled to "
@@ -230,6 +258,10 @@ struct CompilePhaseOptions
 /// (the step's memory fit) and tess-search-sharding's.
 FitMemoryOptions fitMemoryOptions(const CompilePhaseOptions &options);
 SearchShardingOptions searchShardingOptions(const CompilePhaseOptions &options);
+/// Under `search-pipeline`, the search phase's one pass's options:
+/// tess-search-pipeline's.
+SearchPipelineOptions
+searchPipelineOptions(const CompilePhaseOptions &options);
 
 /// Adds the passes of `phase` to `pm` (a module pass manager).
 void buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,

@@ -661,6 +661,99 @@ def FitMemory : Pass<"tess-fit-memory", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def SearchPipeline : Pass<"tess-search-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Search the pipeline plan of @forward on a cluster and write "
+                "it as the module's #tess.plan";
+  let description = [{
+    Runs the inter-op search (lib/Pipeline/InterOpSearch.h: Alpa's dynamic
+    program over the chain of the program's units, each stage's submesh
+    planned DP x TP with or without ZeRO-1, the micro-batches, the schedule
+    and the recomputation per stage, every candidate fitting the device
+    memory) on the module's `@forward`, whose batch is the step's global
+    batch, and writes the plan it finds as the module's `#tess.plan`: the
+    stage mesh every stage runs on, ZeRO-1 inside it (`zero = 1`) where the
+    search shards the stages' optimizer state, the recomputation (a stage
+    that recomputes otherwise says so on its chunks), the stage count,
+    schedule and micro-batches, and one `#tess.chunk` per chunk with its
+    device and its first and last unit (embedding, layers, head).
+
+    The search prices each candidate at any micro-batch from the training
+    step built at two batches (tess-build-training with `loss`, `precision`
+    and `vocabulary-multiple`, q/k/v apart), the forward taken to each batch
+    from the module's own; its activations are scaled to the step the
+    compile measures for one device (CompiledStepMemory.h, with
+    `logits-block-bytes`), and a plan on one device is decided by that
+    step's measured peak, recomputing more until it fits.
+
+    ```mlir
+    // tess-search-pipeline{cluster=eight-small-devices.json zero=0}
+    module attributes {tess.plan = #tess.plan<
+        mesh = #tess.mesh<dp = 2, tp = 2>, stages = 2, schedule = "1f1b",
+        microbatches = 2, chunks = [#tess.chunk<device = 0, units = 0 to 1>,
+                                    #tess.chunk<device = 1, units = 2 to 3>]>} {
+      func.func @forward(%ids: tensor<4x31xi64>) -> tensor<4x31x512xf32> {...}
+    }
+    ```
+
+    The module is left at its global batch: tesserac runs the pass as the
+    decision of a pipelined compile (`tesserac: search:` under
+    --print-phase-pipelines), then builds the step at one micro-batch,
+    whose plan phase writes this plan (its mesh joins when the stages are
+    partitioned).
+
+    The pins are constraints on the search, not another path: `stages`,
+    `micro-batches`, `schedule`, `remat`, `zero` (0 or 1), the stages'
+    `tensor-parallel` degree and `stage-units` (each stage's unit count)
+    force their choice, `devices` the devices used, `memory-limit` the
+    bytes a device may hold.
+
+    Errors, each naming the option at fault: a cluster that is neither built
+    in nor a readable file, an option out of range or that does not parse,
+    a module without `@forward` or whose forward has no common batch, a
+    pinned choice the program or cluster cannot take, no plan that fits,
+    and a plan the compiled driver cannot run (stages of different meshes,
+    ZeRO-1 on some stages only), with the flag that pins one it can.
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",
+           "h200, h200-multinode, a100-megatron or a cluster JSON file">,
+    Option<"devices", "devices", "int64_t", /*default=*/"0",
+           "The devices the pipeline uses, the cluster's first (0: all)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes a device may hold (0: the cluster's device memory)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Pin the pipeline stages (0: searched)">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
+           "Pin the micro-batches a step, dividing the batch (0: searched)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "Pin the schedule: gpipe, 1f1b or interleaved:V (empty: "
+           "searched)">,
+    Option<"remat", "remat", "std::string", /*default=*/"\"\"",
+           "Pin every layer's recomputation: none, selective or full "
+           "(empty: searched per stage)">,
+    Option<"zero", "zero", "int", /*default=*/"-1",
+           "Pin ZeRO-1 inside the stage mesh: 0 or 1 (-1: searched)">,
+    Option<"tensorParallel", "tensor-parallel", "int64_t", /*default=*/"0",
+           "Pin every stage's tensor-parallel degree (0: searched)">,
+    ListOption<"stageUnits", "stage-units", "int64_t",
+               "Pin the stage boundaries: each stage's unit count, first to "
+               "last (with stages)">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
+           "The step's objective (tess-build-training's loss)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "The step's precision (tess-build-training's precision)">,
+    Option<"vocabularyMultiple", "vocabulary-multiple", "int64_t",
+           /*default=*/"64",
+           "The head's padding (tess-build-training's vocabulary-multiple)">,
+    Option<"logitsBlockBytes", "logits-block-bytes", "int64_t",
+           /*default=*/"int64_t(1) << 30",
+           "The measured step's largest block of the head's logits (the "
+           "lowering preparation's; 0: never split)">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
   let summary = "Search the sharding plan of @forward on a mesh and write it "
                 "on the forward's ops";

@@ -1,0 +1,446 @@
+//===- PipelinePlan.cpp - the inter-op search and its #tess.plan ----------===//
+//
+// See PipelinePlan.h. The search and the translation were tesserac's
+// (PipelineExplain.cpp, CompiledPipelinePlan.cpp) and move here unchanged,
+// so that tess-search-pipeline and --explain --pipeline run one search and
+// write one plan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Transforms/PipelinePlan.h"
+
+#include "tessera/CostModel/DeviceMesh.h"
+#include "tessera/Sharding/PlanAnnotation.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+llvm::Error refuse(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The training program of the forward at `batch` samples, q/k/v apart: the
+/// stages' meshes plan the projections one column split each.
+FailureOr<OwningOpRef<ModuleOp>>
+trainingProgram(ForwardAtBatch forwardAt, int64_t batch,
+                const CompiledStepOptions &step) {
+  FailureOr<OwningOpRef<ModuleOp>> program = forwardAt(batch);
+  if (failed(program) ||
+      failed(buildTrainingStep(**program, step, /*packQkv=*/false)))
+    return failure();
+  return program;
+}
+
+/// The memory of the one-device step the compile builds from the forward at
+/// `batch` samples a micro-batch, `microBatches` of them a step,
+/// recomputing `remat`.
+FailureOr<StepMemory> compiledMemory(ForwardAtBatch forwardAt, int64_t batch,
+                                     pipeline::RematMode remat,
+                                     int64_t microBatches,
+                                     const CompiledStepOptions &step) {
+  FailureOr<OwningOpRef<ModuleOp>> forward = forwardAt(batch);
+  if (failed(forward))
+    return failure();
+  return compiledStepMemory(**forward, remat, step, microBatches);
+}
+
+/// Scales the stage model's activations so that the whole program as one
+/// stage on one device, at `batch` samples and without recomputation,
+/// predicts the compiled step's peak: the search's estimate of every
+/// candidate is then calibrated to the analysis that decides the fit.
+LogicalResult calibrateActivations(pipeline::ProgramProfile &profile,
+                                   const pipeline::MegatronStageOracle &oracle,
+                                   int64_t batch, ForwardAtBatch forwardAt,
+                                   const CompiledStepOptions &step) {
+  FailureOr<StepMemory> compiled = compiledMemory(
+      forwardAt, batch, pipeline::RematMode::None, /*microBatches=*/1, step);
+  if (failed(compiled))
+    return failure();
+  pipeline::StageQuery whole;
+  whole.endUnit = profile.units.size();
+  whole.microBatchSamples = batch;
+  std::vector<pipeline::StageCost> plans = oracle.plans(whole);
+  if (plans.empty())
+    return success();
+  const pipeline::StageMemory &model = plans.front().memory;
+  double activations = model.total(1.0) - model.resident();
+  double measured = compiled->totalBytes() - model.resident();
+  if (activations > 0 && measured > 0)
+    profile.activationScale = measured / activations;
+  return success();
+}
+
+/// The chunks' first and last units: the stages' ranges, or with V chunks
+/// a device (interleaved:V) each stage's layers in V equal parts, chunk
+/// v x stages + s being part v of stage s, the embedding in chunk 0 and the
+/// head in the last (Megatron's interleaving, which the search prices).
+llvm::Expected<std::vector<std::pair<int64_t, int64_t>>>
+chunkUnits(const pipeline::PipelinePlan &plan,
+           const pipeline::ProgramProfile &profile) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  int64_t virtualStages = plan.schedule.virtualStages;
+  if (virtualStages == 1) {
+    for (const pipeline::StagePlan &stage : plan.stages)
+      chunks.push_back({static_cast<int64_t>(stage.firstUnit),
+                        static_cast<int64_t>(stage.endUnit) - 1});
+    return chunks;
+  }
+  auto stages = static_cast<int64_t>(plan.stages.size());
+  std::vector<int64_t> layers;
+  for (const pipeline::StagePlan &stage : plan.stages) {
+    int64_t count = 0;
+    for (size_t unit = stage.firstUnit; unit < stage.endUnit; ++unit)
+      count += profile.units[unit].kind == pipeline::UnitKind::Layer;
+    layers.push_back(count);
+  }
+  int64_t next = 0, chunkCount = stages * virtualStages;
+  for (int64_t chunk = 0; chunk < chunkCount; ++chunk) {
+    int64_t units = layers[chunk % stages] / virtualStages + (chunk == 0) +
+                    (chunk == chunkCount - 1);
+    if (units == 0)
+      return refuse(llvm::formatv(
+          "the searched plan's stage {0} has {1} layers, fewer than the {2} "
+          "chunks interleaved:{2} cuts it into; pin another --schedule",
+          chunk % stages, layers[chunk % stages], virtualStages));
+    chunks.push_back({next, next + units - 1});
+    next += units;
+  }
+  return chunks;
+}
+
+} // namespace
+
+FailureOr<SearchedPipeline> tessera::searchPipelinePlan(
+    ForwardAtBatch forwardAt, const cost::Cluster &cluster,
+    const pipeline::SearchOptions &options, const CompiledStepOptions &step,
+    llvm::function_ref<void(const llvm::Twine &)> error) {
+  SearchedPipeline searched;
+  pipeline::SearchOptions &search = searched.search;
+  search = options;
+  // The program at two batch sizes gives every cost at any micro-batch
+  // (UnitProfile.h says why not batch 1).
+  constexpr int64_t firstBatch = 2;
+  FailureOr<OwningOpRef<ModuleOp>> first =
+      trainingProgram(forwardAt, firstBatch, step);
+  if (failed(first))
+    return failure();
+  FailureOr<OwningOpRef<ModuleOp>> second =
+      trainingProgram(forwardAt, firstBatch + 1, step);
+  if (failed(second))
+    return failure();
+  auto profile = pipeline::profileProgram(**first, **second, firstBatch);
+  if (!profile) {
+    error(llvm::toString(profile.takeError()));
+    return failure();
+  }
+  searched.profile = std::move(*profile);
+  pipeline::MegatronStageOracle oracle(searched.profile, cluster);
+  if (failed(calibrateActivations(searched.profile, oracle, firstBatch,
+                                  forwardAt, step)))
+    return failure();
+  auto plan =
+      pipeline::searchPipeline(searched.profile, cluster, oracle, search);
+  if (!plan) {
+    error(llvm::toString(plan.takeError()));
+    return failure();
+  }
+  // On one device the plan is the step the compile builds (its micro-batches
+  // accumulated, --grad-accum): the arena analysis, not the stage model,
+  // decides whether it fits, as for one device without a pipeline.
+  bool rematForced = search.remat.has_value();
+  while (plan->devices == 1 && plan->stages.size() == 1) {
+    pipeline::RematMode remat = plan->stages.front().remat;
+    FailureOr<StepMemory> compiled = compiledMemory(
+        forwardAt, plan->microBatchSamples, remat, plan->microBatches, step);
+    if (failed(compiled))
+      return failure();
+    searched.compiled = *compiled;
+    double limit = cluster.device.memoryBytes;
+    if (compiled->totalBytes() <= limit)
+      break;
+    if (rematForced || remat == pipeline::RematMode::Full) {
+      error(llvm::formatv(
+          "the plan on one device needs {0:F2} GiB as compiled (its arena "
+          "planned from liveness and the training state; the stage model "
+          "said {1:F2}), more than the {2:F2} GiB of the device",
+          compiled->totalBytes() / kGiB,
+          plan->stages.front().cost.memory.total(
+              plan->stages.front().inFlight) /
+              kGiB,
+          limit / kGiB));
+      return failure();
+    }
+    search.remat = remat == pipeline::RematMode::None
+                       ? pipeline::RematMode::Selective
+                       : pipeline::RematMode::Full;
+    plan = pipeline::searchPipeline(searched.profile, cluster, oracle, search);
+    if (!plan) {
+      error(llvm::toString(plan.takeError()));
+      return failure();
+    }
+  }
+  searched.plan = std::move(*plan);
+  return searched;
+}
+
+FailureOr<int64_t> tessera::forwardBatch(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return module.emitError()
+           << "the module has no @forward (the pipeline search plans the "
+              "forward, before tess-build-training)";
+  // The forward's arguments are its inputs (the parameters are ops): each
+  // has the step's batch as its leading dim.
+  int64_t batch = 0;
+  for (Type type : forward.getArgumentTypes()) {
+    auto tensor = llvm::dyn_cast<RankedTensorType>(type);
+    if (!tensor || tensor.getRank() == 0 || tensor.isDynamicDim(0) ||
+        (batch != 0 && tensor.getDimSize(0) != batch))
+      return module.emitError()
+             << "@forward's inputs do not share a leading batch dim (input "
+                "type "
+             << type << ")";
+    batch = tensor.getDimSize(0);
+  }
+  if (batch == 0)
+    return module.emitError() << "@forward has no inputs: no batch to plan";
+  return batch;
+}
+
+namespace {
+
+/// `module`'s copy with @forward's values computed from its inputs at
+/// `batch` samples instead of `own`, and, with `splats`, its splat
+/// constants of `own` leading rows too (an input folded into a constant: a
+/// BERT's token types). Null after an error on the op at fault when
+/// `report`, silently otherwise.
+OwningOpRef<ModuleOp> rebatchForward(ModuleOp module, int64_t own,
+                                     int64_t batch, bool splats, bool report) {
+  OwningOpRef<ModuleOp> copy(module.clone());
+  (*copy)->removeAttr(sharding::kPlanAttrName);
+  auto forward = copy->lookupSymbol<func::FuncOp>("forward");
+  auto rebatched = [&](Value value) -> LogicalResult {
+    auto tensor = llvm::dyn_cast<RankedTensorType>(value.getType());
+    if (!tensor || tensor.getRank() == 0 || tensor.getDimSize(0) != own)
+      return failure();
+    SmallVector<int64_t> shape(tensor.getShape());
+    shape[0] = batch;
+    value.setType(tensor.clone(shape));
+    return success();
+  };
+  // A value computed from the inputs carries their batch; the weights and
+  // constants (rotary tables, masks) do not.
+  llvm::DenseSet<Value> batched;
+  for (BlockArgument argument : forward.getArguments()) {
+    (void)rebatched(argument);
+    batched.insert(argument);
+  }
+  WalkResult walk = forward.walk([&](Operation *op) {
+    if (auto constant = llvm::dyn_cast<tess::ConstantOp>(op)) {
+      auto splat =
+          llvm::dyn_cast<SplatElementsAttr>(Attribute(constant.getValueAttr()));
+      auto type = llvm::dyn_cast<RankedTensorType>(constant.getType());
+      if (splats && splat && type && type.getRank() > 0 &&
+          type.getDimSize(0) == own) {
+        (void)rebatched(constant.getResult());
+        constant.setValueAttr(splat.resizeSplat(
+            llvm::cast<ShapedType>(constant.getResult().getType())));
+        batched.insert(constant.getResult());
+      }
+      return WalkResult::advance();
+    }
+    if (llvm::none_of(op->getOperands(),
+                      [&](Value operand) { return batched.contains(operand); }))
+      return WalkResult::advance();
+    for (Value result : op->getResults()) {
+      if (failed(rebatched(result))) {
+        if (report)
+          op->emitError() << "cannot plan @forward at batch " << batch
+                          << ": this op's result, computed from the inputs, "
+                             "has no leading batch dim of "
+                          << own;
+        return WalkResult::interrupt();
+      }
+      batched.insert(result);
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return nullptr;
+  forward.setType(FunctionType::get(
+      copy->getContext(), forward.getBody().getArgumentTypes(),
+      forward.getBody().back().getTerminator()->getOperandTypes()));
+  if (report) {
+    if (failed(verify(*copy)))
+      return nullptr;
+  } else {
+    ScopedDiagnosticHandler silent(copy->getContext(),
+                                   [](Diagnostic &) { return success(); });
+    if (failed(verify(*copy)))
+      return nullptr;
+  }
+  return copy;
+}
+
+} // namespace
+
+FailureOr<OwningOpRef<ModuleOp>> tessera::forwardAtBatch(ModuleOp module,
+                                                         int64_t batch) {
+  FailureOr<int64_t> own = forwardBatch(module);
+  if (failed(own))
+    return failure();
+  if (*own == batch) {
+    OwningOpRef<ModuleOp> copy(module.clone());
+    (*copy)->removeAttr(sharding::kPlanAttrName);
+    return copy;
+  }
+  // The inputs' values alone first: a splat constant of as many rows as
+  // the batch is the batch's only where the forward needs it to be.
+  if (OwningOpRef<ModuleOp> copy = rebatchForward(
+          module, *own, batch, /*splats=*/false, /*report=*/false))
+    return copy;
+  if (OwningOpRef<ModuleOp> copy =
+          rebatchForward(module, *own, batch, /*splats=*/true, /*report=*/true))
+    return copy;
+  return module.emitError() << "the pipeline search cannot take @forward "
+                               "to batch "
+                            << batch;
+}
+
+llvm::Expected<tess::PlanAttr>
+tessera::pipelinePlanAttribute(MLIRContext &context,
+                               const pipeline::PipelinePlan &plan,
+                               const pipeline::ProgramProfile &profile) {
+  const pipeline::StagePlan &first = plan.stages.front();
+  // A stage without layers recomputes nothing whatever it says: the
+  // remat is that of the stages with layers.
+  auto hasLayers = [&](const pipeline::StagePlan &stage) {
+    for (size_t unit = stage.firstUnit; unit < stage.endUnit; ++unit)
+      if (profile.units[unit].kind == pipeline::UnitKind::Layer)
+        return true;
+    return false;
+  };
+  // The plan's remat is the first stage with layers'; a stage that
+  // recomputes otherwise says its own on its chunks.
+  pipeline::RematMode remat = pipeline::RematMode::None;
+  auto layered = llvm::find_if(plan.stages, hasLayers);
+  if (layered != plan.stages.end())
+    remat = layered->remat;
+  std::vector<std::string> stageRemats;
+  bool remats = false;
+  for (const pipeline::StagePlan &stage : plan.stages) {
+    bool differs = hasLayers(stage) && stage.remat != remat;
+    stageRemats.push_back(differs ? pipeline::rematName(stage.remat).str()
+                                  : std::string());
+    remats = remats || differs;
+  }
+  for (auto [index, stage] : llvm::enumerate(plan.stages)) {
+    if (stage.cost.tensorParallel != first.cost.tensorParallel ||
+        stage.cost.dataParallel != first.cost.dataParallel)
+      return refuse(llvm::formatv(
+          "the searched pipeline plan runs stage 0 as {0} and stage {1} as "
+          "{2}; the compiled driver runs every stage on one stage mesh: pin "
+          "the stage mesh with --mesh, or another --stages or --devices",
+          first.cost.intraOpPlan(), index, stage.cost.intraOpPlan()));
+    if (stage.cost.dataParallel > 1 && stage.cost.zero != first.cost.zero)
+      return refuse(llvm::formatv(
+          "the searched pipeline plan shards the optimizer state of stage "
+          "{0} and not of stage {1} (ZeRO-1); the compiled driver runs "
+          "every stage alike: pin --zero 0 or --zero 1",
+          stage.cost.zero ? index : 0, stage.cost.zero ? 0 : index));
+  }
+  // ZeRO-1 over each stage's dp group (runtime/train/StageZero.h).
+  int64_t zero = first.cost.zero && first.cost.dataParallel > 1 ? 1 : 0;
+  int64_t dataParallel = first.cost.dataParallel;
+  int64_t tensorParallel = first.cost.tensorParallel;
+  std::string meshText;
+  if (dataParallel > 1 && tensorParallel > 1)
+    meshText = llvm::formatv("dp={0},tp={1}", dataParallel, tensorParallel);
+  else if (dataParallel > 1)
+    meshText = llvm::formatv("dp={0}", dataParallel);
+  else if (tensorParallel > 1)
+    meshText = llvm::formatv("tp={0}", tensorParallel);
+  tess::MeshAttr mesh;
+  if (!meshText.empty())
+    mesh =
+        sharding::meshAttr(&context, llvm::cantFail(cost::parseMesh(meshText)));
+  auto stages = static_cast<int64_t>(plan.stages.size());
+  llvm::Expected<std::vector<std::pair<int64_t, int64_t>>> units =
+      chunkUnits(plan, profile);
+  if (!units)
+    return units.takeError();
+  // Chunk c runs on stage c mod stages, with that stage's remat.
+  SmallVector<tess::ChunkAttr> chunks;
+  for (auto [index, range] : llvm::enumerate(*units))
+    chunks.push_back(tess::ChunkAttr::get(
+        &context, static_cast<int64_t>(index) % stages, range.first,
+        range.second,
+        remats ? StringRef(stageRemats[index % stageRemats.size()])
+               : StringRef()));
+  return tess::PlanAttr::get(&context, mesh, zero, pipeline::rematName(remat),
+                             stages, plan.schedule.name(), plan.microBatches,
+                             chunks, /*offload=*/"");
+}
+
+llvm::Expected<pipeline::SearchOptions>
+tessera::pipelineSearchPins(tess::PlanAttr attribute) {
+  pipeline::SearchOptions pins;
+  if (attribute.getZero() != 0 && attribute.getZero() != 1)
+    return refuse(llvm::formatv(
+        "a pipelined plan with zero = {0}: the compiled pipelines shard each "
+        "stage's optimizer state over its data-parallel group at most "
+        "(expected zero 0 or 1)",
+        attribute.getZero() == tess::PlanAttr::kMixedZero
+            ? std::string("mixed")
+            : std::to_string(attribute.getZero())));
+  llvm::Expected<pipeline::Schedule> schedule =
+      pipeline::parseSchedule(attribute.getSchedule());
+  if (!schedule)
+    return schedule.takeError();
+  pins.schedule = *schedule;
+  pins.stages = attribute.getStages();
+  pins.microBatches = attribute.getMicrobatches();
+  // Chunks that say their own remat: the search chose it per stage, which
+  // no pin forces; with the stages pinned it chooses the same again.
+  if (llvm::none_of(attribute.getChunks(), [](tess::ChunkAttr chunk) {
+        return !chunk.getRemat().empty();
+      }))
+    pins.remat = *pipeline::parseRematName(attribute.getRemat());
+  pins.zero = attribute.getZero() == 1;
+  int64_t meshDevices = 1, dataParallel = 1;
+  pins.tensorParallel = 1;
+  if (tess::MeshAttr mesh = attribute.getMesh()) {
+    cost::DeviceMesh stageMesh = sharding::deviceMesh(mesh);
+    meshDevices = stageMesh.deviceCount();
+    for (const cost::MeshAxis &axis : stageMesh.axes) {
+      if (axis.name == "tp")
+        pins.tensorParallel = axis.size;
+      if (axis.name == "dp")
+        dataParallel = axis.size;
+    }
+  }
+  // The compile writes zero = 1 only over a stage mesh's dp replicas.
+  if (attribute.getZero() == 1 && dataParallel < 2)
+    return refuse("a pipelined plan with zero = 1 but no data-parallel "
+                  "stage mesh: the compiled pipelines shard a stage's "
+                  "optimizer state over its dp replicas only (expected "
+                  "zero 0, or a mesh with dp)");
+  pins.devices = *pins.stages * meshDevices;
+  // Each device's units are the search's stage: the chunks it runs.
+  if (!attribute.getChunks().empty()) {
+    pins.stageUnitCounts.assign(static_cast<size_t>(*pins.stages), 0);
+    for (auto [index, chunk] : llvm::enumerate(attribute.getChunks()))
+      pins.stageUnitCounts[index % pins.stageUnitCounts.size()] +=
+          static_cast<size_t>(chunk.getLast() - chunk.getFirst() + 1);
+  }
+  return pins;
+}
