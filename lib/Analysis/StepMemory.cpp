@@ -184,22 +184,25 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
   // whose driver sums them whole): the driver shards that parameter's
   // masters and moments over the axes' group (runtime/train/MeshZero.h),
   // and keeps a whole f32 mirror for the step when it reads f32. When any
-  // pending gradient is ZeRO-2's (tess.zero_stage), the driver keeps every
-  // pending gradient as its shard too, the step writing them whole into a
-  // ring of bucket places that each bucket leaves once reduce-scattered.
+  // pending gradient is ZeRO-2's (tess.zero_stage), the driver keeps the
+  // ZeRO-2 gradients as its shard too, the step writing them whole into a
+  // ring of bucket places that each bucket leaves once reduce-scattered;
+  // the ZeRO-1 ones stay whole, as without a ring.
   auto module = forwardBackward->getParentOfType<ModuleOp>();
   tess::MeshAttr mesh = module ? tess::MeshAttr::lookup(module) : nullptr;
   bool meshZero = mesh && module && !module->hasAttr("tess.pipeline");
   llvm::StringMap<int64_t> stateShards;
   struct PendingGradient {
     int64_t bytes, elements, group;
+    bool zeroTwo;
   };
   SmallVector<PendingGradient> pending;
   bool shardsGradients = false;
-  // The driver's buckets never hold a complete gradient, so each run of
-  // pending gradients between complete ones (in the program's order) is
-  // bucketed apart; the largest run, or default bucket, is the ring's
-  // place when the step writes the buckets one after another.
+  // The driver's buckets never hold a complete gradient nor mix ZeRO
+  // stages, so each run of ZeRO-2 gradients between others (in the
+  // program's order) is bucketed apart; the largest run, or default
+  // bucket, is the ring's place when the step writes the buckets one after
+  // another.
   int64_t run = 0, largestRun = 0;
   for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
     Attribute gradient = forwardBackward.getResultAttr(i, "tess.gradient");
@@ -221,24 +224,29 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
     for (StringAttr axis : layout.getPartial())
       group *= mesh.axisSize(axis.getValue()).value_or(1);
     stateShards[name.getValue()] = group;
-    pending.push_back({*bytes, elementsOf(type), group});
-    run += elementsOf(type);
-    largestRun = std::max(largestRun, run);
     auto stage = forwardBackward.getResultAttrOfType<IntegerAttr>(
         i, "tess.zero_stage");
-    shardsGradients |= stage && stage.getInt() == 2;
+    const bool zeroTwo = stage && stage.getInt() == 2;
+    pending.push_back({*bytes, elementsOf(type), group, zeroTwo});
+    shardsGradients |= zeroTwo;
+    run = zeroTwo ? run + elementsOf(type) : 0;
+    largestRun = std::max(largestRun, run);
   }
   // What the driver keeps of the pending gradients: whole (ZeRO-1), or
   // the rank's shard, kept in f32 when it sums several micro-batches
   // (counted as accumulators below), beside the ring (ZeRO-2).
   int64_t pendingBytes = 0, pendingElements = 0, shardElements = 0;
+  const PendingGradient *firstSharded = nullptr;
   for (const PendingGradient &gradient : pending) {
+    if (!shardsGradients || !gradient.zeroTwo) {
+      state.gradients += gradient.bytes;
+      continue;
+    }
+    firstSharded = firstSharded ? firstSharded : &gradient;
     pendingBytes += gradient.bytes;
     pendingElements += gradient.elements;
     shardElements += gradient.elements / gradient.group;
-    if (!shardsGradients)
-      state.gradients += gradient.bytes;
-    else if (microBatches == 1)
+    if (microBatches == 1)
       state.gradients += gradient.bytes / gradient.group;
   }
   if (shardsGradients && pendingElements > 0) {
@@ -250,7 +258,7 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
     const int64_t elementBytes = pendingBytes / pendingElements;
     const int64_t ringElements =
         std::min(largestRun, TrainingStateBytes::kDefaultBucketElements);
-    const int64_t blockElements = ringElements / pending.front().group;
+    const int64_t blockElements = ringElements / firstSharded->group;
     state.gradientRing = ringElements * elementBytes;
     if (microBatches == 1) {
       state.gradientRing += blockElements * elementBytes;
@@ -287,7 +295,7 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
   // The driver sums micro-batches in fp32 accumulators; with one micro-batch
   // it reads the step's gradients directly (widening bf16/fp16 to f32 is
   // exact), so no accumulator exists.
-  // Under a mesh plan's ZeRO-2 the pending gradients' f32 sums are the
+  // Under a mesh plan's ZeRO-2 the ZeRO-2 gradients' f32 sums are the
   // rank's shards of them.
   if (microBatches > 1)
     state.accumulators =

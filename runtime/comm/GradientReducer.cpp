@@ -49,10 +49,11 @@ GradientReducer::GradientReducer(tessera_comm *comm, GradientLayout layout,
                                  const GradientRing &gradientRing,
                                  ShardedGradientSink &shardSink,
                                  int32_t dtype, void *computeStream,
-                                 void *commStream)
+                                 void *commStream, bool heldOncePerStep)
     : GradientReducer(comm, std::move(layout), nullptr, dtype,
                       ReduceMode::ReduceScatter, computeStream, commStream) {
   mode = ReduceMode::ReduceScatterToShards;
+  this->heldOncePerStep = heldOncePerStep;
   ring = std::make_unique<GradientRing>(gradientRing);
   sink = &shardSink;
   if (bucketLayout.buckets().empty())
@@ -142,8 +143,16 @@ void GradientReducer::launchReadyBuckets() {
   // same order even if gradients arrive in a different order.
   const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
   while (launchedBuckets < buckets.size() &&
-         pendingInBucket[launchedBuckets] == 0)
-    launchBucket(launchedBuckets++);
+         (pendingInBucket[launchedBuckets] == 0 ||
+          reducedOncePerStep(launchedBuckets))) {
+    if (!reducedOncePerStep(launchedBuckets))
+      launchBucket(launchedBuckets);
+    ++launchedBuckets;
+  }
+}
+
+bool GradientReducer::reducedOncePerStep(size_t index) const {
+  return heldOncePerStep && ring->held(static_cast<int32_t>(index));
 }
 
 void GradientReducer::launchBucket(size_t index) {
@@ -154,10 +163,16 @@ void GradientReducer::launchBucket(size_t index) {
   if (mode == ReduceMode::ReduceScatterToShards) {
     const auto at = static_cast<int32_t>(index);
     tessera_tensor whole = sink->bucketForReduction(at, commStream);
+    const int64_t elements = bucket.elements / comm->size();
+    // A held bucket keeps its sum in place, in this rank's block.
+    const bool held = ring->held(at);
     tessera_tensor block =
-        sink->blockForReduction(bucket.elements / comm->size());
+        held ? flatView(whole.data, whole.dtype, comm->rank() * elements,
+                        elements)
+             : sink->blockForReduction(elements);
     checkComm(tessera_comm_reduce_scatter(comm, &whole, &block, 0, commStream));
-    sink->foldBlock(at, commStream);
+    if (!held)
+      sink->foldBlock(at, commStream);
     ops.recordEvent(bucketFreed[index], commStream);
     return;
   }
@@ -182,12 +197,25 @@ void GradientReducer::finish() {
   // Gradients that never reported ready (a step without the callback) are
   // written by now on the compute stream; the bucket event covers them.
   const std::vector<GradientBucket> &buckets = bucketLayout.buckets();
-  while (launchedBuckets < buckets.size())
-    launchBucket(launchedBuckets++);
+  for (; launchedBuckets < buckets.size(); ++launchedBuckets)
+    if (!reducedOncePerStep(launchedBuckets))
+      launchBucket(launchedBuckets);
   StreamOps &ops = comm->streamOps();
   ops.recordEvent(doneEvent, commStream);
   ops.waitEvent(computeStream, doneEvent);
   resetStep();
+}
+
+void GradientReducer::finishHeldBuckets() {
+  if (!heldOncePerStep)
+    return;
+  // Their sums were written on the compute stream.
+  StreamOps &ops = comm->streamOps();
+  for (size_t b = 0; b < bucketLayout.buckets().size(); ++b)
+    if (reducedOncePerStep(b))
+      launchBucket(b);
+  ops.recordEvent(doneEvent, commStream);
+  ops.waitEvent(computeStream, doneEvent);
 }
 
 void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {

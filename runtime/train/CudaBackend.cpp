@@ -340,7 +340,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
     const int64_t shardBytes = dtypeSize(gradientShardDtype());
     gradients = DeviceBuffer(ringElements() * dtypeSize(computeDtype),
                              "the ring of whole gradients");
-    gradientShard = DeviceBuffer(layout.stateElements() * shardBytes,
+    gradientShard = DeviceBuffer(layout.gradientShardElements() * shardBytes,
                                  "the rank's shard of the gradients");
     reducedBlock = DeviceBuffer(ring.largestBlock * shardBytes,
                                 "a reduced block of gradients");
@@ -439,12 +439,13 @@ void CudaBackend::useChunks(std::vector<tessera_tensor_chunk> table) {
   // Not in the step loop: once at the start, and once more for ZeRO-1.
   checkCuda(cudaStreamSynchronize(streamHandle), "waiting for the GPU");
   placeComputeCopies(table);
-  // ZeRO-2's gradient shard is placed like the masters: the kernels read a
-  // chunk's gradient at its `offset`, so that becomes its state_offset
-  // (after its copy_offset was placed from the whole layout's).
+  // ZeRO-2's gradient shard is packed as the masters are, but for the
+  // buckets held whole: the kernels read a chunk's gradient at its
+  // `offset`, so that becomes its place in the shard (after its
+  // copy_offset was placed from the whole layout's).
   if (shardsGradients())
     for (tessera_tensor_chunk &chunk : table)
-      chunk.offset = chunk.state_offset;
+      chunk.offset = layout.gradientShardOffset(chunk.offset);
   chunkCount = static_cast<int32_t>(table.size());
   chunkTensors.clear();
   for (const tessera_tensor_chunk &chunk : table)
@@ -693,6 +694,8 @@ double CudaBackend::runMicroBatch(int64_t micro, float lossScale,
 }
 
 tessera_tensor CudaBackend::bucketForReduction(int32_t bucket, void *stream) {
+  if (tessera_tensor held = heldPlace(bucket); held.data)
+    return held;
   tessera_tensor slot = ringPlace(bucket);
   if (stagingElements() == 0)
     return slot;

@@ -153,31 +153,89 @@ ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
     for (int32_t i = 0; i < placed.size(); ++i)
       placement.offsets.push_back(ring->ringOffset(i));
     placement.elements = ring->totalElements();
-    // The gradients in no bucket are whole pieces of the shard.
-    for (const ParameterLayout::Piece &piece : placed.shard()) {
-      if (gradients.isReduced(piece.parameter))
-        continue;
-      const int64_t at = placement.elements + placement.wholeElements;
-      placement.offsets[static_cast<size_t>(piece.parameter)] = at;
-      placement.wholeGradients.push_back(
-          {piece.parameter, at, piece.stateOffset, piece.count});
-      placement.wholeElements +=
-          (piece.count + ParameterLayout::kSliceAlignment - 1) /
-          ParameterLayout::kSliceAlignment * ParameterLayout::kSliceAlignment;
-    }
     placement.largestBucket = ring->largestBucket();
     placement.largestBlock = ring->largestBucket() / gradients.shardCount();
     const std::vector<comm::GradientBucket> &buckets = gradients.buckets();
+    const std::vector<comm::GradientSlot> &slots = gradients.parameters();
+    // The held buckets one after another, past the shard's pieces.
+    std::vector<int64_t> heldOffsets(buckets.size(), -1);
+    std::vector<int32_t> bucketOf(slots.size(), -1);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (int32_t p = buckets[b].firstParameter; p <= buckets[b].lastParameter;
+           ++p)
+        bucketOf[static_cast<size_t>(p)] = static_cast<int32_t>(b);
+      if (ring->held(static_cast<int32_t>(b))) {
+        heldOffsets[b] = placement.heldElements;
+        placement.heldElements += buckets[b].elements;
+      }
+    }
+    auto heldBucketOf = [&](int32_t parameter) {
+      const int32_t b = bucketOf[static_cast<size_t>(parameter)];
+      return b >= 0 && heldOffsets[static_cast<size_t>(b)] >= 0 ? b : -1;
+    };
+    auto aligned = [](int64_t count) {
+      return (count + ParameterLayout::kSliceAlignment - 1) /
+             ParameterLayout::kSliceAlignment *
+             ParameterLayout::kSliceAlignment;
+    };
+    // The shard's gradients packed as its masters are, but for the pieces
+    // of held buckets, whose gradients are in their buckets, past them.
+    const std::vector<ParameterLayout::Piece> &pieces = placed.shard();
+    int64_t packed = 0;
+    for (const ParameterLayout::Piece &piece : pieces)
+      if (heldBucketOf(piece.parameter) < 0)
+        packed += aligned(piece.count);
+    placement.gradientShardElements = packed + placement.heldElements;
+    // Where flat element `offset` of held bucket `b` is in that buffer.
+    auto heldPlace = [&](size_t b, int64_t offset) {
+      return packed + heldOffsets[b] + offset - buckets[b].offset;
+    };
+    int64_t next = 0;
+    for (const ParameterLayout::Piece &piece : pieces) {
+      const int32_t b = heldBucketOf(piece.parameter);
+      placement.pieceGradientOffsets.push_back(
+          b >= 0 ? heldPlace(static_cast<size_t>(b), piece.offset) : next);
+      if (b < 0)
+        next += aligned(piece.count);
+    }
+    const std::vector<int64_t> &gradientOffsets =
+        placement.pieceGradientOffsets;
+    // The gradients the step writes whole outside the ring's slots: past
+    // them when the shard sums micro-batches, else at `shardOffset`. Those
+    // in no bucket are whole pieces of the shard; so are a held bucket's.
+    auto writeWhole = [&](int32_t parameter, int64_t shardOffset,
+                          int64_t count) {
+      const int64_t at = placement.elements + placement.wholeElements;
+      placement.offsets[static_cast<size_t>(parameter)] = at;
+      placement.wholeGradients.push_back({parameter, at, shardOffset, count});
+      placement.wholeElements += aligned(count);
+    };
+    for (size_t i = 0; i < pieces.size(); ++i)
+      if (!gradients.isReduced(pieces[i].parameter))
+        writeWhole(pieces[i].parameter, gradientOffsets[i], pieces[i].count);
+    for (auto p = 0; p < static_cast<int32_t>(slots.size()); ++p) {
+      const int32_t b = heldBucketOf(p);
+      const comm::GradientSlot &slot = slots[static_cast<size_t>(p)];
+      if (b >= 0 && slot.elements > 0)
+        writeWhole(p, heldPlace(static_cast<size_t>(b), slot.offset),
+                   slot.elements);
+    }
     for (size_t b = 0; b < buckets.size(); ++b) {
       ParameterLayout::GradientRingPlacement::Bucket bucket;
       bucket.ringOffset = ring->bucketOffset(static_cast<int32_t>(b));
       bucket.elements = buckets[b].elements;
+      // A held bucket's sum stays in place: nothing to fold.
+      if (heldOffsets[b] >= 0) {
+        bucket.heldOffset = heldPlace(b, buckets[b].offset);
+        placement.buckets.push_back(std::move(bucket));
+        continue;
+      }
       const int64_t block = bucket.elements / gradients.shardCount();
       const int64_t begin = buckets[b].offset + rank * block;
-      for (const ParameterLayout::Piece &piece : placed.shard())
-        if (piece.offset >= begin && piece.offset < begin + block)
+      for (size_t i = 0; i < pieces.size(); ++i)
+        if (pieces[i].offset >= begin && pieces[i].offset < begin + block)
           bucket.pieces.push_back(
-              {piece.offset - begin, piece.stateOffset, piece.count});
+              {pieces[i].offset - begin, gradientOffsets[i], pieces[i].count});
       placement.buckets.push_back(std::move(bucket));
     }
     placed.holdGradientShard(std::move(placement));
@@ -234,7 +292,7 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
     reducer = std::make_unique<comm::GradientReducer>(
         world.dataParallelComm(), plan.gradients, *plan.ring,
         *backend.gradientShardSink(), backend.optimizerGradients().dtype,
-        backend.stream(), world.commStream());
+        backend.stream(), world.commStream(), plan.heldOncePerStep);
   } else {
     FlatBuffer gradients = reduceAfterLastMicroBatch
                                ? backend.optimizerGradients()
@@ -317,9 +375,13 @@ void DataParallelGradients::finishMicroBatch() {
 }
 
 void DataParallelGradients::finishStep() {
-  // ZeRO-2 reduced every micro-batch as it ended.
-  if (shardsGradients)
+  // ZeRO-2 reduced every micro-batch as it ended, but for the sums of the
+  // buckets it holds whole when it sums micro-batches.
+  if (shardsGradients) {
+    TraceRange range(trace, "gradient_reduction_wait");
+    reducer->finishHeldBuckets();
     return;
+  }
   // With accumulation every gradient is final now; launched from the last
   // parameter back, as the backward pass would have.
   if (reduceAfterLastMicroBatch)

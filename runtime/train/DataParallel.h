@@ -138,7 +138,8 @@ struct DataParallelPlan {
   ParameterLayout parameters;
   bool sharded = false;
   /// ZeRO-2: the gradients are sharded too, the step writing the whole
-  /// ones into `ring`'s slots.
+  /// ones into `ring`'s slots; the ring's held buckets (a mesh plan's
+  /// ZeRO-1 parameters, MeshZero.h) are kept whole (`heldOncePerStep`).
   std::optional<comm::GradientRing> ring;
   /// Several micro-batches a step: their f32 sums are reduced after the
   /// last one, instead of the compute-precision gradients during the
@@ -152,6 +153,10 @@ struct DataParallelPlan {
   /// parameters it owns (PipelineParallel.h): a tied embedding's other
   /// readers get its weights from the owner, so no state of theirs is kept.
   std::vector<bool> updated;
+  /// ZeRO-2: the ring's held buckets are reduced once a step, after the
+  /// last micro-batch (the backend sums micro-batches in f32), else as the
+  /// step writes them.
+  bool heldOncePerStep = false;
 
   /// The placement of rank `rank`'s backend: `parameters`, and when
   /// sharded its masters and moments for the rank's shard only.

@@ -198,7 +198,7 @@ HostBackend::HostBackend(const tessera_program &program,
     const GradientRing &ring = layout.gradientRing();
     const int64_t shardBytes = dtypeSize(gradientShardDtype());
     gradients = AlignedBuffer(ringElements() * dtypeSize(computeDtype));
-    gradientShard = AlignedBuffer(layout.stateElements() * shardBytes);
+    gradientShard = AlignedBuffer(layout.gradientShardElements() * shardBytes);
     reducedBlock = AlignedBuffer(ring.largestBlock * shardBytes);
     if (stagingElements() > 0)
       reductionStaging =
@@ -460,6 +460,8 @@ void HostBackend::accumulateGradients(int32_t begin, int32_t end,
 }
 
 tessera_tensor HostBackend::bucketForReduction(int32_t bucket, void *) {
+  if (tessera_tensor held = heldPlace(bucket); held.data)
+    return held;
   tessera_tensor slot = ringPlace(bucket);
   if (stagingElements() == 0)
     return slot;
@@ -548,10 +550,13 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
     else if (mirrorElements() > 0)
       copy = at(mirror.get(), TESSERA_F32, copyOffset, piece.count);
     views.copies.push_back(copy);
-    // ZeRO-2's gradient shard is placed like the masters.
+    // ZeRO-2's gradient shard is packed as the masters are, but for the
+    // buckets held whole.
     views.gradients.push_back(
         at(source.data, source.dtype,
-           shardsGradients() ? state : piece.offset, piece.count));
+           shardsGradients() ? layout.gradientShardOffset(piece.offset)
+                             : piece.offset,
+           piece.count));
     views.first.push_back(
         at(firstMomentValues.get(), TESSERA_F32, state, piece.count));
     views.second.push_back(

@@ -86,13 +86,29 @@ int32_t meshZeroStage(const tessera_program &program,
   return options.zeroStage;
 }
 
+std::vector<int32_t> meshZeroParameterStages(const tessera_program &program,
+                                             const TrainOptions &options,
+                                             int32_t stage) {
+  std::vector<int32_t> stages;
+  for (int32_t p = 0; p < program.parameter_count; ++p) {
+    int32_t mine = program.gradient_partial_axes[p] != 0 ? stage : 0;
+    if (mine == 2 && options.zeroStage < 0 && program.gradient_zero_stages)
+      mine = program.gradient_zero_stages[p];
+    stages.push_back(mine);
+  }
+  return stages;
+}
+
 DataParallelPlan planMeshZero(const tessera_program &program,
                               const TrainOptions &options, int32_t ranks,
                               int32_t stage) {
+  // Buckets never mix stages: a ZeRO-1 parameter's bucket is held whole.
+  const std::vector<int32_t> stages =
+      meshZeroParameterStages(program, options, stage);
   std::vector<int32_t> groups;
   for (int32_t p = 0; p < program.parameter_count; ++p)
     groups.push_back(program.gradient_partial_axes[p] != 0
-                         ? 0
+                         ? stages[static_cast<size_t>(p)]
                          : comm::GradientLayout::kUnreduced);
   DataParallelPlan plan =
       planShardedGroups(program, groups, options, stage >= 1 ? ranks : 1);
@@ -108,12 +124,20 @@ DataParallelPlan planMeshZero(const tessera_program &program,
          "gradient (program.h's gradient_write_positions), which the ring "
          "of whole gradients is planned from; compile it again with this "
          "tesserac, or run with --zero 1");
+  std::vector<bool> held;
+  for (const comm::GradientBucket &bucket : plan.gradients.buckets())
+    held.push_back(stages[static_cast<size_t>(bucket.firstParameter)] == 1);
   plan.ring = comm::GradientRing::plan(
       plan.gradients,
       std::vector<int32_t>(program.gradient_write_positions,
                            program.gradient_write_positions +
-                               program.parameter_count));
+                               program.parameter_count),
+      held);
   plan.reduceAccumulators = false;
+  // As the backend sums micro-batches (FlatStateBackend::accumulating):
+  // then the held buckets' f32 sums are reduced once, as ZeRO-1's are.
+  plan.heldOncePerStep =
+      options.gradientAccumulation > 1 || options.accumulateInF32;
   return plan;
 }
 

@@ -18,7 +18,7 @@
 //   sums;
 // - ZeRO-2 (a plan with any ZeRO-2 parameter, program.h's
 //   gradient_zero_stages, or --zero 2): as the search prices it, a rank
-//   holds only its shard of the pending gradients. The step writes them
+//   holds only its shard of the ZeRO-2 gradients. The step writes them
 //   whole into the ring of bucket places (gradient_ring.h), and each bucket
 //   is reduce-scattered as the step announces its last gradient and folded
 //   into the rank's compact gradient shard, every micro-batch (added in
@@ -26,8 +26,12 @@
 //   pieces of that shard: the step writes them there itself, or, summing
 //   micro-batches, into places past the ring's that the backend adds into
 //   the shard after each micro-batch. The plan's ZeRO-1 parameters, if it
-//   has any, shard their gradients too (the ring covers every pending
-//   gradient): they hold less than the search priced, never more;
+//   has any, keep their gradients whole, as the search prices them: their
+//   buckets (the layout never mixes stages in a bucket) have no place in
+//   the ring but one past the shard in its buffer, written as the complete
+//   gradients are, and are reduce-scattered in place as ZeRO-1 does (as
+//   the step writes them, or once a step over their f32 sums), each rank
+//   updating its block of them;
 // - each rank of the group holds 1/N of their masters and moments and
 //   updates that shard; the updated weights the step reads are
 //   all-gathered over the group after AdamW;
@@ -44,7 +48,9 @@
 // of the same addends. With several, ZeRO-1 sums the f32 sums over ranks
 // as --zero 0 does (the same bits) but ZeRO-2 sums over the ranks first
 // and the micro-batches second, --zero 0 the other way round: equal to f32
-// rounding. Under ZeRO-2 --dump-grads is refused (no rank holds the whole
+// rounding (a ZeRO-1 parameter of a ZeRO-2 run sums as ZeRO-1 does: the
+// same bits). `--zero 1` or `2` runs every pending parameter at that
+// stage. Under ZeRO-2 --dump-grads is refused (no rank holds the whole
 // gradients).
 //
 //===----------------------------------------------------------------------===//
@@ -85,9 +91,18 @@ int32_t meshZeroPlannedStage(const tessera_program &program);
 int32_t meshZeroStage(const tessera_program &program,
                       const TrainOptions &options);
 
+/// Per parameter, the ZeRO stage a run of stage `stage` (meshZeroStage)
+/// gives it: 0 for a complete gradient; for a pending one `stage`, but the
+/// plan's ZeRO-1 parameters stay ZeRO-1 in the plan's ZeRO-2 run (no
+/// --zero; program.h's gradient_zero_stages).
+std::vector<int32_t> meshZeroParameterStages(const tessera_program &program,
+                                             const TrainOptions &options,
+                                             int32_t stage);
+
 /// The plan of a group of `ranks` for ZeRO stage `stage` (0 to 2): the
 /// pending parameters sharded (or all-reduced whole), their gradients
-/// through a ring under stage 2, the others kUnreduced.
+/// through a ring under stage 2 (a ZeRO-1 parameter's bucket held whole:
+/// meshZeroParameterStages), the others kUnreduced.
 DataParallelPlan planMeshZero(const tessera_program &program,
                               const TrainOptions &options, int32_t ranks,
                               int32_t stage);

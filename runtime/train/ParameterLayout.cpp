@@ -116,8 +116,39 @@ void ParameterLayout::holdGradientShard(GradientRingPlacement ring) {
     fail("internal error: a gradient shard without the state's shard, or a "
          "ring of " + std::to_string(ring.offsets.size()) + " gradients for " +
          std::to_string(offsets.size()) + " parameters");
+  if (ring.pieceGradientOffsets.empty()) {
+    for (const Piece &piece : shardPieces)
+      ring.pieceGradientOffsets.push_back(piece.stateOffset);
+    ring.gradientShardElements = shardTotal;
+  }
+  if (ring.pieceGradientOffsets.size() != shardPieces.size())
+    fail("internal error: gradient places of " +
+         std::to_string(ring.pieceGradientOffsets.size()) + " pieces for " +
+         std::to_string(shardPieces.size()));
   ringPlacement = std::move(ring);
   holdsGradientShard = true;
+}
+
+/// The index of the piece of `pieces` (in buffer order) holding flat
+/// element `flatOffset`; throws naming `what` when none does.
+static size_t pieceHolding(const std::vector<ParameterLayout::Piece> &pieces,
+                           int64_t flatOffset, const char *what) {
+  auto after = std::upper_bound(
+      pieces.begin(), pieces.end(), flatOffset,
+      [](int64_t offset, const ParameterLayout::Piece &piece) {
+        return offset < piece.offset;
+      });
+  if (after == pieces.begin() ||
+      flatOffset >= std::prev(after)->offset + std::prev(after)->count)
+    fail("internal error: element " + std::to_string(flatOffset) +
+         " is in no piece of this rank's " + what);
+  return static_cast<size_t>(after - pieces.begin()) - 1;
+}
+
+int64_t ParameterLayout::gradientShardOffset(int64_t flatOffset) const {
+  const size_t piece = pieceHolding(shardPieces, flatOffset, "gradient shard");
+  return ringPlacement.pieceGradientOffsets[piece] + flatOffset -
+         shardPieces[piece].offset;
 }
 
 void ParameterLayout::holdWeightShard(WeightShardPlacement placement) {
@@ -133,15 +164,7 @@ void ParameterLayout::holdWeightShard(WeightShardPlacement placement) {
 }
 
 int64_t ParameterLayout::weightShardOffset(int64_t flatOffset) const {
-  // The pieces are in buffer order.
-  auto after = std::upper_bound(
-      shardPieces.begin(), shardPieces.end(), flatOffset,
-      [](int64_t offset, const Piece &piece) { return offset < piece.offset; });
-  if (after == shardPieces.begin() ||
-      flatOffset >= std::prev(after)->offset + std::prev(after)->count)
-    fail("internal error: element " + std::to_string(flatOffset) +
-         " is in no piece of this rank's weight shard");
-  const auto piece = static_cast<size_t>(after - shardPieces.begin()) - 1;
+  const size_t piece = pieceHolding(shardPieces, flatOffset, "weight shard");
   return weightPlacement.pieceOffsets[piece] + flatOffset -
          shardPieces[piece].offset;
 }

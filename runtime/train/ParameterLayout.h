@@ -109,7 +109,13 @@ public:
   int64_t stateElements() const { return holdsShard ? shardTotal : total; }
 
   /// ZeRO-2: where the step's whole gradients go (gradient_ring.h) and the
-  /// transient room the reduction needs besides, in elements.
+  /// transient room the reduction needs besides, in elements. The gradient
+  /// shard buffer holds the reduced shard, its pieces packed as the
+  /// masters' are, then the buckets held whole (`heldElements`: a mesh
+  /// plan's ZeRO-1 parameters beside its ZeRO-2 ones, MeshZero.h), each
+  /// reduce-scattered in place, so that the rank's pieces of them are in
+  /// its block of the bucket. Without held buckets the shard is placed
+  /// like the masters.
   struct GradientRingPlacement {
     /// Per parameter, its gradient's first element in the ring (a whole
     /// gradient's: its place past the buckets' slots, below).
@@ -118,7 +124,8 @@ public:
     int64_t elements = 0;
     /// A gradient in no bucket (a mesh program's complete one, beside the
     /// pending ones the ring's buckets reduce: MeshZero.h), whole in the
-    /// shard at `shardOffset` (its piece's stateOffset). The step writes it
+    /// shard at `shardOffset` (its piece's place), or one of a held bucket
+    /// (at its place there). The step writes it
     /// there itself when one micro-batch's gradients are what the optimizer
     /// reads; when the shard sums micro-batches in f32 the step writes it
     /// at `ringOffset`, past the buckets' slots (`wholeElements` more ring
@@ -130,31 +137,49 @@ public:
     };
     std::vector<WholeGradient> wholeGradients;
     int64_t wholeElements = 0;
-    /// The largest bucket (what a bucket widened to f32 takes) and the
-    /// largest block of one rank (what a reduce-scatter writes).
+    /// The largest bucket in the ring (what a bucket widened to f32 takes)
+    /// and the largest block of one rank (what a reduce-scatter writes).
     int64_t largestBucket = 0;
     int64_t largestBlock = 0;
+    /// Elements of the held buckets, and of the whole gradient shard
+    /// buffer (the pieces' and theirs).
+    int64_t heldElements = 0;
+    int64_t gradientShardElements = 0;
+    /// Per piece of the state's shard (shard() order), where its gradient
+    /// is in the gradient shard buffer (empty: at its stateOffset, the
+    /// buffer of stateElements()).
+    std::vector<int64_t> pieceGradientOffsets;
     /// One piece of the shard in a bucket's reduced block: `count`
     /// elements at `blockOffset` of the block, at `shardOffset` of the
-    /// gradient shard (the piece's stateOffset).
+    /// gradient shard (the piece's place, pieceGradientOffsets).
     struct BlockPiece {
       int64_t blockOffset = 0, shardOffset = 0, count = 0;
     };
-    /// Per bucket, in launch order: where it is in the ring, its elements
-    /// and the shard's pieces in this rank's block of it.
+    /// Per bucket, in launch order: where it is in the ring (-1: held),
+    /// where it is held in the gradient shard buffer (-1: in the ring),
+    /// its elements and the shard's pieces in this rank's block of it.
     struct Bucket {
-      int64_t ringOffset = 0, elements = 0;
+      int64_t ringOffset = 0, heldOffset = -1, elements = 0;
       std::vector<BlockPiece> pieces;
     };
     std::vector<Bucket> buckets;
   };
   /// Makes the gradients the shard's too (after holdShard): the reduced
-  /// gradients in a compact buffer placed like the masters (stateOffset,
-  /// stateElements()), the whole ones the step writes in `ring`.
+  /// gradients in a compact buffer (`ring`'s pieceGradientOffsets and
+  /// gradientShardElements; by default placed like the masters), the
+  /// whole ones the step writes in `ring`.
   void holdGradientShard(GradientRingPlacement ring);
   /// Whether holdGradientShard was called.
   bool gradientsSharded() const { return holdsGradientShard; }
   const GradientRingPlacement &gradientRing() const { return ringPlacement; }
+  /// Elements of the gradient shard buffer: the shard's and the held
+  /// buckets'.
+  int64_t gradientShardElements() const {
+    return ringPlacement.gradientShardElements;
+  }
+  /// ZeRO-2: where flat element `flatOffset`, in a piece of the shard, has
+  /// its gradient in the gradient shard buffer.
+  int64_t gradientShardOffset(int64_t flatOffset) const;
 
   /// ZeRO-3: where the weights the step reads are (weight_ring.h), in
   /// elements. Kind 0 is the compute copies (the compute dtype), kind 1

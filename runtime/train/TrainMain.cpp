@@ -497,14 +497,29 @@ void Trainer::start() {
       // Against the rank's blocks: the driver's parameters' state is 1/N
       // of theirs (under ZeRO-1 and 2; their gradients too under 2), the
       // others' whole.
+      // Under ZeRO-2, the plan's ZeRO-1 parameters' gradients stay whole.
+      const std::vector<int32_t> stages =
+          meshZeroParameterStages(program, options, meshZero);
       int64_t pendingElements = 0, pendingCount = 0, blockElements = 0;
+      int64_t wholeElements = 0, wholeCount = 0;
       for (int32_t p = 0; p < program.parameter_count; ++p) {
-        blockElements += elementCount(program.parameters[p]);
+        const int64_t elements = elementCount(program.parameters[p]);
+        blockElements += elements;
         if (program.gradient_partial_axes[p] != 0) {
-          pendingElements += elementCount(program.parameters[p]);
+          pendingElements += elements;
           ++pendingCount;
         }
+        if (meshZero == 2 && stages[static_cast<size_t>(p)] == 1) {
+          wholeElements += elements;
+          ++wholeCount;
+        }
       }
+      const std::string wholeGradients =
+          wholeCount == 0
+              ? std::string()
+              : "; the gradients of the " + std::to_string(wholeCount) +
+                    " ZeRO-1 parameters' " + std::to_string(wholeElements) +
+                    " elements whole";
       std::string axes;
       for (int32_t axis = 0; axis < program.mesh_axis_count; ++axis)
         if ((meshZeroGroup >> axis) & 1)
@@ -513,7 +528,7 @@ void Trainer::start() {
       std::fprintf(stdout,
                    "%s: ZeRO-%d over %s (group rank %d of %d) of the %lld "
                    "ZeRO-1/2 parameters' %lld elements: masters of %lld "
-                   "elements for the rank's %lld block elements\n",
+                   "elements for the rank's %lld block elements%s\n",
                    rankName.c_str(), meshZero, axes.c_str(), groupRank,
                    tessera_comm_size(groupComm),
                    static_cast<long long>(pendingCount),
@@ -521,7 +536,8 @@ void Trainer::start() {
                    static_cast<long long>(
                        backend->residentState().masters /
                        dtypeSize(TESSERA_F32)),
-                   static_cast<long long>(blockElements));
+                   static_cast<long long>(blockElements),
+                   wholeGradients.c_str());
       std::fflush(stdout);
     } else if (stagePlan) {
       // Against what the stage owns: the shard is 1/dp of it.

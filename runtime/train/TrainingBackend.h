@@ -385,12 +385,12 @@ public:
     return {gradients.get(), computeDtype,
             shardsGradients() ? ringElements() : layout.totalElements()};
   }
-  /// ZeRO-2: the rank's shard of the reduced gradients, placed like the
-  /// masters.
+  /// ZeRO-2: the rank's shard of the reduced gradients, packed as the
+  /// masters are, then the buckets it holds whole (gradientShardOffset).
   FlatBuffer optimizerGradients() override {
     if (shardsGradients())
       return {gradientShard.get(), gradientShardDtype(),
-              layout.stateElements()};
+              layout.gradientShardElements()};
     return accumulating() ? f32(accumulators) : computeGradients();
   }
   FlatBuffer firstMoments() override { return state(firstMomentValues); }
@@ -428,7 +428,7 @@ public:
     if (shardsGradients()) {
       const GradientRing &ring = layout.gradientRing();
       resident.gradients =
-          layout.stateElements() * dtypeSize(gradientShardDtype());
+          layout.gradientShardElements() * dtypeSize(gradientShardDtype());
       resident.gradientRing = ringElements() * dtypeSize(computeDtype) +
                               stagingElements() * f32Bytes +
                               ring.largestBlock *
@@ -472,6 +472,16 @@ protected:
   void *wholeGradientsShard() {
     return shardsGradients() && !accumulating() ? gradientShard.get()
                                                 : nullptr;
+  }
+  /// ZeRO-2: where bucket `bucket` is held whole in the gradient shard
+  /// (reduced in place), or nothing (data null) for a bucket of the ring.
+  tessera_tensor heldPlace(int32_t bucket) {
+    const GradientRing::Bucket &placed =
+        layout.gradientRing().buckets[static_cast<size_t>(bucket)];
+    if (placed.heldOffset < 0)
+      return {};
+    return flatView(gradientShard.get(), gradientShardDtype(),
+                    placed.heldOffset, placed.elements);
   }
   /// ZeRO-2: bucket `bucket`'s whole gradients, its place in the ring.
   tessera_tensor ringPlace(int32_t bucket) {

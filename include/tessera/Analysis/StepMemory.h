@@ -57,14 +57,15 @@ struct TrainingStateBytes {
   int64_t computeCopies = 0;
   int64_t optimizerState = 0;
   /// The results marked tess.gradient, in the type the step writes them;
-  /// under a mesh plan's ZeRO-2 the pending ones as the rank's shards
-  /// (with several micro-batches their f32 sums, in `accumulators`).
+  /// under a mesh plan's ZeRO-2 the ZeRO-2 ones as the rank's shards
+  /// (with several micro-batches their f32 sums, in `accumulators`), the
+  /// ZeRO-1 ones whole.
   int64_t gradients = 0;
   int64_t accumulators = 0;
   /// A mesh plan's ZeRO-2: the driver's transient room for the whole
-  /// pending gradients the step writes (runtime/train/MeshZero.h) and one
-  /// rank's reduced block. An estimate: the largest run of pending
-  /// gradients between complete ones, at most a default bucket, which is
+  /// ZeRO-2 gradients the step writes (runtime/train/MeshZero.h) and one
+  /// rank's reduced block. An estimate: the largest run of ZeRO-2
+  /// gradients between others, at most a default bucket, which is
   /// the run's ring when the step writes its buckets one after another (the
   /// run's ring is larger when buckets are busy at once: a tied embedding's
   /// gradient, written last, or a replicated step's pending gradients,

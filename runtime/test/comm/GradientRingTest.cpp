@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 using namespace tessera::comm;
@@ -125,4 +126,40 @@ TEST(GradientRingTest, UnreducedParametersHaveNoPlace) {
   EXPECT_GE(ring.ringOffset(2), 0);
   // Written one after another, the two buckets share one place.
   EXPECT_EQ(ring.totalElements(), ring.largestBucket());
+}
+
+// Tests that a held bucket (a mesh plan's ZeRO-1 parameters beside its
+// ZeRO-2 ones) takes no place in the ring and its parameters none, while
+// the ring's buckets are placed as if it were not there; and that held
+// flags of another count are refused.
+TEST(GradientRingTest, HeldBucketsHaveNoPlace) {
+  GradientLayout layout = fourLayers();
+  ASSERT_EQ(layout.buckets().size(), 4u);
+  // Bucket 1 (parameter 2) held; the others written one after another.
+  GradientRing ring =
+      GradientRing::plan(layout, {3, 2, 1, 0}, {false, true, false, false});
+  EXPECT_TRUE(ring.held(1));
+  EXPECT_EQ(ring.bucketOffset(1), -1);
+  EXPECT_EQ(ring.ringOffset(2), -1);
+  EXPECT_EQ(ring.writePosition(2), 1);
+  for (int32_t bucket : {0, 2, 3}) {
+    EXPECT_FALSE(ring.held(bucket));
+    EXPECT_EQ(ring.bucketOffset(bucket), 0);
+    for (int32_t other : ring.reusedBuckets(bucket))
+      EXPECT_NE(other, 1) << "bucket " << bucket << " waits for the held one";
+  }
+  EXPECT_EQ(ring.totalElements(), ring.largestBucket());
+  // All held: an empty ring.
+  GradientRing none =
+      GradientRing::plan(layout, {3, 2, 1, 0}, std::vector<bool>(4, true));
+  EXPECT_EQ(none.totalElements(), 0);
+  EXPECT_EQ(none.largestBucket(), 0);
+  try {
+    GradientRing::plan(layout, {3, 2, 1, 0}, {true});
+    FAIL() << "held flags of one bucket for four";
+  } catch (const CommError &error) {
+    EXPECT_NE(std::string(error.what()).find("1 held flags for 4 buckets"),
+              std::string::npos)
+        << error.what();
+  }
 }

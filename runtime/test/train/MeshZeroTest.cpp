@@ -215,6 +215,75 @@ TEST(MeshZero, ZeroTwoShardsThePendingGradients) {
             std::string::npos);
 }
 
+// Tests a plan that mixes ZeRO-1 ("a") and ZeRO-2 ("c") parameters: run as
+// the plan's ZeRO-2, "a" keeps its stage (--zero 1 or 2 give every pending
+// parameter theirs), its bucket has no place in the ring but is held whole
+// in the gradient shard buffer, past the shard's packed pieces, where the
+// step writes its gradient (past the ring's slots when summing
+// micro-batches) and each rank's optimizer reads its block of it; "c" keeps
+// only its shard. The held buckets wait for the step's end when the
+// backend sums micro-batches.
+TEST(MeshZero, ZeroOneParametersOfAZeroTwoPlanHoldTheirGradientsWhole) {
+  PendingProgram mesh;
+  int32_t positions[3] = {1, 0, 0};
+  int32_t stages[3] = {1, 0, 2};
+  mesh.program.gradient_write_positions = positions;
+  mesh.program.gradient_zero_stages = stages;
+  TrainOptions options;
+  EXPECT_EQ(meshZeroParameterStages(mesh.program, options, 2),
+            (std::vector<int32_t>{1, 0, 2}));
+  EXPECT_EQ(meshZeroParameterStages(mesh.program, options, 1),
+            (std::vector<int32_t>{1, 0, 1}));
+  options.zeroStage = 2;
+  EXPECT_EQ(meshZeroParameterStages(mesh.program, options, 2),
+            (std::vector<int32_t>{2, 0, 2}));
+  options.zeroStage = -1;
+  DataParallelPlan plan = planMeshZero(mesh.program, options, 2, 2);
+  ASSERT_TRUE(plan.ring.has_value());
+  EXPECT_FALSE(plan.heldOncePerStep);
+  ASSERT_EQ(plan.gradients.buckets().size(), 2u);
+  // Bucket 0 holds "c" (the last parameter), bucket 1 "a".
+  EXPECT_FALSE(plan.ring->held(0));
+  EXPECT_TRUE(plan.ring->held(1));
+  EXPECT_EQ(plan.ring->ringOffset(0), -1);
+  EXPECT_GE(plan.ring->ringOffset(2), 0);
+  EXPECT_EQ(plan.ring->totalElements(), plan.gradients.buckets()[0].elements);
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    const ParameterLayout placed = plan.rankLayout(rank);
+    const ParameterLayout::GradientRingPlacement &ring = placed.gradientRing();
+    EXPECT_EQ(ring.heldElements, 256);
+    // "c"'s block of its bucket and "b" packed, then "a" whole.
+    int64_t packed = 0;
+    for (const ParameterLayout::Piece &piece : placed.shard())
+      if (piece.parameter != 0)
+        packed += ParameterLayout::kSliceAlignment *
+                  ((piece.count + ParameterLayout::kSliceAlignment - 1) /
+                   ParameterLayout::kSliceAlignment);
+    EXPECT_LT(packed, 384 + 128);
+    EXPECT_EQ(placed.gradientShardElements(), packed + 256);
+    EXPECT_EQ(ring.buckets[1].heldOffset, packed);
+    EXPECT_EQ(ring.buckets[1].ringOffset, -1);
+    EXPECT_TRUE(ring.buckets[1].pieces.empty());
+    auto whole = std::find_if(
+        ring.wholeGradients.begin(), ring.wholeGradients.end(),
+        [](const auto &gradient) { return gradient.parameter == 0; });
+    ASSERT_NE(whole, ring.wholeGradients.end());
+    EXPECT_EQ(whole->count, 256);
+    EXPECT_EQ(whole->shardOffset, packed);
+    EXPECT_EQ(ring.offsets[0], whole->ringOffset);
+    EXPECT_GE(whole->ringOffset, ring.elements);
+    for (const ParameterLayout::Piece &piece : placed.shard()) {
+      const int64_t at = placed.gradientShardOffset(piece.offset);
+      if (piece.parameter == 0)
+        EXPECT_EQ(at, packed + rank * 128) << "rank " << rank;
+      else
+        EXPECT_LT(at + piece.count, packed + 1) << "rank " << rank;
+    }
+  }
+  options.gradientAccumulation = 2;
+  EXPECT_TRUE(planMeshZero(mesh.program, options, 2, 2).heldOncePerStep);
+}
+
 // Tests the norm's counting: a pending parameter's shard on every rank of
 // its dp group (at tp coordinate 0), "b" (split over tp) on dp coordinate
 // 0 only.

@@ -12,8 +12,13 @@ elements for the rank's B block elements". Per rank:
   run's less E (N - 1) / N elements, within the padding of the pieces (128
   elements each, at most one a parameter: PARAMETERS of them);
 - the gradients are the shard the masters are, element for element (an
-  fp32 program's: the same bytes), so the pending parameters' gradients are
+  fp32 program's: the same bytes), so the ZeRO-2 parameters' gradients are
   1/N of theirs too and the rest whole, and a gradient ring is declared;
+  but for the plan's ZeRO-1 parameters, whose gradients stay whole (the
+  line's "; the gradients of the K1 ZeRO-1 parameters' E1 elements whole"):
+  the masters' elements and E1 (N - 1) / N more, within the padding of
+  their buckets (N x 128 elements each, at most one a parameter); so the
+  whole run's gradients less the ZeRO-2 parameters' (N - 1) / N;
 - the gradients and the ring together are fewer than the whole run's
   gradients (--one-gradient leaves this out: a plan whose ZeRO-2 gradients
   are one parameter's, which one call writes whole, has a ring of that
@@ -38,9 +43,12 @@ def ranks_of(path):
         match = re.match(r"rank (\d+): ZeRO-(\d) over \S+ \(group rank \d+ of (\d+)\) of the (\d+) "
                          r"ZeRO-1/2 parameters' (\d+) elements", line)
         if match:
+            whole = re.search(r"the gradients of the (\d+) ZeRO-1 parameters' (\d+) elements whole", line)
             ranks.setdefault(int(match.group(1)), {}).update({
                 "stage": int(match.group(2)), "group": int(match.group(3)),
-                "pending": int(match.group(5))})
+                "pending": int(match.group(5)),
+                "whole count": int(whole.group(1)) if whole else 0,
+                "whole": int(whole.group(2)) if whole else 0})
     return ranks
 
 
@@ -77,9 +85,18 @@ def main():
             sys.exit(f"rank {r}: masters of {masters} elements, the whole run's less "
                      f"{pending} (N - 1) / N is {expected}")
         element = w["gradients"] // (w["masters"] // 4)
-        if s["gradients"] != masters * element:
+        whole_more = s["whole"] - s["whole"] // group
+        held_padding = 128 * group * s["whole count"]
+        if abs(s["gradients"] - (masters + whole_more) * element) > held_padding * element:
             sys.exit(f"rank {r}: gradients {s['gradients']} bytes are not the masters' "
-                     f"{masters} elements of {element} bytes")
+                     f"{masters} elements and the ZeRO-1 parameters' other {whole_more} "
+                     f"of {element} bytes")
+        # The same against the whole run's: the ZeRO-2 gradients at 1/N.
+        zero_two = pending - s["whole"]
+        expected = w["gradients"] // element - (zero_two - zero_two // group)
+        if abs(s["gradients"] // element - expected) > padding + held_padding:
+            sys.exit(f"rank {r}: gradients of {s['gradients'] // element} elements, the whole "
+                     f"run's less the ZeRO-2 parameters' {zero_two} (N - 1) / N is {expected}")
         if s["gradient ring"] <= 0:
             sys.exit(f"rank {r}: no gradient ring declared")
         held = s["gradients"] + s["gradient ring"]
@@ -87,12 +104,13 @@ def main():
             sys.exit(f"rank {r}: gradients {s['gradients']} and ring {s['gradient ring']} "
                      f"are not fewer than the whole {w['gradients']}")
         if summary is not None:
-            if abs(s["gradients"] - summary["gradients"]) > padding * element:
+            if abs(s["gradients"] - summary["gradients"]) > (padding + held_padding) * element:
                 sys.exit(f"rank {r}: gradients {s['gradients']} bytes, predicted {summary['gradients']}")
             if abs(s["gradient ring"] - summary["ring"]) > padding * element:
                 sys.exit(f"rank {r}: gradient ring {s['gradient ring']} bytes, predicted {summary['ring']}")
         print(f"rank {r}: ZeRO-2 over {group}: gradients {s['gradients']} bytes "
-              f"(whole {w['gradients']}), ring {s['gradient ring']}, masters {masters} elements")
+              f"(whole {w['gradients']}; ZeRO-1 whole {s['whole']} elements), "
+              f"ring {s['gradient ring']}, masters {masters} elements")
     print("OK")
 
 

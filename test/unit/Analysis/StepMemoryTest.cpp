@@ -168,10 +168,11 @@ TEST(StepMemory, ComputeCopiesAreStateBesideTheMasters) {
 
 // Tests a mesh plan's ZeRO-1/2 gradients (pending over dp, the driver's
 // runtime/train/MeshZero.h): their masters and moments are the rank's
-// quarter, an f32 mirror of each whole beside them; with a ZeRO-2 one
-// (tess.zero_stage) every pending gradient is the rank's quarter too (its
-// f32 sums with several micro-batches), beside a ring of the largest run of
-// pending gradients and one reduced block; without, every gradient whole.
+// quarter, an f32 mirror of each whole beside them; a ZeRO-2 gradient
+// (tess.zero_stage) is the rank's quarter too (its f32 sums with several
+// micro-batches), beside a ring of the largest run of ZeRO-2 gradients and
+// one reduced block; a ZeRO-1 one stays whole, and so does every gradient
+// without a ZeRO-2 one.
 TEST(StepMemory, MeshZeroTwoHoldsTheGradientsShard) {
   mlir::MLIRContext context;
   context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
@@ -199,18 +200,18 @@ TEST(StepMemory, MeshZeroTwoHoldsTheGradientsShard) {
   mlir::FailureOr<tessera::TrainingStateBytes> one =
       tessera::trainingStateBytes(step, /*microBatches=*/1);
   ASSERT_TRUE(mlir::succeeded(one));
-  const int64_t pending = 16 * 8 + 32;
+  const int64_t pending = 16 * 8 + 32, sharded = 16 * 8;
   EXPECT_EQ(one->masterWeights, 4 * (16 + pending / 4));
   EXPECT_EQ(one->computeCopies, 4 * pending);
-  EXPECT_EQ(one->gradients, 4 * (16 + pending / 4));
+  EXPECT_EQ(one->gradients, 4 * (16 + 32 + sharded / 4));
   EXPECT_EQ(one->accumulators, 0);
-  EXPECT_EQ(one->gradientRing, 4 * (pending + pending / 4));
+  EXPECT_EQ(one->gradientRing, 4 * (sharded + sharded / 4));
   mlir::FailureOr<tessera::TrainingStateBytes> two =
       tessera::trainingStateBytes(step, /*microBatches=*/2);
   ASSERT_TRUE(mlir::succeeded(two));
-  EXPECT_EQ(two->gradients, 4 * 16);
-  EXPECT_EQ(two->accumulators, 4 * (16 + pending / 4));
-  EXPECT_EQ(two->gradientRing, 4 * (pending + pending / 4));
+  EXPECT_EQ(two->gradients, 4 * (16 + 32));
+  EXPECT_EQ(two->accumulators, 4 * (16 + 32 + sharded / 4));
+  EXPECT_EQ(two->gradientRing, 4 * (sharded + sharded / 4));
 
   mlir::OwningOpRef<mlir::ModuleOp> zeroOne = parse("");
   ASSERT_TRUE(zeroOne);

@@ -37,7 +37,12 @@
 // bucket is reduce-scattered out of its slot into a block the backend folds
 // into the rank's own gradient shard (a ShardedGradientSink); its place in
 // the ring is then free for a later bucket, the compute stream waiting for
-// it where the ring says.
+// it where the ring says. A bucket the ring holds whole (a mesh plan's
+// ZeRO-1 parameters beside its ZeRO-2 ones) is reduce-scattered in place
+// instead, where the sink keeps it, as ZeRO-1 does: the rank's block of
+// it then holds the sum, and nothing is folded. Summing micro-batches in
+// f32, such buckets are reduced once a step, after the last micro-batch
+// (finishHeldBuckets), as ZeRO-1 reduces its f32 sums.
 //
 // On a host comm (the CPU backend's thread ranks) the same class runs
 // synchronously: streams are ignored and a bucket is reduced inside the
@@ -149,7 +154,8 @@ public:
   virtual ~ShardedGradientSink() = default;
   /// What the reduce-scatter of bucket `bucket` (the layout's, in launch
   /// order) reads: its place in the ring, or that widened to f32 when
-  /// micro-batches are summed in f32.
+  /// micro-batches are summed in f32; for a bucket held whole, where it is
+  /// held (the reduce-scatter leaves this rank's block of it there).
   virtual tessera_tensor bucketForReduction(int32_t bucket, void *stream) = 0;
   /// Where this rank's reduced block of `elements` lands.
   virtual tessera_tensor blockForReduction(int64_t elements) = 0;
@@ -168,9 +174,12 @@ public:
                   void *commStream);
   /// ZeRO-2: the gradients are in `ring`'s slots (planned for `layout`,
   /// sharded for the comm's size), reduced in `dtype` and folded by `sink`.
+  /// `heldOncePerStep`: the ring's held buckets are reduced by
+  /// finishHeldBuckets only, not as the step writes them.
   GradientReducer(tessera_comm *comm, GradientLayout layout,
                   const GradientRing &ring, ShardedGradientSink &sink,
-                  int32_t dtype, void *computeStream, void *commStream);
+                  int32_t dtype, void *computeStream, void *commStream,
+                  bool heldOncePerStep = false);
   ~GradientReducer();
   GradientReducer(const GradientReducer &) = delete;
   GradientReducer &operator=(const GradientReducer &) = delete;
@@ -182,6 +191,10 @@ public:
   /// Launches the buckets not launched yet; the compute stream then waits
   /// for every bucket. Resets the readiness for the next step.
   void finish();
+  /// ZeRO-2 with `heldOncePerStep`, after the step's last micro-batch:
+  /// launches the held buckets in bucket order; the compute stream then
+  /// waits for them. Nothing otherwise.
+  void finishHeldBuckets();
 
   /// ZeRO-1, after the sharded update: each rank's shard of every bucket of
   /// `buffer` (same layout, `dtype`, e.g. the f32 master weights or the
@@ -212,9 +225,12 @@ private:
   std::vector<void *> bucketFreed;
   std::vector<int32_t> pendingAtPosition;
   int32_t currentPosition = 0;
+  bool heldOncePerStep = false;
 
   void launchReadyBuckets();
   void launchBucket(size_t index);
+  /// Whether bucket `index` waits for finishHeldBuckets.
+  bool reducedOncePerStep(size_t index) const;
   /// ZeRO-2, after gradient `parameter` was announced: checks the write
   /// order and, once its position is complete, makes the compute stream
   /// wait for the slots the next position's writes reuse.

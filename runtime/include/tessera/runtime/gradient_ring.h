@@ -18,6 +18,10 @@
 // gradient memory busy at once (never below the largest bucket: a
 // parameter's gradient is one call's output, whole).
 //
+// A bucket the rank holds whole (a mesh plan's ZeRO-1 parameters beside its
+// ZeRO-2 ones: runtime/train/MeshZero.h) has no place in the ring: the
+// driver keeps it for the whole step and reduce-scatters it in place.
+//
 // On a GPU the compute stream must also wait for the reduce-scatters that
 // free a bucket's place before its first write: after the last gradient of
 // write position p is announced, the reducer makes the compute stream wait
@@ -39,23 +43,28 @@ namespace tessera::comm {
 class GradientRing {
 public:
   /// The ring of `layout`'s buckets for a step whose gradient p is written
-  /// at position writePositions[p] (one per parameter, each >= 0). Throws
-  /// CommError when the positions do not fit the layout.
+  /// at position writePositions[p] (one per parameter, each >= 0), but for
+  /// the buckets b with heldBuckets[b] (empty: none), which the rank holds
+  /// whole elsewhere. Throws CommError when the positions do not fit the
+  /// layout.
   static GradientRing plan(const GradientLayout &layout,
-                           const std::vector<int32_t> &writePositions);
+                           const std::vector<int32_t> &writePositions,
+                           const std::vector<bool> &heldBuckets = {});
 
-  /// Elements of the largest bucket, and of the whole ring.
+  /// Elements of the largest bucket in the ring, and of the whole ring.
   int64_t largestBucket() const { return largest; }
   int64_t totalElements() const { return total; }
   /// Where bucket `bucket` (launch order, as the layout's buckets) starts
-  /// in the ring.
+  /// in the ring; -1 for a held bucket.
   int64_t bucketOffset(int32_t bucket) const {
     return bucketOffsets[static_cast<size_t>(bucket)];
   }
+  /// Whether bucket `bucket` is held whole, outside the ring.
+  bool held(int32_t bucket) const { return bucketOffset(bucket) < 0; }
   /// Where parameter `parameter`'s gradient is in the ring: its bucket's
   /// place, at its place in the bucket; -1 for a parameter in no bucket
-  /// (GradientLayout::kUnreduced), whose whole gradient the driver keeps
-  /// elsewhere.
+  /// (GradientLayout::kUnreduced) or in a held one, whose whole gradient
+  /// the driver keeps elsewhere.
   int64_t ringOffset(int32_t parameter) const {
     return ringOffsets[static_cast<size_t>(parameter)];
   }
