@@ -68,8 +68,7 @@ struct TrainingStateBytes {
   /// gradients between others, at most a default bucket, which is
   /// the run's ring when the step writes its buckets one after another (the
   /// run's ring is larger when buckets are busy at once: a tied embedding's
-  /// gradient, written last, or a replicated step's pending gradients,
-  /// scaled at its end).
+  /// gradient, written last).
   int64_t gradientRing = 0;
   /// The non-trained initializers (tess.buffer) the step reads.
   int64_t buffers = 0;

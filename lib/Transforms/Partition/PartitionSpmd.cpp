@@ -244,7 +244,6 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
 
 LogicalResult PartitionSpmdPass::partitionReturn() {
   Operation *terminator = step.getBody().front().getTerminator();
-  OpBuilder builder(terminator);
   SmallVector<Type> results;
   for (auto [index, returned] : llvm::enumerate(terminator->getOperands())) {
     llvm::Expected<TensorLayout> layout =
@@ -252,6 +251,16 @@ LogicalResult PartitionSpmdPass::partitionReturn() {
     if (!layout)
       return step.emitError("tess-partition-spmd: result ")
              << index << ": " << llvm::toString(layout.takeError());
+    // A gradient the driver reduces (tess.zero_stage: pending over its ZeRO
+    // axes) is resharded where it is computed, not at the return: a whole
+    // gradient made a partial sum (a replicated layer's, scaled by 1/N)
+    // is then written as the backward produces it, so the driver's ZeRO-2
+    // ring reduces it bucket by bucket instead of holding every such
+    // gradient at the step's end.
+    OpBuilder builder(terminator);
+    Operation *producer = returned.getDefiningOp();
+    if (producer && step.getResultAttr(index, sharding::kZeroStageAttrName))
+      builder.setInsertionPointAfter(producer);
     FailureOr<Value> moved =
         reshardTo(builder, terminator->getLoc(), returned, *layout);
     if (failed(moved))

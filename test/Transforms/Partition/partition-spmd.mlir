@@ -44,6 +44,31 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>} {
 
 // -----
 
+// A gradient the driver reduces (tess.zero_stage) that the step computes
+// whole (replicated compute): made a partial sum (times 1/2) right where it
+// is computed, so the step writes it as the backward produces it, not at
+// the return, where the other result's reshard stays.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[G:.*]] = tess.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+// CHECK-NEXT: %[[HALF:.*]] = tess.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NEXT: %[[SHARE:.*]] = tess.mul %[[G]], %[[HALF]]
+// CHECK-NEXT: %[[E:.*]] = tess.exp %{{.*}} : tensor<8x16xf32>
+// CHECK-NEXT: %[[HALVES:.*]] = tess.constant dense<5.000000e-01> : tensor<f32>
+// CHECK-NEXT: %[[OTHER:.*]] = tess.mul %[[E]], %[[HALVES]]
+// CHECK-NEXT: return %[[SHARE]], %[[OTHER]]
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @forward_backward(%x: tensor<8x16xf32>, %dy: tensor<8x32xf32>)
+      -> (tensor<16x32xf32> {tess.layout = #tess.layout<[-, -] partial(dp)>, tess.zero_stage = 2 : i64},
+          tensor<8x16xf32> {tess.layout = #tess.layout<[-, -] partial(dp)>}) {
+    %g = tess.matmul %x, %dy {transpose_lhs, tess.layouts = [#tess.layout<[-, -]>]}
+      : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    %e = tess.exp %x {tess.layouts = [#tess.layout<[-, -]>]} : tensor<8x16xf32>
+    return %g, %e : tensor<16x32xf32>, tensor<8x16xf32>
+  }
+}
+
+// -----
+
 // A split value returned whole: an all-gather; split on another dim: an
 // all-to-all.
 // CHECK-LABEL: func.func @forward_backward
