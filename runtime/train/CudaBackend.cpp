@@ -568,7 +568,9 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
       copyPieces(mirroredPieces, static_cast<float *>(mirror.get()),
                  static_cast<float *>(master.get()), /*toCompact=*/false);
       // An fp32 program has no copies: every weight is read as its master.
-      if (copyChunkCount > 0)
+      // (Not copyChunkCount: ZeRO-3 has no whole table of copies, its
+      // copies are the shard's, rounded here through the shard's chunks.)
+      if (computeCopyElements() > 0)
         checkKernel(tessera_cuda_round_chunk_copies(
                         static_cast<const float *>(master.get()),
                         computeCopies.get(), computeDtype,
