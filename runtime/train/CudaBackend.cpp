@@ -26,7 +26,7 @@
 // sends. Its gradients are accumulated one range of parameters at a time.
 //
 // With --offload optimizer (CudaOffloadedOptimizer.h) the fp32 masters
-// (pinned) and the moments (pageable) are host memory instead, and AdamW
+// and the moments (both pinned) are host memory instead, and AdamW
 // runs on the host:
 // the norm's sums are read back as before, the gradients follow them to the
 // host range by range, and each range's updated copies (and the f32 mirror

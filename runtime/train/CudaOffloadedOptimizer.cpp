@@ -38,17 +38,23 @@ CudaOffloadedOptimizer::CudaOffloadedOptimizer(
   hostMasters = PinnedBuffer(f32Bytes);
   hostFirst = HostBuffer(f32Bytes);
   hostSecond = HostBuffer(f32Bytes);
-  // TESSERA_OFFLOAD_PINNED_MOMENTS=1 page-locks the moments as the masters
-  // are, for an A/B of the host AdamW's rate: on an H100 host it fell from
-  // 4.64 Gelem/s (moments pinned) to 1.38 (pageable) for Llama 3 8B, and
-  // the cause is not known.
+  // The moments are page-locked as the masters are: only the host's AdamW
+  // reads them, but in pageable memory it ran 2.3x slower on the GPU
+  // machine (GPT-2 124M: 1.62 against 3.80 Gelem/s on 16 threads, one H100
+  // host, the twentieth session; Llama 3 8B: 1.38 against 4.64), while on a
+  // 2-core VM both ran alike; locked pages are never unmapped or migrated
+  // by the kernel's NUMA balancing, the likeliest difference.
+  // TESSERA_OFFLOAD_PINNED_MOMENTS=0 leaves them pageable, for that A/B.
   const char *pinned = std::getenv("TESSERA_OFFLOAD_PINNED_MOMENTS");
-  if (pinned && std::strcmp(pinned, "1") == 0) {
+  if (!pinned || std::strcmp(pinned, "0") != 0) {
     for (void *moments : {hostFirst.get(), hostSecond.get()})
       checkCuda(cudaHostRegister(moments, static_cast<size_t>(f32Bytes),
                                  cudaHostRegisterDefault),
-                "pinning the AdamW moments (TESSERA_OFFLOAD_PINNED_MOMENTS)");
+                "pinning the AdamW moments");
     pinnedMoments = true;
+  } else {
+    std::fprintf(stderr, "tessera: TESSERA_OFFLOAD_PINNED_MOMENTS=0: the "
+                         "AdamW moments are pageable host memory\n");
   }
   hostGradients = PinnedBuffer(kOffloadStagingSlots * plan.largestGradientSpan *
                                dtypeSize(gradientDtype));

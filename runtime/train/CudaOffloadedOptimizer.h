@@ -120,10 +120,12 @@ private:
   void *deviceCopies;
   cudaStream_t stream;
   /// The masters are pinned (the f32-read weights upload from them); the
-  /// moments are only the host's AdamW's, so pageable (HostBuffer).
+  /// moments, only the host's AdamW's, are allocated pageable (HostBuffer)
+  /// and pinned in place (cudaHostRegister) unless
+  /// TESSERA_OFFLOAD_PINNED_MOMENTS=0.
   PinnedBuffer hostMasters, hostGradients, hostCopies;
   HostBuffer hostFirst, hostSecond;
-  /// TESSERA_OFFLOAD_PINNED_MOMENTS=1: hostFirst/hostSecond page-locked.
+  /// hostFirst/hostSecond page-locked (the default).
   bool pinnedMoments = false;
   DeviceBuffer deviceMirror;
   /// One per range: its gradients have landed on the host.

@@ -141,8 +141,8 @@ OffloadFootprint offloadFootprint(const ParameterLayout &layout,
 std::string describeOffload(const OffloadFootprint &footprint) {
   return "offload optimizer: host " + gibibytes(footprint.host()) +
          " (pinned: fp32 master weights " + gibibytes(footprint.hostMasters) +
+         ", AdamW moments " + gibibytes(footprint.hostMoments) +
          ", gradient and weight staging " + gibibytes(footprint.hostStaging) +
-         "; pageable: AdamW moments " + gibibytes(footprint.hostMoments) +
          "); GPU state " + gibibytes(footprint.device()) + " (compute copies " +
          gibibytes(footprint.deviceCopies) + ", f32 weights read as masters " +
          gibibytes(footprint.deviceMirror) + ", gradients " +
