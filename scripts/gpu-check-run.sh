@@ -121,17 +121,34 @@ fi
 # much) and a pipeline whose stages recompute differently, on the fixture's
 # rows; the mixed-ZeRO plan again with --zero 0 (the state whole), whose
 # parameters must be the same bits.
+# A plan with ZeRO-2 parameters holds only its shard of their gradients, so
+# the fixture's gradients come from the same plan under --zero 1 (the
+# optimizer state still sharded); the plan's own stages then run with the
+# parameters dumped only, and must give --zero 0's bits (one micro-batch).
 for plan in mixedzero mixedzerodptp mixedremat; do
   [[ -x "$here/gpt2-tiny-$plan-train" ]] || continue
   echo "=== gpt2-tiny $plan (--target cuda, fp32, thread ranks) ==="
-  first_step "gpt2-tiny-$plan" gpt2-tiny gpt2-tiny-train.weights.safetensors
-  grep -h 'ZeRO-1 over' "$out/gpt2-tiny-$plan.train.log" || true
+  zero=()
+  [[ $plan == mixedzero* ]] && zero=(--zero 1)
+  first_step "gpt2-tiny-$plan" gpt2-tiny gpt2-tiny-train.weights.safetensors "${zero[@]}"
+  grep -h 'ZeRO-[12] over' "$out/gpt2-tiny-$plan.train.log" || true
 done
 if [[ -x "$here/gpt2-tiny-mixedzero-train" ]]; then
   cp "$out/gpt2-tiny-mixedzero.params.safetensors" "$out/zero1-gpt2-tiny-mixedzero.params.safetensors"
+  "$here/gpt2-tiny-mixedzero-train" --data "$here/gpt2-tiny.batch.npy" \
+      --weights "$here/gpt2-tiny-train.weights.safetensors" --steps 1 --lr 1e-3 \
+      --no-shuffle --dump-params "$out/planned-gpt2-tiny-mixedzero.params.safetensors" \
+      > "$out/planned-gpt2-tiny-mixedzero.train.log" 2>&1 || { cat "$out/planned-gpt2-tiny-mixedzero.train.log"; status=1; }
+  grep -h 'ZeRO-[12] over' "$out/planned-gpt2-tiny-mixedzero.train.log" || true
   first_step gpt2-tiny-mixedzero gpt2-tiny gpt2-tiny-train.weights.safetensors --zero 0
   cmp "$out/gpt2-tiny-mixedzero.params.safetensors" \
       "$out/zero1-gpt2-tiny-mixedzero.params.safetensors" || status=1
+  "$here/gpt2-tiny-mixedzero-train" --data "$here/gpt2-tiny.batch.npy" \
+      --weights "$here/gpt2-tiny-train.weights.safetensors" --steps 1 --lr 1e-3 \
+      --no-shuffle --zero 0 --dump-params "$out/planned-zero0-gpt2-tiny-mixedzero.params.safetensors" \
+      > /dev/null 2>&1 || status=1
+  cmp "$out/planned-zero0-gpt2-tiny-mixedzero.params.safetensors" \
+      "$out/planned-gpt2-tiny-mixedzero.params.safetensors" || status=1
 fi
 # From the second step on, the pipeline's stage calls are recorded and
 # replayed as CUDA graphs (runtime/train/CudaStageGraphs.h): 4 steps so
