@@ -1,7 +1,8 @@
 //===- KernelBench.cuh - What the kernel benchmarks share -----------------===//
 //
 // Error checks that end the program with the failing call's message, the
-// mean time of a call (timeMs), and a
+// mean time of a call (timeMs, or timeMsColdL2 with the L2 flushed before
+// each), and a
 // device tensor filled with a deterministic pattern (floats in [-2, 2),
 // ids below a vocabulary), for the hand-run benchmarks in bench/kernels.
 //
@@ -101,6 +102,45 @@ inline double timeMs(const std::function<void()> &body, int iterations = 10) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return ms / iterations;
+}
+
+/// Mean ms per call of `body` over `iterations` calls with the L2 cache
+/// flushed before each (a memset of twice its size, outside the timed
+/// window), after one warm-up. timeMs repeats a call on the same operands,
+/// so whatever fits the L2 (a Llama layer's weights, 8-32 MB, in an
+/// H100's 50 MB) is read from it from the second call on; in a training
+/// step each GEMM's weight was last read a layer ago. Each call is timed
+/// on its own, so launch latency counts as it does in the step.
+inline double timeMsColdL2(const std::function<void()> &body,
+                           int iterations = 10) {
+  static void *flush = nullptr;
+  static size_t flushBytes = 0;
+  if (!flush) {
+    int device = 0, l2 = 0;
+    check(cudaGetDevice(&device), "device");
+    check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device),
+          "L2 size");
+    flushBytes = 2 * static_cast<size_t>(l2 > 0 ? l2 : 64 << 20);
+    check(cudaMalloc(&flush, flushBytes), "cudaMalloc");
+  }
+  body();
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  double total = 0;
+  for (int i = 0; i < iterations; ++i) {
+    check(cudaMemsetAsync(flush, i & 0xff, flushBytes), "flush");
+    check(cudaEventRecord(start), "record");
+    body();
+    check(cudaEventRecord(stop), "record");
+    check(cudaEventSynchronize(stop), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+    total += ms;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return total / iterations;
 }
 
 } // namespace kernel_bench

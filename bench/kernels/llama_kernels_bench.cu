@@ -19,7 +19,12 @@
 // kind should be within 2x of its roofline, so the program exits non-zero
 // if any kernel is below 50% of it. TESSERA_BENCH_NORM_PARTS=1 adds the
 // norm backwards without the parameter gradient (and without the residual
-// add), to split their time. Run by hand on the GPU machine; not a test.
+// add), to split their time. TESSERA_BENCH_COLD_L2=1 flushes the L2 before
+// each timed call (timeMsColdL2): repeated on the same operands, a layer's
+// GEMM finds its weight in the L2, which in the step it does not (the 1B
+// step's layer GEMMs ran 7-18 % slower than this bench times them, its head
+// GEMMs, whose weight never fits, at the same rate). Run by hand on the GPU
+// machine; not a test.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,7 +63,11 @@ double worstFraction = 1e30;
 /// call) and its fraction of the roofline; keeps the worst.
 void time(const char *name, Bound bound, double amount,
           const std::function<void()> &call) {
-  double ms = timeMs(call);
+  static const bool coldL2 = [] {
+    const char *value = std::getenv("TESSERA_BENCH_COLD_L2");
+    return value && std::string(value) == "1";
+  }();
+  double ms = coldL2 ? timeMsColdL2(call) : timeMs(call);
   checkKernel(tessera_cuda_check_device_errors(nullptr));
   double rate = amount / (ms * 1e-3);
   bool memory = bound == Bound::Memory;
