@@ -38,8 +38,8 @@ constexpr CompilePhaseInfo kPhases[] = {
      "canonicalize and fuse the forward graph into Transformer-level ops"},
     {CompilePhase::Search, "search",
      "fit the step's memory (recomputation, offload) and search the "
-     "sharding plan of a mesh, written on the forward's ops; or search a "
-     "pipeline's plan"},
+     "sharding plan of a mesh (or choose the mesh of N devices), written on "
+     "the forward's ops; or search a pipeline's plan"},
     {CompilePhase::Training, "training",
      "build the training step: autodiff, the loss, AdamW, the precision"},
     {CompilePhase::Plan, "plan", "write the module's #tess.plan"},
@@ -85,6 +85,7 @@ tessera::fitMemoryOptions(const CompilePhaseOptions &options) {
   FitMemoryOptions fit;
   fit.cluster = options.cluster;
   fit.mesh = options.mesh;
+  fit.devices = options.devices;
   fit.memoryLimit = options.memoryLimit;
   fit.remat = options.rematPin;
   fit.offload = options.offloadPin;
@@ -100,6 +101,7 @@ tessera::searchShardingOptions(const CompilePhaseOptions &options) {
   SearchShardingOptions search;
   search.cluster = options.cluster;
   search.mesh = options.mesh;
+  search.devices = options.devices;
   search.memoryLimit = options.memoryLimit;
   search.zero = options.zero;
   // A pin's terms are comma separated, as a list option's elements are:

@@ -72,23 +72,6 @@ PassDiagnostics::PassDiagnostics(mlir::MLIRContext &context,
   });
 }
 
-HeldRemarks::HeldRemarks(mlir::MLIRContext &context)
-    : ScopedDiagnosticHandler(&context) {
-  setHandler([this](mlir::Diagnostic &diagnostic) {
-    if (diagnostic.getSeverity() != mlir::DiagnosticSeverity::Remark)
-      return mlir::failure();
-    held.push_back({diagnostic.getLocation(), diagnostic.str()});
-    return mlir::success();
-  });
-}
-
-std::vector<HeldRemark> HeldRemarks::take() { return std::exchange(held, {}); }
-
-void emitRemarks(const std::vector<HeldRemark> &remarks) {
-  for (const HeldRemark &remark : remarks)
-    mlir::emitRemark(remark.location) << remark.message;
-}
-
 unsigned printedErrorCount() { return printedErrors; }
 
 int failUnlessReported(unsigned before, const Twine &failure) {

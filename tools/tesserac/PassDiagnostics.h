@@ -31,31 +31,6 @@ public:
   PassDiagnostics(mlir::MLIRContext &context, std::string inputPath);
 };
 
-/// A remark held back by HeldRemarks: where it was emitted and what it said.
-struct HeldRemark {
-  mlir::Location location;
-  std::string message;
-};
-
-/// While alive, holds the remarks emitted on `context` instead of letting
-/// the handler below (PassDiagnostics) print them; every other diagnostic
-/// passes on to it. For work whose remarks matter only if its result is
-/// kept (a mesh --devices weighs): emitRemarks prints the kept ones later,
-/// as they would have printed.
-class HeldRemarks : public mlir::ScopedDiagnosticHandler {
-public:
-  explicit HeldRemarks(mlir::MLIRContext &context);
-  /// The remarks held so far, in the order emitted; none are left held.
-  std::vector<HeldRemark> take();
-
-private:
-  std::vector<HeldRemark> held;
-};
-
-/// Emits `remarks` again (once no HeldRemarks holds them); a remark's notes
-/// are not kept (tess-annotate-from-plan's have none).
-void emitRemarks(const std::vector<HeldRemark> &remarks);
-
 /// The errors every PassDiagnostics has printed so far.
 unsigned printedErrorCount();
 

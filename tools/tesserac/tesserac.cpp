@@ -27,8 +27,8 @@
 // which decides whether the plan fits, and ends with that plan as the
 // module's #tess.plan. `--target` and `--emit=cpp` given --cluster, the
 // search's flags, --devices N (the mesh of N devices whose plan fits and is
-// fastest, chooseMesh) or a --mesh without --strategy make the same
-// decision (planTrainingStep) and compile its plan, which the executable
+// fastest) or a --mesh without --strategy make the same decision (the
+// search phase, runSearchPhase) and compile its plan, which the executable
 // carries and prints at start; `--explain --plan TEXT|FILE` predicts the
 // step of such a plan (its mesh, ZeRO stage and recomputation pinned).
 // `--summary` given the same flags (or --strategy, --remat) describes that
@@ -51,15 +51,14 @@
 // preparation, emitc: tessera/Driver/CompilePhases.h), built from the flags;
 // `--compile-to=PHASE` prints the module after PHASE, from which
 // `tessera-opt --tess-phase-<next>` continues. The intra-op search is the
-// search phase's pass (tess-search-sharding), its flags the pass's options;
-// tesserac measures the compiled step it is calibrated by, weighs meshes
-// and memory bounds (planTrainingStep, chooseMesh), writes the weights and
-// links; it adds no pass itself. A --pipeline compile's plan is the search
-// phase's tess-search-pipeline on the forward at the global batch (printed
-// as `tesserac: search:`), which the plan phase of the step built at one
-// micro-batch then writes. Each mesh
-// is searched once: the plan searched for the mesh --devices chooses (or
-// the one --mesh gives) is the module the compile's search phase yields.
+// search phase's passes (tess-fit-memory, tess-search-sharding, which
+// checks a mesh plan against the rank's compiled program and chooses
+// --devices' mesh), its flags the passes' options, run on the compile's
+// own module; tesserac writes the weights and links; it adds no pass
+// itself. A --pipeline compile's plan is the search phase's
+// tess-search-pipeline on the forward at the global batch (printed as
+// `tesserac: search:`), which the plan phase of the step built at one
+// micro-batch then writes.
 //
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
@@ -82,6 +81,7 @@
 #include "tessera/Sharding/MeshSharding.h"
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/CompiledStepMemory.h"
+#include "tessera/Transforms/MeshPlan.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "Tess/IR/TessOps.h"
@@ -506,7 +506,7 @@ int runPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
              tessera::CompilePhase phase,
              const tessera::CompilePhaseOptions &options,
              const Twine &failure) {
-  // Every search tesserac runs is printed, here and in buildAndSearch.
+  // Every search tesserac runs is printed, here and in runSearchPhase.
   if (phase == tessera::CompilePhase::Search &&
       (options.search || options.searchPipeline))
     printPhasePipeline(context, phase, options, "search");
@@ -560,6 +560,7 @@ searchPhaseOptions(const tessera::SearchShardingOptions &search) {
   if (rematPin)
     options->rematPin = tessera::pipeline::rematName(*rematPin).str();
   options->mesh = search.mesh;
+  options->devices = search.devices;
   options->cluster = search.cluster;
   options->memoryLimit = search.memoryLimit;
   options->zero = search.zero;
@@ -582,18 +583,6 @@ std::string searchFailure() {
 /// The training phase's failure.
 std::string trainingFailure() {
   return inputPath + ": building the training step failed";
-}
-
-/// Turns the forward function into the training step (--loss,
-/// --precision), as --target, --emit=cpp and --explain all start from it:
-/// the training phase, q/k/v packed on `oneDevice`. Returns 0, or 1 after
-/// printing the error.
-int buildTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                      bool oneDevice) {
-  std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
-  options->packQkv = oneDevice;
-  return runPhase(context, module, tessera::CompilePhase::Training, *options,
-                  trainingFailure());
 }
 
 /// The shard and partition phases' failure.
@@ -728,16 +717,11 @@ int decidePipelinePlan(const tessera::onnx_import::ImportOptions &options,
   return 0;
 }
 
-/// The search's plan of the forward function and what it was calibrated by.
-/// `planned` holds the module whose @forward the search planned (the plan's
-/// ops are its ops).
+/// The search phase's decision, as tesserac reports and compiles it.
 struct SearchedPlan {
-  mlir::OwningOpRef<mlir::ModuleOp> planned;
-  /// The search phase's options that found the plan: the compile reruns the
-  /// phase with them on its own module.
-  tessera::SearchShardingOptions search;
-  std::optional<tessera::cost::TrainingStepEstimate> estimate;
-  std::optional<tessera::sharding::TrainingShardingPlan> plan;
+  /// The search's plan and calibration, the compiled rank's memory on a
+  /// mesh (tessera/Transforms/MeshPlan.h); absent under --strategy.
+  std::optional<tessera::MeshPlanDecision> decision;
   /// What every layer recomputes: the least that fits, or the pin.
   tessera::pipeline::RematMode remat = tessera::pipeline::RematMode::None;
   /// Whether the optimizer state goes to the host: only when nothing
@@ -746,8 +730,12 @@ struct SearchedPlan {
   /// The module's #tess.plan as the lowering reads it (on a mesh, with the
   /// mesh the partitioning added): what the executable carries.
   tessera::tess::PlanAttr compiledPlan;
-  /// On a mesh: the memory of one rank's compiled program.
-  std::optional<tessera::StepMemory> rank;
+  /// The copy searched when not compiling: the plan names its ops.
+  mlir::OwningOpRef<mlir::ModuleOp> searchedCopy;
+
+  const tessera::sharding::TrainingShardingPlan *plan() const {
+    return decision ? &decision->plan : nullptr;
+  }
 };
 
 /// `mesh` as tess-search-sharding's `mesh` option ("" for one device).
@@ -756,28 +744,23 @@ std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
 }
 
 /// Runs the search phase (tess-fit-memory, then tess-search-sharding with
-/// `searchOptions` and `mesh`) on the forward function in `step`, in place:
-/// the recomputation and offload that fit one device, then the search
-/// calibrated by the step that recomputes them; then makes `step` the
-/// training step built from the planned forward (as --target does), whose
-/// ops carry the plan; the searched module, whose ops the plan names,
-/// becomes `result.planned`. Returns 0, or 1 after printing the error; with
-/// `unfit`, a search that finds no plan returns 2 with its reason there
-/// instead.
-int buildAndSearch(mlir::MLIRContext &context,
-                   mlir::OwningOpRef<mlir::ModuleOp> &step,
+/// `searchOptions` and `mesh`, or its `devices`) on the forward function in
+/// `module`, in place, printed as `what` under --print-phase-pipelines: the
+/// recomputation and offload that fit one device, then the search
+/// calibrated by the step that recomputes them, its plan checked against
+/// the rank's compiled program on a mesh and, with `devices`, the mesh
+/// chosen. The forward's ops then carry the plan and the module's
+/// #tess.plan the decision. Returns 0, or 1 after printing the error.
+int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
                    const tessera::cost::DeviceMesh &mesh,
                    tessera::SearchShardingOptions searchOptions,
-                   SearchedPlan &result,
-                   std::string *unfit = nullptr) {
-  mlir::ModuleOp module = *step;
+                   const Twine &what, SearchedPlan &result) {
   if (!module.lookupSymbol<mlir::func::FuncOp>("forward"))
     return fail(inputPath + ": the imported module has no @forward");
   searchOptions.mesh = meshOption(mesh);
   std::unique_ptr<tessera::CompilePhaseOptions> phase =
       searchPhaseOptions(searchOptions);
-  // Every search tesserac runs, as tessera-opt would rerun it.
-  printPhasePipeline(context, tessera::CompilePhase::Search, *phase, "search");
+  printPhasePipeline(context, tessera::CompilePhase::Search, *phase, what);
   // The memory of the step as compiled decides what fits (the module's
   // plan), and calibrates the search's own per-op model.
   FailureOr<std::string> offloaded =
@@ -788,36 +771,24 @@ int buildAndSearch(mlir::MLIRContext &context,
     llvm::errs() << "tesserac: note: " << inputPath << ": " << *offloaded
                  << "\n";
   tessera::tess::PlanAttr fitted = tessera::tess::PlanAttr::lookup(module);
+  result = SearchedPlan();
   result.remat = *tessera::pipeline::parseRematName(fitted.getRemat());
   result.offload = fitted.isOffloaded();
-  // The search as the phase runs it (its options the phase's, the step's
-  // among them).
-  tessera::SearchShardingOptions search =
-      tessera::searchShardingOptions(*phase);
-  FailureOr<tessera::ShardingCalibration> calibration =
-      tessera::calibrateSharding(module, search);
-  if (failed(calibration))
-    return 1;
-  auto plan = tessera::searchSharding(module, search, *calibration);
-  if (!plan) {
-    if (!unfit)
-      return fail(inputPath + ": " + toString(plan.takeError()));
-    *unfit = toString(plan.takeError());
-    return 2;
+  std::string unfit;
+  FailureOr<tessera::MeshPlanDecision> decision = tessera::decideMeshPlan(
+      module, tessera::searchShardingOptions(*phase), unfit);
+  if (failed(decision)) {
+    if (unfit.empty())
+      return 1;
+    if (searchOptions.devices > 0)
+      unfit = formatv("--devices {0}: {1}", searchOptions.devices, unfit);
+    return fail(inputPath + ": " + unfit);
   }
-  // The searched module stays as it is for the report, which names its
-  // forward's ops (the training phase would pack a one-device forward's
-  // q/k/v, and canonicalizes every function); the step is built from the
-  // planned forward, q/k/v packed on one device, as the calibration's, its
-  // ops carrying the plan the partitioner follows on a mesh.
-  result.planned = std::move(step);
-  step = result.planned->clone();
-  if (int status = buildTrainingStep(context, *step,
-                                     /*oneDevice=*/mesh.deviceCount() == 1))
-    return status;
-  result.search = std::move(searchOptions);
-  result.estimate = std::move(calibration->estimate);
-  result.plan = std::move(*plan);
+  result.decision = std::move(*decision);
+  result.compiledPlan =
+      result.decision->compiledPlan
+          ? result.decision->compiledPlan
+          : tessera::searchedModulePlan(&context, result.plan(), fitted);
   return 0;
 }
 
@@ -832,9 +803,8 @@ tessera::tess::PlanAttr modulePlan(
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
   using tessera::tess::PlanAttr;
   int64_t zero = 0;
-  if (searched.plan)
-    zero = searched.plan->zeroStage < 0 ? PlanAttr::kMixedZero
-                                        : searched.plan->zeroStage;
+  if (const tessera::sharding::TrainingShardingPlan *plan = searched.plan())
+    zero = plan->zeroStage < 0 ? PlanAttr::kMixedZero : plan->zeroStage;
   int64_t stages = 1, microBatches = 1;
   std::string schedule;
   if (stepPipeline) {
@@ -872,235 +842,87 @@ std::string planFailure() {
   return inputPath + ": writing the plan failed";
 }
 
-/// Writes `plan` as the module's tess.plan (the plan phase) on a copy the
-/// analyses take. Returns 0, or 1 after printing the error.
-int writeModulePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
-                    tessera::tess::PlanAttr plan) {
-  return runPhase(context, module, tessera::CompilePhase::Plan,
-                  *planPhaseOptions(plan), planFailure());
-}
-
-int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     bool deferGradientReduction = false,
-                     bool compiling = false);
-
-/// The memory of one rank's program for the searched plan the ops of the
-/// training step in `module` carry, as --target --mesh compiles it: the
-/// step partitioned (a copy),
-/// prepared for the lowering and analysed; `plan` is the copy's #tess.plan
-/// once partitioned (the mesh joined). Nullopt after printing the error.
-std::optional<tessera::StepMemory>
-partitionedStepMemory(mlir::MLIRContext &context, mlir::ModuleOp module,
-                      tessera::tess::PlanAttr &plan) {
-  mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
-  if (partitionForMesh(context, *step))
-    return std::nullopt;
-  plan = tessera::tess::PlanAttr::lookup(*step);
-  return preparedStepMemory(*step, /*microBatches=*/1);
-}
-
-/// The plan of the training step for `mesh` on `cluster`: what --explain
-/// prints and what --target and --emit=cpp compile when the plan is
-/// searched (--cluster, --memory-limit or a --mesh without --strategy), so
-/// that both are one decision. Leaves the forward function in `module` as
-/// it is (the compile then runs its training and plan phases with the
-/// decision) and fills `searched`: the search's sharding plan and the
-/// least recomputation that fits one device (or the pinned one). On a mesh
-/// the search's per-op model chooses and the analysis of the rank's
-/// compiled program decides whether the plan fits; when it does not, the
-/// search runs again under a bound lowered by what its model missed.
-/// Returns 0, or 1 after printing the error; with `unfit`, 2 when no plan
-/// fits the mesh, the reason there instead of printed.
-int planTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                     const tessera::cost::Cluster &cluster,
-                     const tessera::cost::DeviceMesh &mesh,
-                     const tessera::SearchShardingOptions &options,
-                     SearchedPlan &searched, std::string *unfit = nullptr) {
-  tessera::SearchShardingOptions bounded = options;
-  double limit = options.memoryLimit > 0
-                     ? static_cast<double>(options.memoryLimit)
-                     : cluster.device.memoryBytes;
-  mlir::OwningOpRef<mlir::ModuleOp> step;
-  for (int attempt = 0;; ++attempt) {
-    step = module.clone();
-    searched = SearchedPlan();
-    if (int status =
-            buildAndSearch(context, step, mesh, bounded, searched, unfit))
-      return status;
-    if (writeModulePlan(context, *step,
-                        modulePlan(context, searched, std::nullopt)))
-      return 1;
-    if (mesh.deviceCount() == 1) {
-      searched.compiledPlan = tessera::tess::PlanAttr::lookup(*step);
-      break;
-    }
-    searched.rank =
-        partitionedStepMemory(context, *step, searched.compiledPlan);
-    if (!searched.rank)
-      return 1;
-    const tessera::StepMemory &rank = *searched.rank;
-    double missed = rank.totalBytes() - searched.plan->predicted.memoryBytes();
-    if (rank.totalBytes() <= limit)
-      break;
-    if (attempt == 2 || missed <= 0) {
-      std::string reason = formatv(
-          "no sharding plan fits {0:F3} MiB per device on mesh {1} as "
-          "compiled: the search's plan needs {2:F3} MiB per rank (its arena "
-          "planned from liveness and the training state; the search "
-          "predicted {3:F3}); raise --memory-limit or use more devices",
-          limit / 1048576.0, mesh.describe(), rank.totalBytes() / 1048576.0,
-          searched.plan->predicted.memoryBytes() / 1048576.0);
-      if (!unfit)
-        return fail(inputPath + ": " + reason);
-      *unfit = reason;
-      return 2;
-    }
-    bounded.memoryLimit = static_cast<int64_t>(limit - missed);
-  }
-  return 0;
-}
-
-/// --devices N: the mesh of N devices, dp=N, tp=N or dp=A,tp=B with A x B
-/// = N, whose searched plan fits (planTrainingStep's decision, leaving
-/// `module` as it is) and is predicted the fastest; the first such on a
-/// tie. One place for --explain and --target, so both take the same mesh,
-/// and the plan searched for it (`chosenPlan`), which they take instead of
-/// searching it again: each mesh is searched once. The partitioner's
-/// remarks are the chosen plan's only. Returns 0, or 1 after printing the
-/// error (with each mesh's reason when none fits).
-int chooseMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
-               const tessera::cost::Cluster &cluster, int64_t devices,
-               const tessera::SearchShardingOptions &options,
-               tessera::cost::DeviceMesh &chosen, SearchedPlan &chosenPlan) {
-  double fastest = std::numeric_limits<double>::infinity();
-  std::vector<tessera::tesserac::HeldRemark> chosenRemarks;
-  std::string reasons;
-  for (int64_t dp = devices; dp >= 1; --dp) {
-    if (devices % dp != 0)
-      continue;
-    int64_t tp = devices / dp;
-    std::string spec = tp == 1   ? formatv("dp={0}", dp).str()
-                       : dp == 1 ? formatv("tp={0}", tp).str()
-                                 : formatv("dp={0},tp={1}", dp, tp).str();
-    auto mesh = tessera::cost::parseMesh(spec);
-    if (!mesh)
-      return fail(toString(mesh.takeError()));
-    if (Error placed = tessera::cost::placeOnCluster(*mesh, cluster))
-      return fail(toString(std::move(placed)));
-    SearchedPlan searched;
-    std::string unfit;
-    std::vector<tessera::tesserac::HeldRemark> remarks;
-    int status;
-    {
-      tessera::tesserac::HeldRemarks held(context);
-      status = planTrainingStep(context, module, cluster, *mesh, options,
-                                searched, &unfit);
-      remarks = held.take();
-    }
-    if (status == 1)
-      return 1;
-    if (status == 2) {
-      reasons += "\n  " + spec + ": " + unfit;
-      continue;
-    }
-    double seconds = searched.plan->predicted.stepSeconds();
-    if (seconds < fastest) {
-      fastest = seconds;
-      chosen = std::move(*mesh);
-      chosenPlan = std::move(searched);
-      chosenRemarks = std::move(remarks);
-    }
-  }
-  if (fastest == std::numeric_limits<double>::infinity())
-    return fail(formatv("{0}: --devices {1}: no mesh of {1} devices fits "
-                        "a plan on cluster '{2}':{3}",
-                        inputPath, devices, cluster.name, reasons));
-  tessera::tesserac::emitRemarks(chosenRemarks);
-  return 0;
-}
-
-/// The plan for `mesh` of the forward function in `module` (left as it
-/// is): searched as --explain searches it, or, under --strategy, the forced
-/// one (whose layouts the shard phase writes) with the pinned --remat.
-/// `weighed`: the plan chooseMesh searched for `mesh`, taken instead of
-/// searching again. Returns 0, or 1 after printing the error.
+/// The plan for `mesh` (or --devices') of the forward function in `module`:
+/// the search phase's decision, what --explain prints and what --target and
+/// --emit=cpp compile, so that both are one decision; under --strategy the
+/// forced one (whose layouts the shard phase writes) with the pinned
+/// --remat, the search phase empty. `compiling`: `module` is the compile's
+/// own, which the search phase changes and --compile-to may stop after;
+/// else the search runs on a copy. Returns 0, kStoppedAtPhase when
+/// compiling, or 1 after printing the error.
 int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
-               const tessera::cost::Cluster &cluster,
                const tessera::cost::DeviceMesh &mesh,
-               const tessera::SearchShardingOptions &options,
-               SearchedPlan *weighed, SearchedPlan &searched) {
-  if (weighed) {
-    searched = std::move(*weighed);
-    return 0;
-  }
-  if (forcedStrategy.empty())
-    return planTrainingStep(context, module, cluster, mesh, options, searched);
-  searched = SearchedPlan();
-  searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
-  return 0;
-}
+               const tessera::SearchShardingOptions &options, bool compiling,
+               SearchedPlan &searched);
 
 /// --explain: the cost model's estimate of the unsharded step on one device,
-/// the searched sharding plan on `mesh`, and the #tess.plan that --target
-/// compiles for the same flags (and its executable prints at start).
+/// the searched sharding plan on `mesh` (or --devices'), and the #tess.plan
+/// that --target compiles for the same flags (and its executable prints at
+/// start).
 int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                         const tessera::cost::Cluster &cluster,
                         const tessera::cost::DeviceMesh &mesh,
                         const tessera::SearchShardingOptions &options,
-                        StringRef title, SearchedPlan *weighed) {
+                        StringRef title) {
   SearchedPlan searched;
-  if (int status = decidePlan(context, module, cluster, mesh, options,
-                              weighed, searched))
+  if (int status = decidePlan(context, module, mesh, options,
+                              /*compiling=*/false, searched))
     return status;
+  if (!searched.decision)
+    return fail("--explain predicts a searched plan: drop --strategy");
+  const tessera::MeshPlanDecision &decision = *searched.decision;
   return writeOutput([&](raw_ostream &os) {
-    tessera::cost::printTrainingStepEstimate(*searched.estimate, title, os);
-    tessera::sharding::printTrainingShardingPlan(*searched.plan, cluster, os);
-    if (searched.rank)
+    tessera::cost::printTrainingStepEstimate(*decision.calibration.estimate,
+                                             title, os);
+    tessera::sharding::printTrainingShardingPlan(decision.plan, cluster, os);
+    if (decision.rank)
       os << formatv("Peak device memory per rank as compiled (the partitioned "
                     "step's arena and training state): {0:F3} MiB; the "
                     "search's prediction: {1:F3} MiB\n",
-                    searched.rank->totalBytes() / 1048576.0,
-                    searched.plan->predicted.memoryBytes() / 1048576.0);
+                    decision.rank->totalBytes() / 1048576.0,
+                    decision.plan.predicted.memoryBytes() / 1048576.0);
     os << "Plan as compiled: " << mlir::Attribute(searched.compiledPlan)
        << "\n";
   });
 }
 
-/// Makes `module` the module `from` was (its operations, moved, and its
-/// attributes), leaving `from` empty.
-void adoptModule(mlir::ModuleOp module, mlir::ModuleOp from) {
-  mlir::Block *body = module.getBody();
-  body->clear();
-  body->getOperations().splice(body->end(), from.getBody()->getOperations());
-  module->setAttrs(from->getAttrDictionary());
+int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
+               const tessera::cost::DeviceMesh &mesh,
+               const tessera::SearchShardingOptions &options, bool compiling,
+               SearchedPlan &searched) {
+  if (!forcedStrategy.empty()) {
+    searched = SearchedPlan();
+    searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
+    if (!compiling)
+      return 0;
+    return compilePhase(context, module, tessera::CompilePhase::Search,
+                        *phaseOptions(), searchFailure());
+  }
+  if (!compiling) {
+    mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
+    if (int status =
+            runSearchPhase(context, *copy, mesh, options, "search", searched))
+      return status;
+    searched.searchedCopy = std::move(copy);
+    return 0;
+  }
+  if (int status =
+          runSearchPhase(context, module, mesh, options, "phase search",
+                         searched))
+    return status;
+  return stopAfter(tessera::CompilePhase::Search, module);
 }
 
-/// The training and plan phases on the forward function in `module`: the
-/// training step (q/k/v packed on `oneDevice`) with the #tess.plan of
-/// `searched` and `stepPipeline`; a searched mesh plan's planned module
-/// becomes `module` (taken from `searched`). Returns 0, kStoppedAtPhase, or
-/// 1 after printing the error.
+/// The training and plan phases on the forward function in `module`, whose
+/// search phase has run: the training step (q/k/v packed on `oneDevice`)
+/// with the #tess.plan of `searched` and `stepPipeline`. Returns 0,
+/// kStoppedAtPhase, or 1 after printing the error.
 int buildStepWithPlan(
     mlir::MLIRContext &context, mlir::ModuleOp module,
-    SearchedPlan &searched,
+    const SearchedPlan &searched,
     const std::optional<tessera::tesserac::StepPipeline> &stepPipeline,
     bool oneDevice) {
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
-  if (searched.plan && searched.plan->mesh.deviceCount() > 1) {
-    // A mesh's searched plan: the search phase's module is the one the
-    // decision searched (its forward's ops carry the plan, for the
-    // training step to inherit), not a second search with the same
-    // options; printed as the phase that reproduces it.
-    printPhasePipeline(context, tessera::CompilePhase::Search,
-                       *searchPhaseOptions(searched.search), "phase search");
-    adoptModule(module, *searched.planned);
-    if (int status = stopAfter(tessera::CompilePhase::Search, module))
-      return status;
-  } else if (int status = compilePhase(context, module,
-                                       tessera::CompilePhase::Search,
-                                       *options, searchFailure())) {
-    return status;
-  }
   options->packQkv = oneDevice;
   if (int status = compilePhase(context, module,
                                 tessera::CompilePhase::Training, *options,
@@ -1112,17 +934,20 @@ int buildStepWithPlan(
                       planFailure());
 }
 
+int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
+                     bool deferGradientReduction = false,
+                     bool compiling = false);
+
 /// --partition: the training step as one rank of `mesh` runs it, for the
 /// searched plan (which the step's ops carry from the search phase, written
 /// as layouts by tess-annotate-from-plan, each place it cannot follow the
 /// plan a remark) or the forced --strategy.
 int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                          const tessera::cost::Cluster &cluster,
                           const tessera::cost::DeviceMesh &mesh,
                           const tessera::SearchShardingOptions &options) {
   SearchedPlan searched;
-  if (int status = decidePlan(context, module, cluster, mesh, options,
-                              /*weighed=*/nullptr, searched))
+  if (int status = decidePlan(context, module, mesh, options,
+                              /*compiling=*/true, searched))
     return status;
   if (int status = buildStepWithPlan(context, module, searched, std::nullopt,
                                      mesh.deviceCount() == 1))
@@ -1176,16 +1001,16 @@ int requireRunnableOnMesh(const SearchedPlan &searched) {
   auto axesText = [&](const tessera::sharding::ParameterSharding &parameter) {
     std::string text;
     for (unsigned axis : parameter.zeroAxes)
-      text += (text.empty() ? "" : ",") + searched.plan->mesh.axes[axis].name;
+      text += (text.empty() ? "" : ",") + searched.plan()->mesh.axes[axis].name;
     return text;
   };
   for (const tessera::sharding::ParameterSharding &parameter :
-       searched.plan->parameters) {
+       searched.plan()->parameters) {
     if ((parameter.zeroStage != 1 && parameter.zeroStage != 2) ||
         parameter.zeroAxes.empty())
       continue;
     size_t axes = parameter.zeroAxes.size();
-    if (axes != 1 && axes != searched.plan->mesh.axes.size())
+    if (axes != 1 && axes != searched.plan()->mesh.axes.size())
       return fail(formatv(
           "{0}: the searched plan shards the optimizer state of '{1}' "
           "(ZeRO-{2}) over the mesh axes {3}, which the compiled driver "
@@ -1219,8 +1044,6 @@ struct PlanTarget {
   tessera::cost::DeviceMesh mesh;
   tessera::SearchShardingOptions searchOptions;
   bool partitioned = false;
-  /// The plan --devices searched for `mesh` (chooseMesh), or null.
-  SearchedPlan *weighed = nullptr;
 };
 
 /// The compile's plan and the phases up to the mesh's layouts, on the
@@ -1237,14 +1060,22 @@ int buildPlannedStep(
   searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
   bool oneDevice = true;
   if (planTarget) {
-    if (int status = decidePlan(context, module, *planTarget->cluster,
-                                planTarget->mesh, planTarget->searchOptions,
-                                planTarget->weighed, searched))
+    if (int status = decidePlan(context, module, planTarget->mesh,
+                                planTarget->searchOptions,
+                                /*compiling=*/true, searched))
       return status;
-    if (planTarget->partitioned && searched.plan)
+    if (planTarget->partitioned && searched.plan())
       if (int status = requireRunnableOnMesh(searched))
         return status;
-    oneDevice = planTarget->mesh.deviceCount() == 1;
+    // The searched plan's mesh (--devices chose it), else the forced one.
+    oneDevice = searched.plan()
+                    ? searched.plan()->mesh.deviceCount() == 1
+                    : planTarget->mesh.deviceCount() == 1;
+  } else if (int status = compilePhase(context, module,
+                                       tessera::CompilePhase::Search,
+                                       *phaseOptions(), searchFailure())) {
+    // Nothing to search: the step as written.
+    return status;
   }
   if (int status = buildStepWithPlan(context, module, searched, stepPipeline,
                                      oneDevice))
@@ -1779,6 +1610,9 @@ int main(int argc, char **argv) {
       return fail("--search-timeout " + std::to_string(searchTimeout) +
                   ": expected a positive number of seconds");
     searchOptions.searchTimeout = searchTimeout;
+    // --devices N: the search phase chooses the mesh.
+    if (devicesGiven && deviceCount > 1)
+      searchOptions.devices = deviceCount.getValue();
     searchOptions.cluster = clusterName.getValue();
     searchOptions.precision = precision.getValue();
     // Checked here, before the import, against the mesh they pin.
@@ -1837,30 +1671,18 @@ int main(int argc, char **argv) {
                                   *phaseOptions(), importCleanupFailure()))
       return exitStatus(status);
 
-  // --devices: the mesh is the one whose plan is best, for the model as
-  // imported (so after the import, unlike --mesh); its searched plan is the
-  // one --explain prints and the compile compiles.
-  std::optional<SearchedPlan> weighed;
-  if (devicesGiven && deviceCount > 1) {
-    weighed.emplace();
-    if (int status = chooseMesh(context, **module, *cluster, deviceCount,
-                                searchOptions, mesh, *weighed))
-      return status;
-  }
-  SearchedPlan *weighedPlan = weighed ? &*weighed : nullptr;
   if (explain)
     return explainTrainingStep(context, **module, *cluster, mesh,
-                               searchOptions, explainTitle, weighedPlan);
+                               searchOptions, explainTitle);
   if (partitionStep)
-    return partitionTrainingStep(context, **module, *cluster, mesh,
-                                 searchOptions);
+    return exitStatus(
+        partitionTrainingStep(context, **module, mesh, searchOptions));
 
   // What --target, --emit=cpp and --summary plan for (else the step as
   // written, with the pinned --remat).
   std::optional<PlanTarget> planTarget;
   if (meshProgram || plannedProgram)
-    planTarget =
-        PlanTarget{&*cluster, mesh, searchOptions, meshProgram, weighedPlan};
+    planTarget = PlanTarget{&*cluster, mesh, searchOptions, meshProgram};
   if (compileRequested)
     return exitStatus(compileTrainingProgram(context, **module,
                                              buildExecutable, planTarget,

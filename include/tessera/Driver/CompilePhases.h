@@ -36,9 +36,11 @@ enum class CompilePhase {
   Fusion,
   /// The recomputation and offload that fit (tess-fit-memory, the
   /// module's #tess.plan), then the sharding search on the forward, its
-  /// plan written on the forward's ops (tess-search-sharding), which the
-  /// training step inherits; or, for a pipeline, the pipeline search
-  /// (tess-search-pipeline), its plan the module's #tess.plan.
+  /// plan written on the forward's ops (tess-search-sharding: on a mesh
+  /// checked against the rank's compiled program, with `devices` the mesh
+  /// chosen), which the training step inherits; or, for a pipeline, the
+  /// pipeline search (tess-search-pipeline), its plan the module's
+  /// #tess.plan.
   Search,
   /// The training step: q/k/v packed on one device, tess-build-training,
   /// canonicalize, CSE.
@@ -98,6 +100,11 @@ struct CompilePhaseOptions
       llvm::cl::desc("The search's cluster: a built-in name or a cluster "
                      "JSON file"),
       llvm::cl::init("h200")};
+  Option<int64_t> devices{
+      *this, "devices",
+      llvm::cl::desc("Choose the search's mesh of N devices, dp x tp "
+                     "(tess-search-sharding's devices; 0: `mesh`)"),
+      llvm::cl::init(0)};
   Option<int64_t> memoryLimit{
       *this, "memory-limit",
       llvm::cl::desc("Bytes per device the searched plan must fit (0: the "

@@ -618,9 +618,10 @@ def FitMemory : Pass<"tess-fit-memory", "::mlir::ModuleOp"> {
     }
     ```
 
-    On a mesh of several devices (`mesh`) nothing is measured: the search
-    divides the step without recomputation (or the pinned one) and checks
-    its own bound.
+    On a mesh of several devices (`mesh`, or `devices` more than one, the
+    devices whose mesh tess-search-sharding chooses) nothing is measured:
+    the search divides the step without recomputation (or the pinned one)
+    and checks its own bound.
 
     Errors (their advice names tesserac's flags): no recomputation fits
     even with the optimizer offloaded, with what each mode needs and what
@@ -636,6 +637,9 @@ def FitMemory : Pass<"tess-fit-memory", "::mlir::ModuleOp"> {
            "offload">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "The device mesh: 2x4, 8 or dp=2,tp=4 (empty: one device)">,
+    Option<"devices", "devices", "int64_t", /*default=*/"0",
+           "The devices tess-search-sharding chooses a mesh of (its "
+           "`devices`; 0: the mesh's)">,
     Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
            "Bytes the step must fit on one device (0: the cluster's device "
            "memory)">,
@@ -806,17 +810,45 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
     (`compute` and `optimizer` seconds per step and per element,
     `activations` and `fixed` bytes), for a module whose step is not built.
 
+    On a mesh of several devices, with the calibration measured, the plan
+    is checked against the program it compiles to: the training step built
+    from the planned forward (q/k/v apart), its layouts written from the
+    plan (tess-annotate-from-plan, whose remarks are the pass's) and one
+    rank's program partitioned (tess-partition-spmd) and measured by the
+    one memory analysis, as the compile builds it. When that rank misses
+    the memory limit, the search runs again under a limit lowered by what
+    its per-op model missed, at most three searches in all.
+
+    `devices` (instead of `mesh`) chooses the mesh: every `dp=N`,
+    `dp=A,tp=B` (A x B = N) and `tp=N`, from the most data-parallel, each
+    searched and checked as above; the plan predicted fastest of those that
+    fit is written (the first on a tie), its mesh in `tess.mesh` and the
+    `#tess.plan`, and the remarks are the chosen mesh's only.
+
+    ```mlir
+    // tess-fit-memory{devices=4}, tess-search-sharding{devices=4}
+    module attributes {tess.mesh = #tess.mesh<dp = 4>,
+                       tess.plan = #tess.plan<mesh = #tess.mesh<dp = 4>>} {...}
+    ```
+
     Errors, each naming the option: a cluster that is neither built in nor
     a readable cluster file, a mesh that does not parse or does not fit the
-    cluster, a pin that does not parse or names an axis the mesh has not,
-    a module without `@forward`, and no plan that fits the memory limit
-    (with the least memory any plan needs).
+    cluster, both `mesh` and `devices`, `devices` below 0 or a
+    factorisation that does not fit the cluster, a pin that does not parse
+    or names an axis the mesh has not, a module without `@forward`, no plan
+    that fits the memory limit (with the least memory any plan needs), a
+    checked plan whose compiled rank still misses the limit (what it needs
+    against the search's prediction), and, with `devices`, no mesh that
+    fits (each mesh's reason).
   }];
   let options = [
     Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",
            "h200, h200-multinode, a100-megatron or a cluster JSON file">,
     Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
            "The device mesh: 2x4, 8 or dp=2,tp=4 (empty: one device)">,
+    Option<"devices", "devices", "int64_t", /*default=*/"0",
+           "Choose the mesh of N devices, dp x tp, whose plan fits and is "
+           "predicted fastest (0: `mesh`)">,
     Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
            "Bytes per device the plan must fit (0: the cluster's device "
            "memory; one device: not checked, the compiled step decides)">,

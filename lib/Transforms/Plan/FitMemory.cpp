@@ -58,6 +58,16 @@ FailureOr<FitInputs> readOptions(ModuleOp module,
   if (llvm::Error placed = cost::placeOnCluster(*mesh, inputs.cluster))
     return error() << llvm::toString(std::move(placed));
   inputs.devices = mesh->deviceCount();
+  if (options.devices < 0)
+    return error() << "devices " << options.devices
+                   << ": expected a device count >= 0 (0: the mesh's)";
+  if (options.devices > 0 && !mesh->axes.empty())
+    return error() << "devices " << options.devices << " with mesh "
+                   << mesh->describe()
+                   << ": the search chooses the mesh of `devices`, which "
+                      "`mesh` pins; give one of them";
+  if (options.devices > 0)
+    inputs.devices = options.devices;
   if (options.memoryLimit < 0)
     return error() << "memory-limit " << options.memoryLimit
                    << ": expected bytes >= 0";
@@ -78,7 +88,10 @@ FailureOr<FitInputs> readOptions(ModuleOp module,
                    << "': expected optimizer or none (empty: offloaded only "
                       "when nothing else fits)";
   if (inputs.offload.value_or(false) && inputs.devices > 1)
-    return error() << "offload=optimizer on mesh " << mesh->describe()
+    return error() << "offload=optimizer on "
+                   << (mesh->axes.empty()
+                           ? llvm::formatv("{0} devices", inputs.devices).str()
+                           : "mesh " + mesh->describe())
                    << ": an offloaded plan is one device's";
   inputs.step.loss = options.loss;
   inputs.step.precision = options.precision;
@@ -226,6 +239,7 @@ void FitMemoryPass::runOnOperation() {
   FitMemoryOptions options;
   options.cluster = cluster;
   options.mesh = mesh;
+  options.devices = devices;
   options.memoryLimit = memoryLimit;
   options.remat = remat;
   options.offload = offload;

@@ -11,6 +11,9 @@
 // precision step is priced at its compute type by retyping the forward's
 // f32 values for the search and restoring them before the plan is written.
 //
+// On a mesh the plan is checked against the rank's compiled program, and
+// `devices` chooses the mesh (MeshPlan.h).
+//
 // Its per-op model is calibrated by the module itself: the step the compile
 // builds for one device from the forward, recomputing what the module's
 // #tess.plan says (tess-fit-memory's decision), measured by the one memory
@@ -25,6 +28,7 @@
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Sharding/SearchedPlan.h"
 #include "tessera/Transforms/CompiledStepMemory.h"
+#include "tessera/Transforms/MeshPlan.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -303,6 +307,7 @@ void SearchShardingPass::runOnOperation() {
   SearchShardingOptions options;
   options.cluster = cluster;
   options.mesh = mesh;
+  options.devices = devices;
   options.memoryLimit = memoryLimit;
   options.zero = zero;
   options.pins.assign(pins.begin(), pins.end());
@@ -312,15 +317,14 @@ void SearchShardingPass::runOnOperation() {
   options.loss = loss;
   options.vocabularyMultiple = vocabularyMultiple;
   options.logitsBlockBytes = logitsBlockBytes;
-  FailureOr<ShardingCalibration> calibrated =
-      calibrateSharding(module, options);
-  if (failed(calibrated))
-    return signalPassFailure();
-  Expected<sharding::TrainingShardingPlan> plan =
-      searchSharding(module, options, *calibrated);
-  if (!plan) {
-    module.emitError() << "tess-search-sharding: "
-                       << llvm::toString(plan.takeError());
-    return signalPassFailure();
+  std::string unfit;
+  if (succeeded(decideMeshPlan(module, options, unfit)))
+    return;
+  if (!unfit.empty()) {
+    InFlightDiagnostic error = module.emitError() << "tess-search-sharding: ";
+    if (options.devices > 0)
+      error << "devices " << options.devices << ": ";
+    error << unfit;
   }
+  signalPassFailure();
 }

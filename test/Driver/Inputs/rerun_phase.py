@@ -5,8 +5,9 @@ printed (every option with its value) rather than retyped in the test.
 usage: rerun_phase.py PIPELINES.txt PHASE INPUT.mlir OUTPUT.mlir
 
 PHASE `decision` is the search tesserac ran to decide the plan
-(`tesserac: search: ...`), which a one-device compile runs on a copy, its
-decision reaching the compile through the plan phase.
+(`tesserac: search: ...`), which a --pipeline compile runs on the forward
+at the global batch, its decision reaching the compile through the plan
+phase.
 """
 import subprocess
 import sys

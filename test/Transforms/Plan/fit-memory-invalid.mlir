@@ -4,6 +4,9 @@
 // RUN: tessera-opt %t/remat.mlir --tess-fit-memory='remat=partial' -verify-diagnostics
 // RUN: tessera-opt %t/offload.mlir --tess-fit-memory='offload=host' -verify-diagnostics
 // RUN: tessera-opt %t/mesh.mlir --tess-fit-memory='offload=optimizer mesh=4' -verify-diagnostics
+// RUN: tessera-opt %t/devices.mlir --tess-fit-memory='offload=optimizer devices=4' -verify-diagnostics
+// RUN: tessera-opt %t/devices-mesh.mlir --tess-fit-memory='devices=4 mesh=2x2' -verify-diagnostics
+// RUN: tessera-opt %t/devices-count.mlir --tess-fit-memory='devices=-1' -verify-diagnostics
 // RUN: tessera-opt %t/cluster.mlir --tess-fit-memory='cluster=nosuch' -verify-diagnostics
 // RUN: tessera-opt %t/limit.mlir --tess-fit-memory='memory-limit=-1' -verify-diagnostics
 // RUN: tessera-opt %t/forward.mlir --tess-fit-memory -verify-diagnostics
@@ -111,6 +114,41 @@ module {
 // Tests that an offload pinned on a mesh is an error: the executable
 // offloads one device's whole optimizer state (#tess.plan's C7).
 // expected-error@below {{tess-fit-memory: offload=optimizer on mesh dp=4: an offloaded plan is one device's}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- devices.mlir
+// Tests that an offload pinned for the mesh of several devices the search
+// chooses (`devices`) is an error, as on a mesh.
+// expected-error@below {{tess-fit-memory: offload=optimizer on 4 devices: an offloaded plan is one device's}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- devices-mesh.mlir
+// Tests that `devices` and `mesh` together are an error: the search
+// chooses the mesh that `mesh` pins.
+// expected-error@below {{tess-fit-memory: devices 4 with mesh dp=2,tp=2: the search chooses the mesh of `devices`, which `mesh` pins; give one of them}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- devices-count.mlir
+// Tests that a negative device count is an error.
+// expected-error@below {{tess-fit-memory: devices -1: expected a device count >= 0 (0: the mesh's)}}
 module {
   func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
     %wte = tess.parameter "wte" trainable : tensor<512x64xf32>

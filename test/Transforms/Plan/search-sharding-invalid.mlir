@@ -7,6 +7,11 @@
 // RUN: tessera-opt %t/forward.mlir --tess-search-sharding='mesh=4' -verify-diagnostics
 // RUN: tessera-opt %t/calibration.mlir --tess-search-sharding='mesh=4 calibration=compute=x' -verify-diagnostics
 // RUN: tessera-opt %t/step.mlir --tess-search-sharding='mesh=4 loss=ctc' -verify-diagnostics
+// RUN: tessera-opt %t/devices-mesh.mlir --tess-search-sharding='devices=4 mesh=2x2' -verify-diagnostics
+// RUN: tessera-opt %t/devices-count.mlir --tess-search-sharding='devices=-2' -verify-diagnostics
+// RUN: tessera-opt %t/devices-cluster.mlir --tess-search-sharding='devices=16' -verify-diagnostics
+// RUN: tessera-opt %t/devices-fit.mlir --tess-search-sharding='devices=4 memory-limit=1000' -verify-diagnostics
+// RUN: not tessera-opt %t/devices-fit.mlir --tess-search-sharding='devices=4 memory-limit=1000' 2>&1 | FileCheck %s --check-prefix=REASONS
 
 // Each file is one error of tess-search-sharding, each naming what is wrong.
 
@@ -89,6 +94,57 @@ module {
 // from @forward with its options: a loss tess-build-training does not know
 // fails there, with its error.
 // expected-error@below {{tess-build-training: loss must be causal-lm or mlm, got 'ctc'}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- devices-mesh.mlir
+// Tests that `devices` and `mesh` together are an error: `devices` chooses
+// the mesh that `mesh` pins.
+// expected-error@below {{tess-search-sharding: devices 4 with mesh 2x2: `devices` chooses the mesh, which `mesh` pins; give one of them}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- devices-count.mlir
+// Tests that a negative device count is an error.
+// expected-error@below {{tess-search-sharding: devices -2: expected a device count >= 0 (0: `mesh`)}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- devices-cluster.mlir
+// Tests that more devices than the cluster has is an error naming the
+// option and the first mesh that does not fit.
+// expected-error@below {{tess-search-sharding: devices 16: --mesh dp=16: needs 16 devices, but cluster 'h200' has 8}}
+module {
+  func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
+    %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
+    %x = tess.embedding %wte, %ids : (tensor<512x64xf32>, tensor<8x16xi64>) -> tensor<8x16x64xf32>
+    return %x : tensor<8x16x64xf32>
+  }
+}
+
+//--- devices-fit.mlir
+// Tests that no mesh of `devices` with a plan that fits is an error giving
+// each mesh's reason, from the most data-parallel.
+// REASONS:      error: tess-search-sharding: devices 4: no mesh of 4 devices fits a plan on cluster 'h200':
+// REASONS-NEXT: dp=4: no sharding plan fits 0.00 GiB per device on mesh dp=4:
+// REASONS-NEXT: dp=2,tp=2: no sharding plan fits 0.00 GiB per device on mesh dp=2,tp=2:
+// REASONS-NEXT: tp=4: no sharding plan fits 0.00 GiB per device on mesh tp=4:
+// expected-error@below {{tess-search-sharding: devices 4: no mesh of 4 devices fits a plan on cluster 'h200':}}
 module {
   func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
     %wte = tess.parameter "wte" trainable : tensor<512x64xf32>

@@ -111,6 +111,17 @@ TEST(CompilePhases, OptionsReachThePasses) {
   options.rematPin = "";
   options.offloadPin = "";
   options.memoryLimit = 0;
+  // --devices N: both passes take the count (the fit measures nothing on
+  // several devices; the search chooses the mesh).
+  options.mesh = "";
+  options.devices = 4;
+  search = pipelineText(CompilePhase::Search, options);
+  sharding = search.find("tess-search-sharding{");
+  ASSERT_NE(sharding, std::string::npos);
+  EXPECT_NE(search.substr(0, sharding).find("devices=4"), std::string::npos);
+  EXPECT_NE(search.substr(sharding).find("devices=4"), std::string::npos);
+  options.devices = 0;
+  options.mesh = "2x2";
 
   options.plan = "#tess.plan<remat = \"full\">";
   EXPECT_NE(pipelineText(CompilePhase::Plan, options).find("tess-write-plan"),
