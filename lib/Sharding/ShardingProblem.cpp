@@ -176,9 +176,27 @@ ShardingProblem::edgeReshard(const ShardingEdge &edge,
     if ((partialMask >> axis) & 1u)
       gradient.partialAxes.push_back(axis);
   llvm::sort(gradient.partialAxes);
-  ReshardPlan backward =
-      planReshard(gradient, *producer.gradientLayout, type.getShape(),
-                  bytesPerElement, *mesh, *cluster);
+  ReshardPlan backward;
+  if ((producer.zeroStage == 1 || producer.zeroStage == 2) &&
+      !producer.zeroAxes.empty()) {
+    // ZeRO-1/2: the step leaves the gradient a partial sum over the ZeRO
+    // axes in the weight's layout (tess-annotate-from-plan), a whole one
+    // (replicated compute) scaled into such a sum, and the driver reduce-
+    // scatters it into the optimizer's shard (runtime/train/MeshZero.h):
+    // that reduce-scatter is paid even where the gradient arrives whole.
+    TensorLayout pending = producer.resultLayouts.front();
+    pending.partialAxes.assign(producer.zeroAxes.begin(),
+                               producer.zeroAxes.end());
+    llvm::sort(pending.partialAxes);
+    backward = planReshard(gradient, pending, type.getShape(),
+                           bytesPerElement, *mesh, *cluster);
+    append(backward, planReshard(pending, *producer.gradientLayout,
+                                 type.getShape(), bytesPerElement, *mesh,
+                                 *cluster));
+  } else {
+    backward = planReshard(gradient, *producer.gradientLayout,
+                           type.getShape(), bytesPerElement, *mesh, *cluster);
+  }
   double share = 1.0 / std::max(1.0, useCount(edge.value));
   for (ReshardStep &step : backward.steps)
     step.bytes *= share;

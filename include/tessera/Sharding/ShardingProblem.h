@@ -19,6 +19,11 @@
 // plus the move of its gradient, a partial sum over the consumer's
 // `gradientPartialAxes`, back into the layout the optimizer keeps it in:
 // an all-reduce for plain data parallelism, a reduce-scatter under ZeRO.
+// Under ZeRO-1/2 the step leaves the gradient a partial sum over the ZeRO
+// axes that the driver reduce-scatters (runtime/train/MeshZero.h), a whole
+// one (replicated compute) scaled into such a sum: the reduce-scatter is
+// priced whatever the reader's compute, with the all-gather of the updated
+// weights on the parameter's strategy.
 // Runtimes coalesce gradient collectives into buckets (PyTorch DDP, FSDP,
 // Tessera's gradient reducer), so parameter-state collectives are priced at
 // the bucket's rate (`bucketedCollectiveTime`), not one latency per tensor;
