@@ -41,21 +41,19 @@ CudaOffloadedOptimizer::CudaOffloadedOptimizer(
   // The moments are page-locked as the masters are: only the host's AdamW
   // reads them, but in pageable memory it ran 2.3x slower on the GPU
   // machine (GPT-2 124M: 1.62 against 3.80 Gelem/s on 16 threads, one H100
-  // host, the twentieth session; Llama 3 8B: 1.38 against 4.64), while on a
+  // host, the twentieth session; Llama 3 8B: 1.38 against 4.01), while on a
   // 2-core VM both ran alike; locked pages are never unmapped or migrated
-  // by the kernel's NUMA balancing, the likeliest difference.
-  // TESSERA_OFFLOAD_PINNED_MOMENTS=0 leaves them pageable, for that A/B.
+  // by the kernel's NUMA balancing, the likeliest difference. They are
+  // pinned at the first update (pinMoments), not here: pinning commits
+  // their pages, and until the load is done the host still holds the
+  // state's own copy (Llama 3 8B: 122 of 125 GiB pinned here, 92 pinned
+  // later). TESSERA_OFFLOAD_PINNED_MOMENTS=0 leaves them pageable, for the
+  // A/B.
   const char *pinned = std::getenv("TESSERA_OFFLOAD_PINNED_MOMENTS");
-  if (!pinned || std::strcmp(pinned, "0") != 0) {
-    for (void *moments : {hostFirst.get(), hostSecond.get()})
-      checkCuda(cudaHostRegister(moments, static_cast<size_t>(f32Bytes),
-                                 cudaHostRegisterDefault),
-                "pinning the AdamW moments");
-    pinnedMoments = true;
-  } else {
+  momentsToPin = !pinned || std::strcmp(pinned, "0") != 0;
+  if (!momentsToPin)
     std::fprintf(stderr, "tessera: TESSERA_OFFLOAD_PINNED_MOMENTS=0: the "
                          "AdamW moments are pageable host memory\n");
-  }
   hostGradients = PinnedBuffer(kOffloadStagingSlots * plan.largestGradientSpan *
                                dtypeSize(gradientDtype));
   hostCopies = PinnedBuffer(kOffloadStagingSlots * plan.largestCopySpan *
@@ -240,8 +238,19 @@ void CudaOffloadedOptimizer::startGradientDownload(
   downloading = true;
 }
 
+void CudaOffloadedOptimizer::pinMoments() {
+  if (!momentsToPin || pinnedMoments)
+    return;
+  const auto bytes = static_cast<size_t>(layout.totalBytes(TESSERA_F32));
+  for (void *moments : {hostFirst.get(), hostSecond.get()})
+    checkCuda(cudaHostRegister(moments, bytes, cudaHostRegisterDefault),
+              "pinning the AdamW moments");
+  pinnedMoments = true;
+}
+
 void CudaOffloadedOptimizer::update(const AdamWUpdate &update,
                                     const void *deviceGradients) {
+  pinMoments();
   startGradientDownload(deviceGradients);
   std::atomic<int32_t> firstBad{static_cast<int32_t>(chunks.size())};
   std::mutex errorMutex;

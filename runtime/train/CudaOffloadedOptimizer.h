@@ -95,6 +95,9 @@ public:
   std::string measurements() const;
 
 private:
+  /// Pins the moments at the first update, once the load has freed the
+  /// host's copy of the state.
+  void pinMoments();
   void uploadRange(size_t range);
   void downloadRange(size_t range, const void *deviceGradients);
   /// Range `range`'s staging slots.
@@ -121,12 +124,12 @@ private:
   cudaStream_t stream;
   /// The masters are pinned (the f32-read weights upload from them); the
   /// moments, only the host's AdamW's, are allocated pageable (HostBuffer)
-  /// and pinned in place (cudaHostRegister) unless
+  /// and pinned in place (cudaHostRegister) at the first update unless
   /// TESSERA_OFFLOAD_PINNED_MOMENTS=0.
   PinnedBuffer hostMasters, hostGradients, hostCopies;
   HostBuffer hostFirst, hostSecond;
-  /// hostFirst/hostSecond page-locked (the default).
-  bool pinnedMoments = false;
+  /// hostFirst/hostSecond are to be page-locked (the default), and are.
+  bool momentsToPin = false, pinnedMoments = false;
   DeviceBuffer deviceMirror;
   /// One per range: its gradients have landed on the host.
   std::vector<cudaEvent_t> downloaded;
