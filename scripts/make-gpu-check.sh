@@ -91,13 +91,16 @@ rm -rf "$out" && mkdir -p "$out"
 # The mesh search's ZeRO per parameter (runtime/train/MeshZero.h): gpt2-tiny
 # on mesh 2 under 2.5 MiB (ZeRO-0, -2 and -3 by parameter) and on
 # a100-megatron's 2x2 (ZeRO-2 over dp), as train-mesh-mixed-zero.test runs
-# them on the CPU; and a pipeline whose stages recompute differently
-# (train-pipeline-mixed-remat.test).
+# them on the CPU, their ZeRO-2 parameters pinned as there (the search no
+# longer picks ZeRO-2 for a replicated layer); and a pipeline whose stages
+# recompute differently (train-pipeline-mixed-remat.test).
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --mesh 2 --memory-limit 2.5MiB \
+    --shard 'lm_head.weight=zero=2' --shard 'transformer.ln_f.weight=zero=2' \
     --without-weights -o "$out/gpt2-tiny-mixedzero-train"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --mesh 2x2 --cluster a100-megatron \
+    --shard 'transformer.ln_f.weight=zero=2' \
     --without-weights -o "$out/gpt2-tiny-mixedzerodptp-train"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --pipeline --stages 2 --microbatches 2 \
