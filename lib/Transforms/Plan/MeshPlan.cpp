@@ -111,20 +111,15 @@ FailureOr<MeshPlanDecision> decideOnMesh(ModuleOp module,
       calibrateSharding(module, options);
   if (failed(calibration))
     return failure();
-  // (The options parse: the calibration read them.)
+  // (The calibration has read the options: the cluster loads.)
   llvm::Expected<cost::Cluster> cluster = cost::loadCluster(options.cluster);
-  llvm::Expected<cost::DeviceMesh> mesh = cost::parseMesh(options.mesh);
-  if (!cluster || !mesh) {
-    llvm::consumeError(cluster.takeError());
-    llvm::consumeError(mesh.takeError());
-    return module.emitError() << "tess-search-sharding: cannot reread the "
-                                 "cluster and mesh options";
-  }
-  bool checked = mesh->deviceCount() > 1 &&
-                 StringRef(options.calibration).trim().empty();
+  if (!cluster)
+    return module.emitError() << "tess-search-sharding: "
+                              << llvm::toString(cluster.takeError());
   double limit = options.memoryLimit > 0
                      ? static_cast<double>(options.memoryLimit)
                      : cluster->device.memoryBytes;
+  bool measured = StringRef(options.calibration).trim().empty();
   tess::PlanAttr fitted = tess::PlanAttr::lookup(module);
   SearchShardingOptions bounded = options;
   for (int search = 1;; ++search) {
@@ -142,7 +137,8 @@ FailureOr<MeshPlanDecision> decideOnMesh(ModuleOp module,
       decision.calibration.estimate->memoryLimitBytes =
           bounded.memoryLimit > 0 ? static_cast<double>(bounded.memoryLimit)
                                   : limit;
-    if (!checked) {
+    const cost::DeviceMesh &mesh = decision.plan.mesh;
+    if (mesh.deviceCount() == 1 || !measured) {
       adoptModule(module, *planned);
       return decision;
     }
@@ -163,7 +159,7 @@ FailureOr<MeshPlanDecision> decideOnMesh(ModuleOp module,
           "compiled: the search's plan needs {2:F3} MiB per rank (its arena "
           "planned from liveness and the training state; the search "
           "predicted {3:F3}); raise --memory-limit or use more devices",
-          limit / 1048576.0, mesh->describe(), rank->totalBytes() / 1048576.0,
+          limit / 1048576.0, mesh.describe(), rank->totalBytes() / 1048576.0,
           predicted / 1048576.0);
       return failure();
     }
