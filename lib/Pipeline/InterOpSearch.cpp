@@ -268,10 +268,14 @@ void evaluatePlan(PipelinePlan &plan, const ProgramProfile &profile,
       plan.pipelineSeconds + plan.perStepSeconds + plan.tiedGradientSeconds;
 }
 
-llvm::Expected<PipelinePlan> searchPipeline(const ProgramProfile &profile,
-                                            const cost::Cluster &cluster,
-                                            const StageCostOracle &oracle,
-                                            const SearchOptions &options) {
+namespace {
+
+/// The search over every (stages, micro-batches, schedule) with the
+/// stages' intra-op plans chosen each on its own.
+llvm::Expected<PipelinePlan> searchEachStage(const ProgramProfile &profile,
+                                             const cost::Cluster &cluster,
+                                             const StageCostOracle &oracle,
+                                             const SearchOptions &options) {
   auto started = std::chrono::steady_clock::now();
   int64_t devices = options.devices.value_or(cluster.deviceCount());
   int64_t units = static_cast<int64_t>(profile.units.size());
@@ -391,6 +395,79 @@ llvm::Expected<PipelinePlan> searchPipeline(const ProgramProfile &profile,
                             std::chrono::steady_clock::now() - started)
                             .count();
   return *best;
+}
+
+} // namespace
+
+bool sharesOneStageMesh(const PipelinePlan &plan) {
+  if (plan.stages.empty())
+    return true;
+  const StageCost &first = plan.stages.front().cost;
+  return llvm::all_of(plan.stages, [&](const StagePlan &stage) {
+    return stage.cost.tensorParallel == first.tensorParallel &&
+           stage.cost.dataParallel == first.dataParallel &&
+           (first.dataParallel == 1 || stage.cost.zero == first.zero);
+  });
+}
+
+llvm::Expected<PipelinePlan> searchPipeline(const ProgramProfile &profile,
+                                            const cost::Cluster &cluster,
+                                            const StageCostOracle &oracle,
+                                            const SearchOptions &options) {
+  llvm::Expected<PipelinePlan> best =
+      searchEachStage(profile, cluster, oracle, options);
+  if (!best || !options.oneStageMesh || sharesOneStageMesh(*best))
+    return best;
+  // Every stage's submesh has as many devices, so one tensor-parallel
+  // degree gives every stage one split, and one ZeRO choice the same state
+  // sharding: the fastest plan over those forced choices is the fastest
+  // plan on one stage mesh.
+  PipelinePlan unconstrained = std::move(*best);
+  int64_t devices = options.devices.value_or(cluster.deviceCount());
+  std::vector<int64_t> degrees;
+  if (options.tensorParallel)
+    degrees.push_back(*options.tensorParallel);
+  else
+    for (int64_t degree = 1; degree <= devices; ++degree)
+      if (devices % degree == 0)
+        degrees.push_back(degree);
+  std::vector<bool> zeros;
+  if (options.zero)
+    zeros.push_back(*options.zero);
+  else
+    zeros = {false, true};
+  std::optional<PipelinePlan> uniform;
+  int64_t layouts = unconstrained.layoutsConsidered,
+          programs = unconstrained.dynamicPrograms;
+  double seconds = unconstrained.searchSeconds;
+  for (int64_t degree : degrees)
+    for (bool zero : zeros) {
+      SearchOptions forced = options;
+      forced.tensorParallel = degree;
+      forced.zero = zero;
+      llvm::Expected<PipelinePlan> plan =
+          searchEachStage(profile, cluster, oracle, forced);
+      if (!plan) {
+        llvm::consumeError(plan.takeError());
+        continue;
+      }
+      layouts += plan->layoutsConsidered;
+      programs += plan->dynamicPrograms;
+      seconds += plan->searchSeconds;
+      if (sharesOneStageMesh(*plan) &&
+          (!uniform || plan->stepSeconds < uniform->stepSeconds))
+        uniform = std::move(*plan);
+    }
+  if (!uniform)
+    return searchError(llvm::formatv(
+        "no pipeline plan whose stages share one stage mesh fits on {0} "
+        "devices (the fastest plan runs stage 0 as {1} and another stage "
+        "otherwise; the compiled driver runs every stage on one stage mesh)",
+        devices, unconstrained.stages.front().cost.intraOpPlan()));
+  uniform->layoutsConsidered = layouts;
+  uniform->dynamicPrograms = programs;
+  uniform->searchSeconds = seconds;
+  return *uniform;
 }
 
 } // namespace tessera::pipeline

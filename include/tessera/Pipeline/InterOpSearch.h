@@ -62,6 +62,14 @@ struct SearchOptions {
   /// returns that one plan, priced as when it was found (what `tesserac
   /// --explain --plan` reproduces).
   std::vector<size_t> stageUnitCounts;
+  /// Only plans whose stages share one stage mesh: the same intra-op split
+  /// (data x tensor parallel) and, with data-parallel replicas, the same
+  /// ZeRO choice, which is what the compiled driver runs. The dynamic
+  /// program picks each stage's cheapest intra-op plan on its own, so it
+  /// may give stages different splits; then the search is run again with
+  /// each tensor-parallel degree and ZeRO choice forced, and the fastest of
+  /// those is the plan.
+  bool oneStageMesh = false;
 };
 
 struct StagePlan {
@@ -96,12 +104,16 @@ struct PipelinePlan {
 };
 
 /// Finds the plan with the smallest predicted step time whose memory fits
-/// every device. Errors: a forced choice is impossible (named), or nothing
-/// fits.
+/// every device (whose stages share one stage mesh, with oneStageMesh).
+/// Errors: a forced choice is impossible (named), or nothing fits.
 llvm::Expected<PipelinePlan> searchPipeline(const ProgramProfile &profile,
                                             const cost::Cluster &cluster,
                                             const StageCostOracle &oracle,
                                             const SearchOptions &options);
+
+/// Whether every stage of `plan` has the first's intra-op split and, with
+/// data-parallel replicas, its ZeRO choice.
+bool sharesOneStageMesh(const PipelinePlan &plan);
 
 /// The step time of `plan`'s stages as `searchPipeline` computes it: fills
 /// in the times of `plan` from its stages' costs.

@@ -126,6 +126,9 @@ FailureOr<SearchedPipeline> tessera::searchPipelinePlan(
   SearchedPipeline searched;
   pipeline::SearchOptions &search = searched.search;
   search = options;
+  // What --explain prints and the compile builds: a plan the compiled
+  // driver runs, every stage on one stage mesh.
+  search.oneStageMesh = true;
   // The program at two batch sizes gives every cost at any micro-batch
   // (UnitProfile.h says why not batch 1).
   constexpr int64_t firstBatch = 2;

@@ -294,4 +294,94 @@ TEST(InterOpSearch, ForcedIntraOpChoices) {
     EXPECT_EQ(stage.cost.tensorParallel, 1);
 }
 
+/// Two intra-op plans a stage, all data parallel or all tensor parallel,
+/// the first half of the units cheaper under tensor parallelism and the
+/// second under data parallelism: the cheapest plan of each stage differs.
+class TwoSplitsOracle : public StageCostOracle {
+public:
+  /// `exclusive`: a unit's dearer split does not fit a device at all.
+  TwoSplitsOracle(size_t units, bool exclusive = false)
+      : units(units), exclusive(exclusive) {}
+  std::vector<StageCost> plans(const StageQuery &query) const override {
+    int64_t devices = query.submesh.devices();
+    std::vector<StageCost> costs;
+    for (bool tensor : {false, true}) {
+      StageCost cost;
+      cost.dataParallel = tensor ? 1 : devices;
+      cost.tensorParallel = tensor ? devices : 1;
+      cost.replicaBatch = query.microBatchSamples / cost.dataParallel;
+      cost.memory.weights = 1e6;
+      for (size_t unit = query.firstUnit; unit < query.endUnit; ++unit) {
+        bool cheap = (unit < units / 2) == tensor;
+        cost.forward += cheap ? 1e-3 : 3e-3;
+        if (!cheap && exclusive)
+          cost.memory.weights = 1e15;
+      }
+      cost.backward = 2 * cost.forward;
+      costs.push_back(cost);
+    }
+    return costs;
+  }
+  std::string describe() const override { return "two splits"; }
+
+private:
+  size_t units;
+  bool exclusive;
+};
+
+// The DP picks each stage's intra-op plan on its own, so its fastest
+// two-stage plan runs one stage tensor parallel and the other data
+// parallel; with oneStageMesh (what the compiled driver runs) the plan is
+// the fastest whose stages share one split: the fastest over each forced
+// tensor-parallel degree, slower than the mixed one.
+TEST(InterOpSearch, OneStageMeshGivesEveryStageOneSplit) {
+  cost::Cluster cluster = eightDevices();
+  ProgramProfile profile = profileOf(8);
+  TwoSplitsOracle oracle(8);
+  SearchOptions options;
+  options.globalBatch = 8;
+  options.stages = 2;
+  options.microBatches = 1;
+  auto mixed = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(mixed)) << llvm::toString(mixed.takeError());
+  EXPECT_FALSE(sharesOneStageMesh(*mixed));
+  options.oneStageMesh = true;
+  auto one = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(one)) << llvm::toString(one.takeError());
+  EXPECT_TRUE(sharesOneStageMesh(*one));
+  EXPECT_GT(one->stepSeconds, mixed->stepSeconds);
+  double fastestForced = std::numeric_limits<double>::infinity();
+  for (int64_t degree : {1, 4}) {
+    SearchOptions forced = options;
+    forced.oneStageMesh = false;
+    forced.tensorParallel = degree;
+    auto plan = searchPipeline(profile, cluster, oracle, forced);
+    ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+    fastestForced = std::min(fastestForced, plan->stepSeconds);
+  }
+  EXPECT_DOUBLE_EQ(one->stepSeconds, fastestForced);
+}
+
+// When no split fits every stage, the search says so instead of returning
+// a plan the compiled driver cannot run.
+TEST(InterOpSearch, OneStageMeshErrorWhenNoSplitFitsEveryStage) {
+  cost::Cluster cluster = eightDevices();
+  ProgramProfile profile = profileOf(8);
+  TwoSplitsOracle oracle(8, /*exclusive=*/true);
+  SearchOptions options;
+  options.globalBatch = 8;
+  options.stages = 2;
+  options.microBatches = 1;
+  auto mixed = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(mixed)) << llvm::toString(mixed.takeError());
+  options.oneStageMesh = true;
+  auto one = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_FALSE(static_cast<bool>(one));
+  std::string message = llvm::toString(one.takeError());
+  EXPECT_NE(message.find("no pipeline plan whose stages share one stage mesh "
+                         "fits on 8 devices"),
+            std::string::npos)
+      << message;
+}
+
 } // namespace
