@@ -115,6 +115,11 @@ static Value inPlaceOperand(Operation &op, OpResult result) {
   // backends): a packed q/k/v rotated in place leaves its value heads
   // where they are instead of copying them, and no second q/k/v-sized
   // buffer exists.
+  // The packed SwiGLU gradient writes dgate and dup where it read gate and
+  // up (both backends): the packed activation's [.., 2F] buffer becomes the
+  // gradient the packed projection's backward GEMMs read.
+  if (auto grad = dyn_cast<tess::PackedSwigluGradOp>(op))
+    return grad.getInput();
   if (auto rotary = dyn_cast<tess::RotaryOp>(op))
     if (rotary.getInput().getType() == result.getType())
       return rotary.getInput();

@@ -380,6 +380,13 @@ OpCost estimateOpCost(Operation *op) {
       .Case<tess::SwigluGradOp>([&](Operation *) {
         return streaming(op, OpKind::Elementwise, 12, resultElements());
       })
+      // The packed forms: F results per 2F inputs, 2F results per F dy.
+      .Case<tess::PackedSwigluOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 6, resultElements());
+      })
+      .Case<tess::PackedSwigluGradOp>([&](Operation *) {
+        return streaming(op, OpKind::Elementwise, 6, resultElements());
+      })
       .Case<tess::SiluGradOp>([&](Operation *) {
         return streaming(op, OpKind::Elementwise, 8, resultElements());
       })

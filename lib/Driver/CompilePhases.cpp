@@ -24,6 +24,7 @@
 #include "tessera/Transforms/CompiledStepMemory.h"
 #include "tessera/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -170,6 +171,8 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
     training.loss = options.loss;
     training.precision = options.precision;
     training.vocabularyMultiple = options.vocabularyMultiple;
+    if (options.packGateUp)
+      pm.addNestedPass<mlir::func::FuncOp>(createPackGateUpProjections());
     buildTrainingStepPipeline(pm, training, options.packQkv);
     return;
   }

@@ -560,6 +560,19 @@ llvm::Error FunctionRun::execute(Operation &op) {
                                 in[0], in[1], in[2], &out[0], &out[1]);
                           });
       })
+      .Case([&](tess::PackedSwigluOp swiglu) {
+        return callKernel(op, {swiglu.getInput()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_packed_swiglu(in[0], &out[0]);
+                          });
+      })
+      .Case([&](tess::PackedSwigluGradOp grad) {
+        return callKernel(op, {grad.getInput(), grad.getDy()},
+                          [&](KernelInputs in, KernelOutputs out) {
+                            return tessera_cpu_packed_swiglu_grad(
+                                in[0], in[1], &out[0]);
+                          });
+      })
       .Case([&](tess::SiluGradOp) { return unaryGrad(TESSERA_SILU); })
       .Case([&](tess::LayerNormGradOp grad) {
         int64_t axis = normalizedAxis(grad.getAxis(), grad.getInput());

@@ -82,7 +82,7 @@ bool isMemoryBound(mlir::Operation *op) {
   return op->hasTrait<mlir::OpTrait::Elementwise>() ||
          llvm::isa<tess::LayerNormOp, tess::RmsNormOp, tess::RotaryOp, tess::SoftmaxOp,
                    tess::DropoutOp, tess::AddOp, tess::SubOp, tess::MulOp,
-                   tess::DivOp>(op);
+                   tess::DivOp, tess::PackedSwigluOp>(op);
 }
 
 } // namespace

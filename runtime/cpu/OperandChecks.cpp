@@ -149,6 +149,30 @@ void requireGatedOperands(
     requireLike(requireTensor(tensor, name), name, gateTensor, "gate");
 }
 
+int64_t requirePackedGatedOperands(
+    const tessera_tensor *input, const tessera_tensor *halved,
+    const char *halvedName,
+    std::initializer_list<std::pair<const tessera_tensor *, const char *>>
+        others) {
+  const tessera_tensor &packed = requireTensor(input, "input");
+  requireFloatType(packed, "input");
+  Shape shape = shapeOf(packed);
+  if (shape.empty() || shape.back() % 2 != 0)
+    fail("input " + formatShape(shape) +
+         ": the last dim must be even (gate then up)");
+  const tessera_tensor &half = requireTensor(halved, halvedName);
+  requireSameDtype(half, halvedName, packed, "input");
+  Shape expected = shape;
+  expected.back() /= 2;
+  if (shapeOf(half) != expected)
+    fail(std::string(halvedName) + " " + formatShape(shapeOf(half)) +
+         " must be " + formatShape(expected) +
+         ": input's shape with the last dim halved");
+  for (auto [tensor, name] : others)
+    requireLike(requireTensor(tensor, name), name, packed, "input");
+  return expected.back();
+}
+
 RotaryOperands requireRotaryOperands(const tessera_tensor *x,
                                      const tessera_tensor *cos,
                                      const tessera_tensor *sin,

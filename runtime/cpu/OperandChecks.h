@@ -70,6 +70,16 @@ void requireGatedOperands(
     std::initializer_list<std::pair<const tessera_tensor *, const char *>>
         others);
 
+/// packed_swiglu and packed_swiglu_grad: `input` float with an even last
+/// dim 2F (gate then up in each row); `halved` (y or dy, named `halvedName`)
+/// of input's dtype and shape with the last dim F; every tensor in `others`
+/// like input. Returns F.
+int64_t requirePackedGatedOperands(
+    const tessera_tensor *input, const tessera_tensor *halved,
+    const char *halvedName,
+    std::initializer_list<std::pair<const tessera_tensor *, const char *>>
+        others);
+
 /// rotary: x float with an even last dim of at least 2; cos and sin of x's
 /// rank and dtype, broadcasting to x (their strides over x's shape); y like
 /// x.

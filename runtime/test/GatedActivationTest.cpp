@@ -1,4 +1,4 @@
-//===- GatedActivationTest.cpp - tess.swiglu's CPU kernels -----------------===//
+//===- GatedActivationTest.cpp - tess.swiglu's CPU kernels, both forms ----===//
 
 #include "TestUtil.h"
 
@@ -59,6 +59,69 @@ TEST(Swiglu, RejectsMismatchedOperandsNamingThem) {
                                     wrongDtype.get(), y.get()),
             0);
   EXPECT_NE(std::string(tessera_cpu_last_error()).find("dgate"),
+            std::string::npos);
+}
+
+/// The gate (half 0) or up (half 1) halves of each row of a packed
+/// [rows, 2 width] tensor, as a [rows, width] f32 tensor.
+Tensor halfOf(const Tensor &packed, int64_t rows, int64_t width, int half) {
+  std::vector<float> values;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t col = 0; col < width; ++col)
+      values.push_back(packed.at(row * 2 * width + half * width + col));
+  return Tensor::floats({rows, width}, values);
+}
+
+// Rows of 2F = 2 x 13 (not a multiple of anything a kernel packs by): the
+// packed kernels read each row's strided halves exactly as the unpacked
+// kernels read two tensors, to the bit.
+TEST(PackedSwiglu, MatchesTheUnpackedKernelsOnTheHalves) {
+  const int64_t rows = 5, width = 13;
+  Tensor packed = randomTensor({rows, 2 * width}, 6, -5, 5);
+  Tensor dy = randomTensor({rows, width}, 7);
+  Tensor gate = halfOf(packed, rows, width, 0);
+  Tensor up = halfOf(packed, rows, width, 1);
+
+  Tensor y(TESSERA_F32, {rows, width}), expected(TESSERA_F32, {rows, width});
+  EXPECT_KERNEL_OK(tessera_cpu_packed_swiglu(packed.get(), y.get()));
+  EXPECT_KERNEL_OK(tessera_cpu_swiglu(gate.get(), up.get(), expected.get()));
+  for (int64_t i = 0; i < y.count(); ++i)
+    EXPECT_EQ(y.at(i), expected.at(i)) << i;
+
+  Tensor dpacked(TESSERA_F32, {rows, 2 * width});
+  Tensor dgate(TESSERA_F32, {rows, width}), dup(TESSERA_F32, {rows, width});
+  EXPECT_KERNEL_OK(
+      tessera_cpu_packed_swiglu_grad(packed.get(), dy.get(), dpacked.get()));
+  EXPECT_KERNEL_OK(tessera_cpu_swiglu_grad(gate.get(), up.get(), dy.get(),
+                                           dgate.get(), dup.get()));
+  Tensor packedGate = halfOf(dpacked, rows, width, 0);
+  Tensor packedUp = halfOf(dpacked, rows, width, 1);
+  for (int64_t i = 0; i < dgate.count(); ++i) {
+    EXPECT_EQ(packedGate.at(i), dgate.at(i)) << i;
+    EXPECT_EQ(packedUp.at(i), dup.at(i)) << i;
+  }
+
+  // In place, as the arena planner schedules it: the gradient over input.
+  EXPECT_KERNEL_OK(
+      tessera_cpu_packed_swiglu_grad(packed.get(), dy.get(), packed.get()));
+  for (int64_t i = 0; i < packed.count(); ++i)
+    EXPECT_EQ(packed.at(i), dpacked.at(i)) << i;
+}
+
+TEST(PackedSwiglu, RejectsMismatchedOperandsNamingThem) {
+  Tensor odd(TESSERA_F32, {2, 7}), y(TESSERA_F32, {2, 3});
+  EXPECT_NE(tessera_cpu_packed_swiglu(odd.get(), y.get()), 0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("even"),
+            std::string::npos);
+  Tensor packed(TESSERA_F32, {2, 8}), full(TESSERA_F32, {2, 8});
+  EXPECT_NE(tessera_cpu_packed_swiglu(packed.get(), full.get()), 0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("y [2, 8]"),
+            std::string::npos);
+  Tensor dy(TESSERA_F32, {2, 4}), wrongDtype(TESSERA_BF16, {2, 8});
+  EXPECT_NE(tessera_cpu_packed_swiglu_grad(packed.get(), dy.get(),
+                                           wrongDtype.get()),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error()).find("dinput"),
             std::string::npos);
 }
 

@@ -253,6 +253,9 @@ const VjpCase kCases[] = {
     {"swiglu", R"(func.func @f(%g: tensor<3x7xf32>, %u: tensor<3x7xf32>) -> tensor<3x7xf32> {
       %0 = tess.swiglu %g, %u : tensor<3x7xf32>
       return %0 : tensor<3x7xf32> })"},
+    {"packed_swiglu", R"(func.func @f(%gu: tensor<3x14xf32>) -> tensor<3x7xf32> {
+      %0 = tess.packed_swiglu %gu : (tensor<3x14xf32>) -> tensor<3x7xf32>
+      return %0 : tensor<3x7xf32> })"},
     // cos and sin carry no gradient (a null cotangent, as the mask above).
     {"rotary", R"(func.func @f(%x: tensor<2x3x4x6xf32>, %c: tensor<1x1x4x6xf32>, %s: tensor<1x1x4x6xf32>) -> tensor<2x3x4x6xf32> {
       %0 = tess.rotary %x, %c, %s : (tensor<2x3x4x6xf32>, tensor<1x1x4x6xf32>, tensor<1x1x4x6xf32>) -> tensor<2x3x4x6xf32>

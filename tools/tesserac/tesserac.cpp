@@ -180,6 +180,18 @@ cl::opt<Target> target(
                           "the CUDA kernels (needs a tesserac built with "
                           "-DTESSERA_RUNTIME_CUDA=ON)")),
     cl::cat(category));
+enum class Toggle { Off, On };
+cl::opt<Toggle> packGateUp(
+    "pack-gate-up",
+    cl::desc("SwiGLU's gate and up projections as one GEMM of the "
+             "concatenated weights, swiglu reading its halves in place "
+             "(tess-pack-gate-up-projections; one device only). Off by "
+             "default until timed against the unpacked step on a GPU (the "
+             "Llama 3.2 1B benchmark); to become the default if faster"),
+    cl::init(Toggle::Off),
+    cl::values(clEnumValN(Toggle::Off, "off", "two GEMMs each way (default)"),
+               clEnumValN(Toggle::On, "on", "one GEMM each way")),
+    cl::cat(category));
 cl::opt<std::string> loss("loss",
                           cl::desc("Training objective: causal-lm or mlm"),
                           cl::init("causal-lm"), cl::cat(category));
@@ -914,8 +926,8 @@ int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 /// The training and plan phases on the forward function in `module`, whose
-/// search phase has run: the training step (q/k/v packed on `oneDevice`)
-/// with the #tess.plan of `searched` and `stepPipeline`. Returns 0,
+/// search phase has run: the training step (q/k/v, and under --pack-gate-up
+/// gate/up, packed on `oneDevice`) with the #tess.plan of `searched` and `stepPipeline`. Returns 0,
 /// kStoppedAtPhase, or 1 after printing the error.
 int buildStepWithPlan(
     mlir::MLIRContext &context, mlir::ModuleOp module,
@@ -924,6 +936,7 @@ int buildStepWithPlan(
     bool oneDevice) {
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
   options->packQkv = oneDevice;
+  options->packGateUp = oneDevice && packGateUp == Toggle::On;
   if (int status = compilePhase(context, module,
                                 tessera::CompilePhase::Training, *options,
                                 trainingFailure()))

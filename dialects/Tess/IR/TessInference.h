@@ -27,6 +27,13 @@ mlir::LogicalResult inferNorm(std::optional<mlir::Location> location,
                               mlir::Value scale, mlir::Value bias,
                               llvm::SmallVectorImpl<mlir::Type> &inferred);
 
+/// Rules C1 and C2 of tess.packed_swiglu (C1 and C2 of its gradient, with
+/// `halved` its dy): `input` has a static, even last dim and `halved` is its
+/// type with that dim halved.
+mlir::LogicalResult checkPackedGating(std::optional<mlir::Location> location,
+                                      mlir::Type input, mlir::Type halved,
+                                      llvm::StringRef halvedName);
+
 /// Rules C1 to C3 of the cross-entropy ops: targets index the logits'
 /// rows, and `allTargets` (may be null) can count them.
 mlir::LogicalResult checkLogitsAndTargets(std::optional<mlir::Location> location,

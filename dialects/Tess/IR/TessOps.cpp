@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Tess/IR/TessOps.h"
+#include "TessInference.h"
 
 #include "mlir/IR/OpImplementation.h"
 
@@ -76,6 +77,11 @@ LogicalResult RotaryOp::verify() {
     return emitOpError("C4: rotated_heads ")
            << rotatedHeads << " must be 0 or in [1, dim(-2)] of " << input;
   return success();
+}
+
+LogicalResult PackedSwigluOp::verify() {
+  return detail::checkPackedGating(getLoc(), getInput().getType(),
+                                   getResult().getType(), "the result");
 }
 
 LogicalResult SoftmaxOp::verify() {

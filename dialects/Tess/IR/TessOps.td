@@ -169,6 +169,32 @@ def Tess_SwigluOp : Tess_Op<"swiglu", [Pure, SameOperandsAndResultType,
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }
+def Tess_PackedSwigluOp : Tess_Op<"packed_swiglu",
+    [Pure, Tess_Differentiable, Tess_Shardable]> {
+  let summary = "SwiGLU's gating over a gate/up-packed tensor";
+  let description = [{
+    `tess.swiglu` on the two halves of one tensor: `input` is `[.., 2F]`,
+    each row's `F` gate values then its `F` up values (the result of one
+    linear of the concatenated gate and up weights), and the result is
+    `[.., F]`, `silu(input[.., :F]) * input[.., F:]`. The kernels read the
+    halves in place (strided rows of `2F`), so no split copies them, and
+    its gradient `tess.packed_swiglu_grad` writes one `[.., 2F]` tensor:
+    autodiff then gives the packed projection one dx GEMM (K = 2F) and one
+    dW GEMM. Created by `tess-pack-gate-up-projections`. Kernels:
+    `tessera_{cpu,cuda}_packed_swiglu`.
+
+    Rules: (C1) `input` has rank at least 1 and a static, even last dim;
+    (C2) the result is `input`'s type with the last dim halved.
+
+    ```mlir
+    %y = tess.packed_swiglu %gu : (tensor<2x16x256xf32>) -> tensor<2x16x128xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$input);
+  let results = (outs Tess_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
 def Tess_LogicalNotOp : Tess_UnaryOp<"logical_not", Tess_BoolTensor> {
   let summary = "elementwise boolean negation";
   let description = "`%y = tess.logical_not %m : tensor<4xi1>`";

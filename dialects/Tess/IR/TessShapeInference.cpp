@@ -181,6 +181,24 @@ TESS_INFER_BROADCAST(LogicalOrOp, Type())
 TESS_INFER_BROADCAST(CompareOp, IntegerType::get(context, 1))
 #undef TESS_INFER_BROADCAST
 
+LogicalResult tessera::tess::detail::checkPackedGating(
+    std::optional<Location> location, Type input, Type halved,
+    StringRef halvedName) {
+  auto packed = llvm::cast<RankedTensorType>(input);
+  int64_t rank = packed.getRank();
+  if (rank < 1 || packed.isDynamicDim(rank - 1) ||
+      packed.getDimSize(rank - 1) % 2 != 0)
+    return emitOptionalError(location, "C1: the last dim of ", packed,
+                             " must be static and even");
+  SmallVector<int64_t> shape(packed.getShape());
+  shape.back() /= 2;
+  if (halved != packed.clone(shape))
+    return emitOptionalError(location, "C2: ", halvedName, " ", halved,
+                             " must be ", packed.clone(shape),
+                             ": the input's type with the last dim halved");
+  return success();
+}
+
 LogicalResult WhereOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> location,
                                         Adaptor adaptor,

@@ -134,6 +134,17 @@ LogicalResult LayerNormGradOp::verifyBeforeInference() {
                             "bias_grad");
 }
 
+LogicalResult PackedSwigluGradOp::verify() {
+  if (failed(detail::checkPackedGating(getLoc(), getInput().getType(),
+                                       getDy().getType(), "dy")))
+    return failure();
+  if (getDinput().getType() != getInput().getType())
+    return emitOpError("C3: the result type ")
+           << getDinput().getType() << " is not the input's "
+           << getInput().getType();
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   return checkEpsilon(*this, getEpsilon().convertToDouble());
 }

@@ -164,6 +164,33 @@ def Tess_SwigluGradOp : Tess_Op<"swiglu_grad",
   let assemblyFormat = "$gate `,` $up `,` $dy attr-dict `:` type($gate)";
 }
 
+def Tess_PackedSwigluGradOp : Tess_Op<"packed_swiglu_grad",
+    [Pure, Tess_Shardable]> {
+  let summary = "gradient of tess.packed_swiglu, gate and up halves in one tensor";
+  let description = [{
+    `tess.swiglu_grad` on the halves of the packed `input` (`[.., 2F]`,
+    gate then up in each row) with the result's cotangent `dy` (`[.., F]`):
+    the result `dinput` is `[.., 2F]`, `dgate` in each row's first `F`
+    elements and `dup` in its last `F`, the layout the packed gate/up
+    projection's backward GEMMs read. Each element pair is read before it
+    is written, so `dinput` may overwrite `input` (the arena planner does
+    so where `input` is dead). Kernel: `tessera_{cpu,cuda}_packed_swiglu_grad`.
+
+    Rules: (C1) `input` has rank at least 1 and a static, even last dim;
+    (C2) `dy` is `input`'s type with the last dim halved; (C3) the result
+    has `input`'s type.
+
+    ```mlir
+    %dgu = tess.packed_swiglu_grad %gu, %dy
+      : (tensor<2x31x512xf32>, tensor<2x31x256xf32>) -> tensor<2x31x512xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$input, Tess_FloatTensor:$dy);
+  let results = (outs Tess_FloatTensor:$dinput);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Tess_LayerNormGradOp : Tess_Op<"layer_norm_grad",
     [Pure, AttrSizedOperandSegments, Tess_VerifiesBeforeInference,
      InferTypeOpAdaptor, Tess_Shardable]> {

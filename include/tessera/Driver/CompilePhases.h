@@ -181,6 +181,11 @@ struct CompilePhaseOptions
       llvm::cl::desc("One GEMM for each attention's q/k/v projections (one "
                      "device: the sharding search plans them apart)"),
       llvm::cl::init(true)};
+  Option<bool> packGateUp{
+      *this, "pack-gate-up",
+      llvm::cl::desc("One GEMM for each SwiGLU's gate/up projections (one "
+                     "device; off until timed on a GPU)"),
+      llvm::cl::init(false)};
   // Plan.
   Option<std::string> plan{
       *this, "plan",

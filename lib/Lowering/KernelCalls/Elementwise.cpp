@@ -1,9 +1,9 @@
 //===- Elementwise.cpp - kernel calls of the elementwise ops --------------===//
 //
 // Elementwise arithmetic, comparisons, where, casts, dropout and the
-// activations' gradients and SwiGLU: one kernel call each, the unary and
-// binary families through one kernel that takes the op as a code
-// (TESSERA_NEG, TESSERA_ADD, ...).
+// activations' gradients and SwiGLU (both forms): one kernel call each,
+// the unary and binary families through one kernel that takes the op as a
+// code (TESSERA_NEG, TESSERA_ADD, ...).
 //
 //===----------------------------------------------------------------------===//
 
@@ -149,6 +149,20 @@ void populateElementwiseKernelCalls(KernelCallPatterns &patterns) {
               .value(c.in(grad.getDy()))
               .value(c.out(grad, 0))
               .value(c.out(grad, 1));
+        });
+      });
+  patterns.add<tess::PackedSwigluOp>(
+      [](tess::PackedSwigluOp swiglu, KernelCallContext &c) {
+        return c.call("packed_swiglu", [&](CallArguments &a) {
+          a.value(c.in(swiglu.getInput())).value(c.out(swiglu));
+        });
+      });
+  patterns.add<tess::PackedSwigluGradOp>(
+      [](tess::PackedSwigluGradOp grad, KernelCallContext &c) {
+        return c.call("packed_swiglu_grad", [&](CallArguments &a) {
+          a.value(c.in(grad.getInput()))
+              .value(c.in(grad.getDy()))
+              .value(c.out(grad));
         });
       });
   patterns.add<tess::SiluGradOp>([](tess::SiluGradOp op, KernelCallContext &c) {

@@ -18,6 +18,8 @@
 
 #include "tessera/Transforms/Passes.h"
 
+#include "PackedLinear.h"
+
 #include "Tess/IR/TessOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -71,72 +73,22 @@ matchProjections(tess::AttentionOp attention) {
   std::array<tess::LinearOp, 3> linears = {projectionOf(attention.getQuery()),
                                            projectionOf(attention.getKey()),
                                            projectionOf(attention.getValue())};
-  if (!linears[0] || !linears[1] || !linears[2])
-    return std::nullopt;
-  tess::LinearOp q = linears[0];
-  Type element = q.getType().getElementType();
-  for (tess::LinearOp linear : linears) {
-    if (linear.getInput() != q.getInput() ||
-        linear.getTransposeWeight() != q.getTransposeWeight() ||
-        static_cast<bool>(linear.getBias()) != static_cast<bool>(q.getBias()) ||
-        linear.getType().getElementType() != element)
-      return std::nullopt;
-  }
-  // Three projections, not one linear seen three times.
-  if (linears[0] == linears[1] || linears[1] == linears[2] ||
-      linears[0] == linears[2])
+  if (!linears[0] || !linears[1] || !linears[2] ||
+      !fusion::packableLinears(linears))
     return std::nullopt;
   return linears;
 }
 
-/// Makes `value` available before `point`: a value defined later by an op
-/// without operands (a tess.parameter, a constant) moves up to it; anything
-/// else must dominate it already.
-bool makeAvailable(Value value, Operation *point, DominanceInfo &dominance) {
-  if (dominance.properlyDominates(value, point))
-    return true;
-  Operation *definition = value.getDefiningOp();
-  if (!definition || definition->getNumOperands() != 0 ||
-      definition->getNumRegions() != 0 ||
-      definition->getBlock() != point->getBlock())
-    return false;
-  definition->moveBefore(point);
-  return true;
-}
-
 void pack(std::array<tess::LinearOp, 3> linears, DominanceInfo &dominance) {
-  // The first of the three in the block: every use of any piece is after it.
-  Operation *first = linears[0];
-  for (tess::LinearOp linear : linears)
-    if (linear->isBeforeInBlock(first))
-      first = linear;
-  for (tess::LinearOp linear : linears)
-    for (Value operand : linear->getOperands())
-      if (!makeAvailable(operand, first, dominance))
-        return;
-
-  OpBuilder builder(first);
-  Location loc = builder.getFusedLoc(
-      {linears[0].getLoc(), linears[1].getLoc(), linears[2].getLoc()});
-  bool transposed = linears[0].getTransposeWeight();
-  SmallVector<Value, 3> weights, biases;
+  OpBuilder builder(linears[0]);
+  Value packed = fusion::packLinears(linears, dominance, builder);
+  if (!packed)
+    return;
   SmallVector<int64_t, 3> widths;
-  for (tess::LinearOp linear : linears) {
-    weights.push_back(linear.getWeight());
-    if (Value bias = linear.getBias())
-      biases.push_back(bias);
+  for (tess::LinearOp linear : linears)
     widths.push_back(linear.getType().getShape().back());
-  }
-  // [N, K] weights stack along N (dim 0); [K, N] ones along dim 1.
-  Value weight =
-      tess::ConcatOp::create(builder, loc, weights, transposed ? 0 : 1);
-  Value bias =
-      biases.empty()
-          ? Value()
-          : tess::ConcatOp::create(builder, loc, biases, 0).getResult();
-  Value packed = tess::LinearOp::create(builder, loc, linears[0].getInput(),
-                                        weight, bias, transposed);
-  auto pieces = tess::SplitOp::create(builder, loc, packed, /*axis=*/2, widths);
+  auto pieces = tess::SplitOp::create(builder, packed.getLoc(), packed,
+                                      /*axis=*/2, widths);
   for (auto [linear, piece] : llvm::zip(linears, pieces.getResults())) {
     linear.getResult().replaceAllUsesWith(piece);
     linear.erase();

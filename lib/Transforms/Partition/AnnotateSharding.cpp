@@ -72,7 +72,8 @@ BlockTrace traceBlock(Value input) {
       trace.throughAttention = true;
     if (producer &&
         isa<tess::ReshapeOp, tess::TransposeOp, tess::CastOp, tess::GeluOp,
-            tess::SiluOp, tess::SwigluOp, tess::RotaryOp, tess::ReluOp,
+            tess::SiluOp, tess::SwigluOp, tess::PackedSwigluOp, tess::RotaryOp,
+            tess::ReluOp,
             tess::MulOp, tess::AddOp, tess::SubOp,
             tess::NegOp, tess::SliceOp, tess::ConcatOp, tess::AttentionOp>(
             producer)) {

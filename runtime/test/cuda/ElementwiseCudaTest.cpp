@@ -414,4 +414,41 @@ TEST(ElementwiseCuda, SwigluMatchesTheCpuKernels) {
     }
 }
 
+// tess.packed_swiglu and its gradient (gate and up the strided halves of
+// rows of 2F) against the CPU kernels: F a multiple of the 8-element pack
+// (Llama's; the pack path, one row and many), F = 677 and F = 12 (the
+// element path), and the gradient written over its input, as the arena
+// planner places it.
+TEST(ElementwiseCuda, PackedSwigluMatchesTheCpuKernels) {
+  REQUIRE_GPU();
+  for (int32_t dtype : {TESSERA_F32, TESSERA_BF16, TESSERA_F16})
+    for (Shape half : {Shape{4, 1024}, Shape{2, 3, 8}, Shape{3, 677},
+                       Shape{5, 12}}) {
+      Shape packed = half;
+      packed.back() *= 2;
+      SCOPED_TRACE("dtype " + std::to_string(dtype) + " rows of " +
+                   std::to_string(packed.back()));
+      Tensor input = randomTensor(dtype, packed, 24, -6.0f, 6.0f);
+      Tensor dy = randomTensor(dtype, half, 25);
+      Tensor y(dtype, half), dinput(dtype, packed);
+      EXPECT_CPU_KERNEL_OK(tessera_cpu_packed_swiglu(input.get(), y.get()));
+      EXPECT_CPU_KERNEL_OK(
+          tessera_cpu_packed_swiglu_grad(input.get(), dy.get(), dinput.get()));
+      DeviceTensor ginput(input), gdy(dy), gy(dtype, half),
+          gdinput(dtype, packed), ginPlace(input);
+      EXPECT_CUDA_KERNEL_OK(
+          tessera_cuda_packed_swiglu(ginput.get(), gy.get(), nullptr));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_swiglu_grad(
+          ginput.get(), gdy.get(), gdinput.get(), nullptr));
+      EXPECT_CUDA_KERNEL_OK(tessera_cuda_packed_swiglu_grad(
+          ginPlace.get(), gdy.get(), ginPlace.get(), nullptr));
+      expectDeviceClean();
+      double rtol = dtype == TESSERA_F32 ? 1e-5 : toleranceFor(dtype);
+      expectTensorsNear(gy.download(), y, rtol, rtol, "packed swiglu");
+      expectTensorsNear(gdinput.download(), dinput, rtol, rtol, "dinput");
+      expectTensorsNear(ginPlace.download(), dinput, rtol, rtol,
+                        "dinput in place");
+    }
+}
+
 } // namespace

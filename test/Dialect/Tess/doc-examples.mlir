@@ -226,6 +226,23 @@ func.func @swiglu_grad(%gate: tensor<2x31x256xf32>, %up: tensor<2x31x256xf32>, %
 
 // -----
 
+// CHECK-LABEL: func.func @packed_swiglu
+func.func @packed_swiglu(%gu: tensor<2x16x256xf32>) -> tensor<2x16x128xf32> {
+  %y = tess.packed_swiglu %gu : (tensor<2x16x256xf32>) -> tensor<2x16x128xf32>
+  return %y : tensor<2x16x128xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @packed_swiglu_grad
+func.func @packed_swiglu_grad(%gu: tensor<2x31x512xf32>, %dy: tensor<2x31x256xf32>) -> tensor<2x31x512xf32> {
+  %dgu = tess.packed_swiglu_grad %gu, %dy
+    : (tensor<2x31x512xf32>, tensor<2x31x256xf32>) -> tensor<2x31x512xf32>
+  return %dgu : tensor<2x31x512xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @rotary
 func.func @rotary(%x: tensor<2x4x32x16xf32>, %cos: tensor<1x1x32x16xf32>, %sin: tensor<1x1x32x16xf32>) -> tensor<2x4x32x16xf32> {
   %y = tess.rotary %x, %cos, %sin

@@ -1443,3 +1443,59 @@ func.func @cross_entropy_with_grad_c3(%logits: tensor<4x10xf32>, %t: tensor<4xi6
   %0:2 = tess.cross_entropy_with_grad %logits, %t, %d count_over %all : (tensor<4x10xf32>, tensor<4xi64>, tensor<f32>, tensor<2xi64>) -> (tensor<f32>, tensor<4x10xf32>)
   return
 }
+
+// -----
+
+func.func @packed_swiglu_c1(%gu: tensor<2x8x95xf32>) {
+  // expected-error@+1 {{C1: the last dim of 'tensor<2x8x95xf32>' must be static and even}}
+  %0 = tess.packed_swiglu %gu : (tensor<2x8x95xf32>) -> tensor<2x8x47xf32>
+  return
+}
+
+// -----
+
+func.func @packed_swiglu_c1_dynamic(%gu: tensor<2x?xf32>) {
+  // expected-error@+1 {{C1: the last dim of 'tensor<2x?xf32>' must be static and even}}
+  %0 = tess.packed_swiglu %gu : (tensor<2x?xf32>) -> tensor<2x?xf32>
+  return
+}
+
+// -----
+
+func.func @packed_swiglu_c2(%gu: tensor<2x8x96xf32>) {
+  // expected-error@+1 {{C2: the result 'tensor<2x8x96xf32>' must be 'tensor<2x8x48xf32>': the input's type with the last dim halved}}
+  %0 = tess.packed_swiglu %gu : (tensor<2x8x96xf32>) -> tensor<2x8x96xf32>
+  return
+}
+
+// -----
+
+func.func @packed_swiglu_c2_element_type(%gu: tensor<2x8x96xf32>) {
+  // expected-error@+1 {{C2: the result 'tensor<2x8x48xbf16>' must be 'tensor<2x8x48xf32>'}}
+  %0 = tess.packed_swiglu %gu : (tensor<2x8x96xf32>) -> tensor<2x8x48xbf16>
+  return
+}
+
+// -----
+
+func.func @packed_swiglu_grad_c1(%gu: tensor<2x7xf32>, %dy: tensor<2x3xf32>) {
+  // expected-error@+1 {{C1: the last dim of 'tensor<2x7xf32>' must be static and even}}
+  %0 = tess.packed_swiglu_grad %gu, %dy : (tensor<2x7xf32>, tensor<2x3xf32>) -> tensor<2x7xf32>
+  return
+}
+
+// -----
+
+func.func @packed_swiglu_grad_c2(%gu: tensor<2x8xf32>, %dy: tensor<2x8xf32>) {
+  // expected-error@+1 {{C2: dy 'tensor<2x8xf32>' must be 'tensor<2x4xf32>': the input's type with the last dim halved}}
+  %0 = tess.packed_swiglu_grad %gu, %dy : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @packed_swiglu_grad_c3(%gu: tensor<2x8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error@+1 {{C3: the result type 'tensor<2x4xf32>' is not the input's 'tensor<2x8xf32>'}}
+  %0 = tess.packed_swiglu_grad %gu, %dy : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}

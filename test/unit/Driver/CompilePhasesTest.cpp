@@ -78,6 +78,12 @@ TEST(CompilePhases, OptionsReachThePasses) {
   EXPECT_EQ(pipelineText(CompilePhase::Training, options)
                 .find("tess-pack-qkv-projections"),
             std::string::npos);
+  // Gate/up packing: off unless asked for (not yet timed on a GPU).
+  EXPECT_EQ(training.find("tess-pack-gate-up-projections"), std::string::npos);
+  options.packGateUp = true;
+  EXPECT_NE(pipelineText(CompilePhase::Training, options)
+                .find("tess-pack-gate-up-projections"),
+            std::string::npos);
 
   options.search = true;
   options.mesh = "2x2";

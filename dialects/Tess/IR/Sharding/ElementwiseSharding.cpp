@@ -80,6 +80,15 @@ ShardingLabels SwigluOp::getShardingLabels() {
   return elementwise(*this, {1});
 }
 
+/// The packed halves share the last dim: only the leading dims split.
+ShardingLabels PackedSwigluOp::getShardingLabels() {
+  Labeler labeler(*this);
+  int64_t last = labeler.operand(0).size() - 1;
+  labeler.followOperand(0, {}, {0}, {last});
+  labeler.offerEveryResultDim();
+  return labeler.take();
+}
+
 ShardingLabels DropoutOp::getShardingLabels() {
   Labeler labeler(*this);
   if (getRate().convertToDouble() == 0) {
@@ -98,6 +107,13 @@ ShardingLabels SiluGradOp::getShardingLabels() {
 }
 ShardingLabels SwigluGradOp::getShardingLabels() {
   return partitionedOnly(*this, {2});
+}
+ShardingLabels PackedSwigluGradOp::getShardingLabels() {
+  Labeler labeler(*this);
+  int64_t last = labeler.operand(0).size() - 1;
+  labeler.followOperand(0, {1}, {0}, {last});
+  labeler.linearIn({1});
+  return labeler.take();
 }
 /// Elementwise in param, grad, m and v (lr, step and grad_scale are scalars).
 ShardingLabels AdamWOp::getShardingLabels() { return partitionedOnly(*this); }

@@ -151,6 +151,19 @@ LogicalResult SwigluOp::buildVjp(OpBuilder &builder,
   return success();
 }
 
+// The same on the packed gate/up halves: one [.., 2F] gradient, so the
+// packed projection's backward is one dx GEMM and one dW GEMM.
+LogicalResult PackedSwigluOp::buildVjp(OpBuilder &builder,
+                                       ArrayRef<Value> resultCotangents,
+                                       SmallVectorImpl<Value> &operandCotangents) {
+  Value dy = beginVjp(*this, resultCotangents, operandCotangents);
+  if (!dy)
+    return success();
+  operandCotangents[0] = PackedSwigluGradOp::create(
+      builder, getLoc(), getInput().getType(), getInput(), dy);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Binary
 //===----------------------------------------------------------------------===//

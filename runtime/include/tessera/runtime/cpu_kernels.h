@@ -175,6 +175,13 @@ int tessera_cpu_swiglu(const tessera_tensor *gate, const tessera_tensor *up,
 int tessera_cpu_swiglu_grad(const tessera_tensor *gate,
                             const tessera_tensor *up, const tessera_tensor *dy,
                             tessera_tensor *dgate, tessera_tensor *dup);
+/* tess.packed_swiglu and tess.packed_swiglu_grad: the same on `input`
+ * [.., 2F], each row's gate then up halves: y [.., F]; dinput [.., 2F] holds
+ * dgate then dup in each row and may be `input` itself. */
+int tessera_cpu_packed_swiglu(const tessera_tensor *input, tessera_tensor *y);
+int tessera_cpu_packed_swiglu_grad(const tessera_tensor *input,
+                                   const tessera_tensor *dy,
+                                   tessera_tensor *dinput);
 /* tess.rotary: y[.., i] = x[.., i] cos[.., i] - x[.., i + h] sin[.., i] and
  * y[.., i + h] = x[.., i + h] cos[.., i + h] + x[.., i] sin[.., i + h] over the
  * last dim (h = D / 2); cos and sin have x's rank and broadcast to it. With

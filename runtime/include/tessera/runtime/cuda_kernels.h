@@ -149,6 +149,14 @@ int tessera_cuda_swiglu_grad(const tessera_tensor *gate,
                              const tessera_tensor *up, const tessera_tensor *dy,
                              tessera_tensor *dgate, tessera_tensor *dup,
                              cudaStream_t stream);
+/* tess.packed_swiglu and tess.packed_swiglu_grad (see
+ * tessera_cpu_packed_swiglu). */
+int tessera_cuda_packed_swiglu(const tessera_tensor *input, tessera_tensor *y,
+                               cudaStream_t stream);
+int tessera_cuda_packed_swiglu_grad(const tessera_tensor *input,
+                                    const tessera_tensor *dy,
+                                    tessera_tensor *dinput,
+                                    cudaStream_t stream);
 /* tess.rotary (see tessera_cpu_rotary). */
 int tessera_cuda_rotary(const tessera_tensor *x, const tessera_tensor *cos,
                         const tessera_tensor *sin, tessera_tensor *y,
