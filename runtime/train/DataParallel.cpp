@@ -41,6 +41,19 @@ std::vector<ParameterLayout::Piece> shardPieces(const DataParallelPlan &plan,
 
 } // namespace
 
+std::vector<int32_t> gradientWritePositions(const tessera_program &program,
+                                            int32_t zeroStage) {
+  if (!program.gradient_write_positions)
+    fail("--zero " + std::to_string(zeroStage) +
+         ": this program does not record when its step writes each "
+         "gradient (program.h's gradient_write_positions), which the ring "
+         "of whole gradients is planned from; compile it again with this "
+         "tesserac, or run with --zero 1");
+  return std::vector<int32_t>(program.gradient_write_positions,
+                              program.gradient_write_positions +
+                                  program.parameter_count);
+}
+
 comm::GradientLayout gradientLayoutOf(const ParameterLayout &layout,
                                       int64_t bucketElements) {
   std::vector<comm::GradientSlot> slots;
@@ -86,15 +99,8 @@ DataParallelPlan planDataParallel(const tessera_program &program,
   if (zeroStage == 1)
     return {std::move(gradients), std::move(placed), true, std::nullopt,
             accumulators};
-  if (!program.gradient_write_positions)
-    fail("--zero " + std::to_string(zeroStage) + ": this program does not record when its step writes each "
-         "gradient (program.h's gradient_write_positions), which the ring "
-         "of whole gradients is planned from; compile it again with this "
-         "tesserac, or run with --zero 1");
   comm::GradientRing ring = comm::GradientRing::plan(
-      gradients, std::vector<int32_t>(program.gradient_write_positions,
-                                      program.gradient_write_positions +
-                                          program.parameter_count));
+      gradients, gradientWritePositions(program, zeroStage));
   std::optional<comm::WeightRing> weights;
   if (zeroStage == 3) {
     if (!program.parameter_read_intervals)

@@ -170,6 +170,13 @@ DataParallelPlan planDataParallel(const tessera_program &program,
                                   const TrainOptions &options, int32_t ranks,
                                   int32_t zeroStage);
 
+/// When the step writes each parameter's gradient (program.h's
+/// gradient_write_positions), which a ZeRO-2/3 ring of whole gradients is
+/// planned from; throws TrainError naming --zero `zeroStage` when the
+/// program does not record it.
+std::vector<int32_t> gradientWritePositions(const tessera_program &program,
+                                            int32_t zeroStage);
+
 /// ZeRO-1 of `shards` ranks by parameter group (one per parameter, as
 /// GradientLayout::plan takes them): the buckets never mix groups, so each
 /// rank's shard of a group is 1/shards of it, and a kUnreduced parameter

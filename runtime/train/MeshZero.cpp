@@ -119,20 +119,11 @@ DataParallelPlan planMeshZero(const tessera_program &program,
     return plan;
   // ZeRO-2: every micro-batch's pending gradients are reduce-scattered as
   // the step writes them, out of the ring.
-  if (!program.gradient_write_positions)
-    fail("--zero 2: this program does not record when its step writes each "
-         "gradient (program.h's gradient_write_positions), which the ring "
-         "of whole gradients is planned from; compile it again with this "
-         "tesserac, or run with --zero 1");
   std::vector<bool> held;
   for (const comm::GradientBucket &bucket : plan.gradients.buckets())
     held.push_back(stages[static_cast<size_t>(bucket.firstParameter)] == 1);
   plan.ring = comm::GradientRing::plan(
-      plan.gradients,
-      std::vector<int32_t>(program.gradient_write_positions,
-                           program.gradient_write_positions +
-                               program.parameter_count),
-      held);
+      plan.gradients, gradientWritePositions(program, 2), held);
   plan.reduceAccumulators = false;
   // As the backend sums micro-batches (FlatStateBackend::accumulating):
   // then the held buckets' f32 sums are reduced once, as ZeRO-1's are.
