@@ -3,7 +3,8 @@
 #   run(command="bash build-gpu/gpu-check/run.sh", carry=["build-gpu/gpu-check"])
 # after scripts/make-gpu-check.sh made that directory (copied there as run.sh).
 # 1. gpt2-tiny (causal-lm), bert-tiny (mlm), llama-tiny, mistral-tiny (a
-#    sliding window) and gemma2-tiny (softcap), fp32, and gpt2-tiny
+#    sliding window) and gemma2-tiny (softcap), fp32, llama-tiny with its
+#    gate/up projections packed (--pack-gate-up on), and gpt2-tiny
 #    partitioned for the meshes 2 (tp) and 2x2 (dp-tp), and pipelined over
 #    the stage meshes 2 (dp) and 2x2 (dp-tp): each executable trains
 #    one step on the fixture batch with the fixture's AdamW settings (as
@@ -72,6 +73,13 @@ for model in gpt2-tiny bert-tiny llama-tiny mistral-tiny gemma2-tiny; do
   echo "=== $model (--target cuda, fp32) ==="
   first_step "$model" "$model" "$model-train.weights.safetensors"
 done
+
+# SwiGLU's gate and up linears as one GEMM and tess.packed_swiglu(_grad):
+# the same model, so the same fixture and weights.
+if [[ -x "$here/llama-tiny-pack-gate-up-train" ]]; then
+  echo "=== llama-tiny --pack-gate-up on (--target cuda, fp32) ==="
+  first_step llama-tiny-pack-gate-up llama-tiny llama-tiny-train.weights.safetensors
+fi
 
 # Partitioned for a mesh, or cut into pipeline stages, and started plainly:
 # the ranks are threads on the GPUs here (several per GPU when there are

@@ -8,7 +8,8 @@
 # nvcc is found). What it holds:
 # - gpt2-tiny (causal LM), bert-tiny (MLM), llama-tiny, mistral-tiny (its
 #   sliding window) and gemma2-tiny (softcap, alternating windows), fp32:
-#   the first-step check against PyTorch's fixtures;
+#   the first-step check against PyTorch's fixtures; llama-tiny again with
+#   its gate/up projections packed (--pack-gate-up on);
 # - gpt2-tiny in bf16: a short run with two micro-batches a step, once
 #   straight and once stopped at a checkpoint and resumed (the GPU backend's
 #   accumulation, checkpoint download and --resume upload);
@@ -53,6 +54,11 @@ rm -rf "$out" && mkdir -p "$out"
     --loss causal-lm --precision fp32 --target cuda -o "$out/mistral-tiny-train"
 "$tesserac" "$repo/test/models/generated/gemma2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda -o "$out/gemma2-tiny-train"
+# llama-tiny with SwiGLU's gate and up projections packed into one GEMM
+# (--pack-gate-up on): the same model and weights, so the same fixture.
+"$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --pack-gate-up on \
+    --without-weights -o "$out/llama-tiny-pack-gate-up-train"
 # Partitioned for meshes (tensor parallel on 2, data x tensor parallel on
 # 2x2), without weights of their own: they start from gpt2-tiny-train's.
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \

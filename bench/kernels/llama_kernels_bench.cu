@@ -210,6 +210,22 @@ int main() {
     });
   }
   {
+    // The same SwiGLU over one packed [rows, 2F] gate/up projection
+    // (tess-pack-gate-up-projections): the same bytes, the halves read in
+    // place; the gradient writes one packed [rows, 2F] tensor.
+    DeviceBuffer packed(bf16, {rows, 2 * hidden}), y(bf16, {rows, hidden}),
+        dy(bf16, {rows, hidden}), dpacked(bf16, {rows, 2 * hidden});
+    time("packed_swiglu [16384,2x8192]", Bound::Memory,
+         1.5 * static_cast<double>(packed.bytes), [&] {
+           checkKernel(tessera_cuda_packed_swiglu(packed.get(), y.get(), nullptr));
+         });
+    time("packed_swiglu_grad [16384,2x8192]", Bound::Memory,
+         2.5 * static_cast<double>(packed.bytes), [&] {
+           checkKernel(tessera_cuda_packed_swiglu_grad(packed.get(), dy.get(),
+                                                       dpacked.get(), nullptr));
+         });
+  }
+  {
     // Causal GQA attention straight from the packed q/k/v projection: QK^T
     // and PV are 4 B Hq T T D FLOPs dense, half of it under the causal
     // mask. The backward reads the forward's y and lse and is counted as

@@ -52,8 +52,8 @@ for spec in "${specs[@]}"; do
   # The same program with selective recomputation (each layer's cheap
   # outputs recomputed in the backward), for the memory/speed trade, and
   # with the loss head in blocks of up to 2 GiB of logits instead of 1 (half
-  # as many, taller head GEMMs, for about 1 GiB more at the peak); for the
-  # 1B shape only (the carry to the GPU machine is 64 MiB).
+  # as many, taller head GEMMs, for about 1 GiB more at the peak), and with
+  # gate/up packing (below); for the 1B shape only (the carry to the GPU machine is 64 MiB).
   if [[ "$name" == llama3.2-1b ]]; then
     "$tesserac" "$model" "${flags[@]}" --remat selective --target cuda --without-weights \
         -o "$out/$name-remat-selective-train"
@@ -61,6 +61,12 @@ for spec in "${specs[@]}"; do
         -o "$out/$name-logits-block-2gib-train"
     "$tesserac" "$model" "${flags[@]}" --logits-block 2GiB --summary \
         > "$out/$name-logits-block-2gib.summary.txt"
+    # SwiGLU's gate and up projections as one GEMM of the concatenated
+    # weights (tess-pack-gate-up-projections), timed against the default.
+    "$tesserac" "$model" "${flags[@]}" --pack-gate-up on --target cuda --without-weights \
+        -o "$out/$name-pack-gate-up-train"
+    "$tesserac" "$model" "${flags[@]}" --pack-gate-up on --summary \
+        > "$out/$name-pack-gate-up.summary.txt"
   fi
   "$tesserac" "$model" "${flags[@]}" --summary > "$out/$name.summary.txt"
   # The program's parameters and buffers with their shapes ("name d0 d1 ..."),

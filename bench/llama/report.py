@@ -12,7 +12,7 @@ res, exe = sys.argv[1], sys.argv[2]
 # The rows under each model: the executables build.sh compiled with other
 # flags, and run.sh's run with --gemm-autotune on.
 VARIANTS = {"remat-selective": "--remat selective", "logits-block-2gib": "--logits-block 2GiB",
-            "gemm-autotune": "--gemm-autotune on"}
+            "pack-gate-up": "--pack-gate-up on", "gemm-autotune": "--gemm-autotune on"}
 
 def tessera(name):
     path = os.path.join(res, f"tessera-{name}.jsonl")

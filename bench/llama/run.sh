@@ -51,7 +51,7 @@ for spec in "${specs[@]}"; do
   tail -n 3 "$OUT/tessera-$name.log"
   grep -m3 "tessera:" "$OUT/tessera-$name.log"
   # The variants build.sh compiled (other flags, the same model).
-  for variant in remat-selective logits-block-2gib; do
+  for variant in remat-selective logits-block-2gib pack-gate-up; do
     [[ -x "$here/$name-$variant-train" ]] || continue
     log "tessera $name, $variant"
     "$here/$name-$variant-train" "${common[@]}" --steps "$steps" \
