@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace kernel_bench {
@@ -36,14 +37,41 @@ inline void checkKernel(int status) {
   }
 }
 
-/// Values in [-2, 2) in any float storage type, ids in [0, idLimit), from
-/// the element index.
+/// Under TESSERA_BENCH_FILL=normal, float operands hold standard normal
+/// values (a hash of the index through Box-Muller) instead of the default
+/// pattern: a GEMM's power, and so its clock, depends on how many bits its
+/// operands toggle, and a training step's activations and weights toggle
+/// more than a short arithmetic pattern does.
+inline bool fillNormal() {
+  static const bool normal = [] {
+    const char *value = std::getenv("TESSERA_BENCH_FILL");
+    return value && std::string(value) == "normal";
+  }();
+  return normal;
+}
+
+/// A uniform value in (0, 1) from a 32-bit hash of `key` (splitmix-style).
+__device__ inline float hashUniform(unsigned long long key) {
+  key += 0x9e3779b97f4a7c15ull;
+  key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+  key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+  key ^= key >> 31;
+  return (static_cast<float>(key >> 40) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+/// Values in [-2, 2) (or standard normal ones, `normal`) in any float
+/// storage type, ids in [0, idLimit), from the element index.
 __global__ void fillKernel(void *data, int dtype, long long count,
-                           long long idLimit) {
+                           long long idLimit, bool normal) {
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) +
                      threadIdx.x;
        i < count; i += static_cast<long long>(blockDim.x) * gridDim.x) {
     float value = static_cast<float>(i * 7919 % 4001) / 1000.0f - 2.0f;
+    if (normal) {
+      float u = hashUniform(2 * static_cast<unsigned long long>(i));
+      float v = hashUniform(2 * static_cast<unsigned long long>(i) + 1);
+      value = sqrtf(-2.0f * logf(u)) * cospif(2.0f * v);
+    }
     if (dtype == TESSERA_F32) {
       static_cast<float *>(data)[i] = value;
     } else if (dtype == TESSERA_I64) {
@@ -76,7 +104,8 @@ struct DeviceBuffer {
     }
     bytes = count * sizeOf(dtype);
     check(cudaMalloc(&tensor.data, bytes > 0 ? bytes : 16), "cudaMalloc");
-    fillKernel<<<4096, 256>>>(tensor.data, dtype, count, idLimit);
+    fillKernel<<<4096, 256>>>(tensor.data, dtype, count, idLimit,
+                                fillNormal());
     check(cudaGetLastError(), "fill");
   }
   DeviceBuffer(const DeviceBuffer &) = delete;

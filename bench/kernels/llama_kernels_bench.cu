@@ -23,8 +23,10 @@
 // each timed call (timeMsColdL2): repeated on the same operands, a layer's
 // GEMM finds its weight in the L2, which in the step it does not (the 1B
 // step's layer GEMMs ran 7-18 % slower than this bench times them, its head
-// GEMMs, whose weight never fits, at the same rate). Run by hand on the GPU
-// machine; not a test.
+// GEMMs, whose weight never fits, at the same rate). TESSERA_BENCH_FILL=normal
+// fills the operands with standard normal values instead of a short pattern
+// (KernelBench.cuh's fillNormal: a GEMM's clock depends on its data). Run by
+// hand on the GPU machine; not a test.
 //
 //===----------------------------------------------------------------------===//
 
