@@ -133,6 +133,8 @@ tessera::searchPipelineOptions(const CompilePhaseOptions &options) {
   search.remat = options.rematPin;
   search.zero = options.zero;
   search.tensorParallel = options.pipelineTensorParallel;
+  search.stageUnits.assign(options.pipelineStageUnits.begin(),
+                           options.pipelineStageUnits.end());
   search.loss = options.loss;
   search.precision = options.precision;
   search.vocabularyMultiple = options.vocabularyMultiple;

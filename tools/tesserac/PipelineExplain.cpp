@@ -5,13 +5,10 @@
 #include "tessera/CostModel/DeviceMesh.h"
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/PipelineReport.h"
-#include "tessera/Transforms/Passes.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -82,16 +79,16 @@ int fail(const Twine &message) {
   return 1;
 }
 
-bool requested() {
+} // namespace
+
+bool rematRequested() { return remat.getNumOccurrences() > 0; }
+
+bool pipelinePlanRequested() {
   return pipeline || stages.getNumOccurrences() ||
          microBatches.getNumOccurrences() || schedule.getNumOccurrences() ||
          remat.getNumOccurrences() || pipelineDevices.getNumOccurrences() ||
          tracePath.getNumOccurrences();
 }
-
-} // namespace
-
-bool rematRequested() { return remat.getNumOccurrences() > 0; }
 
 Expected<pipeline::RematMode> stepRematMode() {
   if (!rematRequested())
@@ -105,15 +102,22 @@ Expected<pipeline::RematMode> stepRematMode() {
           (remat == "auto" ? " (auto is --explain --pipeline's search)" : ""));
 }
 
+Error refuseTraceInCompile() {
+  // The compile would otherwise ignore it: the schedule it predicts is
+  // --explain's report.
+  if (tracePath.getNumOccurrences())
+    return createStringError(inconvertibleErrorCode(),
+                             "--trace writes --explain --pipeline's "
+                             "predicted schedule; drop it from the compile");
+  return Error::success();
+}
+
 Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch) {
   auto error = [](const Twine &message) {
     return createStringError(inconvertibleErrorCode(), message);
   };
-  // The planner's flags would otherwise be ignored: its plan compiles only
-  // as the flags that pin it.
-  if (tracePath.getNumOccurrences())
-    return error("--trace writes --explain --pipeline's predicted "
-                 "schedule; drop it from the compile");
+  if (Error trace = refuseTraceInCompile())
+    return std::move(trace);
   if (!stages.getNumOccurrences()) {
     if (microBatches.getNumOccurrences() || schedule.getNumOccurrences())
       return createStringError(inconvertibleErrorCode(),
@@ -241,57 +245,32 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
   return 0;
 }
 
-std::optional<int> explainPipeline(StringRef inputPath,
-                                   const onnx_import::ImportOptions &options,
-                                   const cost::Cluster &cluster,
-                                   ForwardAtBatch forwardAt,
-                                   const CompiledStepOptions &step,
-                                   const PipelineSearchPins &pins,
-                                   StringRef outputPath) {
-  if (!requested() && !pins.plan)
-    return std::nullopt;
-  pipeline::SearchOptions search;
-  if (int status = pipelineSearchOptions(options, cluster, pins, search))
-    return status;
-  auto searchError = [&](const Twine &message) {
-    fail(inputPath + ": " + message);
-  };
-  mlir::FailureOr<SearchedPipeline> found =
-      searchPipelinePlan(forwardAt, cluster, search, step, searchError);
-  if (failed(found))
-    return 1;
-  const SearchedPipeline &searched = *found;
-  const pipeline::PipelinePlan &plan = searched.plan;
-  pipeline::MegatronStageOracle oracle(searched.profile, cluster);
-
+int explainPipeline(StringRef title, const PipelinePlanDecision &decision,
+                    tess::PlanAttr compiledPlan, StringRef outputPath) {
+  const pipeline::PipelinePlan &plan = decision.plan;
+  const cost::Cluster &cluster = decision.cluster;
+  pipeline::MegatronStageOracle oracle(decision.profile, cluster);
   std::string error;
   auto output = mlir::openOutputFile(outputPath, &error);
   if (!output)
     return fail(error);
-  std::string title = sys::path::filename(inputPath).str();
-  pipeline::printPipelinePlan(plan, searched.profile, cluster, oracle,
-                              searched.search.globalBatch, title,
+  pipeline::printPipelinePlan(plan, decision.profile, cluster, oracle,
+                              decision.search.globalBatch, title,
                               output->os());
-  if (searched.compiled)
+  if (decision.compiled)
     output->os() << formatv(
         "Peak device memory per GPU (the compiled step, as --summary and "
         "--explain): {0:F3} MiB ({1:F2} GiB) of {2:F1} GiB\n",
-        searched.compiled->totalBytes() / (1024.0 * 1024.0),
-        searched.compiled->totalBytes() / kGiB,
+        decision.compiled->totalBytes() / (1024.0 * 1024.0),
+        decision.compiled->totalBytes() / kGiB,
         cluster.device.memoryBytes / kGiB);
   // What --target and --emit=cpp compile for the same flags, or why they
   // refuse it.
-  mlir::MLIRContext context;
-  context.loadDialect<tess::TessDialect>();
-  Expected<tess::PlanAttr> compiled =
-      pipelinePlanAttribute(context, plan, searched.profile);
-  if (compiled) {
-    output->os() << "Plan as compiled: " << mlir::Attribute(*compiled)
+  if (compiledPlan)
+    output->os() << "Plan as compiled: " << mlir::Attribute(compiledPlan)
                  << "\n";
-  } else {
-    output->os() << "Not compiled: " << toString(compiled.takeError())
-                 << "\n";
-  }
+  else
+    output->os() << "Not compiled: " << decision.notCompiled << "\n";
   output->keep();
 
   if (!tracePath.empty()) {

@@ -5,25 +5,26 @@
 // [--remat none|selective|full|auto] [--pipeline-devices N]
 // [--trace FILE.json] --cluster NAME|FILE`: plans data, tensor and pipeline
 // parallelism, ZeRO-1, micro-batches, schedule and remat over the cluster's
-// devices for the global batch B (lib/Pipeline) and prints the plan. The
+// devices for the global batch B and prints the plan. The plan is the
+// search phase's tess-search-pipeline decision (PipelinePlan.h), made with
+// the options the compile makes it with for the same flags, on the forward
+// at the global batch: what --explain prints is what --target compiles. The
 // flags live in PipelineExplain.cpp; with --explain any of them asks for the
 // plan. --remat also means the same choice for the step that --target and
 // --emit=cpp build: tess-rematerialize applies it to every layer; and
 // --stages, --microbatches and --schedule there build a pipelined program
 // (stepPipeline). --pipeline (or --pipeline-devices) there compiles the
-// search's plan instead (tess-search-pipeline, CompiledPipelinePlan.h).
+// search's plan instead (CompiledPipelinePlan.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 #define TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 
-#include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/Remat.h"
-#include "tessera/Transforms/Passes.h"
 #include "tessera/Transforms/PipelinePlan.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -38,6 +39,11 @@ llvm::cl::OptionCategory &pipelineOptionCategory();
 
 /// Whether --remat was given.
 bool rematRequested();
+
+/// Whether a pipeline flag was given (--pipeline, --stages, --microbatches,
+/// --schedule, --remat, --pipeline-devices, --trace): with --explain, each
+/// asks for the pipeline plan.
+bool pipelinePlanRequested();
 
 /// --remat for the training step --target and --emit=cpp build: the mode
 /// tess-rematerialize applies to every layer (None when the flag is absent).
@@ -65,11 +71,15 @@ struct StepPipeline {
   int64_t zero = 0;
 };
 
+/// An error when --trace was given: it writes --explain --pipeline's
+/// predicted schedule, which no compile does.
+llvm::Error refuseTraceInCompile();
+
 /// std::nullopt without --stages. Otherwise the pipeline of the built step
 /// given by hand (--microbatches defaults to the stage count, --schedule to
-/// 1f1b); errors: --trace (the planner's), a non-positive count, an unknown
-/// schedule, or a global batch `batch` that the micro-batches do not
-/// divide. (With --pipeline the compile takes the search's plan instead:
+/// 1f1b); errors: --trace (refuseTraceInCompile), a non-positive count, an
+/// unknown schedule, or a global batch `batch` that the micro-batches do
+/// not divide. (With --pipeline the compile takes the search's plan instead:
 /// tess-search-pipeline's.)
 llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 
@@ -99,20 +109,16 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
                           const PipelineSearchPins &pins,
                           pipeline::SearchOptions &search);
 
-/// Nothing when no pipeline flag was given and `pins` has no plan (the
-/// ordinary --explain runs); otherwise the search (PipelinePlan.h's, on the
-/// forward `forwardAt` imports at each batch it asks for, the step built
-/// with `step`), the plan printed to `outputPath` ("-": stdout), ending
-/// with the #tess.plan that --target compiles for the same flags ("Plan as
-/// compiled: ...") or why it is not compiled ("Not compiled: ..."), and
-/// the exit status.
-std::optional<int> explainPipeline(llvm::StringRef inputPath,
-                                   const onnx_import::ImportOptions &options,
-                                   const cost::Cluster &cluster,
-                                   ForwardAtBatch forwardAt,
-                                   const CompiledStepOptions &step,
-                                   const PipelineSearchPins &pins,
-                                   llvm::StringRef outputPath);
+/// --explain --pipeline's report of `decision` (tess-search-pipeline's, for
+/// the model `title`) to `outputPath` ("-": stdout): the plan
+/// (PipelineReport.h), the compiled step's memory on one device, and
+/// `compiledPlan`, the module's #tess.plan the decision wrote, which --target
+/// compiles for the same flags ("Plan as compiled: ..."), or, null, why the
+/// compiled driver cannot run the plan ("Not compiled: ..."); with --trace,
+/// the plan's predicted schedule. Returns 0, or 1 after printing the error.
+int explainPipeline(llvm::StringRef title,
+                    const PipelinePlanDecision &decision,
+                    tess::PlanAttr compiledPlan, llvm::StringRef outputPath);
 
 } // namespace tessera::tesserac
 

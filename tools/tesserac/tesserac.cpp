@@ -56,9 +56,10 @@
 // --devices' mesh), its flags the passes' options, run on the compile's
 // own module; tesserac writes the weights and links; it adds no pass
 // itself. A --pipeline compile's plan is the search phase's
-// tess-search-pipeline on the forward at the global batch (printed as
-// `tesserac: search:`), which the plan phase of the step built at one
-// micro-batch then writes.
+// tess-search-pipeline decision on the forward at the global batch (printed
+// as `tesserac: search:`), which the plan phase of the step built at one
+// micro-batch then writes; `--explain --pipeline` makes the same decision
+// from the same flags and reports it (runPipelineSearchPhase).
 //
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
@@ -704,29 +705,108 @@ pipelineSearchPhaseOptions(const tessera::pipeline::SearchOptions &search) {
   if (search.zero)
     options->zero = *search.zero ? 1 : 0;
   options->pipelineTensorParallel = search.tensorParallel.value_or(0);
+  for (size_t units : search.stageUnitCounts)
+    options->pipelineStageUnits.push_back(static_cast<int64_t>(units));
   return options;
 }
 
-/// --pipeline with --target or --emit=cpp: the plan of the search phase's
-/// tess-search-pipeline (printed as `tesserac: search:`) on the forward at
-/// the global batch of `options`, with the pins `search`, as the compile
-/// builds it. Returns 0, or 1 after printing the error.
-int decidePipelinePlan(const tessera::onnx_import::ImportOptions &options,
-                       const tessera::pipeline::SearchOptions &search,
-                       tessera::tesserac::CompiledPipelinePlan &compiled) {
+/// --pipeline's search pins: the pipeline flags with --zero, --devices and
+/// the stage --mesh, or `plan`'s (--explain --plan's pipelined plan),
+/// checked against `cluster`, for the global batch of `options`; --explain
+/// and the compile read them alike. Returns 0, or 1 after printing the
+/// error naming the flag.
+int pipelineSearchFromFlags(
+    const tessera::onnx_import::ImportOptions &options,
+    const tessera::cost::Cluster &cluster,
+    const std::optional<tessera::pipeline::SearchOptions> &plan,
+    tessera::pipeline::SearchOptions &search) {
+  if (memoryLimit.getNumOccurrences() || shardPins.getNumOccurrences() ||
+      searchTimeout.getNumOccurrences())
+    return fail("--memory-limit, --shard and --search-timeout configure "
+                "the one-stage sharding search; --pipeline's plans fit "
+                "the cluster's device memory");
+  tessera::tesserac::PipelineSearchPins pins;
+  if (zeroStage.getNumOccurrences())
+    pins.zero = zeroStage.getValue();
+  if (deviceCount.getNumOccurrences())
+    pins.devices = deviceCount.getValue();
+  if (meshSpec.getNumOccurrences())
+    pins.stageMesh = meshSpec;
+  pins.plan = plan;
+  return tessera::tesserac::pipelineSearchOptions(options, cluster, pins,
+                                                  search);
+}
+
+/// --pipeline's decision: the search phase's tess-search-pipeline (printed
+/// as `tesserac: search:` under --print-phase-pipelines) with the pins
+/// `search`, on the forward imported at the global batch of `options`,
+/// handed to `use` with the module's #tess.plan it wrote (null when the
+/// decision says why the compiled driver cannot run its plan): --explain
+/// reports it, --target and --emit=cpp build it. Returns `use`'s status, or
+/// 1 after printing the error.
+int runPipelineSearchPhase(
+    const tessera::onnx_import::ImportOptions &options,
+    const tessera::pipeline::SearchOptions &search,
+    function_ref<int(const tessera::PipelinePlanDecision &,
+                     tessera::tess::PlanAttr)>
+        use) {
   mlir::MLIRContext context;
   PassDiagnostics diagnostics(context, inputPath);
   FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> forward =
       importedForward(context, options, search.globalBatch);
   if (failed(forward))
     return 1;
-  if (runPhase(context, **forward, tessera::CompilePhase::Search,
-               *pipelineSearchPhaseOptions(search),
-               inputPath + ": the pipeline search failed"))
-    return 1;
-  compiled = tessera::tesserac::compiledPipelinePlan(
-      tessera::tess::PlanAttr::lookup(**forward));
-  return 0;
+  std::unique_ptr<tessera::CompilePhaseOptions> phase =
+      pipelineSearchPhaseOptions(search);
+  printPhasePipeline(context, tessera::CompilePhase::Search, *phase,
+                     "search");
+  unsigned before = tessera::tesserac::printedErrorCount();
+  FailureOr<tessera::PipelinePlanDecision> decision =
+      tessera::decidePipelinePlan(**forward,
+                                  tessera::searchPipelineOptions(*phase));
+  if (failed(decision))
+    return tessera::tesserac::failUnlessReported(
+        before, inputPath + ": the pipeline search failed");
+  return use(*decision, tessera::tess::PlanAttr::lookup(**forward));
+}
+
+/// --pipeline with --target or --emit=cpp: the plan of the pipeline search
+/// (runPipelineSearchPhase) with the pins `search`, as the compile builds
+/// it. Returns 0, or 1 after printing the error.
+int decidePipelinePlan(const tessera::onnx_import::ImportOptions &options,
+                       const tessera::pipeline::SearchOptions &search,
+                       tessera::tesserac::CompiledPipelinePlan &compiled) {
+  return runPipelineSearchPhase(
+      options, search,
+      [&](const tessera::PipelinePlanDecision &decision,
+          tessera::tess::PlanAttr plan) {
+        // The pass's error, in the compile.
+        if (!plan)
+          return fail(inputPath + ": " + decision.notCompiled);
+        compiled = tessera::tesserac::compiledPipelinePlan(plan);
+        return 0;
+      });
+}
+
+/// --explain with a pipeline flag (or --plan's pipelined plan `plan`): the
+/// plan of the pipeline search (runPipelineSearchPhase) as --target
+/// compiles it for the same flags, reported in full. Returns 0, or 1 after
+/// printing the error.
+int explainPipelinePlan(
+    const tessera::onnx_import::ImportOptions &options,
+    const tessera::cost::Cluster &cluster,
+    const std::optional<tessera::pipeline::SearchOptions> &plan) {
+  tessera::pipeline::SearchOptions search;
+  if (int status = pipelineSearchFromFlags(options, cluster, plan, search))
+    return status;
+  return runPipelineSearchPhase(
+      options, search,
+      [&](const tessera::PipelinePlanDecision &decision,
+          tessera::tess::PlanAttr compiledPlan) {
+        return tessera::tesserac::explainPipeline(
+            sys::path::filename(inputPath), decision, compiledPlan,
+            outputPath);
+      });
 }
 
 /// The search phase's decision, as tesserac reports and compiles it.
@@ -1382,9 +1462,15 @@ int main(int argc, char **argv) {
       !compileRequested && !planSummary)
     return fail("--remat applies to --target, --emit=cpp, --summary or "
                 "--explain --pipeline");
-  // --remat pins the built step's recomputation (--explain hands it to the
-  // pipeline planner).
-  if (tessera::tesserac::rematRequested() && !explain) {
+  // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
+  // --explain --pipeline prints it for the same flags, compiled as its
+  // --stages, --mesh, --strategy, --remat and chunks say.
+  bool searchedPipeline = !explain &&
+                          compileRequested &&
+                          tessera::tesserac::pipelineSearchRequested();
+  // --remat pins the built step's recomputation (--explain and a --pipeline
+  // compile hand it to the pipeline search, which reads auto too).
+  if (tessera::tesserac::rematRequested() && !explain && !searchedPipeline) {
     Expected<tessera::pipeline::RematMode> mode =
         tessera::tesserac::stepRematMode();
     if (!mode)
@@ -1398,38 +1484,19 @@ int main(int argc, char **argv) {
   // --stages with --target or --emit=cpp: a pipelined program, built for
   // one micro-batch of the global --dim batch.
   std::optional<tessera::tesserac::StepPipeline> stepPipeline;
-  // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
-  // --explain --pipeline prints it for the same flags, compiled as its
-  // --stages, --mesh, --strategy, --remat and chunks say.
-  bool searchedPipeline = !explain &&
-                          compileRequested &&
-                          tessera::tesserac::pipelineSearchRequested();
   if (searchedPipeline) {
+    if (Error trace = tessera::tesserac::refuseTraceInCompile())
+      return fail(toString(std::move(trace)));
     if (forcedStrategy.getNumOccurrences())
       return fail("--pipeline searches each stage's plan: drop --strategy "
                   "(--mesh pins the stage mesh; --stages N --mesh M "
                   "--strategy S without --pipeline forces a pipeline)");
-    if (memoryLimit.getNumOccurrences() || shardPins.getNumOccurrences() ||
-        searchTimeout.getNumOccurrences())
-      return fail("--memory-limit, --shard and --search-timeout configure "
-                  "the one-stage sharding search; --pipeline's plans fit "
-                  "the cluster's device memory");
-    auto batch = options.dims.find("batch");
-    if (batch == options.dims.end())
-      return fail("--pipeline: bind the step's global batch with --dim "
-                  "batch=B");
     auto loaded = tessera::cost::loadCluster(clusterName);
     if (!loaded)
       return fail(toString(loaded.takeError()));
-    tessera::tesserac::PipelineSearchPins pins;
-    if (zeroStage.getNumOccurrences())
-      pins.zero = zeroStage.getValue();
-    if (deviceCount.getNumOccurrences())
-      pins.devices = deviceCount.getValue();
-    pins.stageMesh = meshSpec;
     tessera::pipeline::SearchOptions search;
-    if (int status = tessera::tesserac::pipelineSearchOptions(
-            options, *loaded, pins, search))
+    if (int status =
+            pipelineSearchFromFlags(options, *loaded, std::nullopt, search))
       return status;
     tessera::tesserac::CompiledPipelinePlan compiled;
     if (int status = decidePipelinePlan(options, search, compiled))
@@ -1438,7 +1505,8 @@ int main(int argc, char **argv) {
     meshSpec = compiled.mesh;
     forcedStrategy = compiled.strategy;
     rematPin = compiled.remat;
-    batch->second /= stepPipeline->microBatches;
+    // (pipelineSearchFromFlags checked that --dim binds the batch.)
+    options.dims.at("batch") /= stepPipeline->microBatches;
   } else if (!explain && (compileRequested || planSummary)) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
@@ -1562,27 +1630,13 @@ int main(int argc, char **argv) {
     if (!loaded)
       return fail(toString(loaded.takeError()));
     cluster = std::move(*loaded);
-    if (explain) {
-      // The pipeline search's forward at each batch it profiles.
-      mlir::MLIRContext searchContext;
-      PassDiagnostics searchDiagnostics(searchContext, inputPath);
-      auto forwardAt = [&](int64_t batch) {
-        return importedForward(searchContext, options, batch);
-      };
-      tessera::tesserac::PipelineSearchPins pins;
-      if (zeroStage.getNumOccurrences())
-        pins.zero = zeroStage.getValue();
-      if (deviceCount.getNumOccurrences())
-        pins.devices = deviceCount.getValue();
-      if (meshSpec.getNumOccurrences())
-        pins.stageMesh = meshSpec;
-      if (planPins)
-        pins.plan = planPins->pipeline;
-      if (std::optional<int> status = tessera::tesserac::explainPipeline(
-              inputPath, options, *cluster, forwardAt, stepOptions(), pins,
-              outputPath))
-        return *status;
-    }
+    // --explain with a pipeline flag: the pipeline search's plan.
+    std::optional<tessera::pipeline::SearchOptions> pipelinedPlan;
+    if (planPins)
+      pipelinedPlan = planPins->pipeline;
+    if (explain &&
+        (tessera::tesserac::pipelinePlanRequested() || pipelinedPlan))
+      return explainPipelinePlan(options, *cluster, pipelinedPlan);
     auto parsed = tessera::cost::parseMesh(meshSpec);
     if (!parsed)
       return fail(toString(parsed.takeError()));

@@ -159,6 +159,10 @@ struct CompilePhaseOptions
       *this, "pipeline-tensor-parallel",
       llvm::cl::desc("Pin the stages' tensor-parallel degree (0: searched)"),
       llvm::cl::init(0)};
+  ListOption<int64_t> pipelineStageUnits{
+      *this, "pipeline-stage-units",
+      llvm::cl::desc("Pin the stage boundaries: each stage's unit count, "
+                     "first to last (with pipeline-stages)")};
   Option<std::string> calibration{
       *this, "calibration",
       llvm::cl::desc("The compiled step's numbers the search is scaled to "

@@ -739,7 +739,9 @@ def SearchPipeline : Pass<"tess-search-pipeline", "::mlir::ModuleOp"> {
     decision of a pipelined compile (`tesserac: search:` under
     --print-phase-pipelines), then builds the step at one micro-batch,
     whose plan phase writes this plan (its mesh joins when the stages are
-    partitioned).
+    partitioned); `tesserac --explain --pipeline` makes the same decision
+    (PipelinePlan.h's decidePipelinePlan) and prints it with the stages'
+    predicted time and memory.
 
     The pins are constraints on the search, not another path: `stages`,
     `micro-batches`, `schedule`, `remat`, `zero` (0 or 1), the stages'
@@ -752,7 +754,8 @@ def SearchPipeline : Pass<"tess-search-pipeline", "::mlir::ModuleOp"> {
     a module without `@forward` or whose forward has no common batch, a
     pinned choice the program or cluster cannot take, no plan that fits,
     and a plan the compiled driver cannot run (stages of different meshes,
-    ZeRO-1 on some stages only), with the flag that pins one it can.
+    ZeRO-1 on some stages only, a stage with fewer layers than its
+    interleaved chunks), with the flag that pins one it can.
   }];
   let options = [
     Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",

@@ -1,29 +1,30 @@
-//===- PipelinePlan.h - the inter-op search and its #tess.plan -*- C++ -*-===//
+//===- PipelinePlan.h - tess-search-pipeline's decision --------*- C++ -*-===//
 //
-// The pipeline search (lib/Pipeline: stages, their submeshes' DP x TP and
-// ZeRO-1, micro-batches, schedule, remat per stage) as the compile runs it:
-// on the training program built from the forward (the compile's training
+// What tess-search-pipeline decides for a module, for the pass and for a
+// caller that reports the decision itself (tesserac --explain --pipeline
+// prints the stages, their costs and memory, from the decision and the
+// module's #tess.plan the decision wrote), so that what --explain prints is
+// what compiles: the pipeline search (lib/Pipeline: stages, their submeshes'
+// DP x TP and ZeRO-1, micro-batches, schedule, remat per stage) on the
+// training program built from the module's @forward (the compile's training
 // phase, q/k/v apart, as the stages' meshes plan the projections), its
 // activations scaled to the step the compile measures (CompiledStepMemory.h)
 // and, on one device, the fit decided by that step; and its result as the
-// module's #tess.plan, the one decision every later phase reads. Here for
-// tess-search-pipeline and for tesserac --explain --pipeline, which prints
-// the search's full report, so that both run one search and write one plan.
+// module's #tess.plan, the one decision every later phase reads.
 //
 // The search prices every candidate at any micro-batch from the program at
-// two batches (UnitProfile.h), so it needs the forward at batches other than
-// the module's: `forwardAtBatch` gives the module's own forward at another
-// batch, and the importer gives it for tesserac, which plans before the model
-// is imported at the micro-batch it compiles.
+// two batches (UnitProfile.h), so it takes the module's forward, whose
+// batch is the step's global batch, to other batches.
 //
 // The plan's translation: the compiled driver runs every stage on one stage
 // mesh with one strategy (`mesh`, dp/tp), the stage split given as the
 // plan's chunks (#tess.chunk), each stage's recomputation on its chunks where
 // the stages differ (the plan's remat is the first stage with layers'), and
 // ZeRO-1 inside the stage mesh as the plan's zero = 1 (runtime/train/
-// StageZero.h). What the driver cannot run is an error naming the flag that
-// pins a plan it can. Its inverse, for --explain --plan, gives the search's
-// pins that return a pipelined #tess.plan and its prediction.
+// StageZero.h). What the driver cannot run is no #tess.plan but the reason,
+// naming the flag that pins a plan it can. Its inverse, for --explain --plan,
+// gives the search's pins that return a pipelined #tess.plan and its
+// prediction.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,66 +35,47 @@
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Pipeline/InterOpSearch.h"
-#include "tessera/Transforms/CompiledStepMemory.h"
+#include "tessera/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/OwningOpRef.h"
-#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
 #include <optional>
+#include <string>
 
 namespace tessera {
 
-/// The forward (the fusion phase's module) at `batch` samples; failure
-/// after a diagnostic.
-using ForwardAtBatch =
-    llvm::function_ref<mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>(
-        int64_t batch)>;
-
-/// The search's plan and what it was found on.
-struct SearchedPipeline {
+/// tess-search-pipeline's decision for a module.
+struct PipelinePlanDecision {
+  /// The cluster searched, its device memory the pass's `memory-limit`.
+  cost::Cluster cluster;
+  /// The search's pins from the pass's options, the global batch the
+  /// module's.
   pipeline::SearchOptions search;
+  /// The program the search priced: its units and their costs at any
+  /// micro-batch.
   pipeline::ProgramProfile profile;
+  /// The searched plan: its stages with their costs and memory, the
+  /// schedule, the predicted step and the search's statistics.
   pipeline::PipelinePlan plan;
   /// A plan on one device: its compiled step's memory, which decided it.
   std::optional<StepMemory> compiled;
+  /// Why the compiled driver cannot run `plan`, naming the flag that pins a
+  /// plan it can; empty when it can, the module's #tess.plan then `plan`.
+  std::string notCompiled;
 };
 
-/// Searches the pipeline plan of the forward `forwardAt` gives, on
-/// `cluster` with `search`'s pins, the step built and measured with `step`.
-/// A plan on one device is the step the compile builds: its compiled peak
-/// decides the fit (a plan that does not fit by it is searched again with
-/// the next stronger recomputation, unless the recomputation is pinned).
-/// Failure after a diagnostic: `forwardAt`'s and the measurement's own, the
-/// search's through `error` (its message, which names the pin at fault).
-mlir::FailureOr<SearchedPipeline>
-searchPipelinePlan(ForwardAtBatch forwardAt, const cost::Cluster &cluster,
-                   const pipeline::SearchOptions &search,
-                   const CompiledStepOptions &step,
-                   llvm::function_ref<void(const llvm::Twine &)> error);
-
-/// The batch of the module's @forward: the leading dim its inputs share.
-/// Failure after an error on the module (no @forward, inputs without one
-/// leading dim).
-mlir::FailureOr<int64_t> forwardBatch(mlir::ModuleOp module);
-
-/// A copy of `module` with its @forward at `batch` samples: every value
-/// computed from the inputs has the batch as its leading dim (as the
-/// importer writes the forward at any batch of 2 or more), which becomes
-/// `batch`. Failure after an error on the module (a value computed from the
-/// inputs without that leading dim, a forward that no longer verifies).
-mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-forwardAtBatch(mlir::ModuleOp module, int64_t batch);
-
-/// The module's #tess.plan the compile writes for `plan` (of the program
-/// `profile` describes), its stage mesh included: what the executable
-/// prints. Errors: what the driver cannot run, with the flag that pins a
-/// plan it can.
-llvm::Expected<tess::PlanAttr>
-pipelinePlanAttribute(mlir::MLIRContext &context,
-                      const pipeline::PipelinePlan &plan,
-                      const pipeline::ProgramProfile &profile);
+/// What tess-search-pipeline does to `module` (see its description): the
+/// options read, the plan searched on @forward at its batch, the step built
+/// and measured with the options' loss, precision, vocabulary multiple and
+/// logits block, and written as the module's #tess.plan. Errors are
+/// diagnostics on the module (an option out of range, no @forward or no
+/// batch, the search's own, which names the pin at fault), failure; but a
+/// plan the compiled driver cannot run leaves the module without a plan and
+/// says why in the decision's `notCompiled`, for the caller to say in its
+/// own terms (the pass's error, --explain's "Not compiled" line).
+mlir::FailureOr<PipelinePlanDecision>
+decidePipelinePlan(mlir::ModuleOp module, const SearchPipelineOptions &options);
 
 /// The search's pins that make it return the plan `attribute` describes
 /// (a pipelined #tess.plan): stages, micro-batches, schedule, remat (left

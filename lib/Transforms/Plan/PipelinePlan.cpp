@@ -1,9 +1,9 @@
-//===- PipelinePlan.cpp - the inter-op search and its #tess.plan ----------===//
+//===- PipelinePlan.cpp - tess-search-pipeline's decision -----------------===//
 //
-// See PipelinePlan.h. The search and the translation were tesserac's
-// (PipelineExplain.cpp, CompiledPipelinePlan.cpp) and move here unchanged,
-// so that tess-search-pipeline and --explain --pipeline run one search and
-// write one plan.
+// See PipelinePlan.h. The search, its options and the plan's translation are
+// here, the pass (SearchPipeline.cpp) and tesserac --explain --pipeline
+// calling decidePipelinePlan alike, so that the plan --explain prints is the
+// one the pass writes and the compile builds.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,8 +11,10 @@
 
 #include "tessera/CostModel/DeviceMesh.h"
 #include "tessera/Sharding/PlanAnnotation.h"
+#include "tessera/Transforms/CompiledStepMemory.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -28,174 +30,10 @@ llvm::Error refuse(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// The training program of the forward at `batch` samples, q/k/v apart: the
-/// stages' meshes plan the projections one column split each.
-FailureOr<OwningOpRef<ModuleOp>>
-trainingProgram(ForwardAtBatch forwardAt, int64_t batch,
-                const CompiledStepOptions &step) {
-  FailureOr<OwningOpRef<ModuleOp>> program = forwardAt(batch);
-  if (failed(program) ||
-      failed(buildTrainingStep(**program, step, /*packQkv=*/false)))
-    return failure();
-  return program;
-}
-
-/// The memory of the one-device step the compile builds from the forward at
-/// `batch` samples a micro-batch, `microBatches` of them a step,
-/// recomputing `remat`.
-FailureOr<StepMemory> compiledMemory(ForwardAtBatch forwardAt, int64_t batch,
-                                     pipeline::RematMode remat,
-                                     int64_t microBatches,
-                                     const CompiledStepOptions &step) {
-  FailureOr<OwningOpRef<ModuleOp>> forward = forwardAt(batch);
-  if (failed(forward))
-    return failure();
-  return compiledStepMemory(**forward, remat, step, microBatches);
-}
-
-/// Scales the stage model's activations so that the whole program as one
-/// stage on one device, at `batch` samples and without recomputation,
-/// predicts the compiled step's peak: the search's estimate of every
-/// candidate is then calibrated to the analysis that decides the fit.
-LogicalResult calibrateActivations(pipeline::ProgramProfile &profile,
-                                   const pipeline::MegatronStageOracle &oracle,
-                                   int64_t batch, ForwardAtBatch forwardAt,
-                                   const CompiledStepOptions &step) {
-  FailureOr<StepMemory> compiled = compiledMemory(
-      forwardAt, batch, pipeline::RematMode::None, /*microBatches=*/1, step);
-  if (failed(compiled))
-    return failure();
-  pipeline::StageQuery whole;
-  whole.endUnit = profile.units.size();
-  whole.microBatchSamples = batch;
-  std::vector<pipeline::StageCost> plans = oracle.plans(whole);
-  if (plans.empty())
-    return success();
-  const pipeline::StageMemory &model = plans.front().memory;
-  double activations = model.total(1.0) - model.resident();
-  double measured = compiled->totalBytes() - model.resident();
-  if (activations > 0 && measured > 0)
-    profile.activationScale = measured / activations;
-  return success();
-}
-
-/// The chunks' first and last units: the stages' ranges, or with V chunks
-/// a device (interleaved:V) each stage's layers in V equal parts, chunk
-/// v x stages + s being part v of stage s, the embedding in chunk 0 and the
-/// head in the last (Megatron's interleaving, which the search prices).
-llvm::Expected<std::vector<std::pair<int64_t, int64_t>>>
-chunkUnits(const pipeline::PipelinePlan &plan,
-           const pipeline::ProgramProfile &profile) {
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  int64_t virtualStages = plan.schedule.virtualStages;
-  if (virtualStages == 1) {
-    for (const pipeline::StagePlan &stage : plan.stages)
-      chunks.push_back({static_cast<int64_t>(stage.firstUnit),
-                        static_cast<int64_t>(stage.endUnit) - 1});
-    return chunks;
-  }
-  auto stages = static_cast<int64_t>(plan.stages.size());
-  std::vector<int64_t> layers;
-  for (const pipeline::StagePlan &stage : plan.stages) {
-    int64_t count = 0;
-    for (size_t unit = stage.firstUnit; unit < stage.endUnit; ++unit)
-      count += profile.units[unit].kind == pipeline::UnitKind::Layer;
-    layers.push_back(count);
-  }
-  int64_t next = 0, chunkCount = stages * virtualStages;
-  for (int64_t chunk = 0; chunk < chunkCount; ++chunk) {
-    int64_t units = layers[chunk % stages] / virtualStages + (chunk == 0) +
-                    (chunk == chunkCount - 1);
-    if (units == 0)
-      return refuse(llvm::formatv(
-          "the searched plan's stage {0} has {1} layers, fewer than the {2} "
-          "chunks interleaved:{2} cuts it into; pin another --schedule",
-          chunk % stages, layers[chunk % stages], virtualStages));
-    chunks.push_back({next, next + units - 1});
-    next += units;
-  }
-  return chunks;
-}
-
-} // namespace
-
-FailureOr<SearchedPipeline> tessera::searchPipelinePlan(
-    ForwardAtBatch forwardAt, const cost::Cluster &cluster,
-    const pipeline::SearchOptions &options, const CompiledStepOptions &step,
-    llvm::function_ref<void(const llvm::Twine &)> error) {
-  SearchedPipeline searched;
-  pipeline::SearchOptions &search = searched.search;
-  search = options;
-  // What --explain prints and the compile builds: a plan the compiled
-  // driver runs, every stage on one stage mesh.
-  search.oneStageMesh = true;
-  // The program at two batch sizes gives every cost at any micro-batch
-  // (UnitProfile.h says why not batch 1).
-  constexpr int64_t firstBatch = 2;
-  FailureOr<OwningOpRef<ModuleOp>> first =
-      trainingProgram(forwardAt, firstBatch, step);
-  if (failed(first))
-    return failure();
-  FailureOr<OwningOpRef<ModuleOp>> second =
-      trainingProgram(forwardAt, firstBatch + 1, step);
-  if (failed(second))
-    return failure();
-  auto profile = pipeline::profileProgram(**first, **second, firstBatch);
-  if (!profile) {
-    error(llvm::toString(profile.takeError()));
-    return failure();
-  }
-  searched.profile = std::move(*profile);
-  pipeline::MegatronStageOracle oracle(searched.profile, cluster);
-  if (failed(calibrateActivations(searched.profile, oracle, firstBatch,
-                                  forwardAt, step)))
-    return failure();
-  auto plan =
-      pipeline::searchPipeline(searched.profile, cluster, oracle, search);
-  if (!plan) {
-    error(llvm::toString(plan.takeError()));
-    return failure();
-  }
-  // On one device the plan is the step the compile builds (its micro-batches
-  // accumulated, --grad-accum): the arena analysis, not the stage model,
-  // decides whether it fits, as for one device without a pipeline.
-  bool rematForced = search.remat.has_value();
-  while (plan->devices == 1 && plan->stages.size() == 1) {
-    pipeline::RematMode remat = plan->stages.front().remat;
-    FailureOr<StepMemory> compiled = compiledMemory(
-        forwardAt, plan->microBatchSamples, remat, plan->microBatches, step);
-    if (failed(compiled))
-      return failure();
-    searched.compiled = *compiled;
-    double limit = cluster.device.memoryBytes;
-    if (compiled->totalBytes() <= limit)
-      break;
-    if (rematForced || remat == pipeline::RematMode::Full) {
-      error(llvm::formatv(
-          "the plan on one device needs {0:F2} GiB as compiled (its arena "
-          "planned from liveness and the training state; the stage model "
-          "said {1:F2}), more than the {2:F2} GiB of the device",
-          compiled->totalBytes() / kGiB,
-          plan->stages.front().cost.memory.total(
-              plan->stages.front().inFlight) /
-              kGiB,
-          limit / kGiB));
-      return failure();
-    }
-    search.remat = remat == pipeline::RematMode::None
-                       ? pipeline::RematMode::Selective
-                       : pipeline::RematMode::Full;
-    plan = pipeline::searchPipeline(searched.profile, cluster, oracle, search);
-    if (!plan) {
-      error(llvm::toString(plan.takeError()));
-      return failure();
-    }
-  }
-  searched.plan = std::move(*plan);
-  return searched;
-}
-
-FailureOr<int64_t> tessera::forwardBatch(ModuleOp module) {
+/// The batch of the module's @forward: the leading dim its inputs share.
+/// Failure after an error on the module (no @forward, inputs without one
+/// leading dim).
+FailureOr<int64_t> forwardBatch(ModuleOp module) {
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
   if (!forward)
     return module.emitError()
@@ -218,8 +56,6 @@ FailureOr<int64_t> tessera::forwardBatch(ModuleOp module) {
     return module.emitError() << "@forward has no inputs: no batch to plan";
   return batch;
 }
-
-namespace {
 
 /// `module`'s copy with @forward's values computed from its inputs at
 /// `batch` samples instead of `own`, and, with `splats`, its splat
@@ -294,10 +130,13 @@ OwningOpRef<ModuleOp> rebatchForward(ModuleOp module, int64_t own,
   return copy;
 }
 
-} // namespace
-
-FailureOr<OwningOpRef<ModuleOp>> tessera::forwardAtBatch(ModuleOp module,
-                                                         int64_t batch) {
+/// A copy of `module` with its @forward at `batch` samples: every value
+/// computed from the inputs has the batch as its leading dim (as the
+/// importer writes the forward at any batch of 2 or more), which becomes
+/// `batch`. Failure after an error on the module (a value computed from the
+/// inputs without that leading dim, a forward that no longer verifies).
+FailureOr<OwningOpRef<ModuleOp>> forwardAtBatch(ModuleOp module,
+                                                int64_t batch) {
   FailureOr<int64_t> own = forwardBatch(module);
   if (failed(own))
     return failure();
@@ -319,10 +158,181 @@ FailureOr<OwningOpRef<ModuleOp>> tessera::forwardAtBatch(ModuleOp module,
                             << batch;
 }
 
+/// The training program of the module's forward at `batch` samples, q/k/v
+/// apart: the stages' meshes plan the projections one column split each.
+FailureOr<OwningOpRef<ModuleOp>>
+trainingProgram(ModuleOp module, int64_t batch,
+                const CompiledStepOptions &step) {
+  FailureOr<OwningOpRef<ModuleOp>> program = forwardAtBatch(module, batch);
+  if (failed(program) ||
+      failed(buildTrainingStep(**program, step, /*packQkv=*/false)))
+    return failure();
+  return program;
+}
+
+/// The memory of the one-device step the compile builds from the module's
+/// forward at `batch` samples a micro-batch, `microBatches` of them a step,
+/// recomputing `remat`.
+FailureOr<StepMemory> compiledMemory(ModuleOp module, int64_t batch,
+                                     pipeline::RematMode remat,
+                                     int64_t microBatches,
+                                     const CompiledStepOptions &step) {
+  FailureOr<OwningOpRef<ModuleOp>> forward = forwardAtBatch(module, batch);
+  if (failed(forward))
+    return failure();
+  return compiledStepMemory(**forward, remat, step, microBatches);
+}
+
+/// Scales the stage model's activations so that the whole program as one
+/// stage on one device, at `batch` samples and without recomputation,
+/// predicts the compiled step's peak: the search's estimate of every
+/// candidate is then calibrated to the analysis that decides the fit.
+LogicalResult calibrateActivations(pipeline::ProgramProfile &profile,
+                                   const pipeline::MegatronStageOracle &oracle,
+                                   int64_t batch, ModuleOp module,
+                                   const CompiledStepOptions &step) {
+  FailureOr<StepMemory> compiled = compiledMemory(
+      module, batch, pipeline::RematMode::None, /*microBatches=*/1, step);
+  if (failed(compiled))
+    return failure();
+  pipeline::StageQuery whole;
+  whole.endUnit = profile.units.size();
+  whole.microBatchSamples = batch;
+  std::vector<pipeline::StageCost> plans = oracle.plans(whole);
+  if (plans.empty())
+    return success();
+  const pipeline::StageMemory &model = plans.front().memory;
+  double activations = model.total(1.0) - model.resident();
+  double measured = compiled->totalBytes() - model.resident();
+  if (activations > 0 && measured > 0)
+    profile.activationScale = measured / activations;
+  return success();
+}
+
+/// The chunks' first and last units: the stages' ranges, or with V chunks
+/// a device (interleaved:V) each stage's layers in V equal parts, chunk
+/// v x stages + s being part v of stage s, the embedding in chunk 0 and the
+/// head in the last (Megatron's interleaving, which the search prices).
+llvm::Expected<std::vector<std::pair<int64_t, int64_t>>>
+chunkUnits(const pipeline::PipelinePlan &plan,
+           const pipeline::ProgramProfile &profile) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  int64_t virtualStages = plan.schedule.virtualStages;
+  if (virtualStages == 1) {
+    for (const pipeline::StagePlan &stage : plan.stages)
+      chunks.push_back({static_cast<int64_t>(stage.firstUnit),
+                        static_cast<int64_t>(stage.endUnit) - 1});
+    return chunks;
+  }
+  auto stages = static_cast<int64_t>(plan.stages.size());
+  std::vector<int64_t> layers;
+  for (const pipeline::StagePlan &stage : plan.stages) {
+    int64_t count = 0;
+    for (size_t unit = stage.firstUnit; unit < stage.endUnit; ++unit)
+      count += profile.units[unit].kind == pipeline::UnitKind::Layer;
+    layers.push_back(count);
+  }
+  int64_t next = 0, chunkCount = stages * virtualStages;
+  for (int64_t chunk = 0; chunk < chunkCount; ++chunk) {
+    int64_t units = layers[chunk % stages] / virtualStages + (chunk == 0) +
+                    (chunk == chunkCount - 1);
+    if (units == 0)
+      return refuse(llvm::formatv(
+          "the searched plan's stage {0} has {1} layers, fewer than the {2} "
+          "chunks interleaved:{2} cuts it into; pin another --schedule",
+          chunk % stages, layers[chunk % stages], virtualStages));
+    chunks.push_back({next, next + units - 1});
+    next += units;
+  }
+  return chunks;
+}
+
+/// Searches the pipeline plan of the module's forward on `searched`'s
+/// cluster with its pins (`searched.search`, the global batch set), the
+/// step built and measured with `step`: its profile, plan and, on one
+/// device, compiled memory. A plan on one device is the step the compile
+/// builds: its compiled peak decides the fit (a plan that does not fit by
+/// it is searched again with the next stronger recomputation, unless the
+/// recomputation is pinned). Failure after an error on the module: the
+/// measurement's, or the search's (its message, which names the pin at
+/// fault).
+LogicalResult searchPipelinePlan(ModuleOp module,
+                                 const CompiledStepOptions &step,
+                                 PipelinePlanDecision &searched) {
+  const cost::Cluster &cluster = searched.cluster;
+  pipeline::SearchOptions &search = searched.search;
+  auto error = [&](const llvm::Twine &message) {
+    module.emitError() << message;
+    return failure();
+  };
+  // What --explain prints and the compile builds: a plan the compiled
+  // driver runs, every stage on one stage mesh.
+  search.oneStageMesh = true;
+  // The program at two batch sizes gives every cost at any micro-batch
+  // (UnitProfile.h says why not batch 1).
+  constexpr int64_t firstBatch = 2;
+  FailureOr<OwningOpRef<ModuleOp>> first =
+      trainingProgram(module, firstBatch, step);
+  if (failed(first))
+    return failure();
+  FailureOr<OwningOpRef<ModuleOp>> second =
+      trainingProgram(module, firstBatch + 1, step);
+  if (failed(second))
+    return failure();
+  auto profile = pipeline::profileProgram(**first, **second, firstBatch);
+  if (!profile)
+    return error(llvm::toString(profile.takeError()));
+  searched.profile = std::move(*profile);
+  pipeline::MegatronStageOracle oracle(searched.profile, cluster);
+  if (failed(calibrateActivations(searched.profile, oracle, firstBatch, module,
+                                  step)))
+    return failure();
+  auto plan =
+      pipeline::searchPipeline(searched.profile, cluster, oracle, search);
+  if (!plan)
+    return error(llvm::toString(plan.takeError()));
+  // On one device the plan is the step the compile builds (its micro-batches
+  // accumulated, --grad-accum): the arena analysis, not the stage model,
+  // decides whether it fits, as for one device without a pipeline.
+  bool rematForced = search.remat.has_value();
+  while (plan->devices == 1 && plan->stages.size() == 1) {
+    pipeline::RematMode remat = plan->stages.front().remat;
+    FailureOr<StepMemory> compiled = compiledMemory(
+        module, plan->microBatchSamples, remat, plan->microBatches, step);
+    if (failed(compiled))
+      return failure();
+    searched.compiled = *compiled;
+    double limit = cluster.device.memoryBytes;
+    if (compiled->totalBytes() <= limit)
+      break;
+    if (rematForced || remat == pipeline::RematMode::Full)
+      return error(llvm::formatv(
+          "the plan on one device needs {0:F2} GiB as compiled (its arena "
+          "planned from liveness and the training state; the stage model "
+          "said {1:F2}), more than the {2:F2} GiB of the device",
+          compiled->totalBytes() / kGiB,
+          plan->stages.front().cost.memory.total(
+              plan->stages.front().inFlight) /
+              kGiB,
+          limit / kGiB));
+    search.remat = remat == pipeline::RematMode::None
+                       ? pipeline::RematMode::Selective
+                       : pipeline::RematMode::Full;
+    plan = pipeline::searchPipeline(searched.profile, cluster, oracle, search);
+    if (!plan)
+      return error(llvm::toString(plan.takeError()));
+  }
+  searched.plan = std::move(*plan);
+  return success();
+}
+
+/// The module's #tess.plan the compile writes for `plan` (of the program
+/// `profile` describes), its stage mesh included: what the executable
+/// prints. Errors: what the driver cannot run, with the flag that pins a
+/// plan it can.
 llvm::Expected<tess::PlanAttr>
-tessera::pipelinePlanAttribute(MLIRContext &context,
-                               const pipeline::PipelinePlan &plan,
-                               const pipeline::ProgramProfile &profile) {
+pipelinePlanAttribute(MLIRContext &context, const pipeline::PipelinePlan &plan,
+                      const pipeline::ProgramProfile &profile) {
   const pipeline::StagePlan &first = plan.stages.front();
   // A stage without layers recomputes nothing whatever it says: the
   // remat is that of the stages with layers.
@@ -392,6 +402,111 @@ tessera::pipelinePlanAttribute(MLIRContext &context,
   return tess::PlanAttr::get(&context, mesh, zero, pipeline::rematName(remat),
                              stages, plan.schedule.name(), plan.microBatches,
                              chunks, /*offload=*/"");
+}
+
+/// `options` as the cluster searched and the search's pins, in `decision`;
+/// failure after an error on `module` naming the option.
+LogicalResult readSearchOptions(ModuleOp module,
+                                const SearchPipelineOptions &options,
+                                PipelinePlanDecision &decision) {
+  cost::Cluster &planned = decision.cluster;
+  pipeline::SearchOptions &search = decision.search;
+  auto error = [&]() { return module.emitError() << "tess-search-pipeline: "; };
+  llvm::Expected<cost::Cluster> loaded = cost::loadCluster(options.cluster);
+  if (!loaded)
+    return error() << "cluster '" << options.cluster
+                   << "': " << llvm::toString(loaded.takeError());
+  planned = std::move(*loaded);
+  if (options.memoryLimit < 0)
+    return error() << "memory-limit "
+                   << static_cast<int64_t>(options.memoryLimit)
+                   << ": expected bytes >= 0 (0: the cluster's device "
+                      "memory)";
+  if (options.memoryLimit > 0)
+    planned.device.memoryBytes = static_cast<double>(options.memoryLimit);
+  if (options.devices < 0 || options.devices > planned.deviceCount())
+    return error() << "devices " << static_cast<int64_t>(options.devices)
+                   << ": cluster '" << planned.name << "' has "
+                   << planned.deviceCount() << " devices (0: all of them)";
+  if (options.devices > 0)
+    search.devices = options.devices;
+  for (auto [name, value, field] :
+       {std::tuple<StringRef, int64_t, std::optional<int64_t> *>{
+            "stages", options.stages, &search.stages},
+        {"micro-batches", options.microBatches, &search.microBatches},
+        {"tensor-parallel", options.tensorParallel, &search.tensorParallel}}) {
+    if (value < 0)
+      return error() << name << " " << value
+                     << ": expected a positive count (0: searched)";
+    if (value > 0)
+      *field = value;
+  }
+  if (!options.schedule.empty()) {
+    llvm::Expected<pipeline::Schedule> parsed =
+        pipeline::parseSchedule(options.schedule);
+    if (!parsed)
+      return error() << "schedule '" << options.schedule
+                     << "': " << llvm::toString(parsed.takeError());
+    search.schedule = *parsed;
+  }
+  if (!options.remat.empty()) {
+    search.remat = pipeline::parseRematName(options.remat);
+    if (!search.remat)
+      return error() << "remat '" << options.remat
+                     << "': expected none, selective or full (empty: "
+                        "searched per stage)";
+  }
+  if (options.zero < -1 || options.zero > 1)
+    return error() << "zero " << static_cast<int>(options.zero)
+                   << ": expected 0 or 1 (ZeRO-1 inside the stage mesh; -1: "
+                      "searched)";
+  if (options.zero >= 0)
+    search.zero = options.zero == 1;
+  if (!options.stageUnits.empty()) {
+    if (!search.stages ||
+        static_cast<int64_t>(options.stageUnits.size()) != *search.stages)
+      return error() << "stage-units: " << options.stageUnits.size()
+                     << " counts for "
+                     << (search.stages ? std::to_string(*search.stages)
+                                       : std::string("unpinned"))
+                     << " stages; pin stages and give each one's units";
+    for (int64_t units : options.stageUnits) {
+      if (units < 1)
+        return error() << "stage-units: a stage of " << units
+                       << " units; expected at least 1";
+      search.stageUnitCounts.push_back(static_cast<size_t>(units));
+    }
+  }
+  return success();
+}
+
+} // namespace
+
+FailureOr<PipelinePlanDecision>
+tessera::decidePipelinePlan(ModuleOp module,
+                            const SearchPipelineOptions &options) {
+  PipelinePlanDecision decision;
+  if (failed(readSearchOptions(module, options, decision)))
+    return failure();
+  FailureOr<int64_t> batch = forwardBatch(module);
+  if (failed(batch))
+    return failure();
+  decision.search.globalBatch = *batch;
+  CompiledStepOptions step;
+  step.loss = options.loss;
+  step.precision = options.precision;
+  step.vocabularyMultiple = options.vocabularyMultiple;
+  step.logitsBlockBytes = options.logitsBlockBytes;
+  if (failed(searchPipelinePlan(module, step, decision)))
+    return failure();
+  llvm::Expected<tess::PlanAttr> plan = pipelinePlanAttribute(
+      *module.getContext(), decision.plan, decision.profile);
+  if (!plan) {
+    decision.notCompiled = llvm::toString(plan.takeError());
+    return decision;
+  }
+  module->setAttr(sharding::kPlanAttrName, *plan);
+  return decision;
 }
 
 llvm::Expected<pipeline::SearchOptions>

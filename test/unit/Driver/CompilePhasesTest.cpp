@@ -129,6 +129,21 @@ TEST(CompilePhases, OptionsReachThePasses) {
   options.devices = 0;
   options.mesh = "2x2";
 
+  // --pipeline (and --explain --pipeline): the search phase is
+  // tess-search-pipeline alone, the pipeline pins its options, --explain
+  // --plan's stage boundaries among them.
+  options.searchPipeline = true;
+  options.pipelineStages = 2;
+  options.pipelineStageUnits = {1, 3};
+  options.pipelineSchedule = "gpipe";
+  search = pipelineText(CompilePhase::Search, options);
+  EXPECT_EQ(search.find("tess-search-sharding"), std::string::npos);
+  for (const char *option :
+       {"tess-search-pipeline{", "stages=2", "stage-units={1,3}",
+        "schedule=gpipe", "cluster=h200-multinode", "zero=1"})
+    EXPECT_NE(search.find(option), std::string::npos) << option;
+  options.searchPipeline = false;
+
   options.plan = "#tess.plan<remat = \"full\">";
   EXPECT_NE(pipelineText(CompilePhase::Plan, options).find("tess-write-plan"),
             std::string::npos);
