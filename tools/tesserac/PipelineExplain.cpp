@@ -246,7 +246,8 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
 }
 
 int explainPipeline(StringRef title, const PipelinePlanDecision &decision,
-                    tess::PlanAttr compiledPlan, StringRef outputPath) {
+                    tess::PlanAttr compiledPlan, StringRef outputPath,
+                    const PlanChoice *choice) {
   const pipeline::PipelinePlan &plan = decision.plan;
   const cost::Cluster &cluster = decision.cluster;
   pipeline::MegatronStageOracle oracle(decision.profile, cluster);
@@ -264,6 +265,8 @@ int explainPipeline(StringRef title, const PipelinePlanDecision &decision,
         decision.compiled->totalBytes() / (1024.0 * 1024.0),
         decision.compiled->totalBytes() / kGiB,
         cluster.device.memoryBytes / kGiB);
+  if (choice)
+    choice->print(output->os());
   // What --target and --emit=cpp compile for the same flags, or why they
   // refuse it.
   if (compiledPlan)

@@ -21,6 +21,8 @@
 #ifndef TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 #define TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 
+#include "PlanChoice.h"
+
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Pipeline/InterOpSearch.h"
@@ -115,10 +117,13 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
 /// `compiledPlan`, the module's #tess.plan the decision wrote, which --target
 /// compiles for the same flags ("Plan as compiled: ..."), or, null, why the
 /// compiled driver cannot run the plan ("Not compiled: ..."); with --trace,
-/// the plan's predicted schedule. Returns 0, or 1 after printing the error.
+/// the plan's predicted schedule; with `choice`, the joint decision that
+/// took the plan (PlanChoice.h) before it. Returns 0, or 1 after printing
+/// the error.
 int explainPipeline(llvm::StringRef title,
                     const PipelinePlanDecision &decision,
-                    tess::PlanAttr compiledPlan, llvm::StringRef outputPath);
+                    tess::PlanAttr compiledPlan, llvm::StringRef outputPath,
+                    const PlanChoice *choice = nullptr);
 
 } // namespace tessera::tesserac
 

@@ -71,11 +71,13 @@
 #include "PassDiagnostics.h"
 #include "PipelineExplain.h"
 #include "PlanArgument.h"
+#include "PlanChoice.h"
 #include "tessera/Analysis/ModelSummary.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/TrainingStepEstimate.h"
 #include "tessera/Driver/CompilePhases.h"
 #include "tessera/Import/ONNX/Importer.h"
+#include "tessera/Pipeline/StageCostOracle.h"
 #include "tessera/Lowering/HostCompiler.h"
 #include "tessera/Lowering/Passes.h"
 #include "tessera/Lowering/WeightsFile.h"
@@ -737,6 +739,21 @@ int pipelineSearchFromFlags(
                                                   search);
 }
 
+/// Runs `use` on the fusion phase's module of the model imported at `batch`
+/// samples, in a context of its own whose pass errors print as tesserac's.
+/// Returns `use`'s status, or 1 after printing the error.
+int withImportedForward(
+    const tessera::onnx_import::ImportOptions &options, int64_t batch,
+    function_ref<int(mlir::MLIRContext &, mlir::ModuleOp)> use) {
+  mlir::MLIRContext context;
+  PassDiagnostics diagnostics(context, inputPath);
+  FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> forward =
+      importedForward(context, options, batch);
+  if (failed(forward))
+    return 1;
+  return use(context, **forward);
+}
+
 /// --pipeline's decision: the search phase's tess-search-pipeline (printed
 /// as `tesserac: search:` under --print-phase-pipelines) with the pins
 /// `search`, on the forward imported at the global batch of `options`,
@@ -750,24 +767,22 @@ int runPipelineSearchPhase(
     function_ref<int(const tessera::PipelinePlanDecision &,
                      tessera::tess::PlanAttr)>
         use) {
-  mlir::MLIRContext context;
-  PassDiagnostics diagnostics(context, inputPath);
-  FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> forward =
-      importedForward(context, options, search.globalBatch);
-  if (failed(forward))
-    return 1;
-  std::unique_ptr<tessera::CompilePhaseOptions> phase =
-      pipelineSearchPhaseOptions(search);
-  printPhasePipeline(context, tessera::CompilePhase::Search, *phase,
-                     "search");
-  unsigned before = tessera::tesserac::printedErrorCount();
-  FailureOr<tessera::PipelinePlanDecision> decision =
-      tessera::decidePipelinePlan(**forward,
-                                  tessera::searchPipelineOptions(*phase));
-  if (failed(decision))
-    return tessera::tesserac::failUnlessReported(
-        before, inputPath + ": the pipeline search failed");
-  return use(*decision, tessera::tess::PlanAttr::lookup(**forward));
+  return withImportedForward(
+      options, search.globalBatch,
+      [&](mlir::MLIRContext &context, mlir::ModuleOp forward) {
+        std::unique_ptr<tessera::CompilePhaseOptions> phase =
+            pipelineSearchPhaseOptions(search);
+        printPhasePipeline(context, tessera::CompilePhase::Search, *phase,
+                           "search");
+        unsigned before = tessera::tesserac::printedErrorCount();
+        FailureOr<tessera::PipelinePlanDecision> decision =
+            tessera::decidePipelinePlan(
+                forward, tessera::searchPipelineOptions(*phase));
+        if (failed(decision))
+          return tessera::tesserac::failUnlessReported(
+              before, inputPath + ": the pipeline search failed");
+        return use(*decision, tessera::tess::PlanAttr::lookup(forward));
+      });
 }
 
 /// --pipeline with --target or --emit=cpp: the plan of the pipeline search
@@ -842,11 +857,13 @@ std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
 /// calibrated by the step that recomputes them, its plan checked against
 /// the rank's compiled program on a mesh and, with `devices`, the mesh
 /// chosen. The forward's ops then carry the plan and the module's
-/// #tess.plan the decision. Returns 0, or 1 after printing the error.
+/// #tess.plan the decision. Returns 0, or 1 after printing the error; with
+/// `unfit`, no plan that fits is 1 with the reason there, unprinted.
 int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
                    const tessera::cost::DeviceMesh &mesh,
                    tessera::SearchShardingOptions searchOptions,
-                   const Twine &what, SearchedPlan &result) {
+                   const Twine &what, SearchedPlan &result,
+                   std::string *unfit = nullptr) {
   if (!module.lookupSymbol<mlir::func::FuncOp>("forward"))
     return fail(inputPath + ": the imported module has no @forward");
   searchOptions.mesh = meshOption(mesh);
@@ -866,15 +883,19 @@ int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
   result = SearchedPlan();
   result.remat = *tessera::pipeline::parseRematName(fitted.getRemat());
   result.offload = fitted.isOffloaded();
-  std::string unfit;
+  std::string reason;
   FailureOr<tessera::MeshPlanDecision> decision = tessera::decideMeshPlan(
-      module, tessera::searchShardingOptions(*phase), unfit);
+      module, tessera::searchShardingOptions(*phase), reason);
   if (failed(decision)) {
-    if (unfit.empty())
+    if (reason.empty())
       return 1;
     if (searchOptions.devices > 0)
-      unfit = formatv("--devices {0}: {1}", searchOptions.devices, unfit);
-    return fail(inputPath + ": " + unfit);
+      reason = formatv("--devices {0}: {1}", searchOptions.devices, reason);
+    if (unfit) {
+      *unfit = reason;
+      return 1;
+    }
+    return fail(inputPath + ": " + reason);
   }
   result.decision = std::move(*decision);
   result.compiledPlan =
@@ -882,6 +903,89 @@ int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
           ? result.decision->compiledPlan
           : tessera::searchedModulePlan(&context, result.plan(), fitted);
   return 0;
+}
+
+/// The joint decision of a search over several devices (PlanChoice.h): the
+/// pipeline search phase (runPipelineSearchPhase) with --devices its only
+/// pin, its best one-stage plan priced by the same search, and, when its
+/// best plan is a pipeline faster than that, the mesh search's plan of the
+/// devices (its search phase on the forward at the global batch, printed
+/// as `tesserac: search:`). Where the pipeline wins, --explain reports it
+/// here (`explained`) and the compile builds `compiled`; where a one-stage
+/// plan wins, the compile's own search phase makes it. Returns 0, or 1
+/// after printing the error.
+int decideJointPlan(const tessera::onnx_import::ImportOptions &options,
+                    const tessera::cost::Cluster &cluster,
+                    tessera::tesserac::PlanChoice &choice,
+                    tessera::tesserac::CompiledPipelinePlan &compiled,
+                    bool &explained) {
+  tessera::pipeline::SearchOptions search;
+  if (int status =
+          pipelineSearchFromFlags(options, cluster, std::nullopt, search))
+    return status;
+  choice = tessera::tesserac::PlanChoice();
+  choice.devices = deviceCount;
+  return runPipelineSearchPhase(
+      options, search,
+      [&](const tessera::PipelinePlanDecision &decision,
+          tessera::tess::PlanAttr plan) {
+        const tessera::pipeline::PipelinePlan &best = decision.plan;
+        choice.pipelineLayout = tessera::tesserac::pipelineLayout(best);
+        choice.pipelineSeconds = best.stepSeconds;
+        choice.pipelineStages = static_cast<int64_t>(best.stages.size());
+        choice.notCompiled = decision.notCompiled;
+        // The same search pinned to one stage: its own price of the
+        // one-stage plans, on the profile it searched.
+        tessera::pipeline::SearchOptions oneStage = decision.search;
+        oneStage.stages = 1;
+        tessera::pipeline::MegatronStageOracle oracle(decision.profile,
+                                                      decision.cluster);
+        Expected<tessera::pipeline::PipelinePlan> flat =
+            choice.pipelineStages == 1
+                ? Expected<tessera::pipeline::PipelinePlan>(best)
+                : tessera::pipeline::searchPipeline(
+                      decision.profile, decision.cluster, oracle, oneStage);
+        if (flat) {
+          choice.oneStageLayout = tessera::tesserac::pipelineLayout(*flat);
+          choice.oneStageSeconds = flat->stepSeconds;
+        } else {
+          consumeError(flat.takeError());
+        }
+        if (choice.pipelineStages > 1 && plan &&
+            (!choice.oneStageLayout ||
+             choice.pipelineSeconds < choice.oneStageSeconds)) {
+          tessera::SearchShardingOptions meshOptions;
+          meshOptions.devices = deviceCount;
+          meshOptions.cluster = clusterName.getValue();
+          meshOptions.precision = precision.getValue();
+          meshOptions.searchTimeout = searchTimeout;
+          int status = withImportedForward(
+              options, search.globalBatch,
+              [&](mlir::MLIRContext &context, mlir::ModuleOp forward) {
+                SearchedPlan searched;
+                if (int failed = runSearchPhase(
+                        context, forward, tessera::cost::DeviceMesh(),
+                        meshOptions, "search", searched, &choice.meshUnfit))
+                  return choice.meshUnfit.empty() ? failed : 0;
+                choice.meshLayout = searched.decision->plan.mesh.describe();
+                choice.meshSeconds =
+                    searched.decision->plan.predicted.stepSeconds();
+                return 0;
+              });
+          if (status)
+            return status;
+        }
+        if (!choice.pipelined())
+          return 0;
+        if (explain) {
+          explained = true;
+          return tessera::tesserac::explainPipeline(
+              sys::path::filename(inputPath), decision, plan, outputPath,
+              &choice);
+        }
+        compiled = tessera::tesserac::compiledPipelinePlan(plan);
+        return 0;
+      });
 }
 
 /// The module's tess.plan with what this compile decided: the search's ZeRO
@@ -948,14 +1052,16 @@ int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
                SearchedPlan &searched);
 
 /// --explain: the cost model's estimate of the unsharded step on one device,
-/// the searched sharding plan on `mesh` (or --devices'), and the #tess.plan
-/// that --target compiles for the same flags (and its executable prints at
+/// the searched sharding plan on `mesh` (or --devices'), with `choice` the
+/// joint decision that took it (PlanChoice.h), and the #tess.plan that
+/// --target compiles for the same flags (and its executable prints at
 /// start).
 int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                         const tessera::cost::Cluster &cluster,
                         const tessera::cost::DeviceMesh &mesh,
                         const tessera::SearchShardingOptions &options,
-                        StringRef title) {
+                        StringRef title,
+                        std::optional<tessera::tesserac::PlanChoice> choice) {
   SearchedPlan searched;
   if (int status = decidePlan(context, module, mesh, options,
                               /*compiling=*/false, searched))
@@ -973,6 +1079,13 @@ int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
                     "search's prediction: {1:F3} MiB\n",
                     decision.rank->totalBytes() / 1048576.0,
                     decision.plan.predicted.memoryBytes() / 1048576.0);
+    if (choice) {
+      // The mesh search's price, searched here when the joint decision
+      // did not need it.
+      choice->meshLayout = decision.plan.mesh.describe();
+      choice->meshSeconds = decision.plan.predicted.stepSeconds();
+      choice->print(os);
+    }
     os << "Plan as compiled: " << mlir::Attribute(searched.compiledPlan)
        << "\n";
   });
@@ -1462,12 +1575,42 @@ int main(int argc, char **argv) {
       !compileRequested && !planSummary)
     return fail("--remat applies to --target, --emit=cpp, --summary or "
                 "--explain --pipeline");
+  // A search over several devices without a layout pin is one decision
+  // between the one-stage mesh plans and the pipelined ones (PlanChoice.h);
+  // --pipeline's flags (--stages among them), --mesh, --plan, --strategy,
+  // --shard, --zero, --memory-limit and --search-timeout pin the one or
+  // the other, and --summary describes one stage.
+  std::optional<tessera::tesserac::PlanChoice> planChoice;
+  tessera::tesserac::CompiledPipelinePlan chosenPipeline;
+  bool jointSearch =
+      deviceCount.getNumOccurrences() && deviceCount > 1 &&
+      (explain ? emit == EmitStage::None && !buildExecutable && !summary
+               : compileRequested) &&
+      !partitionStep && !tessera::tesserac::pipelinePlanRequested() &&
+      !meshSpec.getNumOccurrences() && !planArgument.getNumOccurrences() &&
+      forcedStrategy.empty() && !shardPins.getNumOccurrences() &&
+      !zeroStage.getNumOccurrences() && !memoryLimit.getNumOccurrences() &&
+      !searchTimeout.getNumOccurrences() && options.dims.count("batch");
+  if (jointSearch) {
+    auto loaded = tessera::cost::loadCluster(clusterName);
+    if (!loaded)
+      return fail(toString(loaded.takeError()));
+    planChoice.emplace();
+    bool explained = false;
+    if (int status = decideJointPlan(options, *loaded, *planChoice,
+                                     chosenPipeline, explained))
+      return status;
+    if (explained)
+      return 0;
+  }
+  bool choicePipelined = planChoice && planChoice->pipelined();
   // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
   // --explain --pipeline prints it for the same flags, compiled as its
-  // --stages, --mesh, --strategy, --remat and chunks say.
-  bool searchedPipeline = !explain &&
-                          compileRequested &&
-                          tessera::tesserac::pipelineSearchRequested();
+  // --stages, --mesh, --strategy, --remat and chunks say; the joint
+  // decision's pipeline likewise.
+  bool searchedPipeline =
+      !explain && compileRequested &&
+      (tessera::tesserac::pipelineSearchRequested() || choicePipelined);
   // --remat pins the built step's recomputation (--explain and a --pipeline
   // compile hand it to the pipeline search, which reads auto too).
   if (tessera::tesserac::rematRequested() && !explain && !searchedPipeline) {
@@ -1491,16 +1634,18 @@ int main(int argc, char **argv) {
       return fail("--pipeline searches each stage's plan: drop --strategy "
                   "(--mesh pins the stage mesh; --stages N --mesh M "
                   "--strategy S without --pipeline forces a pipeline)");
-    auto loaded = tessera::cost::loadCluster(clusterName);
-    if (!loaded)
-      return fail(toString(loaded.takeError()));
-    tessera::pipeline::SearchOptions search;
-    if (int status =
-            pipelineSearchFromFlags(options, *loaded, std::nullopt, search))
-      return status;
-    tessera::tesserac::CompiledPipelinePlan compiled;
-    if (int status = decidePipelinePlan(options, search, compiled))
-      return status;
+    tessera::tesserac::CompiledPipelinePlan compiled = chosenPipeline;
+    if (!choicePipelined) {
+      auto loaded = tessera::cost::loadCluster(clusterName);
+      if (!loaded)
+        return fail(toString(loaded.takeError()));
+      tessera::pipeline::SearchOptions search;
+      if (int status =
+              pipelineSearchFromFlags(options, *loaded, std::nullopt, search))
+        return status;
+      if (int status = decidePipelinePlan(options, search, compiled))
+        return status;
+    }
     stepPipeline = compiled.step;
     meshSpec = compiled.mesh;
     forcedStrategy = compiled.strategy;
@@ -1544,7 +1689,8 @@ int main(int argc, char **argv) {
   bool compiling = !explain && (compileRequested || planSummary);
   // (--devices N with --pipeline is the pipeline's device count.)
   bool devicesGiven = deviceCount.getNumOccurrences() > 0 &&
-                      !tessera::tesserac::pipelineSearchRequested();
+                      !tessera::tesserac::pipelineSearchRequested() &&
+                      !choicePipelined;
   if (devicesGiven) {
     if (!explain && !compiling)
       return fail("--devices chooses the mesh of --explain, --target or "
@@ -1740,7 +1886,7 @@ int main(int argc, char **argv) {
 
   if (explain)
     return explainTrainingStep(context, **module, *cluster, mesh,
-                               searchOptions, explainTitle);
+                               searchOptions, explainTitle, planChoice);
   if (partitionStep)
     return exitStatus(
         partitionTrainingStep(context, **module, mesh, searchOptions));

@@ -1,0 +1,72 @@
+//===- PlanChoice.h - one-stage or pipelined: one decision ------*- C++ -*-===//
+//
+// Issue 22: a search over several devices (--devices N, no layout pin)
+// weighs the one-stage mesh plans (tess-search-sharding, which chooses the
+// mesh of N) and the pipelined plans (tess-search-pipeline, whose space is
+// PP x DP x TP with PP = 1 among it) as one decision: the plan with the
+// lowest predicted step that fits the devices' memory.
+//
+// The cost basis. Both searches price with lib/CostModel's device and link
+// model, and on one layout they agree to a few per cent (gpt2-tiny, batch 8
+// x 16, on test/Lowering/Inputs/eight-small-devices.json: dp=4 x tp=2 is
+// 13.74 ms to the mesh search and 13.92 ms to the pipeline search; dp=2 on
+// two-small-devices.json 54.79 against 55.05 ms). Their spaces differ: the
+// pipeline search uses every device (DP x TP = N / PP), while the mesh
+// search may leave a layer replicated, each device computing it whole,
+// which on a tiny model is the fastest plan (gpt2-tiny on 16 H200s: dp=16
+// replicated at 0.004 ms a step, no gradient exchange, where the pipeline
+// search's best one-stage plan is 0.612 ms and its best pipeline 0.239 ms).
+// So a pipelined plan is taken only when it is faster than both: the
+// pipeline search's own best one-stage plan (the same model, the same
+// space), and the mesh search's plan at its own price (a plan, such as the
+// replicated one, the pipeline search cannot price); or when no mesh of N
+// devices fits a one-stage plan at all. A one-stage plan is always the
+// mesh search's, whose per-op ILP is the finer intra-op search.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_TOOLS_TESSERAC_PLANCHOICE_H
+#define TESSERA_TOOLS_TESSERAC_PLANCHOICE_H
+
+#include "tessera/Pipeline/InterOpSearch.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+#include <string>
+
+namespace tessera::tesserac {
+
+/// The predicted steps the joint decision weighs, and what it takes.
+struct PlanChoice {
+  int64_t devices = 0;
+  /// tess-search-sharding's plan: its mesh and predicted step seconds;
+  /// unset when not searched (the pipeline search's best has one stage, so
+  /// the compile searches the mesh anyway) or when no mesh fits (`meshUnfit`
+  /// then says why).
+  std::optional<std::string> meshLayout;
+  double meshSeconds = 0;
+  std::string meshUnfit;
+  /// The pipeline search's best plan with one stage (unset: none fits).
+  std::optional<std::string> oneStageLayout;
+  double oneStageSeconds = 0;
+  /// The pipeline search's best plan, its stage count, and why the compiled
+  /// driver cannot run it (empty: it can).
+  std::string pipelineLayout;
+  double pipelineSeconds = 0;
+  int64_t pipelineStages = 1;
+  std::string notCompiled;
+
+  /// Whether the pipelined plan is compiled (see the file comment).
+  bool pipelined() const;
+  /// --explain's "Plan choice" section.
+  void print(llvm::raw_ostream &os) const;
+};
+
+/// `plan`'s layout as --explain's choice names it: "PP 2 x DP 8 x TP 1,
+/// ZeRO-1, 1f1b, 4 micro-batches".
+std::string pipelineLayout(const pipeline::PipelinePlan &plan);
+
+} // namespace tessera::tesserac
+
+#endif // TESSERA_TOOLS_TESSERAC_PLANCHOICE_H
