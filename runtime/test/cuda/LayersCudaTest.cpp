@@ -280,6 +280,20 @@ TEST(LayersCuda, CrossEntropyAndGradient) {
   checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 50304);
 }
 
+// Rows of the large vocabularies, most of each row past the block's shared
+// memory cache (read from memory again for the gradient): Llama 3's and
+// Qwen2's, an odd length (a scalar head and tail), Gemma's 256,000, the
+// scalar-store path, and f32 rows of 300,001 classes.
+TEST(LayersCuda, CrossEntropyOverLargeVocabularies) {
+  REQUIRE_GPU();
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 128256);
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I32, 151936);
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 128257);
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 256000);
+  checkCrossEntropy(TESSERA_BF16, TESSERA_I64, 128256, 1);
+  checkCrossEntropy(TESSERA_F32, TESSERA_I64, 300001);
+}
+
 TEST(LayersCuda, CrossEntropyWithEveryTargetIgnoredIsNaN) {
   REQUIRE_GPU();
   Tensor logits = randomTensor(TESSERA_F32, {3, 10}, 8);
