@@ -199,11 +199,12 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
   SmallVector<PendingGradient> pending;
   bool shardsGradients = false;
   // The driver's buckets never hold a complete gradient nor mix ZeRO
-  // stages, so each run of ZeRO-2 gradients between others (in the
+  // stages, nor whole gradients with partial sums, so each run of ZeRO-2 gradients between others (in the
   // program's order) is bucketed apart; the largest run, or default
   // bucket, is the ring's place when the step writes the buckets one after
   // another.
   int64_t run = 0, largestRun = 0;
+  bool runWhole = false;
   for (unsigned i = 0, e = forwardBackward.getNumResults(); i < e; ++i) {
     Attribute gradient = forwardBackward.getResultAttr(i, "tess.gradient");
     if (!gradient)
@@ -215,13 +216,24 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
     auto name = dyn_cast<StringAttr>(gradient);
     auto layout = forwardBackward.getResultAttrOfType<tess::LayoutAttr>(
         i, "tess.layout");
-    if (!meshZero || !name || !layout || layout.getPartial().empty()) {
+    // A ZeRO-1/2 gradient returned whole on its ZeRO axes (tess.zero_axes)
+    // is the driver's as a partial sum is, in buckets of its own.
+    auto wholeOn =
+        forwardBackward.getResultAttrOfType<ArrayAttr>(i, "tess.zero_axes");
+    SmallVector<StringAttr> zeroAxes;
+    if (layout)
+      llvm::append_range(zeroAxes, layout.getPartial());
+    if (wholeOn)
+      for (Attribute axis : wholeOn)
+        if (auto axisName = dyn_cast<StringAttr>(axis))
+          zeroAxes.push_back(axisName);
+    if (!meshZero || !name || !layout || zeroAxes.empty()) {
       state.gradients += *bytes;
       run = 0;
       continue;
     }
     int64_t group = 1;
-    for (StringAttr axis : layout.getPartial())
+    for (StringAttr axis : zeroAxes)
       group *= mesh.axisSize(axis.getValue()).value_or(1);
     stateShards[name.getValue()] = group;
     auto stage = forwardBackward.getResultAttrOfType<IntegerAttr>(
@@ -229,7 +241,11 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
     const bool zeroTwo = stage && stage.getInt() == 2;
     pending.push_back({*bytes, elementsOf(type), group, zeroTwo});
     shardsGradients |= zeroTwo;
-    run = zeroTwo ? run + elementsOf(type) : 0;
+    const bool whole = wholeOn != nullptr;
+    run = zeroTwo && whole == runWhole ? run + elementsOf(type)
+          : zeroTwo                    ? elementsOf(type)
+                                       : 0;
+    runWhole = whole;
     largestRun = std::max(largestRun, run);
   }
   // What the driver keeps of the pending gradients: whole (ZeRO-1), or

@@ -1294,6 +1294,12 @@ void LowerToEmitCPass::runOnOperation() {
             : stage == (*mesh)->gradientZeroStages.end() ? 1
                                                           : stage->second);
       }
+    // Which of them the driver takes its shard of locally (whole on every
+    // rank of their axes); no table when none is.
+    if (!*pipeline && !(*mesh)->wholeGradients.empty())
+      for (const ProgramTensor &parameter : info->parameters)
+        info->gradientWhole.push_back(
+            (*mesh)->wholeGradients.contains(parameter.name) ? 1 : 0);
   }
 
   OpBuilder builder(module.getContext());

@@ -138,20 +138,37 @@ prepareMeshProgram(ModuleOp module, func::FuncOp step, bool pipelined) {
     if (parameter == parameterLayouts.end())
       continue; // describeProgram names the missing parameter
     // A gradient may be pending over axes: the driver sums it there once
-    // a step (the header's contract).
+    // a step (the header's contract), or takes its shard of a whole one.
     TensorLayout completed = *layout;
+    auto wholeOn =
+        step.getResultAttrOfType<ArrayAttr>(index, sharding::kZeroAxesAttrName);
+    if (wholeOn && layout->partialAxes.empty()) {
+      int32_t axes = 0;
+      for (Attribute axis : wholeOn) {
+        auto name = dyn_cast<StringAttr>(axis);
+        int found = name ? mesh.axisIndex(name.getValue()) : -1;
+        if (found < 0)
+          return step.emitError("tess-lower-to-emitc: result ")
+                 << index << "'s " << sharding::kZeroAxesAttrName << " "
+                 << wholeOn << " names no axis of the mesh";
+        axes |= int32_t(1) << found;
+      }
+      program.gradientPartialAxes[gradient.getValue()] = axes;
+      program.wholeGradients.insert(gradient.getValue());
+    }
     if (!layout->partialAxes.empty() &&
         parameter->second.partialAxes.empty()) {
       int32_t axes = 0;
       for (unsigned axis : layout->partialAxes)
         axes |= int32_t(1) << axis;
       program.gradientPartialAxes[gradient.getValue()] = axes;
-      if (auto stage = step.getResultAttrOfType<IntegerAttr>(
-              index, sharding::kZeroStageAttrName))
-        program.gradientZeroStages[gradient.getValue()] =
-            static_cast<int32_t>(stage.getInt());
       completed.partialAxes.clear();
     }
+    if (auto stage = step.getResultAttrOfType<IntegerAttr>(
+            index, sharding::kZeroStageAttrName);
+        stage && program.gradientPartialAxes.contains(gradient.getValue()))
+      program.gradientZeroStages[gradient.getValue()] =
+          static_cast<int32_t>(stage.getInt());
     if (completed != parameter->second)
       return step.emitError("tess-lower-to-emitc: the gradient of '")
              << gradient.getValue() << "' leaves as \"" << layout->print(mesh)

@@ -37,6 +37,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 
 #include <optional>
 #include <string>
@@ -54,8 +55,13 @@ struct MeshProgram {
   /// or -1.
   std::vector<std::vector<int32_t>> argumentSplits;
   /// Per parameter name, the mesh axes (a bit each, axis a as 1 << a) its
-  /// gradient leaves as a pending partial sum over; absent: complete.
+  /// gradient leaves as a pending partial sum over, or whole on (the
+  /// result's tess.zero_axes); absent: complete.
   llvm::StringMap<int32_t> gradientPartialAxes;
+  /// The parameters of gradientPartialAxes whose gradient the step returns
+  /// whole and the same on every rank of those axes (tess.zero_axes): the
+  /// driver takes its shard locally instead of reducing it.
+  llvm::StringSet<> wholeGradients;
   /// Per parameter name whose gradient is pending, the plan's ZeRO stage of
   /// it (the result's tess.zero_stage: 1, or 2 when the driver keeps only
   /// the gradient's shard); absent: 1.

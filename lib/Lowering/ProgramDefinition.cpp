@@ -199,6 +199,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
                                        info.gradientPartialAxes);
   std::string zeroStages = int32Table("tessera_gradient_zero_stages",
                                       info.gradientZeroStages);
+  std::string whole =
+      int32Table("tessera_gradient_whole", info.gradientWhole);
 
   static const char *const lossKinds[] = {"TESSERA_LOSS_CAUSAL_LM",
                                           "TESSERA_LOSS_MLM"};
@@ -242,7 +244,8 @@ void emitProgramDefinition(OpBuilder &builder, Location loc,
      << ",\n    /*gradient_write_positions=*/" << writePositions
      << ",\n    /*parameter_read_intervals=*/" << readIntervals
      << ",\n    /*gradient_partial_axes=*/" << partialAxes
-     << ",\n    /*gradient_zero_stages=*/" << zeroStages << "}";
+     << ",\n    /*gradient_zero_stages=*/" << zeroStages
+     << ",\n    /*gradient_whole=*/" << whole << "}";
 
   auto programType = emitc::OpaqueType::get(context, "tessera_program");
   emitc::GlobalOp::create(builder, loc, "tessera_program_definition",

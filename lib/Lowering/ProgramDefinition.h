@@ -65,6 +65,10 @@ struct ProgramInfo {
   /// axes (program.h's gradient_zero_stages: 1 or 2, 0 when complete);
   /// empty when none is, and for a pipelined program.
   std::vector<int32_t> gradientZeroStages;
+  /// Per parameter, 1 where its pending gradient is returned whole, the same
+  /// on every rank of its axes (program.h's gradient_whole); empty when
+  /// none is.
+  std::vector<int32_t> gradientWhole;
 };
 
 /// The C name of a tessera_dtype ("TESSERA_F32", ...).

@@ -155,30 +155,47 @@ bool GradientReducer::reducedOncePerStep(size_t index) const {
   return heldOncePerStep && ring->held(static_cast<int32_t>(index));
 }
 
+void GradientReducer::setWholeBuckets(std::vector<bool> whole) {
+  if (!whole.empty() && whole.size() != bucketLayout.buckets().size())
+    throw CommError("gradient reducer: " + std::to_string(whole.size()) +
+                    " whole-bucket flags for " +
+                    std::to_string(bucketLayout.buckets().size()) +
+                    " buckets");
+  wholeBuckets = std::move(whole);
+}
+
 void GradientReducer::launchBucket(size_t index) {
   const GradientBucket &bucket = bucketLayout.buckets()[index];
+  const bool wholeOnEveryRank =
+      index < wholeBuckets.size() && wholeBuckets[index];
   StreamOps &ops = comm->streamOps();
   ops.recordEvent(bucketEvent, computeStream);
   ops.waitEvent(commStream, bucketEvent);
   if (mode == ReduceMode::ReduceScatterToShards) {
     const auto at = static_cast<int32_t>(index);
-    tessera_tensor whole = sink->bucketForReduction(at, commStream);
-    const int64_t elements = bucket.elements / comm->size();
-    // A held bucket keeps its sum in place, in this rank's block.
+    // A held bucket keeps its sum in place, in this rank's block, where a
+    // whole one holds its block already.
     const bool held = ring->held(at);
-    tessera_tensor block =
-        held ? flatView(whole.data, whole.dtype, comm->rank() * elements,
-                        elements)
-             : sink->blockForReduction(elements);
-    checkComm(tessera_comm_reduce_scatter(comm, &whole, &block, 0, commStream));
-    if (!held)
-      sink->foldBlock(at, commStream);
+    if (!(held && wholeOnEveryRank)) {
+      tessera_tensor whole = sink->bucketForReduction(at, commStream);
+      const int64_t elements = bucket.elements / comm->size();
+      tessera_tensor mine = flatView(whole.data, whole.dtype,
+                                     comm->rank() * elements, elements);
+      tessera_tensor block =
+          held || wholeOnEveryRank ? mine : sink->blockForReduction(elements);
+      if (!wholeOnEveryRank)
+        checkComm(
+            tessera_comm_reduce_scatter(comm, &whole, &block, 0, commStream));
+      if (!held)
+        sink->foldBlock(at, block, commStream);
+    }
     ops.recordEvent(bucketFreed[index], commStream);
     return;
   }
   // A bucket of empty parameters only (a pipeline device's layout keeps
-  // the other devices' parameters at no elements) has nothing to reduce.
-  if (bucket.elements == 0)
+  // the other devices' parameters at no elements) has nothing to reduce;
+  // a whole one is where a reduce-scatter or an all-reduce would leave it.
+  if (bucket.elements == 0 || wholeOnEveryRank)
     return;
   tessera_tensor whole =
       flatView(gradients, dtype, bucket.offset, bucket.elements);

@@ -227,7 +227,8 @@ private:
   tessera_tensor blockForReduction(int64_t elements) override {
     return flatView(reducedBlock.get(), gradientShardDtype(), 0, elements);
   }
-  void foldBlock(int32_t bucket, void *stream) override;
+  void foldBlock(int32_t bucket, const tessera_tensor &block,
+                 void *stream) override;
   /// ZeRO-2: the micro-batch being enqueued is the step's first (its
   /// reduced blocks replace the shard's sums instead of adding to them).
   bool firstMicroBatch = true;
@@ -711,10 +712,11 @@ tessera_tensor CudaBackend::bucketForReduction(int32_t bucket, void *stream) {
   return flatView(reductionStaging.get(), TESSERA_F32, 0, slot.shape[0]);
 }
 
-void CudaBackend::foldBlock(int32_t bucket, void *stream) {
+void CudaBackend::foldBlock(int32_t bucket, const tessera_tensor &reduced,
+                            void *stream) {
   const int32_t dtype = gradientShardDtype();
   const int64_t bytes = dtypeSize(dtype);
-  auto *block = static_cast<unsigned char *>(reducedBlock.get());
+  auto *block = static_cast<unsigned char *>(reduced.data);
   auto *shard = static_cast<unsigned char *>(gradientShard.get());
   auto *commStream = static_cast<cudaStream_t>(stream);
   for (const GradientRing::BlockPiece &piece :

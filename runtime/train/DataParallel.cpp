@@ -310,6 +310,7 @@ DataParallelGradients::DataParallelGradients(RankWorld &world,
                 : comm::ReduceMode::AllReduce,
         backend.stream(), world.commStream());
   }
+  reducer->setWholeBuckets(plan.wholeBuckets);
   if (plan.weights) {
     if (!backend.getLayout().weightsSharded())
       fail("internal error: the backend's weights are not the plan's");

@@ -157,6 +157,10 @@ struct DataParallelPlan {
   /// last micro-batch (the backend sums micro-batches in f32), else as the
   /// step writes them.
   bool heldOncePerStep = false;
+  /// Per bucket (empty: none), whether its gradients are whole and the same
+  /// on every rank (a mesh plan's replicated layers' ZeRO-1/2 gradients,
+  /// MeshZero.h): each rank takes its block of it instead of reducing it.
+  std::vector<bool> wholeBuckets;
 
   /// The placement of rank `rank`'s backend: `parameters`, and when
   /// sharded its masters and moments for the rank's shard only.

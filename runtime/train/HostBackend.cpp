@@ -133,7 +133,8 @@ private:
   tessera_tensor blockForReduction(int64_t elements) override {
     return flatView(reducedBlock.get(), gradientShardDtype(), 0, elements);
   }
-  void foldBlock(int32_t bucket, void *) override;
+  void foldBlock(int32_t bucket, const tessera_tensor &block,
+                 void *) override;
   /// ZeRO-2 summing micro-batches: adds the gradients in no bucket, which
   /// the step wrote whole into the ring, into the shard.
   void foldWholeGradients();
@@ -494,10 +495,11 @@ void HostBackend::foldWholeGradients() {
   }
 }
 
-void HostBackend::foldBlock(int32_t bucket, void *) {
+void HostBackend::foldBlock(int32_t bucket, const tessera_tensor &reduced,
+                            void *) {
   const int32_t dtype = gradientShardDtype();
   const auto bytes = static_cast<size_t>(dtypeSize(dtype));
-  auto *block = static_cast<unsigned char *>(reducedBlock.get());
+  auto *block = static_cast<unsigned char *>(reduced.data);
   auto *shard = static_cast<unsigned char *>(gradientShard.get());
   for (const GradientRing::BlockPiece &piece :
        layout.gradientRing().buckets[static_cast<size_t>(bucket)].pieces) {

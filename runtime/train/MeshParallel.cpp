@@ -110,6 +110,7 @@ MeshLayout::MeshLayout(const tessera_program &program)
   whole.buffer_splits = nullptr;
   whole.gradient_partial_axes = nullptr;
   whole.gradient_zero_stages = nullptr;
+  whole.gradient_whole = nullptr;
 }
 
 TrainingState

@@ -44,6 +44,16 @@ tessera_comm *meshZeroComm(const comm::RankComms &comms, int32_t axes) {
 int32_t meshZeroPlannedStage(const tessera_program &program) {
   if (meshZeroAxes(program) == 0)
     return 0;
+  if (program.gradient_whole)
+    for (int32_t p = 0; p < program.parameter_count; ++p)
+      if (program.gradient_whole[p] != 0 &&
+          (program.gradient_whole[p] != 1 ||
+           program.gradient_partial_axes[p] == 0))
+        fail(std::string("malformed program (a compiler bug): the gradient "
+                         "of '") +
+             program.parameters[p].name + "' is marked whole (" +
+             std::to_string(program.gradient_whole[p]) +
+             ") but is not a ZeRO-1/2 one");
   int32_t stage = 1;
   if (!program.gradient_zero_stages)
     return stage;
@@ -102,16 +112,23 @@ std::vector<int32_t> meshZeroParameterStages(const tessera_program &program,
 DataParallelPlan planMeshZero(const tessera_program &program,
                               const TrainOptions &options, int32_t ranks,
                               int32_t stage) {
-  // Buckets never mix stages: a ZeRO-1 parameter's bucket is held whole.
+  // Buckets never mix stages (a ZeRO-1 parameter's bucket is held whole),
+  // nor whole gradients with partial sums (a whole bucket is taken, not
+  // reduced).
   const std::vector<int32_t> stages =
       meshZeroParameterStages(program, options, stage);
+  auto whole = [&](int32_t p) {
+    return program.gradient_whole && program.gradient_whole[p] != 0;
+  };
   std::vector<int32_t> groups;
   for (int32_t p = 0; p < program.parameter_count; ++p)
-    groups.push_back(program.gradient_partial_axes[p] != 0
-                         ? stages[static_cast<size_t>(p)]
-                         : comm::GradientLayout::kUnreduced);
+    groups.push_back(program.gradient_partial_axes[p] == 0
+                         ? comm::GradientLayout::kUnreduced
+                         : stages[static_cast<size_t>(p)] + (whole(p) ? 3 : 0));
   DataParallelPlan plan =
       planShardedGroups(program, groups, options, stage >= 1 ? ranks : 1);
+  for (const comm::GradientBucket &bucket : plan.gradients.buckets())
+    plan.wholeBuckets.push_back(whole(bucket.firstParameter));
   // One micro-batch: the compute-precision gradients, as the step's own
   // all-reduce would have summed them; several: their f32 sums.
   plan.reduceAccumulators = options.gradientAccumulation > 1;

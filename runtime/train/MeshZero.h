@@ -32,6 +32,12 @@
 //   gradients are, and are reduce-scattered in place as ZeRO-1 does (as
 //   the step writes them, or once a step over their f32 sums), each rank
 //   updating its block of them;
+// - a gradient the step computes whole and alike on every rank of the
+//   group (its layer's compute replicated there: program.h's
+//   gradient_whole) is no partial sum: its buckets (never mixed with
+//   partial sums) are not reduced, each rank taking its block of them
+//   where the reduce-scatter would have left it, at either stage (under
+//   --zero 0 it is left as it is);
 // - each rank of the group holds 1/N of their masters and moments and
 //   updates that shard; the updated weights the step reads are
 //   all-gathered over the group after AdamW;
@@ -102,7 +108,8 @@ std::vector<int32_t> meshZeroParameterStages(const tessera_program &program,
 /// The plan of a group of `ranks` for ZeRO stage `stage` (0 to 2): the
 /// pending parameters sharded (or all-reduced whole), their gradients
 /// through a ring under stage 2 (a ZeRO-1 parameter's bucket held whole:
-/// meshZeroParameterStages), the others kUnreduced.
+/// meshZeroParameterStages), the whole ones' buckets taken, not reduced
+/// (wholeBuckets), the others kUnreduced.
 DataParallelPlan planMeshZero(const tessera_program &program,
                               const TrainOptions &options, int32_t ranks,
                               int32_t stage);

@@ -502,12 +502,17 @@ void Trainer::start() {
           meshZeroParameterStages(program, options, meshZero);
       int64_t pendingElements = 0, pendingCount = 0, blockElements = 0;
       int64_t wholeElements = 0, wholeCount = 0;
+      int64_t slicedElements = 0, slicedCount = 0;
       for (int32_t p = 0; p < program.parameter_count; ++p) {
         const int64_t elements = elementCount(program.parameters[p]);
         blockElements += elements;
         if (program.gradient_partial_axes[p] != 0) {
           pendingElements += elements;
           ++pendingCount;
+        }
+        if (program.gradient_whole && program.gradient_whole[p] != 0) {
+          slicedElements += elements;
+          ++slicedCount;
         }
         if (meshZero == 2 && stages[static_cast<size_t>(p)] == 1) {
           wholeElements += elements;
@@ -520,6 +525,17 @@ void Trainer::start() {
               : "; the gradients of the " + std::to_string(wholeCount) +
                     " ZeRO-1 parameters' " + std::to_string(wholeElements) +
                     " elements whole";
+      // The replicated layers' gradients, whole on every rank of the
+      // group: each rank takes its shard, no collective (MeshZero.h).
+      const std::string slicedGradients =
+          slicedCount == 0
+              ? std::string()
+              : "; the " + std::to_string(slicedCount) +
+                    " replicated parameters' gradients (" +
+                    std::to_string(slicedElements) +
+                    " elements) " +
+                    (meshZero == 0 ? "left whole" : "sliced") +
+                    ", not reduced";
       std::string axes;
       for (int32_t axis = 0; axis < program.mesh_axis_count; ++axis)
         if ((meshZeroGroup >> axis) & 1)
@@ -528,7 +544,7 @@ void Trainer::start() {
       std::fprintf(stdout,
                    "%s: ZeRO-%d over %s (group rank %d of %d) of the %lld "
                    "ZeRO-1/2 parameters' %lld elements: masters of %lld "
-                   "elements for the rank's %lld block elements%s\n",
+                   "elements for the rank's %lld block elements%s%s\n",
                    rankName.c_str(), meshZero, axes.c_str(), groupRank,
                    tessera_comm_size(groupComm),
                    static_cast<long long>(pendingCount),
@@ -537,7 +553,7 @@ void Trainer::start() {
                        backend->residentState().masters /
                        dtypeSize(TESSERA_F32)),
                    static_cast<long long>(blockElements),
-                   wholeGradients.c_str());
+                   wholeGradients.c_str(), slicedGradients.c_str());
       std::fflush(stdout);
     } else if (stagePlan) {
       // Against what the stage owns: the shard is 1/dp of it.

@@ -80,7 +80,7 @@ func.func @forward(%ids: tensor<2x8xi64>) -> tensor<2x8x16xf32> {
 // CHECK-SAME: /*forward_backward=*/tessera_forward_backward,
 // CHECK-SAME: /*device=*/TESSERA_DEVICE_HOST,
 // One linear forward (2 x 2*8*4*16) and its two gradient matmuls.
-// CHECK-SAME: /*flops_per_micro_batch=*/6144,\0A /*parameter_splits=*/NULL,\0A /*buffer_splits=*/NULL,\0A /*pipeline=*/NULL,\0A /*parameter_step_dtypes=*/NULL,\0A /*plan=*/NULL,\0A /*offload_optimizer=*/0,\0A /*gradient_write_positions=*/tessera_gradient_write_positions,\0A /*parameter_read_intervals=*/tessera_parameter_read_intervals,\0A /*gradient_partial_axes=*/NULL,\0A /*gradient_zero_stages=*/NULL}">
+// CHECK-SAME: /*flops_per_micro_batch=*/6144,\0A /*parameter_splits=*/NULL,\0A /*buffer_splits=*/NULL,\0A /*pipeline=*/NULL,\0A /*parameter_step_dtypes=*/NULL,\0A /*plan=*/NULL,\0A /*offload_optimizer=*/0,\0A /*gradient_write_positions=*/tessera_gradient_write_positions,\0A /*parameter_read_intervals=*/tessera_parameter_read_intervals,\0A /*gradient_partial_axes=*/NULL,\0A /*gradient_zero_stages=*/NULL,\0A /*gradient_whole=*/NULL}">
 // PADDEDHEAD: call_opaque "tessera_cpu_cross_entropy_with_grad"
 // PADDEDHEAD: emitc.global static @tessera_program_definition
 // PADDEDHEAD-SAME: /*vocabulary=*/16,

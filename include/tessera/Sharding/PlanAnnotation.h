@@ -17,6 +17,12 @@
 //                                    the driver keeps the whole gradient or
 //                                    only its shard: runtime/train/
 //                                    MeshZero.h)
+//              tess.zero_axes = ["dp"]  (tess-partition-spmd: a ZeRO-1/2
+//                                    gradient returned whole, the same on
+//                                    every rank of these ZeRO axes, where
+//                                    the plan left it pending: the driver
+//                                    takes its rank's shard of it locally,
+//                                    no collective)
 // A value without an attribute is replicated. The layouts are complete: the
 // partitioner needs no propagation, only each op's local rule (its
 // ShardingInterface, Tess/IR/TessShardingLabels.h) to see what its operands
@@ -41,6 +47,7 @@ inline constexpr llvm::StringLiteral kLayoutAttrName = "tess.layout";
 inline constexpr llvm::StringLiteral kLayoutsAttrName = "tess.layouts";
 inline constexpr llvm::StringLiteral kPlanAttrName = "tess.plan";
 inline constexpr llvm::StringLiteral kZeroStageAttrName = "tess.zero_stage";
+inline constexpr llvm::StringLiteral kZeroAxesAttrName = "tess.zero_axes";
 
 /// The attribute form of `mesh`, and back.
 tess::MeshAttr meshAttr(mlir::MLIRContext *context,

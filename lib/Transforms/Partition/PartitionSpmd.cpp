@@ -116,8 +116,36 @@ private:
     return *layout;
   }
 
+  /// Whether a gradient arriving in `arrived` is whole and the same on
+  /// every rank of the axes `pending` leaves it a partial sum over (no
+  /// partial sum over them, no dim split over them), outside a pipeline
+  /// (whose driver sums its gradients itself, StageZero.h).
+  bool wholeOnZeroAxes(const TensorLayout &arrived,
+                       const TensorLayout &pending) const {
+    if (pipelined || pending.partialAxes.empty())
+      return false;
+    return llvm::none_of(pending.partialAxes, [&](unsigned axis) {
+      return arrived.isPartialOver(axis) ||
+             arrived.dimSplitOver(axis) != kUnsplit;
+    });
+  }
+  /// Returns result `index` whole instead of pending over `layout`'s
+  /// partial axes, which its tess.zero_axes keeps for the driver.
+  void markWholeOnZeroAxes(unsigned index, TensorLayout &layout) {
+    MLIRContext *context = step.getContext();
+    SmallVector<Attribute> axes;
+    for (unsigned axis : layout.partialAxes)
+      axes.push_back(StringAttr::get(context, mesh.axes[axis].name));
+    layout.partialAxes.clear();
+    step.setResultAttr(index, sharding::kLayoutAttrName,
+                       sharding::layoutAttr(context, layout, mesh));
+    step.setResultAttr(index, sharding::kZeroAxesAttrName,
+                       ArrayAttr::get(context, axes));
+  }
+
   func::FuncOp step;
   cost::DeviceMesh mesh;
+  bool pipelined = false;
   llvm::DenseMap<Value, TensorLayout> layouts;
   /// Every op's labels, taken while all types are global (broadcasting
   /// compares sizes).
@@ -251,16 +279,22 @@ LogicalResult PartitionSpmdPass::partitionReturn() {
     if (!layout)
       return step.emitError("tess-partition-spmd: result ")
              << index << ": " << llvm::toString(layout.takeError());
-    // A gradient the driver reduces (tess.zero_stage: pending over its ZeRO
-    // axes) is resharded where it is computed, not at the return: a whole
-    // gradient made a partial sum (a replicated layer's, scaled by 1/N)
-    // is then written as the backward produces it, so the driver's ZeRO-2
+    // A gradient the driver completes (tess.zero_stage: pending over its
+    // ZeRO axes) is resharded where it is computed, not at the return, so
+    // it is written as the backward produces it and the driver's ZeRO-2
     // ring reduces it bucket by bucket instead of holding every such
     // gradient at the step's end.
     OpBuilder builder(terminator);
     Operation *producer = returned.getDefiningOp();
-    if (producer && step.getResultAttr(index, sharding::kZeroStageAttrName))
+    const bool zero =
+        step.getResultAttr(index, sharding::kZeroStageAttrName) != nullptr;
+    if (producer && zero)
       builder.setInsertionPointAfter(producer);
+    // One that arrives whole on its ZeRO axes (its layer's compute
+    // replicated there) is returned whole, not made a partial sum: the
+    // driver takes its rank's shard of it locally (tess.zero_axes).
+    if (zero && wholeOnZeroAxes(layoutOf(returned), *layout))
+      markWholeOnZeroAxes(index, *layout);
     FailureOr<Value> moved =
         reshardTo(builder, terminator->getLoc(), returned, *layout);
     if (failed(moved))
@@ -283,6 +317,8 @@ void PartitionSpmdPass::runOnOperation() {
     return signalPassFailure();
   }
   mesh = sharding::deviceMesh(meshAttribute);
+  tess::PlanAttr plan = tess::PlanAttr::lookup(module);
+  pipelined = (plan && plan.isPipelined()) || module->hasAttr("tess.pipeline");
   step = module.lookupSymbol<func::FuncOp>(this->function);
   if (!step || step.isExternal() ||
       !step.getBody().hasOneBlock()) {

@@ -44,6 +44,12 @@
 // f32, such buckets are reduced once a step, after the last micro-batch
 // (finishHeldBuckets), as ZeRO-1 reduces its f32 sums.
 //
+// A bucket whose gradients every rank computed whole and alike (a mesh
+// plan's replicated layers' ZeRO-1/2 gradients: setWholeBuckets) needs no
+// collective: each rank takes its block of it where a reduce-scatter would
+// have left the sum (folded into the shard under ZeRO-2, in place
+// otherwise), and an all-reduce leaves it as it is.
+//
 // On a host comm (the CPU backend's thread ranks) the same class runs
 // synchronously: streams are ignored and a bucket is reduced inside the
 // onGradientReady call that completes it.
@@ -159,9 +165,12 @@ public:
   virtual tessera_tensor bucketForReduction(int32_t bucket, void *stream) = 0;
   /// Where this rank's reduced block of `elements` lands.
   virtual tessera_tensor blockForReduction(int64_t elements) = 0;
-  /// Folds the block of bucket `bucket` just reduced into the rank's
-  /// gradient shard: a copy, or an add into the micro-batches' f32 sum.
-  virtual void foldBlock(int32_t bucket, void *stream) = 0;
+  /// Folds `block`, this rank's reduced block of bucket `bucket` (the one
+  /// blockForReduction gave, or for a whole bucket its place in what
+  /// bucketForReduction gave), into the rank's gradient shard: a copy, or
+  /// an add into the micro-batches' f32 sum.
+  virtual void foldBlock(int32_t bucket, const tessera_tensor &block,
+                         void *stream) = 0;
 };
 
 class GradientReducer {
@@ -183,6 +192,10 @@ public:
   ~GradientReducer();
   GradientReducer(const GradientReducer &) = delete;
   GradientReducer &operator=(const GradientReducer &) = delete;
+
+  /// Per bucket in launch order (empty: none), whether its gradients are
+  /// whole and the same on every rank: it is taken, not reduced.
+  void setWholeBuckets(std::vector<bool> whole);
 
   /// Gradient `parameter`'s kernels are enqueued on the compute stream.
   void onGradientReady(int32_t parameter);
@@ -214,6 +227,7 @@ private:
   std::vector<int32_t> bucketOfParameter;
   std::vector<int32_t> pendingInBucket;
   std::vector<bool> parameterReady;
+  std::vector<bool> wholeBuckets;
   size_t launchedBuckets = 0;
   void *bucketEvent = nullptr;
   void *doneEvent = nullptr;

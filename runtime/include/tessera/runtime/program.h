@@ -321,7 +321,8 @@ typedef struct tessera_program {
   /* A partitioned program that is not pipelined, planned with a ZeRO stage
    * per parameter (the mesh search's `zero = mixed`): per parameter, the
    * mesh axes (bit a for axis a) over which the gradient forward_backward
-   * returns is a pending partial sum, or 0 when it is complete. Those are
+   * returns is a pending partial sum (or whole, gradient_whole), or 0 when
+   * it is complete. Those are
    * the plan's ZeRO-1 and ZeRO-2 parameters, whose weights are whole on
    * these axes: the driver sums their gradients over the axes' group once a
    * step (a reduce-scatter) and shards their masters and moments over it,
@@ -339,6 +340,14 @@ typedef struct tessera_program {
    * every pending gradient is ZeRO-1's (a program compiled before the
    * table, or without pending gradients). */
   const int32_t *gradient_zero_stages;
+
+  /* Per parameter, 1 where the gradient of a ZeRO-1/2 parameter (one
+   * gradient_partial_axes gives axes) is no partial sum but whole and the
+   * same on every rank of those axes (its layer's compute replicated
+   * there): the driver takes each rank's shard of it locally, without a
+   * collective (runtime/train/MeshZero.h); 0 otherwise. NULL: every such
+   * gradient is a partial sum. */
+  const int32_t *gradient_whole;
 } tessera_program;
 
 /* The training executable's main: parses the flags (see runtime/README.md),
