@@ -249,6 +249,40 @@ TEST(GradientReducerTest, ZeroOneShardsAndAllGather) {
   }
 }
 
+// Tests that a bucket marked whole (every rank computed the same whole
+// gradient: a mesh plan's replicated layer under ZeRO-1/2) is taken as it
+// is, no collective, while the other buckets are reduce-scattered: each
+// rank's block of a whole bucket keeps the rank's own values, not a sum.
+TEST(GradientReducerTest, WholeBucketsAreTakenNotReduced) {
+  ThreadWorld world({2});
+  GradientLayout layout = GradientLayout::plan(kParameters, 100, 2);
+  ASSERT_GE(layout.buckets().size(), 2u);
+  std::vector<bool> whole(layout.buckets().size(), false);
+  whole[0] = true;
+  runThreadRanks(world, [&](const RankComms &comms) {
+    std::vector<float> gradients(static_cast<size_t>(layout.totalElements()));
+    for (size_t e = 0; e < gradients.size(); ++e)
+      gradients[e] = gradientValue(comms.rank, static_cast<int64_t>(e));
+    GradientReducer reducer(comms.world, layout, gradients.data(), TESSERA_F32,
+                            ReduceMode::ReduceScatter, nullptr, nullptr);
+    EXPECT_THROW(reducer.setWholeBuckets({true}), CommError);
+    reducer.setWholeBuckets(whole);
+    for (auto p = static_cast<int32_t>(kParameters.size()); p-- > 0;)
+      reducer.onGradientReady(p);
+    reducer.finish();
+    const GradientBucket &taken = layout.buckets()[0];
+    for (const ShardSegment &segment : layout.shardSegments(comms.rank))
+      for (int64_t e = 0; e < segment.elements; ++e) {
+        int64_t at = segment.bufferOffset + e;
+        bool inTaken = at >= taken.offset && at < taken.offset + taken.elements;
+        EXPECT_EQ(gradients[static_cast<size_t>(at)],
+                  inTaken ? gradientValue(comms.rank, at)
+                          : gradientValue(0, at) + gradientValue(1, at));
+      }
+    return 0;
+  });
+}
+
 // Tests the agreement helpers: a global sum of squares and an overflow flag.
 TEST(GradientReducerTest, ScalarAgreement) {
   ThreadWorld world({4});
