@@ -152,6 +152,19 @@ bool pipelineSearchRequested() {
   return pipeline || pipelineDevices.getNumOccurrences();
 }
 
+std::optional<int64_t> stagesRequested() {
+  if (!stages.getNumOccurrences())
+    return std::nullopt;
+  return stages.getValue();
+}
+
+bool pipelineShapeRequested() {
+  return microBatches.getNumOccurrences() || schedule.getNumOccurrences() ||
+         tracePath.getNumOccurrences();
+}
+
+bool rematAutoRequested() { return rematRequested() && remat == "auto"; }
+
 int pipelineSearchOptions(const onnx_import::ImportOptions &options,
                           const cost::Cluster &cluster,
                           const PipelineSearchPins &pins,
@@ -245,45 +258,48 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
   return 0;
 }
 
+void printPipelineReport(StringRef title, const PipelinePlanDecision &decision,
+                         tess::PlanAttr compiledPlan, const PlanChoice *choice,
+                         raw_ostream &os) {
+  const cost::Cluster &cluster = decision.cluster;
+  pipeline::MegatronStageOracle oracle(decision.profile, cluster);
+  pipeline::printPipelinePlan(decision.plan, decision.profile, cluster, oracle,
+                              decision.search.globalBatch, title, os);
+  if (decision.compiled)
+    os << formatv("Peak device memory per GPU (the compiled step, as "
+                  "--summary and --explain): {0:F3} MiB ({1:F2} GiB) of "
+                  "{2:F1} GiB\n",
+                  decision.compiled->totalBytes() / (1024.0 * 1024.0),
+                  decision.compiled->totalBytes() / kGiB,
+                  cluster.device.memoryBytes / kGiB);
+  if (choice)
+    choice->print(os);
+  // What --target and --emit=cpp compile for the same flags, or why they
+  // refuse it.
+  if (compiledPlan)
+    os << "Plan as compiled: " << mlir::Attribute(compiledPlan) << "\n";
+  else
+    os << "Not compiled: " << decision.notCompiled << "\n";
+}
+
 int explainPipeline(StringRef title, const PipelinePlanDecision &decision,
                     tess::PlanAttr compiledPlan, StringRef outputPath,
                     const PlanChoice *choice) {
-  const pipeline::PipelinePlan &plan = decision.plan;
-  const cost::Cluster &cluster = decision.cluster;
-  pipeline::MegatronStageOracle oracle(decision.profile, cluster);
   std::string error;
   auto output = mlir::openOutputFile(outputPath, &error);
   if (!output)
     return fail(error);
-  pipeline::printPipelinePlan(plan, decision.profile, cluster, oracle,
-                              decision.search.globalBatch, title,
-                              output->os());
-  if (decision.compiled)
-    output->os() << formatv(
-        "Peak device memory per GPU (the compiled step, as --summary and "
-        "--explain): {0:F3} MiB ({1:F2} GiB) of {2:F1} GiB\n",
-        decision.compiled->totalBytes() / (1024.0 * 1024.0),
-        decision.compiled->totalBytes() / kGiB,
-        cluster.device.memoryBytes / kGiB);
-  if (choice)
-    choice->print(output->os());
-  // What --target and --emit=cpp compile for the same flags, or why they
-  // refuse it.
-  if (compiledPlan)
-    output->os() << "Plan as compiled: " << mlir::Attribute(compiledPlan)
-                 << "\n";
-  else
-    output->os() << "Not compiled: " << decision.notCompiled << "\n";
+  printPipelineReport(title, decision, compiledPlan, choice, output->os());
   output->keep();
 
   if (!tracePath.empty()) {
-    auto slices = pipeline::simulateSchedule(plan);
+    auto slices = pipeline::simulateSchedule(decision.plan);
     if (!slices)
       return fail(toString(slices.takeError()));
     auto trace = mlir::openOutputFile(tracePath, &error);
     if (!trace)
       return fail(error);
-    pipeline::writeChromeTrace(plan, *slices, trace->os());
+    pipeline::writeChromeTrace(decision.plan, *slices, trace->os());
     trace->keep();
   }
   return 0;

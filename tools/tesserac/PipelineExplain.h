@@ -89,6 +89,16 @@ llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 /// with --target or --emit=cpp, that plan is compiled.
 bool pipelineSearchRequested();
 
+/// --stages N, when given.
+std::optional<int64_t> stagesRequested();
+
+/// Whether --microbatches, --schedule or --trace was given: flags only a
+/// pipeline has.
+bool pipelineShapeRequested();
+
+/// Whether --remat auto was given: the search's choice, no pin.
+bool rematAutoRequested();
+
 /// What --pipeline's search takes from tesserac's own flags.
 struct PipelineSearchPins {
   /// --zero 0|1: whether stages with replicas shard the optimizer state.
@@ -110,6 +120,12 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
                           const cost::Cluster &cluster,
                           const PipelineSearchPins &pins,
                           pipeline::SearchOptions &search);
+
+/// The report explainPipeline writes, to `os` (without --trace's schedule).
+void printPipelineReport(llvm::StringRef title,
+                         const PipelinePlanDecision &decision,
+                         tess::PlanAttr compiledPlan, const PlanChoice *choice,
+                         llvm::raw_ostream &os);
 
 /// --explain --pipeline's report of `decision` (tess-search-pipeline's, for
 /// the model `title`) to `outputPath` ("-": stdout): the plan

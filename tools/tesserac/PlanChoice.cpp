@@ -13,7 +13,13 @@ using namespace llvm;
 namespace tessera::tesserac {
 
 bool PlanChoice::pipelined() const {
-  if (pipelineStages < 2 || !notCompiled.empty())
+  if (!notCompiled.empty())
+    return false;
+  // No mesh of the devices fits: the pipeline search's plan, one stage or
+  // more, is the one that does.
+  if (!meshUnfit.empty())
+    return true;
+  if (pipelineStages < 2)
     return false;
   if (oneStageLayout && !(pipelineSeconds < oneStageSeconds))
     return false;

@@ -20,8 +20,16 @@
 // pipeline search's own best one-stage plan (the same model, the same
 // space), and the mesh search's plan at its own price (a plan, such as the
 // replicated one, the pipeline search cannot price); or when no mesh of N
-// devices fits a one-stage plan at all. A one-stage plan is always the
-// mesh search's, whose per-op ILP is the finer intra-op search.
+// devices fits a one-stage plan at all. A one-stage plan is the mesh
+// search's, whose per-op ILP is the finer intra-op search, unless no mesh
+// fits: then the pipeline search's plan, one stage or more, is compiled
+// (its one-stage plans may recompute every layer, which the mesh search's
+// memory fit does not weigh per stage).
+//
+// Pins constrain the decision (tesserac.cpp): --stages 1 is the one-stage
+// decision, the mesh search alone; --stages S > 1 the pipeline search
+// pinned to S stages; --zero 0|1 and --remat pin both searches, while
+// --zero 2|3, which no pipelined plan runs, keeps the mesh search alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -43,7 +51,8 @@ struct PlanChoice {
   /// tess-search-sharding's plan: its mesh and predicted step seconds;
   /// unset when not searched (the pipeline search's best has one stage, so
   /// the compile searches the mesh anyway) or when no mesh fits (`meshUnfit`
-  /// then says why).
+  /// then says why, whichever search found it: the decision's own or the
+  /// compile's, which then falls back on the pipeline search's plan).
   std::optional<std::string> meshLayout;
   double meshSeconds = 0;
   std::string meshUnfit;

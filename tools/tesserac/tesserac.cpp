@@ -59,7 +59,12 @@
 // tess-search-pipeline decision on the forward at the global batch (printed
 // as `tesserac: search:`), which the plan phase of the step built at one
 // micro-batch then writes; `--explain --pipeline` makes the same decision
-// from the same flags and reports it (runPipelineSearchPhase).
+// from the same flags and reports it (runPipelineSearchPhase). --devices N
+// without a layout pin weighs both searches as one decision (PlanChoice.h,
+// decideJointPlan), whose pins are --stages, --zero and --remat; where the
+// one-stage plan wins but the compile's mesh search then finds no mesh that
+// fits, the driver runs again and compiles the pipeline search's plan
+// (runDriver), as --explain and --summary report it.
 //
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
@@ -905,25 +910,50 @@ int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
   return 0;
 }
 
+/// The joint decision of a search over several devices (PlanChoice.h),
+/// kept across the driver's two runs (runDriver): the first compiles the
+/// one-stage plan when it wins; when the compile's mesh search then finds
+/// no mesh that fits, the second compiles the pipeline search's plan.
+struct JointPlan {
+  bool decided = false;
+  tessera::tesserac::PlanChoice choice;
+  /// The pipeline search's plan as the compile builds it, and its
+  /// #tess.plan's text; `compilable` when the driver can run it.
+  bool compilable = false;
+  tessera::tesserac::CompiledPipelinePlan compiled;
+  std::string planText;
+  /// --explain's report of that plan, for when no mesh fits.
+  std::string report;
+  /// Whether --explain printed the report already.
+  bool explained = false;
+
+  /// Whether the compile's mesh search may fall back on the pipeline.
+  bool canFallBack() const { return compilable && !choice.pipelined(); }
+};
+
+/// Where the mesh search records "no mesh of N devices fits" instead of
+/// printing it, while the joint decision has a pipeline to fall back on.
+std::string *meshUnfitReason = nullptr;
+
 /// The joint decision of a search over several devices (PlanChoice.h): the
-/// pipeline search phase (runPipelineSearchPhase) with --devices its only
-/// pin, its best one-stage plan priced by the same search, and, when its
-/// best plan is a pipeline faster than that, the mesh search's plan of the
-/// devices (its search phase on the forward at the global batch, printed
-/// as `tesserac: search:`). Where the pipeline wins, --explain reports it
-/// here (`explained`) and the compile builds `compiled`; where a one-stage
-/// plan wins, the compile's own search phase makes it. Returns 0, or 1
-/// after printing the error.
+/// pipeline search phase (runPipelineSearchPhase) with --devices, --zero
+/// and --remat its pins, its best one-stage plan priced by the same search,
+/// and, when its best plan is a pipeline faster than that, the mesh
+/// search's plan of the devices (its search phase on the forward at the
+/// global batch, printed as `tesserac: search:`). Where the pipeline wins,
+/// --explain reports it here (`joint.explained`) and the compile builds
+/// `joint.compiled`; where a one-stage plan wins, the compile's own search
+/// phase makes it, or, finding no mesh that fits, falls back on the
+/// pipeline's plan. Returns 0, or 1 after printing the error.
 int decideJointPlan(const tessera::onnx_import::ImportOptions &options,
-                    const tessera::cost::Cluster &cluster,
-                    tessera::tesserac::PlanChoice &choice,
-                    tessera::tesserac::CompiledPipelinePlan &compiled,
-                    bool &explained) {
+                    const tessera::cost::Cluster &cluster, JointPlan &joint) {
   tessera::pipeline::SearchOptions search;
   if (int status =
           pipelineSearchFromFlags(options, cluster, std::nullopt, search))
     return status;
-  choice = tessera::tesserac::PlanChoice();
+  joint = JointPlan();
+  joint.decided = true;
+  tessera::tesserac::PlanChoice &choice = joint.choice;
   choice.devices = deviceCount;
   return runPipelineSearchPhase(
       options, search,
@@ -959,6 +989,8 @@ int decideJointPlan(const tessera::onnx_import::ImportOptions &options,
           meshOptions.cluster = clusterName.getValue();
           meshOptions.precision = precision.getValue();
           meshOptions.searchTimeout = searchTimeout;
+          if (zeroStage.getNumOccurrences())
+            meshOptions.zero = zeroStage.getValue();
           int status = withImportedForward(
               options, search.globalBatch,
               [&](mlir::MLIRContext &context, mlir::ModuleOp forward) {
@@ -975,15 +1007,28 @@ int decideJointPlan(const tessera::onnx_import::ImportOptions &options,
           if (status)
             return status;
         }
-        if (!choice.pipelined())
+        if (!plan)
           return 0;
-        if (explain) {
-          explained = true;
-          return tessera::tesserac::explainPipeline(
-              sys::path::filename(inputPath), decision, plan, outputPath,
-              &choice);
+        joint.compilable = true;
+        joint.compiled = tessera::tesserac::compiledPipelinePlan(plan);
+        raw_string_ostream(joint.planText) << mlir::Attribute(plan);
+        StringRef title = sys::path::filename(inputPath);
+        if (choice.pipelined()) {
+          if (!explain)
+            return 0;
+          joint.explained = true;
+          return tessera::tesserac::explainPipeline(title, decision, plan,
+                                                    outputPath, &choice);
         }
-        compiled = tessera::tesserac::compiledPipelinePlan(plan);
+        // The report of the fallback, should the mesh search find no mesh
+        // that fits.
+        if (explain) {
+          tessera::tesserac::PlanChoice unfit = choice;
+          unfit.meshUnfit = "no mesh fits";
+          raw_string_ostream report(joint.report);
+          tessera::tesserac::printPipelineReport(title, decision, plan,
+                                                 &unfit, report);
+        }
         return 0;
       });
 }
@@ -1105,15 +1150,14 @@ int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
   }
   if (!compiling) {
     mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
-    if (int status =
-            runSearchPhase(context, *copy, mesh, options, "search", searched))
+    if (int status = runSearchPhase(context, *copy, mesh, options, "search",
+                                    searched, meshUnfitReason))
       return status;
     searched.searchedCopy = std::move(copy);
     return 0;
   }
-  if (int status =
-          runSearchPhase(context, module, mesh, options, "phase search",
-                         searched))
+  if (int status = runSearchPhase(context, module, mesh, options,
+                                  "phase search", searched, meshUnfitReason))
     return status;
   return stopAfter(tessera::CompilePhase::Search, module);
 }
@@ -1465,6 +1509,14 @@ void printPlannedStep(const PlannedStep &planned, raw_ostream &os) {
   os << "\n";
 }
 
+/// The driver once the flags are read: --explain, --summary, --partition
+/// or the compile, for the import `options`; `joint` holds (and keeps, for
+/// a second run) the joint decision of a search over several devices. A
+/// compile whose mesh search finds no mesh where the decision has a
+/// pipeline to fall back on returns 1 with `meshUnfit` saying why, unprinted.
+int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint,
+              std::string &meshUnfit);
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -1520,6 +1572,23 @@ int main(int argc, char **argv) {
     options.freezePattern = freeze;
   if (train.getNumOccurrences())
     options.trainPattern = train;
+  // The joint decision's pipeline is compiled when no mesh fits: the
+  // driver runs again, the decision kept, instead of the mesh search's
+  // error.
+  JointPlan joint;
+  std::string meshUnfit;
+  int status = runDriver(options, joint, meshUnfit);
+  if (status == 0 || meshUnfit.empty())
+    return status;
+  joint.choice.meshUnfit = meshUnfit;
+  return runDriver(options, joint, meshUnfit);
+}
+
+namespace {
+
+int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint,
+              std::string &meshUnfit) {
+  options.initializerCounts->byKind.clear();
   bool buildExecutable =
       target != Target::None && emit == EmitStage::None && !stopPhase;
   // What compiles the training program: the C++ (--emit=cpp), the
@@ -1576,50 +1645,67 @@ int main(int argc, char **argv) {
     return fail("--remat applies to --target, --emit=cpp, --summary or "
                 "--explain --pipeline");
   // A search over several devices without a layout pin is one decision
-  // between the one-stage mesh plans and the pipelined ones (PlanChoice.h);
-  // --pipeline's flags (--stages among them), --mesh, --plan, --strategy,
-  // --shard, --zero, --memory-limit and --search-timeout pin the one or
-  // the other, and --summary describes one stage.
-  std::optional<tessera::tesserac::PlanChoice> planChoice;
-  tessera::tesserac::CompiledPipelinePlan chosenPipeline;
-  bool jointSearch =
+  // between the one-stage mesh plans and the pipelined ones (PlanChoice.h).
+  // --mesh, --plan, --strategy, --shard, --memory-limit, --search-timeout,
+  // --pipeline, --pipeline-devices, --microbatches, --schedule and --trace
+  // pin the one search or the other, as without --devices. The pins the
+  // decision takes: --stages 1 is the one-stage decision (the mesh search
+  // alone), --stages S > 1 a pipeline (the pipeline search pinned to S
+  // stages, for --explain and the compile alike), --zero 0|1 and --remat
+  // pin both searches; --zero 2|3, which no pipelined plan runs, keeps the
+  // mesh search alone.
+  std::optional<int64_t> stagesPin = tessera::tesserac::stagesRequested();
+  bool devicesDecision =
       deviceCount.getNumOccurrences() && deviceCount > 1 &&
-      (explain ? emit == EmitStage::None && !buildExecutable && !summary
-               : compileRequested) &&
-      !partitionStep && !tessera::tesserac::pipelinePlanRequested() &&
+      options.dims.count("batch") && !partitionStep &&
+      !tessera::tesserac::pipelineSearchRequested() &&
+      !tessera::tesserac::pipelineShapeRequested() &&
       !meshSpec.getNumOccurrences() && !planArgument.getNumOccurrences() &&
       forcedStrategy.empty() && !shardPins.getNumOccurrences() &&
-      !zeroStage.getNumOccurrences() && !memoryLimit.getNumOccurrences() &&
-      !searchTimeout.getNumOccurrences() && options.dims.count("batch");
-  if (jointSearch) {
-    auto loaded = tessera::cost::loadCluster(clusterName);
-    if (!loaded)
-      return fail(toString(loaded.takeError()));
-    planChoice.emplace();
-    bool explained = false;
-    if (int status = decideJointPlan(options, *loaded, *planChoice,
-                                     chosenPipeline, explained))
-      return status;
-    if (explained)
-      return 0;
-  }
-  bool choicePipelined = planChoice && planChoice->pipelined();
-  // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
-  // --explain --pipeline prints it for the same flags, compiled as its
-  // --stages, --mesh, --strategy, --remat and chunks say; the joint
-  // decision's pipeline likewise.
-  bool searchedPipeline =
+      !memoryLimit.getNumOccurrences() && !searchTimeout.getNumOccurrences();
+  bool oneStagePin = devicesDecision && stagesPin == 1;
+  bool pipelinePin = devicesDecision && stagesPin && *stagesPin > 1;
+  bool jointSearch =
+      devicesDecision && !stagesPin &&
+      (!zeroStage.getNumOccurrences() || zeroStage == 0 || zeroStage == 1) &&
+      (explain ? emit == EmitStage::None && !buildExecutable && !summary
+               : compileRequested || planSummary);
+  // --remat pins the built step's recomputation, and in the joint decision
+  // the mesh search's too (auto is each search's own choice); --explain and
+  // a pipelined compile hand it to the pipeline search, which reads auto.
+  bool pipelinedCompile =
       !explain && compileRequested &&
-      (tessera::tesserac::pipelineSearchRequested() || choicePipelined);
-  // --remat pins the built step's recomputation (--explain and a --pipeline
-  // compile hand it to the pipeline search, which reads auto too).
-  if (tessera::tesserac::rematRequested() && !explain && !searchedPipeline) {
+      (tessera::tesserac::pipelineSearchRequested() || pipelinePin);
+  if (tessera::tesserac::rematRequested() &&
+      (jointSearch ? !tessera::tesserac::rematAutoRequested()
+                   : !explain && !pipelinedCompile)) {
     Expected<tessera::pipeline::RematMode> mode =
         tessera::tesserac::stepRematMode();
     if (!mode)
       return fail(toString(mode.takeError()));
     rematPin = *mode;
   }
+  if (jointSearch && !joint.decided) {
+    auto loaded = tessera::cost::loadCluster(clusterName);
+    if (!loaded)
+      return fail(toString(loaded.takeError()));
+    if (int status = decideJointPlan(options, *loaded, joint))
+      return status;
+    if (joint.explained)
+      return 0;
+  }
+  bool choicePipelined = jointSearch && joint.choice.pipelined();
+  // The mesh search's "no mesh fits", for the fallback on the pipeline.
+  meshUnfitReason =
+      jointSearch && joint.canFallBack() ? &meshUnfit : nullptr;
+  if (choicePipelined && explain)
+    return writeOutput([&](raw_ostream &os) { os << joint.report; });
+  // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
+  // --explain --pipeline prints it for the same flags, compiled as its
+  // --stages, --mesh, --strategy, --remat and chunks say; the joint
+  // decision's pipeline, and --devices with --stages S > 1, likewise.
+  bool searchedPipeline =
+      pipelinedCompile || (!explain && compileRequested && choicePipelined);
   if (loss != "causal-lm" && loss != "mlm")
     return fail("--loss " + loss + ": expected causal-lm or mlm");
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")
@@ -1634,7 +1720,7 @@ int main(int argc, char **argv) {
       return fail("--pipeline searches each stage's plan: drop --strategy "
                   "(--mesh pins the stage mesh; --stages N --mesh M "
                   "--strategy S without --pipeline forces a pipeline)");
-    tessera::tesserac::CompiledPipelinePlan compiled = chosenPipeline;
+    tessera::tesserac::CompiledPipelinePlan compiled = joint.compiled;
     if (!choicePipelined) {
       auto loaded = tessera::cost::loadCluster(clusterName);
       if (!loaded)
@@ -1652,7 +1738,8 @@ int main(int argc, char **argv) {
     rematPin = compiled.remat;
     // (pipelineSearchFromFlags checked that --dim binds the batch.)
     options.dims.at("batch") /= stepPipeline->microBatches;
-  } else if (!explain && (compileRequested || planSummary)) {
+  } else if (!explain && (compileRequested || planSummary) && !oneStagePin &&
+             !choicePipelined) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
         batch == options.dims.end() ? 0 : batch->second);
@@ -1673,8 +1760,8 @@ int main(int argc, char **argv) {
       batch->second /= stepPipeline->microBatches;
     }
   }
-  if (planSummary &&
-      (stepPipeline || tessera::tesserac::pipelineSearchRequested()))
+  if (planSummary && (stepPipeline || pipelinePin ||
+                      tessera::tesserac::pipelineSearchRequested()))
     return fail("--summary describes the plan of one stage: a pipeline's "
                 "stages are not described (--explain --pipeline prints each "
                 "stage's memory)");
@@ -1690,7 +1777,7 @@ int main(int argc, char **argv) {
   // (--devices N with --pipeline is the pipeline's device count.)
   bool devicesGiven = deviceCount.getNumOccurrences() > 0 &&
                       !tessera::tesserac::pipelineSearchRequested() &&
-                      !choicePipelined;
+                      !choicePipelined && !searchedPipeline;
   if (devicesGiven) {
     if (!explain && !compiling)
       return fail("--devices chooses the mesh of --explain, --target or "
@@ -1726,6 +1813,7 @@ int main(int argc, char **argv) {
   // that runs out of memory where --explain says a plan fits (a CPU
   // program, whose memory is the host's, keeps the step as written).
   bool plannedProgram = compiling && !stepPipeline && forcedStrategy.empty() &&
+                        !choicePipelined &&
                         (clusterName.getNumOccurrences() || searchFlags ||
                          devicesGiven || meshProgram ||
                          target == Target::Cuda);
@@ -1781,7 +1869,9 @@ int main(int argc, char **argv) {
     if (planPins)
       pipelinedPlan = planPins->pipeline;
     if (explain &&
-        (tessera::tesserac::pipelinePlanRequested() || pipelinedPlan))
+        ((tessera::tesserac::pipelinePlanRequested() && !jointSearch &&
+          !oneStagePin) ||
+         pipelinedPlan))
       return explainPipelinePlan(options, *cluster, pipelinedPlan);
     auto parsed = tessera::cost::parseMesh(meshSpec);
     if (!parsed)
@@ -1885,8 +1975,9 @@ int main(int argc, char **argv) {
       return exitStatus(status);
 
   if (explain)
-    return explainTrainingStep(context, **module, *cluster, mesh,
-                               searchOptions, explainTitle, planChoice);
+    return explainTrainingStep(
+        context, **module, *cluster, mesh, searchOptions, explainTitle,
+        jointSearch ? std::optional(joint.choice) : std::nullopt);
   if (partitionStep)
     return exitStatus(
         partitionTrainingStep(context, **module, mesh, searchOptions));
@@ -1906,7 +1997,7 @@ int main(int argc, char **argv) {
   // written (its planned arena and the driver's state).
   std::optional<PlannedStep> planned;
   std::optional<tessera::StepMemory> stepMemory;
-  if (planSummary) {
+  if (planSummary && !choicePipelined) {
     planned = plannedStep(context, **module, planTarget);
     if (!planned)
       return 1;
@@ -1921,14 +2012,21 @@ int main(int argc, char **argv) {
   return writeOutput([&](raw_ostream &os) {
     if (summary) {
       tessera::ModelSummary numbers = tessera::summarizeModel(**module);
-      numbers.initializerKinds = initializerCounts.byKind;
+      numbers.initializerKinds = options.initializerCounts->byKind;
       tessera::printModelSummary(numbers, inputPath, os);
     }
     if (planned)
       printPlannedStep(*planned, os);
+    // The joint decision's pipeline, as the compile builds it.
+    if (planSummary && choicePipelined)
+      os << "\nPlan as compiled: " << joint.planText << "\n"
+         << "The pipeline search's plan: " << joint.choice.pipelineLayout
+         << " (--explain prints each stage's memory)\n";
     if (stepMemory)
       tessera::printStepMemory(*stepMemory, os);
     if (emit != EmitStage::None)
       (*module)->print(os);
   });
 }
+
+} // namespace
