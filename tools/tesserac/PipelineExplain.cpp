@@ -259,7 +259,6 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
 }
 
 void printPipelineReport(StringRef title, const PipelinePlanDecision &decision,
-                         tess::PlanAttr compiledPlan, const PlanChoice *choice,
                          raw_ostream &os) {
   const cost::Cluster &cluster = decision.cluster;
   pipeline::MegatronStageOracle oracle(decision.profile, cluster);
@@ -272,14 +271,6 @@ void printPipelineReport(StringRef title, const PipelinePlanDecision &decision,
                   decision.compiled->totalBytes() / (1024.0 * 1024.0),
                   decision.compiled->totalBytes() / kGiB,
                   cluster.device.memoryBytes / kGiB);
-  if (choice)
-    choice->print(os);
-  // What --target and --emit=cpp compile for the same flags, or why they
-  // refuse it.
-  if (compiledPlan)
-    os << "Plan as compiled: " << mlir::Attribute(compiledPlan) << "\n";
-  else
-    os << "Not compiled: " << decision.notCompiled << "\n";
 }
 
 int explainPipeline(StringRef title, const PipelinePlanDecision &decision,
@@ -289,7 +280,16 @@ int explainPipeline(StringRef title, const PipelinePlanDecision &decision,
   auto output = mlir::openOutputFile(outputPath, &error);
   if (!output)
     return fail(error);
-  printPipelineReport(title, decision, compiledPlan, choice, output->os());
+  printPipelineReport(title, decision, output->os());
+  if (choice)
+    choice->print(output->os());
+  // What --target and --emit=cpp compile for the same flags, or why they
+  // refuse it.
+  if (compiledPlan)
+    output->os() << "Plan as compiled: " << mlir::Attribute(compiledPlan)
+                 << "\n";
+  else
+    output->os() << "Not compiled: " << decision.notCompiled << "\n";
   output->keep();
 
   if (!tracePath.empty()) {

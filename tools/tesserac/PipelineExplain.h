@@ -121,10 +121,10 @@ int pipelineSearchOptions(const onnx_import::ImportOptions &options,
                           const PipelineSearchPins &pins,
                           pipeline::SearchOptions &search);
 
-/// The report explainPipeline writes, to `os` (without --trace's schedule).
+/// The plan and its compiled step's memory, as explainPipeline's report
+/// opens, to `os`.
 void printPipelineReport(llvm::StringRef title,
                          const PipelinePlanDecision &decision,
-                         tess::PlanAttr compiledPlan, const PlanChoice *choice,
                          llvm::raw_ostream &os);
 
 /// --explain --pipeline's report of `decision` (tess-search-pipeline's, for

@@ -23,7 +23,7 @@ bool PlanChoice::pipelined() const {
     return false;
   if (oneStageLayout && !(pipelineSeconds < oneStageSeconds))
     return false;
-  return !meshLayout || pipelineSeconds < meshSeconds;
+  return meshLayout && pipelineSeconds < meshSeconds;
 }
 
 void PlanChoice::print(raw_ostream &os) const {

@@ -48,11 +48,10 @@ namespace tessera::tesserac {
 /// The predicted steps the joint decision weighs, and what it takes.
 struct PlanChoice {
   int64_t devices = 0;
-  /// tess-search-sharding's plan: its mesh and predicted step seconds;
-  /// unset when not searched (the pipeline search's best has one stage, so
-  /// the compile searches the mesh anyway) or when no mesh fits (`meshUnfit`
-  /// then says why, whichever search found it: the decision's own or the
-  /// compile's, which then falls back on the pipeline search's plan).
+  /// tess-search-sharding's plan: its mesh and predicted step seconds, from
+  /// the one mesh search the compile (or --explain, or --summary) runs
+  /// anyway; unset before it, or when no mesh fits (`meshUnfit` then says
+  /// why).
   std::optional<std::string> meshLayout;
   double meshSeconds = 0;
   std::string meshUnfit;

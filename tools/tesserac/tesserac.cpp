@@ -911,9 +911,11 @@ int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
 }
 
 /// The joint decision of a search over several devices (PlanChoice.h),
-/// kept across the driver's two runs (runDriver): the first compiles the
-/// one-stage plan when it wins; when the compile's mesh search then finds
-/// no mesh that fits, the second compiles the pipeline search's plan.
+/// kept across the driver's two runs (runDriver). The pipeline search
+/// decides first; the mesh search is the one the compile (or --explain, or
+/// --summary) runs anyway, which completes the decision: where it finds no
+/// mesh that fits, or a plan slower than the pipeline, the driver runs
+/// again and compiles the pipeline search's plan instead.
 struct JointPlan {
   bool decided = false;
   tessera::tesserac::PlanChoice choice;
@@ -922,29 +924,19 @@ struct JointPlan {
   bool compilable = false;
   tessera::tesserac::CompiledPipelinePlan compiled;
   std::string planText;
-  /// --explain's report of that plan, for when no mesh fits.
+  /// --explain's report of that plan, before its Plan choice.
   std::string report;
-  /// Whether --explain printed the report already.
-  bool explained = false;
-
-  /// Whether the compile's mesh search may fall back on the pipeline.
-  bool canFallBack() const { return compilable && !choice.pipelined(); }
 };
 
-/// Where the mesh search records "no mesh of N devices fits" instead of
-/// printing it, while the joint decision has a pipeline to fall back on.
-std::string *meshUnfitReason = nullptr;
+/// The joint decision the mesh search completes, while its pipeline is
+/// compilable (decidePlan).
+JointPlan *pendingJoint = nullptr;
 
 /// The joint decision of a search over several devices (PlanChoice.h): the
 /// pipeline search phase (runPipelineSearchPhase) with --devices, --zero
-/// and --remat its pins, its best one-stage plan priced by the same search,
-/// and, when its best plan is a pipeline faster than that, the mesh
-/// search's plan of the devices (its search phase on the forward at the
-/// global batch, printed as `tesserac: search:`). Where the pipeline wins,
-/// --explain reports it here (`joint.explained`) and the compile builds
-/// `joint.compiled`; where a one-stage plan wins, the compile's own search
-/// phase makes it, or, finding no mesh that fits, falls back on the
-/// pipeline's plan. Returns 0, or 1 after printing the error.
+/// and --remat its pins, and its best one-stage plan priced by the same
+/// search; the mesh search's price comes later (pendingJoint). Returns 0,
+/// or 1 after printing the error.
 int decideJointPlan(const tessera::onnx_import::ImportOptions &options,
                     const tessera::cost::Cluster &cluster, JointPlan &joint) {
   tessera::pipeline::SearchOptions search;
@@ -981,53 +973,15 @@ int decideJointPlan(const tessera::onnx_import::ImportOptions &options,
         } else {
           consumeError(flat.takeError());
         }
-        if (choice.pipelineStages > 1 && plan &&
-            (!choice.oneStageLayout ||
-             choice.pipelineSeconds < choice.oneStageSeconds)) {
-          tessera::SearchShardingOptions meshOptions;
-          meshOptions.devices = deviceCount;
-          meshOptions.cluster = clusterName.getValue();
-          meshOptions.precision = precision.getValue();
-          meshOptions.searchTimeout = searchTimeout;
-          if (zeroStage.getNumOccurrences())
-            meshOptions.zero = zeroStage.getValue();
-          int status = withImportedForward(
-              options, search.globalBatch,
-              [&](mlir::MLIRContext &context, mlir::ModuleOp forward) {
-                SearchedPlan searched;
-                if (int failed = runSearchPhase(
-                        context, forward, tessera::cost::DeviceMesh(),
-                        meshOptions, "search", searched, &choice.meshUnfit))
-                  return choice.meshUnfit.empty() ? failed : 0;
-                choice.meshLayout = searched.decision->plan.mesh.describe();
-                choice.meshSeconds =
-                    searched.decision->plan.predicted.stepSeconds();
-                return 0;
-              });
-          if (status)
-            return status;
-        }
         if (!plan)
           return 0;
         joint.compilable = true;
         joint.compiled = tessera::tesserac::compiledPipelinePlan(plan);
         raw_string_ostream(joint.planText) << mlir::Attribute(plan);
-        StringRef title = sys::path::filename(inputPath);
-        if (choice.pipelined()) {
-          if (!explain)
-            return 0;
-          joint.explained = true;
-          return tessera::tesserac::explainPipeline(title, decision, plan,
-                                                    outputPath, &choice);
-        }
-        // The report of the fallback, should the mesh search find no mesh
-        // that fits.
         if (explain) {
-          tessera::tesserac::PlanChoice unfit = choice;
-          unfit.meshUnfit = "no mesh fits";
           raw_string_ostream report(joint.report);
-          tessera::tesserac::printPipelineReport(title, decision, plan,
-                                                 &unfit, report);
+          tessera::tesserac::printPipelineReport(
+              sys::path::filename(inputPath), decision, report);
         }
         return 0;
       });
@@ -1148,17 +1102,33 @@ int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
     return compilePhase(context, module, tessera::CompilePhase::Search,
                         *phaseOptions(), searchFailure());
   }
+  // The joint decision's pipeline, when no mesh fits or it is faster: 1,
+  // unprinted, and the driver runs again (runDriver).
+  std::string *unfit =
+      pendingJoint ? &pendingJoint->choice.meshUnfit : nullptr;
+  auto pipelineWins = [&] {
+    if (!pendingJoint)
+      return false;
+    pendingJoint->choice.meshLayout = searched.plan()->mesh.describe();
+    pendingJoint->choice.meshSeconds =
+        searched.plan()->predicted.stepSeconds();
+    return pendingJoint->choice.pipelined();
+  };
   if (!compiling) {
     mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
     if (int status = runSearchPhase(context, *copy, mesh, options, "search",
-                                    searched, meshUnfitReason))
+                                    searched, unfit))
       return status;
+    if (pipelineWins())
+      return 1;
     searched.searchedCopy = std::move(copy);
     return 0;
   }
   if (int status = runSearchPhase(context, module, mesh, options,
-                                  "phase search", searched, meshUnfitReason))
+                                  "phase search", searched, unfit))
     return status;
+  if (pipelineWins())
+    return 1;
   return stopAfter(tessera::CompilePhase::Search, module);
 }
 
@@ -1511,11 +1481,10 @@ void printPlannedStep(const PlannedStep &planned, raw_ostream &os) {
 
 /// The driver once the flags are read: --explain, --summary, --partition
 /// or the compile, for the import `options`; `joint` holds (and keeps, for
-/// a second run) the joint decision of a search over several devices. A
-/// compile whose mesh search finds no mesh where the decision has a
-/// pipeline to fall back on returns 1 with `meshUnfit` saying why, unprinted.
-int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint,
-              std::string &meshUnfit);
+/// a second run) the joint decision of a search over several devices.
+/// Where the mesh search completes it for the pipeline (no mesh fits, or
+/// the pipeline is faster), returns 1 unprinted, the pipeline chosen.
+int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint);
 
 } // namespace
 
@@ -1576,18 +1545,15 @@ int main(int argc, char **argv) {
   // driver runs again, the decision kept, instead of the mesh search's
   // error.
   JointPlan joint;
-  std::string meshUnfit;
-  int status = runDriver(options, joint, meshUnfit);
-  if (status == 0 || meshUnfit.empty())
+  int status = runDriver(options, joint);
+  if (status == 0 || !joint.decided || !joint.choice.pipelined())
     return status;
-  joint.choice.meshUnfit = meshUnfit;
-  return runDriver(options, joint, meshUnfit);
+  return runDriver(options, joint);
 }
 
 namespace {
 
-int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint,
-              std::string &meshUnfit) {
+int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
   options.initializerCounts->byKind.clear();
   bool buildExecutable =
       target != Target::None && emit == EmitStage::None && !stopPhase;
@@ -1691,15 +1657,18 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint,
       return fail(toString(loaded.takeError()));
     if (int status = decideJointPlan(options, *loaded, joint))
       return status;
-    if (joint.explained)
-      return 0;
   }
   bool choicePipelined = jointSearch && joint.choice.pipelined();
-  // The mesh search's "no mesh fits", for the fallback on the pipeline.
-  meshUnfitReason =
-      jointSearch && joint.canFallBack() ? &meshUnfit : nullptr;
+  // The mesh search completes the decision (decidePlan).
+  pendingJoint = jointSearch && joint.compilable && !choicePipelined
+                     ? &joint
+                     : nullptr;
   if (choicePipelined && explain)
-    return writeOutput([&](raw_ostream &os) { os << joint.report; });
+    return writeOutput([&](raw_ostream &os) {
+      os << joint.report;
+      joint.choice.print(os);
+      os << "Plan as compiled: " << joint.planText << "\n";
+    });
   // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
   // --explain --pipeline prints it for the same flags, compiled as its
   // --stages, --mesh, --strategy, --remat and chunks say; the joint
