@@ -533,6 +533,120 @@ llvm::Expected<MeshShardingProblem> ProblemBuilder::build() {
   return result;
 }
 
+/// A ZeRO-1 or ZeRO-2 strategy: the step leaves its gradient pending over
+/// its ZeRO axes for the driver's ZeRO (runtime/train/MeshZero.h).
+bool isDriverZero(const ShardingStrategy &strategy) {
+  return (strategy.zeroStage == 1 || strategy.zeroStage == 2) &&
+         !strategy.zeroAxes.empty();
+}
+
+/// Whether the driver can shard optimizer state over `axes`: it has a
+/// communicator for one mesh axis or for the whole mesh.
+bool driverHasGroup(llvm::ArrayRef<unsigned> axes,
+                    const cost::DeviceMesh &mesh) {
+  return axes.size() == 1 || axes.size() == mesh.axes.size();
+}
+
+/// Whether the driver runs `choice`: its ZeRO-1/2 parameters all shard over
+/// one group of axes it has a communicator for (tesserac's
+/// requireRunnableOnMesh refuses any other plan).
+bool driverRuns(const ShardingProblem &problem,
+                llvm::ArrayRef<unsigned> choice) {
+  const ShardingStrategy *first = nullptr;
+  for (auto [node, chosen] : llvm::zip_equal(problem.nodes, choice)) {
+    const ShardingStrategy &strategy = node.strategies[chosen];
+    if (!isDriverZero(strategy))
+      continue;
+    if (!driverHasGroup(strategy.zeroAxes, *problem.mesh))
+      return false;
+    if (first && first->zeroAxes != strategy.zeroAxes)
+      return false;
+    first = &strategy;
+  }
+  return true;
+}
+
+/// `problem` less the ZeRO-1/2 strategies over any group but `group`;
+/// `kept[node]` maps each strategy left to its index in `problem`. None
+/// when some node is left without a strategy.
+std::optional<ShardingProblem>
+restrictToZeroGroup(const ShardingProblem &problem,
+                    llvm::ArrayRef<unsigned> group,
+                    std::vector<std::vector<unsigned>> &kept) {
+  ShardingProblem restricted = problem;
+  kept.assign(problem.nodes.size(), {});
+  for (auto [index, node] : llvm::enumerate(restricted.nodes)) {
+    std::vector<ShardingStrategy> strategies;
+    for (auto [original, strategy] : llvm::enumerate(node.strategies)) {
+      if (isDriverZero(strategy) &&
+          llvm::ArrayRef<unsigned>(strategy.zeroAxes) != group)
+        continue;
+      kept[index].push_back(original);
+      strategies.push_back(strategy);
+    }
+    if (strategies.empty())
+      return std::nullopt;
+    node.strategies = std::move(strategies);
+  }
+  for (ShardingEdge &edge : restricted.edges) {
+    std::vector<std::vector<double>> time = edge.reshardTime;
+    if (edge.producer) {
+      time.clear();
+      for (unsigned from : kept[*edge.producer])
+        time.push_back(edge.reshardTime[from]);
+    }
+    if (edge.consumer)
+      for (std::vector<double> &row : time) {
+        std::vector<double> columns;
+        for (unsigned to : kept[*edge.consumer])
+          columns.push_back(row[to]);
+        row = std::move(columns);
+      }
+    edge.reshardTime = std::move(time);
+  }
+  return restricted;
+}
+
+/// The fastest plan (of those that fit) the driver runs: searched once per
+/// group of axes the driver can shard ZeRO-1/2 over, with the other groups'
+/// ZeRO-1/2 strategies removed, as indices into `problem`. None when no
+/// group leaves a plan that fits.
+std::optional<ShardingPlan> searchOneZeroGroup(const ShardingProblem &problem,
+                                               double timeLimitSeconds) {
+  std::vector<llvm::SmallVector<unsigned, 2>> groups;
+  for (const ShardingNode &node : problem.nodes)
+    for (const ShardingStrategy &strategy : node.strategies)
+      if (isDriverZero(strategy) &&
+          driverHasGroup(strategy.zeroAxes, *problem.mesh) &&
+          !llvm::is_contained(groups, strategy.zeroAxes))
+        groups.push_back(strategy.zeroAxes);
+  // No group the driver has: the plans without ZeRO-1/2.
+  if (groups.empty())
+    groups.emplace_back();
+  llvm::sort(groups);
+  std::optional<ShardingPlan> best;
+  bool allProven = true;
+  for (const llvm::SmallVector<unsigned, 2> &group : groups) {
+    std::vector<std::vector<unsigned>> kept;
+    std::optional<ShardingProblem> restricted =
+        restrictToZeroGroup(problem, group, kept);
+    if (!restricted)
+      continue;
+    ShardingPlan plan = searchIntraOp(*restricted, timeLimitSeconds);
+    allProven = allProven && plan.provenOptimal;
+    if (restricted->memoryLimit && restricted->totalMemory(plan.choice) >
+                                       *restricted->memoryLimit * (1 + 1e-9))
+      continue;
+    for (auto [node, chosen] : llvm::enumerate(plan.choice))
+      chosen = kept[node][chosen];
+    if (!best || plan.time < best->time)
+      best = std::move(plan);
+  }
+  if (best)
+    best->provenOptimal = best->provenOptimal && allProven;
+  return best;
+}
+
 /// Adds `steps` times `count` to the prediction.
 void addCollectives(PlanPrediction &predicted,
                     llvm::ArrayRef<ReshardStep> steps, double count) {
@@ -696,6 +810,12 @@ sharding::searchTrainingSharding(func::FuncOp function,
   }
 
   ShardingPlan solution = searchIntraOp(problem, options.timeLimitSeconds);
+  // The driver shards every ZeRO-1/2 parameter over one group of axes; a
+  // plan mixing groups is searched again one group at a time.
+  if (!driverRuns(problem, solution.choice))
+    if (std::optional<ShardingPlan> runnable =
+            searchOneZeroGroup(problem, options.timeLimitSeconds))
+      solution = std::move(*runnable);
   if (problem.memoryLimit &&
       problem.totalMemory(solution.choice) > *problem.memoryLimit * (1 + 1e-9))
     return tooSmall(" within --search-timeout (the greedy fallback found "

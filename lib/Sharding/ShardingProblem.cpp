@@ -176,14 +176,24 @@ ShardingProblem::edgeReshard(const ShardingEdge &edge,
     if ((partialMask >> axis) & 1u)
       gradient.partialAxes.push_back(axis);
   llvm::sort(gradient.partialAxes);
+  // ZeRO-1/2: the step leaves the gradient a partial sum over the ZeRO
+  // axes in the weight's layout (tess-annotate-from-plan), which the driver
+  // reduce-scatters into the optimizer's shard (runtime/train/MeshZero.h).
+  // A gradient whole on every rank of those axes (replicated compute: no
+  // partial sum over them, no dim split over them) the step returns whole
+  // and the driver slices, for free (tess-partition-spmd's tess.zero_axes).
+  // The step sums a weight's readers' gradients first, so that holds of
+  // a weight read once; one read several times pays the reduce-scatter.
+  auto wholeOnZeroAxes = [&](const TensorLayout &layout) {
+    return useCount(edge.value) <= 1 &&
+           llvm::none_of(producer.zeroAxes, [&](unsigned axis) {
+             return layout.isPartialOver(axis) ||
+                    layout.dimSplitOver(axis) != kUnsplit;
+           });
+  };
   ReshardPlan backward;
   if ((producer.zeroStage == 1 || producer.zeroStage == 2) &&
-      !producer.zeroAxes.empty()) {
-    // ZeRO-1/2: the step leaves the gradient a partial sum over the ZeRO
-    // axes in the weight's layout (tess-annotate-from-plan), a whole one
-    // (replicated compute) scaled into such a sum, and the driver reduce-
-    // scatters it into the optimizer's shard (runtime/train/MeshZero.h):
-    // that reduce-scatter is paid even where the gradient arrives whole.
+      !producer.zeroAxes.empty() && !wholeOnZeroAxes(gradient)) {
     TensorLayout pending = producer.resultLayouts.front();
     pending.partialAxes.assign(producer.zeroAxes.begin(),
                                producer.zeroAxes.end());

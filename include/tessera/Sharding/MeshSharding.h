@@ -130,7 +130,9 @@ buildMeshShardingProblem(mlir::func::FuncOp function,
                          const MeshSearchOptions &options);
 
 /// Builds, solves (ILP with CBC, greedy fallback) and expands the plan to
-/// every op. Errors as above, and when no plan fits the memory bound: the
+/// every op. Its ZeRO-1/2 parameters share one group of axes the driver
+/// shards over (one axis or the whole mesh) unless pins leave no such plan
+/// (README.md, "One ZeRO group"). Errors as above, and when no plan fits the memory bound: the
 /// error gives the least memory any plan needs.
 llvm::Expected<TrainingShardingPlan>
 searchTrainingSharding(mlir::func::FuncOp function,

@@ -20,10 +20,11 @@
 // `gradientPartialAxes`, back into the layout the optimizer keeps it in:
 // an all-reduce for plain data parallelism, a reduce-scatter under ZeRO.
 // Under ZeRO-1/2 the step leaves the gradient a partial sum over the ZeRO
-// axes that the driver reduce-scatters (runtime/train/MeshZero.h), a whole
-// one (replicated compute) scaled into such a sum: the reduce-scatter is
-// priced whatever the reader's compute, with the all-gather of the updated
-// weights on the parameter's strategy.
+// axes that the driver reduce-scatters (runtime/train/MeshZero.h), but a
+// weight read once by compute replicated on those axes gets its gradient
+// whole on every rank, which the step returns whole and the driver slices
+// for free; the all-gather of the updated weights is on the parameter's
+// strategy either way.
 // Runtimes coalesce gradient collectives into buckets (PyTorch DDP, FSDP,
 // Tessera's gradient reducer), so parameter-state collectives are priced at
 // the bucket's rate (`bucketedCollectiveTime`), not one latency per tensor;

@@ -3,13 +3,17 @@
 // One trainable linear layer on a mesh of 2 (dp) of the built-in h200
 // cluster, its weight pinned to a ZeRO stage: what the problem
 // buildMeshShardingProblem builds charges for the weight's gradient on the
-// edge to the linear, for every strategy the linear may run.
+// edge to the linear, for every strategy the linear may run. Then two
+// linears on dp=2,tp=2: the search keeps their ZeRO-1 on one group of axes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ShardingTestSupport.h"
 
+#include "tessera/Sharding/IntraOpSearch.h"
 #include "tessera/Sharding/MeshSharding.h"
+
+#include <set>
 
 using namespace tessera;
 using namespace tessera::sharding;
@@ -52,11 +56,13 @@ protected:
 
   /// Per strategy of the linear: the reduce-scatters and all-reduces on
   /// the weight's edge, and whether the linear leaves the weight's gradient
-  /// a partial sum over dp (data-parallel compute) or whole.
+  /// a partial sum over dp (data-parallel compute), split over dp (the
+  /// weight read in shards: tensor-parallel compute) or whole.
   struct EdgePrice {
     int reduceScatters = 0, allReduces = 0;
     double seconds = 0;
     bool partialGradient = false;
+    bool splitGradient = false;
   };
   std::vector<EdgePrice> weightEdgePrices(const MeshShardingProblem &built) {
     const ShardingProblem &problem = built.problem;
@@ -83,6 +89,9 @@ protected:
             strategies[s].gradientPartialAxes;
         price.partialGradient = edge.operandIndex < partial.size() &&
                                 partial[edge.operandIndex] != 0;
+        price.splitGradient =
+            strategies[s].operandLayouts[edge.operandIndex].dimSplitOver(0) !=
+            kUnsplit;
         prices.push_back(price);
       }
     }
@@ -94,15 +103,16 @@ protected:
 
 } // namespace
 
-// Tests that a ZeRO-2 weight pays the reduce-scatter of its gradient into
-// the optimizer's shard on the edge to every reader, whatever the reader's
-// compute: data-parallel compute leaves a partial sum to reduce, and a
-// replicated one computes the gradient whole, which the step then scales
-// into such a sum and the driver reduce-scatters all the same
-// (runtime/train/MeshZero.h); before, the replicated reader's gradient was
-// priced as a free slice. ZeRO-1 pays the same; ZeRO-0 reduces a partial
-// sum with an all-reduce and nothing for a whole gradient.
-TEST_F(MeshShardingTest, ZeroTwoPaysTheReduceScatterForEveryReader) {
+// Tests that a ZeRO-1/2 weight read by data-parallel compute pays the
+// reduce-scatter of its gradient (a partial sum over dp) into the
+// optimizer's shard, and one read by replicated compute pays no collective:
+// every rank computes the whole gradient, which the step returns whole and
+// the driver slices (tess-partition-spmd's tess.zero_axes,
+// runtime/train/MeshZero.h). A gradient split over dp (the weight read in
+// shards) still goes through the partial sum the driver reduce-scatters.
+// ZeRO-0 reduces a partial sum with an all-reduce and nothing for a whole
+// gradient.
+TEST_F(MeshShardingTest, ZeroOneAndTwoSliceAWholeGradient) {
   for (int stage : {1, 2}) {
     std::optional<MeshShardingProblem> built = problemAt(stage);
     ASSERT_TRUE(built);
@@ -110,10 +120,15 @@ TEST_F(MeshShardingTest, ZeroTwoPaysTheReduceScatterForEveryReader) {
     ASSERT_GE(prices.size(), 2u);
     bool sawWhole = false, sawPartial = false;
     for (const EdgePrice &price : prices) {
-      EXPECT_EQ(price.reduceScatters, 1) << "ZeRO-" << stage;
+      bool whole = !price.partialGradient && !price.splitGradient;
+      EXPECT_EQ(price.reduceScatters, whole ? 0 : 1) << "ZeRO-" << stage;
       EXPECT_EQ(price.allReduces, 0) << "ZeRO-" << stage;
-      EXPECT_GT(price.seconds, 0) << "ZeRO-" << stage;
-      (price.partialGradient ? sawPartial : sawWhole) = true;
+      if (whole)
+        EXPECT_EQ(price.seconds, 0) << "ZeRO-" << stage;
+      else
+        EXPECT_GT(price.seconds, 0) << "ZeRO-" << stage;
+      sawPartial = sawPartial || price.partialGradient;
+      sawWhole = sawWhole || whole;
     }
     EXPECT_TRUE(sawWhole && sawPartial) << "ZeRO-" << stage;
   }
@@ -149,4 +164,58 @@ TEST_F(MeshShardingTest, ZeroOneAndTwoAllGatherTheWeights) {
     }
     EXPECT_EQ(sharding > 0, stage > 0) << "ZeRO-" << stage;
   }
+}
+
+// Tests that the search keeps every ZeRO-1/2 parameter on one group of axes,
+// the driver's one group (runtime/train/MeshZero.cpp): on dp=2,tp=2 with two
+// linears pinned to ZeRO-1, the second one's weight stored split over tp
+// (its state sharded over dp only), the cheapest plan of the problem as
+// built stores the first weight whole, its state sharded over dp and tp;
+// the search returns one with both over dp.
+TEST_F(MeshShardingTest, ZeroOneAndTwoShareOneGroupOfAxes) {
+  mlir::func::FuncOp function = parseFunction(R"mlir(
+func.func @layers(%x: tensor<8x16x64xbf16>) -> tensor<8x16x64xbf16> {
+  %w1 = tess.parameter "fc1.weight" trainable : tensor<64x64xbf16>
+  %y = tess.linear %x, %w1 : (tensor<8x16x64xbf16>, tensor<64x64xbf16>) -> tensor<8x16x64xbf16>
+  %w2 = tess.parameter "fc2.weight" trainable : tensor<64x64xbf16>
+  %z = tess.linear %y, %w2 : (tensor<8x16x64xbf16>, tensor<64x64xbf16>) -> tensor<8x16x64xbf16>
+  return %z : tensor<8x16x64xbf16>
+}
+)mlir");
+  ASSERT_TRUE(function);
+  mesh = meshOf("dp=2,tp=2");
+  MeshSearchOptions options;
+  for (const char *text :
+       {"fc1.weight=zero=1", "fc2.weight=[-, tp], zero=1"}) {
+    llvm::Expected<ShardPin> pin = parseShardPin(text, mesh);
+    ASSERT_TRUE(static_cast<bool>(pin)) << llvm::toString(pin.takeError());
+    options.pins.push_back(*pin);
+  }
+  auto groups = [](llvm::ArrayRef<ParameterSharding> parameters) {
+    std::set<std::vector<unsigned>> axes;
+    for (const ParameterSharding &parameter : parameters)
+      if (parameter.zeroStage == 1 || parameter.zeroStage == 2)
+        axes.insert(std::vector<unsigned>(parameter.zeroAxes.begin(),
+                                          parameter.zeroAxes.end()));
+    return axes;
+  };
+
+  llvm::Expected<MeshShardingProblem> built =
+      buildMeshShardingProblem(function, mesh, cluster, options);
+  ASSERT_TRUE(static_cast<bool>(built)) << llvm::toString(built.takeError());
+  ShardingPlan cheapest = searchIntraOp(built->problem, 10);
+  std::set<std::vector<unsigned>> unconstrained;
+  for (auto [node, chosen] :
+       llvm::zip_equal(built->problem.nodes, cheapest.choice)) {
+    const ShardingStrategy &strategy = node.strategies[chosen];
+    if (strategy.zeroStage == 1 && !strategy.zeroAxes.empty())
+      unconstrained.insert(std::vector<unsigned>(strategy.zeroAxes.begin(),
+                                                 strategy.zeroAxes.end()));
+  }
+  EXPECT_EQ(unconstrained.size(), 2u);
+
+  llvm::Expected<TrainingShardingPlan> plan =
+      searchTrainingSharding(function, mesh, cluster, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  EXPECT_EQ(groups(plan->parameters), (std::set<std::vector<unsigned>>{{0u}}));
 }
