@@ -136,8 +136,7 @@ public:
         return std::nullopt;
       plan.choice.push_back(static_cast<unsigned>(chosen));
     }
-    if (problem.memoryLimit &&
-        problem.totalMemory(plan.choice) > *problem.memoryLimit * (1 + 1e-9))
+    if (!problem.fitsMemory(plan.choice))
       return std::nullopt;
     plan.time = problem.totalTime(plan.choice);
     plan.provenOptimal = Cbc_isProvenOptimal(model.get()) != 0;

@@ -540,13 +540,6 @@ bool isDriverZero(const ShardingStrategy &strategy) {
          !strategy.zeroAxes.empty();
 }
 
-/// Whether the driver can shard optimizer state over `axes`: it has a
-/// communicator for one mesh axis or for the whole mesh.
-bool driverHasGroup(llvm::ArrayRef<unsigned> axes,
-                    const cost::DeviceMesh &mesh) {
-  return axes.size() == 1 || axes.size() == mesh.axes.size();
-}
-
 /// Whether the driver runs `choice`: its ZeRO-1/2 parameters all shard over
 /// one group of axes it has a communicator for (tesserac's
 /// requireRunnableOnMesh refuses any other plan).
@@ -557,7 +550,7 @@ bool driverRuns(const ShardingProblem &problem,
     const ShardingStrategy &strategy = node.strategies[chosen];
     if (!isDriverZero(strategy))
       continue;
-    if (!driverHasGroup(strategy.zeroAxes, *problem.mesh))
+    if (!driverHasZeroGroup(strategy.zeroAxes, *problem.mesh))
       return false;
     if (first && first->zeroAxes != strategy.zeroAxes)
       return false;
@@ -617,7 +610,7 @@ std::optional<ShardingPlan> searchOneZeroGroup(const ShardingProblem &problem,
   for (const ShardingNode &node : problem.nodes)
     for (const ShardingStrategy &strategy : node.strategies)
       if (isDriverZero(strategy) &&
-          driverHasGroup(strategy.zeroAxes, *problem.mesh) &&
+          driverHasZeroGroup(strategy.zeroAxes, *problem.mesh) &&
           !llvm::is_contained(groups, strategy.zeroAxes))
         groups.push_back(strategy.zeroAxes);
   // No group the driver has: the plans without ZeRO-1/2.
@@ -634,8 +627,7 @@ std::optional<ShardingPlan> searchOneZeroGroup(const ShardingProblem &problem,
       continue;
     ShardingPlan plan = searchIntraOp(*restricted, timeLimitSeconds);
     allProven = allProven && plan.provenOptimal;
-    if (restricted->memoryLimit && restricted->totalMemory(plan.choice) >
-                                       *restricted->memoryLimit * (1 + 1e-9))
+    if (!restricted->fitsMemory(plan.choice))
       continue;
     for (auto [node, chosen] : llvm::enumerate(plan.choice))
       chosen = kept[node][chosen];
@@ -774,6 +766,11 @@ TrainingShardingPlan expandPlan(func::FuncOp function,
 
 } // namespace
 
+bool sharding::driverHasZeroGroup(llvm::ArrayRef<unsigned> axes,
+                                  const cost::DeviceMesh &mesh) {
+  return axes.size() == 1 || axes.size() == mesh.axes.size();
+}
+
 llvm::Expected<MeshShardingProblem>
 sharding::buildMeshShardingProblem(func::FuncOp function,
                                    const cost::DeviceMesh &mesh,
@@ -816,8 +813,7 @@ sharding::searchTrainingSharding(func::FuncOp function,
     if (std::optional<ShardingPlan> runnable =
             searchOneZeroGroup(problem, options.timeLimitSeconds))
       solution = std::move(*runnable);
-  if (problem.memoryLimit &&
-      problem.totalMemory(solution.choice) > *problem.memoryLimit * (1 + 1e-9))
+  if (!problem.fitsMemory(solution.choice))
     return tooSmall(" within --search-timeout (the greedy fallback found "
                     "none)");
   TrainingShardingPlan plan =

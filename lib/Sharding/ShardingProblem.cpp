@@ -237,6 +237,10 @@ double ShardingProblem::totalMemory(llvm::ArrayRef<unsigned> choice) const {
   return total;
 }
 
+bool ShardingProblem::fitsMemory(llvm::ArrayRef<unsigned> choice) const {
+  return !memoryLimit || !(totalMemory(choice) > *memoryLimit * (1 + 1e-9));
+}
+
 double ShardingProblem::minimumMemory() const {
   double total = 0;
   for (const ShardingNode &node : nodes) {

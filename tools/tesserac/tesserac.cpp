@@ -1229,8 +1229,8 @@ int requireRunnableOnMesh(const SearchedPlan &searched) {
     if ((parameter.zeroStage != 1 && parameter.zeroStage != 2) ||
         parameter.zeroAxes.empty())
       continue;
-    size_t axes = parameter.zeroAxes.size();
-    if (axes != 1 && axes != searched.plan()->mesh.axes.size())
+    if (!tessera::sharding::driverHasZeroGroup(parameter.zeroAxes,
+                                               searched.plan()->mesh))
       return fail(formatv(
           "{0}: the searched plan shards the optimizer state of '{1}' "
           "(ZeRO-{2}) over the mesh axes {3}, which the compiled driver "

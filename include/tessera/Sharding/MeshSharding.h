@@ -129,6 +129,13 @@ buildMeshShardingProblem(mlir::func::FuncOp function,
                          const cost::Cluster &cluster,
                          const MeshSearchOptions &options);
 
+/// Whether the compiled driver can shard ZeRO-1/2 optimizer state over the
+/// mesh axes `axes`: it has a communicator for one axis or for the whole
+/// mesh (runtime/train/MeshZero.cpp). The search and tesserac's refusal of
+/// a pinned plan both apply it.
+bool driverHasZeroGroup(llvm::ArrayRef<unsigned> axes,
+                        const cost::DeviceMesh &mesh);
+
 /// Builds, solves (ILP with CBC, greedy fallback) and expands the plan to
 /// every op. Its ZeRO-1/2 parameters share one group of axes the driver
 /// shards over (one axis or the whole mesh) unless pins leave no such plan

@@ -128,6 +128,9 @@ struct ShardingProblem {
   double totalTime(llvm::ArrayRef<unsigned> choice) const;
   /// Per device bytes of the chosen strategies' `memoryBytes`, times count.
   double totalMemory(llvm::ArrayRef<unsigned> choice) const;
+  /// Whether `choice`'s totalMemory is within `memoryLimit` (none: always),
+  /// with a relative tolerance for the solver's rounding.
+  bool fitsMemory(llvm::ArrayRef<unsigned> choice) const;
   /// The least `totalMemory` of any choice (nodes are independent in it).
   double minimumMemory() const;
 };
