@@ -182,14 +182,18 @@ ShardingProblem::edgeReshard(const ShardingEdge &edge,
   // A gradient whole on every rank of those axes (replicated compute: no
   // partial sum over them, no dim split over them) the step returns whole
   // and the driver slices, for free (tess-partition-spmd's tess.zero_axes).
-  // The step sums a weight's readers' gradients first, so that holds of
-  // a weight read once; one read several times pays the reduce-scatter.
+  // A weight read several times gets the sum of its readers' gradients
+  // (tess.add), whole where every addend is: each edge carries its share
+  // (below), so a read whole on the ZeRO axes adds nothing and a split one
+  // its share of the reduce-scatter, exact when the readers agree (a tied
+  // embedding read by a replicated lookup and LM head: free). Where they
+  // do not, the step all-reduces the split readers' gradients before the
+  // sum and slices the whole result, which costs more than the shares.
   auto wholeOnZeroAxes = [&](const TensorLayout &layout) {
-    return useCount(edge.value) <= 1 &&
-           llvm::none_of(producer.zeroAxes, [&](unsigned axis) {
-             return layout.isPartialOver(axis) ||
-                    layout.dimSplitOver(axis) != kUnsplit;
-           });
+    return llvm::none_of(producer.zeroAxes, [&](unsigned axis) {
+      return layout.isPartialOver(axis) ||
+             layout.dimSplitOver(axis) != kUnsplit;
+    });
   };
   ReshardPlan backward;
   if ((producer.zeroStage == 1 || producer.zeroStage == 2) &&

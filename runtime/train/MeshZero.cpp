@@ -8,6 +8,23 @@
 
 namespace tessera::train {
 
+namespace {
+
+/// The ZeRO stages a pending parameter's run gives it (0 to 2,
+/// meshZeroParameterStages): one bucket group each, as a bucket is held
+/// whole or sharded alike.
+constexpr int32_t kPendingStages = 3;
+
+/// planMeshZero's bucket group of a pending parameter: its stage's, and for
+/// a gradient the step returns whole (program.h's gradient_whole) a group
+/// past every stage's, so that a bucket never mixes whole gradients (taken,
+/// not reduced) with partial sums (reduce-scattered).
+int32_t pendingGroup(int32_t stage, bool whole) {
+  return whole ? kPendingStages + stage : stage;
+}
+
+} // namespace
+
 int32_t meshZeroAxes(const tessera_program &program) {
   if (program.pipeline || !program.gradient_partial_axes)
     return 0;
@@ -124,7 +141,8 @@ DataParallelPlan planMeshZero(const tessera_program &program,
   for (int32_t p = 0; p < program.parameter_count; ++p)
     groups.push_back(program.gradient_partial_axes[p] == 0
                          ? comm::GradientLayout::kUnreduced
-                         : stages[static_cast<size_t>(p)] + (whole(p) ? 3 : 0));
+                         : pendingGroup(stages[static_cast<size_t>(p)],
+                                        whole(p)));
   DataParallelPlan plan =
       planShardedGroups(program, groups, options, stage >= 1 ? ranks : 1);
   for (const comm::GradientBucket &bucket : plan.gradients.buckets())

@@ -21,7 +21,8 @@
 // an all-reduce for plain data parallelism, a reduce-scatter under ZeRO.
 // Under ZeRO-1/2 the step leaves the gradient a partial sum over the ZeRO
 // axes that the driver reduce-scatters (runtime/train/MeshZero.h), but a
-// weight read once by compute replicated on those axes gets its gradient
+// weight read only by compute replicated on those axes (once, or several
+// times: the step sums whole gradients into a whole one) gets its gradient
 // whole on every rank, which the step returns whole and the driver slices
 // for free; the all-gather of the updated weights is on the parameter's
 // strategy either way.

@@ -70,6 +70,62 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>} {
 
 // -----
 
+// A ZeRO-1/2 gradient summed from two reads that both compute it whole (a
+// tied embedding read by a replicated lookup and LM head): the sum of whole
+// addends is whole, returned whole with tess.zero_axes as for one read, no
+// collective and no 1/2 scale: the driver slices it, as the search prices
+// it (lib/Sharding/ShardingProblem.cpp, the edges' shares).
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: -> (tensor<16x32xf32> {tess.layout = #tess.layout<[-, -]>, tess.zero_axes = ["dp"], tess.zero_stage = 1 : i64})
+// CHECK: %[[G1:.*]] = tess.matmul %{{.*}}, %{{.*}} {transpose_lhs}
+// CHECK-NEXT: %[[G2:.*]] = tess.matmul %{{.*}}, %{{.*}} {transpose_lhs}
+// CHECK-NEXT: %[[SUM:.*]] = tess.add %[[G1]], %[[G2]] : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+// CHECK-NEXT: return %[[SUM]]
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @forward_backward(%x: tensor<8x16xf32>, %dy: tensor<8x32xf32>,
+                              %h: tensor<8x16xf32>, %dz: tensor<8x32xf32>)
+      -> (tensor<16x32xf32> {tess.layout = #tess.layout<[-, -] partial(dp)>, tess.zero_stage = 1 : i64}) {
+    %g1 = tess.matmul %x, %dy {transpose_lhs, tess.layouts = [#tess.layout<[-, -]>]}
+      : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    %g2 = tess.matmul %h, %dz {transpose_lhs, tess.layouts = [#tess.layout<[-, -]>]}
+      : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    %g = tess.add %g1, %g2 {tess.layouts = [#tess.layout<[-, -]>]}
+      : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+    return %g : tensor<16x32xf32>
+  }
+}
+
+// -----
+
+// The same sum where one read splits its rows over dp (its gradient a
+// partial sum): the sum is whole only after the partial addend's all-reduce,
+// then returned whole and sliced. The search's per-edge shares price this
+// mix as half a reduce-scatter (lib/Sharding/README.md: readers that
+// disagree are under-priced).
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: -> (tensor<16x32xf32> {tess.layout = #tess.layout<[-, -]>, tess.zero_axes = ["dp"], tess.zero_stage = 1 : i64})
+// CHECK: %[[G1:.*]] = tess.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<8x16xf32>, tensor<8x32xf32>)
+// CHECK-NEXT: %[[G2:.*]] = tess.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<4x16xf32>, tensor<4x32xf32>)
+// CHECK-NEXT: %[[R:.*]] = tess.all_reduce %[[G2]] {axis = "dp"}
+// CHECK-NEXT: %[[SUM:.*]] = tess.add %[[G1]], %[[R]] : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+// CHECK-NEXT: return %[[SUM]]
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @forward_backward(%x: tensor<8x16xf32>, %dy: tensor<8x32xf32>,
+                              %h: tensor<8x16xf32> {tess.layout = #tess.layout<[dp, -]>},
+                              %dz: tensor<8x32xf32> {tess.layout = #tess.layout<[dp, -]>})
+      -> (tensor<16x32xf32> {tess.layout = #tess.layout<[-, -] partial(dp)>, tess.zero_stage = 1 : i64}) {
+    %g1 = tess.matmul %x, %dy {transpose_lhs, tess.layouts = [#tess.layout<[-, -]>]}
+      : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    %g2 = tess.matmul %h, %dz {transpose_lhs, tess.layouts = [#tess.layout<[-, -] partial(dp)>]}
+      : (tensor<8x16xf32>, tensor<8x32xf32>) -> tensor<16x32xf32>
+    %g = tess.add %g1, %g2 {tess.layouts = [#tess.layout<[-, -]>]}
+      : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+    return %g : tensor<16x32xf32>
+  }
+}
+
+// -----
+
 // A split value returned whole: an all-gather; split on another dim: an
 // all-to-all.
 // CHECK-LABEL: func.func @forward_backward

@@ -3,7 +3,8 @@
 // One trainable linear layer on a mesh of 2 (dp) of the built-in h200
 // cluster, its weight pinned to a ZeRO stage: what the problem
 // buildMeshShardingProblem builds charges for the weight's gradient on the
-// edge to the linear, for every strategy the linear may run. Then two
+// edge to the linear, for every strategy the linear may run; the same for
+// a weight read by two linears (a tied embedding's two reads). Then two
 // linears on dp=2,tp=2: the search keeps their ZeRO-1 on one group of axes.
 //
 //===----------------------------------------------------------------------===//
@@ -29,11 +30,23 @@ func.func @layer(%x: tensor<8x16x64xbf16>) -> tensor<8x16x64xbf16> {
 }
 )mlir";
 
+/// One weight read by two linears, as a tied embedding is by the lookup
+/// and the LM head: the step sums the two reads' gradients.
+constexpr const char *kTwoReads = R"mlir(
+func.func @layer(%x: tensor<8x16x64xbf16>) -> tensor<8x16x64xbf16> {
+  %w = tess.parameter "fc.weight" trainable : tensor<64x64xbf16>
+  %y = tess.linear %x, %w : (tensor<8x16x64xbf16>, tensor<64x64xbf16>) -> tensor<8x16x64xbf16>
+  %z = tess.linear %y, %w : (tensor<8x16x64xbf16>, tensor<64x64xbf16>) -> tensor<8x16x64xbf16>
+  return %z : tensor<8x16x64xbf16>
+}
+)mlir";
+
 class MeshShardingTest : public ShardingTest {
 protected:
-  /// The problem with fc.weight at ZeRO stage `stage`.
-  std::optional<MeshShardingProblem> problemAt(int stage) {
-    mlir::func::FuncOp function = parseFunction(kLinear);
+  /// The problem of `source` with fc.weight at ZeRO stage `stage`.
+  std::optional<MeshShardingProblem> problemAt(int stage,
+                                               const char *source = kLinear) {
+    mlir::func::FuncOp function = parseFunction(source);
     if (!function)
       return std::nullopt;
     mesh = meshOf("dp=2");
@@ -64,10 +77,17 @@ protected:
     bool partialGradient = false;
     bool splitGradient = false;
   };
-  std::vector<EdgePrice> weightEdgePrices(const MeshShardingProblem &built) {
+  /// `reader`: which linear's edge is priced, in program order.
+  std::vector<EdgePrice> weightEdgePrices(const MeshShardingProblem &built,
+                                          unsigned reader = 0) {
     const ShardingProblem &problem = built.problem;
     const unsigned weight = built.nodeOf.at(firstOp("tess.parameter"));
-    const unsigned linear = built.nodeOf.at(firstOp("tess.linear"));
+    std::vector<mlir::Operation *> linears;
+    module->walk([&](mlir::Operation *op) {
+      if (op->getName().getStringRef() == "tess.linear")
+        linears.push_back(op);
+    });
+    const unsigned linear = built.nodeOf.at(linears.at(reader));
     std::vector<EdgePrice> prices;
     for (const ShardingEdge &edge : problem.edges) {
       if (edge.producer != weight || edge.consumer != linear)
@@ -98,6 +118,27 @@ protected:
     return prices;
   }
 
+  /// The ZeRO-1/2 rule on one edge's prices (`what` names the case): a
+  /// whole gradient pays nothing, any other one reduce-scatter, never an
+  /// all-reduce; the prices have both kinds.
+  void expectWholeGradientsFree(const std::vector<EdgePrice> &prices,
+                                const std::string &what) {
+    ASSERT_GE(prices.size(), 2u) << what;
+    bool sawWhole = false, sawPartial = false;
+    for (const EdgePrice &price : prices) {
+      bool whole = !price.partialGradient && !price.splitGradient;
+      EXPECT_EQ(price.reduceScatters, whole ? 0 : 1) << what;
+      EXPECT_EQ(price.allReduces, 0) << what;
+      if (whole)
+        EXPECT_EQ(price.seconds, 0) << what;
+      else
+        EXPECT_GT(price.seconds, 0) << what;
+      sawPartial = sawPartial || price.partialGradient;
+      sawWhole = sawWhole || whole;
+    }
+    EXPECT_TRUE(sawWhole && sawPartial) << what;
+  }
+
   cost::DeviceMesh mesh;
 };
 
@@ -116,27 +157,48 @@ TEST_F(MeshShardingTest, ZeroOneAndTwoSliceAWholeGradient) {
   for (int stage : {1, 2}) {
     std::optional<MeshShardingProblem> built = problemAt(stage);
     ASSERT_TRUE(built);
-    std::vector<EdgePrice> prices = weightEdgePrices(*built);
-    ASSERT_GE(prices.size(), 2u);
-    bool sawWhole = false, sawPartial = false;
-    for (const EdgePrice &price : prices) {
-      bool whole = !price.partialGradient && !price.splitGradient;
-      EXPECT_EQ(price.reduceScatters, whole ? 0 : 1) << "ZeRO-" << stage;
-      EXPECT_EQ(price.allReduces, 0) << "ZeRO-" << stage;
-      if (whole)
-        EXPECT_EQ(price.seconds, 0) << "ZeRO-" << stage;
-      else
-        EXPECT_GT(price.seconds, 0) << "ZeRO-" << stage;
-      sawPartial = sawPartial || price.partialGradient;
-      sawWhole = sawWhole || whole;
-    }
-    EXPECT_TRUE(sawWhole && sawPartial) << "ZeRO-" << stage;
+    expectWholeGradientsFree(weightEdgePrices(*built),
+                             "ZeRO-" + std::to_string(stage));
   }
   std::optional<MeshShardingProblem> zeroZero = problemAt(0);
   ASSERT_TRUE(zeroZero);
   for (const EdgePrice &price : weightEdgePrices(*zeroZero)) {
     EXPECT_EQ(price.reduceScatters, 0);
     EXPECT_EQ(price.allReduces, price.partialGradient ? 1 : 0);
+  }
+}
+
+// Tests that a ZeRO-1/2 weight read twice gets the single read's price on
+// each edge, shared: a read by replicated compute pays nothing (the step
+// sums the two whole gradients into a whole one, returned whole and sliced
+// by the driver, as for one read: partition-spmd.mlir), a read that leaves
+// a partial sum half the single read's reduce-scatter. Both reads whole:
+// the gradient is free; both partial: one reduce-scatter. (One of each is
+// priced half a reduce-scatter, where the step all-reduces the partial
+// addend before the sum: the price the edges cannot see.)
+TEST_F(MeshShardingTest, ZeroOneAndTwoSliceAWholeGradientReadTwice) {
+  for (int stage : {1, 2}) {
+    // (Each problem reads its own parsed module: priced before the next.)
+    std::optional<MeshShardingProblem> once = problemAt(stage);
+    ASSERT_TRUE(once);
+    double partialPrice = 0;
+    for (const EdgePrice &price : weightEdgePrices(*once))
+      if (price.partialGradient && !price.splitGradient)
+        partialPrice = price.seconds;
+    ASSERT_GT(partialPrice, 0) << "ZeRO-" << stage;
+    std::optional<MeshShardingProblem> twice = problemAt(stage, kTwoReads);
+    ASSERT_TRUE(twice);
+    for (unsigned reader : {0u, 1u}) {
+      const std::string what = "ZeRO-" + std::to_string(stage) +
+                               ", reader " + std::to_string(reader);
+      std::vector<EdgePrice> prices = weightEdgePrices(*twice, reader);
+      expectWholeGradientsFree(prices, what);
+      for (const EdgePrice &price : prices)
+        if (price.partialGradient && !price.splitGradient) {
+          EXPECT_NEAR(price.seconds, partialPrice / 2, partialPrice * 1e-9)
+              << what;
+        }
+    }
   }
 }
 
