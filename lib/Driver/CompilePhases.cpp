@@ -40,7 +40,7 @@ constexpr CompilePhaseInfo kPhases[] = {
     {CompilePhase::Search, "search",
      "fit the step's memory (recomputation, offload) and search the "
      "sharding plan of a mesh (or choose the mesh of N devices), written on "
-     "the forward's ops; or search a pipeline's plan"},
+     "the forward's ops; or search a pipeline's plan; or weigh both"},
     {CompilePhase::Training, "training",
      "build the training step: autodiff, the loss, AdamW, the precision"},
     {CompilePhase::Plan, "plan", "write the module's #tess.plan"},
@@ -90,11 +90,7 @@ tessera::fitMemoryOptions(const CompilePhaseOptions &options) {
   fit.memoryLimit = options.memoryLimit;
   fit.remat = options.rematPin;
   fit.offload = options.offloadPin;
-  fit.loss = options.loss;
-  fit.precision = options.precision;
-  fit.vocabularyMultiple = options.vocabularyMultiple;
-  fit.logitsBlockBytes = options.logitsBlockBytes;
-  return fit;
+  return copyStepOptions(fit, options);
 }
 
 SearchShardingOptions
@@ -113,12 +109,8 @@ tessera::searchShardingOptions(const CompilePhaseOptions &options) {
                               ? pin
                               : "\"" + pin + "\"");
   search.searchTimeout = options.searchTimeout;
-  search.precision = options.precision;
   search.calibration = options.calibration;
-  search.loss = options.loss;
-  search.vocabularyMultiple = options.vocabularyMultiple;
-  search.logitsBlockBytes = options.logitsBlockBytes;
-  return search;
+  return copyStepOptions(search, options);
 }
 
 SearchPipelineOptions
@@ -135,11 +127,18 @@ tessera::searchPipelineOptions(const CompilePhaseOptions &options) {
   search.tensorParallel = options.pipelineTensorParallel;
   search.stageUnits.assign(options.pipelineStageUnits.begin(),
                            options.pipelineStageUnits.end());
-  search.loss = options.loss;
-  search.precision = options.precision;
-  search.vocabularyMultiple = options.vocabularyMultiple;
-  search.logitsBlockBytes = options.logitsBlockBytes;
-  return search;
+  return copyStepOptions(search, options);
+}
+
+SearchPlanOptions
+tessera::searchPlanOptions(const CompilePhaseOptions &options) {
+  SearchPlanOptions search;
+  search.cluster = options.cluster;
+  search.devices = options.devices;
+  search.zero = options.zero;
+  search.remat = options.rematPin;
+  search.searchTimeout = options.searchTimeout;
+  return copyStepOptions(search, options);
 }
 
 void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
@@ -156,6 +155,12 @@ void tessera::buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,
     // and micro-batches together.
     if (options.searchPipeline) {
       pm.addPass(createSearchPipeline(searchPipelineOptions(options)));
+      return;
+    }
+    // Over N devices, the one-stage and the pipelined plans are one
+    // decision: both searches, the winner written.
+    if (options.searchPlan) {
+      pm.addPass(createSearchPlan(searchPlanOptions(options)));
       return;
     }
     if (!options.search)

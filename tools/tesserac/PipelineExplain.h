@@ -21,13 +21,12 @@
 #ifndef TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 #define TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 
-#include "PlanChoice.h"
-
 #include "tessera/CostModel/Cluster.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/Remat.h"
 #include "tessera/Transforms/PipelinePlan.h"
+#include "tessera/Transforms/TrainingPlan.h"
 
 #include "llvm/Support/CommandLine.h"
 
@@ -134,7 +133,7 @@ void printPipelineReport(llvm::StringRef title,
 /// compiles for the same flags ("Plan as compiled: ..."), or, null, why the
 /// compiled driver cannot run the plan ("Not compiled: ..."); with --trace,
 /// the plan's predicted schedule; with `choice`, the joint decision that
-/// took the plan (PlanChoice.h) before it. Returns 0, or 1 after printing
+/// took the plan (TrainingPlan.h) before it. Returns 0, or 1 after printing
 /// the error.
 int explainPipeline(llvm::StringRef title,
                     const PipelinePlanDecision &decision,

@@ -60,11 +60,11 @@
 // as `tesserac: search:`), which the plan phase of the step built at one
 // micro-batch then writes; `--explain --pipeline` makes the same decision
 // from the same flags and reports it (runPipelineSearchPhase). --devices N
-// without a layout pin weighs both searches as one decision (PlanChoice.h,
-// decideJointPlan), whose pins are --stages, --zero and --remat; where the
-// one-stage plan wins but the compile's mesh search then finds no mesh that
-// fits, the driver runs again and compiles the pipeline search's plan
-// (runDriver), as --explain and --summary report it.
+// without a layout pin weighs both searches as one decision, the search
+// phase's tess-search-plan (tessera/Transforms/TrainingPlan.h) on the
+// compile's module, whose pins are --stages, --zero and --remat; where the
+// pipeline wins, the compile builds its step at one micro-batch
+// (compileDecidedPipeline), as --explain and --summary report it.
 //
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
@@ -76,13 +76,11 @@
 #include "PassDiagnostics.h"
 #include "PipelineExplain.h"
 #include "PlanArgument.h"
-#include "PlanChoice.h"
 #include "tessera/Analysis/ModelSummary.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/TrainingStepEstimate.h"
 #include "tessera/Driver/CompilePhases.h"
 #include "tessera/Import/ONNX/Importer.h"
-#include "tessera/Pipeline/StageCostOracle.h"
 #include "tessera/Lowering/HostCompiler.h"
 #include "tessera/Lowering/Passes.h"
 #include "tessera/Lowering/WeightsFile.h"
@@ -91,6 +89,7 @@
 #include "tessera/Transforms/CompiledStepMemory.h"
 #include "tessera/Transforms/MeshPlan.h"
 #include "tessera/Transforms/Passes.h"
+#include "tessera/Transforms/TrainingPlan.h"
 
 #include "Tess/IR/TessOps.h"
 
@@ -844,11 +843,38 @@ struct SearchedPlan {
   tessera::tess::PlanAttr compiledPlan;
   /// The copy searched when not compiling: the plan names its ops.
   mlir::OwningOpRef<mlir::ModuleOp> searchedCopy;
+  /// The joint decision over --devices N (tess-search-plan): both
+  /// searches' prices and which plan it took.
+  std::optional<tessera::PlanChoice> choice;
+  /// When that decision took the pipeline: the pipeline search's decision,
+  /// `compiledPlan` its #tess.plan (the forward at the global batch).
+  std::optional<tessera::PipelinePlanDecision> pipeline;
+  /// The search phase has run already (the joint decision's pipeline, whose
+  /// step is built from the model imported again at one micro-batch).
+  bool decided = false;
 
   const tessera::sharding::TrainingShardingPlan *plan() const {
     return decision ? &decision->plan : nullptr;
   }
 };
+
+/// The cluster and mesh --explain, --target and --emit=cpp plan for:
+/// searched (--cluster, --memory-limit, a --mesh without --strategy, or
+/// --devices), or a --mesh's forced --strategy. `partitioned`: the program
+/// is one rank's of a mesh; `joint`: --devices N without a layout pin, the
+/// one-stage mesh plans and the pipelined ones weighed as one decision
+/// (tess-search-plan).
+struct PlanTarget {
+  const tessera::cost::Cluster *cluster = nullptr;
+  tessera::cost::DeviceMesh mesh;
+  tessera::SearchShardingOptions searchOptions;
+  bool partitioned = false;
+  bool joint = false;
+};
+
+/// What decidePlan returns when the joint decision took the pipeline, whose
+/// step the compile builds at one micro-batch (compileDecidedPipeline).
+constexpr int kPipelineChosen = -2;
 
 /// `mesh` as tess-search-sharding's `mesh` option ("" for one device).
 std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
@@ -861,130 +887,73 @@ std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
 /// recomputation and offload that fit one device, then the search
 /// calibrated by the step that recomputes them, its plan checked against
 /// the rank's compiled program on a mesh and, with `devices`, the mesh
-/// chosen. The forward's ops then carry the plan and the module's
-/// #tess.plan the decision. Returns 0, or 1 after printing the error; with
-/// `unfit`, no plan that fits is 1 with the reason there, unprinted.
+/// chosen; under `joint`, tess-search-plan instead, which weighs that plan
+/// against the pipeline search's. The forward's ops then carry the plan
+/// and the module's #tess.plan the decision (or the module has the
+/// pipeline's #tess.plan, `result.pipeline` set). Returns 0, or 1 after
+/// printing the error.
 int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
                    const tessera::cost::DeviceMesh &mesh,
-                   tessera::SearchShardingOptions searchOptions,
-                   const Twine &what, SearchedPlan &result,
-                   std::string *unfit = nullptr) {
+                   tessera::SearchShardingOptions searchOptions, bool joint,
+                   const Twine &what, SearchedPlan &result) {
   if (!module.lookupSymbol<mlir::func::FuncOp>("forward"))
     return fail(inputPath + ": the imported module has no @forward");
   searchOptions.mesh = meshOption(mesh);
   std::unique_ptr<tessera::CompilePhaseOptions> phase =
       searchPhaseOptions(searchOptions);
+  phase->searchPlan = joint;
   printPhasePipeline(context, tessera::CompilePhase::Search, *phase, what);
-  // The memory of the step as compiled decides what fits (the module's
-  // plan), and calibrates the search's own per-op model.
-  FailureOr<std::string> offloaded =
-      tessera::fitMemory(module, tessera::fitMemoryOptions(*phase));
-  if (failed(offloaded))
-    return 1;
-  if (!offloaded->empty())
-    llvm::errs() << "tesserac: note: " << inputPath << ": " << *offloaded
-                 << "\n";
-  tessera::tess::PlanAttr fitted = tessera::tess::PlanAttr::lookup(module);
-  result = SearchedPlan();
-  result.remat = *tessera::pipeline::parseRematName(fitted.getRemat());
-  result.offload = fitted.isOffloaded();
+  auto note = [&](StringRef offloaded) {
+    if (!offloaded.empty())
+      llvm::errs() << "tesserac: note: " << inputPath << ": " << offloaded
+                   << "\n";
+  };
   std::string reason;
-  FailureOr<tessera::MeshPlanDecision> decision = tessera::decideMeshPlan(
-      module, tessera::searchShardingOptions(*phase), reason);
+  FailureOr<tessera::MeshPlanDecision> decision = failure();
+  tessera::tess::PlanAttr fitted;
+  result = SearchedPlan();
+  if (joint) {
+    FailureOr<tessera::TrainingPlanDecision> chosen =
+        tessera::decideTrainingPlan(module, tessera::searchPlanOptions(*phase),
+                                    reason);
+    if (succeeded(chosen)) {
+      note(chosen->offloaded);
+      result.choice = chosen->choice;
+      if (chosen->pipelined()) {
+        result.pipeline = std::move(chosen->pipeline);
+        result.compiledPlan = tessera::tess::PlanAttr::lookup(module);
+        return 0;
+      }
+      fitted = chosen->fitted;
+      decision = std::move(*chosen->mesh);
+    }
+  } else {
+    // The memory of the step as compiled decides what fits (the module's
+    // plan), and calibrates the search's own per-op model.
+    FailureOr<std::string> offloaded =
+        tessera::fitMemory(module, tessera::fitMemoryOptions(*phase));
+    if (failed(offloaded))
+      return 1;
+    note(*offloaded);
+    fitted = tessera::tess::PlanAttr::lookup(module);
+    decision = tessera::decideMeshPlan(
+        module, tessera::searchShardingOptions(*phase), reason);
+  }
   if (failed(decision)) {
     if (reason.empty())
       return 1;
     if (searchOptions.devices > 0)
       reason = formatv("--devices {0}: {1}", searchOptions.devices, reason);
-    if (unfit) {
-      *unfit = reason;
-      return 1;
-    }
     return fail(inputPath + ": " + reason);
   }
+  result.remat = *tessera::pipeline::parseRematName(fitted.getRemat());
+  result.offload = fitted.isOffloaded();
   result.decision = std::move(*decision);
   result.compiledPlan =
       result.decision->compiledPlan
           ? result.decision->compiledPlan
           : tessera::searchedModulePlan(&context, result.plan(), fitted);
   return 0;
-}
-
-/// The joint decision of a search over several devices (PlanChoice.h),
-/// kept across the driver's two runs (runDriver). The pipeline search
-/// decides first; the mesh search is the one the compile (or --explain, or
-/// --summary) runs anyway, which completes the decision: where it finds no
-/// mesh that fits, or a plan slower than the pipeline, the driver runs
-/// again and compiles the pipeline search's plan instead.
-struct JointPlan {
-  bool decided = false;
-  tessera::tesserac::PlanChoice choice;
-  /// The pipeline search's plan as the compile builds it, and its
-  /// #tess.plan's text; `compilable` when the driver can run it.
-  bool compilable = false;
-  tessera::tesserac::CompiledPipelinePlan compiled;
-  std::string planText;
-  /// --explain's report of that plan, before its Plan choice.
-  std::string report;
-};
-
-/// The joint decision the mesh search completes, while its pipeline is
-/// compilable (decidePlan).
-JointPlan *pendingJoint = nullptr;
-
-/// The joint decision of a search over several devices (PlanChoice.h): the
-/// pipeline search phase (runPipelineSearchPhase) with --devices, --zero
-/// and --remat its pins, and its best one-stage plan priced by the same
-/// search; the mesh search's price comes later (pendingJoint). Returns 0,
-/// or 1 after printing the error.
-int decideJointPlan(const tessera::onnx_import::ImportOptions &options,
-                    const tessera::cost::Cluster &cluster, JointPlan &joint) {
-  tessera::pipeline::SearchOptions search;
-  if (int status =
-          pipelineSearchFromFlags(options, cluster, std::nullopt, search))
-    return status;
-  joint = JointPlan();
-  joint.decided = true;
-  tessera::tesserac::PlanChoice &choice = joint.choice;
-  choice.devices = deviceCount;
-  return runPipelineSearchPhase(
-      options, search,
-      [&](const tessera::PipelinePlanDecision &decision,
-          tessera::tess::PlanAttr plan) {
-        const tessera::pipeline::PipelinePlan &best = decision.plan;
-        choice.pipelineLayout = tessera::tesserac::pipelineLayout(best);
-        choice.pipelineSeconds = best.stepSeconds;
-        choice.pipelineStages = static_cast<int64_t>(best.stages.size());
-        choice.notCompiled = decision.notCompiled;
-        // The same search pinned to one stage: its own price of the
-        // one-stage plans, on the profile it searched.
-        tessera::pipeline::SearchOptions oneStage = decision.search;
-        oneStage.stages = 1;
-        tessera::pipeline::MegatronStageOracle oracle(decision.profile,
-                                                      decision.cluster);
-        Expected<tessera::pipeline::PipelinePlan> flat =
-            choice.pipelineStages == 1
-                ? Expected<tessera::pipeline::PipelinePlan>(best)
-                : tessera::pipeline::searchPipeline(
-                      decision.profile, decision.cluster, oracle, oneStage);
-        if (flat) {
-          choice.oneStageLayout = tessera::tesserac::pipelineLayout(*flat);
-          choice.oneStageSeconds = flat->stepSeconds;
-        } else {
-          consumeError(flat.takeError());
-        }
-        if (!plan)
-          return 0;
-        joint.compilable = true;
-        joint.compiled = tessera::tesserac::compiledPipelinePlan(plan);
-        raw_string_ostream(joint.planText) << mlir::Attribute(plan);
-        if (explain) {
-          raw_string_ostream report(joint.report);
-          tessera::tesserac::printPipelineReport(
-              sys::path::filename(inputPath), decision, report);
-        }
-        return 0;
-      });
 }
 
 /// The module's tess.plan with what this compile decided: the search's ZeRO
@@ -1037,63 +1006,22 @@ std::string planFailure() {
   return inputPath + ": writing the plan failed";
 }
 
-/// The plan for `mesh` (or --devices') of the forward function in `module`:
-/// the search phase's decision, what --explain prints and what --target and
-/// --emit=cpp compile, so that both are one decision; under --strategy the
-/// forced one (whose layouts the shard phase writes) with the pinned
-/// --remat, the search phase empty. `compiling`: `module` is the compile's
-/// own, which the search phase changes and --compile-to may stop after;
-/// else the search runs on a copy. Returns 0, kStoppedAtPhase when
-/// compiling, or 1 after printing the error.
+/// The plan for `target`'s mesh (or --devices') of the forward function in
+/// `module`: the search phase's decision, what --explain prints and what
+/// --target and --emit=cpp compile, so that both are one decision (under
+/// `target.joint`, the one-stage plan or the pipeline's); under --strategy
+/// the forced one (whose layouts the shard phase writes) with the pinned
+/// --remat, the search phase empty; nothing when `searched` is decided
+/// already. `compiling`: `module` is the compile's own, which the search
+/// phase changes and --compile-to may stop after; else the search runs on a
+/// copy. Returns 0, kStoppedAtPhase when compiling, kPipelineChosen when
+/// compiling and the joint decision took the pipeline, or 1 after printing
+/// the error.
 int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
-               const tessera::cost::DeviceMesh &mesh,
-               const tessera::SearchShardingOptions &options, bool compiling,
-               SearchedPlan &searched);
-
-/// --explain: the cost model's estimate of the unsharded step on one device,
-/// the searched sharding plan on `mesh` (or --devices'), with `choice` the
-/// joint decision that took it (PlanChoice.h), and the #tess.plan that
-/// --target compiles for the same flags (and its executable prints at
-/// start).
-int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                        const tessera::cost::Cluster &cluster,
-                        const tessera::cost::DeviceMesh &mesh,
-                        const tessera::SearchShardingOptions &options,
-                        StringRef title,
-                        std::optional<tessera::tesserac::PlanChoice> choice) {
-  SearchedPlan searched;
-  if (int status = decidePlan(context, module, mesh, options,
-                              /*compiling=*/false, searched))
-    return status;
-  if (!searched.decision)
-    return fail("--explain predicts a searched plan: drop --strategy");
-  const tessera::MeshPlanDecision &decision = *searched.decision;
-  return writeOutput([&](raw_ostream &os) {
-    tessera::cost::printTrainingStepEstimate(*decision.calibration.estimate,
-                                             title, os);
-    tessera::sharding::printTrainingShardingPlan(decision.plan, cluster, os);
-    if (decision.rank)
-      os << formatv("Peak device memory per rank as compiled (the partitioned "
-                    "step's arena and training state): {0:F3} MiB; the "
-                    "search's prediction: {1:F3} MiB\n",
-                    decision.rank->totalBytes() / 1048576.0,
-                    decision.plan.predicted.memoryBytes() / 1048576.0);
-    if (choice) {
-      // The mesh search's price, searched here when the joint decision
-      // did not need it.
-      choice->meshLayout = decision.plan.mesh.describe();
-      choice->meshSeconds = decision.plan.predicted.stepSeconds();
-      choice->print(os);
-    }
-    os << "Plan as compiled: " << mlir::Attribute(searched.compiledPlan)
-       << "\n";
-  });
-}
-
-int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
-               const tessera::cost::DeviceMesh &mesh,
-               const tessera::SearchShardingOptions &options, bool compiling,
+               const PlanTarget &target, bool compiling,
                SearchedPlan &searched) {
+  if (searched.decided)
+    return 0;
   if (!forcedStrategy.empty()) {
     searched = SearchedPlan();
     searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
@@ -1102,34 +1030,59 @@ int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
     return compilePhase(context, module, tessera::CompilePhase::Search,
                         *phaseOptions(), searchFailure());
   }
-  // The joint decision's pipeline, when no mesh fits or it is faster: 1,
-  // unprinted, and the driver runs again (runDriver).
-  std::string *unfit =
-      pendingJoint ? &pendingJoint->choice.meshUnfit : nullptr;
-  auto pipelineWins = [&] {
-    if (!pendingJoint)
-      return false;
-    pendingJoint->choice.meshLayout = searched.plan()->mesh.describe();
-    pendingJoint->choice.meshSeconds =
-        searched.plan()->predicted.stepSeconds();
-    return pendingJoint->choice.pipelined();
-  };
   if (!compiling) {
     mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
-    if (int status = runSearchPhase(context, *copy, mesh, options, "search",
-                                    searched, unfit))
+    if (int status =
+            runSearchPhase(context, *copy, target.mesh, target.searchOptions,
+                           target.joint, "search", searched))
       return status;
-    if (pipelineWins())
-      return 1;
     searched.searchedCopy = std::move(copy);
     return 0;
   }
-  if (int status = runSearchPhase(context, module, mesh, options,
-                                  "phase search", searched, unfit))
+  if (int status =
+          runSearchPhase(context, module, target.mesh, target.searchOptions,
+                         target.joint, "phase search", searched))
     return status;
-  if (pipelineWins())
-    return 1;
-  return stopAfter(tessera::CompilePhase::Search, module);
+  if (int status = stopAfter(tessera::CompilePhase::Search, module))
+    return status;
+  return searched.pipeline ? kPipelineChosen : 0;
+}
+
+/// --explain: the cost model's estimate of the unsharded step on one device,
+/// the searched sharding plan on `target`'s mesh (or --devices'), with the
+/// joint decision that took it (TrainingPlan.h), and the #tess.plan that
+/// --target compiles for the same flags (and its executable prints at
+/// start); or, where the joint decision took the pipeline, that plan as
+/// --explain --pipeline reports it, with the decision.
+int explainTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
+                        const PlanTarget &target, StringRef title) {
+  SearchedPlan searched;
+  if (int status =
+          decidePlan(context, module, target, /*compiling=*/false, searched))
+    return status;
+  if (searched.pipeline)
+    return tessera::tesserac::explainPipeline(
+        sys::path::filename(inputPath), *searched.pipeline,
+        searched.compiledPlan, outputPath, &*searched.choice);
+  if (!searched.decision)
+    return fail("--explain predicts a searched plan: drop --strategy");
+  const tessera::MeshPlanDecision &decision = *searched.decision;
+  return writeOutput([&](raw_ostream &os) {
+    tessera::cost::printTrainingStepEstimate(*decision.calibration.estimate,
+                                             title, os);
+    tessera::sharding::printTrainingShardingPlan(decision.plan,
+                                                 *target.cluster, os);
+    if (decision.rank)
+      os << formatv("Peak device memory per rank as compiled (the partitioned "
+                    "step's arena and training state): {0:F3} MiB; the "
+                    "search's prediction: {1:F3} MiB\n",
+                    decision.rank->totalBytes() / 1048576.0,
+                    decision.plan.predicted.memoryBytes() / 1048576.0);
+    if (searched.choice)
+      searched.choice->print(os);
+    os << "Plan as compiled: " << mlir::Attribute(searched.compiledPlan)
+       << "\n";
+  });
 }
 
 /// The training and plan phases on the forward function in `module`, whose
@@ -1163,14 +1116,13 @@ int partitionForMesh(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// as layouts by tess-annotate-from-plan, each place it cannot follow the
 /// plan a remark) or the forced --strategy.
 int partitionTrainingStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-                          const tessera::cost::DeviceMesh &mesh,
-                          const tessera::SearchShardingOptions &options) {
+                          const PlanTarget &target) {
   SearchedPlan searched;
-  if (int status = decidePlan(context, module, mesh, options,
-                              /*compiling=*/true, searched))
+  if (int status =
+          decidePlan(context, module, target, /*compiling=*/true, searched))
     return status;
   if (int status = buildStepWithPlan(context, module, searched, std::nullopt,
-                                     mesh.deviceCount() == 1))
+                                     target.mesh.deviceCount() == 1))
     return status;
   if (int status = partitionForMesh(context, module))
     return status;
@@ -1255,33 +1207,23 @@ int requireRunnableOnMesh(const SearchedPlan &searched) {
   return 0;
 }
 
-/// The cluster and mesh --target/--emit=cpp plan for: searched as --explain
-/// searches (--cluster, --memory-limit, a --mesh without --strategy), or a
-/// --mesh's forced --strategy. `partitioned`: --mesh was given, so the
-/// program is one rank's.
-struct PlanTarget {
-  const tessera::cost::Cluster *cluster = nullptr;
-  tessera::cost::DeviceMesh mesh;
-  tessera::SearchShardingOptions searchOptions;
-  bool partitioned = false;
-};
-
 /// The compile's plan and the phases up to the mesh's layouts, on the
 /// forward function in `module`: with `planTarget`, the plan --explain
 /// prints for the same flags (or the forced --strategy), else the step as
-/// written with the pinned --remat; the training step with that plan
-/// (`stepPipeline`'s stages in it), then its recomputation. Returns 0,
-/// kStoppedAtPhase, or 1 after printing the error.
+/// written with the pinned --remat (`searched` is the decision, unless
+/// decided already); the training step with that plan (`stepPipeline`'s
+/// stages in it), then its recomputation. Returns 0, kStoppedAtPhase,
+/// kPipelineChosen (decidePlan), or 1 after printing the error.
 int buildPlannedStep(
     mlir::MLIRContext &context, mlir::ModuleOp module,
     const std::optional<PlanTarget> &planTarget,
-    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
-  SearchedPlan searched;
-  searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
+    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline,
+    SearchedPlan &searched) {
+  if (!searched.decided)
+    searched.remat = rematPin.value_or(tessera::pipeline::RematMode::None);
   bool oneDevice = true;
   if (planTarget) {
-    if (int status = decidePlan(context, module, planTarget->mesh,
-                                planTarget->searchOptions,
+    if (int status = decidePlan(context, module, *planTarget,
                                 /*compiling=*/true, searched))
       return status;
     if (planTarget->partitioned && searched.plan())
@@ -1291,11 +1233,12 @@ int buildPlannedStep(
     oneDevice = searched.plan()
                     ? searched.plan()->mesh.deviceCount() == 1
                     : planTarget->mesh.deviceCount() == 1;
-  } else if (int status = compilePhase(context, module,
-                                       tessera::CompilePhase::Search,
-                                       *phaseOptions(), searchFailure())) {
+  } else if (!searched.decided) {
     // Nothing to search: the step as written.
-    return status;
+    if (int status = compilePhase(context, module,
+                                  tessera::CompilePhase::Search,
+                                  *phaseOptions(), searchFailure()))
+      return status;
   }
   if (int status = buildStepWithPlan(context, module, searched, stepPipeline,
                                      oneDevice))
@@ -1313,13 +1256,15 @@ int buildPlannedStep(
 /// cuts each rank's blocks).
 /// With `stepPipeline`, the program is cut into its stages
 /// (tess-split-pipeline-stages) after remat and before the lowering's
-/// fusions, which then apply to every chunk function.
+/// fusions, which then apply to every chunk function. `searched`: as
+/// buildPlannedStep's.
 int compileTrainingProgram(
     mlir::MLIRContext &context, mlir::ModuleOp module, bool buildExecutable,
     const std::optional<PlanTarget> &planTarget,
-    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline) {
-  if (int status =
-          buildPlannedStep(context, module, planTarget, stepPipeline))
+    const std::optional<tessera::tesserac::StepPipeline> &stepPipeline,
+    SearchedPlan &searched) {
+  if (int status = buildPlannedStep(context, module, planTarget, stepPipeline,
+                                    searched))
     return status;
   std::unique_ptr<tessera::CompilePhaseOptions> options = phaseOptions();
 
@@ -1435,12 +1380,16 @@ struct PlannedStep {
 /// The step --target compiles for the flags (buildPlannedStep on a copy of
 /// the forward function in `module`, partitioned for a mesh) as the
 /// lowering plans it: the plan and the memory --explain predicts for them.
-/// Nullopt after printing the error.
+/// Nullopt after printing the error, or, `searched.pipeline` set, when the
+/// joint decision took the pipeline (whose stages --summary does not
+/// describe).
 std::optional<PlannedStep>
 plannedStep(mlir::MLIRContext &context, mlir::ModuleOp module,
-            const std::optional<PlanTarget> &planTarget) {
+            const std::optional<PlanTarget> &planTarget,
+            SearchedPlan &searched) {
   mlir::OwningOpRef<mlir::ModuleOp> step(module.clone());
-  if (buildPlannedStep(context, *step, planTarget, std::nullopt) != 0)
+  if (buildPlannedStep(context, *step, planTarget, std::nullopt, searched) !=
+      0)
     return std::nullopt;
   if (planTarget && planTarget->partitioned &&
       partitionForMesh(context, *step))
@@ -1479,12 +1428,50 @@ void printPlannedStep(const PlannedStep &planned, raw_ostream &os) {
   os << "\n";
 }
 
+/// The joint decision's pipeline (`decision`: the pipeline search's plan,
+/// decided by the search phase on the forward at the global batch),
+/// compiled as --pipeline compiles that search's plan: over its stage mesh
+/// with its strategy, recomputation and chunks (CompiledPipelinePlan.h), the
+/// step built at one micro-batch from the model of `options` imported again
+/// at that batch into `context` (the importer folds a batch of one unlike a
+/// larger one: UnitProfile.h), its fusion phase unprinted (the compile's
+/// printed it), its search phase the decision. Returns 0, kStoppedAtPhase,
+/// or 1 after printing the error.
+int compileDecidedPipeline(mlir::MLIRContext &context,
+                           tessera::onnx_import::ImportOptions options,
+                           const tessera::cost::Cluster &cluster,
+                           bool buildExecutable,
+                           const SearchedPlan &decision) {
+  tessera::tesserac::CompiledPipelinePlan compiled =
+      tessera::tesserac::compiledPipelinePlan(decision.compiledPlan);
+  meshSpec = compiled.mesh;
+  forcedStrategy = compiled.strategy;
+  rematPin = compiled.remat;
+  std::optional<PlanTarget> planTarget;
+  if (!compiled.mesh.empty()) {
+    auto mesh = tessera::cost::parseMesh(compiled.mesh);
+    if (!mesh)
+      return fail(toString(mesh.takeError()));
+    if (Error placed = tessera::cost::placeOnCluster(*mesh, cluster))
+      return fail(toString(std::move(placed)));
+    planTarget = PlanTarget{&cluster, std::move(*mesh), {},
+                            /*partitioned=*/true};
+  }
+  FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> module = importedForward(
+      context, options,
+      options.dims.at("batch") / compiled.step.microBatches);
+  if (failed(module))
+    return 1;
+  SearchedPlan searched;
+  searched.decided = true;
+  searched.remat = compiled.remat;
+  return compileTrainingProgram(context, **module, buildExecutable, planTarget,
+                                compiled.step, searched);
+}
+
 /// The driver once the flags are read: --explain, --summary, --partition
-/// or the compile, for the import `options`; `joint` holds (and keeps, for
-/// a second run) the joint decision of a search over several devices.
-/// Where the mesh search completes it for the pipeline (no mesh fits, or
-/// the pipeline is faster), returns 1 unprinted, the pipeline chosen.
-int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint);
+/// or the compile, for the import `options`.
+int runDriver(tessera::onnx_import::ImportOptions options);
 
 } // namespace
 
@@ -1541,19 +1528,12 @@ int main(int argc, char **argv) {
     options.freezePattern = freeze;
   if (train.getNumOccurrences())
     options.trainPattern = train;
-  // The joint decision's pipeline is compiled when no mesh fits: the
-  // driver runs again, the decision kept, instead of the mesh search's
-  // error.
-  JointPlan joint;
-  int status = runDriver(options, joint);
-  if (status == 0 || !joint.decided || !joint.choice.pipelined())
-    return status;
-  return runDriver(options, joint);
+  return runDriver(options);
 }
 
 namespace {
 
-int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
+int runDriver(tessera::onnx_import::ImportOptions options) {
   options.initializerCounts->byKind.clear();
   bool buildExecutable =
       target != Target::None && emit == EmitStage::None && !stopPhase;
@@ -1611,7 +1591,8 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
     return fail("--remat applies to --target, --emit=cpp, --summary or "
                 "--explain --pipeline");
   // A search over several devices without a layout pin is one decision
-  // between the one-stage mesh plans and the pipelined ones (PlanChoice.h).
+  // between the one-stage mesh plans and the pipelined ones (the search
+  // phase's tess-search-plan, tessera/Transforms/TrainingPlan.h).
   // --mesh, --plan, --strategy, --shard, --memory-limit, --search-timeout,
   // --pipeline, --pipeline-devices, --microbatches, --schedule and --trace
   // pin the one search or the other, as without --devices. The pins the
@@ -1651,30 +1632,27 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
       return fail(toString(mode.takeError()));
     rematPin = *mode;
   }
-  if (jointSearch && !joint.decided) {
+  // The pipeline search's pins from the flags, checked against --cluster
+  // before the import. Returns 0, or 1 after printing the error.
+  tessera::pipeline::SearchOptions pipelineSearch;
+  auto readPipelineSearch = [&]() -> int {
     auto loaded = tessera::cost::loadCluster(clusterName);
     if (!loaded)
       return fail(toString(loaded.takeError()));
-    if (int status = decideJointPlan(options, *loaded, joint))
+    return pipelineSearchFromFlags(options, *loaded, std::nullopt,
+                                   pipelineSearch);
+  };
+  // The joint decision is the search phase's (tess-search-plan), on the
+  // compile's module.
+  if (jointSearch)
+    if (int status = readPipelineSearch())
       return status;
-  }
-  bool choicePipelined = jointSearch && joint.choice.pipelined();
-  // The mesh search completes the decision (decidePlan).
-  pendingJoint = jointSearch && joint.compilable && !choicePipelined
-                     ? &joint
-                     : nullptr;
-  if (choicePipelined && explain)
-    return writeOutput([&](raw_ostream &os) {
-      os << joint.report;
-      joint.choice.print(os);
-      os << "Plan as compiled: " << joint.planText << "\n";
-    });
   // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
   // --explain --pipeline prints it for the same flags, compiled as its
-  // --stages, --mesh, --strategy, --remat and chunks say; the joint
-  // decision's pipeline, and --devices with --stages S > 1, likewise.
-  bool searchedPipeline =
-      pipelinedCompile || (!explain && compileRequested && choicePipelined);
+  // --stages, --mesh, --strategy, --remat and chunks say; --devices with
+  // --stages S > 1 likewise (and the joint decision's pipeline, once the
+  // search phase took it: compileDecidedPipeline).
+  bool searchedPipeline = pipelinedCompile;
   if (loss != "causal-lm" && loss != "mlm")
     return fail("--loss " + loss + ": expected causal-lm or mlm");
   if (precision != "fp32" && precision != "bf16" && precision != "fp16")
@@ -1689,26 +1667,18 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
       return fail("--pipeline searches each stage's plan: drop --strategy "
                   "(--mesh pins the stage mesh; --stages N --mesh M "
                   "--strategy S without --pipeline forces a pipeline)");
-    tessera::tesserac::CompiledPipelinePlan compiled = joint.compiled;
-    if (!choicePipelined) {
-      auto loaded = tessera::cost::loadCluster(clusterName);
-      if (!loaded)
-        return fail(toString(loaded.takeError()));
-      tessera::pipeline::SearchOptions search;
-      if (int status =
-              pipelineSearchFromFlags(options, *loaded, std::nullopt, search))
-        return status;
-      if (int status = decidePipelinePlan(options, search, compiled))
-        return status;
-    }
+    tessera::tesserac::CompiledPipelinePlan compiled;
+    if (int status = readPipelineSearch())
+      return status;
+    if (int status = decidePipelinePlan(options, pipelineSearch, compiled))
+      return status;
     stepPipeline = compiled.step;
     meshSpec = compiled.mesh;
     forcedStrategy = compiled.strategy;
     rematPin = compiled.remat;
     // (pipelineSearchFromFlags checked that --dim binds the batch.)
     options.dims.at("batch") /= stepPipeline->microBatches;
-  } else if (!explain && (compileRequested || planSummary) && !oneStagePin &&
-             !choicePipelined) {
+  } else if (!explain && (compileRequested || planSummary) && !oneStagePin) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
         batch == options.dims.end() ? 0 : batch->second);
@@ -1746,7 +1716,7 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
   // (--devices N with --pipeline is the pipeline's device count.)
   bool devicesGiven = deviceCount.getNumOccurrences() > 0 &&
                       !tessera::tesserac::pipelineSearchRequested() &&
-                      !choicePipelined && !searchedPipeline;
+                      !searchedPipeline;
   if (devicesGiven) {
     if (!explain && !compiling)
       return fail("--devices chooses the mesh of --explain, --target or "
@@ -1782,7 +1752,6 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
   // that runs out of memory where --explain says a plan fits (a CPU
   // program, whose memory is the host's, keeps the step as written).
   bool plannedProgram = compiling && !stepPipeline && forcedStrategy.empty() &&
-                        !choicePipelined &&
                         (clusterName.getNumOccurrences() || searchFlags ||
                          devicesGiven || meshProgram ||
                          target == Target::Cuda);
@@ -1945,30 +1914,39 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
 
   if (explain)
     return explainTrainingStep(
-        context, **module, *cluster, mesh, searchOptions, explainTitle,
-        jointSearch ? std::optional(joint.choice) : std::nullopt);
+        context, **module,
+        PlanTarget{&*cluster, mesh, searchOptions, false, jointSearch},
+        explainTitle);
   if (partitionStep)
-    return exitStatus(
-        partitionTrainingStep(context, **module, mesh, searchOptions));
+    return exitStatus(partitionTrainingStep(
+        context, **module, PlanTarget{&*cluster, mesh, searchOptions}));
 
   // What --target, --emit=cpp and --summary plan for (else the step as
   // written, with the pinned --remat).
   std::optional<PlanTarget> planTarget;
   if (meshProgram || plannedProgram)
-    planTarget = PlanTarget{&*cluster, mesh, searchOptions, meshProgram};
-  if (compileRequested)
-    return exitStatus(compileTrainingProgram(context, **module,
-                                             buildExecutable, planTarget,
-                                             stepPipeline));
+    planTarget = PlanTarget{&*cluster, mesh, searchOptions, meshProgram,
+                            jointSearch};
+  // The search phase's decision; where the joint decision takes the
+  // pipeline, the compile builds its step at one micro-batch.
+  SearchedPlan searched;
+  if (compileRequested) {
+    int status = compileTrainingProgram(context, **module, buildExecutable,
+                                        planTarget, stepPipeline, searched);
+    if (status == kPipelineChosen)
+      status = compileDecidedPipeline(context, options, *cluster,
+                                      buildExecutable, searched);
+    return exitStatus(status);
+  }
 
   // --summary with a plan's flags: the step --target compiles for them;
   // else, with --loss or --precision, the device memory of the step as
   // written (its planned arena and the driver's state).
   std::optional<PlannedStep> planned;
   std::optional<tessera::StepMemory> stepMemory;
-  if (planSummary && !choicePipelined) {
-    planned = plannedStep(context, **module, planTarget);
-    if (!planned)
+  if (planSummary) {
+    planned = plannedStep(context, **module, planTarget, searched);
+    if (!planned && !searched.pipeline)
       return 1;
   } else if (summary &&
              (loss.getNumOccurrences() || precision.getNumOccurrences())) {
@@ -1987,9 +1965,10 @@ int runDriver(tessera::onnx_import::ImportOptions options, JointPlan &joint) {
     if (planned)
       printPlannedStep(*planned, os);
     // The joint decision's pipeline, as the compile builds it.
-    if (planSummary && choicePipelined)
-      os << "\nPlan as compiled: " << joint.planText << "\n"
-         << "The pipeline search's plan: " << joint.choice.pipelineLayout
+    if (searched.pipeline)
+      os << "\nPlan as compiled: " << mlir::Attribute(searched.compiledPlan)
+         << "\n"
+         << "The pipeline search's plan: " << searched.choice->pipelineLayout
          << " (--explain prints each stage's memory)\n";
     if (stepMemory)
       tessera::printStepMemory(*stepMemory, os);

@@ -40,7 +40,8 @@ enum class CompilePhase {
   /// checked against the rank's compiled program, with `devices` the mesh
   /// chosen), which the training step inherits; or, for a pipeline, the
   /// pipeline search (tess-search-pipeline), its plan the module's
-  /// #tess.plan.
+  /// #tess.plan; or, over N devices without a layout pin, both weighed as
+  /// one decision (tess-search-plan), the winner's written.
   Search,
   /// The training step: q/k/v packed on one device, tess-build-training,
   /// canonicalize, CSE.
@@ -132,6 +133,13 @@ struct CompilePhaseOptions
       *this, "search-timeout",
       llvm::cl::desc("Seconds CBC may spend on the search's ILP"),
       llvm::cl::init(10)};
+  Option<bool> searchPlan{
+      *this, "search-plan",
+      llvm::cl::desc("Weigh the mesh plan of `devices` against the pipeline "
+                     "search's plan and write the winner (tess-search-plan, "
+                     "with `cluster`, `zero`, `remat-pin` and "
+                     "`search-timeout`)"),
+      llvm::cl::init(false)};
   Option<bool> searchPipeline{
       *this, "search-pipeline",
       llvm::cl::desc("Search the pipeline plan of the forward at its global "
@@ -278,6 +286,9 @@ SearchShardingOptions searchShardingOptions(const CompilePhaseOptions &options);
 /// tess-search-pipeline's.
 SearchPipelineOptions
 searchPipelineOptions(const CompilePhaseOptions &options);
+/// Under `search-plan`, the search phase's one pass's options:
+/// tess-search-plan's.
+SearchPlanOptions searchPlanOptions(const CompilePhaseOptions &options);
 
 /// Adds the passes of `phase` to `pm` (a module pass manager).
 void buildCompilePhase(mlir::OpPassManager &pm, CompilePhase phase,

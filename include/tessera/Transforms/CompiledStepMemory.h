@@ -41,6 +41,20 @@ struct CompiledStepOptions {
   int64_t logitsBlockBytes = int64_t(1) << 30;
 };
 
+/// Copies the step's options (`loss`, `precision`, `vocabulary-multiple`,
+/// `logits-block-bytes`) from `from` to `to`, any two of the option structs
+/// that name them alike: CompiledStepOptions, the compile phases', and those
+/// of the passes that measure the step (tess-fit-memory and the searches).
+/// Returns `to`.
+template <typename To, typename From>
+To &copyStepOptions(To &to, const From &from) {
+  to.loss = from.loss;
+  to.precision = from.precision;
+  to.vocabularyMultiple = from.vocabularyMultiple;
+  to.logitsBlockBytes = from.logitsBlockBytes;
+  return to;
+}
+
 /// Adds the compile's training phase to `pm`: each attention's q/k/v packed
 /// into one projection when `packQkv` (one device: the sharding search
 /// plans them apart), then buildTrainingPipeline with `options`.

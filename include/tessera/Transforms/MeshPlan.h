@@ -47,6 +47,10 @@ tess::PlanAttr searchedModulePlan(mlir::MLIRContext *context,
                                   const sharding::TrainingShardingPlan *plan,
                                   tess::PlanAttr fitted);
 
+/// Makes `module` the module `from` was (its operations, moved, and its
+/// attributes): a decision searched on a copy, kept.
+void adoptModule(mlir::ModuleOp module, mlir::ModuleOp from);
+
 /// What tess-search-sharding does to `module` (see its description): the
 /// plan of `options`' mesh, or of the mesh it chooses among `devices`,
 /// written on @forward (the module's tess.mesh and #tess.plan with it).

@@ -797,6 +797,86 @@ def SearchPipeline : Pass<"tess-search-pipeline", "::mlir::ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
+  let summary = "Weigh the mesh plan of N devices against the pipelined one "
+                "and write the winner";
+  let description = [{
+    The decision of a compile over `devices` devices without a layout pin
+    (tesserac --devices N): the one-stage mesh plans and the pipelined
+    plans as one search, intra-op and inter-op together
+    (tessera/Transforms/TrainingPlan.h). It runs, once each, on the
+    module's `@forward` at the step's global batch:
+
+    - the pipeline search (tess-search-pipeline with `devices`), and the
+      same search's best one-stage plan priced on the profile it searched;
+    - the mesh search (tess-fit-memory, then tess-search-sharding choosing
+      the mesh of `devices`).
+
+    The pipelined plan wins when the compiled driver runs it and it is
+    predicted faster than both one-stage prices, or when no mesh of
+    `devices` fits a one-stage plan (then the pipeline search's plan, one
+    stage or more); else the mesh search's plan does. The module is left as
+    the winner's pass leaves it: the mesh plan on the forward's ops with the
+    module's `tess.mesh` and `#tess.plan`, or the pipeline's `#tess.plan`
+    (the forward at its global batch, which the compile then builds at one
+    micro-batch).
+
+    ```mlir
+    // tess-search-plan{cluster=eight-smaller-devices.json devices=8}
+    // on gpt2-tiny at batch 8 x 32: no mesh of 8 fits, PP 2 x TP 4 does.
+    module attributes {tess.plan = #tess.plan<mesh = #tess.mesh<tp = 4>,
+        remat = "full", stages = 2, schedule = "1f1b", microbatches = 8,
+        chunks = [#tess.chunk<device = 0, units = 0 to 1>,
+                  #tess.chunk<device = 1, units = 2 to 3, remat = "none">]>} {
+      func.func @forward(%ids: tensor<8x32xi64>) -> tensor<8x32x512xf32> {...}
+    }
+    // tess-search-plan{cluster=h200-multinode devices=16} on gpt2-tiny at
+    // batch 8 x 16: the mesh search's dp=16 (0.004 ms) beats PP 2 x DP 8.
+    module attributes {tess.mesh = #tess.mesh<dp = 16>,
+                       tess.plan = #tess.plan<mesh = #tess.mesh<dp = 16>>} {
+      func.func @forward(...) {... {tess.planned = #tess.planned<...>} ...}
+    }
+    ```
+
+    The pins are constraints on both searches, not another path: `zero` 0
+    or 1 (ZeRO-1 inside a pipeline's stage mesh, every parameter's ZeRO
+    stage on a mesh) and `remat` (every layer's recomputation). The
+    remaining options are the searches' own, with their meaning there.
+
+    Errors: `devices` below 2 (one device has no mesh or pipeline to
+    choose), `zero` other than -1, 0 or 1 (no pipelined plan runs ZeRO-2 or
+    3: tess-search-sharding searches those), each search's own errors, and
+    no plan that fits (no mesh fits and the compiled driver cannot run the
+    pipeline search's plan), with the mesh search's reason.
+  }];
+  let options = [
+    Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",
+           "h200, h200-multinode, a100-megatron or a cluster JSON file">,
+    Option<"devices", "devices", "int64_t", /*default=*/"0",
+           "The devices both searches plan for (at least 2)">,
+    Option<"zero", "zero", "int", /*default=*/"-1",
+           "Pin ZeRO: 0 or 1 (-1: searched)">,
+    Option<"remat", "remat", "std::string", /*default=*/"\"\"",
+           "Pin every layer's recomputation: none, selective or full "
+           "(empty: each search's choice)">,
+    Option<"searchTimeout", "search-timeout", "double", /*default=*/"10",
+           "Seconds CBC may spend on the mesh search's ILP">,
+    Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
+           "The step's objective (tess-build-training's loss)">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "The step's precision (tess-build-training's precision)">,
+    Option<"vocabularyMultiple", "vocabulary-multiple", "int64_t",
+           /*default=*/"64",
+           "The head's padding (tess-build-training's vocabulary-multiple)">,
+    Option<"logitsBlockBytes", "logits-block-bytes", "int64_t",
+           /*default=*/"int64_t(1) << 30",
+           "The measured step's largest block of the head's logits (the "
+           "lowering preparation's; 0: never split)">,
+  ];
+  let dependentDialects = ["::tessera::tess::TessDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
   let summary = "Search the sharding plan of @forward on a mesh and write it "
                 "on the forward's ops";

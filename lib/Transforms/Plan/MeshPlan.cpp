@@ -58,11 +58,7 @@ void emitAgain(const std::vector<std::pair<Location, std::string>> &remarks) {
 /// The compiled step's options among the search's.
 CompiledStepOptions stepOptions(const SearchShardingOptions &options) {
   CompiledStepOptions step;
-  step.loss = options.loss;
-  step.precision = options.precision;
-  step.vocabularyMultiple = options.vocabularyMultiple;
-  step.logitsBlockBytes = options.logitsBlockBytes;
-  return step;
+  return copyStepOptions(step, options);
 }
 
 /// The memory of one rank's program compiled from the forward in `searched`
@@ -92,15 +88,6 @@ FailureOr<StepMemory> rankMemory(ModuleOp searched,
               "failed";
   compiledPlan = tess::PlanAttr::lookup(*step);
   return preparedStepMemory(*step, compiled, /*microBatches=*/1);
-}
-
-/// Makes `module` the module `from` was (its operations, moved, and its
-/// attributes).
-void adoptModule(ModuleOp module, ModuleOp from) {
-  Block *body = module.getBody();
-  body->clear();
-  body->getOperations().splice(body->end(), from.getBody()->getOperations());
-  module->setAttrs(from->getAttrDictionary());
 }
 
 /// decideMeshPlan for the one mesh of `options` (its `devices` 0).
@@ -183,6 +170,13 @@ std::vector<std::string> meshesOf(int64_t devices) {
 }
 
 } // namespace
+
+void tessera::adoptModule(ModuleOp module, ModuleOp from) {
+  Block *body = module.getBody();
+  body->clear();
+  body->getOperations().splice(body->end(), from.getBody()->getOperations());
+  module->setAttrs(from->getAttrDictionary());
+}
 
 tess::PlanAttr
 tessera::searchedModulePlan(MLIRContext *context,

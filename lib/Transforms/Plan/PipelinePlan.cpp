@@ -493,10 +493,7 @@ tessera::decidePipelinePlan(ModuleOp module,
     return failure();
   decision.search.globalBatch = *batch;
   CompiledStepOptions step;
-  step.loss = options.loss;
-  step.precision = options.precision;
-  step.vocabularyMultiple = options.vocabularyMultiple;
-  step.logitsBlockBytes = options.logitsBlockBytes;
+  copyStepOptions(step, options);
   if (failed(searchPipelinePlan(module, step, decision)))
     return failure();
   llvm::Expected<tess::PlanAttr> plan = pipelinePlanAttribute(

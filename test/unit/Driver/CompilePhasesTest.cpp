@@ -126,6 +126,19 @@ TEST(CompilePhases, OptionsReachThePasses) {
   ASSERT_NE(sharding, std::string::npos);
   EXPECT_NE(search.substr(0, sharding).find("devices=4"), std::string::npos);
   EXPECT_NE(search.substr(sharding).find("devices=4"), std::string::npos);
+  // --devices N without a layout pin: the search phase is tess-search-plan
+  // alone, which runs both searches; the pins on both are its options.
+  options.searchPlan = true;
+  options.rematPin = "full";
+  search = pipelineText(CompilePhase::Search, options);
+  EXPECT_EQ(search.find("tess-search-sharding"), std::string::npos);
+  EXPECT_EQ(search.find("tess-fit-memory"), std::string::npos);
+  for (const char *option :
+       {"tess-search-plan{", "devices=4", "cluster=h200-multinode",
+        "zero=1", "remat=full", "precision=bf16"})
+    EXPECT_NE(search.find(option), std::string::npos) << option;
+  options.searchPlan = false;
+  options.rematPin = "";
   options.devices = 0;
   options.mesh = "2x2";
 

@@ -1,0 +1,186 @@
+//===- TrainingPlan.cpp - tess-search-plan's decision ---------------------===//
+//
+// See TrainingPlan.h. The pass (SearchPlan.cpp) and tesserac, which prints
+// the choice under --explain, call decideTrainingPlan alike, so that the
+// plan --explain reports is the one the compile builds.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tessera/Transforms/TrainingPlan.h"
+
+#include "tessera/Pipeline/StageCostOracle.h"
+#include "tessera/Transforms/CompiledStepMemory.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace tessera;
+
+namespace {
+
+/// The options of the passes tess-search-plan runs, from its own: each
+/// search's pins and the step it measures.
+FitMemoryOptions fitMemoryOptions(const SearchPlanOptions &options) {
+  FitMemoryOptions fit;
+  fit.cluster = options.cluster;
+  fit.devices = options.devices;
+  fit.remat = options.remat;
+  return copyStepOptions(fit, options);
+}
+
+SearchShardingOptions searchShardingOptions(const SearchPlanOptions &options) {
+  SearchShardingOptions search;
+  search.cluster = options.cluster;
+  search.devices = options.devices;
+  search.zero = options.zero;
+  search.searchTimeout = options.searchTimeout;
+  return copyStepOptions(search, options);
+}
+
+SearchPipelineOptions searchPipelineOptions(const SearchPlanOptions &options) {
+  SearchPipelineOptions search;
+  search.cluster = options.cluster;
+  search.devices = options.devices;
+  search.remat = options.remat;
+  search.zero = options.zero;
+  return copyStepOptions(search, options);
+}
+
+/// The pipeline search's prices in `choice`: its best plan, and its best
+/// one-stage plan, searched again pinned to one stage on the profile the
+/// decision searched (the same model, the same space).
+void pricePipeline(const PipelinePlanDecision &decision, PlanChoice &choice) {
+  const pipeline::PipelinePlan &best = decision.plan;
+  choice.pipelineLayout = pipelineLayout(best);
+  choice.pipelineSeconds = best.stepSeconds;
+  choice.pipelineStages = static_cast<int64_t>(best.stages.size());
+  choice.notCompiled = decision.notCompiled;
+  if (choice.pipelineStages == 1) {
+    choice.oneStageLayout = choice.pipelineLayout;
+    choice.oneStageSeconds = best.stepSeconds;
+    return;
+  }
+  pipeline::SearchOptions oneStage = decision.search;
+  oneStage.stages = 1;
+  pipeline::MegatronStageOracle oracle(decision.profile, decision.cluster);
+  llvm::Expected<pipeline::PipelinePlan> flat = pipeline::searchPipeline(
+      decision.profile, decision.cluster, oracle, oneStage);
+  if (!flat) {
+    // No one-stage plan fits: the row says so.
+    llvm::consumeError(flat.takeError());
+    return;
+  }
+  choice.oneStageLayout = pipelineLayout(*flat);
+  choice.oneStageSeconds = flat->stepSeconds;
+}
+
+} // namespace
+
+bool PlanChoice::pipelined() const {
+  if (!notCompiled.empty())
+    return false;
+  // No mesh of the devices fits: the pipeline search's plan, one stage or
+  // more, is the one that does.
+  if (!meshUnfit.empty())
+    return true;
+  if (pipelineStages < 2)
+    return false;
+  if (oneStageLayout && !(pipelineSeconds < oneStageSeconds))
+    return false;
+  return meshLayout && pipelineSeconds < meshSeconds;
+}
+
+void PlanChoice::print(llvm::raw_ostream &os) const {
+  os << llvm::formatv("Plan choice on {0} devices (the lowest predicted step "
+                      "that fits; a pipeline must beat both one-stage "
+                      "prices):\n",
+                      devices);
+  auto row = [&](StringRef search, StringRef layout, StringRef price) {
+    os << llvm::formatv("  {0,-34} {1,-50} {2}\n", search, layout, price);
+  };
+  auto milliseconds = [](double seconds) {
+    return llvm::formatv("{0:F4} ms", seconds * 1e3).str();
+  };
+  if (meshLayout)
+    row("one stage, tess-search-sharding", "mesh " + *meshLayout,
+        milliseconds(meshSeconds));
+  else
+    row("one stage, tess-search-sharding", "no mesh fits", "-");
+  if (oneStageLayout)
+    row("one stage, tess-search-pipeline", *oneStageLayout,
+        milliseconds(oneStageSeconds));
+  else
+    row("one stage, tess-search-pipeline", "none fits", "-");
+  row("best, tess-search-pipeline", pipelineLayout,
+      milliseconds(pipelineSeconds));
+  if (pipelineStages > 1 && !notCompiled.empty())
+    os << "  (the pipeline is not compiled: " << notCompiled << ")\n";
+  os << "  compiled: "
+     << (pipelined() ? "the pipeline search's plan"
+                     : "the one-stage sharding search's plan")
+     << "\n";
+}
+
+std::string tessera::pipelineLayout(const pipeline::PipelinePlan &plan) {
+  const pipeline::StageCost &first = plan.stages.front().cost;
+  return llvm::formatv("PP {0} x DP {1} x TP {2}{3}, {4}, {5} micro-batches",
+                       plan.stages.size(), first.dataParallel,
+                       first.tensorParallel, first.zero ? ", ZeRO-1" : "",
+                       plan.schedule.name(), plan.microBatches)
+      .str();
+}
+
+FailureOr<TrainingPlanDecision>
+tessera::decideTrainingPlan(ModuleOp module, const SearchPlanOptions &options,
+                            std::string &unfit) {
+  auto error = [&]() { return module.emitError() << "tess-search-plan: "; };
+  if (options.devices < 2)
+    return error() << "devices " << options.devices
+                   << ": expected at least 2 (one device has no mesh or "
+                      "pipeline to choose: tess-fit-memory fits it)";
+  if (options.zero < -1 || options.zero > 1)
+    return error() << "zero " << static_cast<int>(options.zero)
+                   << ": expected 0 or 1 (-1: searched); no pipelined plan "
+                      "runs ZeRO-2 or 3, which tess-search-sharding "
+                      "searches alone";
+  TrainingPlanDecision decision;
+  PlanChoice &choice = decision.choice;
+  choice.devices = options.devices;
+  // The mesh search runs on a copy, kept if it wins; the pipeline search
+  // writes only the module's #tess.plan, and only for a plan the compiled
+  // driver runs.
+  OwningOpRef<ModuleOp> meshModule(module.clone());
+  FailureOr<PipelinePlanDecision> pipelined =
+      decidePipelinePlan(module, searchPipelineOptions(options));
+  if (failed(pipelined))
+    return failure();
+  decision.pipeline = std::move(*pipelined);
+  pricePipeline(decision.pipeline, choice);
+
+  FailureOr<std::string> offloaded =
+      fitMemory(*meshModule, fitMemoryOptions(options));
+  if (failed(offloaded))
+    return failure();
+  decision.offloaded = std::move(*offloaded);
+  decision.fitted = tess::PlanAttr::lookup(*meshModule);
+  std::string reason;
+  FailureOr<MeshPlanDecision> mesh =
+      decideMeshPlan(*meshModule, searchShardingOptions(options), reason);
+  if (failed(mesh)) {
+    if (reason.empty())
+      return failure();
+    choice.meshUnfit = reason;
+  } else {
+    choice.meshLayout = mesh->plan.mesh.describe();
+    choice.meshSeconds = mesh->plan.predicted.stepSeconds();
+    decision.mesh = std::move(*mesh);
+  }
+  if (choice.pipelined())
+    return decision;
+  if (!decision.mesh) {
+    unfit = choice.meshUnfit;
+    return failure();
+  }
+  adoptModule(module, *meshModule);
+  return decision;
+}
