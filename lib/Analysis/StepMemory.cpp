@@ -272,9 +272,10 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
     // block of one rank and, summing 16-bit gradients over micro-batches,
     // a bucket widened to f32.
     const int64_t elementBytes = pendingBytes / pendingElements;
-    const int64_t ringElements =
-        std::min(largestRun, TrainingStateBytes::kDefaultBucketElements);
-    const int64_t blockElements = ringElements / firstSharded->group;
+    const TrainingStateBytes::ZeroTwoRing ring =
+        TrainingStateBytes::zeroTwoRing(largestRun, firstSharded->group);
+    const int64_t ringElements = ring.placeElements;
+    const int64_t blockElements = ring.blockElements;
     state.gradientRing = ringElements * elementBytes;
     if (microBatches == 1) {
       state.gradientRing += blockElements * elementBytes;

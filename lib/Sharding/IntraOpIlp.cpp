@@ -12,6 +12,13 @@ using namespace tessera::sharding;
 
 namespace {
 
+/// The objective's unit given to CBC, per second: microseconds. CBC's
+/// tolerances are absolute (1e-7 on reduced costs and on the gap), and a
+/// small model's step of tens of microseconds priced in seconds falls below
+/// them: CBC then proves optimal a plan slower than one it never told
+/// apart (gpt2-tiny on mesh 2 under 2.3 MiB: 0.049 ms where 0.040 fits).
+constexpr double kObjectivePerSecond = 1e6;
+
 struct CbcModelDeleter {
   void operator()(Cbc_Model *model) const { Cbc_deleteModel(model); }
 };
@@ -144,9 +151,10 @@ public:
   }
 
 private:
-  void addColumn(double objective, bool isInteger) {
-    Cbc_addCol(model.get(), "", 0.0, 1.0, objective, isInteger ? 1 : 0, 0,
-               nullptr, nullptr);
+  /// A column of `seconds` in the objective.
+  void addColumn(double seconds, bool isInteger) {
+    Cbc_addCol(model.get(), "", 0.0, 1.0, seconds * kObjectivePerSecond,
+               isInteger ? 1 : 0, 0, nullptr, nullptr);
     ++columnCount;
   }
 

@@ -2,6 +2,7 @@
 
 #include "tessera/Sharding/MeshSharding.h"
 
+#include "tessera/Analysis/StepMemory.h"
 #include "tessera/Sharding/IntraOpSearch.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -86,6 +87,9 @@ private:
         matching.push_back(&pin);
     return matching;
   }
+  /// The ZeRO-2 ring's elements per element of a gradient sharded over
+  /// `group` ranks (see parameterStrategies).
+  double zeroTwoRingPerElement(int64_t group) const;
   double allGatherChain(TensorLayout from, llvm::ArrayRef<int64_t> shape,
                         double elementBytes,
                         llvm::SmallVectorImpl<ReshardStep> &steps) const;
@@ -98,6 +102,8 @@ private:
   llvm::DenseSet<Value> needsGradient;
   /// Bytes per bucket of the coalesced parameter-state collectives.
   double bucketBytes = 0;
+  /// Elements of the model's trainable parameters.
+  int64_t trainableElements = 0;
 };
 
 std::vector<ShardingStrategy> ProblemBuilder::opStrategies(Operation *op) {
@@ -200,6 +206,19 @@ std::vector<ShardingStrategy> ProblemBuilder::opStrategies(Operation *op) {
   return combined;
 }
 
+double ProblemBuilder::zeroTwoRingPerElement(int64_t group) const {
+  // Analysis/StepMemory.h's ring of a run of the whole model's gradients,
+  // shared by each of them: a place and a block per element while they fit
+  // a bucket (the step writes every ZeRO-2 gradient whole), less in a
+  // model larger than one bucket.
+  if (trainableElements <= 0)
+    return 0;
+  TrainingStateBytes::ZeroTwoRing ring =
+      TrainingStateBytes::zeroTwoRing(trainableElements, group);
+  return static_cast<double>(ring.placeElements + ring.blockElements) /
+         static_cast<double>(trainableElements);
+}
+
 double ProblemBuilder::allGatherChain(
     TensorLayout from, llvm::ArrayRef<int64_t> shape, double elementBytes,
     llvm::SmallVectorImpl<ReshardStep> &steps) const {
@@ -279,6 +298,9 @@ ProblemBuilder::parameterStrategies(tess::ParameterOp parameter,
     }
     double local = layout.localElements(shape, mesh);
     double shard = sharded.localElements(shape, mesh);
+    int64_t group = 1;
+    for (unsigned axis : zeroAxes)
+      group *= mesh.axes[axis].size;
     llvm::SmallVector<int, 4> stages = {0, 1, 2, 3};
     if (!trainable || zeroAxes.empty())
       stages = {trainable && forcedStage ? *forcedStage : 0};
@@ -304,6 +326,14 @@ ProblemBuilder::parameterStrategies(tess::ParameterOp parameter,
         bytes.optimizerState = 8 * stateElements;
         bytes.gradients =
             options.gradientBytes * (stage >= 2 && sharding ? shard : local);
+        // ZeRO-2 keeps the shard, and the step writes the whole gradient
+        // into the driver's ring, where it waits for the reduce-scatter (a
+        // partial sum) or the slice (a gradient the step returns whole)
+        // alike: its place there and a reduced block of it, a share of a
+        // ring holding at most a bucket of the model's gradients.
+        if (stage == 2 && sharding)
+          bytes.gradients +=
+              options.gradientBytes * local * zeroTwoRingPerElement(group);
         // Without a compute copy (fp32) the master is the compute weight,
         // unless ZeRO shards the master: then a whole copy is kept too.
         if (options.computeWeightBytes > 0)
@@ -342,13 +372,14 @@ llvm::Expected<MeshShardingProblem> ProblemBuilder::build() {
   if (options.training)
     needsGradient = valuesNeedingGradient(body);
   // A bucket holds at most the whole model's gradient.
-  double gradientTotal = 0;
   for (auto parameter : body.getOps<tess::ParameterOp>())
     if (parameter.getTrainable() && isStatic(parameter.getResult()))
-      gradientTotal += tensorBytes(parameter.getResult()) /
-                       elementBytes(parameter.getResult()) *
-                       options.gradientBytes;
-  bucketBytes = std::min(options.gradientBucketBytes, gradientTotal);
+      trainableElements +=
+          llvm::cast<RankedTensorType>(parameter.getResult().getType())
+              .getNumElements();
+  bucketBytes =
+      std::min(options.gradientBucketBytes,
+               static_cast<double>(trainableElements) * options.gradientBytes);
 
   // Every pin must match some parameter.
   for (const ShardPin &pin : options.pins) {

@@ -48,6 +48,24 @@ struct TrainingStateBytes {
   /// least when the pending gradients are larger.
   static constexpr int64_t kDefaultBucketElements = (int64_t(25) << 20) / 4;
 
+  /// A mesh plan's ZeRO-2 gradient ring (runtime/comm's GradientRing), in
+  /// gradient elements: the place the step writes whole gradients into,
+  /// for a run of `runElements` of them at most a default bucket, and one
+  /// rank's reduced block of that place over a group of `group` ranks.
+  /// The same for a gradient the driver reduce-scatters (a partial sum)
+  /// and one it slices (returned whole, tess.zero_axes): both are written
+  /// whole into their bucket's place and leave it for the rank's shard.
+  struct ZeroTwoRing {
+    int64_t placeElements = 0;
+    int64_t blockElements = 0;
+  };
+  static constexpr ZeroTwoRing zeroTwoRing(int64_t runElements, int64_t group) {
+    const int64_t place = runElements < kDefaultBucketElements
+                              ? runElements
+                              : kDefaultBucketElements;
+    return {place, place / (group > 0 ? group : 1)};
+  }
+
   int64_t trainableElements = 0;
   int64_t masterWeights = 0;
   /// The compute-precision copies of the parameters the step reads as such

@@ -4,8 +4,9 @@
 // cluster, its weight pinned to a ZeRO stage: what the problem
 // buildMeshShardingProblem builds charges for the weight's gradient on the
 // edge to the linear, for every strategy the linear may run; the same for
-// a weight read by two linears (a tied embedding's two reads). Then two
-// linears on dp=2,tp=2: the search keeps their ZeRO-1 on one group of axes.
+// a weight read by two linears (a tied embedding's two reads); the memory
+// of its gradient by stage (ZeRO-2's shard and ring). Then two linears on
+// dp=2,tp=2: the search keeps their ZeRO-1 on one group of axes.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +66,16 @@ protected:
       return std::nullopt;
     }
     return std::move(*problem);
+  }
+
+  /// fc.weight's strategies with fc.weight at ZeRO stage `stage` (none
+  /// after a failure).
+  std::vector<ShardingStrategy> weightStrategies(int stage) {
+    std::optional<MeshShardingProblem> built = problemAt(stage);
+    if (!built)
+      return {};
+    return built->problem.nodes[built->nodeOf.at(firstOp("tess.parameter"))]
+        .strategies;
   }
 
   /// Per strategy of the linear: the reduce-scatters and all-reduces on
@@ -207,12 +218,10 @@ TEST_F(MeshShardingTest, ZeroOneAndTwoSliceAWholeGradientReadTwice) {
 // one (or a layout already split over dp, nothing left to shard) none.
 TEST_F(MeshShardingTest, ZeroOneAndTwoAllGatherTheWeights) {
   for (int stage : {0, 1, 2}) {
-    std::optional<MeshShardingProblem> built = problemAt(stage);
-    ASSERT_TRUE(built);
-    const unsigned weight = built->nodeOf.at(firstOp("tess.parameter"));
+    std::vector<ShardingStrategy> strategies = weightStrategies(stage);
+    ASSERT_FALSE(strategies.empty());
     int sharding = 0;
-    for (const ShardingStrategy &strategy :
-         built->problem.nodes[weight].strategies) {
+    for (const ShardingStrategy &strategy : strategies) {
       EXPECT_EQ(strategy.zeroStage, stage);
       if (stage == 0 || strategy.zeroAxes.empty()) {
         EXPECT_EQ(strategy.communicationTime, 0);
@@ -225,6 +234,36 @@ TEST_F(MeshShardingTest, ZeroOneAndTwoAllGatherTheWeights) {
       EXPECT_GT(strategy.communicationTime, 0);
     }
     EXPECT_EQ(sharding > 0, stage > 0) << "ZeRO-" << stage;
+  }
+}
+
+// Tests the gradient memory the search counts for a weight by its ZeRO
+// stage, as the compiled rank holds it (Analysis/StepMemory.cpp, runtime/
+// comm's GradientRing): whole under ZeRO-0 and -1, the shard under ZeRO-3,
+// and under ZeRO-2 the shard plus the whole gradient's place in the
+// driver's ring and one rank's reduced block of it (the model's gradients
+// fit a bucket), whether the step's gradient is whole (the driver slices
+// it: a replicated linear) or a partial sum (reduce-scattered: a data-
+// parallel one), on every layout that leaves the weight to shard alike:
+// twice ZeRO-1's.
+TEST_F(MeshShardingTest, ZeroTwoCountsItsGradientRing) {
+  const double whole = 64 * 64;
+  const double gradientBytes = MeshSearchOptions().gradientBytes;
+  const double expected[] = {whole, whole, whole / 2 + whole + whole / 2,
+                             whole / 2};
+  for (int stage : {0, 1, 2, 3}) {
+    std::vector<ShardingStrategy> strategies = weightStrategies(stage);
+    ASSERT_FALSE(strategies.empty());
+    int sharded = 0;
+    for (const ShardingStrategy &strategy : strategies) {
+      if (strategy.zeroAxes.empty())
+        continue;
+      ++sharded;
+      EXPECT_EQ(strategy.parameterBytes.gradients,
+                gradientBytes * expected[stage])
+          << strategy.name;
+    }
+    EXPECT_EQ(sharded > 0, stage > 0) << "ZeRO-" << stage;
   }
 }
 
