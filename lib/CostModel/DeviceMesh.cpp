@@ -149,35 +149,27 @@ Error placeOnCluster(DeviceMesh &mesh, const Cluster &cluster) {
   return Error::success();
 }
 
+DeviceGroup axisGroup(const DeviceMesh &mesh, const Cluster &cluster,
+                      unsigned axis) {
+  const MeshAxis &meshAxis = mesh.axes[axis];
+  if (meshAxis.level == LinkLevel::IntraNode)
+    return {meshAxis.size, 1};
+  return stridedGroup(cluster, meshAxis.size, meshAxis.stride);
+}
+
 double axisCollectiveTime(const DeviceMesh &mesh, const Cluster &cluster,
                           unsigned axis, Collective collective, double bytes) {
-  const MeshAxis &meshAxis = mesh.axes[axis];
-  return cluster.link(meshAxis.level)
-      .time(collective, bytes, meshAxis.size);
+  return groupCollectiveTime(cluster, collective, bytes,
+                             axisGroup(mesh, cluster, axis));
 }
 
 double meshAllReduceTime(const DeviceMesh &mesh, const Cluster &cluster,
                          double bytes) {
-  SmallVector<unsigned> active;
-  for (auto [index, axis] : llvm::enumerate(mesh.axes))
-    if (axis.size > 1)
-      active.push_back(index);
-  if (active.empty())
-    return 0;
-  double seconds = 0;
-  double shard = bytes;
-  // Reduce-scatter from the innermost axis out (NVLink first shrinks what
-  // crosses InfiniBand), all-reduce on the outermost, all-gather back.
-  for (unsigned axis : llvm::reverse(llvm::ArrayRef(active).drop_front())) {
-    seconds += axisCollectiveTime(mesh, cluster, axis,
-                                  Collective::ReduceScatter, shard);
-    seconds +=
-        axisCollectiveTime(mesh, cluster, axis, Collective::AllGather, shard);
-    shard /= mesh.axes[axis].size;
-  }
-  seconds += axisCollectiveTime(mesh, cluster, active.front(),
-                                Collective::AllReduce, shard);
-  return seconds;
+  int64_t devices = mesh.deviceCount();
+  DeviceGroup group = devices <= cluster.devicesPerNode
+                          ? DeviceGroup{devices, 1}
+                          : stridedGroup(cluster, devices, 1);
+  return groupCollectiveTime(cluster, Collective::AllReduce, bytes, group);
 }
 
 } // namespace tessera::cost

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace tessera::pipeline {
 namespace {
@@ -90,7 +91,9 @@ private:
   size_t index(int64_t remaining, size_t first, size_t end) const {
     return ((remaining - 1) * units + first) * (units + 1) + end;
   }
-  StageQuery query(size_t first, size_t end, RematMode remat) const {
+  /// The query for units [first, end) as the stage at `position`.
+  StageQuery query(size_t first, size_t end, RematMode remat,
+                   int64_t position) const {
     StageQuery stageQuery;
     stageQuery.firstUnit = first;
     stageQuery.endUnit = end;
@@ -101,6 +104,12 @@ private:
     stageQuery.boundaryCrossings =
         schedule.kind == ScheduleKind::Interleaved ? schedule.virtualStages
                                                    : 1;
+    if (position > 0)
+      stageQuery.previousLink =
+          linkBetweenStages(cluster, submesh, position - 1, position);
+    if (position + 1 < stages)
+      stageQuery.nextLink =
+          linkBetweenStages(cluster, submesh, position, position + 1);
     return stageQuery;
   }
 
@@ -127,7 +136,43 @@ std::vector<double> StageTable::build() {
     RematMode remat;
     unsigned plan;
   };
-  std::vector<Candidate> candidates;
+  // A range's candidates, fastest first, depend on its position only
+  // through the links to its neighbours: priced once per pair of links.
+  std::map<std::pair<cost::LinkLevel, cost::LinkLevel>,
+           std::vector<Candidate>>
+      candidatesByLinks;
+  auto candidatesAt = [&](size_t first, size_t end, size_t layers,
+                          int64_t position) -> const std::vector<Candidate> & {
+    StageQuery links = query(first, end, RematMode::None, position);
+    auto [found, added] = candidatesByLinks.try_emplace(
+        std::make_pair(links.previousLink, links.nextLink));
+    std::vector<Candidate> &candidates = found->second;
+    if (!added)
+      return candidates;
+    for (RematMode remat :
+         {RematMode::None, RematMode::Selective, RematMode::Full}) {
+      if (options.remat && remat != *options.remat && layers > 0)
+        continue;
+      if (layers == 0 && remat != RematMode::None)
+        continue;
+      std::vector<StageCost> plans =
+          oracle.plans(query(first, end, remat, position));
+      for (auto [planIndex, plan] : llvm::enumerate(plans)) {
+        if (!allowed(plan))
+          continue;
+        candidates.push_back(
+            {plan.perMicroBatch() + plan.perStep() / microBatches,
+             plan.memory.resident() + plan.memory.working,
+             plan.memory.activationsPerMicroBatch, remat,
+             static_cast<unsigned>(planIndex)});
+      }
+    }
+    std::sort(candidates.begin(), candidates.end(),
+              [](const Candidate &a, const Candidate &b) {
+                return a.time < b.time;
+              });
+    return candidates;
+  };
   for (size_t first = 0; first < units; ++first) {
     for (size_t end = first + 1; end <= std::min(units, first + longest);
          ++end) {
@@ -135,34 +180,15 @@ std::vector<double> StageTable::build() {
       if (schedule.kind == ScheduleKind::Interleaved &&
           layers % schedule.virtualStages != 0)
         continue;
-      candidates.clear();
-      for (RematMode remat :
-           {RematMode::None, RematMode::Selective, RematMode::Full}) {
-        if (options.remat && remat != *options.remat && layers > 0)
-          continue;
-        if (layers == 0 && remat != RematMode::None)
-          continue;
-        std::vector<StageCost> plans = oracle.plans(query(first, end, remat));
-        for (auto [planIndex, plan] : llvm::enumerate(plans)) {
-          if (!allowed(plan))
-            continue;
-          candidates.push_back(
-              {plan.perMicroBatch() + plan.perStep() / microBatches,
-               plan.memory.resident() + plan.memory.working,
-               plan.memory.activationsPerMicroBatch, remat,
-               static_cast<unsigned>(planIndex)});
-        }
-      }
-      std::sort(candidates.begin(), candidates.end(),
-                [](const Candidate &a, const Candidate &b) {
-                  return a.time < b.time;
-                });
+      candidatesByLinks.clear();
       for (int64_t remaining = 1; remaining <= stages; ++remaining) {
-        if (!forcedRange(stages - remaining, first, end))
+        int64_t position = stages - remaining;
+        if (!forcedRange(position, first, end))
           continue;
-        double inFlight = inFlightMicroBatches(
-            schedule, stages, stages - remaining, microBatches);
-        for (const Candidate &candidate : candidates)
+        double inFlight =
+            inFlightMicroBatches(schedule, stages, position, microBatches);
+        for (const Candidate &candidate :
+             candidatesAt(first, end, layers, position))
           if (candidate.fixedBytes + inFlight * candidate.bytesPerMicroBatch <=
               memory) {
             cost[index(remaining, first, end)] = candidate.time;
@@ -231,8 +257,9 @@ StageTable::planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
     stage.remat = chosen.remat;
     stage.inFlight = inFlightMicroBatches(
         schedule, stages, static_cast<int64_t>(position), microBatches);
-    stage.cost = oracle.plans(query(range.first, range.second,
-                                    chosen.remat))[chosen.plan];
+    StageQuery stageQuery = query(range.first, range.second, chosen.remat,
+                                  static_cast<int64_t>(position));
+    stage.cost = oracle.plans(stageQuery)[chosen.plan];
     plan.stages.push_back(stage);
   }
   evaluatePlan(plan, profile, cluster);
@@ -252,14 +279,14 @@ void evaluatePlan(PipelinePlan &plan, const ProgramProfile &profile,
   plan.pipelineSeconds =
       pipelinedSeconds(plan.schedule, perMicroBatch, plan.microBatches);
   // A tied embedding on two stages: its gradient is summed between the
-  // first and last stage (each TP rank exchanges its 1/t slice).
+  // first and last stage (each TP rank exchanges its 1/t slice), on the
+  // link between their devices.
   plan.tiedGradientSeconds = 0;
   if (plan.stages.size() > 1 && profile.tiedGradientBytes > 0) {
     const StagePlan &first = plan.stages.front();
-    const cost::LinkModel &link =
-        first.submesh.devices() >= cluster.devicesPerNode && cluster.interNode
-            ? *cluster.interNode
-            : cluster.intraNode;
+    const cost::LinkModel &link = cluster.link(linkBetweenStages(
+        cluster, first.submesh, 0,
+        static_cast<int64_t>(plan.stages.size()) - 1));
     plan.tiedGradientSeconds =
         link.time(cost::Collective::AllReduce,
                   profile.tiedGradientBytes / first.cost.tensorParallel, 2);

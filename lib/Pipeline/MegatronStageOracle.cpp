@@ -9,11 +9,13 @@
 //   with Megatron's partition (UnitProfile.h); the recomputed forward of the
 //   remat choice; the TP all-reduces on the node's link (forward ones again
 //   when the whole layer is recomputed); receiving the input activation and
-//   sending the output one (and the gradients back) on the link between
-//   neighbouring stages, 1/t of it per device (Megatron's scatter-gather of
-//   the boundary tensor over the TP group);
-// - per step: the gradient all-reduce over the d replicas (hierarchical:
-//   inside the node, then across nodes), which ZeRO-1 turns into a
+//   sending the output one (and the gradients back), 1/t of it per device
+//   (Megatron's scatter-gather of the boundary tensor over the TP group),
+//   each on the link that stage's devices and this one's cross
+//   (StageQuery::previousLink, nextLink);
+// - per step: the gradient all-reduce over the d replicas (one NCCL ring
+//   over them, across nodes on each node's adapters: the mesh search's
+//   price, cost::groupCollectiveTime), which ZeRO-1 turns into a
 //   reduce-scatter of gradients and an all-gather of the updated weights of
 //   the same volume; and AdamW plus the weight casts, on 1/d of the weights
 //   with ZeRO-1;
@@ -27,7 +29,7 @@
 
 #include "tessera/Pipeline/StageCostOracle.h"
 
-#include "tessera/CostModel/DeviceMesh.h"
+#include "tessera/CostModel/GroupCollective.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -63,24 +65,17 @@ double allReduces(const std::vector<Affine> &buffers,
   return total;
 }
 
-/// The data-parallel groups of a stage: `replicas` devices `stride` apart.
-/// Replicas inside one node talk over NVLink, the rest over the network.
-cost::DeviceMesh dataParallelMesh(const cost::Cluster &cluster,
-                                  int64_t replicas, int64_t stride) {
-  cost::DeviceMesh mesh;
-  int64_t perNode =
-      std::max<int64_t>(1, std::min(replicas, cluster.devicesPerNode / stride));
-  int64_t acrossNodes = replicas / perNode;
-  if (acrossNodes > 1)
-    mesh.axes.push_back({"dp_nodes", acrossNodes, stride * perNode,
-                         cost::LinkLevel::InterNode});
-  if (perNode > 1)
-    mesh.axes.push_back(
-        {"dp_node", perNode, stride, cost::LinkLevel::IntraNode});
-  return mesh;
-}
-
 } // namespace
+
+cost::LinkLevel linkBetweenStages(const cost::Cluster &cluster,
+                                  const Submesh &submesh, int64_t from,
+                                  int64_t to) {
+  int64_t perNode = cluster.devicesPerNode;
+  bool sameNode = from * submesh.devices() / perNode ==
+                  to * submesh.devices() / perNode;
+  return sameNode || !cluster.interNode ? cost::LinkLevel::IntraNode
+                                        : cost::LinkLevel::InterNode;
+}
 
 StageCostOracle::~StageCostOracle() = default;
 
@@ -154,11 +149,6 @@ std::vector<StageCost>
 MegatronStageOracle::plans(const StageQuery &query) const {
   std::vector<StageCost> result;
   int64_t devices = query.submesh.devices();
-  bool interNodeNeighbours = devices >= cluster.devicesPerNode &&
-                             cluster.nodes > 1 && cluster.interNode;
-  const cost::LinkModel &neighbourLink = interNodeNeighbours
-                                             ? *cluster.interNode
-                                             : cluster.intraNode;
 
   for (int64_t tensorParallel = 1;
        tensorParallel <= std::min(devices, cluster.devicesPerNode);
@@ -190,17 +180,20 @@ MegatronStageOracle::plans(const StageQuery &query) const {
                           profile.activationScale;
 
     // Receive the input and send the output, activations forward and
-    // gradients backward, 1/t per device.
+    // gradients backward, 1/t per device, each on the link to the
+    // neighbouring stage's devices.
     double samples = static_cast<double>(batch);
-    double boundaryBytes = 0;
+    auto transfer = [&](size_t boundary, cost::LinkLevel level) {
+      return cluster.link(level).time(
+          cost::Collective::SendRecv,
+          profile.boundary[boundary].at(samples) / tensorParallel, 2);
+    };
+    double transfers = 0;
     if (query.firstUnit > 0)
-      boundaryBytes += profile.boundary[query.firstUnit].at(samples);
+      transfers += transfer(query.firstUnit, query.previousLink);
     if (query.endUnit < profile.units.size())
-      boundaryBytes += profile.boundary[query.endUnit].at(samples);
-    if (boundaryBytes > 0)
-      base.pointToPoint = 2 * query.boundaryCrossings *
-                          neighbourLink.time(cost::Collective::SendRecv,
-                                             boundaryBytes / tensorParallel, 2);
+      transfers += transfer(query.endUnit, query.nextLink);
+    base.pointToPoint = 2 * query.boundaryCrossings * transfers;
 
     double parametersPerDevice =
         range.splitParameters / tensorParallel + range.replicatedParameters;
@@ -215,10 +208,11 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     }
     double gradientBytes =
         parametersPerDevice * profile.gradientBytesPerParameter;
-    cost::DeviceMesh replicasMesh =
-        dataParallelMesh(cluster, replicas, tensorParallel);
-    double gradientSync =
-        cost::meshAllReduceTime(replicasMesh, cluster, gradientBytes);
+    // The replicas of a TP rank, t apart: the same function prices a mesh
+    // axis's groups for the mesh search.
+    double gradientSync = cost::groupCollectiveTime(
+        cluster, cost::Collective::AllReduce, gradientBytes,
+        cost::stridedGroup(cluster, replicas, tensorParallel));
 
     for (bool zero : {false, true}) {
       if (zero && replicas == 1)

@@ -17,6 +17,7 @@
 #define TESSERA_COSTMODEL_DEVICEMESH_H
 
 #include "tessera/CostModel/Cluster.h"
+#include "tessera/CostModel/GroupCollective.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Error.h"
@@ -54,20 +55,27 @@ llvm::Expected<DeviceMesh> parseMesh(llvm::StringRef spec);
 /// over the intra-node link; one whose groups cross nodes over the
 /// inter-node link (which the cluster must have). An axis that is partly
 /// inside and partly across nodes (e.g. 16 devices with stride 1 on nodes of
-/// 8) is priced on the inter-node link: its ring crosses nodes, and the
-/// slowest hop paces a ring.
+/// 8) is an inter-node axis: its ring crosses nodes (axisCollectiveTime
+/// prices its hops on both links, GroupCollective.h).
 llvm::Error placeOnCluster(DeviceMesh &mesh, const Cluster &cluster);
 
+/// How one group of the axis `axis` lies on the nodes (all its groups alike):
+/// one node for an intra-node axis, else stridedGroup of its size and stride.
+DeviceGroup axisGroup(const DeviceMesh &mesh, const Cluster &cluster,
+                      unsigned axis);
+
 /// Seconds for `collective` over `bytes` among the devices of one group of
-/// the axis `axis` (all its groups run in parallel on disjoint links).
+/// the axis `axis` (all its groups run in parallel on disjoint links):
+/// groupCollectiveTime of its axisGroup, the price the pipeline search gives
+/// the same group.
 double axisCollectiveTime(const DeviceMesh &mesh, const Cluster &cluster,
                           unsigned axis, Collective collective, double bytes);
 
-/// Seconds to all-reduce `bytes` over every device of the mesh, done
-/// hierarchically as NCCL and Megatron do: reduce-scatter along the axes
-/// from the innermost out, all-reduce the remaining 1/(product) shard along
-/// the outermost axis, then all-gather back in. On a one-axis mesh this is
-/// one all-reduce.
+/// Seconds to all-reduce `bytes` over every device of the mesh: one
+/// collective over all of them, as DDP's gradient all-reduce is one NCCL
+/// call on one communicator (groupCollectiveTime: a ring over the nodes'
+/// adapters, not reduce-scatter / all-reduce / all-gather axis by axis,
+/// which NCCL does not do). 0 on one device.
 double meshAllReduceTime(const DeviceMesh &mesh, const Cluster &cluster,
                          double bytes);
 

@@ -11,7 +11,8 @@
 // mesh of more than one device is priced as pure data parallelism over all
 // its axes: every device runs the given per-device program on its share of
 // the batch, and the gradients are all-reduced over the whole mesh
-// (hierarchically, meshAllReduceTime) after the backward, without overlap.
+// (one NCCL all-reduce over all of them, meshAllReduceTime) after the
+// backward, without overlap.
 //
 //===----------------------------------------------------------------------===//
 

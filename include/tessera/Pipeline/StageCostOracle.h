@@ -42,6 +42,18 @@ struct Submesh {
   int64_t devices() const { return nodes * devicesPerNode; }
 };
 
+/// The link between the devices of the stages at positions `from` and `to`
+/// of a pipeline of stages on equal `submesh`es, placed one after the other
+/// on the cluster's devices as the search places them (stage s on devices
+/// [s D, (s + 1) D), numbered node by node). TP rank i of one stage talks to
+/// rank i of the other, and a stage lies inside one node or fills whole
+/// nodes, so their first devices tell: stages of two devices on nodes of
+/// four have an intra-node boundary between stages 0 and 1 and an
+/// inter-node one between stages 1 and 2.
+cost::LinkLevel linkBetweenStages(const cost::Cluster &cluster,
+                                  const Submesh &submesh, int64_t from,
+                                  int64_t to);
+
 struct StageQuery {
   /// Units [firstUnit, endUnit) of the ProgramProfile.
   size_t firstUnit = 0;
@@ -56,6 +68,11 @@ struct StageQuery {
   /// Times a micro-batch crosses each of the stage's boundaries (the
   /// interleaved schedule's chunks).
   int64_t boundaryCrossings = 1;
+  /// The links to the previous and the next stage's devices, on which the
+  /// boundary tensors move (linkBetweenStages for the stage's position);
+  /// unused at the program's first and last unit.
+  cost::LinkLevel previousLink = cost::LinkLevel::IntraNode;
+  cost::LinkLevel nextLink = cost::LinkLevel::IntraNode;
 };
 
 struct StageMemory {

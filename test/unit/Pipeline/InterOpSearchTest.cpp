@@ -384,4 +384,70 @@ TEST(InterOpSearch, OneStageMeshErrorWhenNoSplitFitsEveryStage) {
       << message;
 }
 
+/// One second of send/receive per boundary a stage's queries say crosses
+/// nodes, nothing else.
+class LinkCountingOracle : public StageCostOracle {
+public:
+  explicit LinkCountingOracle(size_t units) : units(units) {}
+  std::vector<StageCost> plans(const StageQuery &query) const override {
+    StageCost cost;
+    cost.dataParallel = query.submesh.devices();
+    cost.forward = 1e-3 * static_cast<double>(query.endUnit - query.firstUnit);
+    if (query.firstUnit > 0)
+      cost.pointToPoint += query.previousLink == cost::LinkLevel::InterNode;
+    if (query.endUnit < units)
+      cost.pointToPoint += query.nextLink == cost::LinkLevel::InterNode;
+    return {cost};
+  }
+  std::string describe() const override { return "link counting"; }
+
+private:
+  size_t units;
+};
+
+// Tests that the search tells each stage the links its boundaries cross:
+// stages of one device on two nodes of two, stages 0 and 1 on node 0, 2 and
+// 3 on node 1, so only the boundary between stages 1 and 2 crosses nodes
+// (issue 22: every boundary of stages smaller than a node was intra-node);
+// stages of a node each cross at every boundary.
+TEST(InterOpSearch, BoundaryLinksByPosition) {
+  auto cluster = cost::parseCluster(R"json({
+    "name": "two-by-two", "nodes": 2, "devices_per_node": 2,
+    "device": {"memory_bytes": 1e12, "memory_bandwidth": 1e12,
+               "flops": {"bf16": 1e12, "fp16": 1e12, "fp32": 1e12}},
+    "links": {"intra_node": {"latency": 0, "bandwidth": 1e11},
+              "inter_node": {"latency": 0, "bandwidth": 1e9}}})json",
+                                    "two-by-two.json");
+  ASSERT_TRUE(static_cast<bool>(cluster))
+      << llvm::toString(cluster.takeError());
+  ProgramProfile profile = profileOf(4);
+  LinkCountingOracle oracle(4);
+  SearchOptions options;
+  options.globalBatch = 4;
+  options.stages = 4;
+  options.microBatches = 1;
+  auto plan = searchPipeline(profile, *cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  ASSERT_EQ(plan->stages.size(), 4u);
+  std::vector<double> crossings;
+  for (const StagePlan &stage : plan->stages)
+    crossings.push_back(stage.cost.pointToPoint);
+  EXPECT_EQ(crossings, (std::vector<double>{0, 1, 1, 0}));
+
+  options.stages = 2;
+  plan = searchPipeline(profile, *cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  for (const StagePlan &stage : plan->stages)
+    EXPECT_EQ(stage.cost.pointToPoint, 1);
+
+  EXPECT_EQ(linkBetweenStages(*cluster, {1, 1}, 0, 1),
+            cost::LinkLevel::IntraNode);
+  EXPECT_EQ(linkBetweenStages(*cluster, {1, 1}, 1, 2),
+            cost::LinkLevel::InterNode);
+  EXPECT_EQ(linkBetweenStages(*cluster, {1, 1}, 0, 3),
+            cost::LinkLevel::InterNode);
+  EXPECT_EQ(linkBetweenStages(*cluster, {1, 2}, 0, 1),
+            cost::LinkLevel::InterNode);
+}
+
 } // namespace
