@@ -2,6 +2,7 @@
 
 #include "tessera/Sharding/MeshSharding.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <map>
@@ -48,6 +49,19 @@ void sharding::printTrainingShardingPlan(const TrainingShardingPlan &plan,
           : " (the ILP gave no better plan within --search-timeout)",
       search.searchSeconds, search.solvedNodes, search.solvedEdges,
       search.functionOps);
+  if (!search.memoryChecks.empty()) {
+    // The bounds the search ran under, corrected by what its per-op model
+    // missed on each plan's compiled rank (tess-search-sharding).
+    os << "  searched   " << search.memoryChecks.size()
+       << " times under bounds corrected by the compiled rank (bound -> rank "
+          "MiB):";
+    llvm::ListSeparator comma(",");
+    for (const PlanSearchInfo::MemoryCheck &check : search.memoryChecks)
+      os << comma
+         << llvm::formatv(" {0:F3} -> {1:F3}", check.boundBytes / 1048576.0,
+                          check.compiledBytes / 1048576.0);
+    os << "\n";
+  }
   if (plan.zeroStage >= 0)
     os << "  ZeRO       stage " << plan.zeroStage << " for every parameter\n";
   else

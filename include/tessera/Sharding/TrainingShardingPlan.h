@@ -126,6 +126,13 @@ struct PlanSearchInfo {
   /// "transformer.h.0-23" per run of identical layers solved once, with
   /// its length.
   std::vector<std::pair<std::string, size_t>> reusedLayers;
+  /// On a mesh whose plans are checked against the rank's compiled program
+  /// (tess-search-sharding): each search's memory bound and the compiled
+  /// rank's bytes for its plan, in order, when there was more than one.
+  struct MemoryCheck {
+    double boundBytes = 0, compiledBytes = 0;
+  };
+  std::vector<MemoryCheck> memoryChecks;
 };
 
 struct TrainingShardingPlan {

@@ -934,9 +934,13 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
     from the planned forward (q/k/v apart), its layouts written from the
     plan (tess-annotate-from-plan, whose remarks are the pass's) and one
     rank's program partitioned (tess-partition-spmd) and measured by the
-    one memory analysis, as the compile builds it. When that rank misses
-    the memory limit, the search runs again under a limit lowered by what
-    its per-op model missed, at most three searches in all.
+    one memory analysis, as the compile builds it. The search's per-op
+    model misses that rank either way, so the search runs again under a
+    bound corrected by the miss: lowered when the rank does not fit the
+    memory limit, raised when it fits with room a faster plan might use
+    (kept between the highest bound whose rank fitted and the lowest whose
+    rank did not), at most four searches; the fastest plan whose rank fits
+    is written, and --explain lists each search's bound and rank.
 
     `devices` (instead of `mesh`) chooses the mesh: every `dp=N`,
     `dp=A,tp=B` (A x B = N) and `tp=N`, from the most data-parallel, each

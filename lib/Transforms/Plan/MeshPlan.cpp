@@ -5,8 +5,10 @@
 // checked against it: the step built from the planned forward, its layouts
 // written from the plan and one rank partitioned, as the compile's
 // training, plan, shard and partition phases do, then the one memory
-// analysis. Where the model missed, the search runs again under a limit
-// lowered by the miss. Choosing the mesh of N devices is that decision for
+// analysis. Where the model missed, the search runs again under a bound
+// corrected by the miss: lowered when the rank does not fit, raised when it
+// fits with room a faster plan might use (the model can overestimate, as
+// well as under), and the fastest plan whose rank fits is kept. Choosing the mesh of N devices is that decision for
 // each factorisation, the fastest that fits kept.
 //
 //===----------------------------------------------------------------------===//
@@ -19,7 +21,9 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 using namespace mlir;
@@ -28,7 +32,11 @@ using namespace tessera;
 namespace {
 
 /// The searches of one mesh before its plan is kept.
-constexpr int kMaxSearches = 3;
+constexpr int kMaxSearches = 4;
+
+/// The least change of the search's memory bound tried, as a share of the
+/// limit: a smaller one returns the same plan.
+constexpr double kBoundStep = 1e-4;
 
 /// Holds the remarks emitted while it lives (the partition's, of a mesh
 /// that may not be chosen), for emitAgain.
@@ -108,12 +116,32 @@ FailureOr<MeshPlanDecision> decideOnMesh(ModuleOp module,
                      : cluster->device.memoryBytes;
   bool measured = StringRef(options.calibration).trim().empty();
   tess::PlanAttr fitted = tess::PlanAttr::lookup(module);
+  // The search's per-op model and the compiled rank differ by a few
+  // percent either way (liveness, the partition's gathers and temporaries),
+  // so the bound the search is given is corrected by what the model missed
+  // on the plan it returned: lowered when that rank does not fit, raised
+  // when it fits with room a faster plan might use. `fitting` brackets the
+  // bounds from below (its plan fits), `missing` from above.
   SearchShardingOptions bounded = options;
-  for (int search = 1;; ++search) {
+  double bound = limit;
+  double fitting = 0, missing = std::numeric_limits<double>::infinity();
+  std::optional<MeshPlanDecision> best;
+  OwningOpRef<ModuleOp> bestModule;
+  std::optional<double> lastSeconds;
+  std::vector<sharding::PlanSearchInfo::MemoryCheck> checks;
+  double leastMissed = std::numeric_limits<double>::infinity();
+  for (int search = 1; search <= kMaxSearches; ++search) {
+    if (search > 1)
+      bounded.memoryLimit = static_cast<int64_t>(bound);
     OwningOpRef<ModuleOp> planned(module.clone());
     llvm::Expected<sharding::TrainingShardingPlan> plan =
         searchSharding(*planned, bounded, *calibration);
     if (!plan) {
+      // Nothing the model fits under this bound: nor under a lower one.
+      if (best) {
+        consumeError(plan.takeError());
+        break;
+      }
       unfit = llvm::toString(plan.takeError());
       return failure();
     }
@@ -121,37 +149,70 @@ FailureOr<MeshPlanDecision> decideOnMesh(ModuleOp module,
     decision.plan = std::move(*plan);
     decision.calibration = *calibration;
     if (decision.calibration.estimate)
-      decision.calibration.estimate->memoryLimitBytes =
-          bounded.memoryLimit > 0 ? static_cast<double>(bounded.memoryLimit)
-                                  : limit;
+      decision.calibration.estimate->memoryLimitBytes = limit;
     const cost::DeviceMesh &mesh = decision.plan.mesh;
     if (mesh.deviceCount() == 1 || !measured) {
       adoptModule(module, *planned);
       return decision;
     }
+    // A raised bound that gives the same plan again: nothing faster fits.
+    double seconds = decision.plan.predicted.stepSeconds();
+    if (lastSeconds && seconds == *lastSeconds && bound > fitting &&
+        fitting > 0)
+      break;
+    lastSeconds = seconds;
     FailureOr<StepMemory> rank = rankMemory(*planned, options, decision.plan,
                                             fitted, decision.compiledPlan);
     if (failed(rank))
       return failure();
     decision.rank = *rank;
     double predicted = decision.plan.predicted.memoryBytes();
-    double missed = rank->totalBytes() - predicted;
-    if (rank->totalBytes() <= limit) {
-      adoptModule(module, *planned);
-      return decision;
+    double compiled = rank->totalBytes();
+    bool fits = compiled <= limit;
+    checks.push_back({bound, compiled});
+    if (fits) {
+      fitting = std::max(fitting, bound);
+      if (!best || seconds < best->plan.predicted.stepSeconds()) {
+        best = std::move(decision);
+        bestModule = std::move(planned);
+      }
+    } else {
+      missing = std::min(missing, bound);
+      // Without a plan that fits, the error gives the least rank searched.
+      if (compiled < leastMissed) {
+        leastMissed = compiled;
+        unfit = llvm::formatv(
+            "no sharding plan fits {0:F3} MiB per device on mesh {1} as "
+            "compiled: the least of the search's plans needs {2:F3} MiB per "
+            "rank (its arena planned from liveness and the training state; "
+            "the search predicted {3:F3}); raise --memory-limit or use more "
+            "devices",
+            limit / 1048576.0, mesh.describe(), compiled / 1048576.0,
+            predicted / 1048576.0);
+      }
     }
-    if (search == kMaxSearches || missed <= 0) {
-      unfit = llvm::formatv(
-          "no sharding plan fits {0:F3} MiB per device on mesh {1} as "
-          "compiled: the search's plan needs {2:F3} MiB per rank (its arena "
-          "planned from liveness and the training state; the search "
-          "predicted {3:F3}); raise --memory-limit or use more devices",
-          limit / 1048576.0, mesh.describe(), rank->totalBytes() / 1048576.0,
-          predicted / 1048576.0);
-      return failure();
+    // The bound at which the model, shifted by its miss on this plan, puts
+    // the plan at the limit, at least a step away from this one and kept
+    // strictly inside the bracket (its middle where the shift leaves it).
+    double step = kBoundStep * limit;
+    double next = predicted + (limit - compiled);
+    if (fits && next < bound + step)
+      break; // no room worth another search
+    if (!fits)
+      next = std::min(next, bound - step);
+    if (!(next > fitting && next < missing)) {
+      if (missing - fitting < 2 * step)
+        break;
+      next = 0.5 * (fitting + missing);
     }
-    bounded.memoryLimit = static_cast<int64_t>(limit - missed);
+    bound = next;
   }
+  if (!best)
+    return failure();
+  if (checks.size() > 1)
+    best->plan.search.memoryChecks = std::move(checks);
+  adoptModule(module, *bestModule);
+  return std::move(*best);
 }
 
 /// Every mesh of `devices` devices, from the most data-parallel: dp=N,
