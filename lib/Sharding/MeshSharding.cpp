@@ -17,7 +17,13 @@ using namespace tessera::sharding;
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+/// Bytes as the error messages give them: GiB from one GiB up, else MiB
+/// (a tiny model's limit in GiB rounds to 0.00).
+std::string memoryText(double bytes) {
+  constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
+  return bytes >= kGiB ? llvm::formatv("{0:F2} GiB", bytes / kGiB).str()
+                       : llvm::formatv("{0:F3} MiB", bytes / kMiB).str();
+}
 
 llvm::Error searchError(const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), why);
@@ -825,11 +831,12 @@ sharding::searchTrainingSharding(func::FuncOp function,
   auto tooSmall = [&](llvm::StringRef why) {
     double least = problem.minimumMemory() + options.fixedMemoryBytes;
     return searchError(llvm::formatv(
-        "no sharding plan fits {0:F2} GiB per device on mesh {1}{2}: the "
-        "smallest plan the search can build needs {3:F2} GiB per device "
+        "no sharding plan fits {0} per device on mesh {1}{2}: the "
+        "smallest plan the search can build needs {3} per device "
         "(parameters, gradients, optimizer state and activations); raise "
         "--memory-limit or use more devices",
-        *options.memoryLimitBytes / kGiB, mesh.describe(), why, least / kGiB));
+        memoryText(*options.memoryLimitBytes), mesh.describe(), why,
+        memoryText(least)));
   };
   if (options.memoryLimitBytes) {
     problem.memoryLimit = *options.memoryLimitBytes - options.fixedMemoryBytes;

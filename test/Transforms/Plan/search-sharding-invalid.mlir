@@ -51,7 +51,7 @@ module {
 //--- fit.mlir
 // Tests that no plan within the memory limit is an error with the least
 // memory any plan needs.
-// expected-error@below {{tess-search-sharding: no sharding plan fits 0.00 GiB per device on mesh dp=4: the smallest plan the search can build needs 0.00 GiB per device}}
+// expected-error@below {{tess-search-sharding: no sharding plan fits 0.001 MiB per device on mesh dp=4: the smallest plan the search can build needs 0.133 MiB per device}}
 module {
   func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
     %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
@@ -141,9 +141,9 @@ module {
 // Tests that no mesh of `devices` with a plan that fits is an error giving
 // each mesh's reason, from the most data-parallel.
 // REASONS:      error: tess-search-sharding: devices 4: no mesh of 4 devices fits a plan on cluster 'h200':
-// REASONS-NEXT: dp=4: no sharding plan fits 0.00 GiB per device on mesh dp=4:
-// REASONS-NEXT: dp=2,tp=2: no sharding plan fits 0.00 GiB per device on mesh dp=2,tp=2:
-// REASONS-NEXT: tp=4: no sharding plan fits 0.00 GiB per device on mesh tp=4:
+// REASONS-NEXT: dp=4: no sharding plan fits {{[0-9.]+}} MiB per device on mesh dp=4:
+// REASONS-NEXT: dp=2,tp=2: no sharding plan fits {{[0-9.]+}} MiB per device on mesh dp=2,tp=2:
+// REASONS-NEXT: tp=4: no sharding plan fits {{[0-9.]+}} MiB per device on mesh tp=4:
 // expected-error@below {{tess-search-sharding: devices 4: no mesh of 4 devices fits a plan on cluster 'h200':}}
 module {
   func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
