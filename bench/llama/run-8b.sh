@@ -24,8 +24,10 @@ t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader; free -g | head -2
 common=(--init random --rope-theta 500000 --lr 3e-4 --beta1 0.9 --beta2 0.95 --weight-decay 0.1
         --grad-clip 1.0 --no-shuffle)
-# name batch steps seconds
+# name batch steps seconds; SPECS_8B="name batch steps seconds;..." picks
+# others (one device call is at most 600 s).
 specs=("llama3-8b 2 10 150" "llama3-8b-b16-offload 16 10 300")
+[[ -n "${SPECS_8B:-}" ]] && IFS=';' read -r -a specs <<< "$SPECS_8B"
 for spec in "${specs[@]}"; do
   read -r name batch steps limit <<< "$spec"
   [[ -x "$here/$name-train" ]] || { echo "$name: no executable (LLAMA_8B=1 build.sh)"; continue; }
