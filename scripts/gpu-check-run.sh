@@ -256,6 +256,22 @@ else
   status=1
 fi
 
+# Dropout on a mesh: the GPU's flash-attention fallback and dropout kernels
+# draw each rank's block of the stream (tessera_cuda_mesh_stream_seed);
+# 5 steps on the token shard, every loss and norm within 1e-5 of one device's.
+if [[ -x "$here/gpt2-tiny-dropout-one-train" ]]; then
+  echo "=== gpt2-tiny with dropout: one device, dp 2 and dp x tp 2x2 (thread ranks) ==="
+  for name in one dp dptp; do
+    "$here/gpt2-tiny-dropout-$name-train" --data "$here/pattern.bin" --steps 5 \
+        --metrics "$out/dropout-$name.jsonl" > "$out/dropout-$name.log" 2>&1 \
+      || { echo "gpt2-tiny-dropout-$name failed:"; tail -n 5 "$out/dropout-$name.log"; status=1; }
+  done
+  for name in dp dptp; do
+    python3 "$here/training_runs.py" same-steps "$out/dropout-one.jsonl" \
+        "$out/dropout-$name.jsonl" 1e-5 || status=1
+  done
+fi
+
 if [[ -x "$here/tessera_runtime_cuda_tests" ]]; then
   echo "=== the driver's GPU kernels ==="
   "$here/tessera_runtime_cuda_tests" --gtest_filter='DriverKernelsCuda.*:OptimizerCuda.*' \

@@ -16,6 +16,9 @@
 # - gpt2-tiny fp32 partitioned for the meshes 2 (tp) and 2x2 (dp-tp): the
 #   same first-step check, their ranks as threads on this machine's GPUs and,
 #   with 2 GPUs, the tp program launched on NCCL (--nproc 2);
+# - gpt2-tiny with training-mode dropout on one device, dp 2 and dp x tp
+#   2x2: 5 steps on test/data/pattern.bin, the meshes' equal to one device's
+#   (each rank's block of the dropout streams, stream_axis);
 # - gpt2-tiny fp32 as a 2-stage 1F1B pipeline: the same check, the stages as
 #   threads and, with 2 GPUs, launched on NCCL;
 # - gpt2-tiny fp32 as 2 stages over the stage meshes 2 (dp) and 2x2 (dp-tp):
@@ -67,6 +70,17 @@ rm -rf "$out" && mkdir -p "$out"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --mesh 2x2 --strategy dp-tp \
     --without-weights -o "$out/gpt2-tiny-dptp-train"
+# gpt2-tiny with training-mode dropout (test/models/add_dropout.py) on one
+# device and partitioned data parallel over 2 and data x tensor parallel
+# over 2x2: the ranks draw their blocks of each dropout's and attention's
+# stream (stream_axis), so every step equals the single-device one.
+for plan in "one" "dp --mesh 2 --strategy dp" "dptp --mesh 2x2 --strategy dp-tp"; do
+  read -r name flags <<< "$plan"
+  # shellcheck disable=SC2086
+  "$tesserac" "$repo/test/models/gpt2-tiny-dropout.raw.dyn.onnx" --dim batch=4 --dim seq=32 \
+      --loss causal-lm --precision fp32 --target cuda $flags -o "$out/gpt2-tiny-dropout-$name-train"
+done
+cp "$repo/test/data/pattern.bin" "$out/"
 # Pipelined (2 stages, 1F1B, the fixture's 2 rows as 2 micro-batches).
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \

@@ -11,6 +11,7 @@
 #include "tessera/Execution/Interpreter.h"
 
 #include "Tess/IR/TessOps.h"
+#include "tessera/runtime/lowering_support.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -60,6 +61,10 @@ private:
   llvm::Error parameter(tess::ParameterOp op);
   /// The collectives of a partitioned program (MeshRank).
   llvm::Error collective(Operation &op);
+  /// A random op's seed: the step's mixed with `opSeed`, advanced to this
+  /// rank's block (of `blockElements`) when the op has a stream_axis.
+  llvm::Expected<uint64_t> randomSeed(Operation &op, int64_t opSeed,
+                                      int64_t blockElements);
 
   /// Descriptors of several operands (null entries for absent ones).
   llvm::Expected<SmallVector<const tessera_tensor *>>
@@ -231,6 +236,35 @@ uint64_t mixSeed(uint64_t stepSeed, uint64_t opSeed) {
   return z ^ (z >> 31);
 }
 
+llvm::Expected<uint64_t> FunctionRun::randomSeed(Operation &op,
+                                                 int64_t opSeed,
+                                                 int64_t blockElements) {
+  uint64_t seed = mixSeed(stepSeed, opSeed);
+  auto axis = op.getAttrOfType<StringAttr>("stream_axis");
+  if (!axis)
+    return seed;
+  if (!meshRank)
+    return opError(op, "a stream_axis needs a mesh rank (Interpreter::"
+                       "setMeshRank)");
+  auto position = llvm::find(meshRank->axisNames, axis.getValue());
+  if (position == meshRank->axisNames.end())
+    return opError(op, "the mesh rank has no axis '" + axis.getValue() + "'");
+  uint64_t coordinate = static_cast<uint64_t>(
+      meshRank->coordinates[position - meshRank->axisNames.begin()]);
+  return tessera_advance_seed(seed,
+                              coordinate * static_cast<uint64_t>(blockElements));
+}
+
+/// The elements of attention's weights [batch, q_heads, q_seq, kv_seq], over
+/// which its dropout stream runs.
+template <typename AttentionLikeOp>
+int64_t attentionWeights(AttentionLikeOp op) {
+  ArrayRef<int64_t> query =
+      llvm::cast<RankedTensorType>(op.getQuery().getType()).getShape();
+  return query[0] * query[1] * query[2] *
+         llvm::cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
+}
+
 llvm::Error FunctionRun::execute(Operation &op) {
   // The op families whose kernel takes the op as a code.
   auto unary = [&](int32_t kind) {
@@ -317,13 +351,17 @@ llvm::Error FunctionRun::execute(Operation &op) {
                             return tessera_cpu_cast(in[0], &out[0]);
                           });
       })
-      .Case([&](tess::DropoutOp dropout) {
+      .Case([&](tess::DropoutOp dropout) -> llvm::Error {
         double rate = dropout.getRate().convertToDouble();
-        uint64_t seed = mixSeed(stepSeed, dropout.getSeed());
+        llvm::Expected<uint64_t> seed = randomSeed(
+            op, dropout.getSeed(),
+            llvm::cast<RankedTensorType>(dropout.getType()).getNumElements());
+        if (!seed)
+          return seed.takeError();
         return callKernel(op, {op.getOperand(0)},
                           [&](KernelInputs in, KernelOutputs out) {
                             return tessera_cpu_dropout(in[0], &out[0], rate,
-                                                       seed);
+                                                       *seed);
                           });
       })
       .Case([&](tess::ReshapeOp) {
@@ -469,7 +507,11 @@ llvm::Error FunctionRun::execute(Operation &op) {
                                                       axis);
                           });
       })
-      .Case([&](tess::AttentionOp attention) {
+      .Case([&](tess::AttentionOp attention) -> llvm::Error {
+        llvm::Expected<uint64_t> streamSeed = randomSeed(
+            op, attention.getSeed(), attentionWeights(attention));
+        if (!streamSeed)
+          return streamSeed.takeError();
         return callKernel(
             op,
             {attention.getQuery(), attention.getKey(), attention.getValue(),
@@ -477,7 +519,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
             [&](KernelInputs in, KernelOutputs out) {
               double scale = attention.getScale().convertToDouble();
               double dropout = attention.getDropout().convertToDouble();
-              uint64_t seed = mixSeed(stepSeed, attention.getSeed());
+              uint64_t seed = *streamSeed;
               auto window = static_cast<int64_t>(attention.getWindow());
               if (double softcap = attention.getSoftcap().convertToDouble())
                 return tessera_cpu_softcapped_attention(
@@ -619,7 +661,11 @@ llvm::Error FunctionRun::execute(Operation &op) {
                                                             &out[0], axis);
                           });
       })
-      .Case([&](tess::AttentionGradOp grad) {
+      .Case([&](tess::AttentionGradOp grad) -> llvm::Error {
+        llvm::Expected<uint64_t> streamSeed =
+            randomSeed(op, grad.getSeed(), attentionWeights(grad));
+        if (!streamSeed)
+          return streamSeed.takeError();
         return callKernel(
             op,
             {grad.getQuery(), grad.getKey(), grad.getValue(), grad.getMask(),
@@ -627,7 +673,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
             [&](KernelInputs in, KernelOutputs out) {
               double scale = grad.getScale().convertToDouble();
               double dropout = grad.getDropout().convertToDouble();
-              uint64_t seed = mixSeed(stepSeed, grad.getSeed());
+              uint64_t seed = *streamSeed;
               auto window = static_cast<int64_t>(grad.getWindow());
               if (double softcap = grad.getSoftcap().convertToDouble())
                 return tessera_cpu_softcapped_attention_grad(

@@ -244,6 +244,8 @@ private:
   /// step as random, which keeps the CUDA driver from replaying it as a
   /// graph.
   Value attentionSeed(double dropout, int64_t opSeed) override;
+  Value streamedSeed(Operation *op, Value seed,
+                     int64_t blockElements) override;
   Value pointerArray(ValueRange pointers, bool constant) override;
   bool isView(Value result) override {
     return plan.storage.lookup(result).kind == StorageKind::Alias;
@@ -556,6 +558,28 @@ Value StepBuilder::attentionSeed(double dropout, int64_t opSeed) {
   if (dropout > 0)
     return mixedSeed(opSeed);
   return emitc::LiteralOp::create(builder, loc, types.ui64, "0");
+}
+
+Value StepBuilder::streamedSeed(Operation *op, Value seed,
+                                int64_t blockElements) {
+  auto axisName = op->getAttrOfType<StringAttr>("stream_axis");
+  if (!axisName)
+    return seed;
+  // (The op's verifier checked that the module's mesh has the axis.)
+  unsigned axis = *tess::MeshAttr::lookup(op).axisIndex(axisName.getValue());
+  Value variable = emitc::VariableOp::create(
+      builder, loc, emitc::LValueType::get(types.ui64),
+      emitc::OpaqueAttr::get(context, ""));
+  emitc::AssignOp::create(builder, loc, variable, seed);
+  Value address = emitc::AddressOfOp::create(
+      builder, loc, emitc::PointerType::get(types.ui64), variable);
+  guardedCall(target.cuda ? "tessera_cuda_mesh_stream_seed"
+                          : "tessera_mesh_stream_seed",
+              [&](CallArguments &a) {
+                a.value(stepContext).i32(axis).value(address).i64(
+                    blockElements);
+              });
+  return emitc::LoadOp::create(builder, loc, types.ui64, variable);
 }
 
 /// tessera_mix_seed(seed, opSeed): the interpreter's mixSeed.

@@ -9,6 +9,7 @@
 
 #include "DataTypes.h"
 #include "Errors.h"
+#include "Random.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -109,6 +110,10 @@ extern "C" uint64_t tessera_mix_seed(uint64_t step_seed, uint64_t op_seed) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
+}
+
+extern "C" uint64_t tessera_advance_seed(uint64_t seed, uint64_t count) {
+  return tessera::cpu::advancedSeed(seed, count);
 }
 
 extern "C" int tessera_read_scalar_f32(const tessera_tensor *x, float *value) {

@@ -33,6 +33,36 @@ inline uint64_t mixBits(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+/// mixBits's inverse: each step of the mixer undone in reverse order (an
+/// odd multiplier's inverse modulo 2^64, a right xorshift's by repeating it).
+inline uint64_t unmixBits(uint64_t z) {
+  auto unshift = [](uint64_t y, unsigned shift) {
+    uint64_t x = y;
+    for (unsigned done = shift; done < 64; done += shift)
+      x = y ^ (x >> shift);
+    return x;
+  };
+  // Newton's iteration doubles the correct low bits of an odd number's
+  // inverse each time: 5 steps from 3 bits reach 64.
+  auto inverse = [](uint64_t odd) {
+    uint64_t x = odd;
+    for (int i = 0; i < 5; ++i)
+      x *= 2 - odd * x;
+    return x;
+  };
+  z = unshift(z, 31) * inverse(0x94D049BB133111EBull);
+  z = unshift(z, 27) * inverse(0xBF58476D1CE4E5B9ull);
+  return unshift(z, 30);
+}
+
+/// The seed whose stream is `seed`'s advanced by `count` elements: its
+/// start is start(seed) + count * 0x9E3779B97F4A7C15, so element i of the
+/// one is element count + i of the other (a rank's block of a split random
+/// op, from the block's first element on).
+inline uint64_t advancedSeed(uint64_t seed, uint64_t count) {
+  return unmixBits(mixBits(seed) + count * 0x9E3779B97F4A7C15ull);
+}
+
 /// Dropout's keep/drop decisions for one (seed, rate): keeps(i) is true when
 /// element i survives.
 class DropoutMask {

@@ -2,6 +2,9 @@
 
 #include "TestUtil.h"
 
+#include "Random.h"
+#include "tessera/runtime/lowering_support.h"
+
 using namespace tessera_test;
 
 namespace {
@@ -50,6 +53,44 @@ TEST(Dropout, TheMaskIsAFunctionOfSeedAndIndexOnly) {
   EXPECT_KERNEL_OK(tessera_cpu_dropout(prefix.get(), prefixOut.get(), 0.5, 7));
   for (int64_t i = 0; i < 10; ++i)
     EXPECT_EQ(prefixOut.at(i), first.at(i));
+}
+
+// Tests that unmixBits undoes SplitMix64's finalizer, and that an advanced
+// seed's stream is the seed's from `count` on: what a rank's block of a
+// split random op draws (stream_axis).
+TEST(Dropout, AnAdvancedSeedDrawsTheStreamFromItsOffset) {
+  using namespace tessera::cpu;
+  for (uint64_t z : {0ull, 1ull, 42ull, 0x9E3779B97F4A7C15ull, ~0ull})
+    EXPECT_EQ(unmixBits(mixBits(z)), z) << z;
+  for (uint64_t seed : {0ull, 7ull, 0xDEADBEEFCAFEull})
+    for (uint64_t count : {0ull, 1ull, 1000ull, 123456789ull}) {
+      DropoutMask whole(seed, 0.5), block(advancedSeed(seed, count), 0.5);
+      for (uint64_t i = 0; i < 64; ++i)
+        ASSERT_EQ(block.keeps(i), whole.keeps(count + i))
+            << "seed " << seed << " count " << count << " i " << i;
+      EXPECT_EQ(tessera_advance_seed(seed, count), advancedSeed(seed, count));
+    }
+}
+
+// Tests that the blocks of a tensor's rows, each dropped with the seed
+// advanced to its first element, are the whole tensor dropped.
+TEST(Dropout, RowBlocksWithAdvancedSeedsAreTheWholeDropout) {
+  Tensor x = randomTensor({4, 6, 5}, 3);
+  Tensor whole(TESSERA_F32, {4, 6, 5});
+  EXPECT_KERNEL_OK(tessera_cpu_dropout(x.get(), whole.get(), 0.3, 99));
+  const int64_t blockElements = 2 * 6 * 5;
+  const std::vector<float> values = x.values();
+  for (int64_t block = 0; block < 2; ++block) {
+    std::vector<float> rows(values.begin() + block * blockElements,
+                            values.begin() + (block + 1) * blockElements);
+    Tensor part = Tensor::floats({2, 6, 5}, rows);
+    Tensor dropped(TESSERA_F32, {2, 6, 5});
+    EXPECT_KERNEL_OK(tessera_cpu_dropout(
+        part.get(), dropped.get(), 0.3,
+        tessera_advance_seed(99, static_cast<uint64_t>(block * blockElements))));
+    for (int64_t i = 0; i < blockElements; ++i)
+      EXPECT_EQ(dropped.at(i), whole.at(block * blockElements + i)) << i;
+  }
 }
 
 TEST(Dropout, RejectsRatesOutsideZeroToOne) {

@@ -64,3 +64,9 @@ tessera_cuda_mesh_shard_slice(const tessera_step_context *context, int32_t axis,
   return tessera_cuda_slice(x, y, starts.data(), strides.data(),
                             static_cast<cudaStream_t>(stream));
 }
+
+extern "C" int tessera_cuda_mesh_stream_seed(const tessera_step_context *context,
+                                             int32_t axis, uint64_t *seed,
+                                             uint64_t block_elements) {
+  return Device::streamSeed(context, axis, seed, block_elements);
+}

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tessera/runtime/lowering_support.h"
 #include "tessera/runtime/mesh_step.h"
 
 #include "MeshStepCalls.h"
@@ -47,6 +48,24 @@ bool shardSliceWindow(const tessera_step_context *context, int32_t axis,
   strides.assign(static_cast<size_t>(y->rank), 1);
   starts[static_cast<size_t>(dim)] =
       context->mesh_coordinates[axis] * y->shape[dim];
+  return true;
+}
+
+bool advanceStreamSeed(const tessera_step_context *context, int32_t axis,
+                       uint64_t *seed, uint64_t blockElements,
+                       ErrorSink report) {
+  if (!context || axis < 0 || axis >= context->mesh_axis_count ||
+      !context->mesh_coordinates || !seed) {
+    report("stream_seed over mesh axis " + std::to_string(axis) +
+           ": the step needs the rank's coordinate on it, and the driver "
+           "gave " +
+           std::to_string(context ? context->mesh_axis_count : 0) +
+           " axes (a partitioned program runs on its mesh)");
+    return false;
+  }
+  *seed = tessera_advance_seed(
+      *seed, static_cast<uint64_t>(context->mesh_coordinates[axis]) *
+                 blockElements);
   return true;
 }
 
@@ -100,4 +119,10 @@ extern "C" int tessera_mesh_shard_slice(const tessera_step_context *context,
     return 1;
   // tessera_cpu_slice checks that the block lies inside x.
   return tessera_cpu_slice(x, y, starts.data(), strides.data());
+}
+
+extern "C" int tessera_mesh_stream_seed(const tessera_step_context *context,
+                                        int32_t axis, uint64_t *seed,
+                                        uint64_t block_elements) {
+  return Host::streamSeed(context, axis, seed, block_elements);
 }

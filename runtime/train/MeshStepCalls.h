@@ -28,6 +28,12 @@ using ErrorSink = void (*)(const std::string &message);
 tessera_comm *axisComm(const tessera_step_context *context, int32_t axis,
                        const char *what, ErrorSink report);
 
+/// stream_seed's advance of `seed` to the rank's block along `axis`; false
+/// with the failure reported when the context has no coordinates for it.
+bool advanceStreamSeed(const tessera_step_context *context, int32_t axis,
+                       uint64_t *seed, uint64_t blockElements,
+                       ErrorSink report);
+
 /// `collective(comm)` on the communicator of `axis`: 1 without one, else
 /// comm.h's status, its message reported as "<what> over mesh axis A: ...".
 template <typename Collective>
@@ -72,6 +78,12 @@ template <ErrorSink report> struct AxisCollectives {
     return onAxis(context, axis, "all_to_all", report, [&](tessera_comm *c) {
       return tessera_comm_all_to_all(c, x, y, splitDim, concatDim, stream);
     });
+  }
+  /// stream_seed (no communication): 0, or 1 reported.
+  static int streamSeed(const tessera_step_context *context, int32_t axis,
+                        uint64_t *seed, uint64_t blockElements) {
+    return advanceStreamSeed(context, axis, seed, blockElements, report) ? 0
+                                                                         : 1;
   }
 };
 

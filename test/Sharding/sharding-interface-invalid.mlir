@@ -34,7 +34,7 @@ func.func @indexed_vocabulary(%t: tensor<100x16xf32>, %ids: tensor<2x8xi64>) {
 
 // Tests that attention with dropout reads its heads whole (positional).
 func.func @positional_heads(%q: tensor<2x4x32x16xf32>) {
-  // expected-warning@+2 {{operand 0 dim 1 arrives split over 'tp', but the op keeps its positional label whole (only the search splits it): it is resharded first}}
+  // expected-warning@+2 {{operand 0 dim 1 arrives split over 'tp', but the op keeps its positional label whole (neither the search nor the partition splits it): it is resharded first}}
   // expected-warning@+1 {{operand 1 dim 1 arrives split over 'tp'}}
   %0 = tess.attention %q, %q, %q {dropout = 0.1 : f64, scale = 0.25 : f64, tess.arriving = [#tess.layout<[-, tp, -, -]>, #tess.layout<[-, tp, -, -]>, #tess.layout<[-, -, -, -]>]} : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>) -> tensor<2x4x32x16xf32>
   return

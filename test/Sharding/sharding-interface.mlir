@@ -8,7 +8,7 @@
 
 // Tests that elementwise ops label every dim alike and offer each result dim
 // to the search; neg, cast and swiglu's `up` pass partial sums through; a
-// dropout with a rate stays whole; gradients and AdamW are partitioned but
+// dropout with a rate splits only its dim 0 (streamed); gradients and AdamW are partitioned but
 // not searched.
 // CHECK: tess.gelu
 // CHECK-NEXT:   labels: 0 parallel, 1 parallel
@@ -43,9 +43,12 @@
 // CHECK-NEXT:   result 0: [0, 1]
 // CHECK-NEXT:   linear in: {0}
 // CHECK-NEXT: tess.dropout
-// CHECK-NEXT:   labels: none (replicated)
-// CHECK-NEXT:   operand 0: [-, -]
-// CHECK-NEXT:   result 0: [-, -]
+// CHECK-NEXT:   labels: 0 streamed
+// CHECK-NEXT:   operand 0: [0, -]
+// CHECK-NEXT:   result 0: [0, -]
+// CHECK-NEXT:   linear in: {0}
+// CHECK-NEXT:   splits: split dim 0 = 0
+// CHECK-NEXT:   runs in: operands [dp, -] -> results [dp, -]
 // CHECK-NEXT: tess.gelu_grad
 // CHECK-NEXT:   labels: 0 parallel, 1 parallel
 // CHECK-NEXT:   operand 0: [0, 1]
@@ -84,7 +87,7 @@ func.func @elementwise(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>, %p: tensor<4x8
   %2 = tess.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
   %3 = tess.swiglu %x, %dy {tess.arriving = [#tess.layout<[-, -]>, #tess.layout<[-, -] partial(tp)>]} : tensor<4x8xf32>
   %4 = tess.dropout %x {rate = 0.0 : f64} : tensor<4x8xf32>
-  %5 = tess.dropout %x {rate = 0.25 : f64} : tensor<4x8xf32>
+  %5 = tess.dropout %x {rate = 0.25 : f64, tess.arriving = [#tess.layout<[dp, tp]>]} : tensor<4x8xf32>
   %6 = tess.gelu_grad %x, %dy : tensor<4x8xf32>
   %7 = tess.silu_grad %x, %dy : tensor<4x8xf32>
   %8:2 = tess.swiglu_grad %x, %x, %dy : tensor<4x8xf32>
@@ -294,8 +297,8 @@ func.func @norms(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %r: tensor<2x4x8x1
 
 // Tests that attention splits over batch and heads (grouped K/V heads with
 // Q's label, the mask by broadcasting) and contracts head_dim and the key
-// positions inside its softmax; with dropout batch and heads are positional:
-// the search splits them, the partition reads them whole.
+// positions inside its softmax; with dropout the batch is streamed (a
+// rank's rows draw their run of the stream) and the heads positional (whole).
 // CHECK: tess.attention
 // CHECK-NEXT:   labels: 0 batch, 1 parallel, 2 contracted, 3 contracted
 // CHECK-NEXT:   operand 0: [0, 1, -, 2]
@@ -306,12 +309,12 @@ func.func @norms(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %r: tensor<2x4x8x1
 // CHECK-NEXT:   splits: split batch = 0, split heads = 1
 // CHECK-NEXT:   runs in: operands [dp, tp, -, -] [dp, tp, -, -] [dp, tp, -, -] [-, -, -, -] -> results [dp, tp, -, -]
 // CHECK-NEXT: tess.attention
-// CHECK-NEXT:   labels: 0 positional, 1 positional, 2 contracted, 3 contracted
+// CHECK-NEXT:   labels: 0 streamed, 1 positional, 2 contracted, 3 contracted
 // CHECK-NEXT:   operand 0: [0, 1, -, 2]
 // CHECK-NEXT:   operand 1: [0, 1, 3, 2]
 // CHECK-NEXT:   operand 2: [0, 1, 3, -]
 // CHECK-NEXT:   result 0: [0, 1, -, -]
-// CHECK-NEXT:   splits: split batch = 0, split heads = 1
+// CHECK-NEXT:   splits: split batch = 0
 // CHECK-NEXT: tess.attention_grad
 // CHECK-NEXT:   labels: 0 batch, 1 parallel, 2 contracted, 3 contracted
 // CHECK-NEXT:   operand 0: [0, 1, -, 2]

@@ -56,8 +56,10 @@ def Tess_ShardingInterface : OpInterface<"ShardingInterface"> {
     them over a mesh axis lets each rank run the op on its blocks. Each
     label has a kind: `batch` and `parallel` labels are in the results,
     `contracted` and `reduced` ones are summed into a result (split, it
-    leaves partial sums), `averaged` ones are the loss's rows; `indexed`,
-    `pieced` and `positional` ones only the search splits. The op also names the splits
+    leaves partial sums), `averaged` ones are the loss's rows; `indexed`
+    and `pieced` ones only the search splits, `positional` ones nobody;
+    `streamed` ones (a random op's outermost dim) split with the rank
+    drawing its block of the stream (`stream_axis`). The op also names the splits
     the intra-op search offers.
 
     From this one answer derive the intra-op search's strategies

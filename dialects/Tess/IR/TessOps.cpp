@@ -126,11 +126,36 @@ LogicalResult SplitOp::verifyBeforeInference() {
   return success();
 }
 
+LogicalResult tessera::tess::verifyStreamAxis(Operation *op,
+                                              std::optional<StringRef> axis,
+                                              double rate, StringRef rule) {
+  if (!axis)
+    return success();
+  if (!(rate > 0))
+    return op->emitOpError(rule)
+           << ": stream_axis '" << *axis
+           << "' on an op that draws no random numbers (rate 0)";
+  MeshAttr mesh = MeshAttr::lookup(op);
+  if (!mesh)
+    return op->emitOpError(rule)
+           << ": stream_axis '" << *axis
+           << "' needs a module with a tess.mesh attribute";
+  if (!mesh.axisSize(*axis))
+    return op->emitOpError(rule) << ": stream_axis '" << *axis
+                                 << "' is not an axis of the mesh " << mesh;
+  return success();
+}
+
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0 && rate < 1))
     return emitOpError("C1: rate must be in [0, 1), got ") << rate;
-  return success();
+  return verifyStreamAxis(*this, getStreamAxis(), rate, "C2");
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyStreamAxis(*this, getStreamAxis(),
+                          getDropout().convertToDouble(), "C10");
 }
 
 void DropoutOp::getEffects(

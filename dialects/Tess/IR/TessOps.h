@@ -53,6 +53,13 @@ struct RandomNumbersResource
 std::optional<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 
+/// The rule `rule` of a random op's `stream_axis` (tess.dropout,
+/// tess.attention, tess.attention_grad): only on an op that draws (`rate`
+/// above 0), naming an axis of the module's tess.mesh.
+mlir::LogicalResult verifyStreamAxis(mlir::Operation *op,
+                                     std::optional<llvm::StringRef> axis,
+                                     double rate, llvm::StringRef rule);
+
 /// Maps `axis` in [-rank, rank) to [0, rank); std::nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 

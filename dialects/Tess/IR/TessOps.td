@@ -389,12 +389,23 @@ def Tess_DropoutOp : Tess_Op<"dropout", [SameOperandsAndResultType,
     result's cotangent with the same `seed` and `rate`, and no mask is
     stored. `tess-build-training` gives every dropout its own seed.
 
+    `stream_axis`, set by `tess-partition-spmd` on a rank's block of a
+    dropout whose dim 0 is split over that mesh axis, makes the rank draw
+    from the same stream advanced to its block's first element: element `i`
+    of block `c` is element `c * n + i` of the whole tensor (n the block's
+    elements), so the partitioned step drops exactly what the unsplit one
+    drops. Rule: (C2) `stream_axis` needs a `rate` above 0 and names an
+    axis of the module's `tess.mesh`.
+
     ```mlir
     %y = tess.dropout %x {rate = 1.000000e-01 : f64} : tensor<2x32x64xf32>
+    // A rank's rows of a batch split over dp.
+    %z = tess.dropout %x {rate = 1.000000e-01 : f64, seed = 3 : i64, stream_axis = "dp"} : tensor<2x32x64xf32>
     ```
   }];
   let arguments = (ins Tess_FloatTensor:$input, F64Attr:$rate,
-                   DefaultValuedAttr<I64Attr, "0">:$seed);
+                   DefaultValuedAttr<I64Attr, "0">:$seed,
+                   OptionalAttr<StrAttr>:$stream_axis);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
@@ -634,7 +645,11 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     which training drops each attention weight (after the softmax), is in
     `[0, 1)`; (C8) `window` is not negative, and a nonzero one needs
     `causal`; (C9) `softcap` is 0 (none) or positive and finite. `seed` names the random stream of that dropout, as for
-    `tess.dropout`.
+    `tess.dropout`, over the weights `[batch, q_heads, q_seq, kv_seq]` in
+    row-major order; `stream_axis` (a rank's block of a batch split over
+    that mesh axis, `tess-partition-spmd`) advances it to the block's first
+    weight, as for `tess.dropout`. (C10) `stream_axis` needs a `dropout`
+    above 0 and names an axis of the module's `tess.mesh`.
 
     ```mlir
     %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
@@ -656,11 +671,13 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
                    DefaultValuedAttr<F64Attr, "0.0">:$dropout,
                    DefaultValuedAttr<I64Attr, "0">:$seed,
                    DefaultValuedAttr<I64Attr, "0">:$window,
-                   DefaultValuedAttr<F64Attr, "0.0">:$softcap);
+                   DefaultValuedAttr<F64Attr, "0.0">:$softcap,
+                   OptionalAttr<StrAttr>:$stream_axis);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Tess_PackedAttentionOp : Tess_Op<"packed_attention",

@@ -67,12 +67,17 @@ enum class LabelKind {
   /// offers it; the partition rewrite keeps it whole (AnnotateFromPlan
   /// reorders the producer's columns instead).
   Pieced,
-  /// An index of a random op's stream (attention's batch and heads with
-  /// dropout: the mask depends on an element's global position). The search
-  /// splits it as the op without dropout; the partition rewrite keeps it
-  /// whole, since its kernels would have to offset their stream by the
-  /// rank's block, and reports that it reads the op whole.
+  /// An index of a random op's stream other than its outermost dim
+  /// (attention's heads with dropout: the mask depends on an element's
+  /// global position, and a block of heads is not one run of the stream).
+  /// Neither the search nor the partition rewrite splits it.
   Positional,
+  /// The outermost dim of a random op's stream (a dropout's dim 0,
+  /// attention's batch with dropout): split, each rank's block is one
+  /// contiguous run of the stream, which its kernels draw from the stream
+  /// advanced to the block's first element (the op's `stream_axis`, set by
+  /// the partition rewrite), so the masks are the unsplit op's.
+  Streamed,
 };
 
 /// The name of `kind` as the test pass prints it ("batch", "parallel", ...).

@@ -213,7 +213,7 @@ LogicalResult AttentionGradOp::inferReturnTypes(
           adaptor.getSoftcap().convertToDouble(), output)))
     return failure();
   if (adaptor.getDy().getType() != output.front())
-    return emitOptionalError(location, "C10: dy ", adaptor.getDy().getType(),
+    return emitOptionalError(location, "C11: dy ", adaptor.getDy().getType(),
                              " must have the attention's result type ",
                              output.front());
   inferred.push_back(adaptor.getQuery().getType());
@@ -354,4 +354,9 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *,
   inferred.push_back(adaptor.getM().getType());
   inferred.push_back(adaptor.getV().getType());
   return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return verifyStreamAxis(*this, getStreamAxis(),
+                          getDropout().convertToDouble(), "C10");
 }

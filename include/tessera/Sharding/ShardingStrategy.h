@@ -29,7 +29,9 @@
 //              split on a dim that is not normalized (rotary: batch, heads)
 //   attention  split on batch; split on heads (with grouped K/V, the K/V
 //              head count must divide by n too, so every device holds whole
-//              groups); with dropout too (the partition keeps it whole)
+//              groups); with dropout on batch only (each rank draws its
+//              block of the stream, stream_axis)
+//   dropout    with a rate: split on dim 0 only (the same)
 //   embedding  vocabulary-parallel (table split on rows, result a partial
 //              sum: rows a device lacks contribute zeros; the work is not
 //              divided); split on the hidden dim; split on the token batch

@@ -114,7 +114,9 @@ void populateElementwiseKernelCalls(KernelCallPatterns &patterns) {
   });
   patterns.add<tess::DropoutOp>(
       [](tess::DropoutOp dropout, KernelCallContext &c) {
-        Value opSeed = c.mixedSeed(dropout.getSeed());
+        Value opSeed = c.streamedSeed(
+            dropout, c.mixedSeed(dropout.getSeed()),
+            llvm::cast<RankedTensorType>(dropout.getType()).getNumElements());
         return c.call("dropout", [&](CallArguments &a) {
           a.value(c.in(dropout.getOperand()))
               .value(c.out(dropout))

@@ -99,6 +99,11 @@ public:
   virtual mlir::Value mixedSeed(int64_t opSeed) = 0;
   /// An attention's seed argument: mixedSeed with dropout, else 0.
   virtual mlir::Value attentionSeed(double dropout, int64_t opSeed) = 0;
+  /// `seed` advanced to the rank's block when `op` (a random op) has a
+  /// `stream_axis`: its stream from element coordinate * `blockElements`
+  /// on (tessera[_cuda]_mesh_stream_seed); else `seed`.
+  virtual mlir::Value streamedSeed(mlir::Operation *op, mlir::Value seed,
+                                   int64_t blockElements) = 0;
   /// A local array of tensor pointers holding `descriptors`
   /// (`const tessera_tensor *` when `constant`), for kernels that take a
   /// list (concat's inputs, split's outputs).

@@ -65,6 +65,17 @@ void attentionOptions(AttentionLikeOp op, CallArguments &a) {
   a.f64(op.getDropout().convertToDouble());
 }
 
+/// The elements of the attention weights [batch, q_heads, q_seq, kv_seq]
+/// that its dropout stream runs over (Random.h's row-major order).
+template <typename AttentionLikeOp>
+int64_t attentionWeights(AttentionLikeOp op) {
+  ArrayRef<int64_t> query =
+      llvm::cast<RankedTensorType>(op.getQuery().getType()).getShape();
+  int64_t keys =
+      llvm::cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
+  return query[0] * query[1] * query[2] * keys;
+}
+
 } // namespace
 
 void populateLayerKernelCalls(KernelCallPatterns &patterns) {
@@ -116,8 +127,11 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionOp>(
       [](tess::AttentionOp attention, KernelCallContext &c) {
-        Value opSeed = c.attentionSeed(attention.getDropout().convertToDouble(),
-                                       attention.getSeed());
+        Value opSeed = c.streamedSeed(
+            attention,
+            c.attentionSeed(attention.getDropout().convertToDouble(),
+                            attention.getSeed()),
+            attentionWeights(attention));
         return c.call(attentionKernel(attention, ""), [&](CallArguments &a) {
           a.value(c.in(attention.getQuery()))
               .value(c.in(attention.getKey()))
@@ -164,8 +178,10 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::AttentionGradOp>([](tess::AttentionGradOp grad,
                                          KernelCallContext &c) {
-    Value opSeed =
-        c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed());
+    Value opSeed = c.streamedSeed(
+        grad,
+        c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed()),
+        attentionWeights(grad));
     return c.call(attentionKernel(grad, "_grad"), [&](CallArguments &a) {
       a.value(c.in(grad.getQuery()))
           .value(c.in(grad.getKey()))

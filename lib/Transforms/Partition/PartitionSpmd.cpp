@@ -88,6 +88,7 @@ struct PartitionSpmdPass
 
 private:
   LogicalResult partitionOp(Operation &op);
+  LogicalResult markStream(Operation &op, const LayoutChoice &choice);
   LogicalResult partitionArguments();
   LogicalResult partitionReturn();
   /// `value`'s layout, as the plan says it arrives here.
@@ -172,6 +173,33 @@ LogicalResult PartitionSpmdPass::partitionArguments() {
   return success();
 }
 
+/// A random op whose streamed dim (its outermost: LabelKind::Streamed) is
+/// split draws its rank's block of the stream: `stream_axis` names the axis.
+LogicalResult PartitionSpmdPass::markStream(Operation &op,
+                                            const LayoutChoice &choice) {
+  const tess::ShardingLabels &opLabels = labels[&op];
+  for (auto [index, list] : llvm::enumerate(opLabels.operands))
+    for (auto [dim, label] : llvm::enumerate(list)) {
+      if (label == tess::kWhole ||
+          opLabels.kindOf(label) != tess::LabelKind::Streamed)
+        continue;
+      int axis = choice.operands[index].dimAxes[dim];
+      if (axis == kUnsplit)
+        return success();
+      if (dim != 0)
+        return op.emitError("tess-partition-spmd: a streamed dim must be "
+                            "the outermost (dim ")
+               << dim << " of operand " << index << ")";
+      if (op.hasAttr("stream_axis"))
+        return op.emitError("tess-partition-spmd: the op already draws a "
+                            "rank's block of its stream (stream_axis)");
+      op.setAttr("stream_axis",
+                 StringAttr::get(op.getContext(), mesh.axes[axis].name));
+      return success();
+    }
+  return success();
+}
+
 LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
   OpBuilder builder(&op);
   Location location = op.getLoc();
@@ -221,6 +249,8 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
   for (auto [result, layout] : llvm::zip(op.getResults(), choice.results))
     if (RankedTensorType type = tensorType(result))
       result.setType(localType(type, layout, mesh));
+  if (failed(markStream(op, choice)))
+    return failure();
   if (auto slice = dyn_cast<tess::SliceOp>(op)) {
     // Whole dims (the only ones split) end at their local size.
     SmallVector<int64_t> limits(slice.getLimits());

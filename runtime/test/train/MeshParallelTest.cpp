@@ -19,6 +19,7 @@
 
 #include "../comm/CommTestUtil.h"
 
+#include "tessera/runtime/lowering_support.h"
 #include "tessera/runtime/mesh_step.h"
 #include "tessera/runtime/thread_comm.h"
 
@@ -576,6 +577,34 @@ TEST(MeshStep, ShardSliceTakesTheCoordinatesBlock) {
         EXPECT_EQ(rows[static_cast<size_t>(i * 6 + j)],
                   static_cast<float>(10 * (2 * c0 + i) + j));
   }
+}
+
+// Tests that stream_seed advances a seed to the rank's block along an axis
+// (coordinate * block elements of the stream), and refuses an axis the
+// context lacks.
+TEST(MeshStep, StreamSeedAdvancesToTheCoordinatesBlock) {
+  ThreadWorld world({2, 2});
+  for (int32_t rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankComms &comms = world.rank(rank);
+    tessera_step_context context = contextOf(comms);
+    for (int32_t axis : {0, 1}) {
+      uint64_t seed = 1234;
+      MESH_OK(tessera_mesh_stream_seed(&context, axis, &seed, 60));
+      EXPECT_EQ(seed,
+                tessera_advance_seed(
+                    1234, static_cast<uint64_t>(comms.coordinates[axis]) * 60));
+    }
+  }
+  tessera_step_context context = contextOf(world.rank(3));
+  uint64_t seed = 5;
+  EXPECT_NE(tessera_mesh_stream_seed(&context, 2, &seed, 60), 0);
+  EXPECT_NE(std::string(tessera_cpu_last_error())
+                .find("stream_seed over mesh axis 2: the step needs the "
+                      "rank's coordinate on it, and the driver gave 2 axes"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+  EXPECT_EQ(seed, 5u);
 }
 
 // Tests that shard_slice refuses a context without coordinates, a dim past

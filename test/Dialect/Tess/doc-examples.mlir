@@ -74,10 +74,15 @@ func.func @gelu(%x: tensor<2x32x256xf32>) -> tensor<2x32x256xf32> {
 
 // -----
 
+// The stream_axis example's module has a mesh with its axis.
 // CHECK-LABEL: func.func @dropout
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
 func.func @dropout(%x: tensor<2x32x64xf32>) -> tensor<2x32x64xf32> {
   %y = tess.dropout %x {rate = 1.000000e-01 : f64} : tensor<2x32x64xf32>
+  // A rank's rows of a batch split over dp.
+  %z = tess.dropout %x {rate = 1.000000e-01 : f64, seed = 3 : i64, stream_axis = "dp"} : tensor<2x32x64xf32>
   return %y : tensor<2x32x64xf32>
+}
 }
 
 // -----

@@ -724,6 +724,52 @@ func.func @dropout_c1_one(%x: tensor<4xf32>) {
 
 // -----
 
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+func.func @dropout_c2_rate(%x: tensor<4xf32>) {
+  // expected-error@+1 {{C2: stream_axis 'dp' on an op that draws no random numbers (rate 0)}}
+  %0 = tess.dropout %x {rate = 0.0 : f64, stream_axis = "dp"} : tensor<4xf32>
+  return
+}
+}
+
+// -----
+
+func.func @dropout_c2_no_mesh(%x: tensor<4xf32>) {
+  // expected-error@+1 {{C2: stream_axis 'dp' needs a module with a tess.mesh attribute}}
+  %0 = tess.dropout %x {rate = 0.1 : f64, stream_axis = "dp"} : tensor<4xf32>
+  return
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+func.func @dropout_c2_axis(%x: tensor<4xf32>) {
+  // expected-error@+1 {{C2: stream_axis 'tp' is not an axis of the mesh #tess.mesh<dp = 2>}}
+  %0 = tess.dropout %x {rate = 0.1 : f64, stream_axis = "tp"} : tensor<4xf32>
+  return
+}
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+func.func @attention_c10(%q: tensor<2x4x8x16xf32>) {
+  // expected-error@+1 {{C10: stream_axis 'dp' on an op that draws no random numbers (rate 0)}}
+  %0 = tess.attention %q, %q, %q {scale = 1.0 : f64, stream_axis = "dp"} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+}
+
+// -----
+
+func.func @attention_grad_c10(%q: tensor<2x4x8x16xf32>) {
+  // expected-error@+1 {{C10: stream_axis 'dp' needs a module with a tess.mesh attribute}}
+  %0:3 = tess.attention_grad %q, %q, %q, %q {dropout = 0.1 : f64, scale = 1.0 : f64, stream_axis = "dp"} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+  return
+}
+
+// -----
+
 func.func @reshape_c1(%x: tensor<2x3xf32>) {
   // expected-error@+1 {{C1: cannot reshape 'tensor<2x3xf32>' to 'tensor<7xf32>'}}
   %0 = tess.reshape %x : (tensor<2x3xf32>) -> tensor<7xf32>
@@ -1173,9 +1219,9 @@ func.func @attention_grad_c3(%q: tensor<2x3x8x16xf32>, %k: tensor<2x2x8x16xf32>,
 
 // -----
 
-func.func @attention_grad_c10(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x8xf32>) {
+func.func @attention_grad_c11(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>, %v: tensor<2x2x8x16xf32>, %dy: tensor<2x4x8x8xf32>) {
   // expected-error@+2 {{failed to infer returned types}}
-  // expected-error@+1 {{C10: dy 'tensor<2x4x8x8xf32>' must have the attention's result type 'tensor<2x4x8x16xf32>'}}
+  // expected-error@+1 {{C11: dy 'tensor<2x4x8x8xf32>' must have the attention's result type 'tensor<2x4x8x16xf32>'}}
   %0:3 = tess.attention_grad %q, %k, %v, %dy {scale = 1.0 : f64} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   return
 }

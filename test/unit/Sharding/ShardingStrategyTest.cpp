@@ -265,14 +265,29 @@ TEST_F(ShardingStrategyTest, MatmulSplitsRowsColumnsContractionOrBatch) {
       }));
 }
 
-TEST_F(ShardingStrategyTest, OtherOpsStayReplicated) {
+// A dropout with a rate splits its dim 0 only: a rank's rows are one run of
+// the mask's stream (stream_axis); any other split would change the mask.
+TEST_F(ShardingStrategyTest, DropoutSplitsOnlyItsOutermostDim) {
   EXPECT_EQ(strategiesOf(R"(
     func.func @f(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
       %y = tess.dropout %x {rate = 0.1 : f64, seed = 3 : i64} : tensor<8x16xf32>
       return %y : tensor<8x16xf32>
     })",
                          "tess.dropout"),
-            (std::vector<std::string>{"replicated: [-, -] -> [-, -]"}));
+            (std::vector<std::string>{"replicated: [-, -] -> [-, -]",
+                                      "split dim 0: [tp, -] -> [tp, -]"}));
+  // Attention with dropout: the batch (streamed), never the heads.
+  EXPECT_EQ(strategiesOf(R"(
+    func.func @f(%q: tensor<4x8x16x16xf32>) -> tensor<4x8x16x16xf32> {
+      %o = tess.attention %q, %q, %q {causal, dropout = 0.1 : f64, scale = 0.25 : f64, seed = 1 : i64} : (tensor<4x8x16x16xf32>, tensor<4x8x16x16xf32>, tensor<4x8x16x16xf32>) -> tensor<4x8x16x16xf32>
+      return %o : tensor<4x8x16x16xf32>
+    })",
+                         "tess.attention"),
+            (std::vector<std::string>{
+                "replicated: [-, -, -, -] [-, -, -, -] [-, -, -, -] -> "
+                "[-, -, -, -]",
+                "split batch: [tp, -, -, -] [tp, -, -, -] [tp, -, -, -] -> "
+                "[tp, -, -, -]"}));
 }
 
 } // namespace

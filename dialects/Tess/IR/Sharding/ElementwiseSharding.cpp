@@ -4,8 +4,10 @@
 // result; binary ops and where broadcast, so an operand dim shares the
 // result's label only where it is not stretched. The search may split any
 // result dim. Ops linear in some operands pass partial sums through them.
-// Random ops (dropout with a rate) stay whole: their masks depend on an
-// element's global position. The gradients of activations and AdamW are
+// A random op (dropout with a rate) splits only its dim 0: its mask depends
+// on an element's global position, and a block of the outermost dim is one
+// run of the stream, which the rank draws from its block's first element
+// on (`stream_axis`). The gradients of activations and AdamW are
 // partitioned (ZeRO's sharded update runs on each rank's shard) but not
 // searched: the search plans the forward.
 //
@@ -93,8 +95,14 @@ ShardingLabels DropoutOp::getShardingLabels() {
   Labeler labeler(*this);
   if (getRate().convertToDouble() == 0) {
     labeler.sameShape();
-    labeler.linearIn({0});
+  } else if (!labeler.operand(0).empty()) {
+    int rows = labeler.fresh(LabelKind::Streamed);
+    labeler.operand(0)[0] = rows;
+    labeler.result(0)[0] = rows;
+    labeler.offer("split dim 0", rows);
   }
+  // Linear in x for a fixed mask: a partial sum passes through.
+  labeler.linearIn({0});
   return labeler.take();
 }
 

@@ -121,13 +121,14 @@ ShardingLabels normalizationGradient(Operation *op, int64_t axis) {
 /// Q's label: a contiguous block of query heads reads the matching block of
 /// K/V groups), the mask's by broadcasting. Q and K's head_dim and K and
 /// V's key positions are contracted inside the softmax: whole. With dropout
-/// batch and heads are positional: the mask depends on an element's global
-/// position, so only the search splits them.
+/// the mask depends on a weight's global position: the batch is streamed (a
+/// rank's rows are one run of the stream, `stream_axis`), the heads are
+/// positional and stay whole.
 ShardingLabels attention(Operation *op, bool hasMask, double dropout) {
   Labeler labeler(op);
   unsigned maskIndex = 3;
   bool random = dropout != 0;
-  int batch = labeler.fresh(random ? LabelKind::Positional : LabelKind::Batch);
+  int batch = labeler.fresh(random ? LabelKind::Streamed : LabelKind::Batch);
   int heads =
       labeler.fresh(random ? LabelKind::Positional : LabelKind::Parallel);
   for (unsigned index = 0; index < op->getNumOperands(); ++index) {
@@ -148,7 +149,8 @@ ShardingLabels attention(Operation *op, bool hasMask, double dropout) {
   }
   if (op->getNumResults() == 1) {
     labeler.offer("split batch", batch);
-    labeler.offer("split heads", heads, SplitRole::Heads);
+    if (!random)
+      labeler.offer("split heads", heads, SplitRole::Heads);
   }
   int headDim = labeler.fresh(LabelKind::Contracted);
   int keys = labeler.fresh(LabelKind::Contracted);

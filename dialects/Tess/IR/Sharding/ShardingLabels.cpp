@@ -29,6 +29,8 @@ StringRef tessera::tess::stringifyLabelKind(LabelKind kind) {
     return "pieced";
   case LabelKind::Positional:
     return "positional";
+  case LabelKind::Streamed:
+    return "streamed";
   }
   llvm_unreachable("unknown label kind");
 }

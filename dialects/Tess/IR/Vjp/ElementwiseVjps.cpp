@@ -255,6 +255,7 @@ LogicalResult DropoutOp::buildVjp(OpBuilder &builder,
   operandCotangents.assign(1, Value());
   if (Value dy = resultCotangents[0])
     operandCotangents[0] =
-        DropoutOp::create(builder, getLoc(), dy, getRate(), getSeed());
+        DropoutOp::create(builder, getLoc(), dy, getRate(), getSeed(),
+                          getStreamAxisAttr());
   return success();
 }

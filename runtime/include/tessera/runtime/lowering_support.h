@@ -62,6 +62,12 @@ int tessera_fill_splat(tessera_tensor *y, const uint8_t *element,
  * does, so both draw the same dropout masks. */
 uint64_t tessera_mix_seed(uint64_t step_seed, uint64_t op_seed);
 
+/* The seed whose dropout stream is `seed`'s advanced by `count` elements:
+ * element i of the one is element count + i of the other
+ * (runtime/cpu/Random.h's DropoutMask, the CUDA kernels' bit for bit). A
+ * rank's block of a split random op draws from it (stream_axis). */
+uint64_t tessera_advance_seed(uint64_t seed, uint64_t count);
+
 /* How many seeds tessera_mix_seed has made in this process (all threads). A
  * driver that records a step once and replays it (CUDA graphs) checks that
  * recording made none: each would be baked into the recording, and every

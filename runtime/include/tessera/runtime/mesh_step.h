@@ -60,6 +60,13 @@ int tessera_mesh_shard_slice(const tessera_step_context *context, int32_t axis,
                              const tessera_tensor *x, tessera_tensor *y,
                              int32_t dim);
 
+/* A rank's block of a random op whose dim 0 is split over `axis`
+ * (stream_axis): *seed becomes the seed of the same stream advanced to the
+ * block's first element, mesh_coordinates[axis] * block_elements
+ * (tessera_advance_seed). No communication. */
+int tessera_mesh_stream_seed(const tessera_step_context *context, int32_t axis,
+                             uint64_t *seed, uint64_t block_elements);
+
 /* The GPU step's twins of the above (tensors in device memory, `stream` a
  * cudaStream_t). */
 int tessera_cuda_mesh_all_reduce(const tessera_step_context *context,
@@ -79,6 +86,9 @@ int tessera_cuda_mesh_all_to_all(const tessera_step_context *context,
 int tessera_cuda_mesh_shard_slice(const tessera_step_context *context,
                                   int32_t axis, const tessera_tensor *x,
                                   tessera_tensor *y, int32_t dim, void *stream);
+int tessera_cuda_mesh_stream_seed(const tessera_step_context *context,
+                                  int32_t axis, uint64_t *seed,
+                                  uint64_t block_elements);
 
 #ifdef __cplusplus
 }

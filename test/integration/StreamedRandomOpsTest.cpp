@@ -1,0 +1,130 @@
+//===- StreamedRandomOpsTest.cpp - a rank's block of a split random op ---===//
+//
+// tess.dropout, tess.attention and tess.attention_grad with dropout, split
+// over a mesh axis along their outermost dim (LabelKind::Streamed), carry
+// `stream_axis`: the interpreter then draws the rank's block of the stream,
+// from the block's first element on. Each rank's results on its rows must be
+// the unsplit op's rows bit for bit, for every coordinate, so a partitioned
+// step drops exactly what the single-device step drops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Tess/IR/TessOps.h"
+#include "tessera/Execution/Interpreter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace mlir;
+using namespace tessera;
+using execution::HostTensorBuffer;
+
+namespace {
+
+// @whole on the batch of 4, @block on a rank's 2 rows of it (mesh dp = 2).
+constexpr const char *kModule = R"mlir(
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+  func.func @whole(%x: tensor<4x6x5xf32>, %q: tensor<4x2x8x4xf32>, %dy: tensor<4x2x8x4xf32>)
+      -> (tensor<4x6x5xf32>, tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>) {
+    %y = tess.dropout %x {rate = 3.000000e-01 : f64, seed = 5 : i64} : tensor<4x6x5xf32>
+    %o = tess.attention %q, %q, %q {causal, dropout = 2.500000e-01 : f64, scale = 5.000000e-01 : f64, seed = 6 : i64} : (tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>) -> tensor<4x2x8x4xf32>
+    %dq, %dk, %dv = tess.attention_grad %q, %q, %q, %dy {causal, dropout = 2.500000e-01 : f64, scale = 5.000000e-01 : f64, seed = 6 : i64} : (tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>) -> (tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>)
+    return %y, %o, %dq : tensor<4x6x5xf32>, tensor<4x2x8x4xf32>, tensor<4x2x8x4xf32>
+  }
+  func.func @block(%x: tensor<2x6x5xf32>, %q: tensor<2x2x8x4xf32>, %dy: tensor<2x2x8x4xf32>)
+      -> (tensor<2x6x5xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) {
+    %y = tess.dropout %x {rate = 3.000000e-01 : f64, seed = 5 : i64, stream_axis = "dp"} : tensor<2x6x5xf32>
+    %o = tess.attention %q, %q, %q {causal, dropout = 2.500000e-01 : f64, scale = 5.000000e-01 : f64, seed = 6 : i64, stream_axis = "dp"} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
+    %dq, %dk, %dv = tess.attention_grad %q, %q, %q, %dy {causal, dropout = 2.500000e-01 : f64, scale = 5.000000e-01 : f64, seed = 6 : i64, stream_axis = "dp"} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>)
+    return %y, %o, %dq : tensor<2x6x5xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>
+  }
+}
+)mlir";
+
+std::vector<float> randomValues(int64_t count, std::mt19937 &random) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<size_t>(count));
+  for (float &value : values)
+    value = uniform(random);
+  return values;
+}
+
+/// Rows [first, first + count) of a row-major tensor of `rowElements`.
+std::vector<float> rows(const std::vector<float> &values, int64_t rowElements,
+                        int64_t first, int64_t count) {
+  return std::vector<float>(values.begin() + first * rowElements,
+                            values.begin() + (first + count) * rowElements);
+}
+
+class StreamedRandomOpsTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    context.loadDialect<tess::TessDialect, func::FuncDialect>();
+    module = parseSourceString<ModuleOp>(kModule, &context);
+    ASSERT_TRUE(module);
+    std::mt19937 random(7);
+    x = randomValues(4 * 6 * 5, random);
+    q = randomValues(4 * 2 * 8 * 4, random);
+    dy = randomValues(4 * 2 * 8 * 4, random);
+  }
+
+  std::vector<HostTensorBuffer> arguments(int64_t first, int64_t batch) {
+    std::vector<HostTensorBuffer> buffers;
+    buffers.push_back(
+        HostTensorBuffer::fromFloats({batch, 6, 5}, rows(x, 30, first, batch)));
+    buffers.push_back(HostTensorBuffer::fromFloats(
+        {batch, 2, 8, 4}, rows(q, 64, first, batch)));
+    buffers.push_back(HostTensorBuffer::fromFloats(
+        {batch, 2, 8, 4}, rows(dy, 64, first, batch)));
+    return buffers;
+  }
+
+  MLIRContext context;
+  OwningOpRef<ModuleOp> module;
+  std::vector<float> x, q, dy;
+};
+
+// Tests that each coordinate's block of every random op equals the unsplit
+// op's rows, bit for bit.
+TEST_F(StreamedRandomOpsTest, EachRanksBlockIsTheWholeOpsRows) {
+  execution::Interpreter single;
+  auto whole = single.run(module->lookupSymbol<func::FuncOp>("whole"),
+                          arguments(0, 4));
+  ASSERT_TRUE(static_cast<bool>(whole)) << llvm::toString(whole.takeError());
+  const int64_t rowElements[] = {30, 64, 64};
+  for (int32_t coordinate : {0, 1}) {
+    SCOPED_TRACE("coordinate " + std::to_string(coordinate));
+    execution::Interpreter rank;
+    rank.setMeshRank({{"dp"}, {nullptr}, {coordinate}});
+    auto block = rank.run(module->lookupSymbol<func::FuncOp>("block"),
+                          arguments(2 * coordinate, 2));
+    ASSERT_TRUE(static_cast<bool>(block)) << llvm::toString(block.takeError());
+    for (size_t result = 0; result < 3; ++result) {
+      std::vector<float> expected = rows((*whole)[result].toFloats(),
+                                         rowElements[result], 2 * coordinate, 2);
+      EXPECT_EQ((*block)[result].toFloats(), expected) << "result " << result;
+    }
+  }
+  // The dropout drew something: some of the whole tensor's elements are 0.
+  std::vector<float> dropped = (*whole)[0].toFloats();
+  EXPECT_GT(std::count(dropped.begin(), dropped.end(), 0.0f), 10);
+}
+
+// Tests that a block run without the mesh rank it names is an error that
+// names the op, not a silently different mask.
+TEST_F(StreamedRandomOpsTest, NeedsTheMeshRank) {
+  execution::Interpreter noRank;
+  auto block = noRank.run(module->lookupSymbol<func::FuncOp>("block"),
+                          arguments(0, 2));
+  ASSERT_FALSE(static_cast<bool>(block));
+  std::string message = llvm::toString(block.takeError());
+  EXPECT_NE(message.find("tess.dropout"), std::string::npos) << message;
+  EXPECT_NE(message.find("a stream_axis needs a mesh rank"), std::string::npos)
+      << message;
+}
+
+} // namespace
