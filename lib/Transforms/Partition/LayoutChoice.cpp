@@ -64,14 +64,15 @@ public:
     usedAxes.push_back(axis);
   }
 
-  /// Labels of operand dims that are split, in operand order, filtered.
+  /// Labels of operand dims that are split, in operand order, filtered by
+  /// (label, axis).
   template <typename Filter>
   void assignFromOperands(ArrayRef<TensorLayout> layouts, Filter filter) {
     for (auto [index, list] : llvm::enumerate(labels.operands)) {
       if (index >= layouts.size() || layouts[index].rank() != list.size())
         continue;
       for (auto [dim, label] : llvm::enumerate(list))
-        if (filter(label))
+        if (filter(label, layouts[index].dimAxes[dim]))
           tryAssign(label, layouts[index].dimAxes[dim]);
     }
   }
@@ -129,12 +130,27 @@ LayoutChoice partition::chooseLayouts(
         for (auto [dim, label] : llvm::enumerate(list))
           chooser.tryAssign(label, desiredResults[index].dimAxes[dim]);
   } else {
-    chooser.assignFromOperands(operandLayouts, [&](int label) {
+    chooser.assignFromOperands(operandLayouts, [&](int label, int) {
       return labels.inResults(label);
     });
   }
-  chooser.assignFromOperands(operandLayouts, [&](int label) {
-    return !labels.inResults(label);
+  // Given the results' layouts (the plan's), a summed label takes an
+  // operand's axis only where a result it is summed into leaves partial
+  // over that axis: otherwise the plan read the operands whole (a ZeRO-3
+  // weight gathered for replicated compute), and splitting the
+  // contraction would run another plan (a partial sum and its all-reduce).
+  auto leftPartial = [&](int label, int axis) {
+    if (desiredResults.empty() || !labels.isSummed(label))
+      return true;
+    for (auto [index, summed] : llvm::enumerate(labels.summed))
+      if (llvm::is_contained(summed, label) && index < desiredResults.size() &&
+          axis != kUnsplit &&
+          desiredResults[index].isPartialOver(static_cast<unsigned>(axis)))
+        return true;
+    return false;
+  };
+  chooser.assignFromOperands(operandLayouts, [&](int label, int axis) {
+    return !labels.inResults(label) && leftPartial(label, axis);
   });
 
   // Partial sums that pass through a linear group.
