@@ -80,6 +80,15 @@ if [[ -x "$here/llama-tiny-pack-gate-up-train" ]]; then
   echo "=== llama-tiny --pack-gate-up on (--target cuda, fp32) ==="
   first_step llama-tiny-pack-gate-up llama-tiny llama-tiny-train.weights.safetensors
 fi
+# llama-tiny with its token table vocabulary-parallel over 2 and 2x2 thread
+# ranks (rows_axis: tessera_cuda_embedding_rows and _grad_rows on each
+# rank's block of the table): the same fixture.
+for mesh in vocab2 vocab2x2; do
+  if [[ -x "$here/llama-tiny-$mesh-train" ]]; then
+    echo "=== llama-tiny, vocabulary-parallel $mesh (--target cuda, fp32, thread ranks) ==="
+    first_step "llama-tiny-$mesh" llama-tiny llama-tiny-train.weights.safetensors
+  fi
+done
 
 # Partitioned for a mesh, or cut into pipeline stages, and started plainly:
 # the ranks are threads on the GPUs here (several per GPU when there are

@@ -16,6 +16,8 @@
 # - gpt2-tiny fp32 partitioned for the meshes 2 (tp) and 2x2 (dp-tp): the
 #   same first-step check, their ranks as threads on this machine's GPUs and,
 #   with 2 GPUs, the tp program launched on NCCL (--nproc 2);
+# - llama-tiny with a vocabulary-parallel token table on meshes 2 and 2x2:
+#   the first-step check (rows_axis);
 # - gpt2-tiny with training-mode dropout on one device, dp 2 and dp x tp
 #   2x2: 5 steps on test/data/pattern.bin, the meshes' equal to one device's
 #   (each rank's block of the dropout streams, stream_axis);
@@ -70,6 +72,14 @@ rm -rf "$out" && mkdir -p "$out"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --mesh 2x2 --strategy dp-tp \
     --without-weights -o "$out/gpt2-tiny-dptp-train"
+# llama-tiny with its token table vocabulary-parallel (rows_axis) on meshes
+# 2 and 2x2, from llama-tiny-train's weights.
+for mesh in 2 2x2; do
+  "$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+      --loss causal-lm --precision fp32 --target cuda --mesh "$mesh" \
+      --shard 'model.embed_tokens.weight=vocabulary-parallel' \
+      --without-weights -o "$out/llama-tiny-vocab$mesh-train"
+done
 # gpt2-tiny with training-mode dropout (test/models/add_dropout.py) on one
 # device and partitioned data parallel over 2 and data x tensor parallel
 # over 2x2: the ranks draw their blocks of each dropout's and attention's

@@ -65,6 +65,15 @@ private:
   /// rank's block (of `blockElements`) when the op has a stream_axis.
   llvm::Expected<uint64_t> randomSeed(Operation &op, int64_t opSeed,
                                       int64_t blockElements);
+  /// This rank's coordinate on the mesh axis named by `op`'s `attribute`
+  /// (0 without one).
+  llvm::Expected<int64_t> coordinateOn(Operation &op, StringRef attribute);
+  /// The rows of a table block (rows_axis: this rank's of a
+  /// vocabulary-parallel table; else the whole table).
+  struct RowBlock {
+    int64_t first, total;
+  };
+  llvm::Expected<RowBlock> rowBlock(Operation &op, Value table);
 
   /// Descriptors of several operands (null entries for absent ones).
   llvm::Expected<SmallVector<const tessera_tensor *>>
@@ -236,23 +245,45 @@ uint64_t mixSeed(uint64_t stepSeed, uint64_t opSeed) {
   return z ^ (z >> 31);
 }
 
-llvm::Expected<uint64_t> FunctionRun::randomSeed(Operation &op,
-                                                 int64_t opSeed,
-                                                 int64_t blockElements) {
-  uint64_t seed = mixSeed(stepSeed, opSeed);
-  auto axis = op.getAttrOfType<StringAttr>("stream_axis");
+llvm::Expected<int64_t> FunctionRun::coordinateOn(Operation &op,
+                                                  StringRef attribute) {
+  auto axis = op.getAttrOfType<StringAttr>(attribute);
   if (!axis)
-    return seed;
+    return 0;
   if (!meshRank)
-    return opError(op, "a stream_axis needs a mesh rank (Interpreter::"
+    return opError(op, "a " + attribute + " needs a mesh rank (Interpreter::"
                        "setMeshRank)");
   auto position = llvm::find(meshRank->axisNames, axis.getValue());
   if (position == meshRank->axisNames.end())
     return opError(op, "the mesh rank has no axis '" + axis.getValue() + "'");
-  uint64_t coordinate = static_cast<uint64_t>(
-      meshRank->coordinates[position - meshRank->axisNames.begin()]);
-  return tessera_advance_seed(seed,
-                              coordinate * static_cast<uint64_t>(blockElements));
+  return meshRank->coordinates[position - meshRank->axisNames.begin()];
+}
+
+llvm::Expected<uint64_t> FunctionRun::randomSeed(Operation &op,
+                                                 int64_t opSeed,
+                                                 int64_t blockElements) {
+  llvm::Expected<int64_t> coordinate = coordinateOn(op, "stream_axis");
+  if (!coordinate)
+    return coordinate.takeError();
+  uint64_t seed = mixSeed(stepSeed, opSeed);
+  if (!op.hasAttr("stream_axis"))
+    return seed;
+  return tessera_advance_seed(seed, static_cast<uint64_t>(*coordinate) *
+                                        static_cast<uint64_t>(blockElements));
+}
+
+llvm::Expected<FunctionRun::RowBlock> FunctionRun::rowBlock(Operation &op,
+                                                            Value table) {
+  llvm::Expected<int64_t> coordinate = coordinateOn(op, "rows_axis");
+  if (!coordinate)
+    return coordinate.takeError();
+  int64_t rows = llvm::cast<RankedTensorType>(table.getType()).getDimSize(0);
+  auto axis = op.getAttrOfType<StringAttr>("rows_axis");
+  if (!axis)
+    return RowBlock{0, rows};
+  tess::MeshAttr mesh = tess::MeshAttr::lookup(&op);
+  return RowBlock{*coordinate * rows,
+                  rows * mesh.axisSize(axis.getValue()).value_or(1)};
 }
 
 /// The elements of attention's weights [batch, q_heads, q_seq, kv_seq], over
@@ -492,11 +523,15 @@ llvm::Error FunctionRun::execute(Operation &op) {
                                 norm.getEpsilon().convertToDouble());
                           });
       })
-      .Case([&](tess::EmbeddingOp embedding) {
+      .Case([&](tess::EmbeddingOp embedding) -> llvm::Error {
+        llvm::Expected<RowBlock> block = rowBlock(op, embedding.getTable());
+        if (!block)
+          return block.takeError();
         return callKernel(op, {embedding.getTable(), embedding.getIndices()},
                           [&](KernelInputs in, KernelOutputs out) {
-                            return tessera_cpu_embedding(in[0], in[1],
-                                                         &out[0]);
+                            return tessera_cpu_embedding_rows(
+                                in[0], in[1], &out[0], block->first,
+                                block->total);
                           });
       })
       .Case([&](tess::GatherOp gather) {
@@ -700,11 +735,15 @@ llvm::Error FunctionRun::execute(Operation &op) {
                   grad.getScale().convertToDouble());
             });
       })
-      .Case([&](tess::EmbeddingGradOp grad) {
+      .Case([&](tess::EmbeddingGradOp grad) -> llvm::Error {
+        llvm::Expected<RowBlock> block = rowBlock(op, grad.getDtable());
+        if (!block)
+          return block.takeError();
         return callKernel(op, {grad.getIndices(), grad.getDy()},
                           [&](KernelInputs in, KernelOutputs out) {
-                            return tessera_cpu_embedding_grad(in[0], in[1],
-                                                              &out[0]);
+                            return tessera_cpu_embedding_grad_rows(
+                                in[0], in[1], &out[0], block->first,
+                                block->total);
                           });
       })
       .Case([&](tess::GatherGradOp grad) {

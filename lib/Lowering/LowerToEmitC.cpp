@@ -246,6 +246,12 @@ private:
   Value attentionSeed(double dropout, int64_t opSeed) override;
   Value streamedSeed(Operation *op, Value seed,
                      int64_t blockElements) override;
+  Value firstRow(Operation *op, int64_t blockRows) override;
+  /// A local of `type` set to `initial`, then passed by address to
+  /// tessera[_cuda]_mesh_<call>(context, axis of `axisName`, ...) with
+  /// `block`: the rank's block of a split op (stream_seed, block_start).
+  Value rankBlockValue(Operation *op, StringAttr axisName, StringRef call,
+                       Type type, Value initial, int64_t block);
   Value pointerArray(ValueRange pointers, bool constant) override;
   bool isView(Value result) override {
     return plan.storage.lookup(result).kind == StorageKind::Alias;
@@ -560,26 +566,45 @@ Value StepBuilder::attentionSeed(double dropout, int64_t opSeed) {
   return emitc::LiteralOp::create(builder, loc, types.ui64, "0");
 }
 
+Value StepBuilder::rankBlockValue(Operation *op, StringAttr axisName,
+                                  StringRef call, Type type, Value initial,
+                                  int64_t block) {
+  // (The op's verifier checked that the module's mesh has the axis.)
+  unsigned axis = *tess::MeshAttr::lookup(op).axisIndex(axisName.getValue());
+  Value variable = emitc::VariableOp::create(
+      builder, loc, emitc::LValueType::get(type),
+      emitc::OpaqueAttr::get(context, ""));
+  emitc::AssignOp::create(builder, loc, variable, initial);
+  Value address = emitc::AddressOfOp::create(
+      builder, loc, emitc::PointerType::get(type), variable);
+  std::string callee =
+      ((target.cuda ? "tessera_cuda_mesh_" : "tessera_mesh_") + call).str();
+  guardedCall(callee, [&](CallArguments &a) {
+    a.value(stepContext).i32(axis);
+    if (call == "block_start")
+      a.i64(block).value(address);
+    else
+      a.value(address).i64(block);
+  });
+  return emitc::LoadOp::create(builder, loc, type, variable);
+}
+
 Value StepBuilder::streamedSeed(Operation *op, Value seed,
                                 int64_t blockElements) {
   auto axisName = op->getAttrOfType<StringAttr>("stream_axis");
   if (!axisName)
     return seed;
-  // (The op's verifier checked that the module's mesh has the axis.)
-  unsigned axis = *tess::MeshAttr::lookup(op).axisIndex(axisName.getValue());
-  Value variable = emitc::VariableOp::create(
-      builder, loc, emitc::LValueType::get(types.ui64),
-      emitc::OpaqueAttr::get(context, ""));
-  emitc::AssignOp::create(builder, loc, variable, seed);
-  Value address = emitc::AddressOfOp::create(
-      builder, loc, emitc::PointerType::get(types.ui64), variable);
-  guardedCall(target.cuda ? "tessera_cuda_mesh_stream_seed"
-                          : "tessera_mesh_stream_seed",
-              [&](CallArguments &a) {
-                a.value(stepContext).i32(axis).value(address).i64(
-                    blockElements);
-              });
-  return emitc::LoadOp::create(builder, loc, types.ui64, variable);
+  return rankBlockValue(op, axisName, "stream_seed", types.ui64, seed,
+                        blockElements);
+}
+
+Value StepBuilder::firstRow(Operation *op, int64_t blockRows) {
+  auto axisName = op->getAttrOfType<StringAttr>("rows_axis");
+  Value zero = emitc::LiteralOp::create(builder, loc, types.i64, "0");
+  if (!axisName)
+    return zero;
+  return rankBlockValue(op, axisName, "block_start", types.i64, zero,
+                        blockRows);
 }
 
 /// tessera_mix_seed(seed, opSeed): the interpreter's mixSeed.

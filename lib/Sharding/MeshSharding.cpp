@@ -55,6 +55,8 @@ bool satisfiesKind(Operation *op, const ShardingStrategy &strategy,
     return column;
   if (kind == "tp-row")
     return row;
+  if (kind == "vocabulary-parallel")
+    return name.contains("vocabulary-parallel");
   if (kind == "dp") {
     if (name == "replicated" || column || row)
       return false;

@@ -40,8 +40,9 @@ sharding::parseShardPin(llvm::StringRef text, const cost::DeviceMesh &mesh) {
   if (!pin.pattern->isValid(regexError))
     return pinError(text, "invalid regular expression: " + regexError);
   if (spec.empty())
-    return pinError(text, "empty SPEC (expected tp-column, tp-row, dp, "
-                          "replicated, zero=N or a layout like [-, tp])");
+    return pinError(text, "empty SPEC (expected tp-column, tp-row, "
+                          "vocabulary-parallel, dp, replicated, zero=N or a "
+                          "layout like [-, tp])");
 
   // Terms are comma separated, but a layout holds commas: take it whole.
   while (!spec.empty()) {
@@ -60,7 +61,8 @@ sharding::parseShardPin(llvm::StringRef text, const cost::DeviceMesh &mesh) {
       std::tie(term, spec) = spec.split(',');
       term = term.trim();
       int stage = -1;
-      if (term == "tp-column" || term == "tp-row" || term == "dp" ||
+      if (term == "tp-column" || term == "tp-row" ||
+          term == "vocabulary-parallel" || term == "dp" ||
           term == "replicated") {
         if (pin.opKind)
           return pinError(text, "two op strategies ('" + *pin.opKind +
@@ -71,9 +73,9 @@ sharding::parseShardPin(llvm::StringRef text, const cost::DeviceMesh &mesh) {
         pin.zeroStage = stage;
       } else {
         return pinError(text, "unknown term '" + term +
-                                  "' (expected tp-column, tp-row, dp, "
-                                  "replicated, zero=0..3 or a layout like "
-                                  "[-, tp])");
+                                  "' (expected tp-column, tp-row, "
+                                  "vocabulary-parallel, dp, replicated, "
+                                  "zero=0..3 or a layout like [-, tp])");
       }
     }
     spec = spec.ltrim();

@@ -26,16 +26,26 @@ using namespace tessera::cpu;
 
 namespace {
 
-/// The table row that embedding position `position` reads, checked.
+/// The row of a table block holding rows [first, first + rows) of a table
+/// of `total` that embedding position `position` reads, checked against
+/// the whole table; -1 for an id of another block.
 int64_t embeddingRow(const tessera_tensor &ids, int64_t position,
-                     int64_t rows) {
+                     int64_t first, int64_t rows, int64_t total) {
   int64_t id = loadIndexValue(ids, position);
-  if (id < 0 || id >= rows)
+  if (id < 0 || id >= total)
     fail("token id " + std::to_string(id) + " at position " +
          formatPosition(shapeOf(ids), position) + " of ids " +
          formatShape(shapeOf(ids)) + " is outside the table's rows [0, " +
-         std::to_string(rows) + ")");
-  return id;
+         std::to_string(total) + ")");
+  return id >= first && id < first + rows ? id - first : -1;
+}
+
+/// The block [first, first + rows) lies in a table of `total` rows.
+void requireRowBlock(int64_t first, int64_t rows, int64_t total) {
+  if (first < 0 || total < rows || first > total - rows)
+    fail("rows [" + std::to_string(first) + ", " +
+         std::to_string(first + rows) + ") are not a block of a table of " +
+         std::to_string(total) + " rows");
 }
 
 /// Index `position` of `indices`, negative values counting back from
@@ -81,6 +91,14 @@ GatherLayout gatherLayout(const tessera_tensor &x,
 extern "C" int tessera_cpu_embedding(const tessera_tensor *table,
                                      const tessera_tensor *ids,
                                      tessera_tensor *y) {
+  return tessera_cpu_embedding_rows(table, ids, y, 0,
+                                    table ? table->shape[0] : 0);
+}
+
+extern "C" int tessera_cpu_embedding_rows(const tessera_tensor *table,
+                                          const tessera_tensor *ids,
+                                          tessera_tensor *y, int64_t first_row,
+                                          int64_t total_rows) {
   return runKernel("tessera_cpu_embedding", [&] {
     const tessera_tensor &weights = requireTensor(table, "table");
     const tessera_tensor &tokens = requireTensor(ids, "ids");
@@ -93,13 +111,18 @@ extern "C" int tessera_cpu_embedding(const tessera_tensor *table,
     Shape expected = shapeOf(tokens);
     expected.push_back(width);
     requireShape(output, expected, "y");
+    requireRowBlock(first_row, rows, total_rows);
     size_t rowBytes = static_cast<size_t>(width) * dtypeSize(weights.dtype);
     int64_t count = elementCount(tokens);
     for (int64_t position = 0; position < count; ++position) {
-      int64_t row = embeddingRow(tokens, position, rows);
-      std::memcpy(static_cast<char *>(output.data) + position * rowBytes,
-                  static_cast<const char *>(weights.data) + row * rowBytes,
-                  rowBytes);
+      int64_t row = embeddingRow(tokens, position, first_row, rows, total_rows);
+      char *destination = static_cast<char *>(output.data) + position * rowBytes;
+      if (row < 0)
+        std::memset(destination, 0, rowBytes); // +0.0 in every float type
+      else
+        std::memcpy(destination,
+                    static_cast<const char *>(weights.data) + row * rowBytes,
+                    rowBytes);
     }
   });
 }
@@ -107,6 +130,15 @@ extern "C" int tessera_cpu_embedding(const tessera_tensor *table,
 extern "C" int tessera_cpu_embedding_grad(const tessera_tensor *ids,
                                           const tessera_tensor *dy,
                                           tessera_tensor *dtable) {
+  return tessera_cpu_embedding_grad_rows(ids, dy, dtable, 0,
+                                         dtable ? dtable->shape[0] : 0);
+}
+
+extern "C" int tessera_cpu_embedding_grad_rows(const tessera_tensor *ids,
+                                               const tessera_tensor *dy,
+                                               tessera_tensor *dtable,
+                                               int64_t first_row,
+                                               int64_t total_rows) {
   return runKernel("tessera_cpu_embedding_grad", [&] {
     const tessera_tensor &tokens = requireTensor(ids, "ids");
     const tessera_tensor &upstream = requireTensor(dy, "dy");
@@ -119,12 +151,15 @@ extern "C" int tessera_cpu_embedding_grad(const tessera_tensor *ids,
     Shape expected = shapeOf(tokens);
     expected.push_back(width);
     requireShape(upstream, expected, "dy");
+    requireRowBlock(first_row, rows, total_rows);
     FloatInput upstreamValues(upstream, "dy");
     FloatOutput result(tableGradient, "dtable");
     result.fill(0.0f);
     int64_t count = elementCount(tokens);
     for (int64_t position = 0; position < count; ++position) {
-      int64_t row = embeddingRow(tokens, position, rows);
+      int64_t row = embeddingRow(tokens, position, first_row, rows, total_rows);
+      if (row < 0)
+        continue;
       const float *dyRow = upstreamValues.data() + position * width;
       float *dtableRow = result.data() + row * width;
       for (int64_t j = 0; j < width; ++j)

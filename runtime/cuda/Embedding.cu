@@ -66,6 +66,11 @@ struct Lookup {
   int64_t inner;
   int64_t indexCount;
   bool allowNegative;
+  /// A vocabulary-parallel block (embedding only): x holds rows
+  /// [firstRow, firstRow + length) of a table of totalRows (-1: length);
+  /// an index of another block resolves to -1 without an error.
+  int64_t firstRow = 0;
+  int64_t totalRows = -1;
 };
 
 __device__ int64_t lookupIndex(const void *indices, int indexType,
@@ -73,12 +78,16 @@ __device__ int64_t lookupIndex(const void *indices, int indexType,
                                DeviceErrorRecord *errors, const char *kernel) {
   int64_t index = loadInteger(indices, indexType, position);
   int64_t low = lookup.allowNegative ? -lookup.length : 0;
-  if (index < low || index >= lookup.length) {
-    reportDeviceError(errors, kIndexOutOfRange, index, position, low,
-                      lookup.length, kernel);
+  int64_t total = lookup.totalRows < 0 ? lookup.length : lookup.totalRows;
+  if (index < low || index >= total) {
+    reportDeviceError(errors, kIndexOutOfRange, index, position, low, total,
+                      kernel);
     return -1;
   }
-  return index < 0 ? index + lookup.length : index;
+  if (index < 0)
+    return index + lookup.length;
+  int64_t local = index - lookup.firstRow;
+  return local >= 0 && local < lookup.length ? local : -1;
 }
 
 template <typename Element>
@@ -464,9 +473,30 @@ Lookup gatherLookup(const tessera_tensor &x, const tessera_tensor &indices,
 
 } // namespace
 
+namespace {
+
+/// The block [first, first + rows) lies in a table of `total` rows.
+void requireRowBlock(int64_t first, int64_t rows, int64_t total) {
+  if (first < 0 || total < rows || first > total - rows)
+    fail("rows [" + std::to_string(first) + ", " +
+         std::to_string(first + rows) + ") are not a block of a table of " +
+         std::to_string(total) + " rows");
+}
+
+} // namespace
+
 extern "C" int tessera_cuda_embedding(const tessera_tensor *table,
                                       const tessera_tensor *ids,
                                       tessera_tensor *y, cudaStream_t stream) {
+  return tessera_cuda_embedding_rows(table, ids, y, 0,
+                                     table ? table->shape[0] : 0, stream);
+}
+
+extern "C" int tessera_cuda_embedding_rows(const tessera_tensor *table,
+                                           const tessera_tensor *ids,
+                                           tessera_tensor *y, int64_t first_row,
+                                           int64_t total_rows,
+                                           cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_embedding", [&] {
     const tessera_tensor &weights = requireTensor(table, "table");
     const tessera_tensor &tokens = requireTensor(ids, "ids");
@@ -479,8 +509,9 @@ extern "C" int tessera_cuda_embedding(const tessera_tensor *table,
     Shape expected = shapeOf(tokens);
     expected.push_back(weights.shape[1]);
     requireShape(output, expected, "y");
-    Lookup lookup{1, weights.shape[0], weights.shape[1], elementCount(tokens),
-                  false};
+    requireRowBlock(first_row, weights.shape[0], total_rows);
+    Lookup lookup{1,     weights.shape[0], weights.shape[1], elementCount(tokens),
+                  false, first_row,        total_rows};
     launchLookup(weights, tokens, output, lookup, deviceNameOf(kEmbeddingName),
                  stream);
   });
@@ -490,6 +521,17 @@ extern "C" int tessera_cuda_embedding_grad(const tessera_tensor *ids,
                                            const tessera_tensor *dy,
                                            tessera_tensor *dtable,
                                            cudaStream_t stream) {
+  return tessera_cuda_embedding_grad_rows(ids, dy, dtable, 0,
+                                          dtable ? dtable->shape[0] : 0,
+                                          stream);
+}
+
+extern "C" int tessera_cuda_embedding_grad_rows(const tessera_tensor *ids,
+                                                const tessera_tensor *dy,
+                                                tessera_tensor *dtable,
+                                                int64_t first_row,
+                                                int64_t total_rows,
+                                                cudaStream_t stream) {
   return runCudaKernel("tessera_cuda_embedding_grad", [&] {
     const tessera_tensor &tokens = requireTensor(ids, "ids");
     const tessera_tensor &upstream = requireTensor(dy, "dy");
@@ -503,8 +545,14 @@ extern "C" int tessera_cuda_embedding_grad(const tessera_tensor *ids,
     Shape expected = shapeOf(tokens);
     expected.push_back(tableGradient.shape[1]);
     requireShape(upstream, expected, "dy");
-    Lookup lookup{1, tableGradient.shape[0], tableGradient.shape[1],
-                  elementCount(tokens), false};
+    requireRowBlock(first_row, tableGradient.shape[0], total_rows);
+    Lookup lookup{1,
+                  tableGradient.shape[0],
+                  tableGradient.shape[1],
+                  elementCount(tokens),
+                  false,
+                  first_row,
+                  total_rows};
     launchScatterAdd(upstream, tokens, tableGradient, lookup,
                      deviceNameOf(kEmbeddingGradName), stream);
   });

@@ -48,6 +48,55 @@ TEST(Embedding, AnIdOutOfRangeIsAnErrorNamingIdPositionAndRange) {
             std::string::npos);
 }
 
+// Tests the vocabulary-parallel blocks (rows_axis): two ranks' lookups in
+// their halves of a table sum to the whole lookup (each id found in one
+// block, zeros in the other), and their gradients are the whole gradient's
+// rows; an id outside the whole table is still an error, and a block that
+// does not fit the table is refused.
+TEST(Embedding, RowBlocksSumToTheWholeLookupAndGradient) {
+  Tensor table = randomTensor({6, 3}, 4);
+  Tensor ids = Tensor::integers({2, 3}, {5, 0, 2, 3, 5, 1});
+  Tensor whole(TESSERA_F32, {2, 3, 3});
+  EXPECT_KERNEL_OK(tessera_cpu_embedding(table.get(), ids.get(), whole.get()));
+  Tensor dy = randomTensor({2, 3, 3}, 5);
+  Tensor wholeGradient(TESSERA_F32, {6, 3});
+  EXPECT_KERNEL_OK(
+      tessera_cpu_embedding_grad(ids.get(), dy.get(), wholeGradient.get()));
+  const std::vector<float> tableValues = table.values();
+  std::vector<float> sum(18, 0.0f);
+  for (int64_t block = 0; block < 2; ++block) {
+    Tensor rows = Tensor::floats(
+        {3, 3}, std::vector<float>(tableValues.begin() + block * 9,
+                                   tableValues.begin() + (block + 1) * 9));
+    Tensor y(TESSERA_F32, {2, 3, 3});
+    EXPECT_KERNEL_OK(tessera_cpu_embedding_rows(rows.get(), ids.get(), y.get(),
+                                                block * 3, 6));
+    for (int64_t i = 0; i < 18; ++i)
+      sum[static_cast<size_t>(i)] += y.at(i);
+    Tensor gradient(TESSERA_F32, {3, 3});
+    EXPECT_KERNEL_OK(tessera_cpu_embedding_grad_rows(
+        ids.get(), dy.get(), gradient.get(), block * 3, 6));
+    for (int64_t i = 0; i < 9; ++i)
+      EXPECT_EQ(gradient.at(i), wholeGradient.at(block * 9 + i)) << i;
+  }
+  EXPECT_EQ(sum, whole.values());
+
+  Tensor rows(TESSERA_F32, {3, 3}), y(TESSERA_F32, {2, 3, 3});
+  Tensor outside = Tensor::integers({2, 3}, {5, 0, 2, 3, 6, 1});
+  EXPECT_NE(tessera_cpu_embedding_rows(rows.get(), outside.get(), y.get(), 3, 6),
+            0);
+  EXPECT_NE(std::string(tessera_cpu_last_error())
+                .find("token id 6 at position [1, 1] of ids [2, 3] is outside "
+                      "the table's rows [0, 6)"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+  EXPECT_NE(tessera_cpu_embedding_rows(rows.get(), ids.get(), y.get(), 4, 6), 0);
+  EXPECT_NE(std::string(tessera_cpu_last_error())
+                .find("rows [4, 7) are not a block of a table of 6 rows"),
+            std::string::npos)
+      << tessera_cpu_last_error();
+}
+
 TEST(EmbeddingGrad, MatchesFiniteDifferencesAndSumsRepeatedIds) {
   Tensor table = randomTensor({5, 3}, 3);
   Tensor ids = Tensor::integers({2, 3}, {1, 4, 1, 0, 1, 3});

@@ -70,3 +70,9 @@ extern "C" int tessera_cuda_mesh_stream_seed(const tessera_step_context *context
                                              uint64_t block_elements) {
   return Device::streamSeed(context, axis, seed, block_elements);
 }
+
+extern "C" int tessera_cuda_mesh_block_start(const tessera_step_context *context,
+                                             int32_t axis, int64_t block,
+                                             int64_t *start) {
+  return Device::blockStart(context, axis, block, start);
+}

@@ -51,22 +51,19 @@ bool shardSliceWindow(const tessera_step_context *context, int32_t axis,
   return true;
 }
 
-bool advanceStreamSeed(const tessera_step_context *context, int32_t axis,
-                       uint64_t *seed, uint64_t blockElements,
-                       ErrorSink report) {
+std::optional<int64_t> axisCoordinate(const tessera_step_context *context,
+                                      int32_t axis, const char *what,
+                                      ErrorSink report) {
   if (!context || axis < 0 || axis >= context->mesh_axis_count ||
-      !context->mesh_coordinates || !seed) {
-    report("stream_seed over mesh axis " + std::to_string(axis) +
+      !context->mesh_coordinates) {
+    report(std::string(what) + " over mesh axis " + std::to_string(axis) +
            ": the step needs the rank's coordinate on it, and the driver "
            "gave " +
            std::to_string(context ? context->mesh_axis_count : 0) +
            " axes (a partitioned program runs on its mesh)");
-    return false;
+    return std::nullopt;
   }
-  *seed = tessera_advance_seed(
-      *seed, static_cast<uint64_t>(context->mesh_coordinates[axis]) *
-                 blockElements);
-  return true;
+  return context->mesh_coordinates[axis];
 }
 
 } // namespace tessera::train::mesh_step
@@ -125,4 +122,10 @@ extern "C" int tessera_mesh_stream_seed(const tessera_step_context *context,
                                         int32_t axis, uint64_t *seed,
                                         uint64_t block_elements) {
   return Host::streamSeed(context, axis, seed, block_elements);
+}
+
+extern "C" int tessera_mesh_block_start(const tessera_step_context *context,
+                                        int32_t axis, int64_t block,
+                                        int64_t *start) {
+  return Host::blockStart(context, axis, block, start);
 }

@@ -14,8 +14,10 @@
 #define TESSERA_RUNTIME_TRAIN_MESHSTEPCALLS_H
 
 #include "tessera/runtime/comm.h"
+#include "tessera/runtime/lowering_support.h"
 #include "tessera/runtime/program.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,11 +30,11 @@ using ErrorSink = void (*)(const std::string &message);
 tessera_comm *axisComm(const tessera_step_context *context, int32_t axis,
                        const char *what, ErrorSink report);
 
-/// stream_seed's advance of `seed` to the rank's block along `axis`; false
-/// with the failure reported when the context has no coordinates for it.
-bool advanceStreamSeed(const tessera_step_context *context, int32_t axis,
-                       uint64_t *seed, uint64_t blockElements,
-                       ErrorSink report);
+/// The rank's coordinate on `axis`, or std::nullopt with the failure
+/// reported as `what`'s when the context has none.
+std::optional<int64_t> axisCoordinate(const tessera_step_context *context,
+                                      int32_t axis, const char *what,
+                                      ErrorSink report);
 
 /// `collective(comm)` on the communicator of `axis`: 1 without one, else
 /// comm.h's status, its message reported as "<what> over mesh axis A: ...".
@@ -79,11 +81,25 @@ template <ErrorSink report> struct AxisCollectives {
       return tessera_comm_all_to_all(c, x, y, splitDim, concatDim, stream);
     });
   }
-  /// stream_seed (no communication): 0, or 1 reported.
+  /// stream_seed and block_start (no communication): 0, or 1 reported.
   static int streamSeed(const tessera_step_context *context, int32_t axis,
                         uint64_t *seed, uint64_t blockElements) {
-    return advanceStreamSeed(context, axis, seed, blockElements, report) ? 0
-                                                                         : 1;
+    std::optional<int64_t> coordinate =
+        axisCoordinate(context, axis, "stream_seed", report);
+    if (!coordinate || !seed)
+      return 1;
+    *seed = tessera_advance_seed(
+        *seed, static_cast<uint64_t>(*coordinate) * blockElements);
+    return 0;
+  }
+  static int blockStart(const tessera_step_context *context, int32_t axis,
+                        int64_t block, int64_t *start) {
+    std::optional<int64_t> coordinate =
+        axisCoordinate(context, axis, "block_start", report);
+    if (!coordinate || !start)
+      return 1;
+    *start = *coordinate * block;
+    return 0;
   }
 };
 

@@ -20,15 +20,6 @@ func.func @pieced_axis(%x: tensor<2x32x192xf32>) {
   return
 }
 
-// -----
-
-// Tests that an embedding table split on its vocabulary rows (indexed) is
-// gathered: the partitioned lookup does not offset the ids.
-func.func @indexed_vocabulary(%t: tensor<100x16xf32>, %ids: tensor<2x8xi64>) {
-  // expected-warning@+1 {{operand 0 dim 0 arrives split over 'tp', but the op keeps its indexed label whole (only the search splits it): it is resharded first}}
-  %0 = tess.embedding %t, %ids {tess.arriving = [#tess.layout<[tp, -]>, #tess.layout<[-, -]>]} : (tensor<100x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
-  return
-}
 
 // -----
 

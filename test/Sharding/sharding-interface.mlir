@@ -333,9 +333,11 @@ func.func @attention(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: t
 
 // -----
 
-// Tests that the embedding's vocabulary is indexed (only the search splits
-// it: vocabulary-parallel) while its tokens and width split; its gradient
-// sums the tokens into the table's rows; the loss averages its rows.
+// Tests that the embedding's vocabulary is indexed (vocabulary-parallel: a
+// table split on its rows leaves a partial sum, each rank looking up its
+// block, rows_axis) while its tokens and width split; its gradient sums the
+// tokens into the table's rows, indexed by the ids; the loss averages its
+// rows.
 // CHECK: tess.embedding
 // CHECK-NEXT:   labels: 0 batch, 1 batch, 2 parallel, 3 indexed
 // CHECK-NEXT:   operand 0: [3, 2]
@@ -344,11 +346,13 @@ func.func @attention(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: t
 // CHECK-NEXT:   linear in: {0}
 // CHECK-NEXT:   splits: vocabulary-parallel = 3, split hidden = 2, split tokens = 0
 // CHECK-NEXT:   runs in: operands [-, tp] [dp, -] -> results [dp, -, tp]
+// CHECK-NEXT: tess.embedding
+// CHECK:        runs in: operands [tp, -] [-, -] -> results [-, -, -] partial(tp)
 // CHECK-NEXT: tess.embedding_grad
-// CHECK-NEXT:   labels: 0 reduced, 1 reduced, 2 parallel
+// CHECK-NEXT:   labels: 0 reduced, 1 reduced, 2 parallel, 3 indexed
 // CHECK-NEXT:   operand 0: [0, 1]
 // CHECK-NEXT:   operand 1: [0, 1, 2]
-// CHECK-NEXT:   result 0: [-, 2] summed [0, 1]
+// CHECK-NEXT:   result 0: [3, 2] summed [0, 1]
 // CHECK-NEXT:   linear in: {1}
 // CHECK-NEXT:   runs in: operands [dp, -] [dp, -, -] -> results [-, -] partial(dp)
 // CHECK-NEXT: tess.cross_entropy
@@ -366,6 +370,7 @@ func.func @attention(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: t
 // CHECK-NEXT:   linear in: {2}
 func.func @embedding(%t: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %dy: tensor<2x8x16xf32>, %logits: tensor<2x8x100xf32>, %dloss: tensor<f32>) {
   %0 = tess.embedding %t, %ids {tess.arriving = [#tess.layout<[-, tp]>, #tess.layout<[dp, -]>]} : (tensor<100x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+  %v = tess.embedding %t, %ids {tess.arriving = [#tess.layout<[tp, -]>, #tess.layout<[-, -]>]} : (tensor<100x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
   %1 = tess.embedding_grad %ids, %dy {tess.arriving = [#tess.layout<[dp, -]>, #tess.layout<[dp, -, -]>]} : (tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<100x16xf32>
   %2 = tess.cross_entropy %logits, %ids {tess.arriving = [#tess.layout<[dp, -, -]>, #tess.layout<[dp, -]>]} : (tensor<2x8x100xf32>, tensor<2x8xi64>) -> tensor<f32>
   %3 = tess.cross_entropy_grad %logits, %ids, %dloss : (tensor<2x8x100xf32>, tensor<2x8xi64>, tensor<f32>) -> tensor<2x8x100xf32>

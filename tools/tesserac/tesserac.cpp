@@ -271,8 +271,8 @@ cl::opt<int> zeroStage("zero",
 cl::list<std::string> shardPins(
     "shard",
     cl::desc("Pin the parameters matching REGEX and the ops reading them: "
-             "SPEC is tp-column, tp-row, dp, replicated, zero=N or a layout "
-             "like [-, tp], comma separated"),
+             "SPEC is tp-column, tp-row, vocabulary-parallel, dp, "
+             "replicated, zero=N or a layout like [-, tp], comma separated"),
     cl::value_desc("REGEX=SPEC"), cl::cat(category));
 cl::opt<std::string> planArgument(
     "plan",

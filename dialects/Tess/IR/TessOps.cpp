@@ -126,24 +126,34 @@ LogicalResult SplitOp::verifyBeforeInference() {
   return success();
 }
 
-LogicalResult tessera::tess::verifyStreamAxis(Operation *op,
-                                              std::optional<StringRef> axis,
-                                              double rate, StringRef rule) {
+LogicalResult tessera::tess::verifyMeshAxisAttr(Operation *op, StringRef name,
+                                                std::optional<StringRef> axis,
+                                                StringRef rule) {
   if (!axis)
     return success();
-  if (!(rate > 0))
-    return op->emitOpError(rule)
-           << ": stream_axis '" << *axis
-           << "' on an op that draws no random numbers (rate 0)";
   MeshAttr mesh = MeshAttr::lookup(op);
   if (!mesh)
     return op->emitOpError(rule)
-           << ": stream_axis '" << *axis
+           << ": " << name << " '" << *axis
            << "' needs a module with a tess.mesh attribute";
   if (!mesh.axisSize(*axis))
-    return op->emitOpError(rule) << ": stream_axis '" << *axis
+    return op->emitOpError(rule) << ": " << name << " '" << *axis
                                  << "' is not an axis of the mesh " << mesh;
   return success();
+}
+
+LogicalResult tessera::tess::verifyStreamAxis(Operation *op,
+                                              std::optional<StringRef> axis,
+                                              double rate, StringRef rule) {
+  if (axis && !(rate > 0))
+    return op->emitOpError(rule)
+           << ": stream_axis '" << *axis
+           << "' on an op that draws no random numbers (rate 0)";
+  return verifyMeshAxisAttr(op, "stream_axis", axis, rule);
+}
+
+LogicalResult EmbeddingOp::verify() {
+  return verifyMeshAxisAttr(*this, "rows_axis", getRowsAxis(), "C4");
 }
 
 LogicalResult DropoutOp::verify() {

@@ -60,6 +60,13 @@ mlir::LogicalResult verifyStreamAxis(mlir::Operation *op,
                                      std::optional<llvm::StringRef> axis,
                                      double rate, llvm::StringRef rule);
 
+/// The rule `rule` of an op's attribute `name` that names a mesh axis (an
+/// embedding's rows_axis): an axis of the module's tess.mesh.
+mlir::LogicalResult verifyMeshAxisAttr(mlir::Operation *op,
+                                       llvm::StringRef name,
+                                       std::optional<llvm::StringRef> axis,
+                                       llvm::StringRef rule);
+
 /// Maps `axis` in [-rank, rank) to [0, rank); std::nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 

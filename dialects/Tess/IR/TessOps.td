@@ -604,14 +604,24 @@ def Tess_EmbeddingOp : Tess_Op<"embedding",
     id alone is looked up with `tess.gather`, so that every embedding reads
     a batch of tokens, as the sharding search assumes). Out-of-range ids are a runtime error of the executable, not UB.
 
+    `rows_axis`, set by `tess-partition-spmd` on a vocabulary-parallel
+    lookup (Megatron's VocabParallelEmbedding), says the table is the
+    rank's block of rows along that mesh axis: rows `[c * n, (c + 1) * n)`
+    of the whole table (n the block's rows, c the rank's coordinate). An id
+    in the block reads its row, any other id of the whole table gives
+    zeros, so the ranks' results are a partial sum over the axis. (C4)
+    `rows_axis` names an axis of the module's `tess.mesh`.
+
     ```mlir
     %e = tess.embedding %wte, %ids
       : (tensor<512x64xf32>, tensor<2x32xi64>) -> tensor<2x32x64xf32>
     ```
   }];
-  let arguments = (ins Tess_FloatTensor:$table, Tess_IndexTensor:$indices);
+  let arguments = (ins Tess_FloatTensor:$table, Tess_IndexTensor:$indices,
+                   OptionalAttr<StrAttr>:$rows_axis);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = "$table `,` $indices attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,

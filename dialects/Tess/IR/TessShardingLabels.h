@@ -58,8 +58,9 @@ enum class LabelKind {
   /// Indexed by another operand's values (the embedding's vocabulary rows):
   /// split, a rank finds the rows it holds and zeros elsewhere, so the
   /// result is a partial sum but every rank still looks up every index (the
-  /// work is not divided). The partition rewrite keeps it whole: its local
-  /// kernels do not offset the indices.
+  /// work is not divided). The partition rewrite marks the op's rows_axis
+  /// and its kernels look up (the gradient: add into) the rank's block of
+  /// rows only (Megatron's VocabParallelEmbedding).
   Indexed,
   /// The axis a split cuts into pieces: split, each rank holds its 1/n of
   /// every piece, which is the whole tensor's block only when the producer

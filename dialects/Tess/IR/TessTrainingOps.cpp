@@ -271,7 +271,7 @@ LogicalResult EmbeddingGradOp::verify() {
     return emitOpError("C2: dy must have shape ")
            << shapeString(expected) << " (ids, then the row width), got "
            << shapeString(dy.getShape());
-  return success();
+  return verifyMeshAxisAttr(*this, "rows_axis", getRowsAxis(), "C3");
 }
 
 LogicalResult GatherGradOp::verify() {

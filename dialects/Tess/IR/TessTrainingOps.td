@@ -388,14 +388,18 @@ def Tess_EmbeddingGradOp : Tess_Op<"embedding_grad", [Pure, Tess_Shardable]> {
     does not follow from the operands). Kernel: `tessera_cpu_embedding_grad`.
 
     Rules: (C1) the result has rank 2 and `dy`'s element type; (C2) `dy`'s
-    shape is the ids' shape followed by the table's row width.
+    shape is the ids' shape followed by the table's row width. (C3)
+    `rows_axis`, as for `tess.embedding`, names an axis of the module's
+    `tess.mesh`: the result is the rank's block of the table's rows, and
+    only the ids in it add their `dy` rows.
 
     ```mlir
     %dwte = tess.embedding_grad %ids, %dy
       : (tensor<2x32xi64>, tensor<2x32x64xf32>) -> tensor<512x64xf32>
     ```
   }];
-  let arguments = (ins Tess_IndexTensor:$indices, Tess_FloatTensor:$dy);
+  let arguments = (ins Tess_IndexTensor:$indices, Tess_FloatTensor:$dy,
+                   OptionalAttr<StrAttr>:$rows_axis);
   let results = (outs Tess_FloatTensor:$dtable);
   let assemblyFormat = "$indices `,` $dy attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;

@@ -63,7 +63,8 @@ namespace tessera::sharding {
 struct ShardPin {
   std::string text;
   std::shared_ptr<llvm::Regex> pattern;
-  std::optional<std::string> opKind; // tp-column, tp-row, dp, replicated
+  // tp-column, tp-row, vocabulary-parallel, dp, replicated
+  std::optional<std::string> opKind;
   std::optional<int> zeroStage;
   std::optional<TensorLayout> layout;
 };

@@ -104,6 +104,10 @@ public:
   /// on (tessera[_cuda]_mesh_stream_seed); else `seed`.
   virtual mlir::Value streamedSeed(mlir::Operation *op, mlir::Value seed,
                                    int64_t blockElements) = 0;
+  /// The first row of `op`'s table block when it has a `rows_axis` (a
+  /// vocabulary-parallel lookup: coordinate * `blockRows`,
+  /// tessera[_cuda]_mesh_block_start); else 0.
+  virtual mlir::Value firstRow(mlir::Operation *op, int64_t blockRows) = 0;
   /// A local array of tensor pointers holding `descriptors`
   /// (`const tessera_tensor *` when `constant`), for kernels that take a
   /// list (concat's inputs, split's outputs).

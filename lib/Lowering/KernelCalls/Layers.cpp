@@ -76,6 +76,20 @@ int64_t attentionWeights(AttentionLikeOp op) {
   return query[0] * query[1] * query[2] * keys;
 }
 
+/// A vocabulary-parallel table's block (rows_axis): its rows and the whole
+/// table's.
+struct TableBlock {
+  int64_t rows, totalRows;
+};
+std::optional<TableBlock> tableBlock(Operation *op, Value table) {
+  auto axisName = op->getAttrOfType<StringAttr>("rows_axis");
+  if (!axisName)
+    return std::nullopt;
+  int64_t rows = llvm::cast<RankedTensorType>(table.getType()).getDimSize(0);
+  return TableBlock{
+      rows, rows * *tess::MeshAttr::lookup(op).axisSize(axisName.getValue())};
+}
+
 } // namespace
 
 void populateLayerKernelCalls(KernelCallPatterns &patterns) {
@@ -119,6 +133,14 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
   });
   patterns.add<tess::EmbeddingOp>(
       [](tess::EmbeddingOp embedding, KernelCallContext &c) {
+        if (auto block = tableBlock(embedding, embedding.getTable()))
+          return c.call("embedding_rows", [&](CallArguments &a) {
+            a.value(c.in(embedding.getTable()))
+                .value(c.in(embedding.getIndices()))
+                .value(c.out(embedding))
+                .value(c.firstRow(embedding, block->rows))
+                .i64(block->totalRows);
+          });
         return c.call("embedding", [&](CallArguments &a) {
           a.value(c.in(embedding.getTable()))
               .value(c.in(embedding.getIndices()))
@@ -211,6 +233,14 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
       });
   patterns.add<tess::EmbeddingGradOp>(
       [](tess::EmbeddingGradOp grad, KernelCallContext &c) {
+        if (auto block = tableBlock(grad, grad.getDtable()))
+          return c.call("embedding_grad_rows", [&](CallArguments &a) {
+            a.value(c.in(grad.getIndices()))
+                .value(c.in(grad.getDy()))
+                .value(c.out(grad))
+                .value(c.firstRow(grad, block->rows))
+                .i64(block->totalRows);
+          });
         return c.call("embedding_grad", [&](CallArguments &a) {
           a.value(c.in(grad.getIndices()))
               .value(c.in(grad.getDy()))

@@ -51,9 +51,9 @@ struct LookUpBeforeCastPass
       for (Operation *user : llvm::make_early_inc_range(cast->getUsers())) {
         auto lookup = llvm::cast<tess::EmbeddingOp>(user);
         rewriter.setInsertionPoint(lookup);
-        auto rows = tess::EmbeddingOp::create(rewriter, lookup.getLoc(),
-                                              cast.getInput(),
-                                              lookup.getIndices());
+        auto rows = tess::EmbeddingOp::create(
+            rewriter, lookup.getLoc(), cast.getInput(), lookup.getIndices(),
+            lookup.getRowsAxisAttr());
         auto rowType = llvm::cast<RankedTensorType>(rows.getType());
         rewriter.replaceOpWithNewOp<tess::CastOp>(
             lookup, rowType.clone(computeElement), rows.getResult());

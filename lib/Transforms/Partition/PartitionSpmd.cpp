@@ -88,7 +88,7 @@ struct PartitionSpmdPass
 
 private:
   LogicalResult partitionOp(Operation &op);
-  LogicalResult markStream(Operation &op, const LayoutChoice &choice);
+  LogicalResult markBlocks(Operation &op, const LayoutChoice &choice);
   LogicalResult partitionArguments();
   LogicalResult partitionReturn();
   /// `value`'s layout, as the plan says it arrives here.
@@ -173,31 +173,47 @@ LogicalResult PartitionSpmdPass::partitionArguments() {
   return success();
 }
 
-/// A random op whose streamed dim (its outermost: LabelKind::Streamed) is
-/// split draws its rank's block of the stream: `stream_axis` names the axis.
-LogicalResult PartitionSpmdPass::markStream(Operation &op,
+/// An op whose local kernels need to know which block of a split dim the
+/// rank holds, told by an attribute naming the dim's axis: a random op's
+/// streamed dim (its outermost: the rank draws its block of the stream,
+/// `stream_axis`) and a table's indexed rows (the rank looks up its block
+/// of the vocabulary, `rows_axis`).
+LogicalResult PartitionSpmdPass::markBlocks(Operation &op,
                                             const LayoutChoice &choice) {
   const tess::ShardingLabels &opLabels = labels[&op];
-  for (auto [index, list] : llvm::enumerate(opLabels.operands))
-    for (auto [dim, label] : llvm::enumerate(list)) {
-      if (label == tess::kWhole ||
-          opLabels.kindOf(label) != tess::LabelKind::Streamed)
-        continue;
-      int axis = choice.operands[index].dimAxes[dim];
-      if (axis == kUnsplit)
+  auto mark = [&](tess::LabelKind kind, StringRef attribute,
+                  ArrayRef<SmallVector<int, 4>> lists,
+                  ArrayRef<TensorLayout> layouts) -> LogicalResult {
+    for (auto [index, list] : llvm::enumerate(lists))
+      for (auto [dim, label] : llvm::enumerate(list)) {
+        if (label == tess::kWhole || opLabels.kindOf(label) != kind ||
+            index >= layouts.size())
+          continue;
+        int axis = layouts[index].dimAxes[dim];
+        if (axis == kUnsplit)
+          return success();
+        if (dim != 0)
+          return op.emitError("tess-partition-spmd: the ")
+                 << attribute << " of a split must be of the outermost dim "
+                 << "(dim " << dim << ")";
+        if (op.hasAttr(attribute))
+          return op.emitError("tess-partition-spmd: the op is already a "
+                              "rank's block (")
+                 << attribute << ")";
+        op.setAttr(attribute,
+                   StringAttr::get(op.getContext(), mesh.axes[axis].name));
         return success();
-      if (dim != 0)
-        return op.emitError("tess-partition-spmd: a streamed dim must be "
-                            "the outermost (dim ")
-               << dim << " of operand " << index << ")";
-      if (op.hasAttr("stream_axis"))
-        return op.emitError("tess-partition-spmd: the op already draws a "
-                            "rank's block of its stream (stream_axis)");
-      op.setAttr("stream_axis",
-                 StringAttr::get(op.getContext(), mesh.axes[axis].name));
-      return success();
-    }
-  return success();
+      }
+    return success();
+  };
+  if (failed(mark(tess::LabelKind::Streamed, "stream_axis", opLabels.operands,
+                  choice.operands)))
+    return failure();
+  if (failed(mark(tess::LabelKind::Indexed, "rows_axis", opLabels.operands,
+                  choice.operands)))
+    return failure();
+  return mark(tess::LabelKind::Indexed, "rows_axis", opLabels.results,
+              choice.results);
 }
 
 LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
@@ -249,7 +265,7 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
   for (auto [result, layout] : llvm::zip(op.getResults(), choice.results))
     if (RankedTensorType type = tensorType(result))
       result.setType(localType(type, layout, mesh));
-  if (failed(markStream(op, choice)))
+  if (failed(markBlocks(op, choice)))
     return failure();
   if (auto slice = dyn_cast<tess::SliceOp>(op)) {
     // Whole dims (the only ones split) end at their local size.

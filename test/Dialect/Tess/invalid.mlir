@@ -1228,6 +1228,24 @@ func.func @attention_grad_c11(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x8x16xf32>
 
 // -----
 
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+func.func @embedding_c4(%table: tensor<8x4xf32>, %ids: tensor<2x3xi64>) {
+  // expected-error@+1 {{C4: rows_axis 'tp' is not an axis of the mesh #tess.mesh<dp = 2>}}
+  %0 = tess.embedding %table, %ids {rows_axis = "tp"} : (tensor<8x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  return
+}
+}
+
+// -----
+
+func.func @embedding_grad_c3(%ids: tensor<2x3xi64>, %dy: tensor<2x3x4xf32>) {
+  // expected-error@+1 {{C3: rows_axis 'dp' needs a module with a tess.mesh attribute}}
+  %0 = tess.embedding_grad %ids, %dy {rows_axis = "dp"} : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
 func.func @embedding_grad_c1(%ids: tensor<2x8xi64>, %dy: tensor<2x8x16xf32>) {
   // expected-error@+1 {{C1: the result must be a rank-2 table of 'f32', got 'tensor<100x16xf16>'}}
   %0 = tess.embedding_grad %ids, %dy : (tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<100x16xf16>

@@ -245,7 +245,9 @@ ShardingLabels EmbeddingOp::getShardingLabels() {
   return labeler.take();
 }
 
-/// ids [...], dy [..., E] -> dtable [V, E]: the rows are summed.
+/// ids [...], dy [..., E] -> dtable [V, E]: the rows are summed; the table's
+/// rows are indexed by the ids (a vocabulary-parallel rank computes its
+/// block of them, rows_axis).
 ShardingLabels EmbeddingGradOp::getShardingLabels() {
   Labeler labeler(*this);
   size_t idsRank = shapeOf(getOperand(0)).size();
@@ -258,6 +260,7 @@ ShardingLabels EmbeddingGradOp::getShardingLabels() {
   int width = labeler.fresh();
   labeler.operand(1)[idsRank] = width;
   labeler.result(0)[1] = width;
+  labeler.result(0)[0] = labeler.fresh(LabelKind::Indexed);
   labeler.linearIn({1});
   return labeler.take();
 }

@@ -59,8 +59,7 @@ bool ShardingLabels::isSummed(int label) const {
 
 bool ShardingLabels::isPartitionable(int label) const {
   LabelKind kind = kindOf(label);
-  return kind != LabelKind::Indexed && kind != LabelKind::Pieced &&
-         kind != LabelKind::Positional;
+  return kind != LabelKind::Pieced && kind != LabelKind::Positional;
 }
 
 const NamedSplit *ShardingLabels::splitWithRole(SplitRole role) const {

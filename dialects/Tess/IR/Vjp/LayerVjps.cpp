@@ -159,8 +159,9 @@ LogicalResult EmbeddingOp::buildVjp(OpBuilder &builder,
                                     SmallVectorImpl<Value> &operandCotangents) {
   // The ids carry no gradient.
   if (Value dy = beginVjp(*this, resultCotangents, operandCotangents))
-    operandCotangents[0] = EmbeddingGradOp::create(
-        builder, getLoc(), getTable().getType(), getIndices(), dy);
+    operandCotangents[0] =
+        EmbeddingGradOp::create(builder, getLoc(), getTable().getType(),
+                                getIndices(), dy, getRowsAxisAttr());
   return success();
 }
 

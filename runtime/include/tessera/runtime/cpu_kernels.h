@@ -286,6 +286,18 @@ int tessera_cpu_embedding(const tessera_tensor *table, const tessera_tensor *ids
 /* dtable = scatter-add of dy rows at ids (dtable is overwritten). */
 int tessera_cpu_embedding_grad(const tessera_tensor *ids,
                                const tessera_tensor *dy, tessera_tensor *dtable);
+/* A vocabulary-parallel rank's block of the above (rows_axis): `table` and
+ * `dtable` hold rows [first_row, first_row + their rows) of a table of
+ * `total_rows`. An id in the block reads (adds into) its row; any other id
+ * in [0, total_rows) gives zeros (adds nothing); an id outside the whole
+ * table is the error it is above. */
+int tessera_cpu_embedding_rows(const tessera_tensor *table,
+                               const tessera_tensor *ids, tessera_tensor *y,
+                               int64_t first_row, int64_t total_rows);
+int tessera_cpu_embedding_grad_rows(const tessera_tensor *ids,
+                                    const tessera_tensor *dy,
+                                    tessera_tensor *dtable, int64_t first_row,
+                                    int64_t total_rows);
 /* ONNX Gather along `axis` (non-negative); negative indices count back; an
  * index outside [-size, size) is an error naming it and its position. */
 int tessera_cpu_gather(const tessera_tensor *x, const tessera_tensor *indices,

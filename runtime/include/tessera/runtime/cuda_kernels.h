@@ -240,6 +240,15 @@ int tessera_cuda_embedding(const tessera_tensor *table,
 int tessera_cuda_embedding_grad(const tessera_tensor *ids,
                                 const tessera_tensor *dy, tessera_tensor *dtable,
                                 cudaStream_t stream);
+/* The vocabulary-parallel block forms (cpu_kernels.h's _rows). */
+int tessera_cuda_embedding_rows(const tessera_tensor *table,
+                                const tessera_tensor *ids, tessera_tensor *y,
+                                int64_t first_row, int64_t total_rows,
+                                cudaStream_t stream);
+int tessera_cuda_embedding_grad_rows(const tessera_tensor *ids,
+                                     const tessera_tensor *dy,
+                                     tessera_tensor *dtable, int64_t first_row,
+                                     int64_t total_rows, cudaStream_t stream);
 int tessera_cuda_gather(const tessera_tensor *x, const tessera_tensor *indices,
                         tessera_tensor *y, int64_t axis, cudaStream_t stream);
 int tessera_cuda_gather_grad(const tessera_tensor *indices,

@@ -67,6 +67,12 @@ int tessera_mesh_shard_slice(const tessera_step_context *context, int32_t axis,
 int tessera_mesh_stream_seed(const tessera_step_context *context, int32_t axis,
                              uint64_t *seed, uint64_t block_elements);
 
+/* A rank's block along `axis` of a dim split into blocks of `block`
+ * (rows_axis: a vocabulary-parallel table's first row): *start =
+ * mesh_coordinates[axis] * block. No communication. */
+int tessera_mesh_block_start(const tessera_step_context *context, int32_t axis,
+                             int64_t block, int64_t *start);
+
 /* The GPU step's twins of the above (tensors in device memory, `stream` a
  * cudaStream_t). */
 int tessera_cuda_mesh_all_reduce(const tessera_step_context *context,
@@ -89,6 +95,8 @@ int tessera_cuda_mesh_shard_slice(const tessera_step_context *context,
 int tessera_cuda_mesh_stream_seed(const tessera_step_context *context,
                                   int32_t axis, uint64_t *seed,
                                   uint64_t block_elements);
+int tessera_cuda_mesh_block_start(const tessera_step_context *context,
+                                  int32_t axis, int64_t block, int64_t *start);
 
 #ifdef __cplusplus
 }
