@@ -235,6 +235,21 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
       return failure();
     desired.push_back(*layout);
   }
+  // A table's gradient the step returns as it is: computed in the layout it
+  // is returned in (a vocabulary-parallel table's, each rank its block of
+  // rows, rows_axis), not whole and then sliced.
+  if (isa<tess::EmbeddingGradOp>(op) && op.getResult(0).hasOneUse()) {
+    OpOperand &use = *op.getResult(0).use_begin();
+    if (isa<func::ReturnOp>(use.getOwner())) {
+      llvm::Expected<TensorLayout> returned = sharding::readResultLayout(
+          step, use.getOperandNumber(), mesh);
+      if (!returned)
+        return op.emitError("tess-partition-spmd: ")
+               << llvm::toString(returned.takeError());
+      if (returned->partialAxes.empty())
+        desired[0] = *returned;
+    }
+  }
   op.removeAttr(sharding::kLayoutsAttrName);
   LayoutChoice choice =
       chooseLayouts(&op, labels.lookup(&op), operandLayouts, mesh, desired,
