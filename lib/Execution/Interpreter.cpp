@@ -278,22 +278,7 @@ llvm::Expected<FunctionRun::RowBlock> FunctionRun::rowBlock(Operation &op,
   if (!coordinate)
     return coordinate.takeError();
   int64_t rows = llvm::cast<RankedTensorType>(table.getType()).getDimSize(0);
-  auto axis = op.getAttrOfType<StringAttr>("rows_axis");
-  if (!axis)
-    return RowBlock{0, rows};
-  tess::MeshAttr mesh = tess::MeshAttr::lookup(&op);
-  return RowBlock{*coordinate * rows,
-                  rows * mesh.axisSize(axis.getValue()).value_or(1)};
-}
-
-/// The elements of attention's weights [batch, q_heads, q_seq, kv_seq], over
-/// which its dropout stream runs.
-template <typename AttentionLikeOp>
-int64_t attentionWeights(AttentionLikeOp op) {
-  ArrayRef<int64_t> query =
-      llvm::cast<RankedTensorType>(op.getQuery().getType()).getShape();
-  return query[0] * query[1] * query[2] *
-         llvm::cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
+  return RowBlock{*coordinate * rows, tess::wholeTableRows(&op, table)};
 }
 
 llvm::Error FunctionRun::execute(Operation &op) {
@@ -384,9 +369,8 @@ llvm::Error FunctionRun::execute(Operation &op) {
       })
       .Case([&](tess::DropoutOp dropout) -> llvm::Error {
         double rate = dropout.getRate().convertToDouble();
-        llvm::Expected<uint64_t> seed = randomSeed(
-            op, dropout.getSeed(),
-            llvm::cast<RankedTensorType>(dropout.getType()).getNumElements());
+        llvm::Expected<uint64_t> seed =
+            randomSeed(op, dropout.getSeed(), tess::streamElements(dropout));
         if (!seed)
           return seed.takeError();
         return callKernel(op, {op.getOperand(0)},
@@ -544,7 +528,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
       })
       .Case([&](tess::AttentionOp attention) -> llvm::Error {
         llvm::Expected<uint64_t> streamSeed = randomSeed(
-            op, attention.getSeed(), attentionWeights(attention));
+            op, attention.getSeed(), tess::streamElements(attention));
         if (!streamSeed)
           return streamSeed.takeError();
         return callKernel(
@@ -698,7 +682,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
       })
       .Case([&](tess::AttentionGradOp grad) -> llvm::Error {
         llvm::Expected<uint64_t> streamSeed =
-            randomSeed(op, grad.getSeed(), attentionWeights(grad));
+            randomSeed(op, grad.getSeed(), tess::streamElements(grad));
         if (!streamSeed)
           return streamSeed.takeError();
         return callKernel(

@@ -580,11 +580,7 @@ Value StepBuilder::rankBlockValue(Operation *op, StringAttr axisName,
   std::string callee =
       ((target.cuda ? "tessera_cuda_mesh_" : "tessera_mesh_") + call).str();
   guardedCall(callee, [&](CallArguments &a) {
-    a.value(stepContext).i32(axis);
-    if (call == "block_start")
-      a.i64(block).value(address);
-    else
-      a.value(address).i64(block);
+    a.value(stepContext).i32(axis).value(address).i64(block);
   });
   return emitc::LoadOp::create(builder, loc, type, variable);
 }

@@ -40,14 +40,6 @@ int64_t embeddingRow(const tessera_tensor &ids, int64_t position,
   return id >= first && id < first + rows ? id - first : -1;
 }
 
-/// The block [first, first + rows) lies in a table of `total` rows.
-void requireRowBlock(int64_t first, int64_t rows, int64_t total) {
-  if (first < 0 || total < rows || first > total - rows)
-    fail("rows [" + std::to_string(first) + ", " +
-         std::to_string(first + rows) + ") are not a block of a table of " +
-         std::to_string(total) + " rows");
-}
-
 /// Index `position` of `indices`, negative values counting back from
 /// `length`, checked to lie in [-length, length).
 int64_t gatherIndex(const tessera_tensor &indices, int64_t position,

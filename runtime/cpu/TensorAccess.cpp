@@ -117,6 +117,13 @@ void requireShape(const tessera_tensor &tensor, const Shape &expected,
          ", expected " + formatShape(expected));
 }
 
+void requireRowBlock(int64_t first, int64_t rows, int64_t total) {
+  if (first < 0 || total < rows || first > total - rows)
+    fail("rows [" + std::to_string(first) + ", " +
+         std::to_string(first + rows) + ") are not a block of a table of " +
+         std::to_string(total) + " rows");
+}
+
 void requireLike(const tessera_tensor &tensor, const char *name,
                  const tessera_tensor &like, const char *likeName) {
   requireShape(tensor, shapeOf(like), name);

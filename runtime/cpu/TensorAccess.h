@@ -55,6 +55,9 @@ void requireLike(const tessera_tensor &tensor, const char *name,
                  const tessera_tensor &like, const char *likeName);
 /// Checks 0 <= axis < rank.
 void requireAxis(int64_t axis, int32_t rank, const char *what);
+/// Checks that rows [first, first + rows) are a block of a table of
+/// `total` rows (a vocabulary-parallel rank's, rows_axis).
+void requireRowBlock(int64_t first, int64_t rows, int64_t total);
 
 /// Strides that read `input` at the positions of `outputShape` under numpy
 /// broadcasting (0 where a dim stretches); fails if it does not broadcast.

@@ -50,6 +50,7 @@ using tessera::cpu::elementCount;
 using tessera::cpu::product;
 using tessera::cpu::requireAxis;
 using tessera::cpu::requireIndexType;
+using tessera::cpu::requireRowBlock;
 using tessera::cpu::requireSameDtype;
 using tessera::cpu::requireShape;
 using tessera::cpu::requireTensor;
@@ -469,18 +470,6 @@ Lookup gatherLookup(const tessera_tensor &x, const tessera_tensor &indices,
   return {product(xShape, 0, static_cast<size_t>(axis)), xShape[axis],
           product(xShape, static_cast<size_t>(axis) + 1, xShape.size()),
           elementCount(indices), true};
-}
-
-} // namespace
-
-namespace {
-
-/// The block [first, first + rows) lies in a table of `total` rows.
-void requireRowBlock(int64_t first, int64_t rows, int64_t total) {
-  if (first < 0 || total < rows || first > total - rows)
-    fail("rows [" + std::to_string(first) + ", " +
-         std::to_string(first + rows) + ") are not a block of a table of " +
-         std::to_string(total) + " rows");
 }
 
 } // namespace

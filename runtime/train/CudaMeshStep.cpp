@@ -72,7 +72,7 @@ extern "C" int tessera_cuda_mesh_stream_seed(const tessera_step_context *context
 }
 
 extern "C" int tessera_cuda_mesh_block_start(const tessera_step_context *context,
-                                             int32_t axis, int64_t block,
-                                             int64_t *start) {
-  return Device::blockStart(context, axis, block, start);
+                                             int32_t axis, int64_t *start,
+                                             int64_t block) {
+  return Device::blockStart(context, axis, start, block);
 }

@@ -93,7 +93,7 @@ template <ErrorSink report> struct AxisCollectives {
     return 0;
   }
   static int blockStart(const tessera_step_context *context, int32_t axis,
-                        int64_t block, int64_t *start) {
+                        int64_t *start, int64_t block) {
     std::optional<int64_t> coordinate =
         axisCoordinate(context, axis, "block_start", report);
     if (!coordinate || !start)

@@ -152,6 +152,31 @@ LogicalResult tessera::tess::verifyStreamAxis(Operation *op,
   return verifyMeshAxisAttr(op, "stream_axis", axis, rule);
 }
 
+int64_t tessera::tess::streamElements(Operation *op) {
+  auto shape = [](Value value) {
+    return llvm::cast<RankedTensorType>(value.getType()).getShape();
+  };
+  auto weights = [&](Value query, Value key) {
+    ArrayRef<int64_t> q = shape(query);
+    return q[0] * q[1] * q[2] * shape(key)[2];
+  };
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return weights(attention.getQuery(), attention.getKey());
+  if (auto grad = dyn_cast<AttentionGradOp>(op))
+    return weights(grad.getQuery(), grad.getKey());
+  return llvm::cast<RankedTensorType>(op->getResult(0).getType())
+      .getNumElements();
+}
+
+int64_t tessera::tess::wholeTableRows(Operation *op, Value table) {
+  int64_t rows = llvm::cast<RankedTensorType>(table.getType()).getDimSize(0);
+  auto axis = op->getAttrOfType<StringAttr>("rows_axis");
+  if (!axis)
+    return rows;
+  // (The op's verifier checked that the module's mesh has the axis.)
+  return rows * *MeshAttr::lookup(op).axisSize(axis.getValue());
+}
+
 LogicalResult EmbeddingOp::verify() {
   return verifyMeshAxisAttr(*this, "rows_axis", getRowsAxis(), "C4");
 }

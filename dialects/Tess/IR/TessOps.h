@@ -60,6 +60,17 @@ mlir::LogicalResult verifyStreamAxis(mlir::Operation *op,
                                      std::optional<llvm::StringRef> axis,
                                      double rate, llvm::StringRef rule);
 
+/// The elements a random op's stream runs over, in the row-major order its
+/// kernels index them (a rank's block starts stream_axis's advance): a
+/// tess.dropout's elements, the weights [batch, q_heads, q_seq, kv_seq] of a
+/// tess.attention or tess.attention_grad.
+int64_t streamElements(mlir::Operation *op);
+
+/// The rows of the whole table a tess.embedding or tess.embedding_grad
+/// reads (`table`, its operand or result): its rows, times the size of its
+/// rows_axis when it holds a vocabulary-parallel block.
+int64_t wholeTableRows(mlir::Operation *op, mlir::Value table);
+
 /// The rule `rule` of an op's attribute `name` that names a mesh axis (an
 /// embedding's rows_axis): an axis of the module's tess.mesh.
 mlir::LogicalResult verifyMeshAxisAttr(mlir::Operation *op,

@@ -114,9 +114,9 @@ void populateElementwiseKernelCalls(KernelCallPatterns &patterns) {
   });
   patterns.add<tess::DropoutOp>(
       [](tess::DropoutOp dropout, KernelCallContext &c) {
-        Value opSeed = c.streamedSeed(
-            dropout, c.mixedSeed(dropout.getSeed()),
-            llvm::cast<RankedTensorType>(dropout.getType()).getNumElements());
+        Value opSeed =
+            c.streamedSeed(dropout, c.mixedSeed(dropout.getSeed()),
+                           tess::streamElements(dropout));
         return c.call("dropout", [&](CallArguments &a) {
           a.value(c.in(dropout.getOperand()))
               .value(c.out(dropout))

@@ -65,29 +65,17 @@ void attentionOptions(AttentionLikeOp op, CallArguments &a) {
   a.f64(op.getDropout().convertToDouble());
 }
 
-/// The elements of the attention weights [batch, q_heads, q_seq, kv_seq]
-/// that its dropout stream runs over (Random.h's row-major order).
-template <typename AttentionLikeOp>
-int64_t attentionWeights(AttentionLikeOp op) {
-  ArrayRef<int64_t> query =
-      llvm::cast<RankedTensorType>(op.getQuery().getType()).getShape();
-  int64_t keys =
-      llvm::cast<RankedTensorType>(op.getKey().getType()).getDimSize(2);
-  return query[0] * query[1] * query[2] * keys;
-}
-
 /// A vocabulary-parallel table's block (rows_axis): its rows and the whole
 /// table's.
 struct TableBlock {
   int64_t rows, totalRows;
 };
 std::optional<TableBlock> tableBlock(Operation *op, Value table) {
-  auto axisName = op->getAttrOfType<StringAttr>("rows_axis");
-  if (!axisName)
+  if (!op->hasAttr("rows_axis"))
     return std::nullopt;
-  int64_t rows = llvm::cast<RankedTensorType>(table.getType()).getDimSize(0);
   return TableBlock{
-      rows, rows * *tess::MeshAttr::lookup(op).axisSize(axisName.getValue())};
+      llvm::cast<RankedTensorType>(table.getType()).getDimSize(0),
+      tess::wholeTableRows(op, table)};
 }
 
 } // namespace
@@ -153,7 +141,7 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
             attention,
             c.attentionSeed(attention.getDropout().convertToDouble(),
                             attention.getSeed()),
-            attentionWeights(attention));
+            tess::streamElements(attention));
         return c.call(attentionKernel(attention, ""), [&](CallArguments &a) {
           a.value(c.in(attention.getQuery()))
               .value(c.in(attention.getKey()))
@@ -203,7 +191,7 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
     Value opSeed = c.streamedSeed(
         grad,
         c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed()),
-        attentionWeights(grad));
+        tess::streamElements(grad));
     return c.call(attentionKernel(grad, "_grad"), [&](CallArguments &a) {
       a.value(c.in(grad.getQuery()))
           .value(c.in(grad.getKey()))

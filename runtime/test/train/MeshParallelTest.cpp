@@ -595,6 +595,11 @@ TEST(MeshStep, StreamSeedAdvancesToTheCoordinatesBlock) {
                 tessera_advance_seed(
                     1234, static_cast<uint64_t>(comms.coordinates[axis]) * 60));
     }
+    for (int32_t axis : {0, 1}) {
+      int64_t start = -1;
+      MESH_OK(tessera_mesh_block_start(&context, axis, &start, 256));
+      EXPECT_EQ(start, int64_t{comms.coordinates[axis]} * 256);
+    }
   }
   tessera_step_context context = contextOf(world.rank(3));
   uint64_t seed = 5;

@@ -69,9 +69,10 @@ int tessera_mesh_stream_seed(const tessera_step_context *context, int32_t axis,
 
 /* A rank's block along `axis` of a dim split into blocks of `block`
  * (rows_axis: a vocabulary-parallel table's first row): *start =
- * mesh_coordinates[axis] * block. No communication. */
+ * mesh_coordinates[axis] * block (arguments in stream_seed's order). No
+ * communication. */
 int tessera_mesh_block_start(const tessera_step_context *context, int32_t axis,
-                             int64_t block, int64_t *start);
+                             int64_t *start, int64_t block);
 
 /* The GPU step's twins of the above (tensors in device memory, `stream` a
  * cudaStream_t). */
@@ -96,7 +97,7 @@ int tessera_cuda_mesh_stream_seed(const tessera_step_context *context,
                                   int32_t axis, uint64_t *seed,
                                   uint64_t block_elements);
 int tessera_cuda_mesh_block_start(const tessera_step_context *context,
-                                  int32_t axis, int64_t block, int64_t *start);
+                                  int32_t axis, int64_t *start, int64_t block);
 
 #ifdef __cplusplus
 }
