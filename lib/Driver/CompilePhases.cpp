@@ -59,6 +59,17 @@ constexpr CompilePhaseInfo kPhases[] = {
      "lower the step to EmitC over the runtime's kernels"},
 };
 
+/// `shard` as a pass's list option: a pin's terms are comma separated, as a
+/// list option's elements are, so one of several terms is quoted, and the
+/// pipeline --print-phase-pipelines prints reparses to the same pins.
+llvm::SmallVector<std::string> quotedPins(llvm::ArrayRef<std::string> shard) {
+  llvm::SmallVector<std::string> pins;
+  for (const std::string &pin : shard)
+    pins.push_back(pin.find(',') == std::string::npos ? pin
+                                                      : "\"" + pin + "\"");
+  return pins;
+}
+
 } // namespace
 
 llvm::ArrayRef<CompilePhaseInfo> tessera::compilePhases() { return kPhases; }
@@ -101,13 +112,7 @@ tessera::searchShardingOptions(const CompilePhaseOptions &options) {
   search.devices = options.devices;
   search.memoryLimit = options.memoryLimit;
   search.zero = options.zero;
-  // A pin's terms are comma separated, as a list option's elements are:
-  // one of several terms is quoted, so that the pipeline
-  // --print-phase-pipelines prints reparses to the same pins.
-  for (const std::string &pin : options.shard)
-    search.pins.push_back(pin.find(',') == std::string::npos
-                              ? pin
-                              : "\"" + pin + "\"");
+  search.pins = quotedPins(options.shard);
   search.searchTimeout = options.searchTimeout;
   search.calibration = options.calibration;
   return copyStepOptions(search, options);
@@ -135,8 +140,12 @@ tessera::searchPlanOptions(const CompilePhaseOptions &options) {
   SearchPlanOptions search;
   search.cluster = options.cluster;
   search.devices = options.devices;
+  search.memoryLimit = options.memoryLimit;
   search.zero = options.zero;
   search.remat = options.rematPin;
+  search.stages = options.pipelineStages;
+  search.microBatches = options.pipelineMicroBatches;
+  search.schedule = options.pipelineSchedule;
   search.searchTimeout = options.searchTimeout;
   return copyStepOptions(search, options);
 }

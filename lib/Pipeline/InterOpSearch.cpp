@@ -2,6 +2,8 @@
 
 #include "tessera/Pipeline/InterOpSearch.h"
 
+#include "tessera/CostModel/MemoryText.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -412,10 +414,10 @@ llvm::Expected<PipelinePlan> searchEachStage(const ProgramProfile &profile,
   }
   if (!best)
     return searchError(llvm::formatv(
-        "no pipeline plan fits in {0:F1} GiB per device on {1} devices with "
+        "no pipeline plan fits in {0} per device on {1} devices with "
         "the forced choices (try more devices, more micro-batches or "
         "--remat full)",
-        cluster.device.memoryBytes / (1024.0 * 1024 * 1024), devices));
+        cost::memoryText(cluster.device.memoryBytes), devices));
   best->layoutsConsidered = layouts;
   best->dynamicPrograms = programs;
   best->searchSeconds = std::chrono::duration<double>(

@@ -3,6 +3,7 @@
 #include "tessera/Sharding/MeshSharding.h"
 
 #include "tessera/Analysis/StepMemory.h"
+#include "tessera/CostModel/MemoryText.h"
 #include "tessera/Sharding/IntraOpSearch.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -14,16 +15,9 @@
 using namespace mlir;
 using namespace tessera;
 using namespace tessera::sharding;
+using tessera::cost::memoryText;
 
 namespace {
-
-/// Bytes as the error messages give them: GiB from one GiB up, else MiB
-/// (a tiny model's limit in GiB rounds to 0.00).
-std::string memoryText(double bytes) {
-  constexpr double kMiB = 1024.0 * 1024.0, kGiB = 1024.0 * kMiB;
-  return bytes >= kGiB ? llvm::formatv("{0:F2} GiB", bytes / kGiB).str()
-                       : llvm::formatv("{0:F3} MiB", bytes / kMiB).str();
-}
 
 llvm::Error searchError(const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), why);

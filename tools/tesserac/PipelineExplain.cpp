@@ -152,15 +152,26 @@ bool pipelineSearchRequested() {
   return pipeline || pipelineDevices.getNumOccurrences();
 }
 
-std::optional<int64_t> stagesRequested() {
-  if (!stages.getNumOccurrences())
-    return std::nullopt;
-  return stages.getValue();
-}
+bool traceRequested() { return tracePath.getNumOccurrences() > 0; }
 
-bool pipelineShapeRequested() {
-  return microBatches.getNumOccurrences() || schedule.getNumOccurrences() ||
-         tracePath.getNumOccurrences();
+Error pinPipelineShape(CompilePhaseOptions &phase) {
+  for (cl::opt<int64_t> *count : {&stages, &microBatches})
+    if (count->getNumOccurrences() && *count < 1)
+      return createStringError(inconvertibleErrorCode(),
+                               "--" + count->ArgStr + " " +
+                                   Twine(count->getValue()) +
+                                   ": must be positive");
+  if (stages.getNumOccurrences())
+    phase.pipelineStages = stages.getValue();
+  if (microBatches.getNumOccurrences())
+    phase.pipelineMicroBatches = microBatches.getValue();
+  if (schedule.getNumOccurrences()) {
+    auto parsed = pipeline::parseSchedule(schedule);
+    if (!parsed)
+      return parsed.takeError();
+    phase.pipelineSchedule = parsed->name();
+  }
+  return Error::success();
 }
 
 bool rematAutoRequested() { return rematRequested() && remat == "auto"; }

@@ -22,6 +22,7 @@
 #define TESSERA_TOOLS_TESSERAC_PIPELINEEXPLAIN_H
 
 #include "tessera/CostModel/Cluster.h"
+#include "tessera/Driver/CompilePhases.h"
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Pipeline/InterOpSearch.h"
 #include "tessera/Pipeline/Remat.h"
@@ -88,12 +89,14 @@ llvm::Expected<std::optional<StepPipeline>> stepPipeline(int64_t batch);
 /// with --target or --emit=cpp, that plan is compiled.
 bool pipelineSearchRequested();
 
-/// --stages N, when given.
-std::optional<int64_t> stagesRequested();
+/// Whether --trace was given: it writes --explain --pipeline's predicted
+/// schedule.
+bool traceRequested();
 
-/// Whether --microbatches, --schedule or --trace was given: flags only a
-/// pipeline has.
-bool pipelineShapeRequested();
+/// The pipeline's shape pins, --stages, --microbatches and --schedule, as
+/// the search phase's (tess-search-plan's stages, micro-batches and
+/// schedule) in `phase`; errors: a non-positive count, an unknown schedule.
+llvm::Error pinPipelineShape(CompilePhaseOptions &phase);
 
 /// Whether --remat auto was given: the search's choice, no pin.
 bool rematAutoRequested();

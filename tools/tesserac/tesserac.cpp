@@ -60,9 +60,10 @@
 // as `tesserac: search:`), which the plan phase of the step built at one
 // micro-batch then writes; `--explain --pipeline` makes the same decision
 // from the same flags and reports it (runPipelineSearchPhase). --devices N
-// without a layout pin weighs both searches as one decision, the search
-// phase's tess-search-plan (tessera/Transforms/TrainingPlan.h) on the
-// compile's module, whose pins are --stages, --zero and --remat; where the
+// weighs both searches as one decision, the search phase's tess-search-plan
+// (tessera/Transforms/TrainingPlan.h) on the compile's module, whose
+// options the pins become (--zero, --remat, --memory-limit,
+// --search-timeout, --stages, --microbatches, --schedule); where the
 // pipeline wins, the compile builds its step at one micro-batch
 // (compileDecidedPipeline), as --explain and --summary report it.
 //
@@ -861,7 +862,7 @@ struct SearchedPlan {
 /// The cluster and mesh --explain, --target and --emit=cpp plan for:
 /// searched (--cluster, --memory-limit, a --mesh without --strategy, or
 /// --devices), or a --mesh's forced --strategy. `partitioned`: the program
-/// is one rank's of a mesh; `joint`: --devices N without a layout pin, the
+/// is one rank's of a mesh; `joint`: --devices N (its pins the decision's), the
 /// one-stage mesh plans and the pipelined ones weighed as one decision
 /// (tess-search-plan).
 struct PlanTarget {
@@ -902,6 +903,9 @@ int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
   std::unique_ptr<tessera::CompilePhaseOptions> phase =
       searchPhaseOptions(searchOptions);
   phase->searchPlan = joint;
+  if (joint)
+    if (Error pinned = tessera::tesserac::pinPipelineShape(*phase))
+      return fail(toString(std::move(pinned)));
   printPhasePipeline(context, tessera::CompilePhase::Search, *phase, what);
   auto note = [&](StringRef offloaded) {
     if (!offloaded.empty())
@@ -1590,39 +1594,31 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
       !compileRequested && !planSummary)
     return fail("--remat applies to --target, --emit=cpp, --summary or "
                 "--explain --pipeline");
-  // A search over several devices without a layout pin is one decision
-  // between the one-stage mesh plans and the pipelined ones (the search
-  // phase's tess-search-plan, tessera/Transforms/TrainingPlan.h).
-  // --mesh, --plan, --strategy, --shard, --memory-limit, --search-timeout,
-  // --pipeline, --pipeline-devices, --microbatches, --schedule and --trace
-  // pin the one search or the other, as without --devices. The pins the
-  // decision takes: --stages 1 is the one-stage decision (the mesh search
-  // alone), --stages S > 1 a pipeline (the pipeline search pinned to S
-  // stages, for --explain and the compile alike), --zero 0|1 and --remat
-  // pin both searches; --zero 2|3, which no pipelined plan runs, keeps the
-  // mesh search alone.
-  std::optional<int64_t> stagesPin = tessera::tesserac::stagesRequested();
+  // A search over several devices is one decision between the one-stage
+  // mesh plans and the pipelined ones (the search phase's tess-search-plan,
+  // tessera/Transforms/TrainingPlan.h); the flags that pin either search
+  // are that pass's options, constraints on the one decision: --zero,
+  // --remat, --memory-limit and --search-timeout, and a pipeline's shape,
+  // --stages, --microbatches and --schedule (tess-search-plan says which
+  // search each leaves out). --mesh, --plan, --strategy and --shard name a
+  // mesh, which --devices chooses (refused together below); --pipeline and
+  // --trace ask for the pipeline search's own report and plan.
   bool devicesDecision =
       deviceCount.getNumOccurrences() && deviceCount > 1 &&
       options.dims.count("batch") && !partitionStep &&
       !tessera::tesserac::pipelineSearchRequested() &&
-      !tessera::tesserac::pipelineShapeRequested() &&
+      !tessera::tesserac::traceRequested() &&
       !meshSpec.getNumOccurrences() && !planArgument.getNumOccurrences() &&
-      forcedStrategy.empty() && !shardPins.getNumOccurrences() &&
-      !memoryLimit.getNumOccurrences() && !searchTimeout.getNumOccurrences();
-  bool oneStagePin = devicesDecision && stagesPin == 1;
-  bool pipelinePin = devicesDecision && stagesPin && *stagesPin > 1;
+      forcedStrategy.empty() && !shardPins.getNumOccurrences();
   bool jointSearch =
-      devicesDecision && !stagesPin &&
-      (!zeroStage.getNumOccurrences() || zeroStage == 0 || zeroStage == 1) &&
+      devicesDecision &&
       (explain ? emit == EmitStage::None && !buildExecutable && !summary
                : compileRequested || planSummary);
   // --remat pins the built step's recomputation, and in the joint decision
   // the mesh search's too (auto is each search's own choice); --explain and
   // a pipelined compile hand it to the pipeline search, which reads auto.
-  bool pipelinedCompile =
-      !explain && compileRequested &&
-      (tessera::tesserac::pipelineSearchRequested() || pipelinePin);
+  bool pipelinedCompile = !explain && compileRequested &&
+                          tessera::tesserac::pipelineSearchRequested();
   if (tessera::tesserac::rematRequested() &&
       (jointSearch ? !tessera::tesserac::rematAutoRequested()
                    : !explain && !pipelinedCompile)) {
@@ -1642,16 +1638,11 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
     return pipelineSearchFromFlags(options, *loaded, std::nullopt,
                                    pipelineSearch);
   };
-  // The joint decision is the search phase's (tess-search-plan), on the
-  // compile's module.
-  if (jointSearch)
-    if (int status = readPipelineSearch())
-      return status;
   // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
   // --explain --pipeline prints it for the same flags, compiled as its
-  // --stages, --mesh, --strategy, --remat and chunks say; --devices with
-  // --stages S > 1 likewise (and the joint decision's pipeline, once the
-  // search phase took it: compileDecidedPipeline).
+  // --stages, --mesh, --strategy, --remat and chunks say (and the joint
+  // decision's pipeline, once the search phase took it:
+  // compileDecidedPipeline).
   bool searchedPipeline = pipelinedCompile;
   if (loss != "causal-lm" && loss != "mlm")
     return fail("--loss " + loss + ": expected causal-lm or mlm");
@@ -1678,7 +1669,7 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
     rematPin = compiled.remat;
     // (pipelineSearchFromFlags checked that --dim binds the batch.)
     options.dims.at("batch") /= stepPipeline->microBatches;
-  } else if (!explain && (compileRequested || planSummary) && !oneStagePin) {
+  } else if (!explain && (compileRequested || planSummary) && !jointSearch) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
         batch == options.dims.end() ? 0 : batch->second);
@@ -1699,7 +1690,7 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
       batch->second /= stepPipeline->microBatches;
     }
   }
-  if (planSummary && (stepPipeline || pipelinePin ||
+  if (planSummary && (stepPipeline ||
                       tessera::tesserac::pipelineSearchRequested()))
     return fail("--summary describes the plan of one stage: a pipeline's "
                 "stages are not described (--explain --pipeline prints each "
@@ -1807,8 +1798,7 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
     if (planPins)
       pipelinedPlan = planPins->pipeline;
     if (explain &&
-        ((tessera::tesserac::pipelinePlanRequested() && !jointSearch &&
-          !oneStagePin) ||
+        ((tessera::tesserac::pipelinePlanRequested() && !jointSearch) ||
          pipelinedPlan))
       return explainPipelinePlan(options, *cluster, pipelinedPlan);
     auto parsed = tessera::cost::parseMesh(meshSpec);

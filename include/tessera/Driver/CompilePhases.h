@@ -40,7 +40,7 @@ enum class CompilePhase {
   /// checked against the rank's compiled program, with `devices` the mesh
   /// chosen), which the training step inherits; or, for a pipeline, the
   /// pipeline search (tess-search-pipeline), its plan the module's
-  /// #tess.plan; or, over N devices without a layout pin, both weighed as
+  /// #tess.plan; or, over N devices, its pins constraints on the decision, both weighed as
   /// one decision (tess-search-plan), the winner's written.
   Search,
   /// The training step: q/k/v packed on one device, tess-build-training,
@@ -137,8 +137,9 @@ struct CompilePhaseOptions
       *this, "search-plan",
       llvm::cl::desc("Weigh the mesh plan of `devices` against the pipeline "
                      "search's plan and write the winner (tess-search-plan, "
-                     "with `cluster`, `zero`, `remat-pin` and "
-                     "`search-timeout`)"),
+                     "with `cluster`, `memory-limit`, `zero`, "
+                     "`remat-pin`, `search-timeout` and the pipeline-stages, "
+                     "-micro-batches and -schedule pins)"),
       llvm::cl::init(false)};
   Option<bool> searchPipeline{
       *this, "search-pipeline",

@@ -801,8 +801,8 @@ def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
   let summary = "Weigh the mesh plan of N devices against the pipelined one "
                 "and write the winner";
   let description = [{
-    The decision of a compile over `devices` devices without a layout pin
-    (tesserac --devices N): the one-stage mesh plans and the pipelined
+    The decision of a compile over `devices` devices (tesserac --devices
+    N, its pins this pass's options): the one-stage mesh plans and the pipelined
     plans as one search, intra-op and inter-op together
     (tessera/Transforms/TrainingPlan.h). It runs, once each, on the
     module's `@forward` at the step's global batch:
@@ -838,27 +838,57 @@ def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
     }
     ```
 
-    The pins are constraints on both searches, not another path: `zero` 0
-    or 1 (ZeRO-1 inside a pipeline's stage mesh, every parameter's ZeRO
-    stage on a mesh) and `remat` (every layer's recomputation). The
-    remaining options are the searches' own, with their meaning there.
+    The pins are constraints on the one decision, not another path. Each
+    constrains every search whose plans it describes, and leaves out the
+    search none of whose plans it allows (the "Plan choice" table says which
+    and why):
+
+    - `zero` 0 or 1 (ZeRO-1 inside a pipeline's stage mesh, every
+      parameter's ZeRO stage on a mesh), `remat` (every layer's
+      recomputation) and `memory-limit` (each device's bytes) pin both;
+    - `stages` 1 pins the pipeline search to one stage (the mesh plan
+      still wins unless it does not fit); `stages` S > 1, `micro-batches`
+      M > 1 and `schedule` pin a pipeline's shape, which no one-stage mesh
+      plan has: the pipeline search alone, its plan compiled;
+    - `zero` 2 or 3, which no pipelined plan runs: the mesh search alone.
+
+    ```mlir
+    // tess-search-plan{cluster=eight-smaller-devices.json devices=8 stages=1}
+    // on gpt2-tiny at batch 8 x 32: no one-stage plan of 8 devices fits, and
+    // the pin allows no other; the error names both searches' reasons.
+    ```
+
+    The remaining options are the searches' own, with their meaning there.
 
     Errors: `devices` below 2 (one device has no mesh or pipeline to
-    choose), `zero` other than -1, 0 or 1 (no pipelined plan runs ZeRO-2 or
-    3: tess-search-sharding searches those), each search's own errors, and
-    no plan that fits (no mesh fits and the compiled driver cannot run the
-    pipeline search's plan), with the mesh search's reason.
+    choose), `zero` outside -1 to 3, pins that leave out both searches
+    (`zero` 2 with `stages` 2), each search's own errors, and no plan that
+    fits under the pins (neither search's plan fits, or only a pipeline the
+    compiled driver cannot run), with each search's reason.
   }];
   let options = [
     Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",
            "h200, h200-multinode, a100-megatron or a cluster JSON file">,
     Option<"devices", "devices", "int64_t", /*default=*/"0",
            "The devices both searches plan for (at least 2)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes per device every plan must fit (0: the cluster's device "
+           "memory)">,
     Option<"zero", "zero", "int", /*default=*/"-1",
-           "Pin ZeRO: 0 or 1 (-1: searched)">,
+           "Pin ZeRO: 0 or 1 on both searches, 2 or 3 the mesh search's "
+           "alone (-1: searched)">,
     Option<"remat", "remat", "std::string", /*default=*/"\"\"",
            "Pin every layer's recomputation: none, selective or full "
            "(empty: each search's choice)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Pin the pipeline stages: 1 a one-stage plan, S > 1 the pipeline "
+           "search's alone (0: searched)">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"0",
+           "Pin the micro-batches a step: above 1 the pipeline search's "
+           "alone (0: searched)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"\"",
+           "Pin the pipeline schedule, gpipe, 1f1b or interleaved:V: the "
+           "pipeline search's alone (empty: searched)">,
     Option<"searchTimeout", "search-timeout", "double", /*default=*/"10",
            "Seconds CBC may spend on the mesh search's ILP">,
     Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",

@@ -73,9 +73,13 @@ struct PipelinePlanDecision {
 /// batch, the search's own, which names the pin at fault), failure; but a
 /// plan the compiled driver cannot run leaves the module without a plan and
 /// says why in the decision's `notCompiled`, for the caller to say in its
-/// own terms (the pass's error, --explain's "Not compiled" line).
+/// own terms (the pass's error, --explain's "Not compiled" line). With
+/// `unfit`, no plan under the pins is no error either: its reason goes
+/// there, the module left as it was, and the result is failure (a caller
+/// weighing another search's plan, TrainingPlan.h).
 mlir::FailureOr<PipelinePlanDecision>
-decidePipelinePlan(mlir::ModuleOp module, const SearchPipelineOptions &options);
+decidePipelinePlan(mlir::ModuleOp module, const SearchPipelineOptions &options,
+                   std::string *unfit = nullptr);
 
 /// The search's pins that make it return the plan `attribute` describes
 /// (a pipelined #tess.plan): stages, micro-batches, schedule, remat (left

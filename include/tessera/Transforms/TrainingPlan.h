@@ -5,7 +5,7 @@
 // plans (tess-search-pipeline, whose space is PP x DP x TP with PP = 1 among
 // it) as one decision, the plan with the lowest predicted step that fits
 // the devices' memory; tess-search-plan makes it on the module, so that
-// tesserac (--devices N without a layout pin) and tessera-opt run the same
+// tesserac (--devices N, whatever it pins) and tessera-opt run the same
 // step, and writes the winner as the one of the two passes would.
 //
 // The cost basis. Both searches price with lib/CostModel's device and link
@@ -28,11 +28,17 @@
 // (its one-stage plans may recompute every layer, which the mesh search's
 // memory fit does not weigh per stage).
 //
-// Pins constrain the decision: `zero` 0 or 1 and `remat` pin both searches.
-// tesserac's --stages 1 is the mesh search alone (tess-search-sharding),
-// --stages S > 1 the pipeline search pinned to S stages
-// (tess-search-pipeline), and --zero 2|3, which no pipelined plan runs, the
-// mesh search alone.
+// Pins constrain the decision, never choose another path: each pins every
+// search whose plans it describes and leaves out a search none of whose
+// plans it allows. `zero` 0 or 1, `remat` and `memory-limit` pin both;
+// `stages` 1 pins the pipeline search to one stage (its plan then competes
+// as the one-stage fallback). A pipeline's shape (`stages` S > 1,
+// `micro-batches` M > 1, a `schedule`) leaves out the mesh search, whose
+// plans have none; `zero` 2|3, which no pipelined plan runs, leaves out the
+// pipeline search. (--shard pins name a mesh's axes, so they pin --mesh's
+// search, not this choice of the mesh.) A search left out, or one that finds no
+// plan under the pins, is a row of the choice with its reason; the other
+// search's plan is then compiled if it fits.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +74,21 @@ struct PlanChoice {
   double pipelineSeconds = 0;
   int64_t pipelineStages = 1;
   std::string notCompiled;
+  /// Why a pin leaves the mesh search out (empty: it ran) or the pipeline
+  /// search out, and why the pipeline search found no plan under the pins
+  /// (empty: it found one).
+  std::string meshExcluded;
+  std::string pipelineExcluded;
+  std::string pipelineUnfit;
+
+  /// Whether the pipeline search's plan is one the compile may take: it
+  /// ran, found a plan, and the compiled driver runs it.
+  bool pipelineRunnable() const {
+    return pipelineExcluded.empty() && pipelineUnfit.empty() &&
+           notCompiled.empty();
+  }
+  /// Why no plan is compiled, each search's reason (when neither is).
+  std::string unfit() const;
 
   /// Whether the pipelined plan is taken (see the file comment).
   bool pipelined() const;

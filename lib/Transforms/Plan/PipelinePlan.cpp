@@ -255,14 +255,23 @@ chunkUnits(const pipeline::PipelinePlan &plan,
 /// it is searched again with the next stronger recomputation, unless the
 /// recomputation is pinned). Failure after an error on the module: the
 /// measurement's, or the search's (its message, which names the pin at
-/// fault).
+/// fault); but with `unfit`, no plan under the pins is its reason there, no
+/// error.
 LogicalResult searchPipelinePlan(ModuleOp module,
                                  const CompiledStepOptions &step,
-                                 PipelinePlanDecision &searched) {
+                                 PipelinePlanDecision &searched,
+                                 std::string *unfit) {
   const cost::Cluster &cluster = searched.cluster;
   pipeline::SearchOptions &search = searched.search;
   auto error = [&](const llvm::Twine &message) {
     module.emitError() << message;
+    return failure();
+  };
+  // The search answered that no plan fits its pins.
+  auto noPlan = [&](const llvm::Twine &message) {
+    if (!unfit)
+      return error(message);
+    *unfit = message.str();
     return failure();
   };
   // What --explain prints and the compile builds: a plan the compiled
@@ -290,7 +299,7 @@ LogicalResult searchPipelinePlan(ModuleOp module,
   auto plan =
       pipeline::searchPipeline(searched.profile, cluster, oracle, search);
   if (!plan)
-    return error(llvm::toString(plan.takeError()));
+    return noPlan(llvm::toString(plan.takeError()));
   // On one device the plan is the step the compile builds (its micro-batches
   // accumulated, --grad-accum): the arena analysis, not the stage model,
   // decides whether it fits, as for one device without a pipeline.
@@ -306,7 +315,7 @@ LogicalResult searchPipelinePlan(ModuleOp module,
     if (compiled->totalBytes() <= limit)
       break;
     if (rematForced || remat == pipeline::RematMode::Full)
-      return error(llvm::formatv(
+      return noPlan(llvm::formatv(
           "the plan on one device needs {0:F2} GiB as compiled (its arena "
           "planned from liveness and the training state; the stage model "
           "said {1:F2}), more than the {2:F2} GiB of the device",
@@ -320,7 +329,7 @@ LogicalResult searchPipelinePlan(ModuleOp module,
                        : pipeline::RematMode::Full;
     plan = pipeline::searchPipeline(searched.profile, cluster, oracle, search);
     if (!plan)
-      return error(llvm::toString(plan.takeError()));
+      return noPlan(llvm::toString(plan.takeError()));
   }
   searched.plan = std::move(*plan);
   return success();
@@ -484,7 +493,8 @@ LogicalResult readSearchOptions(ModuleOp module,
 
 FailureOr<PipelinePlanDecision>
 tessera::decidePipelinePlan(ModuleOp module,
-                            const SearchPipelineOptions &options) {
+                            const SearchPipelineOptions &options,
+                            std::string *unfit) {
   PipelinePlanDecision decision;
   if (failed(readSearchOptions(module, options, decision)))
     return failure();
@@ -494,7 +504,7 @@ tessera::decidePipelinePlan(ModuleOp module,
   decision.search.globalBatch = *batch;
   CompiledStepOptions step;
   copyStepOptions(step, options);
-  if (failed(searchPipelinePlan(module, step, decision)))
+  if (failed(searchPipelinePlan(module, step, decision, unfit)))
     return failure();
   llvm::Expected<tess::PlanAttr> plan = pipelinePlanAttribute(
       *module.getContext(), decision.plan, decision.profile);

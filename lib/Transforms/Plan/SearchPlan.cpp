@@ -32,8 +32,12 @@ void SearchPlanPass::runOnOperation() {
   SearchPlanOptions options;
   options.cluster = cluster;
   options.devices = devices;
+  options.memoryLimit = memoryLimit;
   options.zero = zero;
   options.remat = remat;
+  options.stages = stages;
+  options.microBatches = microBatches;
+  options.schedule = schedule;
   options.searchTimeout = searchTimeout;
   options.loss = loss;
   options.precision = precision;

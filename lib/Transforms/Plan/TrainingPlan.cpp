@@ -24,6 +24,7 @@ FitMemoryOptions fitMemoryOptions(const SearchPlanOptions &options) {
   FitMemoryOptions fit;
   fit.cluster = options.cluster;
   fit.devices = options.devices;
+  fit.memoryLimit = options.memoryLimit;
   fit.remat = options.remat;
   return copyStepOptions(fit, options);
 }
@@ -32,6 +33,7 @@ SearchShardingOptions searchShardingOptions(const SearchPlanOptions &options) {
   SearchShardingOptions search;
   search.cluster = options.cluster;
   search.devices = options.devices;
+  search.memoryLimit = options.memoryLimit;
   search.zero = options.zero;
   search.searchTimeout = options.searchTimeout;
   return copyStepOptions(search, options);
@@ -41,9 +43,36 @@ SearchPipelineOptions searchPipelineOptions(const SearchPlanOptions &options) {
   SearchPipelineOptions search;
   search.cluster = options.cluster;
   search.devices = options.devices;
+  search.memoryLimit = options.memoryLimit;
+  search.stages = options.stages;
+  search.microBatches = options.microBatches;
+  search.schedule = options.schedule;
   search.remat = options.remat;
   search.zero = options.zero;
   return copyStepOptions(search, options);
+}
+
+/// Why `options`' pins leave the mesh search out: a pipeline's shape,
+/// which no one-stage mesh plan has (empty: they do not).
+std::string meshExcluded(const SearchPlanOptions &options) {
+  std::string pin;
+  if (options.stages > 1)
+    pin = llvm::formatv("stages {0}", options.stages);
+  else if (options.microBatches > 1)
+    pin = llvm::formatv("micro-batches {0}", options.microBatches);
+  else if (!options.schedule.empty())
+    pin = "schedule " + options.schedule;
+  if (pin.empty())
+    return "";
+  return pin + " pins a pipeline's shape, which no one-stage mesh plan has";
+}
+
+/// Why `options`' pins leave the pipeline search out (empty: they do not).
+std::string pipelineExcluded(const SearchPlanOptions &options) {
+  if (options.zero >= 2)
+    return llvm::formatv("zero {0}: no pipelined plan runs ZeRO-2 or 3",
+                         static_cast<int>(options.zero));
+  return "";
 }
 
 /// The pipeline search's prices in `choice`: its best plan, and its best
@@ -77,11 +106,11 @@ void pricePipeline(const PipelinePlanDecision &decision, PlanChoice &choice) {
 } // namespace
 
 bool PlanChoice::pipelined() const {
-  if (!notCompiled.empty())
+  if (!pipelineRunnable())
     return false;
-  // No mesh of the devices fits: the pipeline search's plan, one stage or
-  // more, is the one that does.
-  if (!meshUnfit.empty())
+  // No mesh of the devices fits, or the pins leave no mesh plan: the
+  // pipeline search's plan, one stage or more, is the one that does.
+  if (!meshUnfit.empty() || !meshExcluded.empty())
     return true;
   if (pipelineStages < 2)
     return false;
@@ -101,24 +130,50 @@ void PlanChoice::print(llvm::raw_ostream &os) const {
   auto milliseconds = [](double seconds) {
     return llvm::formatv("{0:F4} ms", seconds * 1e3).str();
   };
-  if (meshLayout)
+  // A search the pins leave out, or whose pins no plan fits: why, on a
+  // line of its own.
+  auto because = [&](StringRef search, StringRef what, StringRef why) {
+    row(search, what, "-");
+    os << "    (" << why << ")\n";
+  };
+  if (!meshExcluded.empty())
+    because("one stage, tess-search-sharding", "not searched", meshExcluded);
+  else if (meshLayout)
     row("one stage, tess-search-sharding", "mesh " + *meshLayout,
         milliseconds(meshSeconds));
   else
     row("one stage, tess-search-sharding", "no mesh fits", "-");
-  if (oneStageLayout)
-    row("one stage, tess-search-pipeline", *oneStageLayout,
-        milliseconds(oneStageSeconds));
-  else
-    row("one stage, tess-search-pipeline", "none fits", "-");
-  row("best, tess-search-pipeline", pipelineLayout,
-      milliseconds(pipelineSeconds));
-  if (pipelineStages > 1 && !notCompiled.empty())
-    os << "  (the pipeline is not compiled: " << notCompiled << ")\n";
+  if (!pipelineExcluded.empty()) {
+    because("tess-search-pipeline", "not searched", pipelineExcluded);
+  } else if (!pipelineUnfit.empty()) {
+    because("tess-search-pipeline", "no plan fits the pins", pipelineUnfit);
+  } else {
+    if (oneStageLayout)
+      row("one stage, tess-search-pipeline", *oneStageLayout,
+          milliseconds(oneStageSeconds));
+    else
+      row("one stage, tess-search-pipeline", "none fits", "-");
+    row("best, tess-search-pipeline", pipelineLayout,
+        milliseconds(pipelineSeconds));
+    if ((pipelineStages > 1 || !meshExcluded.empty()) && !notCompiled.empty())
+      os << "  (the pipeline is not compiled: " << notCompiled << ")\n";
+  }
   os << "  compiled: "
      << (pipelined() ? "the pipeline search's plan"
                      : "the one-stage sharding search's plan")
      << "\n";
+}
+
+std::string PlanChoice::unfit() const {
+  std::string reason = meshExcluded.empty() ? meshUnfit : meshExcluded;
+  std::string pipeline = !pipelineExcluded.empty() ? pipelineExcluded
+                         : !pipelineUnfit.empty()  ? pipelineUnfit
+                         : !notCompiled.empty()
+                             ? "its plan is not compiled: " + notCompiled
+                             : std::string();
+  if (pipeline.empty())
+    return reason;
+  return reason + "; the pipeline search: " + pipeline;
 }
 
 std::string tessera::pipelineLayout(const pipeline::PipelinePlan &plan) {
@@ -138,47 +193,56 @@ tessera::decideTrainingPlan(ModuleOp module, const SearchPlanOptions &options,
     return error() << "devices " << options.devices
                    << ": expected at least 2 (one device has no mesh or "
                       "pipeline to choose: tess-fit-memory fits it)";
-  if (options.zero < -1 || options.zero > 1)
+  if (options.zero < -1 || options.zero > 3)
     return error() << "zero " << static_cast<int>(options.zero)
-                   << ": expected 0 or 1 (-1: searched); no pipelined plan "
-                      "runs ZeRO-2 or 3, which tess-search-sharding "
-                      "searches alone";
+                   << ": expected a ZeRO stage 0 to 3 (-1: searched)";
   TrainingPlanDecision decision;
   PlanChoice &choice = decision.choice;
   choice.devices = options.devices;
+  choice.meshExcluded = meshExcluded(options);
+  choice.pipelineExcluded = pipelineExcluded(options);
+  if (!choice.meshExcluded.empty() && !choice.pipelineExcluded.empty())
+    return error() << choice.pipelineExcluded << "; "
+                   << choice.meshExcluded << ": no plan takes both pins";
   // The mesh search runs on a copy, kept if it wins; the pipeline search
   // writes only the module's #tess.plan, and only for a plan the compiled
   // driver runs.
   OwningOpRef<ModuleOp> meshModule(module.clone());
-  FailureOr<PipelinePlanDecision> pipelined =
-      decidePipelinePlan(module, searchPipelineOptions(options));
-  if (failed(pipelined))
-    return failure();
-  decision.pipeline = std::move(*pipelined);
-  pricePipeline(decision.pipeline, choice);
-
-  FailureOr<std::string> offloaded =
-      fitMemory(*meshModule, fitMemoryOptions(options));
-  if (failed(offloaded))
-    return failure();
-  decision.offloaded = std::move(*offloaded);
-  decision.fitted = tess::PlanAttr::lookup(*meshModule);
-  std::string reason;
-  FailureOr<MeshPlanDecision> mesh =
-      decideMeshPlan(*meshModule, searchShardingOptions(options), reason);
-  if (failed(mesh)) {
-    if (reason.empty())
+  if (choice.pipelineExcluded.empty()) {
+    FailureOr<PipelinePlanDecision> pipelined = decidePipelinePlan(
+        module, searchPipelineOptions(options), &choice.pipelineUnfit);
+    if (failed(pipelined) && choice.pipelineUnfit.empty())
       return failure();
-    choice.meshUnfit = reason;
-  } else {
-    choice.meshLayout = mesh->plan.mesh.describe();
-    choice.meshSeconds = mesh->plan.predicted.stepSeconds();
-    decision.mesh = std::move(*mesh);
+    if (succeeded(pipelined)) {
+      decision.pipeline = std::move(*pipelined);
+      pricePipeline(decision.pipeline, choice);
+    }
+  }
+
+  if (choice.meshExcluded.empty()) {
+    FailureOr<std::string> offloaded =
+        fitMemory(*meshModule, fitMemoryOptions(options));
+    if (failed(offloaded))
+      return failure();
+    decision.offloaded = std::move(*offloaded);
+    decision.fitted = tess::PlanAttr::lookup(*meshModule);
+    std::string reason;
+    FailureOr<MeshPlanDecision> mesh =
+        decideMeshPlan(*meshModule, searchShardingOptions(options), reason);
+    if (failed(mesh)) {
+      if (reason.empty())
+        return failure();
+      choice.meshUnfit = reason;
+    } else {
+      choice.meshLayout = mesh->plan.mesh.describe();
+      choice.meshSeconds = mesh->plan.predicted.stepSeconds();
+      decision.mesh = std::move(*mesh);
+    }
   }
   if (choice.pipelined())
     return decision;
   if (!decision.mesh) {
-    unfit = choice.meshUnfit;
+    unfit = choice.unfit();
     return failure();
   }
   adoptModule(module, *meshModule);

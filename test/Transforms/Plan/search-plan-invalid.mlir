@@ -1,14 +1,16 @@
 // RUN: split-file %s %t
 // RUN: tessera-opt %t/devices.mlir --tess-search-plan='devices=1' -verify-diagnostics
-// RUN: tessera-opt %t/zero.mlir --tess-search-plan='devices=8 zero=2' -verify-diagnostics
+// RUN: tessera-opt %t/zero.mlir --tess-search-plan='devices=8 zero=4' -verify-diagnostics
+// RUN: tessera-opt %t/both.mlir --tess-search-plan='devices=8 zero=2 stages=2' -verify-diagnostics
+// RUN: tessera-opt %t/schedule.mlir --tess-search-plan='devices=8 schedule=zigzag' -verify-diagnostics
 // RUN: tessera-opt %t/cluster.mlir --tess-search-plan='devices=8 cluster=nosuch' -verify-diagnostics
 // RUN: tessera-opt %t/remat.mlir --tess-search-plan='devices=8 remat=partial' -verify-diagnostics
 // RUN: tessera-opt %t/forward.mlir --tess-search-plan='devices=8' -verify-diagnostics
 
 // Each file is one error of tess-search-plan that its options or its module
-// cause: its own (`devices`, `zero`), then those of the searches it runs,
-// which name the option they share with it; search-plan.test has the
-// decision itself.
+// cause: its own (`devices`, `zero`, pins that leave no search), then those
+// of the searches it runs, which name the option they share with it;
+// search-plan.test has the decision itself.
 
 //--- devices.mlir
 // Tests that fewer than two devices name the option: one device has no
@@ -21,9 +23,28 @@ module {
 }
 
 //--- zero.mlir
-// Tests that ZeRO-2, which no pipelined plan runs, names the option and the
-// search that takes it.
-// expected-error@below {{tess-search-plan: zero 2: expected 0 or 1 (-1: searched); no pipelined plan runs ZeRO-2 or 3, which tess-search-sharding searches alone}}
+// Tests that a ZeRO stage beyond 3 names the option.
+// expected-error@below {{tess-search-plan: zero 4: expected a ZeRO stage 0 to 3 (-1: searched)}}
+module {
+  func.func @forward(%ids: tensor<4x8xi64>) -> tensor<4x8xi64> {
+    return %ids : tensor<4x8xi64>
+  }
+}
+
+//--- both.mlir
+// Tests that pins which leave out both searches name each: ZeRO-2, which no
+// pipelined plan runs, and two stages, which no mesh plan has.
+// expected-error@below {{tess-search-plan: zero 2: no pipelined plan runs ZeRO-2 or 3; stages 2 pins a pipeline's shape, which no one-stage mesh plan has: no plan takes both pins}}
+module {
+  func.func @forward(%ids: tensor<4x8xi64>) -> tensor<4x8xi64> {
+    return %ids : tensor<4x8xi64>
+  }
+}
+
+//--- schedule.mlir
+// Tests that an unknown schedule pin names the option (the pipeline
+// search's, which it pins).
+// expected-error@below {{tess-search-pipeline: schedule 'zigzag': }}
 module {
   func.func @forward(%ids: tensor<4x8xi64>) -> tensor<4x8xi64> {
     return %ids : tensor<4x8xi64>

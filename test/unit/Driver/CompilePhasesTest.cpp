@@ -126,19 +126,28 @@ TEST(CompilePhases, OptionsReachThePasses) {
   ASSERT_NE(sharding, std::string::npos);
   EXPECT_NE(search.substr(0, sharding).find("devices=4"), std::string::npos);
   EXPECT_NE(search.substr(sharding).find("devices=4"), std::string::npos);
-  // --devices N without a layout pin: the search phase is tess-search-plan
-  // alone, which runs both searches; the pins on both are its options.
+  // --devices N: the search phase is tess-search-plan alone, which runs
+  // both searches; every pin is its option, a pipeline's shape among them.
   options.searchPlan = true;
   options.rematPin = "full";
+  options.memoryLimit = 1 << 20;
+  options.pipelineStages = 2;
+  options.pipelineMicroBatches = 4;
+  options.pipelineSchedule = "gpipe";
   search = pipelineText(CompilePhase::Search, options);
   EXPECT_EQ(search.find("tess-search-sharding"), std::string::npos);
   EXPECT_EQ(search.find("tess-fit-memory"), std::string::npos);
   for (const char *option :
        {"tess-search-plan{", "devices=4", "cluster=h200-multinode",
-        "zero=1", "remat=full", "precision=bf16"})
+        "zero=1", "remat=full", "precision=bf16", "memory-limit=1048576",
+        "stages=2", "micro-batches=4", "schedule=gpipe"})
     EXPECT_NE(search.find(option), std::string::npos) << option;
   options.searchPlan = false;
   options.rematPin = "";
+  options.memoryLimit = 0;
+  options.pipelineStages = 0;
+  options.pipelineMicroBatches = 0;
+  options.pipelineSchedule = "";
   options.devices = 0;
   options.mesh = "2x2";
 
