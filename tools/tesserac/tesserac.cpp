@@ -848,10 +848,11 @@ struct SearchedPlan {
   /// searches' prices and which plan it took.
   std::optional<tessera::PlanChoice> choice;
   /// When that decision took the pipeline: the pipeline search's decision,
-  /// `compiledPlan` its #tess.plan (the forward at the global batch).
+  /// `compiledPlan` its #tess.plan (the module's forward left at one
+  /// micro-batch).
   std::optional<tessera::PipelinePlanDecision> pipeline;
   /// The search phase has run already (the joint decision's pipeline, whose
-  /// step is built from the model imported again at one micro-batch).
+  /// step compileDecidedPipeline builds).
   bool decided = false;
 
   const tessera::sharding::TrainingShardingPlan *plan() const {
@@ -1433,16 +1434,14 @@ void printPlannedStep(const PlannedStep &planned, raw_ostream &os) {
 }
 
 /// The joint decision's pipeline (`decision`: the pipeline search's plan,
-/// decided by the search phase on the forward at the global batch),
+/// decided by the search phase on the forward at the global batch, which
+/// left `module` as that forward at one micro-batch with the plan),
 /// compiled as --pipeline compiles that search's plan: over its stage mesh
-/// with its strategy, recomputation and chunks (CompiledPipelinePlan.h), the
-/// step built at one micro-batch from the model of `options` imported again
-/// at that batch into `context` (the importer folds a batch of one unlike a
-/// larger one: UnitProfile.h), its fusion phase unprinted (the compile's
-/// printed it), its search phase the decision. Returns 0, kStoppedAtPhase,
-/// or 1 after printing the error.
-int compileDecidedPipeline(mlir::MLIRContext &context,
-                           tessera::onnx_import::ImportOptions options,
+/// with its strategy, recomputation and chunks (CompiledPipelinePlan.h),
+/// the phases after the search on `module` itself, so that tessera-opt
+/// reruns them on --compile-to=search's module. Returns 0,
+/// kStoppedAtPhase, or 1 after printing the error.
+int compileDecidedPipeline(mlir::MLIRContext &context, mlir::ModuleOp module,
                            const tessera::cost::Cluster &cluster,
                            bool buildExecutable,
                            const SearchedPlan &decision) {
@@ -1461,15 +1460,10 @@ int compileDecidedPipeline(mlir::MLIRContext &context,
     planTarget = PlanTarget{&cluster, std::move(*mesh), {},
                             /*partitioned=*/true};
   }
-  FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> module = importedForward(
-      context, options,
-      options.dims.at("batch") / compiled.step.microBatches);
-  if (failed(module))
-    return 1;
   SearchedPlan searched;
   searched.decided = true;
   searched.remat = compiled.remat;
-  return compileTrainingProgram(context, **module, buildExecutable, planTarget,
+  return compileTrainingProgram(context, module, buildExecutable, planTarget,
                                 compiled.step, searched);
 }
 
@@ -1924,7 +1918,7 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
     int status = compileTrainingProgram(context, **module, buildExecutable,
                                         planTarget, stepPipeline, searched);
     if (status == kPipelineChosen)
-      status = compileDecidedPipeline(context, options, *cluster,
+      status = compileDecidedPipeline(context, **module, *cluster,
                                       buildExecutable, searched);
     return exitStatus(status);
   }

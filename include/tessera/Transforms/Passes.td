@@ -726,20 +726,21 @@ def SearchPipeline : Pass<"tess-search-pipeline", "::mlir::ModuleOp"> {
     step's measured peak, recomputing more until it fits.
 
     ```mlir
-    // tess-search-pipeline{cluster=eight-small-devices.json zero=0}
+    // tess-search-pipeline{cluster=eight-small-devices.json zero=0} on a
+    // forward at batch 4: two micro-batches of 2 samples.
     module attributes {tess.plan = #tess.plan<
         mesh = #tess.mesh<dp = 2, tp = 2>, stages = 2, schedule = "1f1b",
         microbatches = 2, chunks = [#tess.chunk<device = 0, units = 0 to 1>,
                                     #tess.chunk<device = 1, units = 2 to 3>]>} {
-      func.func @forward(%ids: tensor<4x31xi64>) -> tensor<4x31x512xf32> {...}
+      func.func @forward(%ids: tensor<2x31xi64>) -> tensor<2x31x512xf32> {...}
     }
     ```
 
-    The module is left at its global batch: tesserac runs the pass as the
-    decision of a pipelined compile (`tesserac: search:` under
-    --print-phase-pipelines), then builds the step at one micro-batch,
-    whose plan phase writes this plan (its mesh joins when the stages are
-    partitioned); `tesserac --explain --pipeline` makes the same decision
+    The module is left at one micro-batch (the global batch over the plan's
+    micro-batches, ForwardBatch.h): the step a pipelined plan runs, which
+    the training phase builds and the plan phase then plans (its mesh joins
+    when the stages are partitioned), so the compile continues on the
+    module the pass leaves; `tesserac --explain --pipeline` makes the same decision
     (PipelinePlan.h's decidePipelinePlan) and prints it with the stages'
     predicted time and memory.
 
@@ -818,8 +819,8 @@ def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
     stage or more); else the mesh search's plan does. The module is left as
     the winner's pass leaves it: the mesh plan on the forward's ops with the
     module's `tess.mesh` and `#tess.plan`, or the pipeline's `#tess.plan`
-    (the forward at its global batch, which the compile then builds at one
-    micro-batch).
+    with the forward at one micro-batch, as tess-search-pipeline leaves it
+    (the step the compile then builds).
 
     ```mlir
     // tess-search-plan{cluster=eight-smaller-devices.json devices=8}
@@ -828,7 +829,7 @@ def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
         remat = "full", stages = 2, schedule = "1f1b", microbatches = 8,
         chunks = [#tess.chunk<device = 0, units = 0 to 1>,
                   #tess.chunk<device = 1, units = 2 to 3, remat = "none">]>} {
-      func.func @forward(%ids: tensor<8x32xi64>) -> tensor<8x32x512xf32> {...}
+      func.func @forward(%ids: tensor<1x32xi64>) -> tensor<1x32x512xf32> {...}
     }
     // tess-search-plan{cluster=h200-multinode devices=16} on gpt2-tiny at
     // batch 8 x 16: the mesh search's dp=16 (0.004 ms) beats PP 2 x DP 8.

@@ -151,7 +151,7 @@ module {
 //--- batch.mlir
 // Tests that a forward whose values do not keep the batch leading cannot be
 // taken to the batches the search profiles, and says which op.
-// expected-error@below {{the pipeline search cannot take @forward to batch 2}}
+// expected-error@below {{cannot take @forward to batch 2}}
 module {
   func.func @forward(%x: tensor<4x8xf32>) -> tensor<8x4xf32> {
     // expected-error@below {{cannot plan @forward at batch 2: this op's result, computed from the inputs, has no leading batch dim of 4}}
