@@ -56,10 +56,11 @@
 // --devices' mesh), its flags the passes' options, run on the compile's
 // own module; tesserac writes the weights and links; it adds no pass
 // itself. A --pipeline compile's plan is the search phase's
-// tess-search-pipeline decision on the forward at the global batch (printed
-// as `tesserac: search:`), which the plan phase of the step built at one
-// micro-batch then writes; `--explain --pipeline` makes the same decision
-// from the same flags and reports it (runPipelineSearchPhase). --devices N
+// tess-search-pipeline decision on the model at the global batch, which
+// leaves the forward at one micro-batch with the plan, the module every
+// later phase continues from; `--explain --pipeline` makes the same
+// decision from the same flags and reports it (runPipelineSearchPhase,
+// printed as `tesserac: search:`). --devices N
 // weighs both searches as one decision, the search phase's tess-search-plan
 // (tessera/Transforms/TrainingPlan.h) on the compile's module, whose
 // options the pins become (--zero, --remat, --memory-limit,
@@ -790,24 +791,6 @@ int runPipelineSearchPhase(
       });
 }
 
-/// --pipeline with --target or --emit=cpp: the plan of the pipeline search
-/// (runPipelineSearchPhase) with the pins `search`, as the compile builds
-/// it. Returns 0, or 1 after printing the error.
-int decidePipelinePlan(const tessera::onnx_import::ImportOptions &options,
-                       const tessera::pipeline::SearchOptions &search,
-                       tessera::tesserac::CompiledPipelinePlan &compiled) {
-  return runPipelineSearchPhase(
-      options, search,
-      [&](const tessera::PipelinePlanDecision &decision,
-          tessera::tess::PlanAttr plan) {
-        // The pass's error, in the compile.
-        if (!plan)
-          return fail(inputPath + ": " + decision.notCompiled);
-        compiled = tessera::tesserac::compiledPipelinePlan(plan);
-        return 0;
-      });
-}
-
 /// --explain with a pipeline flag (or --plan's pipelined plan `plan`): the
 /// plan of the pipeline search (runPipelineSearchPhase) as --target
 /// compiles it for the same flags, reported in full. Returns 0, or 1 after
@@ -872,6 +855,9 @@ struct PlanTarget {
   tessera::SearchShardingOptions searchOptions;
   bool partitioned = false;
   bool joint = false;
+  /// A --pipeline compile: the pipeline search's pins, the search phase
+  /// tess-search-pipeline alone.
+  std::optional<tessera::pipeline::SearchOptions> pipeline;
 };
 
 /// What decidePlan returns when the joint decision took the pipeline, whose
@@ -890,17 +876,38 @@ std::string meshOption(const tessera::cost::DeviceMesh &mesh) {
 /// calibrated by the step that recomputes them, its plan checked against
 /// the rank's compiled program on a mesh and, with `devices`, the mesh
 /// chosen; under `joint`, tess-search-plan instead, which weighs that plan
-/// against the pipeline search's. The forward's ops then carry the plan
-/// and the module's #tess.plan the decision (or the module has the
-/// pipeline's #tess.plan, `result.pipeline` set). Returns 0, or 1 after
-/// printing the error.
+/// against the pipeline search's; for a --pipeline compile (`target`'s
+/// pipeline pins), tess-search-pipeline alone. The forward's ops then carry
+/// the plan and the module's #tess.plan the decision (or the module has the
+/// pipeline's #tess.plan, its forward at one micro-batch, `result.pipeline`
+/// set). Returns 0, or 1 after printing the error.
 int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
-                   const tessera::cost::DeviceMesh &mesh,
-                   tessera::SearchShardingOptions searchOptions, bool joint,
-                   const Twine &what, SearchedPlan &result) {
+                   const PlanTarget &target, const Twine &what,
+                   SearchedPlan &result) {
   if (!module.lookupSymbol<mlir::func::FuncOp>("forward"))
     return fail(inputPath + ": the imported module has no @forward");
-  searchOptions.mesh = meshOption(mesh);
+  result = SearchedPlan();
+  if (target.pipeline) {
+    std::unique_ptr<tessera::CompilePhaseOptions> phase =
+        pipelineSearchPhaseOptions(*target.pipeline);
+    printPhasePipeline(context, tessera::CompilePhase::Search, *phase, what);
+    unsigned before = tessera::tesserac::printedErrorCount();
+    FailureOr<tessera::PipelinePlanDecision> decision =
+        tessera::decidePipelinePlan(module,
+                                    tessera::searchPipelineOptions(*phase));
+    if (failed(decision))
+      return tessera::tesserac::failUnlessReported(
+          before, inputPath + ": the pipeline search failed");
+    // The pass's error, in the compile.
+    if (!decision->notCompiled.empty())
+      return fail(inputPath + ": " + decision->notCompiled);
+    result.pipeline = std::move(*decision);
+    result.compiledPlan = tessera::tess::PlanAttr::lookup(module);
+    return 0;
+  }
+  tessera::SearchShardingOptions searchOptions = target.searchOptions;
+  bool joint = target.joint;
+  searchOptions.mesh = meshOption(target.mesh);
   std::unique_ptr<tessera::CompilePhaseOptions> phase =
       searchPhaseOptions(searchOptions);
   phase->searchPlan = joint;
@@ -916,7 +923,6 @@ int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
   std::string reason;
   FailureOr<tessera::MeshPlanDecision> decision = failure();
   tessera::tess::PlanAttr fitted;
-  result = SearchedPlan();
   if (joint) {
     FailureOr<tessera::TrainingPlanDecision> chosen =
         tessera::decideTrainingPlan(module, tessera::searchPlanOptions(*phase),
@@ -1037,16 +1043,13 @@ int decidePlan(mlir::MLIRContext &context, mlir::ModuleOp module,
   }
   if (!compiling) {
     mlir::OwningOpRef<mlir::ModuleOp> copy(module.clone());
-    if (int status =
-            runSearchPhase(context, *copy, target.mesh, target.searchOptions,
-                           target.joint, "search", searched))
+    if (int status = runSearchPhase(context, *copy, target, "search", searched))
       return status;
     searched.searchedCopy = std::move(copy);
     return 0;
   }
   if (int status =
-          runSearchPhase(context, module, target.mesh, target.searchOptions,
-                         target.joint, "phase search", searched))
+          runSearchPhase(context, module, target, "phase search", searched))
     return status;
   if (int status = stopAfter(tessera::CompilePhase::Search, module))
     return status;
@@ -1633,10 +1636,10 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
                                    pipelineSearch);
   };
   // --pipeline with --target or --emit=cpp: the pipeline search's plan, as
-  // --explain --pipeline prints it for the same flags, compiled as its
-  // --stages, --mesh, --strategy, --remat and chunks say (and the joint
-  // decision's pipeline, once the search phase took it:
-  // compileDecidedPipeline).
+  // --explain --pipeline prints it for the same flags, the search phase of
+  // the compile (tess-search-pipeline on the model at the global batch),
+  // compiled from the module it leaves as the joint decision's pipeline is
+  // (compileDecidedPipeline).
   bool searchedPipeline = pipelinedCompile;
   if (loss != "causal-lm" && loss != "mlm")
     return fail("--loss " + loss + ": expected causal-lm or mlm");
@@ -1652,17 +1655,8 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
       return fail("--pipeline searches each stage's plan: drop --strategy "
                   "(--mesh pins the stage mesh; --stages N --mesh M "
                   "--strategy S without --pipeline forces a pipeline)");
-    tessera::tesserac::CompiledPipelinePlan compiled;
     if (int status = readPipelineSearch())
       return status;
-    if (int status = decidePipelinePlan(options, pipelineSearch, compiled))
-      return status;
-    stepPipeline = compiled.step;
-    meshSpec = compiled.mesh;
-    forcedStrategy = compiled.strategy;
-    rematPin = compiled.remat;
-    // (pipelineSearchFromFlags checked that --dim binds the batch.)
-    options.dims.at("batch") /= stepPipeline->microBatches;
   } else if (!explain && (compileRequested || planSummary) && !jointSearch) {
     auto batch = options.dims.find("batch");
     auto pipelined = tessera::tesserac::stepPipeline(
@@ -1721,8 +1715,7 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
   }
   bool meshProgram =
       ((meshSpec.getNumOccurrences() && !searchedPipeline) ||
-       (devicesGiven && deviceCount > 1) ||
-       (searchedPipeline && !meshSpec.empty())) &&
+       (devicesGiven && deviceCount > 1)) &&
       !partitionStep && compiling;
   // (--zero with --pipeline pinned the pipeline search above.)
   bool searchFlags = memoryLimit.getNumOccurrences() ||
@@ -1738,7 +1731,7 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
   // program, whose memory is the host's, keeps the step as written).
   bool plannedProgram = compiling && !stepPipeline && forcedStrategy.empty() &&
                         (clusterName.getNumOccurrences() || searchFlags ||
-                         devicesGiven || meshProgram ||
+                         devicesGiven || meshProgram || searchedPipeline ||
                          target == Target::Cuda);
   if (meshProgram && !forcedStrategy.empty() && searchFlags)
     return fail("--strategy forces the plan; --memory-limit, --zero, "
@@ -1908,9 +1901,12 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
   // What --target, --emit=cpp and --summary plan for (else the step as
   // written, with the pinned --remat).
   std::optional<PlanTarget> planTarget;
-  if (meshProgram || plannedProgram)
+  if (meshProgram || plannedProgram) {
     planTarget = PlanTarget{&*cluster, mesh, searchOptions, meshProgram,
                             jointSearch};
+    if (searchedPipeline)
+      planTarget->pipeline = pipelineSearch;
+  }
   // The search phase's decision; where the joint decision takes the
   // pipeline, the compile builds its step at one micro-batch.
   SearchedPlan searched;
