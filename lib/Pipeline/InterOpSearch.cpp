@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 namespace tessera::pipeline {
 namespace {
@@ -112,6 +113,14 @@ private:
     if (position + 1 < stages)
       stageQuery.nextLink =
           linkBetweenStages(cluster, submesh, position, position + 1);
+    // The interleaved chunks wrap from the last device to the first: each
+    // micro-batch crosses that link v - 1 times, received by the first
+    // stage and sent by the last.
+    if (schedule.kind == ScheduleKind::Interleaved && stages > 1 &&
+        (position == 0 || position + 1 == stages)) {
+      stageQuery.wrapCrossings = schedule.virtualStages - 1;
+      stageQuery.wrapLink = linkBetweenStages(cluster, submesh, stages - 1, 0);
+    }
     return stageQuery;
   }
 
@@ -139,15 +148,18 @@ std::vector<double> StageTable::build() {
     unsigned plan;
   };
   // A range's candidates, fastest first, depend on its position only
-  // through the links to its neighbours: priced once per pair of links.
-  std::map<std::pair<cost::LinkLevel, cost::LinkLevel>,
+  // through the links to its neighbours (and an interleaved schedule's
+  // wrap): priced once per set of links.
+  std::map<std::tuple<cost::LinkLevel, cost::LinkLevel, int64_t,
+                      cost::LinkLevel>,
            std::vector<Candidate>>
       candidatesByLinks;
   auto candidatesAt = [&](size_t first, size_t end, size_t layers,
                           int64_t position) -> const std::vector<Candidate> & {
     StageQuery links = query(first, end, RematMode::None, position);
     auto [found, added] = candidatesByLinks.try_emplace(
-        std::make_pair(links.previousLink, links.nextLink));
+        std::make_tuple(links.previousLink, links.nextLink,
+                        links.wrapCrossings, links.wrapLink));
     std::vector<Candidate> &candidates = found->second;
     if (!added)
       return candidates;

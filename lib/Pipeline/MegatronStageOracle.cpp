@@ -193,7 +193,15 @@ MegatronStageOracle::plans(const StageQuery &query) const {
       transfers += transfer(query.firstUnit, query.previousLink);
     if (query.endUnit < profile.units.size())
       transfers += transfer(query.endUnit, query.nextLink);
-    base.pointToPoint = 2 * query.boundaryCrossings * transfers;
+    // An interleaved schedule's wrap, last device to first: the tensor
+    // between two layers, the first stage's output boundary or the last
+    // stage's input one.
+    double wrap = 0;
+    if (query.wrapCrossings > 0)
+      wrap = query.wrapCrossings *
+             transfer(query.firstUnit > 0 ? query.firstUnit : query.endUnit,
+                      query.wrapLink);
+    base.pointToPoint = 2 * (query.boundaryCrossings * transfers + wrap);
 
     double parametersPerDevice =
         range.splitParameters / tensorParallel + range.replicatedParameters;

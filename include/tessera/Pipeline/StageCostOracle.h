@@ -73,6 +73,13 @@ struct StageQuery {
   /// unused at the program's first and last unit.
   cost::LinkLevel previousLink = cost::LinkLevel::IntraNode;
   cost::LinkLevel nextLink = cost::LinkLevel::IntraNode;
+  /// Interleaved schedules: times a micro-batch crosses the wrap between
+  /// the last stage's devices and the first's (v - 1 for the first and the
+  /// last stage: the last device's chunk k feeds the first device's chunk
+  /// k + 1; 0 otherwise), and that link. The tensor is the one between two
+  /// layers, the stage's own boundary to the program's middle.
+  int64_t wrapCrossings = 0;
+  cost::LinkLevel wrapLink = cost::LinkLevel::IntraNode;
 };
 
 struct StageMemory {

@@ -384,6 +384,18 @@ TEST(InterOpSearch, OneStageMeshErrorWhenNoSplitFitsEveryStage) {
       << message;
 }
 
+/// Two nodes of two devices, the link between the nodes 100 times slower
+/// than inside one.
+llvm::Expected<cost::Cluster> twoNodesOfTwo() {
+  return cost::parseCluster(R"json({
+    "name": "two-by-two", "nodes": 2, "devices_per_node": 2,
+    "device": {"memory_bytes": 1e12, "memory_bandwidth": 1e12,
+               "flops": {"bf16": 1e12, "fp16": 1e12, "fp32": 1e12}},
+    "links": {"intra_node": {"latency": 0, "bandwidth": 1e11},
+              "inter_node": {"latency": 0, "bandwidth": 1e9}}})json",
+                            "two-by-two.json");
+}
+
 /// One second of send/receive per boundary a stage's queries say crosses
 /// nodes, nothing else.
 class LinkCountingOracle : public StageCostOracle {
@@ -397,6 +409,10 @@ public:
       cost.pointToPoint += query.previousLink == cost::LinkLevel::InterNode;
     if (query.endUnit < units)
       cost.pointToPoint += query.nextLink == cost::LinkLevel::InterNode;
+    // Ten seconds per crossing of an interleaved schedule's wrap across
+    // nodes.
+    cost.pointToPoint += 10.0 * static_cast<double>(query.wrapCrossings) *
+                         (query.wrapLink == cost::LinkLevel::InterNode);
     return {cost};
   }
   std::string describe() const override { return "link counting"; }
@@ -411,13 +427,7 @@ private:
 // (issue 22: every boundary of stages smaller than a node was intra-node);
 // stages of a node each cross at every boundary.
 TEST(InterOpSearch, BoundaryLinksByPosition) {
-  auto cluster = cost::parseCluster(R"json({
-    "name": "two-by-two", "nodes": 2, "devices_per_node": 2,
-    "device": {"memory_bytes": 1e12, "memory_bandwidth": 1e12,
-               "flops": {"bf16": 1e12, "fp16": 1e12, "fp32": 1e12}},
-    "links": {"intra_node": {"latency": 0, "bandwidth": 1e11},
-              "inter_node": {"latency": 0, "bandwidth": 1e9}}})json",
-                                    "two-by-two.json");
+  auto cluster = twoNodesOfTwo();
   ASSERT_TRUE(static_cast<bool>(cluster))
       << llvm::toString(cluster.takeError());
   ProgramProfile profile = profileOf(4);
@@ -448,6 +458,38 @@ TEST(InterOpSearch, BoundaryLinksByPosition) {
             cost::LinkLevel::InterNode);
   EXPECT_EQ(linkBetweenStages(*cluster, {1, 2}, 0, 1),
             cost::LinkLevel::InterNode);
+}
+
+// Tests that an interleaved schedule's wrap, the last device's chunk
+// feeding the first device's next chunk, is priced on the link between
+// them, for the first stage (which receives) and the last (which sends):
+// v - 1 crossings a micro-batch. Two stages of a node each cross nodes at
+// the wrap too; two stages inside one node do not; 1F1B has no wrap.
+TEST(InterOpSearch, InterleavedWrapCrossesTheLastToFirstLink) {
+  auto cluster = twoNodesOfTwo();
+  ASSERT_TRUE(static_cast<bool>(cluster))
+      << llvm::toString(cluster.takeError());
+  ProgramProfile profile = profileOf(6);
+  LinkCountingOracle oracle(6);
+  auto crossings = [&](int64_t devices, const char *schedule) {
+    SearchOptions options;
+    options.globalBatch = 4;
+    options.stages = 2;
+    options.devices = devices;
+    options.microBatches = 2;
+    options.schedule = *parseSchedule(schedule);
+    options.stageUnitCounts = {3, 3};
+    auto plan = searchPipeline(profile, *cluster, oracle, options);
+    EXPECT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+    std::vector<double> perStage;
+    if (plan)
+      for (const StagePlan &stage : plan->stages)
+        perStage.push_back(stage.cost.pointToPoint);
+    return perStage;
+  };
+  EXPECT_EQ(crossings(4, "interleaved:2"), (std::vector<double>{11, 11}));
+  EXPECT_EQ(crossings(4, "1f1b"), (std::vector<double>{1, 1}));
+  EXPECT_EQ(crossings(2, "interleaved:2"), (std::vector<double>{0, 0}));
 }
 
 } // namespace
