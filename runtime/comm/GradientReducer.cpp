@@ -257,6 +257,18 @@ void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {
   ops.waitEvent(computeStream, doneEvent);
 }
 
+void GradientReducer::allReduceSum(void *buffer, int32_t bufferDtype,
+                                   int64_t elements) {
+  StreamOps &ops = comm->streamOps();
+  ops.recordEvent(bucketEvent, computeStream);
+  ops.waitEvent(commStream, bucketEvent);
+  tessera_tensor whole = flatView(buffer, bufferDtype, 0, elements);
+  checkComm(
+      tessera_comm_all_reduce(comm, &whole, TESSERA_REDUCE_SUM, commStream));
+  ops.recordEvent(doneEvent, commStream);
+  ops.waitEvent(computeStream, doneEvent);
+}
+
 ScalarAgreement::ScalarAgreement(tessera_comm *comm, void *stream)
     : comm(comm), stream(stream) {
   if (!comm)

@@ -197,6 +197,11 @@ public:
                      std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void refreshComputeCopies() override;
+  void clearF32(float *at, int64_t count) override {
+    checkCuda(cudaMemsetAsync(at, 0, static_cast<size_t>(count) * sizeof(float),
+                              streamHandle),
+              "clearing the mirrors this rank does not update");
+  }
   int32_t nonFiniteParameter() override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
@@ -379,10 +384,9 @@ CudaBackend::CudaBackend(const tessera_program &program,
                 : whole);
   for (ParameterLayout::Piece piece : layout.shard())
     if (!readsComputeCopy(piece.parameter)) {
-      // copyPieces writes a mirror at the piece's `offset`: ZeRO-3's is
-      // its place in the mirrors' shard.
-      if (layout.weightsSharded())
-        piece.offset = stepCopyOffset(piece.parameter, piece.offset);
+      // copyPieces writes a mirror at the piece's `offset`: its place in
+      // the mirrors (packed, or ZeRO-3's shard of them).
+      piece.offset = stepCopyOffset(piece.parameter, piece.offset);
       mirroredPieces.push_back(piece);
     }
   // ZeRO-3's copies are the shard's, rounded by AdamW through the shard's
@@ -580,12 +584,25 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
                     "rounding the compute copies");
       continue;
     }
-    if (mirrorElements() > 0)
+    if (packsMirrors()) {
+      // Each parameter read as f32 at its packed place.
+      for (int32_t i = 0; i < program.parameter_count; ++i)
+        if (!readsComputeCopy(i))
+          checkCuda(cudaMemcpyAsync(
+                        static_cast<float *>(mirror.get()) +
+                            stepCopyOffset(i, layout.offset(i)),
+                        static_cast<const float *>(whole.get()) +
+                            layout.offset(i),
+                        static_cast<size_t>(layout.count(i)) * sizeof(float),
+                        cudaMemcpyDeviceToDevice, streamHandle),
+                    "uploading the weights read as f32");
+    } else if (mirrorElements() > 0) {
       checkCuda(cudaMemcpyAsync(mirror.get(), whole.get(),
                                 static_cast<size_t>(layout.totalElements()) *
                                     sizeof(float),
                                 cudaMemcpyDeviceToDevice, streamHandle),
                 "uploading the weights read as f32");
+    }
     if (copyChunkCount > 0)
       checkKernel(tessera_cuda_round_chunk_copies(
                       static_cast<const float *>(whole.get()),

@@ -31,7 +31,8 @@ std::vector<ParameterLayout::Piece> shardPieces(const DataParallelPlan &plan,
     if (slots[static_cast<size_t>(p)].elements > 0 &&
         !plan.gradients.isReduced(p) && updates(p))
       pieces.push_back({p, slots[static_cast<size_t>(p)].offset,
-                        slots[static_cast<size_t>(p)].elements, -1});
+                        slots[static_cast<size_t>(p)].elements, -1,
+                        /*replicated=*/true});
   std::sort(pieces.begin(), pieces.end(),
             [](const ParameterLayout::Piece &a, const ParameterLayout::Piece &b) {
               return a.offset < b.offset;
@@ -424,6 +425,12 @@ void DataParallelGradients::afterOptimizer() {
     // stay the shard's.
     for (const FlatBuffer &buffer : backend.shardedStepBuffers())
       reducer->allGatherShards(buffer.data, buffer.dtype);
+    // A mixed program's packed f32 mirrors: every element is one rank's,
+    // the others cleared, so their sum is the gathered mirrors.
+    FlatBuffer mirrors = backend.clearForeignMirrors(
+        /*keepReplicated=*/rank == 0);
+    if (mirrors.data)
+      reducer->allReduceSum(mirrors.data, mirrors.dtype, mirrors.elements);
     return;
   }
   reducer->allGatherShards(backend.masterWeights().data, TESSERA_F32);

@@ -84,6 +84,9 @@ public:
     /// buffers: its place in a compact shard (holdShard), or -1 when the
     /// state is whole (at `offset`).
     int64_t stateOffset = -1;
+    /// Every rank of the group holds the piece, whole (a parameter whose
+    /// gradient the step reduced itself): each updates it alike.
+    bool replicated = false;
   };
   /// Pieces (in buffer order, within one parameter's slice each) cut into
   /// chunks of at most `chunkElements`: what chunks() cuts from every whole

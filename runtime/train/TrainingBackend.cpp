@@ -74,6 +74,45 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
       else
         mirrors = layout.totalElements();
     }
+    // A mixed program (compute copies beside a few parameters read as
+    // f32: the embedding tables, what the export keeps in f32) mirrors
+    // only those, packed: a whole f32 buffer at the layout's offsets would
+    // cost 4 bytes a parameter of the model, more than ZeRO-1 saves on 2
+    // ranks. The shards' all-gather cannot fill a packed buffer (a rank's
+    // block of a bucket is not a block of it), so each rank clears what it
+    // does not own and the ranks sum it (sumMirrorShards).
+    if (anyCopy && mirrors > 0) {
+      mirrors = 0;
+      mirrorOffsets.assign(static_cast<size_t>(program.parameter_count), -1);
+      const int64_t align = ParameterLayout::kSliceAlignment;
+      for (int32_t i = 0; i < program.parameter_count; ++i) {
+        if (readsComputeCopy(i))
+          continue;
+        mirrorOffsets[static_cast<size_t>(i)] = mirrors;
+        mirrors += (layout.count(i) + align - 1) / align * align;
+      }
+      // What this rank does not update: the complement of its pieces'
+      // places in the packed mirrors; the pieces every rank holds apart.
+      std::vector<std::pair<int64_t, int64_t>> owned;
+      for (const ParameterLayout::Piece &piece : layout.shard()) {
+        if (readsComputeCopy(piece.parameter))
+          continue;
+        const std::pair<int64_t, int64_t> run{
+            stepCopyOffset(piece.parameter, piece.offset), piece.count};
+        owned.push_back(run);
+        if (piece.replicated)
+          replicatedMirrors.push_back(run);
+      }
+      std::sort(owned.begin(), owned.end());
+      int64_t next = 0;
+      for (auto [begin, count] : owned) {
+        if (begin > next)
+          foreignMirrors.push_back({next, begin - next});
+        next = std::max(next, begin + count);
+      }
+      if (next < mirrors)
+        foreignMirrors.push_back({next, mirrors - next});
+    }
   }
 }
 
@@ -111,6 +150,11 @@ TrainingBackend::stepParameterTensors(void *masters, void *copies) const {
           static_cast<unsigned char *>(copies) +
               computeCopyOffset(i) * dtypeSize(computeDtype),
           computeDtype, program.parameters[i]);
+    else if (packsMirrors())
+      tensors[static_cast<size_t>(i)] = makeTensor(
+          static_cast<float *>(masters) +
+              mirrorOffsets[static_cast<size_t>(i)],
+          TESSERA_F32, program.parameters[i]);
   return tensors;
 }
 
@@ -135,6 +179,9 @@ int64_t TrainingBackend::stepCopyOffset(int32_t parameter,
     return layout.weightShardOffset(flatOffset);
   if (readsComputeCopy(parameter))
     return computeCopyOffset(parameter) + flatOffset - layout.offset(parameter);
+  if (packsMirrors())
+    return mirrorOffsets[static_cast<size_t>(parameter)] + flatOffset -
+           layout.offset(parameter);
   return flatOffset;
 }
 

@@ -43,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessera::train {
@@ -226,9 +227,19 @@ public:
   /// the data-parallel layer all-gathers; never the masters.
   bool holdsShardOnly() const { return layout.sharded(); }
   /// Under a sharded state, the whole flat buffers the step reads (the
-  /// compute copies, the f32 mirrors), placed by the layout's offsets so
-  /// that a shard's all-gather completes them; empty otherwise.
+  /// compute copies, the f32 mirrors unless packed), placed by the layout's
+  /// offsets so that a shard's all-gather completes them; empty otherwise.
   virtual std::vector<FlatBuffer> shardedStepBuffers() { return {}; }
+  /// Under packsMirrors, after AdamW: clears what this rank does not own
+  /// of the packed f32 mirrors (foreignMirrorRuns, on the device's stream),
+  /// and the pieces every rank holds unless `keepReplicated` (one rank of
+  /// the group keeps them), and returns them, which the ranks' sum
+  /// completes (each element one rank's, the others' zeros); an empty
+  /// buffer otherwise.
+  virtual FlatBuffer clearForeignMirrors(bool keepReplicated) {
+    (void)keepReplicated;
+    return {};
+  }
   /// Under a sharded state, the whole masters and moments for the next
   /// storeState: each kind is written into a transient whole f32 buffer at
   /// its shard's places (zeros elsewhere) and `gather` all-gathers the
@@ -307,9 +318,25 @@ protected:
   /// the gradients', so the shards' all-gather fills it).
   int64_t computeCopyElements() const { return copyElements; }
   /// Under a sharded state, elements of the f32 mirrors' flat buffer (what
-  /// the step reads of parameters it reads as f32; the layout's offsets),
-  /// or 0 when every parameter is read as a copy or the state is whole.
+  /// the step reads of parameters it reads as f32: the layout's offsets
+  /// when it reads every parameter so, else those parameters packed,
+  /// packsMirrors), or 0 when every parameter is read as a copy or the
+  /// state is whole.
   int64_t mirrorElements() const { return mirrors; }
+  /// Whether the f32 mirrors are packed: a sharded state of a program that
+  /// reads compute copies and a few parameters as f32 (ZeRO-3 aside).
+  bool packsMirrors() const { return !mirrorOffsets.empty(); }
+  /// Under packsMirrors, the (offset, count) runs of the packed mirrors
+  /// this rank's AdamW does not write, and of those every rank writes
+  /// alike (replicated pieces): cleared before the ranks sum them, the
+  /// latter on all ranks but one.
+  const std::vector<std::pair<int64_t, int64_t>> &foreignMirrorRuns() const {
+    return foreignMirrors;
+  }
+  const std::vector<std::pair<int64_t, int64_t>> &
+  replicatedMirrorRuns() const {
+    return replicatedMirrors;
+  }
   /// Parameter `index`'s first element in that buffer (readsComputeCopy).
   int64_t computeCopyOffset(int32_t index) const {
     return copyOffsets[static_cast<size_t>(index)];
@@ -354,6 +381,10 @@ private:
   std::vector<int64_t> copyOffsets;
   int64_t copyElements = 0;
   int64_t mirrors = 0;
+  /// Under packsMirrors, per parameter read as f32 its packed mirror's
+  /// offset (-1 for the others); empty otherwise.
+  std::vector<int64_t> mirrorOffsets;
+  std::vector<std::pair<int64_t, int64_t>> foreignMirrors, replicatedMirrors;
 
   /// sumsOfSquares into lastSums, then their total in program order: the
   /// norm's grouping on either device, per parameter and then over
@@ -403,9 +434,19 @@ public:
     if (computeCopyElements() > 0)
       buffers.push_back({computeCopies.get(), computeDtype,
                          layout.totalElements()});
-    if (mirrorElements() > 0)
+    if (mirrorElements() > 0 && !packsMirrors())
       buffers.push_back(f32(mirror));
     return buffers;
+  }
+  FlatBuffer clearForeignMirrors(bool keepReplicated) override {
+    if (!packsMirrors())
+      return {};
+    for (auto [offset, count] : foreignMirrorRuns())
+      clearF32(static_cast<float *>(mirror.get()) + offset, count);
+    if (!keepReplicated)
+      for (auto [offset, count] : replicatedMirrorRuns())
+        clearF32(static_cast<float *>(mirror.get()) + offset, count);
+    return {mirror.get(), TESSERA_F32, mirrorElements()};
   }
   std::array<comm::WeightGatherer::KindBuffers, comm::WeightRing::kKinds>
   weightShardBuffers() override {
@@ -504,6 +545,9 @@ protected:
   FlatBuffer f32(Buffer &buffer) {
     return {buffer.get(), TESSERA_F32, layout.totalElements()};
   }
+  /// Zeroes `count` f32 elements at `at` of this backend's memory, in order
+  /// with the work already enqueued (clearForeignMirrors).
+  virtual void clearF32(float *at, int64_t count) = 0;
   /// A master or moment buffer: the shard's compact one, or whole.
   FlatBuffer state(Buffer &buffer) {
     return {buffer.get(), TESSERA_F32, layout.stateElements()};

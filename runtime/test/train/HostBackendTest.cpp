@@ -92,6 +92,15 @@ tessera_program programOf(int32_t precision) {
   return program;
 }
 
+/// A bf16 program that reads the weight as its compute copy and the bias
+/// as f32 (what a mixed-precision export reads as f32: embedding tables).
+tessera_program mixedProgram() {
+  static const int32_t stepDtypes[] = {TESSERA_BF16, TESSERA_F32};
+  tessera_program program = programOf(TESSERA_PRECISION_BF16);
+  program.parameter_step_dtypes = stepDtypes;
+  return program;
+}
+
 TrainingState stateOf(const tessera_program &program) {
   return tessera_train_test::knownState(program, 0.1f);
 }
@@ -275,9 +284,7 @@ std::vector<float> roundedToBf16(const std::vector<float> &values) {
 // including one that covered only a piece (ZeRO-1), once the copies are
 // refreshed.
 TEST_F(HostBackendTest, TheStepReadsComputeCopiesTheOptimizerKeepsCurrent) {
-  tessera_program program = programOf(TESSERA_PRECISION_BF16);
-  const int32_t stepDtypes[] = {TESSERA_BF16, TESSERA_F32};
-  program.parameter_step_dtypes = stepDtypes;
+  tessera_program program = mixedProgram();
   TrainOptions options;
   std::unique_ptr<TrainingBackend> backend = makeHostBackend(program, options);
   EXPECT_TRUE(backend->readsComputeCopy(0));
@@ -334,9 +341,7 @@ TEST_F(HostBackendTest, TheStepReadsComputeCopiesTheOptimizerKeepsCurrent) {
 // whole-state backend restricted to them does, and gives the whole state
 // back only through gatherState (rank 0's checkpoint).
 TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
-  tessera_program program = programOf(TESSERA_PRECISION_BF16);
-  const int32_t stepDtypes[] = {TESSERA_BF16, TESSERA_F32};
-  program.parameter_step_dtypes = stepDtypes;
+  tessera_program program = mixedProgram();
   TrainOptions options;
   ParameterLayout layout(program);
   const std::vector<ParameterLayout::Piece> pieces = {
@@ -351,8 +356,9 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   const ResidentState resident = backend->residentState();
   EXPECT_EQ(resident.masters, 2 * 128 * 4);
   EXPECT_EQ(resident.moments, 2 * resident.masters);
-  // The copies and the mirrors are whole, at the gradients' offsets.
-  EXPECT_EQ(resident.stepCopies, layout.totalElements() * (2 + 4));
+  // The copies are whole, at the gradients' offsets; the mirrors are the
+  // bias's alone (read as f32), packed: one slice of 128 elements.
+  EXPECT_EQ(resident.stepCopies, layout.totalElements() * 2 + 128 * 4);
   EXPECT_EQ(resident.gradients, layout.totalElements() * 2);
   EXPECT_EQ(whole->residentState().masters, layout.totalElements() * 4);
 
@@ -377,6 +383,19 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   // The pieces' copies and mirrors are the updated ones; the rest is the
   // load's until the all-gather.
   EXPECT_EQ(stepReads(*backend), stepReads(*whole));
+  // The ranks' sum completes the packed mirrors: this rank clears what it
+  // did not update, its piece of the bias (elements 1 to 3) kept.
+  EXPECT_EQ(whole->clearForeignMirrors(true).data, nullptr);
+  const FlatBuffer mirrors = backend->clearForeignMirrors(true);
+  ASSERT_NE(mirrors.data, nullptr);
+  EXPECT_EQ(mirrors.dtype, TESSERA_F32);
+  EXPECT_EQ(mirrors.elements, 128);
+  const std::vector<float> updatedBias = stepReads(*whole).second[1];
+  const auto *bias = static_cast<const float *>(mirrors.data);
+  for (int64_t e = 0; e < mirrors.elements; ++e)
+    EXPECT_EQ(bias[e], e >= 1 && e < 4 ? updatedBias[static_cast<size_t>(e)]
+                                       : 0.0f)
+        << "element " << e;
 
   TrainingState expected = stateOf(program), stored = stateOf(program);
   whole->storeState(expected);
@@ -404,6 +423,33 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   EXPECT_EQ(stored.parameters[0][0], 0.0f);
   // Gathered once, stored once.
   EXPECT_THROW(backend->storeState(stored), TrainError);
+}
+
+// Tests that a piece every rank holds (a parameter whose gradient the step
+// reduced itself) is kept in the packed mirrors by one rank only before
+// the ranks sum them: the others clear it, so the sum is its value once.
+TEST_F(HostBackendTest, AReplicatedPieceIsSummedFromOneRank) {
+  tessera_program program = mixedProgram();
+  TrainOptions options;
+  ParameterLayout layout(program);
+  ParameterLayout sharded = layout;
+  sharded.holdShard({{0, layout.offset(0), 4, -1},
+                     {1, layout.offset(1), layout.count(1), -1,
+                      /*replicated=*/true}});
+  std::unique_ptr<TrainingBackend> backend =
+      makeHostBackend(program, options, &sharded);
+  TrainingState state = stateOf(program);
+  for (size_t e = 0; e < state.parameters[1].size(); ++e)
+    state.parameters[1][e] = 1.0f + static_cast<float>(e);
+  backend->loadState(state);
+  const auto biasOf = [](const FlatBuffer &mirrors) {
+    const auto *values = static_cast<const float *>(mirrors.data);
+    return std::vector<float>(values, values + 3);
+  };
+  EXPECT_EQ(biasOf(backend->clearForeignMirrors(/*keepReplicated=*/true)),
+            (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(biasOf(backend->clearForeignMirrors(/*keepReplicated=*/false)),
+            (std::vector<float>{0, 0, 0}));
 }
 
 TEST_F(HostBackendTest, AComputeCopyOfAnotherPrecisionIsRefused) {

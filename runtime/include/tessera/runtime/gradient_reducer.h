@@ -213,6 +213,12 @@ public:
   /// `buffer` (same layout, `dtype`, e.g. the f32 master weights or the
   /// compute copies) goes to every rank; the compute stream waits for it.
   void allGatherShards(void *buffer, int32_t dtype);
+  /// `elements` of `buffer` (`dtype`) summed over the ranks in place, on
+  /// the comm stream after the compute stream's work; the compute stream
+  /// waits for it. A buffer each of whose elements one rank holds and the
+  /// others zero (a packed buffer the shards' all-gather cannot fill) is
+  /// gathered so.
+  void allReduceSum(void *buffer, int32_t dtype, int64_t elements);
 
   const GradientLayout &layout() const { return bucketLayout; }
 
