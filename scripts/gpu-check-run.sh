@@ -265,6 +265,31 @@ else
   status=1
 fi
 
+# Data-parallel ZeRO of a mixed-precision program on thread ranks: the
+# packed f32 mirrors (the token table) summed over the ranks give --zero 0's
+# parameters bit for bit; each rank's resident line shows them.
+if [[ -x "$here/llama-tiny-bf16-train" ]]; then
+  echo "=== llama-tiny bf16, 2 thread ranks, --zero 0, 1, 2 ==="
+  for zero in 0 1 2; do
+    if ! "$here/llama-tiny-bf16-train" --data "$here/pattern.bin" \
+         --weights "$here/llama-tiny-train.weights.safetensors" --steps 3 \
+         --lr 1e-2 --thread-ranks 2 --zero $zero \
+         --dump-params "$out/llama-bf16-zero$zero.safetensors" \
+         > "$out/llama-bf16-zero$zero.log" 2>&1; then
+      echo "llama-tiny bf16 --zero $zero: the executable failed"
+      tail -n 5 "$out/llama-bf16-zero$zero.log"
+      status=1
+      continue
+    fi
+    grep "rank 0: resident" "$out/llama-bf16-zero$zero.log"
+  done
+  for zero in 1 2; do
+    cmp "$out/llama-bf16-zero0.safetensors" "$out/llama-bf16-zero$zero.safetensors" \
+      && echo "llama-tiny bf16 --zero $zero: --zero 0's parameters bit for bit" \
+      || { echo "llama-tiny bf16 --zero $zero: FAIL, not --zero 0's parameters"; status=1; }
+  done
+fi
+
 # Dropout on a mesh: the GPU's flash-attention fallback and dropout kernels
 # draw each rank's block of the stream (tessera_cuda_mesh_stream_seed);
 # 5 steps on the token shard, every loss and norm within 1e-5 of one device's.

@@ -10,6 +10,9 @@
 #   sliding window) and gemma2-tiny (softcap, alternating windows), fp32:
 #   the first-step check against PyTorch's fixtures; llama-tiny again with
 #   its gate/up projections packed (--pack-gate-up on);
+# - llama-tiny in bf16 on 2 thread ranks with --zero 0, 1 and 2: the same
+#   parameters bit for bit, ZeRO-1/2 mirroring the f32-read token table
+#   alone (packed, summed over the ranks);
 # - gpt2-tiny in bf16: a short run with two micro-batches a step, once
 #   straight and once stopped at a checkpoint and resumed (the GPU backend's
 #   accumulation, checkpoint download and --resume upload);
@@ -55,6 +58,11 @@ rm -rf "$out" && mkdir -p "$out"
 # and mistral-tiny (the same with a sliding window of 16 over 31 tokens).
 "$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda -o "$out/llama-tiny-train"
+# llama-tiny in bf16 for the data-parallel ZeRO on thread ranks: its token
+# table read as f32, the rest as bf16 copies (the packed mirrors).
+"$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision bf16 --target cuda --without-weights \
+    -o "$out/llama-tiny-bf16-train"
 "$tesserac" "$repo/test/models/generated/mistral-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda -o "$out/mistral-tiny-train"
 "$tesserac" "$repo/test/models/generated/gemma2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
