@@ -383,7 +383,7 @@ CudaBackend::CudaBackend(const tessera_program &program,
                 ? ParameterLayout::chunksOf(layout.shard(), getDecays())
                 : whole);
   for (ParameterLayout::Piece piece : layout.shard())
-    if (!readsComputeCopy(piece.parameter)) {
+    if (mirrored(piece.parameter)) {
       // copyPieces writes a mirror at the piece's `offset`: its place in
       // the mirrors (packed, or ZeRO-3's shard of them).
       piece.offset = stepCopyOffset(piece.parameter, piece.offset);
@@ -427,7 +427,8 @@ CudaBackend::CudaBackend(const tessera_program &program,
     stepTensors = stepRingTensors(copyRing.get(), mirrorRing.get());
   } else {
     stepTensors = stepParameterTensors(
-        holdsShardOnly() ? mirror.get() : master.get(), computeCopies.get());
+        holdsShardOnly() ? mirror.get() : master.get(), computeCopies.get(),
+        master.get());
   }
   if (offload)
     for (int32_t i = 0; i < program.parameter_count; ++i)
@@ -587,7 +588,7 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
     if (packsMirrors()) {
       // Each parameter read as f32 at its packed place.
       for (int32_t i = 0; i < program.parameter_count; ++i)
-        if (!readsComputeCopy(i))
+        if (mirrored(i))
           checkCuda(cudaMemcpyAsync(
                         static_cast<float *>(mirror.get()) +
                             stepCopyOffset(i, layout.offset(i)),

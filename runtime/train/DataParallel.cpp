@@ -427,8 +427,7 @@ void DataParallelGradients::afterOptimizer() {
       reducer->allGatherShards(buffer.data, buffer.dtype);
     // A mixed program's packed f32 mirrors: every element is one rank's,
     // the others cleared, so their sum is the gathered mirrors.
-    FlatBuffer mirrors = backend.clearForeignMirrors(
-        /*keepReplicated=*/rank == 0);
+    FlatBuffer mirrors = backend.clearForeignMirrors();
     if (mirrors.data)
       reducer->allReduceSum(mirrors.data, mirrors.dtype, mirrors.elements);
     return;

@@ -245,7 +245,8 @@ HostBackend::HostBackend(const tessera_program &program,
       stepTensors = stepRingTensors(copyRing.get(), mirrorRing.get());
       return;
     }
-    stepTensors = stepParameterTensors(mirror.get(), computeCopies.get());
+    stepTensors = stepParameterTensors(mirror.get(), computeCopies.get(),
+                                       master.get());
     return;
   }
   masterTensors = sliceTensors(master.get(), TESSERA_F32);
@@ -552,7 +553,7 @@ HostBackend::OptimizerViews HostBackend::optimizerViews() {
     const int64_t copyOffset = stepCopyOffset(piece.parameter, piece.offset);
     if (readsComputeCopy(piece.parameter))
       copy = at(computeCopies.get(), computeDtype, copyOffset, piece.count);
-    else if (mirrorElements() > 0)
+    else if (mirrored(piece.parameter))
       copy = at(mirror.get(), TESSERA_F32, copyOffset, piece.count);
     views.copies.push_back(copy);
     // ZeRO-2's gradient shard is packed as the masters are, but for the

@@ -67,42 +67,51 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
   } else if (layout.sharded()) {
     const bool anyCopy = copyElements > 0;
     copyElements = anyCopy ? layout.totalElements() : 0;
+    // A parameter every rank holds whole (its gradient reduced inside the
+    // step: a mesh plan's ZeRO-0 parameter) is updated alike on every rank;
+    // the step reads its master, which no gather touches.
+    std::vector<int64_t> replicatedAt(
+        static_cast<size_t>(program.parameter_count), -1);
+    for (const ParameterLayout::Piece &piece : layout.shard())
+      if (piece.replicated)
+        replicatedAt[static_cast<size_t>(piece.parameter)] = piece.stateOffset;
+    bool anyMirrored = false, anyReplicatedF32 = false;
     for (int32_t i = 0; i < program.parameter_count; ++i) {
       int64_t &copy = copyOffsets[static_cast<size_t>(i)];
       if (copy >= 0)
         copy = layout.offset(i);
+      else if (replicatedAt[static_cast<size_t>(i)] >= 0)
+        anyReplicatedF32 = true;
       else
-        mirrors = layout.totalElements();
+        anyMirrored = true;
     }
-    // A mixed program (compute copies beside a few parameters read as
-    // f32: the embedding tables, what the export keeps in f32) mirrors
-    // only those, packed: a whole f32 buffer at the layout's offsets would
-    // cost 4 bytes a parameter of the model, more than ZeRO-1 saves on 2
-    // ranks. The shards' all-gather cannot fill a packed buffer (a rank's
-    // block of a bucket is not a block of it), so each rank clears what it
-    // does not own and the ranks sum it (sumMirrorShards).
-    if (anyCopy && mirrors > 0) {
-      mirrors = 0;
+    if (!anyCopy && !anyReplicatedF32) {
+      // Every parameter read as f32 and sharded: one whole mirror at the
+      // layout's offsets, which the shards' all-gather fills.
+      mirrors = anyMirrored ? layout.totalElements() : 0;
+    } else if (anyMirrored || anyReplicatedF32) {
+      // Otherwise only the sharded parameters read as f32 are mirrored,
+      // packed (a mixed program's embedding tables: a whole f32 buffer at
+      // the layout's offsets would cost 4 bytes a parameter of the model,
+      // more than ZeRO-1 saves on 2 ranks), and the replicated ones read
+      // their masters. The shards' all-gather cannot fill a packed buffer
+      // (a rank's block of a bucket is not a block of it), so each rank
+      // clears what it did not update and the ranks sum it
+      // (clearForeignMirrors).
       mirrorOffsets.assign(static_cast<size_t>(program.parameter_count), -1);
+      masterReads = replicatedAt;
       const int64_t align = ParameterLayout::kSliceAlignment;
       for (int32_t i = 0; i < program.parameter_count; ++i) {
-        if (readsComputeCopy(i))
+        if (readsComputeCopy(i) || replicatedAt[static_cast<size_t>(i)] >= 0)
           continue;
         mirrorOffsets[static_cast<size_t>(i)] = mirrors;
         mirrors += (layout.count(i) + align - 1) / align * align;
       }
-      // What this rank does not update: the complement of its pieces'
-      // places in the packed mirrors; the pieces every rank holds apart.
       std::vector<std::pair<int64_t, int64_t>> owned;
-      for (const ParameterLayout::Piece &piece : layout.shard()) {
-        if (readsComputeCopy(piece.parameter))
-          continue;
-        const std::pair<int64_t, int64_t> run{
-            stepCopyOffset(piece.parameter, piece.offset), piece.count};
-        owned.push_back(run);
-        if (piece.replicated)
-          replicatedMirrors.push_back(run);
-      }
+      for (const ParameterLayout::Piece &piece : layout.shard())
+        if (mirrored(piece.parameter))
+          owned.push_back(
+              {stepCopyOffset(piece.parameter, piece.offset), piece.count});
       std::sort(owned.begin(), owned.end());
       int64_t next = 0;
       for (auto [begin, count] : owned) {
@@ -142,19 +151,23 @@ std::string describeResidentState(const ResidentState &resident) {
 }
 
 std::vector<tessera_tensor>
-TrainingBackend::stepParameterTensors(void *masters, void *copies) const {
+TrainingBackend::stepParameterTensors(void *masters, void *copies,
+                                      void *shardMasters) const {
   std::vector<tessera_tensor> tensors = sliceTensors(masters, TESSERA_F32);
-  for (int32_t i = 0; i < program.parameter_count; ++i)
+  for (int32_t i = 0; i < program.parameter_count; ++i) {
+    const auto at = static_cast<size_t>(i);
     if (readsComputeCopy(i))
-      tensors[static_cast<size_t>(i)] = makeTensor(
-          static_cast<unsigned char *>(copies) +
-              computeCopyOffset(i) * dtypeSize(computeDtype),
-          computeDtype, program.parameters[i]);
+      tensors[at] = makeTensor(static_cast<unsigned char *>(copies) +
+                                   computeCopyOffset(i) * dtypeSize(computeDtype),
+                               computeDtype, program.parameters[i]);
+    else if (packsMirrors() && mirrorOffsets[at] >= 0)
+      tensors[at] = makeTensor(static_cast<float *>(masters) + mirrorOffsets[at],
+                               TESSERA_F32, program.parameters[i]);
     else if (packsMirrors())
-      tensors[static_cast<size_t>(i)] = makeTensor(
-          static_cast<float *>(masters) +
-              mirrorOffsets[static_cast<size_t>(i)],
-          TESSERA_F32, program.parameters[i]);
+      tensors[at] = makeTensor(static_cast<float *>(shardMasters) +
+                                   masterReads[at],
+                               TESSERA_F32, program.parameters[i]);
+  }
   return tensors;
 }
 

@@ -231,15 +231,10 @@ public:
   /// offsets so that a shard's all-gather completes them; empty otherwise.
   virtual std::vector<FlatBuffer> shardedStepBuffers() { return {}; }
   /// Under packsMirrors, after AdamW: clears what this rank does not own
-  /// of the packed f32 mirrors (foreignMirrorRuns, on the device's stream),
-  /// and the pieces every rank holds unless `keepReplicated` (one rank of
-  /// the group keeps them), and returns them, which the ranks' sum
-  /// completes (each element one rank's, the others' zeros); an empty
-  /// buffer otherwise.
-  virtual FlatBuffer clearForeignMirrors(bool keepReplicated) {
-    (void)keepReplicated;
-    return {};
-  }
+  /// of the packed f32 mirrors (foreignMirrorRuns, on the device's stream)
+  /// and returns them, which the ranks' sum completes (each element one
+  /// rank's, the others' zeros); an empty buffer otherwise.
+  virtual FlatBuffer clearForeignMirrors() { return {}; }
   /// Under a sharded state, the whole masters and moments for the next
   /// storeState: each kind is written into a transient whole f32 buffer at
   /// its shard's places (zeros elsewhere) and `gather` all-gathers the
@@ -300,9 +295,11 @@ protected:
   std::vector<tessera_tensor> stepGradientTensors(void *base,
                                                   void *shard = nullptr) const;
   /// What forward_backward reads per parameter: its slice of the masters at
-  /// `masters` (f32), or of the compute copies at `copies`.
-  std::vector<tessera_tensor> stepParameterTensors(void *masters,
-                                                   void *copies) const;
+  /// `masters` (f32; the mirrors under a sharded state, where a packed
+  /// replicated parameter reads its master in the shard's at
+  /// `shardMasters`), or of the compute copies at `copies`.
+  std::vector<tessera_tensor> stepParameterTensors(void *masters, void *copies,
+                                                   void *shardMasters = nullptr) const;
   /// ZeRO-3: what forward_backward reads per parameter, its place in the
   /// ring of its kind (`copyRing` of the compute dtype, `mirrorRing` f32).
   std::vector<tessera_tensor> stepRingTensors(void *copyRing,
@@ -327,15 +324,16 @@ protected:
   /// reads compute copies and a few parameters as f32 (ZeRO-3 aside).
   bool packsMirrors() const { return !mirrorOffsets.empty(); }
   /// Under packsMirrors, the (offset, count) runs of the packed mirrors
-  /// this rank's AdamW does not write, and of those every rank writes
-  /// alike (replicated pieces): cleared before the ranks sum them, the
-  /// latter on all ranks but one.
+  /// this rank's AdamW does not write: cleared before the ranks sum them.
   const std::vector<std::pair<int64_t, int64_t>> &foreignMirrorRuns() const {
     return foreignMirrors;
   }
-  const std::vector<std::pair<int64_t, int64_t>> &
-  replicatedMirrorRuns() const {
-    return replicatedMirrors;
+  /// Whether the step reads parameter `index` from the f32 mirrors (read
+  /// as f32 under a sharded state, and not replicated when packed).
+  bool mirrored(int32_t index) const {
+    if (readsComputeCopy(index) || mirrors == 0)
+      return false;
+    return !packsMirrors() || mirrorOffsets[static_cast<size_t>(index)] >= 0;
   }
   /// Parameter `index`'s first element in that buffer (readsComputeCopy).
   int64_t computeCopyOffset(int32_t index) const {
@@ -384,7 +382,10 @@ private:
   /// Under packsMirrors, per parameter read as f32 its packed mirror's
   /// offset (-1 for the others); empty otherwise.
   std::vector<int64_t> mirrorOffsets;
-  std::vector<std::pair<int64_t, int64_t>> foreignMirrors, replicatedMirrors;
+  /// Under packsMirrors, per replicated parameter read as f32 its master's
+  /// offset in the shard's masters (-1 for the others).
+  std::vector<int64_t> masterReads;
+  std::vector<std::pair<int64_t, int64_t>> foreignMirrors;
 
   /// sumsOfSquares into lastSums, then their total in program order: the
   /// norm's grouping on either device, per parameter and then over
@@ -438,14 +439,11 @@ public:
       buffers.push_back(f32(mirror));
     return buffers;
   }
-  FlatBuffer clearForeignMirrors(bool keepReplicated) override {
-    if (!packsMirrors())
+  FlatBuffer clearForeignMirrors() override {
+    if (!packsMirrors() || mirrorElements() == 0)
       return {};
     for (auto [offset, count] : foreignMirrorRuns())
       clearF32(static_cast<float *>(mirror.get()) + offset, count);
-    if (!keepReplicated)
-      for (auto [offset, count] : replicatedMirrorRuns())
-        clearF32(static_cast<float *>(mirror.get()) + offset, count);
     return {mirror.get(), TESSERA_F32, mirrorElements()};
   }
   std::array<comm::WeightGatherer::KindBuffers, comm::WeightRing::kKinds>

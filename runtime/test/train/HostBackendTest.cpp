@@ -385,8 +385,8 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   EXPECT_EQ(stepReads(*backend), stepReads(*whole));
   // The ranks' sum completes the packed mirrors: this rank clears what it
   // did not update, its piece of the bias (elements 1 to 3) kept.
-  EXPECT_EQ(whole->clearForeignMirrors(true).data, nullptr);
-  const FlatBuffer mirrors = backend->clearForeignMirrors(true);
+  EXPECT_EQ(whole->clearForeignMirrors().data, nullptr);
+  const FlatBuffer mirrors = backend->clearForeignMirrors();
   ASSERT_NE(mirrors.data, nullptr);
   EXPECT_EQ(mirrors.dtype, TESSERA_F32);
   EXPECT_EQ(mirrors.elements, 128);
@@ -425,31 +425,45 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   EXPECT_THROW(backend->storeState(stored), TrainError);
 }
 
-// Tests that a piece every rank holds (a parameter whose gradient the step
-// reduced itself) is kept in the packed mirrors by one rank only before
-// the ranks sum them: the others clear it, so the sum is its value once.
-TEST_F(HostBackendTest, AReplicatedPieceIsSummedFromOneRank) {
+// Tests that a parameter every rank holds whole (its gradient reduced in the
+// step: a mesh plan's ZeRO-0 parameter) read as f32 is read from its master
+// under a sharded state, not mirrored: the backend keeps no mirrors when it
+// is the only one, the step reads the loaded values, and AdamW's update as
+// a whole-state backend restricted to the same pieces makes it.
+TEST_F(HostBackendTest, AReplicatedParameterIsReadFromItsMaster) {
   tessera_program program = mixedProgram();
   TrainOptions options;
   ParameterLayout layout(program);
+  const std::vector<ParameterLayout::Piece> pieces = {
+      {0, layout.offset(0), 4, -1},
+      {1, layout.offset(1), layout.count(1), -1, /*replicated=*/true}};
   ParameterLayout sharded = layout;
-  sharded.holdShard({{0, layout.offset(0), 4, -1},
-                     {1, layout.offset(1), layout.count(1), -1,
-                      /*replicated=*/true}});
+  sharded.holdShard(pieces);
+  std::unique_ptr<TrainingBackend> whole = makeHostBackend(program, options);
   std::unique_ptr<TrainingBackend> backend =
       makeHostBackend(program, options, &sharded);
+  EXPECT_EQ(backend->residentState().stepCopies, layout.totalElements() * 2);
+  EXPECT_EQ(backend->clearForeignMirrors().data, nullptr);
   TrainingState state = stateOf(program);
-  for (size_t e = 0; e < state.parameters[1].size(); ++e)
-    state.parameters[1][e] = 1.0f + static_cast<float>(e);
+  whole->loadState(state);
   backend->loadState(state);
-  const auto biasOf = [](const FlatBuffer &mirrors) {
-    const auto *values = static_cast<const float *>(mirrors.data);
-    return std::vector<float>(values, values + 3);
+  whole->restrictOptimizer(pieces);
+  backend->restrictOptimizer(pieces);
+  auto biasRead = [&](TrainingBackend &on) {
+    calls.count = 0;
+    on.runMicroBatch(0, 1.0f, 0);
+    return calls.parameterValues[1];
   };
-  EXPECT_EQ(biasOf(backend->clearForeignMirrors(/*keepReplicated=*/true)),
-            (std::vector<float>{1, 2, 3}));
-  EXPECT_EQ(biasOf(backend->clearForeignMirrors(/*keepReplicated=*/false)),
-            (std::vector<float>{0, 0, 0}));
+  // Both steps run (each writes its gradients), then both updates.
+  EXPECT_EQ(biasRead(*backend), state.parameters[1]);
+  EXPECT_EQ(biasRead(*whole), state.parameters[1]);
+  AdamWUpdate update;
+  update.learningRate = 1e-2;
+  update.gradientScale = 0.5;
+  whole->applyAdamW(update);
+  backend->applyAdamW(update);
+  EXPECT_EQ(biasRead(*backend), biasRead(*whole));
+  EXPECT_NE(biasRead(*backend), state.parameters[1]);
 }
 
 TEST_F(HostBackendTest, AComputeCopyOfAnotherPrecisionIsRefused) {
