@@ -264,7 +264,9 @@ cl::opt<std::string> memoryLimit(
     "memory-limit",
     cl::desc("Per-device memory the plan must fit: 40GiB, 512MiB, 80GB or "
              "bytes (default: the cluster's device memory), for --explain "
-             "and the plan --target and --emit=cpp compile"),
+             "and the plan --target and --emit=cpp compile, the mesh "
+             "search's, the pipeline search's (--pipeline) or both "
+             "(--devices)"),
     cl::value_desc("SIZE"), cl::cat(category));
 cl::opt<int> zeroStage("zero",
                        cl::desc("Force ZeRO stage N (0-3) for every "
@@ -715,6 +717,10 @@ pipelineSearchPhaseOptions(const tessera::pipeline::SearchOptions &search) {
   options->pipelineTensorParallel = search.tensorParallel.value_or(0);
   for (size_t units : search.stageUnitCounts)
     options->pipelineStageUnits.push_back(static_cast<int64_t>(units));
+  // --memory-limit: the bytes a device may hold, every stage's plan.
+  if (memoryLimit.getNumOccurrences())
+    if (std::optional<double> bytes = parseMemorySize(memoryLimit))
+      options->memoryLimit = static_cast<int64_t>(std::llround(*bytes));
   return options;
 }
 
@@ -728,11 +734,12 @@ int pipelineSearchFromFlags(
     const tessera::cost::Cluster &cluster,
     const std::optional<tessera::pipeline::SearchOptions> &plan,
     tessera::pipeline::SearchOptions &search) {
-  if (memoryLimit.getNumOccurrences() || shardPins.getNumOccurrences() ||
-      searchTimeout.getNumOccurrences())
-    return fail("--memory-limit, --shard and --search-timeout configure "
-                "the one-stage sharding search; --pipeline's plans fit "
-                "the cluster's device memory");
+  if (shardPins.getNumOccurrences() || searchTimeout.getNumOccurrences())
+    return fail("--shard and --search-timeout configure the one-stage "
+                "sharding search, which --pipeline does not run");
+  if (memoryLimit.getNumOccurrences() && !parseMemorySize(memoryLimit))
+    return fail("--memory-limit " + memoryLimit +
+                ": expected a positive size such as 40GiB, 512MiB or 80GB");
   tessera::tesserac::PipelineSearchPins pins;
   if (zeroStage.getNumOccurrences())
     pins.zero = zeroStage.getValue();
