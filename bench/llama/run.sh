@@ -121,5 +121,7 @@ if [[ "${CURVE:-1}" != 0 && -x "$here/$curve-train" ]]; then
     || tail -n 5 "$OUT/curve-torch.log"
 fi
 python3 "$here/report.py" "$OUT" "$here" | tee "$OUT/table.md"
-# $OUT returns at most 8 files: pack the logs.
-(cd "$OUT" && tar czf logs-llama.tgz *.log *.jsonl profile-*.txt 2>/dev/null && rm -f *.log *.jsonl)
+# $OUT returns at most 8 files: pack the logs (the profiles only where
+# traced: a pattern that matches nothing made tar, and the run, exit 2).
+(cd "$OUT" && shopt -s nullglob && tar czf logs-llama.tgz *.log *.jsonl profile-*.txt \
+   && rm -f *.log *.jsonl)
