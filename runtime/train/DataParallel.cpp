@@ -180,18 +180,13 @@ ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
       const int32_t b = bucketOf[static_cast<size_t>(parameter)];
       return b >= 0 && heldOffsets[static_cast<size_t>(b)] >= 0 ? b : -1;
     };
-    auto aligned = [](int64_t count) {
-      return (count + ParameterLayout::kSliceAlignment - 1) /
-             ParameterLayout::kSliceAlignment *
-             ParameterLayout::kSliceAlignment;
-    };
     // The shard's gradients packed as its masters are, but for the pieces
     // of held buckets, whose gradients are in their buckets, past them.
     const std::vector<ParameterLayout::Piece> &pieces = placed.shard();
     int64_t packed = 0;
     for (const ParameterLayout::Piece &piece : pieces)
       if (heldBucketOf(piece.parameter) < 0)
-        packed += aligned(piece.count);
+        packed += ParameterLayout::aligned(piece.count);
     placement.gradientShardElements = packed + placement.heldElements;
     // Where flat element `offset` of held bucket `b` is in that buffer.
     auto heldPlace = [&](size_t b, int64_t offset) {
@@ -203,7 +198,7 @@ ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
       placement.pieceGradientOffsets.push_back(
           b >= 0 ? heldPlace(static_cast<size_t>(b), piece.offset) : next);
       if (b < 0)
-        next += aligned(piece.count);
+        next += ParameterLayout::aligned(piece.count);
     }
     const std::vector<int64_t> &gradientOffsets =
         placement.pieceGradientOffsets;
@@ -215,7 +210,7 @@ ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
       const int64_t at = placement.elements + placement.wholeElements;
       placement.offsets[static_cast<size_t>(parameter)] = at;
       placement.wholeGradients.push_back({parameter, at, shardOffset, count});
-      placement.wholeElements += aligned(count);
+      placement.wholeElements += ParameterLayout::aligned(count);
     };
     for (size_t i = 0; i < pieces.size(); ++i)
       if (!gradients.isReduced(pieces[i].parameter))

@@ -22,11 +22,6 @@ std::string gibibytes(int64_t bytes) {
   throw TrainError("--offload optimizer: " + why, kUsageExitCode);
 }
 
-int64_t alignedElements(int64_t count) {
-  const int64_t align = ParameterLayout::kSliceAlignment;
-  return (count + align - 1) / align * align;
-}
-
 } // namespace
 
 void requireOffloadSupported(const tessera_program &program,
@@ -66,7 +61,7 @@ OffloadPlan planOffload(const ParameterLayout &layout,
     if (chunk.copy_offset >= 0 || offset >= 0)
       continue;
     offset = plan.mirrorElements;
-    plan.mirrorElements += alignedElements(layout.count(chunk.tensor));
+    plan.mirrorElements += ParameterLayout::aligned(layout.count(chunk.tensor));
   }
   const int32_t count = static_cast<int32_t>(chunks.size());
   for (int32_t first = 0; first < count;) {

@@ -9,20 +9,12 @@
 
 namespace tessera::train {
 
-namespace {
-
-int64_t roundUp(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
-} // namespace
-
 ParameterLayout::ParameterLayout(const tessera_program &program) {
   for (int32_t i = 0; i < program.parameter_count; ++i) {
     int64_t elements = elementCount(program.parameters[i]);
     offsets.push_back(total);
     counts.push_back(elements);
-    total = roundUp(total + elements, kSliceAlignment);
+    total = aligned(total + elements);
   }
 }
 
@@ -103,8 +95,7 @@ void ParameterLayout::holdShard(std::vector<Piece> pieces) {
       fail("internal error: a shard piece outside parameter " +
            std::to_string(piece.parameter) + "'s slice");
     piece.stateOffset = next;
-    next += (piece.count + kSliceAlignment - 1) / kSliceAlignment *
-            kSliceAlignment;
+    next += aligned(piece.count);
   }
   shardPieces = std::move(pieces);
   shardTotal = next;

@@ -36,6 +36,11 @@ class ParameterLayout {
 public:
   /// Slice starts are multiples of this many elements.
   static constexpr int64_t kSliceAlignment = 128;
+  /// `count` elements rounded up to a multiple of kSliceAlignment: what a
+  /// slice or a piece takes in a packed buffer.
+  static constexpr int64_t aligned(int64_t count) {
+    return (count + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment;
+  }
   /// The largest chunk chunks() cuts (2^16 elements: a few hundred
   /// thousand bytes of work per GPU block).
   static constexpr int64_t kChunkElements = int64_t(1) << 16;

@@ -54,8 +54,7 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
            ", neither its f32 master nor the " + cpu::dtypeName(computeDtype) +
            " compute precision");
     copyOffsets.push_back(copyElements);
-    const int64_t align = ParameterLayout::kSliceAlignment;
-    copyElements += (layout.count(i) + align - 1) / align * align;
+    copyElements += ParameterLayout::aligned(layout.count(i));
   }
   // A sharded state all-gathers what the step reads by the shards of the
   // gradients' layout, so the copies take its offsets (and the parameters
@@ -100,12 +99,11 @@ TrainingBackend::TrainingBackend(const tessera_program &program,
       // (clearForeignMirrors).
       mirrorOffsets.assign(static_cast<size_t>(program.parameter_count), -1);
       masterReads = replicatedAt;
-      const int64_t align = ParameterLayout::kSliceAlignment;
       for (int32_t i = 0; i < program.parameter_count; ++i) {
         if (readsComputeCopy(i) || replicatedAt[static_cast<size_t>(i)] >= 0)
           continue;
         mirrorOffsets[static_cast<size_t>(i)] = mirrors;
-        mirrors += (layout.count(i) + align - 1) / align * align;
+        mirrors += ParameterLayout::aligned(layout.count(i));
       }
       std::vector<std::pair<int64_t, int64_t>> owned;
       for (const ParameterLayout::Piece &piece : layout.shard())
@@ -156,17 +154,19 @@ TrainingBackend::stepParameterTensors(void *masters, void *copies,
   std::vector<tessera_tensor> tensors = sliceTensors(masters, TESSERA_F32);
   for (int32_t i = 0; i < program.parameter_count; ++i) {
     const auto at = static_cast<size_t>(i);
+    const tessera_tensor_info &info = program.parameters[i];
     if (readsComputeCopy(i))
-      tensors[at] = makeTensor(static_cast<unsigned char *>(copies) +
-                                   computeCopyOffset(i) * dtypeSize(computeDtype),
-                               computeDtype, program.parameters[i]);
+      tensors[at] = makeTensor(
+          static_cast<unsigned char *>(copies) +
+              computeCopyOffset(i) * dtypeSize(computeDtype),
+          computeDtype, info);
     else if (packsMirrors() && mirrorOffsets[at] >= 0)
-      tensors[at] = makeTensor(static_cast<float *>(masters) + mirrorOffsets[at],
-                               TESSERA_F32, program.parameters[i]);
+      tensors[at] = makeTensor(
+          static_cast<float *>(masters) + mirrorOffsets[at], TESSERA_F32, info);
     else if (packsMirrors())
-      tensors[at] = makeTensor(static_cast<float *>(shardMasters) +
-                                   masterReads[at],
-                               TESSERA_F32, program.parameters[i]);
+      tensors[at] = makeTensor(
+          static_cast<float *>(shardMasters) + masterReads[at], TESSERA_F32,
+          info);
   }
   return tensors;
 }

@@ -298,8 +298,9 @@ protected:
   /// `masters` (f32; the mirrors under a sharded state, where a packed
   /// replicated parameter reads its master in the shard's at
   /// `shardMasters`), or of the compute copies at `copies`.
-  std::vector<tessera_tensor> stepParameterTensors(void *masters, void *copies,
-                                                   void *shardMasters = nullptr) const;
+  std::vector<tessera_tensor>
+  stepParameterTensors(void *masters, void *copies,
+                       void *shardMasters = nullptr) const;
   /// ZeRO-3: what forward_backward reads per parameter, its place in the
   /// ring of its kind (`copyRing` of the compute dtype, `mirrorRing` f32).
   std::vector<tessera_tensor> stepRingTensors(void *copyRing,
