@@ -767,13 +767,33 @@ int withImportedForward(
   return use(context, **forward);
 }
 
-/// --pipeline's decision: the search phase's tess-search-pipeline (printed
-/// as `tesserac: search:` under --print-phase-pipelines) with the pins
-/// `search`, on the forward imported at the global batch of `options`,
+/// tess-search-pipeline with the pins `search` on `module` (its forward at
+/// the global batch), printed as `what` under --print-phase-pipelines: the
+/// decision, the module's #tess.plan written when the compiled driver runs
+/// the plan (and the forward left at one micro-batch). Failure after
+/// printing the error.
+FailureOr<tessera::PipelinePlanDecision>
+searchPipelineOn(mlir::MLIRContext &context, mlir::ModuleOp module,
+                 const tessera::pipeline::SearchOptions &search,
+                 const Twine &what) {
+  std::unique_ptr<tessera::CompilePhaseOptions> phase =
+      pipelineSearchPhaseOptions(search);
+  printPhasePipeline(context, tessera::CompilePhase::Search, *phase, what);
+  unsigned before = tessera::tesserac::printedErrorCount();
+  FailureOr<tessera::PipelinePlanDecision> decision =
+      tessera::decidePipelinePlan(module,
+                                  tessera::searchPipelineOptions(*phase));
+  if (failed(decision))
+    tessera::tesserac::failUnlessReported(
+        before, inputPath + ": the pipeline search failed");
+  return decision;
+}
+
+/// --explain --pipeline's decision: searchPipelineOn (printed as `tesserac:
+/// search:`) on the forward imported at the global batch of `options`,
 /// handed to `use` with the module's #tess.plan it wrote (null when the
-/// decision says why the compiled driver cannot run its plan): --explain
-/// reports it, --target and --emit=cpp build it. Returns `use`'s status, or
-/// 1 after printing the error.
+/// decision says why the compiled driver cannot run its plan). Returns
+/// `use`'s status, or 1 after printing the error.
 int runPipelineSearchPhase(
     const tessera::onnx_import::ImportOptions &options,
     const tessera::pipeline::SearchOptions &search,
@@ -783,17 +803,10 @@ int runPipelineSearchPhase(
   return withImportedForward(
       options, search.globalBatch,
       [&](mlir::MLIRContext &context, mlir::ModuleOp forward) {
-        std::unique_ptr<tessera::CompilePhaseOptions> phase =
-            pipelineSearchPhaseOptions(search);
-        printPhasePipeline(context, tessera::CompilePhase::Search, *phase,
-                           "search");
-        unsigned before = tessera::tesserac::printedErrorCount();
         FailureOr<tessera::PipelinePlanDecision> decision =
-            tessera::decidePipelinePlan(
-                forward, tessera::searchPipelineOptions(*phase));
+            searchPipelineOn(context, forward, search, "search");
         if (failed(decision))
-          return tessera::tesserac::failUnlessReported(
-              before, inputPath + ": the pipeline search failed");
+          return 1;
         return use(*decision, tessera::tess::PlanAttr::lookup(forward));
       });
 }
@@ -895,16 +908,10 @@ int runSearchPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
     return fail(inputPath + ": the imported module has no @forward");
   result = SearchedPlan();
   if (target.pipeline) {
-    std::unique_ptr<tessera::CompilePhaseOptions> phase =
-        pipelineSearchPhaseOptions(*target.pipeline);
-    printPhasePipeline(context, tessera::CompilePhase::Search, *phase, what);
-    unsigned before = tessera::tesserac::printedErrorCount();
     FailureOr<tessera::PipelinePlanDecision> decision =
-        tessera::decidePipelinePlan(module,
-                                    tessera::searchPipelineOptions(*phase));
+        searchPipelineOn(context, module, *target.pipeline, what);
     if (failed(decision))
-      return tessera::tesserac::failUnlessReported(
-          before, inputPath + ": the pipeline search failed");
+      return 1;
     // The pass's error, in the compile.
     if (!decision->notCompiled.empty())
       return fail(inputPath + ": " + decision->notCompiled);
