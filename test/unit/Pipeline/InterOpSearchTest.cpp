@@ -396,6 +396,14 @@ llvm::Expected<cost::Cluster> twoNodesOfTwo() {
                             "two-by-two.json");
 }
 
+/// Each stage's send/receive seconds, first to last.
+std::vector<double> pointToPointOf(const PipelinePlan &plan) {
+  std::vector<double> perStage;
+  for (const StagePlan &stage : plan.stages)
+    perStage.push_back(stage.cost.pointToPoint);
+  return perStage;
+}
+
 /// One second of send/receive per boundary a stage's queries say crosses
 /// nodes, nothing else.
 class LinkCountingOracle : public StageCostOracle {
@@ -439,10 +447,7 @@ TEST(InterOpSearch, BoundaryLinksByPosition) {
   auto plan = searchPipeline(profile, *cluster, oracle, options);
   ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
   ASSERT_EQ(plan->stages.size(), 4u);
-  std::vector<double> crossings;
-  for (const StagePlan &stage : plan->stages)
-    crossings.push_back(stage.cost.pointToPoint);
-  EXPECT_EQ(crossings, (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(pointToPointOf(*plan), (std::vector<double>{0, 1, 1, 0}));
 
   options.stages = 2;
   plan = searchPipeline(profile, *cluster, oracle, options);
@@ -481,11 +486,7 @@ TEST(InterOpSearch, InterleavedWrapCrossesTheLastToFirstLink) {
     options.stageUnitCounts = {3, 3};
     auto plan = searchPipeline(profile, *cluster, oracle, options);
     EXPECT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
-    std::vector<double> perStage;
-    if (plan)
-      for (const StagePlan &stage : plan->stages)
-        perStage.push_back(stage.cost.pointToPoint);
-    return perStage;
+    return plan ? pointToPointOf(*plan) : std::vector<double>{};
   };
   EXPECT_EQ(crossings(4, "interleaved:2"), (std::vector<double>{11, 11}));
   EXPECT_EQ(crossings(4, "1f1b"), (std::vector<double>{1, 1}));
