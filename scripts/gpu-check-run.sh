@@ -18,7 +18,8 @@
 #    (against the eager run) of the resume with --cuda-graphs off; each run's
 #    per-step losses and norms are printed to locate a mismatch.
 # 3. The driver's GPU kernels against the CPU (tessera_runtime_cuda_tests),
-#    and the device-staged comms (tessera_runtime_comm_gpu_tests).
+#    the sharded and offloaded state (tessera_runtime_offload_gpu_tests) and
+#    the device-staged comms (tessera_runtime_comm_gpu_tests).
 # 4. If present, GPT-2 124M bf16 (16 x 1024): a few steps for the speed.
 # The weights path baked into each executable is the compiling machine's, so
 # --weights names the copy here.
@@ -309,13 +310,21 @@ fi
 if [[ -x "$here/tessera_runtime_cuda_tests" ]]; then
   echo "=== the driver's GPU kernels ==="
   "$here/tessera_runtime_cuda_tests" --gtest_filter='DriverKernelsCuda.*:OptimizerCuda.*' \
-      2>&1 | tail -n 25 || status=1
+      > "$out/cuda-tests.log" 2>&1 || status=1
+  tail -n 25 "$out/cuda-tests.log"
+fi
+
+if [[ -x "$here/tessera_runtime_offload_gpu_tests" ]]; then
+  echo "=== the sharded and offloaded training state on the GPU ==="
+  "$here/tessera_runtime_offload_gpu_tests" > "$out/offload-tests.log" 2>&1 || status=1
+  tail -n 6 "$out/offload-tests.log"
 fi
 
 if [[ -x "$here/tessera_runtime_comm_gpu_tests" ]]; then
   echo "=== the device-staged comms (thread ranks on one GPU) ==="
   "$here/tessera_runtime_comm_gpu_tests" --gtest_filter='DeviceStagedComms.*' \
-      2>&1 | tail -n 6 || status=1
+      > "$out/comm-tests.log" 2>&1 || status=1
+  tail -n 6 "$out/comm-tests.log"
 fi
 
 if [[ -x "$here/gpt2-124m-train" ]]; then

@@ -36,7 +36,8 @@
 #   parameter (mesh 2 under 2.5 MiB; a100-megatron's 2x2) and as a pipeline
 #   whose stages recompute differently: the same check, and the first plan
 #   with --zero 0 the same bits;
-# - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered) and
+# - the driver's GPU kernel tests (tessera_runtime_cuda_tests, filtered), the
+#   sharded and offloaded state's (tessera_runtime_offload_gpu_tests) and
 #   the device-staged comm's (tessera_runtime_comm_gpu_tests), when BUILD_DIR
 #   has them;
 # - with SPEED=1, GPT-2 124M (bf16, 16 x 1024, random initial weights) and a
@@ -164,7 +165,8 @@ cp "$repo/bench/gpu-env.sh" "$out/"
 
 # The top-level build puts executables in bin/, a runtime-only one in cuda/
 # and comm/.
-for tests in tessera_runtime_cuda_tests tessera_runtime_comm_gpu_tests; do
+for tests in tessera_runtime_cuda_tests tessera_runtime_comm_gpu_tests \
+             tessera_runtime_offload_gpu_tests; do
   for dir in "$build/bin" "$build/cuda" "$build/comm"; do
     if [[ -x "$dir/$tests" ]]; then cp "$dir/$tests" "$out/"; break; fi
   done

@@ -14,6 +14,8 @@
 #include "CommBase.h"
 #include "TensorBlocks.h"
 
+#include <algorithm>
+
 namespace tessera::comm {
 
 GradientReducer::GradientReducer(tessera_comm *comm, GradientLayout layout,
@@ -236,6 +238,14 @@ void GradientReducer::finishHeldBuckets() {
 }
 
 void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {
+  std::vector<BucketPlace> places;
+  for (const GradientBucket &bucket : bucketLayout.buckets())
+    places.push_back({bucket.offset, bucket.offset});
+  allGatherShards(buffer, bufferDtype, places);
+}
+
+void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype,
+                                      const std::vector<BucketPlace> &places) {
   if (bucketLayout.shardCount() != comm->size())
     throw CommError("gradient reducer: all-gathering shards needs a layout "
                     "planned for " +
@@ -243,28 +253,21 @@ void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {
   StreamOps &ops = comm->streamOps();
   ops.recordEvent(bucketEvent, computeStream);
   ops.waitEvent(commStream, bucketEvent);
+  // Every rank walks the buckets in the same order, so the gathers match.
   for (const GradientBucket &bucket : bucketLayout.buckets()) {
-    if (bucket.elements == 0)
+    auto place = std::find_if(places.begin(), places.end(),
+                              [&](const BucketPlace &candidate) {
+                                return candidate.bucketOffset == bucket.offset;
+                              });
+    if (bucket.elements == 0 || place == places.end())
       continue;
     int64_t block = bucket.elements / comm->size();
     tessera_tensor whole =
-        flatView(buffer, bufferDtype, bucket.offset, bucket.elements);
+        flatView(buffer, bufferDtype, place->bufferOffset, bucket.elements);
     tessera_tensor shard = flatView(
-        buffer, bufferDtype, bucket.offset + comm->rank() * block, block);
+        buffer, bufferDtype, place->bufferOffset + comm->rank() * block, block);
     checkComm(tessera_comm_all_gather(comm, &shard, &whole, 0, commStream));
   }
-  ops.recordEvent(doneEvent, commStream);
-  ops.waitEvent(computeStream, doneEvent);
-}
-
-void GradientReducer::allReduceSum(void *buffer, int32_t bufferDtype,
-                                   int64_t elements) {
-  StreamOps &ops = comm->streamOps();
-  ops.recordEvent(bucketEvent, computeStream);
-  ops.waitEvent(commStream, bucketEvent);
-  tessera_tensor whole = flatView(buffer, bufferDtype, 0, elements);
-  checkComm(
-      tessera_comm_all_reduce(comm, &whole, TESSERA_REDUCE_SUM, commStream));
   ops.recordEvent(doneEvent, commStream);
   ops.waitEvent(computeStream, doneEvent);
 }

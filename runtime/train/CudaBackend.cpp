@@ -197,11 +197,6 @@ public:
                      std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void refreshComputeCopies() override;
-  void clearF32(float *at, int64_t count) override {
-    checkCuda(cudaMemsetAsync(at, 0, static_cast<size_t>(count) * sizeof(float),
-                              streamHandle),
-              "clearing the mirrors this rank does not update");
-  }
   int32_t nonFiniteParameter() override;
   void restrictOptimizer(
       const std::vector<ParameterLayout::Piece> &pieces) override {
@@ -597,12 +592,6 @@ DeviceBuffer CudaBackend::loadShardedState(const TrainingState &state) {
                         static_cast<size_t>(layout.count(i)) * sizeof(float),
                         cudaMemcpyDeviceToDevice, streamHandle),
                     "uploading the weights read as f32");
-    } else if (mirrorElements() > 0) {
-      checkCuda(cudaMemcpyAsync(mirror.get(), whole.get(),
-                                static_cast<size_t>(layout.totalElements()) *
-                                    sizeof(float),
-                                cudaMemcpyDeviceToDevice, streamHandle),
-                "uploading the weights read as f32");
     }
     if (copyChunkCount > 0)
       checkKernel(tessera_cuda_round_chunk_copies(

@@ -40,6 +40,46 @@ std::vector<ParameterLayout::Piece> shardPieces(const DataParallelPlan &plan,
   return pieces;
 }
 
+/// `groups` (empty: none) refined by how the step reads each parameter, as
+/// its compute copy or in f32, so that no bucket holds both: the weights a
+/// sharded state's all-gather completes are then whole buckets of one kind
+/// each, and the copies' buffer keeps no room for the parameters read in
+/// f32 (an untied embedding table: 1 GiB of bf16 on Llama 3 8B) nor the
+/// mirrors' for the copied ones (TrainingBackend). A mixed program's f32
+/// parameters are few (its embedding tables), so this costs a bucket or
+/// two, not one per layer.
+std::vector<int32_t> splitByReadKind(const tessera_program &program,
+                                     std::vector<int32_t> groups) {
+  if (groups.empty())
+    groups.assign(static_cast<size_t>(program.parameter_count), -1);
+  for (int32_t p = 0; p < program.parameter_count; ++p) {
+    int32_t &group = groups[static_cast<size_t>(p)];
+    if (elementCount(program.parameters[p]) == 0 ||
+        group == comm::GradientLayout::kUnreduced)
+      continue;
+    const int32_t kind = program.parameter_step_dtypes &&
+                                 program.parameter_step_dtypes[p] != TESSERA_F32
+                             ? 0
+                             : 1;
+    group = group < 0 ? kind : 2 * group + kind;
+  }
+  return groups;
+}
+
+/// The plan's buckets in buffer order: what each rank's shard is a block
+/// of (ParameterLayout::holdShard).
+std::vector<ParameterLayout::Span> bucketSpans(const DataParallelPlan &plan) {
+  std::vector<ParameterLayout::Span> spans;
+  for (const comm::GradientBucket &bucket : plan.gradients.buckets())
+    if (bucket.elements > 0)
+      spans.push_back({bucket.offset, bucket.elements});
+  std::sort(spans.begin(), spans.end(),
+            [](const ParameterLayout::Span &a, const ParameterLayout::Span &b) {
+              return a.offset < b.offset;
+            });
+  return spans;
+}
+
 } // namespace
 
 std::vector<int32_t> gradientWritePositions(const tessera_program &program,
@@ -92,8 +132,10 @@ DataParallelPlan planDataParallel(const tessera_program &program,
   std::vector<int64_t> counts, offsets;
   for (int32_t i = 0; i < unsharded.size(); ++i)
     counts.push_back(unsharded.count(i));
-  comm::GradientLayout gradients = comm::GradientLayout::plan(
-      counts, bucketElements, ranks, ParameterLayout::kSliceAlignment);
+  comm::GradientLayout gradients =
+      comm::GradientLayout::plan(counts, bucketElements, ranks,
+                                 ParameterLayout::kSliceAlignment,
+                                 splitByReadKind(program, {}));
   for (const comm::GradientSlot &slot : gradients.parameters())
     offsets.push_back(slot.offset);
   ParameterLayout placed(program, offsets, gradients.totalElements());
@@ -140,7 +182,8 @@ DataParallelPlan planShardedGroups(const tessera_program &program,
              dtypeSize(TESSERA_F32));
   DataParallelPlan plan{
       comm::GradientLayout::plan(counts, bucketElements, shards,
-                                 ParameterLayout::kSliceAlignment, groups),
+                                 ParameterLayout::kSliceAlignment,
+                                 splitByReadKind(program, groups)),
       ParameterLayout(program)};
   std::vector<int64_t> offsets;
   for (const comm::GradientSlot &slot : plan.gradients.parameters())
@@ -154,7 +197,7 @@ DataParallelPlan planShardedGroups(const tessera_program &program,
 ParameterLayout DataParallelPlan::rankLayout(int32_t rank) const {
   ParameterLayout placed = parameters;
   if (sharded)
-    placed.holdShard(shardPieces(*this, rank));
+    placed.holdShard(shardPieces(*this, rank), bucketSpans(*this));
   if (ring) {
     ParameterLayout::GradientRingPlacement placement;
     for (int32_t i = 0; i < placed.size(); ++i)
@@ -419,12 +462,7 @@ void DataParallelGradients::afterOptimizer() {
     // AdamW wrote this rank's shard of what the step reads; the masters
     // stay the shard's.
     for (const FlatBuffer &buffer : backend.shardedStepBuffers())
-      reducer->allGatherShards(buffer.data, buffer.dtype);
-    // A mixed program's packed f32 mirrors: every element is one rank's,
-    // the others cleared, so their sum is the gathered mirrors.
-    FlatBuffer mirrors = backend.clearForeignMirrors();
-    if (mirrors.data)
-      reducer->allReduceSum(mirrors.data, mirrors.dtype, mirrors.elements);
+      reducer->allGatherShards(buffer.data, buffer.dtype, buffer.places);
     return;
   }
   reducer->allGatherShards(backend.masterWeights().data, TESSERA_F32);

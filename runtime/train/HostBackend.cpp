@@ -104,9 +104,6 @@ public:
                      std::vector<double> &sums) override;
   void applyAdamW(const AdamWUpdate &update) override;
   void refreshComputeCopies() override;
-  void clearF32(float *at, int64_t count) override {
-    std::memset(at, 0, static_cast<size_t>(count) * sizeof(float));
-  }
   int32_t nonFiniteParameter() override {
     int32_t found = nonFinite;
     nonFinite = -1;

@@ -85,7 +85,17 @@ ParameterLayout::chunksOf(const std::vector<Piece> &pieces,
   return table;
 }
 
-void ParameterLayout::holdShard(std::vector<Piece> pieces) {
+void ParameterLayout::holdShard(std::vector<Piece> pieces,
+                                std::vector<Span> gathered) {
+  int64_t end = 0;
+  for (const Span &span : gathered) {
+    if (span.offset < end || span.elements < 0 ||
+        span.offset + span.elements > total)
+      fail("internal error: the gathered spans overlap, are out of order "
+           "or leave the flat buffers");
+    end = span.offset + span.elements;
+  }
+  spans = std::move(gathered);
   int64_t next = 0;
   for (Piece &piece : pieces) {
     if (piece.parameter < 0 || piece.parameter >= size() ||
@@ -94,12 +104,29 @@ void ParameterLayout::holdShard(std::vector<Piece> pieces) {
             offset(piece.parameter) + count(piece.parameter))
       fail("internal error: a shard piece outside parameter " +
            std::to_string(piece.parameter) + "'s slice");
+    if (!piece.replicated && piece.count > 0 && spanOf(piece.parameter) < 0)
+      fail("internal error: parameter " + std::to_string(piece.parameter) +
+           "'s shard piece is in no gathered span");
     piece.stateOffset = next;
     next += aligned(piece.count);
   }
   shardPieces = std::move(pieces);
   shardTotal = next;
   holdsShard = true;
+}
+
+int32_t ParameterLayout::spanOf(int32_t index) const {
+  if (count(index) == 0)
+    return -1;
+  auto after = std::upper_bound(
+      spans.begin(), spans.end(), offset(index),
+      [](int64_t at, const Span &span) { return at < span.offset; });
+  if (after == spans.begin())
+    return -1;
+  const Span &span = *std::prev(after);
+  if (offset(index) + count(index) > span.offset + span.elements)
+    return -1;
+  return static_cast<int32_t>(std::prev(after) - spans.begin());
 }
 
 void ParameterLayout::holdGradientShard(GradientRingPlacement ring) {
@@ -168,6 +195,7 @@ ParameterLayout ParameterLayout::withoutShard() const {
   whole.ringPlacement = {};
   whole.holdsShard = false;
   whole.shardPieces.clear();
+  whole.spans.clear();
   whole.shardTotal = 0;
   return whole;
 }

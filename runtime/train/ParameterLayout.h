@@ -100,11 +100,24 @@ public:
   chunksOf(const std::vector<Piece> &pieces, const std::vector<bool> &decays,
            int64_t chunkElements = kChunkElements);
 
+  /// Elements [offset, offset + elements) of the flat buffers.
+  struct Span {
+    int64_t offset = 0;
+    int64_t elements = 0;
+  };
   /// Makes the master weights and moments hold only `pieces` (a ZeRO-1
   /// rank's shard, in buffer order): packed one after another into
   /// compact buffers of stateElements(), each piece starting at a multiple
-  /// of kSliceAlignment. The other kinds stay whole.
-  void holdShard(std::vector<Piece> pieces);
+  /// of kSliceAlignment. The other kinds stay whole. `gathered`: the spans
+  /// whose equal blocks are the ranks' shards (the gradient buckets, in
+  /// buffer order), which the shards' all-gather completes; every piece
+  /// but a replicated one lies in one of them.
+  void holdShard(std::vector<Piece> pieces, std::vector<Span> gathered);
+  /// The spans holdShard was given (empty unless sharded()).
+  const std::vector<Span> &gatheredSpans() const { return spans; }
+  /// The index of the span holding parameter `index`'s slice, or -1 (a
+  /// replicated or empty parameter's).
+  int32_t spanOf(int32_t index) const;
   /// The same placement, every rank's state whole (a backend that keeps
   /// the whole state under ZeRO-1).
   ParameterLayout withoutShard() const;
@@ -215,6 +228,7 @@ private:
   int64_t total = 0;
   bool holdsShard = false;
   std::vector<Piece> shardPieces;
+  std::vector<Span> spans;
   int64_t shardTotal = 0;
   bool holdsGradientShard = false;
   GradientRingPlacement ringPlacement;

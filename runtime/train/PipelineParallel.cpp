@@ -719,9 +719,12 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
   for (int32_t p = 0; p < whole.parameter_count; ++p) {
     if (owned[static_cast<size_t>(p)])
       pieces.push_back({p, flat.offset(p), flat.count(p)});
+    // The mirrors hold the buckets of the parameters, packed.
     tessera_tensor slice = makeTensor(
-        static_cast<float *>(read.data) + flat.offset(p), TESSERA_F32,
-        whole.parameters[p]);
+        static_cast<float *>(read.data) +
+            (backend.holdsShardOnly() ? backend.stepCopyOffset(p, flat.offset(p))
+                                      : flat.offset(p)),
+        TESSERA_F32, whole.parameters[p]);
     for (int32_t reader : layout.otherReaders(p)) {
       if (layout.ownerOf(p) == device)
         transfers.push_back({slice, reader, true, p});

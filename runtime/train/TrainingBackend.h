@@ -55,6 +55,10 @@ struct FlatBuffer {
   int32_t dtype = TESSERA_F32;
   /// ParameterLayout::totalElements(): the slices and the zero gaps.
   int64_t elements = 0;
+  /// A sharded state's buffer of what the step reads
+  /// (TrainingBackend::shardedStepBuffers): where each gradient bucket it
+  /// holds is in it, which the shards' all-gather fills.
+  std::vector<comm::BucketPlace> places;
 };
 
 /// Bytes of the training state a backend holds for the whole run, per kind
@@ -226,15 +230,11 @@ public:
   /// own (shardedStepBuffers), which applyAdamW rewrites for the shard and
   /// the data-parallel layer all-gathers; never the masters.
   bool holdsShardOnly() const { return layout.sharded(); }
-  /// Under a sharded state, the whole flat buffers the step reads (the
-  /// compute copies, the f32 mirrors unless packed), placed by the layout's
-  /// offsets so that a shard's all-gather completes them; empty otherwise.
+  /// Under a sharded state (ZeRO-3 aside), the buffers the step reads (the
+  /// compute copies, the f32 mirrors), each holding the gradient buckets
+  /// of the parameters it serves (FlatBuffer::places) so that the shards'
+  /// all-gather completes them; empty otherwise.
   virtual std::vector<FlatBuffer> shardedStepBuffers() { return {}; }
-  /// Under packsMirrors, after AdamW: clears what this rank does not own
-  /// of the packed f32 mirrors (foreignMirrorRuns, on the device's stream)
-  /// and returns them, which the ranks' sum completes (each element one
-  /// rank's, the others' zeros); an empty buffer otherwise.
-  virtual FlatBuffer clearForeignMirrors() { return {}; }
   /// Under a sharded state, the whole masters and moments for the next
   /// storeState: each kind is written into a transient whole f32 buffer at
   /// its shard's places (zeros elsewhere) and `gather` all-gathers the
@@ -265,6 +265,10 @@ public:
   restrictOptimizer(const std::vector<ParameterLayout::Piece> &pieces) = 0;
   /// Waits until the step's work is done (the step's time is honest).
   virtual void finishStep() = 0;
+  /// Where flat element `flatOffset` of parameter `parameter` is in the
+  /// buffer AdamW rounds it into: the compute copies (readsComputeCopy) or
+  /// the f32 mirrors of a sharded state, or ZeRO-3's shard of either.
+  int64_t stepCopyOffset(int32_t parameter, int64_t flatOffset) const;
 
   /// optimizerGradients in f32 per parameter, on the host (--dump-grads).
   virtual std::vector<std::vector<float>> copyOptimizerGradients() = 0;
@@ -305,29 +309,27 @@ protected:
   /// ring of its kind (`copyRing` of the compute dtype, `mirrorRing` f32).
   std::vector<tessera_tensor> stepRingTensors(void *copyRing,
                                               void *mirrorRing) const;
-  /// Where flat element `flatOffset` of parameter `parameter` is in the
-  /// buffer AdamW rounds it into: the compute copies (readsComputeCopy) or
-  /// the f32 mirrors of a sharded state, or ZeRO-3's shard of either.
-  int64_t stepCopyOffset(int32_t parameter, int64_t flatOffset) const;
   /// Elements of the compute copies' flat buffer: the copied parameters
   /// only, each slice starting at a multiple of
   /// ParameterLayout::kSliceAlignment (0: the step reads every master);
-  /// under a sharded state the layout's whole buffer (the same offsets as
-  /// the gradients', so the shards' all-gather fills it).
+  /// under a sharded state the gradient buckets of the copied parameters,
+  /// packed (copyPlaces), then the copied parameters in no bucket.
   int64_t computeCopyElements() const { return copyElements; }
-  /// Under a sharded state, elements of the f32 mirrors' flat buffer (what
-  /// the step reads of parameters it reads as f32: the layout's offsets
-  /// when it reads every parameter so, else those parameters packed,
-  /// packsMirrors), or 0 when every parameter is read as a copy or the
-  /// state is whole.
+  /// Under a sharded state, elements of the f32 mirrors' flat buffer: the
+  /// gradient buckets of the parameters it reads as f32, packed
+  /// (mirrorPlaces); 0 when every parameter is read as a copy or the state
+  /// is whole.
   int64_t mirrorElements() const { return mirrors; }
-  /// Whether the f32 mirrors are packed: a sharded state of a program that
-  /// reads compute copies and a few parameters as f32 (ZeRO-3 aside).
+  /// Whether the f32 mirrors are placed by buckets: a sharded state, ZeRO-3
+  /// aside.
   bool packsMirrors() const { return !mirrorOffsets.empty(); }
-  /// Under packsMirrors, the (offset, count) runs of the packed mirrors
-  /// this rank's AdamW does not write: cleared before the ranks sum them.
-  const std::vector<std::pair<int64_t, int64_t>> &foreignMirrorRuns() const {
-    return foreignMirrors;
+  /// Under a sharded state, where the buckets of the compute copies and of
+  /// the f32 mirrors are in their buffers.
+  const std::vector<comm::BucketPlace> &copyBucketPlaces() const {
+    return copyPlaces;
+  }
+  const std::vector<comm::BucketPlace> &mirrorBucketPlaces() const {
+    return mirrorPlaces;
   }
   /// Whether the step reads parameter `index` from the f32 mirrors (read
   /// as f32 under a sharded state, and not replicated when packed).
@@ -386,7 +388,11 @@ private:
   /// Under packsMirrors, per replicated parameter read as f32 its master's
   /// offset in the shard's masters (-1 for the others).
   std::vector<int64_t> masterReads;
-  std::vector<std::pair<int64_t, int64_t>> foreignMirrors;
+  std::vector<comm::BucketPlace> copyPlaces, mirrorPlaces;
+
+  /// Under a sharded state (ZeRO-3 aside): the copies' and mirrors' places
+  /// by the gradient buckets (the constructor's).
+  void placeGatheredWeights();
 
   /// sumsOfSquares into lastSums, then their total in program order: the
   /// norm's grouping on either device, per parameter and then over
@@ -435,17 +441,11 @@ public:
       return buffers;
     if (computeCopyElements() > 0)
       buffers.push_back({computeCopies.get(), computeDtype,
-                         layout.totalElements()});
-    if (mirrorElements() > 0 && !packsMirrors())
-      buffers.push_back(f32(mirror));
+                         computeCopyElements(), copyBucketPlaces()});
+    if (mirrorElements() > 0)
+      buffers.push_back(
+          {mirror.get(), TESSERA_F32, mirrorElements(), mirrorBucketPlaces()});
     return buffers;
-  }
-  FlatBuffer clearForeignMirrors() override {
-    if (!packsMirrors() || mirrorElements() == 0)
-      return {};
-    for (auto [offset, count] : foreignMirrorRuns())
-      clearF32(static_cast<float *>(mirror.get()) + offset, count);
-    return {mirror.get(), TESSERA_F32, mirrorElements()};
   }
   std::array<comm::WeightGatherer::KindBuffers, comm::WeightRing::kKinds>
   weightShardBuffers() override {
@@ -544,9 +544,6 @@ protected:
   FlatBuffer f32(Buffer &buffer) {
     return {buffer.get(), TESSERA_F32, layout.totalElements()};
   }
-  /// Zeroes `count` f32 elements at `at` of this backend's memory, in order
-  /// with the work already enqueued (clearForeignMirrors).
-  virtual void clearF32(float *at, int64_t count) = 0;
   /// A master or moment buffer: the shard's compact one, or whole.
   FlatBuffer state(Buffer &buffer) {
     return {buffer.get(), TESSERA_F32, layout.stateElements()};

@@ -390,7 +390,9 @@ RankZeroView runDataParallelStep(const tessera_program &program,
 // of both, what the whole-state data-parallel step reads, bit for bit, and
 // that rank 0's gathered checkpoint state is the whole-state run's: on 4
 // thread ranks, with the gradients reduced in bf16 during the backward pass
-// and in f32 after 3 micro-batches.
+// and in f32 after 3 micro-batches, in a bucket per parameter and in
+// buckets as large as the whole model (which the plan cuts where the kind
+// of read changes).
 TEST(DataParallel, ZeroOneGathersTheCopiesAndMirrorsTheStepReads) {
   tessera_program program = knownProgramOf();
   program.precision = TESSERA_PRECISION_BF16;
@@ -405,11 +407,13 @@ TEST(DataParallel, ZeroOneGathersTheCopiesAndMirrorsTheStepReads) {
   update.learningRate = 0.1;
   update.weightDecay = 0.01;
   update.gradientScale = 1e-3;
-  for (int64_t microBatches : {1, 3}) {
-    SCOPED_TRACE("micro-batches " + std::to_string(microBatches));
+  for (int64_t microBatches : {1, 3})
+  for (double bucketMegabytes : {0.0, 64.0}) {
+    SCOPED_TRACE("micro-batches " + std::to_string(microBatches) +
+                 ", buckets of " + std::to_string(bucketMegabytes) + " MB");
     TrainOptions options;
     options.gradientAccumulation = microBatches;
-    options.bucketMegabytes = 0;
+    options.bucketMegabytes = bucketMegabytes;
     RankZeroView whole =
         runDataParallelStep(program, options, 4, false, initial, update);
     RankZeroView sharded =
@@ -420,6 +424,39 @@ TEST(DataParallel, ZeroOneGathersTheCopiesAndMirrorsTheStepReads) {
     EXPECT_EQ(sharded.stored.secondMoments, whole.stored.secondMoments);
     // The step moved the weights: the mirror read is the updated master.
     EXPECT_NE(sharded.read[1], initial.parameters[1]);
+  }
+}
+
+// Tests that a ZeRO plan's buckets never hold a parameter the step reads as
+// its compute copy beside one it reads in f32, however large the buckets,
+// so that a rank keeps copies for the copied parameters' buckets alone and
+// f32 mirrors for the others' (TrainingBackend), where one bucket of the
+// three parameters would have made both buffers whole.
+TEST(DataParallel, ZeroBucketsHoldOneKindOfRead) {
+  tessera_program program = knownProgramOf();
+  program.precision = TESSERA_PRECISION_BF16;
+  const int32_t stepDtypes[] = {TESSERA_BF16, TESSERA_F32, TESSERA_BF16};
+  program.parameter_step_dtypes = stepDtypes;
+  const int32_t writes[] = {2, 1, 0}; // the backward's order, for ZeRO-2
+  program.gradient_write_positions = writes;
+  TrainOptions options;
+  options.bucketMegabytes = 64;
+  for (int32_t zero : {1, 2}) {
+    SCOPED_TRACE("ZeRO-" + std::to_string(zero));
+    DataParallelPlan plan = planDataParallel(program, options, 2, zero);
+    ASSERT_EQ(plan.gradients.buckets().size(), 3u);
+    for (const tessera::comm::GradientBucket &bucket :
+         plan.gradients.buckets())
+      EXPECT_EQ(bucket.firstParameter, bucket.lastParameter);
+    ParameterLayout layout = plan.rankLayout(0);
+    std::unique_ptr<TrainingBackend> backend =
+        makeHostBackend(program, options, &layout);
+    auto bucketOf = [&](int32_t p) {
+      return layout.gatheredSpans()[static_cast<size_t>(layout.spanOf(p))]
+          .elements;
+    };
+    EXPECT_EQ(backend->residentState().stepCopies,
+              (bucketOf(0) + bucketOf(2)) * 2 + bucketOf(1) * 4);
   }
 }
 

@@ -337,9 +337,10 @@ TEST_F(HostBackendTest, TheStepReadsComputeCopiesTheOptimizerKeepsCurrent) {
 // Tests that a backend holding a ZeRO-1 shard (ParameterLayout::holdShard)
 // allocates masters and moments for its pieces alone, reads the whole state
 // at load into what the step reads (the bf16 copy of the weight, the f32
-// mirror of the bias it reads as f32), updates the pieces bit for bit as a
-// whole-state backend restricted to them does, and gives the whole state
-// back only through gatherState (rank 0's checkpoint).
+// mirror of the bias it reads as f32), each buffer holding its bucket only,
+// updates the pieces bit for bit as a whole-state backend restricted to them
+// does, and gives the whole state back only through gatherState (rank 0's
+// checkpoint).
 TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   tessera_program program = mixedProgram();
   TrainOptions options;
@@ -347,7 +348,7 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   const std::vector<ParameterLayout::Piece> pieces = {
       {0, layout.offset(0) + 2, 7, -1}, {1, layout.offset(1) + 1, 3, -1}};
   ParameterLayout sharded = layout;
-  sharded.holdShard(pieces);
+  sharded.holdShard(pieces, tessera_train_test::spanPerParameter(layout));
   std::unique_ptr<TrainingBackend> whole = makeHostBackend(program, options);
   std::unique_ptr<TrainingBackend> backend =
       makeHostBackend(program, options, &sharded);
@@ -356,9 +357,10 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   const ResidentState resident = backend->residentState();
   EXPECT_EQ(resident.masters, 2 * 128 * 4);
   EXPECT_EQ(resident.moments, 2 * resident.masters);
-  // The copies are whole, at the gradients' offsets; the mirrors are the
-  // bias's alone (read as f32), packed: one slice of 128 elements.
-  EXPECT_EQ(resident.stepCopies, layout.totalElements() * 2 + 128 * 4);
+  // The copies are the weight's bucket alone, the mirrors the bias's (read
+  // as f32): neither keeps room for the other.
+  const int64_t weightBucket = ParameterLayout::aligned(layout.count(0));
+  EXPECT_EQ(resident.stepCopies, weightBucket * 2 + 128 * 4);
   EXPECT_EQ(resident.gradients, layout.totalElements() * 2);
   EXPECT_EQ(whole->residentState().masters, layout.totalElements() * 4);
 
@@ -383,19 +385,25 @@ TEST_F(HostBackendTest, AShardedStateHoldsItsPiecesOnly) {
   // The pieces' copies and mirrors are the updated ones; the rest is the
   // load's until the all-gather.
   EXPECT_EQ(stepReads(*backend), stepReads(*whole));
-  // The ranks' sum completes the packed mirrors: this rank clears what it
-  // did not update, its piece of the bias (elements 1 to 3) kept.
-  EXPECT_EQ(whole->clearForeignMirrors().data, nullptr);
-  const FlatBuffer mirrors = backend->clearForeignMirrors();
-  ASSERT_NE(mirrors.data, nullptr);
-  EXPECT_EQ(mirrors.dtype, TESSERA_F32);
-  EXPECT_EQ(mirrors.elements, 128);
+  // What the shards' all-gather completes: each buffer with its bucket at
+  // its start.
+  EXPECT_TRUE(whole->shardedStepBuffers().empty());
+  const std::vector<FlatBuffer> gathered = backend->shardedStepBuffers();
+  ASSERT_EQ(gathered.size(), 2u);
+  EXPECT_EQ(gathered[0].dtype, TESSERA_BF16);
+  EXPECT_EQ(gathered[0].elements, weightBucket);
+  ASSERT_EQ(gathered[0].places.size(), 1u);
+  EXPECT_EQ(gathered[0].places[0].bucketOffset, layout.offset(0));
+  EXPECT_EQ(gathered[0].places[0].bufferOffset, 0);
+  EXPECT_EQ(gathered[1].dtype, TESSERA_F32);
+  EXPECT_EQ(gathered[1].elements, 128);
+  ASSERT_EQ(gathered[1].places.size(), 1u);
+  EXPECT_EQ(gathered[1].places[0].bucketOffset, layout.offset(1));
+  EXPECT_EQ(gathered[1].places[0].bufferOffset, 0);
   const std::vector<float> updatedBias = stepReads(*whole).second[1];
-  const auto *bias = static_cast<const float *>(mirrors.data);
-  for (int64_t e = 0; e < mirrors.elements; ++e)
-    EXPECT_EQ(bias[e], e >= 1 && e < 4 ? updatedBias[static_cast<size_t>(e)]
-                                       : 0.0f)
-        << "element " << e;
+  const auto *bias = static_cast<const float *>(gathered[1].data);
+  for (int64_t e = 1; e < 4; ++e)
+    EXPECT_EQ(bias[e], updatedBias[static_cast<size_t>(e)]) << "element " << e;
 
   TrainingState expected = stateOf(program), stored = stateOf(program);
   whole->storeState(expected);
@@ -438,12 +446,14 @@ TEST_F(HostBackendTest, AReplicatedParameterIsReadFromItsMaster) {
       {0, layout.offset(0), 4, -1},
       {1, layout.offset(1), layout.count(1), -1, /*replicated=*/true}};
   ParameterLayout sharded = layout;
-  sharded.holdShard(pieces);
+  // The bias is in no bucket.
+  sharded.holdShard(pieces, {tessera_train_test::spanPerParameter(layout)[0]});
   std::unique_ptr<TrainingBackend> whole = makeHostBackend(program, options);
   std::unique_ptr<TrainingBackend> backend =
       makeHostBackend(program, options, &sharded);
-  EXPECT_EQ(backend->residentState().stepCopies, layout.totalElements() * 2);
-  EXPECT_EQ(backend->clearForeignMirrors().data, nullptr);
+  EXPECT_EQ(backend->residentState().stepCopies,
+            ParameterLayout::aligned(layout.count(0)) * 2);
+  ASSERT_EQ(backend->shardedStepBuffers().size(), 1u);
   TrainingState state = stateOf(program);
   whole->loadState(state);
   backend->loadState(state);

@@ -80,9 +80,13 @@ TEST(ParameterLayout, AShardPacksItsPiecesState) {
   for (const tessera_tensor_chunk &chunk : layout.chunks({true, true, true, true}))
     EXPECT_EQ(chunk.state_offset, chunk.offset);
   ParameterLayout sharded = layout;
+  const std::vector<ParameterLayout::Span> spans = {
+      {0, layout.offset(2)}, {layout.offset(2), layout.totalElements() -
+                                                    layout.offset(2)}};
   sharded.holdShard({{0, layout.offset(0) + 5, 10, -1},
                      {2, layout.offset(2) + 100, 70000, -1},
-                     {3, layout.offset(3), 1, -1}});
+                     {3, layout.offset(3), 1, -1}},
+                    spans);
   ASSERT_TRUE(sharded.sharded());
   ASSERT_EQ(sharded.shard().size(), 3u);
   EXPECT_EQ(sharded.shard()[0].stateOffset, 0);
@@ -102,7 +106,33 @@ TEST(ParameterLayout, AShardPacksItsPiecesState) {
   ParameterLayout whole = sharded.withoutShard();
   EXPECT_FALSE(whole.sharded());
   EXPECT_EQ(whole.stateElements(), layout.totalElements());
-  EXPECT_THROW(sharded.holdShard({{1, layout.offset(1) + 100, 29, -1}}),
+  EXPECT_THROW(sharded.holdShard({{1, layout.offset(1) + 100, 29, -1}}, spans),
+               std::exception);
+}
+
+// Tests the spans a shard is gathered by: spanOf names the span holding a
+// parameter's slice (-1 for one in none), and holdShard refuses spans out
+// of order or past the buffers, and a piece in no span unless every rank
+// holds it whole.
+TEST(ParameterLayout, AShardsPiecesLieInItsGatheredSpans) {
+  ParameterLayout layout(programOf(4));
+  ParameterLayout sharded = layout;
+  const int64_t second = layout.offset(1);
+  sharded.holdShard({{0, 0, 10, -1},
+                     {1, second, layout.count(1), -1, /*replicated=*/true}},
+                    {{0, second}, {layout.offset(2), layout.totalElements() -
+                                                        layout.offset(2)}});
+  EXPECT_EQ(sharded.spanOf(0), 0);
+  EXPECT_EQ(sharded.spanOf(1), -1);
+  EXPECT_EQ(sharded.spanOf(2), 1);
+  EXPECT_EQ(sharded.spanOf(3), 1);
+  EXPECT_EQ(sharded.gatheredSpans().size(), 2u);
+  EXPECT_TRUE(sharded.withoutShard().gatheredSpans().empty());
+  ParameterLayout other = layout;
+  EXPECT_THROW(other.holdShard({{1, second, 5, -1}}, {{0, second}}),
+               std::exception);
+  EXPECT_THROW(other.holdShard({}, {{second, 1}, {0, 1}}), std::exception);
+  EXPECT_THROW(other.holdShard({}, {{0, layout.totalElements() + 1}}),
                std::exception);
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "ParameterLayout.h"
 #include "TrainingState.h"
 
 namespace tessera_train_test {
@@ -39,6 +40,18 @@ inline tessera::train::TrainingState knownState(const tessera_program &program,
       state.secondMoments[i][e] = scale / 100 * static_cast<float>(e + i);
     }
   return state;
+}
+
+/// One gathered span (a gradient bucket) per parameter of `layout`, as a
+/// ZeRO plan's buckets are when each holds one kind of read
+/// (ParameterLayout::holdShard).
+inline std::vector<tessera::train::ParameterLayout::Span>
+spanPerParameter(const tessera::train::ParameterLayout &layout) {
+  std::vector<tessera::train::ParameterLayout::Span> spans;
+  for (int32_t p = 0; p < layout.size(); ++p)
+    spans.push_back({layout.offset(p), tessera::train::ParameterLayout::aligned(
+                                           layout.count(p))});
+  return spans;
 }
 
 /// A new empty directory under the test temp dir, removed with everything in

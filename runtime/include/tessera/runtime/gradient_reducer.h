@@ -94,6 +94,13 @@ struct ShardSegment {
   int64_t elements = 0;
 };
 
+/// Where a bucket is in a buffer that holds only some of them: its first
+/// element in the layout (GradientBucket::offset) and in the buffer.
+struct BucketPlace {
+  int64_t bucketOffset = 0;
+  int64_t bufferOffset = 0;
+};
+
 /// Blocks of a sharded bucket start at multiples of this many elements (256
 /// bytes of f32), which keeps every rank's block aligned for NCCL and vector
 /// loads.
@@ -213,12 +220,12 @@ public:
   /// `buffer` (same layout, `dtype`, e.g. the f32 master weights or the
   /// compute copies) goes to every rank; the compute stream waits for it.
   void allGatherShards(void *buffer, int32_t dtype);
-  /// `elements` of `buffer` (`dtype`) summed over the ranks in place, on
-  /// the comm stream after the compute stream's work; the compute stream
-  /// waits for it. A buffer each of whose elements one rank holds and the
-  /// others zero (a packed buffer the shards' all-gather cannot fill) is
-  /// gathered so.
-  void allReduceSum(void *buffer, int32_t dtype, int64_t elements);
+  /// The same for a buffer that holds only some buckets, packed (the
+  /// weights a mixed-precision step reads in bf16, apart from those it
+  /// reads in f32): the buckets `places` names, each where it says; the
+  /// others are not the buffer's.
+  void allGatherShards(void *buffer, int32_t dtype,
+                       const std::vector<BucketPlace> &places);
 
   const GradientLayout &layout() const { return bucketLayout; }
 
