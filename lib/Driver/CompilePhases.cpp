@@ -140,6 +140,8 @@ tessera::searchPlanOptions(const CompilePhaseOptions &options) {
   SearchPlanOptions search;
   search.cluster = options.cluster;
   search.devices = options.devices;
+  search.mesh = options.mesh;
+  search.pins = quotedPins(options.shard);
   search.memoryLimit = options.memoryLimit;
   search.zero = options.zero;
   search.remat = options.rematPin;

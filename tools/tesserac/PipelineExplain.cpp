@@ -174,6 +174,10 @@ Error pinPipelineShape(CompilePhaseOptions &phase) {
   return Error::success();
 }
 
+int64_t pinnedStages() {
+  return stages.getNumOccurrences() ? stages.getValue() : 0;
+}
+
 bool rematAutoRequested() { return rematRequested() && remat == "auto"; }
 
 int pipelineSearchOptions(const onnx_import::ImportOptions &options,

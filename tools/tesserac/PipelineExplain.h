@@ -98,6 +98,9 @@ bool traceRequested();
 /// schedule) in `phase`; errors: a non-positive count, an unknown schedule.
 llvm::Error pinPipelineShape(CompilePhaseOptions &phase);
 
+/// --stages' count, or 0 when not given.
+int64_t pinnedStages();
+
 /// Whether --remat auto was given: the search's choice, no pin.
 bool rematAutoRequested();
 

@@ -5,7 +5,7 @@
 //            [--target cpu|cuda --loss causal-lm|mlm --precision fp32|bf16|fp16
 //             [--cxx CXX] [--runtime-dir DIR] -o train]
 //            [--explain [--loss ...] [--precision ...]
-//             [--mesh 2x4|dp=2,tp=4 | --devices N]
+//             [--mesh 2x4|dp=2,tp=4] [--devices N]
 //             [--cluster h200|h200-multinode|a100-megatron|FILE.json]
 //             [--plan '#tess.plan<...>'|EXECUTABLE]]
 //            [--partition --mesh SHAPE --emit=mlir [--strategy dp|tp|dp-tp]]
@@ -60,13 +60,15 @@
 // leaves the forward at one micro-batch with the plan, the module every
 // later phase continues from; `--explain --pipeline` makes the same
 // decision from the same flags and reports it (runPipelineSearchPhase,
-// printed as `tesserac: search:`). --devices N
-// weighs both searches as one decision, the search phase's tess-search-plan
-// (tessera/Transforms/TrainingPlan.h) on the compile's module, whose
-// options the pins become (--zero, --remat, --memory-limit,
-// --search-timeout, --stages, --microbatches, --schedule); where the
-// pipeline wins, the compile builds its step at one micro-batch
-// (compileDecidedPipeline), as --explain and --summary report it.
+// printed as `tesserac: search:`). --devices N, or a --mesh without
+// --strategy, --shard or --plan, weighs both searches as one decision, the
+// search phase's tess-search-plan (tessera/Transforms/TrainingPlan.h) on the
+// compile's module, whose options the pins become (--zero, --remat,
+// --memory-limit, --search-timeout, --stages, --microbatches, --schedule,
+// and --mesh: one stage's mesh, the devices its own times --stages unless
+// --devices gives them); where the pipeline wins, the compile builds its
+// step at one micro-batch (compileDecidedPipeline), as --explain and
+// --summary report it.
 //
 // Every error is one `tesserac: error: ...` line naming the file, node or
 // flag: the driver's own (fail), and a pass's, which PassDiagnostics prints
@@ -245,7 +247,10 @@ cl::opt<std::string>
     meshSpec("mesh",
              cl::desc("Device mesh: 2x4 (axes dp, tp) or dp=2,tp=4 "
                       "(default: 1 device); with --target or --emit=cpp, "
-                      "the program is partitioned for it"),
+                      "the program is partitioned for it. Without "
+                      "--strategy, --shard or --plan, one stage's mesh pinned "
+                      "in the plan decision: with --devices N or --stages S, "
+                      "a pipeline of such stages"),
              cl::value_desc("SHAPE"), cl::cat(category));
 cl::opt<int64_t> deviceCount(
     "devices",
@@ -1611,16 +1616,32 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
   // are that pass's options, constraints on the one decision: --zero,
   // --remat, --memory-limit and --search-timeout, and a pipeline's shape,
   // --stages, --microbatches and --schedule (tess-search-plan says which
-  // search each leaves out). --mesh, --plan, --strategy and --shard name a
-  // mesh, which --devices chooses (refused together below); --pipeline and
-  // --trace ask for the pipeline search's own report and plan.
+  // search each leaves out). --mesh pins one stage's mesh, a constraint too
+  // (tess-search-plan's `mesh`): the devices are its own times --stages
+  // unless --devices gives them; --shard, with it, pins its mesh search's
+  // layouts (the pipeline search left out). --plan and --strategy name a
+  // mesh's plan, which --devices chooses (refused together below);
+  // --pipeline and --trace ask for the pipeline search's own report and
+  // plan.
+  bool meshPin = meshSpec.getNumOccurrences() && forcedStrategy.empty() &&
+                 !planArgument.getNumOccurrences();
+  int64_t pinnedMeshDevices = 0;
+  if (meshPin) {
+    if (auto parsed = tessera::cost::parseMesh(meshSpec))
+      pinnedMeshDevices = parsed->deviceCount() *
+                          std::max<int64_t>(1, tessera::tesserac::pinnedStages());
+    else
+      consumeError(parsed.takeError()); // said where the mesh is read
+  }
   bool devicesDecision =
-      deviceCount.getNumOccurrences() && deviceCount > 1 &&
+      ((deviceCount.getNumOccurrences() && deviceCount > 1) ||
+       pinnedMeshDevices > 1) &&
       options.dims.count("batch") && !partitionStep &&
       !tessera::tesserac::pipelineSearchRequested() &&
       !tessera::tesserac::traceRequested() &&
-      !meshSpec.getNumOccurrences() && !planArgument.getNumOccurrences() &&
-      forcedStrategy.empty() && !shardPins.getNumOccurrences();
+      (!meshSpec.getNumOccurrences() || meshPin) &&
+      !planArgument.getNumOccurrences() && forcedStrategy.empty() &&
+      (!shardPins.getNumOccurrences() || meshPin);
   bool jointSearch =
       devicesDecision &&
       (explain ? emit == EmitStage::None && !buildExecutable && !summary
@@ -1717,10 +1738,11 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
     if (deviceCount < 1)
       return fail("--devices " + Twine(deviceCount.getValue()) +
                   ": must be positive");
-    if (meshSpec.getNumOccurrences() || planArgument.getNumOccurrences())
-      return fail("--devices chooses the mesh, which --mesh and --plan pin: "
-                  "give one of them");
-    if (!forcedStrategy.empty() || shardPins.getNumOccurrences())
+    if (planArgument.getNumOccurrences())
+      return fail("--devices chooses the mesh, which --plan pins: give one "
+                  "of them");
+    if (!forcedStrategy.empty() ||
+        (shardPins.getNumOccurrences() && !meshSpec.getNumOccurrences()))
       return fail("--strategy and --shard name the axes of a --mesh: give "
                   "the --mesh instead of --devices");
     if (stepPipeline)

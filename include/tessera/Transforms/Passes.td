@@ -851,9 +851,22 @@ def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
       still wins unless it does not fit); `stages` S > 1, `micro-batches`
       M > 1 and `schedule` pin a pipeline's shape, which no one-stage mesh
       plan has: the pipeline search alone, its plan compiled;
-    - `zero` 2 or 3, which no pipelined plan runs: the mesh search alone.
+    - `zero` 2 or 3, which no pipelined plan runs: the mesh search alone;
+    - `mesh` (tesserac's `--mesh`) pins one stage's mesh: the mesh search
+      searches that mesh alone, and the pipeline search runs `devices` /
+      its devices stages on it, each with its tensor-parallel degree; on
+      more devices than the mesh has, the pipeline search alone. `devices`
+      0 is the mesh's times `stages`;
+    - `shard` (tesserac's `--shard`, with `mesh`) pins parameters' layouts
+      on that mesh, which only the mesh search plans: the mesh search
+      alone.
 
     ```mlir
+    // tess-search-plan{cluster=eight-smaller-devices.json devices=8 mesh=1x4}
+    // on gpt2-tiny at batch 8 x 32: two stages of TP 4, the pipeline
+    // search's plan alone.
+    module attributes {tess.plan = #tess.plan<mesh = #tess.mesh<tp = 4>,
+        stages = 2, ...>} {...}
     // tess-search-plan{cluster=eight-smaller-devices.json devices=8 stages=1}
     // on gpt2-tiny at batch 8 x 32: no one-stage plan of 8 devices fits, and
     // the pin allows no other; the error names both searches' reasons.
@@ -863,7 +876,9 @@ def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
 
     Errors: `devices` below 2 (one device has no mesh or pipeline to
     choose), `zero` outside -1 to 3, pins that leave out both searches
-    (`zero` 2 with `stages` 2), each search's own errors, and no plan that
+    (`zero` 2 with `stages` 2), `shard` without `mesh`, a `mesh` that does not parse, has an axis
+    other than dp and tp, or whose devices do not divide `devices` or make
+    another stage count than `stages`, each search's own errors, and no plan that
     fits under the pins (neither search's plan fits, or only a pipeline the
     compiled driver cannot run), with each search's reason.
   }];
@@ -871,7 +886,15 @@ def SearchPlan : Pass<"tess-search-plan", "::mlir::ModuleOp"> {
     Option<"cluster", "cluster", "std::string", /*default=*/"\"h200\"",
            "h200, h200-multinode, a100-megatron or a cluster JSON file">,
     Option<"devices", "devices", "int64_t", /*default=*/"0",
-           "The devices both searches plan for (at least 2)">,
+           "The devices both searches plan for (at least 2; 0 with `mesh`: "
+           "its devices times `stages`)">,
+    Option<"mesh", "mesh", "std::string", /*default=*/"\"\"",
+           "Pin one stage's mesh, dp x tp (2x4 or dp=2,tp=4): the mesh "
+           "search searches it alone, the pipeline search runs every stage "
+           "on it (empty: searched)">,
+    ListOption<"pins", "shard", "std::string",
+               "REGEX=SPEC pins of the mesh search on `mesh` (tesserac's "
+               "--shard): the mesh search alone">,
     Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
            "Bytes per device every plan must fit (0: the cluster's device "
            "memory)">,

@@ -119,7 +119,8 @@ struct TrainingPlanDecision {
 
 /// What tess-search-plan does to `module` (see its description): the
 /// pipeline search and the mesh search (tess-fit-memory, then
-/// tess-search-sharding choosing the mesh of `devices`), once each, and
+/// tess-search-sharding choosing the mesh of `devices`, or searching the
+/// pinned `mesh`), once each, and
 /// `module` as the winner's pass leaves it: the mesh plan written on
 /// @forward (its tess.mesh and #tess.plan), or the pipeline's #tess.plan.
 /// Errors are diagnostics on the module, but for no plan that fits (no mesh
@@ -127,7 +128,7 @@ struct TrainingPlanDecision {
 /// runs), which puts the mesh search's reason in `unfit` for the caller to
 /// say in its own terms; failure either way.
 mlir::FailureOr<TrainingPlanDecision>
-decideTrainingPlan(mlir::ModuleOp module, const SearchPlanOptions &options,
+decideTrainingPlan(mlir::ModuleOp module, SearchPlanOptions options,
                    std::string &unfit);
 
 } // namespace tessera

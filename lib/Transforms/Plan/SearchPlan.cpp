@@ -32,6 +32,8 @@ void SearchPlanPass::runOnOperation() {
   SearchPlanOptions options;
   options.cluster = cluster;
   options.devices = devices;
+  options.mesh = mesh;
+  options.pins.assign(pins.begin(), pins.end());
   options.memoryLimit = memoryLimit;
   options.zero = zero;
   options.remat = remat;
@@ -47,9 +49,17 @@ void SearchPlanPass::runOnOperation() {
   FailureOr<TrainingPlanDecision> decision =
       decideTrainingPlan(module, options, unfit);
   if (failed(decision)) {
-    if (!unfit.empty())
-      module.emitError() << "tess-search-plan: devices " << options.devices
-                         << ": " << unfit;
+    if (!unfit.empty()) {
+      // The pins that say which devices: the count, a stage's mesh or both.
+      std::string devicesPin =
+          options.mesh.empty() ? "devices " + std::to_string(options.devices)
+          : options.devices == 0
+              ? "mesh " + options.mesh
+              : "devices " + std::to_string(options.devices) + " with mesh " +
+                    options.mesh;
+      module.emitError() << "tess-search-plan: " << devicesPin << ": "
+                         << unfit;
+    }
     return signalPassFailure();
   }
   if (!decision->offloaded.empty())

@@ -8,6 +8,7 @@
 
 #include "tessera/Transforms/TrainingPlan.h"
 
+#include "tessera/CostModel/DeviceMesh.h"
 #include "tessera/Pipeline/StageCostOracle.h"
 #include "tessera/Transforms/CompiledStepMemory.h"
 
@@ -18,12 +19,21 @@ using namespace tessera;
 
 namespace {
 
+/// A `mesh` pin: its devices and tensor-parallel degree (devices 0: none).
+struct StageMeshPin {
+  int64_t devices = 0;
+  int64_t tensorParallel = 1;
+};
+
 /// The options of the passes tess-search-plan runs, from its own: each
 /// search's pins and the step it measures.
 FitMemoryOptions fitMemoryOptions(const SearchPlanOptions &options) {
   FitMemoryOptions fit;
   fit.cluster = options.cluster;
-  fit.devices = options.devices;
+  // A pinned mesh is the one-stage plan's mesh (the search runs only when
+  // it is all the devices).
+  fit.mesh = options.mesh;
+  fit.devices = options.mesh.empty() ? options.devices : 0;
   fit.memoryLimit = options.memoryLimit;
   fit.remat = options.remat;
   return copyStepOptions(fit, options);
@@ -32,14 +42,17 @@ FitMemoryOptions fitMemoryOptions(const SearchPlanOptions &options) {
 SearchShardingOptions searchShardingOptions(const SearchPlanOptions &options) {
   SearchShardingOptions search;
   search.cluster = options.cluster;
-  search.devices = options.devices;
+  search.mesh = options.mesh;
+  search.devices = options.mesh.empty() ? options.devices : 0;
   search.memoryLimit = options.memoryLimit;
   search.zero = options.zero;
+  search.pins = options.pins;
   search.searchTimeout = options.searchTimeout;
   return copyStepOptions(search, options);
 }
 
-SearchPipelineOptions searchPipelineOptions(const SearchPlanOptions &options) {
+SearchPipelineOptions searchPipelineOptions(const SearchPlanOptions &options,
+                                            const StageMeshPin &pin) {
   SearchPipelineOptions search;
   search.cluster = options.cluster;
   search.devices = options.devices;
@@ -49,12 +62,21 @@ SearchPipelineOptions searchPipelineOptions(const SearchPlanOptions &options) {
   search.schedule = options.schedule;
   search.remat = options.remat;
   search.zero = options.zero;
+  if (pin.devices > 0) {
+    search.stages = options.devices / pin.devices;
+    search.tensorParallel = pin.tensorParallel;
+  }
   return copyStepOptions(search, options);
 }
 
 /// Why `options`' pins leave the mesh search out: a pipeline's shape,
 /// which no one-stage mesh plan has (empty: they do not).
-std::string meshExcluded(const SearchPlanOptions &options) {
+std::string meshExcluded(const SearchPlanOptions &options,
+                         const StageMeshPin &mesh) {
+  if (mesh.devices > 0 && mesh.devices < options.devices)
+    return llvm::formatv("mesh {0} is one stage's {1} devices, which no "
+                         "one-stage plan of {2} devices is",
+                         options.mesh, mesh.devices, options.devices);
   std::string pin;
   if (options.stages > 1)
     pin = llvm::formatv("stages {0}", options.stages);
@@ -69,6 +91,9 @@ std::string meshExcluded(const SearchPlanOptions &options) {
 
 /// Why `options`' pins leave the pipeline search out (empty: they do not).
 std::string pipelineExcluded(const SearchPlanOptions &options) {
+  if (!options.pins.empty())
+    return "shard pins parameters' layouts on the mesh, which only the "
+           "mesh search plans";
   if (options.zero >= 2)
     return llvm::formatv("zero {0}: no pipelined plan runs ZeRO-2 or 3",
                          static_cast<int>(options.zero));
@@ -101,6 +126,45 @@ void pricePipeline(const PipelinePlanDecision &decision, PlanChoice &choice) {
   }
   choice.oneStageLayout = pipelineLayout(*flat);
   choice.oneStageSeconds = flat->stepSeconds;
+}
+
+/// Reads `options`' `mesh` pin, every stage's mesh: its devices and
+/// tensor-parallel degree, `options.devices` set from them when 0 (the
+/// mesh's times the stages). Failure after the error.
+FailureOr<StageMeshPin> readMeshPin(ModuleOp module,
+                                    SearchPlanOptions &options) {
+  auto error = [&]() { return module.emitError() << "tess-search-plan: "; };
+  StageMeshPin pin;
+  if (options.mesh.empty() && !options.pins.empty())
+    return error() << "shard " << options.pins.front()
+                   << ": a pin names the axes of a pinned `mesh`";
+  if (options.mesh.empty())
+    return pin;
+  llvm::Expected<cost::DeviceMesh> mesh = cost::parseMesh(options.mesh);
+  if (!mesh)
+    return error() << "mesh " << options.mesh << ": "
+                   << llvm::toString(mesh.takeError());
+  pin.devices = mesh->deviceCount();
+  for (const cost::MeshAxis &axis : mesh->axes) {
+    if (axis.name == "tp")
+      pin.tensorParallel = axis.size;
+    else if (axis.name != "dp")
+      return error() << "mesh " << options.mesh << ": a stage's mesh has "
+                     << "the axes dp and tp, not " << axis.name;
+  }
+  if (options.devices == 0)
+    options.devices = pin.devices * std::max<int64_t>(options.stages, 1);
+  if (options.devices % pin.devices != 0)
+    return error() << "mesh " << options.mesh << " of " << pin.devices
+                   << " devices with devices " << options.devices
+                   << ": every stage runs on the mesh, so its devices "
+                      "divide them";
+  if (options.stages > 0 && options.stages != options.devices / pin.devices)
+    return error() << "stages " << options.stages << " with mesh "
+                   << options.mesh << ": " << options.devices
+                   << " devices are " << options.devices / pin.devices
+                   << " stages of its " << pin.devices;
+  return pin;
 }
 
 } // namespace
@@ -186,9 +250,12 @@ std::string tessera::pipelineLayout(const pipeline::PipelinePlan &plan) {
 }
 
 FailureOr<TrainingPlanDecision>
-tessera::decideTrainingPlan(ModuleOp module, const SearchPlanOptions &options,
+tessera::decideTrainingPlan(ModuleOp module, SearchPlanOptions options,
                             std::string &unfit) {
   auto error = [&]() { return module.emitError() << "tess-search-plan: "; };
+  FailureOr<StageMeshPin> meshPin = readMeshPin(module, options);
+  if (failed(meshPin))
+    return failure();
   if (options.devices < 2)
     return error() << "devices " << options.devices
                    << ": expected at least 2 (one device has no mesh or "
@@ -199,7 +266,7 @@ tessera::decideTrainingPlan(ModuleOp module, const SearchPlanOptions &options,
   TrainingPlanDecision decision;
   PlanChoice &choice = decision.choice;
   choice.devices = options.devices;
-  choice.meshExcluded = meshExcluded(options);
+  choice.meshExcluded = meshExcluded(options, *meshPin);
   choice.pipelineExcluded = pipelineExcluded(options);
   if (!choice.meshExcluded.empty() && !choice.pipelineExcluded.empty())
     return error() << choice.pipelineExcluded << "; "
@@ -210,7 +277,7 @@ tessera::decideTrainingPlan(ModuleOp module, const SearchPlanOptions &options,
   OwningOpRef<ModuleOp> meshModule(module.clone());
   if (choice.pipelineExcluded.empty()) {
     FailureOr<PipelinePlanDecision> pipelined = decidePipelinePlan(
-        module, searchPipelineOptions(options), &choice.pipelineUnfit);
+        module, searchPipelineOptions(options, *meshPin), &choice.pipelineUnfit);
     if (failed(pipelined) && choice.pipelineUnfit.empty())
       return failure();
     if (succeeded(pipelined)) {
