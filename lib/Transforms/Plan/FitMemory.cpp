@@ -197,11 +197,21 @@ LogicalResult decide(ModuleOp module, const FitInputs &inputs, RematMode &remat,
   if (mayOffload)
     advice = offloadAdvice(tried.back().second, tried.back().first, limit,
                            inputs.cluster.host);
+  // More devices are the cluster's (--devices N plans them), or another
+  // cluster's.
+  const int64_t devices = inputs.cluster.deviceCount();
+  std::string more =
+      devices > 1
+          ? llvm::formatv("plan several of cluster '{0}''s {1} devices "
+                          "(--devices N)",
+                          inputs.cluster.name, devices)
+                .str()
+          : std::string("use a cluster of more devices (--cluster)");
   return module.emitError() << llvm::formatv(
              "no plan fits {0} on one device: the compiled step needs {1} "
              "(its arena planned from liveness and the training state){2}; "
-             "raise --memory-limit, lower --dim batch or use more devices",
-             sizeText(limit), needs, advice);
+             "raise --memory-limit, lower --dim batch or {3}",
+             sizeText(limit), needs, advice, more);
 }
 
 struct FitMemoryPass : tessera::impl::FitMemoryBase<FitMemoryPass> {
