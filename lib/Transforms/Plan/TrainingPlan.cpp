@@ -163,7 +163,9 @@ FailureOr<StageMeshPin> readMeshPin(ModuleOp module,
     return error() << "stages " << options.stages << " with mesh "
                    << options.mesh << ": " << options.devices
                    << " devices are " << options.devices / pin.devices
-                   << " stages of its " << pin.devices;
+                   << (options.devices / pin.devices == 1 ? " stage"
+                                                          : " stages")
+                   << " of its " << pin.devices;
   return pin;
 }
 
