@@ -249,6 +249,53 @@ TEST(GradientReducerTest, ZeroOneShardsAndAllGather) {
   }
 }
 
+// Tests the all-gather of a buffer that holds only some buckets, packed
+// (ZeRO-1's compute copies apart from the f32 mirrors): each named bucket
+// is gathered at its place in the buffer, each rank's block from that rank,
+// and the buffer's elements past the named buckets are left alone.
+TEST(GradientReducerTest, AllGatherFillsThePackedBucketsItNames) {
+  ThreadWorld world({2});
+  GradientLayout layout = GradientLayout::plan(kParameters, 100, 2);
+  const std::vector<GradientBucket> &buckets = layout.buckets();
+  ASSERT_GE(buckets.size(), 2u);
+  // The second bucket in launch order first, then the first; the others
+  // are not the buffer's.
+  const std::vector<BucketPlace> places = {
+      {buckets[1].offset, 0}, {buckets[0].offset, buckets[1].elements}};
+  const int64_t packed = buckets[0].elements + buckets[1].elements;
+  std::vector<std::vector<float>> gathered(2);
+  runThreadRanks(world, [&](const RankComms &comms) {
+    std::vector<float> buffer(static_cast<size_t>(packed + 1), -1.0f);
+    // Each rank writes its own block of each named bucket.
+    for (const BucketPlace &place : places) {
+      const GradientBucket &bucket =
+          place.bucketOffset == buckets[0].offset ? buckets[0] : buckets[1];
+      const int64_t block = bucket.elements / 2;
+      for (int64_t e = 0; e < block; ++e)
+        buffer[static_cast<size_t>(place.bufferOffset + comms.rank * block +
+                                   e)] =
+            static_cast<float>(comms.rank * 1000 + e);
+    }
+    GradientReducer reducer(comms.world, layout, buffer.data(), TESSERA_F32,
+                            ReduceMode::ReduceScatter, nullptr, nullptr);
+    reducer.allGatherShards(buffer.data(), TESSERA_F32, places);
+    gathered[static_cast<size_t>(comms.rank)] = buffer;
+    return 0;
+  });
+  EXPECT_EQ(gathered[0], gathered[1]);
+  for (const BucketPlace &place : places) {
+    const GradientBucket &bucket =
+        place.bucketOffset == buckets[0].offset ? buckets[0] : buckets[1];
+    const int64_t block = bucket.elements / 2;
+    for (int32_t rank = 0; rank < 2; ++rank)
+      for (int64_t e = 0; e < block; ++e)
+        EXPECT_EQ(gathered[0][static_cast<size_t>(place.bufferOffset +
+                                                  rank * block + e)],
+                  static_cast<float>(rank * 1000 + e));
+  }
+  EXPECT_EQ(gathered[0][static_cast<size_t>(packed)], -1.0f);
+}
+
 // Tests that a bucket marked whole (every rank computed the same whole
 // gradient: a mesh plan's replicated layer under ZeRO-1/2) is taken as it
 // is, no collective, while the other buckets are reduce-scattered: each
