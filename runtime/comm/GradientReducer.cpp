@@ -238,34 +238,54 @@ void GradientReducer::finishHeldBuckets() {
 }
 
 void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype) {
-  std::vector<BucketPlace> places;
-  for (const GradientBucket &bucket : bucketLayout.buckets())
-    places.push_back({bucket.offset, bucket.offset});
-  allGatherShards(buffer, bufferDtype, places);
+  gatherShards(buffer, bufferDtype, nullptr);
 }
 
 void GradientReducer::allGatherShards(void *buffer, int32_t bufferDtype,
                                       const std::vector<BucketPlace> &places) {
+  // Looked up by binary search once per bucket and step: the order is the
+  // caller's promise, checked.
+  if (!std::is_sorted(places.begin(), places.end(),
+                      [](const BucketPlace &a, const BucketPlace &b) {
+                        return a.bucketOffset < b.bucketOffset;
+                      }))
+    throw CommError("gradient reducer: the buckets' places in a packed "
+                    "buffer are not in buffer order");
+  gatherShards(buffer, bufferDtype, &places);
+}
+
+void GradientReducer::gatherShards(void *buffer, int32_t bufferDtype,
+                                   const std::vector<BucketPlace> *places) {
   if (bucketLayout.shardCount() != comm->size())
     throw CommError("gradient reducer: all-gathering shards needs a layout "
                     "planned for " +
                     std::to_string(comm->size()) + " shards");
+  // Where `bucket` is in the buffer: at its own offset, or its place (-1:
+  // not the buffer's).
+  auto placeOf = [&](const GradientBucket &bucket) -> int64_t {
+    if (!places)
+      return bucket.offset;
+    auto place = std::lower_bound(
+        places->begin(), places->end(), bucket.offset,
+        [](const BucketPlace &candidate, int64_t offset) {
+          return candidate.bucketOffset < offset;
+        });
+    return place != places->end() && place->bucketOffset == bucket.offset
+               ? place->bufferOffset
+               : -1;
+  };
   StreamOps &ops = comm->streamOps();
   ops.recordEvent(bucketEvent, computeStream);
   ops.waitEvent(commStream, bucketEvent);
   // Every rank walks the buckets in the same order, so the gathers match.
   for (const GradientBucket &bucket : bucketLayout.buckets()) {
-    auto place = std::find_if(places.begin(), places.end(),
-                              [&](const BucketPlace &candidate) {
-                                return candidate.bucketOffset == bucket.offset;
-                              });
-    if (bucket.elements == 0 || place == places.end())
+    const int64_t at = placeOf(bucket);
+    if (bucket.elements == 0 || at < 0)
       continue;
     int64_t block = bucket.elements / comm->size();
-    tessera_tensor whole =
-        flatView(buffer, bufferDtype, place->bufferOffset, bucket.elements);
-    tessera_tensor shard = flatView(
-        buffer, bufferDtype, place->bufferOffset + comm->rank() * block, block);
+    tessera_tensor whole = flatView(buffer, bufferDtype, at, bucket.elements);
+    tessera_tensor shard =
+        flatView(buffer, bufferDtype, at + comm->rank() * block, block);
     checkComm(tessera_comm_all_gather(comm, &shard, &whole, 0, commStream));
   }
   ops.recordEvent(doneEvent, commStream);

@@ -1639,9 +1639,8 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
       options.dims.count("batch") && !partitionStep &&
       !tessera::tesserac::pipelineSearchRequested() &&
       !tessera::tesserac::traceRequested() &&
-      (!meshSpec.getNumOccurrences() || meshPin) &&
       !planArgument.getNumOccurrences() && forcedStrategy.empty() &&
-      (!shardPins.getNumOccurrences() || meshPin);
+      (!shardPins.getNumOccurrences() || meshSpec.getNumOccurrences());
   bool jointSearch =
       devicesDecision &&
       (explain ? emit == EmitStage::None && !buildExecutable && !summary

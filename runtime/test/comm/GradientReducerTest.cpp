@@ -252,7 +252,8 @@ TEST(GradientReducerTest, ZeroOneShardsAndAllGather) {
 // Tests the all-gather of a buffer that holds only some buckets, packed
 // (ZeRO-1's compute copies apart from the f32 mirrors): each named bucket
 // is gathered at its place in the buffer, each rank's block from that rank,
-// and the buffer's elements past the named buckets are left alone.
+// and the buffer's elements past the named buckets are left alone; places
+// out of buffer order are an error.
 TEST(GradientReducerTest, AllGatherFillsThePackedBucketsItNames) {
   ThreadWorld world({2});
   GradientLayout layout = GradientLayout::plan(kParameters, 100, 2);
@@ -278,6 +279,10 @@ TEST(GradientReducerTest, AllGatherFillsThePackedBucketsItNames) {
     }
     GradientReducer reducer(comms.world, layout, buffer.data(), TESSERA_F32,
                             ReduceMode::ReduceScatter, nullptr, nullptr);
+    // Places out of buffer order are refused before any collective.
+    EXPECT_THROW(reducer.allGatherShards(buffer.data(), TESSERA_F32,
+                                         {places[1], places[0]}),
+                 CommError);
     reducer.allGatherShards(buffer.data(), TESSERA_F32, places);
     gathered[static_cast<size_t>(comms.rank)] = buffer;
     return 0;

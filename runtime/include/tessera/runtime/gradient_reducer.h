@@ -222,14 +222,20 @@ public:
   void allGatherShards(void *buffer, int32_t dtype);
   /// The same for a buffer that holds only some buckets, packed (the
   /// weights a mixed-precision step reads in bf16, apart from those it
-  /// reads in f32): the buckets `places` names, each where it says; the
-  /// others are not the buffer's.
+  /// reads in f32): the buckets `places` names (in buffer order: increasing
+  /// bucketOffset, else CommError), each where it says; the others are not
+  /// the buffer's.
   void allGatherShards(void *buffer, int32_t dtype,
                        const std::vector<BucketPlace> &places);
 
   const GradientLayout &layout() const { return bucketLayout; }
 
 private:
+  /// allGatherShards over every bucket at its own offset (`places` null)
+  /// or the buckets `places` names.
+  void gatherShards(void *buffer, int32_t dtype,
+                    const std::vector<BucketPlace> *places);
+
   tessera_comm *comm;
   GradientLayout bucketLayout;
   void *gradients;
