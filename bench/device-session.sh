@@ -11,6 +11,7 @@
 #   CHECK=1   build/gpu-check/run.sh (every first-step fixture check);
 #   LONLY     the Llama shapes of bench/llama/run.sh --quick ("none" skips;
 #             default llama3.2-1b), against torch.compile in the same call;
+#             CURVE=1 adds the 50-step loss curve, TRACE="name ..." profiles;
 #   GPT2=1    bench/gpt2/run.sh --quick gpt2-124m against torch.compile;
 #   EIGHT_B   on a GPU with more than 100 GiB: SPECS_8B for run-8b.sh
 #             (default the resident 2 x 4096 run); "none" skips.
@@ -51,7 +52,7 @@ run)
     grep -h "sliced, not reduced\|left whole\|resident\|all checks passed\|FAIL" "$OUT/gpu-check.log" | sort | uniq -c | head -40
   fi
   if [[ "${LONLY:-llama3.2-1b}" != none ]]; then
-    ONLY="${LONLY:-llama3.2-1b}" AUTOTUNE=0 CURVE=0 TRACE=none STEPS=15 OUT="$OUT/llama" \
+    ONLY="${LONLY:-llama3.2-1b}" AUTOTUNE=0 CURVE="${CURVE:-0}" TRACE="${TRACE:-none}" STEPS=15 OUT="$OUT/llama" \
       part llama bash bench/llama/run.sh --quick
     tail -n 25 "$OUT/llama.log"
   fi

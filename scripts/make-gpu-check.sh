@@ -120,12 +120,13 @@ cp "$repo/test/data/pattern.bin" "$out/"
     --loss causal-lm --precision fp32 --target cuda --pipeline --zero 0 \
     --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \
     --without-weights -o "$out/llama-tiny-searched-pipeline-train"
-# Unpinned, the search shards the stage's optimizer state over its dp
-# replicas: llama-tiny as DP4 x TP2, ZeRO-1 inside the stage mesh, which the
-# executable runs by default (train-pipeline-plan.test on the CPU).
+# Unpinned (under 2.2 MiB), the search shards the stage's optimizer state
+# over its dp replicas: llama-tiny as DP4 x TP2, ZeRO-1 inside the stage
+# mesh, which the executable runs by default (train-pipeline-plan.test on
+# the CPU).
 "$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --pipeline \
-    --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \
+    --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" --memory-limit 2.2MiB \
     --without-weights -o "$out/llama-tiny-searched-zero1-train"
 # The mesh search's ZeRO per parameter (runtime/train/MeshZero.h): gpt2-tiny
 # on mesh 2 under 2.5 MiB (ZeRO-0, -2 and -3 by parameter) and on

@@ -61,9 +61,9 @@ int64_t paddedGemmScratch(ArrayRef<ShapedType> operands, int64_t work) {
   return misaligned ? total : 0;
 }
 
-/// The largest padded-GEMM scratch of any product of the step: the runtime
-/// keeps one such buffer per stream and grows it to the largest request.
-int64_t gemmScratchBytes(func::FuncOp function) {
+} // namespace
+
+int64_t paddedGemmScratchBytes(func::FuncOp function) {
   int64_t largest = 0;
   function.walk([&](Operation *op) {
     SmallVector<ShapedType, 3> operands;
@@ -102,6 +102,8 @@ int64_t gemmScratchBytes(func::FuncOp function) {
   });
   return largest;
 }
+
+namespace {
 
 /// The op where the arena's blocks, live over [first, last], add up to the
 /// most bytes, and the bytes of the blocks alive across the first loss that
@@ -334,7 +336,7 @@ FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,
   StepMemory memory;
   memory.state = *state;
   memory.arenaBytes = plan->layout.totalBytes;
-  memory.gemmScratchBytes = gemmScratchBytes(forwardBackward);
+  memory.gemmScratchBytes = paddedGemmScratchBytes(forwardBackward);
   analyzeLiveness(forwardBackward, *plan, memory);
   return memory;
 }

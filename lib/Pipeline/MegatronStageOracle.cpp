@@ -21,9 +21,10 @@
 //   with ZeRO-1;
 // - memory: weights, gradients and AdamW state of the stage's parameters
 //   (rank >= 2 ones split by t; master weights and moments by d with
-//   ZeRO-1), fp32 gradient accumulators when a step has several
-//   micro-batches, the kept activations per micro-batch, the largest
-//   backward working set of a unit.
+//   ZeRO-1, beside a whole f32 mirror), fp32 gradient accumulators when a
+//   step has several micro-batches or the stage several replicas, the
+//   kept activations per micro-batch, the largest backward working set of
+//   a unit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -230,15 +231,19 @@ MegatronStageOracle::plans(const StageQuery &query) const {
       double shard = zero ? static_cast<double>(replicas) : 1.0;
       plan.gradientSync = gradientSync;
       plan.optimizer = range.stepOnce / shard;
+      // ZeRO-1's chunks read a whole f32 mirror of the weights, the
+      // masters being the rank's shard (runtime/train/StageZero.h).
       plan.memory.weights =
           parametersPerDevice * (profile.masterBytesPerParameter / shard +
+                                 (zero ? profile.masterBytesPerParameter : 0) +
                                  profile.computeBytesPerParameter);
       plan.memory.gradients = gradientBytes;
       plan.memory.optimizerState =
           parametersPerDevice * profile.optimizerBytesPerParameter / shard;
       // The driver sums the micro-batches' gradients in fp32, whole on
-      // every replica.
-      if (query.microBatches > 1)
+      // every replica, and so the replicas' sums of a stage mesh with dp
+      // (runtime/train/TrainMain.cpp's pipeline options).
+      if (query.microBatches > 1 || replicas > 1)
         plan.memory.accumulators =
             parametersPerDevice * profile.accumulatorBytesPerParameter;
       result.push_back(std::move(plan));

@@ -96,9 +96,20 @@ void printPipelinePlan(const PipelinePlan &plan, const ProgramProfile &profile,
                 "step, {3}\n",
                 globalBatch, profile.sequence, withCommas(tokens), precision);
   os << formatv("  search     {0} layouts (stages x micro-batches x "
-                "schedule), {1} dynamic programs, {2:F2} s\n",
+                "schedule), {1} dynamic programs, {2:F2} s",
                 plan.layoutsConsidered, plan.dynamicPrograms,
                 plan.searchSeconds);
+  // Searched again where a compiled program missed: each bound and the
+  // largest device as compiled.
+  if (plan.compiledSearches.size() > 1) {
+    os << formatv("; {0} searches, each bound -> its plan's largest device "
+                  "as compiled:",
+                  plan.compiledSearches.size());
+    for (auto [bound, compiled] : plan.compiledSearches)
+      os << formatv(" {0:F3} -> {1:F3} MiB", bound / (1024.0 * 1024.0),
+                    compiled / (1024.0 * 1024.0));
+  }
+  os << "\n";
   os << "  stage plan " << oracle.describe() << "\n";
   os << formatv("  layout     PP {0} x DP {1} x TP {2}{3}; {4}, {5} "
                 "micro-batches of {6} samples ({7} per replica)\n",
@@ -193,7 +204,7 @@ void printPipelinePlan(const PipelinePlan &plan, const ProgramProfile &profile,
   os << formatv("\nMemory per device, stage {0} (the fullest)   GiB  share\n",
                 fullest);
   memoryLine(formatv("weights (fp32 master{0} + {1} copy)",
-                     full.cost.zero ? " / DP" : "", precision)
+                     full.cost.zero ? " / DP + fp32 mirror" : "", precision)
                  .str(),
              memory.weights);
   memoryLine("gradients", memory.gradients);
@@ -202,7 +213,7 @@ void printPipelinePlan(const PipelinePlan &plan, const ProgramProfile &profile,
                  .str(),
              memory.optimizerState);
   if (memory.accumulators)
-    memoryLine("gradient accumulators (fp32, several micro-batches)",
+    memoryLine("gradient accumulators (fp32 sums of micro-batches, replicas)",
                memory.accumulators);
   memoryLine(formatv("activations ({0:F1} micro-batches in flight x {1:F2} "
                      "GiB)",

@@ -2,8 +2,7 @@
 
 #include "CompiledPipelinePlan.h"
 
-#include "tessera/CostModel/DeviceMesh.h"
-#include "tessera/Sharding/PlanAnnotation.h"
+#include "tessera/Transforms/PipelinePlan.h"
 
 #include "llvm/Support/FormatVariadic.h"
 
@@ -14,24 +13,9 @@ namespace tessera::tesserac {
 CompiledPipelinePlan compiledPipelinePlan(tess::PlanAttr plan) {
   CompiledPipelinePlan compiled;
   compiled.remat = *pipeline::parseRematName(plan.getRemat());
-  int64_t dataParallel = 1, tensorParallel = 1;
-  if (tess::MeshAttr mesh = plan.getMesh())
-    for (const cost::MeshAxis &axis : sharding::deviceMesh(mesh).axes) {
-      if (axis.name == "dp")
-        dataParallel = axis.size;
-      if (axis.name == "tp")
-        tensorParallel = axis.size;
-    }
-  if (dataParallel > 1 && tensorParallel > 1) {
-    compiled.mesh = formatv("dp={0},tp={1}", dataParallel, tensorParallel);
-    compiled.strategy = "dp-tp";
-  } else if (dataParallel > 1) {
-    compiled.mesh = formatv("dp={0}", dataParallel);
-    compiled.strategy = "dp";
-  } else if (tensorParallel > 1) {
-    compiled.mesh = formatv("tp={0}", tensorParallel);
-    compiled.strategy = "tp";
-  }
+  StageMeshStrategy stageMesh = stageMeshStrategy(plan);
+  compiled.mesh = stageMesh.mesh;
+  compiled.strategy = stageMesh.strategy;
   StepPipeline &step = compiled.step;
   step.zero = plan.getZero();
   step.stages = plan.getStages();

@@ -286,6 +286,12 @@ void printPipelineReport(StringRef title, const PipelinePlanDecision &decision,
                   decision.compiled->totalBytes() / (1024.0 * 1024.0),
                   decision.compiled->totalBytes() / kGiB,
                   cluster.device.memoryBytes / kGiB);
+  if (!decision.compiledDevices.empty()) {
+    os << formatv("Device memory of the compiled pipeline (each device's "
+                  "chunks as lowered, of {0:F3} MiB):\n",
+                  cluster.device.memoryBytes / (1024.0 * 1024.0));
+    pipeline::printPipelineMemory(decision.compiledDevices, os);
+  }
 }
 
 int explainPipeline(StringRef title, const PipelinePlanDecision &decision,

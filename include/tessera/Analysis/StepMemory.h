@@ -137,6 +137,11 @@ struct StepMemory {
   }
 };
 
+/// The largest padded-GEMM scratch of any product of `function`: the
+/// runtime keeps one such buffer per stream and grows it to the largest
+/// request (0: every product runs in place).
+int64_t paddedGemmScratchBytes(mlir::func::FuncOp function);
+
 /// The memory of `forwardBackward` as the lowering will compile it (see the
 /// file comment) trained with `microBatches` micro-batches per step. Fails
 /// with a diagnostic when the arena cannot be planned (a dynamic shape).

@@ -101,6 +101,11 @@ struct PipelinePlan {
   int64_t layoutsConsidered = 0;
   int64_t dynamicPrograms = 0;
   double searchSeconds = 0;
+  /// A plan checked against its compiled program
+  /// (tessera/Transforms/PipelinePlan.h): each search's memory bound and
+  /// the compiled program's largest device in bytes, the last this plan's;
+  /// more than one where a compiled program missed the limit.
+  std::vector<std::pair<double, double>> compiledSearches;
 };
 
 /// Finds the plan with the smallest predicted step time whose memory fits

@@ -34,7 +34,9 @@
 #include "Tess/IR/TessOps.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/Cluster.h"
+#include "tessera/Pipeline/CompiledPipelineMemory.h"
 #include "tessera/Pipeline/InterOpSearch.h"
+#include "tessera/Transforms/CompiledStepMemory.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -42,6 +44,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -58,12 +61,27 @@ struct PipelinePlanDecision {
   /// The searched plan: its stages with their costs and memory, the
   /// schedule, the predicted step and the search's statistics.
   pipeline::PipelinePlan plan;
+  /// The step the plan's program is built with.
+  CompiledStepOptions step;
   /// A plan on one device: its compiled step's memory, which decided it.
   std::optional<StepMemory> compiled;
+  /// A plan on several devices: each device's memory of the pipelined
+  /// program compiled for it, which decided it (the searches that led to
+  /// it are the plan's compiledSearches).
+  std::vector<pipeline::PipelineDeviceMemory> compiledDevices;
   /// Why the compiled driver cannot run `plan`, naming the flag that pins a
   /// plan it can; empty when it can, the module's #tess.plan then `plan`.
   std::string notCompiled;
 };
+
+/// The stage mesh of a pipelined #tess.plan as the compile partitions every
+/// stage over it: the mesh as tess-annotate-sharding's `mesh` spells it
+/// ("dp=2,tp=2", "dp=4", "tp=2") and its strategy (dp, tp, dp-tp); both
+/// empty for one device a stage.
+struct StageMeshStrategy {
+  std::string mesh, strategy;
+};
+StageMeshStrategy stageMeshStrategy(tess::PlanAttr plan);
 
 /// What tess-search-pipeline does to `module` (see its description): the
 /// options read, the plan searched on @forward at its batch, the step built
@@ -76,10 +94,26 @@ struct PipelinePlanDecision {
 /// own terms (the pass's error, --explain's "Not compiled" line). With
 /// `unfit`, no plan under the pins is no error either: its reason goes
 /// there, the module left as it was, and the result is failure (a caller
-/// weighing another search's plan, TrainingPlan.h).
+/// weighing another search's plan, TrainingPlan.h). A plan on several
+/// devices is checked against the pipelined program compiled for it (each
+/// device's memory, CompiledPipelineMemory.h), as one device's is against
+/// its compiled step.
 mlir::FailureOr<PipelinePlanDecision>
 decidePipelinePlan(mlir::ModuleOp module, const SearchPipelineOptions &options,
                    std::string *unfit = nullptr);
+
+/// Checks `decision`'s plan, if on several devices, against the pipelined
+/// program the compile builds for it from the module's forward (at any
+/// batch): its largest device's compiled memory
+/// (CompiledPipelineMemory.h) decides the fit. Where that misses the
+/// limit, the search runs again under the plan's prediction scaled down by
+/// the miss, and the plan that fits replaces it, with `compiledDevices`
+/// and the plan's `compiledSearches` filled. A plan the driver cannot run is left
+/// unchecked (its `notCompiled` says why). Failure after an error on the
+/// module, or with `unfit` after its reason there.
+mlir::LogicalResult checkCompiledPipeline(mlir::ModuleOp module,
+                                          PipelinePlanDecision &decision,
+                                          std::string *unfit = nullptr);
 
 /// The search's pins that make it return the plan `attribute` describes
 /// (a pipelined #tess.plan): stages, micro-batches, schedule, remat (left

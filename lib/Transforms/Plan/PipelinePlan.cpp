@@ -14,10 +14,12 @@
 #include "tessera/Transforms/CompiledStepMemory.h"
 #include "tessera/Transforms/ForwardBatch.h"
 #include "tessera/Transforms/MeshPlan.h"
+#include "tessera/Transforms/TrainingPlan.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -27,6 +29,13 @@ using namespace tessera;
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+/// The searches of a plan on several devices before the compiled program's
+/// miss is an error (each plan found is compiled and measured), and the
+/// least change of the bound tried (a share of the limit), as MeshPlan.cpp's.
+constexpr int kMaxSearches = 6;
+constexpr double kBoundStep = 1e-4;
 
 llvm::Error refuse(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -287,6 +296,145 @@ pipelinePlanAttribute(MLIRContext &context, const pipeline::PipelinePlan &plan,
                              chunks, /*offload=*/"");
 }
 
+/// The memory of every device of the pipelined program the compile builds
+/// for `plan` from the module's forward (at the global batch): the
+/// training step at one micro-batch (q/k/v packed where a stage is one
+/// device, as the compile packs them), the plan's remat, every stage
+/// partitioned over its stage mesh with the gradients left pending over
+/// dp (the driver sums them), cut into the plan's chunks and prepared for
+/// the lowering. Failure after a diagnostic.
+FailureOr<std::vector<pipeline::PipelineDeviceMemory>>
+compiledPipelineMemory(ModuleOp module, tess::PlanAttr plan,
+                       int64_t microBatch, const CompiledStepOptions &step) {
+  FailureOr<OwningOpRef<ModuleOp>> forward = forwardAtBatch(module, microBatch);
+  if (failed(forward))
+    return failure();
+  ModuleOp program = **forward;
+  StageMeshStrategy stageMesh = stageMeshStrategy(plan);
+  if (failed(buildTrainingStep(program, step,
+                               /*packQkv=*/stageMesh.mesh.empty())))
+    return failure();
+  program->setAttr(sharding::kPlanAttrName, plan);
+  PassManager passes(module.getContext());
+  // The plan's remat (and its chunks' own) over the pass's option.
+  passes.addPass(createRematerialize());
+  if (!stageMesh.mesh.empty()) {
+    AnnotateShardingOptions annotate;
+    annotate.mesh = stageMesh.mesh;
+    annotate.strategy = stageMesh.strategy;
+    annotate.deferGradientReduction = true;
+    passes.addPass(createAnnotateSharding(annotate));
+    passes.addPass(createPartitionSpmd());
+  }
+  SplitPipelineStagesOptions split;
+  split.stages = plan.getStages();
+  // The plan's schedule is the search's: it parses.
+  split.virtualStages =
+      llvm::cantFail(pipeline::parseSchedule(plan.getSchedule()))
+          .virtualStages;
+  passes.addPass(createSplitPipelineStages(split));
+  LoweringPreparationOptions preparation;
+  preparation.logitsBlockBytes = step.logitsBlockBytes;
+  buildLoweringPreparationPipeline(passes, preparation);
+  if (failed(passes.run(program)))
+    return module.emitError()
+           << "tess-search-pipeline: compiling the checked plan's stages "
+              "failed";
+  return pipeline::estimatePipelineMemory(program);
+}
+
+/// checkCompiledPipeline (PipelinePlan.h). A plan on several devices is
+/// the pipelined program the compile builds for it; where the model
+/// missed, the stage model underestimated, mostly per parameter: the search
+/// runs again under the plan's prediction scaled down by the miss, and
+/// where no plan fits a bound, under bounds bisected between it and the
+/// least that missed (kMaxSearches searches at most).
+LogicalResult checkCompiled(ModuleOp module, PipelinePlanDecision &searched,
+                            std::string *unfit) {
+  const CompiledStepOptions &step = searched.step;
+  pipeline::PipelinePlan &plan = searched.plan;
+  const double limit = searched.cluster.device.memoryBytes;
+  const double least = kBoundStep * limit;
+  cost::Cluster bounded = searched.cluster;
+  std::vector<std::pair<double, double>> checked;
+  // The bounds tried: the least whose plan missed as compiled, the
+  // greatest under which the search found no plan.
+  double missedBound = limit, emptyBound = 0;
+  int searches = 1;
+  auto noPlan = [&](const std::string &message) {
+    if (!unfit)
+      return module.emitError() << message, failure();
+    *unfit = message;
+    return failure();
+  };
+  while (plan.devices > 1 || plan.stages.size() > 1) {
+    llvm::Expected<tess::PlanAttr> attribute =
+        pipelinePlanAttribute(*module.getContext(), plan, searched.profile);
+    if (!attribute) {
+      llvm::consumeError(attribute.takeError());
+      return success();
+    }
+    FailureOr<std::vector<pipeline::PipelineDeviceMemory>> devices =
+        compiledPipelineMemory(module, *attribute,
+                               searched.search.globalBatch / plan.microBatches,
+                               step);
+    if (failed(devices))
+      return failure();
+    auto peak = static_cast<double>(pipeline::largestDeviceBytes(*devices));
+    checked.push_back({bounded.device.memoryBytes, peak});
+    searched.compiledDevices = std::move(*devices);
+    if (peak <= limit) {
+      plan.compiledSearches = std::move(checked);
+      return success();
+    }
+    missedBound = std::min(missedBound, bounded.device.memoryBytes);
+    double model = 0;
+    for (const pipeline::StagePlan &stage : plan.stages)
+      model = std::max(model, stage.cost.memory.total(stage.inFlight));
+    std::string missed = llvm::formatv(
+        "the pipeline plan {0} needs {1:F3} MiB on its largest device as "
+        "compiled (its arenas planned from liveness, its stash, messages "
+        "and training state; the stage model said {2:F3}), more than the "
+        "{3:F3} MiB of a device",
+        tessera::pipelineLayout(plan), peak / kMiB, model / kMiB, limit / kMiB);
+    // The search's plans under a bound b predict at most b. The model
+    // misses mostly per parameter (state the stage model splits and the
+    // compiled stage keeps whole, the driver's accumulators), so the miss
+    // scales with the plan: this one's prediction scaled by limit / peak
+    // asks for one that compiles within the limit if the model misses it
+    // alike. Where no plan fits that bound (the next plan's model misses
+    // less), the bounds between it and the one that missed are bisected.
+    double next = model * (limit / peak) - least;
+    std::string lastEmpty;
+    while (true) {
+      if (!(next > emptyBound + least && next < missedBound - least))
+        next = (emptyBound + missedBound) / 2;
+      if (searches == kMaxSearches || missedBound - emptyBound < 2 * least)
+        return noPlan(
+            missed +
+            (lastEmpty.empty()
+                 ? std::string()
+                 : "; under the least bound searched again, " + lastEmpty) +
+            llvm::formatv("; searched {0} times, no plan fits as compiled "
+                          "between {1:F3} and {2:F3} MiB of the stage model",
+                          searches, emptyBound / kMiB, missedBound / kMiB)
+                .str());
+      ++searches;
+      bounded.device.memoryBytes = next;
+      pipeline::MegatronStageOracle oracle(searched.profile, bounded);
+      llvm::Expected<pipeline::PipelinePlan> found = pipeline::searchPipeline(
+          searched.profile, bounded, oracle, searched.search);
+      if (found) {
+        plan = std::move(*found);
+        break;
+      }
+      lastEmpty = llvm::toString(found.takeError());
+      emptyBound = next;
+    }
+  }
+  return success();
+}
+
 /// `options` as the cluster searched and the search's pins, in `decision`;
 /// failure after an error on `module` naming the option.
 LogicalResult readSearchOptions(ModuleOp module,
@@ -376,9 +524,9 @@ tessera::decidePipelinePlan(ModuleOp module,
   if (failed(batch))
     return failure();
   decision.search.globalBatch = *batch;
-  CompiledStepOptions step;
-  copyStepOptions(step, options);
-  if (failed(searchPipelinePlan(module, step, decision, unfit)))
+  copyStepOptions(decision.step, options);
+  if (failed(searchPipelinePlan(module, decision.step, decision, unfit)) ||
+      failed(checkCompiled(module, decision, unfit)))
     return failure();
   llvm::Expected<tess::PlanAttr> plan = pipelinePlanAttribute(
       *module.getContext(), decision.plan, decision.profile);
@@ -400,6 +548,31 @@ tessera::decidePipelinePlan(ModuleOp module,
   }
   module->setAttr(sharding::kPlanAttrName, *plan);
   return decision;
+}
+
+LogicalResult tessera::checkCompiledPipeline(ModuleOp module,
+                                             PipelinePlanDecision &decision,
+                                             std::string *unfit) {
+  return checkCompiled(module, decision, unfit);
+}
+
+StageMeshStrategy tessera::stageMeshStrategy(tess::PlanAttr plan) {
+  int64_t dataParallel = 1, tensorParallel = 1;
+  if (tess::MeshAttr mesh = plan.getMesh())
+    for (const cost::MeshAxis &axis : sharding::deviceMesh(mesh).axes) {
+      if (axis.name == "dp")
+        dataParallel = axis.size;
+      if (axis.name == "tp")
+        tensorParallel = axis.size;
+    }
+  if (dataParallel > 1 && tensorParallel > 1)
+    return {llvm::formatv("dp={0},tp={1}", dataParallel, tensorParallel),
+            "dp-tp"};
+  if (dataParallel > 1)
+    return {llvm::formatv("dp={0}", dataParallel), "dp"};
+  if (tensorParallel > 1)
+    return {llvm::formatv("tp={0}", tensorParallel), "tp"};
+  return {};
 }
 
 llvm::Expected<pipeline::SearchOptions>

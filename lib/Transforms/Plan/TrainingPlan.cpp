@@ -102,8 +102,11 @@ std::string pipelineExcluded(const SearchPlanOptions &options) {
 
 /// The pipeline search's prices in `choice`: its best plan, and its best
 /// one-stage plan, searched again pinned to one stage on the profile the
-/// decision searched (the same model, the same space).
-void pricePipeline(const PipelinePlanDecision &decision, PlanChoice &choice) {
+/// decision searched (the same model, the same space) and checked against
+/// its compiled program as the best was (`module`'s forward).
+LogicalResult pricePipeline(ModuleOp module,
+                            const PipelinePlanDecision &decision,
+                            PlanChoice &choice) {
   const pipeline::PipelinePlan &best = decision.plan;
   choice.pipelineLayout = pipelineLayout(best);
   choice.pipelineSeconds = best.stepSeconds;
@@ -112,20 +115,27 @@ void pricePipeline(const PipelinePlanDecision &decision, PlanChoice &choice) {
   if (choice.pipelineStages == 1) {
     choice.oneStageLayout = choice.pipelineLayout;
     choice.oneStageSeconds = best.stepSeconds;
-    return;
+    return success();
   }
-  pipeline::SearchOptions oneStage = decision.search;
-  oneStage.stages = 1;
+  PipelinePlanDecision oneStage = decision;
+  oneStage.search.stages = 1;
+  oneStage.compiledDevices.clear();
   pipeline::MegatronStageOracle oracle(decision.profile, decision.cluster);
   llvm::Expected<pipeline::PipelinePlan> flat = pipeline::searchPipeline(
-      decision.profile, decision.cluster, oracle, oneStage);
+      decision.profile, decision.cluster, oracle, oneStage.search);
   if (!flat) {
     // No one-stage plan fits: the row says so.
     llvm::consumeError(flat.takeError());
-    return;
+    return success();
   }
-  choice.oneStageLayout = pipelineLayout(*flat);
-  choice.oneStageSeconds = flat->stepSeconds;
+  oneStage.plan = std::move(*flat);
+  std::string unfit;
+  // No one-stage plan fits as compiled: no row either; an error is one.
+  if (failed(checkCompiledPipeline(module, oneStage, &unfit)))
+    return unfit.empty() ? failure() : success();
+  choice.oneStageLayout = pipelineLayout(oneStage.plan);
+  choice.oneStageSeconds = oneStage.plan.stepSeconds;
+  return success();
 }
 
 /// Reads `options`' `mesh` pin, every stage's mesh: its devices and
@@ -284,7 +294,8 @@ tessera::decideTrainingPlan(ModuleOp module, SearchPlanOptions options,
       return failure();
     if (succeeded(pipelined)) {
       decision.pipeline = std::move(*pipelined);
-      pricePipeline(decision.pipeline, choice);
+      if (failed(pricePipeline(module, decision.pipeline, choice)))
+        return failure();
     }
   }
 

@@ -3,8 +3,9 @@
 // MegatronStageOracle's resident memory of a stage: the driver's state per
 // parameter (tessera/Analysis/StepMemory.h's TrainingStateBytes), each
 // parameter once per device even when several of the stage's units read it
-// (GPT-2's embedding table, tied to its head), and fp32 accumulators when a
-// step has several micro-batches.
+// (GPT-2's embedding table, tied to its head), fp32 accumulators when a
+// step has several micro-batches or the stage several replicas, and
+// ZeRO-1's f32 mirror beside the masters' shard.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,28 +18,48 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 using namespace tessera;
 using namespace tessera::pipeline;
 using tessera::cost::test_programs::GptShape;
 
 namespace {
 
-// Tests that the whole tied GPT as one stage on one device holds every
-// parameter's state once, and the accumulators only with micro-batches.
-TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
-  mlir::MLIRContext context;
+/// A two-layer tied GPT whose vocabulary is a multiple of 64 classes: the
+/// head reads the table itself, not the padded copy tess-build-training
+/// would make of it.
+GptShape twoLayers() {
   GptShape shape;
   shape.layers = 2;
   shape.batch = 2;
-  // A multiple of 64 classes: the head reads the table itself, not the
-  // padded copy tess-build-training would make of it.
   shape.vocabulary = 50304;
+  return shape;
+}
+
+/// The profile of `shape`'s bf16 training program (at batches 2 and 3).
+std::optional<ProgramProfile> tiedGptProfile(const GptShape &shape) {
+  mlir::MLIRContext context;
+  GptShape larger = shape;
+  larger.batch = shape.batch + 1;
   auto one = cost::test_programs::buildGptTrainingProgram(context, shape, "bf16");
-  shape.batch = 3;
-  auto two = cost::test_programs::buildGptTrainingProgram(context, shape, "bf16");
-  ASSERT_TRUE(one && two);
-  auto profile = profileProgram(*one, *two, 2);
-  ASSERT_TRUE(static_cast<bool>(profile)) << llvm::toString(profile.takeError());
+  auto two = cost::test_programs::buildGptTrainingProgram(context, larger, "bf16");
+  if (!one || !two)
+    return std::nullopt;
+  auto profile = profileProgram(*one, *two, shape.batch);
+  if (!profile) {
+    ADD_FAILURE() << llvm::toString(profile.takeError());
+    return std::nullopt;
+  }
+  return std::move(*profile);
+}
+
+// Tests that the whole tied GPT as one stage on one device holds every
+// parameter's state once, and the accumulators only with micro-batches.
+TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
+  GptShape shape = twoLayers();
+  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
+  ASSERT_TRUE(profile);
   ASSERT_EQ(profile->tiedParameters.size(), 1u); // lm_head.weight
   auto cluster = cost::loadCluster("h200");
   ASSERT_TRUE(static_cast<bool>(cluster));
@@ -73,6 +94,39 @@ TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
   EXPECT_DOUBLE_EQ(oracle.plans(embedding).front().memory.optimizerState +
                        oracle.plans(rest).front().memory.optimizerState,
                    (parameters + table) * 8);
+}
+
+// Tests a stage on two replicas as the pipeline driver keeps it
+// (runtime/train/TrainMain.cpp, StageZero.h): the replicas' gradients
+// summed in fp32 accumulators even with one micro-batch, and under ZeRO-1
+// the masters and moments halved beside a whole f32 mirror the chunks read.
+TEST(StageMemory, ReplicasAccumulateAndZeroOneKeepsAMirror) {
+  GptShape shape = twoLayers();
+  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
+  ASSERT_TRUE(profile);
+  auto cluster = cost::loadCluster("h200");
+  ASSERT_TRUE(static_cast<bool>(cluster));
+  MegatronStageOracle oracle(*profile, *cluster);
+
+  StageQuery whole;
+  whole.endUnit = profile->units.size();
+  whole.microBatchSamples = 2;
+  whole.submesh.devicesPerNode = 2;
+  double parameters = static_cast<double>(shape.parameters());
+  int replicated = 0, sharded = 0;
+  for (const StageCost &plan : oracle.plans(whole)) {
+    if (plan.dataParallel != 2)
+      continue;
+    const StageMemory &memory = plan.memory;
+    EXPECT_DOUBLE_EQ(memory.accumulators, parameters * 4);
+    EXPECT_DOUBLE_EQ(memory.optimizerState,
+                     parameters * 8 / (plan.zero ? 2 : 1));
+    EXPECT_DOUBLE_EQ(memory.weights, plan.zero ? parameters * (4.0 / 2 + 4 + 2)
+                                               : parameters * (4 + 2));
+    ++(plan.zero ? sharded : replicated);
+  }
+  EXPECT_EQ(replicated, 1);
+  EXPECT_EQ(sharded, 1);
 }
 
 } // namespace
