@@ -1716,7 +1716,7 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
                       tessera::tesserac::pipelineSearchRequested()))
     return fail("--summary describes the plan of one stage: a pipeline's "
                 "stages are not described (--explain --pipeline prints each "
-                "stage's memory)");
+                "device's memory as compiled)");
   // --explain: read the cluster, the mesh and the search's flags first; the
   // program keeps the whole batch (the plan divides it).
   std::optional<tessera::cost::Cluster> cluster;
@@ -1980,11 +1980,22 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
     if (planned)
       printPlannedStep(*planned, os);
     // The joint decision's pipeline, as the compile builds it.
-    if (searched.pipeline)
+    if (searched.pipeline) {
       os << "\nPlan as compiled: " << mlir::Attribute(searched.compiledPlan)
          << "\n"
          << "The pipeline search's plan: " << searched.choice->pipelineLayout
-         << " (--explain prints each stage's memory)\n";
+         << "\n";
+      // The memory that decided it: each device's compiled program (one
+      // device's step where the plan runs on one).
+      if (!searched.pipeline->compiledDevices.empty()) {
+        os << "Device memory of the compiled pipeline (each device's chunks "
+              "as lowered):\n";
+        tessera::pipeline::printPipelineMemory(
+            searched.pipeline->compiledDevices, os);
+      } else if (searched.pipeline->compiled) {
+        tessera::printStepMemory(*searched.pipeline->compiled, os);
+      }
+    }
     if (stepMemory)
       tessera::printStepMemory(*stepMemory, os);
     if (emit != EmitStage::None)
