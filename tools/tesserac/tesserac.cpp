@@ -547,10 +547,46 @@ int runPhase(mlir::MLIRContext &context, mlir::ModuleOp module,
 /// module printed: main exits 0.
 constexpr int kStoppedAtPhase = -1;
 
+/// --summary of a pipelined program (--stages with --strategy, or
+/// --pipeline): the compile runs to its preparation phase, and the model's
+/// summary (taken from the imported forward) is printed with the plan and
+/// each device's memory of the program the lowering would get.
+bool pipelineSummary = false;
+std::optional<tessera::ModelSummary> pipelineModelSummary;
+
+/// The pipelined program `module` (prepared for the lowering) as --summary
+/// describes it. Returns kStoppedAtPhase, or 1 after printing the error.
+int summarizePipeline(mlir::ModuleOp module) {
+  mlir::FailureOr<std::vector<tessera::pipeline::PipelineDeviceMemory>>
+      devices = tessera::pipeline::estimatePipelineMemory(module);
+  if (failed(devices))
+    return 1;
+  if (int status = writeOutput([&](raw_ostream &os) {
+        if (pipelineModelSummary)
+          tessera::printModelSummary(*pipelineModelSummary, inputPath, os);
+        os << "\nPlan as compiled: "
+           << mlir::Attribute(tessera::tess::PlanAttr::lookup(module)) << "\n"
+           << "Device memory of the compiled pipeline (each device's chunks "
+              "as lowered):\n";
+        tessera::pipeline::printPipelineMemory(*devices, os);
+        double largest = static_cast<double>(
+            tessera::pipeline::largestDeviceBytes(*devices));
+        os << formatv("Peak device memory per GPU (predicted, the largest "
+                      "device): {0:F3} MiB ({1:F3} GiB; plus the CUDA "
+                      "context and cuBLASLt's workspace)\n",
+                      largest / double(1 << 20), largest / double(1 << 30));
+      }))
+    return status;
+  return kStoppedAtPhase;
+}
+
 /// The compile's module after `phase`: printed when --compile-to names
-/// `phase`. Returns kStoppedAtPhase then (1 when the output cannot be
-/// written), else 0.
+/// `phase`, described after the preparation under a pipeline's --summary.
+/// Returns kStoppedAtPhase then (1 when the output cannot be written),
+/// else 0.
 int stopAfter(tessera::CompilePhase phase, mlir::ModuleOp module) {
+  if (pipelineSummary && phase == tessera::CompilePhase::Preparation)
+    return summarizePipeline(module);
   if (stopPhase != phase)
     return 0;
   // With the blank line tessera-opt ends its output with, so that a phase
@@ -1648,7 +1684,8 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
   // --remat pins the built step's recomputation, and in the joint decision
   // the mesh search's too (auto is each search's own choice); --explain and
   // a pipelined compile hand it to the pipeline search, which reads auto.
-  bool pipelinedCompile = !explain && compileRequested &&
+  // (--summary too: it describes the program that compile builds.)
+  bool pipelinedCompile = !explain && (compileRequested || planSummary) &&
                           tessera::tesserac::pipelineSearchRequested();
   if (tessera::tesserac::rematRequested() &&
       (jointSearch ? !tessera::tesserac::rematAutoRequested()
@@ -1712,11 +1749,14 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
       batch->second /= stepPipeline->microBatches;
     }
   }
+  // A pipeline's --summary: the compile to its preparation phase, where
+  // its devices' memory is read (summarizePipeline).
   if (planSummary && (stepPipeline ||
-                      tessera::tesserac::pipelineSearchRequested()))
-    return fail("--summary describes the plan of one stage: a pipeline's "
-                "stages are not described (--explain --pipeline prints each "
-                "device's memory as compiled)");
+                      tessera::tesserac::pipelineSearchRequested())) {
+    pipelineSummary = true;
+    planSummary = false;
+    compileRequested = true;
+  }
   // --explain: read the cluster, the mesh and the search's flags first; the
   // program keeps the whole batch (the plan divides it).
   std::optional<tessera::cost::Cluster> cluster;
@@ -1923,6 +1963,10 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
                                   tessera::CompilePhase::Fusion,
                                   *phaseOptions(), importCleanupFailure()))
       return exitStatus(status);
+  if (pipelineSummary) {
+    pipelineModelSummary = tessera::summarizeModel(**module);
+    pipelineModelSummary->initializerKinds = options.initializerCounts->byKind;
+  }
 
   if (explain)
     return explainTrainingStep(
