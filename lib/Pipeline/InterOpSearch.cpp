@@ -191,8 +191,12 @@ std::vector<double> StageTable::build() {
     for (size_t end = first + 1; end <= std::min(units, first + longest);
          ++end) {
       size_t layers = layersIn(profile, first, end);
+      // Interleaved:V cuts a stage's layers into V chunks, each of at least
+      // one layer (the first stage's first chunk and the last stage's last
+      // hold the embedding and the head besides): a stage of no layers
+      // has chunks of nothing, which the compile cannot build.
       if (schedule.kind == ScheduleKind::Interleaved &&
-          layers % schedule.virtualStages != 0)
+          (layers == 0 || layers % schedule.virtualStages != 0))
         continue;
       candidatesByLinks.clear();
       for (int64_t remaining = 1; remaining <= stages; ++remaining) {
@@ -377,6 +381,20 @@ llvm::Expected<PipelinePlan> searchEachStage(const ProgramProfile &profile,
           {chunks == 1 ? ScheduleKind::OneForwardOneBackward
                        : ScheduleKind::Interleaved,
            chunks});
+
+  // A pinned interleaved:V over pinned stages needs V layers a stage at
+  // least: every chunk holds one (see the stage table).
+  if (options.schedule &&
+      options.schedule->kind == ScheduleKind::Interleaved && options.stages &&
+      static_cast<int64_t>(profile.layerCount()) <
+          *options.stages * options.schedule->virtualStages)
+    return searchError(llvm::formatv(
+        "--schedule {0} over {1} stages cuts each stage's layers into {2} "
+        "chunks of at least one layer: the program has {3} layers, fewer "
+        "than {4} (pin fewer stages or another --schedule)",
+        options.schedule->name(), *options.stages,
+        options.schedule->virtualStages, profile.layerCount(),
+        *options.stages * options.schedule->virtualStages));
 
   std::optional<PipelinePlan> best;
   int64_t layouts = 0, programs = 0;

@@ -73,6 +73,8 @@ def configs():
     return {
         "gpt2-layers1": ("GPT-2, 1 layer", gpt2_variant(n_layer=1), True, 512, 64),
         "gpt2-layers3": ("GPT-2, 3 layers", gpt2_variant(n_layer=3), True, 512, 64),
+        "gpt2-layers4": ("GPT-2, 4 layers (interleaved:2 over 2 pipeline stages: a layer a chunk)",
+                         gpt2_variant(n_layer=4), True, 512, 64),
         "gpt2-width48-heads6": ("GPT-2, d=48 with 6 heads (head size 8)",
                                 gpt2_variant(n_embd=48, n_head=6), True, 512, 64),
         "gpt2-width32-heads2": ("GPT-2, d=32 with 2 heads (head size 16)",

@@ -228,6 +228,30 @@ TEST(InterOpSearch, ForcedChoiceErrors) {
             std::string::npos);
 }
 
+// Tests that an interleaved schedule never leaves a chunk without a layer:
+// unpinned on a chain of 2 layers, interleaved:2 over 2 stages is not
+// considered (each stage would need 2 layers), and pinned it is refused
+// with the counts, not searched into a plan the compile cannot cut.
+TEST(InterOpSearch, InterleavedChunksEachHoldALayer) {
+  cost::Cluster cluster = eightDevices();
+  std::vector<SyntheticUnit> units(4, {1e-3, 1 * kGiB, 0.1 * kGiB});
+  ProgramProfile profile = profileOf(units.size());
+  SyntheticOracle oracle(units);
+  SearchOptions options;
+  options.globalBatch = 8;
+  options.stages = 2;
+  options.schedule = Schedule{ScheduleKind::Interleaved, 2};
+  auto plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_FALSE(static_cast<bool>(plan));
+  EXPECT_NE(llvm::toString(plan.takeError())
+                .find("the program has 2 layers, fewer than 4"),
+            std::string::npos);
+  options.schedule.reset();
+  plan = searchPipeline(profile, cluster, oracle, options);
+  ASSERT_TRUE(static_cast<bool>(plan)) << llvm::toString(plan.takeError());
+  EXPECT_NE(plan->schedule.kind, ScheduleKind::Interleaved);
+}
+
 // Tests forced stage boundaries: the search returns exactly them, priced as
 // when it found them unforced (what `tesserac --explain --plan` relies on),
 // and a split that does not cover the units is an error.
