@@ -79,6 +79,33 @@ FailureOr<int64_t> roleBytes(func::FuncOp function, StringRef role,
   return total;
 }
 
+/// The bytes of one micro-batch's tokens and targets, whole: the chunks'
+/// tess.input arguments (the first's tokens, the last's targets), each
+/// dim split over a mesh axis (its tess.layout) counted whole.
+FailureOr<int64_t> wholeInputBytes(ArrayRef<Chunk> chunks) {
+  int64_t total = 0;
+  for (const Chunk &chunk : chunks) {
+    func::FuncOp forward = chunk.forward;
+    auto module = forward->getParentOfType<ModuleOp>();
+    tess::MeshAttr mesh = tess::MeshAttr::lookup(module);
+    for (unsigned i = 0, e = forward.getNumArguments(); i < e; ++i) {
+      if (!forward.getArgAttr(i, "tess.input"))
+        continue;
+      FailureOr<int64_t> bytes =
+          tensorBytes(forward, forward.getArgumentTypes()[i]);
+      if (failed(bytes))
+        return failure();
+      if (auto layout =
+              forward.getArgAttrOfType<tess::LayoutAttr>(i, "tess.layout"))
+        for (StringAttr axis : layout.getDims())
+          if (mesh && axis && !axis.getValue().empty())
+            *bytes *= mesh.axisSize(axis.getValue()).value_or(1);
+      total += *bytes;
+    }
+  }
+  return total;
+}
+
 /// The most micro-batches of `chunk` whose forward has run and backward not
 /// yet, in `tasks` (the device's order): the stash's slots.
 int64_t stashSlots(ArrayRef<ScheduledTask> tasks, int64_t chunk) {
@@ -255,6 +282,10 @@ estimatePipelineMemory(ModuleOp module) {
   bool accumulating = microBatches > 1 || gradientParts ||
                       tables->partialGradients || zeroGroup > 1;
 
+  FailureOr<int64_t> microBatchInputs = wholeInputBytes(chunkFunctions);
+  if (failed(microBatchInputs))
+    return failure();
+
   std::vector<PipelineDeviceMemory> devices(static_cast<size_t>(stages));
   for (int64_t d = 0; d < stages; ++d) {
     PipelineDeviceMemory &memory = devices[static_cast<size_t>(d)];
@@ -284,11 +315,8 @@ estimatePipelineMemory(ModuleOp module) {
           roleBytes(chunk.forward, "tess.activation", /*results=*/false);
       FailureOr<int64_t> receivedBack = roleBytes(
           chunk.backward, "tess.activation_gradient", /*results=*/false);
-      FailureOr<int64_t> inputs =
-          roleBytes(chunk.forward, "tess.input", /*results=*/false);
       for (FailureOr<int64_t> *bytes :
-           {&residents, &sent, &sentBack, &saved, &received, &receivedBack,
-            &inputs})
+           {&residents, &sent, &sentBack, &saved, &received, &receivedBack})
         if (failed(*bytes))
           return failure();
       memory.residentBytes += *residents;
@@ -298,12 +326,10 @@ estimatePipelineMemory(ModuleOp module) {
       memory.messageBytes += *sent + *sentBack +
                              pools[{c, 0}] * *received +
                              pools[{c, 1}] * *receivedBack;
-      // Every micro-batch's tokens and targets, and the working pair
-      // (the chunk that reads them: the first's tokens, the last's
-      // targets).
-      memory.inputBytes =
-          std::max(memory.inputBytes, (microBatches + 1) * *inputs);
     }
+    // Every rank keeps every micro-batch's tokens and targets, and a
+    // working pair (the driver's reserveMicroBatches), whole.
+    memory.inputBytes = (microBatches + 1) * *microBatchInputs;
     // The state of what the device holds, in ParameterLayout's slices.
     int64_t heldElements = 0, ownedElements = 0, largestOwnedPart = 0;
     for (const std::string &name : held[d]) {

@@ -343,12 +343,69 @@ compiledPipelineMemory(ModuleOp module, tess::PlanAttr plan,
   return pipeline::estimatePipelineMemory(program);
 }
 
+/// After a miss, the plan that fits was searched under a bound lowered by a
+/// guess, perhaps past what a faster plan needs: the bounds between its
+/// (`bounded`'s) and the least that missed are bisected, with the
+/// searches left, for a faster plan whose compiled program still fits; it
+/// replaces `searched`'s plan and compiled devices. Each compiled check
+/// goes into `checked`.
+void raiseFittingBound(ModuleOp module, PipelinePlanDecision &searched,
+                       cost::Cluster &bounded, double missedBound,
+                       int &searches,
+                       std::vector<std::pair<double, double>> &checked) {
+  const double limit = searched.cluster.device.memoryBytes;
+  const double least = kBoundStep * limit;
+  double fitBound = bounded.device.memoryBytes;
+  while (searches < kMaxSearches && missedBound - fitBound > 2 * least) {
+    double middle = (fitBound + missedBound) / 2;
+    ++searches;
+    bounded.device.memoryBytes = middle;
+    pipeline::MegatronStageOracle oracle(searched.profile, bounded);
+    llvm::Expected<pipeline::PipelinePlan> found = pipeline::searchPipeline(
+        searched.profile, bounded, oracle, searched.search);
+    if (!found) {
+      // A looser bound always has the tighter one's plan; not reached.
+      llvm::consumeError(found.takeError());
+      return;
+    }
+    // No faster plan under it: the fitting plan holds up to it.
+    if (!(found->stepSeconds < searched.plan.stepSeconds)) {
+      fitBound = middle;
+      continue;
+    }
+    llvm::Expected<tess::PlanAttr> attribute = pipelinePlanAttribute(
+        *module.getContext(), *found, searched.profile);
+    if (!attribute) {
+      llvm::consumeError(attribute.takeError());
+      missedBound = middle;
+      continue;
+    }
+    FailureOr<std::vector<pipeline::PipelineDeviceMemory>> devices =
+        compiledPipelineMemory(module, *attribute,
+                               searched.search.globalBatch / found->microBatches,
+                               searched.step);
+    if (failed(devices))
+      return;
+    auto peak = static_cast<double>(pipeline::largestDeviceBytes(*devices));
+    checked.push_back({middle, peak});
+    if (peak <= limit) {
+      searched.plan = std::move(*found);
+      searched.compiledDevices = std::move(*devices);
+      fitBound = middle;
+    } else {
+      missedBound = middle;
+    }
+  }
+}
+
 /// checkCompiledPipeline (PipelinePlan.h). A plan on several devices is
 /// the pipelined program the compile builds for it; where the model
 /// missed, the stage model underestimated, mostly per parameter: the search
 /// runs again under the plan's prediction scaled down by the miss, and
 /// where no plan fits a bound, under bounds bisected between it and the
-/// least that missed (kMaxSearches searches at most).
+/// least that missed; once a plan fits, the bounds above it are bisected
+/// for a faster one that still fits (raiseFittingBound; kMaxSearches
+/// searches in all).
 LogicalResult checkCompiled(ModuleOp module, PipelinePlanDecision &searched,
                             std::string *unfit) {
   const CompiledStepOptions &step = searched.step;
@@ -384,7 +441,10 @@ LogicalResult checkCompiled(ModuleOp module, PipelinePlanDecision &searched,
     checked.push_back({bounded.device.memoryBytes, peak});
     searched.compiledDevices = std::move(*devices);
     if (peak <= limit) {
-      plan.compiledSearches = std::move(checked);
+      if (checked.size() > 1)
+        raiseFittingBound(module, searched, bounded, missedBound, searches,
+                          checked);
+      searched.plan.compiledSearches = std::move(checked);
       return success();
     }
     missedBound = std::min(missedBound, bounded.device.memoryBytes);

@@ -126,6 +126,18 @@ TEST(CompiledPipelineMemory, StashFollowsTheScheduleAndArenasAddUp) {
                                   m.inputBytes + m.partBytes +
                                   m.gemmScratchBytes + m.state.total());
   }
+  // Every rank keeps the step's micro-batches of tokens and targets (the
+  // first chunk's and the last's inputs) and a working pair.
+  int64_t inputs = 0;
+  for (int64_t d = 0; d < 2; ++d) {
+    mlir::func::FuncOp forward = function(*gpipe, d, "forward");
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i)
+      if (forward.getArgAttr(i, "tess.input"))
+        inputs += bytesOf(forward.getArgumentTypes()[i]);
+  }
+  EXPECT_GT(inputs, 0);
+  for (const PipelineDeviceMemory &device : all)
+    EXPECT_EQ(device.inputBytes, (4 + 1) * inputs);
   // One slot of each message kind received (both schedules send in the
   // order the peer consumes), beside one set of each sent.
   int64_t activations =
