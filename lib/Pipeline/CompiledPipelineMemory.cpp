@@ -379,8 +379,13 @@ int64_t largestDeviceBytes(const std::vector<PipelineDeviceMemory> &devices) {
 }
 
 void printPipelineMemory(const std::vector<PipelineDeviceMemory> &devices,
-                         llvm::raw_ostream &os) {
+                         llvm::raw_ostream &os, double deviceBytes) {
   constexpr double kMiB = 1024.0 * 1024.0;
+  os << "Device memory of the compiled pipeline (each device's chunks as "
+        "lowered";
+  if (deviceBytes > 0)
+    os << llvm::formatv(", of {0:F3} MiB", deviceBytes / kMiB);
+  os << "):\n";
   for (const PipelineDeviceMemory &device : devices)
     os << llvm::formatv(
         "  device {0}: {1:F3} MiB (state {2:F3}, arenas {3:F3}, stash "

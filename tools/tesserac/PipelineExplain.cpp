@@ -287,10 +287,8 @@ void printPipelineReport(StringRef title, const PipelinePlanDecision &decision,
                   decision.compiled->totalBytes() / kGiB,
                   cluster.device.memoryBytes / kGiB);
   if (!decision.compiledDevices.empty()) {
-    os << formatv("Device memory of the compiled pipeline (each device's "
-                  "chunks as lowered, of {0:F3} MiB):\n",
-                  cluster.device.memoryBytes / (1024.0 * 1024.0));
-    pipeline::printPipelineMemory(decision.compiledDevices, os);
+    pipeline::printPipelineMemory(decision.compiledDevices, os,
+                                  cluster.device.memoryBytes);
   }
 }
 

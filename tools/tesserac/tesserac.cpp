@@ -565,9 +565,7 @@ int summarizePipeline(mlir::ModuleOp module) {
         if (pipelineModelSummary)
           tessera::printModelSummary(*pipelineModelSummary, inputPath, os);
         os << "\nPlan as compiled: "
-           << mlir::Attribute(tessera::tess::PlanAttr::lookup(module)) << "\n"
-           << "Device memory of the compiled pipeline (each device's chunks "
-              "as lowered):\n";
+           << mlir::Attribute(tessera::tess::PlanAttr::lookup(module)) << "\n";
         tessera::pipeline::printPipelineMemory(*devices, os);
         double largest = static_cast<double>(
             tessera::pipeline::largestDeviceBytes(*devices));
@@ -2032,8 +2030,6 @@ int runDriver(tessera::onnx_import::ImportOptions options) {
       // The memory that decided it: each device's compiled program (one
       // device's step where the plan runs on one).
       if (!searched.pipeline->compiledDevices.empty()) {
-        os << "Device memory of the compiled pipeline (each device's chunks "
-              "as lowered):\n";
         tessera::pipeline::printPipelineMemory(
             searched.pipeline->compiledDevices, os);
       } else if (searched.pipeline->compiled) {

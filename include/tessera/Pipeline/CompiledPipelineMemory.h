@@ -82,9 +82,11 @@ estimatePipelineMemory(mlir::ModuleOp module);
 /// The largest device's total.
 int64_t largestDeviceBytes(const std::vector<PipelineDeviceMemory> &devices);
 
-/// One line per device: its total and what it is made of.
+/// The block's heading ("Device memory of the compiled pipeline ...", with
+/// the device's capacity where `deviceBytes` is positive), then one line
+/// per device: its total and what it is made of.
 void printPipelineMemory(const std::vector<PipelineDeviceMemory> &devices,
-                         llvm::raw_ostream &os);
+                         llvm::raw_ostream &os, double deviceBytes = 0);
 
 } // namespace tessera::pipeline
 
