@@ -1289,10 +1289,14 @@ void LowerToEmitCPass::runOnOperation() {
     const MeshProgram &program = **mesh;
     info->meshAxisNames = program.axisNames;
     info->meshShape = program.axisSizes;
-    for (unsigned i = 0; i < parameterCount; ++i)
+    for (unsigned i = 0; i < parameterCount; ++i) {
       info->parameters[i].split = program.argumentSplits[i];
-    for (unsigned i = 0; i < bufferCount; ++i)
+      info->parameters[i].pieces = program.argumentPieces[i];
+    }
+    for (unsigned i = 0; i < bufferCount; ++i) {
       info->buffers[i].split = program.argumentSplits[parameterCount + i];
+      info->buffers[i].pieces = program.argumentPieces[parameterCount + i];
+    }
   }
   info->device = conventions->cuda ? TESSERA_DEVICE_CUDA : TESSERA_DEVICE_HOST;
   // The plan as tesserac wrote it, with the mesh the annotation added and

@@ -119,6 +119,12 @@ prepareMeshProgram(ModuleOp module, func::FuncOp step, bool pipelined) {
     if (StringRef name = roleOf(step, number, "tess.parameter"); !name.empty())
       parameterLayouts[name] = *layout;
     program.argumentSplits.push_back(std::move(split));
+    std::vector<int64_t> pieces;
+    if (auto attribute = step.getArgAttrOfType<DenseI64ArrayAttr>(
+            number, sharding::kPiecesAttrName))
+      pieces.assign(attribute.asArrayRef().begin(),
+                    attribute.asArrayRef().end());
+    program.argumentPieces.push_back(std::move(pieces));
   }
 
   for (unsigned index = 0; index < step.getNumResults(); ++index) {

@@ -54,6 +54,9 @@ struct MeshProgram {
   /// are whole after the rewrite): per dim the mesh axis it is split over,
   /// or -1.
   std::vector<std::vector<int32_t>> argumentSplits;
+  /// Per argument: per dim its count of pieces (tess.pieces), empty when it
+  /// has none.
+  std::vector<std::vector<int64_t>> argumentPieces;
   /// Per parameter name, the mesh axes (a bit each, axis a as 1 << a) its
   /// gradient leaves as a pending partial sum over, or whole on (the
   /// result's tess.zero_axes); absent: complete.

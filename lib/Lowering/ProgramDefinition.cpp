@@ -98,8 +98,9 @@ std::string emitTensorTable(OpBuilder &builder, Location loc, StringRef name,
                         tensors.size(), tensorInfoInitializer(tensors));
 }
 
-/// `{{{-1, 1, -1, -1, -1, -1, -1, -1}}, ...}`: the splits of `tensors`, or
-/// NULL for one device or no tensors.
+/// `{{{-1, 1, -1, -1, -1, -1, -1, -1}, {1, 3, 1, 1, 1, 1, 1, 1}}, ...}`: the
+/// splits (mesh axes and piece counts) of `tensors`, or NULL for one device
+/// or no tensors.
 std::string emitSplitTable(OpBuilder &builder, Location loc, StringRef name,
                            const std::vector<ProgramTensor> &tensors,
                            bool partitioned) {
@@ -113,6 +114,11 @@ std::string emitSplitTable(OpBuilder &builder, Location loc, StringRef name,
     for (int d = 0; d < TESSERA_MAX_RANK; ++d)
       os << (d ? ", " : "")
          << (d < static_cast<int>(tensor.split.size()) ? tensor.split[d] : -1);
+    os << "}, {";
+    for (int d = 0; d < TESSERA_MAX_RANK; ++d)
+      os << (d ? ", " : "")
+         << (d < static_cast<int>(tensor.pieces.size()) ? tensor.pieces[d]
+                                                        : 1);
     os << "}}";
   }
   os << "}";

@@ -23,6 +23,9 @@ struct ProgramTensor {
   /// A partitioned program's: per dim the mesh axis it is split over, or -1
   /// (program.h's tessera_tensor_split); empty for one device.
   std::vector<int32_t> split;
+  /// Per dim the count of equal pieces a rank holds its block of each of
+  /// (program.h's pieces, tess.pieces); empty: 1 everywhere.
+  std::vector<int64_t> pieces;
 };
 
 struct ProgramInfo {

@@ -6,7 +6,9 @@
 
 #include "tessera/runtime/gradient_reducer.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace tessera::train {
 namespace {
@@ -16,33 +18,55 @@ namespace {
 }
 
 /// The splits of `count` tensors from `splits` (NULL: all whole), checked
-/// against the mesh and the tensors' ranks.
-std::vector<std::vector<int32_t>>
-readSplits(const tessera_tensor_split *splits, const tessera_tensor_info *infos,
-           int32_t count, const comm::MeshShape &shape, const char *kind) {
-  std::vector<std::vector<int32_t>> result;
+/// against the mesh and the tensors' ranks: per tensor, per dim the mesh
+/// axis or -1 (`axes`) and the number of pieces, 1 unless pieced
+/// (`pieces`).
+void readSplits(const tessera_tensor_split *splits,
+                const tessera_tensor_info *infos, int32_t count,
+                const comm::MeshShape &shape, const char *kind,
+                std::vector<std::vector<int32_t>> &axes,
+                std::vector<std::vector<int32_t>> &pieces) {
   for (int32_t i = 0; i < count; ++i) {
     const tessera_tensor_info &info = infos[i];
     std::vector<int32_t> split(static_cast<size_t>(info.rank), -1);
+    std::vector<int32_t> counts(static_cast<size_t>(info.rank), 1);
+    const std::string tensor = std::string(kind) + " '" + info.name + "'";
     for (int32_t d = 0; splits && d < TESSERA_MAX_RANK; ++d) {
       int32_t axis = splits[i].mesh_axis[d];
       if (axis == -1)
         continue;
       if (d >= info.rank || axis < 0 ||
           axis >= static_cast<int32_t>(shape.size()))
-        programError(std::string(kind) + " '" + info.name + "' is split over "
-                     "mesh axis " + std::to_string(axis) + " at dim " +
-                     std::to_string(d));
+        programError(tensor + " is split over mesh axis " +
+                     std::to_string(axis) + " at dim " + std::to_string(d));
       for (int32_t other = 0; other < d; ++other)
         if (split[static_cast<size_t>(other)] == axis)
-          programError(std::string(kind) + " '" + info.name +
-                       "' is split twice over mesh axis " +
+          programError(tensor + " is split twice over mesh axis " +
                        std::to_string(axis));
       split[static_cast<size_t>(d)] = axis;
     }
-    result.push_back(std::move(split));
+    // Checked after every axis is known, so that a count on a dim the
+    // tensor does not split is told apart from one on a split dim.
+    for (int32_t d = 0; splits && d < TESSERA_MAX_RANK; ++d) {
+      int32_t pieceCount = splits[i].pieces[d];
+      if (pieceCount == 0 || pieceCount == 1)
+        continue;
+      const std::string at = tensor + " has " + std::to_string(pieceCount) +
+                             " pieces at dim " + std::to_string(d);
+      if (pieceCount < 0)
+        programError(at);
+      if (d >= info.rank || split[static_cast<size_t>(d)] < 0)
+        programError(at + ", which is not split");
+      // Every rank holds the same share of each piece, so the block is
+      // whole pieces' shares: it divides by the count.
+      if (info.shape[d] % pieceCount != 0)
+        programError(at + ", which do not divide its block of " +
+                     std::to_string(info.shape[d]));
+      counts[static_cast<size_t>(d)] = pieceCount;
+    }
+    axes.push_back(std::move(split));
+    pieces.push_back(std::move(counts));
   }
-  return result;
 }
 
 /// `info` with every split dim at its whole size.
@@ -55,23 +79,69 @@ tessera_tensor_info wholeInfo(tessera_tensor_info info,
   return info;
 }
 
+/// A whole tensor and one rank's block of it seen as a tensor in which the
+/// block is one box, so that one strided slice takes it. A pieced dim's
+/// block is not a box (it is a share of every piece), so the dim is seen as
+/// two: the P pieces, all taken, then a piece's elements, of which the
+/// block takes its share. Every dim taken whole is folded into the one
+/// before it, which leaves one dim per split dim plus one before the first:
+/// within TESSERA_MAX_RANK unless a tensor of that rank is split on every
+/// dim, its first pieced.
+struct BlockView {
+  tessera_tensor_info whole{}, block{};
+  int64_t starts[TESSERA_MAX_RANK] = {};
+
+  /// Appends a dim of `wholeSize` of which the block takes `blockSize`
+  /// from `start`.
+  void add(int64_t wholeSize, int64_t blockSize, int64_t start) {
+    const int32_t last = whole.rank - 1;
+    if (blockSize == wholeSize && last >= 0) {
+      // Taking every index of the inner dim keeps the block contiguous
+      // along the two dims flattened: start and size scale by the inner.
+      whole.shape[last] *= wholeSize;
+      block.shape[last] *= wholeSize;
+      starts[last] *= wholeSize;
+      return;
+    }
+    if (whole.rank == TESSERA_MAX_RANK)
+      fail(std::string("taking the block of '") + block.name +
+           "': its pieced split needs more than " +
+           std::to_string(TESSERA_MAX_RANK) + " dims");
+    whole.shape[whole.rank] = wholeSize;
+    block.shape[block.rank] = blockSize;
+    starts[whole.rank] = start;
+    ++whole.rank;
+    ++block.rank;
+  }
+};
+
 /// The block at `coordinates` of the whole tensor `source` (bytes of
 /// `dtype`, shape `whole`) into `target` (shape `block`).
 void sliceBlock(const void *source, void *target, int32_t dtype,
                 const tessera_tensor_info &whole,
                 const tessera_tensor_info &block,
                 const std::vector<int32_t> &split,
+                const std::vector<int32_t> &pieces,
                 const std::vector<int32_t> &coordinates) {
-  int64_t starts[TESSERA_MAX_RANK] = {}, strides[TESSERA_MAX_RANK];
+  BlockView view;
+  view.whole.name = view.block.name = block.name;
+  view.whole.dtype = view.block.dtype = dtype;
   for (int32_t d = 0; d < block.rank; ++d) {
-    strides[d] = 1;
-    int32_t axis = split[static_cast<size_t>(d)];
-    if (axis >= 0)
-      starts[d] = coordinates[static_cast<size_t>(axis)] * block.shape[d];
+    const auto dim = static_cast<size_t>(d);
+    const int64_t count = pieces[dim];
+    const int64_t coordinate =
+        split[dim] >= 0 ? coordinates[static_cast<size_t>(split[dim])] : 0;
+    if (count > 1)
+      view.add(count, count, 0);
+    view.add(whole.shape[d] / count, block.shape[d] / count,
+             coordinate * (block.shape[d] / count));
   }
-  tessera_tensor from = makeTensor(const_cast<void *>(source), dtype, whole);
-  tessera_tensor to = makeTensor(target, dtype, block);
-  if (tessera_cpu_slice(&from, &to, starts, strides) != 0)
+  int64_t strides[TESSERA_MAX_RANK];
+  std::fill(std::begin(strides), std::end(strides), 1);
+  tessera_tensor from =
+      makeTensor(const_cast<void *>(source), dtype, view.whole);
+  tessera_tensor to = makeTensor(target, dtype, view.block);
+  if (tessera_cpu_slice(&from, &to, view.starts, strides) != 0)
     fail(std::string("taking the block of '") + block.name +
          "': " + tessera_cpu_last_error());
 }
@@ -86,11 +156,11 @@ MeshLayout::MeshLayout(const tessera_program &program)
   for (int64_t size : shape)
     if (size < 1)
       programError("mesh axis of size " + std::to_string(size));
-  parameterSplits =
-      readSplits(program.parameter_splits, program.parameters,
-                 program.parameter_count, shape, "parameter");
-  bufferSplits = readSplits(program.buffer_splits, program.buffers,
-                            program.buffer_count, shape, "buffer");
+  readSplits(program.parameter_splits, program.parameters,
+             program.parameter_count, shape, "parameter", parameterSplits,
+             parameterPieces);
+  readSplits(program.buffer_splits, program.buffers, program.buffer_count,
+             shape, "buffer", bufferSplits, bufferPieces);
   for (int32_t i = 0; i < program.parameter_count; ++i)
     wholeParameters.push_back(wholeInfo(program.parameters[i],
                                         parameterSplits[static_cast<size_t>(i)],
@@ -127,8 +197,10 @@ MeshLayout::takeBlocks(const TrainingState &state,
   for (size_t i = 0; i < parameterSplits.size(); ++i) {
     const tessera_tensor_info &block = program.parameters[i];
     const std::vector<int32_t> &split = parameterSplits[i];
+    const std::vector<int32_t> &pieces = parameterPieces[i];
     sliceBlock(state.parameters[i].data(), blocks.parameters[i].data(),
-               TESSERA_F32, wholeParameters[i], block, split, coordinates);
+               TESSERA_F32, wholeParameters[i], block, split, pieces,
+               coordinates);
     // Empty moments (a fresh start's zeros) stay empty.
     for (auto kind : {&TrainingState::firstMoments,
                       &TrainingState::secondMoments}) {
@@ -138,13 +210,13 @@ MeshLayout::takeBlocks(const TrainingState &state,
         std::vector<float>().swap(part);
       else
         sliceBlock(whole.data(), part.data(), TESSERA_F32, wholeParameters[i],
-                   block, split, coordinates);
+                   block, split, pieces, coordinates);
     }
   }
   for (size_t i = 0; i < bufferSplits.size(); ++i)
     sliceBlock(state.buffers[i].data(), blocks.buffers[i].data(),
                program.buffers[i].dtype, wholeBuffers[i], program.buffers[i],
-               bufferSplits[i], coordinates);
+               bufferSplits[i], bufferPieces[i], coordinates);
   return blocks;
 }
 
@@ -175,18 +247,34 @@ MeshLayout::gatherParameters(const std::vector<std::vector<float>> &blocks,
     std::vector<float> current = blocks[i];
     // One all-gather per split dim, along its axis: after the gather over
     // dim d's axis every rank of that group holds the tensor whole along d.
+    // The gather concatenates the ranks' blocks in rank order, which for P
+    // pieces would give each rank's shares of all pieces one after another;
+    // seen as [outer, P, block / P, inner] and gathered along the share
+    // dim, it lays every piece's shares together instead: [outer, P,
+    // whole / P, inner], the dim whole in its true order (contiguous blocks
+    // are the case P = 1).
     for (size_t d = 0; d < split.size(); ++d) {
       if (split[d] < 0)
         continue;
       auto axis = static_cast<size_t>(split[d]);
+      const int64_t pieces = parameterPieces[i][d];
       tessera_tensor_info gathered = info;
       gathered.shape[d] *= shape[axis];
+      tessera_tensor_info blockView = info;
+      blockView.rank = 4;
+      blockView.shape[0] = blockView.shape[3] = 1;
+      for (size_t other = 0; other < split.size(); ++other)
+        if (other != d)
+          blockView.shape[other < d ? 0 : 3] *= info.shape[other];
+      blockView.shape[1] = pieces;
+      blockView.shape[2] = info.shape[d] / pieces;
+      tessera_tensor_info gatheredView = blockView;
+      gatheredView.shape[2] *= shape[axis];
       std::vector<float> next(static_cast<size_t>(elementCount(gathered)));
-      tessera_tensor x = makeTensor(current.data(), TESSERA_F32, info);
-      tessera_tensor y = makeTensor(next.data(), TESSERA_F32, gathered);
+      tessera_tensor x = makeTensor(current.data(), TESSERA_F32, blockView);
+      tessera_tensor y = makeTensor(next.data(), TESSERA_F32, gatheredView);
       try {
-        comm::allGatherHostTensors(comms.axes[axis], x, y,
-                                   static_cast<int32_t>(d), stream);
+        comm::allGatherHostTensors(comms.axes[axis], x, y, 2, stream);
       } catch (const comm::CommError &error) {
         fail(std::string("gathering '") + info.name + "': " + error.what());
       }

@@ -29,6 +29,9 @@
 //   whole tensors (all-gathers along each split dim), which rank 0 writes
 //   under the whole tensors' names and shapes, so a checkpoint resumes on
 //   any mesh or on one device.
+// A dim split piece-major (a fused q|k|v projection, tessera_tensor_split's
+// `pieces`) is cut and gathered piece by piece, so the files always hold
+// the whole tensors in their true order, whatever the mesh.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,6 +91,10 @@ private:
   comm::MeshShape shape;
   /// Per parameter, per buffer: per dim the mesh axis or -1.
   std::vector<std::vector<int32_t>> parameterSplits, bufferSplits;
+  /// Per parameter, per buffer: per dim the number of pieces the whole dim
+  /// is split piece by piece (tessera_tensor_split's `pieces`), 1 for
+  /// contiguous blocks and whole dims.
+  std::vector<std::vector<int32_t>> parameterPieces, bufferPieces;
   std::vector<tessera_tensor_info> wholeParameters, wholeBuffers;
   tessera_program whole;
 };

@@ -428,10 +428,10 @@ func.func @embedding(%t: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %dy: tensor<
 // CHECK-NEXT:   linear in: {0}
 // CHECK-NEXT:   splits: split dim 0 = 0, split dim 1 = 1, split dim 2 = 2
 // CHECK-NEXT: tess.concat
-// CHECK-NEXT:   labels: 0 parallel, 1 parallel
-// CHECK-NEXT:   operand 0: [-, 0, 1]
-// CHECK-NEXT:   operand 1: [-, 0, 1]
-// CHECK-NEXT:   result 0: [-, 0, 1]
+// CHECK-NEXT:   labels: 0 parallel, 1 parallel, 2 pieced
+// CHECK-NEXT:   operand 0: [2, 0, 1]
+// CHECK-NEXT:   operand 1: [2, 0, 1]
+// CHECK-NEXT:   result 0: [2, 0, 1]
 // CHECK-NEXT:   linear in: {0, 1}
 // CHECK-NEXT: tess.gather
 // CHECK-NEXT:   labels: 0 parallel, 1 parallel, 2 parallel, 3 parallel

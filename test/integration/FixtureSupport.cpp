@@ -105,30 +105,80 @@ fixtures::importWithWeights(mlir::MLIRContext &context, const std::string &file,
   return std::move(*module);
 }
 
+namespace {
+
+/// `tensor` with each dim of more than one piece viewed as two, (pieces,
+/// size / pieces): a piece-major block is then a block of the inner one.
+tessera_tensor piecesView(tessera_tensor tensor,
+                          llvm::ArrayRef<int64_t> pieces) {
+  tessera_tensor view = tensor;
+  view.rank = 0;
+  for (int32_t dim = 0; dim < tensor.rank; ++dim) {
+    int64_t count = static_cast<size_t>(dim) < pieces.size() ? pieces[dim] : 1;
+    if (count > 1)
+      view.shape[view.rank++] = count;
+    view.shape[view.rank++] = tensor.shape[dim] / std::max<int64_t>(count, 1);
+  }
+  return view;
+}
+
+/// Per dim of `pieces`' view, the start of the block at `coordinates` of
+/// the dims `layout` splits (0 for the pieces' own dims).
+std::vector<int64_t> viewStarts(const tessera_tensor &block,
+                                const TensorLayout &layout,
+                                const std::vector<int32_t> &coordinates,
+                                llvm::ArrayRef<int64_t> pieces) {
+  std::vector<int64_t> starts;
+  for (int32_t dim = 0; dim < block.rank; ++dim) {
+    int64_t count = static_cast<size_t>(dim) < pieces.size() ? pieces[dim] : 1;
+    if (count > 1)
+      starts.push_back(0);
+    int axis = layout.dimAxes[dim];
+    starts.push_back(axis == kUnsplit
+                         ? 0
+                         : coordinates[axis] * (block.shape[dim] / count));
+  }
+  return starts;
+}
+
+} // namespace
+
+std::vector<int64_t> fixtures::piecesOf(mlir::func::FuncOp function,
+                                        unsigned index, bool result) {
+  auto pieces = result ? function.getResultAttrOfType<mlir::DenseI64ArrayAttr>(
+                             index, "tess.pieces")
+                       : function.getArgAttrOfType<mlir::DenseI64ArrayAttr>(
+                             index, "tess.pieces");
+  if (!pieces)
+    return {};
+  return std::vector<int64_t>(pieces.asArrayRef().begin(),
+                              pieces.asArrayRef().end());
+}
+
 HostTensorBuffer fixtures::localBlock(HostTensorBuffer tensor,
                                       const TensorLayout &layout,
                                       const std::vector<int32_t> &coordinates,
-                                      const cost::DeviceMesh &mesh) {
+                                      const cost::DeviceMesh &mesh,
+                                      llvm::ArrayRef<int64_t> pieces) {
   std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
-  std::vector<int64_t> starts(shape.size(), 0), strides(shape.size(), 1);
-  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes)) {
-    if (axis == kUnsplit)
-      continue;
-    shape[dim] /= mesh.axes[axis].size;
-    starts[dim] = coordinates[axis] * shape[dim];
-  }
+  for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
+    if (axis != kUnsplit)
+      shape[dim] /= mesh.axes[axis].size;
   HostTensorBuffer block = HostTensorBuffer::zeros(tensor.dtype(), shape);
   tessera_tensor out = block.descriptor();
-  EXPECT_EQ(tessera_cpu_slice(tensor.constDescriptor(), &out, starts.data(),
-                              strides.data()),
-            0);
+  std::vector<int64_t> starts = viewStarts(out, layout, coordinates, pieces);
+  tessera_tensor from = piecesView(*tensor.constDescriptor(), pieces);
+  tessera_tensor to = piecesView(out, pieces);
+  std::vector<int64_t> strides(starts.size(), 1);
+  EXPECT_EQ(tessera_cpu_slice(&from, &to, starts.data(), strides.data()), 0);
   return block;
 }
 
 HostTensorBuffer
 fixtures::assemble(std::vector<HostTensorBuffer> &blocks,
                    const std::vector<std::vector<int32_t>> &coordinates,
-                   const TensorLayout &layout, const cost::DeviceMesh &mesh) {
+                   const TensorLayout &layout, const cost::DeviceMesh &mesh,
+                   llvm::ArrayRef<int64_t> pieces) {
   std::vector<int64_t> shape(blocks[0].shape().begin(),
                              blocks[0].shape().end());
   for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
@@ -144,14 +194,13 @@ fixtures::assemble(std::vector<HostTensorBuffer> &blocks,
         counted = false;
     if (!counted)
       continue;
-    std::vector<int64_t> starts(shape.size(), 0), strides(shape.size(), 1);
-    for (auto [dim, axis] : llvm::enumerate(layout.dimAxes))
-      if (axis != kUnsplit)
-        starts[dim] = coordinates[rank][axis] * blocks[rank].shape()[dim];
+    std::vector<int64_t> starts = viewStarts(
+        *blocks[rank].constDescriptor(), layout, coordinates[rank], pieces);
+    std::vector<int64_t> strides(starts.size(), 1);
     HostTensorBuffer placed = HostTensorBuffer::zeros(TESSERA_F32, shape);
-    tessera_tensor out = placed.descriptor();
-    EXPECT_EQ(tessera_cpu_slice_grad(blocks[rank].constDescriptor(), &out,
-                                     starts.data(), strides.data()),
+    tessera_tensor out = piecesView(placed.descriptor(), pieces);
+    tessera_tensor in = piecesView(*blocks[rank].constDescriptor(), pieces);
+    EXPECT_EQ(tessera_cpu_slice_grad(&in, &out, starts.data(), strides.data()),
               0);
     for (int64_t i = 0; i < placed.numElements(); ++i)
       total[i] += placed.getDouble(i);

@@ -13,6 +13,7 @@
 #include "tessera/Import/ONNX/Importer.h"
 #include "tessera/Sharding/TensorLayout.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/JSON.h"
 
@@ -82,11 +83,18 @@ importWithWeights(mlir::MLIRContext &context, const std::string &file,
                   const std::map<std::string, int64_t> &dims);
 
 /// The block of `tensor` (laid out as `layout` on `mesh`) that the rank at
-/// `coordinates` holds.
+/// `coordinates` holds. `pieces` (tess.pieces; empty: none) per dim: a dim
+/// of more than one piece holds the rank's block of each piece, in order.
 execution::HostTensorBuffer localBlock(execution::HostTensorBuffer tensor,
                                        const sharding::TensorLayout &layout,
                                        const std::vector<int32_t> &coordinates,
-                                       const cost::DeviceMesh &mesh);
+                                       const cost::DeviceMesh &mesh,
+                                       llvm::ArrayRef<int64_t> pieces = {});
+
+/// The tess.pieces of argument (or result) `index` of `function`, empty
+/// without one.
+std::vector<int64_t> piecesOf(mlir::func::FuncOp function, unsigned index,
+                              bool result);
 
 /// The full f32 tensor from every rank's block of it (`blocks[r]` from the
 /// rank at `coordinates[r]`): blocks of split dims put in place, partial
@@ -94,7 +102,8 @@ execution::HostTensorBuffer localBlock(execution::HostTensorBuffer tensor,
 execution::HostTensorBuffer
 assemble(std::vector<execution::HostTensorBuffer> &blocks,
          const std::vector<std::vector<int32_t>> &coordinates,
-         const sharding::TensorLayout &layout, const cost::DeviceMesh &mesh);
+         const sharding::TensorLayout &layout, const cost::DeviceMesh &mesh,
+         llvm::ArrayRef<int64_t> pieces = {});
 
 } // namespace tessera::fixtures
 

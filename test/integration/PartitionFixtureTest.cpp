@@ -426,6 +426,11 @@ void runPartitioned(const PartitionCase &test) {
   std::vector<std::string> axisNames;
   for (mlir::StringAttr name : meshAttr.getNames())
     axisNames.push_back(name.str());
+  // The parameters stored piece by piece (tess.pieces), by name.
+  std::map<std::string, std::vector<int64_t>> parameterPieces;
+  for (unsigned i = 0; i < step.getNumArguments(); ++i)
+    if (auto name = step.getArgAttrOfType<mlir::StringAttr>(i, "tess.parameter"))
+      parameterPieces[name.str()] = fixtures::piecesOf(step, i, false);
   comm::runThreadRanks(world, [&](const comm::RankComms &comms) {
     coordinates[comms.rank] = comms.coordinates;
     std::vector<HostTensorBuffer> local;
@@ -434,7 +439,7 @@ void runPartitioned(const PartitionCase &test) {
           arguments[i],
           layoutOf(step.getArgAttrOfType<tess::LayoutAttr>(i, "tess.layout"),
                    arguments[i].shape().size()),
-          comms.coordinates, mesh));
+          comms.coordinates, mesh, fixtures::piecesOf(step, i, false)));
     execution::Interpreter interpreter;
     interpreter.setMeshRank({axisNames, comms.axes, comms.coordinates});
     auto out = interpreter.run(step, std::move(local));
@@ -463,7 +468,7 @@ void runPartitioned(const PartitionCase &test) {
             layoutOf(optimizer.getArgAttrOfType<tess::LayoutAttr>(
                          i, "tess.layout"),
                      weights.at(name.str()).shape().size()),
-            comms.coordinates, mesh);
+            comms.coordinates, mesh, parameterPieces[name.str()]);
     auto updated = interpreter.run(
         optimizer,
         fixtures::bindArguments(
@@ -500,7 +505,8 @@ void runPartitioned(const PartitionCase &test) {
         type.getRank());
     // Pending gradients were completed on every rank.
     layout.partialAxes.clear();
-    HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh);
+    HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh,
+                                               fixtures::piecesOf(step, i, true));
     const HostTensorBuffer &single = (*reference)[i];
     ASSERT_EQ(full.numElements(), single.numElements());
     double largest = 0, difference = 0;
@@ -567,7 +573,8 @@ void runPartitioned(const PartitionCase &test) {
     TensorLayout layout = layoutOf(
         optimizer.getResultAttrOfType<tess::LayoutAttr>(i, "tess.layout"),
         type.getRank());
-    HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh);
+    HostTensorBuffer full = fixtures::assemble(blocks, coordinates, layout, mesh,
+                                               parameterPieces[name.str()]);
     const HostTensorBuffer &reference = wholeParameters[name.str()];
     ASSERT_EQ(full.numElements(), reference.numElements()) << name.str();
     double difference = 0;

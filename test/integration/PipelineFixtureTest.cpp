@@ -168,6 +168,8 @@ void runPipelined(const PipelineCase &test) {
   // (as the partitioned @forward_backward records them) on the tp axis.
   cost::DeviceMesh tensorMesh;
   std::map<std::string, TensorLayout> parameterLayouts, gradientLayouts;
+  // The parameters stored piece by piece (tess.pieces), by name.
+  std::map<std::string, std::vector<int64_t>> parameterPieces;
   if (test.tensorParallel > 1) {
     auto meshAttr = (*module)->getAttrOfType<tess::MeshAttr>("tess.mesh");
     ASSERT_TRUE(meshAttr);
@@ -181,6 +183,7 @@ void runPipelined(const PipelineCase &test) {
         ASSERT_TRUE(static_cast<bool>(layout))
             << llvm::toString(layout.takeError());
         parameterLayouts[name.str()] = *layout;
+        parameterPieces[name.str()] = fixtures::piecesOf(step, i, false);
       }
     for (unsigned i = 0; i < step.getNumResults(); ++i)
       if (auto name =
@@ -226,7 +229,8 @@ void runPipelined(const PipelineCase &test) {
       if (layout == parameterLayouts.end())
         return found->second;
       return fixtures::localBlock(found->second, layout->second,
-                                  {comms.coordinates[1]}, tensorMesh);
+                                  {comms.coordinates[1]}, tensorMesh,
+                                  parameterPieces[name.str()]);
     };
     auto inputs = [&](llvm::StringRef name,
                       int64_t microBatch) -> llvm::Expected<HostTensorBuffer> {
@@ -285,7 +289,7 @@ void runPipelined(const PipelineCase &test) {
     return layout == layouts.end()
                ? blocks.front()
                : fixtures::assemble(blocks, tensorCoordinates, layout->second,
-                                    tensorMesh);
+                                    tensorMesh, parameterPieces[name]);
   };
   std::map<std::string, HostTensorBuffer> gradients;
   for (size_t rank = 0; rank < results.size(); ++rank) {

@@ -25,6 +25,7 @@ using namespace tessera::tess;
 namespace {
 constexpr StringLiteral kPlanAttrName = "tess.plan";
 constexpr StringLiteral kLayoutAttrName = "tess.layout";
+constexpr StringLiteral kPiecesAttrName = "tess.pieces";
 constexpr StringLiteral kLayoutsAttrName = "tess.layouts";
 constexpr StringLiteral kPlannedAttrName = "tess.planned";
 } // namespace
@@ -554,6 +555,36 @@ Type regionValueType(Operation *op, unsigned region, unsigned index,
   return op->getRegion(region).getArgument(index).getType();
 }
 
+/// C5 of #tess.layout: tess.pieces of a function's argument or result.
+LogicalResult verifyPiecesOf(Operation *op, Attribute attribute, Type type,
+                             Attribute layoutAttribute, StringRef what) {
+  auto pieces = llvm::dyn_cast<DenseI64ArrayAttr>(attribute);
+  auto shaped = llvm::dyn_cast_or_null<RankedTensorType>(type);
+  if (!pieces || !shaped || pieces.size() != shaped.getRank())
+    return op->emitOpError("C5: tess.pieces of ")
+           << what << " must be an array of one piece count per dim of "
+           << type << ", got " << attribute;
+  auto layout = llvm::dyn_cast_or_null<LayoutAttr>(layoutAttribute);
+  for (auto [dim, count] : llvm::enumerate(pieces.asArrayRef())) {
+    if (count < 1)
+      return op->emitOpError("C5: tess.pieces of ")
+             << what << ": dim " << dim << " has " << count << " pieces";
+    if (count == 1)
+      continue;
+    if (!layout || dim >= layout.getRank() ||
+        layout.getDims()[dim].getValue().empty())
+      return op->emitOpError("C5: tess.pieces of ")
+             << what << ": dim " << dim << " is in " << count
+             << " pieces but not split in its tess.layout";
+    if (shaped.getDimSize(dim) % count != 0)
+      return op->emitOpError("C5: tess.pieces of ")
+             << what << ": dim " << dim << " of size "
+             << shaped.getDimSize(dim) << " is not " << count
+             << " equal pieces";
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult TessDialect::verifyOperationAttribute(Operation *op,
@@ -594,6 +625,13 @@ LogicalResult TessDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned region,
                                                     unsigned argument,
                                                     NamedAttribute attribute) {
+  if (attribute.getName() == kPiecesAttrName) {
+    auto function = llvm::dyn_cast<FunctionOpInterface>(op);
+    return verifyPiecesOf(
+        op, attribute.getValue(), regionValueType(op, region, argument, false),
+        function ? function.getArgAttr(argument, kLayoutAttrName) : nullptr,
+        "argument " + std::to_string(argument));
+  }
   if (attribute.getName() != kLayoutAttrName)
     return success();
   return verifyLayoutOf(op, attribute.getValue(),
@@ -610,6 +648,13 @@ LogicalResult TessDialect::verifyRegionResultAttribute(
              << result << " must be a #tess.layout, got "
              << attribute.getValue();
     return verifyPlannedLayout(op, layout, "result " + Twine(result));
+  }
+  if (attribute.getName() == kPiecesAttrName) {
+    auto function = llvm::dyn_cast<FunctionOpInterface>(op);
+    return verifyPiecesOf(
+        op, attribute.getValue(), regionValueType(op, region, result, true),
+        function ? function.getResultAttr(result, kLayoutAttrName) : nullptr,
+        "result " + std::to_string(result));
   }
   if (attribute.getName() != kLayoutAttrName)
     return success();

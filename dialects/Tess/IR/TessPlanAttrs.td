@@ -46,9 +46,21 @@ def Tess_LayoutAttr : Tess_Attr<"Layout", "layout"> {
     dim of the value it lays out; (C4) `tess.layout` is a `#tess.layout`,
     and `tess.layouts` an array of them, one per result of the op.
 
+    A function argument or result may beside it carry `tess.pieces`, a
+    parameter (or its gradient) stored piece by piece: per dim the count of
+    equal pieces the dim holds one after another (a fused projection's q, k
+    and v columns), each rank holding its block of every piece in piece
+    order (Megatron-LM's fused QKV; tess-annotate-from-plan writes it where
+    every op that touches the dim keeps its positions). (C5) `tess.pieces`
+    is an array of one count per dim, each at least 1; a dim of more than
+    one piece is split in the value's `tess.layout` and its size divides by
+    the count.
+
     ```mlir
     module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
-      func.func @step(%x: tensor<4x8xf32> {tess.layout = #tess.layout<[dp, -]>})
+      func.func @step(%x: tensor<4x8xf32> {tess.layout = #tess.layout<[dp, -]>},
+                      %w: tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>,
+                                            tess.pieces = array<i64: 1, 3>})
           -> (tensor<4x8xf32> {tess.layout = #tess.layout<[-, tp] partial(dp)>}) {
         %y = tess.exp %x {tess.layouts = [#tess.layout<[dp, tp]>]} : tensor<4x8xf32>
         return %y : tensor<4x8xf32>

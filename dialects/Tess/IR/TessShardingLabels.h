@@ -62,11 +62,13 @@ enum class LabelKind {
   /// and its kernels look up (the gradient: add into) the rank's block of
   /// rows only (Megatron's VocabParallelEmbedding).
   Indexed,
-  /// The axis a split cuts into pieces: split, each rank holds its 1/n of
-  /// every piece, which is the whole tensor's block only when the producer
-  /// laid its columns out piece by piece (Megatron's fused QKV). The search
-  /// offers it; the partition rewrite keeps it whole (AnnotateFromPlan
-  /// reorders the producer's columns instead).
+  /// The axis a split cuts into pieces (or a concat joins): split, each rank
+  /// holds its 1/n of every piece, which is the tensor's block only when
+  /// everything that reads or writes the dim lays it out piece by piece
+  /// (Megatron's fused QKV: the weight's columns q0 k0 v0 | q1 k1 v1). The
+  /// search offers a split's; the partition rewrite splits it only on an
+  /// op marked `tess.piece_major` (AnnotateFromPlan marks those whose whole
+  /// region it found piece-major, PieceMajorRegion.h), else keeps it whole.
   Pieced,
   /// An index of a random op's stream other than its outermost dim
   /// (attention's heads with dropout: the mask depends on an element's
@@ -130,6 +132,9 @@ struct ShardingLabels {
   /// The search also offers "partial sum": every operand and result a
   /// partial sum over the axis (a view of a linear op: reshape, transpose).
   bool searchesPartialSums = false;
+  /// The op carries `tess.piece_major`: its pieced labels are partitionable
+  /// (each rank's block of its pieced dim is its 1/n of every piece).
+  bool pieceMajor = false;
 
   /// Every label used, ascending.
   llvm::SmallVector<int> labels() const;
@@ -137,8 +142,9 @@ struct ShardingLabels {
   bool inResults(int label) const;
   bool isSummed(int label) const;
   LabelKind kindOf(int label) const { return kinds[label]; }
-  /// Whether the partition rewrite may split `label`: not an indexed,
-  /// pieced or positional one (see LabelKind).
+  /// Whether the partition rewrite may split `label`: not an indexed or
+  /// positional one, nor a pieced one unless the op is pieceMajor (see
+  /// LabelKind).
   bool isPartitionable(int label) const;
   /// The split with `role`, or null.
   const NamedSplit *splitWithRole(SplitRole role) const;
@@ -150,6 +156,10 @@ struct ShardingLabels {
 /// The labels of `op`: its ShardingInterface's answer, or every dim kWhole
 /// (run replicated: always correct) for an op without the interface.
 ShardingLabels shardingLabels(mlir::Operation *op);
+
+/// The attribute that marks a split or concat whose pieced dim is laid out
+/// piece by piece: the mesh axis's name (StringAttr).
+inline constexpr llvm::StringLiteral kPieceMajorAttrName = "tess.piece_major";
 
 } // namespace tessera::tess
 

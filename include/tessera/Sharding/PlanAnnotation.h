@@ -23,6 +23,13 @@
 //                                    the plan left it pending: the driver
 //                                    takes its rank's shard of it locally,
 //                                    no collective)
+//   argument   tess.pieces = array<i64: 1, 3>  (a parameter stored piece by
+//   and result                       piece: per dim the count of equal
+//                                    pieces, each rank holding its block of
+//                                    each, Megatron's fused QKV; a fused
+//                                    projection's weight and its gradient,
+//                                    lib/Transforms/Partition/
+//                                    PieceMajorRegion.h)
 // A value without an attribute is replicated. The layouts are complete: the
 // partitioner needs no propagation, only each op's local rule (its
 // ShardingInterface, Tess/IR/TessShardingLabels.h) to see what its operands
@@ -48,6 +55,7 @@ inline constexpr llvm::StringLiteral kLayoutsAttrName = "tess.layouts";
 inline constexpr llvm::StringLiteral kPlanAttrName = "tess.plan";
 inline constexpr llvm::StringLiteral kZeroStageAttrName = "tess.zero_stage";
 inline constexpr llvm::StringLiteral kZeroAxesAttrName = "tess.zero_axes";
+inline constexpr llvm::StringLiteral kPiecesAttrName = "tess.pieces";
 
 /// The attribute form of `mesh`, and back.
 tess::MeshAttr meshAttr(mlir::MLIRContext *context,

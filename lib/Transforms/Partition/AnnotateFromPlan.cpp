@@ -50,12 +50,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "LayoutChoice.h"
+#include "PieceMajorRegion.h"
 
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Sharding/SearchedPlan.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "llvm/Support/FormatVariadic.h"
+
 
 namespace tessera {
 #define GEN_PASS_DEF_ANNOTATEFROMPLAN
@@ -188,8 +190,9 @@ public:
   llvm::Expected<sharding::PlanAnnotationReport> run();
 
 private:
-  /// Piece-major splits: the producers whose result dim must stay whole,
-  /// and the parameters that stay whole on an axis.
+  /// Splits the plan reads piece by piece: marked tess.piece_major with
+  /// their region (PieceMajorRegion.h) where it has one, else their
+  /// producers' result dim and parameters stay whole on the axis.
   void findPieceMajorSplits();
   void seedArguments();
   void chooseOpLayouts();
@@ -222,10 +225,52 @@ private:
   llvm::DenseMap<Operation *, std::pair<unsigned, unsigned>> keepWhole;
   /// Parameter name -> mesh axes it stays whole on.
   llvm::StringMap<SmallVector<unsigned, 1>> wholeParameters;
+  /// The piece-major regions decided, and per value of them its dim, the
+  /// mesh axis it must stay split over and its region's boundaries.
+  std::vector<std::pair<partition::PieceMajorRegion, unsigned>> decidedRegions;
+  struct PieceOfRegion {
+    unsigned dim, axis;
+    const SmallVector<Operation *> *boundaries;
+  };
+  llvm::DenseMap<Value, SmallVector<PieceOfRegion, 1>> pieceRegions;
+  /// Splits whose region a try found the layouts do not keep split, and
+  /// why: the next try keeps their dim whole.
+  llvm::DenseMap<Operation *, std::string> brokenSplits;
+  /// Records in brokenSplits each region that `value` (in layout `layout`
+  /// where `op` reads or writes it) leaves.
+  void checkPieces(Operation *op, Value value, const TensorLayout &layout,
+                   StringRef role) {
+    auto found = pieceRegions.find(value);
+    if (found == pieceRegions.end())
+      return;
+    for (const PieceOfRegion &piece : found->second) {
+      if (piece.dim < layout.rank() &&
+          layout.dimAxes[piece.dim] == (int)piece.axis)
+        continue;
+      std::string why = llvm::formatv(
+          "the partitioner's layouts do not keep the pieced dim split over "
+          "{0}: {1} {2} it as {3}",
+          mesh.axes[piece.axis].name,
+          op ? op->getName().getStringRef().str() : std::string("an argument"),
+          role, print(layout));
+      for (Operation *boundary : *piece.boundaries)
+        brokenSplits.try_emplace(boundary, why);
+    }
+  }
+  /// Clears what one try wrote (layouts, decisions, the marks in the IR).
+  void resetTry();
+  const sharding::ParameterSharding *parameterNamed(StringRef name) const {
+    for (const sharding::ParameterSharding &parameter : plan.parameters)
+      if (parameter.name == name)
+        return &parameter;
+    return nullptr;
+  }
   llvm::DenseMap<Value, TensorLayout> layouts;
 };
 
 void PlanAnnotator::findPieceMajorSplits() {
+  std::vector<partition::PiecedSplit> splits;
+  llvm::DenseMap<Operation *, const sharding::OpSharding *> entries;
   for (const sharding::OpSharding &entry : plan.ops) {
     auto split = dyn_cast_or_null<tess::SplitOp>(entry.op);
     if (!split || entry.operandLayouts.empty())
@@ -238,7 +283,45 @@ void PlanAnnotator::findPieceMajorSplits() {
     if (dim < 0 || dim >= (int64_t)input.rank() ||
         input.dimAxes[dim] == kUnsplit)
       continue;
-    unsigned axis = input.dimAxes[dim];
+    splits.push_back({split, static_cast<unsigned>(input.dimAxes[dim])});
+    entries[split] = &entry;
+  }
+  // Piece-major where the region's parameters are split on the dim over
+  // the split's axis, in compute and state alike (the region's blocks are
+  // that axis's).
+  auto argumentSplit = [&](unsigned number, unsigned dim, unsigned axis) {
+    StringRef name = parameterName(step, step.getArgument(number));
+    const sharding::ParameterSharding *parameter =
+        name.empty() ? nullptr : parameterNamed(name);
+    auto splitOn = [&](const TensorLayout &layout) {
+      return dim < layout.rank() && layout.dimAxes[dim] == (int)axis;
+    };
+    return parameter && splitOn(parameter->computeLayout) &&
+           splitOn(parameter->stateLayout);
+  };
+  partition::PieceMajorDecision decision =
+      partition::decidePieceMajor(step, splits, argumentSplit, &brokenSplits);
+  std::vector<std::string> axisNames;
+  for (const cost::MeshAxis &axis : mesh.axes)
+    axisNames.push_back(axis.name);
+  partition::markPieceMajor(step, decision, axisNames);
+  pieceRegions.clear();
+  for (auto &[region, axis] : decision.regions)
+    for (auto [value, dim] : region.values)
+      pieceRegions[value].push_back({dim, axis, &region.boundaries});
+  decidedRegions = std::move(decision.regions);
+
+  // The others keep their dim whole: the split follows propagation, its
+  // producer's result dim and parameters stay whole on the axis, and the
+  // pieces' readers slice their heads.
+  for (const auto &[op, why] : decision.refused) {
+    auto split = cast<tess::SplitOp>(op);
+    const sharding::OpSharding *entry = entries.lookup(op);
+    const TensorLayout &input = entry->operandLayouts[0];
+    int64_t dim = static_cast<int64_t>(split.getAxis());
+    if (dim < 0)
+      dim += static_cast<int64_t>(input.rank());
+    unsigned axis = static_cast<unsigned>(input.dimAxes[dim]);
     propagated.insert(split);
     Operation *producer = split.getInput().getDefiningOp();
     std::string whole;
@@ -254,11 +337,10 @@ void PlanAnnotator::findPieceMajorSplits() {
         producer ? plan.find(producer) : nullptr;
     deviate(llvm::formatv(
         "{0}: the plan reads its input {1} piece by piece (piece-major "
-        "columns of {2}); the partitioner splits contiguous blocks, so that "
-        "dim stays whole on {3}{4} and the pieces' readers slice their "
-        "blocks",
-        describe(split, &entry), print(input),
-        producer ? describe(producer, producerEntry) : std::string("?"),
+        "columns of {2}), but {3}; so that dim stays whole on {4}{5} and the "
+        "pieces' readers slice their blocks",
+        describe(split, entry), print(input),
+        producer ? describe(producer, producerEntry) : std::string("?"), why,
         mesh.axes[axis].name, whole.empty() ? "" : " (with " + whole + ")"));
   }
 }
@@ -359,13 +441,25 @@ void PlanAnnotator::chooseOpLayouts() {
     }
     LayoutChoice choice =
         chooseLayouts(&op, labels, arriving, mesh, desired, nullptr);
+    // A piece-major region stays split wherever it is read and written:
+    // a reshard of it would move contiguous blocks.
+    for (auto [index, operand] : llvm::enumerate(op.getOperands())) {
+      if (index < choice.operands.size())
+        checkPieces(&op, operand, choice.operands[index], "reads");
+      checkPieces(&op, operand, arriving[index], "receives");
+    }
+    for (auto [index, result] : llvm::enumerate(op.getResults()))
+      if (index < choice.results.size())
+        checkPieces(&op, result, choice.results[index], "writes");
     if (!entry) {
       for (auto [result, layout] : llvm::zip(op.getResults(), choice.results))
         layouts[result] = layout;
       continue;
     }
-    for (auto [result, layout] : llvm::zip(op.getResults(), desired))
+    for (auto [result, layout] : llvm::zip(op.getResults(), desired)) {
       layouts[result] = layout;
+      checkPieces(&op, result, layout, "leaves");
+    }
 
     // How the partitioner will run it, against what the search priced.
     for (auto [index, layout] : llvm::enumerate(choice.operands)) {
@@ -428,6 +522,22 @@ SmallVector<TensorLayout> PlanAnnotator::resultLayouts() {
   return results;
 }
 
+void PlanAnnotator::resetTry() {
+  report.deviations.clear();
+  propagated.clear();
+  keepWhole.clear();
+  wholeParameters.clear();
+  layouts.clear();
+  pieceRegions.clear();
+  decidedRegions.clear();
+  step.walk([](Operation *op) { op->removeAttr(tess::kPieceMajorAttrName); });
+  for (unsigned index = 0; index < step.getNumArguments(); ++index)
+    step.removeArgAttr(index, sharding::kPiecesAttrName);
+  for (unsigned index = 0; index < step.getNumResults(); ++index)
+    step.removeResultAttr(
+        index, StringAttr::get(step.getContext(), sharding::kPiecesAttrName));
+}
+
 llvm::Expected<sharding::PlanAnnotationReport> PlanAnnotator::run() {
   if (step.isExternal() || !step.getBody().hasOneBlock())
     return llvm::createStringError("the training step needs a body of one "
@@ -440,9 +550,17 @@ llvm::Expected<sharding::PlanAnnotationReport> PlanAnnotator::run() {
   for (const sharding::OpSharding &entry : plan.ops)
     matched[entry.op] = &entry;
   report.matchedOps = plan.ops.size();
-  findPieceMajorSplits();
-  seedArguments();
-  chooseOpLayouts();
+  // A try whose layouts break a piece-major region is redone with that
+  // region's dim whole; each try refuses at least one more split.
+  for (size_t tries = 0;; ++tries) {
+    size_t broken = brokenSplits.size();
+    findPieceMajorSplits();
+    seedArguments();
+    chooseOpLayouts();
+    if (brokenSplits.size() == broken || tries > plan.ops.size())
+      break;
+    resetTry();
+  }
   if (llvm::Error error = sharding::annotateShardingPlan(
           step, mesh, layouts, resultLayouts()))
     return std::move(error);

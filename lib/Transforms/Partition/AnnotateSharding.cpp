@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "LayoutChoice.h"
+#include "PieceMajorRegion.h"
 
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
@@ -75,7 +76,8 @@ BlockTrace traceBlock(Value input) {
             tess::SiluOp, tess::SwigluOp, tess::PackedSwigluOp, tess::RotaryOp,
             tess::ReluOp,
             tess::MulOp, tess::AddOp, tess::SubOp,
-            tess::NegOp, tess::SliceOp, tess::ConcatOp, tess::AttentionOp>(
+            tess::NegOp, tess::SliceOp, tess::ConcatOp, tess::SplitOp,
+            tess::AttentionOp>(
             producer)) {
       for (Value operand : producer->getOperands())
         if (llvm::isa<FloatType>(
@@ -111,6 +113,13 @@ private:
                           llvm::DenseMap<Value, TensorLayout> &layouts);
 
   cost::DeviceMesh deviceMesh;
+  /// A fused projection's split (GPT-2's q/k/v) whose producer's weight
+  /// Megatron splits: piece-major where its region allows
+  /// (PieceMajorRegion.h), else its parameters stay replicated and the
+  /// pieces' readers slice their heads.
+  void choosePieceMajor(func::FuncOp function,
+                        llvm::DenseMap<Value, TensorLayout> &layouts);
+
   /// Axis indices, or -1 when the strategy does not use the axis (or it
   /// has one device).
   int dataAxis = -1, tensorAxis = -1;
@@ -189,6 +198,37 @@ void AnnotateShardingPass::seedTensorParallel(
   }
 }
 
+void AnnotateShardingPass::choosePieceMajor(
+    func::FuncOp function, llvm::DenseMap<Value, TensorLayout> &layouts) {
+  auto splitOn = [&](Value value, unsigned dim) {
+    auto it = layouts.find(value);
+    return it != layouts.end() && dim < it->second.rank() &&
+           it->second.dimAxes[dim] == tensorAxis;
+  };
+  std::vector<PiecedSplit> splits;
+  function.walk([&](tess::SplitOp split) {
+    auto linear = split.getInput().getDefiningOp<tess::LinearOp>();
+    BlockArgument weight =
+        linear ? parameterArgument(linear.getWeight()) : BlockArgument();
+    int64_t axis = static_cast<int64_t>(split.getAxis());
+    int64_t rank = llvm::cast<RankedTensorType>(split.getInput().getType())
+                       .getRank();
+    if (weight && (axis == rank - 1 || axis == -1) &&
+        splitOn(weight, linear.getTransposeWeight() ? 0 : 1))
+      splits.push_back({split, static_cast<unsigned>(tensorAxis)});
+  });
+  PieceMajorDecision decision = decidePieceMajor(
+      function, splits, [&](unsigned number, unsigned dim, unsigned) {
+        return splitOn(function.getArgument(number), dim);
+      });
+  for (unsigned number : decision.wholeArguments)
+    layouts.erase(function.getArgument(number));
+  std::vector<std::string> axisNames;
+  for (const cost::MeshAxis &axis : deviceMesh.axes)
+    axisNames.push_back(axis.name);
+  markPieceMajor(function, decision, axisNames);
+}
+
 void AnnotateShardingPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (failed(parseOptions()))
@@ -218,8 +258,10 @@ void AnnotateShardingPass::runOnOperation() {
       layouts[argument] = TensorLayout::splitDim(type.getRank(), 0, dataAxis);
     }
   }
-  if (tensorAxis >= 0)
+  if (tensorAxis >= 0) {
     seedTensorParallel(function, layouts);
+    choosePieceMajor(function, layouts);
+  }
 
   auto layoutOf = [&](Value value) {
     auto it = layouts.find(value);

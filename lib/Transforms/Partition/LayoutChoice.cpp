@@ -123,6 +123,15 @@ LayoutChoice partition::chooseLayouts(
   if (forced)
     for (auto [label, axis] : *forced)
       chooser.tryAssign(label, axis);
+  // A piece-major split or concat runs on each rank's 1/n of every piece
+  // whatever its operands arrive in: a piece is an ordinary contiguous
+  // split, while the whole tensor's order is only its region's
+  // (PieceMajorRegion.h), so that one is never resharded.
+  if (auto axisName = op->getAttrOfType<StringAttr>(tess::kPieceMajorAttrName))
+    if (int axis = mesh.axisIndex(axisName.getValue()); axis >= 0)
+      for (int label : labels.labels())
+        if (labels.kindOf(label) == tess::LabelKind::Pieced)
+          chooser.tryAssign(label, axis);
   if (!desiredResults.empty()) {
     for (auto [index, list] : llvm::enumerate(labels.results))
       if (index < desiredResults.size() &&

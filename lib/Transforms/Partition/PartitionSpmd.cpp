@@ -10,10 +10,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "LayoutChoice.h"
+#include "PieceMajorRegion.h"
 #include "Reshard.h"
 
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
+
+#include "llvm/ADT/DenseSet.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_PARTITIONSPMD
@@ -91,6 +94,10 @@ private:
   LogicalResult markBlocks(Operation &op, const LayoutChoice &choice);
   LogicalResult partitionArguments();
   LogicalResult partitionReturn();
+  /// After the rewrite: every piece-major region (PieceMajorRegion.h) is
+  /// still one, on local blocks of one size, its parameters split over the
+  /// axis its boundaries name, no reshard along its dim in it.
+  LogicalResult checkPieceMajorRegions();
   /// `value`'s layout, as the plan says it arrives here.
   const TensorLayout &layoutOf(Value value) {
     auto it = layouts.find(value);
@@ -282,6 +289,20 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
       result.setType(localType(type, layout, mesh));
   if (failed(markBlocks(op, choice)))
     return failure();
+  if (auto split = dyn_cast<tess::SplitOp>(op)) {
+    // A piece-major split (tess.piece_major) of a split dim: each piece's
+    // local block.
+    SmallVector<int64_t> sizes(split.getSizes());
+    int64_t axis = static_cast<int64_t>(split.getAxis());
+    if (axis < 0)
+      axis += static_cast<int64_t>(choice.operands[0].rank());
+    int dimAxis = choice.operands[0].dimAxes[axis];
+    if (dimAxis != kUnsplit) {
+      for (int64_t &size : sizes)
+        size /= mesh.axes[dimAxis].size;
+      split.setSizes(sizes);
+    }
+  }
   if (auto slice = dyn_cast<tess::SliceOp>(op)) {
     // Whole dims (the only ones split) end at their local size.
     SmallVector<int64_t> limits(slice.getLimits());
@@ -368,6 +389,49 @@ LogicalResult PartitionSpmdPass::partitionReturn() {
   return success();
 }
 
+LogicalResult PartitionSpmdPass::checkPieceMajorRegions() {
+  SmallVector<Operation *> boundaries;
+  step.walk([&](Operation *op) {
+    if (op->hasAttr(tess::kPieceMajorAttrName))
+      boundaries.push_back(op);
+  });
+  llvm::DenseSet<Operation *> checked;
+  for (Operation *boundary : boundaries) {
+    if (checked.contains(boundary))
+      continue;
+    auto axisName =
+        boundary->getAttrOfType<StringAttr>(tess::kPieceMajorAttrName);
+    auto error = [&](const Twine &why) {
+      return boundary->emitError("tess-partition-spmd: the piece-major "
+                                 "region of this op is broken (a compiler "
+                                 "bug): ")
+             << why;
+    };
+    llvm::Expected<PieceMajorRegion> region =
+        findPieceMajorRegion(step, boundary);
+    if (!region)
+      return error(llvm::toString(region.takeError()));
+    for (Operation *op : region->boundaries) {
+      checked.insert(op);
+      if (op->getAttr(tess::kPieceMajorAttrName) != axisName)
+        return error("its boundaries are not all marked for one axis");
+    }
+    for (auto [number, dim] : region->arguments) {
+      const TensorLayout &layout = layoutOf(step.getArgument(number));
+      auto pieces =
+          step.getArgAttrOfType<DenseI64ArrayAttr>(number,
+                                                   sharding::kPiecesAttrName);
+      if (dim >= layout.rank() || layout.dimAxes[dim] == kUnsplit ||
+          mesh.axes[layout.dimAxes[dim]].name != axisName.getValue() ||
+          !pieces || pieces.asArrayRef()[dim] != region->pieces)
+        return error("argument " + Twine(number) + " is not split in " +
+                     Twine(region->pieces) + " pieces over " +
+                     axisName.getValue());
+    }
+  }
+  return success();
+}
+
 void PartitionSpmdPass::runOnOperation() {
   ModuleOp module = getOperation();
   auto meshAttribute =
@@ -399,6 +463,8 @@ void PartitionSpmdPass::runOnOperation() {
     if (failed(partitionOp(*op)))
       return signalPassFailure();
   if (failed(partitionReturn()))
+    return signalPassFailure();
+  if (failed(checkPieceMajorRegions()))
     return signalPassFailure();
   step->setAttr("tess.partitioned", UnitAttr::get(&getContext()));
 }

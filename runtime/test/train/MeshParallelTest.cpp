@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -39,11 +40,20 @@ using tessera::comm::ThreadWorld;
 
 namespace {
 
-/// A split whose dims are `axes` in order, every later dim whole (-1).
+/// A split whose dims are `axes` in order, every later dim whole (-1), in
+/// contiguous blocks (no pieces).
 tessera_tensor_split splitOf(std::initializer_list<int32_t> axes) {
-  tessera_tensor_split split;
+  tessera_tensor_split split{};
   std::fill(std::begin(split.mesh_axis), std::end(split.mesh_axis), -1);
   std::copy(axes.begin(), axes.end(), std::begin(split.mesh_axis));
+  return split;
+}
+
+/// splitOf(axes) with `pieces` per dim (0 for the dims past them).
+tessera_tensor_split piecedSplitOf(std::initializer_list<int32_t> axes,
+                                   std::initializer_list<int32_t> pieces) {
+  tessera_tensor_split split = splitOf(axes);
+  std::copy(pieces.begin(), pieces.end(), std::begin(split.pieces));
   return split;
 }
 
@@ -107,7 +117,9 @@ int64_t product(const std::vector<int64_t> &shape) {
 
 /// The row-major index into a tensor of `whole` shape of element `index` of
 /// the block at `coordinates`: along a dim split over axis a the block
-/// starts at coordinates[a] * block size.
+/// starts at coordinates[a] * block size; split in P > 1 pieces, the block
+/// is P shares of block size / P, share k starting at k * whole size / P +
+/// coordinates[a] * block size / P.
 int64_t wholeIndexOf(int64_t index, const tessera_tensor_info &block,
                      const std::vector<int64_t> &whole,
                      const tessera_tensor_split &split,
@@ -120,9 +132,13 @@ int64_t wholeIndexOf(int64_t index, const tessera_tensor_info &block,
   int64_t result = 0;
   for (int32_t d = 0; d < block.rank; ++d) {
     int64_t at = position[static_cast<size_t>(d)];
-    if (split.mesh_axis[d] >= 0)
-      at +=
-          coordinates[static_cast<size_t>(split.mesh_axis[d])] * block.shape[d];
+    if (split.mesh_axis[d] >= 0) {
+      const int64_t pieces = std::max(split.pieces[d], 1);
+      const int64_t share = block.shape[d] / pieces;
+      at = at / share * (whole[static_cast<size_t>(d)] / pieces) +
+           coordinates[static_cast<size_t>(split.mesh_axis[d])] * share +
+           at % share;
+    }
     result = result * whole[static_cast<size_t>(d)] + at;
   }
   return result;
@@ -155,6 +171,26 @@ TrainingState wholeStateOf(const MeshLayout &layout) {
   state.cleanSteps = 3;
   return state;
 }
+
+/// Adds to MeshProgram tensors split piece-major over tp (axis 1):
+/// - "c_attn.w" [4, 6] split {-1, 1} in 3 pieces along dim 1: whole
+///   [4, 12], q|k|v of 4 columns each (GPT-2's fused projection);
+/// - "rows" [4, 2] split {1, 0} in 2 pieces along dim 0: whole [8, 4], each
+///   rank 2 rows of each piece of 4 and its dp half of the columns;
+/// - buffer "qkv.bias" (f32) [6] split {1} in 3 pieces: whole [12].
+void addPiecedTensors(MeshProgram &mesh) {
+  mesh.parameters.push_back({"c_attn.w", TESSERA_F32, 2, {4, 6}});
+  mesh.parameterSplits.push_back(piecedSplitOf({-1, 1}, {0, 3}));
+  mesh.parameters.push_back({"rows", TESSERA_F32, 2, {4, 2}});
+  mesh.parameterSplits.push_back(piecedSplitOf({1, 0}, {2, 1}));
+  mesh.buffers.push_back({"qkv.bias", TESSERA_F32, 1, {6}});
+  mesh.bufferSplits.push_back(piecedSplitOf({1}, {3}));
+  mesh.refresh();
+}
+
+/// The whole shapes of MeshProgram's parameters after addPiecedTensors.
+const std::vector<std::vector<int64_t>> kWholePiecedParameterShapes = {
+    {2, 6}, {8}, {5}, {6, 4}, {4, 12}, {8, 4}};
 
 /// The message of the TrainError `body` throws ("" and a failure if none).
 template <typename Body> std::string trainErrorOf(Body &&body) {
@@ -340,6 +376,21 @@ TEST(MeshLayout, CountedInNormOnceByTheFirstReplica) {
   }
 }
 
+/// Per rank of `layout`'s mesh (thread ranks): the parameters it gathers
+/// back from its blocks of `whole`.
+std::vector<std::vector<std::vector<float>>>
+takeAndGatherOnEveryRank(const MeshLayout &layout, const TrainingState &whole) {
+  ThreadWorld world(layout.getShape(), 30);
+  std::vector<std::vector<std::vector<float>>> gathered(
+      static_cast<size_t>(world.size()));
+  runAll(world, [&](const RankComms &comms) {
+    TrainingState blocks = layout.takeBlocks(whole, comms.coordinates);
+    gathered[static_cast<size_t>(comms.rank)] =
+        layout.gatherParameters(blocks.parameters, comms, nullptr);
+  });
+  return gathered;
+}
+
 // Tests that on 4 thread ranks of the 2x2 mesh every rank's blocks (from
 // takeBlocks) gather back to exactly the whole parameters, on every rank,
 // including the tensor split over both axes.
@@ -347,19 +398,132 @@ TEST(MeshLayout, GatherParametersRebuildsTheWholeTensorsOnEveryRank) {
   MeshProgram mesh;
   MeshLayout layout(mesh.program);
   TrainingState whole = wholeStateOf(layout);
-  ThreadWorld world(layout.getShape(), 30);
-  std::vector<std::vector<std::vector<float>>> gathered(4);
-  runAll(world, [&](const RankComms &comms) {
-    TrainingState blocks = layout.takeBlocks(whole, comms.coordinates);
-    gathered[static_cast<size_t>(comms.rank)] =
-        layout.gatherParameters(blocks.parameters, comms, nullptr);
-  });
+  std::vector<std::vector<std::vector<float>>> gathered =
+      takeAndGatherOnEveryRank(layout, whole);
   for (size_t rank = 0; rank < 4; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     ASSERT_EQ(gathered[rank].size(), 4u);
     for (size_t i = 0; i < 4; ++i)
       EXPECT_EQ(gathered[rank][i], whole.parameters[i])
           << mesh.parameters[i].name;
+  }
+}
+
+// Tests that a pieced dim gives each rank its share of every piece, in piece
+// order, of the parameters, their moments and a buffer: GPT-2's c_attn
+// weight [4, 12] (q|k|v of 4 columns) gives tp coordinate 0 columns 0-1,
+// 4-5, 8-9 and tp coordinate 1 columns 2-3, 6-7, 10-11, not the
+// contiguous halves; the whole shapes are the blocks' times the axis, as
+// for contiguous blocks.
+TEST(MeshLayout, TakeBlocksGivesEachCoordinateItsShareOfEveryPiece) {
+  MeshProgram mesh;
+  addPiecedTensors(mesh);
+  MeshLayout layout(mesh.program);
+  const tessera_program &wholeProgram = layout.wholeProgram();
+  ASSERT_EQ(wholeProgram.parameter_count, 6);
+  EXPECT_EQ(shapeOf(wholeProgram.parameters[4]),
+            (std::vector<int64_t>{4, 12}));
+  EXPECT_EQ(shapeOf(wholeProgram.parameters[5]), (std::vector<int64_t>{8, 4}));
+  ASSERT_EQ(wholeProgram.buffer_count, 3);
+  EXPECT_EQ(shapeOf(wholeProgram.buffers[2]), (std::vector<int64_t>{12}));
+
+  // "c_attn.w" element (row, column) is 400 + 12 row + column; "qkv.bias"
+  // element e is 50 + e.
+  TrainingState whole = wholeStateOf(layout);
+  auto *bias = reinterpret_cast<float *>(whole.buffers[2].data());
+  for (int64_t e = 0; e < 12; ++e)
+    bias[e] = 50 + static_cast<float>(e);
+  const std::vector<float> kAttention[2] = {
+      {400, 401, 404, 405, 408, 409, 412, 413, 416, 417, 420, 421,
+       424, 425, 428, 429, 432, 433, 436, 437, 440, 441, 444, 445},
+      {402, 403, 406, 407, 410, 411, 414, 415, 418, 419, 422, 423,
+       426, 427, 430, 431, 434, 435, 438, 439, 442, 443, 446, 447}};
+  const std::vector<float> kBias[2] = {{50, 51, 54, 55, 58, 59},
+                                       {52, 53, 56, 57, 60, 61}};
+  for (const std::vector<int32_t> &coordinates : kCoordinates) {
+    SCOPED_TRACE("coordinates (" + std::to_string(coordinates[0]) + ", " +
+                 std::to_string(coordinates[1]) + ")");
+    TrainingState blocks = layout.takeBlocks(whole, coordinates);
+    const auto tp = static_cast<size_t>(coordinates[1]);
+    EXPECT_EQ(blocks.parameters[4], kAttention[tp]);
+    std::vector<float> first = kAttention[tp], second = kAttention[tp];
+    for (float &value : first)
+      value += 1000;
+    for (float &value : second)
+      value += 2000;
+    EXPECT_EQ(blocks.firstMoments[4], first);
+    EXPECT_EQ(blocks.secondMoments[4], second);
+    ASSERT_EQ(blocks.buffers[2].size(), 6u * sizeof(float));
+    const auto *blockBias =
+        reinterpret_cast<const float *>(blocks.buffers[2].data());
+    EXPECT_EQ(std::vector<float>(blockBias, blockBias + 6), kBias[tp]);
+    // Every parameter, pieced (dim 0 of "rows", with dim 1 split
+    // contiguously over dp) or not, against the index arithmetic.
+    for (size_t i = 0; i < 6; ++i) {
+      SCOPED_TRACE(mesh.parameters[i].name);
+      const tessera_tensor_info &block = mesh.parameters[i];
+      ASSERT_EQ(static_cast<int64_t>(blocks.parameters[i].size()),
+                elementCount(block));
+      for (int64_t e = 0; e < elementCount(block); ++e) {
+        auto source = static_cast<size_t>(
+            wholeIndexOf(e, block, kWholePiecedParameterShapes[i],
+                         mesh.parameterSplits[i], coordinates));
+        auto at = static_cast<size_t>(e);
+        EXPECT_EQ(blocks.parameters[i][at], whole.parameters[i][source])
+            << "element " << e;
+        EXPECT_EQ(blocks.secondMoments[i][at], whole.secondMoments[i][source])
+            << "element " << e;
+      }
+    }
+  }
+  // Spelled out for "rows" ([8, 4], element (row, column) 500 + 4 row +
+  // column) at (dp 1, tp 0): rows 0-1 of each piece of 4 (rows 0, 1, 4,
+  // 5), columns 2-3.
+  EXPECT_EQ(layout.takeBlocks(whole, {1, 0}).parameters[5],
+            (std::vector<float>{502, 503, 506, 507, 518, 519, 522, 523}));
+}
+
+// Tests that on 4 thread ranks of the 2x2 mesh the blocks of pieced
+// parameters (along dim 1, and along dim 0 beside a contiguous split over
+// the other axis) gather back bit for bit to the whole tensors in their
+// true order, among the contiguous ones, on every rank; and that the
+// pieced blocks are counted in the norm as contiguous ones are, covering
+// each whole tensor once.
+TEST(MeshLayout, GatherParametersRebuildsPiecedTensorsInTheirOrder) {
+  MeshProgram mesh;
+  addPiecedTensors(mesh);
+  MeshLayout layout(mesh.program);
+  // Values of every magnitude and sign, so that a misplaced or converted
+  // element cannot compare equal.
+  TrainingState whole = wholeStateOf(layout);
+  for (size_t i = 0; i < whole.parameters.size(); ++i)
+    for (size_t e = 0; e < whole.parameters[i].size(); ++e)
+      whole.parameters[i][e] =
+          static_cast<float>(e % 2 ? -1.0 : 1.0) *
+          (static_cast<float>(i) + 0.1f * static_cast<float>(e + 1)) /
+          (3.0f + static_cast<float>(e));
+  std::vector<std::vector<std::vector<float>>> gathered =
+      takeAndGatherOnEveryRank(layout, whole);
+  for (size_t rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    ASSERT_EQ(gathered[rank].size(), 6u);
+    for (size_t i = 0; i < 6; ++i) {
+      ASSERT_EQ(gathered[rank][i].size(), whole.parameters[i].size())
+          << mesh.parameters[i].name;
+      EXPECT_EQ(std::memcmp(gathered[rank][i].data(),
+                            whole.parameters[i].data(),
+                            whole.parameters[i].size() * sizeof(float)),
+                0)
+          << mesh.parameters[i].name;
+    }
+  }
+  for (size_t i = 4; i < 6; ++i) {
+    int64_t elements = 0;
+    for (const std::vector<int32_t> &coordinates : kCoordinates)
+      if (layout.countedInNorm(coordinates)[i])
+        elements += elementCount(mesh.parameters[i]);
+    EXPECT_EQ(elements, product(kWholePiecedParameterShapes[i]))
+        << mesh.parameters[i].name;
   }
 }
 
@@ -460,6 +624,48 @@ TEST(MeshLayout, SameAxisTwiceInOneTensorIsMalformed) {
   buffers.refresh();
   message = trainErrorOf([&] { MeshLayout layout(buffers.program); });
   EXPECT_NE(message.find("buffer 'mask' is split twice over mesh axis 0"),
+            std::string::npos)
+      << message;
+}
+
+// Tests that a negative piece count, pieces on a dim the tensor does not
+// split (or does not have), and pieces that do not divide the rank's block
+// are malformed programs naming the tensor and the dim.
+TEST(MeshLayout, MalformedPiecesAreRefused) {
+  struct Case {
+    tessera_tensor_split split;
+    const char *message;
+  };
+  const Case cases[] = {
+      {piecedSplitOf({-1, 1}, {0, -3}),
+       "parameter 'attn.w' has -3 pieces at dim 1"},
+      {piecedSplitOf({-1, 1}, {2, 0}),
+       "parameter 'attn.w' has 2 pieces at dim 0, which is not split"},
+      {piecedSplitOf({-1, 1}, {0, 1, 3}),
+       "parameter 'attn.w' has 3 pieces at dim 2, which is not split"},
+      {piecedSplitOf({-1, 1}, {0, 2}),
+       "parameter 'attn.w' has 2 pieces at dim 1, which do not divide its "
+       "block of 3"}};
+  for (const Case &test : cases) {
+    SCOPED_TRACE(test.message);
+    MeshProgram mesh;
+    mesh.parameterSplits[0] = test.split;
+    mesh.refresh();
+    std::string message =
+        trainErrorOf([&] { MeshLayout layout(mesh.program); });
+    EXPECT_NE(message.find("malformed program (a compiler bug)"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find(test.message), std::string::npos) << message;
+  }
+
+  MeshProgram buffers;
+  buffers.bufferSplits[1] = piecedSplitOf({}, {3});
+  buffers.refresh();
+  std::string message =
+      trainErrorOf([&] { MeshLayout layout(buffers.program); });
+  EXPECT_NE(message.find("buffer 'table' has 3 pieces at dim 0, which is not "
+                         "split"),
             std::string::npos)
       << message;
 }

@@ -44,7 +44,7 @@ struct PendingProgram {
   tessera_tensor_info parameters[3] = {{"a", TESSERA_F32, 1, {256}},
                                        {"b", TESSERA_F32, 1, {4}},
                                        {"c", TESSERA_F32, 1, {384}}};
-  tessera_tensor_split splits[3];
+  tessera_tensor_split splits[3] = {};
   int64_t shape[2] = {2, 2};
   const char *names[2] = {"dp", "tp"};
   int32_t pending[3] = {1, 0, 1};

@@ -302,3 +302,39 @@ module attributes {tess.x = #tess.planned<results = []>} {}
 
 // expected-error@+1 {{tess.planned: unknown field 'stage'}}
 module attributes {tess.x = #tess.planned<strategy = "dp", stage = 1>} {}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  // expected-error@+1 {{C5: tess.pieces of argument 0 must be an array of one piece count per dim of 'tensor<8x12xf32>', got array<i64: 3>}}
+  func.func @layout_c5_count(%w: tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 3>}) {
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  // expected-error@+1 {{C5: tess.pieces of argument 0: dim 0 is in 2 pieces but not split in its tess.layout}}
+  func.func @layout_c5_unsplit(%w: tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 2, 1>}) {
+    return
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  // expected-error@+1 {{C5: tess.pieces of result 0: dim 1 of size 12 is not 5 equal pieces}}
+  func.func @layout_c5_unequal(%w: tensor<8x12xf32>) -> (tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 5>}) {
+    return %w : tensor<8x12xf32>
+  }
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  // expected-error@+1 {{C5: tess.pieces of argument 0: dim 1 has 0 pieces}}
+  func.func @layout_c5_zero(%w: tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 0>}) {
+    return
+  }
+}

@@ -23,6 +23,20 @@ module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
 
 // -----
 
+// A fused projection's weight and gradient stored piece by piece (C5): its
+// q, k and v columns, each rank holding its block of each.
+// CHECK-LABEL: func.func @pieces
+// CHECK-SAME: (%{{.*}}: tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>})
+// CHECK-SAME: -> (tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>})
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @pieces(%w: tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>})
+      -> (tensor<8x12xf32> {tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>}) {
+    return %w : tensor<8x12xf32>
+  }
+}
+
+// -----
+
 // One device: every field at its default prints as nothing.
 // CHECK: module attributes {tess.plan = #tess.plan<>}
 module attributes {tess.plan = #tess.plan<zero = 0, remat = "none", stages = 1, microbatches = 1>} {}

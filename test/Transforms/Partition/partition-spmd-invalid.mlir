@@ -24,3 +24,30 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>} {
     return %x : tensor<4xf32>
   }
 }
+
+// -----
+
+// A piece-major region (PieceMajorRegion.h) whose plan reads the pieced dim
+// whole: the input gradient's layout is replicated, so the partitioner
+// would all-gather the concat's local blocks as contiguous ones, the wrong
+// order. The check after the rewrite reports it instead of a silently
+// wrong gradient.
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @forward_backward(%x: tensor<4x8xf32>,
+                              %w: tensor<8x12xf32> {tess.parameter = "w", tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>})
+      -> (tensor<4x8xf32>, tensor<8x12xf32> {tess.gradient = "w", tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>}) {
+    %y = tess.linear %x, %w {tess.layouts = [#tess.layout<[-, tp]>]}
+      : (tensor<4x8xf32>, tensor<8x12xf32>) -> tensor<4x12xf32>
+    // expected-error@+1 {{tess-partition-spmd: the piece-major region of this op is broken (a compiler bug): tess.all_gather}}
+    %q, %k, %v = tess.split %y {axis = 1 : i64, sizes = array<i64: 4, 4, 4>, tess.piece_major = "tp",
+        tess.layouts = [#tess.layout<[-, tp]>, #tess.layout<[-, tp]>, #tess.layout<[-, tp]>]}
+      : (tensor<4x12xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+    %c = tess.concat %q, %k, %v {axis = 1 : i64, tess.piece_major = "tp", tess.layouts = [#tess.layout<[-, tp]>]}
+      : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x12xf32>
+    %dx = tess.linear %c, %w {transpose_weight}
+      : (tensor<4x12xf32>, tensor<8x12xf32>) -> tensor<4x8xf32>
+    %g = tess.matmul %x, %c {transpose_lhs, tess.layouts = [#tess.layout<[-, tp]>]}
+      : (tensor<4x8xf32>, tensor<4x12xf32>) -> tensor<8x12xf32>
+    return %dx, %g : tensor<4x8xf32>, tensor<8x12xf32>
+  }
+}

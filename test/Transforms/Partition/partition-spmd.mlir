@@ -184,3 +184,39 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>} {
     return %loss, %d : tensor<f32>, tensor<2x8x16xf32>
   }
 }
+
+// -----
+
+// A fused projection laid out piece by piece (tess.piece_major, tess.pieces:
+// Megatron's fused QKV): each rank's block of the weight is its columns of
+// q, k and v, so the split cuts its local output into three local pieces
+// and the backward's concat joins its local gradients; no collective but
+// the input gradient's all-reduce.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8x6xf32> {tess.layout = #tess.layout<[-, tp]>, tess.parameter = "w", tess.pieces = array<i64: 1, 3>})
+// CHECK: %[[Y:.*]] = tess.linear %[[X]], %[[W]] : (tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
+// CHECK-NEXT: %[[P:.*]]:3 = tess.split %[[Y]] {axis = 1 : i64, sizes = array<i64: 2, 2, 2>, tess.piece_major = "tp"} : (tensor<4x6xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>)
+// CHECK-NEXT: %[[C:.*]] = tess.concat %[[P]]#2, %[[P]]#1, %[[P]]#0 {axis = 1 : i64, tess.piece_major = "tp"} : (tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x6xf32>
+// CHECK-NEXT: %[[DX:.*]] = tess.linear %[[C]], %[[W]] {transpose_weight} : (tensor<4x6xf32>, tensor<8x6xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT: %[[G:.*]] = tess.matmul %[[X]], %[[C]] {transpose_lhs} : (tensor<4x8xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
+// CHECK-NEXT: %[[R:.*]] = tess.all_reduce %[[DX]] {axis = "tp"}
+// CHECK-NEXT: return %[[R]], %[[G]]
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @forward_backward(%x: tensor<4x8xf32>,
+                              %w: tensor<8x12xf32> {tess.parameter = "w", tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>})
+      -> (tensor<4x8xf32>, tensor<8x12xf32> {tess.gradient = "w", tess.layout = #tess.layout<[-, tp]>, tess.pieces = array<i64: 1, 3>}) {
+    %y = tess.linear %x, %w {tess.layouts = [#tess.layout<[-, tp]>]}
+      : (tensor<4x8xf32>, tensor<8x12xf32>) -> tensor<4x12xf32>
+    %q, %k, %v = tess.split %y {axis = 1 : i64, sizes = array<i64: 4, 4, 4>, tess.piece_major = "tp",
+        tess.layouts = [#tess.layout<[-, tp]>, #tess.layout<[-, tp]>, #tess.layout<[-, tp]>]}
+      : (tensor<4x12xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>)
+    // A stand-in for the gradients of q, k and v, joined as the backward does.
+    %c = tess.concat %v, %k, %q {axis = 1 : i64, tess.piece_major = "tp", tess.layouts = [#tess.layout<[-, tp]>]}
+      : (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x12xf32>
+    %dx = tess.linear %c, %w {transpose_weight, tess.layouts = [#tess.layout<[-, -] partial(tp)>]}
+      : (tensor<4x12xf32>, tensor<8x12xf32>) -> tensor<4x8xf32>
+    %g = tess.matmul %x, %c {transpose_lhs, tess.layouts = [#tess.layout<[-, tp]>]}
+      : (tensor<4x8xf32>, tensor<4x12xf32>) -> tensor<8x12xf32>
+    return %dx, %g : tensor<4x8xf32>, tensor<8x12xf32>
+  }
+}

@@ -192,6 +192,30 @@ ShardingLabels SliceGradOp::getShardingLabels() {
   return window(*this, getDx(), getDy(), getStarts(), getStrides());
 }
 
+namespace {
+
+/// The axis of a split or concat: one `pieced` label on the whole tensor's
+/// dim and on every piece's (LabelKind::Pieced), partitionable when the op
+/// is marked tess.piece_major.
+void labelPieces(Labeler &labeler, Operation *op, Value whole,
+                 ValueRange pieces, int64_t axis) {
+  int pieced = labeler.fresh(LabelKind::Pieced);
+  labeler.labels.pieceMajor = op->hasAttr(kPieceMajorAttrName);
+  auto place = [&](Value value) {
+    for (auto [index, operand] : llvm::enumerate(op->getOperands()))
+      if (operand == value)
+        labeler.operand(index)[axis] = pieced;
+    for (auto [index, result] : llvm::enumerate(op->getResults()))
+      if (result == value)
+        labeler.result(index)[axis] = pieced;
+  };
+  place(whole);
+  for (Value piece : pieces)
+    place(piece);
+}
+
+} // namespace
+
 /// Every dim but the axis follows into each piece; the axis is `pieced`:
 /// the search may split it (each rank then holds 1/n of every piece).
 ShardingLabels SplitOp::getShardingLabels() {
@@ -200,21 +224,22 @@ ShardingLabels SplitOp::getShardingLabels() {
   labeler.followOperand(0, {},
                         llvm::to_vector(llvm::seq<unsigned>(0, getNumResults())),
                         {axis});
-  int pieced = labeler.fresh(LabelKind::Pieced);
-  labeler.operand(0)[axis] = pieced;
-  for (unsigned index = 0; index < getNumResults(); ++index)
-    labeler.result(index)[axis] = pieced;
+  labelPieces(labeler, *this, getInput(), getResults(), axis);
   labeler.linearIn({0});
   for (auto [dim, label] : llvm::enumerate(labeler.operand(0)))
     labeler.offer("split dim " + std::to_string(dim), label);
   return labeler.take();
 }
 
+/// A split's reverse (its gradient): the axis is `pieced` too, not offered
+/// (the search plans the forward's splits; the backward's concats follow).
 ShardingLabels ConcatOp::getShardingLabels() {
   Labeler labeler(*this);
+  int64_t axis = axisOf(getAxis(), getResult());
   labeler.followOperand(
       0, llvm::to_vector(llvm::seq<unsigned>(1, getNumOperands())), {0},
-      {axisOf(getAxis(), getResult())});
+      {axis});
+  labelPieces(labeler, *this, getResult(), getInputs(), axis);
   labeler.linearInAll();
   return labeler.take();
 }

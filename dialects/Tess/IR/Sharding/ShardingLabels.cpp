@@ -59,7 +59,9 @@ bool ShardingLabels::isSummed(int label) const {
 
 bool ShardingLabels::isPartitionable(int label) const {
   LabelKind kind = kindOf(label);
-  return kind != LabelKind::Pieced && kind != LabelKind::Positional;
+  if (kind == LabelKind::Pieced)
+    return pieceMajor;
+  return kind != LabelKind::Positional;
 }
 
 const NamedSplit *ShardingLabels::splitWithRole(SplitRole role) const {

@@ -74,10 +74,23 @@ typedef struct tessera_step_context {
 /* How a partitioned program (issue 5) cuts one of its tensors over the mesh:
  * per dim, the mesh axis (an index into tessera_program's mesh_shape) the
  * dim is split over, or -1 when every rank holds the dim whole. A rank holds
- * the block at its mesh coordinates: along a dim split over axis a, block
- * mesh_coordinates[a] of mesh_shape[a] equal blocks. */
+ * the block at its mesh coordinates: along a dim split over axis a (n =
+ * mesh_shape[a], r = mesh_coordinates[a]), block r of the dim's n equal
+ * blocks, or, when the dim is pieced, its 1/n of every piece.
+ *
+ * pieces[d] is 0 or 1 for contiguous blocks. P > 1 (on a split dim only)
+ * says the whole dim is P equal pieces laid one after another, each split
+ * on its own: rank r's block is block r of piece 0, then block r of piece
+ * 1, and so on. A fused projection needs it: GPT-2's c_attn weight
+ * [D, 3D] is q|k|v along its columns, and tensor parallelism gives each
+ * rank the same heads of q, k and v (Megatron-LM's fused QKV), which
+ * contiguous blocks would not. E.g. a dim of 12 = [q0..q3 | k0..k3 |
+ * v0..v3], P = 3, n = 2: rank 0 holds [q0 q1 k0 k1 v0 v1], rank 1
+ * [q2 q3 k2 k3 v2 v3]. It comes after mesh_axis so that tables written
+ * without it ({{-1, 1, ...}}) still mean contiguous blocks (zeros). */
 typedef struct tessera_tensor_split {
   int32_t mesh_axis[TESSERA_MAX_RANK];
+  int32_t pieces[TESSERA_MAX_RANK];
 } tessera_tensor_split;
 
 /* A named tensor the program reads: a trainable parameter (fp32 master
@@ -254,7 +267,9 @@ typedef struct tessera_program {
    * parameter and each buffer, in the order of `parameters` and `buffers`
    * (NULL when there are none). The tensor_info shapes above are then one
    * rank's blocks; the whole tensor (the weights file's and the
-   * checkpoints') has shape[d] * mesh_shape[mesh_axis[d]] along a split dim.
+   * checkpoints') has shape[d] * mesh_shape[mesh_axis[d]] along a split dim,
+   * pieced or not (a pieced dim's block, shape[d], is its share of every
+   * piece, in piece order: the split's `pieces`).
    * A parameter's gradient has its parameter's split and is complete (summed
    * over the ranks that share the block) when forward_backward returns.
    * Tokens and targets are the WHOLE micro-batch on every rank
