@@ -23,6 +23,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace tessera;
 
@@ -343,6 +345,47 @@ compiledPipelineMemory(ModuleOp module, tess::PlanAttr plan,
   return pipeline::estimatePipelineMemory(program);
 }
 
+/// The pipeline search's plan under `bound` bytes a device (`bounded`, the
+/// cluster searched with that bound).
+llvm::Expected<pipeline::PipelinePlan>
+searchUnder(const PipelinePlanDecision &searched, cost::Cluster &bounded,
+            double bound) {
+  bounded.device.memoryBytes = bound;
+  pipeline::MegatronStageOracle oracle(searched.profile, bounded);
+  return pipeline::searchPipeline(searched.profile, bounded, oracle,
+                                  searched.search);
+}
+
+/// A plan as compiled: each device's memory and the largest.
+struct CompiledCheck {
+  std::vector<pipeline::PipelineDeviceMemory> devices;
+  double peak = 0;
+};
+
+/// `plan` compiled as the compile would build it, or std::nullopt where it
+/// has no plan attribute (nothing to compile); failure after an error on
+/// `module` where the compile fails.
+FailureOr<std::optional<CompiledCheck>>
+compilePlan(ModuleOp module, const PipelinePlanDecision &searched,
+            const pipeline::PipelinePlan &plan) {
+  llvm::Expected<tess::PlanAttr> attribute =
+      pipelinePlanAttribute(*module.getContext(), plan, searched.profile);
+  if (!attribute) {
+    llvm::consumeError(attribute.takeError());
+    return std::optional<CompiledCheck>();
+  }
+  FailureOr<std::vector<pipeline::PipelineDeviceMemory>> devices =
+      compiledPipelineMemory(module, *attribute,
+                             searched.search.globalBatch / plan.microBatches,
+                             searched.step);
+  if (failed(devices))
+    return failure();
+  CompiledCheck check;
+  check.peak = static_cast<double>(pipeline::largestDeviceBytes(*devices));
+  check.devices = std::move(*devices);
+  return std::optional<CompiledCheck>(std::move(check));
+}
+
 /// After a miss, the plan that fits was searched under a bound lowered by a
 /// guess, perhaps past what a faster plan needs: the bounds between its
 /// (`bounded`'s) and the least that missed are bisected, with the
@@ -359,10 +402,8 @@ void raiseFittingBound(ModuleOp module, PipelinePlanDecision &searched,
   while (searches < kMaxSearches && missedBound - fitBound > 2 * least) {
     double middle = (fitBound + missedBound) / 2;
     ++searches;
-    bounded.device.memoryBytes = middle;
-    pipeline::MegatronStageOracle oracle(searched.profile, bounded);
-    llvm::Expected<pipeline::PipelinePlan> found = pipeline::searchPipeline(
-        searched.profile, bounded, oracle, searched.search);
+    llvm::Expected<pipeline::PipelinePlan> found =
+        searchUnder(searched, bounded, middle);
     if (!found) {
       // A looser bound always has the tighter one's plan; not reached.
       llvm::consumeError(found.takeError());
@@ -373,24 +414,18 @@ void raiseFittingBound(ModuleOp module, PipelinePlanDecision &searched,
       fitBound = middle;
       continue;
     }
-    llvm::Expected<tess::PlanAttr> attribute = pipelinePlanAttribute(
-        *module.getContext(), *found, searched.profile);
-    if (!attribute) {
-      llvm::consumeError(attribute.takeError());
+    FailureOr<std::optional<CompiledCheck>> compiled =
+        compilePlan(module, searched, *found);
+    if (failed(compiled))
+      return;
+    if (!*compiled) {
       missedBound = middle;
       continue;
     }
-    FailureOr<std::vector<pipeline::PipelineDeviceMemory>> devices =
-        compiledPipelineMemory(module, *attribute,
-                               searched.search.globalBatch / found->microBatches,
-                               searched.step);
-    if (failed(devices))
-      return;
-    auto peak = static_cast<double>(pipeline::largestDeviceBytes(*devices));
-    checked.push_back({middle, peak});
-    if (peak <= limit) {
+    checked.push_back({middle, (*compiled)->peak});
+    if ((*compiled)->peak <= limit) {
       searched.plan = std::move(*found);
-      searched.compiledDevices = std::move(*devices);
+      searched.compiledDevices = std::move((*compiled)->devices);
       fitBound = middle;
     } else {
       missedBound = middle;
@@ -408,7 +443,6 @@ void raiseFittingBound(ModuleOp module, PipelinePlanDecision &searched,
 /// searches in all).
 LogicalResult checkCompiled(ModuleOp module, PipelinePlanDecision &searched,
                             std::string *unfit) {
-  const CompiledStepOptions &step = searched.step;
   pipeline::PipelinePlan &plan = searched.plan;
   const double limit = searched.cluster.device.memoryBytes;
   const double least = kBoundStep * limit;
@@ -425,21 +459,15 @@ LogicalResult checkCompiled(ModuleOp module, PipelinePlanDecision &searched,
     return failure();
   };
   while (plan.devices > 1 || plan.stages.size() > 1) {
-    llvm::Expected<tess::PlanAttr> attribute =
-        pipelinePlanAttribute(*module.getContext(), plan, searched.profile);
-    if (!attribute) {
-      llvm::consumeError(attribute.takeError());
-      return success();
-    }
-    FailureOr<std::vector<pipeline::PipelineDeviceMemory>> devices =
-        compiledPipelineMemory(module, *attribute,
-                               searched.search.globalBatch / plan.microBatches,
-                               step);
-    if (failed(devices))
+    FailureOr<std::optional<CompiledCheck>> compiled =
+        compilePlan(module, searched, plan);
+    if (failed(compiled))
       return failure();
-    auto peak = static_cast<double>(pipeline::largestDeviceBytes(*devices));
+    if (!*compiled)
+      return success();
+    double peak = (*compiled)->peak;
     checked.push_back({bounded.device.memoryBytes, peak});
-    searched.compiledDevices = std::move(*devices);
+    searched.compiledDevices = std::move((*compiled)->devices);
     if (peak <= limit) {
       if (checked.size() > 1)
         raiseFittingBound(module, searched, bounded, missedBound, searches,
@@ -480,10 +508,8 @@ LogicalResult checkCompiled(ModuleOp module, PipelinePlanDecision &searched,
                           searches, emptyBound / kMiB, missedBound / kMiB)
                 .str());
       ++searches;
-      bounded.device.memoryBytes = next;
-      pipeline::MegatronStageOracle oracle(searched.profile, bounded);
-      llvm::Expected<pipeline::PipelinePlan> found = pipeline::searchPipeline(
-          searched.profile, bounded, oracle, searched.search);
+      llvm::Expected<pipeline::PipelinePlan> found =
+          searchUnder(searched, bounded, next);
       if (found) {
         plan = std::move(*found);
         break;
