@@ -1108,7 +1108,14 @@ def AnnotateFromPlan : Pass<"tess-annotate-from-plan", "::mlir::ModuleOp"> {
     - a forward op of the step that carries a plan leaves its results in
       the plan's layouts; every other op (the loss, the backward, an op
       canonicalization made) takes the layouts its operands arrive in;
-    - a gradient leaves in its parameter's layout for its ZeRO stage.
+    - a gradient leaves in its parameter's layout for its ZeRO stage;
+    - a split the plan reads piece by piece (a fused QKV's, its axis split)
+      runs piece-major: it and the backward's concat are marked
+      `tess.piece_major`, the weight, bias and gradients `tess.pieces`
+      (lib/Transforms/Partition/PieceMajorRegion.h), where every op that
+      touches the dim keeps its positions and the layouts keep the dim
+      split (a try whose layouts break a region is redone with that dim
+      whole).
 
     ```mlir
     // before: %1 = tess.linear %0, %arg1, %arg2 {tess.planned =
@@ -1119,8 +1126,9 @@ def AnnotateFromPlan : Pass<"tess-annotate-from-plan", "::mlir::ModuleOp"> {
     ```
 
     Where the partitioner cannot run the plan as the search priced it (a
-    split read piece by piece, an operand it reads in another layout, an op
-    folded away) it does what it can and, with `remarks`, says so in a
+    split read piece by piece whose region is not piece-major, an operand
+    it reads in another layout, an op folded away) it does what it can and,
+    with `remarks`, says so in a
     remark `partition: ...` on the step. Errors: a module without a searched
     plan (no `tess.mesh`, no @forward) or without @forward_backward.
   }];
@@ -1151,9 +1159,14 @@ def AnnotateSharding : Pass<"tess-annotate-sharding", "::mlir::ModuleOp"> {
       *column-parallel* (weight and bias split on `out`). Attention is split
       on heads (Q and K/V head counts must divide by the axis size). In
       GPT-2's fused QKV the three projections are cut apart by a
-      `tess.split`; that linear stays replicated and each rank slices its
-      heads before the attention (no communication). Embeddings, the LM
-      head, norms and the loss are replicated.
+      `tess.split`; that linear is column-parallel piece by piece as
+      Megatron-LM's (each rank its columns of q, k and v: the split and the
+      backward's concat marked `tess.piece_major`, the weight, bias and
+      their gradients `tess.pieces`), where every op that touches the dim
+      keeps its positions (lib/Transforms/Partition/PieceMajorRegion.h);
+      else it stays replicated and each rank slices its heads before the
+      attention. Embeddings, the LM head, norms and the loss are
+      replicated.
     - `dp-tp`: both, on a 2-D mesh.
 
     Only the ops before the loss are classified; the backward's layouts
@@ -1211,9 +1224,15 @@ def PartitionSpmd : Pass<"tess-partition-spmd", "::mlir::ModuleOp"> {
     weighted by their counted targets (two scalar all-reduces), and its
     gradient is scaled by the rank's share of the targets.
 
-    The arguments keep their `tess.layout` (the driver gives each rank the
-    block of every parameter and of the tokens it names), as do the results.
-    The function gets `tess.partitioned`.
+    A split or concat marked `tess.piece_major` (a fused QKV laid out piece
+    by piece) runs on the rank's 1/n of each piece: its sizes are the local
+    pieces'. After the rewrite each such region is walked again on the
+    local program (PieceMajorRegion.h); a reshard that moved contiguous
+    blocks of its dim is an error (a compiler bug), never a wrong order.
+
+    The arguments keep their `tess.layout` and `tess.pieces` (the driver
+    gives each rank the block of every parameter and of the tokens it
+    names), as do the results. The function gets `tess.partitioned`.
 
     Before (mesh `tp = 2`), a row-parallel layer:
     ```mlir
