@@ -51,4 +51,11 @@ double groupCollectiveTime(const Cluster &cluster, Collective collective,
   return std::max(across, inside);
 }
 
+double bucketedTime(double bytes, double bucketBytes,
+                    llvm::function_ref<double(double)> collective) {
+  if (bucketBytes <= 0 || bytes <= bucketBytes)
+    return collective(bytes);
+  return bytes / bucketBytes * collective(bucketBytes);
+}
+
 } // namespace tessera::cost

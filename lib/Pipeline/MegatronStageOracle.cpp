@@ -218,10 +218,17 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     double gradientBytes =
         parametersPerDevice * profile.gradientBytesPerParameter;
     // The replicas of a TP rank, t apart: the same function prices a mesh
-    // axis's groups for the mesh search.
-    double gradientSync = cost::groupCollectiveTime(
-        cluster, cost::Collective::AllReduce, gradientBytes,
-        cost::stridedGroup(cluster, replicas, tensorParallel));
+    // axis's groups for the mesh search. The driver all-reduces the
+    // gradients in buckets, each with its latency, as the mesh search
+    // prices them (a stage's parameters are many tensors, each smaller
+    // than a bucket or about one).
+    cost::DeviceGroup group =
+        cost::stridedGroup(cluster, replicas, tensorParallel);
+    double gradientSync = cost::bucketedTime(
+        gradientBytes, cost::kGradientBucketBytes, [&](double bytes) {
+          return cost::groupCollectiveTime(
+              cluster, cost::Collective::AllReduce, bytes, group);
+        });
 
     for (bool zero : {false, true}) {
       if (zero && replicas == 1)

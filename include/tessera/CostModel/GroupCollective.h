@@ -47,6 +47,8 @@
 
 #include "tessera/CostModel/Cluster.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
+
 #include <cstdint>
 
 namespace tessera::cost {
@@ -78,6 +80,19 @@ DeviceGroup stridedGroup(const Cluster &cluster, int64_t size, int64_t stride);
 /// comment): 0 for a group of one device or no bytes.
 double groupCollectiveTime(const Cluster &cluster, Collective collective,
                            double bytes, const DeviceGroup &group);
+
+/// The bucket of the drivers' coalesced gradient and ZeRO collectives
+/// (runtime/train's --bucket-mb default, PyTorch DDP's): what both searches
+/// price a parameter-state collective in.
+inline constexpr double kGradientBucketBytes = 25.0 * 1024 * 1024;
+
+/// Seconds of parameter-state collectives of `bytes` in all, coalesced into
+/// buckets of `bucketBytes` (0: one collective): up to a bucket, one
+/// collective of `bytes`; beyond, `bytes / bucketBytes` buckets' worth,
+/// each paying its own latency. `collective(b)` prices one collective of b
+/// bytes.
+double bucketedTime(double bytes, double bucketBytes,
+                    llvm::function_ref<double(double)> collective);
 
 } // namespace tessera::cost
 

@@ -37,6 +37,7 @@
 #ifndef TESSERA_SHARDING_MESHSHARDING_H
 #define TESSERA_SHARDING_MESHSHARDING_H
 
+#include "tessera/CostModel/GroupCollective.h"
 #include "tessera/Sharding/LayerRepetition.h"
 #include "tessera/Sharding/ShardingProblem.h"
 #include "tessera/Sharding/TrainingShardingPlan.h"
@@ -102,7 +103,7 @@ struct MeshSearchOptions {
   bool lossReadsResults = true;
   /// Bucket size of the coalesced gradient and ZeRO collectives (PyTorch
   /// DDP's default), capped at the whole model's gradient.
-  double gradientBucketBytes = 25.0 * 1024 * 1024;
+  double gradientBucketBytes = cost::kGradientBucketBytes;
   /// Solve repeated layers once.
   bool reuseLayers = true;
   /// CBC's time limit; the greedy plan answers beyond it.
