@@ -261,12 +261,19 @@ MegatronStageOracle::plans(const StageQuery &query) const {
 
 bool MegatronStageOracle::layersDivide(size_t firstUnit, size_t endUnit,
                                        int64_t tensorParallel) const {
-  for (size_t unit = firstUnit; unit < endUnit; ++unit)
-    if (profile.units[unit].kind == UnitKind::Layer)
-      for (int64_t size : profile.unit(unit).tensorParallelDivisors)
-        if (size % tensorParallel != 0)
-          return false;
-  return true;
+  auto [found, inserted] = undividedPrefix.try_emplace(tensorParallel);
+  std::vector<size_t> &prefix = found->second;
+  if (inserted) {
+    prefix.assign(profile.units.size() + 1, 0);
+    for (size_t unit = 0; unit < profile.units.size(); ++unit) {
+      bool divides = true;
+      if (profile.units[unit].kind == UnitKind::Layer)
+        for (int64_t size : profile.unit(unit).tensorParallelDivisors)
+          divides = divides && size % tensorParallel == 0;
+      prefix[unit + 1] = prefix[unit] + (divides ? 0 : 1);
+    }
+  }
+  return prefix[endUnit] == prefix[firstUnit];
 }
 
 double MegatronStageOracle::UnitSums::workingOver(

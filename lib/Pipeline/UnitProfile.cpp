@@ -101,6 +101,15 @@ bool isContraction(Operation *op) {
   return llvm::is_contained(labels.kinds, tess::LabelKind::Contracted);
 }
 
+/// An op the partitioner runs whole whatever its operands: a dim of it is
+/// an index of a random stream that no rank's block is one run of
+/// (attention's heads with dropout; LabelKind::Positional), so its split
+/// operands are gathered and every rank runs all of it.
+bool runsWhole(Operation *op) {
+  tess::ShardingLabels labels = tess::shardingLabels(op);
+  return llvm::is_contained(labels.kinds, tess::LabelKind::Positional);
+}
+
 OpRecord recordOf(Operation *op, const Twins &twins, bool tensorParallel) {
   cost::OpCost one = cost::estimateOpCost(op);
   cost::OpCost two = cost::estimateOpCost(twins.twinOf.lookup(op));
@@ -201,7 +210,11 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       opsOfUnit[unitOf(&op)].push_back(&op);
 
   // Megatron's tensor-parallel partition of the forward (file comment).
-  llvm::DenseSet<Value> split;
+  // `split` follows the recipe's roles; `gathered` are the values of it
+  // that every rank holds whole (from an op the partitioner runs whole, up
+  // to the next linear layer), whose work and bytes tensor parallelism
+  // does not divide.
+  llvm::DenseSet<Value> split, gathered;
   llvm::DenseMap<Operation *, std::vector<Affine>> forwardAllReduce,
       backwardAllReduce;
   llvm::DenseMap<Operation *, std::vector<int64_t>> divisors;
@@ -266,12 +279,29 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
               sizes.push_back(size);
           }
     }
-    if (llvm::any_of(op.getOperands(), splitOperand))
+    if (llvm::any_of(op.getOperands(), splitOperand)) {
+      bool whole = runsWhole(&op) ||
+                   llvm::all_of(op.getOperands(), [&](Value operand) {
+                     return !split.contains(operand) ||
+                            gathered.contains(operand);
+                   });
+      // Its operands are gathered for it: the backward keeps those whole.
+      if (runsWhole(&op))
+        for (Value operand : op.getOperands())
+          if (split.contains(operand))
+            gathered.insert(operand);
       for (Value result : op.getResults())
         if (auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
-            type && type.getRank() > 0)
+            type && type.getRank() > 0) {
           split.insert(result);
+          if (whole)
+            gathered.insert(result);
+        }
+    }
   }
+  auto divided = [&](Value value) {
+    return split.contains(value) && !gathered.contains(value);
+  };
 
   // Activations the backward reads: roots of the forward values it uses.
   llvm::DenseSet<Value> saved;
@@ -365,12 +395,12 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       if (!isBackward(op))
         for (Value result : op->getResults())
           if (isActivation(result, function) && !shapeOf(result).empty())
-            (split.contains(result) ? splitShapes : wholeShapes)
+            (divided(result) ? splitShapes : wholeShapes)
                 .insert(shapeOf(result));
     for (const std::vector<int64_t> &shape : wholeShapes)
       splitShapes.erase(shape);
     auto isSplitValue = [&](Value value) {
-      return split.contains(value) || splitShapes.count(shapeOf(value));
+      return divided(value) || splitShapes.count(shapeOf(value));
     };
 
     // What selective recomputation re-runs and stops keeping: the rule the
@@ -388,11 +418,12 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     for (Operation *op : ops) {
       if (isBackward(op)) {
         bool tensorParallel =
-            isContraction(op) ||
-            llvm::any_of(op->getResults(), isSplitValue) ||
-            llvm::any_of(op->getOperands(), [&](Value operand) {
-              return isActivation(operand, function) && isSplitValue(operand);
-            });
+            !runsWhole(op) &&
+            (isContraction(op) ||
+             llvm::any_of(op->getResults(), isSplitValue) ||
+             llvm::any_of(op->getOperands(), [&](Value operand) {
+               return isActivation(operand, function) && isSplitValue(operand);
+             }));
         OpRecord record = recordOf(op, twins, tensorParallel);
         if (record.kind != cost::OpKind::Free)
           unitProfile.backward.push_back(record);
@@ -403,10 +434,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         continue;
       bool tensorParallel =
           llvm::isa<tess::LinearOp>(op) ||
-          llvm::any_of(op->getResults(),
-                       [&](Value value) { return split.contains(value); }) ||
-          llvm::any_of(op->getOperands(),
-                       [&](Value value) { return split.contains(value); });
+          (!runsWhole(op) && (llvm::any_of(op->getResults(), divided) ||
+                              llvm::any_of(op->getOperands(), divided)));
       OpRecord record = recordOf(op, twins, tensorParallel);
       if (record.kind != cost::OpKind::Free)
         unitProfile.forward.push_back(record);
@@ -434,14 +463,13 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       if (!inUnit.contains(producer))
         continue;
       Affine bytes = twins.bytes(value);
-      addBytes(unitProfile.savedAll, bytes, split.contains(value));
+      addBytes(unitProfile.savedAll, bytes, divided(value));
       // savedAll less the values the backward gets from the clones.
       if (!recomputedValues.contains(value))
-        addBytes(unitProfile.savedSelective, bytes, split.contains(value));
+        addBytes(unitProfile.savedSelective, bytes, divided(value));
     }
     for (Value value : unitInputs)
-      addBytes(unitProfile.savedInput, twins.bytes(value),
-               split.contains(value));
+      addBytes(unitProfile.savedInput, twins.bytes(value), divided(value));
     double largest = -1;
     for (Operation *op : ops) {
       TensorBytes working;

@@ -180,12 +180,17 @@ private:
 
   const UnitSums &sums(int64_t batch, int64_t tensorParallel,
                        RematMode remat) const;
+  /// Whether `tensorParallel` divides every head count and width of the
+  /// layers in [firstUnit, endUnit): O(1) per query from a prefix count of
+  /// the units it does not divide (the search asks for every stage range).
   bool layersDivide(size_t firstUnit, size_t endUnit,
                     int64_t tensorParallel) const;
 
   const ProgramProfile &profile;
   const cost::Cluster &cluster;
   mutable std::map<std::tuple<int64_t, int64_t, int>, UnitSums> cache;
+  /// Per TP degree: how many of the first u units it does not divide.
+  mutable std::map<int64_t, std::vector<size_t>> undividedPrefix;
 };
 
 } // namespace tessera::pipeline

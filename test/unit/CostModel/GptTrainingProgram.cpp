@@ -110,10 +110,15 @@ std::string ForwardWriter::block(const std::string &input, int64_t layer) {
   std::string value = toHeads(parts + "#2");
   std::string heads = tensor({b, h, t, dh});
   std::string attended = fresh();
-  body += formatv("    {0} = tess.attention {1}, {2}, {3} {{causal, scale = "
-                  "{4} : f64} : ({5}, {5}, {5}) -> {5}\n",
+  std::string dropout =
+      shape.attentionDropout > 0
+          ? formatv("dropout = {0} : f64, ", shape.attentionDropout).str()
+          : std::string();
+  body += formatv("    {0} = tess.attention {1}, {2}, {3} {{causal, {6}scale = "
+                  "{4} : f64{7}} : ({5}, {5}, {5}) -> {5}\n",
                   attended, query, key, value, 1.0 / std::sqrt(double(dh)),
-                  heads);
+                  heads, dropout,
+                  shape.attentionDropout > 0 ? ", seed = 1 : i64" : "");
   std::string back = fresh(), merged = fresh();
   body += formatv("    {0} = tess.transpose {1} {{permutation = array<i64: "
                   "0, 2, 1, 3>} : ({2}) -> {3}\n",

@@ -26,6 +26,8 @@ struct GptShape {
   int64_t vocabulary = 50257;
   int64_t batch = 16;
   int64_t sequence = 1024;
+  /// Attention dropout (GPT-2's attn_pdrop in training; 0: none).
+  double attentionDropout = 0;
 
   /// Parameters as PyTorch counts them (wte tied to lm_head, wpe with
   /// `sequence` positions).

@@ -50,17 +50,23 @@ void profileGpt(Profiled &result, GptShape shape) {
   result.profile = std::move(*profile);
 }
 
+/// A small GPT of `layers` layers: width 256, 4 heads, 128 tokens.
+GptShape smallGpt(int64_t layers) {
+  GptShape shape;
+  shape.layers = layers;
+  shape.width = 256;
+  shape.heads = 4;
+  shape.vocabulary = 1024;
+  shape.sequence = 128;
+  return shape;
+}
+
 // Tests the units: an embedding, one unit per layer, a head. The layers after
 // the first share one structure (costed once); the first differs by the
 // gradient sums of the residual stream that its backward hands to the
 // embedding.
 TEST(RematMemory, LayersShareOneStructure) {
-  GptShape shape;
-  shape.layers = 4;
-  shape.width = 256;
-  shape.heads = 4;
-  shape.vocabulary = 1024;
-  shape.sequence = 128;
+  GptShape shape = smallGpt(4);
   Profiled profiled;
   profileGpt(profiled, shape);
   ASSERT_TRUE(profiled.profile);
@@ -133,3 +139,39 @@ TEST(RematMemory, AgainstMegatronFormula) {
 }
 
 } // namespace
+
+// Tests that an attention with dropout is priced as the partitioner runs
+// it under tensor parallelism: whole on every TP rank (its heads are
+// positions of one random stream, LabelKind::Positional), so what it keeps
+// for the backward and its work are not divided by the TP degree, while
+// the same layer without dropout keeps them split.
+TEST(RematMemory, AttentionWithDropoutIsWholeOnEveryTensorParallelRank) {
+  GptShape shape = smallGpt(2);
+  Profiled plain, dropped;
+  profileGpt(plain, shape);
+  shape.attentionDropout = 0.1;
+  profileGpt(dropped, shape);
+  ASSERT_TRUE(plain.profile && dropped.profile);
+  const UnitProfile &without = plain.profile->unit(2);
+  const UnitProfile &with = dropped.profile->unit(2);
+  // Q, K, V and the output, s h bf16 bytes each per sample, move from the
+  // split part to the replicated one (Q, K, V as the gathered copies the
+  // attention and its backward read).
+  double heads = 4.0 * 2 * 128 * 256;
+  EXPECT_DOUBLE_EQ(with.savedAll.replicated.perSample -
+                       without.savedAll.replicated.perSample,
+                   heads);
+  EXPECT_DOUBLE_EQ(without.savedAll.split.perSample -
+                       with.savedAll.split.perSample,
+                   heads);
+  auto attentionDivided = [](const std::vector<OpRecord> &records) {
+    for (const OpRecord &record : records)
+      if (record.kind == cost::OpKind::Attention)
+        return record.tensorParallel;
+    ADD_FAILURE() << "no attention record";
+    return false;
+  };
+  EXPECT_TRUE(attentionDivided(without.forward));
+  EXPECT_FALSE(attentionDivided(with.forward));
+  EXPECT_FALSE(attentionDivided(with.backward));
+}
