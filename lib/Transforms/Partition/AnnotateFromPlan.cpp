@@ -31,16 +31,21 @@
 //    scatters it into its shard (runtime/train/MeshZero.h), the
 //    parameter's stage on the result (tess.zero_stage: under ZeRO-2 the
 //    driver keeps only the gradient's shard).
+//  - A tess.split that reads its input piece by piece (its split dim split
+//    over an axis: Megatron's fused QKV) runs piece-major where its region
+//    is one (PieceMajorRegion.h): the split and the backward's concat
+//    marked tess.piece_major, the weight, bias and gradients tess.pieces,
+//    the plan's layouts as they are. A try whose layouts would reshard
+//    the region is redone with its dim whole.
 //
 // What the partitioner cannot express, and what is written instead (each a
 // line of the report):
-//  - A tess.split that reads its input piece by piece (its split dim split
-//    over an axis: Megatron's fused QKV, whose weight columns would be laid
-//    out piece-major). The partitioner's blocks are contiguous, so the
-//    split's producer keeps that dim whole (its parameters are then whole
-//    on that axis too), and the split follows propagation; the consumers
-//    of the pieces slice their heads (no communication), as
-//    tess-annotate-sharding's TP does.
+//  - A split read piece by piece without a piece-major region (an op that
+//    reads the dim in another order, unequal pieces, a parameter not split
+//    on the dim, a layout that reshards it): the split's producer keeps
+//    that dim whole (its parameters are then whole on that axis too), the
+//    split follows propagation, and the consumers of the pieces slice
+//    their heads (no communication).
 //  - A plan layout that does not fit its value, or a matched op that the
 //    partitioner's rule runs in other layouts than the plan (an operand it
 //    would read whole where the plan splits it, a result resharded after
