@@ -25,7 +25,8 @@
 //
 // `tess.planned` is the search's wish, not yet the partitioner's input: a
 // wish may not fit its value (which `tess.layouts`' verifier would reject)
-// or ask for what the partitioner cannot do (a piece-major split). The shard
+// or ask for what the partitioner cannot do (a split read piece by piece
+// whose region is not piece-major, PieceMajorRegion.h). The shard
 // phase turns it into PlanAnnotation.h's complete, verified layouts.
 //
 // A plan of one device writes the module's #tess.plan only: every layout
