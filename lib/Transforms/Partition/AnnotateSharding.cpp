@@ -117,8 +117,13 @@ private:
   /// Megatron splits: piece-major where its region allows
   /// (PieceMajorRegion.h), else its parameters stay replicated and the
   /// pieces' readers slice their heads.
-  void choosePieceMajor(func::FuncOp function,
-                        llvm::DenseMap<Value, TensorLayout> &layouts);
+  /// `broken`: splits whose regions an earlier try's layouts resharded
+  /// (their dims stay whole). Returns the regions decided, with their
+  /// mesh axes.
+  std::vector<std::pair<PieceMajorRegion, unsigned>>
+  choosePieceMajor(func::FuncOp function,
+                   llvm::DenseMap<Value, TensorLayout> &layouts,
+                   const llvm::DenseMap<Operation *, std::string> &broken);
 
   /// Axis indices, or -1 when the strategy does not use the axis (or it
   /// has one device).
@@ -198,8 +203,10 @@ void AnnotateShardingPass::seedTensorParallel(
   }
 }
 
-void AnnotateShardingPass::choosePieceMajor(
-    func::FuncOp function, llvm::DenseMap<Value, TensorLayout> &layouts) {
+std::vector<std::pair<PieceMajorRegion, unsigned>>
+AnnotateShardingPass::choosePieceMajor(
+    func::FuncOp function, llvm::DenseMap<Value, TensorLayout> &layouts,
+    const llvm::DenseMap<Operation *, std::string> &broken) {
   auto splitOn = [&](Value value, unsigned dim) {
     auto it = layouts.find(value);
     return it != layouts.end() && dim < it->second.rank() &&
@@ -218,15 +225,18 @@ void AnnotateShardingPass::choosePieceMajor(
       splits.push_back({split, static_cast<unsigned>(tensorAxis)});
   });
   PieceMajorDecision decision = decidePieceMajor(
-      function, splits, [&](unsigned number, unsigned dim, unsigned) {
+      function, splits,
+      [&](unsigned number, unsigned dim, unsigned) {
         return splitOn(function.getArgument(number), dim);
-      });
+      },
+      &broken);
   for (unsigned number : decision.wholeArguments)
     layouts.erase(function.getArgument(number));
   std::vector<std::string> axisNames;
   for (const cost::MeshAxis &axis : deviceMesh.axes)
     axisNames.push_back(axis.name);
   markPieceMajor(function, decision, axisNames);
+  return std::move(decision.regions);
 }
 
 void AnnotateShardingPass::runOnOperation() {
@@ -258,10 +268,8 @@ void AnnotateShardingPass::runOnOperation() {
       layouts[argument] = TensorLayout::splitDim(type.getRank(), 0, dataAxis);
     }
   }
-  if (tensorAxis >= 0) {
+  if (tensorAxis >= 0)
     seedTensorParallel(function, layouts);
-    choosePieceMajor(function, layouts);
-  }
 
   auto layoutOf = [&](Value value) {
     auto it = layouts.find(value);
@@ -270,21 +278,64 @@ void AnnotateShardingPass::runOnOperation() {
     auto type = llvm::dyn_cast<RankedTensorType>(value.getType());
     return TensorLayout::replicated(type ? type.getRank() : 0);
   };
-  for (Operation &op : function.getBody().front()) {
-    if (op.hasTrait<OpTrait::IsTerminator>())
-      continue;
-    SmallVector<TensorLayout> operandLayouts;
-    for (Value operand : op.getOperands())
-      operandLayouts.push_back(layoutOf(operand));
-    tess::ShardingLabels labels = tess::shardingLabels(&op);
-    llvm::DenseMap<int, unsigned> forced;
-    if (tensorAxis >= 0 && isa<tess::AttentionOp, tess::AttentionGradOp>(op) &&
-        labels.operands[0][1] != tess::kWhole)
-      forced[labels.operands[0][1]] = tensorAxis;
-    LayoutChoice choice = chooseLayouts(&op, labels, operandLayouts,
-                                        deviceMesh, {}, &forced);
-    for (auto [result, layout] : llvm::zip(op.getResults(), choice.results))
-      layouts[result] = layout;
+  // Propagation, piece-major regions first decided: a try whose layouts
+  // would reshard a region (read or write its dim other than split over
+  // tp) is redone with that region's dim whole; each try refuses at least
+  // one more split.
+  const llvm::DenseMap<Value, TensorLayout> seeded = layouts;
+  llvm::DenseMap<Operation *, std::string> broken;
+  while (true) {
+    layouts = seeded;
+    std::vector<std::pair<PieceMajorRegion, unsigned>> regions;
+    if (tensorAxis >= 0)
+      regions = choosePieceMajor(function, layouts, broken);
+    llvm::DenseMap<Value, SmallVector<std::pair<unsigned, size_t>, 1>> pieced;
+    for (auto [index, region] : llvm::enumerate(regions))
+      for (auto [value, dim] : region.first.values)
+        pieced[value].push_back({dim, index});
+    size_t before = broken.size();
+    auto check = [&](Value value, const TensorLayout &layout) {
+      auto found = pieced.find(value);
+      if (found == pieced.end())
+        return;
+      for (auto [dim, index] : found->second)
+        if (dim >= layout.rank() || layout.dimAxes[dim] != tensorAxis)
+          for (Operation *boundary : regions[index].first.boundaries)
+            broken.try_emplace(boundary, "the layouts reshard its pieced dim");
+    };
+    for (Operation &op : function.getBody().front()) {
+      if (op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      SmallVector<TensorLayout> operandLayouts;
+      for (Value operand : op.getOperands()) {
+        operandLayouts.push_back(layoutOf(operand));
+        check(operand, operandLayouts.back());
+      }
+      tess::ShardingLabels labels = tess::shardingLabels(&op);
+      llvm::DenseMap<int, unsigned> forced;
+      if (tensorAxis >= 0 &&
+          isa<tess::AttentionOp, tess::AttentionGradOp>(op) &&
+          labels.operands[0][1] != tess::kWhole)
+        forced[labels.operands[0][1]] = tensorAxis;
+      LayoutChoice choice = chooseLayouts(&op, labels, operandLayouts,
+                                          deviceMesh, {}, &forced);
+      for (auto [operand, layout] : llvm::zip(op.getOperands(), choice.operands))
+        check(operand, layout);
+      for (auto [result, layout] : llvm::zip(op.getResults(), choice.results)) {
+        layouts[result] = layout;
+        check(result, layout);
+      }
+    }
+    if (broken.size() == before)
+      break;
+    function.walk(
+        [](Operation *op) { op->removeAttr(tess::kPieceMajorAttrName); });
+    for (unsigned index = 0; index < function.getNumArguments(); ++index)
+      function.removeArgAttr(index, sharding::kPiecesAttrName);
+    for (unsigned index = 0; index < function.getNumResults(); ++index)
+      function.removeResultAttr(
+          index,
+          StringAttr::get(function.getContext(), sharding::kPiecesAttrName));
   }
 
   // The loss leaves replicated; a gradient in its parameter's layout.
