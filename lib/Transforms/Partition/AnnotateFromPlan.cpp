@@ -535,12 +535,7 @@ void PlanAnnotator::resetTry() {
   layouts.clear();
   pieceRegions.clear();
   decidedRegions.clear();
-  step.walk([](Operation *op) { op->removeAttr(tess::kPieceMajorAttrName); });
-  for (unsigned index = 0; index < step.getNumArguments(); ++index)
-    step.removeArgAttr(index, sharding::kPiecesAttrName);
-  for (unsigned index = 0; index < step.getNumResults(); ++index)
-    step.removeResultAttr(
-        index, StringAttr::get(step.getContext(), sharding::kPiecesAttrName));
+  partition::clearPieceMajor(step);
 }
 
 llvm::Expected<sharding::PlanAnnotationReport> PlanAnnotator::run() {

@@ -328,14 +328,7 @@ void AnnotateShardingPass::runOnOperation() {
     }
     if (broken.size() == before)
       break;
-    function.walk(
-        [](Operation *op) { op->removeAttr(tess::kPieceMajorAttrName); });
-    for (unsigned index = 0; index < function.getNumArguments(); ++index)
-      function.removeArgAttr(index, sharding::kPiecesAttrName);
-    for (unsigned index = 0; index < function.getNumResults(); ++index)
-      function.removeResultAttr(
-          index,
-          StringAttr::get(function.getContext(), sharding::kPiecesAttrName));
+    clearPieceMajor(function);
   }
 
   // The loss leaves replicated; a gradient in its parameter's layout.

@@ -399,3 +399,12 @@ void partition::markPieceMajor(func::FuncOp step,
                                 region.pieces));
   }
 }
+
+void partition::clearPieceMajor(func::FuncOp step) {
+  step.walk([](Operation *op) { op->removeAttr(tess::kPieceMajorAttrName); });
+  for (unsigned index = 0; index < step.getNumArguments(); ++index)
+    step.removeArgAttr(index, sharding::kPiecesAttrName);
+  for (unsigned index = 0; index < step.getNumResults(); ++index)
+    step.removeResultAttr(
+        index, StringAttr::get(step.getContext(), sharding::kPiecesAttrName));
+}

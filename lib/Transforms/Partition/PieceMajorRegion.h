@@ -109,6 +109,9 @@ PieceMajorDecision decidePieceMajor(
 void markPieceMajor(mlir::func::FuncOp step, const PieceMajorDecision &decision,
                     llvm::ArrayRef<std::string> axisNames);
 
+/// Erases every mark markPieceMajor writes (a try redone).
+void clearPieceMajor(mlir::func::FuncOp step);
+
 } // namespace tessera::partition
 
 #endif // TESSERA_LIB_TRANSFORMS_PARTITION_PIECEMAJORREGION_H
