@@ -63,6 +63,8 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <optional>
+
 
 namespace tessera {
 #define GEN_PASS_DEF_ANNOTATEFROMPLAN
@@ -230,14 +232,8 @@ private:
   llvm::DenseMap<Operation *, std::pair<unsigned, unsigned>> keepWhole;
   /// Parameter name -> mesh axes it stays whole on.
   llvm::StringMap<SmallVector<unsigned, 1>> wholeParameters;
-  /// The piece-major regions decided, and per value of them its dim, the
-  /// mesh axis it must stay split over and its region's boundaries.
-  std::vector<std::pair<partition::PieceMajorRegion, unsigned>> decidedRegions;
-  struct PieceOfRegion {
-    unsigned dim, axis;
-    const SmallVector<Operation *> *boundaries;
-  };
-  llvm::DenseMap<Value, SmallVector<PieceOfRegion, 1>> pieceRegions;
+  /// The piece-major regions this try decided.
+  std::optional<partition::PieceMajorLayoutCheck> pieceCheck;
   /// Splits whose region a try found the layouts do not keep split, and
   /// why: the next try keeps their dim whole.
   llvm::DenseMap<Operation *, std::string> brokenSplits;
@@ -245,22 +241,19 @@ private:
   /// where `op` reads or writes it) leaves.
   void checkPieces(Operation *op, Value value, const TensorLayout &layout,
                    StringRef role) {
-    auto found = pieceRegions.find(value);
-    if (found == pieceRegions.end())
+    if (!pieceCheck)
       return;
-    for (const PieceOfRegion &piece : found->second) {
-      if (piece.dim < layout.rank() &&
-          layout.dimAxes[piece.dim] == (int)piece.axis)
-        continue;
-      std::string why = llvm::formatv(
-          "the partitioner's layouts do not keep the pieced dim split over "
-          "{0}: {1} {2} it as {3}",
-          mesh.axes[piece.axis].name,
-          op ? op->getName().getStringRef().str() : std::string("an argument"),
-          role, print(layout));
-      for (Operation *boundary : *piece.boundaries)
-        brokenSplits.try_emplace(boundary, why);
-    }
+    pieceCheck->check(
+        value, layout,
+        [&](unsigned axis) {
+          return llvm::formatv(
+                     "the partitioner's layouts do not keep the pieced dim "
+                     "split over {0}: {1} {2} it as {3}",
+                     mesh.axes[axis].name, op->getName().getStringRef(), role,
+                     print(layout))
+              .str();
+        },
+        brokenSplits);
   }
   /// Clears what one try wrote (layouts, decisions, the marks in the IR).
   void resetTry();
@@ -310,11 +303,7 @@ void PlanAnnotator::findPieceMajorSplits() {
   for (const cost::MeshAxis &axis : mesh.axes)
     axisNames.push_back(axis.name);
   partition::markPieceMajor(step, decision, axisNames);
-  pieceRegions.clear();
-  for (auto &[region, axis] : decision.regions)
-    for (auto [value, dim] : region.values)
-      pieceRegions[value].push_back({dim, axis, &region.boundaries});
-  decidedRegions = std::move(decision.regions);
+  pieceCheck.emplace(std::move(decision.regions));
 
   // The others keep their dim whole: the split follows propagation, its
   // producer's result dim and parameters stay whole on the axis, and the
@@ -533,8 +522,7 @@ void PlanAnnotator::resetTry() {
   keepWhole.clear();
   wholeParameters.clear();
   layouts.clear();
-  pieceRegions.clear();
-  decidedRegions.clear();
+  pieceCheck.reset();
   partition::clearPieceMajor(step);
 }
 

@@ -286,22 +286,16 @@ void AnnotateShardingPass::runOnOperation() {
   llvm::DenseMap<Operation *, std::string> broken;
   while (true) {
     layouts = seeded;
-    std::vector<std::pair<PieceMajorRegion, unsigned>> regions;
-    if (tensorAxis >= 0)
-      regions = choosePieceMajor(function, layouts, broken);
-    llvm::DenseMap<Value, SmallVector<std::pair<unsigned, size_t>, 1>> pieced;
-    for (auto [index, region] : llvm::enumerate(regions))
-      for (auto [value, dim] : region.first.values)
-        pieced[value].push_back({dim, index});
+    PieceMajorLayoutCheck regions(
+        tensorAxis >= 0
+            ? choosePieceMajor(function, layouts, broken)
+            : std::vector<std::pair<PieceMajorRegion, unsigned>>());
     size_t before = broken.size();
     auto check = [&](Value value, const TensorLayout &layout) {
-      auto found = pieced.find(value);
-      if (found == pieced.end())
-        return;
-      for (auto [dim, index] : found->second)
-        if (dim >= layout.rank() || layout.dimAxes[dim] != tensorAxis)
-          for (Operation *boundary : regions[index].first.boundaries)
-            broken.try_emplace(boundary, "the layouts reshard its pieced dim");
+      regions.check(
+          value, layout,
+          [](unsigned) { return "the layouts reshard its pieced dim"; },
+          broken);
     };
     for (Operation &op : function.getBody().front()) {
       if (op.hasTrait<OpTrait::IsTerminator>())

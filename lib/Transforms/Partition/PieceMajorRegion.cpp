@@ -400,6 +400,31 @@ void partition::markPieceMajor(func::FuncOp step,
   }
 }
 
+PieceMajorLayoutCheck::PieceMajorLayoutCheck(
+    std::vector<std::pair<PieceMajorRegion, unsigned>> decided)
+    : regions(std::move(decided)) {
+  for (auto [index, region] : llvm::enumerate(regions))
+    for (auto [value, dim] : region.first.values)
+      pieces[value].push_back({dim, index});
+}
+
+void PieceMajorLayoutCheck::check(
+    Value value, const sharding::TensorLayout &layout,
+    llvm::function_ref<std::string(unsigned)> why,
+    llvm::DenseMap<Operation *, std::string> &broken) const {
+  auto found = pieces.find(value);
+  if (found == pieces.end())
+    return;
+  for (auto [dim, index] : found->second) {
+    unsigned axis = regions[index].second;
+    if (dim < layout.rank() && layout.dimAxes[dim] == (int)axis)
+      continue;
+    std::string reason = why(axis);
+    for (Operation *boundary : regions[index].first.boundaries)
+      broken.try_emplace(boundary, reason);
+  }
+}
+
 void partition::clearPieceMajor(func::FuncOp step) {
   step.walk([](Operation *op) { op->removeAttr(tess::kPieceMajorAttrName); });
   for (unsigned index = 0; index < step.getNumArguments(); ++index)

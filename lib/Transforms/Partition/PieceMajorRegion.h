@@ -39,6 +39,8 @@
 #ifndef TESSERA_LIB_TRANSFORMS_PARTITION_PIECEMAJORREGION_H
 #define TESSERA_LIB_TRANSFORMS_PARTITION_PIECEMAJORREGION_H
 
+#include "tessera/Sharding/TensorLayout.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -108,6 +110,27 @@ PieceMajorDecision decidePieceMajor(
 /// `axisNames`) and writes tess.pieces on its arguments and results.
 void markPieceMajor(mlir::func::FuncOp step, const PieceMajorDecision &decision,
                     llvm::ArrayRef<std::string> axisNames);
+
+/// A try's decided regions, against which its layouts are checked: every
+/// value of a region must stay split on its dim over the region's axis
+/// wherever it is read or written, or a reshard would move contiguous
+/// blocks (the try is then redone with that region's dim whole).
+class PieceMajorLayoutCheck {
+public:
+  explicit PieceMajorLayoutCheck(
+      std::vector<std::pair<PieceMajorRegion, unsigned>> regions);
+  /// Records in `broken` the boundaries of each region that `value`, in
+  /// `layout`, leaves, with the reason `why(meshAxis)`.
+  void check(mlir::Value value, const sharding::TensorLayout &layout,
+             llvm::function_ref<std::string(unsigned)> why,
+             llvm::DenseMap<mlir::Operation *, std::string> &broken) const;
+
+private:
+  std::vector<std::pair<PieceMajorRegion, unsigned>> regions;
+  /// Per value of a region: its dim and the region's index.
+  llvm::DenseMap<mlir::Value, llvm::SmallVector<std::pair<unsigned, size_t>, 1>>
+      pieces;
+};
 
 /// Erases every mark markPieceMajor writes (a try redone).
 void clearPieceMajor(mlir::func::FuncOp step);
