@@ -30,22 +30,6 @@ using sharding::TensorLayout;
 
 namespace {
 
-/// The `tess.parameter` argument `value` is (through casts to the compute
-/// type), or null.
-BlockArgument parameterArgument(Value value) {
-  while (auto cast = value.getDefiningOp<tess::CastOp>())
-    value = cast.getInput();
-  auto argument = llvm::dyn_cast<BlockArgument>(value);
-  if (!argument)
-    return {};
-  auto function =
-      llvm::dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
-  if (!function || !function.getArgAttr(argument.getArgNumber(),
-                                        "tess.parameter"))
-    return {};
-  return argument;
-}
-
 /// What a linear layer's input is made of, traced back through the ops of
 /// a Transformer block that keep Megatron's split (activations, products,
 /// reshapes, transposes, rotary arithmetic, attention).

@@ -274,19 +274,21 @@ partition::findPieceMajorRegion(func::FuncOp step, Operation *boundary) {
   return Walker(step).run(boundary);
 }
 
-namespace {
-
-/// The parameter argument `value` is, through casts to the compute type.
-std::optional<unsigned> argumentThroughCasts(func::FuncOp step, Value value) {
+/// The `tess.parameter` argument `value` is (through casts to the compute
+/// type), or null.
+BlockArgument partition::parameterArgument(Value value) {
   while (auto cast = value.getDefiningOp<tess::CastOp>())
     value = cast.getInput();
   auto argument = llvm::dyn_cast<BlockArgument>(value);
-  if (!argument || argument.getOwner() != &step.getBody().front())
-    return std::nullopt;
-  return argument.getArgNumber();
+  if (!argument)
+    return {};
+  auto function =
+      llvm::dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
+  if (!function || !function.getArgAttr(argument.getArgNumber(),
+                                        "tess.parameter"))
+    return {};
+  return argument;
 }
-
-} // namespace
 
 PieceMajorDecision partition::decidePieceMajor(
     func::FuncOp step, ArrayRef<PiecedSplit> splits,
@@ -341,9 +343,9 @@ PieceMajorDecision partition::decidePieceMajor(
     if (!producer)
       return;
     for (Value operand : producer->getOperands())
-      if (std::optional<unsigned> number = argumentThroughCasts(step, operand))
-        if (step.getArgAttr(*number, "tess.parameter"))
-          decision.wholeArguments.insert(*number);
+      if (BlockArgument argument = parameterArgument(operand))
+        if (argument.getOwner() == &step.getBody().front())
+          decision.wholeArguments.insert(argument.getArgNumber());
   };
   for (const Candidate &candidate : candidates)
     if (!candidate.region && !inRegion.contains(candidate.split.split))

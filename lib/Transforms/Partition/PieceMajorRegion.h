@@ -76,6 +76,10 @@ struct PieceMajorRegion {
 llvm::Expected<PieceMajorRegion> findPieceMajorRegion(mlir::func::FuncOp step,
                                                       mlir::Operation *boundary);
 
+/// The `tess.parameter` argument `value` is (through casts to the compute
+/// type), or null.
+mlir::BlockArgument parameterArgument(mlir::Value value);
+
 /// A split the plan reads piece by piece: its axis split over mesh axis
 /// `meshAxis`.
 struct PiecedSplit {
