@@ -165,6 +165,23 @@ FailureOr<FunctionArenaPlan> planFunctionArena(func::FuncOp function) {
     if (returnCount[value] == 1 && llvm::isa<OpResult>(value) &&
         !isa<tess::ReshapeOp>(value.getDefiningOp()))
       outputOf[value] = index;
+  // A returned reshape is the same bytes as the value it views: that value
+  // is written into the reshape's output (when it is not returned itself
+  // and no other returned reshape of it took it first), instead of living
+  // in the arena until the return copies it out. A pipeline chunk's forward
+  // returns most of its saved activations so, as the [tokens, features]
+  // rows its backward's GEMMs read.
+  for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
+    if (returnCount[value] != 1 || !llvm::isa<OpResult>(value))
+      continue;
+    Value source = value;
+    while (auto reshape = source.getDefiningOp<tess::ReshapeOp>())
+      source = reshape.getOperand();
+    if (source == value || !llvm::isa<OpResult>(source) ||
+        returnCount.lookup(source) != 0 || outputOf.count(source))
+      continue;
+    outputOf[source] = index;
+  }
 
   // Positions (one op, one call: tess-fuse-epilogues made each pair the
   // kernels compute together one op), then per storage root the last

@@ -62,9 +62,8 @@ private:
   /// The collectives of a partitioned program (MeshRank).
   llvm::Error collective(Operation &op);
   /// A random op's seed: the step's mixed with `opSeed`, advanced to this
-  /// rank's block (of `blockElements`) when the op has a stream_axis.
-  llvm::Expected<uint64_t> randomSeed(Operation &op, int64_t opSeed,
-                                      int64_t blockElements);
+  /// rank's block along each of its split stream dims (tess::streamBlocks).
+  llvm::Expected<uint64_t> randomSeed(Operation &op, int64_t opSeed);
   /// This rank's coordinate on the mesh axis named by `op`'s `attribute`
   /// (0 without one).
   llvm::Expected<int64_t> coordinateOn(Operation &op, StringRef attribute);
@@ -260,16 +259,21 @@ llvm::Expected<int64_t> FunctionRun::coordinateOn(Operation &op,
 }
 
 llvm::Expected<uint64_t> FunctionRun::randomSeed(Operation &op,
-                                                 int64_t opSeed,
-                                                 int64_t blockElements) {
-  llvm::Expected<int64_t> coordinate = coordinateOn(op, "stream_axis");
-  if (!coordinate)
-    return coordinate.takeError();
+                                                 int64_t opSeed) {
+  static_assert(tess::kAttentionDropoutHeads ==
+                    TESSERA_ATTENTION_DROPOUT_HEADS,
+                "the dialect's and the kernels' attention dropout index differ");
   uint64_t seed = mixSeed(stepSeed, opSeed);
-  if (!op.hasAttr("stream_axis"))
-    return seed;
-  return tessera_advance_seed(seed, static_cast<uint64_t>(*coordinate) *
-                                        static_cast<uint64_t>(blockElements));
+  for (tess::StreamBlock block : tess::streamBlocks(&op)) {
+    if (!op.hasAttr(block.attribute))
+      continue;
+    llvm::Expected<int64_t> coordinate = coordinateOn(op, block.attribute);
+    if (!coordinate)
+      return coordinate.takeError();
+    seed = tessera_advance_seed(
+        seed, static_cast<uint64_t>(*coordinate) * block.positions);
+  }
+  return seed;
 }
 
 llvm::Expected<FunctionRun::RowBlock> FunctionRun::rowBlock(Operation &op,
@@ -370,7 +374,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
       .Case([&](tess::DropoutOp dropout) -> llvm::Error {
         double rate = dropout.getRate().convertToDouble();
         llvm::Expected<uint64_t> seed =
-            randomSeed(op, dropout.getSeed(), tess::streamElements(dropout));
+            randomSeed(op, dropout.getSeed());
         if (!seed)
           return seed.takeError();
         return callKernel(op, {op.getOperand(0)},
@@ -527,8 +531,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
                           });
       })
       .Case([&](tess::AttentionOp attention) -> llvm::Error {
-        llvm::Expected<uint64_t> streamSeed = randomSeed(
-            op, attention.getSeed(), tess::streamElements(attention));
+        llvm::Expected<uint64_t> streamSeed = randomSeed(op, attention.getSeed());
         if (!streamSeed)
           return streamSeed.takeError();
         return callKernel(
@@ -682,7 +685,7 @@ llvm::Error FunctionRun::execute(Operation &op) {
       })
       .Case([&](tess::AttentionGradOp grad) -> llvm::Error {
         llvm::Expected<uint64_t> streamSeed =
-            randomSeed(op, grad.getSeed(), tess::streamElements(grad));
+            randomSeed(op, grad.getSeed());
         if (!streamSeed)
           return streamSeed.takeError();
         return callKernel(

@@ -244,8 +244,7 @@ private:
   /// step as random, which keeps the CUDA driver from replaying it as a
   /// graph.
   Value attentionSeed(double dropout, int64_t opSeed) override;
-  Value streamedSeed(Operation *op, Value seed,
-                     int64_t blockElements) override;
+  Value streamedSeed(Operation *op, Value seed) override;
   Value firstRow(Operation *op, int64_t blockRows) override;
   /// A local of `type` set to `initial`, then passed by address to
   /// tessera[_cuda]_mesh_<call>(context, axis of `axisName`, ...) with
@@ -585,13 +584,12 @@ Value StepBuilder::rankBlockValue(Operation *op, StringAttr axisName,
   return emitc::LoadOp::create(builder, loc, type, variable);
 }
 
-Value StepBuilder::streamedSeed(Operation *op, Value seed,
-                                int64_t blockElements) {
-  auto axisName = op->getAttrOfType<StringAttr>("stream_axis");
-  if (!axisName)
-    return seed;
-  return rankBlockValue(op, axisName, "stream_seed", types.ui64, seed,
-                        blockElements);
+Value StepBuilder::streamedSeed(Operation *op, Value seed) {
+  for (tess::StreamBlock block : tess::streamBlocks(op))
+    if (auto axisName = op->getAttrOfType<StringAttr>(block.attribute))
+      seed = rankBlockValue(op, axisName, "stream_seed", types.ui64, seed,
+                            static_cast<int64_t>(block.positions));
+  return seed;
 }
 
 Value StepBuilder::firstRow(Operation *op, int64_t blockRows) {
@@ -716,9 +714,13 @@ LogicalResult StepBuilder::lowerOp(Operation &op) {
 /// announced); the GPU's loss is always read back from its device scalar.
 void StepBuilder::copyResultsOut(func::ReturnOp returnOp) {
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
-    const ValueStorage &storage = plan.storage.lookup(value);
-    bool inPlace =
-        storage.kind == StorageKind::Output && storage.index == index;
+    // In place: the value, or the value a reshape chain of it views, was
+    // written into this result.
+    const ValueStorage &storage =
+        plan.storage.lookup(plan.resolveAlias(value));
+    bool inPlace = storage.kind == StorageKind::Output &&
+                   storage.index == index &&
+                   plan.storage.lookup(value).offsetBytes == 0;
     Value source = descriptors.lookup(value);
     const StepSignature::Result &result = signature.results[index];
     if (result.destination == StepSignature::Destination::Loss) {

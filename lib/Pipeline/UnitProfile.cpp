@@ -101,15 +101,6 @@ bool isContraction(Operation *op) {
   return llvm::is_contained(labels.kinds, tess::LabelKind::Contracted);
 }
 
-/// An op the partitioner runs whole whatever its operands: a dim of it is
-/// an index of a random stream that no rank's block is one run of
-/// (attention's heads with dropout; LabelKind::Positional), so its split
-/// operands are gathered and every rank runs all of it.
-bool runsWhole(Operation *op) {
-  tess::ShardingLabels labels = tess::shardingLabels(op);
-  return llvm::is_contained(labels.kinds, tess::LabelKind::Positional);
-}
-
 OpRecord recordOf(Operation *op, const Twins &twins, bool tensorParallel) {
   cost::OpCost one = cost::estimateOpCost(op);
   cost::OpCost two = cost::estimateOpCost(twins.twinOf.lookup(op));
@@ -210,11 +201,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       opsOfUnit[unitOf(&op)].push_back(&op);
 
   // Megatron's tensor-parallel partition of the forward (file comment).
-  // `split` follows the recipe's roles; `gathered` are the values of it
-  // that every rank holds whole (from an op the partitioner runs whole, up
-  // to the next linear layer), whose work and bytes tensor parallelism
-  // does not divide.
-  llvm::DenseSet<Value> split, gathered;
+  llvm::DenseSet<Value> split;
   llvm::DenseMap<Operation *, std::vector<Affine>> forwardAllReduce,
       backwardAllReduce;
   llvm::DenseMap<Operation *, std::vector<int64_t>> divisors;
@@ -279,29 +266,13 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
               sizes.push_back(size);
           }
     }
-    if (llvm::any_of(op.getOperands(), splitOperand)) {
-      bool whole = runsWhole(&op) ||
-                   llvm::all_of(op.getOperands(), [&](Value operand) {
-                     return !split.contains(operand) ||
-                            gathered.contains(operand);
-                   });
-      // Its operands are gathered for it: the backward keeps those whole.
-      if (runsWhole(&op))
-        for (Value operand : op.getOperands())
-          if (split.contains(operand))
-            gathered.insert(operand);
+    if (llvm::any_of(op.getOperands(), splitOperand))
       for (Value result : op.getResults())
         if (auto type = llvm::dyn_cast<RankedTensorType>(result.getType());
-            type && type.getRank() > 0) {
+            type && type.getRank() > 0)
           split.insert(result);
-          if (whole)
-            gathered.insert(result);
-        }
-    }
   }
-  auto divided = [&](Value value) {
-    return split.contains(value) && !gathered.contains(value);
-  };
+  auto divided = [&](Value value) { return split.contains(value); };
 
   // Activations the backward reads: roots of the forward values it uses.
   llvm::DenseSet<Value> saved;
@@ -418,12 +389,11 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     for (Operation *op : ops) {
       if (isBackward(op)) {
         bool tensorParallel =
-            !runsWhole(op) &&
-            (isContraction(op) ||
-             llvm::any_of(op->getResults(), isSplitValue) ||
-             llvm::any_of(op->getOperands(), [&](Value operand) {
-               return isActivation(operand, function) && isSplitValue(operand);
-             }));
+            isContraction(op) ||
+            llvm::any_of(op->getResults(), isSplitValue) ||
+            llvm::any_of(op->getOperands(), [&](Value operand) {
+              return isActivation(operand, function) && isSplitValue(operand);
+            });
         OpRecord record = recordOf(op, twins, tensorParallel);
         if (record.kind != cost::OpKind::Free)
           unitProfile.backward.push_back(record);
@@ -434,8 +404,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         continue;
       bool tensorParallel =
           llvm::isa<tess::LinearOp>(op) ||
-          (!runsWhole(op) && (llvm::any_of(op->getResults(), divided) ||
-                              llvm::any_of(op->getOperands(), divided)));
+          llvm::any_of(op->getResults(), divided) ||
+          llvm::any_of(op->getOperands(), divided);
       OpRecord record = recordOf(op, twins, tensorParallel);
       if (record.kind != cost::OpKind::Free)
         unitProfile.forward.push_back(record);

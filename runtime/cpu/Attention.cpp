@@ -29,9 +29,12 @@
 // derivative is taken from the same tanh the forward computes, which the
 // backward keeps per row beside the probabilities.
 //
-// The dropout index of weight (b, h, i, j) is its row-major position in
-// [B, Hq, Sq, Skv], so tessera_cpu_dropout on a tensor of that shape with the
-// same seed draws the same mask.
+// The dropout index of weight (b, h, i, j) is ((b * TESSERA_ATTENTION_
+// DROPOUT_HEADS + h) * Sq + i) * Skv + j: one batch row's weights are its
+// row-major positions (tessera_cpu_dropout on [1, Hq, Sq, Skv] with the same
+// seed draws the same mask), and a block of heads or batch rows starts at a
+// fixed offset, so a tensor-parallel rank draws its heads' masks from the
+// whole op's stream advanced to them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,7 +67,8 @@ public:
         scoreCap(static_cast<float>(softcap)), dropoutRate(dropout),
         dropoutMask(seed, dropout) {
     checkShapes();
-    requireAttentionOptions(causal != 0, window, softcap, scale, dropout);
+    requireAttentionOptions(causal != 0, window, softcap, scale, dropout,
+                            queryHeads);
     keptScale = static_cast<float>(1.0 / (1.0 - dropout));
     queryValues.emplace(query, "q");
     keyValues.emplace(key, "k");
@@ -159,7 +163,8 @@ public:
     if (dropoutRate == 0.0)
       return 1.0f;
     uint64_t index = static_cast<uint64_t>(
-        ((b * queryHeads + h) * querySeq + i) * keySeq + j);
+        ((b * TESSERA_ATTENTION_DROPOUT_HEADS + h) * querySeq + i) * keySeq +
+        j);
     return dropoutMask.keeps(index) ? keptScale : 0.0f;
   }
 

@@ -309,7 +309,8 @@ LinearLayout requireLinearOperands(const tessera_tensor &x,
 }
 
 void requireAttentionOptions(bool causal, int64_t window, double softcap,
-                             double scale, double dropout) {
+                             double scale, double dropout,
+                             int64_t queryHeads) {
   if (window < 0)
     fail("window " + std::to_string(window) + " is negative");
   if (window > 0 && !causal)
@@ -321,6 +322,11 @@ void requireAttentionOptions(bool causal, int64_t window, double softcap,
     fail("scale " + std::to_string(scale) + " must be positive and finite");
   if (!(dropout >= 0.0 && dropout < 1.0))
     fail("dropout " + std::to_string(dropout) + " is outside [0, 1)");
+  if (dropout != 0.0 && queryHeads > TESSERA_ATTENTION_DROPOUT_HEADS)
+    fail("dropout over " + std::to_string(queryHeads) +
+         " query heads: at most " +
+         std::to_string(TESSERA_ATTENTION_DROPOUT_HEADS) +
+         " (the head stride of the dropout index)");
 }
 
 void requireSlidingWindow(int64_t window) {

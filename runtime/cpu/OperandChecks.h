@@ -151,9 +151,11 @@ LinearLayout requireMatmulBiasGradOperands(const tessera_tensor &a,
 /// The options of an attention call, tess.attention's rules: a window is 0
 /// (none) or, with causal, the band's length; a softcap is 0 (none) or
 /// positive and finite; the scale is positive and finite; dropout is in
-/// [0, 1).
+/// [0, 1), and a nonzero one needs at most TESSERA_ATTENTION_DROPOUT_HEADS
+/// query heads (its index's head stride).
 void requireAttentionOptions(bool causal, int64_t window, double softcap,
-                             double scale, double dropout);
+                             double scale, double dropout,
+                             int64_t queryHeads);
 /// The sliding-window entry points' window: at least 1 (0, none, is the
 /// plain entries').
 void requireSlidingWindow(int64_t window);

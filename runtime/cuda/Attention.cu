@@ -10,8 +10,8 @@
 // Causal rows stop at their last visible key (the "causal skip"); grouped-
 // query heads read K/V head h / (Hq / Hkv); the additive mask is read
 // through broadcast strides; dropout multiplies the weight by the shared
-// generator's keep factor at index ((b Hq + h) Sq + i) Skv + j, so masks
-// match runtime/cpu/Attention.cpp bit for bit.
+// generator's keep factor at index ((b TESSERA_ATTENTION_DROPOUT_HEADS + h)
+// Sq + i) Skv + j, so masks match runtime/cpu/Attention.cpp bit for bit.
 //
 // The backward is two kernels, so that every gradient element is one
 // thread's sum in a fixed order (atomics would add the query rows' terms in
@@ -164,7 +164,10 @@ __device__ float dropoutFactor(const AttentionParams &p, const RowPosition &r,
                                int64_t j) {
   if (!p.dropout)
     return 1.0f;
-  uint64_t index = static_cast<uint64_t>(r.row * p.keySeq + j);
+  uint64_t index = static_cast<uint64_t>(
+      ((r.b * TESSERA_ATTENTION_DROPOUT_HEADS + r.h) * p.querySeq + r.i) *
+          p.keySeq +
+      j);
   return p.dropoutMask.keeps(index) ? p.keptScale : 0.0f;
 }
 
@@ -412,7 +415,7 @@ AttentionParams checkProblem(const tessera_tensor *q, const tessera_tensor *k,
          " are not supported on the GPU yet (q " + formatShape(shapeOf(query)) +
          ", v " + formatShape(shapeOf(value)) + ")");
   tessera::cpu::requireAttentionOptions(causal != 0, window, softcap, scale,
-                                        dropout);
+                                        dropout, p.queryHeads);
   p.causal = causal != 0;
   p.window = window;
   p.softcap = static_cast<float>(softcap);

@@ -1,6 +1,7 @@
 //===- AttentionTest.cpp - tessera_cpu_attention and its gradient ---------===//
 
 #include "TestUtil.h"
+#include "tessera/runtime/lowering_support.h"
 #include "reference/TorchReferences.h"
 
 #include <algorithm>
@@ -117,7 +118,9 @@ TEST(AttentionGrad, DropoutMatchesFiniteDifferences) {
 }
 
 TEST(Attention, DropoutUsesTheMaskOfTessera_cpu_dropout) {
-  // With v = identity, y[b, h, i, :] is row i of the dropped weights.
+  // With v = identity, y[b, h, i, :] is row i of the dropped weights. Batch
+  // row b's weights are tessera_cpu_dropout's on [heads, seq, seq] from the
+  // stream advanced by b * TESSERA_ATTENTION_DROPOUT_HEADS * seq * seq.
   const int64_t batch = 2, heads = 2, seq = 6;
   Tensor q = randomTensor({batch, heads, seq, seq}, 6);
   Tensor k = randomTensor({batch, heads, seq, seq}, 7);
@@ -128,18 +131,95 @@ TEST(Attention, DropoutUsesTheMaskOfTessera_cpu_dropout) {
   Tensor y(TESSERA_F32, {batch, heads, seq, seq});
   EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
                                          y.get(), 0, 1.0, 0.5, 2024));
-  Tensor ones =
-      Tensor::floats({batch, heads, seq, seq},
-                     std::vector<float>(batch * heads * seq * seq, 1.0f));
-  Tensor mask(TESSERA_F32, {batch, heads, seq, seq});
-  EXPECT_KERNEL_OK(tessera_cpu_dropout(ones.get(), mask.get(), 0.5, 2024));
+  const int64_t rowElements = heads * seq * seq;
   int64_t kept = 0;
-  for (int64_t i = 0; i < mask.count(); ++i) {
-    EXPECT_EQ(y.at(i) != 0.0f, mask.at(i) != 0.0f) << "weight " << i;
-    kept += mask.at(i) != 0.0f;
+  for (int64_t b = 0; b < batch; ++b) {
+    Tensor ones = Tensor::floats({heads, seq, seq},
+                                 std::vector<float>(rowElements, 1.0f));
+    Tensor mask(TESSERA_F32, {heads, seq, seq});
+    EXPECT_KERNEL_OK(tessera_cpu_dropout(
+        ones.get(), mask.get(), 0.5,
+        tessera_advance_seed(2024, static_cast<uint64_t>(
+                                       b * TESSERA_ATTENTION_DROPOUT_HEADS *
+                                       seq * seq))));
+    for (int64_t i = 0; i < rowElements; ++i) {
+      EXPECT_EQ(y.at(b * rowElements + i) != 0.0f, mask.at(i) != 0.0f)
+          << "batch row " << b << ", weight " << i;
+      kept += mask.at(i) != 0.0f;
+    }
   }
   EXPECT_GT(kept, 0);
-  EXPECT_LT(kept, mask.count());
+  EXPECT_LT(kept, batch * rowElements);
+}
+
+/// Heads [first, first + count) of every batch row of `whole` [B, H, S, D].
+Tensor headBlock(const Tensor &whole, int64_t first, int64_t count) {
+  const Shape &shape = whole.dims();
+  int64_t inner = shape[2] * shape[3];
+  Shape blockShape = {shape[0], count, shape[2], shape[3]};
+  std::vector<float> values;
+  for (int64_t b = 0; b < shape[0]; ++b)
+    for (int64_t h = first; h < first + count; ++h)
+      for (int64_t e = 0; e < inner; ++e)
+        values.push_back(whole.at((b * shape[1] + h) * inner + e));
+  return Tensor::floats(blockShape, values);
+}
+
+TEST(Attention, ABlockOfHeadsWithAnAdvancedSeedIsTheWholeOpsHeads) {
+  // A tensor-parallel rank holds heads [first, first + count) of every batch
+  // row (GQA 4/2: its K/V groups are [first / 2, ...)); from the whole op's
+  // seed advanced by first * Sq * Skv it draws those heads' masks, so its
+  // output and gradients are the whole op's heads bit for bit.
+  const int64_t batch = 2, heads = 4, kvHeads = 2, seq = 5, dim = 3;
+  const uint64_t seed = 77;
+  Tensor q = randomTensor({batch, heads, seq, dim}, 21);
+  Tensor k = randomTensor({batch, kvHeads, seq, dim}, 22);
+  Tensor v = randomTensor({batch, kvHeads, seq, dim}, 23);
+  Tensor dy = randomTensor({batch, heads, seq, dim}, 24);
+  Tensor y(TESSERA_F32, {batch, heads, seq, dim});
+  Tensor dq(TESSERA_F32, {batch, heads, seq, dim}),
+      dk(TESSERA_F32, {batch, kvHeads, seq, dim}),
+      dv(TESSERA_F32, {batch, kvHeads, seq, dim});
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
+                                         y.get(), 1, 0.5, 0.4, seed));
+  EXPECT_KERNEL_OK(tessera_cpu_attention_grad(
+      q.get(), k.get(), v.get(), nullptr, dy.get(), dq.get(), dk.get(),
+      dv.get(), 1, 0.5, 0.4, seed));
+  for (int64_t rank = 0; rank < 2; ++rank) {
+    const int64_t first = rank * 2;
+    uint64_t rankSeed =
+        tessera_advance_seed(seed, static_cast<uint64_t>(first * seq * seq));
+    Tensor bq = headBlock(q, first, 2), bk = headBlock(k, rank, 1),
+           bv = headBlock(v, rank, 1), bdy = headBlock(dy, first, 2);
+    Tensor by(TESSERA_F32, {batch, 2, seq, dim});
+    Tensor bdq(TESSERA_F32, {batch, 2, seq, dim}),
+        bdk(TESSERA_F32, {batch, 1, seq, dim}),
+        bdv(TESSERA_F32, {batch, 1, seq, dim});
+    EXPECT_KERNEL_OK(tessera_cpu_attention(bq.get(), bk.get(), bv.get(),
+                                           nullptr, by.get(), 1, 0.5, 0.4,
+                                           rankSeed));
+    EXPECT_KERNEL_OK(tessera_cpu_attention_grad(
+        bq.get(), bk.get(), bv.get(), nullptr, bdy.get(), bdq.get(),
+        bdk.get(), bdv.get(), 1, 0.5, 0.4, rankSeed));
+    EXPECT_EQ(by.values(), headBlock(y, first, 2).values()) << "rank " << rank;
+    EXPECT_EQ(bdq.values(), headBlock(dq, first, 2).values())
+        << "rank " << rank;
+    EXPECT_EQ(bdk.values(), headBlock(dk, rank, 1).values())
+        << "rank " << rank;
+    EXPECT_EQ(bdv.values(), headBlock(dv, rank, 1).values())
+        << "rank " << rank;
+  }
+}
+
+TEST(Attention, DropoutRefusesMoreHeadsThanTheIndexStride) {
+  const int64_t heads = TESSERA_ATTENTION_DROPOUT_HEADS + 1;
+  Tensor q(TESSERA_F32, {1, heads, 1, 1}), k(TESSERA_F32, {1, 1, 1, 1}),
+      v(TESSERA_F32, {1, 1, 1, 1}), y(TESSERA_F32, {1, heads, 1, 1});
+  EXPECT_NE(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr, y.get(),
+                                  0, 1.0, 0.1, 1),
+            0);
+  EXPECT_KERNEL_OK(tessera_cpu_attention(q.get(), k.get(), v.get(), nullptr,
+                                         y.get(), 0, 1.0, 0.0, 1));
 }
 
 TEST(Attention, AFullyMaskedQueryAttendsToNothing) {

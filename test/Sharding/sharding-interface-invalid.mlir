@@ -23,16 +23,6 @@ func.func @pieced_axis(%x: tensor<2x32x192xf32>) {
 
 // -----
 
-// Tests that attention with dropout reads its heads whole (positional).
-func.func @positional_heads(%q: tensor<2x4x32x16xf32>) {
-  // expected-warning@+2 {{operand 0 dim 1 arrives split over 'tp', but the op keeps its positional label whole (neither the search nor the partition splits it): it is resharded first}}
-  // expected-warning@+1 {{operand 1 dim 1 arrives split over 'tp'}}
-  %0 = tess.attention %q, %q, %q {dropout = 0.1 : f64, scale = 0.25 : f64, tess.arriving = [#tess.layout<[-, tp, -, -]>, #tess.layout<[-, tp, -, -]>, #tess.layout<[-, -, -, -]>]} : (tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x32x16xf32>) -> tensor<2x4x32x16xf32>
-  return
-}
-
-// -----
-
 // Tests that one label takes one axis, the first operand's: a weight whose
 // rows arrive over another axis than the input's features is resharded.
 func.func @label_taken(%x: tensor<8x64xf32>, %w: tensor<64x128xf32>) {

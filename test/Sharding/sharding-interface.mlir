@@ -297,8 +297,9 @@ func.func @norms(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %r: tensor<2x4x8x1
 
 // Tests that attention splits over batch and heads (grouped K/V heads with
 // Q's label, the mask by broadcasting) and contracts head_dim and the key
-// positions inside its softmax; with dropout the batch is streamed (a
-// rank's rows draw their run of the stream) and the heads positional (whole).
+// positions inside its softmax; with dropout batch and heads are streamed
+// (the dropout index's fixed head stride puts a rank's block of either at a
+// fixed offset of the stream: stream_axis, head_stream_axis).
 // CHECK: tess.attention
 // CHECK-NEXT:   labels: 0 batch, 1 parallel, 2 contracted, 3 contracted
 // CHECK-NEXT:   operand 0: [0, 1, -, 2]
@@ -309,12 +310,13 @@ func.func @norms(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %r: tensor<2x4x8x1
 // CHECK-NEXT:   splits: split batch = 0, split heads = 1
 // CHECK-NEXT:   runs in: operands [dp, tp, -, -] [dp, tp, -, -] [dp, tp, -, -] [-, -, -, -] -> results [dp, tp, -, -]
 // CHECK-NEXT: tess.attention
-// CHECK-NEXT:   labels: 0 streamed, 1 positional, 2 contracted, 3 contracted
+// CHECK-NEXT:   labels: 0 streamed, 1 streamed, 2 contracted, 3 contracted
 // CHECK-NEXT:   operand 0: [0, 1, -, 2]
 // CHECK-NEXT:   operand 1: [0, 1, 3, 2]
 // CHECK-NEXT:   operand 2: [0, 1, 3, -]
 // CHECK-NEXT:   result 0: [0, 1, -, -]
-// CHECK-NEXT:   splits: split batch = 0
+// CHECK-NEXT:   splits: split batch = 0, split heads = 1
+// CHECK-NEXT:   runs in: operands [-, tp, -, -] [-, tp, -, -] [-, tp, -, -] -> results [-, tp, -, -]
 // CHECK-NEXT: tess.attention_grad
 // CHECK-NEXT:   labels: 0 batch, 1 parallel, 2 contracted, 3 contracted
 // CHECK-NEXT:   operand 0: [0, 1, -, 2]
@@ -326,7 +328,7 @@ func.func @norms(%x: tensor<2x32x64xf32>, %g: tensor<64xf32>, %r: tensor<2x4x8x1
 // CHECK-NEXT:   result 2: [0, 1, -, -]
 func.func @attention(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: tensor<2x2x32x16xf32>, %mask: tensor<1x1x32x32xf32>, %dy: tensor<2x4x32x16xf32>) {
   %0 = tess.attention %q, %k, %v mask %mask {scale = 0.25 : f64, tess.arriving = [#tess.layout<[dp, tp, -, -]>, #tess.layout<[dp, tp, -, -]>, #tess.layout<[dp, tp, -, -]>, #tess.layout<[-, -, -, -]>]} : (tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<1x1x32x32xf32>) -> tensor<2x4x32x16xf32>
-  %1 = tess.attention %q, %k, %v {causal, dropout = 0.1 : f64, scale = 0.25 : f64} : (tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> tensor<2x4x32x16xf32>
+  %1 = tess.attention %q, %k, %v {causal, dropout = 0.1 : f64, scale = 0.25 : f64, tess.arriving = [#tess.layout<[-, tp, -, -]>, #tess.layout<[-, tp, -, -]>, #tess.layout<[-, -, -, -]>]} : (tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>) -> tensor<2x4x32x16xf32>
   %2:3 = tess.attention_grad %q, %k, %v, %dy {causal, scale = 0.25 : f64} : (tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x4x32x16xf32>) -> (tensor<2x4x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>)
   return
 }

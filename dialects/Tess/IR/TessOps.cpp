@@ -142,30 +142,38 @@ LogicalResult tessera::tess::verifyMeshAxisAttr(Operation *op, StringRef name,
   return success();
 }
 
-LogicalResult tessera::tess::verifyStreamAxis(Operation *op,
+LogicalResult tessera::tess::verifyStreamAxis(Operation *op, StringRef name,
                                               std::optional<StringRef> axis,
                                               double rate, StringRef rule) {
   if (axis && !(rate > 0))
     return op->emitOpError(rule)
-           << ": stream_axis '" << *axis
+           << ": " << name << " '" << *axis
            << "' on an op that draws no random numbers (rate 0)";
-  return verifyMeshAxisAttr(op, "stream_axis", axis, rule);
+  return verifyMeshAxisAttr(op, name, axis, rule);
 }
 
-int64_t tessera::tess::streamElements(Operation *op) {
+SmallVector<tessera::tess::StreamBlock, 2>
+tessera::tess::streamBlocks(Operation *op) {
   auto shape = [](Value value) {
     return llvm::cast<RankedTensorType>(value.getType()).getShape();
   };
-  auto weights = [&](Value query, Value key) {
+  auto attention = [&](Value query, Value key) {
     ArrayRef<int64_t> q = shape(query);
-    return q[0] * q[1] * q[2] * shape(key)[2];
+    uint64_t head = static_cast<uint64_t>(q[2] * shape(key)[2]);
+    return SmallVector<StreamBlock, 2>{
+        {"stream_axis", static_cast<uint64_t>(q[0]) *
+                            static_cast<uint64_t>(kAttentionDropoutHeads) *
+                            head},
+        {"head_stream_axis", static_cast<uint64_t>(q[1]) * head}};
   };
-  if (auto attention = dyn_cast<AttentionOp>(op))
-    return weights(attention.getQuery(), attention.getKey());
+  if (auto forward = dyn_cast<AttentionOp>(op))
+    return attention(forward.getQuery(), forward.getKey());
   if (auto grad = dyn_cast<AttentionGradOp>(op))
-    return weights(grad.getQuery(), grad.getKey());
-  return llvm::cast<RankedTensorType>(op->getResult(0).getType())
-      .getNumElements();
+    return attention(grad.getQuery(), grad.getKey());
+  return {{"stream_axis",
+           static_cast<uint64_t>(
+               llvm::cast<RankedTensorType>(op->getResult(0).getType())
+                   .getNumElements())}};
 }
 
 int64_t tessera::tess::wholeTableRows(Operation *op, Value table) {
@@ -185,12 +193,16 @@ LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0 && rate < 1))
     return emitOpError("C1: rate must be in [0, 1), got ") << rate;
-  return verifyStreamAxis(*this, getStreamAxis(), rate, "C2");
+  return verifyStreamAxis(*this, "stream_axis", getStreamAxis(), rate, "C2");
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyStreamAxis(*this, getStreamAxis(),
-                          getDropout().convertToDouble(), "C10");
+  double dropout = getDropout().convertToDouble();
+  if (failed(verifyStreamAxis(*this, "stream_axis", getStreamAxis(), dropout,
+                              "C10")))
+    return failure();
+  return verifyStreamAxis(*this, "head_stream_axis", getHeadStreamAxis(),
+                          dropout, "C10");
 }
 
 void DropoutOp::getEffects(

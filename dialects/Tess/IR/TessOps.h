@@ -53,18 +53,34 @@ struct RandomNumbersResource
 std::optional<llvm::SmallVector<int64_t>>
 broadcastShapes(llvm::ArrayRef<int64_t> lhs, llvm::ArrayRef<int64_t> rhs);
 
-/// The rule `rule` of a random op's `stream_axis` (tess.dropout,
-/// tess.attention, tess.attention_grad): only on an op that draws (`rate`
-/// above 0), naming an axis of the module's tess.mesh.
-mlir::LogicalResult verifyStreamAxis(mlir::Operation *op,
+/// The rule `rule` of a random op's stream attribute `name` (`stream_axis`
+/// of tess.dropout, tess.attention, tess.attention_grad; the attentions'
+/// `head_stream_axis`): only on an op that draws (`rate` above 0), naming
+/// an axis of the module's tess.mesh.
+mlir::LogicalResult verifyStreamAxis(mlir::Operation *op, llvm::StringRef name,
                                      std::optional<llvm::StringRef> axis,
                                      double rate, llvm::StringRef rule);
 
-/// The elements a random op's stream runs over, in the row-major order its
-/// kernels index them (a rank's block starts stream_axis's advance): a
-/// tess.dropout's elements, the weights [batch, q_heads, q_seq, kv_seq] of a
-/// tess.attention or tess.attention_grad.
-int64_t streamElements(mlir::Operation *op);
+/// The head stride of an attention's dropout index: weight (b, h, i, j) draws
+/// at ((b * kAttentionDropoutHeads + h) * q_seq + i) * kv_seq + j, so a block
+/// of heads starts at a fixed offset whatever the batch's block (the
+/// kernels' TESSERA_ATTENTION_DROPOUT_HEADS).
+constexpr int64_t kAttentionDropoutHeads = 65536;
+
+/// One attribute of a random op that names the mesh axis a dim of its stream
+/// is split over, and how many stream positions one block along that dim
+/// spans: the rank at coordinate c draws from the unsplit op's stream
+/// advanced by c * positions.
+struct StreamBlock {
+  llvm::StringRef attribute;
+  uint64_t positions;
+};
+
+/// A random op's stream blocks: a tess.dropout's `stream_axis` (its local
+/// elements, row-major); a tess.attention's or tess.attention_grad's
+/// `stream_axis` (local batch rows of kAttentionDropoutHeads * q_seq *
+/// kv_seq positions) and `head_stream_axis` (local heads of q_seq * kv_seq).
+llvm::SmallVector<StreamBlock, 2> streamBlocks(mlir::Operation *op);
 
 /// The rows of the whole table a tess.embedding or tess.embedding_grad
 /// reads (`table`, its operand or result): its rows, times the size of its

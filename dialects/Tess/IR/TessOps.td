@@ -653,13 +653,18 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
     `[batch, q_heads, q_seq, kv_seq]`; (C5) `scale` is positive and finite;
     (C6) causal needs q_seq <= kv_seq; (C7) `dropout`, the probability with
     which training drops each attention weight (after the softmax), is in
-    `[0, 1)`; (C8) `window` is not negative, and a nonzero one needs
-    `causal`; (C9) `softcap` is 0 (none) or positive and finite. `seed` names the random stream of that dropout, as for
-    `tess.dropout`, over the weights `[batch, q_heads, q_seq, kv_seq]` in
-    row-major order; `stream_axis` (a rank's block of a batch split over
-    that mesh axis, `tess-partition-spmd`) advances it to the block's first
-    weight, as for `tess.dropout`. (C10) `stream_axis` needs a `dropout`
-    above 0 and names an axis of the module's `tess.mesh`.
+    `[0, 1)`, and a nonzero one needs at most 65,536 query heads; (C8)
+    `window` is not negative, and a nonzero one needs `causal`; (C9)
+    `softcap` is 0 (none) or positive and finite. `seed` names the random
+    stream of that dropout, as for `tess.dropout`: weight `(b, h, i, j)`
+    draws at position `((b * 65536 + h) * q_seq + i) * kv_seq + j`, a fixed
+    head stride, so that a block of batch rows or of heads begins at a fixed
+    offset of the stream. `stream_axis` (a rank's block of a batch split
+    over that mesh axis) and `head_stream_axis` (of the heads, split over
+    that axis), both set by `tess-partition-spmd`, advance the stream to the
+    block's first weight, so a rank draws the unsplit op's masks. (C10)
+    `stream_axis` and `head_stream_axis` need a `dropout` above 0 and name
+    axes of the module's `tess.mesh`.
 
     ```mlir
     %o = tess.attention %q, %k, %v {causal, scale = 2.500000e-01 : f64}
@@ -682,7 +687,8 @@ def Tess_AttentionOp : Tess_Op<"attention", [InferTypeOpAdaptor,
                    DefaultValuedAttr<I64Attr, "0">:$seed,
                    DefaultValuedAttr<I64Attr, "0">:$window,
                    DefaultValuedAttr<F64Attr, "0.0">:$softcap,
-                   OptionalAttr<StrAttr>:$stream_axis);
+                   OptionalAttr<StrAttr>:$stream_axis,
+                   OptionalAttr<StrAttr>:$head_stream_axis);
   let results = (outs Tess_FloatTensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? attr-dict `:` functional-type(operands, results)

@@ -410,6 +410,10 @@ LogicalResult tessera::tess::detail::inferAttention(
   if (!(dropout >= 0 && dropout < 1))
     return emitOptionalError(location, "C7: dropout must be in [0, 1), got ",
                              dropout);
+  if (dropout != 0 && q.getDimSize(1) > kAttentionDropoutHeads)
+    return emitOptionalError(location, "C7: dropout over ", q.getDimSize(1),
+                             " query heads: at most ", kAttentionDropoutHeads,
+                             " (the head stride of the dropout index)");
   if (causal && q.getDimSize(2) > k.getDimSize(2))
     return emitOptionalError(location, "C6: a causal attention needs no more "
                                        "queries than keys");

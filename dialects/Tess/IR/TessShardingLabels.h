@@ -70,16 +70,12 @@ enum class LabelKind {
   /// op marked `tess.piece_major` (AnnotateFromPlan marks those whose whole
   /// region it found piece-major, PieceMajorRegion.h), else keeps it whole.
   Pieced,
-  /// An index of a random op's stream other than its outermost dim
-  /// (attention's heads with dropout: the mask depends on an element's
-  /// global position, and a block of heads is not one run of the stream).
-  /// Neither the search nor the partition rewrite splits it.
-  Positional,
-  /// The outermost dim of a random op's stream (a dropout's dim 0,
-  /// attention's batch with dropout): split, each rank's block is one
-  /// contiguous run of the stream, which its kernels draw from the stream
-  /// advanced to the block's first element (the op's `stream_axis`, set by
-  /// the partition rewrite), so the masks are the unsplit op's.
+  /// A dim of a random op's stream whose blocks begin at fixed offsets of
+  /// the stream (a dropout's dim 0; attention's batch and heads with
+  /// dropout, whose index has a fixed head stride): split, each rank's
+  /// kernels draw from the stream advanced to its block's first element
+  /// (the op's `stream_axis`, an attention's `head_stream_axis`, set by the
+  /// partition rewrite), so the masks are the unsplit op's.
   Streamed,
 };
 

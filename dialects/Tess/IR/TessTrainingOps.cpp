@@ -357,6 +357,10 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult AttentionGradOp::verify() {
-  return verifyStreamAxis(*this, getStreamAxis(),
-                          getDropout().convertToDouble(), "C10");
+  double dropout = getDropout().convertToDouble();
+  if (failed(verifyStreamAxis(*this, "stream_axis", getStreamAxis(), dropout,
+                              "C10")))
+    return failure();
+  return verifyStreamAxis(*this, "head_stream_axis", getHeadStreamAxis(),
+                          dropout, "C10");
 }

@@ -320,8 +320,8 @@ def Tess_AttentionGradOp : Tess_Op<"attention_grad",
     numbers are consumed and the op is pure. Kernel:
     `tessera_cpu_attention_grad`.
 
-    Rules: (C1) to (C10) are `tess.attention`'s (`stream_axis` included:
-    the forward's block of the stream); (C11) `dy` has the attention's
+    Rules: (C1) to (C10) are `tess.attention`'s (`stream_axis` and
+    `head_stream_axis` included: the forward's block of the stream); (C11) `dy` has the attention's
     result type. A `softcap` c scales each score's gradient by
     `1 - tanh^2(s / c)`.
 
@@ -339,7 +339,8 @@ def Tess_AttentionGradOp : Tess_Op<"attention_grad",
                    DefaultValuedAttr<I64Attr, "0">:$seed,
                    DefaultValuedAttr<I64Attr, "0">:$window,
                    DefaultValuedAttr<F64Attr, "0.0">:$softcap,
-                   OptionalAttr<StrAttr>:$stream_axis);
+                   OptionalAttr<StrAttr>:$stream_axis,
+                   OptionalAttr<StrAttr>:$head_stream_axis);
   let results = (outs Tess_FloatTensor:$dq, Tess_FloatTensor:$dk,
                       Tess_FloatTensor:$dv);
   let assemblyFormat = [{

@@ -114,9 +114,7 @@ void populateElementwiseKernelCalls(KernelCallPatterns &patterns) {
   });
   patterns.add<tess::DropoutOp>(
       [](tess::DropoutOp dropout, KernelCallContext &c) {
-        Value opSeed =
-            c.streamedSeed(dropout, c.mixedSeed(dropout.getSeed()),
-                           tess::streamElements(dropout));
+        Value opSeed = c.streamedSeed(dropout, c.mixedSeed(dropout.getSeed()));
         return c.call("dropout", [&](CallArguments &a) {
           a.value(c.in(dropout.getOperand()))
               .value(c.out(dropout))

@@ -99,11 +99,11 @@ public:
   virtual mlir::Value mixedSeed(int64_t opSeed) = 0;
   /// An attention's seed argument: mixedSeed with dropout, else 0.
   virtual mlir::Value attentionSeed(double dropout, int64_t opSeed) = 0;
-  /// `seed` advanced to the rank's block when `op` (a random op) has a
-  /// `stream_axis`: its stream from element coordinate * `blockElements`
-  /// on (tessera[_cuda]_mesh_stream_seed); else `seed`.
-  virtual mlir::Value streamedSeed(mlir::Operation *op, mlir::Value seed,
-                                   int64_t blockElements) = 0;
+  /// `seed` advanced to the rank's block of `op` (a random op) along each
+  /// of its split stream dims (tess::streamBlocks: `stream_axis`, an
+  /// attention's `head_stream_axis`): by coordinate * positions on each
+  /// (tessera[_cuda]_mesh_stream_seed); `seed` itself when none is split.
+  virtual mlir::Value streamedSeed(mlir::Operation *op, mlir::Value seed) = 0;
   /// The first row of `op`'s table block when it has a `rows_axis` (a
   /// vocabulary-parallel lookup: coordinate * `blockRows`,
   /// tessera[_cuda]_mesh_block_start); else 0.

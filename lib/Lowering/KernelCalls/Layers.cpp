@@ -140,8 +140,7 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
         Value opSeed = c.streamedSeed(
             attention,
             c.attentionSeed(attention.getDropout().convertToDouble(),
-                            attention.getSeed()),
-            tess::streamElements(attention));
+                            attention.getSeed()));
         return c.call(attentionKernel(attention, ""), [&](CallArguments &a) {
           a.value(c.in(attention.getQuery()))
               .value(c.in(attention.getKey()))
@@ -190,8 +189,7 @@ void populateLayerKernelCalls(KernelCallPatterns &patterns) {
                                          KernelCallContext &c) {
     Value opSeed = c.streamedSeed(
         grad,
-        c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed()),
-        tess::streamElements(grad));
+        c.attentionSeed(grad.getDropout().convertToDouble(), grad.getSeed()));
     return c.call(attentionKernel(grad, "_grad"), [&](CallArguments &a) {
       a.value(c.in(grad.getQuery()))
           .value(c.in(grad.getKey()))

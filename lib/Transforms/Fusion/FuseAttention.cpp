@@ -399,7 +399,8 @@ struct FuseScaledDotProductAttention : OpRewritePattern<tess::MatmulOp> {
         rewriter, output.getLoc(), output.getType(), query, keyValue,
         valueValue, maskOperand, causal, APFloat(scale),
         dropout ? dropout.getRate() : APFloat(0.0), /*seed=*/0,
-        maskKind.window, APFloat(softcap), /*stream_axis=*/StringAttr());
+        maskKind.window, APFloat(softcap), /*stream_axis=*/StringAttr(),
+        /*head_stream_axis=*/StringAttr());
     rewriter.replaceOp(output, attention.getResult());
     // Dropout draws random numbers, so it is not erased as dead on its own.
     if (dropout)

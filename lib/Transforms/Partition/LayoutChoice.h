@@ -17,11 +17,11 @@
 //     the plan says how results leave), else from the operands in order (a
 //     split operand dim splits its label: propagation);
 //  3. summed and averaged labels: from the operands in order.
-// Indexed, pieced and positional labels (the embedding's vocabulary, a
-// split's axis, attention's heads with dropout) stay whole: only the search
-// splits the first two, nobody the third (LabelKind says why). Streamed
-// labels (a random op's dim 0) split like batch ones; tess-partition-spmd
-// then marks the op's stream_axis.
+// Indexed and pieced labels (the embedding's vocabulary, a split's axis)
+// stay whole: only the search splits them (LabelKind says why). Streamed
+// labels (a random op's dim 0, attention's heads with dropout) split like
+// batch ones; tess-partition-spmd then marks the op's stream_axis or
+// head_stream_axis.
 // Partial sums: an operand partial over an axis passes it to the results
 // when the op is linear in a group of operands that are all partial over
 // it (and no label uses the axis); otherwise the operand must be completed

@@ -182,44 +182,58 @@ LogicalResult PartitionSpmdPass::partitionArguments() {
 
 /// An op whose local kernels need to know which block of a split dim the
 /// rank holds, told by an attribute naming the dim's axis: a random op's
-/// streamed dim (its outermost: the rank draws its block of the stream,
-/// `stream_axis`) and a table's indexed rows (the rank looks up its block
-/// of the vocabulary, `rows_axis`).
+/// streamed dims (the rank draws its block of the stream: a dropout's or an
+/// attention's batch, `stream_axis`; an attention's heads,
+/// `head_stream_axis`) and a table's indexed rows (the rank looks up its
+/// block of the vocabulary, `rows_axis`).
 LogicalResult PartitionSpmdPass::markBlocks(Operation &op,
                                             const LayoutChoice &choice) {
   const tess::ShardingLabels &opLabels = labels[&op];
-  auto mark = [&](tess::LabelKind kind, StringRef attribute,
+  // Each label once (the operands that share it run it on one axis).
+  llvm::SmallDenseSet<int, 4> marked;
+  auto mark = [&](tess::LabelKind kind,
+                  llvm::function_ref<StringRef(int64_t dim)> attributeOf,
                   ArrayRef<SmallVector<int, 4>> lists,
                   ArrayRef<TensorLayout> layouts) -> LogicalResult {
     for (auto [index, list] : llvm::enumerate(lists))
       for (auto [dim, label] : llvm::enumerate(list)) {
         if (label == tess::kWhole || opLabels.kindOf(label) != kind ||
-            index >= layouts.size())
+            index >= layouts.size() || !marked.insert(label).second)
           continue;
         int axis = layouts[index].dimAxes[dim];
         if (axis == kUnsplit)
-          return success();
-        if (dim != 0)
-          return op.emitError("tess-partition-spmd: the ")
-                 << attribute << " of a split must be of the outermost dim "
-                 << "(dim " << dim << ")";
+          continue;
+        StringRef attribute = attributeOf(dim);
+        if (attribute.empty())
+          return op.emitError("tess-partition-spmd: no kernel draws a block "
+                              "of ")
+                 << tess::stringifyLabelKind(kind) << " dim " << dim
+                 << " (only the outermost dim, and attention's heads)";
         if (op.hasAttr(attribute))
           return op.emitError("tess-partition-spmd: the op is already a "
                               "rank's block (")
                  << attribute << ")";
         op.setAttr(attribute,
                    StringAttr::get(op.getContext(), mesh.axes[axis].name));
-        return success();
       }
     return success();
   };
-  if (failed(mark(tess::LabelKind::Streamed, "stream_axis", opLabels.operands,
+  bool attention = isa<tess::AttentionOp, tess::AttentionGradOp>(op);
+  auto streamAttribute = [&](int64_t dim) -> StringRef {
+    if (dim == 0)
+      return "stream_axis";
+    return dim == 1 && attention ? "head_stream_axis" : "";
+  };
+  auto rowsAttribute = [](int64_t dim) -> StringRef {
+    return dim == 0 ? "rows_axis" : "";
+  };
+  if (failed(mark(tess::LabelKind::Streamed, streamAttribute,
+                  opLabels.operands, choice.operands)))
+    return failure();
+  if (failed(mark(tess::LabelKind::Indexed, rowsAttribute, opLabels.operands,
                   choice.operands)))
     return failure();
-  if (failed(mark(tess::LabelKind::Indexed, "rows_axis", opLabels.operands,
-                  choice.operands)))
-    return failure();
-  return mark(tess::LabelKind::Indexed, "rows_axis", opLabels.results,
+  return mark(tess::LabelKind::Indexed, rowsAttribute, opLabels.results,
               choice.results);
 }
 

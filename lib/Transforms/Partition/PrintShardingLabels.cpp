@@ -165,11 +165,7 @@ struct PrintShardingLabelsPass
         else if (!labels.isPartitionable(label))
           warning << "keeps its "
                   << stringifyLabelKind(labels.kindOf(label))
-                  << " label whole"
-                  << (labels.kindOf(label) == tess::LabelKind::Positional
-                          ? " (neither the search nor the partition splits "
-                            "it)"
-                          : " (only the search splits it)");
+                  << " label whole (only the search splits it)";
         else
           warning << "runs with that label on another axis";
         warning << ": it is resharded first";

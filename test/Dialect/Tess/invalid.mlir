@@ -770,6 +770,36 @@ func.func @attention_grad_c10(%q: tensor<2x4x8x16xf32>) {
 
 // -----
 
+module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
+func.func @attention_c10_heads(%q: tensor<2x4x8x16xf32>) {
+  // expected-error@+1 {{C10: head_stream_axis 'tp' on an op that draws no random numbers (rate 0)}}
+  %0 = tess.attention %q, %q, %q {scale = 1.0 : f64, head_stream_axis = "tp"} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+}
+
+// -----
+
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+func.func @attention_grad_c10_heads(%q: tensor<2x4x8x16xf32>) {
+  // expected-error@+1 {{C10: head_stream_axis 'tp' is not an axis of the mesh #tess.mesh<dp = 2>}}
+  %0:3 = tess.attention_grad %q, %q, %q, %q {dropout = 0.1 : f64, scale = 1.0 : f64, head_stream_axis = "tp"} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>)
+  return
+}
+}
+
+// -----
+
+// The dropout index's head stride bounds the heads of a dropping attention.
+func.func @attention_c7_heads(%q: tensor<1x65537x1x1xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C7: dropout over 65537 query heads: at most 65536 (the head stride of the dropout index)}}
+  %0 = tess.attention %q, %q, %q {dropout = 0.1 : f64, scale = 1.0 : f64} : (tensor<1x65537x1x1xf32>, tensor<1x65537x1x1xf32>, tensor<1x65537x1x1xf32>) -> tensor<1x65537x1x1xf32>
+  return
+}
+
+// -----
+
 func.func @reshape_c1(%x: tensor<2x3xf32>) {
   // expected-error@+1 {{C1: cannot reshape 'tensor<2x3xf32>' to 'tensor<7xf32>'}}
   %0 = tess.reshape %x : (tensor<2x3xf32>) -> tensor<7xf32>

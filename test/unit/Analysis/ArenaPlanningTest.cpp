@@ -197,3 +197,34 @@ TEST(ArenaPlanningTest, ARotationOfADeadInputRunsInPlace) {
 }
 
 } // namespace
+
+TEST(ArenaPlanningTest, AReturnedReshapesSourceIsWrittenIntoItsOutput) {
+  // A pipeline chunk's forward returns its saved activations as the
+  // [tokens, features] rows the backward's GEMMs read: %norm is written
+  // into the second output (the reshape's), read there by the linear, and
+  // takes no arena block until the return. %h, returned itself and by a
+  // reshape, keeps its own output (the reshape is copied out); %y, viewed by
+  // two returned reshapes, is written into the first one's.
+  ParsedPlan parsed(R"mlir(
+    func.func @chunk(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>)
+        -> (tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<64xf32>) {
+      %norm = tess.rms_norm %x : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+      %rows = tess.reshape %norm : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+      %h = tess.linear %norm, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+      %hrows = tess.reshape %h : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+      %y = tess.exp %h : tensor<2x4x8xf32>
+      %yrows = tess.reshape %y : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+      %yflat = tess.reshape %yrows : (tensor<8x8xf32>) -> tensor<64xf32>
+      return %h, %rows, %hrows, %yrows, %yflat : tensor<2x4x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<64xf32>
+    })mlir");
+  auto storageOf = [&](llvm::StringRef name) {
+    return parsed.plan.storage.lookup(parsed.resultOf(name));
+  };
+  EXPECT_EQ(storageOf("tess.rms_norm").kind, StorageKind::Output);
+  EXPECT_EQ(storageOf("tess.rms_norm").index, 1u);
+  EXPECT_EQ(storageOf("tess.linear").kind, StorageKind::Output);
+  EXPECT_EQ(storageOf("tess.linear").index, 0u);
+  EXPECT_EQ(storageOf("tess.exp").kind, StorageKind::Output);
+  EXPECT_EQ(storageOf("tess.exp").index, 3u);
+  EXPECT_TRUE(parsed.plan.buffers.empty());
+}

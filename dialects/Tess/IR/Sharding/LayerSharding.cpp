@@ -121,16 +121,15 @@ ShardingLabels normalizationGradient(Operation *op, int64_t axis) {
 /// Q's label: a contiguous block of query heads reads the matching block of
 /// K/V groups), the mask's by broadcasting. Q and K's head_dim and K and
 /// V's key positions are contracted inside the softmax: whole. With dropout
-/// the mask depends on a weight's global position: the batch is streamed (a
-/// rank's rows are one run of the stream, `stream_axis`), the heads are
-/// positional and stay whole.
+/// the mask depends on a weight's global position: batch and heads are
+/// streamed (the dropout index has a fixed head stride, so a rank's block
+/// of either begins at a fixed offset: `stream_axis`, `head_stream_axis`).
 ShardingLabels attention(Operation *op, bool hasMask, double dropout) {
   Labeler labeler(op);
   unsigned maskIndex = 3;
   bool random = dropout != 0;
   int batch = labeler.fresh(random ? LabelKind::Streamed : LabelKind::Batch);
-  int heads =
-      labeler.fresh(random ? LabelKind::Positional : LabelKind::Parallel);
+  int heads = labeler.fresh(random ? LabelKind::Streamed : LabelKind::Parallel);
   for (unsigned index = 0; index < op->getNumOperands(); ++index) {
     if (hasMask && index == maskIndex)
       continue;
@@ -149,8 +148,7 @@ ShardingLabels attention(Operation *op, bool hasMask, double dropout) {
   }
   if (op->getNumResults() == 1) {
     labeler.offer("split batch", batch);
-    if (!random)
-      labeler.offer("split heads", heads, SplitRole::Heads);
+    labeler.offer("split heads", heads, SplitRole::Heads);
   }
   int headDim = labeler.fresh(LabelKind::Contracted);
   int keys = labeler.fresh(LabelKind::Contracted);

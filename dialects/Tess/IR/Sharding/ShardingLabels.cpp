@@ -27,8 +27,6 @@ StringRef tessera::tess::stringifyLabelKind(LabelKind kind) {
     return "indexed";
   case LabelKind::Pieced:
     return "pieced";
-  case LabelKind::Positional:
-    return "positional";
   case LabelKind::Streamed:
     return "streamed";
   }
@@ -59,9 +57,7 @@ bool ShardingLabels::isSummed(int label) const {
 
 bool ShardingLabels::isPartitionable(int label) const {
   LabelKind kind = kindOf(label);
-  if (kind == LabelKind::Pieced)
-    return pieceMajor;
-  return kind != LabelKind::Positional;
+  return kind != LabelKind::Pieced || pieceMajor;
 }
 
 const NamedSplit *ShardingLabels::splitWithRole(SplitRole role) const {

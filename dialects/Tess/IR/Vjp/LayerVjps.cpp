@@ -147,7 +147,7 @@ LogicalResult AttentionOp::buildVjp(OpBuilder &builder,
   auto gradient = AttentionGradOp::create(
       builder, getLoc(), getQuery(), getKey(), getValue(), getMask(), dy,
       getCausal(), getScale(), getDropout(), getSeed(), getWindow(),
-      getSoftcap(), getStreamAxisAttr());
+      getSoftcap(), getStreamAxisAttr(), getHeadStreamAxisAttr());
   operandCotangents[0] = gradient.getDq();
   operandCotangents[1] = gradient.getDk();
   operandCotangents[2] = gradient.getDv();

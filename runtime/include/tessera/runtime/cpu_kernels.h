@@ -25,8 +25,12 @@
  *               z ^= z >> 27, z *= 0x94D049BB133111EB, z ^ (z >> 31)
  *     bits(i) = mix(mix(seed) + (i + 1) * 0x9E3779B97F4A7C15)   (mod 2^64)
  *     element i is kept iff (bits(i) >> 40) >= floor(rate * 2^24)
- *   where i is the row-major index in the dropped tensor (for attention, the
- *   weights [B, Hq, Sq, Skv]).
+ *   where i is the row-major index in the dropped tensor. Attention's
+ *   weights [B, Hq, Sq, Skv] are indexed with a fixed head stride instead,
+ *   weight (b, h, i, j) at ((b * TESSERA_ATTENTION_DROPOUT_HEADS + h) * Sq
+ *   + i) * Skv + j, so that a block of heads (a tensor-parallel rank's) is,
+ *   like a block of batch rows, the whole op's stream advanced by a count
+ *   (tessera_advance_seed) whatever the other dims' blocks.
  * - Gradient outputs are overwritten, never accumulated into.
  *===----------------------------------------------------------------------===*/
 
@@ -40,6 +44,9 @@ extern "C" {
 #endif
 
 #define TESSERA_MAX_RANK 8
+/* The head stride of attention's dropout index (above): at most this many
+ * query heads per attention with dropout. */
+#define TESSERA_ATTENTION_DROPOUT_HEADS 65536
 
 typedef enum tessera_dtype {
   TESSERA_F32 = 0,
@@ -214,7 +221,7 @@ int tessera_cpu_softmax_grad(const tessera_tensor *y, const tessera_tensor *dy,
  * whose scores are all -inf attends to nothing (output 0, as PyTorch's
  * scaled_dot_product_attention). Dropout on the attention weights
  * with (rate, seed); weight (b, h, i, j) has dropout index
- * ((b * Hq + h) * Sq + i) * Skv + j. */
+ * ((b * TESSERA_ATTENTION_DROPOUT_HEADS + h) * Sq + i) * Skv + j. */
 int tessera_cpu_attention(const tessera_tensor *q, const tessera_tensor *k,
                           const tessera_tensor *v, const tessera_tensor *mask,
                           tessera_tensor *y, int32_t causal, double scale,
