@@ -196,13 +196,18 @@ LogicalResult DropoutOp::verify() {
   return verifyStreamAxis(*this, "stream_axis", getStreamAxis(), rate, "C2");
 }
 
-LogicalResult AttentionOp::verify() {
-  double dropout = getDropout().convertToDouble();
-  if (failed(verifyStreamAxis(*this, "stream_axis", getStreamAxis(), dropout,
-                              "C10")))
+LogicalResult tessera::tess::verifyAttentionStreamAxes(
+    Operation *op, std::optional<StringRef> streamAxis,
+    std::optional<StringRef> headStreamAxis, double dropout) {
+  if (failed(verifyStreamAxis(op, "stream_axis", streamAxis, dropout, "C10")))
     return failure();
-  return verifyStreamAxis(*this, "head_stream_axis", getHeadStreamAxis(),
-                          dropout, "C10");
+  return verifyStreamAxis(op, "head_stream_axis", headStreamAxis, dropout,
+                          "C10");
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttentionStreamAxes(*this, getStreamAxis(), getHeadStreamAxis(),
+                                   getDropout().convertToDouble());
 }
 
 void DropoutOp::getEffects(

@@ -76,6 +76,14 @@ struct StreamBlock {
   uint64_t positions;
 };
 
+/// Rule C10 of tess.attention and tess.attention_grad: `stream_axis` and
+/// `head_stream_axis` (verifyStreamAxis) of an attention with `dropout`.
+mlir::LogicalResult
+verifyAttentionStreamAxes(mlir::Operation *op,
+                          std::optional<llvm::StringRef> streamAxis,
+                          std::optional<llvm::StringRef> headStreamAxis,
+                          double dropout);
+
 /// A random op's stream blocks: a tess.dropout's `stream_axis` (its local
 /// elements, row-major); a tess.attention's or tess.attention_grad's
 /// `stream_axis` (local batch rows of kAttentionDropoutHeads * q_seq *

@@ -357,10 +357,6 @@ LogicalResult AdamWOp::inferReturnTypes(MLIRContext *,
 }
 
 LogicalResult AttentionGradOp::verify() {
-  double dropout = getDropout().convertToDouble();
-  if (failed(verifyStreamAxis(*this, "stream_axis", getStreamAxis(), dropout,
-                              "C10")))
-    return failure();
-  return verifyStreamAxis(*this, "head_stream_axis", getHeadStreamAxis(),
-                          dropout, "C10");
+  return verifyAttentionStreamAxes(*this, getStreamAxis(), getHeadStreamAxis(),
+                                   getDropout().convertToDouble());
 }
