@@ -103,11 +103,12 @@ private:
   /// pieces' readers slice their heads.
   /// `broken`: splits whose regions an earlier try's layouts resharded
   /// (their dims stay whole). Returns the regions decided, with their
-  /// mesh axes.
+  /// mesh axes; the splits refused, with why, are left in `refused`.
   std::vector<std::pair<PieceMajorRegion, unsigned>>
   choosePieceMajor(func::FuncOp function,
                    llvm::DenseMap<Value, TensorLayout> &layouts,
                    const llvm::DenseMap<Operation *, std::string> &broken);
+  std::vector<std::pair<Operation *, std::string>> refused;
 
   /// Axis indices, or -1 when the strategy does not use the axis (or it
   /// has one device).
@@ -216,6 +217,7 @@ AnnotateShardingPass::choosePieceMajor(
       &broken);
   for (unsigned number : decision.wholeArguments)
     layouts.erase(function.getArgument(number));
+  refused = std::move(decision.refused);
   std::vector<std::string> axisNames;
   for (const cost::MeshAxis &axis : deviceMesh.axes)
     axisNames.push_back(axis.name);
@@ -225,6 +227,7 @@ AnnotateShardingPass::choosePieceMajor(
 
 void AnnotateShardingPass::runOnOperation() {
   ModuleOp module = getOperation();
+  refused.clear();
   if (failed(parseOptions()))
     return signalPassFailure();
   auto function = module.lookupSymbol<func::FuncOp>("forward_backward");
@@ -308,6 +311,15 @@ void AnnotateShardingPass::runOnOperation() {
       break;
     clearPieceMajor(function);
   }
+  // What the forced strategy could not build as Megatron-LM's, as
+  // tess-annotate-from-plan says it for a searched plan.
+  for (const auto &[op, why] : refused)
+    op->emitRemark() << "tess-annotate-sharding: the fused projection this "
+                        "split cuts stays whole on '"
+                     << deviceMesh.axes[tensorAxis].name
+                     << "' (its readers slice their heads), not column-"
+                        "parallel piece by piece: "
+                     << why;
 
   // The loss leaves replicated; a gradient in its parameter's layout.
   llvm::StringMap<TensorLayout> parameterLayouts;

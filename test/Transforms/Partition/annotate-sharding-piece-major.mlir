@@ -1,5 +1,7 @@
 // RUN: tessera-opt %s -split-input-file --tess-annotate-sharding='mesh=1x2 strategy=tp' | FileCheck %s
 // RUN: tessera-opt %s -split-input-file --tess-annotate-sharding='mesh=1x2 strategy=tp' --tess-partition-spmd | FileCheck %s --check-prefix=LOCAL
+// A split left whole says why (a remark), as tess-annotate-from-plan's do.
+// RUN: tessera-opt %s -split-input-file --tess-annotate-sharding='mesh=1x2 strategy=tp' -verify-diagnostics -o /dev/null
 
 // Megatron's forced TP on a fused projection cut by a tess.split (GPT-2's
 // c_attn): column-parallel piece by piece (PieceMajorRegion.h), the split
@@ -46,11 +48,34 @@ module {
                               %w2: tensor<4x8xf32> {tess.parameter = "w2"})
       -> (tensor<2x8xf32>, tensor<2xf32>) {
     %y = tess.linear %x, %w : (tensor<2x8xf32>, tensor<8x12xf32>) -> tensor<2x12xf32>
+    // expected-remark@+1 {{tess-annotate-sharding: the fused projection this split cuts stays whole on 'tp' (its readers slice their heads), not column-parallel piece by piece: }}
     %q, %k, %v = tess.split %y {axis = 1 : i64, sizes = array<i64: 4, 4, 4>}
       : (tensor<2x12xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
     %m = tess.mul %q, %k : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
     %o = tess.linear %m, %w2 : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
     %r = tess.reduce_max %y {dims = array<i64: 1>} : (tensor<2x12xf32>) -> tensor<2xf32>
     return %o, %r : tensor<2x8xf32>, tensor<2xf32>
+  }
+}
+
+// -----
+
+// A grouped-query fused projection (q | k | v of 4, 2 and 2 columns, as
+// Phi-3's qkv_proj): its pieces are unequal, so no rank's columns are one
+// block of each piece; the weight stays replicated and the remark says why.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK-SAME: tensor<8x8xf32> {tess.parameter = "w"}
+// CHECK-NOT: tess.piece_major
+module {
+  func.func @forward_backward(%x: tensor<2x8xf32> {tess.buffer = "x"},
+                              %w: tensor<8x8xf32> {tess.parameter = "w"},
+                              %w2: tensor<4x8xf32> {tess.parameter = "w2"})
+      -> tensor<2x8xf32> {
+    %y = tess.linear %x, %w : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    // expected-remark@+1 {{cuts the dim into unequal pieces}}
+    %q, %k, %v = tess.split %y {axis = 1 : i64, sizes = array<i64: 4, 2, 2>}
+      : (tensor<2x8xf32>) -> (tensor<2x4xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
+    %o = tess.linear %q, %w2 : (tensor<2x4xf32>, tensor<4x8xf32>) -> tensor<2x8xf32>
+    return %o : tensor<2x8xf32>
   }
 }
