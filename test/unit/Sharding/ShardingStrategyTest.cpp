@@ -267,7 +267,7 @@ TEST_F(ShardingStrategyTest, MatmulSplitsRowsColumnsContractionOrBatch) {
 
 // A dropout with a rate splits its dim 0 only: a rank's rows are one run of
 // the mask's stream (stream_axis); any other split would change the mask.
-TEST_F(ShardingStrategyTest, DropoutSplitsOnlyItsOutermostDim) {
+TEST_F(ShardingStrategyTest, RandomOpsSplitOnlyTheirStreamedDims) {
   EXPECT_EQ(strategiesOf(R"(
     func.func @f(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
       %y = tess.dropout %x {rate = 0.1 : f64, seed = 3 : i64} : tensor<8x16xf32>
@@ -276,7 +276,9 @@ TEST_F(ShardingStrategyTest, DropoutSplitsOnlyItsOutermostDim) {
                          "tess.dropout"),
             (std::vector<std::string>{"replicated: [-, -] -> [-, -]",
                                       "split dim 0: [tp, -] -> [tp, -]"}));
-  // Attention with dropout: the batch (streamed), never the heads.
+  // Attention with dropout: the batch and the heads (both streamed: the
+  // dropout index's fixed head stride puts a block of either at a fixed
+  // offset of the stream).
   EXPECT_EQ(strategiesOf(R"(
     func.func @f(%q: tensor<4x8x16x16xf32>) -> tensor<4x8x16x16xf32> {
       %o = tess.attention %q, %q, %q {causal, dropout = 0.1 : f64, scale = 0.25 : f64, seed = 1 : i64} : (tensor<4x8x16x16xf32>, tensor<4x8x16x16xf32>, tensor<4x8x16x16xf32>) -> tensor<4x8x16x16xf32>
@@ -287,7 +289,9 @@ TEST_F(ShardingStrategyTest, DropoutSplitsOnlyItsOutermostDim) {
                 "replicated: [-, -, -, -] [-, -, -, -] [-, -, -, -] -> "
                 "[-, -, -, -]",
                 "split batch: [tp, -, -, -] [tp, -, -, -] [tp, -, -, -] -> "
-                "[tp, -, -, -]"}));
+                "[tp, -, -, -]",
+                "split heads: [-, tp, -, -] [-, tp, -, -] [-, tp, -, -] -> "
+                "[-, tp, -, -]"}));
 }
 
 } // namespace
