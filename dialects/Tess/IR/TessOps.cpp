@@ -161,16 +161,16 @@ tessera::tess::streamBlocks(Operation *op) {
     ArrayRef<int64_t> q = shape(query);
     uint64_t head = static_cast<uint64_t>(q[2] * shape(key)[2]);
     return SmallVector<StreamBlock, 2>{
-        {"stream_axis", static_cast<uint64_t>(q[0]) *
-                            static_cast<uint64_t>(kAttentionDropoutHeads) *
-                            head},
-        {"head_stream_axis", static_cast<uint64_t>(q[1]) * head}};
+        {"stream_axis", 0,
+         static_cast<uint64_t>(q[0]) *
+             static_cast<uint64_t>(kAttentionDropoutHeads) * head},
+        {"head_stream_axis", 1, static_cast<uint64_t>(q[1]) * head}};
   };
   if (auto forward = dyn_cast<AttentionOp>(op))
     return attention(forward.getQuery(), forward.getKey());
   if (auto grad = dyn_cast<AttentionGradOp>(op))
     return attention(grad.getQuery(), grad.getKey());
-  return {{"stream_axis",
+  return {{"stream_axis", 0,
            static_cast<uint64_t>(
                llvm::cast<RankedTensorType>(op->getResult(0).getType())
                    .getNumElements())}};

@@ -73,6 +73,8 @@ constexpr int64_t kAttentionDropoutHeads = 65536;
 /// advanced by c * positions.
 struct StreamBlock {
   llvm::StringRef attribute;
+  /// The op's operand (and result) dim the attribute splits.
+  unsigned dim;
   uint64_t positions;
 };
 

@@ -208,7 +208,7 @@ LogicalResult PartitionSpmdPass::markBlocks(Operation &op,
           return op.emitError("tess-partition-spmd: no kernel draws a block "
                               "of ")
                  << tess::stringifyLabelKind(kind) << " dim " << dim
-                 << " (only the outermost dim, and attention's heads)";
+                 << " (tess::streamBlocks names the split stream dims)";
         if (op.hasAttr(attribute))
           return op.emitError("tess-partition-spmd: the op is already a "
                               "rank's block (")
@@ -218,11 +218,13 @@ LogicalResult PartitionSpmdPass::markBlocks(Operation &op,
       }
     return success();
   };
-  bool attention = isa<tess::AttentionOp, tess::AttentionGradOp>(op);
+  // The random op's own stream blocks say which attribute splits which dim
+  // (asked only of an op with a streamed label, so only of a random op).
   auto streamAttribute = [&](int64_t dim) -> StringRef {
-    if (dim == 0)
-      return "stream_axis";
-    return dim == 1 && attention ? "head_stream_axis" : "";
+    for (const tess::StreamBlock &block : tess::streamBlocks(&op))
+      if (block.dim == dim)
+        return block.attribute;
+    return "";
   };
   auto rowsAttribute = [](int64_t dim) -> StringRef {
     return dim == 0 ? "rows_axis" : "";
