@@ -102,13 +102,12 @@ private:
   /// (PieceMajorRegion.h), else its parameters stay replicated and the
   /// pieces' readers slice their heads.
   /// `broken`: splits whose regions an earlier try's layouts resharded
-  /// (their dims stay whole). Returns the regions decided, with their
-  /// mesh axes; the splits refused, with why, are left in `refused`.
-  std::vector<std::pair<PieceMajorRegion, unsigned>>
+  /// (their dims stay whole). Returns the decision (marked): the regions
+  /// with their mesh axes, and the splits refused with why.
+  PieceMajorDecision
   choosePieceMajor(func::FuncOp function,
                    llvm::DenseMap<Value, TensorLayout> &layouts,
                    const llvm::DenseMap<Operation *, std::string> &broken);
-  std::vector<std::pair<Operation *, std::string>> refused;
 
   /// Axis indices, or -1 when the strategy does not use the axis (or it
   /// has one device).
@@ -188,8 +187,7 @@ void AnnotateShardingPass::seedTensorParallel(
   }
 }
 
-std::vector<std::pair<PieceMajorRegion, unsigned>>
-AnnotateShardingPass::choosePieceMajor(
+PieceMajorDecision AnnotateShardingPass::choosePieceMajor(
     func::FuncOp function, llvm::DenseMap<Value, TensorLayout> &layouts,
     const llvm::DenseMap<Operation *, std::string> &broken) {
   auto splitOn = [&](Value value, unsigned dim) {
@@ -217,17 +215,15 @@ AnnotateShardingPass::choosePieceMajor(
       &broken);
   for (unsigned number : decision.wholeArguments)
     layouts.erase(function.getArgument(number));
-  refused = std::move(decision.refused);
   std::vector<std::string> axisNames;
   for (const cost::MeshAxis &axis : deviceMesh.axes)
     axisNames.push_back(axis.name);
   markPieceMajor(function, decision, axisNames);
-  return std::move(decision.regions);
+  return decision;
 }
 
 void AnnotateShardingPass::runOnOperation() {
   ModuleOp module = getOperation();
-  refused.clear();
   if (failed(parseOptions()))
     return signalPassFailure();
   auto function = module.lookupSymbol<func::FuncOp>("forward_backward");
@@ -271,12 +267,14 @@ void AnnotateShardingPass::runOnOperation() {
   // one more split.
   const llvm::DenseMap<Value, TensorLayout> seeded = layouts;
   llvm::DenseMap<Operation *, std::string> broken;
+  std::vector<std::pair<Operation *, std::string>> refused;
   while (true) {
     layouts = seeded;
-    PieceMajorLayoutCheck regions(
-        tensorAxis >= 0
-            ? choosePieceMajor(function, layouts, broken)
-            : std::vector<std::pair<PieceMajorRegion, unsigned>>());
+    PieceMajorDecision decision =
+        tensorAxis >= 0 ? choosePieceMajor(function, layouts, broken)
+                        : PieceMajorDecision();
+    refused = std::move(decision.refused);
+    PieceMajorLayoutCheck regions(std::move(decision.regions));
     size_t before = broken.size();
     auto check = [&](Value value, const TensorLayout &layout) {
       regions.check(
