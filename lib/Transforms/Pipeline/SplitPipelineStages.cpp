@@ -90,6 +90,34 @@ std::optional<unsigned> parameterOf(Value value, func::FuncOp function) {
   return argument.getArgNumber();
 }
 
+/// The parameter argument whose gradient @forward_backward returns as
+/// result `result` (result i + 1 is the i-th trainable parameter's).
+std::optional<unsigned> parameterOfGradient(func::FuncOp function,
+                                            unsigned result) {
+  unsigned index = 0;
+  for (BlockArgument argument : function.getArguments())
+    if (function.getArgAttr(argument.getArgNumber(), "tess.parameter") &&
+        ++index == result)
+      return argument.getArgNumber();
+  return std::nullopt;
+}
+
+/// The stages whose forward reads each parameter (two for a tied
+/// embedding), by argument number.
+llvm::DenseMap<unsigned, std::set<int64_t>>
+stagesReadingParameters(const pipeline::ProgramUnits &units,
+                        const llvm::DenseMap<Operation *, int64_t> &stageOf) {
+  func::FuncOp function = units.forwardBackward;
+  llvm::DenseMap<unsigned, std::set<int64_t>> holdersOf;
+  for (Operation &op : function.getBody().front().without_terminator())
+    if (!units.isBackward.lookup(&op) && !llvm::isa<tess::CastOp>(op) &&
+        stageOf.count(&op))
+      for (Value operand : op.getOperands())
+        if (std::optional<unsigned> parameter = parameterOf(operand, function))
+          holdersOf[*parameter].insert(stageOf.lookup(&op));
+  return holdersOf;
+}
+
 /// ProgramUnits puts a backward op with the forward values it reads: the
 /// weight gradient of layer 3 (its input activation times the gradient of
 /// its output) reads layer 2's output, so it would be computed one stage
@@ -108,14 +136,8 @@ void keepGradientsWithParameters(const pipeline::ProgramUnits &units,
   Operation *terminator = body.getTerminator();
   auto isBackward = [&](Operation *op) { return units.isBackward.lookup(op); };
 
-  // The stages whose forward reads each parameter (two for a tied
-  // embedding).
-  llvm::DenseMap<unsigned, std::set<int64_t>> holdersOf;
-  for (Operation &op : body.without_terminator())
-    if (!isBackward(&op) && !llvm::isa<tess::CastOp>(op) && stageOf.count(&op))
-      for (Value operand : op.getOperands())
-        if (std::optional<unsigned> parameter = parameterOf(operand, function))
-          holdersOf[*parameter].insert(stageOf.lookup(&op));
+  llvm::DenseMap<unsigned, std::set<int64_t>> holdersOf =
+      stagesReadingParameters(units, stageOf);
 
   // A backward op reading gradients only (the sum of a residual stream's
   // cotangents, a reshape) goes to the latest stage its operands allow
@@ -152,12 +174,7 @@ void keepGradientsWithParameters(const pipeline::ProgramUnits &units,
       for (OpOperand &use : value.getUses()) {
         std::optional<unsigned> fed;
         if (use.getOwner() == terminator) {
-          // Result i + 1 is the gradient of the i-th trainable parameter.
-          unsigned index = 0;
-          for (BlockArgument argument : body.getArguments())
-            if (function.getArgAttr(argument.getArgNumber(), "tess.parameter") &&
-                ++index == use.getOperandNumber())
-              fed = argument.getArgNumber();
+          fed = parameterOfGradient(function, use.getOperandNumber());
         } else if (auto found = feedsOnly.find(use.getOwner());
                    found != feedsOnly.end()) {
           fed = found->second;
@@ -217,12 +234,17 @@ void keepGradientsWithParameters(const pipeline::ProgramUnits &units,
 }
 
 /// A backward op reading one gradient and nothing else (the reshape of a
-/// layer output's gradient for its weight gradient) sits with the op
-/// before it, which may be a stage later than all its readers: then its
-/// result would cross the boundary as well as its operand, which the
-/// residual stream sends down anyway. Moves it down to its latest reader
-/// (readers first: the sweep is in reverse), where its operand arrives.
-/// After splitCrossStageGradientSums: the adds of a gradient summed across
+/// layer output's gradient for its weight gradient, the dropout VJP of a
+/// residual stream's gradient, a bias gradient's sum over tokens) sits
+/// with the op before it, which may be a stage later than all its
+/// readers: then its result would cross the boundary as well as its
+/// operand, which the residual stream sends down anyway (GPT-3's last
+/// layer of a stage sent the gradient and its masked copy, two messages a
+/// micro-batch). Moves it down to its latest reader, where its operand
+/// arrives; a parameter's gradient counts as read by the latest stage at
+/// or before the op's that holds the parameter. Readers first: the sweep
+/// is in reverse, so a chain (dropout VJP, bias sum) moves as one. After
+/// splitCrossStageGradientSums: the adds of a gradient summed across
 /// stages are no readers any more, and a stage's part stays in its stage.
 void lowerSingleGradientOps(const pipeline::ProgramUnits &units,
                             llvm::DenseMap<Operation *, int64_t> &stageOf) {
@@ -230,6 +252,8 @@ void lowerSingleGradientOps(const pipeline::ProgramUnits &units,
   Block &body = function.getBody().front();
   Operation *terminator = body.getTerminator();
   auto isBackward = [&](Operation *op) { return units.isBackward.lookup(op); };
+  llvm::DenseMap<unsigned, std::set<int64_t>> holdersOf =
+      stagesReadingParameters(units, stageOf);
   for (Operation &op : llvm::reverse(body.without_terminator())) {
     if (!isBackward(&op) || !stageOf.count(&op) || op.use_empty())
       continue;
@@ -240,16 +264,32 @@ void lowerSingleGradientOps(const pipeline::ProgramUnits &units,
     Operation *producer = read.size() == 1 ? read[0].getDefiningOp() : nullptr;
     if (!producer || !isBackward(producer) || !stageOf.count(producer))
       continue;
+    int64_t stage = stageOf.lookup(&op);
     std::optional<int64_t> latestReader;
-    for (Operation *reader : op.getUsers()) {
-      if (reader == terminator || !stageOf.count(reader)) {
+    for (OpOperand &use : op.getUses()) {
+      Operation *reader = use.getOwner();
+      std::optional<int64_t> readerStage;
+      if (reader == terminator) {
+        // The latest holder of the parameter at or before the op's stage.
+        std::optional<unsigned> parameter =
+            parameterOfGradient(function, use.getOperandNumber());
+        auto holders = parameter ? holdersOf.find(*parameter) : holdersOf.end();
+        if (holders != holdersOf.end()) {
+          auto after = holders->second.upper_bound(stage);
+          if (after != holders->second.begin())
+            readerStage = *std::prev(after);
+        }
+      } else if (stageOf.count(reader)) {
+        readerStage = stageOf.lookup(reader);
+      }
+      if (!readerStage) {
         latestReader.reset();
         break;
       }
-      latestReader = std::max(latestReader.value_or(0), stageOf.lookup(reader));
+      latestReader = std::max(latestReader.value_or(0), *readerStage);
     }
     if (latestReader)
-      stageOf[&op] = std::min(stageOf.lookup(&op), *latestReader);
+      stageOf[&op] = std::min(stage, *latestReader);
   }
 }
 
