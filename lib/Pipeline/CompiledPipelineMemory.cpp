@@ -106,18 +106,6 @@ FailureOr<int64_t> wholeInputBytes(ArrayRef<Chunk> chunks) {
   return total;
 }
 
-/// The most micro-batches of `chunk` whose forward has run and backward not
-/// yet, in `tasks` (the device's order): the stash's slots.
-int64_t stashSlots(ArrayRef<ScheduledTask> tasks, int64_t chunk) {
-  int64_t inFlight = 0, most = 0;
-  for (const ScheduledTask &task : tasks)
-    if (task.chunk == chunk) {
-      inFlight += task.forward ? 1 : -1;
-      most = std::max(most, inFlight);
-    }
-  return most;
-}
-
 /// Per (chunk, direction 0 forward / 1 backward), the most messages the
 /// device holds at once: its order run against each peer's send order,
 /// a message taken from a peer only when a task needs one from it
@@ -394,6 +382,31 @@ void printPipelineMemory(const std::vector<PipelineDeviceMemory> &devices,
         device.state.total() / kMiB, device.arenaBytes / kMiB,
         device.savedBytes / kMiB, device.savedSlots,
         device.messageBytes / kMiB, device.residentBytes / kMiB);
+}
+
+void printStageModelMemory(const PipelinePlan &plan,
+                           const std::vector<PipelineDeviceMemory> &devices,
+                           llvm::raw_ostream &os) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  os << "Stage model per device (the search's prediction of the compiled "
+        "devices above):\n";
+  for (auto [position, stage] : llvm::enumerate(plan.stages)) {
+    const StageMemory &memory = stage.cost.memory;
+    double predicted = memory.total(stage.inFlight);
+    os << llvm::formatv(
+        "  device {0}: {1:F3} MiB (resident {2:F3}, working {3:F3}, stash "
+        "{4:F3} x {5:F1}, messages {6:F3}, inputs {7:F3})",
+        position, predicted / kMiB, memory.resident() / kMiB,
+        memory.working / kMiB, memory.activationsPerMicroBatch / kMiB,
+        stage.inFlight, memory.messages / kMiB,
+        (memory.inputs + memory.gradientParts) / kMiB);
+    if (position < devices.size() && predicted > 0) {
+      double off =
+          100.0 * (devices[position].totalBytes() - predicted) / predicted;
+      os << llvm::formatv("; compiled {0}{1:F2} %", off < 0 ? "" : "+", off);
+    }
+    os << "\n";
+  }
 }
 
 } // namespace tessera::pipeline

@@ -57,7 +57,12 @@ public:
         stages(stages), microBatches(microBatches), schedule(schedule),
         submesh(submesh), units(profile.units.size()),
         cost(stages * units * (units + 1), kInfinity),
-        choice(stages * units * (units + 1)) {}
+        choice(stages * units * (units + 1)) {
+    // Per position, once: interleaved walks each device's task order.
+    for (int64_t position = 0; position < stages; ++position)
+      inFlight.push_back(
+          inFlightMicroBatches(schedule, stages, position, microBatches));
+  }
 
   /// Fills c(r, i, k) and returns its distinct finite values, ascending.
   std::vector<double> build();
@@ -134,6 +139,8 @@ private:
   size_t units;
   std::vector<double> cost;
   std::vector<Chosen> choice;
+  /// Micro-batches in flight at each position (inFlightMicroBatches).
+  std::vector<double> inFlight;
 };
 
 std::vector<double> StageTable::build() {
@@ -176,7 +183,7 @@ std::vector<double> StageTable::build() {
           continue;
         candidates.push_back(
             {plan.perMicroBatch() + plan.perStep() / microBatches,
-             plan.memory.resident() + plan.memory.working,
+             plan.memory.fixed(),
              plan.memory.activationsPerMicroBatch, remat,
              static_cast<unsigned>(planIndex)});
       }
@@ -203,11 +210,11 @@ std::vector<double> StageTable::build() {
         int64_t position = stages - remaining;
         if (!forcedRange(position, first, end))
           continue;
-        double inFlight =
-            inFlightMicroBatches(schedule, stages, position, microBatches);
+        double inFlightHere = inFlight[static_cast<size_t>(position)];
         for (const Candidate &candidate :
              candidatesAt(first, end, layers, position))
-          if (candidate.fixedBytes + inFlight * candidate.bytesPerMicroBatch <=
+          if (candidate.fixedBytes +
+                  inFlightHere * candidate.bytesPerMicroBatch <=
               memory) {
             cost[index(remaining, first, end)] = candidate.time;
             choice[index(remaining, first, end)] = {candidate.remat,
@@ -273,8 +280,7 @@ StageTable::planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
     stage.firstDevice = static_cast<int64_t>(position) * submesh.devices();
     stage.submesh = submesh;
     stage.remat = chosen.remat;
-    stage.inFlight = inFlightMicroBatches(
-        schedule, stages, static_cast<int64_t>(position), microBatches);
+    stage.inFlight = inFlight[position];
     StageQuery stageQuery = query(range.first, range.second, chosen.remat,
                                   static_cast<int64_t>(position));
     stage.cost = oracle.plans(stageQuery)[chosen.plan];

@@ -126,6 +126,11 @@ MegatronStageOracle::sums(int64_t batch, int64_t tensorParallel,
       sum.kept = keptActivations(unit, mode).at(samples, tensorParallel);
       sum.splitParameters = unit.splitParameters;
       sum.replicatedParameters = unit.replicatedParameters;
+      sum.prepared = unit.preparedBytes;
+      sum.vocabularyParameters = unit.vocabularyParameters;
+      sum.uncopiedSplit = unit.uncopiedParameters.split;
+      sum.uncopiedReplicated = unit.uncopiedParameters.replicated;
+      sum.uncopiedVocabulary = unit.uncopiedParameters.vocabulary;
       sum.stepOnce = seconds(unit.stepOnce, device, 1, tensorParallel);
       workingOfStructure[slot] =
           backwardWorkingBytes(unit, mode).at(samples, tensorParallel);
@@ -176,9 +181,10 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     base.tensorParallelCommunication = range.tensorParallelCommunication;
     base.modelFlops = range.modelFlops;
     base.memory.activationsPerMicroBatch = range.kept * profile.activationScale;
+    // Each chunk's functions have their own arenas (interleaved: several).
     base.memory.working = unitSums.workingOver(query.firstUnit, query.endUnit,
                                                profile.structureOf) *
-                          profile.activationScale;
+                          profile.activationScale * query.boundaryCrossings;
 
     // Receive the input and send the output, activations forward and
     // gradients backward, 1/t per device, each on the link to the
@@ -204,17 +210,56 @@ MegatronStageOracle::plans(const StageQuery &query) const {
                       query.wrapLink);
     base.pointToPoint = 2 * (query.boundaryCrossings * transfers + wrap);
 
+    // Each of the stage's chunks holds, per boundary it has, the tensor it
+    // sends one way and the slot of the one it receives the other way,
+    // whole on every TP rank; the program's first chunk has no input and
+    // its last no output. Interleaved, the chunks' other boundaries cut
+    // between two layers (the stage's own boundary to the program's
+    // middle).
+    size_t units = profile.units.size();
+    size_t middle = query.firstUnit > 0 ? query.firstUnit : query.endUnit;
+    int64_t chunks = query.boundaryCrossings;
+    auto sides = [&](bool programEnd, size_t cut) {
+      double own = programEnd ? 0 : profile.boundary[cut].at(samples);
+      double inner = middle < units ? profile.boundary[middle].at(samples) : 0;
+      return own + (chunks - 1) * inner;
+    };
+    base.memory.messages =
+        2 * (sides(query.firstUnit == 0, query.firstUnit) +
+             sides(query.endUnit == units, query.endUnit));
+    // Every device keeps every micro-batch's tokens and targets, whole.
+    base.memory.inputs =
+        (query.microBatches + 1) *
+        profile.inputs.at(static_cast<double>(query.microBatchSamples));
+
     double parametersPerDevice =
-        range.splitParameters / tensorParallel + range.replicatedParameters;
+        range.splitParameters / tensorParallel + range.replicatedParameters +
+        range.vocabularyParameters / profile.vocabularyDivisor(tensorParallel);
     // A tied parameter each of whose readers the stage holds is one tensor.
+    // One some of whose readers are on other stages is summed once a step
+    // by its owner, the stage of its first reader, in an f32 buffer for
+    // the other stages' part (runtime/train/PipelineParallel.cpp).
     for (const ProgramProfile::TiedParameter &tied : profile.tiedParameters) {
       auto inStage = llvm::count_if(tied.units, [&](size_t unit) {
         return unit >= query.firstUnit && unit < query.endUnit;
       });
+      double elements =
+          tied.elements /
+          (!tied.split     ? 1
+           : tied.vocabulary ? profile.vocabularyDivisor(tensorParallel)
+                             : tensorParallel);
       if (inStage > 1)
-        parametersPerDevice -= (inStage - 1) * tied.elements /
-                               (tied.split ? tensorParallel : 1);
+        parametersPerDevice -= (inStage - 1) * elements;
+      bool owner = !tied.units.empty() && tied.units.front() >= query.firstUnit &&
+                   tied.units.front() < query.endUnit;
+      if (owner && inStage < static_cast<int64_t>(tied.units.size()))
+        base.memory.gradientParts =
+            std::max(base.memory.gradientParts,
+                     elements * profile.accumulatorBytesPerParameter);
     }
+    double uncopied =
+        range.uncopiedSplit / tensorParallel + range.uncopiedReplicated +
+        range.uncopiedVocabulary / profile.vocabularyDivisor(tensorParallel);
     double gradientBytes =
         parametersPerDevice * profile.gradientBytesPerParameter;
     // The replicas of a TP rank, t apart: the same function prices a mesh
@@ -243,7 +288,8 @@ MegatronStageOracle::plans(const StageQuery &query) const {
       plan.memory.weights =
           parametersPerDevice * (profile.masterBytesPerParameter / shard +
                                  (zero ? profile.masterBytesPerParameter : 0) +
-                                 profile.computeBytesPerParameter);
+                                 profile.computeBytesPerParameter) +
+          range.prepared - uncopied * profile.computeBytesPerParameter;
       plan.memory.gradients = gradientBytes;
       plan.memory.optimizerState =
           parametersPerDevice * profile.optimizerBytesPerParameter / shard;

@@ -57,9 +57,31 @@ double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
     return static_cast<double>(std::min(microBatches, stages - stage));
   case ScheduleKind::Interleaved: {
     int64_t chunks = schedule.virtualStages;
-    int64_t inFlight = 2 * (stages - stage - 1) + (chunks - 1) * stages + 1;
-    return static_cast<double>(std::min(inFlight, microBatches * chunks)) /
-           chunks;
+    if (microBatches % stages != 0) {
+      // No such order (scheduleTaskOrder refuses it): Megatron's peak.
+      int64_t inFlight = 2 * (stages - stage - 1) + (chunks - 1) * stages + 1;
+      return static_cast<double>(std::min(inFlight, microBatches * chunks)) /
+             chunks;
+    }
+    // The driver keeps a stash per chunk, each as deep as that chunk's own
+    // peak (runtime/train/PipelineParallel.cpp): the sum of the chunks'
+    // peaks, deeper than the device's peak of chunk forwards in flight
+    // (2 (p - s - 1) + (v - 1) p + 1) where a chunk's peak comes after the
+    // others' (a later device's first chunk fills while its second
+    // drains).
+    std::vector<ScheduledTask> tasks =
+        deviceTaskOrder(schedule, stages, stage, microBatches);
+    std::vector<int64_t> inFlight(static_cast<size_t>(chunks), 0),
+        most(static_cast<size_t>(chunks), 0);
+    for (const ScheduledTask &task : tasks) {
+      auto local = static_cast<size_t>(task.chunk / stages);
+      inFlight[local] += task.forward ? 1 : -1;
+      most[local] = std::max(most[local], inFlight[local]);
+    }
+    int64_t slots = 0;
+    for (int64_t peak : most)
+      slots += peak;
+    return static_cast<double>(slots) / chunks;
   }
   }
   return static_cast<double>(microBatches);
@@ -108,37 +130,57 @@ scheduleTaskOrder(const Schedule &schedule, int64_t stages,
             std::to_string(microBatches) + " micro-batches do not divide by " +
             std::to_string(stages) + " stages");
   std::vector<std::vector<ScheduledTask>> order(stages);
-  for (int64_t device = 0; device < stages; ++device) {
-    std::vector<ScheduledTask> forwards, backwards;
-    // Megatron's order: micro-batches in groups of p, chunk by chunk; the
-    // backwards visit the chunks in reverse.
-    for (int64_t k = 0; k < microBatches * chunks; ++k) {
-      int64_t chunk = (k % (stages * chunks)) / stages;
-      int64_t microBatch =
-          chunks == 1 ? k : (k / (stages * chunks)) * stages + k % stages;
-      forwards.push_back({true, chunk * stages + device, microBatch});
-      backwards.push_back(
-          {false, (chunks - 1 - chunk) * stages + device, microBatch});
-    }
-    int64_t total = static_cast<int64_t>(forwards.size());
-    int64_t warmup = total;
-    if (schedule.kind == ScheduleKind::OneForwardOneBackward)
-      warmup = std::min(stages - device - 1, total);
-    else if (schedule.kind == ScheduleKind::Interleaved)
-      warmup = std::min((stages - device - 1) * 2 + (chunks - 1) * stages,
-                        total);
-    std::vector<ScheduledTask> &tasks = order[device];
-    int64_t nextForward = 0, nextBackward = 0;
-    for (; nextForward < warmup; ++nextForward)
-      tasks.push_back(forwards[nextForward]);
-    while (nextForward < total) {
-      tasks.push_back(forwards[nextForward++]);
-      tasks.push_back(backwards[nextBackward++]);
-    }
-    while (nextBackward < total)
-      tasks.push_back(backwards[nextBackward++]);
-  }
+  for (int64_t device = 0; device < stages; ++device)
+    order[device] = deviceTaskOrder(schedule, stages, device, microBatches);
   return order;
+}
+
+int64_t stashSlots(llvm::ArrayRef<ScheduledTask> tasks, int64_t chunk) {
+  int64_t inFlight = 0, most = 0;
+  for (const ScheduledTask &task : tasks)
+    if (task.chunk == chunk) {
+      inFlight += task.forward ? 1 : -1;
+      most = std::max(most, inFlight);
+    }
+  return most;
+}
+
+std::vector<ScheduledTask> deviceTaskOrder(const Schedule &schedule,
+                                           int64_t stages, int64_t device,
+                                           int64_t microBatches) {
+  int64_t chunks = schedule.kind == ScheduleKind::Interleaved
+                       ? schedule.virtualStages
+                       : 1;
+  std::vector<ScheduledTask> forwards, backwards;
+  // Megatron's order: micro-batches in groups of p, chunk by chunk; the
+  // backwards visit the chunks in reverse.
+  for (int64_t k = 0; k < microBatches * chunks; ++k) {
+    int64_t chunk = (k % (stages * chunks)) / stages;
+    int64_t microBatch =
+        chunks == 1 ? k : (k / (stages * chunks)) * stages + k % stages;
+    forwards.push_back({true, chunk * stages + device, microBatch});
+    backwards.push_back(
+        {false, (chunks - 1 - chunk) * stages + device, microBatch});
+  }
+  int64_t total = static_cast<int64_t>(forwards.size());
+  int64_t warmup = total;
+  if (schedule.kind == ScheduleKind::OneForwardOneBackward)
+    warmup = std::min(stages - device - 1, total);
+  else if (schedule.kind == ScheduleKind::Interleaved)
+    warmup = std::min((stages - device - 1) * 2 + (chunks - 1) * stages,
+                      total);
+  std::vector<ScheduledTask> tasks;
+  tasks.reserve(static_cast<size_t>(2 * total));
+  int64_t nextForward = 0, nextBackward = 0;
+  for (; nextForward < warmup; ++nextForward)
+    tasks.push_back(forwards[nextForward]);
+  while (nextForward < total) {
+    tasks.push_back(forwards[nextForward++]);
+    tasks.push_back(backwards[nextBackward++]);
+  }
+  while (nextBackward < total)
+    tasks.push_back(backwards[nextBackward++]);
+  return tasks;
 }
 
 } // namespace tessera::pipeline

@@ -13,6 +13,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <array>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -81,11 +82,16 @@ bool isWeight(Value value, func::FuncOp function) {
 }
 
 /// A value the memory model counts as an activation buffer (reshapes are
-/// views of their input: the caller passes roots).
-bool isActivation(Value value, func::FuncOp function) {
+/// views of their input: the caller passes roots). A value computed from
+/// parameters alone (the LM head's padded copy of a tied embedding) is a
+/// stage's resident, prepared once a step, not an activation.
+bool isActivation(Value value, const pipeline::ProgramUnits &units) {
+  func::FuncOp function = units.forwardBackward;
   if (isWeight(value, function) || llvm::isa<BlockArgument>(value))
     return false;
-  return !value.getDefiningOp<tess::ConstantOp>();
+  Operation *producer = value.getDefiningOp();
+  return !llvm::isa<tess::ConstantOp>(producer) &&
+         !units.parameterOnly.contains(producer);
 }
 
 Value rootOf(Value value) {
@@ -202,6 +208,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
 
   // Megatron's tensor-parallel partition of the forward (file comment).
   llvm::DenseSet<Value> split;
+  // Embedding tables split over their vocabulary, by argument number.
+  llvm::DenseSet<unsigned> vocabularyTables;
   llvm::DenseMap<Operation *, std::vector<Affine>> forwardAllReduce,
       backwardAllReduce;
   llvm::DenseMap<Operation *, std::vector<int64_t>> divisors;
@@ -242,6 +250,11 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
                                  argument.getArgNumber(), "tess.input")
                            : StringAttr();
       if (role && role.getValue() == "input_ids") {
+        if (auto cast = table.getDefiningOp<tess::CastOp>())
+          table = cast.getInput();
+        if (auto parameter = llvm::dyn_cast<BlockArgument>(table);
+            parameter && isParameterArgument(parameter, function))
+          vocabularyTables.insert(parameter.getArgNumber());
         forwardAllReduce[&op].push_back(twins.bytes(op.getResult(0)));
         profile.vocabulary = labels.sizeOf(&op, vocabulary->label);
         auto tableType = llvm::cast<RankedTensorType>(table.getType());
@@ -281,7 +294,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       for (Value operand : op.getOperands()) {
         Value root = rootOf(operand);
         Operation *producer = root.getDefiningOp();
-        if (producer && !isBackward(producer) && isActivation(root, function))
+        if (producer && !isBackward(producer) && isActivation(root, *unitsOne))
           saved.insert(root);
       }
 
@@ -293,7 +306,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       continue;
     unsigned defined = unitOf(&op);
     for (Value result : op.getResults()) {
-      if (!isActivation(result, function))
+      if (!isActivation(result, *unitsOne))
         continue;
       unsigned lastUse = defined;
       llvm::SmallVector<Value> views = {result};
@@ -311,6 +324,11 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         profile.boundary[unit] += twins.bytes(result);
     }
   }
+
+  for (BlockArgument argument : function.getArguments())
+    if (function.getArgAttr(argument.getArgNumber(), "tess.input") &&
+        !shapeOf(argument).empty())
+      profile.inputs += twins.bytes(argument);
 
   // AdamW and the weight casts of each parameter, by argument number.
   llvm::StringMap<unsigned> argumentOfName;
@@ -335,6 +353,58 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         stepOpsOfArgument[llvm::cast<BlockArgument>(cast.getInput())
                               .getArgNumber()]
             .push_back(cast);
+
+  // A unit reading a value computed from parameters alone (the LM head's
+  // padded copy of a tied embedding) holds those parameters: its stage's
+  // prepare computes the value, and its backward returns their gradient's
+  // part.
+  std::vector<llvm::DenseSet<unsigned>> heldThroughPrepared(unitCount);
+  for (size_t unit = 0; unit < unitCount; ++unit) {
+    auto &held = profile.units[unit].parameters;
+    llvm::SmallVector<Value> pending;
+    llvm::DenseSet<Value> visited;
+    for (Operation *op : opsOfUnit[unit])
+      for (Value operand : op->getOperands())
+        if (Operation *producer = operand.getDefiningOp();
+            producer && unitsOne->parameterOnly.contains(producer))
+          pending.push_back(operand);
+    while (!pending.empty()) {
+      Value value = pending.pop_back_val();
+      if (!visited.insert(value).second)
+        continue;
+      if (isParameterArgument(value, function)) {
+        unsigned argument = llvm::cast<BlockArgument>(value).getArgNumber();
+        if (!llvm::is_contained(held, argument)) {
+          held.push_back(argument);
+          heldThroughPrepared[unit].insert(argument);
+        }
+        continue;
+      }
+      if (Operation *producer = value.getDefiningOp();
+          producer && unitsOne->parameterOnly.contains(producer))
+        pending.append(producer->operand_begin(), producer->operand_end());
+    }
+  }
+
+  // A parameter's gradient, or a part summed into one, goes to the
+  // driver's gradient buffers, not the arena (the lowering writes a
+  // returned value in place; the split pass returns each stage's part).
+  llvm::DenseMap<Value, bool> gradientOnly;
+  std::function<bool(Value)> returnedAsGradient = [&](Value value) -> bool {
+    if (value.use_empty())
+      return false;
+    auto found = gradientOnly.find(value);
+    if (found != gradientOnly.end())
+      return found->second;
+    gradientOnly[value] = false;
+    bool result = llvm::all_of(value.getUsers(), [&](Operation *user) {
+      return user == terminator ||
+             (llvm::isa<tess::AddOp>(user) &&
+              returnedAsGradient(user->getResult(0)));
+    });
+    gradientOnly[value] = result;
+    return result;
+  };
 
   // One profile per distinct structure.
   std::map<std::string, unsigned> structureOfSignature;
@@ -365,7 +435,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     for (Operation *op : ops)
       if (!isBackward(op))
         for (Value result : op->getResults())
-          if (isActivation(result, function) && !shapeOf(result).empty())
+          if (isActivation(result, *unitsOne) && !shapeOf(result).empty())
             (divided(result) ? splitShapes : wholeShapes)
                 .insert(shapeOf(result));
     for (const std::vector<int64_t> &shape : wholeShapes)
@@ -392,7 +462,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
             isContraction(op) ||
             llvm::any_of(op->getResults(), isSplitValue) ||
             llvm::any_of(op->getOperands(), [&](Value operand) {
-              return isActivation(operand, function) && isSplitValue(operand);
+              return isActivation(operand, *unitsOne) && isSplitValue(operand);
             });
         OpRecord record = recordOf(op, twins, tensorParallel);
         if (record.kind != cost::OpKind::Free)
@@ -420,7 +490,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       for (Value operand : op->getOperands()) {
         Value root = rootOf(operand);
         Operation *producer = root.getDefiningOp();
-        if (!producer || !isActivation(root, function))
+        if (!producer || !isActivation(root, *unitsOne))
           continue;
         if (!inUnit.contains(producer))
           unitInputs.insert(root);
@@ -440,32 +510,76 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     }
     for (Value value : unitInputs)
       addBytes(unitProfile.savedInput, twins.bytes(value), divided(value));
-    double largest = -1;
-    for (Operation *op : ops) {
-      TensorBytes working;
-      llvm::DenseSet<Value> counted;
-      for (Value value : llvm::concat<Value>(op->getOperands(),
-                                             op->getResults())) {
-        Value root = rootOf(value);
-        if (!isActivation(root, function) || saved.contains(root) ||
-            !counted.insert(root).second)
-          continue;
-        addBytes(working, twins.bytes(root), isSplitValue(root));
+    // The working set: the unit's forward and its backward each run in an
+    // arena of their own (a chunk function's), holding the values neither
+    // saved nor returned from their definition to their last reader in the
+    // unit (a value read by another unit, the boundary, until the unit's
+    // end); the two peaks add up. Reshapes are views of their root.
+    for (bool backwardPhase : {false, true}) {
+      llvm::SmallVector<Operation *> phase;
+      for (Operation *op : ops)
+        if (isBackward(op) == backwardPhase)
+          phase.push_back(op);
+      llvm::DenseMap<Value, size_t> lastRead;
+      for (auto [index, op] : llvm::enumerate(phase))
+        for (Value operand : op->getOperands())
+          lastRead[rootOf(operand)] = index;
+      TensorBytes live, peak;
+      std::vector<std::vector<Value>> freedAfter(phase.size());
+      for (auto [index, op] : llvm::enumerate(phase)) {
+        if (!llvm::isa<tess::ReshapeOp>(op))
+          for (Value result : op->getResults()) {
+            if (!isActivation(result, *unitsOne) || saved.contains(result) ||
+                returnedAsGradient(result))
+              continue;
+            addBytes(live, twins.bytes(result), isSplitValue(result));
+            bool readOutside = llvm::any_of(result.getUsers(), [&](Operation *user) {
+              return !inUnit.contains(user);
+            });
+            auto last = lastRead.find(result);
+            size_t until = readOutside || last == lastRead.end()
+                               ? phase.size() - 1
+                               : std::max(last->second, index);
+            freedAfter[until].push_back(result);
+          }
+        if (live.at(1, 1) > peak.at(1, 1))
+          peak = live;
+        for (Value value : freedAfter[index]) {
+          Affine bytes = twins.bytes(value);
+          bytes.atOne = -bytes.atOne;
+          bytes.perSample = -bytes.perSample;
+          addBytes(live, bytes, isSplitValue(value));
+        }
       }
-      if (working.at(1, 1) > largest) {
-        largest = working.at(1, 1);
-        unitProfile.working = working;
-      }
+      unitProfile.working += peak;
     }
+
+    llvm::DenseSet<Value> prepared;
+    for (Operation *op : ops)
+      for (Value operand : op->getOperands())
+        if (Operation *producer = operand.getDefiningOp();
+            producer && unitsOne->parameterOnly.contains(producer) &&
+            !isWeight(operand, function) && prepared.insert(operand).second)
+          unitProfile.preparedBytes += bytesOf(operand);
 
     // Parameters and their once-per-step work.
     for (unsigned parameter : profile.units[unit].parameters) {
       auto type =
           llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
       bool splitParameter = type.getRank() >= 2;
-      (splitParameter ? unitProfile.splitParameters
-                      : unitProfile.replicatedParameters) +=
-          static_cast<double>(type.getNumElements());
+      double elements = static_cast<double>(type.getNumElements());
+      if (vocabularyTables.contains(parameter))
+        unitProfile.vocabularyParameters += elements;
+      else
+        (splitParameter ? unitProfile.splitParameters
+                        : unitProfile.replicatedParameters) += elements;
+      // Its compute copy is the prepared value, counted there.
+      if (heldThroughPrepared[unit].contains(parameter))
+        (vocabularyTables.contains(parameter)
+             ? unitProfile.uncopiedParameters.vocabulary
+         : splitParameter ? unitProfile.uncopiedParameters.split
+                          : unitProfile.uncopiedParameters.replicated) +=
+            elements;
       for (Operation *op : stepOpsOfArgument.lookup(parameter)) {
         cost::OpCost cost = cost::estimateOpCost(op);
         OpRecord record;
@@ -512,6 +626,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     ProgramProfile::TiedParameter tied;
     tied.elements = static_cast<double>(type.getNumElements());
     tied.split = type.getRank() >= 2;
+    tied.vocabulary = vocabularyTables.contains(parameter);
     tied.units = readers;
     profile.tiedGradientBytes +=
         tied.elements * profile.gradientBytesPerParameter;

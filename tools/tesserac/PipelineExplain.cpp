@@ -289,6 +289,8 @@ void printPipelineReport(StringRef title, const PipelinePlanDecision &decision,
   if (!decision.compiledDevices.empty()) {
     pipeline::printPipelineMemory(decision.compiledDevices, os,
                                   cluster.device.memoryBytes);
+    pipeline::printStageModelMemory(decision.plan, decision.compiledDevices,
+                                    os);
   }
 }
 

@@ -37,6 +37,7 @@
 #define TESSERA_PIPELINE_COMPILEDPIPELINEMEMORY_H
 
 #include "tessera/Analysis/StepMemory.h"
+#include "tessera/Pipeline/InterOpSearch.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -87,6 +88,15 @@ int64_t largestDeviceBytes(const std::vector<PipelineDeviceMemory> &devices);
 /// per device: its total and what it is made of.
 void printPipelineMemory(const std::vector<PipelineDeviceMemory> &devices,
                          llvm::raw_ostream &os, double deviceBytes = 0);
+
+/// The stage model's prediction for each device of `plan` (its stage's
+/// memory by the same terms: training state, working set, stash of the
+/// micro-batches in flight, messages, inputs), beside `devices`, the
+/// plan's compiled program, with how far the compiled total is from it:
+/// what the search believed against what decided the fit.
+void printStageModelMemory(const PipelinePlan &plan,
+                           const std::vector<PipelineDeviceMemory> &devices,
+                           llvm::raw_ostream &os);
 
 } // namespace tessera::pipeline
 

@@ -46,7 +46,10 @@ struct Schedule {
 /// Parses `gpipe`, `1f1b`, `interleaved` (2 chunks) or `interleaved:V`.
 llvm::Expected<Schedule> parseSchedule(llvm::StringRef text);
 
-/// Activations in flight on stage `stage` of `stages`, in micro-batches.
+/// Activations in flight on stage `stage` of `stages`, in micro-batches:
+/// the stash slots the driver keeps (GPipe m, 1F1B min(m, p - s);
+/// interleaved the sum of each chunk's own peak in the device's order, over
+/// v, chunks being equal).
 double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
                             int64_t stage, int64_t microBatches);
 
@@ -77,6 +80,15 @@ struct ScheduledTask {
 llvm::Expected<std::vector<std::vector<ScheduledTask>>>
 scheduleTaskOrder(const Schedule &schedule, int64_t stages,
                   int64_t microBatches);
+
+/// Device `device`'s tasks of scheduleTaskOrder (its arguments checked).
+std::vector<ScheduledTask> deviceTaskOrder(const Schedule &schedule,
+                                           int64_t stages, int64_t device,
+                                           int64_t microBatches);
+
+/// The most micro-batches of `chunk` whose forward has run and backward not
+/// yet, in `tasks` (a device's order): the chunk's stash slots.
+int64_t stashSlots(llvm::ArrayRef<ScheduledTask> tasks, int64_t chunk);
 
 } // namespace tessera::pipeline
 

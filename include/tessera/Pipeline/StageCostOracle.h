@@ -92,12 +92,27 @@ struct StageMemory {
   double activationsPerMicroBatch = 0;
   /// Working set of the backward of one layer beyond what is kept.
   double working = 0;
+  /// The pipeline's messages (runtime/train/PipelineParallel.cpp's
+  /// PipelineStep): per chunk boundary the tensor sent one way and the
+  /// slot receiving the other way's, each whole on every TP rank (every
+  /// schedule's task order holds one message of a kind at a time:
+  /// CompiledPipelineMemory.cpp's receiveSlots).
+  double messages = 0;
+  /// Every micro-batch's tokens and targets and a working pair, whole on
+  /// every device (the driver's reserveMicroBatches).
+  double inputs = 0;
+  /// The owner's f32 room for the other stage's part of a tied gradient.
+  double gradientParts = 0;
 
   double resident() const {
     return weights + gradients + optimizerState + accumulators;
   }
+  /// What does not grow with the micro-batches in flight.
+  double fixed() const {
+    return resident() + working + messages + inputs + gradientParts;
+  }
   double total(double inFlight) const {
-    return resident() + inFlight * activationsPerMicroBatch + working;
+    return fixed() + inFlight * activationsPerMicroBatch;
   }
 };
 
@@ -156,6 +171,9 @@ private:
       double forward = 0, backward = 0, recompute = 0;
       double tensorParallelCommunication = 0, modelFlops = 0, kept = 0;
       double splitParameters = 0, replicatedParameters = 0, stepOnce = 0;
+      double prepared = 0, vocabularyParameters = 0;
+      double uncopiedSplit = 0, uncopiedReplicated = 0,
+             uncopiedVocabulary = 0;
 
       /// Adds `other` times `sign` (+1 or -1), field by field.
       void accumulate(const Additive &other, double sign) {
@@ -169,6 +187,11 @@ private:
         splitParameters += sign * other.splitParameters;
         replicatedParameters += sign * other.replicatedParameters;
         stepOnce += sign * other.stepOnce;
+        prepared += sign * other.prepared;
+        vocabularyParameters += sign * other.vocabularyParameters;
+        uncopiedSplit += sign * other.uncopiedSplit;
+        uncopiedReplicated += sign * other.uncopiedReplicated;
+        uncopiedVocabulary += sign * other.uncopiedVocabulary;
       }
     };
     std::vector<Additive> prefix;

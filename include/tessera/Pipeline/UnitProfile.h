@@ -127,8 +127,8 @@ struct UnitProfile {
   TensorBytes savedAll;
   TensorBytes savedSelective;
   TensorBytes savedInput;
-  /// The largest working set of one op beyond the saved values: what the
-  /// backward needs on top of them.
+  /// The working set beyond the saved values: the peak of the forward's
+  /// live temporaries plus the backward's (each its own arena).
   TensorBytes working;
 
   /// Bytes of each tensor-parallel all-reduce, forward and backward.
@@ -138,9 +138,23 @@ struct UnitProfile {
   /// features of column-parallel linears).
   std::vector<int64_t> tensorParallelDivisors;
 
-  /// Trainable elements, split by TP (rank >= 2) or replicated.
+  /// Bytes of the values computed from parameters alone that the unit
+  /// reads, other than a parameter's cast (the position embeddings'
+  /// gather, the LM head's padded table): the stage's prepare makes them
+  /// once a step and keeps them, whole on every TP rank.
+  double preparedBytes = 0;
+  /// Trainable elements, split by TP (rank >= 2) or replicated; the
+  /// embedding tables' (vocabulary-parallel), split only where TP divides
+  /// the vocabulary (ProgramProfile::vocabularyDivisor), as the partition
+  /// splits them.
   double splitParameters = 0;
   double replicatedParameters = 0;
+  double vocabularyParameters = 0;
+  /// Of those, the elements the unit reads only through a prepared value
+  /// (preparedBytes): its stage holds no compute copy of them.
+  struct ParameterElements {
+    double split = 0, replicated = 0, vocabulary = 0;
+  } uncopiedParameters;
   /// AdamW and the cast of master weights to the compute precision: once
   /// per step, not per micro-batch (`tensorParallel` marks the split
   /// parameters'). ZeRO-1 divides them by the data-parallel degree.
@@ -155,6 +169,9 @@ struct ProgramProfile {
   /// boundary[u]: bytes of the activations crossing a cut just before unit
   /// u (u >= 1), per micro-batch: what a stage starting at u receives.
   std::vector<Affine> boundary;
+  /// Bytes of one micro-batch's tokens and targets (the step's batched
+  /// tess.input arguments).
+  Affine inputs;
 
   /// Resident bytes per trainable element (the driver's training state,
   /// tessera/Analysis/StepMemory.h's TrainingStateBytes), and those of the
@@ -173,6 +190,8 @@ struct ProgramProfile {
   struct TiedParameter {
     double elements = 0;
     bool split = false;
+    /// An embedding table: split only where TP divides the vocabulary.
+    bool vocabulary = false;
     std::vector<size_t> units;
   };
   std::vector<TiedParameter> tiedParameters;
@@ -187,6 +206,13 @@ struct ProgramProfile {
   int64_t width = 0;
   int64_t vocabulary = 0;
   int64_t trainableParameters = 0;
+
+  /// What TP degree t divides a vocabulary-parallel table by: t where it
+  /// divides the vocabulary, else 1 (the partition leaves the table whole).
+  int64_t vocabularyDivisor(int64_t tensorParallel) const {
+    return vocabulary > 0 && vocabulary % tensorParallel == 0 ? tensorParallel
+                                                               : 1;
+  }
 
   const UnitProfile &unit(size_t index) const {
     return structures[structureOf[index]];

@@ -42,8 +42,10 @@ TEST(Schedule, PipelinedTime) {
 }
 
 // Tests the activations in flight: GPipe keeps all m; 1F1B stage i of p keeps
-// p - i (fewer when m is smaller); interleaved keeps Megatron's warm-up
-// chunks plus one, 1/v of a stage each.
+// p - i (fewer when m is smaller); interleaved keeps, per chunk, a stash as
+// deep as that chunk's own peak (the driver's pools), 1/v of a stage each:
+// more than Megatron's peak of chunk forwards (2 (p - i - 1) + (v - 1) p +
+// 1), since a chunk fills while the device's other chunk drains.
 TEST(Schedule, InFlightMicroBatches) {
   Schedule gpipe{ScheduleKind::GPipe, 1};
   Schedule oneF{ScheduleKind::OneForwardOneBackward, 1};
@@ -52,10 +54,21 @@ TEST(Schedule, InFlightMicroBatches) {
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 0, 16), 4);
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 3, 16), 1);
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 0, 2), 2);
-  // p = 4, v = 2, first stage: 2 (4 - 0 - 1) + (2 - 1) 4 + 1 = 11 chunks.
-  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 0, 16), 11.0 / 2);
-  // Last stage: 0 + 4 + 1 = 5 chunks.
-  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 3, 16), 5.0 / 2);
+  // p = 4, v = 2, first stage: Megatron's peak is 2 (4 - 0 - 1) + (2 - 1) 4
+  // + 1 = 11 chunk forwards; the chunks' own peaks, 8 and 4, are 12.
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 0, 16), 12.0 / 2);
+  // Last stage: Megatron's 0 + 4 + 1 = 5; the chunks' peaks 4 and 2.
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 3, 16), 6.0 / 2);
+  // Every device: the slots CompiledPipelineMemory counts (stashSlots of the
+  // device's order).
+  for (int64_t device = 0; device < 4; ++device) {
+    std::vector<ScheduledTask> tasks =
+        deviceTaskOrder(interleaved(2), 4, device, 16);
+    double slots = stashSlots(tasks, device) + stashSlots(tasks, device + 4);
+    EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, device, 16),
+                     slots / 2)
+        << "device " << device;
+  }
 }
 
 TEST(Schedule, Parse) {

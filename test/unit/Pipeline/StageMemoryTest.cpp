@@ -54,6 +54,16 @@ std::optional<ProgramProfile> tiedGptProfile(const GptShape &shape) {
   return std::move(*profile);
 }
 
+/// Bytes of the values the units [first, end) read that the stage's
+/// prepare computes from parameters alone (the position embeddings'
+/// gather): resident beside the weights.
+double preparedBytes(const ProgramProfile &profile, size_t first, size_t end) {
+  double bytes = 0;
+  for (size_t unit = first; unit < end; ++unit)
+    bytes += profile.unit(unit).preparedBytes;
+  return bytes;
+}
+
 // Tests that the whole tied GPT as one stage on one device holds every
 // parameter's state once, and the accumulators only with micro-batches.
 TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
@@ -72,7 +82,9 @@ TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
   ASSERT_FALSE(plans.empty());
   double parameters = static_cast<double>(shape.parameters());
   const StageMemory &memory = plans.front().memory;
-  EXPECT_DOUBLE_EQ(memory.weights, parameters * (4 + 2));
+  double prepared = preparedBytes(*profile, 0, profile->units.size());
+  EXPECT_GT(prepared, 0);
+  EXPECT_DOUBLE_EQ(memory.weights, parameters * (4 + 2) + prepared);
   EXPECT_DOUBLE_EQ(memory.gradients, parameters * 2);
   EXPECT_DOUBLE_EQ(memory.optimizerState, parameters * 8);
   EXPECT_EQ(memory.accumulators, 0);
@@ -121,8 +133,10 @@ TEST(StageMemory, ReplicasAccumulateAndZeroOneKeepsAMirror) {
     EXPECT_DOUBLE_EQ(memory.accumulators, parameters * 4);
     EXPECT_DOUBLE_EQ(memory.optimizerState,
                      parameters * 8 / (plan.zero ? 2 : 1));
-    EXPECT_DOUBLE_EQ(memory.weights, plan.zero ? parameters * (4.0 / 2 + 4 + 2)
-                                               : parameters * (4 + 2));
+    EXPECT_DOUBLE_EQ(memory.weights,
+                     (plan.zero ? parameters * (4.0 / 2 + 4 + 2)
+                                : parameters * (4 + 2)) +
+                         preparedBytes(*profile, 0, profile->units.size()));
     ++(plan.zero ? sharded : replicated);
   }
   EXPECT_EQ(replicated, 1);
@@ -130,3 +144,87 @@ TEST(StageMemory, ReplicasAccumulateAndZeroOneKeepsAMirror) {
 }
 
 } // namespace
+
+// Tests the pipeline's own buffers, as the compiled program holds them
+// (CompiledPipelineMemory.h): each boundary a stage has holds the tensor it
+// sends and a slot for the one it receives, whole on every TP rank (the
+// residual stream, [b, s, h] in bf16); every device keeps each micro-batch's
+// tokens and targets and a working pair, whole; the embedding's stage owns
+// the tied table's gradient and keeps an f32 buffer for the head's part.
+TEST(StageMemory, MessagesInputsAndTheTiedGradientsPart) {
+  GptShape shape = twoLayers();
+  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
+  ASSERT_TRUE(profile);
+  auto cluster = cost::loadCluster("h200");
+  ASSERT_TRUE(static_cast<bool>(cluster));
+  MegatronStageOracle oracle(*profile, *cluster);
+  const size_t units = profile->units.size();
+  const double stream = 2.0 * shape.sequence * shape.width * 2; // 2 samples
+  const double tokens = 2.0 * shape.sequence * 8;               // i64
+
+  StageQuery first, middle, last;
+  first.endUnit = 2;
+  middle.firstUnit = 2;
+  middle.endUnit = 3;
+  last.firstUnit = 3;
+  last.endUnit = units;
+  for (StageQuery *query : {&first, &middle, &last}) {
+    query->microBatchSamples = 2;
+    query->microBatches = 4;
+  }
+  StageMemory head = oracle.plans(first).front().memory;
+  StageMemory inner = oracle.plans(middle).front().memory;
+  StageMemory tail = oracle.plans(last).front().memory;
+  EXPECT_DOUBLE_EQ(head.messages, 2 * stream);
+  EXPECT_DOUBLE_EQ(inner.messages, 4 * stream);
+  EXPECT_DOUBLE_EQ(tail.messages, 2 * stream);
+  // Tokens and targets of 4 micro-batches and the working pair.
+  EXPECT_DOUBLE_EQ(inner.inputs, 5 * 2 * tokens);
+  double table = profile->tiedParameters.front().elements;
+  EXPECT_DOUBLE_EQ(head.gradientParts, table * 4);
+  EXPECT_EQ(inner.gradientParts, 0);
+  EXPECT_EQ(tail.gradientParts, 0);
+  EXPECT_DOUBLE_EQ(head.total(3), head.fixed() + 3 * head.activationsPerMicroBatch);
+
+  // Interleaved over 2 chunks: the middle stage's 2 chunks hold both sides
+  // each.
+  middle.boundaryCrossings = 2;
+  EXPECT_DOUBLE_EQ(oracle.plans(middle).front().memory.messages, 8 * stream);
+}
+
+// Tests that the embedding table is split over a TP group only where the
+// group divides the vocabulary, as the partition splits it: GPT-3's 50,257
+// classes stay whole on 4 or 8 ranks, so the embedding's stage holds the
+// table whole.
+TEST(StageMemory, AnUndividedVocabularyKeepsTheTableWhole) {
+  GptShape shape = twoLayers();
+  shape.vocabulary = 50257;
+  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
+  ASSERT_TRUE(profile);
+  EXPECT_EQ(profile->vocabularyDivisor(2), 1);
+  GptShape padded = twoLayers();
+  std::optional<ProgramProfile> dividing = tiedGptProfile(padded);
+  ASSERT_TRUE(dividing);
+  EXPECT_EQ(dividing->vocabularyDivisor(2), 2);
+
+  auto cluster = cost::loadCluster("h200");
+  ASSERT_TRUE(static_cast<bool>(cluster));
+  auto gradientsOfEmbedding = [&](const ProgramProfile &program) {
+    MegatronStageOracle oracle(program, *cluster);
+    StageQuery embedding;
+    embedding.endUnit = 1;
+    embedding.microBatchSamples = 2;
+    embedding.submesh.devicesPerNode = 2;
+    for (const StageCost &plan : oracle.plans(embedding))
+      if (plan.tensorParallel == 2)
+        return plan.memory.gradients;
+    return -1.0;
+  };
+  // bf16 gradients of the table and the position table (split on 2 ranks
+  // where the vocabulary divides, whole where it does not).
+  double positions = static_cast<double>(shape.sequence) * shape.width;
+  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*profile),
+                   (50257.0 * shape.width + positions / 2) * 2);
+  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*dividing),
+                   (50304.0 * shape.width / 2 + positions / 2) * 2);
+}
