@@ -280,6 +280,7 @@ estimatePipelineMemory(ModuleOp module) {
     memory.device = d;
     std::map<std::pair<int64_t, int64_t>, int64_t> pools =
         receiveSlots(*order, d, stages, chunks);
+    std::map<int64_t, int64_t> savedOfChunk;
     for (int64_t c = d; c < chunks; c += stages) {
       const Chunk &chunk = chunkFunctions[static_cast<size_t>(c)];
       for (func::FuncOp function :
@@ -308,12 +309,33 @@ estimatePipelineMemory(ModuleOp module) {
         if (failed(*bytes))
           return failure();
       memory.residentBytes += *residents;
-      int64_t slots = stashSlots((*order)[d], c);
-      memory.savedSlots = std::max(memory.savedSlots, slots);
-      memory.savedBytes += slots * *saved;
+      savedOfChunk[c] = *saved;
       memory.messageBytes += *sent + *sentBack +
                              pools[{c, 0}] * *received +
                              pools[{c, 1}] * *receivedBack;
+    }
+    // The stash: one per saved layout among the device's chunks (the
+    // driver's StashPool), as deep as its chunks' peak together.
+    std::vector<std::pair<SmallVector<Type>, std::vector<int64_t>>>
+        chunksOfLayout;
+    for (auto [c, bytes] : savedOfChunk) {
+      func::FuncOp forward = chunkFunctions[static_cast<size_t>(c)].forward;
+      SmallVector<Type> layout;
+      for (unsigned i = 0, e = forward.getNumResults(); i < e; ++i)
+        if (forward.getResultAttr(i, "tess.saved"))
+          layout.push_back(forward.getResultTypes()[i]);
+      auto same = llvm::find_if(chunksOfLayout, [&](const auto &entry) {
+        return entry.first == layout;
+      });
+      if (same == chunksOfLayout.end())
+        chunksOfLayout.push_back({layout, {c}});
+      else
+        same->second.push_back(c);
+    }
+    for (const auto &[layout, members] : chunksOfLayout) {
+      int64_t slots = stashSlots((*order)[d], members);
+      memory.savedSlots = std::max(memory.savedSlots, slots);
+      memory.savedBytes += slots * savedOfChunk[members.front()];
     }
     // Every rank keeps every micro-batch's tokens and targets, and a
     // working pair (the driver's reserveMicroBatches), whole.

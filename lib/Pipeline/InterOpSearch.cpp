@@ -58,10 +58,19 @@ public:
         submesh(submesh), units(profile.units.size()),
         cost(stages * units * (units + 1), kInfinity),
         choice(stages * units * (units + 1)) {
-    // Per position, once: interleaved walks each device's task order.
+    // Per position, once: interleaved walks each device's task order. The
+    // embedding's chunk saves what every other chunk does where the
+    // embedding saves only its output (the first layer's input, which any
+    // other chunk saves as it receives it): then it shares their stash.
+    size_t last = profile.units.size() - 1;
+    bool embeddingSavesOwn =
+        last < 1 || profile.unit(0).savedAll.at(1, 1) !=
+                        profile.boundary[1].at(1);
+    bool headSavesOwn = profile.unit(last).savedAll.at(1, 1) > 0;
     for (int64_t position = 0; position < stages; ++position)
       inFlight.push_back(
-          inFlightMicroBatches(schedule, stages, position, microBatches));
+          inFlightMicroBatches(schedule, stages, position, microBatches,
+                               embeddingSavesOwn, headSavesOwn));
   }
 
   /// Fills c(r, i, k) and returns its distinct finite values, ascending.

@@ -49,7 +49,8 @@ llvm::Expected<Schedule> parseSchedule(llvm::StringRef text) {
 }
 
 double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
-                            int64_t stage, int64_t microBatches) {
+                            int64_t stage, int64_t microBatches,
+                            bool embeddingSavesOwn, bool headSavesOwn) {
   switch (schedule.kind) {
   case ScheduleKind::GPipe:
     return static_cast<double>(microBatches);
@@ -63,24 +64,23 @@ double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
       return static_cast<double>(std::min(inFlight, microBatches * chunks)) /
              chunks;
     }
-    // The driver keeps a stash per chunk, each as deep as that chunk's own
-    // peak (runtime/train/PipelineParallel.cpp): the sum of the chunks'
-    // peaks, deeper than the device's peak of chunk forwards in flight
-    // (2 (p - s - 1) + (v - 1) p + 1) where a chunk's peak comes after the
-    // others' (a later device's first chunk fills while its second
-    // drains).
+    // The driver keeps one stash for the chunks that save the same tensors
+    // (runtime/train/PipelineParallel.cpp): the device's layer-only chunks
+    // share one, as deep as their peak together; the program's first chunk
+    // (the embedding's) and last (the head's) have their own.
     std::vector<ScheduledTask> tasks =
         deviceTaskOrder(schedule, stages, stage, microBatches);
-    std::vector<int64_t> inFlight(static_cast<size_t>(chunks), 0),
-        most(static_cast<size_t>(chunks), 0);
-    for (const ScheduledTask &task : tasks) {
-      auto local = static_cast<size_t>(task.chunk / stages);
-      inFlight[local] += task.forward ? 1 : -1;
-      most[local] = std::max(most[local], inFlight[local]);
-    }
+    int64_t last = stages * chunks - 1;
+    std::vector<int64_t> layers;
     int64_t slots = 0;
-    for (int64_t peak : most)
-      slots += peak;
+    for (int64_t local = 0; local < chunks; ++local) {
+      int64_t chunk = local * stages + stage;
+      if ((chunk == 0 && embeddingSavesOwn) || (chunk == last && headSavesOwn))
+        slots += stashSlots(tasks, {chunk});
+      else
+        layers.push_back(chunk);
+    }
+    slots += stashSlots(tasks, layers);
     return static_cast<double>(slots) / chunks;
   }
   }
@@ -135,10 +135,11 @@ scheduleTaskOrder(const Schedule &schedule, int64_t stages,
   return order;
 }
 
-int64_t stashSlots(llvm::ArrayRef<ScheduledTask> tasks, int64_t chunk) {
+int64_t stashSlots(llvm::ArrayRef<ScheduledTask> tasks,
+                   llvm::ArrayRef<int64_t> chunks) {
   int64_t inFlight = 0, most = 0;
   for (const ScheduledTask &task : tasks)
-    if (task.chunk == chunk) {
+    if (llvm::is_contained(chunks, task.chunk)) {
       inFlight += task.forward ? 1 : -1;
       most = std::max(most, inFlight);
     }

@@ -490,6 +490,17 @@ std::vector<std::vector<float>> PipelineLayout::gatherFromOwners(
   return tensors;
 }
 
+/// Slots of saved values shared by the device's chunks whose forwards save
+/// the same tensors (an interleaved device's layer-only chunks): as many as
+/// micro-batches of those chunks are ever in flight together in the
+/// device's order. A pool per chunk, each as deep as its own chunk's peak,
+/// held more: a later device's first chunk fills while its second drains
+/// (GPT-3's PP 16 interleaved:2, device 8: 46 chunk slots, not 31).
+struct PipelineStep::StashPool {
+  std::vector<std::vector<tessera_tensor>> slots;
+  std::vector<int32_t> freeSlots;
+};
+
 /// One chunk of this device: its calls' descriptors (message buffers
 /// allocated once), its resident values and the stash of its saved values.
 struct PipelineStep::Chunk {
@@ -511,10 +522,9 @@ struct PipelineStep::Chunk {
   std::vector<int32_t> completedGradients;
   std::vector<tessera_tensor> forwardInputs, forwardOutputs, backwardInputs,
       backwardOutputs;
-  /// Per stash slot, its saved tensors; the free slots; the slot of each
-  /// micro-batch in flight (-1: none).
-  std::vector<std::vector<tessera_tensor>> slots;
-  std::vector<int32_t> freeSlots;
+  /// The stash pool of its saved layout; the slot of each micro-batch in
+  /// flight (-1: none).
+  StashPool *stash = nullptr;
   std::vector<int32_t> slotOfMicroBatch;
   /// Received messages, per direction (0: the forward's activations, 1: the
   /// backward's activation gradients): a pool of slots as large as the
@@ -591,30 +601,59 @@ PipelineStep::PipelineStep(const PipelineLayout &layout, int32_t device,
                 chunk->forwardOutputs, "pipeline activations");
     allocateAll(backward.outputs, 0, backward.output_count,
                 chunk->backwardOutputs, "pipeline activation gradients");
-    // The stash: as many slots as micro-batches of this chunk are ever in
-    // flight (forward run, backward not yet) in the device's order.
+    chunk->slotOfMicroBatch.assign(static_cast<size_t>(pipeline.micro_batches),
+                                   -1);
+    chunks.push_back(std::move(chunk));
+  }
+
+  // The stash: one pool per saved layout, as many slots as micro-batches
+  // of its chunks are ever in flight together (forward run, backward not
+  // yet) in the device's order.
+  auto savedOf = [](const Chunk &chunk) {
+    return chunk.forward->outputs + chunk.activationOutputs;
+  };
+  auto sameSaved = [&](const Chunk &a, const Chunk &b) {
+    if (a.savedCount != b.savedCount)
+      return false;
+    for (int32_t j = 0; j < a.savedCount; ++j) {
+      const tessera_stage_tensor &x = savedOf(a)[j], &y = savedOf(b)[j];
+      if (x.dtype != y.dtype || x.rank != y.rank ||
+          !std::equal(x.shape, x.shape + x.rank, y.shape))
+        return false;
+    }
+    return true;
+  };
+  for (size_t first = 0; first < chunks.size(); ++first) {
+    Chunk &leader = *chunks[first];
+    if (leader.stash)
+      continue;
+    stashPools.push_back(std::make_unique<StashPool>());
+    StashPool &pool = *stashPools.back();
+    std::vector<int32_t> members;
+    for (size_t other = first; other < chunks.size(); ++other)
+      if (!chunks[other]->stash && sameSaved(leader, *chunks[other])) {
+        chunks[other]->stash = &pool;
+        members.push_back(chunks[other]->index);
+      }
     int32_t inFlight = 0, most = 0;
     for (int32_t i = 0; i < count; ++i)
-      if (tasks[i].chunk == c) {
+      if (std::find(members.begin(), members.end(), tasks[i].chunk) !=
+          members.end()) {
         inFlight += tasks[i].forward ? 1 : -1;
         most = std::max(most, inFlight);
       }
-    for (int32_t s = 0; s < most; ++s) {
-      std::vector<tessera_tensor> slot(static_cast<size_t>(chunk->savedCount));
-      for (int32_t j = 0; j < chunk->savedCount; ++j) {
-        const tessera_stage_tensor &info =
-            forward.outputs[chunk->activationOutputs + j];
+    for (int32_t slotIndex = 0; slotIndex < most; ++slotIndex) {
+      std::vector<tessera_tensor> slot(static_cast<size_t>(leader.savedCount));
+      for (int32_t j = 0; j < leader.savedCount; ++j) {
+        const tessera_stage_tensor &info = savedOf(leader)[j];
         slot[static_cast<size_t>(j)] = stageTensor(
             backend.allocate(stageTensorBytes(info), "saved activations"),
             info);
       }
-      chunk->slots.push_back(std::move(slot));
+      pool.slots.push_back(std::move(slot));
     }
-    for (int32_t s = most - 1; s >= 0; --s)
-      chunk->freeSlots.push_back(s);
-    chunk->slotOfMicroBatch.assign(static_cast<size_t>(pipeline.micro_batches),
-                                   -1);
-    chunks.push_back(std::move(chunk));
+    for (int32_t slotIndex = most - 1; slotIndex >= 0; --slotIndex)
+      pool.freeSlots.push_back(slotIndex);
   }
 
   // What each peer sends this device, in the peer's order: the order the
@@ -817,17 +856,17 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
                      chunkName(task.chunk, task.forward);
   if (task.forward) {
     // The pool was sized from this very order: never empty here.
-    if (chunk.freeSlots.empty())
+    if (chunk.stash->freeSlots.empty())
       fail(what + ": internal error: no free stash slot");
-    slot = chunk.freeSlots.back();
-    chunk.freeSlots.pop_back();
+    slot = chunk.stash->freeSlots.back();
+    chunk.stash->freeSlots.pop_back();
     for (int32_t j = 0; j < chunk.savedCount; ++j)
       chunk.forwardOutputs[static_cast<size_t>(chunk.activationOutputs + j)] =
-          chunk.slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
+          chunk.stash->slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
   } else {
     for (int32_t j = 0; j < chunk.savedCount; ++j)
       chunk.backwardInputs[chunk.residents.size() + static_cast<size_t>(j)] =
-          chunk.slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
+          chunk.stash->slots[static_cast<size_t>(slot)][static_cast<size_t>(j)];
   }
   const tessera_stage_function &function =
       task.forward ? *chunk.forward : *chunk.backward;
@@ -865,7 +904,8 @@ void PipelineStep::runTask(int64_t step, int32_t index, float lossScale,
   }
   if (task.forward)
     return;
-  chunk.freeSlots.push_back(slot);
+  // Stream-ordered: the next forward writing this slot runs after the call.
+  chunk.stash->freeSlots.push_back(slot);
   slot = -1;
   // One accumulation per run of consecutive parameters (a stage's layers
   // are consecutive slices), not one launch per parameter.

@@ -212,6 +212,7 @@ public:
 
 private:
   struct Chunk;
+  struct StashPool;
   /// Receives task `index`'s inputs or sends its outputs (comm calls).
   void receiveInputs(int64_t step, int32_t index);
   void sendOutputs(int64_t step, int32_t index);
@@ -227,6 +228,9 @@ private:
   std::vector<tessera_comm *> meshAxes;
   int32_t shardedAxis;
   std::vector<std::unique_ptr<Chunk>> chunks;
+  /// The stashes of saved values, one per distinct saved layout among the
+  /// device's chunks (Chunk::stash).
+  std::vector<std::unique_ptr<StashPool>> stashPools;
   std::vector<bool> owned;
   /// Per parameter, whether this step's gradient has its first
   /// contribution yet.

@@ -48,10 +48,13 @@ llvm::Expected<Schedule> parseSchedule(llvm::StringRef text);
 
 /// Activations in flight on stage `stage` of `stages`, in micro-batches:
 /// the stash slots the driver keeps (GPipe m, 1F1B min(m, p - s);
-/// interleaved the sum of each chunk's own peak in the device's order, over
-/// v, chunks being equal).
+/// interleaved, over v, chunks being equal: the peak of the layer-only
+/// chunks together, plus the embedding's and the head's chunk's own where
+/// those save values of their own, else theirs shared with the layers').
 double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
-                            int64_t stage, int64_t microBatches);
+                            int64_t stage, int64_t microBatches,
+                            bool embeddingSavesOwn = true,
+                            bool headSavesOwn = true);
 
 /// T above, from the per-micro-batch stage times.
 double pipelinedSeconds(const Schedule &schedule,
@@ -86,9 +89,11 @@ std::vector<ScheduledTask> deviceTaskOrder(const Schedule &schedule,
                                            int64_t stages, int64_t device,
                                            int64_t microBatches);
 
-/// The most micro-batches of `chunk` whose forward has run and backward not
-/// yet, in `tasks` (a device's order): the chunk's stash slots.
-int64_t stashSlots(llvm::ArrayRef<ScheduledTask> tasks, int64_t chunk);
+/// The most micro-batches of `chunks` whose forward has run and backward
+/// not yet, together, in `tasks` (a device's order): the slots of the stash
+/// those chunks share.
+int64_t stashSlots(llvm::ArrayRef<ScheduledTask> tasks,
+                   llvm::ArrayRef<int64_t> chunks);
 
 } // namespace tessera::pipeline
 

@@ -42,10 +42,10 @@ TEST(Schedule, PipelinedTime) {
 }
 
 // Tests the activations in flight: GPipe keeps all m; 1F1B stage i of p keeps
-// p - i (fewer when m is smaller); interleaved keeps, per chunk, a stash as
-// deep as that chunk's own peak (the driver's pools), 1/v of a stage each:
-// more than Megatron's peak of chunk forwards (2 (p - i - 1) + (v - 1) p +
-// 1), since a chunk fills while the device's other chunk drains.
+// p - i (fewer when m is smaller); interleaved, 1/v of a stage a chunk, the
+// driver's stashes: one the device's layer-only chunks share, as deep as
+// Megatron's peak of chunk forwards (2 (p - i - 1) + (v - 1) p + 1), and
+// the embedding's and the head's chunk each its own.
 TEST(Schedule, InFlightMicroBatches) {
   Schedule gpipe{ScheduleKind::GPipe, 1};
   Schedule oneF{ScheduleKind::OneForwardOneBackward, 1};
@@ -54,21 +54,23 @@ TEST(Schedule, InFlightMicroBatches) {
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 0, 16), 4);
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 3, 16), 1);
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(oneF, 4, 0, 2), 2);
-  // p = 4, v = 2, first stage: Megatron's peak is 2 (4 - 0 - 1) + (2 - 1) 4
-  // + 1 = 11 chunk forwards; the chunks' own peaks, 8 and 4, are 12.
+  // p = 4, v = 2, first stage: the embedding's chunk 0 alone peaks at 8,
+  // its layer chunk 4 at 4 (Megatron's peak together is 11).
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 0, 16), 12.0 / 2);
-  // Last stage: Megatron's 0 + 4 + 1 = 5; the chunks' peaks 4 and 2.
+  // An embedding saving only its output saves what chunk 4 does: one
+  // stash, Megatron's 11.
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 0, 16,
+                                        /*embeddingSavesOwn=*/false),
+                   11.0 / 2);
+  // Middle stages: their two layer chunks share one stash, Megatron's
+  // 2 (4 - 1 - 1) + 4 + 1 = 9 and 7 (each chunk's own peaks add to 12 and
+  // 10: a chunk fills while the other drains).
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 1, 16), 9.0 / 2);
+  EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 2, 16), 7.0 / 2);
+  std::vector<ScheduledTask> middle = deviceTaskOrder(interleaved(2), 4, 1, 16);
+  EXPECT_EQ(stashSlots(middle, {1}) + stashSlots(middle, {5}), 12);
+  // Last stage: its layer chunk 3 and the head's chunk 7, 4 and 2.
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 3, 16), 6.0 / 2);
-  // Every device: the slots CompiledPipelineMemory counts (stashSlots of the
-  // device's order).
-  for (int64_t device = 0; device < 4; ++device) {
-    std::vector<ScheduledTask> tasks =
-        deviceTaskOrder(interleaved(2), 4, device, 16);
-    double slots = stashSlots(tasks, device) + stashSlots(tasks, device + 4);
-    EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, device, 16),
-                     slots / 2)
-        << "device " << device;
-  }
 }
 
 TEST(Schedule, Parse) {
