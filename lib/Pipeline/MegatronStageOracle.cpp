@@ -180,11 +180,19 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     base.recompute = range.recompute;
     base.tensorParallelCommunication = range.tensorParallelCommunication;
     base.modelFlops = range.modelFlops;
-    base.memory.activationsPerMicroBatch = range.kept * profile.activationScale;
-    // Each chunk's functions have their own arenas (interleaved: several).
+    // The kept values are the compiled stash's (the saved values a chunk's
+    // forward returns), exact. A chunk's forward and backward each have an
+    // arena of their own (interleaved: a pair per chunk); the whole program
+    // as one stage compiles as the one-device step, one arena whose peak
+    // the calibration (ProgramProfile::workingScale) measured.
+    base.memory.activationsPerMicroBatch = range.kept;
+    bool wholeProgram = query.firstUnit == 0 &&
+                        query.endUnit == profile.units.size() &&
+                        query.boundaryCrossings == 1;
     base.memory.working = unitSums.workingOver(query.firstUnit, query.endUnit,
                                                profile.structureOf) *
-                          profile.activationScale * query.boundaryCrossings;
+                          (wholeProgram ? profile.workingScale
+                                        : query.boundaryCrossings);
 
     // Receive the input and send the output, activations forward and
     // gradients backward, 1/t per device, each on the link to the

@@ -195,10 +195,11 @@ struct ProgramProfile {
     std::vector<size_t> units;
   };
   std::vector<TiedParameter> tiedParameters;
-  /// Scales every unit's kept activations and backward working set: set so
-  /// that the whole program as one stage on one device predicts the peak of
-  /// the step as compiled (tessera/Analysis/StepMemory.h); 1 until then.
-  double activationScale = 1;
+  /// Scales the working set of the whole program as one stage, which
+  /// compiles as the one-device step (one arena, not a chunk's forward and
+  /// backward arenas): set so that it predicts the peak of the step as
+  /// compiled (tessera/Analysis/StepMemory.h); 1 until then.
+  double workingScale = 1;
 
   cost::Precision precision = cost::Precision::FP32;
   /// Model shape, for the Megatron FLOPs formula and the report.

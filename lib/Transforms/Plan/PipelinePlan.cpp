@@ -68,7 +68,7 @@ FailureOr<StepMemory> compiledMemory(ModuleOp module, int64_t batch,
   return compiledStepMemory(**forward, remat, step, microBatches);
 }
 
-/// Scales the stage model's activations so that the whole program as one
+/// Scales the stage model's working sets so that the whole program as one
 /// stage on one device, at `batch` samples and without recomputation,
 /// predicts the compiled step's peak: the search's estimate of every
 /// candidate is then calibrated to the analysis that decides the fit.
@@ -86,11 +86,16 @@ LogicalResult calibrateActivations(pipeline::ProgramProfile &profile,
   std::vector<pipeline::StageCost> plans = oracle.plans(whole);
   if (plans.empty())
     return success();
+  // The saved values, the inputs and the state are the compiled
+  // program's by construction; what the compiled peak holds beyond them is
+  // the temporaries, which the profiled program (before the lowering's
+  // fusions and their f32 temporaries) sees only roughly.
   const pipeline::StageMemory &model = plans.front().memory;
-  double activations = model.total(1.0) - model.resident();
-  double measured = compiled->totalBytes() - model.resident();
-  if (activations > 0 && measured > 0)
-    profile.activationScale = measured / activations;
+  double temporaries = model.working;
+  double measured = compiled->totalBytes() - model.resident() -
+                    model.activationsPerMicroBatch - model.inputs;
+  if (temporaries > 0 && measured > 0)
+    profile.workingScale = measured / temporaries;
   return success();
 }
 
