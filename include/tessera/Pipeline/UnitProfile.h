@@ -145,8 +145,7 @@ struct UnitProfile {
   double preparedBytes = 0;
   /// Trainable elements, split by TP (rank >= 2) or replicated; the
   /// embedding tables' (vocabulary-parallel), split only where TP divides
-  /// the vocabulary (ProgramProfile::vocabularyDivisor), as the partition
-  /// splits them.
+  /// the vocabulary (ProgramProfile::vocabularyDivisor).
   double splitParameters = 0;
   double replicatedParameters = 0;
   double vocabularyParameters = 0;
@@ -209,7 +208,11 @@ struct ProgramProfile {
   int64_t trainableParameters = 0;
 
   /// What TP degree t divides a vocabulary-parallel table by: t where it
-  /// divides the vocabulary, else 1 (the partition leaves the table whole).
+  /// divides the vocabulary, else 1, as a vocabulary-parallel partition
+  /// (Megatron-LM's, tess-annotate-from-plan's) splits it. A stage mesh is
+  /// laid out with tess-annotate-sharding's `tp`, which keeps embeddings
+  /// whole: there the model under-predicts a divisible vocabulary's table
+  /// (bench/RESULTS.md, 29th session).
   int64_t vocabularyDivisor(int64_t tensorParallel) const {
     return vocabulary > 0 && vocabulary % tensorParallel == 0 ? tensorParallel
                                                                : 1;
