@@ -72,10 +72,10 @@ FailureOr<StepMemory> compiledMemory(ModuleOp module, int64_t batch,
 /// stage on one device, at `batch` samples and without recomputation,
 /// predicts the compiled step's peak: the search's estimate of every
 /// candidate is then calibrated to the analysis that decides the fit.
-LogicalResult calibrateActivations(pipeline::ProgramProfile &profile,
-                                   const pipeline::MegatronStageOracle &oracle,
-                                   int64_t batch, ModuleOp module,
-                                   const CompiledStepOptions &step) {
+LogicalResult calibrateWorkingSet(pipeline::ProgramProfile &profile,
+                                  const pipeline::MegatronStageOracle &oracle,
+                                  int64_t batch, ModuleOp module,
+                                  const CompiledStepOptions &step) {
   FailureOr<StepMemory> compiled = compiledMemory(
       module, batch, pipeline::RematMode::None, /*microBatches=*/1, step);
   if (failed(compiled))
@@ -183,7 +183,7 @@ LogicalResult searchPipelinePlan(ModuleOp module,
     return error(llvm::toString(profile.takeError()));
   searched.profile = std::move(*profile);
   pipeline::MegatronStageOracle oracle(searched.profile, cluster);
-  if (failed(calibrateActivations(searched.profile, oracle, firstBatch, module,
+  if (failed(calibrateWorkingSet(searched.profile, oracle, firstBatch, module,
                                   step)))
     return failure();
   auto plan =

@@ -64,21 +64,34 @@ double preparedBytes(const ProgramProfile &profile, size_t first, size_t end) {
   return bytes;
 }
 
+/// The two-layer tied GPT's profile (twoLayers()) and the oracle pricing
+/// its stages on an H200.
+class TwoLayerGptStage : public ::testing::Test {
+protected:
+  void SetUp() override {
+    profile = tiedGptProfile(shape);
+    ASSERT_TRUE(profile);
+    auto loaded = cost::loadCluster("h200");
+    ASSERT_TRUE(static_cast<bool>(loaded));
+    cluster.emplace(std::move(*loaded));
+    oracle.emplace(*profile, *cluster);
+  }
+
+  GptShape shape = twoLayers();
+  std::optional<ProgramProfile> profile;
+  std::optional<cost::Cluster> cluster;
+  std::optional<MegatronStageOracle> oracle;
+};
+
 // Tests that the whole tied GPT as one stage on one device holds every
 // parameter's state once, and the accumulators only with micro-batches.
-TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
-  GptShape shape = twoLayers();
-  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
-  ASSERT_TRUE(profile);
+TEST_F(TwoLayerGptStage, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
   ASSERT_EQ(profile->tiedParameters.size(), 1u); // lm_head.weight
-  auto cluster = cost::loadCluster("h200");
-  ASSERT_TRUE(static_cast<bool>(cluster));
-  MegatronStageOracle oracle(*profile, *cluster);
 
   StageQuery whole;
   whole.endUnit = profile->units.size();
   whole.microBatchSamples = 2;
-  std::vector<StageCost> plans = oracle.plans(whole);
+  std::vector<StageCost> plans = oracle->plans(whole);
   ASSERT_FALSE(plans.empty());
   double parameters = static_cast<double>(shape.parameters());
   const StageMemory &memory = plans.front().memory;
@@ -91,7 +104,7 @@ TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
 
   whole.microBatches = 2;
   whole.microBatchSamples = 1;
-  EXPECT_DOUBLE_EQ(oracle.plans(whole).front().memory.accumulators,
+  EXPECT_DOUBLE_EQ(oracle->plans(whole).front().memory.accumulators,
                    parameters * 4);
 
   // The embedding alone holds the table too: each stage its copy.
@@ -103,8 +116,8 @@ TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
   rest.endUnit = profile->units.size();
   rest.microBatchSamples = 2;
   double table = profile->tiedParameters.front().elements;
-  EXPECT_DOUBLE_EQ(oracle.plans(embedding).front().memory.optimizerState +
-                       oracle.plans(rest).front().memory.optimizerState,
+  EXPECT_DOUBLE_EQ(oracle->plans(embedding).front().memory.optimizerState +
+                       oracle->plans(rest).front().memory.optimizerState,
                    (parameters + table) * 8);
 }
 
@@ -112,13 +125,7 @@ TEST(StageMemory, TiedTableHeldOnceWithAccumulatorsPerMicroBatches) {
 // (runtime/train/TrainMain.cpp, StageZero.h): the replicas' gradients
 // summed in fp32 accumulators even with one micro-batch, and under ZeRO-1
 // the masters and moments halved beside a whole f32 mirror the chunks read.
-TEST(StageMemory, ReplicasAccumulateAndZeroOneKeepsAMirror) {
-  GptShape shape = twoLayers();
-  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
-  ASSERT_TRUE(profile);
-  auto cluster = cost::loadCluster("h200");
-  ASSERT_TRUE(static_cast<bool>(cluster));
-  MegatronStageOracle oracle(*profile, *cluster);
+TEST_F(TwoLayerGptStage, ReplicasAccumulateAndZeroOneKeepsAMirror) {
 
   StageQuery whole;
   whole.endUnit = profile->units.size();
@@ -126,7 +133,7 @@ TEST(StageMemory, ReplicasAccumulateAndZeroOneKeepsAMirror) {
   whole.submesh.devicesPerNode = 2;
   double parameters = static_cast<double>(shape.parameters());
   int replicated = 0, sharded = 0;
-  for (const StageCost &plan : oracle.plans(whole)) {
+  for (const StageCost &plan : oracle->plans(whole)) {
     if (plan.dataParallel != 2)
       continue;
     const StageMemory &memory = plan.memory;
@@ -151,13 +158,7 @@ TEST(StageMemory, ReplicasAccumulateAndZeroOneKeepsAMirror) {
 // residual stream, [b, s, h] in bf16); every device keeps each micro-batch's
 // tokens and targets and a working pair, whole; the embedding's stage owns
 // the tied table's gradient and keeps an f32 buffer for the head's part.
-TEST(StageMemory, MessagesInputsAndTheTiedGradientsPart) {
-  GptShape shape = twoLayers();
-  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
-  ASSERT_TRUE(profile);
-  auto cluster = cost::loadCluster("h200");
-  ASSERT_TRUE(static_cast<bool>(cluster));
-  MegatronStageOracle oracle(*profile, *cluster);
+TEST_F(TwoLayerGptStage, MessagesInputsAndTheTiedGradientsPart) {
   const size_t units = profile->units.size();
   const double stream = 2.0 * shape.sequence * shape.width * 2; // 2 samples
   const double tokens = 2.0 * shape.sequence * 8;               // i64
@@ -172,9 +173,9 @@ TEST(StageMemory, MessagesInputsAndTheTiedGradientsPart) {
     query->microBatchSamples = 2;
     query->microBatches = 4;
   }
-  StageMemory head = oracle.plans(first).front().memory;
-  StageMemory inner = oracle.plans(middle).front().memory;
-  StageMemory tail = oracle.plans(last).front().memory;
+  StageMemory head = oracle->plans(first).front().memory;
+  StageMemory inner = oracle->plans(middle).front().memory;
+  StageMemory tail = oracle->plans(last).front().memory;
   EXPECT_DOUBLE_EQ(head.messages, 2 * stream);
   EXPECT_DOUBLE_EQ(inner.messages, 4 * stream);
   EXPECT_DOUBLE_EQ(tail.messages, 2 * stream);
@@ -189,7 +190,7 @@ TEST(StageMemory, MessagesInputsAndTheTiedGradientsPart) {
   // Interleaved over 2 chunks: the middle stage's 2 chunks hold both sides
   // each.
   middle.boundaryCrossings = 2;
-  EXPECT_DOUBLE_EQ(oracle.plans(middle).front().memory.messages, 8 * stream);
+  EXPECT_DOUBLE_EQ(oracle->plans(middle).front().memory.messages, 8 * stream);
 }
 
 // Tests that the embedding table is split over a TP group only where the
