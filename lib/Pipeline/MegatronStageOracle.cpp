@@ -251,11 +251,7 @@ MegatronStageOracle::plans(const StageQuery &query) const {
       auto inStage = llvm::count_if(tied.units, [&](size_t unit) {
         return unit >= query.firstUnit && unit < query.endUnit;
       });
-      double elements =
-          tied.elements /
-          (!tied.split     ? 1
-           : tied.vocabulary ? profile.vocabularyDivisor(tensorParallel)
-                             : tensorParallel);
+      double elements = tied.elements / (tied.split ? tensorParallel : 1);
       if (inStage > 1)
         parametersPerDevice -= (inStage - 1) * elements;
       bool owner = !tied.units.empty() && tied.units.front() >= query.firstUnit &&

@@ -4,6 +4,7 @@
 
 #include "Tess/IR/TessOps.h"
 #include "Tess/IR/TessShardingLabels.h"
+#include "tessera/Analysis/MegatronPartition.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/Pipeline/Remat.h"
 
@@ -98,13 +99,6 @@ Value rootOf(Value value) {
   while (auto reshape = value.getDefiningOp<tess::ReshapeOp>())
     value = reshape.getInput();
   return value;
-}
-
-/// A GEMM or attention: its backward divides by the TP degree whatever its
-/// operands (the op contracts a dim: its sharding labels say so).
-bool isContraction(Operation *op) {
-  tess::ShardingLabels labels = tess::shardingLabels(op);
-  return llvm::is_contained(labels.kinds, tess::LabelKind::Contracted);
 }
 
 OpRecord recordOf(Operation *op, const Twins &twins, bool tensorParallel) {
@@ -206,10 +200,10 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     if (&op != terminator)
       opsOfUnit[unitOf(&op)].push_back(&op);
 
-  // Megatron's tensor-parallel partition of the forward (file comment).
+  // Megatron's tensor-parallel partition of the forward (file comment):
+  // the one a stage mesh compiles (MegatronPartition.h).
+  MegatronPartition partition = megatronPartition(function);
   llvm::DenseSet<Value> split;
-  // Embedding tables split over their vocabulary, by argument number.
-  llvm::DenseSet<unsigned> vocabularyTables;
   llvm::DenseMap<Operation *, std::vector<Affine>> forwardAllReduce,
       backwardAllReduce;
   llvm::DenseMap<Operation *, std::vector<int64_t>> divisors;
@@ -224,12 +218,13 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     const tess::NamedSplit *row =
         labels.splitWithRole(tess::SplitRole::RowParallel);
     if (column && row) {
-      // A linear layer; its activation is the first operand.
+      // A linear layer; its activation is the first operand. One in no
+      // block of the partition (the LM head) runs whole.
       Value input = op.getOperand(0);
-      if (split.contains(input)) {
+      if (partition.isRow(&op) && split.contains(input)) {
         forwardAllReduce[&op].push_back(twins.bytes(op.getResult(0)));
         divisors[&op].push_back(labels.sizeOf(&op, row->label));
-      } else {
+      } else if (partition.isColumn(&op) && !split.contains(input)) {
         split.insert(op.getResult(0));
         backwardAllReduce[&op].push_back(twins.bytes(input));
         divisors[&op].push_back(labels.sizeOf(&op, column->label));
@@ -250,12 +245,9 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
                                  argument.getArgNumber(), "tess.input")
                            : StringAttr();
       if (role && role.getValue() == "input_ids") {
-        if (auto cast = table.getDefiningOp<tess::CastOp>())
-          table = cast.getInput();
-        if (auto parameter = llvm::dyn_cast<BlockArgument>(table);
-            parameter && isParameterArgument(parameter, function))
-          vocabularyTables.insert(parameter.getArgNumber());
-        forwardAllReduce[&op].push_back(twins.bytes(op.getResult(0)));
+        // A vocabulary-parallel lookup's result is a partial sum.
+        if (partition.isVocabularyParallel(&op))
+          forwardAllReduce[&op].push_back(twins.bytes(op.getResult(0)));
         profile.vocabulary = labels.sizeOf(&op, vocabulary->label);
         auto tableType = llvm::cast<RankedTensorType>(table.getType());
         profile.width = tableType.getShape().back();
@@ -336,6 +328,34 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     if (auto name = function.getArgAttrOfType<StringAttr>(
             argument.getArgNumber(), "tess.parameter"))
       argumentOfName[name.getValue()] = argument.getArgNumber();
+  // The backward's share of a split linear: the products that read its
+  // split weight (dx), and those whose result is returned, through sums,
+  // views and casts, as a split parameter's gradient (dW). A whole linear's
+  // (the LM head's) run whole.
+  auto readsSplitWeight = [&](Value operand) {
+    BlockArgument argument = parameterArgument(operand);
+    return argument && partition.splitsParameter(argument.getArgNumber()) &&
+           !partition.isVocabularyTable(argument.getArgNumber());
+  };
+  llvm::DenseSet<Operation *> splitGradientOps;
+  for (OpOperand &returned : terminator->getOpOperands()) {
+    auto name = function.getResultAttrOfType<StringAttr>(
+        returned.getOperandNumber(), "tess.gradient");
+    auto argument = name ? argumentOfName.find(name.getValue())
+                         : argumentOfName.end();
+    if (argument == argumentOfName.end() ||
+        !readsSplitWeight(function.getArgument(argument->second)))
+      continue;
+    llvm::SmallVector<Value> pending = {returned.get()};
+    while (!pending.empty()) {
+      Operation *producer = pending.pop_back_val().getDefiningOp();
+      if (!producer || !splitGradientOps.insert(producer).second)
+        continue;
+      if (llvm::isa<tess::AddOp, tess::ReshapeOp, tess::TransposeOp,
+                    tess::CastOp>(producer))
+        pending.append(producer->operand_begin(), producer->operand_end());
+    }
+  }
   llvm::DenseMap<unsigned, std::vector<Operation *>> stepOpsOfArgument;
   unitsOne->optimizerStep.walk([&](tess::AdamWOp adamw) {
     auto argument = llvm::dyn_cast<BlockArgument>(adamw.getParam());
@@ -459,7 +479,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     for (Operation *op : ops) {
       if (isBackward(op)) {
         bool tensorParallel =
-            isContraction(op) ||
+            splitGradientOps.contains(op) ||
+            llvm::any_of(op->getOperands(), readsSplitWeight) ||
             llvm::any_of(op->getResults(), isSplitValue) ||
             llvm::any_of(op->getOperands(), [&](Value operand) {
               return isActivation(operand, *unitsOne) && isSplitValue(operand);
@@ -473,7 +494,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
           cast && isParameterArgument(cast.getInput(), function))
         continue;
       bool tensorParallel =
-          llvm::isa<tess::LinearOp>(op) ||
+          partition.isColumn(op) || partition.isRow(op) ||
           llvm::any_of(op->getResults(), divided) ||
           llvm::any_of(op->getOperands(), divided);
       OpRecord record = recordOf(op, twins, tensorParallel);
@@ -566,17 +587,18 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     for (unsigned parameter : profile.units[unit].parameters) {
       auto type =
           llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
-      bool splitParameter = type.getRank() >= 2;
+      bool vocabularyTable = partition.isVocabularyTable(parameter);
+      bool splitParameter =
+          partition.splitsParameter(parameter) && !vocabularyTable;
       double elements = static_cast<double>(type.getNumElements());
-      if (vocabularyTables.contains(parameter))
+      if (vocabularyTable)
         unitProfile.vocabularyParameters += elements;
       else
         (splitParameter ? unitProfile.splitParameters
                         : unitProfile.replicatedParameters) += elements;
       // Its compute copy is the prepared value, counted there.
       if (heldThroughPrepared[unit].contains(parameter))
-        (vocabularyTables.contains(parameter)
-             ? unitProfile.uncopiedParameters.vocabulary
+        (vocabularyTable ? unitProfile.uncopiedParameters.vocabulary
          : splitParameter ? unitProfile.uncopiedParameters.split
                           : unitProfile.uncopiedParameters.replicated) +=
             elements;
@@ -625,8 +647,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
     ProgramProfile::TiedParameter tied;
     tied.elements = static_cast<double>(type.getNumElements());
-    tied.split = type.getRank() >= 2;
-    tied.vocabulary = vocabularyTables.contains(parameter);
+    // A tied table is no vocabulary-parallel one (MegatronPartition.h).
+    tied.split = partition.splitsParameter(parameter);
     tied.units = readers;
     profile.tiedGradientBytes +=
         tied.elements * profile.gradientBytesPerParameter;

@@ -18,21 +18,22 @@
 // the same order (a "structure") share one profile: a 96-layer GPT-3 has
 // three structures, the embedding, a layer and the head.
 //
-// Tensor parallelism (Megatron-LM's partition of a Transformer layer). The
-// forward is walked from the unit's replicated input: a linear reading a
-// replicated value is column-parallel (weight split on its output features,
-// result split, its input's gradient all-reduced in the backward); one
-// reading a split value is row-parallel (result a partial sum, all-reduced
-// in the forward); the embedding of the token ids is vocabulary-parallel
-// (all-reduced); any other op's result is split when an operand is. A
-// forward op's work divides by the TP degree t when it is a linear or when
-// one of its operands or results is split. A backward op's work divides by t
-// when it is a contraction or touches a tensor whose shape only split
-// forward values of the unit have (the 4h-wide MLP activations, the
-// per-head tensors): the gradients of split values are split. Parameters of
-// rank >= 2 are split, vectors (norm scales, biases) counted whole. No
-// sequence parallelism: the norms and residual adds run replicated, as in
-// the Megatron-LM GPT-3 run.
+// Tensor parallelism (Megatron-LM's partition of a Transformer layer, the
+// rule a stage mesh compiles: tessera/Analysis/MegatronPartition.h). The
+// partition's column-parallel linears have their result split and their
+// input's gradient all-reduced in the backward; its row-parallel ones give a
+// partial sum, all-reduced in the forward; a vocabulary-parallel lookup of
+// the token ids (an untied table) is all-reduced too; any other linear (the
+// LM head) runs whole, and any other op's result is split when an operand
+// is. A forward op's work divides by the TP degree t when it is a split
+// linear or when one of its operands or results is split. A backward op's
+// work divides by t when it reads a split weight, computes a split
+// parameter's gradient, or touches a tensor whose shape only split forward
+// values of the unit have (the 4h-wide MLP activations, the per-head
+// tensors): the gradients of split values are split. The partition's
+// weights and column biases are split, every other parameter counted
+// whole. No sequence parallelism: the norms and residual adds run
+// replicated, as in the Megatron-LM GPT-3 run.
 //
 // Each op's part in this recipe comes from its sharding labels (the tess
 // ShardingInterface, Tess/IR/TessShardingLabels.h), the rule the intra-op
@@ -143,9 +144,9 @@ struct UnitProfile {
   /// gather, the LM head's padded table): the stage's prepare makes them
   /// once a step and keeps them, whole on every TP rank.
   double preparedBytes = 0;
-  /// Trainable elements, split by TP (rank >= 2) or replicated; the
-  /// embedding tables' (vocabulary-parallel), split only where TP divides
-  /// the vocabulary (ProgramProfile::vocabularyDivisor).
+  /// Trainable elements, split by TP (MegatronPartition.h) or replicated;
+  /// the vocabulary-parallel tables', split only where TP divides the
+  /// vocabulary (ProgramProfile::vocabularyDivisor).
   double splitParameters = 0;
   double replicatedParameters = 0;
   double vocabularyParameters = 0;
@@ -184,13 +185,11 @@ struct ProgramProfile {
   /// embedding), all-reduced between the stages holding a copy.
   double tiedGradientBytes = 0;
   /// Each such parameter: its elements, whether tensor parallelism splits
-  /// it (rank >= 2), and the units reading it. A stage holding several of
+  /// it (MegatronPartition.h), and the units reading it. A stage holding several of
   /// those units holds the parameter once, though each unit counts it.
   struct TiedParameter {
     double elements = 0;
     bool split = false;
-    /// An embedding table: split only where TP divides the vocabulary.
-    bool vocabulary = false;
     std::vector<size_t> units;
   };
   std::vector<TiedParameter> tiedParameters;
@@ -208,11 +207,9 @@ struct ProgramProfile {
   int64_t trainableParameters = 0;
 
   /// What TP degree t divides a vocabulary-parallel table by: t where it
-  /// divides the vocabulary, else 1, as a vocabulary-parallel partition
-  /// (Megatron-LM's, tess-annotate-from-plan's) splits it. A stage mesh is
-  /// laid out with tess-annotate-sharding's `tp`, which keeps embeddings
-  /// whole: there the model under-predicts a divisible vocabulary's table
-  /// (bench/RESULTS.md, 29th session).
+  /// divides the vocabulary, else 1, as tess-annotate-sharding's `tp` (a
+  /// stage mesh) splits it. Only an untied table is vocabulary-parallel
+  /// (MegatronPartition.h); a tied one is counted whole.
   int64_t vocabularyDivisor(int64_t tensorParallel) const {
     return vocabulary > 0 && vocabulary % tensorParallel == 0 ? tensorParallel
                                                                : 1;

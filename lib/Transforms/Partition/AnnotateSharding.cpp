@@ -12,10 +12,12 @@
 #include "LayoutChoice.h"
 #include "PieceMajorRegion.h"
 
+#include "tessera/Analysis/MegatronPartition.h"
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
 
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_ANNOTATESHARDING
@@ -29,60 +31,6 @@ using sharding::kUnsplit;
 using sharding::TensorLayout;
 
 namespace {
-
-/// What a linear layer's input is made of, traced back through the ops of
-/// a Transformer block that keep Megatron's split (activations, products,
-/// reshapes, transposes, rotary arithmetic, attention).
-struct BlockTrace {
-  SmallVector<tess::LinearOp> linears;
-  bool throughAttention = false;
-  bool onlyLinears = true;
-};
-
-BlockTrace traceBlock(Value input) {
-  BlockTrace trace;
-  SmallVector<Value> work = {input};
-  llvm::DenseSet<Value> seen;
-  while (!work.empty()) {
-    Value value = work.pop_back_val();
-    if (!seen.insert(value).second)
-      continue;
-    Operation *producer = value.getDefiningOp();
-    if (auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(producer);
-        linear && parameterArgument(linear.getWeight())) {
-      trace.linears.push_back(linear);
-      continue;
-    }
-    if (producer && isa<tess::AttentionOp>(producer))
-      trace.throughAttention = true;
-    if (producer &&
-        isa<tess::ReshapeOp, tess::TransposeOp, tess::CastOp, tess::GeluOp,
-            tess::SiluOp, tess::SwigluOp, tess::PackedSwigluOp, tess::RotaryOp,
-            tess::ReluOp,
-            tess::MulOp, tess::AddOp, tess::SubOp,
-            tess::NegOp, tess::SliceOp, tess::ConcatOp, tess::SplitOp,
-            tess::AttentionOp>(
-            producer)) {
-      for (Value operand : producer->getOperands())
-        if (llvm::isa<FloatType>(
-                llvm::cast<ShapedType>(operand.getType()).getElementType()))
-          work.push_back(operand);
-      continue;
-    }
-    // A leaf. Constants and weights (rotary tables) do not matter; anything
-    // else means the input is not made of linear layers alone.
-    bool weight = false;
-    if (auto argument = llvm::dyn_cast<BlockArgument>(value))
-      if (auto function = llvm::dyn_cast<func::FuncOp>(
-              argument.getOwner()->getParentOp()))
-        weight = function.getArgAttr(argument.getArgNumber(),
-                                     "tess.parameter") ||
-                 function.getArgAttr(argument.getArgNumber(), "tess.buffer");
-    if (producer ? !isa<tess::ConstantOp>(producer) : !weight)
-      trace.onlyLinears = false;
-  }
-  return trace;
-}
 
 struct AnnotateShardingPass
     : tessera::impl::AnnotateShardingBase<AnnotateShardingPass> {
@@ -109,6 +57,9 @@ private:
                    llvm::DenseMap<Value, TensorLayout> &layouts,
                    const llvm::DenseMap<Operation *, std::string> &broken);
 
+  /// The vocabulary-parallel tables' parameter names, whose gradients
+  /// tess.embedding_grad computes as the rank's block of rows.
+  llvm::StringSet<> vocabularyGradients;
   /// Axis indices, or -1 when the strategy does not use the axis (or it
   /// has one device).
   int dataAxis = -1, tensorAxis = -1;
@@ -166,24 +117,28 @@ void AnnotateShardingPass::seedTensorParallel(
     layouts[argument] =
         TensorLayout::splitDim(type.getRank(), dim, tensorAxis);
   };
-  for (Operation &op : function.getBody().front()) {
-    if (isa<tess::CrossEntropyOp>(op))
-      break; // the backward follows; it is propagated, not classified
-    auto row = dyn_cast<tess::LinearOp>(op);
-    if (!row || !parameterArgument(row.getWeight()))
-      continue;
-    BlockTrace trace = traceBlock(row.getInput());
-    if (!trace.throughAttention &&
-        (trace.linears.empty() || !trace.onlyLinears))
-      continue;
-    bool transposed = row.getTransposeWeight();
-    splitArgument(row.getWeight(), transposed ? 1 : 0);
-    for (tess::LinearOp column : trace.linears) {
-      bool columnTransposed = column.getTransposeWeight();
-      splitArgument(column.getWeight(), columnTransposed ? 0 : 1);
+  MegatronPartition partition = megatronPartition(function);
+  for (MegatronPartition::Block &block : partition.blocks) {
+    splitArgument(block.row.getWeight(),
+                  block.row.getTransposeWeight() ? 1 : 0);
+    for (tess::LinearOp column : block.columns) {
+      splitArgument(column.getWeight(), column.getTransposeWeight() ? 0 : 1);
       if (column.getBias())
         splitArgument(column.getBias(), 0);
     }
+  }
+  // A vocabulary-parallel table: its rows over tp. The lookup's indexed
+  // label follows the table (a partial sum over tp); its gradient is
+  // computed as the rank's block of rows (vocabularyGradients).
+  for (tess::EmbeddingOp lookup : partition.vocabularyLookups) {
+    splitArgument(lookup.getTable(), 0);
+    BlockArgument table = parameterArgument(lookup.getTable());
+    if (auto found = layouts.find(table); found != layouts.end() &&
+                                          found->second.dimAxes[0] ==
+                                              tensorAxis)
+      if (auto name = function.getArgAttrOfType<StringAttr>(
+              table.getArgNumber(), "tess.parameter"))
+        vocabularyGradients.insert(name.getValue());
   }
 }
 
@@ -265,6 +220,17 @@ void AnnotateShardingPass::runOnOperation() {
   // would reshard a region (read or write its dim other than split over
   // tp) is redone with that region's dim whole; each try refuses at least
   // one more split.
+  // The lookups' gradients the step returns as a vocabulary-parallel
+  // table's: their rows over tp.
+  llvm::DenseSet<Operation *> rowBlockGradients;
+  Operation *returnOp = function.getBody().front().getTerminator();
+  for (OpOperand &returned : returnOp->getOpOperands())
+    if (auto name = function.getResultAttrOfType<StringAttr>(
+            returned.getOperandNumber(), "tess.gradient");
+        name && vocabularyGradients.contains(name.getValue()))
+      if (auto gradient =
+              returned.get().getDefiningOp<tess::EmbeddingGradOp>())
+        rowBlockGradients.insert(gradient);
   const llvm::DenseMap<Value, TensorLayout> seeded = layouts;
   llvm::DenseMap<Operation *, std::string> broken;
   std::vector<std::pair<Operation *, std::string>> refused;
@@ -296,6 +262,8 @@ void AnnotateShardingPass::runOnOperation() {
           isa<tess::AttentionOp, tess::AttentionGradOp>(op) &&
           labels.operands[0][1] != tess::kWhole)
         forced[labels.operands[0][1]] = tensorAxis;
+      if (rowBlockGradients.contains(&op))
+        forced[labels.results[0][0]] = tensorAxis;
       LayoutChoice choice = chooseLayouts(&op, labels, operandLayouts,
                                           deviceMesh, {}, &forced);
       for (auto [operand, layout] : llvm::zip(op.getOperands(), choice.operands))

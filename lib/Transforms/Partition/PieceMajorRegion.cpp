@@ -276,20 +276,6 @@ partition::findPieceMajorRegion(func::FuncOp step, Operation *boundary) {
 
 /// The `tess.parameter` argument `value` is (through casts to the compute
 /// type), or null.
-BlockArgument partition::parameterArgument(Value value) {
-  while (auto cast = value.getDefiningOp<tess::CastOp>())
-    value = cast.getInput();
-  auto argument = llvm::dyn_cast<BlockArgument>(value);
-  if (!argument)
-    return {};
-  auto function =
-      llvm::dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
-  if (!function || !function.getArgAttr(argument.getArgNumber(),
-                                        "tess.parameter"))
-    return {};
-  return argument;
-}
-
 PieceMajorDecision partition::decidePieceMajor(
     func::FuncOp step, ArrayRef<PiecedSplit> splits,
     llvm::function_ref<bool(unsigned, unsigned, unsigned)> argumentSplit,

@@ -39,6 +39,7 @@
 #ifndef TESSERA_LIB_TRANSFORMS_PARTITION_PIECEMAJORREGION_H
 #define TESSERA_LIB_TRANSFORMS_PARTITION_PIECEMAJORREGION_H
 
+#include "tessera/Analysis/MegatronPartition.h"
 #include "tessera/Sharding/TensorLayout.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -76,9 +77,8 @@ struct PieceMajorRegion {
 llvm::Expected<PieceMajorRegion> findPieceMajorRegion(mlir::func::FuncOp step,
                                                       mlir::Operation *boundary);
 
-/// The `tess.parameter` argument `value` is (through casts to the compute
-/// type), or null.
-mlir::BlockArgument parameterArgument(mlir::Value value);
+/// The `tess.parameter` argument a value is (MegatronPartition.h).
+using tessera::parameterArgument;
 
 /// A split the plan reads piece by piece: its axis split over mesh axis
 /// `meshAxis`.

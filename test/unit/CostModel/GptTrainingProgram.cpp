@@ -149,7 +149,8 @@ std::string ForwardWriter::write() {
   std::string positions = fresh();
   body += formatv("    {0} = tess.constant dense<0> : {1}\n", positions,
                   tensor({1, t}, "i64"));
-  std::string wte = parameter("lm_head.weight", tensor({v, d}));
+  std::string wte = parameter(
+      shape.tied ? "lm_head.weight" : "transformer.wte.weight", tensor({v, d}));
   std::string wpe = parameter("transformer.wpe.weight", tensor({t, d}));
   std::string tokens = fresh(), places = fresh(), x = fresh();
   body += formatv("    {0} = tess.embedding {1}, %ids : ({2}, {3}) -> {4}\n",
@@ -163,10 +164,12 @@ std::string ForwardWriter::write() {
   for (int64_t layer = 0; layer < shape.layers; ++layer)
     x = block(x, layer);
   std::string final = layerNorm(x, "transformer.ln_f");
+  std::string head =
+      shape.tied ? wte : parameter("lm_head.weight", tensor({v, d}));
   std::string logits = fresh();
   body += formatv("    {0} = tess.linear {1}, {2} {{transpose_weight} : ({3}, "
                   "{4}) -> {5}\n",
-                  logits, final, wte, tensor({b, t, d}), tensor({v, d}),
+                  logits, final, head, tensor({b, t, d}), tensor({v, d}),
                   tensor({b, t, v}));
   body += formatv("    return {0} : {1}\n", logits, tensor({b, t, v}));
   return formatv("module {{\n  func.func @forward(%ids: {0}) -> {1} {{\n{2}"

@@ -28,11 +28,13 @@ struct GptShape {
   int64_t sequence = 1024;
   /// Attention dropout (GPT-2's attn_pdrop in training; 0: none).
   double attentionDropout = 0;
+  /// The LM head reads the token table (GPT-2's); false: a table of its
+  /// own (Llama 3 8B's untied head).
+  bool tied = true;
 
-  /// Parameters as PyTorch counts them (wte tied to lm_head, wpe with
-  /// `sequence` positions).
+  /// Parameters as PyTorch counts them (wpe with `sequence` positions).
   int64_t parameters() const {
-    return vocabulary * width + sequence * width +
+    return (tied ? 1 : 2) * vocabulary * width + sequence * width +
            layers * (12 * width * width + 13 * width) + 2 * width;
   }
 };

@@ -38,7 +38,7 @@ GptShape twoLayers() {
 }
 
 /// The profile of `shape`'s bf16 training program (at batches 2 and 3).
-std::optional<ProgramProfile> tiedGptProfile(const GptShape &shape) {
+std::optional<ProgramProfile> gptProfile(const GptShape &shape) {
   mlir::MLIRContext context;
   GptShape larger = shape;
   larger.batch = shape.batch + 1;
@@ -69,7 +69,7 @@ double preparedBytes(const ProgramProfile &profile, size_t first, size_t end) {
 class TwoLayerGptStage : public ::testing::Test {
 protected:
   void SetUp() override {
-    profile = tiedGptProfile(shape);
+    profile = gptProfile(shape);
     ASSERT_TRUE(profile);
     auto loaded = cost::loadCluster("h200");
     ASSERT_TRUE(static_cast<bool>(loaded));
@@ -193,21 +193,12 @@ TEST_F(TwoLayerGptStage, MessagesInputsAndTheTiedGradientsPart) {
   EXPECT_DOUBLE_EQ(oracle->plans(middle).front().memory.messages, 8 * stream);
 }
 
-// Tests that the embedding table is split over a TP group only where the
-// group divides the vocabulary, as the partition splits it: GPT-3's 50,257
-// classes stay whole on 4 or 8 ranks, so the embedding's stage holds the
-// table whole.
-TEST(StageMemory, AnUndividedVocabularyKeepsTheTableWhole) {
-  GptShape shape = twoLayers();
-  shape.vocabulary = 50257;
-  std::optional<ProgramProfile> profile = tiedGptProfile(shape);
-  ASSERT_TRUE(profile);
-  EXPECT_EQ(profile->vocabularyDivisor(2), 1);
-  GptShape padded = twoLayers();
-  std::optional<ProgramProfile> dividing = tiedGptProfile(padded);
-  ASSERT_TRUE(dividing);
-  EXPECT_EQ(dividing->vocabularyDivisor(2), 2);
-
+// Tests that the token table is split over a TP group as a stage mesh
+// compiles it (MegatronPartition.h): an untied table vocabulary-parallel
+// where the group divides the vocabulary (Llama 3's 128,256 classes), whole
+// where it does not (GPT-3's 50,257); a tied table, which the head reads
+// whole, whole. The position table is no lookup of the token ids: whole.
+TEST(StageMemory, OnlyAnUntiedDividedVocabularySplitsItsTable) {
   auto cluster = cost::loadCluster("h200");
   ASSERT_TRUE(static_cast<bool>(cluster));
   auto gradientsOfEmbedding = [&](const ProgramProfile &program) {
@@ -221,11 +212,26 @@ TEST(StageMemory, AnUndividedVocabularyKeepsTheTableWhole) {
         return plan.memory.gradients;
     return -1.0;
   };
-  // bf16 gradients of the table and the position table (split on 2 ranks
-  // where the vocabulary divides, whole where it does not).
+  GptShape shape = twoLayers();
+  // bf16 gradients of the token table and the position table.
   double positions = static_cast<double>(shape.sequence) * shape.width;
-  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*profile),
-                   (50257.0 * shape.width + positions / 2) * 2);
-  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*dividing),
-                   (50304.0 * shape.width / 2 + positions / 2) * 2);
+  double table = 50304.0 * shape.width;
+
+  std::optional<ProgramProfile> tied = gptProfile(shape);
+  ASSERT_TRUE(tied);
+  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*tied), (table + positions) * 2);
+
+  shape.tied = false;
+  std::optional<ProgramProfile> untied = gptProfile(shape);
+  ASSERT_TRUE(untied);
+  EXPECT_EQ(untied->vocabularyDivisor(2), 2);
+  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*untied),
+                   (table / 2 + positions) * 2);
+
+  shape.vocabulary = 50257;
+  std::optional<ProgramProfile> undivided = gptProfile(shape);
+  ASSERT_TRUE(undivided);
+  EXPECT_EQ(undivided->vocabularyDivisor(2), 1);
+  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*undivided),
+                   (50257.0 * shape.width + positions) * 2);
 }

@@ -1,0 +1,76 @@
+//===- MegatronPartition.h - which weights Megatron-LM's TP splits -*- C++ -*-===//
+//
+// Megatron-LM's tensor-parallel partition of a Transformer step, as one rule
+// that both its users read, so that what the pipeline's stage model prices
+// is what a stage mesh compiles:
+// - tess-annotate-sharding's `tp` (every pipeline stage mesh, and
+//   `--strategy tp`) seeds its layouts from it;
+// - the stage model (tessera/Pipeline/UnitProfile.h) divides the work and
+//   the state by the TP degree where it says so, and nowhere else.
+//
+// The rule, on @forward_backward's forward (the ops before the loss):
+// - a block pairs a row-parallel linear (weight split on its input
+//   features, result a partial sum) with the column-parallel linears its
+//   input is made of (weights and biases split on their output features),
+//   traced back through the ops that keep the split: activations,
+//   products, reshapes, transposes, rotary arithmetic, attention. A linear
+//   whose result reaches no other linear that way (the LM head: its result
+//   is the loss's) is in no block and runs whole;
+// - a lookup of the token ids in a table no other op reads (an untied
+//   embedding) is vocabulary-parallel (Megatron's VocabParallelEmbedding:
+//   each rank its block of rows, the lookup a partial sum). A tied table is
+//   also the head's weight, which runs whole, so it stays whole.
+// Whether the TP degree divides a weight's split dim is the caller's test.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TESSERA_ANALYSIS_MEGATRONPARTITION_H
+#define TESSERA_ANALYSIS_MEGATRONPARTITION_H
+
+#include "Tess/IR/TessOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <vector>
+
+namespace tessera {
+
+/// The `tess.parameter` argument `value` is (through casts to the compute
+/// type), or null.
+mlir::BlockArgument parameterArgument(mlir::Value value);
+
+struct MegatronPartition {
+  struct Block {
+    tess::LinearOp row;
+    llvm::SmallVector<tess::LinearOp> columns;
+  };
+  /// In program order of their row-parallel linears.
+  std::vector<Block> blocks;
+  /// The vocabulary-parallel lookups, in program order.
+  std::vector<tess::EmbeddingOp> vocabularyLookups;
+
+  bool isColumn(mlir::Operation *op) const { return columns.contains(op); }
+  bool isRow(mlir::Operation *op) const { return rows.contains(op); }
+  bool isVocabularyParallel(mlir::Operation *op) const {
+    return lookups.contains(op);
+  }
+  /// The parameter arguments the partition splits (by argument number): the
+  /// blocks' weights and column biases, and the vocabulary-parallel tables.
+  bool splitsParameter(unsigned argument) const {
+    return splitArguments.contains(argument);
+  }
+  bool isVocabularyTable(unsigned argument) const {
+    return tables.contains(argument);
+  }
+
+  llvm::DenseSet<mlir::Operation *> columns, rows, lookups;
+  llvm::DenseSet<unsigned> splitArguments, tables;
+};
+
+/// The partition of `step` (@forward_backward of tess-build-training).
+MegatronPartition megatronPartition(mlir::func::FuncOp step);
+
+} // namespace tessera
+
+#endif // TESSERA_ANALYSIS_MEGATRONPARTITION_H

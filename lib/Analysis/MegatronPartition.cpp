@@ -1,0 +1,143 @@
+//===- MegatronPartition.cpp - which weights Megatron-LM's TP splits ----===//
+
+#include "tessera/Analysis/MegatronPartition.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace tessera {
+
+BlockArgument parameterArgument(Value value) {
+  while (auto cast = value.getDefiningOp<tess::CastOp>())
+    value = cast.getInput();
+  auto argument = llvm::dyn_cast<BlockArgument>(value);
+  if (!argument)
+    return {};
+  auto function =
+      llvm::dyn_cast<func::FuncOp>(argument.getOwner()->getParentOp());
+  if (!function ||
+      !function.getArgAttr(argument.getArgNumber(), "tess.parameter"))
+    return {};
+  return argument;
+}
+
+namespace {
+
+/// What a linear layer's input is made of, traced back through the ops of
+/// a Transformer block that keep Megatron's split.
+struct BlockTrace {
+  SmallVector<tess::LinearOp> linears;
+  bool throughAttention = false;
+  bool onlyLinears = true;
+};
+
+BlockTrace traceBlock(Value input) {
+  BlockTrace trace;
+  SmallVector<Value> work = {input};
+  llvm::DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value value = work.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    Operation *producer = value.getDefiningOp();
+    if (auto linear = llvm::dyn_cast_or_null<tess::LinearOp>(producer);
+        linear && parameterArgument(linear.getWeight())) {
+      trace.linears.push_back(linear);
+      continue;
+    }
+    if (producer && isa<tess::AttentionOp>(producer))
+      trace.throughAttention = true;
+    if (producer &&
+        isa<tess::ReshapeOp, tess::TransposeOp, tess::CastOp, tess::GeluOp,
+            tess::SiluOp, tess::SwigluOp, tess::PackedSwigluOp, tess::RotaryOp,
+            tess::ReluOp, tess::MulOp, tess::AddOp, tess::SubOp, tess::NegOp,
+            tess::SliceOp, tess::ConcatOp, tess::SplitOp, tess::AttentionOp>(
+            producer)) {
+      for (Value operand : producer->getOperands())
+        if (llvm::isa<FloatType>(
+                llvm::cast<ShapedType>(operand.getType()).getElementType()))
+          work.push_back(operand);
+      continue;
+    }
+    // A leaf. Constants and weights (rotary tables) do not matter; anything
+    // else means the input is not made of linear layers alone.
+    bool weight = false;
+    if (auto argument = llvm::dyn_cast<BlockArgument>(value))
+      if (auto function = llvm::dyn_cast<func::FuncOp>(
+              argument.getOwner()->getParentOp()))
+        weight = function.getArgAttr(argument.getArgNumber(),
+                                     "tess.parameter") ||
+                 function.getArgAttr(argument.getArgNumber(), "tess.buffer");
+    if (producer ? !isa<tess::ConstantOp>(producer) : !weight)
+      trace.onlyLinears = false;
+  }
+  return trace;
+}
+
+/// Whether every reader of `value`, through casts, is a lookup of the
+/// token ids: a table no other op (a tied head) reads.
+bool readOnlyByLookups(Value value,
+                       const llvm::DenseSet<Operation *> &tokenLookups) {
+  return llvm::all_of(value.getUsers(), [&](Operation *user) {
+    if (auto cast = llvm::dyn_cast<tess::CastOp>(user))
+      return readOnlyByLookups(cast.getResult(), tokenLookups);
+    return tokenLookups.contains(user);
+  });
+}
+
+} // namespace
+
+MegatronPartition megatronPartition(func::FuncOp step) {
+  MegatronPartition partition;
+  auto addSplit = [&](Value weight) {
+    if (BlockArgument argument = parameterArgument(weight))
+      partition.splitArguments.insert(argument.getArgNumber());
+  };
+  llvm::DenseSet<Operation *> tokenLookups;
+  SmallVector<tess::EmbeddingOp> lookups;
+  for (Operation &op : step.getBody().front()) {
+    if (isa<tess::CrossEntropyOp>(op))
+      break; // the backward follows
+    if (auto lookup = dyn_cast<tess::EmbeddingOp>(op)) {
+      auto ids = llvm::dyn_cast<BlockArgument>(lookup.getIndices());
+      auto role = ids ? step.getArgAttrOfType<StringAttr>(ids.getArgNumber(),
+                                                          "tess.input")
+                      : StringAttr();
+      if (role && role.getValue() == "input_ids" &&
+          parameterArgument(lookup.getTable())) {
+        tokenLookups.insert(lookup);
+        lookups.push_back(lookup);
+      }
+      continue;
+    }
+    auto row = dyn_cast<tess::LinearOp>(op);
+    if (!row || !parameterArgument(row.getWeight()))
+      continue;
+    BlockTrace trace = traceBlock(row.getInput());
+    if (!trace.throughAttention &&
+        (trace.linears.empty() || !trace.onlyLinears))
+      continue;
+    partition.rows.insert(row);
+    addSplit(row.getWeight());
+    for (tess::LinearOp column : trace.linears) {
+      partition.columns.insert(column);
+      addSplit(column.getWeight());
+      if (column.getBias())
+        addSplit(column.getBias());
+    }
+    partition.blocks.push_back({row, std::move(trace.linears)});
+  }
+  for (tess::EmbeddingOp lookup : lookups) {
+    BlockArgument table = parameterArgument(lookup.getTable());
+    if (!readOnlyByLookups(table, tokenLookups))
+      continue;
+    partition.vocabularyLookups.push_back(lookup);
+    partition.lookups.insert(lookup);
+    partition.tables.insert(table.getArgNumber());
+    partition.splitArguments.insert(table.getArgNumber());
+  }
+  return partition;
+}
+
+} // namespace tessera
