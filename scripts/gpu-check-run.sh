@@ -108,8 +108,15 @@ for mesh in ppdp ppdptp; do
   BATCH="$here/gpt2-tiny-x2.batch.npy" first_step "gpt2-tiny-$mesh" gpt2-tiny \
       gpt2-tiny-train.weights.safetensors
 done
-# The pipeline search's plan (PP2 x DP2 x TP2, 8 thread ranks) on the
-# fixture's rows twice.
+# llama-tiny's PP2 x DP2 x TP2, its token table vocabulary-parallel in the
+# stage mesh, 8 thread ranks.
+if [[ -x "$here/llama-tiny-ppdptp-train" ]]; then
+  echo "=== llama-tiny ppdptp, vocabulary-parallel table (--target cuda, fp32, thread ranks) ==="
+  BATCH="$here/llama-tiny-x2.batch.npy" first_step llama-tiny-ppdptp llama-tiny \
+      llama-tiny-train.weights.safetensors
+fi
+# The pipeline search's plan (PP2 x DP4, 8 thread ranks) on the fixture's
+# rows twice.
 if [[ -x "$here/llama-tiny-searched-pipeline-train" ]]; then
   echo "=== llama-tiny searched pipeline plan (--target cuda, fp32, thread ranks) ==="
   BATCH="$here/llama-tiny-x2.batch.npy" first_step llama-tiny-searched-pipeline \

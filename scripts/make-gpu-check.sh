@@ -27,9 +27,10 @@
 # - gpt2-tiny fp32 as a 2-stage 1F1B pipeline: the same check, the stages as
 #   threads and, with 2 GPUs, launched on NCCL;
 # - gpt2-tiny fp32 as 2 stages over the stage meshes 2 (dp) and 2x2 (dp-tp):
-#   the same check on the fixture's rows twice, 4 and 8 thread ranks;
+#   the same check on the fixture's rows twice, 4 and 8 thread ranks; and
+#   llama-tiny over 2x2, its token table vocabulary-parallel in the stage mesh;
 # - llama-tiny fp32 as the pipeline search's plan on an 8-device cluster
-#   file (PP2 x DP2 x TP2): the same check, 8 thread ranks; unpinned (DP4 x
+#   file (PP2 x DP4): the same check, 8 thread ranks; unpinned (DP4 x
 #   TP2, ZeRO-1 inside the stage mesh) the same, each rank a quarter of the
 #   state, and gpt2-tiny's PP2 x DP2 x TP2 with --zero 1;
 # - gpt2-tiny fp32 as the mesh search's plans with a ZeRO stage per
@@ -114,8 +115,14 @@ cp "$repo/test/data/pattern.bin" "$out/"
     --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
     --schedule interleaved:2 --mesh 2x2 --strategy dp-tp --without-weights \
     -o "$out/gpt2-tiny-ppdptp-train"
+# llama-tiny as 2 stages over the stage mesh 2x2 (dp-tp): its untied token
+# table vocabulary-parallel inside the first stage's mesh (rows_axis,
+# tessera/Analysis/MegatronPartition.h), train-pipeline-mesh.test on the CPU.
+"$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
+    --mesh 2x2 --strategy dp-tp --without-weights -o "$out/llama-tiny-ppdptp-train"
 # The pipeline search's plan on an 8-device cluster file (ZeRO-1 pinned
-# off): llama-tiny as PP2 x DP2 x TP2 (train-pipeline-plan.test on the CPU).
+# off): llama-tiny as PP2 x DP4 (train-pipeline-plan.test on the CPU).
 "$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --pipeline --zero 0 \
     --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \

@@ -247,6 +247,10 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     // One some of whose readers are on other stages is summed once a step
     // by its owner, the stage of its first reader, in an f32 buffer for
     // the other stages' part (runtime/train/PipelineParallel.cpp).
+    // Of those, the tied parameters another stage owns: under ZeRO-1 the
+    // owner alone keeps their masters and moments (StageZero.cpp buckets
+    // what a stage only reads apart; CompiledPipelineMemory.cpp).
+    double readOnlyElements = 0;
     for (const ProgramProfile::TiedParameter &tied : profile.tiedParameters) {
       auto inStage = llvm::count_if(tied.units, [&](size_t unit) {
         return unit >= query.firstUnit && unit < query.endUnit;
@@ -256,6 +260,8 @@ MegatronStageOracle::plans(const StageQuery &query) const {
         parametersPerDevice -= (inStage - 1) * elements;
       bool owner = !tied.units.empty() && tied.units.front() >= query.firstUnit &&
                    tied.units.front() < query.endUnit;
+      if (inStage > 0 && !owner)
+        readOnlyElements += elements;
       if (owner && inStage < static_cast<int64_t>(tied.units.size()))
         base.memory.gradientParts =
             std::max(base.memory.gradientParts,
@@ -289,14 +295,16 @@ MegatronStageOracle::plans(const StageQuery &query) const {
       plan.optimizer = range.stepOnce / shard;
       // ZeRO-1's chunks read a whole f32 mirror of the weights, the
       // masters being the rank's shard (runtime/train/StageZero.h).
+      double updated =
+          zero ? parametersPerDevice - readOnlyElements : parametersPerDevice;
       plan.memory.weights =
-          parametersPerDevice * (profile.masterBytesPerParameter / shard +
-                                 (zero ? profile.masterBytesPerParameter : 0) +
+          updated * profile.masterBytesPerParameter / shard +
+          parametersPerDevice * ((zero ? profile.masterBytesPerParameter : 0) +
                                  profile.computeBytesPerParameter) +
           range.prepared - uncopied * profile.computeBytesPerParameter;
       plan.memory.gradients = gradientBytes;
       plan.memory.optimizerState =
-          parametersPerDevice * profile.optimizerBytesPerParameter / shard;
+          updated * profile.optimizerBytesPerParameter / shard;
       // The driver sums the micro-batches' gradients in fp32, whole on
       // every replica, and so the replicas' sums of a stage mesh with dp
       // (runtime/train/TrainMain.cpp's pipeline options).

@@ -150,6 +150,37 @@ TEST_F(TwoLayerGptStage, ReplicasAccumulateAndZeroOneKeepsAMirror) {
   EXPECT_EQ(sharded, 1);
 }
 
+// Tests that under ZeRO-1 a stage keeps masters and moments only for what
+// it updates: the head's stage reads the tied table, which the embedding's
+// stage owns, so it holds the table's f32 mirror, gradient and accumulator
+// but no shard of its master or moments (CompiledPipelineMemory.h, the
+// driver's StageZero buckets). Without ZeRO-1 every stage updates its copy.
+TEST_F(TwoLayerGptStage, ZeroOneKeepsNoMomentsOfATableAnotherStageOwns) {
+  StageQuery head;
+  head.firstUnit = profile->units.size() - 1;
+  head.endUnit = profile->units.size();
+  head.microBatchSamples = 2;
+  head.submesh.devicesPerNode = 2;
+  double table = static_cast<double>(shape.vocabulary) * shape.width;
+  double norm = 2.0 * shape.width; // ln_f's scale and bias
+  int checked = 0;
+  for (const StageCost &plan : oracle->plans(head)) {
+    if (plan.dataParallel != 2)
+      continue;
+    const StageMemory &memory = plan.memory;
+    double updated = plan.zero ? norm : norm + table;
+    double shard = plan.zero ? 2 : 1;
+    EXPECT_DOUBLE_EQ(memory.optimizerState, updated * 8 / shard);
+    // The head reads the table itself (a vocabulary of 64s: no padded
+    // copy): a bf16 compute copy of everything it holds.
+    EXPECT_DOUBLE_EQ(memory.weights,
+                     updated * 4 / shard +
+                         (norm + table) * ((plan.zero ? 4 : 0) + 2));
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
 } // namespace
 
 // Tests the pipeline's own buffers, as the compiled program holds them
