@@ -115,8 +115,8 @@ if [[ -x "$here/llama-tiny-ppdptp-train" ]]; then
   BATCH="$here/llama-tiny-x2.batch.npy" first_step llama-tiny-ppdptp llama-tiny \
       llama-tiny-train.weights.safetensors
 fi
-# The pipeline search's plan (PP2 x DP4, 8 thread ranks) on the fixture's
-# rows twice.
+# The pipeline search's plan (PP2 x DP2 x TP2, 8 thread ranks) on the
+# fixture's rows twice.
 if [[ -x "$here/llama-tiny-searched-pipeline-train" ]]; then
   echo "=== llama-tiny searched pipeline plan (--target cuda, fp32, thread ranks) ==="
   BATCH="$here/llama-tiny-x2.batch.npy" first_step llama-tiny-searched-pipeline \

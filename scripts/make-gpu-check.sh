@@ -30,7 +30,7 @@
 #   the same check on the fixture's rows twice, 4 and 8 thread ranks; and
 #   llama-tiny over 2x2, its token table vocabulary-parallel in the stage mesh;
 # - llama-tiny fp32 as the pipeline search's plan on an 8-device cluster
-#   file (PP2 x DP4): the same check, 8 thread ranks; unpinned (DP4 x
+#   file (two stages: PP2 x DP2 x TP2): the same check, 8 thread ranks; unpinned (DP4 x
 #   TP2, ZeRO-1 inside the stage mesh) the same, each rank a quarter of the
 #   state, and gpt2-tiny's PP2 x DP2 x TP2 with --zero 1;
 # - gpt2-tiny fp32 as the mesh search's plans with a ZeRO stage per
@@ -122,9 +122,10 @@ cp "$repo/test/data/pattern.bin" "$out/"
     --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
     --mesh 2x2 --strategy dp-tp --without-weights -o "$out/llama-tiny-ppdptp-train"
 # The pipeline search's plan on an 8-device cluster file (ZeRO-1 pinned
-# off): llama-tiny as PP2 x DP4 (train-pipeline-plan.test on the CPU).
+# off, two stages): llama-tiny as PP2 x DP2 x TP2, its LM head and loss
+# vocabulary-parallel (train-pipeline-plan.test on the CPU).
 "$tesserac" "$repo/test/models/llama-tiny.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
-    --loss causal-lm --precision fp32 --target cuda --pipeline --zero 0 \
+    --loss causal-lm --precision fp32 --target cuda --pipeline --stages 2 --zero 0 \
     --cluster "$repo/test/Lowering/Inputs/eight-small-devices.json" \
     --without-weights -o "$out/llama-tiny-searched-pipeline-train"
 # Unpinned (under 2.2 MiB), the search shards the stage's optimizer state

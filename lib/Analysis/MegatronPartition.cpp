@@ -75,15 +75,38 @@ BlockTrace traceBlock(Value input) {
   return trace;
 }
 
-/// Whether every reader of `value`, through casts, is a lookup of the
-/// token ids: a table no other op (a tied head) reads.
-bool readOnlyByLookups(Value value,
-                       const llvm::DenseSet<Operation *> &tokenLookups) {
-  return llvm::all_of(value.getUsers(), [&](Operation *user) {
+/// Whether every reader of `value` in the forward, through casts, is a
+/// lookup of the token ids or reads it as an LM head's weight.
+bool readAsVocabulary(Value value, const llvm::DenseSet<Operation *> &forward,
+                      const llvm::DenseSet<Operation *> &tokenLookups,
+                      const llvm::DenseSet<Operation *> &heads) {
+  return llvm::all_of(value.getUses(), [&](OpOperand &use) {
+    Operation *user = use.getOwner();
+    if (!forward.contains(user))
+      return true; // the backward follows the forward's layouts
     if (auto cast = llvm::dyn_cast<tess::CastOp>(user))
-      return readOnlyByLookups(cast.getResult(), tokenLookups);
-    return tokenLookups.contains(user);
+      return readAsVocabulary(cast.getResult(), forward, tokenLookups, heads);
+    if (auto lookup = llvm::dyn_cast<tess::EmbeddingOp>(user))
+      return tokenLookups.contains(user) &&
+             use.get() == lookup.getTable();
+    if (auto head = llvm::dyn_cast<tess::LinearOp>(user))
+      return heads.contains(user) && use.get() == head.getWeight();
+    return false;
   });
+}
+
+/// The linear whose result `logits` is, through reshapes and casts, when
+/// its weight is a parameter.
+tess::LinearOp headOf(Value logits) {
+  while (Operation *producer = logits.getDefiningOp()) {
+    if (auto linear = llvm::dyn_cast<tess::LinearOp>(producer))
+      return parameterArgument(linear.getWeight()) ? linear
+                                                   : tess::LinearOp();
+    if (!llvm::isa<tess::ReshapeOp, tess::CastOp>(producer))
+      return {};
+    logits = producer->getOperand(0);
+  }
+  return {};
 }
 
 } // namespace
@@ -94,11 +117,20 @@ MegatronPartition megatronPartition(func::FuncOp step) {
     if (BlockArgument argument = parameterArgument(weight))
       partition.splitArguments.insert(argument.getArgNumber());
   };
-  llvm::DenseSet<Operation *> tokenLookups;
+  llvm::DenseSet<Operation *> tokenLookups, forward;
   SmallVector<tess::EmbeddingOp> lookups;
   for (Operation &op : step.getBody().front()) {
-    if (isa<tess::CrossEntropyOp>(op))
+    if (auto loss = dyn_cast<tess::CrossEntropyOp>(op)) {
+      if (tess::LinearOp head = headOf(loss.getLogits())) {
+        partition.vocabularyHeads.push_back(head);
+        partition.heads.insert(head);
+        addSplit(head.getWeight());
+        if (head.getBias())
+          addSplit(head.getBias());
+      }
       break; // the backward follows
+    }
+    forward.insert(&op);
     if (auto lookup = dyn_cast<tess::EmbeddingOp>(op)) {
       auto ids = llvm::dyn_cast<BlockArgument>(lookup.getIndices());
       auto role = ids ? step.getArgAttrOfType<StringAttr>(ids.getArgNumber(),
@@ -130,7 +162,7 @@ MegatronPartition megatronPartition(func::FuncOp step) {
   }
   for (tess::EmbeddingOp lookup : lookups) {
     BlockArgument table = parameterArgument(lookup.getTable());
-    if (!readOnlyByLookups(table, tokenLookups))
+    if (!readAsVocabulary(table, forward, tokenLookups, partition.heads))
       continue;
     partition.vocabularyLookups.push_back(lookup);
     partition.lookups.insert(lookup);

@@ -1193,9 +1193,20 @@ LowerToEmitCPass::describeProgram(func::FuncOp function,
       losses.push_back({op, static_cast<int64_t>(loss.getIgnoreIndex()),
                         loss.getLogits(), loss.getAllTargets()});
   });
-  if (losses.empty())
-    return function.emitError("tess-lower-to-emitc: expected a "
-                              "tess.cross_entropy in @forward_backward");
+  if (losses.empty()) {
+    // A vocabulary-parallel loss, computed of tess ops by
+    // tess-partition-spmd, which records its classes and ignore index.
+    auto vocabulary =
+        function->getAttrOfType<IntegerAttr>("tess.vocabulary");
+    auto ignoreIndex =
+        function->getAttrOfType<IntegerAttr>("tess.ignore_index");
+    if (!vocabulary || !ignoreIndex)
+      return function.emitError("tess-lower-to-emitc: expected a "
+                                "tess.cross_entropy in @forward_backward");
+    info.vocabulary = vocabulary.getInt();
+    info.ignoreIndex = ignoreIndex.getInt();
+    return info;
+  }
   for (const Loss &loss : losses)
     if (loss.ignoreIndex != losses[0].ignoreIndex ||
         tensorTypeOf(loss.logits).getShape().back() !=

@@ -255,7 +255,11 @@ MegatronStageOracle::plans(const StageQuery &query) const {
       auto inStage = llvm::count_if(tied.units, [&](size_t unit) {
         return unit >= query.firstUnit && unit < query.endUnit;
       });
-      double elements = tied.elements / (tied.split ? tensorParallel : 1);
+      double elements =
+          tied.elements /
+          (tied.vocabulary ? profile.vocabularyDivisor(tensorParallel)
+           : tied.split    ? tensorParallel
+                           : 1);
       if (inStage > 1)
         parametersPerDevice -= (inStage - 1) * elements;
       bool owner = !tied.units.empty() && tied.units.front() >= query.firstUnit &&

@@ -59,8 +59,15 @@ llvm::Expected<ProgramUnits> partitionIntoUnits(ModuleOp module) {
   Block &body = function.getBody().front();
   Operation *terminator = body.getTerminator();
 
-  // Backward: everything downstream of the loss gradient.
+  // Backward: everything downstream of the loss gradient, or of the loss
+  // scale (a vocabulary-parallel loss's gradient, computed of tess ops by
+  // tess-partition-spmd, is no tess.cross_entropy_grad).
   llvm::DenseSet<Value> gradientValues;
+  for (BlockArgument argument : body.getArguments())
+    if (auto role = function.getArgAttrOfType<StringAttr>(
+            argument.getArgNumber(), "tess.input");
+        role && role.getValue() == "loss_scale")
+      gradientValues.insert(argument);
   for (Operation &op : body) {
     if (&op == terminator)
       continue;

@@ -218,13 +218,15 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     const tess::NamedSplit *row =
         labels.splitWithRole(tess::SplitRole::RowParallel);
     if (column && row) {
-      // A linear layer; its activation is the first operand. One in no
-      // block of the partition (the LM head) runs whole.
+      // A linear layer; its activation is the first operand. The LM head
+      // is column-parallel over the vocabulary; a linear in no block of the
+      // partition runs whole.
       Value input = op.getOperand(0);
       if (partition.isRow(&op) && split.contains(input)) {
         forwardAllReduce[&op].push_back(twins.bytes(op.getResult(0)));
         divisors[&op].push_back(labels.sizeOf(&op, row->label));
-      } else if (partition.isColumn(&op) && !split.contains(input)) {
+      } else if ((partition.isColumn(&op) || partition.isVocabularyHead(&op)) &&
+                 !split.contains(input)) {
         split.insert(op.getResult(0));
         backwardAllReduce[&op].push_back(twins.bytes(input));
         divisors[&op].push_back(labels.sizeOf(&op, column->label));
@@ -255,6 +257,22 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
                                .getShape()
                                .back();
       }
+      continue;
+    }
+    if (auto loss = llvm::dyn_cast<tess::CrossEntropyOp>(op);
+        loss && split.contains(loss.getLogits())) {
+      // The vocabulary-parallel loss: each row's maximum, exponent sum and
+      // target logit all-reduced in f32, the first two again for the
+      // gradient (VocabularyParallelLoss.h).
+      Affine rowBytes = twins.bytes(loss.getTargets());
+      double perRow =
+          4.0 / llvm::cast<RankedTensorType>(loss.getTargets().getType())
+                    .getElementTypeBitWidth() *
+          8;
+      rowBytes.atOne *= perRow;
+      rowBytes.perSample *= perRow;
+      forwardAllReduce[&op].assign(3, rowBytes);
+      backwardAllReduce[&op].assign(2, rowBytes);
       continue;
     }
     if (const tess::NamedSplit *heads =
@@ -647,8 +665,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
     ProgramProfile::TiedParameter tied;
     tied.elements = static_cast<double>(type.getNumElements());
-    // A tied table is no vocabulary-parallel one (MegatronPartition.h).
-    tied.split = partition.splitsParameter(parameter);
+    tied.vocabulary = partition.isVocabularyTable(parameter);
+    tied.split = partition.splitsParameter(parameter) && !tied.vocabulary;
     tied.units = readers;
     profile.tiedGradientBytes +=
         tied.elements * profile.gradientBytesPerParameter;

@@ -357,18 +357,20 @@ func.func @attention(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: t
 // CHECK-NEXT:   result 0: [3, 2] summed [0, 1]
 // CHECK-NEXT:   linear in: {1}
 // CHECK-NEXT:   runs in: operands [dp, -] [dp, -, -] -> results [-, -] partial(dp)
+// The loss's classes split only where its logits arrive split (a
+// vocabulary-parallel head): here they arrive whole.
 // CHECK-NEXT: tess.cross_entropy
-// CHECK-NEXT:   labels: 0 averaged, 1 averaged
-// CHECK-NEXT:   operand 0: [0, 1, -]
+// CHECK-NEXT:   labels: 0 averaged, 1 averaged, 2 classes
+// CHECK-NEXT:   operand 0: [0, 1, 2]
 // CHECK-NEXT:   operand 1: [0, 1]
 // CHECK-NEXT:   result 0: [] averaged [0, 1]
 // CHECK-NEXT:   runs in: operands [dp, -, -] [dp, -] -> results []
 // CHECK-NEXT: tess.cross_entropy_grad
-// CHECK-NEXT:   labels: 0 averaged, 1 averaged
-// CHECK-NEXT:   operand 0: [0, 1, -]
+// CHECK-NEXT:   labels: 0 averaged, 1 averaged, 2 classes
+// CHECK-NEXT:   operand 0: [0, 1, 2]
 // CHECK-NEXT:   operand 1: [0, 1]
 // CHECK-NEXT:   operand 2: []
-// CHECK-NEXT:   result 0: [0, 1, -] averaged [0, 1]
+// CHECK-NEXT:   result 0: [0, 1, 2] averaged [0, 1]
 // CHECK-NEXT:   linear in: {2}
 func.func @embedding(%t: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %dy: tensor<2x8x16xf32>, %logits: tensor<2x8x100xf32>, %dloss: tensor<f32>) {
   %0 = tess.embedding %t, %ids {tess.arriving = [#tess.layout<[-, tp]>, #tess.layout<[dp, -]>]} : (tensor<100x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>

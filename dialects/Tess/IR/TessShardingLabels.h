@@ -70,6 +70,16 @@ enum class LabelKind {
   /// op marked `tess.piece_major` (AnnotateFromPlan marks those whose whole
   /// region it found piece-major, PieceMajorRegion.h), else keeps it whole.
   Pieced,
+  /// The classes of a cross-entropy (its logits' last dim): split, each
+  /// rank holds the logits of its block of the classes. The op reduces them
+  /// inside its softmax, so the partition rewrite computes it as Megatron's
+  /// vocabulary-parallel cross-entropy: each row's maximum, exponent sum and
+  /// target logit all-reduced over the axis, the loss whole on every rank
+  /// and the gradient split as the logits are
+  /// (lib/Transforms/Partition/VocabularyParallelLoss.h). Only a producer's
+  /// split reaches it (a vocabulary-parallel LM head); the search offers
+  /// none.
+  Classes,
   /// A dim of a random op's stream whose blocks begin at fixed offsets of
   /// the stream (a dropout's dim 0; attention's batch and heads with
   /// dropout, whose index has a fixed head stride): split, each rank's

@@ -16,10 +16,17 @@
 //   products, reshapes, transposes, rotary arithmetic, attention. A linear
 //   whose result reaches no other linear that way (the LM head: its result
 //   is the loss's) is in no block and runs whole;
-// - a lookup of the token ids in a table no other op reads (an untied
-//   embedding) is vocabulary-parallel (Megatron's VocabParallelEmbedding:
-//   each rank its block of rows, the lookup a partial sum). A tied table is
-//   also the head's weight, which runs whole, so it stays whole.
+// - the LM head, the linear whose result is the loss's logits, is
+//   column-parallel over the vocabulary (each rank the logits of its block
+//   of classes), and the loss vocabulary-parallel
+//   (lib/Transforms/Partition/VocabularyParallelLoss.h), as Megatron-LM's
+//   output layer and vocab_parallel_cross_entropy;
+// - a lookup of the token ids in a table the forward reads only in such
+//   lookups and as an LM head's weight (an untied embedding, or one tied to
+//   the head) is vocabulary-parallel (Megatron's VocabParallelEmbedding:
+//   each rank its block of rows, the lookup a partial sum). A head reading
+//   a copy made of the table (GPT-2's vocabulary padded to a multiple of
+//   64) is no parameter's: it runs whole and the table stays whole.
 // Whether the TP degree divides a weight's split dim is the caller's test.
 //
 //===----------------------------------------------------------------------===//
@@ -49,14 +56,19 @@ struct MegatronPartition {
   std::vector<Block> blocks;
   /// The vocabulary-parallel lookups, in program order.
   std::vector<tess::EmbeddingOp> vocabularyLookups;
+  /// The LM heads split over the vocabulary (their weights' output
+  /// features).
+  std::vector<tess::LinearOp> vocabularyHeads;
 
   bool isColumn(mlir::Operation *op) const { return columns.contains(op); }
   bool isRow(mlir::Operation *op) const { return rows.contains(op); }
   bool isVocabularyParallel(mlir::Operation *op) const {
     return lookups.contains(op);
   }
+  bool isVocabularyHead(mlir::Operation *op) const { return heads.contains(op); }
   /// The parameter arguments the partition splits (by argument number): the
-  /// blocks' weights and column biases, and the vocabulary-parallel tables.
+  /// blocks' weights and column biases, the heads' weights and biases, and
+  /// the vocabulary-parallel tables.
   bool splitsParameter(unsigned argument) const {
     return splitArguments.contains(argument);
   }
@@ -64,7 +76,7 @@ struct MegatronPartition {
     return tables.contains(argument);
   }
 
-  llvm::DenseSet<mlir::Operation *> columns, rows, lookups;
+  llvm::DenseSet<mlir::Operation *> columns, rows, lookups, heads;
   llvm::DenseSet<unsigned> splitArguments, tables;
 };
 

@@ -20,11 +20,13 @@
 //
 // Tensor parallelism (Megatron-LM's partition of a Transformer layer, the
 // rule a stage mesh compiles: tessera/Analysis/MegatronPartition.h). The
-// partition's column-parallel linears have their result split and their
-// input's gradient all-reduced in the backward; its row-parallel ones give a
-// partial sum, all-reduced in the forward; a vocabulary-parallel lookup of
-// the token ids (an untied table) is all-reduced too; any other linear (the
-// LM head) runs whole, and any other op's result is split when an operand
+// partition's column-parallel linears (and the LM head, over the
+// vocabulary) have their result split and their input's gradient
+// all-reduced in the backward; its row-parallel ones give a partial sum,
+// all-reduced in the forward; a vocabulary-parallel lookup of the token ids
+// is all-reduced too, and so are the vocabulary-parallel loss's row
+// statistics (three values a row forward, two backward); any other linear
+// runs whole, and any other op's result is split when an operand
 // is. A forward op's work divides by the TP degree t when it is a split
 // linear or when one of its operands or results is split. A backward op's
 // work divides by t when it reads a split weight, computes a split
@@ -190,6 +192,9 @@ struct ProgramProfile {
   struct TiedParameter {
     double elements = 0;
     bool split = false;
+    /// A vocabulary-parallel table: split only where TP divides the
+    /// vocabulary.
+    bool vocabulary = false;
     std::vector<size_t> units;
   };
   std::vector<TiedParameter> tiedParameters;
@@ -208,8 +213,7 @@ struct ProgramProfile {
 
   /// What TP degree t divides a vocabulary-parallel table by: t where it
   /// divides the vocabulary, else 1, as tess-annotate-sharding's `tp` (a
-  /// stage mesh) splits it. Only an untied table is vocabulary-parallel
-  /// (MegatronPartition.h); a tied one is counted whole.
+  /// stage mesh) splits it (MegatronPartition.h).
   int64_t vocabularyDivisor(int64_t tensorParallel) const {
     return vocabulary > 0 && vocabulary % tensorParallel == 0 ? tensorParallel
                                                                : 1;

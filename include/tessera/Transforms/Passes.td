@@ -1165,12 +1165,15 @@ def AnnotateSharding : Pass<"tess-annotate-sharding", "::mlir::ModuleOp"> {
       their gradients `tess.pieces`), where every op that touches the dim
       keeps its positions (lib/Transforms/Partition/PieceMajorRegion.h);
       else it stays replicated and each rank slices its heads before the
-      attention. A lookup of the token ids in an untied table (Llama's
-      `embed_tokens`) is vocabulary-parallel, as Megatron-LM's
+      attention. The LM head (the linear whose result is the loss's
+      logits) is column-parallel over the vocabulary, and
+      `tess-partition-spmd` computes the loss on each rank's block of
+      classes (Megatron-LM's vocab_parallel_cross_entropy). A lookup of the
+      token ids in a table the forward reads only there and as the head's
+      weight is vocabulary-parallel, as Megatron-LM's
       VocabParallelEmbedding: the table's rows over `tp`, the lookup a
       partial sum completed by one all-reduce, its gradient each rank's
-      block of rows. A tied table, the LM head (in no block: its result is
-      the loss's), norms and the loss are replicated. The rule is
+      block of rows. Norms are replicated. The rule is
       `tessera/Analysis/MegatronPartition.h`, which the pipeline's stage
       model prices too.
     - `dp-tp`: both, on a 2-D mesh.

@@ -127,6 +127,13 @@ void AnnotateShardingPass::seedTensorParallel(
         splitArgument(column.getBias(), 0);
     }
   }
+  // An LM head over the vocabulary: its weight's output features (and
+  // bias) over tp, so the logits arrive split over their classes.
+  for (tess::LinearOp head : partition.vocabularyHeads) {
+    splitArgument(head.getWeight(), head.getTransposeWeight() ? 0 : 1);
+    if (head.getBias())
+      splitArgument(head.getBias(), 0);
+  }
   // A vocabulary-parallel table: its rows over tp. The lookup's indexed
   // label follows the table (a partial sum over tp); its gradient is
   // computed as the rank's block of rows (vocabularyGradients).
@@ -224,13 +231,21 @@ void AnnotateShardingPass::runOnOperation() {
   // table's: their rows over tp.
   llvm::DenseSet<Operation *> rowBlockGradients;
   Operation *returnOp = function.getBody().front().getTerminator();
-  for (OpOperand &returned : returnOp->getOpOperands())
-    if (auto name = function.getResultAttrOfType<StringAttr>(
-            returned.getOperandNumber(), "tess.gradient");
-        name && vocabularyGradients.contains(name.getValue()))
-      if (auto gradient =
-              returned.get().getDefiningOp<tess::EmbeddingGradOp>())
-        rowBlockGradients.insert(gradient);
+  for (OpOperand &returned : returnOp->getOpOperands()) {
+    auto name = function.getResultAttrOfType<StringAttr>(
+        returned.getOperandNumber(), "tess.gradient");
+    if (!name || !vocabularyGradients.contains(name.getValue()))
+      continue;
+    // Through the sum with the head's part of a tied table's gradient.
+    SmallVector<Value> pending = {returned.get()};
+    while (!pending.empty()) {
+      Operation *producer = pending.pop_back_val().getDefiningOp();
+      if (isa_and_nonnull<tess::EmbeddingGradOp>(producer))
+        rowBlockGradients.insert(producer);
+      else if (isa_and_nonnull<tess::AddOp, tess::CastOp>(producer))
+        pending.append(producer->operand_begin(), producer->operand_end());
+    }
+  }
   const llvm::DenseMap<Value, TensorLayout> seeded = layouts;
   llvm::DenseMap<Operation *, std::string> broken;
   std::vector<std::pair<Operation *, std::string>> refused;

@@ -101,7 +101,8 @@ private:
   bool assignable(int label) const {
     return labels.isPartitionable(label) &&
            (labels.inResults(label) || labels.isSummed(label) ||
-            llvm::is_contained(labels.averaged, label));
+            llvm::is_contained(labels.averaged, label) ||
+            labels.kindOf(label) == tess::LabelKind::Classes);
   }
 };
 

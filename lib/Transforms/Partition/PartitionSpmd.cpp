@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "LayoutChoice.h"
+#include "VocabularyParallelLoss.h"
 #include "PieceMajorRegion.h"
 #include "Reshard.h"
 
@@ -83,6 +84,21 @@ std::pair<Value, Value> targetCounts(OpBuilder &builder, Location location,
   return {local, total};
 }
 
+/// The loss of a batch split over `axes` from `localLoss`, the mean over
+/// this rank's rows: the mean over every rank's counted targets.
+Value batchMean(OpBuilder &builder, Location location, Value localLoss,
+                tess::CrossEntropyOp loss, ArrayRef<unsigned> axes,
+                const cost::DeviceMesh &mesh) {
+  auto [local, total] = targetCounts(builder, location, loss.getTargets(),
+                                     loss.getIgnoreIndex(), axes, mesh);
+  Value sum = tess::MulOp::create(builder, location, localLoss, local);
+  for (unsigned axis : axes)
+    sum = tess::AllReduceOp::create(
+        builder, location, sum, builder.getStringAttr(mesh.axes[axis].name),
+        tess::CollectiveReduction::sum);
+  return tess::DivOp::create(builder, location, sum, total);
+}
+
 struct PartitionSpmdPass
     : tessera::impl::PartitionSpmdBase<PartitionSpmdPass> {
   using PartitionSpmdBase::PartitionSpmdBase;
@@ -92,6 +108,14 @@ struct PartitionSpmdPass
 private:
   LogicalResult partitionOp(Operation &op);
   LogicalResult markBlocks(Operation &op, const LayoutChoice &choice);
+  /// `op` (a loss or its gradient whose logits arrive split over their
+  /// classes) replaced by the vocabulary-parallel rewrite; the loss of a
+  /// split batch combined as partitionOp combines it.
+  LogicalResult partitionVocabularyParallelLoss(Operation &op,
+                                                const LayoutChoice &choice);
+  /// A vocabulary-parallel loss's rows, by its (local) logits: what its
+  /// gradient reads.
+  llvm::DenseMap<Value, VocabularyParallelRows> vocabularyRows;
   LogicalResult partitionArguments();
   LogicalResult partitionReturn();
   /// After the rewrite: every piece-major region (PieceMajorRegion.h) is
@@ -305,6 +329,12 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
       result.setType(localType(type, layout, mesh));
   if (failed(markBlocks(op, choice)))
     return failure();
+  // Logits split over their classes: Megatron's vocabulary-parallel loss
+  // (VocabularyParallelLoss.h) in place of the op.
+  if (isa<tess::CrossEntropyOp, tess::CrossEntropyGradOp>(op) &&
+      choice.operands[0].rank() > 0 &&
+      choice.operands[0].dimAxes.back() != kUnsplit)
+    return partitionVocabularyParallelLoss(op, choice);
   if (auto split = dyn_cast<tess::SplitOp>(op)) {
     // A piece-major split (tess.piece_major) of a split dim: each piece's
     // local block.
@@ -335,15 +365,8 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
     SmallVector<OpOperand *> uses;
     for (OpOperand &use : localLoss.getUses())
       uses.push_back(&use);
-    auto [local, total] =
-        targetCounts(builder, location, loss.getTargets(),
-                     loss.getIgnoreIndex(), choice.averagedAxes, mesh);
-    Value sum = tess::MulOp::create(builder, location, localLoss, local);
-    for (unsigned axis : choice.averagedAxes)
-      sum = tess::AllReduceOp::create(
-          builder, location, sum, builder.getStringAttr(mesh.axes[axis].name),
-          tess::CollectiveReduction::sum);
-    Value mean = tess::DivOp::create(builder, location, sum, total);
+    Value mean = batchMean(builder, location, localLoss, loss,
+                           choice.averagedAxes, mesh);
     for (OpOperand *use : uses)
       use->set(mean);
     layouts[mean] = choice.results[0];
@@ -365,6 +388,59 @@ LogicalResult PartitionSpmdPass::partitionOp(Operation &op) {
     for (OpOperand *use : uses)
       use->set(*moved);
   }
+  return success();
+}
+
+LogicalResult
+PartitionSpmdPass::partitionVocabularyParallelLoss(Operation &op,
+                                                   const LayoutChoice &choice) {
+  OpBuilder builder(&op);
+  builder.setInsertionPointAfter(&op);
+  Location location = op.getLoc();
+  unsigned classAxis =
+      static_cast<unsigned>(choice.operands[0].dimAxes.back());
+  StringRef axis = mesh.axes[classAxis].name;
+  Value logits = op.getOperand(0);
+  int64_t classes =
+      tensorType(logits).getShape().back() * mesh.axes[classAxis].size;
+  // The lowering's program description reads the loss's classes and
+  // ignore index from the function once no tess.cross_entropy is left.
+  auto recordLoss = [&](int64_t ignoreIndex) {
+    if (!step->hasAttr("tess.vocabulary"))
+      step->setAttr("tess.vocabulary", builder.getI64IntegerAttr(classes));
+    step->setAttr("tess.ignore_index", builder.getI64IntegerAttr(ignoreIndex));
+  };
+  Value replacement;
+  if (auto gradient = dyn_cast<tess::CrossEntropyGradOp>(op)) {
+    recordLoss(gradient.getIgnoreIndex());
+    // The rows the loss kept for it, else computed here.
+    auto found = vocabularyRows.find(logits);
+    VocabularyParallelRows rows =
+        found != vocabularyRows.end()
+            ? found->second
+            : vocabularyParallelRows(builder, location, logits,
+                                     gradient.getTargets(),
+                                     gradient.getIgnoreIndex(), axis, classes);
+    replacement = vocabularyParallelLossGradient(
+        builder, location, rows, gradient.getDloss(), logits.getType());
+  } else {
+    auto loss = cast<tess::CrossEntropyOp>(op);
+    recordLoss(loss.getIgnoreIndex());
+    VocabularyParallelRows &rows = vocabularyRows[logits];
+    replacement =
+        vocabularyParallelLoss(builder, location, logits, loss.getTargets(),
+                               loss.getIgnoreIndex(), axis, classes, rows);
+    if (!choice.averagedAxes.empty())
+      replacement = batchMean(builder, location, replacement, loss,
+                              choice.averagedAxes, mesh);
+  }
+  // The classes are complete in the loss; the gradient is split as its
+  // logits are.
+  TensorLayout layout = choice.results[0];
+  layout.partialAxes.clear();
+  layouts[replacement] = layout;
+  op.getResult(0).replaceAllUsesWith(replacement);
+  op.erase();
   return success();
 }
 

@@ -225,11 +225,12 @@ TEST_F(TwoLayerGptStage, MessagesInputsAndTheTiedGradientsPart) {
 }
 
 // Tests that the token table is split over a TP group as a stage mesh
-// compiles it (MegatronPartition.h): an untied table vocabulary-parallel
-// where the group divides the vocabulary (Llama 3's 128,256 classes), whole
-// where it does not (GPT-3's 50,257); a tied table, which the head reads
-// whole, whole. The position table is no lookup of the token ids: whole.
-TEST(StageMemory, OnlyAnUntiedDividedVocabularySplitsItsTable) {
+// compiles it (MegatronPartition.h): vocabulary-parallel, tied to the LM
+// head (GPT-2's, read by the head itself where the vocabulary needs no
+// padding) or untied (Llama 3's), where the group divides the vocabulary;
+// whole where it does not (GPT-3's 50,257). The position table is no lookup
+// of the token ids: whole.
+TEST(StageMemory, AVocabularyParallelTableSplitsWhereTheGroupDividesIt) {
   auto cluster = cost::loadCluster("h200");
   ASSERT_TRUE(static_cast<bool>(cluster));
   auto gradientsOfEmbedding = [&](const ProgramProfile &program) {
@@ -250,7 +251,8 @@ TEST(StageMemory, OnlyAnUntiedDividedVocabularySplitsItsTable) {
 
   std::optional<ProgramProfile> tied = gptProfile(shape);
   ASSERT_TRUE(tied);
-  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*tied), (table + positions) * 2);
+  EXPECT_EQ(tied->vocabularyDivisor(2), 2);
+  EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*tied), (table / 2 + positions) * 2);
 
   shape.tied = false;
   std::optional<ProgramProfile> untied = gptProfile(shape);

@@ -160,7 +160,8 @@ ShardingLabels attention(Operation *op, bool hasMask, double dropout) {
 }
 
 /// logits [..., V], targets [...]: the rows are averaged; the gradient's
-/// rows follow the logits; dloss is a replicated scalar.
+/// rows follow the logits; dloss is a replicated scalar. The classes (V)
+/// split only where the logits arrive split (LabelKind::Classes).
 ShardingLabels crossEntropy(Operation *op, bool gradient) {
   Labeler labeler(op);
   size_t rows = shapeOf(op->getOperand(1)).size();
@@ -172,6 +173,10 @@ ShardingLabels crossEntropy(Operation *op, bool gradient) {
     if (gradient)
       labeler.result(0)[dim] = label;
   }
+  int classes = labeler.fresh(LabelKind::Classes);
+  labeler.operand(0)[rows] = classes;
+  if (gradient)
+    labeler.result(0)[rows] = classes;
   if (gradient)
     labeler.linearIn({2});
   return labeler.take();

@@ -27,6 +27,8 @@ StringRef tessera::tess::stringifyLabelKind(LabelKind kind) {
     return "indexed";
   case LabelKind::Pieced:
     return "pieced";
+  case LabelKind::Classes:
+    return "classes";
   case LabelKind::Streamed:
     return "streamed";
   }
