@@ -104,6 +104,8 @@ MegatronStageOracle::sums(int64_t batch, int64_t tensorParallel,
   // Each distinct structure once; units then add up their structure's.
   std::vector<UnitSums::Additive> ofStructure(profile.structures.size() * 2);
   std::vector<double> workingOfStructure(profile.structures.size() * 2);
+  std::vector<double> tensorParallelWorkingOfStructure(
+      profile.structures.size() * 2);
   for (auto [index, unit] : llvm::enumerate(profile.structures)) {
     // Slot 0: as the embedding and head run (never recomputed); slot 1: as
     // a layer runs under `remat`.
@@ -132,8 +134,12 @@ MegatronStageOracle::sums(int64_t batch, int64_t tensorParallel,
       sum.uncopiedReplicated = unit.uncopiedParameters.replicated;
       sum.uncopiedVocabulary = unit.uncopiedParameters.vocabulary;
       sum.stepOnce = seconds(unit.stepOnce, device, 1, tensorParallel);
-      workingOfStructure[slot] =
-          backwardWorkingBytes(unit, mode).at(samples, tensorParallel);
+      TensorBytes working = backwardWorkingBytes(unit, mode);
+      workingOfStructure[slot] = working.at(samples, tensorParallel);
+      tensorParallelWorkingOfStructure[slot] =
+          tensorParallel > 1
+              ? working.tensorParallelOnly.at(samples) / tensorParallel
+              : 0.0;
     }
   }
 
@@ -141,12 +147,14 @@ MegatronStageOracle::sums(int64_t batch, int64_t tensorParallel,
   size_t unitCount = profile.units.size();
   result.prefix.assign(unitCount + 1, UnitSums::Additive());
   result.working.assign(unitCount, 0);
+  result.tensorParallelWorking.assign(unitCount, 0);
   for (size_t unit = 0; unit < unitCount; ++unit) {
     bool layer = profile.units[unit].kind == UnitKind::Layer;
     size_t slot = profile.structureOf[unit] * 2 + (layer ? 1 : 0);
     result.prefix[unit + 1] = result.prefix[unit];
     result.prefix[unit + 1].accumulate(ofStructure[slot], 1);
     result.working[unit] = workingOfStructure[slot];
+    result.tensorParallelWorking[unit] = tensorParallelWorkingOfStructure[slot];
   }
   return cache.emplace(key, std::move(result)).first->second;
 }
@@ -189,10 +197,15 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     bool wholeProgram = query.firstUnit == 0 &&
                         query.endUnit == profile.units.size() &&
                         query.boundaryCrossings == 1;
-    base.memory.working = unitSums.workingOver(query.firstUnit, query.endUnit,
-                                               profile.structureOf) *
-                          (wholeProgram ? profile.workingScale
-                                        : query.boundaryCrossings);
+    // (The calibration runs one device: a tensor-parallel program's own
+    // temporaries are not scaled by it.)
+    base.memory.working =
+        wholeProgram
+            ? unitSums.workingOver(query.firstUnit, query.endUnit,
+                                   profile.structureOf, profile.workingScale)
+            : unitSums.workingOver(query.firstUnit, query.endUnit,
+                                   profile.structureOf) *
+                  query.boundaryCrossings;
 
     // Receive the input and send the output, activations forward and
     // gradients backward, 1/t per device, each on the link to the
@@ -339,13 +352,14 @@ bool MegatronStageOracle::layersDivide(size_t firstUnit, size_t endUnit,
 }
 
 double MegatronStageOracle::UnitSums::workingOver(
-    size_t firstUnit, size_t endUnit,
-    const std::vector<unsigned> &structureOf) const {
+    size_t firstUnit, size_t endUnit, const std::vector<unsigned> &structureOf,
+    double calibrated) const {
   // Repeated layers share a structure: the first and last units and one
   // unit of each run of a structure are enough.
   double largest = 0;
   for (size_t unit = firstUnit; unit < endUnit; ++unit) {
-    largest = std::max(largest, working[unit]);
+    double own = tensorParallelWorking[unit];
+    largest = std::max(largest, (working[unit] - own) * calibrated + own);
     while (unit + 1 < endUnit && structureOf[unit + 1] == structureOf[unit])
       ++unit;
   }

@@ -593,6 +593,30 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       unitProfile.working += peak;
     }
 
+    // The vocabulary-parallel loss (logits split over their classes) as
+    // tess-partition-spmd builds it: it keeps each row's f32 softmax and
+    // which class is its target for the backward instead of the logits,
+    // and holds three f32 blocks of the logits' shape at once in the
+    // forward (the f32 logits, x - max, exp) and three in the backward
+    // (softmax * scale, the target's scale, their difference).
+    for (Operation *op : ops)
+      if (auto loss = llvm::dyn_cast<tess::CrossEntropyOp>(op);
+          loss && divided(loss.getLogits())) {
+        auto type = llvm::cast<RankedTensorType>(loss.getLogits().getType());
+        Affine logits = twins.bytes(loss.getLogits());
+        double elementsPerByte = 8.0 / type.getElementTypeBitWidth();
+        // `bytesPerElement` of every logit, less `minusLogits` times the
+        // logits' own bytes.
+        auto scaled = [&](double bytesPerElement, double minusLogits) {
+          double factor = elementsPerByte * bytesPerElement - minusLogits;
+          return Affine{logits.atOne * factor, logits.perSample * factor};
+        };
+        Affine kept = scaled(4 + 1, 1);
+        unitProfile.savedAll.tensorParallelOnly += kept;
+        unitProfile.savedSelective.tensorParallelOnly += kept;
+        unitProfile.working.tensorParallelOnly += scaled(2 * 3 * 4, 0);
+      }
+
     llvm::DenseSet<Value> prepared;
     for (Operation *op : ops)
       for (Value operand : op->getOperands())

@@ -195,10 +195,15 @@ private:
       }
     };
     std::vector<Additive> prefix;
-    std::vector<double> working;
+    /// Per unit: its working set, and the part of it only a
+    /// tensor-parallel program has (TensorBytes::tensorParallelOnly).
+    std::vector<double> working, tensorParallelWorking;
 
+    /// The largest unit working set of [firstUnit, endUnit), the part a
+    /// one-device step calibrates scaled by `calibrated`.
     double workingOver(size_t firstUnit, size_t endUnit,
-                       const std::vector<unsigned> &structureOf) const;
+                       const std::vector<unsigned> &structureOf,
+                       double calibrated = 1) const;
   };
 
   const UnitSums &sums(int64_t batch, int64_t tensorParallel,

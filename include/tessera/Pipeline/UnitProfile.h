@@ -80,13 +80,22 @@ struct Affine {
 struct TensorBytes {
   Affine replicated;
   Affine split;
+  /// What only a tensor-parallel program holds, already divided like
+  /// `split` (t > 1): the vocabulary-parallel loss's kept softmax and its
+  /// f32 temporaries, less the logits that loss no longer keeps
+  /// (VocabularyParallelLoss.h; at t = 1 the fused loss kernel runs).
+  Affine tensorParallelOnly;
 
   double at(double batch, int64_t tensorParallel) const {
-    return replicated.at(batch) + split.at(batch) / tensorParallel;
+    return replicated.at(batch) +
+           (split.at(batch) +
+            (tensorParallel > 1 ? tensorParallelOnly.at(batch) : 0.0)) /
+               tensorParallel;
   }
   TensorBytes &operator+=(const TensorBytes &other) {
     replicated += other.replicated;
     split += other.split;
+    tensorParallelOnly += other.tensorParallelOnly;
     return *this;
   }
 };

@@ -268,3 +268,22 @@ TEST(StageMemory, AVocabularyParallelTableSplitsWhereTheGroupDividesIt) {
   EXPECT_DOUBLE_EQ(gradientsOfEmbedding(*undivided),
                    (50257.0 * shape.width + positions) * 2);
 }
+
+// Tests that the head's unit carries what only its tensor-parallel program
+// holds, as tess-partition-spmd builds the vocabulary-parallel loss
+// (VocabularyParallelLoss.h): the kept f32 softmax and the target mask (one
+// byte) of every logit instead of the bf16 logits, and three f32 blocks of
+// the logits' shape at once in the forward and three in the backward; at
+// TP 1 the fused loss kernel runs and none of it is there.
+TEST_F(TwoLayerGptStage, TheVocabularyParallelLossOnlyUnderTensorParallelism) {
+  const UnitProfile &head = profile->unit(profile->units.size() - 1);
+  double logits = 2.0 * shape.sequence * shape.vocabulary; // 2 samples
+  EXPECT_DOUBLE_EQ(head.savedAll.tensorParallelOnly.at(2), logits * (4 + 1 - 2));
+  EXPECT_DOUBLE_EQ(head.working.tensorParallelOnly.at(2), logits * 2 * 3 * 4);
+  // At TP 2: the split part and this, halved, beside the replicated part.
+  EXPECT_DOUBLE_EQ(head.savedAll.at(2, 2) - head.savedAll.at(2, 1) / 2,
+                   logits * (4 + 1 - 2) / 2 +
+                       head.savedAll.replicated.at(2) / 2);
+  // No layer has it.
+  EXPECT_DOUBLE_EQ(profile->unit(1).working.tensorParallelOnly.at(2), 0);
+}
