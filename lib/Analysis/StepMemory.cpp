@@ -106,8 +106,9 @@ int64_t paddedGemmScratchBytes(func::FuncOp function) {
 namespace {
 
 /// The op where the arena's blocks, live over [first, last], add up to the
-/// most bytes, and the bytes of the blocks alive across the first loss that
-/// the forward made (not casts of parameters, which are weights).
+/// most bytes, and the bytes of the blocks alive across the first loss (or
+/// the first read of the loss scale) that the forward made (not casts of
+/// parameters, which are weights).
 void analyzeLiveness(func::FuncOp function, const FunctionArenaPlan &plan,
                      StepMemory &memory) {
   SmallVector<Operation *> ops;
@@ -127,9 +128,22 @@ void analyzeLiveness(func::FuncOp function, const FunctionArenaPlan &plan,
     }
   }
 
+  // The loss op; a vocabulary-parallel loss (tess-partition-spmd's, of
+  // tess ops) has none, and its backward starts at the loss scale.
+  auto readsLossScale = [&](Operation *op) {
+    return llvm::any_of(op->getOperands(), [&](Value operand) {
+      auto argument = dyn_cast<BlockArgument>(operand);
+      auto role = argument ? function.getArgAttrOfType<StringAttr>(
+                                 argument.getArgNumber(), "tess.input")
+                           : StringAttr();
+      return role && role.getValue() == "loss_scale";
+    });
+  };
   auto loss = llvm::find_if(ops, [](Operation *op) {
     return isa<tess::CrossEntropyOp, tess::CrossEntropyWithGradOp>(op);
   });
+  if (loss == ops.end())
+    loss = llvm::find_if(ops, readsLossScale);
   if (loss == ops.end())
     return;
   int64_t boundary = loss - ops.begin();

@@ -241,3 +241,36 @@ TEST(StepMemory, OffloadedOptimizerKeepsTheStepsStateOnTheGpu) {
 }
 
 } // namespace
+
+// Tests that a step with no loss op (a vocabulary-parallel loss, which
+// tess-partition-spmd builds of tess ops) still says what its forward
+// keeps for the backward: the blocks alive across the first read of the
+// loss scale, where its backward starts.
+TEST(StepMemory, TheBackwardOfALossOfTessOpsStartsAtTheLossScale) {
+  mlir::MLIRContext context;
+  context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+    func.func @forward_backward(
+        %x: tensor<4x8xf32> {tess.input = "input_ids"},
+        %scale: tensor<f32> {tess.input = "loss_scale"},
+        %w: tensor<16x8xf32> {tess.parameter})
+        -> (tensor<f32>, tensor<16x8xf32> {tess.gradient}) {
+      %y = tess.linear %x, %w {transpose_weight} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+      %e = tess.exp %y : tensor<4x16xf32>
+      %s = tess.reduce_sum %e {dims = array<i64: 0, 1>} : (tensor<4x16xf32>) -> tensor<f32>
+      %g = tess.mul %e, %scale : (tensor<4x16xf32>, tensor<f32>) -> tensor<4x16xf32>
+      %h = tess.mul %g, %y : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32>
+      %dw = tess.matmul %h, %x {transpose_lhs} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
+      return %s, %dw : tensor<f32>, tensor<16x8xf32>
+    })mlir",
+                                              &context);
+  ASSERT_TRUE(module);
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+  mlir::FailureOr<tessera::StepMemory> memory =
+      tessera::estimateStepMemory(step, /*microBatches=*/1);
+  ASSERT_TRUE(mlir::succeeded(memory));
+  // %y, alive across the backward's first op (the one reading the loss
+  // scale); %e dies there.
+  EXPECT_EQ(memory->savedForBackwardBytes, 4 * 16 * 4);
+}
