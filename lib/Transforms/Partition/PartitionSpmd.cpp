@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "LayoutChoice.h"
-#include "VocabularyParallelLoss.h"
 #include "PieceMajorRegion.h"
 #include "Reshard.h"
+#include "VocabularyParallelLoss.h"
 
 #include "tessera/Sharding/PlanAnnotation.h"
 #include "tessera/Transforms/Passes.h"
