@@ -66,6 +66,13 @@ struct Twins {
   Affine bytes(Value value) const {
     return line(bytesOf(value), bytesOf(twin(value)));
   }
+  Affine elements(Value value) const {
+    auto count = [](Value of) {
+      return static_cast<double>(
+          llvm::cast<RankedTensorType>(of.getType()).getNumElements());
+    };
+    return line(count(value), count(twin(value)));
+  }
 };
 
 bool isParameterArgument(Value value, func::FuncOp function) {
@@ -264,13 +271,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       // The vocabulary-parallel loss: each row's maximum, exponent sum and
       // target logit all-reduced in f32, the first two again for the
       // gradient (VocabularyParallelLoss.h).
-      Affine rowBytes = twins.bytes(loss.getTargets());
-      double perRow =
-          4.0 / llvm::cast<RankedTensorType>(loss.getTargets().getType())
-                    .getElementTypeBitWidth() *
-          8;
-      rowBytes.atOne *= perRow;
-      rowBytes.perSample *= perRow;
+      Affine rowBytes = twins.elements(loss.getTargets()) * 4;
       forwardAllReduce[&op].assign(3, rowBytes);
       backwardAllReduce[&op].assign(2, rowBytes);
       continue;
@@ -602,19 +603,12 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     for (Operation *op : ops)
       if (auto loss = llvm::dyn_cast<tess::CrossEntropyOp>(op);
           loss && divided(loss.getLogits())) {
-        auto type = llvm::cast<RankedTensorType>(loss.getLogits().getType());
-        Affine logits = twins.bytes(loss.getLogits());
-        double elementsPerByte = 8.0 / type.getElementTypeBitWidth();
-        // `bytesPerElement` of every logit, less `minusLogits` times the
-        // logits' own bytes.
-        auto scaled = [&](double bytesPerElement, double minusLogits) {
-          double factor = elementsPerByte * bytesPerElement - minusLogits;
-          return Affine{logits.atOne * factor, logits.perSample * factor};
-        };
-        Affine kept = scaled(4 + 1, 1);
+        Affine logits = twins.elements(loss.getLogits());
+        Affine kept = logits * (4 + 1);
+        kept += twins.bytes(loss.getLogits()) * -1;
         unitProfile.savedAll.tensorParallelOnly += kept;
         unitProfile.savedSelective.tensorParallelOnly += kept;
-        unitProfile.working.tensorParallelOnly += scaled(2 * 3 * 4, 0);
+        unitProfile.working.tensorParallelOnly += logits * (2 * 3 * 4);
       }
 
     llvm::DenseSet<Value> prepared;

@@ -69,6 +69,9 @@ struct Affine {
   double perSample = 0;
 
   double at(double batch) const { return atOne + (batch - 1) * perSample; }
+  Affine operator*(double factor) const {
+    return {atOne * factor, perSample * factor};
+  }
   Affine &operator+=(const Affine &other) {
     atOne += other.atOne;
     perSample += other.perSample;

@@ -130,6 +130,24 @@ void targetRows(OpBuilder &builder, Location location, Value targets,
                               f32Scalar(builder, location, 1.0));
 }
 
+/// The loss's row sums and what its gradient reads of them.
+struct LossRows {
+  RowSums sums;
+  VocabularyParallelRows kept;
+};
+
+LossRows lossRows(OpBuilder &builder, Location location, Value logits,
+                  Value targets, int64_t ignoreIndex, StringRef axis,
+                  int64_t classes) {
+  LossRows rows;
+  rows.sums = rowSums(builder, location, logits, axis);
+  targetRows(builder, location, targets, ignoreIndex, axis, classes,
+             typeOf(logits).getShape().back(), rows.kept);
+  rows.kept.softmax = tess::DivOp::create(builder, location,
+                                          rows.sums.exponents, rows.sums.sum);
+  return rows;
+}
+
 } // namespace
 
 VocabularyParallelRows vocabularyParallelRows(OpBuilder &builder,
@@ -137,21 +155,19 @@ VocabularyParallelRows vocabularyParallelRows(OpBuilder &builder,
                                               Value targets,
                                               int64_t ignoreIndex,
                                               StringRef axis, int64_t classes) {
-  VocabularyParallelRows rows;
-  vocabularyParallelLoss(builder, location, logits, targets, ignoreIndex, axis,
-                         classes, rows);
-  return rows;
+  return lossRows(builder, location, logits, targets, ignoreIndex, axis,
+                  classes)
+      .kept;
 }
 
 Value vocabularyParallelLoss(OpBuilder &builder, Location location,
                              Value logits, Value targets, int64_t ignoreIndex,
                              StringRef axis, int64_t classes,
                              VocabularyParallelRows &rows) {
-  RowSums sums = rowSums(builder, location, logits, axis);
-  targetRows(builder, location, targets, ignoreIndex, axis, classes,
-             typeOf(logits).getShape().back(), rows);
-  rows.softmax =
-      tess::DivOp::create(builder, location, sums.exponents, sums.sum);
+  LossRows both = lossRows(builder, location, logits, targets, ignoreIndex,
+                           axis, classes);
+  const RowSums &sums = both.sums;
+  rows = both.kept;
   // The target's logit: on the rank whose block holds it, 0 on the others.
   Value picked = tess::WhereOp::create(builder, location, rows.isTarget,
                                        sums.logits,
