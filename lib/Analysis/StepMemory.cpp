@@ -130,14 +130,9 @@ void analyzeLiveness(func::FuncOp function, const FunctionArenaPlan &plan,
 
   // The loss op; a vocabulary-parallel loss (tess-partition-spmd's, of
   // tess ops) has none, and its backward starts at the loss scale.
+  BlockArgument lossScale = lossScaleArgument(function);
   auto readsLossScale = [&](Operation *op) {
-    return llvm::any_of(op->getOperands(), [&](Value operand) {
-      auto argument = dyn_cast<BlockArgument>(operand);
-      auto role = argument ? function.getArgAttrOfType<StringAttr>(
-                                 argument.getArgNumber(), "tess.input")
-                           : StringAttr();
-      return role && role.getValue() == "loss_scale";
-    });
+    return lossScale && llvm::is_contained(op->getOperands(), lossScale);
   };
   auto loss = llvm::find_if(ops, [](Operation *op) {
     return isa<tess::CrossEntropyOp, tess::CrossEntropyWithGradOp>(op);
@@ -336,6 +331,15 @@ FailureOr<TrainingStateBytes> trainingStateBytes(func::FuncOp forwardBackward,
         (shardsGradients ? elements - pendingElements + shardElements
                          : elements);
   return state;
+}
+
+BlockArgument lossScaleArgument(func::FuncOp forwardBackward) {
+  for (BlockArgument argument : forwardBackward.getArguments())
+    if (auto role = forwardBackward.getArgAttrOfType<StringAttr>(
+            argument.getArgNumber(), "tess.input");
+        role && role.getValue() == "loss_scale")
+      return argument;
+  return {};
 }
 
 FailureOr<StepMemory> estimateStepMemory(func::FuncOp forwardBackward,

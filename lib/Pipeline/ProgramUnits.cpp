@@ -3,6 +3,7 @@
 #include "tessera/Pipeline/ProgramUnits.h"
 
 #include "Tess/IR/TessOps.h"
+#include "tessera/Analysis/StepMemory.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -63,11 +64,8 @@ llvm::Expected<ProgramUnits> partitionIntoUnits(ModuleOp module) {
   // scale (a vocabulary-parallel loss's gradient, computed of tess ops by
   // tess-partition-spmd, is no tess.cross_entropy_grad).
   llvm::DenseSet<Value> gradientValues;
-  for (BlockArgument argument : body.getArguments())
-    if (auto role = function.getArgAttrOfType<StringAttr>(
-            argument.getArgNumber(), "tess.input");
-        role && role.getValue() == "loss_scale")
-      gradientValues.insert(argument);
+  if (BlockArgument lossScale = lossScaleArgument(function))
+    gradientValues.insert(lossScale);
   for (Operation &op : body) {
     if (&op == terminator)
       continue;

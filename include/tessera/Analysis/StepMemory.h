@@ -142,6 +142,10 @@ struct StepMemory {
 /// request (0: every product runs in place).
 int64_t paddedGemmScratchBytes(mlir::func::FuncOp function);
 
+/// The step's loss scale (its `tess.input = "loss_scale"` argument), where
+/// its backward begins, or null.
+mlir::BlockArgument lossScaleArgument(mlir::func::FuncOp forwardBackward);
+
 /// The memory of `forwardBackward` as the lowering will compile it (see the
 /// file comment) trained with `microBatches` micro-batches per step. Fails
 /// with a diagnostic when the arena cannot be planned (a dynamic shape).
