@@ -90,8 +90,9 @@ constexpr int kLayoutRow = 3 + TESSERA_MAX_RANK;
 /// The C names of one emitted step's functions and globals. The whole
 /// step's are the ones every program has had (tessera_forward_backward,
 /// tessera_arena, ...); a pipeline stage's carry its function's name
-/// (tessera_stage1_forward, tessera_stage1_forward_arena, ...), so that the
-/// stages share one translation unit, each with its own arena.
+/// (tessera_stage1_forward, tessera_stage1_forward_layouts, ...), so that
+/// the stages share one translation unit. A pipeline device's chunk
+/// functions share one arena and stream (DeviceArena).
 struct StepNames {
   std::string wrapper, steps, layouts, arena, arenaBytes, stream, table,
       constant;
@@ -109,6 +110,26 @@ struct StepNames {
     names.table = globals + "_table_";
     names.constant = globals + "_constant_";
     return names;
+  }
+};
+
+/// The arena (and own stream) of one pipeline device, which every function
+/// of its chunks (prepare, forward, backward, interleaved chunks' alike)
+/// uses: the device calls them one after another on one stream (one
+/// thread), and an arena holds only a call's temporaries (what crosses
+/// calls, the stash, the messages and the residents, is the caller's
+/// storage), so the device needs the largest function's arena, not their
+/// sum. Its size is that largest one's, set once every function is built.
+struct DeviceArena {
+  std::string arena, arenaBytes, stream;
+  /// The size global, whose value is set last.
+  emitc::GlobalOp bytesGlobal;
+  int64_t bytes = 0;
+
+  static DeviceArena of(int64_t device) {
+    std::string globals = "tessera_device" + std::to_string(device);
+    return {globals + "_arena", globals + "_arena_bytes",
+            globals + "_stream", nullptr, 0};
   }
 };
 
@@ -180,16 +201,49 @@ const KernelCallPatterns &kernelCallPatterns() {
   return patterns;
 }
 
+/// At the builder's insertion point: `static const int64_t <arenaBytes> =
+/// bytes;` and the thread-local arena pointer (and, cuda, the own stream)
+/// tessera_[cuda_]arena_acquire fills on the first call. Any program's
+/// ranks may be threads of one process, each with its own arena and
+/// stream: a mesh's or a pipeline's (the drivers' test beds) and
+/// data-parallel ranks (`--thread-ranks N`, on the host or sharing a GPU).
+/// Returns the size's global.
+emitc::GlobalOp emitArenaGlobals(OpBuilder &builder, Location loc,
+                                 StringRef arena, StringRef arenaBytes,
+                                 StringRef stream, int64_t bytes, bool cuda) {
+  auto global = emitc::GlobalOp::create(
+      builder, loc, arenaBytes, builder.getI64Type(),
+      builder.getI64IntegerAttr(bytes),
+      /*extern_specifier=*/false, /*static_specifier=*/true,
+      /*const_specifier=*/true);
+  auto threadLocalGlobal = [&](StringRef name, StringRef cType) {
+    emitc::VerbatimOp::create(
+        builder, loc,
+        builder.getStringAttr(
+            ("static thread_local " + cType + " " + name + " = NULL;").str()));
+  };
+  threadLocalGlobal(arena, "uint8_t*");
+  if (cuda)
+    threadLocalGlobal(stream, "cudaStream_t");
+  return global;
+}
+
 /// Builds the body of tessera_forward_backward_steps from @forward_backward.
 class StepBuilder : public KernelCallContext {
 public:
   StepBuilder(ModuleOp module, func::FuncOp source,
               const FunctionArenaPlan &plan, const TargetConventions &target,
-              const StepSignature &signature)
+              const StepSignature &signature, DeviceArena *device = nullptr)
       : module(module), source(source), plan(plan), target(target),
         signature(signature), names(StepNames::of(source.getSymName())),
-        context(module.getContext()),
-        types(context), builder(context), loc(source.getLoc()) {}
+        device(device), context(module.getContext()), types(context),
+        builder(context), loc(source.getLoc()) {
+    if (device) {
+      names.arena = device->arena;
+      names.arenaBytes = device->arenaBytes;
+      names.stream = device->stream;
+    }
+  }
 
   /// Emits the step functions before `source`; fails with a diagnostic on
   /// an op without a kernel.
@@ -287,6 +341,9 @@ private:
   const TargetConventions &target;
   const StepSignature &signature;
   StepNames names;
+  /// A pipeline chunk's function: the device's shared arena, which this
+  /// function's size grows and whose globals the caller emits.
+  DeviceArena *device;
   /// One rank's program of a mesh (MeshProgram.h) or one stage of a
   /// pipeline: its ranks may be threads of one process, so the arena and
   /// the stream are per thread.
@@ -992,23 +1049,12 @@ LogicalResult StepBuilder::build() {
   // none).
   builder.setInsertionPoint(steps);
   arenaBytes = llvm::alignTo(arenaBytes, kArenaAlignment);
-  emitc::GlobalOp::create(builder, loc, names.arenaBytes, types.i64,
-                          builder.getI64IntegerAttr(arenaBytes),
-                          /*extern_specifier=*/false,
-                          /*static_specifier=*/true,
-                          /*const_specifier=*/true);
-  // Any program's ranks may be threads of one process, each with its own
-  // arena and stream: a mesh's or a pipeline's (the drivers' test beds) and
-  // data-parallel ranks (`--thread-ranks N`, on the host or sharing a GPU).
-  auto threadLocalGlobal = [&](StringRef name, StringRef cType) {
-    emitc::VerbatimOp::create(
-        builder, loc,
-        builder.getStringAttr(
-            ("static thread_local " + cType + " " + name + " = NULL;").str()));
-  };
-  threadLocalGlobal(names.arena, "uint8_t*");
-  if (target.cuda)
-    threadLocalGlobal(names.stream, "cudaStream_t");
+  if (device) {
+    device->bytes = std::max(device->bytes, arenaBytes);
+    return success();
+  }
+  emitArenaGlobals(builder, loc, names.arena, names.arenaBytes, names.stream,
+                   arenaBytes, target.cuda);
   return success();
 }
 
@@ -1376,13 +1422,13 @@ void LowerToEmitCPass::runOnOperation() {
   // (and, given `writePositions`, its gradients' write positions).
   auto lower = [&](func::FuncOp source, const StepSignature &signature,
                    std::vector<int32_t> *writePositions = nullptr,
-                   std::vector<int32_t> *readIntervals =
-                       nullptr) -> FailureOr<std::string> {
+                   std::vector<int32_t> *readIntervals = nullptr,
+                   DeviceArena *device = nullptr) -> FailureOr<std::string> {
     FailureOr<FunctionArenaPlan> plan =
         planLoweredFunction(source, printArenaPlan);
     if (failed(plan))
       return failure();
-    StepBuilder steps(module, source, *plan, *conventions, signature);
+    StepBuilder steps(module, source, *plan, *conventions, signature, device);
     if (failed(steps.build()))
       return failure();
     if (writePositions)
@@ -1402,11 +1448,23 @@ void LowerToEmitCPass::runOnOperation() {
     info->parameterStepDtypes.clear();
     PipelineProgram &program = **pipeline;
     info->flopsPerMicroBatch = 0;
+    // One arena per device (DeviceArena), its globals after the includes,
+    // where every chunk function's code can name them.
+    std::vector<DeviceArena> devices;
+    for (int64_t device = 0; device < program.stages; ++device) {
+      devices.push_back(DeviceArena::of(device));
+      DeviceArena &arena = devices.back();
+      arena.bytesGlobal =
+          emitArenaGlobals(builder, loc, arena.arena, arena.arenaBytes,
+                           arena.stream, 0, conventions->cuda);
+    }
     for (auto *stages :
          {&program.prepares, &program.forwards, &program.backwards})
-      for (StageFunction &stage : *stages) {
+      for (auto [chunk, stage] : llvm::enumerate(*stages)) {
+        DeviceArena &device =
+            devices[chunk % static_cast<size_t>(program.stages)];
         FailureOr<std::string> call =
-            lower(stage.function, stage.signature);
+            lower(stage.function, stage.signature, nullptr, nullptr, &device);
         if (failed(call))
           return signalPassFailure();
         stage.call = *call;
@@ -1415,6 +1473,9 @@ void LowerToEmitCPass::runOnOperation() {
         if (stages != &program.prepares)
           info->flopsPerMicroBatch += stage.flops;
       }
+    for (DeviceArena &device : devices)
+      device.bytesGlobal.setInitialValueAttr(
+          builder.getI64IntegerAttr(device.bytes));
     builder.setInsertionPointToEnd(module.getBody());
     pipelineTable = emitPipelineTables(builder, loc, program);
   } else {

@@ -288,7 +288,10 @@ estimatePipelineMemory(ModuleOp module) {
         FailureOr<FunctionArenaPlan> arena = planFunctionArena(function);
         if (failed(arena))
           return failure();
-        memory.arenaBytes += arena->layout.totalBytes;
+        // One arena a device, the largest of its functions' (the
+        // lowering's DeviceArena).
+        memory.arenaBytes =
+            std::max(memory.arenaBytes, arena->layout.totalBytes);
         memory.gemmScratchBytes =
             std::max(memory.gemmScratchBytes, paddedGemmScratchBytes(function));
       }

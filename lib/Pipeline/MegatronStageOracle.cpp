@@ -189,10 +189,11 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     base.tensorParallelCommunication = range.tensorParallelCommunication;
     base.modelFlops = range.modelFlops;
     // The kept values are the compiled stash's (the saved values a chunk's
-    // forward returns), exact. A chunk's forward and backward each have an
-    // arena of their own (interleaved: a pair per chunk); the whole program
-    // as one stage compiles as the one-device step, one arena whose peak
-    // the calibration (ProgramProfile::workingScale) measured.
+    // forward returns), exact. A device's chunk functions (forward and
+    // backward, interleaved chunks' alike) share one arena, whose peak is
+    // the largest unit's working set; the whole program as one stage
+    // compiles as the one-device step, one arena whose peak the
+    // calibration (ProgramProfile::workingScale) measured.
     base.memory.activationsPerMicroBatch = range.kept;
     bool wholeProgram = query.firstUnit == 0 &&
                         query.endUnit == profile.units.size() &&
@@ -204,8 +205,7 @@ MegatronStageOracle::plans(const StageQuery &query) const {
             ? unitSums.workingOver(query.firstUnit, query.endUnit,
                                    profile.structureOf, profile.workingScale)
             : unitSums.workingOver(query.firstUnit, query.endUnit,
-                                   profile.structureOf) *
-                  query.boundaryCrossings;
+                                   profile.structureOf);
 
     // Receive the input and send the output, activations forward and
     // gradients backward, 1/t per device, each on the link to the

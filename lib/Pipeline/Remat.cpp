@@ -30,37 +30,39 @@ std::optional<RematMode> parseRematName(llvm::StringRef name) {
   return std::nullopt;
 }
 
-const TensorBytes &keptActivations(const UnitProfile &unit, RematMode mode) {
+namespace {
+
+/// What `mode` reads of a unit: `none`'s, `selective`'s or `full`'s.
+template <typename T>
+const T &byMode(RematMode mode, const T &none, const T &selective,
+                const T &full) {
   switch (mode) {
   case RematMode::Selective:
-    return unit.savedSelective;
+    return selective;
   case RematMode::Full:
-    return unit.savedInput;
+    return full;
   case RematMode::None:
     break;
   }
-  return unit.savedAll;
+  return none;
 }
 
-TensorBytes backwardWorkingBytes(const UnitProfile &unit, RematMode mode) {
-  TensorBytes bytes = unit.working;
-  if (mode == RematMode::Full)
-    bytes += unit.savedAll;
-  return bytes;
+} // namespace
+
+const TensorBytes &keptActivations(const UnitProfile &unit, RematMode mode) {
+  return byMode(mode, unit.savedAll, unit.savedSelective, unit.savedInput);
+}
+
+const TensorBytes &backwardWorkingBytes(const UnitProfile &unit,
+                                        RematMode mode) {
+  return byMode(mode, unit.working, unit.workingSelective,
+                unit.workingRecomputing);
 }
 
 const std::vector<OpRecord> &recomputedOps(const UnitProfile &unit,
                                            RematMode mode) {
   static const std::vector<OpRecord> none;
-  switch (mode) {
-  case RematMode::Selective:
-    return unit.selectiveRecompute;
-  case RematMode::Full:
-    return unit.forward;
-  case RematMode::None:
-    break;
-  }
-  return none;
+  return byMode(mode, none, unit.selectiveRecompute, unit.forward);
 }
 
 namespace {

@@ -550,35 +550,42 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     }
     for (Value value : unitInputs)
       addBytes(unitProfile.savedInput, twins.bytes(value), divided(value));
-    // The working set: the unit's forward and its backward each run in an
-    // arena of their own (a chunk function's), holding the values neither
-    // saved nor returned from their definition to their last reader in the
-    // unit (a value read by another unit, the boundary, until the unit's
-    // end); the two peaks add up. Reshapes are views of their root.
-    for (bool backwardPhase : {false, true}) {
-      llvm::SmallVector<Operation *> phase;
-      for (Operation *op : ops)
-        if (isBackward(op) == backwardPhase)
-          phase.push_back(op);
+    // The working set: the unit's forward and its backward (chunk
+    // functions of one device, which share its one arena) each hold the
+    // values neither saved nor returned from their definition to their
+    // last reader in the unit (a value read by another unit, the boundary,
+    // until the unit's end); the arena holds the larger peak. Recomputing,
+    // the backward first re-runs forward ops (all of them, or selective
+    // recomputation's), whose results it rebuilds then live in the arena
+    // until their last reader in the backward: the sequence of both, the
+    // rebuilt saved values included, the clones' results read by no other
+    // unit (they serve this backward alone). Reshapes are views of their
+    // root.
+    auto peakOf = [&](llvm::ArrayRef<Operation *> sequence,
+                      const llvm::DenseSet<Value> &rebuilt) {
       llvm::DenseMap<Value, size_t> lastRead;
-      for (auto [index, op] : llvm::enumerate(phase))
+      for (auto [index, op] : llvm::enumerate(sequence))
         for (Value operand : op->getOperands())
           lastRead[rootOf(operand)] = index;
       TensorBytes live, peak;
-      std::vector<std::vector<Value>> freedAfter(phase.size());
-      for (auto [index, op] : llvm::enumerate(phase)) {
+      std::vector<std::vector<Value>> freedAfter(sequence.size());
+      for (auto [index, op] : llvm::enumerate(sequence)) {
         if (!llvm::isa<tess::ReshapeOp>(op))
           for (Value result : op->getResults()) {
-            if (!isActivation(result, *unitsOne) || saved.contains(result) ||
+            if (!isActivation(result, *unitsOne) ||
+                (saved.contains(result) && !rebuilt.contains(result)) ||
                 returnedAsGradient(result))
               continue;
             addBytes(live, twins.bytes(result), isSplitValue(result));
-            bool readOutside = llvm::any_of(result.getUsers(), [&](Operation *user) {
-              return !inUnit.contains(user);
-            });
+            bool readOutside =
+                (rebuilt.empty() || isBackward(op)) &&
+                llvm::any_of(result.getUsers(), [&](Operation *user) {
+                  return !inUnit.contains(user);
+                });
             auto last = lastRead.find(result);
-            size_t until = readOutside || last == lastRead.end()
-                               ? phase.size() - 1
+            size_t until = readOutside ? sequence.size() - 1
+                           : last == lastRead.end()
+                               ? index
                                : std::max(last->second, index);
             freedAfter[until].push_back(result);
           }
@@ -591,15 +598,32 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
           addBytes(live, bytes, isSplitValue(value));
         }
       }
-      unitProfile.working += peak;
-    }
+      return peak;
+    };
+    auto larger = [](const TensorBytes &a, const TensorBytes &b) {
+      return a.at(1, 1) > b.at(1, 1) ? a : b;
+    };
+    llvm::SmallVector<Operation *> forwardOps, backwardOps, selectiveOps;
+    for (Operation *op : ops)
+      (isBackward(op) ? backwardOps : forwardOps).push_back(op);
+    for (Operation *op : forwardOps)
+      if (recomputedForward.contains(op))
+        selectiveOps.push_back(op);
+    selectiveOps.append(backwardOps.begin(), backwardOps.end());
+    TensorBytes forwardPeak = peakOf(forwardOps, {});
+    unitProfile.working += larger(forwardPeak, peakOf(backwardOps, {}));
+    unitProfile.workingSelective +=
+        larger(forwardPeak, peakOf(selectiveOps, recomputedValues));
+    unitProfile.workingRecomputing +=
+        larger(forwardPeak, peakOf(ops, saved));
 
     // The vocabulary-parallel loss (logits split over their classes) as
     // tess-partition-spmd builds it: it keeps each row's f32 softmax and
     // which class is its target for the backward instead of the logits,
     // and holds three f32 blocks of the logits' shape at once in the
     // forward (the f32 logits, x - max, exp) and three in the backward
-    // (softmax * scale, the target's scale, their difference).
+    // (softmax * scale, the target's scale, their difference): three in
+    // the device's one arena, which the forward and the backward share.
     for (Operation *op : ops)
       if (auto loss = llvm::dyn_cast<tess::CrossEntropyOp>(op);
           loss && divided(loss.getLogits())) {
@@ -608,7 +632,9 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         kept += twins.bytes(loss.getLogits()) * -1;
         unitProfile.savedAll.tensorParallelOnly += kept;
         unitProfile.savedSelective.tensorParallelOnly += kept;
-        unitProfile.working.tensorParallelOnly += logits * (2 * 3 * 4);
+        unitProfile.working.tensorParallelOnly += logits * (3 * 4);
+        unitProfile.workingSelective.tensorParallelOnly += logits * (3 * 4);
+        unitProfile.workingRecomputing.tensorParallelOnly += logits * (3 * 4);
       }
 
     llvm::DenseSet<Value> prepared;

@@ -63,8 +63,11 @@ def LowerToEmitC : Pass<"tess-lower-to-emitc", "::mlir::ModuleOp"> {
     step into `tessera_stage{c}_forward` etc. (program.h's
     `tessera_stage_function` call, which also takes the activations, saved
     values and activation gradients it receives as `inputs` and fills what
-    it sends and saves as `outputs`), each with its own thread-local arena
-    and tables named after it; `tessera_pipeline` describes every call's
+    it sends and saves as `outputs`), each with tables named after it and
+    all of a pipeline device's chunk functions with one thread-local arena
+    (`tessera_device{d}_arena`, the largest of theirs: they run one after
+    another on the device's stream, and an arena holds only a call's
+    temporaries); `tessera_pipeline` describes every call's
     inputs, outputs, parameters read and gradients completed, and each
     device's task order for the schedule over the micro-batches of the
     module's `tess.plan` (TessPlanAttrs.td), or of `pipeline-schedule` over

@@ -7,9 +7,10 @@
 // tess.pipeline_device) and its #tess.plan (schedule, micro-batches, the
 // stage mesh, ZeRO-1). It is StepMemory.h's analysis for the pipeline's
 // driver (runtime/train/PipelineParallel.cpp), term by term:
-// - each chunk function's own arena, planned by the lowering's planner
-//   (planFunctionArena) and allocated once, so a device holds the sum of
-//   its chunks' three;
+// - one arena, which every chunk function of the device shares (they run
+//   one after another on one stream, and an arena holds only a call's
+//   temporaries): the largest of their arenas, each planned by the
+//   lowering's planner (planFunctionArena);
 // - the prepare's residents, one set per chunk;
 // - the messages: one set of sent activations and activation gradients per
 //   chunk, and each received kind in as many slots as the device's task
@@ -49,7 +50,8 @@ namespace tessera::pipeline {
 
 struct PipelineDeviceMemory {
   int64_t device = 0;
-  /// The arenas of the device's chunk functions, each its own.
+  /// The device's one arena, which all its chunk functions share: the
+  /// largest of their arenas.
   int64_t arenaBytes = 0;
   int64_t residentBytes = 0;
   /// Sent activations and activation gradients, and the receive slots.

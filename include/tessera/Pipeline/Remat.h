@@ -46,10 +46,12 @@ std::optional<RematMode> parseRematName(llvm::StringRef name);
 /// Activation bytes the unit keeps per micro-batch under `mode`.
 const TensorBytes &keptActivations(const UnitProfile &unit, RematMode mode);
 
-/// Bytes the unit needs, beyond what it keeps, while its backward runs: the
-/// largest op working set, plus (full) the activations rebuilt by the
-/// recomputed forward.
-TensorBytes backwardWorkingBytes(const UnitProfile &unit, RematMode mode);
+/// Bytes the unit needs in its device's arena beyond what it keeps: its
+/// working set, or recomputing, the one that holds the activations the
+/// recomputed forward ops rebuild until the backward's last reader
+/// (UnitProfile::workingSelective, workingRecomputing).
+const TensorBytes &backwardWorkingBytes(const UnitProfile &unit,
+                                        RematMode mode);
 
 /// Forward ops the backward runs again under `mode`.
 const std::vector<OpRecord> &recomputedOps(const UnitProfile &unit,

@@ -142,9 +142,16 @@ struct UnitProfile {
   TensorBytes savedAll;
   TensorBytes savedSelective;
   TensorBytes savedInput;
-  /// The working set beyond the saved values: the peak of the forward's
-  /// live temporaries plus the backward's (each its own arena).
+  /// The working set beyond the saved values: the larger of the forward's
+  /// and the backward's peaks of live temporaries (the device's one arena
+  /// holds either in turn).
   TensorBytes working;
+  /// The same under selective and under full recomputation: the larger of
+  /// the forward's peak and that of the backward re-running the forward
+  /// ops first (selective recomputation's, or all), the values they
+  /// rebuild live from their recomputation to their last reader.
+  TensorBytes workingSelective;
+  TensorBytes workingRecomputing;
 
   /// Bytes of each tensor-parallel all-reduce, forward and backward.
   std::vector<Affine> forwardAllReduces;

@@ -129,13 +129,48 @@ private:
       it = layouts.insert({value, replicatedFor(value)}).first;
     return it->second;
   }
+  /// `value` moved to `to` at the builder's insertion point: the value an
+  /// earlier reshard of it to `to` made when that one dominates the point
+  /// and holds no more elements than `value` (a completed partial sum, a
+  /// block), else new collectives. A value read in one layout by several
+  /// ops (the residual stream a tensor-parallel block keeps as a partial
+  /// sum, read whole by the next norm and by the return that saves it for
+  /// the backward) is so completed once, not once per reader, and the
+  /// earlier result lives on in place of `value`; a larger one (a gather)
+  /// is made again where it is read, as ZeRO-3 gathers its weights again
+  /// for the backward, rather than kept alive in between.
   FailureOr<Value> reshardTo(OpBuilder &builder, Location location,
                              Value value, const TensorLayout &to) {
-    FailureOr<Value> moved =
-        reshard(builder, location, value, layoutOf(value), to, mesh);
-    if (succeeded(moved))
+    const TensorLayout &from = layoutOf(value);
+    if (from == to)
+      return value;
+    auto elements = [](Value of) -> int64_t {
+      auto type = llvm::dyn_cast<ShapedType>(of.getType());
+      return type && type.hasStaticShape() ? type.getNumElements() : -1;
+    };
+    for (auto &[layout, moved] : reshards[value])
+      if (layout == to && elements(moved) >= 0 &&
+          elements(moved) <= elements(value) &&
+          dominatesInsertionPoint(builder, moved))
+        return moved;
+    FailureOr<Value> moved = reshard(builder, location, value, from, to, mesh);
+    if (succeeded(moved)) {
       layouts[*moved] = to;
+      reshards[value].push_back({to, *moved});
+    }
     return moved;
+  }
+  /// Whether `value` is defined before the builder's insertion point in its
+  /// block (the step is one block).
+  static bool dominatesInsertionPoint(OpBuilder &builder, Value value) {
+    Block *block = builder.getInsertionBlock();
+    if (auto argument = llvm::dyn_cast<BlockArgument>(value))
+      return argument.getOwner() == block;
+    Operation *definition = value.getDefiningOp();
+    if (definition->getBlock() != block)
+      return false;
+    return builder.getInsertionPoint() == block->end() ||
+           definition->isBeforeInBlock(&*builder.getInsertionPoint());
   }
   /// The plan's layout of `value`, or failure with a diagnostic.
   FailureOr<TensorLayout> planned(Value value, Operation *where) {
@@ -179,6 +214,9 @@ private:
   cost::DeviceMesh mesh;
   bool pipelined = false;
   llvm::DenseMap<Value, TensorLayout> layouts;
+  /// Per value, the layouts reshardTo has moved it to and the results.
+  llvm::DenseMap<Value, llvm::SmallVector<std::pair<TensorLayout, Value>, 1>>
+      reshards;
   /// Every op's labels, taken while all types are global (broadcasting
   /// compares sizes).
   llvm::DenseMap<Operation *, tess::ShardingLabels> labels;
@@ -440,6 +478,9 @@ PartitionSpmdPass::partitionVocabularyParallelLoss(Operation &op,
   layout.partialAxes.clear();
   layouts[replacement] = layout;
   op.getResult(0).replaceAllUsesWith(replacement);
+  // No entry may outlive its value (a later one could take its address).
+  layouts.erase(op.getResult(0));
+  reshards.erase(op.getResult(0));
   op.erase();
   return success();
 }

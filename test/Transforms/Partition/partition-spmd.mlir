@@ -26,6 +26,48 @@ module attributes {tess.mesh = #tess.mesh<tp = 2>} {
 
 // -----
 
+// A value kept as a partial sum (a tensor-parallel block's residual stream:
+// the row-parallel output plus the residual, summed later) read whole by two
+// ops, the second the return that saves it for the backward: completed by
+// one all-reduce, which both read, not one per reader.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[Y:.*]] = tess.linear %{{.*}}, %{{.*}} : (tensor<8x128xf32>, tensor<128x64xf32>) -> tensor<8x64xf32>
+// CHECK: %[[R:.*]] = tess.all_reduce %[[Y]] {axis = "tp"} : tensor<8x64xf32>
+// CHECK-NOT: tess.all_reduce
+// CHECK: %[[Z:.*]] = tess.gelu %[[R]] : tensor<8x64xf32>
+// CHECK: return %[[Z]], %[[R]] : tensor<8x64xf32>, tensor<8x64xf32>
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @forward_backward(%h: tensor<8x256xf32> {tess.layout = #tess.layout<[-, tp]>},
+                              %w: tensor<256x64xf32> {tess.layout = #tess.layout<[tp, -]>})
+      -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+    %y = tess.linear %h, %w {tess.layouts = [#tess.layout<[-, -] partial(tp)>]}
+      : (tensor<8x256xf32>, tensor<256x64xf32>) -> tensor<8x64xf32>
+    %z = tess.gelu %y : tensor<8x64xf32>
+    return %z, %y : tensor<8x64xf32>, tensor<8x64xf32>
+  }
+}
+
+// -----
+
+// A value gathered whole for two readers is gathered for each (ZeRO-3's
+// weights, gathered again for the backward): the larger whole value is not
+// kept alive between them.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[G1:.*]] = tess.all_gather %[[W:.*]] {axis = "tp", dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+// CHECK: tess.gelu %[[G1]]
+// CHECK: %[[G2:.*]] = tess.all_gather %[[W]] {axis = "tp", dim = 0 : i64} : (tensor<4x8xf32>) -> tensor<8x8xf32>
+// CHECK: tess.exp %[[G2]]
+module attributes {tess.mesh = #tess.mesh<tp = 2>} {
+  func.func @forward_backward(%w: tensor<8x8xf32> {tess.layout = #tess.layout<[tp, -]>})
+      -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+    %a = tess.gelu %w {tess.layouts = [#tess.layout<[-, -]>]} : tensor<8x8xf32>
+    %b = tess.exp %w {tess.layouts = [#tess.layout<[-, -]>]} : tensor<8x8xf32>
+    return %a, %b : tensor<8x8xf32>, tensor<8x8xf32>
+  }
+}
+
+// -----
+
 // A data-parallel weight gradient (partial over dp) that the plan wants
 // split over dp (ZeRO-2's gradient shard): a reduce-scatter.
 // CHECK-LABEL: func.func @forward_backward

@@ -23,6 +23,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace tessera;
 using namespace tessera::pipeline;
 using tessera::cost::test_programs::GptShape;
@@ -92,10 +94,10 @@ std::vector<PipelineDeviceMemory> estimate(mlir::ModuleOp module) {
 }
 
 // Tests the stash against the schedules' in-flight counts (GPipe keeps every
-// micro-batch's saved values, 1F1B stages - device), each device's arenas as
-// the sum of its three functions' (each allocated once, never shared), and
-// the total as the sum of its terms.
-TEST(CompiledPipelineMemory, StashFollowsTheScheduleAndArenasAddUp) {
+// micro-batch's saved values, 1F1B stages - device), each device's arena as
+// the largest of its three functions' (one arena they share, as the
+// lowering allocates it), and the total as the sum of its terms.
+TEST(CompiledPipelineMemory, StashFollowsTheScheduleAndOneArenaADevice) {
   mlir::MLIRContext context;
   context.loadDialect<tess::TessDialect, mlir::func::FuncDialect>();
   auto gpipe = splitProgram(context, "gpipe", 4);
@@ -113,11 +115,15 @@ TEST(CompiledPipelineMemory, StashFollowsTheScheduleAndArenasAddUp) {
     EXPECT_EQ(interleaved[d].savedSlots, 2 - d);
     EXPECT_EQ(interleaved[d].savedBytes, (2 - d) * saved);
 
-    int64_t arenas = 0;
-    for (llvm::StringRef kind : {"prepare", "forward", "backward"})
-      arenas +=
+    int64_t largest = 0, sum = 0;
+    for (llvm::StringRef kind : {"prepare", "forward", "backward"}) {
+      int64_t bytes =
           planFunctionArena(function(*gpipe, d, kind))->layout.totalBytes;
-    EXPECT_EQ(all[d].arenaBytes, arenas);
+      largest = std::max(largest, bytes);
+      sum += bytes;
+    }
+    EXPECT_EQ(all[d].arenaBytes, largest);
+    EXPECT_LT(all[d].arenaBytes, sum);
     EXPECT_EQ(all[d].residentBytes,
               resultBytes(function(*gpipe, d, "prepare"), "tess.resident"));
     const PipelineDeviceMemory &m = all[d];

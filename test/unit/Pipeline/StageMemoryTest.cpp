@@ -12,6 +12,7 @@
 #include "../CostModel/GptTrainingProgram.h"
 
 #include "tessera/CostModel/Cluster.h"
+#include "tessera/Pipeline/Remat.h"
 #include "tessera/Pipeline/StageCostOracle.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -273,17 +274,41 @@ TEST(StageMemory, AVocabularyParallelTableSplitsWhereTheGroupDividesIt) {
 // holds, as tess-partition-spmd builds the vocabulary-parallel loss
 // (VocabularyParallelLoss.h): the kept f32 softmax and the target mask (one
 // byte) of every logit instead of the bf16 logits, and three f32 blocks of
-// the logits' shape at once in the forward and three in the backward; at
-// TP 1 the fused loss kernel runs and none of it is there.
+// the logits' shape at once in the forward and three in the backward, in
+// turn in the device's one arena, under every recomputation mode; at TP 1
+// the fused loss kernel runs and none of it is there.
 TEST_F(TwoLayerGptStage, TheVocabularyParallelLossOnlyUnderTensorParallelism) {
   const UnitProfile &head = profile->unit(profile->units.size() - 1);
   double logits = 2.0 * shape.sequence * shape.vocabulary; // 2 samples
   EXPECT_DOUBLE_EQ(head.savedAll.tensorParallelOnly.at(2), logits * (4 + 1 - 2));
-  EXPECT_DOUBLE_EQ(head.working.tensorParallelOnly.at(2), logits * 2 * 3 * 4);
+  EXPECT_DOUBLE_EQ(head.working.tensorParallelOnly.at(2), logits * 3 * 4);
+  EXPECT_DOUBLE_EQ(head.workingSelective.tensorParallelOnly.at(2),
+                   logits * 3 * 4);
+  EXPECT_DOUBLE_EQ(head.workingRecomputing.tensorParallelOnly.at(2),
+                   logits * 3 * 4);
   // At TP 2: the split part and this, halved, beside the replicated part.
   EXPECT_DOUBLE_EQ(head.savedAll.at(2, 2) - head.savedAll.at(2, 1) / 2,
                    logits * (4 + 1 - 2) / 2 +
                        head.savedAll.replicated.at(2) / 2);
   // No layer has it.
   EXPECT_DOUBLE_EQ(profile->unit(1).working.tensorParallelOnly.at(2), 0);
+}
+
+// Tests a layer's working set under each recomputation mode: the backward
+// that re-runs forward ops first holds what they rebuild only until its
+// last reader, so it needs more than without recomputation (selective
+// rebuilds some values, full all of them) and less than the working set
+// with every saved value beside it (the count before liveness).
+TEST_F(TwoLayerGptStage, RecomputingHoldsRebuiltValuesUntilTheirLastReader) {
+  const UnitProfile &layer = profile->unit(1);
+  double none = layer.working.at(2, 1);
+  double selective = layer.workingSelective.at(2, 1);
+  double full = layer.workingRecomputing.at(2, 1);
+  EXPECT_GT(selective, none);
+  EXPECT_GT(full, selective);
+  EXPECT_LT(full, none + layer.savedAll.at(2, 1));
+  EXPECT_DOUBLE_EQ(backwardWorkingBytes(layer, RematMode::Selective).at(2, 1),
+                   selective);
+  EXPECT_DOUBLE_EQ(backwardWorkingBytes(layer, RematMode::Full).at(2, 1),
+                   full);
 }
