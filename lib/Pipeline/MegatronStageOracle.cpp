@@ -191,17 +191,15 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     // The kept values are the compiled stash's (the saved values a chunk's
     // forward returns), exact. A device's chunk functions (forward and
     // backward, interleaved chunks' alike) share one arena, whose peak is
-    // the largest unit's working set; the whole program as one stage
-    // compiles as the one-device step, one arena whose peak the
+    // the largest unit's working set. Only the whole program on one device
+    // compiles otherwise: as the one-device step, one arena whose peak the
     // calibration (ProgramProfile::workingScale) measured.
     base.memory.activationsPerMicroBatch = range.kept;
-    bool wholeProgram = query.firstUnit == 0 &&
-                        query.endUnit == profile.units.size() &&
-                        query.boundaryCrossings == 1;
-    // (The calibration runs one device: a tensor-parallel program's own
-    // temporaries are not scaled by it.)
+    bool oneDeviceStep = devices == 1 && query.firstUnit == 0 &&
+                         query.endUnit == profile.units.size() &&
+                         query.boundaryCrossings == 1;
     base.memory.working =
-        wholeProgram
+        oneDeviceStep
             ? unitSums.workingOver(query.firstUnit, query.endUnit,
                                    profile.structureOf, profile.workingScale)
             : unitSums.workingOver(query.firstUnit, query.endUnit,
@@ -273,8 +271,27 @@ MegatronStageOracle::plans(const StageQuery &query) const {
           (tied.vocabulary ? profile.vocabularyDivisor(tensorParallel)
            : tied.split    ? tensorParallel
                            : 1);
-      if (inStage > 1)
+      if (inStage > 1) {
         parametersPerDevice -= (inStage - 1) * elements;
+        // Its later readers' parts of its gradient (the head's of a tied
+        // table) live in the arena from their backward until the first
+        // reader adds its own part to them: beside the working set of
+        // every unit from the first reader to the last one's predecessor,
+        // and at the sum beside that part.
+        if (!oneDeviceStep) {
+          size_t first = std::max(query.firstUnit, tied.units.front());
+          size_t last = first;
+          for (size_t unit : tied.units)
+            if (unit < query.endUnit)
+              last = std::max(last, unit);
+          double part = elements * profile.gradientBytesPerParameter;
+          base.memory.working = std::max(
+              base.memory.working,
+              std::max(unitSums.workingOver(first, last, profile.structureOf),
+                       part) +
+                  (inStage - 1) * part);
+        }
+      }
       bool owner = !tied.units.empty() && tied.units.front() >= query.firstUnit &&
                    tied.units.front() < query.endUnit;
       if (inStage > 0 && !owner)

@@ -623,7 +623,9 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     // and holds three f32 blocks of the logits' shape at once in the
     // forward (the f32 logits, x - max, exp) and three in the backward
     // (softmax * scale, the target's scale, their difference): three in
-    // the device's one arena, which the forward and the backward share.
+    // the device's one arena, which the forward and the backward share, in
+    // place of the logits in the compute type the fused loss kernel reads
+    // (dead once cast to f32).
     for (Operation *op : ops)
       if (auto loss = llvm::dyn_cast<tess::CrossEntropyOp>(op);
           loss && divided(loss.getLogits())) {
@@ -632,9 +634,11 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         kept += twins.bytes(loss.getLogits()) * -1;
         unitProfile.savedAll.tensorParallelOnly += kept;
         unitProfile.savedSelective.tensorParallelOnly += kept;
-        unitProfile.working.tensorParallelOnly += logits * (3 * 4);
-        unitProfile.workingSelective.tensorParallelOnly += logits * (3 * 4);
-        unitProfile.workingRecomputing.tensorParallelOnly += logits * (3 * 4);
+        Affine blocks = logits * (3 * 4);
+        blocks += twins.bytes(loss.getLogits()) * -1;
+        unitProfile.working.tensorParallelOnly += blocks;
+        unitProfile.workingSelective.tensorParallelOnly += blocks;
+        unitProfile.workingRecomputing.tensorParallelOnly += blocks;
       }
 
     llvm::DenseSet<Value> prepared;

@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 
 using namespace tessera;
@@ -275,17 +276,18 @@ TEST(StageMemory, AVocabularyParallelTableSplitsWhereTheGroupDividesIt) {
 // (VocabularyParallelLoss.h): the kept f32 softmax and the target mask (one
 // byte) of every logit instead of the bf16 logits, and three f32 blocks of
 // the logits' shape at once in the forward and three in the backward, in
-// turn in the device's one arena, under every recomputation mode; at TP 1
-// the fused loss kernel runs and none of it is there.
+// turn in the device's one arena, under every recomputation mode, in place
+// of the bf16 logits the fused loss kernel reads at TP 1 (dead once cast);
+// at TP 1 none of it is there.
 TEST_F(TwoLayerGptStage, TheVocabularyParallelLossOnlyUnderTensorParallelism) {
   const UnitProfile &head = profile->unit(profile->units.size() - 1);
   double logits = 2.0 * shape.sequence * shape.vocabulary; // 2 samples
   EXPECT_DOUBLE_EQ(head.savedAll.tensorParallelOnly.at(2), logits * (4 + 1 - 2));
-  EXPECT_DOUBLE_EQ(head.working.tensorParallelOnly.at(2), logits * 3 * 4);
+  EXPECT_DOUBLE_EQ(head.working.tensorParallelOnly.at(2), logits * (3 * 4 - 2));
   EXPECT_DOUBLE_EQ(head.workingSelective.tensorParallelOnly.at(2),
-                   logits * 3 * 4);
+                   logits * (3 * 4 - 2));
   EXPECT_DOUBLE_EQ(head.workingRecomputing.tensorParallelOnly.at(2),
-                   logits * 3 * 4);
+                   logits * (3 * 4 - 2));
   // At TP 2: the split part and this, halved, beside the replicated part.
   EXPECT_DOUBLE_EQ(head.savedAll.at(2, 2) - head.savedAll.at(2, 1) / 2,
                    logits * (4 + 1 - 2) / 2 +
@@ -311,4 +313,32 @@ TEST_F(TwoLayerGptStage, RecomputingHoldsRebuiltValuesUntilTheirLastReader) {
                    selective);
   EXPECT_DOUBLE_EQ(backwardWorkingBytes(layer, RematMode::Full).at(2, 1),
                    full);
+}
+
+// Tests the working set of the whole tied GPT as one stage on two replicas
+// (compiled as chunk functions sharing one arena, not as the one-device
+// step whose calibration scales the one-device plan): the head's part of
+// the table's gradient (bf16) stays in the arena from the head's backward
+// to the embedding's, beside the working set of every unit before the head
+// and beside the embedding's own part at their sum.
+TEST_F(TwoLayerGptStage, OneStageOnAMeshHoldsTheHeadsPartOfTheTiedGradient) {
+  StageQuery whole;
+  whole.endUnit = profile->units.size();
+  whole.microBatchSamples = 2;
+  whole.submesh.devicesPerNode = 2;
+  double part = profile->tiedParameters.front().elements * 2;
+  size_t head = profile->units.size() - 1;
+  double before = 0;
+  for (size_t unit = 0; unit < head; ++unit)
+    before = std::max(before, profile->unit(unit).working.at(1, 1));
+  double headWorking = profile->unit(head).working.at(1, 1);
+  bool found = false;
+  for (const StageCost &plan : oracle->plans(whole)) {
+    if (plan.dataParallel != 2)
+      continue;
+    found = true;
+    EXPECT_DOUBLE_EQ(plan.memory.working,
+                     std::max(headWorking, std::max(before, part) + part));
+  }
+  EXPECT_TRUE(found);
 }
