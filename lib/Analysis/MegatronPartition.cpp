@@ -95,13 +95,25 @@ bool readAsVocabulary(Value value, const llvm::DenseSet<Operation *> &forward,
   });
 }
 
+/// Whether `weight` is a parameter, or the padded copy of one that
+/// tess-build-training's vocabulary padding makes (VocabularyPadding.h: the
+/// parameter joined with constant rows or columns).
+bool isParameterOrPaddedCopy(Value weight) {
+  if (parameterArgument(weight))
+    return true;
+  auto concat = weight.getDefiningOp<tess::ConcatOp>();
+  return concat && concat.getInputs().size() == 2 &&
+         parameterArgument(concat.getInputs()[0]) &&
+         concat.getInputs()[1].getDefiningOp<tess::ConstantOp>();
+}
+
 /// The linear whose result `logits` is, through reshapes and casts, when
-/// its weight is a parameter.
+/// its weight is a parameter or its padded copy.
 tess::LinearOp headOf(Value logits) {
   while (Operation *producer = logits.getDefiningOp()) {
     if (auto linear = llvm::dyn_cast<tess::LinearOp>(producer))
-      return parameterArgument(linear.getWeight()) ? linear
-                                                   : tess::LinearOp();
+      return isParameterOrPaddedCopy(linear.getWeight()) ? linear
+                                                         : tess::LinearOp();
     if (!llvm::isa<tess::ReshapeOp, tess::CastOp>(producer))
       return {};
     logits = producer->getOperand(0);

@@ -56,13 +56,13 @@ double modelFlops(const std::vector<OpRecord> &ops, double batch,
   return total;
 }
 
-double allReduces(const std::vector<Affine> &buffers,
-                  const cost::LinkModel &link, double batch,
-                  int64_t tensorParallel) {
+double collectives(cost::Collective collective,
+                   const std::vector<Affine> &buffers,
+                   const cost::LinkModel &link, double batch,
+                   int64_t tensorParallel) {
   double total = 0;
   for (const Affine &bytes : buffers)
-    total += link.time(cost::Collective::AllReduce, bytes.at(batch),
-                       tensorParallel);
+    total += link.time(collective, bytes.at(batch), tensorParallel);
   return total;
 }
 
@@ -117,18 +117,23 @@ MegatronStageOracle::sums(int64_t batch, int64_t tensorParallel,
       sum.backward = seconds(unit.backward, device, samples, tensorParallel);
       sum.recompute = seconds(recomputedOps(unit, mode), device, samples,
                               tensorParallel);
-      double forwardAllReduce = allReduces(
-          unit.forwardAllReduces, cluster.intraNode, samples, tensorParallel);
+      double forwardAllReduce =
+          collectives(cost::Collective::AllReduce, unit.forwardAllReduces,
+                      cluster.intraNode, samples, tensorParallel);
       sum.tensorParallelCommunication =
           forwardAllReduce * (mode == RematMode::Full ? 2 : 1) +
-          allReduces(unit.backwardAllReduces, cluster.intraNode, samples,
-                     tensorParallel);
+          collectives(cost::Collective::AllReduce, unit.backwardAllReduces,
+                      cluster.intraNode, samples, tensorParallel) +
+          collectives(cost::Collective::AllGather, unit.backwardAllGathers,
+                      cluster.intraNode, samples, tensorParallel);
       sum.modelFlops = modelFlops(unit.forward, samples, tensorParallel) +
                        modelFlops(unit.backward, samples, tensorParallel);
       sum.kept = keptActivations(unit, mode).at(samples, tensorParallel);
       sum.splitParameters = unit.splitParameters;
       sum.replicatedParameters = unit.replicatedParameters;
-      sum.prepared = unit.preparedBytes;
+      sum.prepared = unit.preparedBytes +
+                     unit.preparedSplitBytes /
+                         static_cast<double>(tensorParallel);
       sum.vocabularyParameters = unit.vocabularyParameters;
       sum.uncopiedSplit = unit.uncopiedParameters.split;
       sum.uncopiedReplicated = unit.uncopiedParameters.replicated;
@@ -204,6 +209,12 @@ MegatronStageOracle::plans(const StageQuery &query) const {
                                    profile.structureOf, profile.workingScale)
             : unitSums.workingOver(query.firstUnit, query.endUnit,
                                    profile.structureOf);
+    // The prepare's peak, in the same arena: a split LM head's padded
+    // weight built whole before each rank takes its block.
+    if (tensorParallel > 1)
+      for (size_t unit = query.firstUnit; unit < query.endUnit; ++unit)
+        base.memory.working = std::max(base.memory.working,
+                                       profile.unit(unit).prepareWorking);
 
     // Receive the input and send the output, activations forward and
     // gradients backward, 1/t per device, each on the link to the

@@ -212,7 +212,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
   MegatronPartition partition = megatronPartition(function);
   llvm::DenseSet<Value> split;
   llvm::DenseMap<Operation *, std::vector<Affine>> forwardAllReduce,
-      backwardAllReduce;
+      backwardAllReduce, backwardAllGather;
   llvm::DenseMap<Operation *, std::vector<int64_t>> divisors;
   for (Operation &op : bodyOne) {
     if (&op == terminator || isBackward(&op))
@@ -237,6 +237,11 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         split.insert(op.getResult(0));
         backwardAllReduce[&op].push_back(twins.bytes(input));
         divisors[&op].push_back(labels.sizeOf(&op, column->label));
+        // A head reading a padded copy of its weight: each rank takes its
+        // block of the copy, and the weight's gradient is gathered whole.
+        if (partition.isVocabularyHead(&op) &&
+            !parameterArgument(op.getOperand(1)))
+          backwardAllGather[&op].push_back(twins.bytes(op.getOperand(1)));
       }
       continue;
     }
@@ -525,6 +530,8 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         unitProfile.forwardAllReduces.push_back(bytes);
       for (const Affine &bytes : backwardAllReduce.lookup(op))
         unitProfile.backwardAllReduces.push_back(bytes);
+      for (const Affine &bytes : backwardAllGather.lookup(op))
+        unitProfile.backwardAllGathers.push_back(bytes);
       for (int64_t divisor : divisors.lookup(op))
         unitProfile.tensorParallelDivisors.push_back(divisor);
       for (Value operand : op->getOperands()) {
@@ -643,11 +650,24 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
 
     llvm::DenseSet<Value> prepared;
     for (Operation *op : ops)
-      for (Value operand : op->getOperands())
-        if (Operation *producer = operand.getDefiningOp();
-            producer && unitsOne->parameterOnly.contains(producer) &&
-            !isWeight(operand, function) && prepared.insert(operand).second)
-          unitProfile.preparedBytes += bytesOf(operand);
+      for (auto [index, operand] : llvm::enumerate(op->getOperands())) {
+        Operation *producer = operand.getDefiningOp();
+        if (!producer || !unitsOne->parameterOnly.contains(producer) ||
+            isWeight(operand, function) || !prepared.insert(operand).second)
+          continue;
+        // The LM head's padded weight (1) and bias (2), split over tp with
+        // the head; the weight built whole first, beside its source.
+        if (partition.isVocabularyHead(op) && index > 0) {
+          unitProfile.preparedSplitBytes += bytesOf(operand);
+          if (auto concat = llvm::dyn_cast<tess::ConcatOp>(producer);
+              concat && index == 1)
+            unitProfile.prepareWorking = std::max(
+                unitProfile.prepareWorking,
+                bytesOf(operand) + bytesOf(concat.getInputs()[0]));
+          continue;
+        }
+        unitProfile.preparedBytes += bytesOf(operand);
+      }
 
     // Parameters and their once-per-step work.
     for (unsigned parameter : profile.units[unit].parameters) {

@@ -25,8 +25,11 @@
 //   lookups and as an LM head's weight (an untied embedding, or one tied to
 //   the head) is vocabulary-parallel (Megatron's VocabParallelEmbedding:
 //   each rank its block of rows, the lookup a partial sum). A head reading
-//   a copy made of the table (GPT-2's vocabulary padded to a multiple of
-//   64) is no parameter's: it runs whole and the table stays whole.
+//   the padded copy tess-build-training makes of its weight (GPT-2's
+//   50,257 classes padded to 50,304: the parameter joined with constant
+//   rows) is split over its classes all the same: each rank takes its
+//   block of the copy, and the copy's gradient is gathered whole for the
+//   weight, which stays whole (Megatron pads the parameter itself instead).
 // Whether the TP degree divides a weight's split dim is the caller's test.
 //
 //===----------------------------------------------------------------------===//

@@ -156,6 +156,10 @@ struct UnitProfile {
   /// Bytes of each tensor-parallel all-reduce, forward and backward.
   std::vector<Affine> forwardAllReduces;
   std::vector<Affine> backwardAllReduces;
+  /// Bytes (whole) of each tensor-parallel all-gather of the backward: the
+  /// gradient of an LM head's padded weight, which each rank computes for
+  /// its block of classes and the whole (replicated) table takes whole.
+  std::vector<Affine> backwardAllGathers;
   /// Sizes that the TP degree must divide (attention heads, the output
   /// features of column-parallel linears).
   std::vector<int64_t> tensorParallelDivisors;
@@ -163,8 +167,15 @@ struct UnitProfile {
   /// Bytes of the values computed from parameters alone that the unit
   /// reads, other than a parameter's cast (the position embeddings'
   /// gather, the LM head's padded table): the stage's prepare makes them
-  /// once a step and keeps them, whole on every TP rank.
+  /// once a step and keeps them, whole on every TP rank but the split LM
+  /// head's padded weight and bias (preparedSplitBytes, whole here), of
+  /// which each rank keeps its block of classes.
   double preparedBytes = 0;
+  double preparedSplitBytes = 0;
+  /// The prepare's own peak, in the device's arena: the split LM head's
+  /// padded weight whole beside the cast it is joined from, before each
+  /// rank takes its block (0 where the prepare makes no such copy).
+  double prepareWorking = 0;
   /// Trainable elements, split by TP (MegatronPartition.h) or replicated;
   /// the vocabulary-parallel tables', split only where TP divides the
   /// vocabulary (ProgramProfile::vocabularyDivisor).

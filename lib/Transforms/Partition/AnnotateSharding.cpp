@@ -60,6 +60,9 @@ private:
   /// The vocabulary-parallel tables' parameter names, whose gradients
   /// tess.embedding_grad computes as the rank's block of rows.
   llvm::StringSet<> vocabularyGradients;
+  /// The LM heads over the vocabulary whose weight is a padded copy of a
+  /// parameter (tess-build-training's vocabulary padding), by op.
+  llvm::DenseMap<mlir::Operation *, tess::LinearOp> paddedHeads;
   /// Axis indices, or -1 when the strategy does not use the axis (or it
   /// has one device).
   int dataAxis = -1, tensorAxis = -1;
@@ -130,9 +133,16 @@ void AnnotateShardingPass::seedTensorParallel(
   // An LM head over the vocabulary: its weight's output features (and
   // bias) over tp, so the logits arrive split over their classes.
   for (tess::LinearOp head : partition.vocabularyHeads) {
-    splitArgument(head.getWeight(), head.getTransposeWeight() ? 0 : 1);
+    unsigned classDim = head.getTransposeWeight() ? 0 : 1;
+    splitArgument(head.getWeight(), classDim);
     if (head.getBias())
       splitArgument(head.getBias(), 0);
+    if (!parameterArgument(head.getWeight()) &&
+        llvm::cast<RankedTensorType>(head.getWeight().getType())
+                    .getDimSize(classDim) %
+                size ==
+            0)
+      paddedHeads[head] = head;
   }
   // A vocabulary-parallel table: its rows over tp. The lookup's indexed
   // label follows the table (a partial sum over tp); its gradient is
@@ -279,6 +289,12 @@ void AnnotateShardingPass::runOnOperation() {
         forced[labels.operands[0][1]] = tensorAxis;
       if (rowBlockGradients.contains(&op))
         forced[labels.results[0][0]] = tensorAxis;
+      // An LM head reading a padded copy of its weight (no parameter the
+      // seed splits): its classes over tp all the same, each rank taking
+      // its block of the copy.
+      if (auto head = paddedHeads.lookup(&op))
+        forced[labels.operands[1][head.getTransposeWeight() ? 0 : 1]] =
+            tensorAxis;
       LayoutChoice choice = chooseLayouts(&op, labels, operandLayouts,
                                           deviceMesh, {}, &forced);
       for (auto [operand, layout] : llvm::zip(op.getOperands(), choice.operands))

@@ -342,3 +342,39 @@ TEST_F(TwoLayerGptStage, OneStageOnAMeshHoldsTheHeadsPartOfTheTiedGradient) {
   }
   EXPECT_TRUE(found);
 }
+
+// Tests the LM head reading the padded copy of its tied table (50,257
+// classes padded to 50,304): split over the classes as the compile splits
+// it (MegatronPartition.h), each rank keeping its block of the copy the
+// prepare makes (built whole beside the table's cast first), and the copy's
+// bf16 gradient gathered whole for the table in the backward.
+TEST(PaddedHead, SplitOverTheClassesWithItsGradientGathered) {
+  GptShape shape = twoLayers();
+  shape.vocabulary = 50257;
+  std::optional<ProgramProfile> profile = gptProfile(shape);
+  ASSERT_TRUE(profile);
+  const UnitProfile &head = profile->unit(profile->units.size() - 1);
+  double padded = 50304.0 * shape.width * 2;
+  ASSERT_EQ(head.backwardAllGathers.size(), 1u);
+  EXPECT_DOUBLE_EQ(head.backwardAllGathers.front().at(2), padded);
+  EXPECT_GE(head.preparedSplitBytes, padded);
+  EXPECT_DOUBLE_EQ(head.prepareWorking, padded + 50257.0 * shape.width * 2);
+  EXPECT_TRUE(llvm::is_contained(head.tensorParallelDivisors, 50304));
+
+  auto cluster = cost::loadCluster("h200");
+  ASSERT_TRUE(static_cast<bool>(cluster));
+  MegatronStageOracle oracle(*profile, *cluster);
+  StageQuery last;
+  last.firstUnit = profile->units.size() - 1;
+  last.endUnit = profile->units.size();
+  last.microBatchSamples = 2;
+  last.submesh.devicesPerNode = 2;
+  bool split = false;
+  for (const StageCost &plan : oracle.plans(last))
+    if (plan.tensorParallel == 2) {
+      split = true;
+      EXPECT_GE(plan.memory.working, head.prepareWorking);
+      EXPECT_GT(plan.tensorParallelCommunication, 0);
+    }
+  EXPECT_TRUE(split);
+}
