@@ -70,7 +70,7 @@ first_step() {
   grep -q '^OK' "$out/$name.check.txt" || status=1
 }
 
-for model in gpt2-tiny bert-tiny llama-tiny mistral-tiny gemma2-tiny; do
+for model in gpt2-tiny bert-tiny llama-tiny mistral-tiny gemma2-tiny gpt2-vocab300; do
   echo "=== $model (--target cuda, fp32) ==="
   first_step "$model" "$model" "$model-train.weights.safetensors"
 done
@@ -100,6 +100,15 @@ for mesh in tp dptp pp2; do
   echo "=== gpt2-tiny $mesh (--target cuda, fp32, thread ranks) ==="
   first_step "gpt2-tiny-$mesh" gpt2-tiny gpt2-tiny-train.weights.safetensors
 done
+# gpt2-vocab300's padded head split over the classes: tensor parallel 2,
+# and 2 stages over stage meshes of tp 2 on the fixture's rows twice.
+if [[ -x "$here/gpt2-vocab300-tp-train" ]]; then
+  echo "=== gpt2-vocab300 tp, padded head split (--target cuda, fp32, thread ranks) ==="
+  first_step gpt2-vocab300-tp gpt2-vocab300 gpt2-vocab300-train.weights.safetensors
+  echo "=== gpt2-vocab300 pptp, padded head split (--target cuda, fp32, thread ranks) ==="
+  BATCH="$here/gpt2-vocab300-x2.batch.npy" first_step gpt2-vocab300-pptp gpt2-vocab300 \
+      gpt2-vocab300-train.weights.safetensors
+fi
 # Pipelines over stage meshes (PP2 x DP2, PP2 x DP2 x TP2) on the fixture's
 # rows twice: 4 and 8 thread ranks.
 for mesh in ppdp ppdptp; do

@@ -21,6 +21,9 @@
 #   with 2 GPUs, the tp program launched on NCCL (--nproc 2);
 # - llama-tiny with a vocabulary-parallel token table on meshes 2 and 2x2:
 #   the first-step check (rows_axis);
+# - gpt2-vocab300 (its head reads the padded copy of its table) on one
+#   device, on tp 2 and as 2 stages over stage meshes of tp 2, the head
+#   split over the classes: the first-step check;
 # - gpt2-tiny with training-mode dropout on one device, dp 2 and dp x tp
 #   2x2: 5 steps on test/data/pattern.bin, the meshes' equal to one device's
 #   (each rank's block of the dropout streams, stream_axis);
@@ -82,6 +85,18 @@ rm -rf "$out" && mkdir -p "$out"
 "$tesserac" "$repo/test/models/gpt2-tiny.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
     --loss causal-lm --precision fp32 --target cuda --mesh 2x2 --strategy dp-tp \
     --without-weights -o "$out/gpt2-tiny-dptp-train"
+# gpt2-vocab300, whose head reads the padded copy of its table (300 classes
+# padded to 320): on one device, and its head split over the classes on
+# tensor parallel 2 and on 2 stages over stage meshes of tp 2 (the prepare
+# keeping each rank's block of the copy), from the one device's weights.
+"$tesserac" "$repo/test/models/generated/gpt2-vocab300.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda -o "$out/gpt2-vocab300-train"
+"$tesserac" "$repo/test/models/generated/gpt2-vocab300.raw.dyn.onnx" --dim batch=2 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --mesh 2 --strategy tp \
+    --without-weights -o "$out/gpt2-vocab300-tp-train"
+"$tesserac" "$repo/test/models/generated/gpt2-vocab300.raw.dyn.onnx" --dim batch=4 --dim seq=31 \
+    --loss causal-lm --precision fp32 --target cuda --stages 2 --microbatches 2 \
+    --mesh 1x2 --strategy tp --without-weights -o "$out/gpt2-vocab300-pptp-train"
 # llama-tiny with its token table vocabulary-parallel (rows_axis) on meshes
 # 2 and 2x2, from llama-tiny-train's weights.
 for mesh in 2 2x2; do
@@ -163,12 +178,15 @@ python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$ou
 python3 "$step" write-batch "$repo/test/fixtures/llama-tiny.reference.json" "$out/llama-tiny-x2.batch.npy" --repeat 2
 python3 "$step" write-batch "$repo/test/models/generated/mistral-tiny.reference.json" "$out/mistral-tiny.batch.npy"
 python3 "$step" write-batch "$repo/test/models/generated/gemma2-tiny.reference.json" "$out/gemma2-tiny.batch.npy"
+python3 "$step" write-batch "$repo/test/models/generated/gpt2-vocab300.reference.json" "$out/gpt2-vocab300.batch.npy"
+python3 "$step" write-batch "$repo/test/models/generated/gpt2-vocab300.reference.json" "$out/gpt2-vocab300-x2.batch.npy" --repeat 2
 cp "$step" "$repo/test/Lowering/Inputs/training_runs.py" \
    "$repo/test/Lowering/Inputs/stage_zero.py" "$out/"
 cp "$repo/test/fixtures/gpt2-tiny.reference.json" "$repo/test/fixtures/bert-tiny.reference.json" \
    "$repo/test/fixtures/llama-tiny.reference.json" \
    "$repo/test/models/generated/mistral-tiny.reference.json" \
-   "$repo/test/models/generated/gemma2-tiny.reference.json" "$out/"
+   "$repo/test/models/generated/gemma2-tiny.reference.json" \
+   "$repo/test/models/generated/gpt2-vocab300.reference.json" "$out/"
 cp "$repo/scripts/gpu-check-run.sh" "$out/run.sh"
 cp "$repo/bench/gpu-env.sh" "$out/"
 
