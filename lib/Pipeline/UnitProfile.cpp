@@ -303,15 +303,26 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
   }
   auto divided = [&](Value value) { return split.contains(value); };
 
-  // Activations the backward reads: roots of the forward values it uses.
+  // Activations the backward reads: roots of the forward values it uses,
+  // each kept by the first unit whose backward reads it (a layer's input,
+  // which the layer before made, is kept by the layer: a pipeline stage
+  // stashes what its own backward reads, a value that crossed from the
+  // stage before included).
   llvm::DenseSet<Value> saved;
+  llvm::DenseMap<Value, unsigned> keptBy;
   for (Operation &op : bodyOne)
     if (&op != terminator && isBackward(&op))
       for (Value operand : op.getOperands()) {
         Value root = rootOf(operand);
         Operation *producer = root.getDefiningOp();
-        if (producer && !isBackward(producer) && isActivation(root, *unitsOne))
-          saved.insert(root);
+        if (!producer || isBackward(producer) ||
+            !isActivation(root, *unitsOne))
+          continue;
+        saved.insert(root);
+        unsigned reader = unitOf(&op);
+        auto [entry, inserted] = keptBy.try_emplace(root, reader);
+        if (!inserted)
+          entry->second = std::min(entry->second, reader);
       }
 
   // The activations crossing each cut between units.
@@ -546,8 +557,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
 
     // Saved activations by remat choice, and the largest op working set.
     for (Value value : saved) {
-      Operation *producer = value.getDefiningOp();
-      if (!inUnit.contains(producer))
+      if (keptBy.lookup(value) != unit)
         continue;
       Affine bytes = twins.bytes(value);
       addBytes(unitProfile.savedAll, bytes, divided(value));

@@ -378,3 +378,17 @@ TEST(PaddedHead, SplitOverTheClassesWithItsGradientGathered) {
     }
   EXPECT_TRUE(split);
 }
+
+// Tests that a saved activation is kept by the unit whose backward reads
+// it, as a pipeline stage stashes what its own backward reads: the
+// embedding's backward reads no activation, so the embedding keeps
+// nothing, and the first layer keeps its input (the embedding's output,
+// [batch, sequence, width] in bf16) with the rest of what it saves.
+TEST_F(TwoLayerGptStage, ASavedActivationIsKeptByTheUnitThatReadsIt) {
+  EXPECT_DOUBLE_EQ(profile->unit(0).savedAll.at(2, 1), 0);
+  double input = 2.0 * shape.sequence * shape.width * 2;
+  EXPECT_GE(profile->unit(1).savedAll.at(2, 1), input);
+  // The two layers keep the same.
+  EXPECT_DOUBLE_EQ(profile->unit(1).savedAll.at(2, 1),
+                   profile->unit(2).savedAll.at(2, 1));
+}
