@@ -43,6 +43,16 @@ StepMemory estimate(const GptShape &shape, const std::string &precision,
   return mlir::succeeded(result) ? *result : StepMemory();
 }
 
+/// The @forward_backward of `text`, parsed in `context` into `module`
+/// (which keeps it alive); null when it does not parse.
+mlir::func::FuncOp parseStep(mlir::MLIRContext &context, llvm::StringRef text,
+                             mlir::OwningOpRef<mlir::ModuleOp> &module) {
+  context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
+  module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  return module ? module->lookupSymbol<mlir::func::FuncOp>("forward_backward")
+                : mlir::func::FuncOp();
+}
+
 // Tests the driver's state per parameter, by category, for GPT-2 124M: the
 // fp32 master and moments, the gradients as the step writes them, and fp32
 // accumulators only when a step has several micro-batches. A step that casts
@@ -126,9 +136,8 @@ TEST(StepMemory, LogitsGradientWrittenInPlace) {
 // them, buffers whole, inputs not at all.
 TEST(StepMemory, ComputeCopiesAreStateBesideTheMasters) {
   mlir::MLIRContext context;
-  context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp step = parseStep(context, R"mlir(
     func.func @forward_backward(
         %x: tensor<4x8xbf16>,
         %w: tensor<16x8xbf16> {tess.parameter},
@@ -139,9 +148,8 @@ TEST(StepMemory, ComputeCopiesAreStateBesideTheMasters) {
       %dw = tess.matmul %y, %x {transpose_lhs} : (tensor<4x16xbf16>, tensor<4x8xbf16>) -> tensor<16x8xbf16>
       return %dw, %b : tensor<16x8xbf16>, tensor<16xf32>
     })mlir",
-                                              &context);
-  ASSERT_TRUE(module);
-  auto step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+                                      module);
+  ASSERT_TRUE(step);
   mlir::FailureOr<tessera::TrainingStateBytes> state =
       tessera::trainingStateBytes(step, /*microBatches=*/2);
   ASSERT_TRUE(mlir::succeeded(state));
@@ -248,9 +256,8 @@ TEST(StepMemory, OffloadedOptimizerKeepsTheStepsStateOnTheGpu) {
 // loss scale, where its backward starts.
 TEST(StepMemory, TheBackwardOfALossOfTessOpsStartsAtTheLossScale) {
   mlir::MLIRContext context;
-  context.loadDialect<tessera::tess::TessDialect, mlir::func::FuncDialect>();
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  mlir::func::FuncOp step = parseStep(context, R"mlir(
     func.func @forward_backward(
         %x: tensor<4x8xf32> {tess.input = "input_ids"},
         %scale: tensor<f32> {tess.input = "loss_scale"},
@@ -264,9 +271,8 @@ TEST(StepMemory, TheBackwardOfALossOfTessOpsStartsAtTheLossScale) {
       %dw = tess.matmul %h, %x {transpose_lhs} : (tensor<4x16xf32>, tensor<4x8xf32>) -> tensor<16x8xf32>
       return %s, %dw : tensor<f32>, tensor<16x8xf32>
     })mlir",
-                                              &context);
-  ASSERT_TRUE(module);
-  auto step = module->lookupSymbol<mlir::func::FuncOp>("forward_backward");
+                                      module);
+  ASSERT_TRUE(step);
   mlir::FailureOr<tessera::StepMemory> memory =
       tessera::estimateStepMemory(step, /*microBatches=*/1);
   ASSERT_TRUE(mlir::succeeded(memory));
