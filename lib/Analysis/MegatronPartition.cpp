@@ -136,6 +136,8 @@ MegatronPartition megatronPartition(func::FuncOp step) {
       if (tess::LinearOp head = headOf(loss.getLogits())) {
         partition.vocabularyHeads.push_back(head);
         partition.heads.insert(head);
+        if (!parameterArgument(head.getWeight()))
+          partition.paddedHeads.insert(head);
         addSplit(head.getWeight());
         if (head.getBias())
           addSplit(head.getBias());

@@ -239,8 +239,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         divisors[&op].push_back(labels.sizeOf(&op, column->label));
         // A head reading a padded copy of its weight: each rank takes its
         // block of the copy, and the weight's gradient is gathered whole.
-        if (partition.isVocabularyHead(&op) &&
-            !parameterArgument(op.getOperand(1)))
+        if (partition.readsPaddedCopy(&op))
           backwardAllGather[&op].push_back(twins.bytes(op.getOperand(1)));
       }
       continue;

@@ -69,6 +69,11 @@ struct MegatronPartition {
     return lookups.contains(op);
   }
   bool isVocabularyHead(mlir::Operation *op) const { return heads.contains(op); }
+  /// A head whose weight is the padded copy of a parameter, not the
+  /// parameter: the copy's block, not a split parameter, is what it reads.
+  bool readsPaddedCopy(mlir::Operation *op) const {
+    return paddedHeads.contains(op);
+  }
   /// The parameter arguments the partition splits (by argument number): the
   /// blocks' weights and column biases, the heads' weights and biases, and
   /// the vocabulary-parallel tables.
@@ -79,7 +84,8 @@ struct MegatronPartition {
     return tables.contains(argument);
   }
 
-  llvm::DenseSet<mlir::Operation *> columns, rows, lookups, heads;
+  llvm::DenseSet<mlir::Operation *> columns, rows, lookups, heads,
+      paddedHeads;
   llvm::DenseSet<unsigned> splitArguments, tables;
 };
 

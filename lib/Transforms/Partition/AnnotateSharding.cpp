@@ -62,7 +62,7 @@ private:
   llvm::StringSet<> vocabularyGradients;
   /// The LM heads over the vocabulary whose weight is a padded copy of a
   /// parameter (tess-build-training's vocabulary padding), by op.
-  llvm::DenseMap<mlir::Operation *, tess::LinearOp> paddedHeads;
+  llvm::DenseSet<mlir::Operation *> paddedHeads;
   /// Axis indices, or -1 when the strategy does not use the axis (or it
   /// has one device).
   int dataAxis = -1, tensorAxis = -1;
@@ -137,12 +137,12 @@ void AnnotateShardingPass::seedTensorParallel(
     splitArgument(head.getWeight(), classDim);
     if (head.getBias())
       splitArgument(head.getBias(), 0);
-    if (!parameterArgument(head.getWeight()) &&
+    if (partition.readsPaddedCopy(head) &&
         llvm::cast<RankedTensorType>(head.getWeight().getType())
                     .getDimSize(classDim) %
                 size ==
             0)
-      paddedHeads[head] = head;
+      paddedHeads.insert(head);
   }
   // A vocabulary-parallel table: its rows over tp. The lookup's indexed
   // label follows the table (a partial sum over tp); its gradient is
@@ -292,9 +292,10 @@ void AnnotateShardingPass::runOnOperation() {
       // An LM head reading a padded copy of its weight (no parameter the
       // seed splits): its classes over tp all the same, each rank taking
       // its block of the copy.
-      if (auto head = paddedHeads.lookup(&op))
-        forced[labels.operands[1][head.getTransposeWeight() ? 0 : 1]] =
-            tensorAxis;
+      if (paddedHeads.contains(&op)) {
+        bool transposed = cast<tess::LinearOp>(op).getTransposeWeight();
+        forced[labels.operands[1][transposed ? 0 : 1]] = tensorAxis;
+      }
       LayoutChoice choice = chooseLayouts(&op, labels, operandLayouts,
                                           deviceMesh, {}, &forced);
       for (auto [operand, layout] : llvm::zip(op.getOperands(), choice.operands))
