@@ -31,14 +31,6 @@ namespace tessera::pipeline {
 
 namespace {
 
-/// runtime/train/ParameterLayout.h's kSliceAlignment: every parameter's
-/// slice of a flat state buffer starts at a multiple of it.
-constexpr int64_t kSliceElements = 128;
-
-int64_t sliceElements(int64_t elements) {
-  return (elements + kSliceElements - 1) / kSliceElements * kSliceElements;
-}
-
 FailureOr<int64_t> tensorBytes(Operation *where, Type type) {
   auto shaped = dyn_cast<RankedTensorType>(type);
   if (!shaped || !shaped.hasStaticShape())
@@ -350,9 +342,9 @@ estimatePipelineMemory(ModuleOp module) {
       if (elements == tables->parameterElements.end())
         return error() << "parameter '" << name
                        << "' of a chunk is not @forward_backward's";
-      heldElements += sliceElements(elements->second);
+      heldElements += TrainingStateBytes::sliceElements(elements->second);
       if (owner.lookup(name) == d)
-        ownedElements += sliceElements(elements->second);
+        ownedElements += TrainingStateBytes::sliceElements(elements->second);
       auto holders = partHolders.find(name);
       if (owner.lookup(name) == d && holders != partHolders.end() &&
           !holders->second.empty())

@@ -59,18 +59,16 @@ public:
         cost(stages * units * (units + 1), kInfinity),
         choice(stages * units * (units + 1)) {
     // Per position, once: interleaved walks each device's task order. The
-    // embedding's chunk saves what every other chunk does where the
-    // embedding saves only its output (the first layer's input, which any
-    // other chunk saves as it receives it): then it shares their stash.
+    // embedding's and the head's chunks stash apart from the layer-only
+    // ones where their units keep values of their own (a saved value is
+    // kept by the unit whose backward first reads it, so an embedding's
+    // output is its first layer's).
     size_t last = profile.units.size() - 1;
-    bool embeddingSavesOwn =
-        last < 1 || profile.unit(0).savedAll.at(1, 1) !=
-                        profile.boundary[1].at(1);
+    bool embeddingSavesOwn = profile.unit(0).savedAll.at(1, 1) > 0;
     bool headSavesOwn = profile.unit(last).savedAll.at(1, 1) > 0;
     for (int64_t position = 0; position < stages; ++position)
-      inFlight.push_back(
-          inFlightMicroBatches(schedule, stages, position, microBatches,
-                               embeddingSavesOwn, headSavesOwn));
+      depths.push_back(stashDepths(schedule, stages, position, microBatches,
+                                   embeddingSavesOwn, headSavesOwn));
   }
 
   /// Fills c(r, i, k) and returns its distinct finite values, ascending.
@@ -148,8 +146,8 @@ private:
   size_t units;
   std::vector<double> cost;
   std::vector<Chosen> choice;
-  /// Micro-batches in flight at each position (inFlightMicroBatches).
-  std::vector<double> inFlight;
+  /// The stash pools at each position.
+  std::vector<StashDepths> depths;
 };
 
 std::vector<double> StageTable::build() {
@@ -159,7 +157,8 @@ std::vector<double> StageTable::build() {
   struct Candidate {
     double time;
     double fixedBytes;
-    double bytesPerMicroBatch;
+    /// Kept bytes per micro-batch: the stage's, its embedding's, its head's.
+    double kept, embeddingKept, headKept;
     RematMode remat;
     unsigned plan;
   };
@@ -192,8 +191,9 @@ std::vector<double> StageTable::build() {
           continue;
         candidates.push_back(
             {plan.perMicroBatch() + plan.perStep() / microBatches,
-             plan.memory.fixed(),
-             plan.memory.activationsPerMicroBatch, remat,
+             plan.memory.fixed(), plan.memory.activationsPerMicroBatch,
+             plan.memory.embeddingActivations, plan.memory.headActivations,
+             remat,
              static_cast<unsigned>(planIndex)});
       }
     }
@@ -219,11 +219,13 @@ std::vector<double> StageTable::build() {
         int64_t position = stages - remaining;
         if (!forcedRange(position, first, end))
           continue;
-        double inFlightHere = inFlight[static_cast<size_t>(position)];
+        const StashDepths &depthsHere = depths[static_cast<size_t>(position)];
         for (const Candidate &candidate :
              candidatesAt(first, end, layers, position))
           if (candidate.fixedBytes +
-                  inFlightHere * candidate.bytesPerMicroBatch <=
+                  depthsHere.inFlight(candidate.kept, candidate.embeddingKept,
+                                      candidate.headKept) *
+                      candidate.kept <=
               memory) {
             cost[index(remaining, first, end)] = candidate.time;
             choice[index(remaining, first, end)] = {candidate.remat,
@@ -289,10 +291,13 @@ StageTable::planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
     stage.firstDevice = static_cast<int64_t>(position) * submesh.devices();
     stage.submesh = submesh;
     stage.remat = chosen.remat;
-    stage.inFlight = inFlight[position];
     StageQuery stageQuery = query(range.first, range.second, chosen.remat,
                                   static_cast<int64_t>(position));
     stage.cost = oracle.plans(stageQuery)[chosen.plan];
+    const StageMemory &memory = stage.cost.memory;
+    stage.inFlight = depths[position].inFlight(memory.activationsPerMicroBatch,
+                                               memory.embeddingActivations,
+                                               memory.headActivations);
     plan.stages.push_back(stage);
   }
   evaluatePlan(plan, profile, cluster);

@@ -129,15 +129,16 @@ MegatronStageOracle::sums(int64_t batch, int64_t tensorParallel,
       sum.modelFlops = modelFlops(unit.forward, samples, tensorParallel) +
                        modelFlops(unit.backward, samples, tensorParallel);
       sum.kept = keptActivations(unit, mode).at(samples, tensorParallel);
-      sum.splitParameters = unit.splitParameters;
-      sum.replicatedParameters = unit.replicatedParameters;
+      for (const HeldParameter &parameter : unit.parameters) {
+        double held = profile.heldElements(parameter.elements,
+                                           parameter.split, tensorParallel);
+        sum.parameters += held;
+        if (parameter.uncopied)
+          sum.uncopied += held;
+      }
       sum.prepared = unit.preparedBytes +
                      unit.preparedSplitBytes /
                          static_cast<double>(tensorParallel);
-      sum.vocabularyParameters = unit.vocabularyParameters;
-      sum.uncopiedSplit = unit.uncopiedParameters.split;
-      sum.uncopiedReplicated = unit.uncopiedParameters.replicated;
-      sum.uncopiedVocabulary = unit.uncopiedParameters.vocabulary;
       sum.stepOnce = seconds(unit.stepOnce, device, 1, tensorParallel);
       TensorBytes working = backwardWorkingBytes(unit, mode);
       workingOfStructure[slot] = working.at(samples, tensorParallel);
@@ -200,6 +201,14 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     // compiles otherwise: as the one-device step, one arena whose peak the
     // calibration (ProgramProfile::workingScale) measured.
     base.memory.activationsPerMicroBatch = range.kept;
+    size_t units = profile.units.size();
+    auto keptOf = [&](size_t unit) {
+      return unitSums.prefix[unit + 1].kept - unitSums.prefix[unit].kept;
+    };
+    if (query.firstUnit == 0)
+      base.memory.embeddingActivations = keptOf(0);
+    if (query.endUnit == units)
+      base.memory.headActivations = keptOf(units - 1);
     bool oneDeviceStep = devices == 1 && query.firstUnit == 0 &&
                          query.endUnit == profile.units.size() &&
                          query.boundaryCrossings == 1;
@@ -246,7 +255,6 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     // its last no output. Interleaved, the chunks' other boundaries cut
     // between two layers (the stage's own boundary to the program's
     // middle).
-    size_t units = profile.units.size();
     size_t middle = query.firstUnit > 0 ? query.firstUnit : query.endUnit;
     int64_t chunks = query.boundaryCrossings;
     auto sides = [&](bool programEnd, size_t cut) {
@@ -262,9 +270,7 @@ MegatronStageOracle::plans(const StageQuery &query) const {
         (query.microBatches + 1) *
         profile.inputs.at(static_cast<double>(query.microBatchSamples));
 
-    double parametersPerDevice =
-        range.splitParameters / tensorParallel + range.replicatedParameters +
-        range.vocabularyParameters / profile.vocabularyDivisor(tensorParallel);
+    double parametersPerDevice = range.parameters;
     // A tied parameter each of whose readers the stage holds is one tensor.
     // One some of whose readers are on other stages is summed once a step
     // by its owner, the stage of its first reader, in an f32 buffer for
@@ -278,10 +284,7 @@ MegatronStageOracle::plans(const StageQuery &query) const {
         return unit >= query.firstUnit && unit < query.endUnit;
       });
       double elements =
-          tied.elements /
-          (tied.vocabulary ? profile.vocabularyDivisor(tensorParallel)
-           : tied.split    ? tensorParallel
-                           : 1);
+          profile.heldElements(tied.elements, tied.split, tensorParallel);
       if (inStage > 1) {
         parametersPerDevice -= (inStage - 1) * elements;
         // Its later readers' parts of its gradient (the head's of a tied
@@ -312,9 +315,7 @@ MegatronStageOracle::plans(const StageQuery &query) const {
             std::max(base.memory.gradientParts,
                      elements * profile.accumulatorBytesPerParameter);
     }
-    double uncopied =
-        range.uncopiedSplit / tensorParallel + range.uncopiedReplicated +
-        range.uncopiedVocabulary / profile.vocabularyDivisor(tensorParallel);
+    double uncopied = range.uncopied;
     double gradientBytes =
         parametersPerDevice * profile.gradientBytesPerParameter;
     // The replicas of a TP rank, t apart: the same function prices a mesh

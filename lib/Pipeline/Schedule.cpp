@@ -48,43 +48,65 @@ llvm::Expected<Schedule> parseSchedule(llvm::StringRef text) {
                                      "interleaved[:V]");
 }
 
-double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
-                            int64_t stage, int64_t microBatches,
-                            bool embeddingSavesOwn, bool headSavesOwn) {
+double StashDepths::inFlight(double kept, double embeddingKept,
+                             double headKept) const {
+  if (kept <= 0)
+    return static_cast<double>(slots()) / chunks;
+  double own = (embedding > 0 ? embeddingKept : 0) + (head > 0 ? headKept : 0);
+  double perChunk = (kept - own) / chunks;
+  double bytes = layers * perChunk + embedding * (perChunk + embeddingKept) +
+                 head * (perChunk + headKept);
+  return bytes / kept;
+}
+
+StashDepths stashDepths(const Schedule &schedule, int64_t stages,
+                        int64_t stage, int64_t microBatches,
+                        bool embeddingSavesOwn, bool headSavesOwn) {
+  StashDepths depths;
   switch (schedule.kind) {
   case ScheduleKind::GPipe:
-    return static_cast<double>(microBatches);
+    depths.layers = microBatches;
+    return depths;
   case ScheduleKind::OneForwardOneBackward:
-    return static_cast<double>(std::min(microBatches, stages - stage));
+    depths.layers = std::min(microBatches, stages - stage);
+    return depths;
   case ScheduleKind::Interleaved: {
     int64_t chunks = schedule.virtualStages;
+    depths.chunks = chunks;
     if (microBatches % stages != 0) {
       // No such order (scheduleTaskOrder refuses it): Megatron's peak.
-      int64_t inFlight = 2 * (stages - stage - 1) + (chunks - 1) * stages + 1;
-      return static_cast<double>(std::min(inFlight, microBatches * chunks)) /
-             chunks;
+      depths.layers =
+          std::min(2 * (stages - stage - 1) + (chunks - 1) * stages + 1,
+                   microBatches * chunks);
+      return depths;
     }
-    // The driver keeps one stash for the chunks that save the same tensors
-    // (runtime/train/PipelineParallel.cpp): the device's layer-only chunks
-    // share one, as deep as their peak together; the program's first chunk
-    // (the embedding's) and last (the head's) have their own.
     std::vector<ScheduledTask> tasks =
         deviceTaskOrder(schedule, stages, stage, microBatches);
     int64_t last = stages * chunks - 1;
     std::vector<int64_t> layers;
-    int64_t slots = 0;
     for (int64_t local = 0; local < chunks; ++local) {
       int64_t chunk = local * stages + stage;
-      if ((chunk == 0 && embeddingSavesOwn) || (chunk == last && headSavesOwn))
-        slots += stashSlots(tasks, {chunk});
+      if (chunk == 0 && embeddingSavesOwn)
+        depths.embedding = stashSlots(tasks, {chunk});
+      else if (chunk == last && headSavesOwn)
+        depths.head = stashSlots(tasks, {chunk});
       else
         layers.push_back(chunk);
     }
-    slots += stashSlots(tasks, layers);
-    return static_cast<double>(slots) / chunks;
+    depths.layers = stashSlots(tasks, layers);
+    return depths;
   }
   }
-  return static_cast<double>(microBatches);
+  depths.layers = microBatches;
+  return depths;
+}
+
+double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
+                            int64_t stage, int64_t microBatches,
+                            bool embeddingSavesOwn, bool headSavesOwn) {
+  StashDepths depths = stashDepths(schedule, stages, stage, microBatches,
+                                   embeddingSavesOwn, headSavesOwn);
+  return static_cast<double>(depths.slots()) / depths.chunks;
 }
 
 double pipelinedSeconds(const Schedule &schedule,

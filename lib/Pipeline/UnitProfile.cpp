@@ -14,6 +14,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <array>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -144,7 +145,25 @@ double parameterCastBytes(func::FuncOp function) {
   return bytes;
 }
 
+ParameterSplit splitOf(const MegatronPartition &partition,
+                       unsigned argument) {
+  if (partition.isVocabularyTable(argument))
+    return ParameterSplit::Vocabulary;
+  return partition.splitsParameter(argument) ? ParameterSplit::TensorParallel
+                                             : ParameterSplit::Replicated;
+}
+
 } // namespace
+
+double ProgramProfile::heldElements(double elements, ParameterSplit split,
+                                    int64_t tensorParallel) const {
+  int64_t divisor = split == ParameterSplit::TensorParallel ? tensorParallel
+                    : split == ParameterSplit::Vocabulary
+                        ? vocabularyDivisor(tensorParallel)
+                        : 1;
+  auto block = static_cast<int64_t>(std::ceil(elements / divisor));
+  return static_cast<double>(TrainingStateBytes::sliceElements(block));
+}
 
 double OpRecord::time(const cost::DeviceModel &device, double batch,
                       int64_t tensorParallelDegree) const {
@@ -682,21 +701,12 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
     for (unsigned parameter : profile.units[unit].parameters) {
       auto type =
           llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
-      bool vocabularyTable = partition.isVocabularyTable(parameter);
-      bool splitParameter =
-          partition.splitsParameter(parameter) && !vocabularyTable;
-      double elements = static_cast<double>(type.getNumElements());
-      if (vocabularyTable)
-        unitProfile.vocabularyParameters += elements;
-      else
-        (splitParameter ? unitProfile.splitParameters
-                        : unitProfile.replicatedParameters) += elements;
+      ParameterSplit split = splitOf(partition, parameter);
+      bool splitParameter = split == ParameterSplit::TensorParallel;
       // Its compute copy is the prepared value, counted there.
-      if (heldThroughPrepared[unit].contains(parameter))
-        (vocabularyTable ? unitProfile.uncopiedParameters.vocabulary
-         : splitParameter ? unitProfile.uncopiedParameters.split
-                          : unitProfile.uncopiedParameters.replicated) +=
-            elements;
+      unitProfile.parameters.push_back(
+          {static_cast<double>(type.getNumElements()), split,
+           heldThroughPrepared[unit].contains(parameter)});
       for (Operation *op : stepOpsOfArgument.lookup(parameter)) {
         cost::OpCost cost = cost::estimateOpCost(op);
         OpRecord record;
@@ -742,8 +752,7 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
         llvm::cast<RankedTensorType>(function.getArgument(parameter).getType());
     ProgramProfile::TiedParameter tied;
     tied.elements = static_cast<double>(type.getNumElements());
-    tied.vocabulary = partition.isVocabularyTable(parameter);
-    tied.split = partition.splitsParameter(parameter) && !tied.vocabulary;
+    tied.split = splitOf(partition, parameter);
     tied.units = readers;
     profile.tiedGradientBytes +=
         tied.elements * profile.gradientBytesPerParameter;

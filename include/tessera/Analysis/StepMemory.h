@@ -66,6 +66,14 @@ struct TrainingStateBytes {
     return {place, place / (group > 0 ? group : 1)};
   }
 
+  /// The driver's ParameterLayout (runtime/train/ParameterLayout.h) starts
+  /// every parameter's slice at a multiple of 128 elements: a slice holds
+  /// its elements rounded up to that.
+  static constexpr int64_t kSliceElements = 128;
+  static constexpr int64_t sliceElements(int64_t elements) {
+    return (elements + kSliceElements - 1) / kSliceElements * kSliceElements;
+  }
+
   int64_t trainableElements = 0;
   int64_t masterWeights = 0;
   /// The compute-precision copies of the parameters the step reads as such

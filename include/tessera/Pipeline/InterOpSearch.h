@@ -78,6 +78,9 @@ struct StagePlan {
   int64_t firstDevice = 0;
   Submesh submesh;
   RematMode remat = RematMode::None;
+  /// The stash in micro-batches of the stage's kept values
+  /// (StashDepths::inFlight): the whole count for GPipe and 1F1B; an
+  /// interleaved device's pools weighed by what their chunks keep.
   double inFlight = 0;
   StageCost cost;
 };

@@ -46,11 +46,42 @@ struct Schedule {
 /// Parses `gpipe`, `1f1b`, `interleaved` (2 chunks) or `interleaved:V`.
 llvm::Expected<Schedule> parseSchedule(llvm::StringRef text);
 
-/// Activations in flight on stage `stage` of `stages`, in micro-batches:
-/// the stash slots the driver keeps (GPipe m, 1F1B min(m, p - s);
-/// interleaved, over v, chunks being equal: the peak of the layer-only
-/// chunks together, plus the embedding's and the head's chunk's own where
-/// those save values of their own, else theirs shared with the layers').
+/// The stash of one device as the driver keeps it
+/// (runtime/train/PipelineParallel.cpp's StashPool): one pool per saved
+/// layout among the device's chunks, each slot one chunk's saved values of
+/// one micro-batch, each pool as deep as its chunks' peak together.
+/// Interleaved, the layer-only chunks share a pool; the program's first
+/// chunk (the embedding's) and last (the head's) have their own where they
+/// save values the layers do not. GPipe and 1F1B hold one chunk a device:
+/// one pool.
+struct StashDepths {
+  /// The device's chunks (v interleaved, else 1).
+  int64_t chunks = 1;
+  /// Slots of the pool the layer-only chunks share.
+  int64_t layers = 0;
+  /// Slots of the embedding's and the head's chunk's own pools; 0 where the
+  /// chunk is not on this device or shares the layers' pool.
+  int64_t embedding = 0, head = 0;
+
+  int64_t slots() const { return layers + embedding + head; }
+  /// The stash as a multiple of the stage's kept bytes per micro-batch,
+  /// `kept`, of which the program's first unit keeps `embeddingKept` and its
+  /// last `headKept`: the layers' share is cut into equal chunks, and each
+  /// pool holds its chunk's layers plus its edge unit's own values.
+  double inFlight(double kept, double embeddingKept = 0,
+                  double headKept = 0) const;
+};
+
+/// The stash pools on stage `stage` of `stages`: GPipe m slots, 1F1B
+/// min(m, p - s); interleaved, each pool's peak walked over the device's
+/// task order (deviceTaskOrder).
+StashDepths stashDepths(const Schedule &schedule, int64_t stages,
+                        int64_t stage, int64_t microBatches,
+                        bool embeddingSavesOwn = true,
+                        bool headSavesOwn = true);
+
+/// Activations in flight on stage `stage` of `stages`, in micro-batches,
+/// with the chunks' kept values equal: stashDepths' slots over v.
 double inFlightMicroBatches(const Schedule &schedule, int64_t stages,
                             int64_t stage, int64_t microBatches,
                             bool embeddingSavesOwn = true,

@@ -90,6 +90,10 @@ struct StageMemory {
   double accumulators = 0;
   /// Kept activations of one micro-batch.
   double activationsPerMicroBatch = 0;
+  /// Of those, what the program's first unit (the embedding) and its last
+  /// (the head) keep, when the stage holds them: an interleaved device
+  /// stashes their chunks apart from its layer-only ones (StashDepths).
+  double embeddingActivations = 0, headActivations = 0;
   /// Working set of the backward of one layer beyond what is kept.
   double working = 0;
   /// The pipeline's messages (runtime/train/PipelineParallel.cpp's
@@ -170,10 +174,9 @@ private:
     struct Additive {
       double forward = 0, backward = 0, recompute = 0;
       double tensorParallelCommunication = 0, modelFlops = 0, kept = 0;
-      double splitParameters = 0, replicatedParameters = 0, stepOnce = 0;
-      double prepared = 0, vocabularyParameters = 0;
-      double uncopiedSplit = 0, uncopiedReplicated = 0,
-             uncopiedVocabulary = 0;
+      /// Parameter elements a TP rank holds (ProgramProfile::heldElements),
+      /// and of those the ones it reads only through a prepared value.
+      double parameters = 0, uncopied = 0, stepOnce = 0, prepared = 0;
 
       /// Adds `other` times `sign` (+1 or -1), field by field.
       void accumulate(const Additive &other, double sign) {
@@ -184,14 +187,10 @@ private:
             sign * other.tensorParallelCommunication;
         modelFlops += sign * other.modelFlops;
         kept += sign * other.kept;
-        splitParameters += sign * other.splitParameters;
-        replicatedParameters += sign * other.replicatedParameters;
+        parameters += sign * other.parameters;
+        uncopied += sign * other.uncopied;
         stepOnce += sign * other.stepOnce;
         prepared += sign * other.prepared;
-        vocabularyParameters += sign * other.vocabularyParameters;
-        uncopiedSplit += sign * other.uncopiedSplit;
-        uncopiedReplicated += sign * other.uncopiedReplicated;
-        uncopiedVocabulary += sign * other.uncopiedVocabulary;
       }
     };
     std::vector<Additive> prefix;

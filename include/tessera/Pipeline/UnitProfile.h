@@ -125,6 +125,24 @@ struct OpRecord {
               int64_t tensorParallel) const;
 };
 
+/// How tensor parallelism splits a parameter (MegatronPartition.h).
+enum class ParameterSplit {
+  Replicated,
+  TensorParallel,
+  /// A vocabulary-parallel table: split only where TP divides the
+  /// vocabulary (ProgramProfile::vocabularyDivisor).
+  Vocabulary,
+};
+
+/// One trainable parameter of a unit.
+struct HeldParameter {
+  double elements = 0;
+  ParameterSplit split = ParameterSplit::Replicated;
+  /// The unit reads it only through a prepared value (preparedBytes): its
+  /// stage holds no compute copy of it.
+  bool uncopied = false;
+};
+
 struct UnitProfile {
   /// Op names and result types, in order: equal for repeated layers.
   std::string signature;
@@ -176,17 +194,8 @@ struct UnitProfile {
   /// padded weight whole beside the cast it is joined from, before each
   /// rank takes its block (0 where the prepare makes no such copy).
   double prepareWorking = 0;
-  /// Trainable elements, split by TP (MegatronPartition.h) or replicated;
-  /// the vocabulary-parallel tables', split only where TP divides the
-  /// vocabulary (ProgramProfile::vocabularyDivisor).
-  double splitParameters = 0;
-  double replicatedParameters = 0;
-  double vocabularyParameters = 0;
-  /// Of those, the elements the unit reads only through a prepared value
-  /// (preparedBytes): its stage holds no compute copy of them.
-  struct ParameterElements {
-    double split = 0, replicated = 0, vocabulary = 0;
-  } uncopiedParameters;
+  /// The unit's trainable parameters, one entry each.
+  std::vector<HeldParameter> parameters;
   /// AdamW and the cast of master weights to the compute precision: once
   /// per step, not per micro-batch (`tensorParallel` marks the split
   /// parameters'). ZeRO-1 divides them by the data-parallel degree.
@@ -221,10 +230,7 @@ struct ProgramProfile {
   /// those units holds the parameter once, though each unit counts it.
   struct TiedParameter {
     double elements = 0;
-    bool split = false;
-    /// A vocabulary-parallel table: split only where TP divides the
-    /// vocabulary.
-    bool vocabulary = false;
+    ParameterSplit split = ParameterSplit::Replicated;
     std::vector<size_t> units;
   };
   std::vector<TiedParameter> tiedParameters;
@@ -248,6 +254,13 @@ struct ProgramProfile {
     return vocabulary > 0 && vocabulary % tensorParallel == 0 ? tensorParallel
                                                                : 1;
   }
+
+  /// The elements of a parameter of `elements` split as `split` that one
+  /// TP rank of degree `tensorParallel` holds, as the driver lays them out:
+  /// its block, rounded up to a whole slice (TrainingStateBytes::
+  /// sliceElements).
+  double heldElements(double elements, ParameterSplit split,
+                      int64_t tensorParallel) const;
 
   const UnitProfile &unit(size_t index) const {
     return structures[structureOf[index]];

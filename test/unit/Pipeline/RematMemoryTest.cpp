@@ -85,8 +85,10 @@ TEST(RematMemory, LayersShareOneStructure) {
   // Each layer: 12 h^2 + 13 h parameters (its weights split by TP, its
   // vectors not).
   const UnitProfile &layer = profile.unit(1);
-  EXPECT_DOUBLE_EQ(layer.splitParameters + layer.replicatedParameters,
-                   12.0 * 256 * 256 + 13 * 256);
+  double elements = 0;
+  for (const HeldParameter &parameter : layer.parameters)
+    elements += parameter.elements;
+  EXPECT_DOUBLE_EQ(elements, 12.0 * 256 * 256 + 13 * 256);
   // Megatron's layer all-reduces: two forward, two backward.
   EXPECT_EQ(layer.forwardAllReduces.size(), 2u);
   EXPECT_EQ(layer.backwardAllReduces.size(), 2u);
@@ -94,6 +96,25 @@ TEST(RematMemory, LayersShareOneStructure) {
 
 // Tests the kept activations of a GPT-3-shaped layer against
 // s b h (34 + 5 a s / h), per remat mode.
+// A TP rank holds each parameter's block as the driver lays it out: the
+// block rounded up to a whole 128-element slice (runtime/train/
+// ParameterLayout.h), so a tiny model's vectors take twice their size.
+TEST(RematMemory, HeldElementsAreWholeSlices) {
+  ProgramProfile profile;
+  profile.vocabulary = 512;
+  EXPECT_DOUBLE_EQ(profile.heldElements(64, ParameterSplit::Replicated, 2), 128);
+  EXPECT_DOUBLE_EQ(profile.heldElements(192, ParameterSplit::TensorParallel, 2),
+                   128);
+  EXPECT_DOUBLE_EQ(
+      profile.heldElements(64 * 192, ParameterSplit::TensorParallel, 2), 6144);
+  // A vocabulary-parallel table splits where TP divides the vocabulary.
+  EXPECT_DOUBLE_EQ(
+      profile.heldElements(512 * 64, ParameterSplit::Vocabulary, 2), 16384);
+  profile.vocabulary = 511;
+  EXPECT_DOUBLE_EQ(
+      profile.heldElements(511 * 64, ParameterSplit::Vocabulary, 2), 32768);
+}
+
 TEST(RematMemory, AgainstMegatronFormula) {
   GptShape shape;
   shape.layers = 2;

@@ -69,8 +69,35 @@ TEST(Schedule, InFlightMicroBatches) {
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 2, 16), 7.0 / 2);
   std::vector<ScheduledTask> middle = deviceTaskOrder(interleaved(2), 4, 1, 16);
   EXPECT_EQ(stashSlots(middle, {1}) + stashSlots(middle, {5}), 12);
-  // Last stage: its layer chunk 3 and the head's chunk 7, 4 and 2.
+  // Last stage: its layer chunk 3 and the head's chunk 7, 5 and 1.
   EXPECT_DOUBLE_EQ(inFlightMicroBatches(interleaved(2), 4, 3, 16), 6.0 / 2);
+}
+
+// The pools priced at what their chunks keep: the last of p = 4 stages,
+// v = 2, keeps 10 bytes per micro-batch, 2 of them the head's. Its layer
+// chunk 3 keeps 4 in each of 5 slots, the head's chunk 7 4 + 2 in its 1:
+// 26 bytes, 2.6 micro-batches of the stage's 10 (the equal-chunk average,
+// 3, would say 30).
+TEST(Schedule, StashDepthsWeighPoolsByWhatTheyKeep) {
+  StashDepths last = stashDepths(interleaved(2), 4, 3, 16);
+  EXPECT_EQ(last.chunks, 2);
+  EXPECT_EQ(last.layers, 5);
+  EXPECT_EQ(last.head, 1);
+  EXPECT_EQ(last.embedding, 0);
+  EXPECT_DOUBLE_EQ(last.inFlight(10, 0, 2), 26.0 / 10);
+  EXPECT_DOUBLE_EQ(last.inFlight(10), 3.0);
+  // An embedding that keeps nothing of its own shares the layers' pool:
+  // one pool, 11 slots of half the stage each.
+  StashDepths first = stashDepths(interleaved(2), 4, 0, 16,
+                                  /*embeddingSavesOwn=*/false);
+  EXPECT_EQ(first.layers, 11);
+  EXPECT_EQ(first.embedding, 0);
+  EXPECT_DOUBLE_EQ(first.inFlight(10, 0, 0), 5.5);
+  // One chunk a device: one pool, the edge units in it.
+  StashDepths oneF =
+      stashDepths({ScheduleKind::OneForwardOneBackward, 1}, 4, 3, 16);
+  EXPECT_EQ(oneF.layers, 1);
+  EXPECT_DOUBLE_EQ(oneF.inFlight(10, 0, 2), 1.0);
 }
 
 TEST(Schedule, Parse) {
