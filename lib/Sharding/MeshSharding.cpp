@@ -280,8 +280,14 @@ ProblemBuilder::parameterStrategies(tess::ParameterOp parameter,
   }
 
   bool trainable = parameter.getTrainable();
-  double computeBytes =
-      options.computeWeightBytes > 0 ? options.computeWeightBytes : 4.0;
+  // A table that only lookups read is read as its master: mixed precision
+  // looks its rows up in the f32 table and casts only them
+  // (tess-look-up-before-cast), so the driver keeps no compute copy of it
+  // (TrainingStateBytes::masterReadWeights).
+  bool readAsMaster = tess::readOnlyByLookups(result);
+  double computeBytes = options.computeWeightBytes > 0 && !readAsMaster
+                            ? options.computeWeightBytes
+                            : 4.0;
   for (const TensorLayout &layout : layouts) {
     // ZeRO shards over the axes the layout leaves the weight whole on, each
     // on the first free dim it divides.
@@ -338,7 +344,7 @@ ProblemBuilder::parameterStrategies(tess::ParameterOp parameter,
               options.gradientBytes * local * zeroTwoRingPerElement(group);
         // Without a compute copy (fp32) the master is the compute weight,
         // unless ZeRO shards the master: then a whole copy is kept too.
-        if (options.computeWeightBytes > 0)
+        if (options.computeWeightBytes > 0 && !readAsMaster)
           bytes.computeWeights = options.computeWeightBytes *
                                  (stage == 3 && sharding ? shard : local);
         else if (sharding && stage < 3)

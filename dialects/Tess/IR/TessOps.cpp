@@ -185,6 +185,14 @@ int64_t tessera::tess::wholeTableRows(Operation *op, Value table) {
   return rows * *MeshAttr::lookup(op).axisSize(axis.getValue());
 }
 
+bool tessera::tess::readOnlyByLookups(Value table) {
+  return !table.use_empty() &&
+         llvm::all_of(table.getUsers(), [&](Operation *user) {
+           auto lookup = llvm::dyn_cast<EmbeddingOp>(user);
+           return lookup && lookup.getTable() == table;
+         });
+}
+
 LogicalResult EmbeddingOp::verify() {
   return verifyMeshAxisAttr(*this, "rows_axis", getRowsAxis(), "C4");
 }

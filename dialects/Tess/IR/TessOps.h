@@ -97,6 +97,11 @@ llvm::SmallVector<StreamBlock, 2> streamBlocks(mlir::Operation *op);
 /// rows_axis when it holds a vocabulary-parallel block.
 int64_t wholeTableRows(mlir::Operation *op, mlir::Value table);
 
+/// Whether `table` is read, and only as the table of tess.embedding
+/// lookups: mixed precision then looks its rows up in the f32 master and
+/// casts only them (tess-look-up-before-cast), and keeps no compute copy.
+bool readOnlyByLookups(mlir::Value table);
+
 /// The rule `rule` of an op's attribute `name` that names a mesh axis (an
 /// embedding's rows_axis): an axis of the module's tess.mesh.
 mlir::LogicalResult verifyMeshAxisAttr(mlir::Operation *op,

@@ -37,11 +37,7 @@ struct LookUpBeforeCastPass
   void runOnOperation() override {
     SmallVector<tess::CastOp> casts;
     getOperation().walk([&](tess::CastOp cast) {
-      if (!cast->use_empty() &&
-          llvm::all_of(cast->getUsers(), [&](Operation *user) {
-            auto lookup = dyn_cast<tess::EmbeddingOp>(user);
-            return lookup && lookup.getTable() == cast.getResult();
-          }))
+      if (tess::readOnlyByLookups(cast.getResult()))
         casts.push_back(cast);
     });
     IRRewriter rewriter(&getContext());

@@ -218,13 +218,12 @@ measureCalibration(ModuleOp module, const SearchInputs &inputs,
         optimizerSeconds / state.trainableElements;
   // The search prices each parameter's state by its layout and ZeRO stage
   // (ShardingStrategy), the buffers and the GEMM scratch as fixed, and
-  // scales its activations to the rest of the compiled step's memory: its
-  // replicated plan predicts exactly the analysis's peak.
-  const sharding::MeshSearchOptions &search = inputs.search;
+  // scales its activations to the rest of the compiled step's memory (the
+  // arena): its replicated plan predicts exactly the analysis's peak. The
+  // state subtracted is the analysis's own, not a per-element rate, which a
+  // table read as its f32 master (no compute copy) would miss.
   double parameterStateBytes =
-      (TrainingStateBytes::kMasterBytesPerElement + search.computeWeightBytes +
-       search.gradientBytes + TrainingStateBytes::kOptimizerBytesPerElement) *
-      static_cast<double>(state.trainableElements);
+      static_cast<double>(state.total() - state.buffers);
   calibration.fixedMemoryBytes =
       static_cast<double>(state.buffers + memory->gemmScratchBytes);
   calibration.activationPeakBytes =
