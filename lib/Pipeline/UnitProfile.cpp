@@ -665,11 +665,12 @@ llvm::Expected<ProgramProfile> profileProgram(ModuleOp first,
       if (auto loss = llvm::dyn_cast<tess::CrossEntropyOp>(op);
           loss && divided(loss.getLogits())) {
         Affine logits = twins.elements(loss.getLogits());
-        Affine kept = logits * (4 + 1);
+        Affine kept = logits * VocabularyParallelLoss::kKeptBytesPerElement;
         kept += twins.bytes(loss.getLogits()) * -1;
         unitProfile.savedAll.tensorParallelOnly += kept;
         unitProfile.savedSelective.tensorParallelOnly += kept;
-        Affine blocks = logits * (3 * 4);
+        Affine blocks =
+            logits * VocabularyParallelLoss::kWorkingBytesPerElement;
         blocks += twins.bytes(loss.getLogits()) * -1;
         unitProfile.working.tensorParallelOnly += blocks;
         unitProfile.workingSelective.tensorParallelOnly += blocks;

@@ -2,6 +2,7 @@
 
 #include "tessera/Sharding/MeshSharding.h"
 
+#include "tessera/Analysis/MegatronPartition.h"
 #include "tessera/Analysis/StepMemory.h"
 #include "tessera/CostModel/MemoryText.h"
 #include "tessera/Sharding/IntraOpSearch.h"
@@ -365,6 +366,29 @@ ProblemBuilder::parameterStrategies(tess::ParameterOp parameter,
   return strategies;
 }
 
+/// The loss's temporaries over the head's logits `value` in `layout` at
+/// the step's peak (PlanPrediction::transientBytes): where the fused loss
+/// reads whole classes, the logits' gradient, at most a --logits-block;
+/// where the classes are split, the vocabulary-parallel loss's f32 blocks
+/// and target mask. 0 without the calibration's split of the peak.
+double headLogitsBytes(mlir::Value value, const TensorLayout &layout,
+                       const cost::DeviceMesh &mesh,
+                       const MeshSearchOptions &options) {
+  if (options.activationSavedBytes <= 0 || !isStatic(value))
+    return 0;
+  llvm::ArrayRef<int64_t> shape = shapeOf(value);
+  double elements = layout.localElements(shape, mesh);
+  if (!shape.empty() && layout.dimAxes.back() != kUnsplit)
+    return elements * (VocabularyParallelLoss::kWorkingBytesPerElement +
+                       VocabularyParallelLoss::kTargetMaskBytesPerElement);
+  double logits = elements * (options.computeWeightBytes > 0
+                                  ? options.computeWeightBytes
+                                  : 4.0);
+  return options.logitsBlockBytes > 0
+             ? std::min(logits, options.logitsBlockBytes)
+             : logits;
+}
+
 llvm::Expected<MeshShardingProblem> ProblemBuilder::build() {
   auto fail = [&](const llvm::Twine &why) {
     return searchError("cannot plan the sharding of @" +
@@ -490,10 +514,19 @@ llvm::Expected<MeshShardingProblem> ProblemBuilder::build() {
   double computeScale = options.trainingComputeSeconds > 0 && replicatedCompute > 0
                             ? options.trainingComputeSeconds / replicatedCompute
                             : 1.0;
-  double activationScale =
-      options.activationPeakBytes > 0 && replicatedActivations > 0
-          ? options.activationPeakBytes / replicatedActivations
-          : 1.0;
+  // The ops' activations scale to what the one-device step keeps for the
+  // backward; its temporaries on top of that are priced apart, in the
+  // plan's share (expandPlan).
+  double keptBytes = options.activationSavedBytes > 0
+                         ? std::min(options.activationSavedBytes,
+                                    options.activationPeakBytes)
+                         : options.activationPeakBytes;
+  double activationScale = keptBytes > 0 && replicatedActivations > 0
+                               ? keptBytes / replicatedActivations
+                               : 1.0;
+  result.replicatedActivations = replicatedActivations * activationScale;
+  if (options.activationSavedBytes > 0)
+    result.layerTransientBytes = options.activationPeakBytes - keptBytes;
   for (ShardingNode &node : problem.nodes)
     for (ShardingStrategy &strategy : node.strategies) {
       strategy.computeTime *= computeScale;
@@ -688,6 +721,54 @@ void addCollectives(PlanPrediction &predicted,
   }
 }
 
+/// The arena's temporaries at the plan's peak on top of its kept
+/// activations (PlanPrediction::transientBytes): the one-device step's
+/// layer temporaries in the share of the activations the plan keeps, or
+/// the head's, whichever is larger. The head's are the loss's over its
+/// logits (headLogitsBytes) and, beside the fused loss's gradient, the
+/// parameters the head all-gathers for its backward. The search's bound
+/// holds the layers' in their least share only: the decisions that check
+/// its plans against their compiled ranks (tessera/Transforms/MeshPlan.h)
+/// correct it by what it missed.
+void setTransient(PlanPrediction &predicted, func::FuncOp function,
+                  const TrainingShardingPlan &plan,
+                  const MeshShardingProblem &reduced,
+                  const MeshSearchOptions &options) {
+  if (reduced.layerTransientBytes <= 0 || reduced.replicatedActivations <= 0)
+    return;
+  const cost::DeviceMesh &mesh = plan.mesh;
+  double computeBytes =
+      options.computeWeightBytes > 0 ? options.computeWeightBytes : 4.0;
+  double logits = 0, gathered = 0;
+  for (Value value : function.getBody().front().getTerminator()->getOperands()) {
+    auto opResult = llvm::dyn_cast<OpResult>(value);
+    const OpSharding *head = opResult ? plan.find(opResult.getOwner()) : nullptr;
+    if (!head)
+      continue;
+    const TensorLayout &layout = head->resultLayouts[opResult.getResultNumber()];
+    logits += headLogitsBytes(value, layout, mesh, options);
+    if (!shapeOf(value).empty() && layout.dimAxes.back() != kUnsplit)
+      continue; // the vocabulary-parallel loss peaks after the gathers
+    for (const PlannedTransfer &transfer : plan.transfers) {
+      if (transfer.consumer != opResult.getOwner() ||
+          !transfer.value.getDefiningOp<tess::ParameterOp>() ||
+          !isStatic(transfer.value))
+        continue;
+      if (llvm::any_of(transfer.collectives.steps, [](const ReshardStep &step) {
+            return step.collective == cost::Collective::AllGather;
+          }))
+        gathered += transfer.to.localElements(shapeOf(transfer.value), mesh) *
+                    computeBytes;
+    }
+  }
+  double layers = reduced.layerTransientBytes * predicted.activations /
+                  reduced.replicatedActivations;
+  double layersInBound =
+      reduced.layerTransientBytes / static_cast<double>(mesh.deviceCount());
+  predicted.transientBytes = std::max(layers, logits + gathered);
+  predicted.boundTransientBytes = layersInBound;
+}
+
 TrainingShardingPlan expandPlan(func::FuncOp function,
                                 const MeshShardingProblem &reduced,
                                 const ShardingPlan &solution,
@@ -792,6 +873,7 @@ TrainingShardingPlan expandPlan(func::FuncOp function,
     addCollectives(predicted, problem.edgeReshard(edge, solution.choice).steps,
                    edge.count);
   predicted.inputsAndBuffers += options.fixedMemoryBytes;
+  setTransient(predicted, function, plan, reduced, options);
 
   plan.search.method = solution.method == PlanMethod::Ilp ? "ilp" : "greedy";
   plan.search.provenOptimal = solution.provenOptimal;
@@ -831,7 +913,9 @@ sharding::searchTrainingSharding(func::FuncOp function,
   ShardingProblem &problem = reduced->problem;
 
   auto tooSmall = [&](llvm::StringRef why) {
-    double least = problem.minimumMemory() + options.fixedMemoryBytes;
+    double least =
+        problem.minimumMemory() + options.fixedMemoryBytes +
+        reduced->layerTransientBytes / static_cast<double>(mesh.deviceCount());
     return searchError(llvm::formatv(
         "no sharding plan fits {0} per device on mesh {1}{2}: the "
         "smallest plan the search can build needs {3} per device "
@@ -841,7 +925,11 @@ sharding::searchTrainingSharding(func::FuncOp function,
         memoryText(least)));
   };
   if (options.memoryLimitBytes) {
-    problem.memoryLimit = *options.memoryLimitBytes - options.fixedMemoryBytes;
+    // The bound holds the layers' temporaries in their least share, one
+    // device's (PlanPrediction::boundTransientBytes).
+    problem.memoryLimit =
+        *options.memoryLimitBytes - options.fixedMemoryBytes -
+        reduced->layerTransientBytes / static_cast<double>(mesh.deviceCount());
     if (problem.minimumMemory() > *problem.memoryLimit)
       return tooSmall("");
   }

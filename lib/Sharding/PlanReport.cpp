@@ -159,7 +159,9 @@ void sharding::printTrainingShardingPlan(const TrainingShardingPlan &plan,
   memoryLine("gradients", predicted.gradients);
   memoryLine("optimizer state (AdamW m, v)", predicted.optimizerState);
   memoryLine("inputs and buffers", predicted.inputsAndBuffers);
-  memoryLine("activations", predicted.activations);
+  memoryLine("activations kept for the backward", predicted.activations);
+  if (predicted.transientBytes > 0)
+    memoryLine("temporaries at the peak", predicted.transientBytes);
   os << llvm::formatv("  {0,-40} {1,12:F3} of {2:F1} GiB\n", "total",
                       total / kMiB, cluster.device.memoryBytes / kGiB);
 

@@ -50,6 +50,20 @@ namespace tessera {
 /// type), or null.
 mlir::BlockArgument parameterArgument(mlir::Value value);
 
+/// The vocabulary-parallel loss as tess-partition-spmd builds it (logits
+/// split over their classes), per element of a rank's logits: it keeps each
+/// row's f32 softmax and a byte of which class is the target for the
+/// backward, and holds three f32 blocks of the logits' shape at once (the
+/// f32 logits, x - max, exp; in the backward softmax * scale, the target's
+/// scale, their difference), in place of the logits in the compute type
+/// the fused loss kernel reads.
+struct VocabularyParallelLoss {
+  static constexpr int64_t kTargetMaskBytesPerElement = 1;
+  static constexpr int64_t kKeptBytesPerElement =
+      4 + kTargetMaskBytesPerElement;
+  static constexpr int64_t kWorkingBytesPerElement = 3 * 4;
+};
+
 struct MegatronPartition {
   struct Block {
     tess::LinearOp row;

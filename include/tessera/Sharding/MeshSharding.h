@@ -85,6 +85,15 @@ struct MeshSearchOptions {
   /// replicated plan predicts them exactly. 0: no scaling.
   double trainingComputeSeconds = 0;
   double activationPeakBytes = 0;
+  /// Of activationPeakBytes, what the forward keeps for the backward
+  /// (StepMemory::savedForBackwardBytes): the ops' activation bytes scale to
+  /// it, and the rest of the peak, the temporaries live on top of it, is
+  /// priced apart (PlanPrediction::transientBytes). 0: the whole peak
+  /// scales.
+  double activationSavedBytes = 0;
+  /// The lowering's largest block of logits (--logits-block; 0: none): the
+  /// head's logits live at the peak are at most this.
+  double logitsBlockBytes = 0;
   /// Seconds of AdamW per parameter element (0: not priced).
   double optimizerSecondsPerElement = 0;
   /// Bytes per parameter element of the compute copy (0 in fp32, where the
@@ -121,6 +130,12 @@ struct MeshShardingProblem {
   /// name; for the report.
   std::vector<std::string> layerOfNode;
   size_t functionOps = 0;
+  /// The replicated plan's activation bytes (unscaled) and the one-device
+  /// step's temporaries beyond what it keeps (activationPeakBytes less
+  /// activationSavedBytes): a plan's share of those is the share of the
+  /// activations it holds.
+  double replicatedActivations = 0;
+  double layerTransientBytes = 0;
 };
 
 /// Builds the problem. Errors: a function the search cannot handle, a pin

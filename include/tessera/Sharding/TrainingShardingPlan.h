@@ -103,6 +103,12 @@ struct PlanPrediction {
   std::array<double, 5> collectiveBytes{};
   double masterWeights = 0, computeWeights = 0, gradients = 0,
          optimizerState = 0, activations = 0, inputsAndBuffers = 0;
+  /// The arena's temporaries at its peak on top of the kept activations:
+  /// the larger of the layers' (the one-device step's, in the plan's share)
+  /// and the head's (its rank's logits, at most a block, the loss's f32
+  /// blocks when they are vocabulary-parallel, and the weights the head
+  /// gathers). The search's memory bound holds the layers' share only.
+  double transientBytes = 0, boundTransientBytes = 0;
 
   double communicationSeconds() const;
   double stepSeconds() const {
@@ -110,7 +116,11 @@ struct PlanPrediction {
   }
   double memoryBytes() const {
     return masterWeights + computeWeights + gradients + optimizerState +
-           activations + inputsAndBuffers;
+           activations + transientBytes + inputsAndBuffers;
+  }
+  /// What the search's memory bound held of memoryBytes().
+  double boundBytes() const {
+    return memoryBytes() - transientBytes + boundTransientBytes;
   }
 };
 

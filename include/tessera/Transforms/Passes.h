@@ -50,6 +50,10 @@ struct ShardingCalibration {
   double trainingComputeSeconds = 0;
   double optimizerSecondsPerElement = 0;
   double activationPeakBytes = 0;
+  /// Of those, what the forward keeps for the backward
+  /// (StepMemory::savedForBackwardBytes; 0: not measured, the whole peak
+  /// scales).
+  double activationSavedBytes = 0;
   double fixedMemoryBytes = 0;
   std::optional<cost::TrainingStepEstimate> estimate;
 };

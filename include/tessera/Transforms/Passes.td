@@ -1040,8 +1040,9 @@ def SearchSharding : Pass<"tess-search-sharding", "::mlir::ModuleOp"> {
            "The step's precision, fp32, bf16 or fp16: the search prices "
            "kernels, collectives and weight copies at it">,
     Option<"calibration", "calibration", "std::string", /*default=*/"\"\"",
-           "compute=S,optimizer=S,activations=B,fixed=B: the compiled "
-           "step's numbers the search's model is scaled to (empty: "
+           "compute=S,optimizer=S,activations=B,saved=B,fixed=B: the "
+           "compiled step's numbers the search's model is scaled to "
+           "(saved: what the forward keeps of the activations; empty: "
            "measured from the module)">,
     Option<"loss", "loss", "std::string", /*default=*/"\"causal-lm\"",
            "The measured step's objective (tess-build-training's loss)">,

@@ -138,7 +138,9 @@ FailureOr<MeshPlanDecision> decideOnMesh(ModuleOp module,
         searchSharding(*planned, bounded, *calibration);
     if (!plan) {
       // Nothing the model fits under this bound: nor under a lower one.
-      if (best) {
+      // The error is then the least rank a plan that missed needs, when a
+      // higher bound gave one.
+      if (best || leastMissed < std::numeric_limits<double>::infinity()) {
         consumeError(plan.takeError());
         break;
       }
@@ -195,7 +197,9 @@ FailureOr<MeshPlanDecision> decideOnMesh(ModuleOp module,
     // the plan at the limit, at least a step away from this one and kept
     // strictly inside the bracket (its middle where the shift leaves it).
     double step = kBoundStep * limit;
-    double next = predicted + (limit - compiled);
+    // (In the bound's terms: the bound holds the layers' temporaries in
+    // their least share, not the head's.)
+    double next = decision.plan.predicted.boundBytes() + (limit - compiled);
     if (fits && next < bound + step)
       break; // no room worth another search
     if (!fits)

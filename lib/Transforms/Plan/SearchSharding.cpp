@@ -57,6 +57,7 @@ constexpr CalibrationField kCalibrationFields[] = {
     {"compute", &ShardingCalibration::trainingComputeSeconds},
     {"optimizer", &ShardingCalibration::optimizerSecondsPerElement},
     {"activations", &ShardingCalibration::activationPeakBytes},
+    {"saved", &ShardingCalibration::activationSavedBytes},
     {"fixed", &ShardingCalibration::fixedMemoryBytes},
 };
 
@@ -75,8 +76,8 @@ llvm::Error readCalibration(StringRef calibration,
     if (field == std::end(kCalibrationFields) ||
         text.trim().getAsDouble(value) || value < 0)
       return searchError("calibration '" + calibration + "': expected " +
-                         "compute=S,optimizer=S,activations=B,fixed=B "
-                         "with numbers >= 0, got '" + item + "'");
+                         "compute=S,optimizer=S,activations=B,saved=B,"
+                         "fixed=B with numbers >= 0, got '" + item + "'");
     numbers.*(field->value) = value;
   }
   return llvm::Error::success();
@@ -229,6 +230,9 @@ measureCalibration(ModuleOp module, const SearchInputs &inputs,
   calibration.activationPeakBytes =
       std::max(1.0, static_cast<double>(memory->totalBytes()) -
                         calibration.fixedMemoryBytes - parameterStateBytes);
+  calibration.activationSavedBytes =
+      std::min(calibration.activationPeakBytes,
+               static_cast<double>(memory->savedForBackwardBytes));
   calibration.estimate = std::move(*estimate);
   return calibration;
 }
@@ -276,6 +280,8 @@ tessera::searchSharding(ModuleOp module, const SearchShardingOptions &options,
   search.trainingComputeSeconds = calibration.trainingComputeSeconds;
   search.optimizerSecondsPerElement = calibration.optimizerSecondsPerElement;
   search.activationPeakBytes = calibration.activationPeakBytes;
+  search.activationSavedBytes = calibration.activationSavedBytes;
+  search.logitsBlockBytes = static_cast<double>(options.logitsBlockBytes);
   search.fixedMemoryBytes = calibration.fixedMemoryBytes;
 
   // Priced at the compute type: the forward's own values, retyped for the

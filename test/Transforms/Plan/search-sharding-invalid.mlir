@@ -80,7 +80,7 @@ module {
 
 //--- calibration.mlir
 // Tests that a calibration given as text must be the four numbers.
-// expected-error@below {{tess-search-sharding: calibration 'compute=x': expected compute=S,optimizer=S,activations=B,fixed=B with numbers >= 0, got 'compute=x'}}
+// expected-error@below {{tess-search-sharding: calibration 'compute=x': expected compute=S,optimizer=S,activations=B,saved=B,fixed=B with numbers >= 0, got 'compute=x'}}
 module {
   func.func @forward(%ids: tensor<8x16xi64>) -> tensor<8x16x64xf32> {
     %wte = tess.parameter "wte" trainable : tensor<512x64xf32>
