@@ -726,11 +726,11 @@ void addCollectives(PlanPrediction &predicted,
 /// layer temporaries in the share of the activations the plan keeps, or
 /// the head's, whichever is larger. The head's are the loss's over its
 /// logits (headLogitsBytes) and, beside the fused loss's gradient, the
-/// parameters the head all-gathers for its backward and, when the head runs
-/// in blocks of logits, the weight gradient those blocks add into. The search's bound
-/// holds the layers' in their least share only: the decisions that check
-/// its plans against their compiled ranks (tessera/Transforms/MeshPlan.h)
-/// correct it by what it missed.
+/// parameters the head all-gathers for its backward and, when the head
+/// runs in blocks of logits, the weight gradient those blocks add into.
+/// The search's bound holds the layers' in their least share only: the
+/// decisions that check its plans against their compiled ranks
+/// (tessera/Transforms/MeshPlan.h) correct it by what it missed.
 void setTransient(PlanPrediction &predicted, func::FuncOp function,
                   const TrainingShardingPlan &plan,
                   const MeshShardingProblem &reduced,
@@ -741,34 +741,40 @@ void setTransient(PlanPrediction &predicted, func::FuncOp function,
   double computeBytes =
       options.computeWeightBytes > 0 ? options.computeWeightBytes : 4.0;
   double logits = 0, beside = 0;
-  for (Value value : function.getBody().front().getTerminator()->getOperands()) {
+  Operation *terminator = function.getBody().front().getTerminator();
+  for (Value value : terminator->getOperands()) {
     auto opResult = llvm::dyn_cast<OpResult>(value);
-    const OpSharding *head = opResult ? plan.find(opResult.getOwner()) : nullptr;
+    const OpSharding *head =
+        opResult ? plan.find(opResult.getOwner()) : nullptr;
     if (!head)
       continue;
-    const TensorLayout &layout = head->resultLayouts[opResult.getResultNumber()];
+    const TensorLayout &layout =
+        head->resultLayouts[opResult.getResultNumber()];
     double blockBytes = headLogitsBytes(value, layout, mesh, options);
     logits += blockBytes;
     if (!shapeOf(value).empty() && layout.dimAxes.back() != kUnsplit)
       continue; // the vocabulary-parallel loss peaks after the gathers
     // A head cut into blocks of logits adds each block's weight gradient
     // into one: that sum is live beside every block.
-    if (blockBytes < layout.localElements(shapeOf(value), mesh) * computeBytes)
-      for (auto [operand, operandLayout] :
-           llvm::zip(opResult.getOwner()->getOperands(), head->operandLayouts))
+    if (blockBytes <
+        layout.localElements(shapeOf(value), mesh) * computeBytes)
+      for (auto [operand, operandLayout] : llvm::zip(
+               opResult.getOwner()->getOperands(), head->operandLayouts))
         if (operand.getDefiningOp<tess::ParameterOp>() && isStatic(operand))
           beside += operandLayout.localElements(shapeOf(operand), mesh) *
-                      options.gradientBytes;
+                    options.gradientBytes;
     for (const PlannedTransfer &transfer : plan.transfers) {
       if (transfer.consumer != opResult.getOwner() ||
           !transfer.value.getDefiningOp<tess::ParameterOp>() ||
           !isStatic(transfer.value))
         continue;
-      if (llvm::any_of(transfer.collectives.steps, [](const ReshardStep &step) {
+      bool gathers = llvm::any_of(
+          transfer.collectives.steps, [](const ReshardStep &step) {
             return step.collective == cost::Collective::AllGather;
-          }))
+          });
+      if (gathers)
         beside += transfer.to.localElements(shapeOf(transfer.value), mesh) *
-                    computeBytes;
+                  computeBytes;
     }
   }
   double layers = reduced.layerTransientBytes * predicted.activations /
