@@ -210,7 +210,7 @@ MegatronStageOracle::plans(const StageQuery &query) const {
     if (query.endUnit == units)
       base.memory.headActivations = keptOf(units - 1);
     bool oneDeviceStep = devices == 1 && query.firstUnit == 0 &&
-                         query.endUnit == profile.units.size() &&
+                         query.endUnit == units &&
                          query.boundaryCrossings == 1;
     base.memory.working =
         oneDeviceStep

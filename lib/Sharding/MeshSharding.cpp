@@ -366,6 +366,12 @@ ProblemBuilder::parameterStrategies(tess::ParameterOp parameter,
   return strategies;
 }
 
+/// Whether the head's logits of `shape` in `layout` have their classes
+/// split: the loss is then vocabulary-parallel.
+bool splitsClasses(llvm::ArrayRef<int64_t> shape, const TensorLayout &layout) {
+  return !shape.empty() && layout.dimAxes.back() != kUnsplit;
+}
+
 /// The loss's temporaries over the head's logits `value` in `layout` at
 /// the step's peak (PlanPrediction::transientBytes): where the fused loss
 /// reads whole classes, the logits' gradient, at most a --logits-block;
@@ -378,7 +384,7 @@ double headLogitsBytes(mlir::Value value, const TensorLayout &layout,
     return 0;
   llvm::ArrayRef<int64_t> shape = shapeOf(value);
   double elements = layout.localElements(shape, mesh);
-  if (!shape.empty() && layout.dimAxes.back() != kUnsplit)
+  if (splitsClasses(shape, layout))
     return elements * (VocabularyParallelLoss::kWorkingBytesPerElement +
                        VocabularyParallelLoss::kTargetMaskBytesPerElement);
   double logits = elements * (options.computeWeightBytes > 0
@@ -752,7 +758,7 @@ void setTransient(PlanPrediction &predicted, func::FuncOp function,
         head->resultLayouts[opResult.getResultNumber()];
     double blockBytes = headLogitsBytes(value, layout, mesh, options);
     logits += blockBytes;
-    if (!shapeOf(value).empty() && layout.dimAxes.back() != kUnsplit)
+    if (splitsClasses(shapeOf(value), layout))
       continue; // the vocabulary-parallel loss peaks after the gathers
     // A head cut into blocks of logits adds each block's weight gradient
     // into one: that sum is live beside every block.
