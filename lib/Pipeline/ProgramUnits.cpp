@@ -193,7 +193,12 @@ llvm::Expected<ProgramUnits> partitionIntoUnits(ModuleOp module) {
     std::optional<unsigned> unit;
     bool readsForward = false;
     for (Value operand : op.getOperands()) {
-      if (gradientValues.contains(operand))
+      // A constant (the rotary tables an adjoint reads) is copied wherever
+      // it is read: it ties the op to no unit, so an op reading gradients
+      // and constants only stays with the backward around it.
+      Operation *definer = operand.getDefiningOp();
+      if (gradientValues.contains(operand) ||
+          (definer && llvm::isa<tess::ConstantOp>(definer)))
         continue;
       readsForward = true;
       if (std::optional<unsigned> argument =

@@ -194,8 +194,14 @@ void keepGradientsWithParameters(const pipeline::ProgramUnits &units,
       if (Operation *producer = operand.getDefiningOp();
           producer && isBackward(producer) && stageOf.count(producer))
         latest = std::min(latest, stageOf.lookup(producer));
-    // The latest holder of the parameter the gradients allow.
+    // The latest holder of the parameter the gradients allow. A parameter
+    // several stages read (a tied table) has its parts summed once a step
+    // by its first reader's stage: a part already in a holder stays there,
+    // as the stage model prices it (the head's stage would otherwise take
+    // the embedding's part when it also holds the first layer).
     const std::set<int64_t> &holders = holdersOf[found->second];
+    if (holders.size() > 1 && holders.count(stageOf.lookup(&op)))
+      continue;
     auto after = holders.upper_bound(latest);
     if (after == holders.begin())
       continue;
