@@ -19,6 +19,9 @@ void tessera::buildLoweringPreparationPipeline(
   mlir::OpPassManager &function = pm.nest<mlir::func::FuncOp>();
   // The head a block of rows at a time, before the schedules below (its
   // matmul/add pairs are already adjacent).
+  // The loss next to its gradient first: both rewrites of the pair below
+  // (the blocks of rows, the fused kernel) take it only then.
+  function.addPass(createScheduleLossGradient());
   ChunkLossHeadOptions chunking;
   chunking.maxBlockBytes = options.logitsBlockBytes;
   function.addPass(createChunkLossHead(chunking));

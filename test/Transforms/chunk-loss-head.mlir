@@ -75,3 +75,56 @@ func.func @gradient_with_bias_user(%h: tensor<8x8xf32>, %t: tensor<8xi64>, %scal
   %db = tess.reduce_sum %dl {dims = array<i64: 0>} : (tensor<8x16xf32>) -> tensor<16xf32>
   return %loss, %dh, %dw, %db : tensor<f32>, tensor<8x8xf32>, tensor<16x8xf32>, tensor<16xf32>
 }
+
+// -----
+
+// Tests a data-parallel rank's head whose weight is stored split over dp: it
+// gathers the weight for the logits and again, after the loss's gradient,
+// for dl W. The blocks read one gathered copy for both (not two at once),
+// and the second gather goes away.
+// CHECK-LABEL: func.func @gathered_head
+// FOUR-LABEL: func.func @gathered_head
+// CHECK: %[[GW:.*]] = tess.all_gather %arg3 {axis = "dp", dim = 1 : i64}
+// CHECK-NOT: tess.all_gather
+// CHECK: tess.cross_entropy_grad
+// CHECK-NEXT: tess.linear %{{.*}}, %[[GW]] : (tensor<4x16xf32>, tensor<16x8xf32>)
+// CHECK: tess.cross_entropy_grad
+// CHECK-NEXT: tess.linear %{{.*}}, %[[GW]] : (tensor<4x16xf32>, tensor<16x8xf32>)
+// CHECK-NOT: tess.all_gather
+module attributes {tess.mesh = #tess.mesh<dp = 2>} {
+func.func @gathered_head(%h: tensor<2x4x8xf32>, %t: tensor<2x4xi64>, %scale: tensor<f32>, %ws: tensor<16x4xf32>) -> (tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>) {
+  %w = tess.all_gather %ws {axis = "dp", dim = 1 : i64} : (tensor<16x4xf32>) -> tensor<16x8xf32>
+  %logits = tess.linear %h, %w {transpose_weight} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = tess.cross_entropy %logits, %t : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<f32>
+  %dl = tess.cross_entropy_grad %logits, %t, %scale : (tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>) -> tensor<2x4x16xf32>
+  %again = tess.all_gather %ws {axis = "dp", dim = 1 : i64} : (tensor<16x4xf32>) -> tensor<16x8xf32>
+  %dh = tess.linear %dl, %again : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %dlr = tess.reshape %dl : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
+  %hr = tess.reshape %h : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %dw = tess.matmul %dlr, %hr {transpose_lhs} : (tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>
+}
+}
+
+// -----
+
+// Tests that a weight made after the loss's gradient from what exists before
+// the loss (here a cast of a gathered shard) moves up before the loss: the
+// first block reads it.
+// CHECK-LABEL: func.func @weight_made_after
+// FOUR-LABEL: func.func @weight_made_after
+// CHECK: %[[CW:.*]] = tess.cast %arg3
+// CHECK: tess.cross_entropy_grad
+// CHECK-NEXT: tess.linear %{{.*}}, %[[CW]] : (tensor<4x16xf32>, tensor<16x8xf32>)
+func.func @weight_made_after(%h: tensor<2x4x8xf32>, %t: tensor<2x4xi64>, %scale: tensor<f32>, %wb: tensor<16x8xbf16>) -> (tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>) {
+  %w = tess.parameter "embed.weight" trainable : tensor<16x8xf32>
+  %logits = tess.linear %h, %w {transpose_weight} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %loss = tess.cross_entropy %logits, %t : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<f32>
+  %dl = tess.cross_entropy_grad %logits, %t, %scale : (tensor<2x4x16xf32>, tensor<2x4xi64>, tensor<f32>) -> tensor<2x4x16xf32>
+  %cw = tess.cast %wb : tensor<16x8xbf16> to tensor<16x8xf32>
+  %dh = tess.linear %dl, %cw : (tensor<2x4x16xf32>, tensor<16x8xf32>) -> tensor<2x4x8xf32>
+  %dlr = tess.reshape %dl : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
+  %hr = tess.reshape %h : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %dw = tess.matmul %dlr, %hr {transpose_lhs} : (tensor<8x16xf32>, tensor<8x8xf32>) -> tensor<16x8xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<2x4x8xf32>, tensor<16x8xf32>
+}

@@ -431,6 +431,42 @@ def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def ScheduleLossGradient
+    : Pass<"tess-schedule-loss-gradient", "::mlir::func::FuncOp"> {
+  let summary = "Move each cross_entropy right before its gradient";
+  let description = [{
+    A `tess.cross_entropy` and the `tess.cross_entropy_grad` of the same
+    logits, targets and ignore index are one fused kernel
+    (tess-fuse-epilogues) and, where the logits are large, one block of rows
+    at a time (tess-chunk-loss-head), when the gradient directly follows the
+    loss. A step partitioned for a mesh computes between them the mean's
+    all-reduced count of targets (the gradient's scale) and the all-reduce
+    of the loss. The loss moves down to right before its gradient, and the
+    ops between them that read the loss's value (directly or not) move to
+    right after it, in their order; the others stay. Only the order changes;
+    a gradient that reads the loss's value is left alone. tesserac runs it
+    right before the lowering.
+
+    Before:
+    ```mlir
+    %loss = tess.cross_entropy %logits, %t ...
+    %sum = tess.all_reduce %loss {axis = "dp"} : tensor<f32>
+    %count = tess.all_reduce %n {axis = "dp"} : tensor<f32>
+    %scale = tess.div %seed, %count ...
+    %dl = tess.cross_entropy_grad %logits, %t, %scale ...
+    ```
+    After:
+    ```mlir
+    %count = tess.all_reduce %n {axis = "dp"} : tensor<f32>
+    %scale = tess.div %seed, %count ...
+    %loss = tess.cross_entropy %logits, %t ...
+    %dl = tess.cross_entropy_grad %logits, %t, %scale ...
+    %sum = tess.all_reduce %loss {axis = "dp"} : tensor<f32>
+    ```
+  }];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def FuseLinear : Pass<"tess-fuse-linear", "::mlir::func::FuncOp"> {
   let summary = "Turn matmul by a weight (+ bias) into tess.linear";
   let description = [{

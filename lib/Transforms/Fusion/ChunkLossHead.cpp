@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/OperationSupport.h"
 
 namespace tessera {
 #define GEN_PASS_DEF_CHUNKLOSSHEAD
@@ -46,6 +47,10 @@ struct LossHead {
   tess::CrossEntropyGradOp grad;
   tess::LinearOp inputGradient; // dl W: the head input's gradient
   tess::MatmulOp weightGradient; // dl^T h
+  /// What makes the input gradient's weight after the loss (a mesh rank's
+  /// all-gather of the head's weight, right before that product): the
+  /// blocks read it first, so it moves up before the loss.
+  Operation *weightAfterLoss = nullptr;
 };
 
 /// `value` viewed as [rows, width] (itself, or the reshape it comes from).
@@ -97,7 +102,37 @@ std::optional<LossHead> matchHead(tess::CrossEntropyOp loss) {
   }
   if (!match.inputGradient || !match.weightGradient)
     return std::nullopt;
+  Block *block = loss->getBlock();
+  auto beforeLoss = [&](Value value) {
+    Operation *definer = value.getDefiningOp();
+    return !definer || definer->getBlock() != block ||
+           definer->isBeforeInBlock(loss);
+  };
+  Value weight = match.inputGradient.getWeight();
+  if (!beforeLoss(weight)) {
+    Operation *definer = weight.getDefiningOp();
+    if (definer->getNumRegions() != 0 ||
+        !llvm::all_of(definer->getOperands(), beforeLoss))
+      return std::nullopt;
+    match.weightAfterLoss = definer;
+  }
   return match;
+}
+
+/// The head's own weight when the input gradient's is the same gather of
+/// it (a mesh rank gathers the head's weight again for the backward, so
+/// that the forward's copy is free in between): the blocks, which run the
+/// forward and the backward together, then hold one copy, not two.
+Value sameWeight(LossHead &match) {
+  Value weight = match.inputGradient.getWeight();
+  Operation *again = weight.getDefiningOp();
+  Operation *first = match.head.getWeight().getDefiningOp();
+  if (!again || !first || again == first ||
+      !OperationEquivalence::isEquivalentTo(
+          again, first, OperationEquivalence::exactValueMatch,
+          /*markEquivalent=*/nullptr, OperationEquivalence::IgnoreLocations))
+    return {};
+  return match.head.getWeight();
 }
 
 /// The blocks for `rows` rows of `rowBytes` each: the fewest (a divisor of
@@ -152,6 +187,14 @@ RankedTensorType rowsType(RankedTensorType type, int64_t rows) {
 void rewrite(LossHead match, int64_t blocks) {
   tess::LinearOp head = match.head;
   Location loc = match.loss.getLoc();
+  if (Value weight = sameWeight(match)) {
+    Operation *again = match.inputGradient.getWeight().getDefiningOp();
+    match.inputGradient.getWeightMutable().assign(weight);
+    if (again->use_empty())
+      again->erase();
+  } else if (match.weightAfterLoss) {
+    match.weightAfterLoss->moveBefore(match.loss);
+  }
   OpBuilder builder(match.grad);
   builder.setInsertionPointAfter(match.grad);
 
