@@ -81,6 +81,12 @@ public:
   /// plan of each range).
   PipelinePlan planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
                       int64_t devices) const;
+  /// `ranges` with boundaries moved one unit at a time while the step
+  /// (evaluatePlan) gets shorter, and its plan: the dynamic program sums
+  /// the stages' times, a step adds once-a-step work at its slowest stage
+  /// (the gradient exchange, the optimizer), which a sum cannot price.
+  PipelinePlan refined(std::vector<std::pair<size_t, size_t>> ranges,
+                       int64_t devices) const;
 
 private:
   struct Chosen {
@@ -304,6 +310,42 @@ StageTable::planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
   return plan;
 }
 
+PipelinePlan
+StageTable::refined(std::vector<std::pair<size_t, size_t>> ranges,
+                    int64_t devices) const {
+  PipelinePlan best = planOf(ranges, devices);
+  auto fits = [&](const std::vector<std::pair<size_t, size_t>> &candidate) {
+    for (auto [position, range] : llvm::enumerate(candidate)) {
+      int64_t remaining = stages - static_cast<int64_t>(position);
+      if (cost[index(remaining, range.first, range.second)] == kInfinity)
+        return false;
+    }
+    return true;
+  };
+  for (bool improved = true; improved;) {
+    improved = false;
+    for (size_t cut = 0; cut + 1 < ranges.size(); ++cut)
+      for (int delta : {-1, 1}) {
+        size_t boundary = ranges[cut].second + delta;
+        if (boundary <= ranges[cut].first ||
+            boundary >= ranges[cut + 1].second)
+          continue;
+        std::vector<std::pair<size_t, size_t>> moved = ranges;
+        moved[cut].second = boundary;
+        moved[cut + 1].first = boundary;
+        if (!fits(moved))
+          continue;
+        PipelinePlan plan = planOf(moved, devices);
+        if (plan.stepSeconds < best.stepSeconds * (1 - 1e-9)) {
+          best = std::move(plan);
+          ranges = std::move(moved);
+          improved = true;
+        }
+      }
+  }
+  return best;
+}
+
 } // namespace
 
 void evaluatePlan(PipelinePlan &plan, const ProgramProfile &profile,
@@ -447,6 +489,9 @@ llvm::Expected<PipelinePlan> searchEachStage(const ProgramProfile &profile,
         // With one micro-batch only the sum counts: no bound.
         if (microBatches == 1)
           low = bounds.size() - 1;
+        // The layout's best partition, its boundaries then refined.
+        std::optional<std::vector<std::pair<size_t, size_t>>> bestRanges;
+        double bestSeconds = kInfinity;
         for (size_t at = low; at < bounds.size(); ++at) {
           double bound = bounds[at];
           if (best && (microBatches - 1) * bound >= best->stepSeconds)
@@ -456,7 +501,16 @@ llvm::Expected<PipelinePlan> searchEachStage(const ProgramProfile &profile,
           if (!ranges)
             continue;
           PipelinePlan plan = table.planOf(*ranges, devices);
+          if (plan.stepSeconds < bestSeconds) {
+            bestSeconds = plan.stepSeconds;
+            bestRanges = std::move(ranges);
+          }
           if (!best || plan.stepSeconds < best->stepSeconds)
+            best = std::move(plan);
+        }
+        if (bestRanges) {
+          PipelinePlan plan = table.refined(*bestRanges, devices);
+          if (plan.stepSeconds < best->stepSeconds)
             best = std::move(plan);
         }
       }
