@@ -81,12 +81,13 @@ public:
   /// plan of each range).
   PipelinePlan planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
                       int64_t devices) const;
-  /// `ranges` with boundaries moved one unit at a time while the step
-  /// (evaluatePlan) gets shorter, and its plan: the dynamic program sums
-  /// the stages' times, a step adds once-a-step work at its slowest stage
-  /// (the gradient exchange, the optimizer), which a sum cannot price.
+  /// The plan of `ranges` (`plan`, planOf's) with boundaries moved one
+  /// unit at a time while the step (evaluatePlan) gets shorter: the
+  /// dynamic program sums the stages' times, a step adds once-a-step work
+  /// at its slowest stage (the gradient exchange, the optimizer), which a
+  /// sum cannot price.
   PipelinePlan refined(std::vector<std::pair<size_t, size_t>> ranges,
-                       int64_t devices) const;
+                       PipelinePlan plan, int64_t devices) const;
 
 private:
   struct Chosen {
@@ -312,8 +313,7 @@ StageTable::planOf(const std::vector<std::pair<size_t, size_t>> &ranges,
 
 PipelinePlan
 StageTable::refined(std::vector<std::pair<size_t, size_t>> ranges,
-                    int64_t devices) const {
-  PipelinePlan best = planOf(ranges, devices);
+                    PipelinePlan best, int64_t devices) const {
   auto fits = [&](const std::vector<std::pair<size_t, size_t>> &candidate) {
     for (auto [position, range] : llvm::enumerate(candidate)) {
       int64_t remaining = stages - static_cast<int64_t>(position);
@@ -489,9 +489,11 @@ llvm::Expected<PipelinePlan> searchEachStage(const ProgramProfile &profile,
         // With one micro-batch only the sum counts: no bound.
         if (microBatches == 1)
           low = bounds.size() - 1;
-        // The layout's best partition, its boundaries then refined.
-        std::optional<std::vector<std::pair<size_t, size_t>>> bestRanges;
-        double bestSeconds = kInfinity;
+        // The layout's best partition and plan, its boundaries then
+        // refined.
+        std::optional<std::pair<std::vector<std::pair<size_t, size_t>>,
+                                PipelinePlan>>
+            layoutBest;
         for (size_t at = low; at < bounds.size(); ++at) {
           double bound = bounds[at];
           if (best && (microBatches - 1) * bound >= best->stepSeconds)
@@ -501,16 +503,16 @@ llvm::Expected<PipelinePlan> searchEachStage(const ProgramProfile &profile,
           if (!ranges)
             continue;
           PipelinePlan plan = table.planOf(*ranges, devices);
-          if (plan.stepSeconds < bestSeconds) {
-            bestSeconds = plan.stepSeconds;
-            bestRanges = std::move(ranges);
-          }
           if (!best || plan.stepSeconds < best->stepSeconds)
-            best = std::move(plan);
+            best = plan;
+          if (!layoutBest || plan.stepSeconds < layoutBest->second.stepSeconds)
+            layoutBest.emplace(std::move(*ranges), std::move(plan));
         }
-        if (bestRanges) {
-          PipelinePlan plan = table.refined(*bestRanges, devices);
-          if (plan.stepSeconds < best->stepSeconds)
+        if (layoutBest) {
+          PipelinePlan plan = table.refined(std::move(layoutBest->first),
+                                            std::move(layoutBest->second),
+                                            devices);
+          if (!best || plan.stepSeconds < best->stepSeconds)
             best = std::move(plan);
         }
       }

@@ -17,11 +17,11 @@
 void tessera::buildLoweringPreparationPipeline(
     mlir::OpPassManager &pm, const LoweringPreparationOptions &options) {
   mlir::OpPassManager &function = pm.nest<mlir::func::FuncOp>();
-  // The head a block of rows at a time, before the schedules below (its
-  // matmul/add pairs are already adjacent).
   // The loss next to its gradient first: both rewrites of the pair below
   // (the blocks of rows, the fused kernel) take it only then.
   function.addPass(createScheduleLossGradient());
+  // The head a block of rows at a time, before the schedules below (its
+  // matmul/add pairs are already adjacent).
   ChunkLossHeadOptions chunking;
   chunking.maxBlockBytes = options.logitsBlockBytes;
   function.addPass(createChunkLossHead(chunking));

@@ -222,12 +222,15 @@ LogicalResult AttentionGradOp::inferReturnTypes(
   return success();
 }
 
+bool CrossEntropyOp::isGradient(CrossEntropyGradOp grad) {
+  return grad.getLogits() == getLogits() && grad.getTargets() == getTargets() &&
+         grad.getIgnoreIndex() == getIgnoreIndex() &&
+         grad.getAllTargets() == getAllTargets();
+}
+
 CrossEntropyGradOp CrossEntropyOp::fusedGradient() {
   auto grad = llvm::dyn_cast_or_null<CrossEntropyGradOp>((*this)->getNextNode());
-  if (!grad || grad.getLogits() != getLogits() ||
-      grad.getTargets() != getTargets() ||
-      grad.getIgnoreIndex() != getIgnoreIndex() ||
-      grad.getAllTargets() != getAllTargets())
+  if (!grad || !isGradient(grad))
     return {};
   return grad;
 }

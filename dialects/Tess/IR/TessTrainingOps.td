@@ -65,6 +65,9 @@ def Tess_CrossEntropyOp : Tess_Op<"cross_entropy",
     /// (tessera_*_cross_entropy_with_grad), and the cost model prices them
     /// so.
     CrossEntropyGradOp fusedGradient();
+    /// Whether `grad` is this loss's gradient: the same logits, targets,
+    /// ignore index and count, wherever it is.
+    bool isGradient(CrossEntropyGradOp grad);
   }];
 }
 

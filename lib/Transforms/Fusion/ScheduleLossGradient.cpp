@@ -37,10 +37,7 @@ tess::CrossEntropyGradOp laterGradient(tess::CrossEntropyOp loss) {
   for (Operation *user : loss.getLogits().getUsers()) {
     auto grad = llvm::dyn_cast<tess::CrossEntropyGradOp>(user);
     if (grad && grad->getBlock() == loss->getBlock() &&
-        loss->isBeforeInBlock(grad) && grad.getLogits() == loss.getLogits() &&
-        grad.getTargets() == loss.getTargets() &&
-        grad.getIgnoreIndex() == loss.getIgnoreIndex() &&
-        grad.getAllTargets() == loss.getAllTargets() &&
+        loss->isBeforeInBlock(grad) && loss.isGradient(grad) &&
         (!first || grad->isBeforeInBlock(first)))
       first = grad;
   }
