@@ -94,7 +94,14 @@ int64_t paddedGemmScratchBytes(func::FuncOp function) {
             [&](auto matmul) {
               product(matmul.getLhs(), matmul.getTransposeLhs(),
                       matmul.getRhs(), matmul.getResult());
-            });
+            })
+        // The GEMM of its rows (tess-expand-weight-grads).
+        .Case([&](tess::LinearWeightGradOp gradient) {
+          auto input = cast<ShapedType>(gradient.getInput().getType());
+          inner = input.getNumElements() / input.getShape().back();
+          operands = {input, cast<ShapedType>(gradient.getDy().getType()),
+                      cast<ShapedType>(gradient.getResult().getType())};
+        });
     if (operands.empty())
       return;
     int64_t work = operands.back().getNumElements() * inner;

@@ -245,6 +245,22 @@ OpCost estimateOpCost(Operation *op) {
         return matmulCost(op, matmul.getLhs(), matmul.getTransposeLhs(),
                           matmul.getResult());
       })
+      // The GEMM it becomes: [in, rows] x [rows, out].
+      .Case([&](tess::LinearWeightGradOp gradient) {
+        auto inputType =
+            llvm::cast<RankedTensorType>(gradient.getInput().getType());
+        double in = inputType.getShape().back();
+        double rows = elementsOf(gradient.getInput()) / in;
+        double out = elementsOf(gradient.getDy()) / rows;
+        double flops = 2 * rows * in * out;
+        OpCost cost = contraction(op, flops, flops, OpKind::Linear);
+        auto resultType =
+            llvm::cast<RankedTensorType>(gradient.getResult().getType());
+        cost.m = resultType.getDimSize(0);
+        cost.n = resultType.getDimSize(1);
+        cost.k = rows;
+        return cost;
+      })
       // The fused ops (tess-fuse-epilogues): their GEMM, the epilogue's
       // elementwise work riding on it; bytes are the fused op's own, which
       // is what fusing saves.

@@ -428,6 +428,17 @@ llvm::Error FunctionRun::execute(Operation &op) {
                                 matmul.getTransposeRhs());
                           });
       })
+      // The GEMM tess-expand-weight-grads makes of it: the rows flattened.
+      .Case([&](tess::LinearWeightGradOp gradient) {
+        return callKernel(
+            op, {gradient.getInput(), gradient.getDy()},
+            [&](KernelInputs in, KernelOutputs out) {
+              tessera_tensor x = flattenRows(in[0]), dy = flattenRows(in[1]);
+              return gradient.getTransposeWeight()
+                         ? tessera_cpu_matmul(&dy, &x, &out[0], true, false)
+                         : tessera_cpu_matmul(&x, &dy, &out[0], true, false);
+            });
+      })
       .Case([&](tess::LinearOp linear) {
         return callKernel(
             op, {linear.getInput(), linear.getWeight(), linear.getBias()},

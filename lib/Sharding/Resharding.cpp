@@ -1,9 +1,11 @@
 //===- Resharding.cpp - pricing a layout change axis by axis
 //---------------===//
 //
-// Two passes over the axes: first the axes that end replicated, partial or
-// unchanged (they only give dims up), then the axes that end splitting a dim
-// they did not split before. The order matters on a 2-D mesh: a dim can be
+// Three passes over the axes: first the partial sums that end split over a
+// dim no axis splits yet (reduce-scattered, so that what follows moves
+// their block), then the axes that end replicated, partial or unchanged
+// (they only give dims up), then the axes that end splitting a dim they did
+// not split before. The order matters on a 2-D mesh: a dim can be
 // split over one axis only, so an axis moving onto a dim must wait for the
 // axis leaving it. If two axes swap dims, the one that still holds the slot
 // is gathered first (a valid, slightly pessimistic, price).
@@ -121,15 +123,27 @@ static ReshardPlan planAxisByAxis(const TensorLayout &from,
                                   const cost::DeviceMesh &mesh,
                                   const cost::Cluster &cluster) {
   ReshardPlanner planner(from, shape, elementBytes, mesh, cluster);
+  // A partial sum that ends split over a free dim is reduce-scattered
+  // first, so the other axes' collectives move its block (the partition's
+  // order, Transforms/Partition/Reshard.cpp).
+  auto scattersFirst = [&](unsigned axis) {
+    int toDim = to.dimSplitOver(axis);
+    return from.isPartialOver(axis) && !to.isPartialOver(axis) &&
+           toDim != kUnsplit && from.dimAxes[toDim] == kUnsplit;
+  };
   auto acquiresDim = [&](unsigned axis) {
     int toDim = to.dimSplitOver(axis);
     return toDim != kUnsplit && toDim != from.dimSplitOver(axis);
   };
-  for (unsigned axis = 0, e = mesh.axes.size(); axis < e; ++axis)
-    if (!acquiresDim(axis))
+  unsigned axes = mesh.axes.size();
+  for (unsigned axis = 0; axis < axes; ++axis)
+    if (scattersFirst(axis))
       planner.moveAxis(axis, to);
-  for (unsigned axis = 0, e = mesh.axes.size(); axis < e; ++axis)
-    if (acquiresDim(axis))
+  for (unsigned axis = 0; axis < axes; ++axis)
+    if (!scattersFirst(axis) && !acquiresDim(axis))
+      planner.moveAxis(axis, to);
+  for (unsigned axis = 0; axis < axes; ++axis)
+    if (!scattersFirst(axis) && acquiresDim(axis))
       planner.moveAxis(axis, to);
   return planner.plan;
 }

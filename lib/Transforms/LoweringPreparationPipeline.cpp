@@ -17,6 +17,10 @@
 void tessera::buildLoweringPreparationPipeline(
     mlir::OpPassManager &pm, const LoweringPreparationOptions &options) {
   mlir::OpPassManager &function = pm.nest<mlir::func::FuncOp>();
+  // The weight gradients as the GEMMs the kernels run, before the rewrites
+  // below that take them in that form (the head's blocks, the bias
+  // gradient's epilogue).
+  function.addPass(createExpandWeightGrads());
   // The loss next to its gradient first: both rewrites of the pair below
   // (the blocks of rows, the fused kernel) take it only then.
   function.addPass(createScheduleLossGradient());

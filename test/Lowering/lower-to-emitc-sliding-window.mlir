@@ -1,5 +1,5 @@
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc | FileCheck %s
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc=target=cuda | FileCheck %s --check-prefix=CUDA
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-expand-weight-grads --tess-lower-to-emitc | FileCheck %s
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-expand-weight-grads --tess-lower-to-emitc=target=cuda | FileCheck %s --check-prefix=CUDA
 
 // The smallest model with a sliding-window attention (each token sees itself
 // and the 2 before it): an embedding attending to itself, then the tied head.

@@ -1,5 +1,5 @@
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc | FileCheck %s
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-lower-to-emitc=target=cuda | FileCheck %s --check-prefix=CUDA
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-expand-weight-grads --tess-lower-to-emitc | FileCheck %s
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-expand-weight-grads --tess-lower-to-emitc=target=cuda | FileCheck %s --check-prefix=CUDA
 
 // The smallest model with Gemma-2's attention: a softcapped local layer (a
 // window of 3) and a softcapped global one, then the tied head.

@@ -1,10 +1,10 @@
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-fuse-epilogues --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-expand-weight-grads --tess-fuse-epilogues --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s
 // The lowering takes the step as tess-lowering-preparation leaves it: each
 // pair one kernel call computes is one op (tess-fuse-epilogues).
 // With the head padded to 64 classes the program still names the model's
 // 16 (tess.vocabulary): the driver checks token ids against it.
-// RUN: tessera-opt %s --tess-build-training --tess-fuse-epilogues --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s --check-prefix=PADDEDHEAD
-// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-fuse-epilogues --tess-lower-to-emitc=print-arena-plan -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAN
+// RUN: tessera-opt %s --tess-build-training --tess-expand-weight-grads --tess-fuse-epilogues --tess-lower-to-emitc=weights-file=/w.safetensors | FileCheck %s --check-prefix=PADDEDHEAD
+// RUN: tessera-opt %s --tess-build-training=vocabulary-multiple=1 --tess-expand-weight-grads --tess-fuse-epilogues --tess-lower-to-emitc=print-arena-plan -o /dev/null 2>&1 | FileCheck %s --check-prefix=PLAN
 
 // A tied embedding / output projection: the smallest forward with a loss,
 // both gradient paths and a sum of cotangents.

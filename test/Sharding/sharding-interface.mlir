@@ -233,6 +233,33 @@ func.func @gemm(%x: tensor<8x32x64xf32>, %w: tensor<64x128xf32>, %wt: tensor<128
 
 // -----
 
+// Tests that a linear's weight gradient sums every row dim of both operands
+// into its result: a split of the tokens (a sequence split, over tp here)
+// is a partial sum as the samples' (over dp) is, never a gather; its
+// features are the result's dims (swapped with transpose_weight). A
+// gradient: partitioned, not searched.
+// CHECK: tess.linear_weight_grad
+// CHECK-NEXT:   labels: 0 reduced, 1 reduced, 2 parallel, 3 parallel
+// CHECK-NEXT:   operand 0: [0, 1, 2]
+// CHECK-NEXT:   operand 1: [0, 1, 3]
+// CHECK-NEXT:   result 0: [2, 3] summed [0, 1]
+// CHECK-NEXT:   linear in: {0} {1}
+// CHECK-NEXT:   runs in: operands [dp, tp, -] [dp, tp, -] -> results [-, -] partial(dp, tp)
+// CHECK-NEXT: tess.linear_weight_grad
+// CHECK-NEXT:   labels: 0 reduced, 1 reduced, 2 parallel, 3 parallel
+// CHECK-NEXT:   operand 0: [0, 1, 2]
+// CHECK-NEXT:   operand 1: [0, 1, 3]
+// CHECK-NEXT:   result 0: [3, 2] summed [0, 1]
+// CHECK-NEXT:   linear in: {0} {1}
+// CHECK-NEXT:   runs in: operands [dp, -, tp] [dp, -, -] -> results [-, tp] partial(dp)
+func.func @linear_weight_grad(%x: tensor<8x32x64xf32>, %dy: tensor<8x32x128xf32>) {
+  %0 = tess.linear_weight_grad %x, %dy {tess.arriving = [#tess.layout<[dp, tp, -]>, #tess.layout<[dp, tp, -]>]} : (tensor<8x32x64xf32>, tensor<8x32x128xf32>) -> tensor<64x128xf32>
+  %1 = tess.linear_weight_grad %x, %dy {transpose_weight, tess.arriving = [#tess.layout<[-, -, tp]>, #tess.layout<[dp, -, -]>]} : (tensor<8x32x64xf32>, tensor<8x32x128xf32>) -> tensor<128x64xf32>
+  return
+}
+
+// -----
+
 // Tests that norms, softmax and rotary keep the dims they normalize or pair
 // whole (the scale and bias too); a norm's gradient sums its leading dims
 // into the scale and bias gradients.

@@ -19,7 +19,7 @@
 // CHECK: tess.cross_entropy %[[Y]], %{{.*}} : (tensor<2x4x24xf32>, tensor<2x4xi64>) -> tensor<f32>
 // CHECK: %[[DY:.*]] = tess.cross_entropy_grad %[[Y]]
 // CHECK: tess.linear %[[DY]], %[[WP]] : (tensor<2x4x24xf32>, tensor<24x8xf32>) -> tensor<2x4x8xf32>
-// CHECK: %[[DWP:.*]] = tess.matmul {{.*}} -> tensor<24x8xf32>
+// CHECK: %[[DWP:.*]] = tess.linear_weight_grad {{.*}} -> tensor<24x8xf32>
 // CHECK: tess.slice %[[DWP]] {limits = array<i64: 20, 8>, starts = array<i64: 0, 0>, strides = array<i64: 1, 1>} : (tensor<24x8xf32>) -> tensor<20x8xf32>
 // In bf16 the padding's logit is bf16's lowest finite value.
 // BF16-LABEL: func.func @forward_backward(

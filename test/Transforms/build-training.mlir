@@ -28,9 +28,7 @@
 // CHECK: %[[LOSS:.*]] = tess.cross_entropy %[[Y]], %[[TARGETS]] : (tensor<2x4x16xf32>, tensor<2x4xi64>) -> tensor<f32>
 // CHECK: %[[DY:.*]] = tess.cross_entropy_grad %[[Y]], %[[TARGETS]], %[[SCALE]]
 // CHECK: %[[DX:.*]] = tess.linear %[[DY]], %[[W]] {transpose_weight} : (tensor<2x4x16xf32>, tensor<8x16xf32>) -> tensor<2x4x8xf32>
-// CHECK: %[[XROWS:.*]] = tess.reshape %[[X]] : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
-// CHECK: %[[DYROWS:.*]] = tess.reshape %[[DY]] : (tensor<2x4x16xf32>) -> tensor<8x16xf32>
-// CHECK: %[[DW:.*]] = tess.matmul %[[XROWS]], %[[DYROWS]] {transpose_lhs}
+// CHECK: %[[DW:.*]] = tess.linear_weight_grad %[[X]], %[[DY]] : (tensor<2x4x8xf32>, tensor<2x4x16xf32>) -> tensor<8x16xf32>
 // CHECK: %[[DB:.*]] = tess.reduce_sum %[[DY]] {dims = array<i64: 0, 1>}
 // CHECK: %[[DWTE:.*]] = tess.embedding_grad %[[IDS]], %[[DX]] : (tensor<2x4xi64>, tensor<2x4x8xf32>) -> tensor<16x8xf32>
 // CHECK: return %[[LOSS]], %[[DWTE]], %[[DW]], %[[DB]]
@@ -105,7 +103,7 @@ func.func @forward(%ids: tensor<2x4xi64>) -> tensor<2x4x16xf32> {
 // CHECK: %[[LOSS:.*]] = tess.cross_entropy %[[LOGITS]]
 // CHECK: %[[DLOGITS:.*]] = tess.cross_entropy_grad %[[LOGITS]]
 // CHECK: %[[DH2:.*]] = tess.linear %[[DLOGITS]], %[[WTE]] : (tensor<2x4x32xf32>, tensor<32x16xf32>) -> tensor<2x4x16xf32>
-// CHECK: %[[DHEAD:.*]] = tess.matmul %{{.*}}, %{{.*}} {transpose_lhs} : (tensor<8x32xf32>, tensor<8x16xf32>) -> tensor<32x16xf32>
+// CHECK: %[[DHEAD:.*]] = tess.linear_weight_grad %[[H2]], %[[DLOGITS]] {transpose_weight} : (tensor<2x4x16xf32>, tensor<2x4x32xf32>) -> tensor<32x16xf32>
 // CHECK: tess.dropout %[[DH2]] {rate = 1.000000e-01 : f64, seed = 2 : i64}
 // CHECK: tess.gelu_grad %{{.*}}, %{{.*}} {approximation = #tess<gelu_approximation tanh>}
 // CHECK: %[[LN2:.*]]:3 = tess.layer_norm_grad %[[H1]] scale %{{.*}}, %{{.*}} {bias_grad}

@@ -258,6 +258,27 @@ LogicalResult PackedAttentionGradOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult LinearWeightGradOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  RankedTensorType input = rankedType(adaptor.getInput());
+  RankedTensorType dy = rankedType(adaptor.getDy());
+  if (input.getRank() < 1 || input.getRank() != dy.getRank() ||
+      input.getShape().drop_back() != dy.getShape().drop_back())
+    return emitOptionalError(location, "C1: the input ", input, " and dy ",
+                             dy, " must have rank >= 1 and the same leading "
+                             "dims (the rows)");
+  if (input.getElementType() != dy.getElementType())
+    return emitOptionalError(location, "C2: the input ", input, " and dy ",
+                             dy, " must have one element type");
+  int64_t in = input.getShape().back(), out = dy.getShape().back();
+  SmallVector<int64_t> shape = adaptor.getTransposeWeight()
+                                   ? SmallVector<int64_t>{out, in}
+                                   : SmallVector<int64_t>{in, out};
+  inferred.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -380,6 +380,37 @@ def Tess_PackedAttentionGradOp : Tess_Op<"packed_attention_grad",
   let assemblyFormat = "$qkv `,` $y `,` $lse `,` $dy attr-dict `:` functional-type(operands, results)";
 }
 
+def Tess_LinearWeightGradOp : Tess_Op<"linear_weight_grad",
+    [Pure, InferTypeOpAdaptor, Tess_Shardable]> {
+  let summary = "a linear layer's weight gradient, summed over its rows";
+  let description = [{
+    `dW[k, n] = sum_i x[i..., k] * dy[i..., n]`: the gradient of
+    `tess.linear`'s weight, every leading dim of the input and of `dy` a row
+    summed over. With `transpose_weight` the result is `[n, k]`, as such a
+    linear stores its weight (PyTorch's `nn.Linear`).
+
+    It keeps the rows' dims, where a reshape to `[rows, .]` and a
+    `tess.matmul` would merge them: so a split of any of them (the tokens of
+    a sequence split as well as the samples) is a partial sum of the
+    gradient, which the partition all-reduces, instead of a reshape that
+    gathers both operands. After the partition, `tess-expand-weight-grads`
+    (the lowering preparation's) makes it that reshape and matmul, the GEMM
+    the kernels run.
+
+    Rules: (C1) the input and `dy` have rank >= 1 and the same leading dims;
+    (C2) one element type.
+
+    ```mlir
+    %dw = tess.linear_weight_grad %x, %dy {transpose_weight}
+      : (tensor<2x32x64xf32>, tensor<2x32x192xf32>) -> tensor<192x64xf32>
+    ```
+  }];
+  let arguments = (ins Tess_FloatTensor:$input, Tess_FloatTensor:$dy,
+                   UnitAttr:$transpose_weight);
+  let results = (outs Tess_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $dy attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Gradients of data movement
 //===----------------------------------------------------------------------===//

@@ -431,6 +431,36 @@ def ScheduleGeluGrad : Pass<"tess-schedule-gelu-grad", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::tessera::tess::TessDialect"];
 }
 
+def ExpandWeightGrads
+    : Pass<"tess-expand-weight-grads", "::mlir::func::FuncOp"> {
+  let summary = "Each linear_weight_grad as the reshapes to rows and the GEMM";
+  let description = [{
+    `tess.linear_weight_grad` keeps its rows' dims so that the search, the
+    partition and the stage costs see a split of any of them as a partial
+    sum of the weight's gradient (a sequence split's tokens included). Once
+    the step is partitioned, the rows of each rank's block are contiguous
+    in memory whatever was split, and the gradient is the GEMM the kernels
+    run: both operands viewed as `[rows, features]` (tess.reshape, a view)
+    and one `tess.matmul {transpose_lhs}`, the form that tess-fuse-epilogues
+    fuses with a bias gradient and tess-chunk-loss-head cuts into blocks.
+    tesserac runs it first in the lowering preparation.
+
+    Before:
+    ```mlir
+    %dw = tess.linear_weight_grad %x, %dy {transpose_weight}
+      : (tensor<2x32x64xf32>, tensor<2x32x192xf32>) -> tensor<192x64xf32>
+    ```
+    After:
+    ```mlir
+    %x2 = tess.reshape %x : (tensor<2x32x64xf32>) -> tensor<64x64xf32>
+    %dy2 = tess.reshape %dy : (tensor<2x32x192xf32>) -> tensor<64x192xf32>
+    %dw = tess.matmul %dy2, %x2 {transpose_lhs}
+      : (tensor<64x192xf32>, tensor<64x64xf32>) -> tensor<192x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::tessera::tess::TessDialect"];
+}
+
 def ScheduleLossGradient
     : Pass<"tess-schedule-loss-gradient", "::mlir::func::FuncOp"> {
   let summary = "Move each cross_entropy right before its gradient";

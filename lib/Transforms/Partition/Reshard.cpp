@@ -50,24 +50,37 @@ FailureOr<Value> partition::reshard(OpBuilder &builder, Location location,
   };
   auto axisSize = [&](int axis) { return mesh.axes[axis].size; };
 
-  // Complete the partial sums `to` does not keep.
-  for (unsigned axis : from.partialAxes) {
-    if (to.isPartialOver(axis))
-      continue;
+  // Complete the partial sums `to` does not keep: first those `to` splits
+  // a dim over (a reduce-scatter), then the others (an all-reduce), which
+  // so move the scattered block, not the whole tensor (a gradient partial
+  // over dp and tp whose ZeRO layout splits it over tp: the dp all-reduce
+  // moves 1/tp of it).
+  auto scatterTarget = [&](unsigned axis) {
     int target = to.dimSplitOver(axis);
-    if (target != kUnsplit && current.dimAxes[target] == kUnsplit) {
-      value = tess::ReduceScatterOp::create(
-          builder, location,
-          withDim(value, target, dimSize(value, target) / axisSize(axis)),
-          value, axisName(axis), target);
-      current.dimAxes[target] = axis;
-    } else {
-      value = tess::AllReduceOp::create(builder, location, value,
-                                        axisName(axis),
-                                        tess::CollectiveReduction::sum);
+    return target != kUnsplit && current.dimAxes[target] == kUnsplit
+               ? target
+               : kUnsplit;
+  };
+  for (bool scatter : {true, false})
+    for (unsigned axis : from.partialAxes) {
+      if (to.isPartialOver(axis) || !current.isPartialOver(axis))
+        continue;
+      int target = scatterTarget(axis);
+      if ((target != kUnsplit) != scatter)
+        continue;
+      if (scatter) {
+        value = tess::ReduceScatterOp::create(
+            builder, location,
+            withDim(value, target, dimSize(value, target) / axisSize(axis)),
+            value, axisName(axis), target);
+        current.dimAxes[target] = axis;
+      } else {
+        value = tess::AllReduceOp::create(builder, location, value,
+                                          axisName(axis),
+                                          tess::CollectiveReduction::sum);
+      }
+      llvm::erase(current.partialAxes, axis);
     }
-    llvm::erase(current.partialAxes, axis);
-  }
 
   // Undo the splits `to` does not have: move them to the dim `to` splits
   // when that dim is free, else gather.

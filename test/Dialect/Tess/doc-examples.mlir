@@ -455,6 +455,15 @@ func.func @attention_grad(%q: tensor<2x4x32x16xf32>, %k: tensor<2x2x32x16xf32>, 
 
 // -----
 
+// CHECK-LABEL: func.func @linear_weight_grad
+func.func @linear_weight_grad(%x: tensor<2x32x64xf32>, %dy: tensor<2x32x192xf32>) {
+  %dw = tess.linear_weight_grad %x, %dy {transpose_weight}
+    : (tensor<2x32x64xf32>, tensor<2x32x192xf32>) -> tensor<192x64xf32>
+  return
+}
+
+// -----
+
 // CHECK-LABEL: func.func @data_movement_grads
 func.func @data_movement_grads(%ids: tensor<2x32xi64>, %dy: tensor<2x32x64xf32>, %i: tensor<3xi64>,
                                %dg: tensor<4x3x8xf32>) {

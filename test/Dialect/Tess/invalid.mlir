@@ -1268,6 +1268,33 @@ func.func @embedding_c4(%table: tensor<8x4xf32>, %ids: tensor<2x3xi64>) {
 
 // -----
 
+func.func @linear_weight_grad_c1(%x: tensor<2x8x16xf32>, %dy: tensor<2x4x32xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: the input 'tensor<2x8x16xf32>' and dy 'tensor<2x4x32xf32>' must have rank >= 1 and the same leading dims (the rows)}}
+  %0 = tess.linear_weight_grad %x, %dy : (tensor<2x8x16xf32>, tensor<2x4x32xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_grad_c1_rank(%x: tensor<16x16xf32>, %dy: tensor<2x8x32xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C1: the input 'tensor<16x16xf32>' and dy 'tensor<2x8x32xf32>' must have rank >= 1 and the same leading dims (the rows)}}
+  %0 = tess.linear_weight_grad %x, %dy : (tensor<16x16xf32>, tensor<2x8x32xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_weight_grad_c2(%x: tensor<2x8x16xbf16>, %dy: tensor<2x8x32xf32>) {
+  // expected-error@+2 {{failed to infer returned types}}
+  // expected-error@+1 {{C2: the input 'tensor<2x8x16xbf16>' and dy 'tensor<2x8x32xf32>' must have one element type}}
+  %0 = tess.linear_weight_grad %x, %dy : (tensor<2x8x16xbf16>, tensor<2x8x32xf32>) -> tensor<16x32xf32>
+  return
+}
+
+// -----
+
 func.func @embedding_grad_c3(%ids: tensor<2x3xi64>, %dy: tensor<2x3x4xf32>) {
   // expected-error@+1 {{C3: rows_axis 'dp' needs a module with a tess.mesh attribute}}
   %0 = tess.embedding_grad %ids, %dy {rows_axis = "dp"} : (tensor<2x3xi64>, tensor<2x3x4xf32>) -> tensor<8x4xf32>

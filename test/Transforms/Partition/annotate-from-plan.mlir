@@ -16,7 +16,7 @@
 // CHECK: tess.embedding %{{.*}} {tess.layouts = [#tess.layout<[dp, -, -]>]}
 // CHECK: tess.linear %{{.*}} {tess.layouts = [#tess.layout<[dp, -, -]>]}
 // CHECK: tess.cross_entropy
-// CHECK: tess.matmul %{{.*}} {tess.layouts = [#tess.layout<[-, -] partial(dp)>], transpose_lhs}
+// CHECK: tess.linear_weight_grad %{{.*}} {tess.layouts = [#tess.layout<[-, -] partial(dp)>]}
 // CHECK-NOT: tess.planned
 
 // Tests that the annotation is one tess-partition-spmd runs.

@@ -86,6 +86,30 @@ module attributes {tess.mesh = #tess.mesh<dp = 2>} {
 
 // -----
 
+// A linear's weight gradient whose rows arrive split on the samples over dp
+// and on the tokens over tp (a sequence split): each rank sums its own
+// rows, a partial sum over both axes, with no gather of either operand.
+// The parameter's layout splits the gradient over tp: reduce-scattered
+// over tp first, so the dp all-reduce moves the rank's block, not the
+// whole gradient.
+// CHECK-LABEL: func.func @forward_backward
+// CHECK: %[[G:.*]] = tess.linear_weight_grad %{{.*}}, %{{.*}} {transpose_weight} : (tensor<2x4x16xf32>, tensor<2x4x32xf32>) -> tensor<32x16xf32>
+// CHECK-NEXT: %[[S:.*]] = tess.reduce_scatter %[[G]] {axis = "tp", dim = 1 : i64} : (tensor<32x16xf32>) -> tensor<32x8xf32>
+// CHECK-NEXT: %[[R:.*]] = tess.all_reduce %[[S]] {axis = "dp"} : tensor<32x8xf32>
+// CHECK-NEXT: return %[[R]] : tensor<32x8xf32>
+// CHECK-NOT: tess.all_gather
+module attributes {tess.mesh = #tess.mesh<dp = 2, tp = 2>} {
+  func.func @forward_backward(%x: tensor<4x8x16xf32> {tess.layout = #tess.layout<[dp, tp, -]>},
+                              %dy: tensor<4x8x32xf32> {tess.layout = #tess.layout<[dp, tp, -]>})
+      -> (tensor<32x16xf32> {tess.layout = #tess.layout<[-, tp]>}) {
+    %g = tess.linear_weight_grad %x, %dy {transpose_weight, tess.layouts = [#tess.layout<[-, -] partial(dp, tp)>]}
+      : (tensor<4x8x16xf32>, tensor<4x8x32xf32>) -> tensor<32x16xf32>
+    return %g : tensor<32x16xf32>
+  }
+}
+
+// -----
+
 // A gradient the driver completes over its ZeRO axes (tess.zero_stage)
 // that the step computes whole (replicated compute): returned whole, not
 // made a partial sum, its layout whole and its tess.zero_axes naming the

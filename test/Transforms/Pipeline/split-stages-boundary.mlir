@@ -27,8 +27,7 @@
 // CHECK-NOT: tess.cast
 // CHECK-LABEL: func.func @stage0_backward(
 // CHECK-SAME: %[[DX:[^:]*]]: tensor<2x4x8xbf16> {tess.activation_gradient}, %{{[^:]*}}: tensor<2x4xi64> {tess.input = "input_ids"}
-// CHECK: %[[ROWS:.*]] = tess.reshape %[[DX]] : (tensor<2x4x8xbf16>) -> tensor<8x8xbf16>
-// CHECK: tess.matmul %{{.*}}, %[[ROWS]] {transpose_lhs}
+// CHECK: tess.linear_weight_grad %{{.*}}, %[[DX]] : (tensor<2x4x8xbf16>, tensor<2x4x8xbf16>) -> tensor<8x8xbf16>
 // CHECK-LABEL: func.func @stage1_prepare(
 // CHECK-SAME: %[[WTE:[^:]*]]: tensor<16x8xf32> {tess.parameter = "wte"}
 // CHECK-SAME: -> (tensor<8x8xbf16> {tess.resident}, tensor<8x8xbf16> {tess.resident}, tensor<32x8xbf16> {tess.resident}, tensor<32xbf16> {tess.resident})

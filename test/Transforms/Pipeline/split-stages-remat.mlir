@@ -14,7 +14,7 @@
 // CHECK: %[[Y:[0-9]+]] = tess.linear %[[E]]
 // CHECK: %[[G:[0-9]+]] = tess.gelu %[[Y]]
 // CHECK: %[[X:[0-9]+]] = tess.add %[[E]], %[[G]]
-// CHECK: return %[[X]], %[[E]],
+// CHECK: return %[[X]], %[[E]] :
 // CHECK-LABEL: func.func @stage0_backward(%arg0: tensor<2x4x8xf32> {tess.saved}
 // CHECK: tess.linear %arg0, {{.*}}{tess.recomputed}
 // CHECK: tess.gelu_grad

@@ -19,24 +19,23 @@
 // CHECK-SAME: {tess.input = "input_ids"}
 // CHECK-SAME: {tess.parameter = "h.0.mlp.weight"}
 // CHECK-SAME: {tess.parameter = "h.0.mlp.bias"}
-// CHECK-SAME: -> (tensor<2x4x8xf32> {tess.activation}, tensor<2x4x8xf32> {tess.saved}, tensor<8x8xf32> {tess.saved})
+// CHECK-SAME: -> (tensor<2x4x8xf32> {tess.activation}, tensor<2x4x8xf32> {tess.saved}, tensor<2x4x8xf32> {tess.saved})
 // CHECK-SAME: attributes {tess.pipeline_device = 0 : i64, tess.pipeline_stage = 0 : i64}
-// CHECK: tess.embedding
-// CHECK: %[[Y0:.*]] = tess.linear
+// CHECK: %[[X0:.*]] = tess.embedding
+// CHECK: %[[Y0:.*]] = tess.linear %[[X0]]
 // CHECK: tess.gelu %[[Y0]]
 // CHECK: %[[X1:.*]] = tess.add
-// CHECK: %[[ROWS:.*]] = tess.reshape
-// CHECK: return %[[X1]], %[[Y0]], %[[ROWS]]
+// CHECK: return %[[X1]], %[[X0]], %[[Y0]]
 
 // CHECK-LABEL: func.func @stage0_backward(
+// CHECK-SAME: %[[SAVEDX0:[^:]*]]: tensor<2x4x8xf32> {tess.saved}
 // CHECK-SAME: %[[SAVEDY0:[^:]*]]: tensor<2x4x8xf32> {tess.saved}
-// CHECK-SAME: %[[SAVEDROWS:[^:]*]]: tensor<8x8xf32> {tess.saved}
 // CHECK-SAME: %[[DX1:[^:]*]]: tensor<2x4x8xf32> {tess.activation_gradient}
 // CHECK-SAME: {tess.parameter = "h.0.mlp.weight"}
 // CHECK-SAME: {tess.input = "input_ids"}
 // CHECK-SAME: -> (tensor<16x8xf32> {tess.gradient = "wte"}, tensor<8x8xf32> {tess.gradient = "h.0.mlp.weight"}, tensor<8xf32> {tess.gradient = "h.0.mlp.bias"})
-// CHECK: tess.gelu_grad %[[SAVEDY0]], %[[DX1]]
-// CHECK: tess.matmul %[[SAVEDROWS]]
+// CHECK: %[[DY0:.*]] = tess.gelu_grad %[[SAVEDY0]], %[[DX1]]
+// CHECK: tess.linear_weight_grad %[[SAVEDX0]], %[[DY0]]
 // CHECK: %[[DWTE:.*]] = tess.embedding_grad
 // CHECK-NOT: tess.add
 // CHECK: return %[[DWTE]]

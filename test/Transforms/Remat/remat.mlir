@@ -33,20 +33,20 @@
 // SEL: %[[F1:[0-9]+]] = tess.linear %[[N1]]
 // SEL: %[[D1:[0-9]+]] = tess.dropout %{{[0-9]+}} {rate = 1.000000e-01 : f64, seed = 1 : i64}
 // SEL: tess.cross_entropy_grad
-// SEL: tess.matmul
+// SEL: tess.linear_weight_grad
 // SEL: %[[N1B:[0-9]+]] = tess.layer_norm %[[X1]] scale
 // SEL-NEXT: %[[A1B:[0-9]+]] = tess.gelu %[[F1]]
 // SEL-NEXT: %[[D1B:[0-9]+]] = tess.dropout %[[A1B]] {rate = 1.000000e-01 : f64, seed = 1 : i64, tess.recomputed}
-// SEL-NEXT: tess.reshape %[[D1B]]
+// SEL-NEXT: tess.linear_weight_grad %[[D1B]]
 // SEL: tess.gelu_grad %[[F1]],
-// SEL: tess.reshape %[[N1B]]
+// SEL: tess.linear_weight_grad %[[N1B]]
 // SEL: tess.layer_norm_grad %[[X1]]
 // SEL: %[[N0B:[0-9]+]] = tess.layer_norm %[[X0]] scale
 // SEL-NEXT: %[[A0B:[0-9]+]] = tess.gelu %[[F0]]
 // SEL-NEXT: %[[D0B:[0-9]+]] = tess.dropout %[[A0B]] {rate = 1.000000e-01 : f64, tess.recomputed}
-// SEL-NEXT: tess.reshape %[[D0B]]
+// SEL-NEXT: tess.linear_weight_grad %[[D0B]]
 // SEL: tess.gelu_grad %[[F0]],
-// SEL: tess.reshape %[[N0B]]
+// SEL: tess.linear_weight_grad %[[N0B]]
 // SEL: tess.layer_norm_grad %[[X0]]
 // SEL: return
 

@@ -59,6 +59,20 @@ TEST_F(ReshardingTest, PartialToSplitIsAReduceScatter) {
   EXPECT_LT(reshard.time, plan("[-, -] partial(tp)", "[-, -]").time);
 }
 
+TEST_F(ReshardingTest, APartialSumEndingSplitIsScatteredBeforeTheOthers) {
+  // A gradient partial over dp and tp whose layout splits it over tp (a
+  // ZeRO or tensor-parallel shard): the tp reduce-scatter first, so the dp
+  // all-reduce moves the rank's quarter, as the partition rewrites it.
+  ReshardPlan reshard = plan("[-, -] partial(dp, tp)", "[-, tp]");
+  ASSERT_EQ(reshard.steps.size(), 2u);
+  EXPECT_EQ(reshard.steps[0].collective, cost::Collective::ReduceScatter);
+  EXPECT_EQ(reshard.steps[0].axis, tp);
+  EXPECT_DOUBLE_EQ(reshard.steps[0].bytes, bytes);
+  EXPECT_EQ(reshard.steps[1].collective, cost::Collective::AllReduce);
+  EXPECT_EQ(reshard.steps[1].axis, dp);
+  EXPECT_DOUBLE_EQ(reshard.steps[1].bytes, bytes / 4);
+}
+
 TEST_F(ReshardingTest, SlicingAndZeroFillingAreFree) {
   EXPECT_TRUE(plan("[-, -]", "[tp, -]").steps.empty());
   EXPECT_TRUE(plan("[-, -]", "[dp, tp]").steps.empty());

@@ -90,6 +90,30 @@ ShardingLabels LinearOp::getShardingLabels() {
   return labeler.take();
 }
 
+/// Every row dim is one label of both operands, summed into the result: a
+/// split of the samples or of the tokens leaves each rank a partial sum of
+/// the gradient. The features are the result's dims.
+ShardingLabels LinearWeightGradOp::getShardingLabels() {
+  Labeler labeler(*this);
+  size_t rank = shapeOf(getInput()).size();
+  for (size_t dim = 0; dim + 1 < rank; ++dim) {
+    int row = labeler.fresh(LabelKind::Reduced);
+    labeler.operand(0)[dim] = row;
+    labeler.operand(1)[dim] = row;
+    labeler.labels.summed[0].push_back(row);
+  }
+  int in = labeler.fresh(), out = labeler.fresh();
+  labeler.operand(0)[rank - 1] = in;
+  labeler.operand(1)[rank - 1] = out;
+  bool transposed = getTransposeWeight();
+  labeler.result(0)[0] = transposed ? out : in;
+  labeler.result(0)[1] = transposed ? in : out;
+  labeler.linearIn({0});
+  labeler.linearIn({1});
+  // A gradient: partitioned as its operands arrive, not searched.
+  return labeler.take();
+}
+
 namespace {
 
 /// A norm of the trailing dims from `axis`: the leading dims split.

@@ -45,7 +45,6 @@ LogicalResult LinearOp::buildVjp(OpBuilder &builder,
     return success();
   if (!llvm::isa<FloatType>(getType().getElementType()))
     return notDifferentiable(*this, "its operands are not float tensors");
-  VjpBuilder b(builder, getLoc());
   Location loc = getLoc();
   Value input = getInput(), weight = getWeight();
   bool transposed = getTransposeWeight();
@@ -54,18 +53,10 @@ LogicalResult LinearOp::buildVjp(OpBuilder &builder,
   operandCotangents[0] =
       LinearOp::create(builder, loc, dy, weight, Value(), !transposed);
 
-  // dW sums the outer products of every row: flatten the leading dims.
-  RankedTensorType inputType = getInput().getType();
-  int64_t rows = 1;
-  for (int64_t size : inputType.getShape().drop_back())
-    rows *= size;
-  int64_t inFeatures = inputType.getShape().back();
-  int64_t outFeatures = getType().getShape().back();
-  Value inputRows = b.reshape(input, {rows, inFeatures});
-  Value dyRows = b.reshape(dy, {rows, outFeatures});
-  // [in, out] = x^T dy; [out, in] = dy^T x.
-  operandCotangents[1] = transposed ? b.matmul(dyRows, inputRows, true)
-                                    : b.matmul(inputRows, dyRows, true);
+  // dW sums the outer products of every row, the rows' dims kept (a split
+  // of any of them is then a partial sum of dW).
+  operandCotangents[1] =
+      LinearWeightGradOp::create(builder, loc, input, dy, transposed);
 
   if (getBias()) {
     int64_t rank = getType().getRank();
