@@ -16,6 +16,8 @@
 
 #include "tessera/Transforms/Passes.h"
 
+#include "RowsView.h"
+
 #include "Tess/IR/TessOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -145,17 +147,6 @@ int64_t blockCount(int64_t rows, int64_t rowBytes, int64_t maxBytes) {
     if (rows % blocks == 0 && rows / blocks * rowBytes <= maxBytes)
       return blocks;
   return 1;
-}
-
-/// `value` ([..., width]) as [rows, width].
-Value asRows(OpBuilder &builder, Location loc, Value value) {
-  RankedTensorType type = rankedOf(value);
-  if (type.getRank() == 2)
-    return value;
-  int64_t width = type.getShape().back();
-  auto rowsType = RankedTensorType::get(
-      {type.getNumElements() / width, width}, type.getElementType());
-  return tess::ReshapeOp::create(builder, loc, rowsType, value);
 }
 
 /// `value` (any shape) as rank 1.

@@ -16,6 +16,8 @@
 
 #include "tessera/Transforms/Passes.h"
 
+#include "RowsView.h"
+
 #include "Tess/IR/TessOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -29,18 +31,6 @@ using namespace mlir;
 using namespace tessera;
 
 namespace {
-
-/// `value` viewed as [rows, features] (itself when it already is).
-Value asRows(OpBuilder &builder, Location loc, Value value) {
-  auto type = llvm::cast<RankedTensorType>(value.getType());
-  int64_t features = type.getShape().back();
-  int64_t rows = type.getNumElements() / features;
-  if (type.getRank() == 2)
-    return value;
-  auto rowsType =
-      RankedTensorType::get({rows, features}, type.getElementType());
-  return tess::ReshapeOp::create(builder, loc, rowsType, value);
-}
 
 struct ExpandWeightGradsPass
     : tessera::impl::ExpandWeightGradsBase<ExpandWeightGradsPass> {
